@@ -1,0 +1,164 @@
+// safeweights/error.h — the one error type shared by every format and layer.
+//
+// Every fallible library call returns a Status (success or one Error) or a Result<T> (a value or one
+// Error). An Error carries a stable kind (ErrorKind; its name never changes once released, so tools and
+// tests may match on it), a human message, and where it happened: the file, the archive entry, the
+// tensor and the byte offset, each when known. The safetensors kinds use the reference implementation's
+// variant names so that error kinds agree with it on every input it rejects; kinds for our stricter rules
+// are ours.
+//
+// Thread safety: Error, Status and Result are plain values. Const methods may be called concurrently;
+// anything else needs external synchronisation, as with any standard value type.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+
+namespace safeweights {
+
+// X-macro: (Name, one-line meaning). Append only; never renumber or rename.
+#define SAFEWEIGHTS_ERROR_KINDS(X)                                                                      \
+  /* generic */                                                                                          \
+  X(IoError, "an operating-system I/O call failed")                                                     \
+  X(FileNotFound, "the file does not exist or cannot be opened")                                        \
+  X(InvalidArgument, "the caller passed an invalid argument")                                           \
+  X(OutOfRange, "a read outside the bounds of the input")                                               \
+  X(UnknownFormat, "the input is not in a format this tool recognises")                                 \
+  X(ResourceLimit, "the input asks for more memory or work than the configured limit")                  \
+  /* safetensors: the reference implementation's variant names */                                      \
+  X(HeaderTooSmall, "file shorter than the 8-byte header length")                                       \
+  X(HeaderTooLarge, "header length above 100,000,000 bytes")                                            \
+  X(InvalidHeaderLength, "header length runs past the end of the file")                                 \
+  X(InvalidHeader, "header is not valid UTF-8")                                                         \
+  X(InvalidHeaderDeserialization, "header is not valid JSON of the safetensors schema")                 \
+  X(InvalidOffset, "data_offsets not contiguous from 0 (hole, overlap or reversed range)")              \
+  X(TensorInvalidInfo, "byte length does not match shape and dtype")                                    \
+  X(MetadataIncompleteBuffer, "data section does not end exactly at the end of the file")              \
+  X(ValidationOverflow, "shape x dtype size overflows 64 bits")                                         \
+  X(MisalignedSlice, "sub-byte data does not start or end on a byte boundary")                          \
+  X(TensorNotFound, "no tensor of that name")                                                           \
+  X(InvalidTensorView, "data length does not match shape and dtype")                                    \
+  /* safetensors: our stricter rules (checked after every reference rule) */                           \
+  X(DuplicateKey, "a JSON object repeats a key")                                                        \
+  X(NonCanonicalEntry, "tensor entry or dtype in a non-standard JSON form (array or object)")           \
+  X(UnknownField, "tensor entry has a field other than dtype, shape and data_offsets (strict mode)")    \
+  X(ReservedTensorName, "a tensor may not be named __metadata__")                                       \
+  /* slicing */                                                                                          \
+  X(InvalidSliceSpec, "slice syntax error or zero step")                                                \
+  X(TooManySlices, "more indices than tensor dimensions")                                               \
+  X(SliceOutOfRange, "integer index outside its dimension")                                             \
+  /* sharded checkpoints */                                                                              \
+  X(InvalidIndex, "a *.safetensors.index.json file is malformed")                                       \
+  X(ShardMismatch, "index and shard files disagree about a tensor")
+
+enum class ErrorKind : std::uint16_t {
+#define SAFEWEIGHTS_X(name, doc) name,
+  SAFEWEIGHTS_ERROR_KINDS(SAFEWEIGHTS_X)
+#undef SAFEWEIGHTS_X
+};
+
+// Stable name of a kind ("InvalidOffset"), and its one-line meaning.
+std::string_view error_kind_name(ErrorKind kind) noexcept;
+std::string_view error_kind_description(ErrorKind kind) noexcept;
+// Inverse of error_kind_name; nullopt for an unknown name.
+std::optional<ErrorKind> error_kind_from_name(std::string_view name) noexcept;
+
+// Where an error happened. Empty strings / nullopt mean "not known".
+struct ErrorContext {
+  std::string file;                   // path or URL of the outermost input
+  std::string entry;                  // archive entry (DDUF), when inside one
+  std::string tensor;                 // tensor name, when one is concerned
+  std::optional<std::uint64_t> offset;  // byte offset in `file`, when known
+};
+
+class Error {
+ public:
+  Error(ErrorKind kind, std::string message) : kind_(kind), message_(std::move(message)) {}
+
+  ErrorKind kind() const noexcept { return kind_; }
+  std::string_view kind_name() const noexcept { return error_kind_name(kind_); }
+  const std::string& message() const noexcept { return message_; }
+  const ErrorContext& context() const noexcept { return context_; }
+
+  // Context setters return *this so that errors can be annotated while propagating. A setter never
+  // overwrites a field already set closer to the failure.
+  Error& with_file(std::string_view file);
+  Error& with_entry(std::string_view entry);
+  Error& with_tensor(std::string_view tensor);
+  Error& with_offset(std::uint64_t offset);
+
+  // "model.safetensors: InvalidOffset: ... (tensor `w`, byte 1234)".
+  std::string to_string() const;
+
+ private:
+  ErrorKind kind_;
+  std::string message_;
+  ErrorContext context_;
+};
+
+// Success, or one Error. One pointer in size; success allocates nothing.
+class [[nodiscard]] Status {
+ public:
+  Status() noexcept = default;
+  Status(Error error) : error_(std::make_unique<Error>(std::move(error))) {}  // NOLINT: implicit on purpose
+  Status(Status&&) noexcept = default;
+  Status& operator=(Status&&) noexcept = default;
+  Status(const Status& other) : error_(other.error_ ? std::make_unique<Error>(*other.error_) : nullptr) {}
+  Status& operator=(const Status& other) {
+    if (this != &other) error_ = other.error_ ? std::make_unique<Error>(*other.error_) : nullptr;
+    return *this;
+  }
+
+  static Status ok() noexcept { return Status(); }
+  bool is_ok() const noexcept { return error_ == nullptr; }
+  explicit operator bool() const noexcept { return is_ok(); }
+
+  // Precondition: !is_ok().
+  const Error& error() const& { return *error_; }
+  Error& error() & { return *error_; }
+  Error&& error() && { return std::move(*error_); }
+
+  std::string to_string() const { return is_ok() ? std::string("OK") : error_->to_string(); }
+
+ private:
+  std::unique_ptr<Error> error_;
+};
+
+// A value of type T, or one Error.
+template <typename T>
+class [[nodiscard]] Result {
+ public:
+  Result(T value) : v_(std::in_place_index<0>, std::move(value)) {}     // NOLINT: implicit on purpose
+  Result(Error error) : v_(std::in_place_index<1>, std::move(error)) {}  // NOLINT: implicit on purpose
+  // Precondition: !status.is_ok().
+  Result(Status status) : v_(std::in_place_index<1>, std::move(status).error()) {}  // NOLINT
+
+  bool is_ok() const noexcept { return v_.index() == 0; }
+  explicit operator bool() const noexcept { return is_ok(); }
+
+  // Preconditions: is_ok() for value(), !is_ok() for error().
+  T& value() & { return std::get<0>(v_); }
+  const T& value() const& { return std::get<0>(v_); }
+  T&& value() && { return std::get<0>(std::move(v_)); }
+  T* operator->() { return &std::get<0>(v_); }
+  const T* operator->() const { return &std::get<0>(v_); }
+  T& operator*() & { return std::get<0>(v_); }
+  const T& operator*() const& { return std::get<0>(v_); }
+
+  const Error& error() const& { return std::get<1>(v_); }
+  Error& error() & { return std::get<1>(v_); }
+  Error&& error() && { return std::get<1>(std::move(v_)); }
+
+  Status status() const& { return is_ok() ? Status() : Status(std::get<1>(v_)); }
+  Status status() && { return is_ok() ? Status() : Status(std::get<1>(std::move(v_))); }
+
+ private:
+  std::variant<T, Error> v_;
+};
+
+}  // namespace safeweights

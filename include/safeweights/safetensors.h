@@ -1,0 +1,158 @@
+// safeweights/safetensors.h — reading safetensors files: strict header, zero-copy tensor views.
+//
+// Header::parse() applies every rule of the reference implementation (huggingface/safetensors) in the
+// reference's order, so that any input the reference rejects fails here with the same ErrorKind. Then
+// it applies our stricter rules (duplicate keys of any kind, array-form entries, object-form dtypes,
+// and optionally unknown fields), which only inputs the reference accepts can reach. A parsed Header
+// is immutable and trusted: nothing downstream re-checks it.
+//
+// Reader couples a Header with the ByteSource it came from. On a mapped source, tensor(name) is a
+// pointer into the mapping (no copy); on a pread source the bytes are read on demand into memory the
+// caller gives (read()) or the caller asks to own (read_owned(), load_all()).
+//
+// Thread safety: Header and Reader are immutable after construction; every const method may be
+// called concurrently. Views stay valid as long as the Reader (or its source) lives.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "safeweights/dtype.h"
+#include "safeweights/error.h"
+#include "safeweights/slice.h"
+#include "safeweights/source.h"
+
+namespace safeweights::safetensors {
+
+// The reference's cap on the JSON header length N (decimal, not MiB).
+inline constexpr std::uint64_t kMaxHeaderSize = 100'000'000;
+// Nesting depth at which serde_json (the reference's parser) gives up; deeper JSON is rejected.
+inline constexpr int kMaxJsonDepth = 128;
+
+struct TensorInfo {
+  std::string_view name;
+  Dtype dtype;
+  std::span<const std::uint64_t> shape;
+  std::uint64_t begin;  // data_offsets[0], relative to the start of the data section
+  std::uint64_t end;    // data_offsets[1]
+
+  std::uint64_t nbytes() const noexcept { return end - begin; }
+  std::uint64_t num_elements() const noexcept;  // product of shape (1 for a scalar)
+};
+
+using MetadataEntries = std::vector<std::pair<std::string, std::string>>;
+
+struct ReadOptions {
+  // Reject fields other than dtype/shape/data_offsets inside a tensor entry. The reference ignores
+  // them, so this is off by default; `safeweights validate --strict` turns it on.
+  bool reject_unknown_fields = false;
+};
+
+class Header {
+ public:
+  // Reads and validates the header of the safetensors file held by `source` (the whole source is the
+  // file: its size must match the data section exactly). Errors carry the source's name.
+  static Result<Header> parse(const ByteSource& source, const ReadOptions& options = {});
+
+  Header(Header&&) noexcept = default;
+  Header& operator=(Header&&) noexcept = default;
+  Header(const Header&) = delete;
+  Header& operator=(const Header&) = delete;
+  ~Header();
+
+  std::uint64_t header_size() const noexcept { return header_size_; }     // N
+  std::uint64_t data_start() const noexcept { return 8 + header_size_; }  // file offset of data
+  std::uint64_t data_size() const noexcept { return data_size_; }
+  std::uint64_t file_size() const noexcept { return data_start() + data_size_; }
+
+  // Tensors in data-offset order (the order of their bytes in the file).
+  std::span<const TensorInfo> tensors() const noexcept { return tensors_; }
+  // nullptr when there is no tensor of that name. O(1).
+  const TensorInfo* find(std::string_view name) const noexcept;
+
+  // Whether `__metadata__` is present (and not null); its entries in file order.
+  bool has_metadata() const noexcept { return has_metadata_; }
+  const MetadataEntries& metadata() const noexcept { return metadata_; }
+  std::optional<std::string_view> metadata_value(std::string_view key) const noexcept;
+
+ private:
+  Header() = default;
+  friend class HeaderBuilder;
+
+  std::uint64_t header_size_ = 0;
+  std::uint64_t data_size_ = 0;
+  std::vector<TensorInfo> tensors_;
+  std::vector<char> names_;          // backing store of every TensorInfo::name
+  std::vector<std::uint64_t> dims_;  // backing store of every TensorInfo::shape
+  std::vector<std::uint32_t> index_;  // open-addressing table of positions in tensors_ (+1; 0 = empty)
+  std::uint64_t index_seed_ = 0;
+  bool has_metadata_ = false;
+  MetadataEntries metadata_;
+};
+
+// A tensor's place in its source, and its bytes when the source is mapped.
+struct TensorView {
+  const TensorInfo* info = nullptr;
+  std::uint64_t offset = 0;          // absolute offset of the first byte in the source
+  std::span<const std::byte> data;   // the bytes, when mapped; data.data() == nullptr otherwise
+
+  bool is_mapped() const noexcept { return data.data() != nullptr || info->nbytes() == 0; }
+};
+
+// One owned allocation holding every tensor of a file, in file order.
+struct LoadedTensors {
+  std::shared_ptr<std::byte[]> buffer;  // data section; tensor i's bytes are at info.begin
+  std::uint64_t size = 0;
+  std::span<const std::byte> bytes_of(const TensorInfo& info) const noexcept {
+    return {buffer.get() + info.begin, static_cast<std::size_t>(info.nbytes())};
+  }
+};
+
+struct LoadOptions {
+  unsigned threads = 0;  // 0: one per core, at most 8
+};
+
+class Reader {
+ public:
+  static Result<Reader> open(const std::string& path, FileBackend backend = FileBackend::Mmap,
+                             const ReadOptions& options = {});
+  static Result<Reader> open(SourcePtr source, const ReadOptions& options = {});
+
+  const Header& header() const noexcept { return *header_; }
+  const ByteSource& source() const noexcept { return *source_; }
+  const SourcePtr& source_ptr() const noexcept { return source_; }
+  const std::string& name() const noexcept { return source_->name(); }
+
+  // TensorNotFound when the name is absent.
+  Result<TensorView> tensor(std::string_view name) const;
+  TensorView view(const TensorInfo& info) const noexcept;
+
+  // Copies a tensor into dst (dst.size() == info.nbytes()).
+  Status read(const TensorInfo& info, std::span<std::byte> dst) const;
+  Result<std::vector<std::byte>> read_owned(std::string_view name) const;
+
+  // Slices a tensor: the plan's offsets are absolute in source(); read it with read_slice().
+  Result<SlicePlan> plan_slice(const TensorInfo& info, const SliceSpec& spec) const;
+  Status read_slice(const SlicePlan& plan, std::span<std::byte> dst) const;
+
+  // Reads the whole data section into one owned buffer with large parallel reads.
+  Result<LoadedTensors> load_all(const LoadOptions& options = {}) const;
+  // The same into memory the caller provides (dst.size() == header().data_size()), e.g. a reused or
+  // pinned buffer.
+  Status load_into(std::span<std::byte> dst, const LoadOptions& options = {}) const;
+
+ private:
+  Reader(SourcePtr source, std::shared_ptr<const Header> header)
+      : source_(std::move(source)), header_(std::move(header)) {}
+  SourcePtr source_;
+  std::shared_ptr<const Header> header_;
+};
+
+}  // namespace safeweights::safetensors

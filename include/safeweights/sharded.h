@@ -1,0 +1,70 @@
+// safeweights/sharded.h — checkpoints split over several safetensors files plus an index.
+//
+// transformers saves large models as `model-00001-of-00003.safetensors`, ... together with
+// `model.safetensors.index.json`: {"metadata": {"total_size": N}, "weight_map": {tensor: shard file}}.
+// ShardedReader opens the index and every shard it names (each with the full safetensors checks) and
+// presents one namespace of tensors. It is strict: a shard file must be a plain file name in the index's
+// folder, every tensor listed must be in the shard the index names, and every tensor in a shard must
+// be listed for that shard. write_sharded() splits tensors into shards of at most max_shard_bytes of
+// data the way transformers does (in the given order; a tensor larger than the limit gets a shard of
+// its own) and writes the index last, so a crash never leaves an index that names missing shards.
+//
+// Thread safety: ShardedReader is immutable after open(); its const methods may be called concurrently.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "safeweights/safetensors.h"
+#include "safeweights/safetensors_writer.h"
+
+namespace safeweights::safetensors {
+
+class ShardedReader {
+ public:
+  static Result<ShardedReader> open(const std::string& index_path, FileBackend backend = FileBackend::Mmap,
+                                    const ReadOptions& options = {});
+
+  struct Location {
+    const Reader* shard;
+    const TensorInfo* info;
+  };
+  // TensorNotFound when absent.
+  Result<Location> find(std::string_view name) const;
+  // All tensor names, sorted.
+  const std::vector<std::string>& names() const noexcept { return names_; }
+  const std::vector<Reader>& shards() const noexcept { return shards_; }
+  const std::vector<std::string>& shard_files() const noexcept { return shard_files_; }
+  // The index's "metadata" object with string values as they are and other values as JSON text.
+  const std::map<std::string, std::string>& index_metadata() const noexcept { return index_metadata_; }
+
+ private:
+  std::vector<Reader> shards_;
+  std::vector<std::string> shard_files_;
+  std::vector<std::string> names_;
+  std::map<std::string, std::size_t, std::less<>> shard_of_;  // tensor name -> index into shards_
+  std::map<std::string, std::string> index_metadata_;
+};
+
+struct ShardOptions {
+  std::uint64_t max_shard_bytes = 5'000'000'000;  // transformers' default "5GB"
+  std::string prefix = "model";                    // model-00001-of-00002.safetensors
+  Metadata shard_metadata = MetadataEntries{{"format", "pt"}};
+  WriteOptions write;
+};
+
+struct ShardedWriteResult {
+  std::vector<std::string> files;  // shard file names (in the folder), in order
+  std::string index_file;          // empty when everything fit in one file (`{prefix}.safetensors`)
+};
+
+// Writes the tensors into `folder` (which must exist). With one shard the file is `{prefix}.safetensors`
+// and no index is written, as transformers does.
+Result<ShardedWriteResult> write_sharded(const std::string& folder, std::span<const TensorData> tensors,
+                                         const ShardOptions& options = {});
+
+}  // namespace safeweights::safetensors

@@ -1,0 +1,85 @@
+// safeweights/source.h — ByteSource, the one input interface every parser reads through.
+//
+// A ByteSource is a read-only, random-access sequence of bytes of known size: a memory-mapped file, a
+// file read with pread (for network filesystems, where page faults are slow), a buffer in memory, a
+// sub-range of another source (an archive entry), and later an HTTP(S) resource read with Range
+// requests. Parsers never assume the whole input is mapped: they ask for the bytes they need with
+// read_at() / read_ranges(), and take the zero-copy path only when mapped() is non-null.
+//
+// Thread safety: every ByteSource is immutable after construction; all methods may be called
+// concurrently from any number of threads.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "safeweights/error.h"
+
+namespace safeweights {
+
+struct ByteRange {
+  std::uint64_t offset = 0;
+  std::uint64_t length = 0;
+};
+
+enum class AccessHint { Normal, Sequential, Random, WillNeed, DontNeed };
+
+class ByteSource {
+ public:
+  virtual ~ByteSource() = default;
+
+  // What to call this input in messages: a path, a URL, "path!entry", "<memory>".
+  virtual const std::string& name() const noexcept = 0;
+  virtual std::uint64_t size() const noexcept = 0;
+
+  // The address of byte 0 when all bytes are addressable in memory (mapped file, buffer), else null.
+  // The bytes stay valid as long as this source (or a source sharing it) is alive.
+  virtual const std::byte* mapped() const noexcept { return nullptr; }
+
+  // Copies exactly dst.size() bytes starting at `offset` into dst. OutOfRange if the range does not
+  // lie inside [0, size()); IoError if the underlying read fails or comes up short.
+  virtual Status read_at(std::uint64_t offset, std::span<std::byte> dst) const = 0;
+
+  // Reads each range, in order, into consecutive parts of dst; dst.size() must equal the sum of the
+  // lengths. Sources with per-request latency (HTTP) override this to keep several ranges in flight.
+  virtual Status read_ranges(std::span<const ByteRange> ranges, std::span<std::byte> dst) const;
+
+  // Advice about an upcoming access pattern (madvise / posix_fadvise / prefetch). Never required.
+  virtual void hint(ByteRange /*range*/, AccessHint /*hint*/) const noexcept {}
+
+  // A zero-copy view of [offset, offset + length) when mapped() is non-null and the range is inside
+  // the source; an empty span with data() == nullptr otherwise.
+  std::span<const std::byte> view(std::uint64_t offset, std::uint64_t length) const noexcept;
+
+  // Checks that [offset, offset + length) lies inside the source (with overflow-safe arithmetic).
+  Status check_range(std::uint64_t offset, std::uint64_t length) const;
+};
+
+using SourcePtr = std::shared_ptr<const ByteSource>;
+
+// How a local file is read.
+enum class FileBackend {
+  Mmap,   // map the whole file once; tensors are pointers into the mapping (default)
+  Pread,  // positional reads into caller or owned memory; no mapping (NFS, Lustre, FUSE)
+};
+
+// Opens a regular file. FileNotFound when it does not exist; IoError for other failures (permission,
+// a directory, a FIFO: only regular files are read, so a FIFO can never make us block).
+Result<SourcePtr> open_file(const std::string& path, FileBackend backend = FileBackend::Mmap);
+
+// A source over memory the caller owns. `keepalive`, when given, is held as long as the source is.
+SourcePtr memory_source(std::span<const std::byte> bytes, std::string name = "<memory>",
+                        std::shared_ptr<const void> keepalive = nullptr);
+// A source that owns its bytes.
+SourcePtr owned_memory_source(std::vector<std::byte> bytes, std::string name = "<memory>");
+
+// The bytes [offset, offset + length) of `parent`, as a source of its own (it keeps `parent` alive).
+// Mapped when the parent is. OutOfRange when the range does not lie inside the parent.
+Result<SourcePtr> subrange_source(SourcePtr parent, std::uint64_t offset, std::uint64_t length,
+                                  std::string name);
+
+}  // namespace safeweights

@@ -1,0 +1,78 @@
+#include "safeweights/error.h"
+
+#include <array>
+
+namespace safeweights {
+namespace {
+
+struct KindEntry {
+  std::string_view name;
+  std::string_view description;
+};
+
+constexpr std::array kKinds = {
+#define SAFEWEIGHTS_X(name, doc) KindEntry{#name, doc},
+    SAFEWEIGHTS_ERROR_KINDS(SAFEWEIGHTS_X)
+#undef SAFEWEIGHTS_X
+};
+
+}  // namespace
+
+std::string_view error_kind_name(ErrorKind kind) noexcept {
+  auto i = static_cast<std::size_t>(kind);
+  return i < kKinds.size() ? kKinds[i].name : std::string_view("Unknown");
+}
+
+std::string_view error_kind_description(ErrorKind kind) noexcept {
+  auto i = static_cast<std::size_t>(kind);
+  return i < kKinds.size() ? kKinds[i].description : std::string_view();
+}
+
+std::optional<ErrorKind> error_kind_from_name(std::string_view name) noexcept {
+  for (std::size_t i = 0; i < kKinds.size(); ++i) {
+    if (kKinds[i].name == name) return static_cast<ErrorKind>(i);
+  }
+  return std::nullopt;
+}
+
+Error& Error::with_file(std::string_view file) {
+  if (context_.file.empty()) context_.file = file;
+  return *this;
+}
+Error& Error::with_entry(std::string_view entry) {
+  if (context_.entry.empty()) context_.entry = entry;
+  return *this;
+}
+Error& Error::with_tensor(std::string_view tensor) {
+  if (context_.tensor.empty()) context_.tensor = tensor;
+  return *this;
+}
+Error& Error::with_offset(std::uint64_t offset) {
+  if (!context_.offset) context_.offset = offset;
+  return *this;
+}
+
+std::string Error::to_string() const {
+  std::string out;
+  if (!context_.file.empty()) {
+    out += context_.file;
+    if (!context_.entry.empty()) {
+      out += "!";
+      out += context_.entry;
+    }
+    out += ": ";
+  }
+  out += kind_name();
+  out += ": ";
+  out += message_;
+  std::string where;
+  if (!context_.tensor.empty()) where += "tensor `" + context_.tensor + "`";
+  if (context_.offset) {
+    if (!where.empty()) where += ", ";
+    where += "byte offset " + std::to_string(*context_.offset);
+  }
+  if (!where.empty()) out += " (" + where + ")";
+  return out;
+}
+
+}  // namespace safeweights

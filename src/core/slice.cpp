@@ -1,0 +1,364 @@
+// numpy basic indexing -> byte runs. Python semantics follow slice.indices(): clamped bounds,
+// negative indices counted from the end, negative steps walking backwards.
+#include "safeweights/slice.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cstring>
+
+#include "core/status_macros.h"
+
+namespace safeweights {
+namespace {
+
+__extension__ using i128 = __int128;
+
+Error spec_error(std::string message) { return Error(ErrorKind::InvalidSliceSpec, std::move(message)); }
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+// An integer in Python syntax (optional sign, digits, '_' separators). Values beyond int64 saturate:
+// for slice bounds that is exactly Python's clamping; for an index it is out of range either way.
+Result<std::int64_t> parse_int(std::string_view text, std::string_view item) {
+  std::string_view s = trim(text);
+  bool negative = false;
+  if (!s.empty() && (s.front() == '-' || s.front() == '+')) {
+    negative = s.front() == '-';
+    s = trim(s.substr(1));
+  }
+  if (s.empty()) return spec_error("expected an integer in `" + std::string(item) + "`");
+  i128 value = 0;
+  bool last_underscore = true;  // no leading '_'
+  for (char c : s) {
+    if (c == '_' && !last_underscore) {
+      last_underscore = true;
+      continue;
+    }
+    if (c < '0' || c > '9') return spec_error("expected an integer in `" + std::string(item) + "`");
+    last_underscore = false;
+    if (value < (i128{1} << 64)) value = value * 10 + (c - '0');
+  }
+  if (last_underscore) return spec_error("expected an integer in `" + std::string(item) + "`");
+  if (negative) value = -value;
+  if (value > INT64_MAX) return INT64_MAX;
+  if (value < INT64_MIN) return INT64_MIN;
+  return static_cast<std::int64_t>(value);
+}
+
+Result<SliceItem> parse_item(std::string_view raw) {
+  std::string_view item = trim(raw);
+  if (item == "...") return SliceItem::ellipsis();
+  if (item == "None" || item == "newaxis" || item == "np.newaxis") return SliceItem::new_axis();
+  if (item.find(':') == std::string_view::npos) {
+    SW_ASSIGN_OR_RETURN(std::int64_t index, parse_int(item, item));
+    return SliceItem::at(index);
+  }
+  std::optional<std::int64_t> parts[3];
+  std::size_t count = 0;
+  std::size_t start = 0;
+  for (std::size_t i = 0; i <= item.size(); ++i) {
+    if (i == item.size() || item[i] == ':') {
+      if (count == 3) return spec_error("too many ':' in `" + std::string(item) + "`");
+      std::string_view part = trim(item.substr(start, i - start));
+      if (!part.empty()) {
+        SW_ASSIGN_OR_RETURN(std::int64_t v, parse_int(part, item));
+        parts[count] = v;
+      }
+      ++count;
+      start = i + 1;
+    }
+  }
+  return SliceItem::range(parts[0], parts[1], parts[2]);
+}
+
+struct Normalized {
+  std::uint64_t start;   // first index
+  std::int64_t step;     // signed step
+  std::uint64_t count;   // number of indices
+  bool keep;             // false for an integer index (the dimension is dropped)
+};
+
+// Python's slice.indices(len) followed by the length computation, in 128-bit arithmetic so that any
+// int64 bound against any u64 dimension is exact.
+Normalized normalize_range(const SliceItem& item, std::uint64_t dim) {
+  const i128 len = dim;
+  const i128 step = item.step ? *item.step : 1;
+  const i128 lower = step > 0 ? 0 : -1;
+  const i128 upper = step > 0 ? len : len - 1;
+  auto clamp = [&](std::optional<std::int64_t> v, i128 dflt) -> i128 {
+    if (!v) return dflt;
+    i128 x = *v;
+    if (x < 0) {
+      x += len;
+      if (x < lower) x = lower;
+    } else if (x > upper) {
+      x = upper;
+    }
+    return x;
+  };
+  const i128 start = clamp(item.start, step > 0 ? lower : upper);
+  const i128 stop = clamp(item.stop, step > 0 ? upper : lower);
+  i128 count = 0;
+  if (step > 0 && stop > start) count = (stop - start + step - 1) / step;
+  if (step < 0 && start > stop) count = (start - stop + (-step) - 1) / (-step);
+  Normalized n;
+  n.start = count > 0 ? static_cast<std::uint64_t>(start) : 0;
+  n.step = static_cast<std::int64_t>(step);
+  n.count = static_cast<std::uint64_t>(count);
+  n.keep = true;
+  return n;
+}
+
+std::string render_int(std::optional<std::int64_t> v) { return v ? std::to_string(*v) : std::string(); }
+
+}  // namespace
+
+Result<SliceSpec> SliceSpec::parse(std::string_view text) {
+  SliceSpec spec;
+  std::string_view body = trim(text);
+  if (body.size() >= 2 && body.front() == '[' && body.back() == ']') body = trim(body.substr(1, body.size() - 2));
+  if (body.empty()) return spec;
+  std::size_t start = 0;
+  for (std::size_t i = 0; i <= body.size(); ++i) {
+    if (i == body.size() || body[i] == ',') {
+      std::string_view part = body.substr(start, i - start);
+      // A trailing comma is allowed, as in Python's `a[1,]`.
+      if (i == body.size() && trim(part).empty() && !spec.items.empty()) break;
+      if (trim(part).empty()) return spec_error("empty index in `" + std::string(text) + "`");
+      SW_ASSIGN_OR_RETURN(SliceItem item, parse_item(part));
+      spec.items.push_back(item);
+      if (spec.items.size() > 4096) return spec_error("too many indices");
+      start = i + 1;
+    }
+  }
+  return spec;
+}
+
+std::string SliceSpec::to_string() const {
+  std::string out;
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    if (i) out += ", ";
+    const SliceItem& it = items[i];
+    switch (it.kind) {
+      case SliceItem::Kind::Index: out += std::to_string(it.index); break;
+      case SliceItem::Kind::Ellipsis: out += "..."; break;
+      case SliceItem::Kind::NewAxis: out += "None"; break;
+      case SliceItem::Kind::Range:
+        out += render_int(it.start) + ":" + render_int(it.stop);
+        if (it.step) out += ":" + std::to_string(*it.step);
+        break;
+    }
+  }
+  return out;
+}
+
+Result<SlicePlan> plan_slice(std::span<const std::uint64_t> shape, Dtype dtype, const SliceSpec& spec,
+                             std::uint64_t base_offset) {
+  // Expand `...` and pad with full ranges so that every source dimension has one item.
+  std::size_t consuming = 0;
+  std::size_t ellipses = 0;
+  for (const SliceItem& it : spec.items) {
+    if (it.kind == SliceItem::Kind::Ellipsis) ++ellipses;
+    else if (it.kind != SliceItem::Kind::NewAxis) ++consuming;
+    if (it.kind == SliceItem::Kind::Range && it.step && *it.step == 0) return spec_error("slice step cannot be zero");
+  }
+  if (ellipses > 1) return spec_error("an index can only have a single ellipsis ('...')");
+  if (consuming > shape.size()) {
+    return Error(ErrorKind::TooManySlices, "too many indices: " + std::to_string(consuming) + " for a tensor of rank " +
+                                               std::to_string(shape.size()));
+  }
+
+  std::vector<Normalized> dims;  // one per source dimension
+  std::vector<int> new_axes_before(shape.size() + 1, 0);  // result dims of size 1 inserted before dim i
+  dims.reserve(shape.size());
+  std::size_t dim = 0;
+  for (const SliceItem& it : spec.items) {
+    switch (it.kind) {
+      case SliceItem::Kind::NewAxis: ++new_axes_before[dim]; break;
+      case SliceItem::Kind::Ellipsis:
+        for (std::size_t k = 0; k < shape.size() - consuming; ++k, ++dim) {
+          dims.push_back(normalize_range(SliceItem::range(), shape[dim]));
+        }
+        break;
+      case SliceItem::Kind::Index: {
+        i128 i = it.index;
+        if (i < 0) i += shape[dim];
+        if (i < 0 || i >= static_cast<i128>(shape[dim])) {
+          return Error(ErrorKind::SliceOutOfRange, "index " + std::to_string(it.index) + " is out of bounds for axis " +
+                                                       std::to_string(dim) + " with size " + std::to_string(shape[dim]));
+        }
+        dims.push_back({static_cast<std::uint64_t>(i), 1, 1, false});
+        ++dim;
+        break;
+      }
+      case SliceItem::Kind::Range:
+        dims.push_back(normalize_range(it, shape[dim]));
+        ++dim;
+        break;
+    }
+  }
+  for (; dim < shape.size(); ++dim) dims.push_back(normalize_range(SliceItem::range(), shape[dim]));
+
+  SlicePlan plan;
+  std::uint64_t elements = 1;
+  bool empty = false;
+  for (std::size_t d = 0; d <= shape.size(); ++d) {
+    for (int k = 0; k < new_axes_before[d]; ++k) plan.shape_.push_back(1);
+    if (d == shape.size()) break;
+    if (dims[d].keep) plan.shape_.push_back(dims[d].count);
+    if (dims[d].count == 0) empty = true;
+    else if (!empty && __builtin_mul_overflow(elements, dims[d].count, &elements)) {
+      return Error(ErrorKind::ValidationOverflow, "slice element count overflows");
+    }
+  }
+  const std::uint64_t bits = dtype_bits(dtype);
+  if (empty) {
+    plan.elements_ = 0;
+    return plan;  // no bytes, no runs; strides of an empty source are never needed
+  }
+  plan.elements_ = elements;
+  std::uint64_t total_bits = 0;
+  if (__builtin_mul_overflow(elements, bits, &total_bits)) {
+    return Error(ErrorKind::ValidationOverflow, "slice byte size overflows");
+  }
+
+  // Strides in bits, innermost first. The source is non-empty here, so every stride is bounded by
+  // the source tensor's size (checked once more below).
+  std::vector<std::uint64_t> stride(shape.size());
+  std::uint64_t s = bits;
+  for (std::size_t d = shape.size(); d-- > 0;) {
+    stride[d] = s;
+    if (__builtin_mul_overflow(s, shape[d], &s)) return Error(ErrorKind::ValidationOverflow, "tensor size overflows");
+  }
+  if (s > static_cast<std::uint64_t>(INT64_MAX)) return Error(ErrorKind::ValidationOverflow, "tensor too large to slice");
+
+  // The innermost dimensions selected in full (step 1, every index) form one contiguous run together
+  // with the innermost partially-selected dimension when its step is 1.
+  std::size_t inner = shape.size();  // dims [inner, rank) are contiguous within a run
+  while (inner > 0 && dims[inner - 1].keep && dims[inner - 1].step == 1 && dims[inner - 1].start == 0 &&
+         dims[inner - 1].count == shape[inner - 1]) {
+    --inner;
+  }
+  std::uint64_t run_bits = inner < shape.size() ? stride[inner] * shape[inner] : bits;
+  if (inner < shape.size() && inner == 0) run_bits = s;
+  std::size_t loop_end = inner;  // dims [0, loop_end) are iterated
+  if (inner > 0 && dims[inner - 1].step == 1) {
+    run_bits = stride[inner - 1] * dims[inner - 1].count;
+    loop_end = inner - 1;
+  }
+
+  std::uint64_t first_bit = 0;
+  for (std::size_t d = 0; d < shape.size(); ++d) first_bit += dims[d].start * stride[d];
+
+  for (std::size_t d = 0; d < loop_end; ++d) {
+    if (dims[d].count <= 1) continue;
+    const std::int64_t step_bits = dims[d].step * static_cast<std::int64_t>(stride[d]);
+    if (step_bits % 8 != 0) {
+      return Error(ErrorKind::MisalignedSlice, "slice of a " + std::string(dtype_name(dtype)) +
+                                                   " tensor does not fall on byte boundaries");
+    }
+    plan.loops_.push_back({dims[d].count, step_bits / 8});
+  }
+  if (first_bit % 8 != 0 || run_bits % 8 != 0) {
+    return Error(ErrorKind::MisalignedSlice,
+                 "slice of a " + std::string(dtype_name(dtype)) + " tensor does not fall on byte boundaries");
+  }
+  plan.run_bytes_ = run_bits / 8;
+  plan.nbytes_ = total_bits / 8;
+  plan.runs_ = plan.nbytes_ / plan.run_bytes_;
+  if (__builtin_add_overflow(base_offset, first_bit / 8, &plan.first_offset_)) {
+    return Error(ErrorKind::ValidationOverflow, "slice offset overflows");
+  }
+  return plan;
+}
+
+namespace {
+
+// Runs closer than this are fetched with one read of the bytes between them (fewer system calls or
+// requests beat skipping a few bytes); windows are bounded so scratch memory stays small.
+constexpr std::uint64_t kMergeGap = 4096;
+constexpr std::uint64_t kWindowLimit = 8u << 20;
+constexpr std::size_t kMaxPendingRuns = 1u << 16;
+
+}  // namespace
+
+Status read_slice(const ByteSource& source, const SlicePlan& plan, std::span<std::byte> dst) {
+  if (dst.size() != plan.nbytes()) {
+    return Error(ErrorKind::InvalidArgument, "read_slice: destination has " + std::to_string(dst.size()) +
+                                                 " bytes, the slice needs " + std::to_string(plan.nbytes()));
+  }
+  if (plan.nbytes() == 0) return Status::ok();
+
+  // Check the whole footprint once: every run lies between the lowest and highest run.
+  std::uint64_t lo = UINT64_MAX, hi = 0;
+  plan.for_each_run([&](std::uint64_t off, std::uint64_t len) {
+    lo = std::min(lo, off);
+    hi = std::max(hi, off + len);
+    return true;
+  });
+  SW_RETURN_IF_ERROR(source.check_range(lo, hi - lo));
+
+  std::byte* out = dst.data();
+  if (const std::byte* base = source.mapped()) {
+    const std::size_t len = static_cast<std::size_t>(plan.run_bytes());
+    plan.for_each_run([&](std::uint64_t off, std::uint64_t) {
+      std::memcpy(out, base + off, len);
+      out += len;
+      return true;
+    });
+    return Status::ok();
+  }
+  if (plan.run_count() == 1) return source.read_at(lo, dst);
+
+  // Unmapped: group nearby runs into windows, read each window once, scatter its runs.
+  struct Pending {
+    std::uint64_t offset;
+    std::byte* dest;
+  };
+  std::vector<Pending> pending;
+  std::vector<std::byte> scratch;
+  std::uint64_t win_lo = 0, win_hi = 0;
+  const std::uint64_t run = plan.run_bytes();
+  Status status;
+  auto flush = [&]() -> bool {
+    if (pending.empty()) return true;
+    if (pending.size() == 1) {
+      status = source.read_at(pending[0].offset, {pending[0].dest, static_cast<std::size_t>(run)});
+    } else {
+      scratch.resize(static_cast<std::size_t>(win_hi - win_lo));
+      status = source.read_at(win_lo, scratch);
+      if (status.is_ok()) {
+        for (const Pending& p : pending) std::memcpy(p.dest, scratch.data() + (p.offset - win_lo), run);
+      }
+    }
+    pending.clear();
+    return status.is_ok();
+  };
+  plan.for_each_run([&](std::uint64_t off, std::uint64_t len) {
+    if (!pending.empty()) {
+      std::uint64_t new_lo = std::min(win_lo, off), new_hi = std::max(win_hi, off + len);
+      bool near = off + len + kMergeGap >= win_lo && off <= win_hi + kMergeGap;
+      if (near && new_hi - new_lo <= kWindowLimit && pending.size() < kMaxPendingRuns) {
+        win_lo = new_lo;
+        win_hi = new_hi;
+        pending.push_back({off, out});
+        out += len;
+        return true;
+      }
+      if (!flush()) return false;
+    }
+    win_lo = off;
+    win_hi = off + len;
+    pending.push_back({off, out});
+    out += len;
+    return true;
+  });
+  if (status.is_ok()) flush();
+  return status;
+}
+
+}  // namespace safeweights

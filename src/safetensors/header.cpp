@@ -1,0 +1,257 @@
+// Header::parse: the reference's rules in the reference's order, then ours.
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <random>
+
+#include "core/status_macros.h"
+#include "json/json_parse.h"
+#include "safeweights/safetensors.h"
+#include "safetensors/rules.h"
+
+namespace safeweights::safetensors {
+
+Result<std::uint64_t> tensor_nbytes(Dtype dtype, std::span<const std::uint64_t> shape) {
+  std::uint64_t elements = 1;
+  for (std::uint64_t d : shape) {
+    if (__builtin_mul_overflow(elements, d, &elements)) {
+      return Error(ErrorKind::ValidationOverflow, "overflow computing buffer size from shape and/or element type");
+    }
+  }
+  std::uint64_t bits = 0;
+  if (__builtin_mul_overflow(elements, std::uint64_t{dtype_bits(dtype)}, &bits)) {
+    return Error(ErrorKind::ValidationOverflow, "overflow computing buffer size from shape and/or element type");
+  }
+  if (bits % 8 != 0) {
+    return Error(ErrorKind::MisalignedSlice, std::to_string(elements) + " elements of " +
+                                                 std::string(dtype_name(dtype)) + " (" +
+                                                 std::to_string(dtype_bits(dtype)) +
+                                                 " bits each) do not fill a whole number of bytes");
+  }
+  return bits / 8;
+}
+
+std::uint64_t TensorInfo::num_elements() const noexcept {
+  std::uint64_t n = 1;
+  for (std::uint64_t d : shape) n *= d;  // cannot overflow: the header was validated
+  return n;
+}
+
+namespace {
+
+// Seeded per process, so the table's layout cannot be predicted by whoever wrote the file (a header
+// built to collide in an unseeded hash would make lookups quadratic). Not cryptographic.
+std::uint64_t process_seed() {
+  static const std::uint64_t seed = [] {
+    std::random_device rd;
+    return (std::uint64_t{rd()} << 32) ^ rd() ^
+           static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+  }();
+  return seed;
+}
+
+inline std::uint64_t fold_mul(std::uint64_t a, std::uint64_t b) {
+  __uint128_t m = static_cast<__uint128_t>(a) * b;
+  return static_cast<std::uint64_t>(m) ^ static_cast<std::uint64_t>(m >> 64);
+}
+
+std::uint64_t hash_name(std::string_view s, std::uint64_t seed) {
+  constexpr std::uint64_t k0 = 0xa0761d6478bd642full, k1 = 0xe7037ed1a0b428dbull;
+  std::uint64_t h = seed ^ fold_mul(s.size() ^ k0, k1);
+  const char* p = s.data();
+  std::size_t n = s.size();
+  while (n >= 8) {
+    std::uint64_t v;
+    std::memcpy(&v, p, 8);
+    h = fold_mul(h ^ v ^ k0, k1);
+    p += 8;
+    n -= 8;
+  }
+  std::uint64_t tail = 0;
+  std::memcpy(&tail, p, n);
+  return fold_mul(h ^ tail ^ k1, k0 ^ seed);
+}
+
+// Open addressing over positions (+1, so 0 means empty); capacity a power of two, at most half full.
+class NameTable {
+ public:
+  NameTable(std::size_t count, std::uint64_t seed) : seed_(seed) {
+    std::size_t cap = 16;
+    while (cap < count * 2) cap <<= 1;
+    slots_.assign(cap, 0);
+  }
+  // Returns the slot for `name`: either holding a position whose name equals `name`, or empty.
+  template <typename NameOf>
+  std::uint32_t& slot(std::string_view name, NameOf&& name_of) {
+    const std::size_t mask = slots_.size() - 1;
+    for (std::size_t i = hash_name(name, seed_) & mask;; i = (i + 1) & mask) {
+      std::uint32_t& s = slots_[i];
+      if (s == 0 || name_of(s - 1) == name) return s;
+    }
+  }
+  std::vector<std::uint32_t> release() { return std::move(slots_); }
+
+ private:
+  std::uint64_t seed_;
+  std::vector<std::uint32_t> slots_;
+};
+
+Error invalid(ErrorKind kind, std::string message) { return Error(kind, std::move(message)); }
+
+}  // namespace
+
+// Builds a Header from a parsed JSON document; friend of Header.
+class HeaderBuilder {
+ public:
+  static Result<Header> build(const ByteSource& source, std::uint64_t n, json::RawHeader&& raw) {
+    Header h;
+    h.header_size_ = n;
+    h.names_ = std::move(raw.names);
+    h.dims_ = std::move(raw.dims);
+    h.has_metadata_ = raw.has_metadata;
+    h.index_seed_ = process_seed();
+
+    auto name_of_entry = [&](std::size_t i) {
+      const auto& e = raw.entries[i];
+      return std::string_view(h.names_.data() + e.name_offset, e.name_length);
+    };
+
+    // The reference collects tensors into a map, so a repeated name silently replaces the earlier
+    // entry (last wins). Reproduce that so its errors are ours, and report the duplicate afterwards.
+    std::optional<std::string> duplicate;
+    std::vector<std::uint32_t> keep;
+    keep.reserve(raw.entries.size());
+    {
+      if (raw.entries.size() >= UINT32_MAX) return invalid(ErrorKind::ResourceLimit, "too many tensors");
+      NameTable table(raw.entries.size(), h.index_seed_);
+      std::vector<bool> dropped(raw.entries.size(), false);
+      for (std::uint32_t i = 0; i < raw.entries.size(); ++i) {
+        std::uint32_t& slot = table.slot(name_of_entry(i), name_of_entry);
+        if (slot != 0) {
+          if (!duplicate) duplicate = std::string(name_of_entry(i));
+          dropped[slot - 1] = true;
+        }
+        slot = i + 1;
+      }
+      for (std::uint32_t i = 0; i < raw.entries.size(); ++i) {
+        if (!dropped[i]) keep.push_back(i);
+      }
+    }
+
+    // Offset order; ties keep file order so results never depend on hashing.
+    std::stable_sort(keep.begin(), keep.end(), [&](std::uint32_t a, std::uint32_t b) {
+      const auto& ea = raw.entries[a];
+      const auto& eb = raw.entries[b];
+      return ea.begin != eb.begin ? ea.begin < eb.begin : ea.end < eb.end;
+    });
+
+    h.tensors_.reserve(keep.size());
+    std::uint64_t running = 0;
+    for (std::uint32_t i : keep) {
+      const auto& e = raw.entries[i];
+      TensorInfo info{name_of_entry(i), e.dtype,
+                      std::span<const std::uint64_t>(h.dims_.data() + e.dims_offset, e.rank), e.begin, e.end};
+      if (e.begin != running || e.end < e.begin) {
+        return invalid(ErrorKind::InvalidOffset,
+                       "invalid offset for tensor: data_offsets [" + std::to_string(e.begin) + ", " +
+                           std::to_string(e.end) + "] but the previous tensor ends at " + std::to_string(running))
+            .with_tensor(info.name);
+      }
+      running = e.end;
+      auto nbytes = tensor_nbytes(e.dtype, info.shape);
+      if (!nbytes.is_ok()) return std::move(nbytes.error().with_tensor(info.name));
+      if (e.end - e.begin != nbytes.value()) {
+        return invalid(ErrorKind::TensorInvalidInfo, "shape and dtype need " + std::to_string(nbytes.value()) +
+                                                         " bytes but data_offsets span " +
+                                                         std::to_string(e.end - e.begin))
+            .with_tensor(info.name);
+      }
+      h.tensors_.push_back(info);
+    }
+
+    // The data must end exactly at the end of the input: no truncation, no trailing (polyglot) bytes.
+    const std::uint64_t data_start = 8 + n;
+    std::uint64_t expected = 0;
+    if (__builtin_add_overflow(running, data_start, &expected) || expected != source.size()) {
+      return invalid(ErrorKind::MetadataIncompleteBuffer,
+                     "incomplete metadata, file not fully covered: tensors end at byte " +
+                         (expected >= data_start ? std::to_string(expected) : std::string("(overflow)")) +
+                         " but the file has " + std::to_string(source.size()) + " bytes")
+          .with_offset(std::min(expected, source.size()));
+    }
+    h.data_size_ = running;
+
+    // Every reference rule holds; now ours.
+    if (raw.strict_violation) return std::move(*raw.strict_violation);
+    if (duplicate) return invalid(ErrorKind::DuplicateKey, "tensor name appears more than once").with_tensor(*duplicate);
+
+    h.metadata_ = std::move(raw.metadata);
+    NameTable index(h.tensors_.size(), h.index_seed_);
+    auto name_of_tensor = [&](std::size_t i) { return h.tensors_[i].name; };
+    for (std::uint32_t i = 0; i < h.tensors_.size(); ++i) index.slot(h.tensors_[i].name, name_of_tensor) = i + 1;
+    h.index_ = index.release();
+    return h;
+  }
+
+  static const TensorInfo* find(const Header& h, std::string_view name) noexcept {
+    if (h.index_.empty()) return nullptr;
+    const std::size_t mask = h.index_.size() - 1;
+    for (std::size_t i = hash_name(name, h.index_seed_) & mask;; i = (i + 1) & mask) {
+      std::uint32_t s = h.index_[i];
+      if (s == 0) return nullptr;
+      if (h.tensors_[s - 1].name == name) return &h.tensors_[s - 1];
+    }
+  }
+};
+
+Header::~Header() = default;
+
+const TensorInfo* Header::find(std::string_view name) const noexcept { return HeaderBuilder::find(*this, name); }
+
+std::optional<std::string_view> Header::metadata_value(std::string_view key) const noexcept {
+  for (const auto& [k, v] : metadata_) {
+    if (k == key) return std::string_view(v);
+  }
+  return std::nullopt;
+}
+
+Result<Header> Header::parse(const ByteSource& source, const ReadOptions& options) {
+  auto fail = [&](Error e) -> Result<Header> { return std::move(e.with_file(source.name())); };
+
+  if (source.size() < 8) return fail(Error(ErrorKind::HeaderTooSmall, "header too small: the file has fewer than 8 bytes"));
+  std::byte prefix[8];
+  SW_RETURN_IF_ERROR(source.read_at(0, prefix));
+  std::uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | std::to_integer<std::uint64_t>(prefix[i]);
+
+  if (n > kMaxHeaderSize) {
+    return fail(Error(ErrorKind::HeaderTooLarge, "header too large: length field says " + std::to_string(n) +
+                                                     " bytes, the limit is " + std::to_string(kMaxHeaderSize))
+                    .with_offset(0));
+  }
+  if (n > source.size() - 8) {
+    return fail(Error(ErrorKind::InvalidHeaderLength, "invalid header length: " + std::to_string(n) +
+                                                          " header bytes do not fit in a file of " +
+                                                          std::to_string(source.size()) + " bytes")
+                    .with_offset(0));
+  }
+
+  // n <= 100 MB and n fits in the file, so this allocation is justified by the input.
+  std::string text(static_cast<std::size_t>(n), '\0');
+  SW_RETURN_IF_ERROR(source.read_at(8, std::as_writable_bytes(std::span<char>(text.data(), text.size()))));
+
+  json::RawHeader raw;
+  json::HeaderJsonOptions json_options;
+  json_options.reject_unknown_fields = options.reject_unknown_fields;
+  json_options.max_depth = kMaxJsonDepth;
+  if (auto status = json::parse_safetensors_header(text, json_options, raw); !status.is_ok()) {
+    Error e = std::move(status).error();
+    if (!e.context().offset && e.context().tensor.empty()) e.with_offset(8);
+    return fail(std::move(e));
+  }
+  auto built = HeaderBuilder::build(source, n, std::move(raw));
+  if (!built.is_ok()) return fail(std::move(built).error());
+  return built;
+}
+
+}  // namespace safeweights::safetensors

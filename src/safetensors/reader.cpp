@@ -1,0 +1,120 @@
+#include <algorithm>
+#include <cstring>
+#include <atomic>
+#include <thread>
+
+#include "core/status_macros.h"
+#include "safeweights/safetensors.h"
+
+namespace safeweights::safetensors {
+
+Result<Reader> Reader::open(const std::string& path, FileBackend backend, const ReadOptions& options) {
+  SW_ASSIGN_OR_RETURN(SourcePtr source, open_file(path, backend));
+  return open(std::move(source), options);
+}
+
+Result<Reader> Reader::open(SourcePtr source, const ReadOptions& options) {
+  SW_ASSIGN_OR_RETURN(Header header, Header::parse(*source, options));
+  return Reader(std::move(source), std::make_shared<const Header>(std::move(header)));
+}
+
+TensorView Reader::view(const TensorInfo& info) const noexcept {
+  TensorView v;
+  v.info = &info;
+  v.offset = header_->data_start() + info.begin;
+  v.data = source_->view(v.offset, info.nbytes());
+  return v;
+}
+
+Result<TensorView> Reader::tensor(std::string_view name) const {
+  const TensorInfo* info = header_->find(name);
+  if (!info) {
+    return Error(ErrorKind::TensorNotFound, "tensor `" + std::string(name) + "` not found").with_file(source_->name()).with_tensor(name);
+  }
+  return view(*info);
+}
+
+Status Reader::read(const TensorInfo& info, std::span<std::byte> dst) const {
+  if (dst.size() != info.nbytes()) {
+    return Error(ErrorKind::InvalidArgument, "destination has " + std::to_string(dst.size()) + " bytes, tensor has " +
+                                                 std::to_string(info.nbytes()))
+        .with_file(source_->name())
+        .with_tensor(info.name);
+  }
+  return source_->read_at(header_->data_start() + info.begin, dst);
+}
+
+Result<std::vector<std::byte>> Reader::read_owned(std::string_view name) const {
+  SW_ASSIGN_OR_RETURN(TensorView v, tensor(name));
+  std::vector<std::byte> out(static_cast<std::size_t>(v.info->nbytes()));
+  SW_RETURN_IF_ERROR(read(*v.info, out));
+  return out;
+}
+
+Result<SlicePlan> Reader::plan_slice(const TensorInfo& info, const SliceSpec& spec) const {
+  auto plan = safeweights::plan_slice(info.shape, info.dtype, spec, header_->data_start() + info.begin);
+  if (!plan.is_ok()) {
+    Error e = std::move(plan).error();
+    e.with_file(source_->name()).with_tensor(info.name);
+    return e;
+  }
+  return plan;
+}
+
+Status Reader::read_slice(const SlicePlan& plan, std::span<std::byte> dst) const {
+  return safeweights::read_slice(*source_, plan, dst);
+}
+
+Result<LoadedTensors> Reader::load_all(const LoadOptions& options) const {
+  LoadedTensors out;
+  out.size = header_->data_size();
+  // data_size of a validated file: the allocation is justified by the input.
+  out.buffer = std::shared_ptr<std::byte[]>(new std::byte[std::max<std::uint64_t>(out.size, 1)]);
+  SW_RETURN_IF_ERROR(load_into({out.buffer.get(), static_cast<std::size_t>(out.size)}, options));
+  return out;
+}
+
+Status Reader::load_into(std::span<std::byte> dst, const LoadOptions& options) const {
+  const std::uint64_t size = header_->data_size();
+  const std::uint64_t start = header_->data_start();
+  if (dst.size() != size) {
+    return Error(ErrorKind::InvalidArgument, "destination has " + std::to_string(dst.size()) +
+                                                 " bytes, the data section has " + std::to_string(size))
+        .with_file(source_->name());
+  }
+  if (size == 0) return Status::ok();
+
+  constexpr std::uint64_t kChunk = 32u << 20;
+  unsigned threads = options.threads ? options.threads : std::min(8u, std::max(1u, std::thread::hardware_concurrency()));
+  const std::uint64_t chunks = (size + kChunk - 1) / kChunk;
+  threads = static_cast<unsigned>(std::min<std::uint64_t>(threads, chunks));
+  source_->hint({start, size}, AccessHint::Sequential);
+
+  // Threads take fixed-size chunks in turn; each chunk is one large read.
+  std::atomic<std::uint64_t> next{0};
+  std::vector<Status> results(threads);
+  auto worker = [&](unsigned t) {
+    for (;;) {
+      std::uint64_t c = next.fetch_add(1);
+      if (c >= chunks) return;
+      std::uint64_t off = c * kChunk;
+      std::uint64_t len = std::min(kChunk, size - off);
+      Status s = source_->read_at(start + off, dst.subspan(static_cast<std::size_t>(off), static_cast<std::size_t>(len)));
+      if (!s.is_ok()) {
+        results[t] = std::move(s);
+        next.store(chunks);
+        return;
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  for (unsigned t = 1; t < threads; ++t) pool.emplace_back(worker, t);
+  worker(0);
+  for (auto& th : pool) th.join();
+  for (auto& s : results) {
+    if (!s.is_ok()) return std::move(s);
+  }
+  return Status::ok();
+}
+
+}  // namespace safeweights::safetensors

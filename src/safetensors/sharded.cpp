@@ -1,0 +1,166 @@
+// Sharded checkpoints: transformers' `*.safetensors.index.json` plus its shard files.
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <unordered_map>
+
+#include "core/status_macros.h"
+#include "json/json_parse.h"
+#include "json/json_writer.h"
+#include "safeweights/sharded.h"
+#include "safetensors/rules.h"
+
+namespace safeweights::safetensors {
+namespace {
+
+std::string folder_of(const std::string& path) {
+  auto slash = path.find_last_of('/');
+  if (slash == std::string::npos) return ".";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+// A shard must be a plain file name next to the index: no folders, no way out of the folder.
+Status check_shard_name(const std::string& name) {
+  if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos ||
+      name.find('\\') != std::string::npos || name.find('\0') != std::string::npos) {
+    return Error(ErrorKind::InvalidIndex, "shard file name `" + name + "` must be a plain file name in the index's folder");
+  }
+  return Status::ok();
+}
+
+constexpr std::uint64_t kMaxIndexSize = 256u << 20;
+
+}  // namespace
+
+Result<ShardedReader> ShardedReader::open(const std::string& index_path, FileBackend backend, const ReadOptions& options) {
+  SW_ASSIGN_OR_RETURN(SourcePtr index_source, open_file(index_path, FileBackend::Pread));
+  if (index_source->size() > kMaxIndexSize) {
+    return Error(ErrorKind::ResourceLimit, "index file larger than 256 MiB").with_file(index_path);
+  }
+  std::string text(static_cast<std::size_t>(index_source->size()), '\0');
+  SW_RETURN_IF_ERROR(index_source->read_at(0, std::as_writable_bytes(std::span<char>(text.data(), text.size()))));
+
+  json::RawIndex raw;
+  if (auto s = json::parse_index_json(text, raw); !s.is_ok()) {
+    s.error().with_file(index_path);
+    return std::move(s).error();
+  }
+
+  ShardedReader reader;
+  const std::string folder = folder_of(index_path);
+  std::unordered_map<std::string, std::size_t> shard_index;
+  for (const auto& [tensor, file] : raw.weight_map) {
+    if (auto s = check_shard_name(file); !s.is_ok()) return std::move(s.error().with_file(index_path).with_tensor(tensor));
+    auto [it, inserted] = shard_index.emplace(file, reader.shard_files_.size());
+    if (inserted) reader.shard_files_.push_back(file);
+    reader.shard_of_.emplace(tensor, it->second);
+    reader.names_.push_back(tensor);
+  }
+  std::sort(reader.names_.begin(), reader.names_.end());
+  for (auto& kv : raw.metadata) reader.index_metadata_.emplace(std::move(kv.first), std::move(kv.second));
+
+  reader.shards_.reserve(reader.shard_files_.size());
+  for (const std::string& file : reader.shard_files_) {
+    SW_ASSIGN_OR_RETURN(Reader shard, Reader::open(folder + "/" + file, backend, options));
+    reader.shards_.push_back(std::move(shard));
+  }
+
+  // Both directions: every listed tensor is in its shard, every shard tensor is listed for that shard.
+  for (const auto& [tensor, shard] : reader.shard_of_) {
+    if (!reader.shards_[shard].header().find(tensor)) {
+      return Error(ErrorKind::ShardMismatch, "the index lists this tensor in " + reader.shard_files_[shard] +
+                                                 ", which does not contain it")
+          .with_file(index_path)
+          .with_tensor(tensor);
+    }
+  }
+  for (std::size_t s = 0; s < reader.shards_.size(); ++s) {
+    for (const TensorInfo& info : reader.shards_[s].header().tensors()) {
+      auto it = reader.shard_of_.find(info.name);
+      if (it == reader.shard_of_.end() || it->second != s) {
+        return Error(ErrorKind::ShardMismatch, "tensor in " + reader.shard_files_[s] + " is not listed for it in the index")
+            .with_file(index_path)
+            .with_tensor(info.name);
+      }
+    }
+  }
+  return reader;
+}
+
+Result<ShardedReader::Location> ShardedReader::find(std::string_view name) const {
+  auto it = shard_of_.find(name);
+  if (it == shard_of_.end()) {
+    return Error(ErrorKind::TensorNotFound, "tensor `" + std::string(name) + "` not found").with_tensor(name);
+  }
+  const Reader& shard = shards_[it->second];
+  return Location{&shard, shard.header().find(name)};
+}
+
+Result<ShardedWriteResult> write_sharded(const std::string& folder, std::span<const TensorData> tensors,
+                                         const ShardOptions& options) {
+  if (options.max_shard_bytes == 0) return Error(ErrorKind::InvalidArgument, "max_shard_bytes must be positive");
+  // Split in the given order, as transformers does: a tensor that would overflow the current shard
+  // starts a new one; one larger than the limit gets a shard of its own.
+  std::vector<std::vector<std::size_t>> groups;
+  std::uint64_t current = 0, total = 0;
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    const std::uint64_t size = tensors[i].data.size();
+    if (groups.empty() || (current + size > options.max_shard_bytes && current > 0)) {
+      groups.emplace_back();
+      current = 0;
+    }
+    groups.back().push_back(i);
+    current += size;
+    total += size;
+  }
+  if (groups.empty()) groups.emplace_back();
+
+  ShardedWriteResult result;
+  std::vector<AtomicFile> pending;  // committed together once every shard is written
+  const std::size_t count = groups.size();
+  char name_buf[64];
+  for (std::size_t g = 0; g < count; ++g) {
+    std::string name;
+    if (count == 1) {
+      name = options.prefix + ".safetensors";
+    } else {
+      std::snprintf(name_buf, sizeof name_buf, "-%05zu-of-%05zu.safetensors", g + 1, count);
+      name = options.prefix + name_buf;
+    }
+    std::vector<TensorData> part;
+    part.reserve(groups[g].size());
+    for (std::size_t i : groups[g]) part.push_back(tensors[i]);
+    SW_ASSIGN_OR_RETURN(AtomicFile file, write_uncommitted(folder + "/" + name, part, options.shard_metadata, options.write));
+    pending.push_back(std::move(file));
+    result.files.push_back(name);
+  }
+  for (auto& file : pending) SW_RETURN_IF_ERROR(file.commit());
+  if (count == 1) return result;
+
+  // transformers writes json.dumps(index, indent=2, sort_keys=True) + "\n".
+  std::vector<std::pair<std::string_view, std::size_t>> entries;
+  for (std::size_t g = 0; g < count; ++g) {
+    for (std::size_t i : groups[g]) entries.emplace_back(tensors[i].name, g);
+  }
+  std::sort(entries.begin(), entries.end());
+  std::string json = "{\n  \"metadata\": {\n    \"total_size\": ";
+  json::append_uint(json, total);
+  json += "\n  },\n  \"weight_map\": {";
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    json += i ? ",\n    " : "\n    ";
+    json::append_string(json, entries[i].first);
+    json += ": ";
+    json::append_string(json, result.files[entries[i].second]);
+  }
+  json += "\n  }\n}\n";
+  result.index_file = options.prefix + ".safetensors.index.json";
+  auto file = AtomicFile::create(folder + "/" + result.index_file, {json.size(), options.write.durable});
+  Status s = file.is_ok() ? file->append(std::as_bytes(std::span<const char>(json.data(), json.size())))
+                          : std::move(file).status();
+  if (s.is_ok()) s = file->commit();
+  if (!s.is_ok()) return std::move(s).error();
+  return result;
+}
+
+}  // namespace safeweights::safetensors

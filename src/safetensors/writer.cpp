@@ -1,0 +1,257 @@
+// The byte-exact writer: Layout decides every byte of the header, StreamWriter fills in the data.
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "core/status_macros.h"
+#include "json/json_parse.h"
+#include "json/json_writer.h"
+#include "safeweights/safetensors_writer.h"
+#include "safetensors/rules.h"
+
+namespace safeweights::safetensors {
+namespace {
+
+Status check_text(std::string_view text, std::string_view what) {
+  if (!json::is_valid_utf8(text)) {
+    return Error(ErrorKind::InvalidArgument, std::string(what) + " is not valid UTF-8");
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+Result<Layout> Layout::plan(std::span<const TensorDecl> tensors, const Metadata& metadata) {
+  Layout layout;
+  std::vector<std::uint64_t> sizes(tensors.size());
+  {
+    std::unordered_set<std::string_view> names;
+    names.reserve(tensors.size());
+    for (std::size_t i = 0; i < tensors.size(); ++i) {
+      const TensorDecl& t = tensors[i];
+      if (t.name == "__metadata__") {
+        return Error(ErrorKind::ReservedTensorName, "a tensor may not be named `__metadata__`: the file could not be read back")
+            .with_tensor(t.name);
+      }
+      SW_RETURN_IF_ERROR(check_text(t.name, "tensor name"));
+      if (!names.insert(t.name).second) {
+        return Error(ErrorKind::DuplicateKey, "tensor name given more than once").with_tensor(t.name);
+      }
+      auto nbytes = tensor_nbytes(t.dtype, t.shape);
+      if (!nbytes.is_ok()) return std::move(nbytes.error().with_tensor(t.name));
+      sizes[i] = nbytes.value();
+    }
+  }
+
+  // The reference's order: dtype descending in its enum order, then name bytewise ascending.
+  std::vector<std::size_t> order(tensors.size());
+  std::iota(order.begin(), order.end(), std::size_t{0});
+  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    if (tensors[a].dtype != tensors[b].dtype) return tensors[a].dtype > tensors[b].dtype;
+    return tensors[a].name < tensors[b].name;
+  });
+
+  std::string json = "{";
+  bool first = true;
+  if (metadata) {
+    std::vector<const std::pair<std::string, std::string>*> entries;
+    for (const auto& kv : *metadata) {
+      SW_RETURN_IF_ERROR(check_text(kv.first, "metadata key"));
+      SW_RETURN_IF_ERROR(check_text(kv.second, "metadata value"));
+      entries.push_back(&kv);
+    }
+    std::sort(entries.begin(), entries.end(), [](auto* a, auto* b) { return a->first < b->first; });
+    for (std::size_t i = 1; i < entries.size(); ++i) {
+      if (entries[i]->first == entries[i - 1]->first) {
+        return Error(ErrorKind::DuplicateKey, "metadata key `" + entries[i]->first + "` given more than once");
+      }
+    }
+    json += "\"__metadata__\":{";
+    for (std::size_t i = 0; i < entries.size(); ++i) {
+      if (i) json += ',';
+      json::append_string(json, entries[i]->first);
+      json += ':';
+      json::append_string(json, entries[i]->second);
+    }
+    json += '}';
+    first = false;
+  }
+
+  layout.placements_.reserve(tensors.size());
+  layout.by_decl_.resize(tensors.size());
+  std::uint64_t offset = 0;
+  for (std::size_t i : order) {
+    const TensorDecl& t = tensors[i];
+    std::uint64_t end = 0;
+    if (__builtin_add_overflow(offset, sizes[i], &end)) {
+      return Error(ErrorKind::ValidationOverflow, "total data size overflows").with_tensor(t.name);
+    }
+    if (!first) json += ',';
+    first = false;
+    json::append_string(json, t.name);
+    json += ":{\"dtype\":\"";
+    json += dtype_name(t.dtype);
+    json += "\",\"shape\":[";
+    for (std::size_t d = 0; d < t.shape.size(); ++d) {
+      if (d) json += ',';
+      json::append_uint(json, t.shape[d]);
+    }
+    json += "],\"data_offsets\":[";
+    json::append_uint(json, offset);
+    json += ',';
+    json::append_uint(json, end);
+    json += "]}";
+    layout.by_decl_[i] = layout.placements_.size();
+    layout.placements_.push_back({i, offset, end});
+    offset = end;
+    if (json.size() > kMaxHeaderSize) break;  // reported below; stop growing the string
+  }
+  json += '}';
+
+  const std::size_t padded = (json.size() + 7) / 8 * 8;
+  if (padded > kMaxHeaderSize) {
+    return Error(ErrorKind::HeaderTooLarge, "header too large: " + std::to_string(padded) + " bytes, the limit is " +
+                                                std::to_string(kMaxHeaderSize));
+  }
+  json.resize(padded, ' ');
+  layout.data_size_ = offset;
+  layout.prefix_.resize(8);
+  std::uint64_t n = padded;
+  for (int i = 0; i < 8; ++i) layout.prefix_[i] = static_cast<char>((n >> (8 * i)) & 0xFF);
+  layout.prefix_ += json;
+  return layout;
+}
+
+namespace {
+
+std::vector<TensorDecl> decls_of(std::span<const TensorData> tensors) {
+  std::vector<TensorDecl> decls;
+  decls.reserve(tensors.size());
+  for (const TensorData& t : tensors) decls.push_back({t.name, t.dtype, t.shape});
+  return decls;
+}
+
+Status check_data_size(const TensorData& t, const Layout::Placement& p) {
+  if (t.data.size() != p.end - p.begin) {
+    return Error(ErrorKind::TensorInvalidInfo, "shape and dtype need " + std::to_string(p.end - p.begin) +
+                                                   " bytes but " + std::to_string(t.data.size()) + " were given")
+        .with_tensor(t.name);
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+Result<std::vector<std::byte>> serialize(std::span<const TensorData> tensors, const Metadata& metadata) {
+  auto decls = decls_of(tensors);
+  SW_ASSIGN_OR_RETURN(Layout layout, Layout::plan(decls, metadata));
+  for (std::size_t i = 0; i < tensors.size(); ++i) SW_RETURN_IF_ERROR(check_data_size(tensors[i], layout.placement_of(i)));
+  std::vector<std::byte> out(static_cast<std::size_t>(layout.file_size()));
+  std::memcpy(out.data(), layout.prefix().data(), layout.prefix().size());
+  for (const auto& p : layout.placements()) {
+    const auto& data = tensors[p.decl].data;
+    if (!data.empty()) std::memcpy(out.data() + layout.prefix().size() + p.begin, data.data(), data.size());
+  }
+  return out;
+}
+
+Result<AtomicFile> write_uncommitted(const std::string& path, std::span<const TensorData> tensors,
+                                     const Metadata& metadata, const WriteOptions& options) {
+  auto layout = Layout::plan(decls_of(tensors), metadata);
+  if (!layout.is_ok()) return std::move(layout.error().with_file(path));
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    Status size_ok = check_data_size(tensors[i], layout->placement_of(i));
+    if (!size_ok.is_ok()) return std::move(size_ok.error().with_file(path));
+  }
+  SW_ASSIGN_OR_RETURN(AtomicFile file, AtomicFile::create(path, {layout->file_size(), options.durable}));
+  SW_RETURN_IF_ERROR(file.append(std::as_bytes(std::span<const char>(layout->prefix().data(), layout->prefix().size()))));
+  // In file order, straight from the caller's buffers, so the file grows sequentially.
+  for (const auto& p : layout->placements()) SW_RETURN_IF_ERROR(file.append(tensors[p.decl].data));
+  SW_RETURN_IF_ERROR(file.truncate(layout->file_size()));
+  return file;
+}
+
+Status write_file(const std::string& path, std::span<const TensorData> tensors, const Metadata& metadata,
+                  const WriteOptions& options) {
+  SW_ASSIGN_OR_RETURN(AtomicFile file, write_uncommitted(path, tensors, metadata, options));
+  return file.commit();
+}
+
+StreamWriter::StreamWriter(AtomicFile file, std::vector<TensorDecl> decls, Layout layout)
+    : file_(std::move(file)), decls_(std::move(decls)), layout_(std::move(layout)), written_(decls_.size(), 0) {}
+
+Result<StreamWriter> StreamWriter::create(const std::string& path, std::vector<TensorDecl> tensors,
+                                          const Metadata& metadata, const WriteOptions& options) {
+  auto layout = Layout::plan(tensors, metadata);
+  if (!layout.is_ok()) return std::move(layout.error().with_file(path));
+  AtomicFileOptions file_options;
+  file_options.preallocate = layout->file_size();
+  file_options.durable = options.durable;
+  SW_ASSIGN_OR_RETURN(AtomicFile file, AtomicFile::create(path, file_options));
+  SW_RETURN_IF_ERROR(file.append(std::as_bytes(std::span<const char>(layout->prefix().data(), layout->prefix().size()))));
+  return StreamWriter(std::move(file), std::move(tensors), std::move(layout).value());
+}
+
+Result<std::size_t> StreamWriter::lookup(std::string_view name) const {
+  if (by_name_.empty() && !decls_.empty()) {
+    by_name_.reserve(decls_.size());
+    for (std::size_t i = 0; i < decls_.size(); ++i) by_name_.emplace(decls_[i].name, i);
+  }
+  auto it = by_name_.find(name);
+  if (it != by_name_.end()) return it->second;
+  return Error(ErrorKind::InvalidArgument, "tensor was not declared when the writer was created")
+      .with_file(file_.target())
+      .with_tensor(name);
+}
+
+Status StreamWriter::write(std::string_view name, std::span<const std::byte> data) {
+  SW_ASSIGN_OR_RETURN(std::size_t i, lookup(name));
+  if (written_[i] != 0) {
+    return Error(ErrorKind::InvalidArgument, "tensor already written").with_file(file_.target()).with_tensor(name);
+  }
+  const auto& p = layout_.placement_of(i);
+  if (data.size() != p.end - p.begin) {
+    return Error(ErrorKind::InvalidArgument, "tensor needs " + std::to_string(p.end - p.begin) + " bytes, got " +
+                                                 std::to_string(data.size()))
+        .with_file(file_.target())
+        .with_tensor(name);
+  }
+  return write_chunk(name, data);
+}
+
+Status StreamWriter::write_chunk(std::string_view name, std::span<const std::byte> chunk) {
+  if (finished_) return Error(ErrorKind::InvalidArgument, "writer already finished").with_file(file_.target());
+  SW_ASSIGN_OR_RETURN(std::size_t i, lookup(name));
+  const auto& p = layout_.placement_of(i);
+  const std::uint64_t size = p.end - p.begin;
+  if (chunk.size() > size - written_[i]) {
+    return Error(ErrorKind::InvalidArgument, "more bytes than the tensor holds (" + std::to_string(size) + ")")
+        .with_file(file_.target())
+        .with_tensor(name);
+  }
+  SW_RETURN_IF_ERROR(file_.pwrite(layout_.prefix().size() + p.begin + written_[i], chunk));
+  written_[i] += chunk.size();
+  return Status::ok();
+}
+
+Status StreamWriter::finish() {
+  if (finished_) return Error(ErrorKind::InvalidArgument, "writer already finished").with_file(file_.target());
+  for (std::size_t i = 0; i < decls_.size(); ++i) {
+    const auto& p = layout_.placement_of(i);
+    if (written_[i] != p.end - p.begin) {
+      file_.abandon();
+      finished_ = true;
+      return Error(ErrorKind::InvalidArgument, "tensor incomplete: " + std::to_string(written_[i]) + " of " +
+                                                   std::to_string(p.end - p.begin) + " bytes written")
+          .with_file(file_.target())
+          .with_tensor(decls_[i].name);
+    }
+  }
+  finished_ = true;
+  SW_RETURN_IF_ERROR(file_.truncate(layout_.file_size()));
+  return file_.commit();
+}
+
+}  // namespace safeweights::safetensors

@@ -1,0 +1,100 @@
+#include "cli_common.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+
+#include "json/json_writer.h"
+
+namespace safeweights::cli {
+
+std::string_view format_name(Format format) {
+  switch (format) {
+    case Format::Safetensors: return "safetensors";
+    case Format::SafetensorsIndex: return "safetensors-index";
+    case Format::Unknown: break;
+  }
+  return "unknown";
+}
+
+Format detect_format(const std::string& path) {
+  auto source = open_file(path, FileBackend::Pread);
+  if (!source.is_ok()) return Format::Unknown;
+  const ByteSource& src = **source;
+  const bool json_name = path.size() >= 5 && path.compare(path.size() - 5, 5, ".json") == 0;
+  if (json_name) {
+    char first = 0;
+    std::byte buf[64];
+    std::uint64_t n = std::min<std::uint64_t>(sizeof buf, src.size());
+    if (src.read_at(0, std::span<std::byte>(buf, static_cast<std::size_t>(n))).is_ok()) {
+      for (std::uint64_t i = 0; i < n; ++i) {
+        char c = static_cast<char>(buf[i]);
+        if (c != ' ' && c != '\n' && c != '\r' && c != '\t') {
+          first = c;
+          break;
+        }
+      }
+    }
+    if (first == '{') return Format::SafetensorsIndex;
+  }
+  return Format::Safetensors;
+}
+
+FileBackend parse_backend(const std::string& name) { return name == "pread" ? FileBackend::Pread : FileBackend::Mmap; }
+
+void print_error(const Error& error) { std::fprintf(stderr, "safeweights: %s\n", error.to_string().c_str()); }
+
+std::string json_string(std::string_view s) {
+  std::string out;
+  json::append_string(out, s);
+  return out;
+}
+
+std::string json_error(const Error& error) {
+  std::string out = "{\"kind\":" + json_string(error.kind_name()) + ",\"message\":" + json_string(error.message());
+  const ErrorContext& ctx = error.context();
+  if (!ctx.entry.empty()) out += ",\"entry\":" + json_string(ctx.entry);
+  if (!ctx.tensor.empty()) out += ",\"tensor\":" + json_string(ctx.tensor);
+  if (ctx.offset) out += ",\"offset\":" + std::to_string(*ctx.offset);
+  out += "}";
+  return out;
+}
+
+std::string human_bytes(std::uint64_t bytes) {
+  static const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  double v = static_cast<double>(bytes);
+  int unit = 0;
+  while (v >= 1024.0 && unit < 6) {
+    v /= 1024.0;
+    ++unit;
+  }
+  char buf[32];
+  if (unit == 0) std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(bytes));
+  else std::snprintf(buf, sizeof buf, "%.1f %s", v, kUnits[unit]);
+  return buf;
+}
+
+std::string shape_string(std::span<const std::uint64_t> shape) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    if (i) out += ", ";
+    out += std::to_string(shape[i]);
+  }
+  return out + "]";
+}
+
+bool write_all(int fd, std::span<const std::byte> bytes) {
+  std::size_t done = 0;
+  while (done < bytes.size()) {
+    ssize_t n = ::write(fd, bytes.data() + done, std::min<std::size_t>(bytes.size() - done, std::size_t{1} << 30));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  return true;
+}
+
+}  // namespace safeweights::cli

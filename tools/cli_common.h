@@ -1,0 +1,50 @@
+// Shared pieces of the `safeweights` command-line tool. Each command lives in its own cmd_*.cpp and is
+// a thin layer over the library.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "safeweights/error.h"
+#include "safeweights/source.h"
+
+namespace safeweights::cli {
+
+// Exit codes shared by every command.
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitInvalid = 1;  // an input is invalid, or the operation failed
+inline constexpr int kExitUsage = 2;    // bad command line
+
+enum class Format { Safetensors, SafetensorsIndex, Unknown };
+std::string_view format_name(Format format);
+
+// Decides a file's format from its content (a sharded index is JSON whose name ends in .json).
+// Anything unrecognised is handed to the safetensors reader, whose error says precisely what is wrong.
+Format detect_format(const std::string& path);
+
+FileBackend parse_backend(const std::string& name);
+
+// Prints "safeweights: <file>: <Kind>: <message> (tensor `x`, byte offset N)" on stderr.
+void print_error(const Error& error);
+
+// JSON helpers for --json output.
+std::string json_string(std::string_view s);
+std::string json_error(const Error& error);  // {"kind":..,"message":..,"tensor":..,"offset":..}
+
+std::string human_bytes(std::uint64_t bytes);
+std::string shape_string(std::span<const std::uint64_t> shape);  // "[2, 3]"
+
+// Writes all bytes to a file descriptor; false on failure (EPIPE included).
+bool write_all(int fd, std::span<const std::byte> bytes);
+
+void add_validate_command(CLI::App& app, int& exit_code);
+void add_inspect_command(CLI::App& app, int& exit_code);
+void add_cat_command(CLI::App& app, int& exit_code);
+void add_bench_command(CLI::App& app, int& exit_code);
+void add_sample_command(CLI::App& app, int& exit_code);
+
+}  // namespace safeweights::cli

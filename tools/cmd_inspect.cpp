@@ -1,0 +1,164 @@
+// safeweights inspect [--json] FILE
+#include <cstdio>
+#include <map>
+#include <memory>
+
+#include "cli_common.h"
+#include "safeweights/safetensors.h"
+#include "safeweights/sharded.h"
+
+namespace safeweights::cli {
+namespace {
+
+struct InspectOptions {
+  std::string file;
+  bool json = false;
+  std::string backend = "mmap";
+};
+
+std::string tensor_json(const safetensors::TensorInfo& t) {
+  std::string out = "{\"name\":" + json_string(t.name) + ",\"dtype\":" + json_string(dtype_name(t.dtype)) + ",\"shape\":[";
+  for (std::size_t i = 0; i < t.shape.size(); ++i) out += (i ? "," : "") + std::to_string(t.shape[i]);
+  out += "],\"data_offsets\":[" + std::to_string(t.begin) + "," + std::to_string(t.end) + "]";
+  return out;
+}
+
+struct Totals {
+  std::uint64_t tensors = 0, params = 0, bytes = 0;
+};
+
+void print_table(const std::vector<std::pair<const safetensors::TensorInfo*, std::string>>& rows, bool with_shard) {
+  std::size_t name_w = 4, shape_w = 5, shard_w = 5;
+  for (const auto& [t, shard] : rows) {
+    name_w = std::max(name_w, t->name.size());
+    shape_w = std::max(shape_w, shape_string(t->shape).size());
+    shard_w = std::max(shard_w, shard.size());
+  }
+  name_w = std::min<std::size_t>(name_w, 80);
+  if (with_shard) std::printf("%-*s  ", static_cast<int>(shard_w), "SHARD");
+  std::printf("%-*s  %-11s  %-*s  %10s\n", static_cast<int>(name_w), "NAME", "DTYPE", static_cast<int>(shape_w), "SHAPE", "SIZE");
+  for (const auto& [t, shard] : rows) {
+    if (with_shard) std::printf("%-*s  ", static_cast<int>(shard_w), shard.c_str());
+    std::printf("%-*.*s  %-11s  %-*s  %10s\n", static_cast<int>(name_w), static_cast<int>(t->name.size()), t->name.data(),
+                std::string(dtype_name(t->dtype)).c_str(), static_cast<int>(shape_w), shape_string(t->shape).c_str(),
+                human_bytes(t->nbytes()).c_str());
+  }
+  std::map<Dtype, Totals> by_dtype;
+  Totals all;
+  for (const auto& [t, shard] : rows) {
+    auto& d = by_dtype[t->dtype];
+    ++d.tensors;
+    d.params += t->num_elements();
+    d.bytes += t->nbytes();
+    ++all.tensors;
+    all.params += t->num_elements();
+    all.bytes += t->nbytes();
+  }
+  std::printf("\nTotals by dtype:\n");
+  for (const auto& [dtype, tot] : by_dtype) {
+    std::printf("  %-11s %8llu tensors  %16llu params  %10s\n", std::string(dtype_name(dtype)).c_str(),
+                static_cast<unsigned long long>(tot.tensors), static_cast<unsigned long long>(tot.params),
+                human_bytes(tot.bytes).c_str());
+  }
+  std::printf("  %-11s %8llu tensors  %16llu params  %10s\n", "all", static_cast<unsigned long long>(all.tensors),
+              static_cast<unsigned long long>(all.params), human_bytes(all.bytes).c_str());
+}
+
+int inspect_safetensors(const InspectOptions& opt) {
+  auto reader = safetensors::Reader::open(opt.file, parse_backend(opt.backend));
+  if (!reader.is_ok()) {
+    print_error(reader.error());
+    return kExitInvalid;
+  }
+  const auto& h = reader->header();
+  if (opt.json) {
+    std::string out = "{\"format\":\"safetensors\",\"header_size\":" + std::to_string(h.header_size()) + ",\"metadata\":";
+    if (!h.has_metadata()) {
+      out += "null";
+    } else {
+      out += "{";
+      for (std::size_t i = 0; i < h.metadata().size(); ++i) {
+        out += (i ? "," : "") + json_string(h.metadata()[i].first) + ":" + json_string(h.metadata()[i].second);
+      }
+      out += "}";
+    }
+    out += ",\"tensors\":[";
+    bool first = true;
+    for (const auto& t : h.tensors()) {
+      out += (first ? "" : ",") + tensor_json(t) + "}";
+      first = false;
+    }
+    out += "]}";
+    std::printf("%s\n", out.c_str());
+    return kExitOk;
+  }
+  std::printf("file:        %s\nformat:      safetensors\nheader:      %llu bytes\ntensors:     %zu\ndata:        %s\n",
+              opt.file.c_str(), static_cast<unsigned long long>(h.header_size()), h.tensors().size(),
+              human_bytes(h.data_size()).c_str());
+  if (h.has_metadata()) {
+    std::printf("metadata:\n");
+    for (const auto& [k, v] : h.metadata()) std::printf("  %s: %s\n", k.c_str(), v.c_str());
+  } else {
+    std::printf("metadata:    (none)\n");
+  }
+  std::printf("\n");
+  std::vector<std::pair<const safetensors::TensorInfo*, std::string>> rows;
+  for (const auto& t : h.tensors()) rows.emplace_back(&t, "");
+  print_table(rows, false);
+  return kExitOk;
+}
+
+int inspect_index(const InspectOptions& opt) {
+  auto reader = safetensors::ShardedReader::open(opt.file, parse_backend(opt.backend));
+  if (!reader.is_ok()) {
+    print_error(reader.error());
+    return kExitInvalid;
+  }
+  if (opt.json) {
+    std::string out = "{\"format\":\"safetensors-index\",\"shards\":[";
+    for (std::size_t i = 0; i < reader->shard_files().size(); ++i) out += (i ? "," : "") + json_string(reader->shard_files()[i]);
+    out += "],\"metadata\":{";
+    bool first = true;
+    for (const auto& [k, v] : reader->index_metadata()) {
+      out += (first ? "" : ",") + json_string(k) + ":" + json_string(v);
+      first = false;
+    }
+    out += "},\"tensors\":[";
+    first = true;
+    for (const auto& name : reader->names()) {
+      auto loc = reader->find(name);
+      out += (first ? "" : ",") + tensor_json(*loc->info) + ",\"shard\":" + json_string(loc->shard->name().substr(loc->shard->name().find_last_of('/') + 1)) + "}";
+      first = false;
+    }
+    out += "]}";
+    std::printf("%s\n", out.c_str());
+    return kExitOk;
+  }
+  std::printf("file:        %s\nformat:      safetensors-index\nshards:      %zu\ntensors:     %zu\n", opt.file.c_str(),
+              reader->shards().size(), reader->names().size());
+  for (const auto& [k, v] : reader->index_metadata()) std::printf("index metadata: %s: %s\n", k.c_str(), v.c_str());
+  std::printf("\n");
+  std::vector<std::pair<const safetensors::TensorInfo*, std::string>> rows;
+  for (const auto& name : reader->names()) {
+    auto loc = reader->find(name);
+    const std::string& shard = loc->shard->name();
+    rows.emplace_back(loc->info, shard.substr(shard.find_last_of('/') + 1));
+  }
+  print_table(rows, true);
+  return kExitOk;
+}
+
+}  // namespace
+
+void add_inspect_command(CLI::App& app, int& exit_code) {
+  auto opt = std::make_shared<InspectOptions>();
+  CLI::App* cmd = app.add_subcommand("inspect", "Show a file's tensors (name, dtype, shape, size), totals by dtype and metadata");
+  cmd->add_option("FILE", opt->file, "a safetensors file or *.safetensors.index.json")->required();
+  cmd->add_flag("--json", opt->json, "machine-readable: {format, header_size, metadata, tensors: [{name, dtype, shape, data_offsets}]}");
+  cmd->add_option("--backend", opt->backend, "how files are read")->check(CLI::IsMember({"mmap", "pread"}));
+  cmd->callback([opt, &exit_code] {
+    exit_code = detect_format(opt->file) == Format::SafetensorsIndex ? inspect_index(*opt) : inspect_safetensors(*opt);
+  });
+}
+
+}  // namespace safeweights::cli

@@ -1,0 +1,31 @@
+// safeweights: read, check and inspect model-weight files.
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+
+#include "cli_common.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"safeweights: read, check and inspect model-weight files (safetensors)", "safeweights"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "safeweights 0.1.0");
+  int exit_code = safeweights::cli::kExitOk;
+  safeweights::cli::add_validate_command(app, exit_code);
+  safeweights::cli::add_inspect_command(app, exit_code);
+  safeweights::cli::add_cat_command(app, exit_code);
+  safeweights::cli::add_bench_command(app, exit_code);
+  safeweights::cli::add_sample_command(app, exit_code);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);  // prints the message and a hint
+    return safeweights::cli::kExitUsage;
+  }
+  return exit_code;
+}
