@@ -33,7 +33,8 @@ namespace safeweights::safetensors {
 
 // The reference's cap on the JSON header length N (decimal, not MiB).
 inline constexpr std::uint64_t kMaxHeaderSize = 100'000'000;
-// Nesting depth at which serde_json (the reference's parser) gives up; deeper JSON is rejected.
+// Nesting depth at which serde_json (the reference's parser) gives up: 127 nested arrays/objects are
+// accepted, 128 are not.
 inline constexpr int kMaxJsonDepth = 128;
 
 struct TensorInfo {

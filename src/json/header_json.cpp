@@ -50,10 +50,12 @@ std::string quoted(std::string_view s) {
 // parser of their own so a thread does not keep hundreds of megabytes around.
 constexpr std::size_t kReusableParserLimit = 16u << 20;
 
-simdjson::error_code parse_document(std::string_view text, int max_depth, std::unique_ptr<simdjson::dom::parser>& own,
-                                    element& root) {
+static_assert(kJsonPadding >= simdjson::SIMDJSON_PADDING);
+
+// `text` must have kJsonPadding readable bytes after it.
+simdjson::error_code parse_padded(std::string_view text, int max_depth, std::unique_ptr<simdjson::dom::parser>& own,
+                                  element& root) {
   thread_local simdjson::dom::parser shared;
-  simdjson::padded_string copy(text.data(), text.size());
   simdjson::dom::parser* parser = &shared;
   if (text.size() > kReusableParserLimit) {
     own = std::make_unique<simdjson::dom::parser>();
@@ -63,7 +65,13 @@ simdjson::error_code parse_document(std::string_view text, int max_depth, std::u
     auto err = parser->allocate(std::max<std::size_t>(text.size(), 4096), static_cast<std::size_t>(max_depth));
     if (err) return err;
   }
-  return parser->parse(copy).get(root);
+  return parser->parse(text.data(), text.size(), false).get(root);
+}
+
+simdjson::error_code parse_document(std::string_view text, int max_depth, std::unique_ptr<simdjson::dom::parser>& own,
+                                    element& root) {
+  simdjson::padded_string copy(text.data(), text.size());
+  return parse_padded(std::string_view(copy.data(), copy.size()), max_depth, own, root);
 }
 
 // Small objects (the usual 3-field tensor entry) are checked for duplicate keys pairwise; larger ones
@@ -261,21 +269,40 @@ bool has_negative_zero_token(std::string_view text) {
 
 }  // namespace
 
-Status parse_safetensors_header(std::string_view header, const HeaderJsonOptions& options, RawHeader& out) {
+char* scratch_buffer(std::size_t n) {
+  thread_local std::unique_ptr<char[]> buffer;
+  thread_local std::size_t capacity = 0;
+  if (n > kReusableParserLimit) {
+    // Large headers are rare; do not keep their buffer alive in the thread.
+    thread_local std::unique_ptr<char[]> large;
+    large.reset(new char[n + kJsonPadding]);
+    return large.get();
+  }
+  if (capacity < n) {
+    capacity = std::max<std::size_t>(n, 64u << 10);
+    buffer.reset(new char[capacity + kJsonPadding]);
+  }
+  return buffer.get();
+}
+
+Status parse_safetensors_header_padded(std::string_view header, const HeaderJsonOptions& options, RawHeader& out) {
   if (!simdjson::validate_utf8(header.data(), header.size())) {
     return Error(ErrorKind::InvalidHeader, "invalid UTF-8 in header");
   }
   std::unique_ptr<simdjson::dom::parser> own;
   element root;
-  if (auto err = parse_document(header, options.max_depth, own, root); err) {
+  if (auto err = parse_padded(header, options.max_depth, own, root); err) {
     return bad_json(std::string("invalid JSON in header: ") + simdjson::error_message(err));
   }
   if (root.type() != element_type::OBJECT) return bad_json("header must be a JSON object");
   if (has_negative_zero_token(header)) return bad_json("invalid JSON in header: -0 is not an unsigned integer");
 
   auto object = as_object(root);
+  // Names cannot be longer than the header; reserving that much avoids regrowth, and pages that are
+  // never written are never faulted in.
   out.entries.reserve(object.size());
-  out.names.reserve(header.size() / 2);
+  out.names.reserve(header.size());
+  out.dims.reserve(object.size() * 3);
   bool seen_metadata = false;
   for (auto field : object) {
     if (field.key == "__metadata__") {

@@ -42,9 +42,18 @@ struct HeaderJsonOptions {
   int max_depth = 128;
 };
 
-// Parses the N header bytes (already known to fit in the file). Errors: InvalidHeader (not UTF-8),
+// Bytes the JSON parser may read past the end of its input: buffers handed to the *_padded functions
+// must have this many readable bytes after the text.
+inline constexpr std::size_t kJsonPadding = 64;
+
+// A per-thread buffer of at least n + kJsonPadding bytes (reused across calls, so repeated parses do
+// not fault in fresh pages). Valid until the next call on the same thread.
+char* scratch_buffer(std::size_t n);
+
+// Parses the N header bytes (already known to fit in the file), which sit in a buffer with
+// kJsonPadding readable bytes after them. Errors: InvalidHeader (not UTF-8),
 // InvalidHeaderDeserialization (anything the reference's serde_json parse rejects).
-Status parse_safetensors_header(std::string_view header, const HeaderJsonOptions& options, RawHeader& out);
+Status parse_safetensors_header_padded(std::string_view header, const HeaderJsonOptions& options, RawHeader& out);
 
 // A `*.safetensors.index.json`: {"metadata": {...}, "weight_map": {"tensor": "file", ...}}.
 struct RawIndex {

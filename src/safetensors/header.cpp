@@ -121,9 +121,9 @@ class HeaderBuilder {
     std::optional<std::string> duplicate;
     std::vector<std::uint32_t> keep;
     keep.reserve(raw.entries.size());
+    if (raw.entries.size() >= UINT32_MAX) return invalid(ErrorKind::ResourceLimit, "too many tensors");
+    NameTable table(raw.entries.size(), h.index_seed_);
     {
-      if (raw.entries.size() >= UINT32_MAX) return invalid(ErrorKind::ResourceLimit, "too many tensors");
-      NameTable table(raw.entries.size(), h.index_seed_);
       std::vector<bool> dropped(raw.entries.size(), false);
       for (std::uint32_t i = 0; i < raw.entries.size(); ++i) {
         std::uint32_t& slot = table.slot(name_of_entry(i), name_of_entry);
@@ -138,12 +138,14 @@ class HeaderBuilder {
       }
     }
 
-    // Offset order; ties keep file order so results never depend on hashing.
-    std::stable_sort(keep.begin(), keep.end(), [&](std::uint32_t a, std::uint32_t b) {
+    // Offset order; ties keep file order so results never depend on hashing. Files written by the
+    // reference are already in offset order, so check before sorting.
+    auto by_offsets = [&](std::uint32_t a, std::uint32_t b) {
       const auto& ea = raw.entries[a];
       const auto& eb = raw.entries[b];
       return ea.begin != eb.begin ? ea.begin < eb.begin : ea.end < eb.end;
-    });
+    };
+    if (!std::is_sorted(keep.begin(), keep.end(), by_offsets)) std::stable_sort(keep.begin(), keep.end(), by_offsets);
 
     h.tensors_.reserve(keep.size());
     std::uint64_t running = 0;
@@ -186,10 +188,11 @@ class HeaderBuilder {
     if (duplicate) return invalid(ErrorKind::DuplicateKey, "tensor name appears more than once").with_tensor(*duplicate);
 
     h.metadata_ = std::move(raw.metadata);
-    NameTable index(h.tensors_.size(), h.index_seed_);
-    auto name_of_tensor = [&](std::size_t i) { return h.tensors_[i].name; };
-    for (std::uint32_t i = 0; i < h.tensors_.size(); ++i) index.slot(h.tensors_[i].name, name_of_tensor) = i + 1;
-    h.index_ = index.release();
+    // The table already maps every kept name to its entry; renumber entries to positions in tensors_.
+    std::vector<std::uint32_t> position(raw.entries.size() + 1, 0);
+    for (std::uint32_t p = 0; p < keep.size(); ++p) position[keep[p] + 1] = p + 1;
+    h.index_ = table.release();
+    for (std::uint32_t& slot : h.index_) slot = position[slot];
     return h;
   }
 
@@ -236,15 +239,18 @@ Result<Header> Header::parse(const ByteSource& source, const ReadOptions& option
                     .with_offset(0));
   }
 
-  // n <= 100 MB and n fits in the file, so this allocation is justified by the input.
-  std::string text(static_cast<std::size_t>(n), '\0');
-  SW_RETURN_IF_ERROR(source.read_at(8, std::as_writable_bytes(std::span<char>(text.data(), text.size()))));
+  // n <= 100 MB and n fits in the file, so this allocation is justified by the input. The bytes are
+  // copied once, into a padded buffer the JSON parser reads in place; checking a copy also means a
+  // file changing under a mapping cannot change what was validated.
+  char* text = json::scratch_buffer(static_cast<std::size_t>(n));
+  SW_RETURN_IF_ERROR(source.read_at(8, std::as_writable_bytes(std::span<char>(text, static_cast<std::size_t>(n)))));
 
   json::RawHeader raw;
   json::HeaderJsonOptions json_options;
   json_options.reject_unknown_fields = options.reject_unknown_fields;
-  json_options.max_depth = kMaxJsonDepth;
-  if (auto status = json::parse_safetensors_header(text, json_options, raw); !status.is_ok()) {
+  json_options.max_depth = kMaxJsonDepth - 1;  // serde_json fails on reaching its limit
+  if (auto status = json::parse_safetensors_header_padded(std::string_view(text, static_cast<std::size_t>(n)), json_options, raw);
+      !status.is_ok()) {
     Error e = std::move(status).error();
     if (!e.context().offset && e.context().tensor.empty()) e.with_offset(8);
     return fail(std::move(e));
