@@ -13,6 +13,7 @@ std::string_view format_name(Format format) {
   switch (format) {
     case Format::Safetensors: return "safetensors";
     case Format::SafetensorsIndex: return "safetensors-index";
+    case Format::Dduf: return "dduf";
     case Format::Unknown: break;
   }
   return "unknown";
@@ -22,6 +23,13 @@ Format detect_format(const std::string& path) {
   auto source = open_file(path, FileBackend::Pread);
   if (!source.is_ok()) return Format::Unknown;
   const ByteSource& src = **source;
+  // A ZIP archive starts with a local header, or (when empty) is just an end record.
+  std::byte magic[4];
+  if (src.size() >= 4 && src.read_at(0, magic).is_ok()) {
+    const bool local = magic[0] == std::byte{'P'} && magic[1] == std::byte{'K'} && magic[2] == std::byte{3} && magic[3] == std::byte{4};
+    const bool end = magic[0] == std::byte{'P'} && magic[1] == std::byte{'K'} && magic[2] == std::byte{5} && magic[3] == std::byte{6};
+    if (local || end) return Format::Dduf;
+  }
   const bool json_name = path.size() >= 5 && path.compare(path.size() - 5, 5, ".json") == 0;
   if (json_name) {
     char first = 0;

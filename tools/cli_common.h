@@ -19,10 +19,11 @@ inline constexpr int kExitOk = 0;
 inline constexpr int kExitInvalid = 1;  // an input is invalid, or the operation failed
 inline constexpr int kExitUsage = 2;    // bad command line
 
-enum class Format { Safetensors, SafetensorsIndex, Unknown };
+enum class Format { Safetensors, SafetensorsIndex, Dduf, Unknown };
 std::string_view format_name(Format format);
 
-// Decides a file's format from its content (a sharded index is JSON whose name ends in .json).
+// Decides a file's format from its content: a ZIP archive is DDUF, a JSON object in a .json file is a
+// sharded index.
 // Anything unrecognised is handed to the safetensors reader, whose error says precisely what is wrong.
 Format detect_format(const std::string& path);
 
@@ -46,5 +47,7 @@ void add_inspect_command(CLI::App& app, int& exit_code);
 void add_cat_command(CLI::App& app, int& exit_code);
 void add_bench_command(CLI::App& app, int& exit_code);
 void add_sample_command(CLI::App& app, int& exit_code);
+void add_pack_command(CLI::App& app, int& exit_code);
+void add_unpack_command(CLI::App& app, int& exit_code);
 
 }  // namespace safeweights::cli

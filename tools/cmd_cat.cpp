@@ -7,6 +7,7 @@
 #include "cli_common.h"
 #include "core/status_macros.h"
 #include "safeweights/atomic_file.h"
+#include "safeweights/dduf.h"
 #include "safeweights/safetensors.h"
 #include "safeweights/sharded.h"
 
@@ -15,7 +16,7 @@ namespace {
 
 struct CatOptions {
   std::string file;
-  std::string tensor;
+  std::vector<std::string> names;  // TENSOR, or (DDUF) ENTRY [TENSOR]
   std::string slice;
   bool has_slice = false;
   std::string output;
@@ -45,73 +46,98 @@ class Sink {
   std::unique_ptr<AtomicFile> file_;
 };
 
-Status copy_tensor(const safetensors::Reader& reader, const safetensors::TensorInfo& info, Sink& sink) {
-  safetensors::TensorView view = reader.view(info);
-  if (view.data.data() != nullptr || info.nbytes() == 0) return sink.write(view.data);  // zero-copy
+// Copies [offset, offset + length) of a source to the sink: straight from the mapping when there is
+// one, else through a bounded buffer.
+Status copy_range(const ByteSource& source, std::uint64_t offset, std::uint64_t length, Sink& sink) {
+  auto view = source.view(offset, length);
+  if (view.data() != nullptr || length == 0) return sink.write(view);  // zero-copy
   constexpr std::uint64_t kChunk = 8u << 20;
-  std::vector<std::byte> buf(static_cast<std::size_t>(std::min(kChunk, info.nbytes())));
-  for (std::uint64_t done = 0; done < info.nbytes();) {
-    std::uint64_t n = std::min<std::uint64_t>(buf.size(), info.nbytes() - done);
+  std::vector<std::byte> buf(static_cast<std::size_t>(std::min(kChunk, length)));
+  for (std::uint64_t done = 0; done < length;) {
+    std::uint64_t n = std::min<std::uint64_t>(buf.size(), length - done);
     std::span<std::byte> part(buf.data(), static_cast<std::size_t>(n));
-    SW_RETURN_IF_ERROR(reader.source().read_at(view.offset + done, part));
+    SW_RETURN_IF_ERROR(source.read_at(offset + done, part));
     SW_RETURN_IF_ERROR(sink.write(part));
     done += n;
   }
   return Status::ok();
 }
 
+Status usage(std::string message) { return Error(ErrorKind::InvalidArgument, std::move(message)); }
+
 Status cat(const CatOptions& opt) {
-  // A tensor lives either in a single file or in one shard of a sharded checkpoint.
+  // A tensor lives in a single file, in one shard of a sharded checkpoint, or in a .safetensors entry
+  // of a DDUF; a DDUF entry can also be written whole.
   std::optional<safetensors::Reader> single;
   std::optional<safetensors::ShardedReader> sharded;
+  std::optional<dduf::Reader> archive;
   const safetensors::Reader* reader = nullptr;
-  const safetensors::TensorInfo* info = nullptr;
-  if (detect_format(opt.file) == Format::SafetensorsIndex) {
-    auto r = safetensors::ShardedReader::open(opt.file, parse_backend(opt.backend));
+  std::string tensor;
+  const Format format = detect_format(opt.file);
+  if (format == Format::Dduf) {
+    auto r = dduf::Reader::open(opt.file, parse_backend(opt.backend));
     if (!r.is_ok()) return std::move(r).status();
-    sharded.emplace(std::move(r).value());
-    auto loc = sharded->find(opt.tensor);
-    if (!loc.is_ok()) return std::move(loc.error().with_file(opt.file));
-    reader = loc->shard;
-    info = loc->info;
-  } else {
-    auto r = safetensors::Reader::open(opt.file, parse_backend(opt.backend));
-    if (!r.is_ok()) return std::move(r).status();
-    single.emplace(std::move(r).value());
-    auto view = single->tensor(opt.tensor);
-    if (!view.is_ok()) return std::move(view).status();
+    archive.emplace(std::move(r).value());
+    const std::string& entry = opt.names[0];
+    if (opt.names.size() == 1) {
+      if (opt.has_slice) return usage("--slice needs a tensor: cat FILE.dduf ENTRY TENSOR --slice SPEC");
+      auto src = archive->open_entry(entry);
+      if (!src.is_ok()) return std::move(src).status();
+      if (opt.output.empty() && ::isatty(STDOUT_FILENO)) return usage("refusing to write binary data to a terminal; use -o FILE or a pipe");
+      SW_ASSIGN_OR_RETURN(Sink sink, Sink::open(opt.output));
+      SW_RETURN_IF_ERROR(copy_range(**src, 0, (*src)->size(), sink));
+      return sink.finish();
+    }
+    auto st = archive->open_safetensors(entry);
+    if (!st.is_ok()) return std::move(st).status();
+    single.emplace(std::move(st).value());
     reader = &*single;
-    info = view->info;
+    tensor = opt.names[1];
+  } else {
+    if (opt.names.size() != 1) return usage("cat FILE TENSOR takes one tensor name (ENTRY TENSOR is for DDUF files)");
+    tensor = opt.names[0];
+    if (format == Format::SafetensorsIndex) {
+      auto r = safetensors::ShardedReader::open(opt.file, parse_backend(opt.backend));
+      if (!r.is_ok()) return std::move(r).status();
+      sharded.emplace(std::move(r).value());
+      auto loc = sharded->find(tensor);
+      if (!loc.is_ok()) return std::move(loc.error().with_file(opt.file));
+      reader = loc->shard;
+    } else {
+      auto r = safetensors::Reader::open(opt.file, parse_backend(opt.backend));
+      if (!r.is_ok()) return std::move(r).status();
+      single.emplace(std::move(r).value());
+      reader = &*single;
+    }
   }
+  SW_ASSIGN_OR_RETURN(safetensors::TensorView view, reader->tensor(tensor));
+  const safetensors::TensorInfo& info = *view.info;
 
-  if (opt.output.empty() && ::isatty(STDOUT_FILENO)) {
-    return Error(ErrorKind::InvalidArgument, "refusing to write binary tensor data to a terminal; use -o FILE or a pipe");
-  }
-  auto sink = Sink::open(opt.output);
-  if (!sink.is_ok()) return std::move(sink).status();
-
+  if (opt.output.empty() && ::isatty(STDOUT_FILENO)) return usage("refusing to write binary tensor data to a terminal; use -o FILE or a pipe");
+  SW_ASSIGN_OR_RETURN(Sink sink, Sink::open(opt.output));
   if (!opt.has_slice) {
-    SW_RETURN_IF_ERROR(copy_tensor(*reader, *info, *sink));
-    return sink->finish();
+    SW_RETURN_IF_ERROR(copy_range(reader->source(), view.offset, info.nbytes(), sink));
+    return sink.finish();
   }
   auto spec = SliceSpec::parse(opt.slice);
-  if (!spec.is_ok()) return std::move(spec.error().with_file(opt.file).with_tensor(info->name));
-  auto plan = reader->plan_slice(*info, *spec);
-  if (!plan.is_ok()) return std::move(plan).status();
+  if (!spec.is_ok()) return std::move(spec.error().with_file(reader->name()).with_tensor(info.name));
+  SW_ASSIGN_OR_RETURN(SlicePlan plan, reader->plan_slice(info, *spec));
   // The slice is at most the tensor's size, which the validated file holds: a justified allocation.
-  std::vector<std::byte> bytes(static_cast<std::size_t>(plan->nbytes()));
-  SW_RETURN_IF_ERROR(reader->read_slice(*plan, bytes));
-  SW_RETURN_IF_ERROR(sink->write(bytes));
-  return sink->finish();
+  std::vector<std::byte> bytes(static_cast<std::size_t>(plan.nbytes()));
+  SW_RETURN_IF_ERROR(reader->read_slice(plan, bytes));
+  SW_RETURN_IF_ERROR(sink.write(bytes));
+  return sink.finish();
 }
 
 }  // namespace
 
 void add_cat_command(CLI::App& app, int& exit_code) {
   auto opt = std::make_shared<CatOptions>();
-  CLI::App* cmd = app.add_subcommand("cat", "Write a tensor's (or a slice's) raw little-endian C-order bytes");
-  cmd->add_option("FILE", opt->file, "a safetensors file or *.safetensors.index.json")->required();
-  cmd->add_option("TENSOR", opt->tensor, "tensor name")->required();
+  CLI::App* cmd = app.add_subcommand("cat", "Write a tensor's (or a slice's) raw little-endian C-order bytes, or a DDUF entry's bytes");
+  cmd->add_option("FILE", opt->file, "a safetensors or DDUF file, or *.safetensors.index.json")->required();
+  cmd->add_option("NAME", opt->names, "TENSOR; for a DDUF file: ENTRY, or ENTRY TENSOR for a tensor of a .safetensors entry")
+      ->required()
+      ->expected(1, 2);
   cmd->add_option("--slice", opt->slice, "numpy basic indexing, e.g. \"1:3, ::-2, 0\" or \"..., -1\"");
   cmd->add_option("-o,--output", opt->output, "write to this file (atomically) instead of standard output");
   cmd->add_option("--backend", opt->backend, "how files are read")->check(CLI::IsMember({"mmap", "pread"}));

@@ -1,9 +1,11 @@
 // safeweights inspect [--json] FILE
+#include <cctype>
 #include <cstdio>
 #include <map>
 #include <memory>
 
 #include "cli_common.h"
+#include "safeweights/dduf.h"
 #include "safeweights/safetensors.h"
 #include "safeweights/sharded.h"
 
@@ -12,6 +14,7 @@ namespace {
 
 struct InspectOptions {
   std::string file;
+  std::string entry;  // DDUF: a .safetensors entry to inspect
   bool json = false;
   std::string backend = "mmap";
 };
@@ -64,13 +67,8 @@ void print_table(const std::vector<std::pair<const safetensors::TensorInfo*, std
               static_cast<unsigned long long>(all.params), human_bytes(all.bytes).c_str());
 }
 
-int inspect_safetensors(const InspectOptions& opt) {
-  auto reader = safetensors::Reader::open(opt.file, parse_backend(opt.backend));
-  if (!reader.is_ok()) {
-    print_error(reader.error());
-    return kExitInvalid;
-  }
-  const auto& h = reader->header();
+int inspect_safetensors(const InspectOptions& opt, const safetensors::Reader& reader, const std::string& display) {
+  const auto& h = reader.header();
   if (opt.json) {
     std::string out = "{\"format\":\"safetensors\",\"header_size\":" + std::to_string(h.header_size()) + ",\"metadata\":";
     if (!h.has_metadata()) {
@@ -93,7 +91,7 @@ int inspect_safetensors(const InspectOptions& opt) {
     return kExitOk;
   }
   std::printf("file:        %s\nformat:      safetensors\nheader:      %llu bytes\ntensors:     %zu\ndata:        %s\n",
-              opt.file.c_str(), static_cast<unsigned long long>(h.header_size()), h.tensors().size(),
+              display.c_str(), static_cast<unsigned long long>(h.header_size()), h.tensors().size(),
               human_bytes(h.data_size()).c_str());
   if (h.has_metadata()) {
     std::printf("metadata:\n");
@@ -105,6 +103,64 @@ int inspect_safetensors(const InspectOptions& opt) {
   std::vector<std::pair<const safetensors::TensorInfo*, std::string>> rows;
   for (const auto& t : h.tensors()) rows.emplace_back(&t, "");
   print_table(rows, false);
+  return kExitOk;
+}
+
+int inspect_safetensors_file(const InspectOptions& opt) {
+  auto reader = safetensors::Reader::open(opt.file, parse_backend(opt.backend));
+  if (!reader.is_ok()) {
+    print_error(reader.error());
+    return kExitInvalid;
+  }
+  return inspect_safetensors(opt, *reader, opt.file);
+}
+
+int inspect_dduf(const InspectOptions& opt) {
+  auto reader = dduf::Reader::open(opt.file, parse_backend(opt.backend));
+  if (!reader.is_ok()) {
+    print_error(reader.error());
+    return kExitInvalid;
+  }
+  if (!opt.entry.empty()) {
+    auto st = reader->open_safetensors(opt.entry);
+    if (!st.is_ok()) {
+      print_error(st.error());
+      return kExitInvalid;
+    }
+    return inspect_safetensors(opt, *st, opt.file + "!" + opt.entry);
+  }
+  if (opt.json) {
+    std::string out = "{\"format\":\"dduf\",\"entries\":[";
+    bool first = true;
+    for (const auto& e : reader->entries()) {
+      out += std::string(first ? "" : ",") + "{\"name\":" + json_string(e.filename) + ",\"offset\":" + std::to_string(e.offset) +
+             ",\"length\":" + std::to_string(e.length) + "}";
+      first = false;
+    }
+    // model_index.json was validated as a JSON object; embed it as is, minus surrounding whitespace.
+    std::string_view index = reader->model_index();
+    while (!index.empty() && std::isspace(static_cast<unsigned char>(index.back()))) index.remove_suffix(1);
+    while (!index.empty() && std::isspace(static_cast<unsigned char>(index.front()))) index.remove_prefix(1);
+    out += "],\"components\":" + std::string(index) + "}";
+    std::printf("%s\n", out.c_str());
+    return kExitOk;
+  }
+  std::uint64_t total = 0;
+  std::size_t name_w = 4;
+  for (const auto& e : reader->entries()) {
+    total += e.length;
+    name_w = std::max(name_w, e.filename.size());
+  }
+  std::printf("file:        %s\nformat:      dduf%s\nentries:     %zu (%s of data)\ncomponents:  ", opt.file.c_str(),
+              reader->archive().uses_zip64() ? " (ZIP64)" : "", reader->entries().size(), human_bytes(total).c_str());
+  for (std::size_t i = 0; i < reader->components().size(); ++i) std::printf("%s%s", i ? ", " : "", reader->components()[i].c_str());
+  std::printf("\n\n%-*s  %14s  %12s  %s\n", static_cast<int>(name_w), "ENTRY", "OFFSET", "SIZE", "ALIGNMENT");
+  for (const auto& e : reader->entries()) {
+    std::uint64_t align = 1;
+    while (align < 4096 && e.offset % (align * 2) == 0) align *= 2;
+    std::printf("%-*s  %14llu  %12s  %llu\n", static_cast<int>(name_w), e.filename.c_str(), static_cast<unsigned long long>(e.offset),
+                human_bytes(e.length).c_str(), static_cast<unsigned long long>(e.offset == 0 ? 4096 : align));
+  }
   return kExitOk;
 }
 
@@ -153,11 +209,16 @@ int inspect_index(const InspectOptions& opt) {
 void add_inspect_command(CLI::App& app, int& exit_code) {
   auto opt = std::make_shared<InspectOptions>();
   CLI::App* cmd = app.add_subcommand("inspect", "Show a file's tensors (name, dtype, shape, size), totals by dtype and metadata");
-  cmd->add_option("FILE", opt->file, "a safetensors file or *.safetensors.index.json")->required();
-  cmd->add_flag("--json", opt->json, "machine-readable: {format, header_size, metadata, tensors: [{name, dtype, shape, data_offsets}]}");
+  cmd->add_option("FILE", opt->file, "a safetensors or DDUF file, or *.safetensors.index.json")->required();
+  cmd->add_option("ENTRY", opt->entry, "DDUF: a .safetensors entry to inspect as a safetensors file");
+  cmd->add_flag("--json", opt->json, "machine-readable: {format, header_size, metadata, tensors: [{name, dtype, shape, data_offsets}]}; DDUF: {format, entries: [{name, offset, length}], components}");
   cmd->add_option("--backend", opt->backend, "how files are read")->check(CLI::IsMember({"mmap", "pread"}));
   cmd->callback([opt, &exit_code] {
-    exit_code = detect_format(opt->file) == Format::SafetensorsIndex ? inspect_index(*opt) : inspect_safetensors(*opt);
+    switch (detect_format(opt->file)) {
+      case Format::SafetensorsIndex: exit_code = inspect_index(*opt); break;
+      case Format::Dduf: exit_code = inspect_dduf(*opt); break;
+      default: exit_code = inspect_safetensors_file(*opt); break;
+    }
   });
 }
 

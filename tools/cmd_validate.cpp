@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "cli_common.h"
+#include "safeweights/dduf.h"
 #include "safeweights/safetensors.h"
 #include "safeweights/sharded.h"
 
@@ -13,6 +14,7 @@ struct ValidateOptions {
   std::vector<std::string> files;
   bool json = false;
   bool strict = false;
+  bool quick = false;
   std::string backend = "mmap";
 };
 
@@ -26,6 +28,16 @@ Outcome validate_one(const std::string& path, const ValidateOptions& opt) {
   Format format = detect_format(path);
   safetensors::ReadOptions read_options;
   read_options.reject_unknown_fields = opt.strict;
+  if (format == Format::Dduf) {
+    auto reader = dduf::Reader::open(path, parse_backend(opt.backend));
+    if (!reader.is_ok()) return {format, std::move(reader).status(), ""};
+    dduf::VerifyOptions verify;
+    verify.crc = !opt.quick;
+    if (Status s = reader->verify(verify); !s.is_ok()) return {format, std::move(s), ""};
+    return {format, Status::ok(),
+            std::to_string(reader->entries().size()) + " entries, " + std::to_string(reader->components().size()) +
+                " components" + (opt.quick ? ", CRCs not checked" : ", CRCs checked")};
+  }
   if (format == Format::SafetensorsIndex) {
     auto reader = safetensors::ShardedReader::open(path, parse_backend(opt.backend), read_options);
     if (!reader.is_ok()) return {format, std::move(reader).status(), ""};
@@ -70,8 +82,9 @@ int run(const ValidateOptions& opt) {
 
 void add_validate_command(CLI::App& app, int& exit_code) {
   auto opt = std::make_shared<ValidateOptions>();
-  CLI::App* cmd = app.add_subcommand("validate", "Check files against every rule of their format; exit 0 if all are valid, 1 if any is not");
-  cmd->add_option("FILE", opt->files, "safetensors files or *.safetensors.index.json")->required();
+  CLI::App* cmd = app.add_subcommand("validate", "Check files against every rule of their format (DDUF: also every entry's CRC and contents); exit 0 if all are valid, 1 if any is not");
+  cmd->add_option("FILE", opt->files, "safetensors or DDUF files, or *.safetensors.index.json")->required();
+  cmd->add_flag("--quick", opt->quick, "DDUF: skip the CRC-32 check of every entry");
   cmd->add_flag("--json", opt->json, "one JSON object per file per line: {file, format, valid, error: {kind, message, ...}}");
   cmd->add_flag("--strict", opt->strict, "also reject tensor entries with fields other than dtype, shape, data_offsets");
   cmd->add_option("--backend", opt->backend, "how files are read")->check(CLI::IsMember({"mmap", "pread"}));

@@ -6,7 +6,7 @@
 #include "cli_common.h"
 
 int main(int argc, char** argv) {
-  CLI::App app{"safeweights: read, check and inspect model-weight files (safetensors)", "safeweights"};
+  CLI::App app{"safeweights: read, check, inspect and pack model-weight files (safetensors, DDUF)", "safeweights"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "safeweights 0.1.0");
   int exit_code = safeweights::cli::kExitOk;
@@ -15,6 +15,8 @@ int main(int argc, char** argv) {
   safeweights::cli::add_cat_command(app, exit_code);
   safeweights::cli::add_bench_command(app, exit_code);
   safeweights::cli::add_sample_command(app, exit_code);
+  safeweights::cli::add_pack_command(app, exit_code);
+  safeweights::cli::add_unpack_command(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

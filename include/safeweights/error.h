@@ -54,7 +54,15 @@ namespace safeweights {
   X(SliceOutOfRange, "integer index outside its dimension")                                             \
   /* sharded checkpoints */                                                                              \
   X(InvalidIndex, "a *.safetensors.index.json file is malformed")                                       \
-  X(ShardMismatch, "index and shard files disagree about a tensor")
+  X(ShardMismatch, "index and shard files disagree about a tensor")                                    \
+  /* ZIP archives */                                                                                     \
+  X(BadZipFile, "the ZIP structure is malformed, inconsistent or ambiguous")                            \
+  X(ZipUnsupported, "a ZIP feature outside what is accepted (encryption, multi-disk, data descriptor)")  \
+  X(CrcMismatch, "an entry's bytes do not match its CRC-32")                                            \
+  /* DDUF: the reference's error classes */                                                             \
+  X(DDUFCorruptedFile, "the archive breaks a DDUF rule (compression, model_index.json, folders)")       \
+  X(DDUFInvalidEntryName, "an entry name breaks the DDUF naming rules")                                 \
+  X(DDUFExport, "a DDUF cannot be written from these entries")
 
 enum class ErrorKind : std::uint16_t {
 #define SAFEWEIGHTS_X(name, doc) name,

@@ -374,6 +374,33 @@ Status validate_json(std::string_view text, int max_depth) {
   return Status::ok();
 }
 
+Status read_top_level(std::string_view text, TopLevel& out) {
+  if (!simdjson::validate_utf8(text.data(), text.size())) return Error(ErrorKind::InvalidArgument, "not valid UTF-8");
+  std::unique_ptr<simdjson::dom::parser> own;
+  element root;
+  if (auto err = parse_document(text, 1024, own, root); err) {
+    return Error(ErrorKind::InvalidArgument, std::string("invalid JSON: ") + simdjson::error_message(err));
+  }
+  switch (root.type()) {
+    case element_type::OBJECT: out.python_type = "dict"; break;
+    case element_type::ARRAY: out.python_type = "list"; break;
+    case element_type::STRING: out.python_type = "str"; break;
+    case element_type::INT64:
+    case element_type::UINT64: out.python_type = "int"; break;
+    case element_type::DOUBLE: out.python_type = "float"; break;
+    case element_type::BOOL: out.python_type = "bool"; break;
+    case element_type::NULL_VALUE: out.python_type = "NoneType"; break;
+  }
+  if (root.type() == element_type::OBJECT) {
+    KeySet seen;
+    for (auto field : as_object(root)) {
+      if (!seen.insert(field.key) && !out.duplicate_key) out.duplicate_key = std::string(field.key);
+      out.keys.emplace_back(field.key);
+    }
+  }
+  return Status::ok();
+}
+
 bool is_valid_utf8(std::string_view text) noexcept { return simdjson::validate_utf8(text.data(), text.size()); }
 
 }  // namespace safeweights::json

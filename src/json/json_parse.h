@@ -67,6 +67,15 @@ Status parse_index_json(std::string_view text, RawIndex& out);
 // message says why.
 Status validate_json(std::string_view text, int max_depth = 1024);
 
+// The top level of a JSON document: its type as Python names it (dict, list, str, int, float, bool,
+// NoneType) and, for an object, its keys in order. InvalidArgument when `text` is not valid JSON.
+struct TopLevel {
+  std::string python_type;
+  std::vector<std::string> keys;
+  std::optional<std::string> duplicate_key;  // the first key that repeats, if any
+};
+Status read_top_level(std::string_view text, TopLevel& out);
+
 // Whether `text` is valid UTF-8 (SIMD).
 bool is_valid_utf8(std::string_view text) noexcept;
 

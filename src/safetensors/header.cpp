@@ -4,6 +4,7 @@
 #include <cstring>
 #include <random>
 
+#include "core/little_endian.h"
 #include "core/status_macros.h"
 #include "json/json_parse.h"
 #include "safeweights/safetensors.h"
@@ -224,8 +225,7 @@ Result<Header> Header::parse(const ByteSource& source, const ReadOptions& option
   if (source.size() < 8) return fail(Error(ErrorKind::HeaderTooSmall, "header too small: the file has fewer than 8 bytes"));
   std::byte prefix[8];
   SW_RETURN_IF_ERROR(source.read_at(0, prefix));
-  std::uint64_t n = 0;
-  for (int i = 7; i >= 0; --i) n = (n << 8) | std::to_integer<std::uint64_t>(prefix[i]);
+  const std::uint64_t n = le::u64(prefix);
 
   if (n > kMaxHeaderSize) {
     return fail(Error(ErrorKind::HeaderTooLarge, "header too large: length field says " + std::to_string(n) +

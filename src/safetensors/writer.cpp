@@ -5,6 +5,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "core/little_endian.h"
 #include "core/status_macros.h"
 #include "json/json_parse.h"
 #include "json/json_writer.h"
@@ -117,9 +118,7 @@ Result<Layout> Layout::plan(std::span<const TensorDecl> tensors, const Metadata&
   }
   json.resize(padded, ' ');
   layout.data_size_ = offset;
-  layout.prefix_.resize(8);
-  std::uint64_t n = padded;
-  for (int i = 0; i < 8; ++i) layout.prefix_[i] = static_cast<char>((n >> (8 * i)) & 0xFF);
+  le::append(layout.prefix_, padded, 8);
   layout.prefix_ += json;
   return layout;
 }

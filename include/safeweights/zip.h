@@ -1,0 +1,125 @@
+// safeweights/zip.h — a strict reader and writer for uncompressed ZIP / ZIP64 archives.
+//
+// Archive::open() reads the end-of-central-directory records (classic and ZIP64), the central
+// directory and every local header, and checks what a strict reader must: one unambiguous EOCD at the
+// end of the file (a comment may not hide another), ZIP64 records that agree with the classic ones,
+// well-formed extra fields, no encryption, data descriptors or multi-disk fields, local headers that
+// agree with the central directory (name, flags, method, CRC, sizes), entries that lie inside the file
+// in order without overlap, gaps, prepended or trailing bytes, unique names, and counts that agree with
+// the bytes parsed. Each entry's data offset and length are exact, so an entry is a zero-copy
+// sub-range of the archive's ByteSource.
+//
+// Writer produces archives that CPython's zipfile, Info-ZIP and huggingface_hub read: stored entries,
+// a ZIP64 extra in every local header, ZIP64 central records only where CPython would write them, a
+// fixed 1980-01-01 timestamp. Optionally each entry's data starts on an N-byte boundary (padding in a
+// local-header extra block), so that mapped data is aligned. It writes through an AtomicFile.
+//
+// Thread safety: Archive is immutable after open(); const methods may be called concurrently. Writer
+// has a single owner.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "safeweights/atomic_file.h"
+#include "safeweights/error.h"
+#include "safeweights/source.h"
+
+namespace safeweights::zip {
+
+struct Entry {
+  std::string name;
+  std::uint64_t header_offset = 0;  // local file header
+  std::uint64_t data_offset = 0;    // first byte of the entry's data
+  std::uint64_t size = 0;           // uncompressed size (== compressed size when stored)
+  std::uint64_t compressed_size = 0;
+  std::uint32_t crc32 = 0;
+  std::uint16_t method = 0;         // 0 = stored
+  std::uint16_t flags = 0;
+  bool is_directory() const noexcept { return !name.empty() && name.back() == '/'; }
+};
+
+struct ArchiveLimits {
+  std::uint64_t max_entries = 1'000'000;
+  std::uint64_t max_central_directory = 256ull << 20;
+};
+
+class Archive {
+ public:
+  // BadZipFile / ZipUnsupported on any structural problem; errors name the entry and byte offset.
+  static Result<Archive> open(SourcePtr source, const ArchiveLimits& limits = {});
+
+  const SourcePtr& source() const noexcept { return source_; }
+  const std::string& name() const noexcept { return source_->name(); }
+  // Central-directory order.
+  const std::vector<Entry>& entries() const noexcept { return entries_; }
+  const Entry* find(std::string_view name) const noexcept;
+  bool uses_zip64() const noexcept { return zip64_; }
+
+  // The entry's bytes as a source of their own ("archive!entry"), zero-copy.
+  Result<SourcePtr> open_entry(const Entry& entry) const;
+
+  // CRC-32 of the entry's bytes against the recorded value (CrcMismatch otherwise).
+  Status verify_crc(const Entry& entry) const;
+  // All entries, spread over `threads` threads (0: one per core); the first failure in entry order.
+  Status verify_all_crcs(unsigned threads = 0) const;
+
+ private:
+  SourcePtr source_;
+  std::vector<Entry> entries_;
+  std::vector<std::size_t> sorted_;  // indices into entries_, sorted by name
+  bool zip64_ = false;
+};
+
+// CRC-32 (IEEE) of bytes, continuing from `crc` (0 to start).
+std::uint32_t crc32(std::uint32_t crc, std::span<const std::byte> bytes) noexcept;
+
+struct WriterOptions {
+  // Data of entries for which align_entry(name) is true starts on a multiple of this (0 or 1: none).
+  std::uint32_t alignment = 0;
+  std::function<bool(std::string_view name)> align_entry = [](std::string_view) { return true; };
+  bool durable = false;
+  // Called after each chunk of entry data with the number of data bytes written so far.
+  std::function<void(std::uint64_t data_bytes)> progress;
+};
+
+// Produces an entry's bytes: called with successive chunks to fill; returns bytes written or an error.
+using Producer = std::function<Result<std::size_t>(std::span<std::byte> chunk)>;
+
+class Writer {
+ public:
+  static Result<Writer> create(const std::string& path, WriterOptions options = {});
+
+  Writer(Writer&&) noexcept = default;
+  Writer& operator=(Writer&&) noexcept = default;
+  ~Writer() = default;  // an unfinished writer leaves no file behind
+
+  Status add_bytes(std::string_view name, std::span<const std::byte> bytes);
+  // Copies a local file (mapped, CRC computed in the same pass).
+  Status add_file(std::string_view name, const std::string& path);
+  // `size` bytes from a producer, one chunk at a time.
+  Status add_stream(std::string_view name, std::uint64_t size, const Producer& producer);
+  // Writes the central directory and end records, then renames the file into place.
+  Status finish();
+
+  const std::string& path() const noexcept { return file_.target(); }
+  std::uint64_t bytes_written() const noexcept { return file_.append_position(); }
+
+ private:
+  Writer(AtomicFile file, WriterOptions options) : file_(std::move(file)), options_(std::move(options)) {}
+  Status write_entry(std::string_view name, std::uint64_t size, const Producer& producer);
+
+
+  AtomicFile file_;
+  WriterOptions options_;
+  std::vector<Entry> entries_;
+  std::uint64_t data_bytes_ = 0;
+  bool finished_ = false;
+};
+
+}  // namespace safeweights::zip

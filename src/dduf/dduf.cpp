@@ -1,0 +1,389 @@
+// DDUF on top of the strict ZIP layer: huggingface_hub's rules in its order, then ours.
+#include "safeweights/dduf.h"
+
+#include <algorithm>
+#include <atomic>
+#include <filesystem>
+#include <set>
+#include <thread>
+
+#include "core/status_macros.h"
+#include "json/json_parse.h"
+
+namespace safeweights::dduf {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr std::uint64_t kMaxModelIndex = 16u << 20;
+
+Error corrupted(std::string message) { return Error(ErrorKind::DDUFCorruptedFile, std::move(message)); }
+Error export_error(std::string message) { return Error(ErrorKind::DDUFExport, std::move(message)); }
+
+std::string config_file_list() {
+  std::string s = "{";
+  for (std::size_t i = 0; i < kFolderConfigFiles.size(); ++i) {
+    s += (i ? ", '" : "'") + std::string(kFolderConfigFiles[i]) + "'";
+  }
+  return s + "}";
+}
+
+// Rules beyond the reference's, for a name that passed them: every path part non-empty and not `.` or
+// `..`, and nothing to strip (the reference strips a leading or trailing '/' and keys by the raw name).
+Status check_strict_name(std::string_view raw) {
+  if (!raw.empty() && (raw.front() == '/' || raw.back() == '/')) {
+    return Error(ErrorKind::DDUFInvalidEntryName, "entry name may not start or end with '/': " + std::string(raw));
+  }
+  std::size_t start = 0;
+  for (std::size_t i = 0; i <= raw.size(); ++i) {
+    if (i == raw.size() || raw[i] == '/') {
+      std::string_view part = raw.substr(start, i - start);
+      if (part.empty() || part == "." || part == "..") {
+        return Error(ErrorKind::DDUFInvalidEntryName, "entry name has an empty, '.' or '..' path part: " + std::string(raw));
+      }
+      start = i + 1;
+    }
+  }
+  return Status::ok();
+}
+
+bool has_extension(std::string_view name, std::string_view ext) {
+  return name.size() >= ext.size() && name.substr(name.size() - ext.size()) == ext;
+}
+
+}  // namespace
+
+Result<std::string> validate_entry_name(std::string_view name) {
+  // "." + name.split(".")[-1]: a name without a dot is its own extension, so a bare `json` passes.
+  std::size_t dot = name.rfind('.');
+  std::string ext = "." + std::string(dot == std::string_view::npos ? name : name.substr(dot + 1));
+  if (std::find(kAllowedExtensions.begin(), kAllowedExtensions.end(), ext) == kAllowedExtensions.end()) {
+    return Error(ErrorKind::DDUFInvalidEntryName, "File type not allowed: " + std::string(name));
+  }
+  if (name.find('\\') != std::string_view::npos) {
+    return Error(ErrorKind::DDUFInvalidEntryName, "Entry names must use UNIX separators ('/'). Got " + std::string(name) + ".");
+  }
+  std::string_view stripped = name;
+  while (!stripped.empty() && stripped.front() == '/') stripped.remove_prefix(1);
+  while (!stripped.empty() && stripped.back() == '/') stripped.remove_suffix(1);
+  if (std::count(stripped.begin(), stripped.end(), '/') > 1) {
+    return Error(ErrorKind::DDUFInvalidEntryName, "DDUF only supports 1 level of directory. Got " + std::string(name) + ".");
+  }
+  return std::string(stripped);
+}
+
+Status validate_structure(std::string_view model_index, const std::vector<std::string>& names) {
+  json::TopLevel top;
+  if (auto s = json::read_top_level(model_index, top); !s.is_ok()) {
+    return corrupted("Invalid 'model_index.json': " + s.error().message());
+  }
+  if (top.python_type != "dict") {
+    return corrupted("Invalid 'model_index.json' content. Must be a dictionary. Got <class '" + top.python_type + "'>.");
+  }
+  std::set<std::string, std::less<>> keys(top.keys.begin(), top.keys.end());
+  std::set<std::string, std::less<>> folders;
+  for (const std::string& n : names) {
+    auto slash = n.find('/');
+    if (slash != std::string::npos) folders.insert(n.substr(0, slash));
+  }
+  std::set<std::string, std::less<>> present(names.begin(), names.end());
+  for (const std::string& folder : folders) {
+    if (!keys.count(folder)) return corrupted("Missing required entry '" + folder + "' in 'model_index.json'.");
+    bool has_config = false;
+    for (auto cfg : kFolderConfigFiles) has_config = has_config || present.count(folder + "/" + std::string(cfg));
+    if (!has_config) {
+      return corrupted("Missing required file in folder '" + folder + "'. Must contains at least one of " + config_file_list() + ".");
+    }
+  }
+  return Status::ok();
+}
+
+Result<Reader> Reader::open(const std::string& path, FileBackend backend) {
+  SW_ASSIGN_OR_RETURN(SourcePtr source, open_file(path, backend));
+  return open(std::move(source));
+}
+
+Result<Reader> Reader::open(SourcePtr source) {
+  const std::string name = source->name();
+  SW_ASSIGN_OR_RETURN(zip::Archive archive, zip::Archive::open(std::move(source)));
+  Reader reader(std::move(archive));
+  auto fail = [&](Error e) -> Result<Reader> { return std::move(e.with_file(name)); };
+
+  // Per entry, in central-directory order: stored only, then the name rules.
+  std::optional<Error> strict;
+  std::vector<std::string> names;
+  for (const zip::Entry& e : reader.archive_.entries()) {
+    if (e.method != 0) return fail(corrupted("Data must not be compressed in DDUF file.").with_entry(e.name));
+    auto valid = validate_entry_name(e.name);
+    if (!valid.is_ok()) {
+      return fail(Error(ErrorKind::DDUFInvalidEntryName, "Invalid entry name in DDUF file: " + e.name + " (" + valid.error().message() + ")")
+                      .with_entry(e.name));
+    }
+    if (!strict) {
+      if (auto s = check_strict_name(e.name); !s.is_ok()) strict = std::move(s.error().with_entry(e.name));
+    }
+    reader.entries_.push_back({e.name, e.data_offset, e.size});
+    names.push_back(e.name);
+  }
+  const zip::Entry* index = reader.archive_.find(kModelIndex);
+  if (!index) return fail(corrupted("Missing required 'model_index.json' entry in DDUF file."));
+  if (index->size > kMaxModelIndex) return fail(Error(ErrorKind::ResourceLimit, "model_index.json larger than 16 MiB").with_entry(kModelIndex));
+  reader.model_index_.resize(static_cast<std::size_t>(index->size));
+  SW_RETURN_IF_ERROR(reader.archive_.source()->read_at(
+      index->data_offset, std::as_writable_bytes(std::span<char>(reader.model_index_.data(), reader.model_index_.size()))));
+  if (auto s = validate_structure(reader.model_index_, names); !s.is_ok()) return fail(std::move(s.error().with_entry(kModelIndex)));
+
+  // Our stricter rules, only now.
+  if (strict) return fail(std::move(*strict));
+  json::TopLevel top;
+  (void)json::read_top_level(reader.model_index_, top);  // already validated above
+  if (top.duplicate_key) {
+    return fail(Error(ErrorKind::DuplicateKey, "model_index.json repeats the key '" + *top.duplicate_key + "'").with_entry(kModelIndex));
+  }
+  std::set<std::string> components;
+  for (const std::string& n : names) {
+    auto slash = n.find('/');
+    if (slash != std::string::npos) components.insert(n.substr(0, slash));
+  }
+  reader.components_.assign(components.begin(), components.end());
+  return reader;
+}
+
+const Entry* Reader::find(std::string_view filename) const noexcept {
+  const zip::Entry* e = archive_.find(filename);
+  if (!e) return nullptr;
+  return &entries_[static_cast<std::size_t>(e - archive_.entries().data())];
+}
+
+Result<SourcePtr> Reader::open_entry(std::string_view filename) const {
+  const zip::Entry* e = archive_.find(filename);
+  if (!e) {
+    return Error(ErrorKind::InvalidArgument, "no entry named `" + std::string(filename) + "`").with_file(name()).with_entry(filename);
+  }
+  return archive_.open_entry(*e);
+}
+
+Result<safetensors::Reader> Reader::open_safetensors(std::string_view filename, const safetensors::ReadOptions& options) const {
+  SW_ASSIGN_OR_RETURN(SourcePtr source, open_entry(filename));
+  auto reader = safetensors::Reader::open(std::move(source), options);
+  if (!reader.is_ok()) {
+    Error e = std::move(reader).error();
+    // The entry source is named "archive!entry"; report the archive and the entry separately.
+    ErrorContext ctx = e.context();
+    Error out(e.kind(), e.message());
+    out.with_file(name()).with_entry(filename);
+    if (!ctx.tensor.empty()) out.with_tensor(ctx.tensor);
+    if (ctx.offset) out.with_offset(*ctx.offset);
+    return out;
+  }
+  return reader;
+}
+
+Status Reader::verify(const VerifyOptions& options) const {
+  if (options.crc) SW_RETURN_IF_ERROR(archive_.verify_all_crcs(options.threads));
+  if (!options.contents) return Status::ok();
+  for (const Entry& e : entries_) {
+    if (has_extension(e.filename, ".safetensors")) {
+      auto r = open_safetensors(e.filename);
+      if (!r.is_ok()) return std::move(r).status();
+    } else if (has_extension(e.filename, ".json")) {
+      SW_ASSIGN_OR_RETURN(SourcePtr src, open_entry(e.filename));
+      if (src->size() > (256u << 20)) return Error(ErrorKind::ResourceLimit, "JSON entry larger than 256 MiB").with_file(name()).with_entry(e.filename);
+      std::string text(static_cast<std::size_t>(src->size()), '\0');
+      SW_RETURN_IF_ERROR(src->read_at(0, std::as_writable_bytes(std::span<char>(text.data(), text.size()))));
+      if (auto s = json::validate_json(text); !s.is_ok()) {
+        return Error(ErrorKind::DDUFCorruptedFile, "entry is not valid JSON: " + s.error().message()).with_file(name()).with_entry(e.filename);
+      }
+    }
+  }
+  return Status::ok();
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Writing
+
+Result<Exporter> Exporter::create(const std::string& path, const PackOptions& options) {
+  zip::WriterOptions w;
+  w.alignment = options.reference_layout ? 0 : options.alignment;
+  w.align_entry = [](std::string_view name) { return has_extension(name, ".safetensors"); };
+  w.durable = options.durable;
+  if (options.progress) {
+    auto progress = options.progress;
+    w.progress = [progress](std::uint64_t done) { progress(done, 0); };
+  }
+  SW_ASSIGN_OR_RETURN(zip::Writer writer, zip::Writer::create(path, std::move(w)));
+  return Exporter(std::move(writer));
+}
+
+Result<std::string> Exporter::admit(std::string_view name) {
+  auto valid = validate_entry_name(name);
+  if (!valid.is_ok()) {
+    return Error(ErrorKind::DDUFInvalidEntryName, "Invalid entry name: " + std::string(name) + " (" + valid.error().message() + ")")
+        .with_file(writer_.path())
+        .with_entry(name);
+  }
+  std::string stored = std::move(valid).value();
+  // Duplicates are judged on the name as written, so `/a.json` and `a.json` cannot both slip in.
+  if (std::find(names_.begin(), names_.end(), stored) != names_.end()) {
+    return export_error("Can't add duplicate entry: " + std::string(name)).with_file(writer_.path()).with_entry(name);
+  }
+  if (auto s = check_strict_name(stored); !s.is_ok()) return std::move(s.error().with_file(writer_.path()));
+  return stored;
+}
+
+Status Exporter::check_index(std::string_view name, std::string_view text) {
+  if (name != kModelIndex) return Status::ok();
+  json::TopLevel top;
+  if (!json::read_top_level(text, top).is_ok()) return export_error("Failed to parse 'model_index.json'.").with_file(writer_.path());
+  have_index_ = true;
+  model_index_ = std::string(text);
+  return Status::ok();
+}
+
+Status Exporter::add_bytes(std::string_view name, std::span<const std::byte> bytes) {
+  SW_ASSIGN_OR_RETURN(std::string stored, admit(name));
+  SW_RETURN_IF_ERROR(check_index(stored, std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size())));
+  SW_RETURN_IF_ERROR(writer_.add_bytes(stored, bytes));
+  names_.push_back(std::move(stored));
+  return Status::ok();
+}
+
+Status Exporter::add_file(std::string_view name, const std::string& path) {
+  SW_ASSIGN_OR_RETURN(std::string stored, admit(name));
+  if (stored == kModelIndex) {
+    SW_ASSIGN_OR_RETURN(SourcePtr src, open_file(path, FileBackend::Pread));
+    if (src->size() > kMaxModelIndex) return export_error("model_index.json larger than 16 MiB").with_file(writer_.path());
+    std::string text(static_cast<std::size_t>(src->size()), '\0');
+    SW_RETURN_IF_ERROR(src->read_at(0, std::as_writable_bytes(std::span<char>(text.data(), text.size()))));
+    SW_RETURN_IF_ERROR(check_index(stored, text));
+  }
+  SW_RETURN_IF_ERROR(writer_.add_file(stored, path));
+  names_.push_back(std::move(stored));
+  return Status::ok();
+}
+
+Status Exporter::add_stream(std::string_view name, std::uint64_t size, const zip::Producer& producer) {
+  SW_ASSIGN_OR_RETURN(std::string stored, admit(name));
+  if (stored == kModelIndex) {
+    // The index is small: collect it while it streams through, then check it.
+    if (size > kMaxModelIndex) return export_error("model_index.json larger than 16 MiB").with_file(writer_.path());
+    std::string text;
+    SW_RETURN_IF_ERROR(writer_.add_stream(stored, size, [&](std::span<std::byte> chunk) -> Result<std::size_t> {
+      SW_ASSIGN_OR_RETURN(std::size_t n, producer(chunk));
+      text.append(reinterpret_cast<const char*>(chunk.data()), std::min(n, chunk.size()));
+      return n;
+    }));
+    SW_RETURN_IF_ERROR(check_index(stored, text));
+  } else {
+    SW_RETURN_IF_ERROR(writer_.add_stream(stored, size, producer));
+  }
+  names_.push_back(std::move(stored));
+  return Status::ok();
+}
+
+Status Exporter::finish() {
+  if (!have_index_) return export_error("Missing required 'model_index.json' entry in DDUF file.").with_file(writer_.path());
+  if (auto s = validate_structure(model_index_, names_); !s.is_ok()) {
+    return export_error("Invalid DDUF file structure. " + s.error().message()).with_file(writer_.path());
+  }
+  return writer_.finish();
+}
+
+Status pack_folder(const std::string& folder, const std::string& path, const PackOptions& options) {
+  std::error_code ec;
+  if (!fs::is_directory(folder, ec)) return Error(ErrorKind::FileNotFound, "not a folder").with_file(folder);
+
+  // Collect and check everything before writing: the reference's selection (regular files, allowed
+  // suffix, at most one folder deep), then the name rules and the structure.
+  std::vector<std::pair<std::string, std::string>> files;  // (entry name, path)
+  std::uint64_t total = 0;
+  for (auto it = fs::recursive_directory_iterator(folder, ec); !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    if (it.depth() >= 1) it.disable_recursion_pending();
+    std::error_code e2;
+    if (!it->is_regular_file(e2)) continue;
+    fs::path rel = it->path().lexically_relative(folder);
+    std::string suffix = it->path().filename().extension().string();
+    if (std::find(kAllowedExtensions.begin(), kAllowedExtensions.end(), suffix) == kAllowedExtensions.end()) continue;
+    files.emplace_back(rel.generic_string(), it->path().string());
+    total += it->file_size(e2);
+  }
+  if (ec) return Error(ErrorKind::IoError, "cannot list folder: " + ec.message()).with_file(folder);
+  std::sort(files.begin(), files.end(), [](const auto& a, const auto& b) {
+    if ((a.first == kModelIndex) != (b.first == kModelIndex)) return a.first == kModelIndex;
+    return a.first < b.first;
+  });
+  std::vector<std::string> names;
+  for (const auto& [name, file] : files) {
+    auto valid = validate_entry_name(name);
+    if (!valid.is_ok()) return Error(ErrorKind::DDUFInvalidEntryName, "Invalid entry name: " + name + " (" + valid.error().message() + ")").with_file(folder);
+    if (auto s = check_strict_name(name); !s.is_ok()) return std::move(s.error().with_file(folder));
+    names.push_back(name);
+  }
+  if (files.empty() || files.front().first != kModelIndex) return export_error("Missing required 'model_index.json' entry in DDUF file.").with_file(folder);
+  {
+    SW_ASSIGN_OR_RETURN(SourcePtr src, open_file(files.front().second, FileBackend::Pread));
+    if (src->size() > kMaxModelIndex) return export_error("model_index.json larger than 16 MiB").with_file(folder);
+    std::string text(static_cast<std::size_t>(src->size()), '\0');
+    SW_RETURN_IF_ERROR(src->read_at(0, std::as_writable_bytes(std::span<char>(text.data(), text.size()))));
+    json::TopLevel top;
+    if (!json::read_top_level(text, top).is_ok()) return export_error("Failed to parse 'model_index.json'.").with_file(folder);
+    if (auto s = validate_structure(text, names); !s.is_ok()) return export_error("Invalid DDUF file structure. " + s.error().message()).with_file(folder);
+  }
+
+  PackOptions opts = options;
+  if (options.progress) {
+    auto progress = options.progress;
+    opts.progress = [progress, total](std::uint64_t done, std::uint64_t) { progress(done, total); };
+  }
+  SW_ASSIGN_OR_RETURN(Exporter exporter, Exporter::create(path, opts));
+  for (const auto& [name, file] : files) SW_RETURN_IF_ERROR(exporter.add_file(name, file));
+  return exporter.finish();
+}
+
+Status unpack(const Reader& reader, const std::string& folder, unsigned threads) {
+  std::error_code ec;
+  fs::create_directories(folder, ec);
+  if (ec) return Error(ErrorKind::IoError, "cannot create folder: " + ec.message()).with_file(folder);
+  for (const std::string& c : reader.components()) {
+    fs::create_directories(fs::path(folder) / c, ec);
+    if (ec) return Error(ErrorKind::IoError, "cannot create folder: " + ec.message()).with_file(folder + "/" + c);
+  }
+  const auto& entries = reader.entries();
+  if (threads == 0) threads = std::min(8u, std::max(1u, std::thread::hardware_concurrency()));
+  threads = static_cast<unsigned>(std::min<std::size_t>(threads, std::max<std::size_t>(entries.size(), 1)));
+  std::vector<Status> results(entries.size());
+  std::atomic<std::size_t> next{0};
+  auto worker = [&] {
+    for (std::size_t i; (i = next.fetch_add(1)) < entries.size();) {
+      const Entry& e = entries[i];
+      // Names passed the reader's rules: relative, at most one folder, no `.` / `..` parts.
+      auto write_one = [&]() -> Status {
+        SW_ASSIGN_OR_RETURN(SourcePtr src, reader.open_entry(e.filename));
+        SW_ASSIGN_OR_RETURN(AtomicFile out, AtomicFile::create(folder + "/" + e.filename, {e.length, false}));
+        if (auto view = src->view(0, src->size()); view.data() != nullptr || src->size() == 0) {
+          SW_RETURN_IF_ERROR(out.append(view));
+        } else {
+          std::vector<std::byte> buf(static_cast<std::size_t>(std::min<std::uint64_t>(src->size(), 8u << 20)));
+          for (std::uint64_t done = 0; done < src->size();) {
+            std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(buf.size(), src->size() - done));
+            SW_RETURN_IF_ERROR(src->read_at(done, {buf.data(), n}));
+            SW_RETURN_IF_ERROR(out.append({buf.data(), n}));
+            done += n;
+          }
+        }
+        return out.commit();
+      };
+      results[i] = write_one();
+    }
+  };
+  std::vector<std::thread> pool;
+  for (unsigned t = 1; t < threads; ++t) pool.emplace_back(worker);
+  worker();
+  for (auto& th : pool) th.join();
+  for (auto& s : results) {
+    if (!s.is_ok()) return std::move(s);
+  }
+  return Status::ok();
+}
+
+}  // namespace safeweights::dduf
