@@ -4,6 +4,7 @@
 #include <fstream>
 #include <sstream>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "core/status_macros.h"
 #include "json/json_parse.h"
@@ -100,6 +101,16 @@ Result<ShardedReader::Location> ShardedReader::find(std::string_view name) const
 Result<ShardedWriteResult> write_sharded(const std::string& folder, std::span<const TensorData> tensors,
                                          const ShardOptions& options) {
   if (options.max_shard_bytes == 0) return Error(ErrorKind::InvalidArgument, "max_shard_bytes must be positive");
+  // Names must be unique across the whole checkpoint, not just within each shard.
+  {
+    std::unordered_set<std::string_view> names;
+    names.reserve(tensors.size());
+    for (const TensorData& t : tensors) {
+      if (!names.insert(t.name).second) {
+        return Error(ErrorKind::DuplicateKey, "tensor name given more than once").with_tensor(t.name);
+      }
+    }
+  }
   // Split in the given order, as transformers does: a tensor that would overflow the current shard
   // starts a new one; one larger than the limit gets a shard of its own.
   std::vector<std::vector<std::size_t>> groups;

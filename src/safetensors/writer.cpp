@@ -117,6 +117,10 @@ Result<Layout> Layout::plan(std::span<const TensorDecl> tensors, const Metadata&
                                                 std::to_string(kMaxHeaderSize));
   }
   json.resize(padded, ' ');
+  std::uint64_t file_size = 0;
+  if (__builtin_add_overflow(offset, std::uint64_t{8} + padded, &file_size)) {
+    return Error(ErrorKind::ValidationOverflow, "file size overflows 64 bits");
+  }
   layout.data_size_ = offset;
   le::append(layout.prefix_, padded, 8);
   layout.prefix_ += json;

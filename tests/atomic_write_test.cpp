@@ -1,0 +1,510 @@
+// Atomic writes (AtomicFile, write_file, StreamWriter): permissions, replacement, failure leaves the old
+// target and no temporary files, and streaming in any order produces the bytes of serialize().
+#include <gtest/gtest.h>
+
+#include <csignal>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <sys/mount.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "safeweights/atomic_file.h"
+#include "safeweights/safetensors_writer.h"
+#include "test_util.h"
+
+namespace {
+
+using namespace swt;
+namespace st = safeweights::safetensors;
+using K = safeweights::ErrorKind;
+using safeweights::AtomicFile;
+using st::MetadataEntries;
+using st::StreamWriter;
+using st::TensorData;
+using st::TensorDecl;
+
+struct UmaskGuard {
+  explicit UmaskGuard(mode_t m) : old(::umask(m)) {}
+  ~UmaskGuard() { ::umask(old); }
+  mode_t old;
+};
+
+mode_t mode_of(const std::string& path) {
+  struct stat sb{};
+  if (::stat(path.c_str(), &sb) != 0) return static_cast<mode_t>(-1);
+  return sb.st_mode & 07777;
+}
+
+std::vector<std::byte> pattern(std::size_t n, unsigned seed) {
+  std::vector<std::byte> v(n);
+  std::mt19937 rng(seed);
+  for (auto& b : v) b = static_cast<std::byte>(rng() & 0xff);
+  return v;
+}
+
+struct Model {
+  std::vector<TensorDecl> decls;
+  std::vector<std::vector<std::byte>> bytes;
+  std::vector<TensorData> data() const {
+    std::vector<TensorData> v;
+    for (std::size_t i = 0; i < decls.size(); ++i) v.push_back({decls[i].name, decls[i].dtype, decls[i].shape, bytes[i]});
+    return v;
+  }
+};
+
+Model small_model() {
+  Model m;
+  m.decls = {{"w", Dtype::F32, {4, 8}}, {"b", Dtype::F16, {8}}, {"e", Dtype::I8, {0, 3}}, {"s", Dtype::U8, {5}}, {"h", Dtype::F4, {2, 4}}};
+  unsigned seed = 1;
+  for (const auto& d : m.decls) {
+    std::uint64_t n = 1;
+    for (auto x : d.shape) n *= x;
+    m.bytes.push_back(pattern(byte_size(d.dtype, n).value(), seed++));
+  }
+  return m;
+}
+
+std::string serialize_model(const Model& m, const st::Metadata& md = {}) {
+  auto tv = m.data();
+  auto r = st::serialize(tv, md);
+  EXPECT_TRUE(IsOk(r));
+  return r.is_ok() ? to_string(*r) : std::string();
+}
+
+// ---- permissions -----------------------------------------------------------------------------------
+
+TEST(AtomicWrite, NewFileModeFollowsUmask022) {
+  UmaskGuard g(022);
+  TempDir dir;
+  Model m = small_model();
+  auto tv = m.data();
+  const std::string p = dir.file("a.safetensors");
+  ASSERT_TRUE(IsOk(st::write_file(p, tv)));
+  EXPECT_EQ(mode_of(p), 0644u) << std::oct << mode_of(p);
+}
+
+TEST(AtomicWrite, NewFileModeFollowsUmask077) {
+  UmaskGuard g(077);
+  TempDir dir;
+  Model m = small_model();
+  auto tv = m.data();
+  const std::string p = dir.file("a.safetensors");
+  ASSERT_TRUE(IsOk(st::write_file(p, tv)));
+  EXPECT_EQ(mode_of(p), 0600u) << std::oct << mode_of(p);
+}
+
+TEST(AtomicWrite, NewFileModeFollowsUmask002) {
+  UmaskGuard g(002);
+  TempDir dir;
+  Model m = small_model();
+  auto tv = m.data();
+  const std::string p = dir.file("a.safetensors");
+  ASSERT_TRUE(IsOk(st::write_file(p, tv)));
+  EXPECT_EQ(mode_of(p), 0664u) << std::oct << mode_of(p);
+}
+
+TEST(AtomicWrite, StreamWriterAndAtomicFileModesFollowUmask) {
+  UmaskGuard g(027);
+  TempDir dir;
+  Model m = small_model();
+  {
+    auto w = StreamWriter::create(dir.file("s.safetensors"), m.decls);
+    ASSERT_TRUE(IsOk(w));
+    for (std::size_t i = 0; i < m.decls.size(); ++i) ASSERT_TRUE(IsOk(w->write(m.decls[i].name, m.bytes[i])));
+    ASSERT_TRUE(IsOk(w->finish()));
+  }
+  EXPECT_EQ(mode_of(dir.file("s.safetensors")), 0640u) << std::oct << mode_of(dir.file("s.safetensors"));
+  {
+    auto f = AtomicFile::create(dir.file("raw.bin"));
+    ASSERT_TRUE(IsOk(f));
+    ASSERT_TRUE(IsOk(f->append(to_bytes("hello"))));
+    ASSERT_TRUE(IsOk(f->commit()));
+  }
+  EXPECT_EQ(mode_of(dir.file("raw.bin")), 0640u);
+  EXPECT_EQ(read_file_bytes(dir.file("raw.bin")), "hello");
+}
+
+TEST(AtomicWrite, ReplacingKeepsExistingMode) {
+  UmaskGuard g(022);
+  TempDir dir;
+  const std::string p = dir.file("a.safetensors");
+  write_file_bytes(p, "old contents");
+  ASSERT_EQ(::chmod(p.c_str(), 0604), 0);
+  Model m = small_model();
+  auto tv = m.data();
+  ASSERT_TRUE(IsOk(st::write_file(p, tv)));
+  EXPECT_EQ(mode_of(p), 0604u) << std::oct << mode_of(p);
+  EXPECT_EQ(read_file_bytes(p), serialize_model(m));
+  // And a restrictive umask does not narrow an existing file's mode.
+  UmaskGuard g2(077);
+  ASSERT_EQ(::chmod(p.c_str(), 0664), 0);
+  ASSERT_TRUE(IsOk(st::write_file(p, tv)));
+  EXPECT_EQ(mode_of(p), 0664u) << std::oct << mode_of(p);
+  EXPECT_EQ(dir.list(), std::vector<std::string>{"a.safetensors"});
+}
+
+TEST(AtomicWrite, ReplacementIsANewInode) {
+  // Readers holding the old file (e.g. an mmap) keep seeing the old bytes.
+  TempDir dir;
+  const std::string p = dir.file("a.safetensors");
+  Model m = small_model();
+  auto tv = m.data();
+  ASSERT_TRUE(IsOk(st::write_file(p, tv)));
+  auto old_reader = st::Reader::open(p, safeweights::FileBackend::Mmap);
+  ASSERT_TRUE(IsOk(old_reader));
+  auto before = old_reader->read_owned("w");
+  ASSERT_TRUE(IsOk(before));
+  Model m2 = small_model();
+  m2.bytes[0] = pattern(m2.bytes[0].size(), 99);
+  auto tv2 = m2.data();
+  ASSERT_TRUE(IsOk(st::write_file(p, tv2)));
+  auto still = old_reader->read_owned("w");
+  ASSERT_TRUE(IsOk(still));
+  EXPECT_EQ(*still, *before);
+  auto fresh = st::Reader::open(p);
+  ASSERT_TRUE(IsOk(fresh));
+  auto now = fresh->read_owned("w");
+  ASSERT_TRUE(IsOk(now));
+  EXPECT_EQ(*now, m2.bytes[0]);
+}
+
+// ---- AtomicFile ------------------------------------------------------------------------------------
+
+TEST(AtomicFileTest, CommitAppendPwriteTruncate) {
+  TempDir dir;
+  const std::string p = dir.file("f.bin");
+  auto f = AtomicFile::create(p);
+  ASSERT_TRUE(IsOk(f));
+  EXPECT_EQ(f->target(), p);
+  EXPECT_NE(f->temp_path(), p);
+  // The temporary file lives in the target's folder.
+  EXPECT_EQ(fs::path(f->temp_path()).parent_path(), fs::path(p).parent_path());
+  EXPECT_TRUE(fs::exists(f->temp_path()));
+  EXPECT_FALSE(fs::exists(p));
+  ASSERT_TRUE(IsOk(f->append(to_bytes("abc"))));
+  ASSERT_TRUE(IsOk(f->append(to_bytes("def"))));
+  EXPECT_EQ(f->append_position(), 6u);
+  ASSERT_TRUE(IsOk(f->pwrite(1, to_bytes("XY"))));
+  EXPECT_EQ(f->append_position(), 6u);
+  ASSERT_TRUE(IsOk(f->truncate(8)));
+  EXPECT_FALSE(fs::exists(p));
+  ASSERT_TRUE(IsOk(f->commit()));
+  EXPECT_EQ(read_file_bytes(p), std::string("aXYdef\0\0", 8));
+  EXPECT_EQ(dir.list(), std::vector<std::string>{"f.bin"});
+}
+
+TEST(AtomicFileTest, DestructorRemovesTemporary) {
+  TempDir dir;
+  const std::string p = dir.file("f.bin");
+  write_file_bytes(p, "original");
+  std::string temp;
+  {
+    auto f = AtomicFile::create(p);
+    ASSERT_TRUE(IsOk(f));
+    temp = f->temp_path();
+    ASSERT_TRUE(IsOk(f->append(to_bytes("new bytes that never land"))));
+    EXPECT_TRUE(fs::exists(temp));
+  }
+  EXPECT_FALSE(fs::exists(temp));
+  EXPECT_EQ(read_file_bytes(p), "original");
+  EXPECT_EQ(dir.list(), std::vector<std::string>{"f.bin"});
+}
+
+TEST(AtomicFileTest, AbandonRemovesTemporaryNow) {
+  TempDir dir;
+  const std::string p = dir.file("f.bin");
+  auto f = AtomicFile::create(p);
+  ASSERT_TRUE(IsOk(f));
+  ASSERT_TRUE(IsOk(f->append(to_bytes("x"))));
+  const std::string temp = f->temp_path();
+  f->abandon();
+  EXPECT_FALSE(fs::exists(temp));
+  EXPECT_FALSE(fs::exists(p));
+  EXPECT_TRUE(dir.list().empty());
+}
+
+TEST(AtomicFileTest, MovedFromDoesNotRemoveTemporary) {
+  TempDir dir;
+  const std::string p = dir.file("f.bin");
+  auto f = AtomicFile::create(p);
+  ASSERT_TRUE(IsOk(f));
+  AtomicFile a = std::move(*f);
+  {
+    AtomicFile b = std::move(a);  // the moved-from `a` must not own the temp file any more
+    ASSERT_TRUE(IsOk(b.append(to_bytes("moved"))));
+    ASSERT_TRUE(IsOk(b.commit()));
+  }
+  EXPECT_EQ(read_file_bytes(p), "moved");
+  EXPECT_EQ(dir.list(), std::vector<std::string>{"f.bin"});
+}
+
+TEST(AtomicFileTest, DurableCommit) {
+  TempDir dir;
+  const std::string p = dir.file("d.bin");
+  safeweights::AtomicFileOptions opt;
+  opt.durable = true;
+  opt.preallocate = 4096;
+  auto f = AtomicFile::create(p, opt);
+  ASSERT_TRUE(IsOk(f));
+  ASSERT_TRUE(IsOk(f->append(to_bytes("durable"))));
+  ASSERT_TRUE(IsOk(f->truncate(7)));
+  ASSERT_TRUE(IsOk(f->commit()));
+  EXPECT_EQ(read_file_bytes(p), "durable");
+}
+
+TEST(AtomicFileTest, CreateInMissingFolderFails) {
+  TempDir dir;
+  auto f = AtomicFile::create(dir.file("missing/f.bin"));
+  EXPECT_FALSE(f.is_ok());
+}
+
+// ---- failures leave the target untouched ------------------------------------------------------------
+
+TEST(AtomicWrite, UnfinishedStreamWriterLeavesNothing) {
+  TempDir dir;
+  Model m = small_model();
+  const std::string p = dir.file("m.safetensors");
+  {
+    auto w = StreamWriter::create(p, m.decls);
+    ASSERT_TRUE(IsOk(w));
+    ASSERT_TRUE(IsOk(w->write("w", m.bytes[0])));
+  }
+  EXPECT_TRUE(dir.list().empty());
+}
+
+TEST(AtomicWrite, UnfinishedStreamWriterKeepsOldTarget) {
+  TempDir dir;
+  Model m = small_model();
+  const std::string p = dir.file("m.safetensors");
+  write_file_bytes(p, "precious old bytes");
+  {
+    auto w = StreamWriter::create(p, m.decls, MetadataEntries{{"a", "b"}});
+    ASSERT_TRUE(IsOk(w));
+    for (std::size_t i = 0; i + 1 < m.decls.size(); ++i) ASSERT_TRUE(IsOk(w->write(m.decls[i].name, m.bytes[i])));
+  }
+  EXPECT_EQ(read_file_bytes(p), "precious old bytes");
+  EXPECT_EQ(dir.list(), std::vector<std::string>{"m.safetensors"});
+}
+
+TEST(AtomicWrite, FinishWithMissingTensorFails) {
+  TempDir dir;
+  Model m = small_model();
+  const std::string p = dir.file("m.safetensors");
+  write_file_bytes(p, "precious old bytes");
+  {
+    auto w = StreamWriter::create(p, m.decls);
+    ASSERT_TRUE(IsOk(w));
+    for (std::size_t i = 1; i < m.decls.size(); ++i) ASSERT_TRUE(IsOk(w->write(m.decls[i].name, m.bytes[i])));
+    EXPECT_TRUE(IsKind(w->finish(), K::InvalidArgument));
+    EXPECT_EQ(read_file_bytes(p), "precious old bytes");
+  }
+  EXPECT_EQ(read_file_bytes(p), "precious old bytes");
+  EXPECT_EQ(dir.list(), std::vector<std::string>{"m.safetensors"});
+}
+
+TEST(AtomicWrite, FinishWithPartialChunkFails) {
+  TempDir dir;
+  Model m = small_model();
+  const std::string p = dir.file("m.safetensors");
+  {
+    auto w = StreamWriter::create(p, m.decls);
+    ASSERT_TRUE(IsOk(w));
+    for (std::size_t i = 1; i < m.decls.size(); ++i) ASSERT_TRUE(IsOk(w->write(m.decls[i].name, m.bytes[i])));
+    ASSERT_TRUE(IsOk(w->write_chunk("w", std::span(m.bytes[0]).first(m.bytes[0].size() - 1))));
+    EXPECT_TRUE(IsKind(w->finish(), K::InvalidArgument));
+  }
+  EXPECT_TRUE(dir.list().empty());
+}
+
+TEST(AtomicWrite, InvalidInputCreatesNothing) {
+  TempDir dir;
+  Model m = small_model();
+  m.decls.push_back(m.decls[0]);
+  m.bytes.push_back(m.bytes[0]);
+  auto tv = m.data();
+  write_file_bytes(dir.file("m.safetensors"), "old");
+  EXPECT_TRUE(IsKind(st::write_file(dir.file("m.safetensors"), tv), K::DuplicateKey));
+  EXPECT_TRUE(IsKind(StreamWriter::create(dir.file("m.safetensors"), m.decls), K::DuplicateKey));
+  EXPECT_EQ(read_file_bytes(dir.file("m.safetensors")), "old");
+  EXPECT_EQ(dir.list(), std::vector<std::string>{"m.safetensors"});
+}
+
+// A write that fails half-way through (RLIMIT_FSIZE makes write() fail with EFBIG; no root needed).
+TEST(AtomicWrite, FailingWriteKeepsOldTargetAndRemovesTemp) {
+  TempDir dir;
+  const std::string p = dir.file("big.safetensors");
+  write_file_bytes(p, "old");
+  Model m;
+  m.decls = {{"w", Dtype::U8, {1 << 20}}};
+  m.bytes = {pattern(1 << 20, 5)};
+  auto tv = m.data();
+  struct rlimit old{};
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &old), 0);
+  if (old.rlim_max != RLIM_INFINITY && old.rlim_max < (1 << 16)) GTEST_SKIP() << "RLIMIT_FSIZE already tiny";
+  auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
+  struct rlimit lim = old;
+  lim.rlim_cur = 1 << 16;
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &lim), 0);
+  auto s = st::write_file(p, tv);
+  auto w = StreamWriter::create(p, m.decls);
+  safeweights::Status ws;
+  if (w.is_ok()) {
+    ws = w->write("w", m.bytes[0]);
+    if (ws.is_ok()) ws = w->finish();
+  }
+  const bool w_failed = !w.is_ok() || !ws.is_ok();
+  { auto drop = std::move(w); }
+  ::setrlimit(RLIMIT_FSIZE, &old);
+  std::signal(SIGXFSZ, old_handler);
+  ASSERT_FALSE(s.is_ok()) << "write_file beyond RLIMIT_FSIZE succeeded";
+  EXPECT_EQ(s.error().kind(), K::IoError) << describe(s.error());
+  EXPECT_EQ(s.error().context().file.empty(), false) << describe(s.error());
+  EXPECT_TRUE(w_failed) << "StreamWriter beyond RLIMIT_FSIZE succeeded";
+  EXPECT_EQ(read_file_bytes(p), "old");
+  EXPECT_EQ(dir.list(), std::vector<std::string>{"big.safetensors"});
+}
+
+// A genuinely full disk: a 64 KiB tmpfs. Needs root and a kernel that lets us mount.
+TEST(AtomicWrite, FullDiskKeepsOldTarget) {
+  if (::geteuid() != 0) GTEST_SKIP() << "not root";
+  TempDir dir;
+  const std::string mnt = dir.file("mnt");
+  ASSERT_TRUE(fs::create_directory(mnt));
+  if (::mount("tmpfs", mnt.c_str(), "tmpfs", 0, "size=64k") != 0)
+    GTEST_SKIP() << "cannot mount tmpfs: " << std::strerror(errno);
+  struct Unmount {
+    std::string m;
+    ~Unmount() { ::umount2(m.c_str(), MNT_DETACH); }
+  } unmount{mnt};
+  const std::string p = mnt + "/m.safetensors";
+  write_file_bytes(p, "old");
+  Model m;
+  m.decls = {{"w", Dtype::U8, {256 * 1024}}};
+  m.bytes = {pattern(256 * 1024, 9)};
+  auto tv = m.data();
+  auto s = st::write_file(p, tv);
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_EQ(s.error().kind(), K::IoError) << describe(s.error());
+  EXPECT_EQ(read_file_bytes(p), "old");
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(mnt)) names.push_back(e.path().filename().string());
+  EXPECT_EQ(names, std::vector<std::string>{"m.safetensors"});
+  // With preallocation the failure comes before any data is written; the result is the same.
+  safeweights::AtomicFileOptions opt;
+  opt.preallocate = 1 << 20;
+  auto f = AtomicFile::create(mnt + "/x.bin", opt);
+  if (f.is_ok()) {
+    auto a = f->append(std::span(m.bytes[0]));
+    EXPECT_FALSE(a.is_ok());
+  }
+}
+
+// ---- StreamWriter ------------------------------------------------------------------------------------
+
+TEST(StreamWriterTest, OutOfOrderChunksAreByteIdenticalToSerialize) {
+  std::mt19937 rng(test_seed(1234));
+  for (int round = 0; round < 20; ++round) {
+    TempDir dir;
+    Model m = small_model();
+    const st::Metadata md = round % 2 ? st::Metadata(MetadataEntries{{"format", "pt"}, {"a", "1"}}) : st::Metadata();
+    const std::string p = dir.file("m.safetensors");
+    auto w = StreamWriter::create(p, m.decls, md);
+    ASSERT_TRUE(IsOk(w));
+    EXPECT_EQ(w->layout().file_size(), serialize_model(m, md).size());
+    std::vector<std::size_t> order(m.decls.size());
+    for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::shuffle(order.begin(), order.end(), rng);
+    for (std::size_t i : order) {
+      const auto& b = m.bytes[i];
+      if (rng() % 2 == 0) {
+        ASSERT_TRUE(IsOk(w->write(m.decls[i].name, b)));
+        continue;
+      }
+      std::size_t off = 0;
+      while (off < b.size()) {
+        const std::size_t n = std::min<std::size_t>(b.size() - off, 1 + rng() % 7);
+        ASSERT_TRUE(IsOk(w->write_chunk(m.decls[i].name, std::span(b).subspan(off, n))));
+        off += n;
+      }
+      if (b.empty() && rng() % 2) {
+        ASSERT_TRUE(IsOk(w->write_chunk(m.decls[i].name, {})));
+      }
+    }
+    ASSERT_TRUE(IsOk(w->finish()));
+    EXPECT_EQ(read_file_bytes(p), serialize_model(m, md)) << "round " << round;
+    EXPECT_EQ(dir.list(), std::vector<std::string>{"m.safetensors"});
+  }
+}
+
+TEST(StreamWriterTest, ZeroSizedTensorsNeedNoWrite) {
+  TempDir dir;
+  Model m;
+  m.decls = {{"e", Dtype::F32, {0}}, {"x", Dtype::U8, {2}}};
+  m.bytes = {{}, pattern(2, 3)};
+  auto w = StreamWriter::create(dir.file("m.safetensors"), m.decls);
+  ASSERT_TRUE(IsOk(w));
+  ASSERT_TRUE(IsOk(w->write("x", m.bytes[1])));
+  ASSERT_TRUE(IsOk(w->finish()));
+  EXPECT_EQ(read_file_bytes(dir.file("m.safetensors")), serialize_model(m));
+}
+
+TEST(StreamWriterTest, MisuseIsInvalidArgument) {
+  TempDir dir;
+  Model m = small_model();
+  auto w = StreamWriter::create(dir.file("m.safetensors"), m.decls);
+  ASSERT_TRUE(IsOk(w));
+  // Unknown name.
+  EXPECT_TRUE(IsKind(w->write("nope", m.bytes[0]), K::InvalidArgument));
+  EXPECT_TRUE(IsKind(w->write_chunk("nope", m.bytes[0]), K::InvalidArgument));
+  // Wrong size (too short, too long).
+  EXPECT_TRUE(IsKind(w->write("w", std::span(m.bytes[0]).first(4)), K::InvalidArgument));
+  auto longer = m.bytes[0];
+  longer.push_back(std::byte{0});
+  EXPECT_TRUE(IsKind(w->write("w", longer), K::InvalidArgument));
+  // Chunks that overrun the tensor.
+  ASSERT_TRUE(IsOk(w->write_chunk("s", std::span(m.bytes[3]).first(3))));
+  EXPECT_TRUE(IsKind(w->write_chunk("s", std::span(m.bytes[3]).first(3)), K::InvalidArgument));
+  ASSERT_TRUE(IsOk(w->write_chunk("s", std::span(m.bytes[3]).subspan(3))));
+  // Written twice (whole, and a chunk after completion).
+  ASSERT_TRUE(IsOk(w->write("w", m.bytes[0])));
+  EXPECT_TRUE(IsKind(w->write("w", m.bytes[0]), K::InvalidArgument));
+  EXPECT_TRUE(IsKind(w->write_chunk("w", std::span(m.bytes[0]).first(1)), K::InvalidArgument));
+  EXPECT_TRUE(IsKind(w->write_chunk("s", std::span(m.bytes[3]).first(1)), K::InvalidArgument));
+  // A whole write after a partial chunk.
+  ASSERT_TRUE(IsOk(w->write_chunk("b", std::span(m.bytes[1]).first(2))));
+  EXPECT_TRUE(IsKind(w->write("b", m.bytes[1]), K::InvalidArgument));
+  ASSERT_TRUE(IsOk(w->write_chunk("b", std::span(m.bytes[1]).subspan(2))));
+  ASSERT_TRUE(IsOk(w->write("h", m.bytes[4])));
+  // The errors above did not corrupt anything.
+  ASSERT_TRUE(IsOk(w->finish()));
+  EXPECT_EQ(read_file_bytes(dir.file("m.safetensors")), serialize_model(m));
+}
+
+TEST(StreamWriterTest, CreateRefusesWhatLayoutRefuses) {
+  TempDir dir;
+  EXPECT_TRUE(IsKind(StreamWriter::create(dir.file("a"), {{"__metadata__", Dtype::F32, {1}}}), K::ReservedTensorName));
+  EXPECT_TRUE(IsKind(StreamWriter::create(dir.file("a"), {{"x", Dtype::F4, {3}}}), K::MisalignedSlice));
+  EXPECT_TRUE(IsKind(StreamWriter::create(dir.file("a"), {{"x", Dtype::F32, {1}}}, MetadataEntries{{"k", "1"}, {"k", "2"}}),
+                     K::DuplicateKey));
+  EXPECT_TRUE(dir.list().empty());
+}
+
+TEST(StreamWriterTest, MoveKeepsState) {
+  TempDir dir;
+  Model m = small_model();
+  auto w = StreamWriter::create(dir.file("m.safetensors"), m.decls);
+  ASSERT_TRUE(IsOk(w));
+  ASSERT_TRUE(IsOk(w->write("w", m.bytes[0])));
+  StreamWriter moved = std::move(*w);
+  EXPECT_TRUE(IsKind(moved.write("w", m.bytes[0]), K::InvalidArgument));
+  for (std::size_t i = 1; i < m.decls.size(); ++i) ASSERT_TRUE(IsOk(moved.write(m.decls[i].name, m.bytes[i])));
+  ASSERT_TRUE(IsOk(moved.finish()));
+  EXPECT_EQ(read_file_bytes(dir.file("m.safetensors")), serialize_model(m));
+}
+
+}  // namespace

@@ -1,0 +1,241 @@
+// The dtype table, error kinds and ByteSource implementations.
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <future>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "test_util.h"
+
+namespace {
+
+using namespace swt;
+using K = safeweights::ErrorKind;
+namespace st = safeweights::safetensors;
+
+// ---- dtypes ------------------------------------------------------------------------------------------
+
+TEST(DtypeTable, ReferenceOrderCodesAndBits) {
+  // Reference §1.4, in declaration order.
+  const std::vector<std::pair<std::string, int>> ref = {
+      {"BOOL", 8},     {"F4", 4},          {"F6_E2M3", 6},     {"F6_E3M2", 6}, {"U8", 8},   {"I8", 8},
+      {"F8_E5M2", 8},  {"F8_E4M3", 8},     {"F8_E8M0", 8},     {"F8_E4M3FNUZ", 8}, {"F8_E5M2FNUZ", 8},
+      {"I16", 16},     {"U16", 16},        {"F16", 16},        {"BF16", 16},   {"I32", 32}, {"U32", 32},
+      {"F32", 32},     {"C64", 64},        {"F64", 64},        {"I64", 64},    {"U64", 64}};
+  ASSERT_EQ(safeweights::kDtypeCount, 22);
+  const auto table = safeweights::dtype_table();
+  ASSERT_EQ(table.size(), ref.size());
+  for (std::size_t i = 0; i < ref.size(); ++i) {
+    const auto dt = static_cast<Dtype>(i);
+    EXPECT_EQ(table[i].dtype, dt);
+    EXPECT_EQ(table[i].name, ref[i].first);
+    EXPECT_EQ(table[i].bits, ref[i].second) << ref[i].first;
+    EXPECT_EQ(safeweights::dtype_name(dt), ref[i].first);
+    EXPECT_EQ(safeweights::dtype_bits(dt), ref[i].second);
+    EXPECT_EQ(&safeweights::dtype_info(dt), &table[i]);
+    EXPECT_EQ(safeweights::dtype_from_name(ref[i].first), dt);
+  }
+}
+
+TEST(DtypeTable, LookupIsExactAndCaseSensitive) {
+  for (const char* bad : {"f32", "Bf16", "F32 ", " F32", "", "F128", "C128", "E8M0", "float32", "F8_E4M3FN"})
+    EXPECT_FALSE(safeweights::dtype_from_name(bad).has_value()) << bad;
+  EXPECT_EQ(safeweights::dtype_from_numpy_name("float32"), Dtype::F32);
+  EXPECT_EQ(safeweights::dtype_from_numpy_name("bfloat16"), Dtype::BF16);
+  EXPECT_EQ(safeweights::dtype_from_numpy_name("uint8"), Dtype::U8);
+  EXPECT_EQ(safeweights::dtype_from_numpy_name("complex64"), Dtype::C64);
+  EXPECT_EQ(safeweights::dtype_from_numpy_name("bool"), Dtype::BOOL);
+  EXPECT_EQ(safeweights::dtype_from_numpy_name("float8_e4m3fn"), Dtype::F8_E4M3);
+  EXPECT_EQ(safeweights::dtype_from_torch_name("bfloat16"), Dtype::BF16);
+  EXPECT_EQ(safeweights::dtype_from_torch_name("float8_e5m2"), Dtype::F8_E5M2);
+  EXPECT_FALSE(safeweights::dtype_from_numpy_name("F32").has_value());
+}
+
+// ---- error kinds ---------------------------------------------------------------------------------------
+
+TEST(ErrorKinds, NamesRoundTrip) {
+  std::set<std::string> seen;
+  for (int i = 0; i <= static_cast<int>(K::ShardMismatch); ++i) {
+    const auto k = static_cast<K>(i);
+    const std::string name(safeweights::error_kind_name(k));
+    EXPECT_FALSE(name.empty());
+    EXPECT_TRUE(seen.insert(name).second) << name;
+    EXPECT_EQ(safeweights::error_kind_from_name(name), k);
+    EXPECT_FALSE(safeweights::error_kind_description(k).empty());
+  }
+  EXPECT_EQ(safeweights::error_kind_name(K::InvalidHeaderDeserialization), "InvalidHeaderDeserialization");
+  EXPECT_EQ(safeweights::error_kind_name(K::MetadataIncompleteBuffer), "MetadataIncompleteBuffer");
+  EXPECT_FALSE(safeweights::error_kind_from_name("invalidoffset").has_value());
+  EXPECT_FALSE(safeweights::error_kind_from_name("").has_value());
+}
+
+TEST(ErrorKinds, ContextIsNotOverwritten) {
+  safeweights::Error e(K::InvalidOffset, "bad");
+  e.with_tensor("inner").with_file("inner.safetensors").with_offset(12);
+  e.with_tensor("outer").with_file("outer.safetensors").with_offset(99).with_entry("entry");
+  EXPECT_EQ(e.context().tensor, "inner");
+  EXPECT_EQ(e.context().file, "inner.safetensors");
+  EXPECT_EQ(e.context().offset, std::optional<std::uint64_t>(12));
+  EXPECT_EQ(e.context().entry, "entry");
+  const std::string s = e.to_string();
+  EXPECT_NE(s.find("inner.safetensors"), std::string::npos) << s;
+  EXPECT_NE(s.find("InvalidOffset"), std::string::npos) << s;
+  EXPECT_NE(s.find("inner"), std::string::npos) << s;
+  safeweights::Status ok;
+  EXPECT_TRUE(ok.is_ok());
+  EXPECT_EQ(ok.to_string(), "OK");
+  safeweights::Status bad = e;
+  safeweights::Status copy = bad;
+  EXPECT_FALSE(copy.is_ok());
+  EXPECT_EQ(copy.error().context().tensor, "inner");
+}
+
+// ---- sources -------------------------------------------------------------------------------------------
+
+TEST(Sources, MemorySource) {
+  auto src = mem("hello world", "buf");
+  EXPECT_EQ(src->name(), "buf");
+  EXPECT_EQ(src->size(), 11u);
+  ASSERT_NE(src->mapped(), nullptr);
+  std::vector<std::byte> dst(5);
+  ASSERT_TRUE(IsOk(src->read_at(6, dst)));
+  EXPECT_EQ(to_string(dst), "world");
+  EXPECT_TRUE(IsKind(src->read_at(7, dst), K::OutOfRange));
+  EXPECT_TRUE(IsKind(src->read_at(~std::uint64_t{0} - 1, dst), K::OutOfRange));
+  EXPECT_TRUE(IsOk(src->read_at(11, std::span<std::byte>())));
+  EXPECT_EQ(to_string(src->view(0, 5)), "hello");
+  EXPECT_EQ(src->view(7, 5).data(), nullptr);
+  EXPECT_EQ(src->view(~std::uint64_t{0}, 2).data(), nullptr);
+  EXPECT_TRUE(IsOk(src->check_range(0, 11)));
+  EXPECT_TRUE(IsOk(src->check_range(11, 0)));
+  EXPECT_TRUE(IsKind(src->check_range(1, 11), K::OutOfRange));
+  EXPECT_TRUE(IsKind(src->check_range(~std::uint64_t{0}, 2), K::OutOfRange));
+  EXPECT_TRUE(IsKind(src->check_range(2, ~std::uint64_t{0}), K::OutOfRange));
+  const std::vector<safeweights::ByteRange> ranges = {{6, 5}, {0, 1}, {4, 2}};
+  std::vector<std::byte> out(8);
+  ASSERT_TRUE(IsOk(src->read_ranges(ranges, out)));
+  EXPECT_EQ(to_string(out), "worldho ");
+  const std::vector<safeweights::ByteRange> bad = {{6, 5}, {10, 3}};
+  std::vector<std::byte> out2(8);
+  EXPECT_FALSE(src->read_ranges(bad, out2).is_ok());
+}
+
+TEST(Sources, SubrangeSource) {
+  auto parent = mem("0123456789", "parent");
+  auto sub = safeweights::subrange_source(parent, 2, 5, "parent!sub");
+  ASSERT_TRUE(IsOk(sub));
+  EXPECT_EQ((*sub)->size(), 5u);
+  EXPECT_EQ((*sub)->name(), "parent!sub");
+  ASSERT_NE((*sub)->mapped(), nullptr);
+  EXPECT_EQ((*sub)->mapped(), parent->mapped() + 2);
+  std::vector<std::byte> dst(5);
+  ASSERT_TRUE(IsOk((*sub)->read_at(0, dst)));
+  EXPECT_EQ(to_string(dst), "23456");
+  std::vector<std::byte> one(1);
+  EXPECT_TRUE(IsKind((*sub)->read_at(5, one), K::OutOfRange));
+  EXPECT_TRUE(IsKind(safeweights::subrange_source(parent, 6, 5, "x"), K::OutOfRange));
+  EXPECT_TRUE(IsKind(safeweights::subrange_source(parent, ~std::uint64_t{0}, 2, "x"), K::OutOfRange));
+  // A safetensors file inside a larger buffer.
+  const std::string file = st_file("{\"t\":" + entry("U8", "2", 0, 2) + "}", 2, 'z');
+  auto outer = mem("PREFIX" + file + "SUFFIX", "outer");
+  auto inner = safeweights::subrange_source(outer, 6, file.size(), "outer!model.safetensors");
+  ASSERT_TRUE(IsOk(inner));
+  auto r = st::Reader::open(*inner);
+  ASSERT_TRUE(IsOk(r));
+  auto v = r->read_owned("t");
+  ASSERT_TRUE(IsOk(v));
+  EXPECT_EQ(to_string(*v), "zz");
+  auto bad = safeweights::subrange_source(outer, 6, file.size() + 1, "outer!bad");
+  ASSERT_TRUE(IsOk(bad));
+  auto rb = st::Reader::open(*bad);
+  ASSERT_TRUE(IsKind(rb, K::MetadataIncompleteBuffer));
+  EXPECT_EQ(rb.error().context().file, "outer!bad");
+}
+
+TEST(Sources, OpenFileBothBackends) {
+  TempDir dir;
+  const std::string p = dir.file("f.bin");
+  write_file_bytes(p, "abcdefgh");
+  for (auto backend : {safeweights::FileBackend::Mmap, safeweights::FileBackend::Pread}) {
+    auto s = safeweights::open_file(p, backend);
+    ASSERT_TRUE(IsOk(s));
+    EXPECT_EQ((*s)->size(), 8u);
+    EXPECT_EQ((*s)->name(), p);
+    EXPECT_EQ((*s)->mapped() != nullptr, backend == safeweights::FileBackend::Mmap);
+    std::vector<std::byte> dst(3);
+    ASSERT_TRUE(IsOk((*s)->read_at(5, dst)));
+    EXPECT_EQ(to_string(dst), "fgh");
+    EXPECT_TRUE(IsKind((*s)->read_at(6, dst), K::OutOfRange));
+    (*s)->hint({0, 8}, safeweights::AccessHint::WillNeed);
+  }
+  // An empty file is a valid (empty) source.
+  write_file_bytes(dir.file("empty"), "");
+  for (auto backend : {safeweights::FileBackend::Mmap, safeweights::FileBackend::Pread}) {
+    auto s = safeweights::open_file(dir.file("empty"), backend);
+    ASSERT_TRUE(IsOk(s));
+    EXPECT_EQ((*s)->size(), 0u);
+    auto r = st::Reader::open(dir.file("empty"), backend);
+    EXPECT_TRUE(IsKind(r, K::HeaderTooSmall));
+  }
+}
+
+TEST(Sources, OpenFileErrors) {
+  TempDir dir;
+  for (auto backend : {safeweights::FileBackend::Mmap, safeweights::FileBackend::Pread}) {
+    auto missing = safeweights::open_file(dir.file("missing"), backend);
+    ASSERT_TRUE(IsKind(missing, K::FileNotFound));
+    EXPECT_EQ(missing.error().context().file, dir.file("missing"));
+    auto r = st::Reader::open(dir.file("missing"), backend);
+    ASSERT_TRUE(IsKind(r, K::FileNotFound));
+    EXPECT_EQ(r.error().context().file, dir.file("missing"));
+    EXPECT_TRUE(IsKind(safeweights::open_file(dir.path(), backend), K::IoError));
+  }
+}
+
+TEST(Sources, FifoIsRefusedWithoutBlocking) {
+  TempDir dir;
+  const std::string fifo = dir.file("fifo");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  for (auto backend : {safeweights::FileBackend::Mmap, safeweights::FileBackend::Pread}) {
+    auto fut = std::async(std::launch::async, [&] { return safeweights::open_file(fifo, backend); });
+    if (fut.wait_for(std::chrono::seconds(5)) != std::future_status::ready) {
+      // Unblock the open so that the test can finish, then fail.
+      int fd = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK);
+      if (fd >= 0) ::close(fd);
+      FAIL() << "open_file blocked on a FIFO";
+    }
+    auto r = fut.get();
+    EXPECT_TRUE(IsKind(r, K::IoError));
+  }
+}
+
+TEST(Sources, ConcurrentReads) {
+  std::string data(1 << 16, '\0');
+  for (std::size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>(i * 7);
+  TempDir dir;
+  write_file_bytes(dir.file("d"), data);
+  auto s = safeweights::open_file(dir.file("d"), safeweights::FileBackend::Pread);
+  ASSERT_TRUE(IsOk(s));
+  const safeweights::SourcePtr src = *s;
+  std::vector<std::future<bool>> futs;
+  for (int t = 0; t < 4; ++t) {
+    futs.push_back(std::async(std::launch::async, [src, &data, t] {
+      std::vector<std::byte> buf(1000);
+      for (int i = 0; i < 200; ++i) {
+        const std::uint64_t off = static_cast<std::uint64_t>((t * 977 + i * 131) % (data.size() - buf.size()));
+        if (!src->read_at(off, buf).is_ok()) return false;
+        if (to_string(buf) != data.substr(off, buf.size())) return false;
+      }
+      return true;
+    }));
+  }
+  for (auto& f : futs) EXPECT_TRUE(f.get());
+}
+
+}  // namespace
