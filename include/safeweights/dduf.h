@@ -24,6 +24,7 @@
 #include <functional>
 #include <string>
 #include <string_view>
+#include <unordered_set>
 #include <vector>
 
 #include "safeweights/error.h"
@@ -117,7 +118,8 @@ class Exporter {
   Status check_index(std::string_view name, std::string_view text);
 
   zip::Writer writer_;
-  std::vector<std::string> names_;  // as written
+  std::vector<std::string> names_;  // as written, in order
+  std::unordered_set<std::string> written_;
   std::string model_index_;
   bool have_index_ = false;
 };

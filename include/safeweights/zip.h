@@ -24,6 +24,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <unordered_set>
 #include <vector>
 
 #include "safeweights/atomic_file.h"
@@ -118,6 +119,7 @@ class Writer {
   AtomicFile file_;
   WriterOptions options_;
   std::vector<Entry> entries_;
+  std::unordered_set<std::string> names_;
   std::uint64_t data_bytes_ = 0;
   bool finished_ = false;
 };

@@ -224,7 +224,7 @@ Result<std::string> Exporter::admit(std::string_view name) {
   }
   std::string stored = std::move(valid).value();
   // Duplicates are judged on the name as written, so `/a.json` and `a.json` cannot both slip in.
-  if (std::find(names_.begin(), names_.end(), stored) != names_.end()) {
+  if (written_.count(stored)) {
     return export_error("Can't add duplicate entry: " + std::string(name)).with_file(writer_.path()).with_entry(name);
   }
   if (auto s = check_strict_name(stored); !s.is_ok()) return std::move(s.error().with_file(writer_.path()));
@@ -244,6 +244,7 @@ Status Exporter::add_bytes(std::string_view name, std::span<const std::byte> byt
   SW_ASSIGN_OR_RETURN(std::string stored, admit(name));
   SW_RETURN_IF_ERROR(check_index(stored, std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size())));
   SW_RETURN_IF_ERROR(writer_.add_bytes(stored, bytes));
+  written_.insert(stored);
   names_.push_back(std::move(stored));
   return Status::ok();
 }
@@ -258,6 +259,7 @@ Status Exporter::add_file(std::string_view name, const std::string& path) {
     SW_RETURN_IF_ERROR(check_index(stored, text));
   }
   SW_RETURN_IF_ERROR(writer_.add_file(stored, path));
+  written_.insert(stored);
   names_.push_back(std::move(stored));
   return Status::ok();
 }
@@ -277,6 +279,7 @@ Status Exporter::add_stream(std::string_view name, std::uint64_t size, const zip
   } else {
     SW_RETURN_IF_ERROR(writer_.add_stream(stored, size, producer));
   }
+  written_.insert(stored);
   names_.push_back(std::move(stored));
   return Status::ok();
 }

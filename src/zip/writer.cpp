@@ -43,8 +43,8 @@ Result<Writer> Writer::create(const std::string& path, WriterOptions options) {
 Status Writer::write_entry(std::string_view name, std::uint64_t size, const Producer& producer) {
   if (finished_) return Error(ErrorKind::InvalidArgument, "writer already finished").with_file(path());
   if (name.empty() || name.size() > 0xFFFF) return Error(ErrorKind::InvalidArgument, "entry name must have 1 to 65535 bytes").with_file(path());
-  for (const Entry& e : entries_) {
-    if (e.name == name) return Error(ErrorKind::InvalidArgument, "duplicate entry name").with_file(path()).with_entry(name);
+  if (!names_.insert(std::string(name)).second) {
+    return Error(ErrorKind::InvalidArgument, "duplicate entry name").with_file(path()).with_entry(name);
   }
   Entry entry;
   entry.name = std::string(name);
