@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cstdio>
 
+#include "json/json_parse.h"
 #include "json/json_writer.h"
 
 namespace safeweights::cli {
@@ -30,6 +31,8 @@ Format detect_format(const std::string& path) {
     const bool end = magic[0] == std::byte{'P'} && magic[1] == std::byte{'K'} && magic[2] == std::byte{5} && magic[3] == std::byte{6};
     if (local || end) return Format::Dduf;
   }
+  // Not a ZIP by its first bytes, but named as one: let the ZIP reader say what is wrong with it.
+  if (path.size() >= 5 && path.compare(path.size() - 5, 5, ".dduf") == 0) return Format::Dduf;
   const bool json_name = path.size() >= 5 && path.compare(path.size() - 5, 5, ".json") == 0;
   if (json_name) {
     char first = 0;
@@ -53,9 +56,35 @@ FileBackend parse_backend(const std::string& name) { return name == "pread" ? Fi
 
 void print_error(const Error& error) { std::fprintf(stderr, "safeweights: %s\n", error.to_string().c_str()); }
 
+// Names and messages can carry bytes from a hostile file that are not UTF-8; JSON output must stay
+// valid, so each invalid byte becomes U+FFFD.
+std::string valid_utf8(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  std::size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    std::size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+    if (len > 1 && i + len <= s.size() && json::is_valid_utf8(s.substr(i, len))) {
+      out.append(s.substr(i, len));
+      i += len;
+    } else if (len == 1) {
+      out.push_back(s[i++]);
+    } else {
+      out += "\xEF\xBF\xBD";
+      ++i;
+    }
+  }
+  return out;
+}
+
 std::string json_string(std::string_view s) {
   std::string out;
-  json::append_string(out, s);
+  if (json::is_valid_utf8(s)) {
+    json::append_string(out, s);
+  } else {
+    json::append_string(out, valid_utf8(s));
+  }
   return out;
 }
 

@@ -22,6 +22,7 @@
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_set>
@@ -105,7 +106,9 @@ class Exporter {
   static Result<Exporter> create(const std::string& path, const PackOptions& options = {});
 
   // Each name is checked before its bytes are written (duplicates, name rules, and model_index.json
-  // must be a JSON object); DDUFExport / DDUFInvalidEntryName otherwise.
+  // must be JSON); DDUFExport / DDUFInvalidEntryName otherwise. A failure after an entry's first byte
+  // (I/O, the producer, a streamed index that is not JSON) ends the export: later calls fail and no
+  // file is left behind.
   Status add_bytes(std::string_view name, std::span<const std::byte> bytes);
   Status add_file(std::string_view name, const std::string& path);
   Status add_stream(std::string_view name, std::uint64_t size, const zip::Producer& producer);
@@ -116,12 +119,15 @@ class Exporter {
   Exporter(zip::Writer writer) : writer_(std::move(writer)) {}
   Result<std::string> admit(std::string_view name);
   Status check_index(std::string_view name, std::string_view text);
+  // Updates the exporter's state once an entry is written; a failed write ends the export.
+  Status record(Status written, std::string stored, std::string_view index_text);
 
   zip::Writer writer_;
   std::vector<std::string> names_;  // as written, in order
   std::unordered_set<std::string> written_;
   std::string model_index_;
   bool have_index_ = false;
+  std::optional<Error> failed_;
 };
 
 // Packs a diffusers folder: regular files with an allowed extension at most one folder deep, the

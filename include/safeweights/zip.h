@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -100,6 +101,8 @@ class Writer {
   Writer& operator=(Writer&&) noexcept = default;
   ~Writer() = default;  // an unfinished writer leaves no file behind
 
+  // If adding an entry fails after its header was written (I/O error, producer error or short
+  // producer), the writer is spent: every later call fails and no file is left behind.
   Status add_bytes(std::string_view name, std::span<const std::byte> bytes);
   // Copies a local file (mapped, CRC computed in the same pass).
   Status add_file(std::string_view name, const std::string& path);
@@ -114,6 +117,7 @@ class Writer {
  private:
   Writer(AtomicFile file, WriterOptions options) : file_(std::move(file)), options_(std::move(options)) {}
   Status write_entry(std::string_view name, std::uint64_t size, const Producer& producer);
+  Status write_entry_bytes(Entry& entry, const std::string& extra, const Producer& producer);
 
 
   AtomicFile file_;
@@ -122,6 +126,8 @@ class Writer {
   std::unordered_set<std::string> names_;
   std::uint64_t data_bytes_ = 0;
   bool finished_ = false;
+  // Set when an entry failed after its first byte was written: the archive can no longer be finished.
+  std::optional<Error> failed_;
 };
 
 }  // namespace safeweights::zip

@@ -48,8 +48,9 @@ std::span<const DtypeInfo> dtype_table() noexcept { return kTable; }
 const DtypeInfo& dtype_info(Dtype dtype) noexcept { return kTable[static_cast<std::size_t>(dtype)]; }
 
 std::optional<Dtype> dtype_from_name(std::string_view name) noexcept {
+  // Called once per tensor of every header: compare only the codes of the same length and first letter.
   for (const auto& row : kTable) {
-    if (row.name == name) return row.dtype;
+    if (row.name.size() == name.size() && row.name[0] == name[0] && row.name == name) return row.dtype;
   }
   return std::nullopt;
 }

@@ -235,56 +235,70 @@ Status Exporter::check_index(std::string_view name, std::string_view text) {
   if (name != kModelIndex) return Status::ok();
   json::TopLevel top;
   if (!json::read_top_level(text, top).is_ok()) return export_error("Failed to parse 'model_index.json'.").with_file(writer_.path());
-  have_index_ = true;
-  model_index_ = std::string(text);
+  return Status::ok();
+}
+
+Status Exporter::record(Status written, std::string stored, std::string_view index_text) {
+  if (!written.is_ok()) {
+    // Bytes of a failed entry may already be in the file: the export cannot be completed.
+    failed_ = written.error();
+    return written;
+  }
+  if (stored == kModelIndex) {
+    have_index_ = true;
+    model_index_ = std::string(index_text);
+  }
+  written_.insert(stored);
+  names_.push_back(std::move(stored));
   return Status::ok();
 }
 
 Status Exporter::add_bytes(std::string_view name, std::span<const std::byte> bytes) {
+  if (failed_) return Error(failed_->kind(), "an earlier entry failed: " + failed_->message());
   SW_ASSIGN_OR_RETURN(std::string stored, admit(name));
-  SW_RETURN_IF_ERROR(check_index(stored, std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size())));
-  SW_RETURN_IF_ERROR(writer_.add_bytes(stored, bytes));
-  written_.insert(stored);
-  names_.push_back(std::move(stored));
-  return Status::ok();
+  std::string_view text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  SW_RETURN_IF_ERROR(check_index(stored, text));
+  Status written = writer_.add_bytes(stored, bytes);
+  return record(std::move(written), std::move(stored), text);
 }
 
 Status Exporter::add_file(std::string_view name, const std::string& path) {
+  if (failed_) return Error(failed_->kind(), "an earlier entry failed: " + failed_->message());
   SW_ASSIGN_OR_RETURN(std::string stored, admit(name));
+  std::string text;
   if (stored == kModelIndex) {
     SW_ASSIGN_OR_RETURN(SourcePtr src, open_file(path, FileBackend::Pread));
     if (src->size() > kMaxModelIndex) return export_error("model_index.json larger than 16 MiB").with_file(writer_.path());
-    std::string text(static_cast<std::size_t>(src->size()), '\0');
+    text.resize(static_cast<std::size_t>(src->size()));
     SW_RETURN_IF_ERROR(src->read_at(0, std::as_writable_bytes(std::span<char>(text.data(), text.size()))));
     SW_RETURN_IF_ERROR(check_index(stored, text));
   }
-  SW_RETURN_IF_ERROR(writer_.add_file(stored, path));
-  written_.insert(stored);
-  names_.push_back(std::move(stored));
-  return Status::ok();
+  Status written = writer_.add_file(stored, path);
+  return record(std::move(written), std::move(stored), text);
 }
 
 Status Exporter::add_stream(std::string_view name, std::uint64_t size, const zip::Producer& producer) {
+  if (failed_) return Error(failed_->kind(), "an earlier entry failed: " + failed_->message());
   SW_ASSIGN_OR_RETURN(std::string stored, admit(name));
-  if (stored == kModelIndex) {
-    // The index is small: collect it while it streams through, then check it.
-    if (size > kMaxModelIndex) return export_error("model_index.json larger than 16 MiB").with_file(writer_.path());
-    std::string text;
-    SW_RETURN_IF_ERROR(writer_.add_stream(stored, size, [&](std::span<std::byte> chunk) -> Result<std::size_t> {
-      SW_ASSIGN_OR_RETURN(std::size_t n, producer(chunk));
-      text.append(reinterpret_cast<const char*>(chunk.data()), std::min(n, chunk.size()));
-      return n;
-    }));
-    SW_RETURN_IF_ERROR(check_index(stored, text));
-  } else {
-    SW_RETURN_IF_ERROR(writer_.add_stream(stored, size, producer));
+  if (stored != kModelIndex) {
+    Status written = writer_.add_stream(stored, size, producer);
+    return record(std::move(written), std::move(stored), {});
   }
-  written_.insert(stored);
-  names_.push_back(std::move(stored));
-  return Status::ok();
+  // The index is small: collect it while it streams through, then check it. Its bytes are in the file
+  // by then, so a bad index ends the export.
+  if (size > kMaxModelIndex) return export_error("model_index.json larger than 16 MiB").with_file(writer_.path());
+  std::string text;
+  Status written = writer_.add_stream(stored, size, [&](std::span<std::byte> chunk) -> Result<std::size_t> {
+    SW_ASSIGN_OR_RETURN(std::size_t n, producer(chunk));
+    text.append(reinterpret_cast<const char*>(chunk.data()), std::min(n, chunk.size()));
+    return n;
+  });
+  if (written.is_ok()) written = check_index(stored, text);
+  return record(std::move(written), std::move(stored), text);
 }
 
 Status Exporter::finish() {
+  if (failed_) return Error(failed_->kind(), "an earlier entry failed: " + failed_->message());
   if (!have_index_) return export_error("Missing required 'model_index.json' entry in DDUF file.").with_file(writer_.path());
   if (auto s = validate_structure(model_index_, names_); !s.is_ok()) {
     return export_error("Invalid DDUF file structure. " + s.error().message()).with_file(writer_.path());

@@ -96,8 +96,10 @@ Status check_flags(std::uint16_t flags, std::uint16_t method) {
   if (flags & (kFlagEncrypted | kFlagStrongEncryption)) return unsupported("encrypted entry");
   if (flags & kFlagMaskedDirectory) return unsupported("masked (encrypted) central directory");
   if (flags & kFlagDataDescriptor) return unsupported("entry uses a data descriptor (archive written as a stream)");
-  const std::uint16_t allowed = kFlagUtf8 | (method == 0 ? 0 : 0x0006);
-  if (flags & ~allowed) return unsupported("unsupported general-purpose flags 0x" + std::to_string(flags));
+  // Bits 1-2 are compression-level hints; Info-ZIP sets them on entries it ends up storing.
+  (void)method;
+  const std::uint16_t allowed = kFlagUtf8 | 0x0006;
+  if (flags & ~allowed) return unsupported("unsupported general-purpose flags " + std::to_string(flags));
   return Status::ok();
 }
 
@@ -193,7 +195,9 @@ Result<Archive> Archive::open(SourcePtr source, const ArchiveLimits& limits) {
       archive.zip64_ = true;
     }
   }
-  if (!archive.zip64_ && (count == 0xFFFF || cd_size == 0xFFFFFFFF || cd_offset == 0xFFFFFFFF)) {
+  // A count of exactly 65535 is real (CPython adds ZIP64 records only above it); saturated 32-bit
+  // fields are not.
+  if (!archive.zip64_ && (cd_size == 0xFFFFFFFF || cd_offset == 0xFFFFFFFF)) {
     return fail(bad("saturated end-of-central-directory fields but no ZIP64 end records").with_offset(eocd_pos));
   }
   if (disk != 0 || cd_disk != 0) return fail(unsupported("multi-disk archive").with_offset(eocd_pos));

@@ -41,6 +41,7 @@ Result<Writer> Writer::create(const std::string& path, WriterOptions options) {
 }
 
 Status Writer::write_entry(std::string_view name, std::uint64_t size, const Producer& producer) {
+  if (failed_) return Error(failed_->kind(), "an earlier entry failed: " + failed_->message()).with_file(path());
   if (finished_) return Error(ErrorKind::InvalidArgument, "writer already finished").with_file(path());
   if (name.empty() || name.size() > 0xFFFF) return Error(ErrorKind::InvalidArgument, "entry name must have 1 to 65535 bytes").with_file(path());
   if (!names_.insert(std::string(name)).second) {
@@ -67,6 +68,19 @@ Status Writer::write_entry(std::string_view name, std::uint64_t size, const Prod
     le::append(extra, align, 2);
     extra.append(static_cast<std::size_t>(pad), '\0');
   }
+  Status written = write_entry_bytes(entry, extra, producer);
+  if (!written.is_ok()) {
+    failed_ = written.error();
+    file_.abandon();
+    return written;
+  }
+  entries_.push_back(std::move(entry));
+  return Status::ok();
+}
+
+Status Writer::write_entry_bytes(Entry& entry, const std::string& extra, const Producer& producer) {
+  const std::string_view name = entry.name;
+  const std::uint64_t size = entry.size;
   std::string header;
   le::append(header, 0x04034b50, 4);
   le::append(header, kVersion, 2);
@@ -104,9 +118,7 @@ Status Writer::write_entry(std::string_view name, std::uint64_t size, const Prod
   entry.crc32 = crc;
   std::byte crc_bytes[4];
   le::store(crc_bytes, crc, 4);
-  SW_RETURN_IF_ERROR(file_.pwrite(entry.header_offset + 14, crc_bytes));
-  entries_.push_back(std::move(entry));
-  return Status::ok();
+  return file_.pwrite(entry.header_offset + 14, crc_bytes);
 }
 
 Status Writer::add_bytes(std::string_view name, std::span<const std::byte> bytes) {
@@ -135,6 +147,7 @@ Status Writer::add_stream(std::string_view name, std::uint64_t size, const Produ
 }
 
 Status Writer::finish() {
+  if (failed_) return Error(failed_->kind(), "an earlier entry failed: " + failed_->message()).with_file(path());
   if (finished_) return Error(ErrorKind::InvalidArgument, "writer already finished").with_file(path());
   finished_ = true;
   const std::uint64_t cd_offset = file_.append_position();
