@@ -92,7 +92,7 @@ class Header {
   std::vector<TensorInfo> tensors_;
   std::vector<char> names_;          // backing store of every TensorInfo::name
   std::vector<std::uint64_t> dims_;  // backing store of every TensorInfo::shape
-  std::vector<std::uint32_t> index_;  // open-addressing table of positions in tensors_ (+1; 0 = empty)
+  std::vector<std::uint64_t> index_;  // open addressing: hash tag << 32 | position in tensors_ + 1 (0: empty)
   std::uint64_t index_seed_ = 0;
   bool has_metadata_ = false;
   MetadataEntries metadata_;

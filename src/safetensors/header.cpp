@@ -60,20 +60,25 @@ std::uint64_t hash_name(std::string_view s, std::uint64_t seed) {
   constexpr std::uint64_t k0 = 0xa0761d6478bd642full, k1 = 0xe7037ed1a0b428dbull;
   std::uint64_t h = seed ^ fold_mul(s.size() ^ k0, k1);
   const char* p = s.data();
-  std::size_t n = s.size();
-  while (n >= 8) {
-    std::uint64_t v;
-    std::memcpy(&v, p, 8);
-    h = fold_mul(h ^ v ^ k0, k1);
-    p += 8;
-    n -= 8;
-  }
+  const std::size_t n = s.size();
   std::uint64_t tail = 0;
-  std::memcpy(&tail, p, n);
+  if (n >= 8) {
+    std::size_t i = 0;
+    for (; i + 8 < n; i += 8) {
+      std::uint64_t v;
+      std::memcpy(&v, p + i, 8);
+      h = fold_mul(h ^ v ^ k0, k1);
+    }
+    std::memcpy(&tail, p + n - 8, 8);  // the last 8 bytes, overlapping the previous block
+  } else {
+    for (std::size_t i = 0; i < n; ++i) tail = (tail << 8) | static_cast<unsigned char>(p[i]);
+  }
   return fold_mul(h ^ tail ^ k1, k0 ^ seed);
 }
 
-// Open addressing over positions (+1, so 0 means empty); capacity a power of two, at most half full.
+// Open addressing with linear probing; capacity a power of two, at most half full. A slot holds the
+// upper 32 bits of the name's hash (a tag, so most mismatches never touch the name) and the position
+// + 1 (0: empty).
 class NameTable {
  public:
   NameTable(std::size_t count, std::uint64_t seed) : seed_(seed) {
@@ -81,20 +86,24 @@ class NameTable {
     while (cap < count * 2) cap <<= 1;
     slots_.assign(cap, 0);
   }
-  // Returns the slot for `name`: either holding a position whose name equals `name`, or empty.
+  std::uint64_t hash(std::string_view name) const noexcept { return hash_name(name, seed_); }
+  void prefetch(std::uint64_t hash) const noexcept { __builtin_prefetch(&slots_[hash & (slots_.size() - 1)]); }
+  // The slot for `name` (with hash `hash`): holding a position whose name equals `name`, or empty.
   template <typename NameOf>
-  std::uint32_t& slot(std::string_view name, NameOf&& name_of) {
+  std::uint64_t& slot(std::string_view name, std::uint64_t hash, NameOf&& name_of) {
     const std::size_t mask = slots_.size() - 1;
-    for (std::size_t i = hash_name(name, seed_) & mask;; i = (i + 1) & mask) {
-      std::uint32_t& s = slots_[i];
-      if (s == 0 || name_of(s - 1) == name) return s;
+    const std::uint64_t tag = hash >> 32;
+    for (std::size_t i = hash & mask;; i = (i + 1) & mask) {
+      std::uint64_t& s = slots_[i];
+      if (s == 0 || ((s >> 32) == tag && name_of(static_cast<std::uint32_t>(s) - 1) == name)) return s;
     }
   }
-  std::vector<std::uint32_t> release() { return std::move(slots_); }
+  static std::uint64_t make(std::uint64_t hash, std::uint32_t position) { return (hash >> 32 << 32) | (position + 1u); }
+  std::vector<std::uint64_t> release() { return std::move(slots_); }
 
  private:
   std::uint64_t seed_;
-  std::vector<std::uint32_t> slots_;
+  std::vector<std::uint64_t> slots_;
 };
 
 Error invalid(ErrorKind kind, std::string message) { return Error(kind, std::move(message)); }
@@ -121,18 +130,26 @@ class HeaderBuilder {
     // entry (last wins). Reproduce that so its errors are ours, and report the duplicate afterwards.
     std::optional<std::string> duplicate;
     std::vector<std::uint32_t> keep;
+    std::vector<bool> dropped;
     keep.reserve(raw.entries.size());
     if (raw.entries.size() >= UINT32_MAX) return invalid(ErrorKind::ResourceLimit, "too many tensors");
     NameTable table(raw.entries.size(), h.index_seed_);
     {
-      std::vector<bool> dropped(raw.entries.size(), false);
-      for (std::uint32_t i = 0; i < raw.entries.size(); ++i) {
-        std::uint32_t& slot = table.slot(name_of_entry(i), name_of_entry);
+      // Hash every name first, then insert with the slot of a later name already being fetched: the
+      // table is larger than the cache, so this hides most of the misses.
+      const std::size_t count = raw.entries.size();
+      std::vector<std::uint64_t> hashes(count);
+      for (std::size_t i = 0; i < count; ++i) hashes[i] = table.hash(name_of_entry(i));
+      constexpr std::size_t kAhead = 16;
+      dropped.assign(count, false);
+      for (std::uint32_t i = 0; i < count; ++i) {
+        if (i + kAhead < count) table.prefetch(hashes[i + kAhead]);
+        std::uint64_t& slot = table.slot(name_of_entry(i), hashes[i], name_of_entry);
         if (slot != 0) {
           if (!duplicate) duplicate = std::string(name_of_entry(i));
-          dropped[slot - 1] = true;
+          dropped[static_cast<std::uint32_t>(slot) - 1] = true;
         }
-        slot = i + 1;
+        slot = NameTable::make(hashes[i], i);
       }
       for (std::uint32_t i = 0; i < raw.entries.size(); ++i) {
         if (!dropped[i]) keep.push_back(i);
@@ -190,20 +207,24 @@ class HeaderBuilder {
 
     h.metadata_ = std::move(raw.metadata);
     // The table already maps every kept name to its entry; renumber entries to positions in tensors_.
-    std::vector<std::uint32_t> position(raw.entries.size() + 1, 0);
-    for (std::uint32_t p = 0; p < keep.size(); ++p) position[keep[p] + 1] = p + 1;
+    std::vector<std::uint32_t> position(raw.entries.size(), 0);
+    for (std::uint32_t p = 0; p < keep.size(); ++p) position[keep[p]] = p;
     h.index_ = table.release();
-    for (std::uint32_t& slot : h.index_) slot = position[slot];
+    for (std::uint64_t& slot : h.index_) {
+      if (slot != 0) slot = (slot >> 32 << 32) | (position[static_cast<std::uint32_t>(slot) - 1] + 1u);
+    }
     return h;
   }
 
   static const TensorInfo* find(const Header& h, std::string_view name) noexcept {
     if (h.index_.empty()) return nullptr;
     const std::size_t mask = h.index_.size() - 1;
-    for (std::size_t i = hash_name(name, h.index_seed_) & mask;; i = (i + 1) & mask) {
-      std::uint32_t s = h.index_[i];
+    const std::uint64_t hash = hash_name(name, h.index_seed_);
+    for (std::size_t i = hash & mask;; i = (i + 1) & mask) {
+      const std::uint64_t s = h.index_[i];
       if (s == 0) return nullptr;
-      if (h.tensors_[s - 1].name == name) return &h.tensors_[s - 1];
+      const TensorInfo& t = h.tensors_[static_cast<std::uint32_t>(s) - 1];
+      if ((s >> 32) == (hash >> 32) && t.name == name) return &t;
     }
   }
 };
