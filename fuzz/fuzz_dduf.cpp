@@ -1,0 +1,70 @@
+// fuzz_dduf — arbitrary bytes as a DDUF (ZIP) archive.
+//
+// zip::Archive::open and dduf::Reader::open must either fail cleanly or return entries whose
+// invariants hold: every entry's data lies inside the input, before the central directory, without
+// overlapping another entry; names are unique. For an accepted archive every entry is read through
+// its zero-copy view and through an unmapped source (the bytes must agree), its CRC is checked (it may
+// fail, but cleanly), and .safetensors entries are opened as safetensors files.
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "fuzz_common.h"
+#include "safeweights/dduf.h"
+#include "safeweights/zip.h"
+
+using namespace safeweights;
+
+namespace {
+
+void check_archive(const zip::Archive& archive, std::span<const std::byte> input) {
+  std::set<std::string> names;
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> ranges;
+  for (const zip::Entry& e : archive.entries()) {
+    FUZZ_CHECK(names.insert(e.name).second);
+    FUZZ_CHECK(e.data_offset >= e.header_offset + 30);
+    FUZZ_CHECK(e.data_offset <= input.size());
+    FUZZ_CHECK(e.compressed_size <= input.size() - e.data_offset);
+    ranges.emplace_back(e.header_offset, e.data_offset + e.compressed_size);
+  }
+  std::sort(ranges.begin(), ranges.end());
+  for (std::size_t i = 1; i < ranges.size(); ++i) FUZZ_CHECK(ranges[i - 1].second <= ranges[i].first);
+}
+
+void exercise(const SourcePtr& source, std::span<const std::byte> input) {
+  auto archive = zip::Archive::open(source);
+  if (!archive.is_ok()) return;
+  check_archive(*archive, input);
+  for (const zip::Entry& e : archive->entries()) {
+    auto entry = archive->open_entry(e);
+    FUZZ_CHECK_OK(entry);
+    std::vector<std::byte> copy(static_cast<std::size_t>((*entry)->size()));
+    FUZZ_CHECK_OK((*entry)->read_at(0, copy));
+    FUZZ_CHECK(copy.empty() || std::memcmp(copy.data(), input.data() + e.data_offset, copy.size()) == 0);
+    (void)archive->verify_crc(e);  // a wrong CRC is a clean error
+  }
+
+  auto reader = dduf::Reader::open(source);
+  if (!reader.is_ok()) return;
+  for (const dduf::Entry& e : reader->entries()) {
+    FUZZ_CHECK(e.offset <= input.size() && e.length <= input.size() - e.offset);
+    if (e.filename.size() >= 12 && e.filename.compare(e.filename.size() - 12, 12, ".safetensors") == 0) {
+      auto st = reader->open_safetensors(e.filename);
+      if (st.is_ok()) FUZZ_CHECK(st->header().file_size() == e.length);
+    }
+  }
+  (void)reader->verify();
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  auto input = fuzz::as_bytes(data, size);
+  exercise(memory_source(input, "<fuzz>"), input);
+  exercise(std::make_shared<fuzz::UnmappedSource>(input), input);
+  return 0;
+}

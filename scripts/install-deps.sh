@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages safeweights needs to build, test, fuzz and benchmark.
+# Idempotent: when every package is already installed it does not touch apt at all.
+set -euo pipefail
+
+PACKAGES=(
+  build-essential cmake ninja-build pkg-config
+  libsimdjson-dev libcli11-dev
+  libgtest-dev libgmock-dev libbenchmark-dev libdeflate-dev
+  clang libclang-rt-14-dev   # libFuzzer and the sanitizer runtimes for clang
+  python3 python3-numpy
+  zip unzip                  # Info-ZIP, for the DDUF interoperability tests
+)
+
+missing=()
+for pkg in "${PACKAGES[@]}"; do
+  status=$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true)
+  if [[ "$status" != "install ok installed" ]]; then
+    missing+=("$pkg")
+  fi
+done
+
+if [[ ${#missing[@]} -eq 0 ]]; then
+  echo "install-deps: all ${#PACKAGES[@]} packages already installed"
+  exit 0
+fi
+
+if [[ $(id -u) -eq 0 ]]; then
+  SUDO=()
+elif command -v sudo >/dev/null 2>&1; then
+  SUDO=(sudo)
+else
+  echo "install-deps: missing packages (${missing[*]}) and not root, and sudo is not available" >&2
+  exit 1
+fi
+
+echo "install-deps: installing ${missing[*]}"
+"${SUDO[@]}" apt-get update -q
+"${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"

@@ -1,0 +1,135 @@
+#!/usr/bin/env bash
+# README command 2: install dependencies, build Release, run the unit tests.
+#
+#   scripts/test.sh            Release build (build/) + ctest
+#   scripts/test.sh --full     also (a) the whole suite under AddressSanitizer + UndefinedBehaviorSanitizer
+#                              (build-asan/) and (b) every libFuzzer target for FUZZ_SECONDS seconds each
+#                              (default 60), seeded from fuzz/corpus/ (build-fuzz/). CI=true implies --full.
+#   scripts/test.sh --asan     only (a);   scripts/test.sh --fuzz   only (b)
+# Environment: FUZZ_SECONDS; SANITIZE_CC / SANITIZE_CXX, the compilers of the sanitizer build (clang).
+# Exits non-zero on the first failing part.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+do_release=1 do_asan=0 do_fuzz=0
+for arg in "$@"; do
+  case "$arg" in
+    --full) do_asan=1 do_fuzz=1 ;;
+    --asan) do_release=0 do_asan=1 ;;
+    --fuzz) do_release=0 do_fuzz=1 ;;
+    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
+    *) echo "test.sh: unknown argument $arg (try --help)" >&2; exit 2 ;;
+  esac
+done
+if [[ "${CI:-}" == "true" ]]; then do_release=1 do_asan=1 do_fuzz=1; fi
+
+section() { printf '\n==================== %s ====================\n' "$*"; }
+jobs=$(nproc)
+FUZZ_SECONDS=${FUZZ_SECONDS:-60}
+FUZZ_TARGETS=(fuzz_safetensors_header fuzz_slice fuzz_roundtrip fuzz_dduf)
+passed_total=0 failed_total=0
+
+# Runs ctest in build folder $1 (extra environment before it via env), keeping its summary counts.
+run_ctest() {
+  local dir=$1 log
+  shift
+  log=$(mktemp)
+  # pipefail: a failing ctest fails the pipeline, and set -e stops the script.
+  env "$@" ctest --test-dir "$dir" --output-on-failure -j2 | tee "$log"
+  local line
+  line=$(grep -E '[0-9]+% tests passed, [0-9]+ tests? failed out of [0-9]+' "$log" | tail -n 1 || true)
+  rm -f "$log"
+  if [[ $line =~ ([0-9]+)\ tests?\ failed\ out\ of\ ([0-9]+) ]]; then
+    failed_total=$((failed_total + BASH_REMATCH[1]))
+    passed_total=$((passed_total + BASH_REMATCH[2] - BASH_REMATCH[1]))
+  fi
+}
+
+release_tests() {
+  section "Release build (build/)"
+  bash scripts/build.sh
+
+  section "unit tests (Release)"
+  run_ctest build
+}
+
+asan_tests() {
+  section "ASan + UBSan build (build-asan/)"
+  CC="${SANITIZE_CC:-clang}" CXX="${SANITIZE_CXX:-clang++}" cmake -S . -B build-asan -G Ninja \
+    -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSAFEWEIGHTS_SANITIZE=ON -DSAFEWEIGHTS_BUILD_BENCH=OFF
+  cmake --build build-asan -j"$jobs"
+
+  section "unit tests (ASan + UBSan)"
+  run_ctest build-asan ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+}
+
+fuzz_one() {
+  local target=$1
+  local bin="build-fuzz/fuzz/$target" work="build-fuzz/corpus-work/$target"
+  local artifacts="build-fuzz/artifacts/$target" log="build-fuzz/$target.log"
+  local seeds=() dict=()
+  [[ -d fuzz/corpus/$target ]] && seeds+=("fuzz/corpus/$target")
+  mkdir -p "$work" "$artifacts"
+  if [[ $target == fuzz_safetensors_header && -d tests/corpus/safetensors ]]; then
+    seeds+=(tests/corpus/safetensors)
+  fi
+  # The DDUF target starts from the checked-in DDUF corpus (valid and malformed archives).
+  if [[ $target == fuzz_dduf && -d tests/dduf/corpus ]]; then
+    seeds+=(tests/dduf/corpus)
+  fi
+  [[ -f fuzz/$target.dict ]] && dict=(-dict="fuzz/$target.dict")
+  export ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+  # Inputs that once crashed must stay fixed: run each once.
+  if compgen -G "fuzz/regressions/$target/*" >/dev/null; then
+    echo "replaying fuzz/regressions/$target/"
+    if ! "$bin" fuzz/regressions/"$target"/* >"$log" 2>&1; then
+      tail -n 60 "$log"
+      return 1
+    fi
+  fi
+  # The first corpus folder receives new inputs; the checked-in seeds are only read.
+  echo "$ $bin $work ${seeds[*]} ${dict[*]} -max_total_time=$FUZZ_SECONDS ..."
+  if ! "$bin" "$work" "${seeds[@]}" "${dict[@]}" -max_total_time="$FUZZ_SECONDS" -timeout=10 \
+      -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$artifacts/" >"$log" 2>&1; then
+    tail -n 60 "$log"
+    echo "crashing input: $(ls -t "$artifacts" | head -n 1 | sed "s|^|$artifacts/|")"
+    return 1
+  fi
+  grep -E '^#[0-9]+.*DONE' "$log" || tail -n 3 "$log"
+}
+
+fuzz_tests() {
+  section "fuzz build (build-fuzz/, clang, libFuzzer + ASan + UBSan)"
+  CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DSAFEWEIGHTS_BUILD_FUZZ=ON -DSAFEWEIGHTS_BUILD_TESTS=OFF -DSAFEWEIGHTS_BUILD_BENCH=OFF
+  cmake --build build-fuzz -j"$jobs" --target "${FUZZ_TARGETS[@]}"
+
+  local failed=() target
+  for target in "${FUZZ_TARGETS[@]}"; do
+    section "fuzz $target (${FUZZ_SECONDS}s)"
+    fuzz_one "$target" || failed+=("$target")
+  done
+  if [[ ${#failed[@]} -gt 0 ]]; then
+    section "FUZZING FAILED: ${failed[*]}"
+    echo "crashing inputs: build-fuzz/artifacts/<target>/; logs: build-fuzz/<target>.log"
+    return 1
+  fi
+  echo "fuzzing: ${#FUZZ_TARGETS[@]} targets, ${FUZZ_SECONDS}s each, no crash"
+}
+
+section "install dependencies"
+bash scripts/install-deps.sh
+
+done_parts=()
+if [[ $do_release -eq 1 ]]; then release_tests; done_parts+=("Release tests"); fi
+if [[ $do_asan -eq 1 ]]; then asan_tests; done_parts+=("ASan+UBSan tests"); fi
+if [[ $do_fuzz -eq 1 ]]; then fuzz_tests; done_parts+=("fuzzing ${FUZZ_SECONDS}s per target"); fi
+
+section "all passed: $(IFS=,; echo "${done_parts[*]}" | sed 's/,/, /g')"
+if [[ $do_asan -eq 0 && $do_fuzz -eq 0 ]]; then
+  echo "(scripts/test.sh --full adds the sanitizer run and fuzzing; CI does both)"
+fi
+if [[ $do_release -eq 1 || $do_asan -eq 1 ]]; then
+  # Test executions over every ctest run above (the sanitizer run repeats the Release suite).
+  echo "tests: $passed_total passed, $failed_total failed"
+fi
