@@ -208,7 +208,10 @@ int main(int argc, char** argv) {
     check(ex->add_bytes("model_index.json", std::as_bytes(std::span<const char>(index.data(), index.size()))), "many");
     const std::string cfg = "{}";
     for (int i = 0; i + 1 < many; ++i) {
-      check(ex->add_bytes("c" + std::to_string(i) + "/config.json", std::as_bytes(std::span<const char>(cfg.data(), cfg.size()))), "many");
+      std::string name = "c";
+      name += std::to_string(i);
+      name += "/config.json";
+      check(ex->add_bytes(name, std::as_bytes(std::span<const char>(cfg.data(), cfg.size()))), "many");
     }
     check(ex->finish(), "many finish");
   }

@@ -66,12 +66,21 @@ std::string Error::to_string() const {
   out += ": ";
   out += message_;
   std::string where;
-  if (!context_.tensor.empty()) where += "tensor `" + context_.tensor + "`";
+  if (!context_.tensor.empty()) {
+    where += "tensor `";
+    where += context_.tensor;
+    where += '`';
+  }
   if (context_.offset) {
     if (!where.empty()) where += ", ";
-    where += "byte offset " + std::to_string(*context_.offset);
+    where += "byte offset ";
+    where += std::to_string(*context_.offset);
   }
-  if (!where.empty()) out += " (" + where + ")";
+  if (!where.empty()) {
+    out += " (";
+    out += where;
+    out += ')';
+  }
   return out;
 }
 
