@@ -2,11 +2,10 @@
 #include "safeweights/dduf.h"
 
 #include <algorithm>
-#include <atomic>
 #include <filesystem>
 #include <set>
-#include <thread>
 
+#include "core/parallel.h"
 #include "core/status_macros.h"
 #include "json/json_parse.h"
 
@@ -366,41 +365,24 @@ Status unpack(const Reader& reader, const std::string& folder, unsigned threads)
     if (ec) return Error(ErrorKind::IoError, "cannot create folder: " + ec.message()).with_file(folder + "/" + c);
   }
   const auto& entries = reader.entries();
-  if (threads == 0) threads = std::min(8u, std::max(1u, std::thread::hardware_concurrency()));
-  threads = static_cast<unsigned>(std::min<std::size_t>(threads, std::max<std::size_t>(entries.size(), 1)));
-  std::vector<Status> results(entries.size());
-  std::atomic<std::size_t> next{0};
-  auto worker = [&] {
-    for (std::size_t i; (i = next.fetch_add(1)) < entries.size();) {
-      const Entry& e = entries[i];
-      // Names passed the reader's rules: relative, at most one folder, no `.` / `..` parts.
-      auto write_one = [&]() -> Status {
-        SW_ASSIGN_OR_RETURN(SourcePtr src, reader.open_entry(e.filename));
-        SW_ASSIGN_OR_RETURN(AtomicFile out, AtomicFile::create(folder + "/" + e.filename, {e.length, false}));
-        if (auto view = src->view(0, src->size()); view.data() != nullptr || src->size() == 0) {
-          SW_RETURN_IF_ERROR(out.append(view));
-        } else {
-          std::vector<std::byte> buf(static_cast<std::size_t>(std::min<std::uint64_t>(src->size(), 8u << 20)));
-          for (std::uint64_t done = 0; done < src->size();) {
-            std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(buf.size(), src->size() - done));
-            SW_RETURN_IF_ERROR(src->read_at(done, {buf.data(), n}));
-            SW_RETURN_IF_ERROR(out.append({buf.data(), n}));
-            done += n;
-          }
-        }
-        return out.commit();
-      };
-      results[i] = write_one();
+  // Names passed the reader's rules: relative, at most one folder, no `.` / `..` parts.
+  return parallel_for(entries.size(), threads, [&](std::size_t i) -> Status {
+    const Entry& e = entries[i];
+    SW_ASSIGN_OR_RETURN(SourcePtr src, reader.open_entry(e.filename));
+    SW_ASSIGN_OR_RETURN(AtomicFile out, AtomicFile::create(folder + "/" + e.filename, {e.length, false}));
+    if (auto view = src->view(0, src->size()); view.data() != nullptr || src->size() == 0) {
+      SW_RETURN_IF_ERROR(out.append(view));
+    } else {
+      std::vector<std::byte> buf(static_cast<std::size_t>(std::min<std::uint64_t>(src->size(), 8u << 20)));
+      for (std::uint64_t done = 0; done < src->size();) {
+        std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(buf.size(), src->size() - done));
+        SW_RETURN_IF_ERROR(src->read_at(done, {buf.data(), n}));
+        SW_RETURN_IF_ERROR(out.append({buf.data(), n}));
+        done += n;
+      }
     }
-  };
-  std::vector<std::thread> pool;
-  for (unsigned t = 1; t < threads; ++t) pool.emplace_back(worker);
-  worker();
-  for (auto& th : pool) th.join();
-  for (auto& s : results) {
-    if (!s.is_ok()) return std::move(s);
-  }
-  return Status::ok();
+    return out.commit();
+  });
 }
 
 }  // namespace safeweights::dduf

@@ -1,8 +1,7 @@
 #include <algorithm>
 #include <cstring>
-#include <atomic>
-#include <thread>
 
+#include "core/parallel.h"
 #include "core/status_macros.h"
 #include "safeweights/safetensors.h"
 
@@ -85,36 +84,13 @@ Status Reader::load_into(std::span<std::byte> dst, const LoadOptions& options) c
   if (size == 0) return Status::ok();
 
   constexpr std::uint64_t kChunk = 32u << 20;
-  unsigned threads = options.threads ? options.threads : std::min(8u, std::max(1u, std::thread::hardware_concurrency()));
-  const std::uint64_t chunks = (size + kChunk - 1) / kChunk;
-  threads = static_cast<unsigned>(std::min<std::uint64_t>(threads, chunks));
   source_->hint({start, size}, AccessHint::Sequential);
-
-  // Threads take fixed-size chunks in turn; each chunk is one large read.
-  std::atomic<std::uint64_t> next{0};
-  std::vector<Status> results(threads);
-  auto worker = [&](unsigned t) {
-    for (;;) {
-      std::uint64_t c = next.fetch_add(1);
-      if (c >= chunks) return;
-      std::uint64_t off = c * kChunk;
-      std::uint64_t len = std::min(kChunk, size - off);
-      Status s = source_->read_at(start + off, dst.subspan(static_cast<std::size_t>(off), static_cast<std::size_t>(len)));
-      if (!s.is_ok()) {
-        results[t] = std::move(s);
-        next.store(chunks);
-        return;
-      }
-    }
-  };
-  std::vector<std::thread> pool;
-  for (unsigned t = 1; t < threads; ++t) pool.emplace_back(worker, t);
-  worker(0);
-  for (auto& th : pool) th.join();
-  for (auto& s : results) {
-    if (!s.is_ok()) return std::move(s);
-  }
-  return Status::ok();
+  // Fixed-size chunks taken in turn by the threads; each chunk is one large read straight into dst.
+  return parallel_for((size + kChunk - 1) / kChunk, options.threads, [&](std::size_t c) {
+    const std::uint64_t off = c * kChunk;
+    const std::uint64_t len = std::min(kChunk, size - off);
+    return source_->read_at(start + off, dst.subspan(static_cast<std::size_t>(off), static_cast<std::size_t>(len)));
+  });
 }
 
 }  // namespace safeweights::safetensors

@@ -3,11 +3,10 @@
 #include <libdeflate.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstring>
-#include <thread>
 
 #include "core/little_endian.h"
+#include "core/parallel.h"
 #include "core/status_macros.h"
 #include "json/json_parse.h"
 #include "safeweights/zip.h"
@@ -376,21 +375,15 @@ Status Archive::verify_crc(const Entry& entry) const {
 }
 
 Status Archive::verify_all_crcs(unsigned threads) const {
-  if (threads == 0) threads = std::min(8u, std::max(1u, std::thread::hardware_concurrency()));
-  threads = static_cast<unsigned>(std::min<std::size_t>(threads, std::max<std::size_t>(entries_.size(), 1)));
   // Largest entries first, so one big entry does not start last.
   std::vector<std::size_t> order(entries_.size());
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return entries_[a].size > entries_[b].size; });
   std::vector<Status> results(entries_.size());
-  std::atomic<std::size_t> next{0};
-  auto worker = [&] {
-    for (std::size_t k; (k = next.fetch_add(1)) < order.size();) results[order[k]] = verify_crc(entries_[order[k]]);
-  };
-  std::vector<std::thread> pool;
-  for (unsigned t = 1; t < threads; ++t) pool.emplace_back(worker);
-  worker();
-  for (auto& th : pool) th.join();
+  (void)parallel_for(order.size(), threads, [&](std::size_t k) {
+    results[order[k]] = verify_crc(entries_[order[k]]);
+    return Status::ok();  // every entry is checked; the first failure in entry order is reported
+  });
   for (auto& s : results) {
     if (!s.is_ok()) return std::move(s);
   }
