@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Builds Release and runs every benchmark, printing each command before it runs.
-#   BENCH_ONLY    header | io | dduf   run only bench_header, bench_io or bench_dduf (default: all)
+#   BENCH_ONLY    header | io | dduf | http   run only bench_header, bench_io, bench_dduf or bench_http
+#                 (default: all)
 #   BENCH_DIR     folder for the benchmarks' input files, outputs and scratch files (default /tmp;
 #                 needs about 7 GB free)
-#   BENCH_PASSES  bench_io passes (default 7); BENCH_DDUF_PASSES bench_dduf passes (default 5)
+#   BENCH_PASSES  bench_io passes (default 7); BENCH_DDUF_PASSES bench_dduf passes (default 5);
+#                 BENCH_HTTP_PASSES bench_http passes (default 5; needs nginx and curl, see install-deps.sh)
 #   BENCH_REPS    Google Benchmark repetitions for bench_header (default 15)
 # docs/PERFORMANCE.md records results of this script and how to read them.
 set -euo pipefail
@@ -30,5 +32,8 @@ if [[ -z $only || $only == io ]]; then
 fi
 if [[ -z $only || $only == dduf ]]; then
   run build/bench/bench_dduf --dir "${BENCH_DIR:-/tmp}" --passes "${BENCH_DDUF_PASSES:-5}"
+fi
+if [[ -z $only || $only == http ]]; then
+  run build/bench/bench_http --dir "${BENCH_DIR:-/tmp}" --passes "${BENCH_HTTP_PASSES:-5}"
 fi
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -10,6 +10,10 @@ PACKAGES=(
   clang libclang-rt-14-dev   # libFuzzer and the sanitizer runtimes for clang
   python3 python3-numpy
   zip unzip                  # Info-ZIP, for the DDUF interoperability tests
+  python3-dev pybind11-dev   # the Python package (python/)
+  python3-pytest python3-torch python3-venv python3-pip
+  libcurl4-openssl-dev       # the HTTP(S) byte source
+  nginx curl                 # a real Range-serving server for the HTTP tests, and the curl benchmark peer
 )
 
 missing=()

@@ -4,6 +4,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <map>
 
 #include "json/json_parse.h"
 #include "json/json_writer.h"
@@ -20,8 +21,74 @@ std::string_view format_name(Format format) {
   return "unknown";
 }
 
+namespace {
+
+std::shared_ptr<HttpStats>& http_counters() {
+  static auto counters = std::make_shared<HttpStats>();
+  return counters;
+}
+
+}  // namespace
+
+HttpCli& http_cli() {
+  static HttpCli options;
+  return options;
+}
+
+void add_http_options(CLI::App* cmd) {
+  cmd->add_option("--header", http_cli().headers,
+                  "HTTP(S) FILE: send this header, \"Name: value\" (repeatable; only to the URL's own host)");
+  cmd->add_flag("--stats", http_cli().stats, "print HTTP requests made and bytes transferred to stderr");
+}
+
+void print_http_stats() {
+  if (!http_cli().stats) return;
+  const HttpStats& s = *http_counters();
+  std::fprintf(stderr, "stats: %llu requests, %llu bytes transferred (%llu retries, %llu redirects)\n",
+               static_cast<unsigned long long>(s.requests.load()), static_cast<unsigned long long>(s.bytes_received.load()),
+               static_cast<unsigned long long>(s.retries.load()), static_cast<unsigned long long>(s.redirects.load()));
+}
+
+Result<SourcePtr> open_input(const std::string& path, FileBackend backend) {
+  if (!is_url(path)) return open_file(path, backend);
+  // Failures are kept too: a missing file costs one request, not one per step.
+  static std::map<std::string, Result<SourcePtr>> opened;
+  if (auto it = opened.find(path); it != opened.end()) return it->second;
+  HttpOptions options;
+  options.headers = http_cli().headers;
+  options.parallel = http_cli().parallel;
+  options.stats = http_counters();
+  auto source = open_url(path, options);
+  opened.emplace(path, source);
+  return source;
+}
+
+Result<safetensors::Reader> open_safetensors_input(const std::string& path, FileBackend backend,
+                                                   const safetensors::ReadOptions& options) {
+  auto source = open_input(path, backend);
+  if (!source.is_ok()) return std::move(source).status();
+  return safetensors::Reader::open(std::move(source).value(), options);
+}
+
+Result<dduf::Reader> open_dduf_input(const std::string& path, FileBackend backend) {
+  auto source = open_input(path, backend);
+  if (!source.is_ok()) return std::move(source).status();
+  return dduf::Reader::open(std::move(source).value());
+}
+
+Result<safetensors::ShardedReader> open_sharded_input(const std::string& path, FileBackend backend,
+                                                      const safetensors::ReadOptions& options) {
+  if (is_url(path)) {
+    return Error(ErrorKind::InvalidArgument,
+                 "sharded checkpoints (*.safetensors.index.json) are not read over HTTP; give each shard's URL instead")
+        .with_file(path);
+  }
+  return safetensors::ShardedReader::open(path, backend, options);
+}
+
 Format detect_format(const std::string& path) {
-  auto source = open_file(path, FileBackend::Pread);
+  // A remote file's first bytes come with the opening request: detection costs no extra request.
+  auto source = open_input(path, FileBackend::Pread);
   if (!source.is_ok()) return Format::Unknown;
   const ByteSource& src = **source;
   // A ZIP archive starts with a local header, or (when empty) is just an end record.

@@ -8,8 +8,13 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
+#include "safeweights/dduf.h"
 #include "safeweights/error.h"
+#include "safeweights/http.h"
+#include "safeweights/safetensors.h"
+#include "safeweights/sharded.h"
 #include "safeweights/source.h"
 
 namespace safeweights::cli {
@@ -21,6 +26,30 @@ inline constexpr int kExitUsage = 2;    // bad command line
 
 enum class Format { Safetensors, SafetensorsIndex, Dduf, Unknown };
 std::string_view format_name(Format format);
+
+// Remote inputs: the --header and --stats options every command taking a FILE has. One command runs
+// per process, so they live in one place that main() reads after the command.
+struct HttpCli {
+  std::vector<std::string> headers;  // --header "Name: value" (repeatable)
+  bool stats = false;                // --stats: print requests and bytes transferred to stderr
+  unsigned parallel = 8;             // requests in flight per remote file
+};
+HttpCli& http_cli();
+void add_http_options(CLI::App* cmd);
+// Prints "stats: N requests, M bytes transferred (R retries, D redirects)" on stderr when --stats was
+// given (for local files too: 0 requests).
+void print_http_stats();
+
+// Opens a FILE argument: a URL through open_url() (opened once per process, so format detection and
+// the reader share one source and its cache), anything else through open_file().
+Result<SourcePtr> open_input(const std::string& path, FileBackend backend);
+
+// The readers over open_input().
+Result<safetensors::Reader> open_safetensors_input(const std::string& path, FileBackend backend,
+                                                   const safetensors::ReadOptions& options = {});
+Result<dduf::Reader> open_dduf_input(const std::string& path, FileBackend backend);
+Result<safetensors::ShardedReader> open_sharded_input(const std::string& path, FileBackend backend,
+                                                      const safetensors::ReadOptions& options = {});
 
 // Decides a file's format from its content: a ZIP archive is DDUF, a JSON object in a .json file is a
 // sharded index.

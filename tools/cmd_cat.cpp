@@ -47,11 +47,12 @@ class Sink {
 };
 
 // Copies [offset, offset + length) of a source to the sink: straight from the mapping when there is
-// one, else through a bounded buffer.
+// one, else through a bounded buffer. The buffer is large enough that a remote source keeps several
+// requests in flight for each read.
 Status copy_range(const ByteSource& source, std::uint64_t offset, std::uint64_t length, Sink& sink) {
   auto view = source.view(offset, length);
   if (view.data() != nullptr || length == 0) return sink.write(view);  // zero-copy
-  constexpr std::uint64_t kChunk = 8u << 20;
+  constexpr std::uint64_t kChunk = 64u << 20;
   std::vector<std::byte> buf(static_cast<std::size_t>(std::min(kChunk, length)));
   for (std::uint64_t done = 0; done < length;) {
     std::uint64_t n = std::min<std::uint64_t>(buf.size(), length - done);
@@ -75,7 +76,7 @@ Status cat(const CatOptions& opt) {
   std::string tensor;
   const Format format = detect_format(opt.file);
   if (format == Format::Dduf) {
-    auto r = dduf::Reader::open(opt.file, parse_backend(opt.backend));
+    auto r = open_dduf_input(opt.file, parse_backend(opt.backend));
     if (!r.is_ok()) return std::move(r).status();
     archive.emplace(std::move(r).value());
     const std::string& entry = opt.names[0];
@@ -97,14 +98,14 @@ Status cat(const CatOptions& opt) {
     if (opt.names.size() != 1) return usage("cat FILE TENSOR takes one tensor name (ENTRY TENSOR is for DDUF files)");
     tensor = opt.names[0];
     if (format == Format::SafetensorsIndex) {
-      auto r = safetensors::ShardedReader::open(opt.file, parse_backend(opt.backend));
+      auto r = open_sharded_input(opt.file, parse_backend(opt.backend));
       if (!r.is_ok()) return std::move(r).status();
       sharded.emplace(std::move(r).value());
       auto loc = sharded->find(tensor);
       if (!loc.is_ok()) return std::move(loc.error().with_file(opt.file));
       reader = loc->shard;
     } else {
-      auto r = safetensors::Reader::open(opt.file, parse_backend(opt.backend));
+      auto r = open_safetensors_input(opt.file, parse_backend(opt.backend));
       if (!r.is_ok()) return std::move(r).status();
       single.emplace(std::move(r).value());
       reader = &*single;
@@ -134,13 +135,14 @@ Status cat(const CatOptions& opt) {
 void add_cat_command(CLI::App& app, int& exit_code) {
   auto opt = std::make_shared<CatOptions>();
   CLI::App* cmd = app.add_subcommand("cat", "Write a tensor's (or a slice's) raw little-endian C-order bytes, or a DDUF entry's bytes");
-  cmd->add_option("FILE", opt->file, "a safetensors or DDUF file, or *.safetensors.index.json")->required();
+  cmd->add_option("FILE", opt->file, "a safetensors or DDUF file (a path or an http(s):// URL), or *.safetensors.index.json")->required();
   cmd->add_option("NAME", opt->names, "TENSOR; for a DDUF file: ENTRY, or ENTRY TENSOR for a tensor of a .safetensors entry")
       ->required()
       ->expected(1, 2);
   cmd->add_option("--slice", opt->slice, "numpy basic indexing, e.g. \"1:3, ::-2, 0\" or \"..., -1\"");
   cmd->add_option("-o,--output", opt->output, "write to this file (atomically) instead of standard output");
   cmd->add_option("--backend", opt->backend, "how files are read")->check(CLI::IsMember({"mmap", "pread"}));
+  add_http_options(cmd);
   cmd->callback([opt, cmd, &exit_code] {
     opt->has_slice = cmd->count("--slice") > 0;
     Status s = cat(*opt);

@@ -107,7 +107,7 @@ int inspect_safetensors(const InspectOptions& opt, const safetensors::Reader& re
 }
 
 int inspect_safetensors_file(const InspectOptions& opt) {
-  auto reader = safetensors::Reader::open(opt.file, parse_backend(opt.backend));
+  auto reader = open_safetensors_input(opt.file, parse_backend(opt.backend));
   if (!reader.is_ok()) {
     print_error(reader.error());
     return kExitInvalid;
@@ -116,7 +116,7 @@ int inspect_safetensors_file(const InspectOptions& opt) {
 }
 
 int inspect_dduf(const InspectOptions& opt) {
-  auto reader = dduf::Reader::open(opt.file, parse_backend(opt.backend));
+  auto reader = open_dduf_input(opt.file, parse_backend(opt.backend));
   if (!reader.is_ok()) {
     print_error(reader.error());
     return kExitInvalid;
@@ -165,7 +165,7 @@ int inspect_dduf(const InspectOptions& opt) {
 }
 
 int inspect_index(const InspectOptions& opt) {
-  auto reader = safetensors::ShardedReader::open(opt.file, parse_backend(opt.backend));
+  auto reader = open_sharded_input(opt.file, parse_backend(opt.backend));
   if (!reader.is_ok()) {
     print_error(reader.error());
     return kExitInvalid;
@@ -209,10 +209,11 @@ int inspect_index(const InspectOptions& opt) {
 void add_inspect_command(CLI::App& app, int& exit_code) {
   auto opt = std::make_shared<InspectOptions>();
   CLI::App* cmd = app.add_subcommand("inspect", "Show a file's tensors (name, dtype, shape, size), totals by dtype and metadata");
-  cmd->add_option("FILE", opt->file, "a safetensors or DDUF file, or *.safetensors.index.json")->required();
+  cmd->add_option("FILE", opt->file, "a safetensors or DDUF file (a path or an http(s):// URL), or *.safetensors.index.json")->required();
   cmd->add_option("ENTRY", opt->entry, "DDUF: a .safetensors entry to inspect as a safetensors file");
   cmd->add_flag("--json", opt->json, "machine-readable: {format, header_size, metadata, tensors: [{name, dtype, shape, data_offsets}]}; DDUF: {format, entries: [{name, offset, length}], components}");
   cmd->add_option("--backend", opt->backend, "how files are read")->check(CLI::IsMember({"mmap", "pread"}));
+  add_http_options(cmd);
   cmd->callback([opt, &exit_code] {
     switch (detect_format(opt->file)) {
       case Format::SafetensorsIndex: exit_code = inspect_index(*opt); break;

@@ -66,12 +66,14 @@ int run_pack(const PackCliOptions& opt) {
 }
 
 int run_unpack(const std::string& file, const std::string& folder) {
-  auto reader = dduf::Reader::open(file);
+  auto reader = open_dduf_input(file, FileBackend::Mmap);
   if (!reader.is_ok()) {
     print_error(reader.error());
     return kExitInvalid;
   }
-  if (Status s = dduf::unpack(*reader, folder); !s.is_ok()) {
+  // Over HTTP, entries download in parallel, one connection each.
+  const unsigned threads = is_url(file) ? http_cli().parallel : 0;
+  if (Status s = dduf::unpack(*reader, folder, threads); !s.is_ok()) {
     print_error(s.error());
     return kExitInvalid;
   }
@@ -96,8 +98,9 @@ void add_unpack_command(CLI::App& app, int& exit_code) {
   auto file = std::make_shared<std::string>();
   auto folder = std::make_shared<std::string>();
   CLI::App* cmd = app.add_subcommand("unpack", "Write a DDUF file's entries into a diffusers folder");
-  cmd->add_option("FILE", *file, "a .dduf file")->required();
+  cmd->add_option("FILE", *file, "a .dduf file (a path or an http(s):// URL)")->required();
   cmd->add_option("FOLDER", *folder, "the folder to write (created if missing)")->required();
+  add_http_options(cmd);
   cmd->callback([file, folder, &exit_code] { exit_code = run_unpack(*file, *folder); });
 }
 

@@ -15,6 +15,7 @@ struct ValidateOptions {
   bool json = false;
   bool strict = false;
   bool quick = false;
+  bool crc = false;
   std::string backend = "mmap";
 };
 
@@ -29,22 +30,23 @@ Outcome validate_one(const std::string& path, const ValidateOptions& opt) {
   safetensors::ReadOptions read_options;
   read_options.reject_unknown_fields = opt.strict;
   if (format == Format::Dduf) {
-    auto reader = dduf::Reader::open(path, parse_backend(opt.backend));
+    auto reader = open_dduf_input(path, parse_backend(opt.backend));
     if (!reader.is_ok()) return {format, std::move(reader).status(), ""};
     dduf::VerifyOptions verify;
-    verify.crc = !opt.quick;
+    // Over HTTP a CRC check downloads every entry: only on request.
+    verify.crc = !opt.quick && (!is_url(path) || opt.crc);
     if (Status s = reader->verify(verify); !s.is_ok()) return {format, std::move(s), ""};
     return {format, Status::ok(),
             std::to_string(reader->entries().size()) + " entries, " + std::to_string(reader->components().size()) +
-                " components" + (opt.quick ? ", CRCs not checked" : ", CRCs checked")};
+                " components" + (verify.crc ? ", CRCs checked" : ", CRCs not checked")};
   }
   if (format == Format::SafetensorsIndex) {
-    auto reader = safetensors::ShardedReader::open(path, parse_backend(opt.backend), read_options);
+    auto reader = open_sharded_input(path, parse_backend(opt.backend), read_options);
     if (!reader.is_ok()) return {format, std::move(reader).status(), ""};
     return {format, Status::ok(),
             std::to_string(reader->names().size()) + " tensors in " + std::to_string(reader->shards().size()) + " shards"};
   }
-  auto reader = safetensors::Reader::open(path, parse_backend(opt.backend), read_options);
+  auto reader = open_safetensors_input(path, parse_backend(opt.backend), read_options);
   if (!reader.is_ok()) {
     Error e = std::move(reader).error();
     // A file we could not even open has no known format.
@@ -83,11 +85,13 @@ int run(const ValidateOptions& opt) {
 void add_validate_command(CLI::App& app, int& exit_code) {
   auto opt = std::make_shared<ValidateOptions>();
   CLI::App* cmd = app.add_subcommand("validate", "Check files against every rule of their format (DDUF: also every entry's CRC and contents); exit 0 if all are valid, 1 if any is not");
-  cmd->add_option("FILE", opt->files, "safetensors or DDUF files, or *.safetensors.index.json")->required();
+  cmd->add_option("FILE", opt->files, "safetensors or DDUF files (paths or http(s):// URLs), or *.safetensors.index.json")->required();
   cmd->add_flag("--quick", opt->quick, "DDUF: skip the CRC-32 check of every entry");
+  cmd->add_flag("--crc", opt->crc, "DDUF over HTTP(S): also check every entry's CRC-32 (downloads every entry; off by default for URLs)");
   cmd->add_flag("--json", opt->json, "one JSON object per file per line: {file, format, valid, error: {kind, message, ...}}");
   cmd->add_flag("--strict", opt->strict, "also reject tensor entries with fields other than dtype, shape, data_offsets");
   cmd->add_option("--backend", opt->backend, "how files are read")->check(CLI::IsMember({"mmap", "pread"}));
+  add_http_options(cmd);
   cmd->callback([opt, &exit_code] { exit_code = run(*opt); });
 }
 

@@ -29,5 +29,6 @@ int main(int argc, char** argv) {
     app.exit(e);  // prints the message and a hint
     return safeweights::cli::kExitUsage;
   }
+  safeweights::cli::print_http_stats();
   return exit_code;
 }

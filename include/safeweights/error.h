@@ -62,7 +62,10 @@ namespace safeweights {
   /* DDUF: the reference's error classes */                                                             \
   X(DDUFCorruptedFile, "the archive breaks a DDUF rule (compression, model_index.json, folders)")       \
   X(DDUFInvalidEntryName, "an entry name breaks the DDUF naming rules")                                 \
-  X(DDUFExport, "a DDUF cannot be written from these entries")
+  X(DDUFExport, "a DDUF cannot be written from these entries")                                        \
+  /* remote files (HTTP) */                                                                             \
+  X(HttpError, "an HTTP server refused a request or answered outside the protocol")                    \
+  X(RemoteChanged, "a remote file changed between requests (ETag, Last-Modified or size)")
 
 enum class ErrorKind : std::uint16_t {
 #define SAFEWEIGHTS_X(name, doc) name,

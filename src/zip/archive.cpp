@@ -283,25 +283,21 @@ Result<Archive> Archive::open(SourcePtr source, const ArchiveLimits& limits) {
     if (e.name == archive.entries_[archive.sorted_[i - 1]].name) return fail(bad("duplicate entry name").with_entry(e.name));
   }
 
-  // 6. Local headers agree with the central directory.
-  std::vector<std::byte> local_buf;
-  for (Entry& e : archive.entries_) {
-    auto entry_fail = [&](Error err) { return fail(std::move(err.with_entry(e.name).with_offset(e.header_offset))); };
-    std::uint64_t fixed_end = 0;
-    if (__builtin_add_overflow(e.header_offset, kLocalSize, &fixed_end) || fixed_end > cd_offset) {
-      return entry_fail(bad("local header lies outside the entry area"));
-    }
-    std::byte h[kLocalSize];
-    SW_RETURN_IF_ERROR(src.read_at(e.header_offset, h));
-    if (le::u32(h) != kLocalSig) return entry_fail(bad("bad local header signature"));
-    if ((le::u16(h + 4) & 0xFF) > kMaxVersionNeeded) return entry_fail(unsupported("local header needs a newer ZIP version"));
-    if (le::u16(h + 6) != e.flags) return entry_fail(bad("local header flags differ from the central directory"));
-    if (le::u16(h + 8) != e.method) return entry_fail(bad("local header method differs from the central directory"));
-    if (le::u32(h + 14) != e.crc32) return entry_fail(bad("local header CRC differs from the central directory"));
-    std::uint64_t csize = le::u32(h + 18), usize = le::u32(h + 22);
-    const std::uint64_t name_len = le::u16(h + 26), extra_len = le::u16(h + 28);
+  // 6. Local headers agree with the central directory. A mapped archive is checked in place; any
+  // other source gets the headers of a window of entries with one read_ranges() call (over HTTP, a
+  // few parallel requests instead of two round trips per entry), then the same checks in entry order.
+  auto check_local = [&](Entry& e, std::span<const std::byte> h, auto&& variable_part) -> Status {
+    auto entry_fail = [&](Error err) -> Status { return std::move(err.with_file(src.name()).with_entry(e.name).with_offset(e.header_offset)); };
+    if (le::u32(h.data()) != kLocalSig) return entry_fail(bad("bad local header signature"));
+    if ((le::u16(h.data() + 4) & 0xFF) > kMaxVersionNeeded) return entry_fail(unsupported("local header needs a newer ZIP version"));
+    if (le::u16(h.data() + 6) != e.flags) return entry_fail(bad("local header flags differ from the central directory"));
+    if (le::u16(h.data() + 8) != e.method) return entry_fail(bad("local header method differs from the central directory"));
+    if (le::u32(h.data() + 14) != e.crc32) return entry_fail(bad("local header CRC differs from the central directory"));
+    std::uint64_t csize = le::u32(h.data() + 18), usize = le::u32(h.data() + 22);
+    const std::uint64_t name_len = le::u16(h.data() + 26), extra_len = le::u16(h.data() + 28);
+    const std::uint64_t fixed_end = e.header_offset + kLocalSize;
     if (cd_offset - fixed_end < name_len + extra_len) return entry_fail(bad("local header runs into the central directory"));
-    SW_ASSIGN_OR_RETURN(auto var, fetch(src, fixed_end, name_len + extra_len, local_buf));
+    SW_ASSIGN_OR_RETURN(std::span<const std::byte> var, variable_part(name_len + extra_len));
     if (name_len != e.name.size() || std::memcmp(var.data(), e.name.data(), e.name.size()) != 0) {
       return entry_fail(bad("local header name differs from the central directory"));
     }
@@ -316,6 +312,78 @@ Result<Archive> Archive::open(SourcePtr source, const ArchiveLimits& limits) {
     if (usize != e.size || csize != e.compressed_size) return entry_fail(bad("local header sizes differ from the central directory"));
     e.data_offset = fixed_end + name_len + extra_len;
     if (cd_offset - e.data_offset < e.compressed_size) return entry_fail(bad("entry data runs into the central directory"));
+    return Status::ok();
+  };
+  auto inside = [&](const Entry& e) {
+    std::uint64_t fixed_end = 0;
+    return !__builtin_add_overflow(e.header_offset, kLocalSize, &fixed_end) && fixed_end <= cd_offset;
+  };
+  auto outside_fail = [&](const Entry& e) {
+    return fail(bad("local header lies outside the entry area").with_entry(e.name).with_offset(e.header_offset));
+  };
+  if (src.mapped() != nullptr) {
+    for (Entry& e : archive.entries_) {
+      if (!inside(e)) return outside_fail(e);
+      auto h = src.view(e.header_offset, kLocalSize);
+      auto variable = [&](std::uint64_t n) -> Result<std::span<const std::byte>> {
+        return src.view(e.header_offset + kLocalSize, n);
+      };
+      SW_RETURN_IF_ERROR(check_local(e, h, variable));
+    }
+  } else {
+    // Read per entry: the fixed header, the name the central directory gives and room for a ZIP64
+    // extra block. An entry whose local extra field is longer (alignment padding) gets a second read.
+    // Windows of entries keep the scratch memory bounded whatever the entry count.
+    constexpr std::size_t kWindow = 128;
+    constexpr std::uint64_t kExtraGuess = 64;
+    std::vector<ByteRange> ranges;
+    std::vector<std::byte> first_buf, second_buf;
+    std::vector<std::uint64_t> first_at, second_at;
+    for (std::size_t w = 0; w < archive.entries_.size(); w += kWindow) {
+      const std::size_t w_end = std::min(archive.entries_.size(), w + kWindow);
+      ranges.clear();
+      first_at.assign(w_end - w, UINT64_MAX);
+      std::uint64_t total = 0;
+      for (std::size_t i = w; i < w_end; ++i) {
+        const Entry& e = archive.entries_[i];
+        if (!inside(e)) continue;
+        const std::uint64_t len = std::min<std::uint64_t>(kLocalSize + e.name.size() + kExtraGuess, cd_offset - e.header_offset);
+        ranges.push_back({e.header_offset, len});
+        first_at[i - w] = total;
+        total += len;
+      }
+      first_buf.resize(static_cast<std::size_t>(total));
+      SW_RETURN_IF_ERROR(src.read_ranges(ranges, first_buf));
+      // Second reads: the variable parts that did not fit, for headers that are otherwise readable.
+      ranges.clear();
+      second_at.assign(w_end - w, UINT64_MAX);
+      total = 0;
+      for (std::size_t i = w; i < w_end; ++i) {
+        const Entry& e = archive.entries_[i];
+        if (first_at[i - w] == UINT64_MAX) continue;
+        const std::byte* h = first_buf.data() + first_at[i - w];
+        const std::uint64_t got = std::min<std::uint64_t>(kLocalSize + e.name.size() + kExtraGuess, cd_offset - e.header_offset);
+        const std::uint64_t var_len = std::uint64_t{le::u16(h + 26)} + le::u16(h + 28);
+        if (kLocalSize + var_len <= got || cd_offset - e.header_offset - kLocalSize < var_len) continue;
+        ranges.push_back({e.header_offset + kLocalSize, var_len});
+        second_at[i - w] = total;
+        total += var_len;
+      }
+      second_buf.resize(static_cast<std::size_t>(total));
+      SW_RETURN_IF_ERROR(src.read_ranges(ranges, second_buf));
+      for (std::size_t i = w; i < w_end; ++i) {
+        Entry& e = archive.entries_[i];
+        if (first_at[i - w] == UINT64_MAX) return outside_fail(e);
+        const std::span<const std::byte> got(first_buf.data() + first_at[i - w],
+                                             static_cast<std::size_t>(std::min<std::uint64_t>(kLocalSize + e.name.size() + kExtraGuess,
+                                                                                              cd_offset - e.header_offset)));
+        auto variable = [&](std::uint64_t n) -> Result<std::span<const std::byte>> {
+          if (kLocalSize + n <= got.size()) return got.subspan(kLocalSize, static_cast<std::size_t>(n));
+          return std::span<const std::byte>(second_buf.data() + second_at[i - w], static_cast<std::size_t>(n));
+        };
+        SW_RETURN_IF_ERROR(check_local(e, got.first(kLocalSize), variable));
+      }
+    }
   }
 
   // 7. Entries tile the area before the central directory: no prepended bytes, gaps or overlaps.

@@ -1,0 +1,74 @@
+// safeweights/http.h — remote files: a ByteSource over HTTP(S) Range requests (libcurl).
+//
+// open_url() returns a source that every reader (safetensors, DDUF, slices) uses unchanged. It never
+// downloads more than a read asks for plus a bounded read-ahead: small reads go through a small cache
+// of aligned blocks (so the header of a safetensors file or the end records of a ZIP cost one request),
+// large reads and read_ranges() are split into chunks kept in flight on several reused connections and
+// written straight into the caller's memory. Every response is checked: 206 with a Content-Range that
+// is exactly the range asked for and the same total size, and the same ETag / Last-Modified as the
+// first response; a file that changes between requests fails with RemoteChanged instead of mixing
+// bytes. A server that ignores Range (200 with the whole body) is read as a stream up to the wanted
+// bytes, then the transfer is cut. Connection errors, dropped bodies and 5xx are retried a bounded
+// number of times with exponential backoff, resuming after the bytes already received. Redirects are
+// followed (at most 10); headers given by the caller (credentials) are sent to the origin of the URL
+// only, never to another scheme, host or port a redirect leads to. docs/HTTP.md has the details.
+//
+// Thread safety: the source is immutable in what it returns; its cache and connection pool are
+// internally synchronised, so every method may be called concurrently. HttpStats counters are atomic.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "safeweights/error.h"
+#include "safeweights/source.h"
+
+namespace safeweights {
+
+// True when `s` starts with http:// or https:// (scheme case-insensitive).
+bool is_url(std::string_view s) noexcept;
+
+// What a source (or several sharing one HttpStats) did on the network.
+struct HttpStats {
+  std::atomic<std::uint64_t> requests{0};        // HTTP requests sent, redirects and retries included
+  std::atomic<std::uint64_t> bytes_received{0};  // response body bytes received (discarded ones included)
+  std::atomic<std::uint64_t> retries{0};         // requests repeated after a connection error, cut body or 5xx
+  std::atomic<std::uint64_t> redirects{0};       // redirects followed
+};
+
+struct HttpOptions {
+  // Extra request headers, "Name: value". Sent only to the URL's own origin (scheme, host, port).
+  std::vector<std::string> headers;
+  // When no Authorization header is given and HF_TOKEN is set, send "Authorization: Bearer $HF_TOKEN",
+  // but only to huggingface.co, its subdomains, or the host of $HF_ENDPOINT: a token is never sent to
+  // an arbitrary URL.
+  bool use_hf_token = true;
+  long connect_timeout_ms = 10'000;
+  // A transfer slower than 1 byte/s for this long counts as a connection error (and is retried).
+  long stall_timeout_s = 30;
+  int max_retries = 4;               // attempts after the first, per request
+  long backoff_initial_ms = 200;     // doubled after each retry, at most backoff_max_ms
+  long backoff_max_ms = 5'000;
+  unsigned parallel = 8;             // requests in flight at most, per source
+  std::uint64_t chunk_size = 8u << 20;  // large reads are split into requests of this size
+  std::uint64_t readahead = 64u << 10;  // block size of the small-read cache; first request's size
+  unsigned cache_blocks = 64;           // blocks the small-read cache keeps (least recently used go)
+  bool verify_tls = true;               // certificate and host name checks (https)
+  std::shared_ptr<HttpStats> stats;     // counters to add to; optional
+};
+
+// Opens an http:// or https:// URL with one ranged GET of the first `readahead` bytes (no HEAD: hubs
+// answer HEAD differently from GET). The size comes from Content-Range (or Content-Length when the
+// server ignores Range). FileNotFound for 404/410; HttpError for other refusals; IoError when the
+// server cannot be reached after the retries. The source's name() is the URL as given.
+Result<SourcePtr> open_url(const std::string& url, const HttpOptions& options = {});
+
+// A URL through open_url(), anything else through open_file().
+Result<SourcePtr> open_source(const std::string& path_or_url, FileBackend backend = FileBackend::Mmap,
+                              const HttpOptions& options = {});
+
+}  // namespace safeweights

@@ -1,0 +1,785 @@
+// The HTTP(S) ByteSource: ranged GETs on reused libcurl handles, a small block cache for the small
+// reads parsers make, parallel chunked transfers for large ones, and a check of every response against
+// what was asked and against the first response (size, ETag, Last-Modified).
+#include <curl/curl.h>
+
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "core/parallel.h"
+#include "core/status_macros.h"
+#include "safeweights/http.h"
+
+namespace safeweights {
+namespace {
+
+constexpr int kMaxRedirects = 10;
+// Bodies of error and redirect responses are read (so the connection can be reused) up to this much;
+// a longer one is cut, whatever the server announces.
+constexpr std::uint64_t kMaxDiscardedBody = 64u << 10;
+
+std::once_flag g_curl_init;
+
+bool iequals(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (std::tolower(static_cast<unsigned char>(a[i])) != std::tolower(static_cast<unsigned char>(b[i]))) return false;
+  }
+  return true;
+}
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r' || s.back() == '\n')) s.remove_suffix(1);
+  return s;
+}
+
+// A decimal number of at most 64 bits; nullopt for anything else (signs, spaces, overflow, empty).
+std::optional<std::uint64_t> parse_u64(std::string_view s) {
+  if (s.empty()) return std::nullopt;
+  std::uint64_t v = 0;
+  for (char c : s) {
+    if (c < '0' || c > '9') return std::nullopt;
+    if (__builtin_mul_overflow(v, 10u, &v) || __builtin_add_overflow(v, static_cast<std::uint64_t>(c - '0'), &v)) return std::nullopt;
+  }
+  return v;
+}
+
+// "bytes a-b/T" (first, last, total) or "bytes */T" (unsatisfied: first = last = nullopt).
+struct ContentRange {
+  std::optional<std::uint64_t> first, last, total;
+  bool valid = false;
+};
+
+ContentRange parse_content_range(std::string_view s) {
+  ContentRange r;
+  s = trim(s);
+  if (s.size() < 6 || !iequals(s.substr(0, 6), "bytes ")) return r;
+  s = trim(s.substr(6));
+  auto slash = s.find('/');
+  if (slash == std::string_view::npos) return r;
+  std::string_view span = s.substr(0, slash), total = s.substr(slash + 1);
+  if (total != "*") {
+    r.total = parse_u64(total);
+    if (!r.total) return r;
+  }
+  if (span == "*") {
+    r.valid = r.total.has_value();
+    return r;
+  }
+  auto dash = span.find('-');
+  if (dash == std::string_view::npos) return r;
+  r.first = parse_u64(span.substr(0, dash));
+  r.last = parse_u64(span.substr(dash + 1));
+  r.valid = r.first && r.last && *r.first <= *r.last;
+  return r;
+}
+
+struct Origin {
+  std::string scheme, host, port;
+  bool operator==(const Origin&) const = default;
+};
+
+std::optional<Origin> origin_of(const std::string& url) {
+  CURLU* u = curl_url();
+  if (u == nullptr) return std::nullopt;
+  std::optional<Origin> out;
+  if (curl_url_set(u, CURLUPART_URL, url.c_str(), 0) == CURLUE_OK) {
+    char *scheme = nullptr, *host = nullptr, *port = nullptr;
+    if (curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) == CURLUE_OK && curl_url_get(u, CURLUPART_HOST, &host, 0) == CURLUE_OK &&
+        curl_url_get(u, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT) == CURLUE_OK) {
+      Origin o{scheme, host, port};
+      for (auto& c : o.scheme) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      for (auto& c : o.host) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      out = std::move(o);
+    }
+    curl_free(scheme);
+    curl_free(host);
+    curl_free(port);
+  }
+  curl_url_cleanup(u);
+  return out;
+}
+
+// Whether HF_TOKEN may go to this host: the hub, its subdomains (CDN), or the configured endpoint.
+bool hf_token_host(const Origin& origin) {
+  const std::string& h = origin.host;
+  auto ends_with = [&](std::string_view suffix) { return h.size() >= suffix.size() && h.compare(h.size() - suffix.size(), suffix.size(), suffix) == 0; };
+  if (h == "huggingface.co" || ends_with(".huggingface.co")) return true;
+  if (const char* endpoint = std::getenv("HF_ENDPOINT"); endpoint != nullptr && *endpoint != '\0') {
+    auto e = origin_of(endpoint);
+    return e && e->host == h && e->scheme == origin.scheme && e->port == origin.port;
+  }
+  return false;
+}
+
+struct CurlSlist {
+  curl_slist* list = nullptr;
+  CurlSlist() = default;
+  CurlSlist(const CurlSlist&) = delete;
+  CurlSlist& operator=(const CurlSlist&) = delete;
+  ~CurlSlist() { curl_slist_free_all(list); }
+  bool append(const std::string& s) {
+    curl_slist* next = curl_slist_append(list, s.c_str());
+    if (next == nullptr) return false;
+    list = next;
+    return true;
+  }
+};
+
+// A counting semaphore that bounds the requests in flight on one source, across every caller.
+class Slots {
+ public:
+  explicit Slots(unsigned n) : free_(std::max(1u, n)) {}
+  void acquire() {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] { return free_ > 0; });
+    --free_;
+  }
+  void release() {
+    {
+      std::lock_guard lock(mu_);
+      ++free_;
+    }
+    cv_.notify_one();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  unsigned free_;
+};
+
+// What one response said, and what its body did to the destination.
+struct Exchange {
+  // The request.
+  std::uint64_t offset = 0;           // first byte asked for
+  std::span<std::byte> dst;           // where the asked bytes go (its size: bytes asked for)
+  bool opening = false;               // the first request: learns size and validators
+  std::optional<std::uint64_t> size;  // known total size (not yet known when opening)
+  const std::string* etag = nullptr;  // validators of the first response (when not opening)
+  const std::string* last_modified = nullptr;
+  HttpStats* stats = nullptr;
+  const std::string* name = nullptr;
+
+  // Response headers (of the latest status line; 1xx responses are forgotten).
+  long status = 0;
+  std::string content_range, resp_etag, resp_last_modified;
+  std::optional<std::uint64_t> content_length;
+  bool has_content_length = false;
+  bool bad_content_length = false;
+
+  // Body.
+  bool body_started = false;
+  bool range_ignored = false;     // 200 to a ranged request: the body starts at byte 0
+  std::uint64_t skip = 0;         // body bytes still to discard before `offset` (range ignored)
+  std::uint64_t received = 0;     // bytes copied into dst
+  std::uint64_t discarded = 0;    // body bytes of a response not copied (error pages, redirects)
+  std::uint64_t learned_size = 0;
+  bool complete = false;          // dst is full; a cut transfer after this is a success
+  std::optional<Error> error;     // the response broke a rule: not retried
+};
+
+Error http_error(const Exchange& x, ErrorKind kind, std::string message) {
+  return std::move(Error(kind, std::move(message)).with_file(*x.name).with_offset(x.offset + x.received));
+}
+
+// Checks a 200/206 response's headers before its first body byte is used.
+void start_body(Exchange& x) {
+  x.body_started = true;
+  auto changed = [&](const std::string& what) {
+    x.error = http_error(x, ErrorKind::RemoteChanged, "the remote file changed between requests (" + what + "); refusing to mix bytes of two versions");
+  };
+  if (x.bad_content_length) {
+    x.error = http_error(x, ErrorKind::HttpError, "malformed Content-Length header");
+    return;
+  }
+  if (!x.opening) {
+    // Both validators must stay as the first response gave them; one that appears or disappears
+    // counts as a change too (a server switching versions behind a load balancer).
+    if (*x.etag != x.resp_etag) {
+      changed("ETag was " + (x.etag->empty() ? std::string("absent") : *x.etag) + ", now " +
+              (x.resp_etag.empty() ? std::string("absent") : x.resp_etag));
+      return;
+    }
+    if (*x.last_modified != x.resp_last_modified) {
+      changed("Last-Modified was " + (x.last_modified->empty() ? std::string("absent") : *x.last_modified) + ", now " +
+              (x.resp_last_modified.empty() ? std::string("absent") : x.resp_last_modified));
+      return;
+    }
+  }
+  if (x.status == 206) {
+    ContentRange cr = parse_content_range(x.content_range);
+    if (!cr.valid || !cr.first || !cr.total) {
+      x.error = http_error(x, ErrorKind::HttpError, "206 response without a valid Content-Range (got \"" + x.content_range + "\")");
+      return;
+    }
+    if (x.size && *cr.total != *x.size) {
+      changed("size was " + std::to_string(*x.size) + " bytes, Content-Range now says " + std::to_string(*cr.total));
+      return;
+    }
+    const std::uint64_t total = *cr.total;
+    // The server clips the last byte to the file; anything else differing from the request is a
+    // protocol violation.
+    const std::uint64_t want_end = x.offset + x.dst.size();  // exclusive; no overflow: dst is memory
+    const std::uint64_t expect_last = std::min(want_end, total) - 1;
+    if (x.offset >= total || *cr.first != x.offset || *cr.last != expect_last) {
+      x.error = http_error(x, ErrorKind::HttpError,
+                           "Content-Range \"" + std::string(trim(x.content_range)) + "\" does not match the request for bytes " +
+                               std::to_string(x.offset) + "-" + std::to_string(want_end - 1));
+      return;
+    }
+    if (x.content_length && *x.content_length != *cr.last - *cr.first + 1) {
+      x.error = http_error(x, ErrorKind::HttpError, "Content-Length disagrees with Content-Range");
+      return;
+    }
+    if (x.opening) {
+      x.learned_size = total;
+      x.dst = x.dst.first(static_cast<std::size_t>(*cr.last - *cr.first + 1));
+    }
+    return;
+  }
+  // 200: the server ignored Range and sends the whole file from byte 0.
+  x.range_ignored = true;
+  x.skip = x.offset;
+  if (!x.content_length) {
+    x.error = http_error(x, ErrorKind::HttpError, "the server ignores Range requests and sends no Content-Length: the file's size is unknown");
+    return;
+  }
+  if (x.size && *x.content_length != *x.size) {
+    changed("size was " + std::to_string(*x.size) + " bytes, Content-Length now says " + std::to_string(*x.content_length));
+    return;
+  }
+  if (x.opening) {
+    x.learned_size = *x.content_length;
+    x.dst = x.dst.first(static_cast<std::size_t>(std::min<std::uint64_t>(x.dst.size(), *x.content_length)));
+    if (x.dst.empty()) x.complete = true;
+  }
+}
+
+std::size_t on_header(char* data, std::size_t size, std::size_t count, void* user) {
+  auto& x = *static_cast<Exchange*>(user);
+  const std::size_t n = size * count;
+  std::string_view line(data, n);
+  if (line.size() >= 5 && line.substr(0, 5) == "HTTP/") {
+    // A new response (after a 1xx): forget the previous one's headers.
+    x.status = 0;
+    x.content_range.clear();
+    x.resp_etag.clear();
+    x.resp_last_modified.clear();
+    x.content_length.reset();
+    x.has_content_length = x.bad_content_length = false;
+    auto sp = line.find(' ');
+    if (sp != std::string_view::npos) {
+      auto code = parse_u64(line.substr(sp + 1, 3));
+      if (code && *code < 1000) x.status = static_cast<long>(*code);
+    }
+    return n;
+  }
+  auto colon = line.find(':');
+  if (colon == std::string_view::npos) return n;
+  std::string_view key = trim(line.substr(0, colon)), value = trim(line.substr(colon + 1));
+  if (iequals(key, "Content-Range")) {
+    x.content_range = std::string(value);
+  } else if (iequals(key, "ETag")) {
+    x.resp_etag = std::string(value);
+  } else if (iequals(key, "Last-Modified")) {
+    x.resp_last_modified = std::string(value);
+  } else if (iequals(key, "Content-Length")) {
+    auto v = parse_u64(value);
+    if (!v || (x.has_content_length && x.content_length != v)) x.bad_content_length = true;
+    x.content_length = v;
+    x.has_content_length = true;
+  }
+  return n;
+}
+
+std::size_t on_body(char* data, std::size_t size, std::size_t count, void* user) {
+  auto& x = *static_cast<Exchange*>(user);
+  const std::size_t n = size * count;
+  if (x.stats) x.stats->bytes_received.fetch_add(n, std::memory_order_relaxed);
+  if (x.status != 200 && x.status != 206) {
+    // An error page or a redirect's body: read a little so the connection survives, never keep it.
+    x.discarded += n;
+    return x.discarded > kMaxDiscardedBody ? 0 : n;
+  }
+  if (!x.body_started) start_body(x);
+  if (x.error || x.complete) return 0;  // cut the transfer
+  std::size_t pos = 0;
+  if (x.skip > 0) {
+    const std::size_t drop = static_cast<std::size_t>(std::min<std::uint64_t>(x.skip, n));
+    x.skip -= drop;
+    pos = drop;
+  }
+  const std::size_t room = x.dst.size() - static_cast<std::size_t>(x.received);
+  const std::size_t take = std::min(room, n - pos);
+  if (take > 0) std::memcpy(x.dst.data() + x.received, data + pos, take);
+  x.received += take;
+  pos += take;
+  if (x.received == x.dst.size()) x.complete = true;
+  if (pos < n) {
+    // Bytes past what was asked: expected when streaming a 200, a protocol violation in a 206.
+    if (!x.range_ignored) x.error = http_error(x, ErrorKind::HttpError, "response body longer than its Content-Range");
+    return 0;
+  }
+  return n;
+}
+
+class HttpSource final : public ByteSource {
+ public:
+  HttpSource(std::string url, const HttpOptions& options) : name_(std::move(url)), options_(options), slots_(options.parallel) {
+    if (options_.readahead == 0) options_.readahead = 64u << 10;
+    if (options_.chunk_size < options_.readahead) options_.chunk_size = options_.readahead;
+    if (options_.parallel == 0) options_.parallel = 1;
+    if (options_.max_retries < 0) options_.max_retries = 0;
+  }
+  ~HttpSource() override {
+    for (CURL* h : handles_) curl_easy_cleanup(h);
+  }
+
+  Status init();
+
+  const std::string& name() const noexcept override { return name_; }
+  std::uint64_t size() const noexcept override { return size_; }
+
+  Status read_at(std::uint64_t offset, std::span<std::byte> dst) const override {
+    SW_RETURN_IF_ERROR(check_range(offset, dst.size()));
+    if (dst.empty()) return Status::ok();
+    if (dst.size() <= small_read_limit()) return cached_read(offset, dst);
+    const ByteRange r{offset, dst.size()};
+    return read_ranges({&r, 1}, dst);
+  }
+
+  Status read_ranges(std::span<const ByteRange> ranges, std::span<std::byte> dst) const override;
+
+ private:
+  struct Block {
+    std::uint64_t index = 0;
+    std::shared_ptr<const std::vector<std::byte>> bytes;
+    std::uint64_t last_use = 0;
+  };
+
+  std::uint64_t small_read_limit() const { return 4 * options_.readahead; }
+
+  // One ranged GET of [offset, offset + dst.size()) into dst, with redirects, checks and retries.
+  Status fetch(std::uint64_t offset, std::span<std::byte> dst) const;
+  Status perform(Exchange& x, std::string& url, int& redirects, CURLcode& rc, std::string& curl_message) const;
+  Status cached_read(std::uint64_t offset, std::span<std::byte> dst) const;
+  std::shared_ptr<const std::vector<std::byte>> cache_find(std::uint64_t index) const;
+  void cache_put(std::uint64_t index, std::shared_ptr<const std::vector<std::byte>> bytes) const;
+  CURL* take_handle() const;
+  void give_handle(CURL* h) const;
+
+  std::string name_;
+  HttpOptions options_;
+  std::optional<Origin> origin_;
+  CurlSlist origin_headers_;  // the caller's headers (and the token): for the URL's own origin only
+  CurlSlist other_headers_;   // empty list for any other origin a redirect leads to
+  std::string url_;           // where requests go: the URL after the opening request's redirects
+  std::uint64_t size_ = 0;
+  std::string etag_, last_modified_;
+  bool range_ignored_ = false;
+
+  mutable Slots slots_;
+  mutable std::mutex handles_mu_;
+  mutable std::vector<CURL*> handles_;
+  mutable std::mutex cache_mu_;
+  mutable std::vector<Block> cache_;
+  mutable std::uint64_t tick_ = 0;
+};
+
+CURL* HttpSource::take_handle() const {
+  {
+    std::lock_guard lock(handles_mu_);
+    if (!handles_.empty()) {
+      CURL* h = handles_.back();
+      handles_.pop_back();
+      return h;
+    }
+  }
+  return curl_easy_init();
+}
+
+void HttpSource::give_handle(CURL* h) const {
+  // A handle keeps its connection open: the next request on it reuses the connection.
+  std::lock_guard lock(handles_mu_);
+  handles_.push_back(h);
+}
+
+Status HttpSource::perform(Exchange& x, std::string& url, int& redirects, CURLcode& rc, std::string& curl_message) const {
+  CURL* h = take_handle();
+  if (h == nullptr) return Error(ErrorKind::ResourceLimit, "cannot create a libcurl handle").with_file(name_);
+  curl_easy_reset(h);  // keeps the handle's open connections, drops the previous request's options
+  char errbuf[CURL_ERROR_SIZE] = {0};
+  const std::string range = std::to_string(x.offset) + "-" + std::to_string(x.offset + x.dst.size() - 1);
+  auto target = origin_of(url);
+  const bool same_origin = target && origin_ && *target == *origin_;
+  curl_easy_setopt(h, CURLOPT_URL, url.c_str());
+  curl_easy_setopt(h, CURLOPT_RANGE, range.c_str());
+  curl_easy_setopt(h, CURLOPT_HTTPHEADER, same_origin ? origin_headers_.list : other_headers_.list);
+  curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);  // followed here, so headers stay with their origin
+  curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+  curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, options_.connect_timeout_ms);
+  curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
+  curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, options_.stall_timeout_s);
+  curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
+  curl_easy_setopt(h, CURLOPT_BUFFERSIZE, 256L << 10);
+  curl_easy_setopt(h, CURLOPT_USERAGENT, "safeweights/0.1");
+  curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, options_.verify_tls ? 1L : 0L);
+  curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, options_.verify_tls ? 2L : 0L);
+  curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+  curl_easy_setopt(h, CURLOPT_HEADERDATA, &x);
+  curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+  curl_easy_setopt(h, CURLOPT_WRITEDATA, &x);
+  curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
+  if (x.stats) x.stats->requests.fetch_add(1, std::memory_order_relaxed);
+  slots_.acquire();
+  rc = curl_easy_perform(h);
+  slots_.release();
+  curl_message = errbuf[0] ? errbuf : curl_easy_strerror(rc);
+  // An empty body never reaches on_body: its headers still need their checks (an empty file's 200).
+  if ((x.status == 200 || x.status == 206) && !x.body_started && rc == CURLE_OK) {
+    start_body(x);
+    if (!x.error && x.received == x.dst.size()) x.complete = true;
+  }
+  Status result;
+  if (x.status >= 300 && x.status < 400 && x.status != 304) {
+    char* location = nullptr;
+    curl_easy_getinfo(h, CURLINFO_REDIRECT_URL, &location);
+    if (location == nullptr) {
+      result = http_error(x, ErrorKind::HttpError, "HTTP " + std::to_string(x.status) + " redirect without a usable Location");
+    } else if (++redirects > kMaxRedirects) {
+      result = http_error(x, ErrorKind::HttpError, "more than " + std::to_string(kMaxRedirects) + " redirects");
+    } else {
+      url = location;
+      if (x.stats) x.stats->redirects.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+  curl_easy_setopt(h, CURLOPT_ERRORBUFFER, nullptr);
+  give_handle(h);
+  return result;
+}
+
+Status HttpSource::fetch(std::uint64_t offset, std::span<std::byte> dst) const {
+  HttpStats* stats = options_.stats.get();
+  long backoff = std::max(1L, options_.backoff_initial_ms);
+  int attempt = 0;
+  std::string last_problem;
+  while (!dst.empty()) {
+    Exchange x;
+    x.offset = offset;
+    x.dst = dst;
+    x.size = size_;
+    x.etag = &etag_;
+    x.last_modified = &last_modified_;
+    x.stats = stats;
+    x.name = &name_;
+    std::string url = url_;
+    int redirects = 0;
+    CURLcode rc = CURLE_OK;
+    std::string curl_message;
+    for (;;) {
+      SW_RETURN_IF_ERROR(perform(x, url, redirects, rc, curl_message));
+      if (x.status >= 300 && x.status < 400 && x.status != 304) {
+        const std::span<std::byte> keep = x.dst;
+        x = Exchange{};
+        x.offset = offset, x.dst = keep, x.size = size_, x.etag = &etag_, x.last_modified = &last_modified_;
+        x.stats = stats, x.name = &name_;
+        continue;
+      }
+      break;
+    }
+    if (x.error) return std::move(*x.error);
+    // Whatever arrived is in place; only the rest is asked for again.
+    offset += x.received;
+    dst = dst.subspan(static_cast<std::size_t>(x.received));
+    if (x.complete || dst.empty()) return Status::ok();
+    bool retryable = false;
+    if (x.status == 200 || x.status == 206) {
+      retryable = true;
+      last_problem = rc == CURLE_OK ? std::string("the response ended early") : "transfer cut: " + curl_message;
+    } else if (x.status == 0) {
+      retryable = true;
+      last_problem = curl_message;
+    } else if (x.status >= 500 || x.status == 429 || x.status == 408) {
+      retryable = true;
+      last_problem = "HTTP " + std::to_string(x.status);
+    } else if (x.status == 404 || x.status == 410) {
+      return http_error(x, ErrorKind::FileNotFound, "HTTP " + std::to_string(x.status) + ": no such remote file");
+    } else if (x.status == 416) {
+      return http_error(x, ErrorKind::RemoteChanged, "HTTP 416 for a range inside the file: the remote file shrank");
+    } else {
+      return http_error(x, ErrorKind::HttpError, "HTTP " + std::to_string(x.status) + " for a ranged GET");
+    }
+    if (retryable && attempt >= options_.max_retries) {
+      const ErrorKind kind = x.status >= 500 ? ErrorKind::HttpError : ErrorKind::IoError;
+      return http_error(x, kind, "giving up after " + std::to_string(attempt + 1) + " attempts: " + last_problem);
+    }
+    ++attempt;
+    if (stats) stats->retries.fetch_add(1, std::memory_order_relaxed);
+    std::this_thread::sleep_for(std::chrono::milliseconds(backoff));
+    backoff = std::min(options_.backoff_max_ms, backoff * 2);
+  }
+  return Status::ok();
+}
+
+Status HttpSource::init() {
+  std::call_once(g_curl_init, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
+  origin_ = origin_of(name_);
+  if (!origin_ || (origin_->scheme != "http" && origin_->scheme != "https")) {
+    return Error(ErrorKind::InvalidArgument, "not a valid http(s) URL").with_file(name_);
+  }
+  bool has_auth = false;
+  for (const std::string& hdr : options_.headers) {
+    auto colon = hdr.find(':');
+    if (colon == std::string::npos || colon == 0 || hdr.find_first_of("\r\n") != std::string::npos) {
+      return Error(ErrorKind::InvalidArgument, "header must be \"Name: value\" on one line, got \"" + hdr + "\"").with_file(name_);
+    }
+    if (iequals(trim(std::string_view(hdr).substr(0, colon)), "Authorization")) has_auth = true;
+    if (!origin_headers_.append(hdr)) return Error(ErrorKind::ResourceLimit, "out of memory").with_file(name_);
+  }
+  if (!has_auth && options_.use_hf_token && hf_token_host(*origin_)) {
+    if (const char* token = std::getenv("HF_TOKEN"); token != nullptr && *token != '\0') {
+      std::string value(token);
+      if (value.find_first_of("\r\n") != std::string::npos) return Error(ErrorKind::InvalidArgument, "HF_TOKEN contains a line break");
+      if (!origin_headers_.append("Authorization: Bearer " + value)) return Error(ErrorKind::ResourceLimit, "out of memory").with_file(name_);
+    }
+  }
+
+  // The opening request: the first block, which also tells the size and the validators.
+  auto head = std::make_shared<std::vector<std::byte>>(static_cast<std::size_t>(options_.readahead));
+  HttpStats* stats = options_.stats.get();
+  long backoff = std::max(1L, options_.backoff_initial_ms);
+  for (int attempt = 0;; ++attempt) {
+    Exchange x;
+    x.opening = true;
+    x.dst = *head;
+    x.stats = stats;
+    x.name = &name_;
+    std::string url = name_;
+    int redirects = 0;
+    CURLcode rc = CURLE_OK;
+    std::string curl_message;
+    for (;;) {
+      SW_RETURN_IF_ERROR(perform(x, url, redirects, rc, curl_message));
+      if (x.status >= 300 && x.status < 400 && x.status != 304) {
+        x = Exchange{};
+        x.opening = true, x.dst = *head, x.stats = stats, x.name = &name_;
+        continue;
+      }
+      break;
+    }
+    if (x.error) return std::move(*x.error);
+    std::string problem;
+    if (x.status == 416) {
+      // Only an empty file has no byte 0.
+      ContentRange cr = parse_content_range(x.content_range);
+      if (cr.valid && !cr.first && cr.total && *cr.total == 0) {
+        url_ = url;
+        size_ = 0;
+        etag_ = x.resp_etag;
+        last_modified_ = x.resp_last_modified;
+        return Status::ok();
+      }
+      return http_error(x, ErrorKind::HttpError, "HTTP 416 for the first bytes of the file");
+    }
+    if ((x.status == 200 || x.status == 206) && (x.complete || (rc == CURLE_OK && x.received == x.dst.size()))) {
+      url_ = url;
+      size_ = x.learned_size;
+      etag_ = x.resp_etag;
+      last_modified_ = x.resp_last_modified;
+      range_ignored_ = x.range_ignored;
+      head->resize(static_cast<std::size_t>(x.received));
+      // A partial first block (a short file) is still the whole of block 0.
+      if (!head->empty()) cache_put(0, std::move(head));
+      return Status::ok();
+    }
+    if (x.status == 404 || x.status == 410) return http_error(x, ErrorKind::FileNotFound, "HTTP " + std::to_string(x.status) + ": no such remote file");
+    if (x.status == 200 || x.status == 206) {
+      problem = rc == CURLE_OK ? std::string("the response ended early") : "transfer cut: " + curl_message;
+    } else if (x.status == 0) {
+      problem = curl_message;
+    } else if (x.status >= 500 || x.status == 429 || x.status == 408) {
+      problem = "HTTP " + std::to_string(x.status);
+    } else {
+      return http_error(x, ErrorKind::HttpError, "HTTP " + std::to_string(x.status) + " for a ranged GET");
+    }
+    if (attempt >= options_.max_retries) {
+      const ErrorKind kind = x.status >= 500 ? ErrorKind::HttpError : ErrorKind::IoError;
+      return Error(kind, "giving up after " + std::to_string(attempt + 1) + " attempts: " + problem).with_file(name_).with_offset(0);
+    }
+    if (stats) stats->retries.fetch_add(1, std::memory_order_relaxed);
+    std::this_thread::sleep_for(std::chrono::milliseconds(backoff));
+    backoff = std::min(options_.backoff_max_ms, backoff * 2);
+  }
+}
+
+std::shared_ptr<const std::vector<std::byte>> HttpSource::cache_find(std::uint64_t index) const {
+  std::lock_guard lock(cache_mu_);
+  for (Block& b : cache_) {
+    if (b.index == index) {
+      b.last_use = ++tick_;
+      return b.bytes;
+    }
+  }
+  return nullptr;
+}
+
+void HttpSource::cache_put(std::uint64_t index, std::shared_ptr<const std::vector<std::byte>> bytes) const {
+  std::lock_guard lock(cache_mu_);
+  for (Block& b : cache_) {
+    if (b.index == index) {
+      b.last_use = ++tick_;
+      return;
+    }
+  }
+  if (cache_.size() < std::max(1u, options_.cache_blocks)) {
+    cache_.push_back({index, std::move(bytes), ++tick_});
+    return;
+  }
+  auto oldest = std::min_element(cache_.begin(), cache_.end(), [](const Block& a, const Block& b) { return a.last_use < b.last_use; });
+  *oldest = {index, std::move(bytes), ++tick_};
+}
+
+Status HttpSource::cached_read(std::uint64_t offset, std::span<std::byte> dst) const {
+  const std::uint64_t bs = options_.readahead;
+  const std::uint64_t first = offset / bs, last = (offset + dst.size() - 1) / bs;
+  // At most small_read_limit / readahead + 2 blocks: held here so eviction cannot pull them away.
+  std::vector<std::shared_ptr<const std::vector<std::byte>>> blocks(static_cast<std::size_t>(last - first + 1));
+  for (std::uint64_t i = first; i <= last; ++i) blocks[i - first] = cache_find(i);
+  // Each run of missing blocks is one request.
+  for (std::uint64_t i = first; i <= last;) {
+    if (blocks[i - first]) {
+      ++i;
+      continue;
+    }
+    std::uint64_t j = i;
+    while (j + 1 <= last && !blocks[j + 1 - first]) ++j;
+    const std::uint64_t lo = i * bs, hi = std::min((j + 1) * bs, size_);
+    std::vector<std::byte> run(static_cast<std::size_t>(hi - lo));
+    SW_RETURN_IF_ERROR(fetch(lo, run));
+    for (std::uint64_t k = i; k <= j; ++k) {
+      const std::uint64_t b_lo = k * bs, b_hi = std::min((k + 1) * bs, size_);
+      auto block = std::make_shared<std::vector<std::byte>>(run.begin() + static_cast<std::ptrdiff_t>(b_lo - lo),
+                                                            run.begin() + static_cast<std::ptrdiff_t>(b_hi - lo));
+      blocks[k - first] = block;
+      cache_put(k, std::move(block));
+    }
+    i = j + 1;
+  }
+  std::size_t done = 0;
+  for (std::uint64_t i = first; i <= last; ++i) {
+    const auto& b = *blocks[i - first];
+    const std::uint64_t from = (i == first) ? offset - i * bs : 0;
+    const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(b.size() - from, dst.size() - done));
+    std::memcpy(dst.data() + done, b.data() + from, n);
+    done += n;
+  }
+  return Status::ok();
+}
+
+Status HttpSource::read_ranges(std::span<const ByteRange> ranges, std::span<std::byte> dst) const {
+  struct Piece {
+    std::uint64_t offset, length;
+    std::byte* out;
+  };
+  std::vector<Piece> pieces;
+  pieces.reserve(ranges.size());
+  std::size_t pos = 0;
+  for (const ByteRange& r : ranges) {
+    SW_RETURN_IF_ERROR(check_range(r.offset, r.length));
+    if (r.length > dst.size() - pos) return Error(ErrorKind::InvalidArgument, "read_ranges: destination smaller than the ranges").with_file(name_);
+    if (r.length > 0) pieces.push_back({r.offset, r.length, dst.data() + pos});
+    pos += static_cast<std::size_t>(r.length);
+  }
+  if (pos != dst.size()) return Error(ErrorKind::InvalidArgument, "read_ranges: destination larger than the ranges").with_file(name_);
+
+  // Small ranges the block cache already holds cost nothing.
+  const std::uint64_t bs = options_.readahead;
+  std::vector<Piece> wanted;
+  for (const Piece& p : pieces) {
+    bool cached = p.length <= small_read_limit();
+    for (std::uint64_t i = p.offset / bs; cached && i <= (p.offset + p.length - 1) / bs; ++i) cached = cache_find(i) != nullptr;
+    if (cached) {
+      SW_RETURN_IF_ERROR(cached_read(p.offset, {p.out, static_cast<std::size_t>(p.length)}));
+    } else {
+      wanted.push_back(p);
+    }
+  }
+  std::sort(wanted.begin(), wanted.end(), [](const Piece& a, const Piece& b) { return a.offset < b.offset; });
+
+  // Jobs: a group of nearby small ranges fetched as one span into scratch memory (at most chunk_size),
+  // or one chunk of a large range fetched straight into the caller's memory.
+  struct Job {
+    std::uint64_t offset, length;
+    std::byte* direct;        // non-null: the bytes go here
+    std::size_t first, count;  // else: scattered to wanted[first, first + count)
+  };
+  std::vector<Job> jobs;
+  const std::uint64_t chunk = range_ignored_ ? UINT64_MAX : options_.chunk_size;
+  for (std::size_t i = 0; i < wanted.size();) {
+    const Piece& p = wanted[i];
+    if (p.length >= chunk || range_ignored_) {
+      for (std::uint64_t off = 0; off < p.length; off += std::min(chunk, p.length - off)) {
+        jobs.push_back({p.offset + off, std::min(chunk, p.length - off), p.out + off, 0, 0});
+      }
+      ++i;
+      continue;
+    }
+    std::uint64_t lo = p.offset, hi = p.offset + p.length;
+    std::size_t j = i + 1;
+    while (j < wanted.size() && wanted[j].length < chunk && wanted[j].offset <= hi + bs &&
+           std::max(hi, wanted[j].offset + wanted[j].length) - lo <= chunk) {
+      hi = std::max(hi, wanted[j].offset + wanted[j].length);
+      ++j;
+    }
+    if (j == i + 1) {
+      jobs.push_back({lo, hi - lo, p.out, 0, 0});
+    } else {
+      jobs.push_back({lo, hi - lo, nullptr, i, j - i});
+    }
+    i = j;
+  }
+  // A server that ignores Range streams every request from byte 0: one at a time is the least waste.
+  const unsigned threads = range_ignored_ ? 1u : options_.parallel;
+  return parallel_for(jobs.size(), threads, [&](std::size_t k) -> Status {
+    const Job& job = jobs[k];
+    if (job.direct != nullptr) return fetch(job.offset, {job.direct, static_cast<std::size_t>(job.length)});
+    std::vector<std::byte> scratch(static_cast<std::size_t>(job.length));
+    SW_RETURN_IF_ERROR(fetch(job.offset, scratch));
+    for (std::size_t m = job.first; m < job.first + job.count; ++m) {
+      const Piece& p = wanted[m];
+      std::memcpy(p.out, scratch.data() + (p.offset - job.offset), static_cast<std::size_t>(p.length));
+    }
+    return Status::ok();
+  });
+}
+
+}  // namespace
+
+bool is_url(std::string_view s) noexcept {
+  auto starts = [&](std::string_view prefix) { return s.size() >= prefix.size() && iequals(s.substr(0, prefix.size()), prefix); };
+  return starts("http://") || starts("https://");
+}
+
+Result<SourcePtr> open_url(const std::string& url, const HttpOptions& options) {
+  if (!is_url(url)) return Error(ErrorKind::InvalidArgument, "not an http:// or https:// URL").with_file(url);
+  auto source = std::make_shared<HttpSource>(url, options);
+  SW_RETURN_IF_ERROR(source->init());
+  return SourcePtr(std::move(source));
+}
+
+Result<SourcePtr> open_source(const std::string& path_or_url, FileBackend backend, const HttpOptions& options) {
+  if (is_url(path_or_url)) return open_url(path_or_url, options);
+  return open_file(path_or_url, backend);
+}
+
+}  // namespace safeweights

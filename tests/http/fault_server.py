@@ -1,0 +1,146 @@
+#!/usr/bin/env python3
+"""An HTTP/1.1 file server for the faults nginx cannot produce on demand (tests only, loopback only).
+
+Serves files from --root with Range support, ETag and Last-Modified, like nginx. Query parameters
+make a URL misbehave; each counter is kept per full request path (query included), so tests choose
+independent behaviour by adding e.g. `&tag=name`:
+
+  fail500=K       the first K requests answer 500
+  always500=1     every request answers 500
+  drop=K          the first K ranged responses over 100 kB send half the body, then close the connection
+  norange=1       ignore Range: always 200 with the whole file
+  change_after=K  after K requests the file is a new version (new ETag; with grow=1 also one byte longer)
+  forbid_auth=1   400 if an Authorization header arrives (checks a redirect dropped it)
+  require_auth=V  401 unless Authorization is exactly V
+  /redirect?to=URL        302 to URL
+  /count?path=P           the number of requests seen for P (P as the server saw it, query included)
+
+Prints the port it listens on (127.0.0.1, chosen by the kernel) on stdout, then serves until killed.
+"""
+import argparse
+import http.server
+import os
+import re
+import sys
+import threading
+import urllib.parse
+
+COUNTS = {}
+LOCK = threading.Lock()
+
+
+def bump(key):
+    with LOCK:
+        COUNTS[key] = COUNTS.get(key, 0) + 1
+        return COUNTS[key]
+
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    root = "."
+
+    def log_message(self, *args):  # quiet: the tests read counters, not logs
+        pass
+
+    def small(self, status, body=b"", headers=()):
+        self.send_response(status)
+        for k, v in headers:
+            self.send_header(k, v)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self):
+        url = urllib.parse.urlsplit(self.path)
+        q = dict(urllib.parse.parse_qsl(url.query))
+        if url.path == "/count":
+            self.small(200, str(COUNTS.get(q.get("path", ""), 0)).encode())
+            return
+        n = bump(self.path)
+        if url.path == "/redirect":
+            self.small(302, headers=[("Location", q["to"])])
+            return
+        auth = self.headers.get("Authorization")
+        if q.get("forbid_auth") and auth is not None:
+            self.small(400, b"authorization header leaked")
+            return
+        if "require_auth" in q and auth != q["require_auth"]:
+            self.small(401, b"authorization required")
+            return
+        if q.get("always500") or n <= int(q.get("fail500", 0)):
+            self.small(500, b"try again")
+            return
+        name = os.path.basename(url.path)
+        path = os.path.join(self.root, name)
+        if not name or not os.path.isfile(path):
+            self.small(404, b"not found")
+            return
+        with open(path, "rb") as f:
+            data = f.read()
+        version = 1
+        if "change_after" in q and n > int(q["change_after"]):
+            version = 2
+            if q.get("grow"):
+                data = data + b"\0"
+        etag = '"v%d-%d"' % (version, len(data))
+        common = [("ETag", etag), ("Last-Modified", "Mon, 0%d Jan 2024 00:00:00 GMT" % version),
+                  ("Accept-Ranges", "bytes")]
+        rng = self.headers.get("Range")
+        m = re.fullmatch(r"bytes=(\d+)-(\d*)", rng or "")
+        if q.get("norange") or not m:
+            self.send_response(200)
+            for k, v in common:
+                self.send_header(k, v)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            try:
+                self.wfile.write(data)
+            except (BrokenPipeError, ConnectionResetError):
+                self.close_connection = True  # the client cut the transfer once it had its bytes
+            return
+        first = int(m.group(1))
+        last = int(m.group(2)) if m.group(2) else len(data) - 1
+        if first >= len(data):
+            self.small(416, headers=[("Content-Range", "bytes */%d" % len(data))])
+            return
+        last = min(last, len(data) - 1)
+        body = data[first:last + 1]
+        self.send_response(206)
+        for k, v in common:
+            self.send_header(k, v)
+        self.send_header("Content-Range", "bytes %d-%d/%d" % (first, last, len(data)))
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        # Only bodies over 100 kB are cut, so the opening request (64 KiB) gets through and the
+        # cut lands in a large read, which must resume after the bytes it already has.
+        if len(body) > 100_000 and bump(self.path + "#drop") <= int(q.get("drop", 0)):
+            self.wfile.write(body[: len(body) // 2])
+            self.wfile.flush()
+            self.close_connection = True
+            self.connection.shutdown(2)
+            return
+        try:
+            self.wfile.write(body)
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
+
+
+class Server(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request, client_address):
+        pass  # clients cutting transfers on purpose is the point of several tests
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--root", required=True)
+    args = ap.parse_args()
+    Handler.root = args.root
+    server = Server(("127.0.0.1", 0), Handler)
+    print(server.server_address[1], flush=True)
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

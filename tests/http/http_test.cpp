@@ -1,0 +1,627 @@
+// The HTTP source and the CLI over HTTP, against a real nginx and, for the faults nginx cannot produce
+// on demand, tests/http/fault_server.py. Both run on loopback, started and stopped by this process.
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include "safeweights/dduf.h"
+#include "safeweights/http.h"
+#include "safeweights/safetensors.h"
+#include "safeweights/safetensors_writer.h"
+#include "safeweights/zip.h"
+#include "servers.h"
+
+namespace {
+
+using namespace safeweights;
+namespace fs = std::filesystem;
+
+swhttp::Servers* g = nullptr;
+
+class ServersEnv : public ::testing::Environment {
+ public:
+  void SetUp() override {
+    g = new swhttp::Servers;
+    if (!g->start(SAFEWEIGHTS_FAULT_SERVER)) return;
+    make_small_files();
+  }
+  void TearDown() override {
+    if (g) g->shutdown();
+    delete g;
+    g = nullptr;
+  }
+
+  static void make_small_files();
+};
+
+#define REQUIRE_SERVERS()                                                                    \
+  do {                                                                                       \
+    if (!g->problem.empty()) {                                                               \
+      if (swhttp::under_ci()) FAIL() << g->problem << " (CI=true: the HTTP tests must run)"; \
+      GTEST_SKIP() << g->problem;                                                            \
+    }                                                                                        \
+  } while (0)
+
+std::vector<std::byte> file_bytes(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::string s((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<std::byte> out(s.size());
+  if (!s.empty()) std::memcpy(out.data(), s.data(), s.size());
+  return out;
+}
+
+std::vector<std::byte> random_bytes(std::size_t n, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::vector<std::byte> v(n);
+  for (auto& b : v) b = static_cast<std::byte>(rng() & 0xff);
+  return v;
+}
+
+std::span<const std::byte> text(const std::string& s) { return {reinterpret_cast<const std::byte*>(s.data()), s.size()}; }
+
+// small.safetensors: a 3 MiB tensor (several chunks at the tests' chunk size) between small ones;
+// small.dduf: two components, .safetensors entries 4096-aligned (long local extra fields).
+void ServersEnv::make_small_files() {
+  auto a = random_bytes(4 * 5 * 4, 1), big = random_bytes((3u << 20) + 17, 2), c = random_bytes(3 * 8, 3);
+  std::vector<safetensors::TensorData> tensors = {
+      {"a", Dtype::F32, {4, 5}, a}, {"big", Dtype::U8, {big.size()}, big}, {"c", Dtype::I64, {3}, c}};
+  ASSERT_TRUE(safetensors::write_file((g->www / "small.safetensors").string(), tensors).is_ok());
+  auto other = random_bytes(5000, 4);
+  std::vector<safetensors::TensorData> vae = {{"w", Dtype::U8, {other.size()}, other}};
+  ASSERT_TRUE(safetensors::write_file((g->www / "vae.safetensors").string(), vae).is_ok());
+  auto ex = dduf::Exporter::create((g->www / "small.dduf").string());
+  ASSERT_TRUE(ex.is_ok());
+  ASSERT_TRUE(ex->add_bytes("model_index.json", text(R"({"unet": ["diffusers", "U"], "vae": ["diffusers", "V"]})")).is_ok());
+  ASSERT_TRUE(ex->add_bytes("unet/config.json", text("{}")).is_ok());
+  ASSERT_TRUE(ex->add_file("unet/diffusion_pytorch_model.safetensors", (g->www / "small.safetensors").string()).is_ok());
+  ASSERT_TRUE(ex->add_bytes("vae/config.json", text(R"({"x": 1})")).is_ok());
+  ASSERT_TRUE(ex->add_file("vae/diffusion_pytorch_model.safetensors", (g->www / "vae.safetensors").string()).is_ok());
+  ASSERT_TRUE(ex->finish().is_ok());
+}
+
+constexpr std::uint64_t kGiB = 1ull << 30;
+
+void put_le(std::string& s, std::uint64_t v, int bytes) {
+  for (int i = 0; i < bytes; ++i) s.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+}
+
+std::string st_header(std::uint64_t data) {
+  std::string json = R"({"w":{"dtype":"U8","shape":[)" + std::to_string(data) + R"(],"data_offsets":[0,)" + std::to_string(data) + "]}}";
+  while (json.size() % 8) json.push_back(' ');
+  std::string out;
+  put_le(out, json.size(), 8);
+  return out + json;
+}
+
+bool pwrite_all(int fd, const std::string& s, std::uint64_t at) {
+  return ::pwrite(fd, s.data(), s.size(), static_cast<off_t>(at)) == static_cast<ssize_t>(s.size());
+}
+
+// A 1 GiB safetensors file whose data is a hole: no disk space, no write time.
+fs::path big_safetensors() {
+  fs::path p = g->www / "big.safetensors";
+  if (fs::exists(p)) return p;
+  const std::string head = st_header(kGiB);
+  int fd = ::open(p.c_str(), O_CREAT | O_WRONLY | O_TRUNC, 0644);
+  EXPECT_TRUE(fd >= 0 && pwrite_all(fd, head, 0) && ::ftruncate(fd, static_cast<off_t>(head.size() + kGiB)) == 0);
+  ::close(fd);
+  return p;
+}
+
+// A 1 GiB DDUF written by hand so that the big entry's data is a hole: model_index.json,
+// unet/config.json and a 1 GiB unet/diffusion_pytorch_model.safetensors (zeros after its header).
+fs::path big_dduf() {
+  fs::path p = g->www / "big.dduf";
+  if (fs::exists(p)) return p;
+  struct E {
+    std::string name, head;  // head: the leading bytes; the rest of `size` is zeros
+    std::uint64_t size;
+    std::uint32_t crc;
+    std::uint64_t offset;
+  };
+  std::vector<E> es = {{"model_index.json", R"({"unet": ["diffusers", "U"]})", 0, 0, 0},
+                       {"unet/config.json", "{}", 0, 0, 0},
+                       {"unet/diffusion_pytorch_model.safetensors", st_header(kGiB), 0, 0, 0}};
+  es[0].size = es[0].head.size();
+  es[1].size = es[1].head.size();
+  es[2].size = es[2].head.size() + kGiB;
+  std::vector<std::byte> zeros(1u << 20);
+  for (E& e : es) {
+    e.crc = zip::crc32(0, text(e.head));
+    for (std::uint64_t done = e.head.size(); done < e.size; done += zeros.size()) e.crc = zip::crc32(e.crc, zeros);
+  }
+  int fd = ::open(p.c_str(), O_CREAT | O_WRONLY | O_TRUNC, 0644);
+  std::uint64_t at = 0;
+  for (E& e : es) {
+    e.offset = at;
+    std::string h;
+    put_le(h, 0x04034b50, 4), put_le(h, 20, 2), put_le(h, 0, 2), put_le(h, 0, 2), put_le(h, 0, 2), put_le(h, 0x21, 2);
+    put_le(h, e.crc, 4), put_le(h, e.size, 4), put_le(h, e.size, 4), put_le(h, e.name.size(), 2), put_le(h, 0, 2);
+    h += e.name + e.head;
+    EXPECT_TRUE(pwrite_all(fd, h, at));
+    at += h.size() + (e.size - e.head.size());
+  }
+  std::string cd;
+  for (const E& e : es) {
+    put_le(cd, 0x02014b50, 4), put_le(cd, 20, 2), put_le(cd, 20, 2), put_le(cd, 0, 2), put_le(cd, 0, 2), put_le(cd, 0, 2);
+    put_le(cd, 0x21, 2), put_le(cd, e.crc, 4), put_le(cd, e.size, 4), put_le(cd, e.size, 4), put_le(cd, e.name.size(), 2);
+    put_le(cd, 0, 2), put_le(cd, 0, 2), put_le(cd, 0, 2), put_le(cd, 0, 2), put_le(cd, 0, 4), put_le(cd, e.offset, 4);
+    cd += e.name;
+  }
+  std::string end;
+  put_le(end, 0x06054b50, 4), put_le(end, 0, 2), put_le(end, 0, 2), put_le(end, es.size(), 2), put_le(end, es.size(), 2);
+  put_le(end, cd.size(), 4), put_le(end, at, 4), put_le(end, 0, 2);
+  EXPECT_TRUE(pwrite_all(fd, cd + end, at));
+  ::close(fd);
+  return p;
+}
+
+HttpOptions test_options(std::shared_ptr<HttpStats> stats = nullptr) {
+  HttpOptions o;
+  o.stats = std::move(stats);
+  o.backoff_initial_ms = 1;
+  o.backoff_max_ms = 4;
+  o.chunk_size = 256u << 10;  // several chunks in flight for the 3 MiB tensor
+  o.parallel = 4;
+  o.use_hf_token = false;
+  return o;
+}
+
+// Body bytes nginx logged as sent since `from` (a byte position in its access log).
+std::uint64_t nginx_bytes_since_once(std::uint64_t from, std::uint64_t* requests);
+
+// nginx logs a request after its last byte is sent, possibly after the client has moved on: wait
+// (boundedly) for the log to show `expected` requests.
+std::uint64_t nginx_bytes_since(std::uint64_t from, std::uint64_t* requests, std::uint64_t expected) {
+  std::uint64_t bytes = 0;
+  for (int i = 0; i < 200; ++i) {
+    bytes = nginx_bytes_since_once(from, requests);
+    if (*requests >= expected) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return bytes;
+}
+
+std::uint64_t nginx_bytes_since_once(std::uint64_t from, std::uint64_t* requests) {
+  std::ifstream in(g->access_log());
+  in.seekg(static_cast<std::streamoff>(from));
+  std::string line;
+  std::uint64_t total = 0;
+  *requests = 0;
+  while (std::getline(in, line)) {
+    // combined format: ... "GET /x HTTP/1.1" STATUS BYTES "referer" "agent"
+    auto q = line.find("\" ");
+    if (q == std::string::npos) continue;
+    std::istringstream rest(line.substr(q + 2));
+    int status = 0;
+    std::uint64_t bytes = 0;
+    rest >> status >> bytes;
+    total += bytes;
+    ++*requests;
+  }
+  return total;
+}
+
+std::uint64_t log_size() {
+  std::error_code ec;
+  auto n = fs::file_size(g->access_log(), ec);
+  return ec ? 0 : n;
+}
+
+void expect_same_tensors(const safetensors::Reader& remote, const safetensors::Reader& local) {
+  ASSERT_EQ(remote.header().tensors().size(), local.header().tensors().size());
+  for (const auto& t : local.header().tensors()) {
+    auto r = remote.read_owned(t.name);
+    auto l = local.read_owned(t.name);
+    ASSERT_TRUE(r.is_ok()) << r.error().to_string();
+    ASSERT_TRUE(l.is_ok());
+    EXPECT_TRUE(*r == *l) << t.name;
+  }
+}
+
+TEST(HttpUrl, IsUrl) {
+  EXPECT_TRUE(is_url("http://x/y"));
+  EXPECT_TRUE(is_url("HTTPS://x/y"));
+  EXPECT_FALSE(is_url("ftp://x/y"));
+  EXPECT_FALSE(is_url("model.safetensors"));
+  EXPECT_FALSE(is_url("http:/x"));
+}
+
+TEST(HttpNginx, SafetensorsMatchesLocalFile) {
+  REQUIRE_SERVERS();
+  auto stats = std::make_shared<HttpStats>();
+  auto src = open_url(g->nginx_url("small.safetensors"), test_options(stats));
+  ASSERT_TRUE(src.is_ok()) << src.error().to_string();
+  EXPECT_EQ((*src)->size(), fs::file_size(g->www / "small.safetensors"));
+  EXPECT_EQ((*src)->mapped(), nullptr);
+  auto remote = safetensors::Reader::open(*src);
+  ASSERT_TRUE(remote.is_ok()) << remote.error().to_string();
+  EXPECT_EQ(stats->requests.load(), 1u);  // the header came with the opening request
+  auto local = safetensors::Reader::open((g->www / "small.safetensors").string());
+  ASSERT_TRUE(local.is_ok());
+  expect_same_tensors(*remote, *local);
+  // The 3 MiB tensor in 256 KiB chunks: exactly what was asked crossed the wire, plus the first block.
+  EXPECT_LT(stats->bytes_received.load(), fs::file_size(g->www / "small.safetensors") + (64u << 10));
+  EXPECT_EQ(stats->retries.load(), 0u);
+}
+
+TEST(HttpNginx, ReadRangesAndSlices) {
+  REQUIRE_SERVERS();
+  auto src = open_url(g->nginx_url("small.safetensors"), test_options());
+  ASSERT_TRUE(src.is_ok());
+  const auto local = file_bytes(g->www / "small.safetensors");
+  std::vector<ByteRange> ranges = {{local.size() - 10, 10}, {5, 100}, {200000, 1u << 20}, {1u << 20, 3}, {0, 0}, {70000, 70000}};
+  std::uint64_t total = 0;
+  for (auto& r : ranges) total += r.length;
+  std::vector<std::byte> got(total);
+  ASSERT_TRUE((*src)->read_ranges(ranges, got).is_ok());
+  std::size_t pos = 0;
+  for (auto& r : ranges) {
+    EXPECT_EQ(0, std::memcmp(got.data() + pos, local.data() + r.offset, r.length)) << r.offset;
+    pos += r.length;
+  }
+  std::vector<std::byte> two(2);
+  auto past = (*src)->read_at(local.size() - 1, two);
+  ASSERT_FALSE(past.is_ok());
+  EXPECT_EQ(past.error().kind(), ErrorKind::OutOfRange);
+  auto reader = safetensors::Reader::open(*src);
+  auto local_reader = safetensors::Reader::open((g->www / "small.safetensors").string());
+  const auto* a = reader->header().find("a");
+  auto spec = SliceSpec::parse("1:3, ::-2");
+  ASSERT_TRUE(spec.is_ok());
+  auto plan = reader->plan_slice(*a, *spec);
+  auto local_plan = local_reader->plan_slice(*local_reader->header().find("a"), *spec);
+  std::vector<std::byte> x(plan->nbytes()), y(local_plan->nbytes());
+  ASSERT_TRUE(reader->read_slice(*plan, x).is_ok());
+  ASSERT_TRUE(local_reader->read_slice(*local_plan, y).is_ok());
+  EXPECT_EQ(x, y);
+}
+
+TEST(HttpNginx, DdufOpenVerifyUnpack) {
+  REQUIRE_SERVERS();
+  auto stats = std::make_shared<HttpStats>();
+  auto src = open_url(g->nginx_url("small.dduf"), test_options(stats));
+  ASSERT_TRUE(src.is_ok()) << src.error().to_string();
+  auto remote = dduf::Reader::open(*src);
+  ASSERT_TRUE(remote.is_ok()) << remote.error().to_string();
+  auto local = dduf::Reader::open((g->www / "small.dduf").string());
+  ASSERT_TRUE(local.is_ok());
+  ASSERT_EQ(remote->entries().size(), local->entries().size());
+  for (std::size_t i = 0; i < local->entries().size(); ++i) {
+    EXPECT_EQ(remote->entries()[i].filename, local->entries()[i].filename);
+    EXPECT_EQ(remote->entries()[i].offset, local->entries()[i].offset);
+    EXPECT_EQ(remote->entries()[i].length, local->entries()[i].length);
+  }
+  EXPECT_EQ(remote->model_index(), local->model_index());
+  // Head block, tail block, local headers (two rounds at most, coalesced): a handful of requests.
+  EXPECT_LE(stats->requests.load(), 8u);
+  ASSERT_TRUE(remote->verify().is_ok());  // CRCs and contents, over HTTP
+  auto st = remote->open_safetensors("unet/diffusion_pytorch_model.safetensors");
+  ASSERT_TRUE(st.is_ok()) << st.error().to_string();
+  auto st_local = safetensors::Reader::open((g->www / "small.safetensors").string());
+  expect_same_tensors(*st, *st_local);
+  const fs::path out = g->dir / "unpacked";
+  ASSERT_TRUE(dduf::unpack(*remote, out.string(), 4).is_ok());
+  for (const auto& e : local->entries()) {
+    auto entry = local->open_entry(e.filename);
+    std::vector<std::byte> want(e.length);
+    ASSERT_TRUE((*entry)->read_at(0, want).is_ok());
+    EXPECT_EQ(file_bytes(out / e.filename), want) << e.filename;
+  }
+}
+
+TEST(HttpNginx, MissingFileIsFileNotFound) {
+  REQUIRE_SERVERS();
+  auto src = open_url(g->nginx_url("absent.safetensors"), test_options());
+  ASSERT_FALSE(src.is_ok());
+  EXPECT_EQ(src.error().kind(), ErrorKind::FileNotFound);
+  EXPECT_NE(src.error().to_string().find("absent.safetensors"), std::string::npos);
+  EXPECT_NE(src.error().message().find("404"), std::string::npos);
+}
+
+TEST(HttpNginx, EmptyFile) {
+  REQUIRE_SERVERS();
+  std::ofstream(g->www / "empty.bin").close();
+  auto src = open_url(g->nginx_url("empty.bin"), test_options());
+  ASSERT_TRUE(src.is_ok()) << src.error().to_string();
+  EXPECT_EQ((*src)->size(), 0u);
+  auto st = safetensors::Reader::open(*src);
+  ASSERT_FALSE(st.is_ok());
+  EXPECT_EQ(st.error().kind(), ErrorKind::HeaderTooSmall);
+}
+
+TEST(HttpNginx, OneGiBSafetensorsHeaderOnly) {
+  REQUIRE_SERVERS();
+  big_safetensors();
+  auto stats = std::make_shared<HttpStats>();
+  const std::uint64_t log0 = log_size();
+  auto src = open_url(g->nginx_url("big.safetensors"), test_options(stats));
+  ASSERT_TRUE(src.is_ok()) << src.error().to_string();
+  auto reader = safetensors::Reader::open(*src);
+  ASSERT_TRUE(reader.is_ok()) << reader.error().to_string();
+  EXPECT_EQ(reader->header().data_size(), kGiB);
+  EXPECT_LT(stats->bytes_received.load(), 1u << 20);
+  EXPECT_LE(stats->requests.load(), 2u);
+  std::uint64_t logged_requests = 0;
+  EXPECT_LT(nginx_bytes_since(log0, &logged_requests, stats->requests.load()), 1u << 20);  // what nginx says it sent
+  EXPECT_EQ(logged_requests, stats->requests.load());
+}
+
+TEST(HttpNginx, OneGiBDdufStructureAndContents) {
+  REQUIRE_SERVERS();
+  big_dduf();
+  auto stats = std::make_shared<HttpStats>();
+  const std::uint64_t log0 = log_size();
+  auto src = open_url(g->nginx_url("big.dduf"), test_options(stats));
+  ASSERT_TRUE(src.is_ok()) << src.error().to_string();
+  auto reader = dduf::Reader::open(*src);
+  ASSERT_TRUE(reader.is_ok()) << reader.error().to_string();
+  dduf::VerifyOptions verify;
+  verify.crc = false;  // what `validate URL` does by default; contents are still checked
+  ASSERT_TRUE(reader->verify(verify).is_ok());
+  EXPECT_LT(stats->bytes_received.load(), 1u << 20);
+  EXPECT_LE(stats->requests.load(), 8u);
+  std::uint64_t logged_requests = 0;
+  EXPECT_LT(nginx_bytes_since(log0, &logged_requests, stats->requests.load()), 1u << 20);
+  EXPECT_EQ(logged_requests, stats->requests.load());
+}
+
+// ---- faults ----------------------------------------------------------------------------------------
+
+std::string fault(const std::string& file, const std::string& query) { return g->fault_url("/" + file + "?" + query); }
+
+TEST(HttpFaults, DroppedConnectionResumesTheRest) {
+  REQUIRE_SERVERS();
+  auto stats = std::make_shared<HttpStats>();
+  auto opts = test_options(stats);
+  opts.chunk_size = 8u << 20;  // one request for the whole 3 MiB tensor, cut halfway twice
+  auto src = open_url(fault("small.safetensors", "drop=2&tag=drop"), opts);
+  ASSERT_TRUE(src.is_ok()) << src.error().to_string();
+  auto remote = safetensors::Reader::open(*src);
+  ASSERT_TRUE(remote.is_ok()) << remote.error().to_string();
+  auto local = safetensors::Reader::open((g->www / "small.safetensors").string());
+  expect_same_tensors(*remote, *local);
+  EXPECT_GE(stats->retries.load(), 2u);
+}
+
+TEST(HttpFaults, ServerErrorThenSuccess) {
+  REQUIRE_SERVERS();
+  auto stats = std::make_shared<HttpStats>();
+  auto src = open_url(fault("small.safetensors", "fail500=2&tag=flaky"), test_options(stats));
+  ASSERT_TRUE(src.is_ok()) << src.error().to_string();
+  EXPECT_EQ(stats->retries.load(), 2u);
+  EXPECT_EQ(stats->requests.load(), 3u);
+  auto remote = safetensors::Reader::open(*src);
+  ASSERT_TRUE(remote.is_ok());
+}
+
+TEST(HttpFaults, AlwaysFailingServerGivesUpAfterMaxRetries) {
+  REQUIRE_SERVERS();
+  auto opts = test_options();
+  opts.max_retries = 3;
+  const std::string path = "/small.safetensors?always500=1&tag=down";
+  auto src = open_url(g->fault_url(path), opts);
+  ASSERT_FALSE(src.is_ok());
+  EXPECT_EQ(src.error().kind(), ErrorKind::HttpError);
+  EXPECT_NE(src.error().message().find("4 attempts"), std::string::npos) << src.error().to_string();
+  EXPECT_NE(src.error().message().find("HTTP 500"), std::string::npos);
+  // The server saw exactly the first attempt and three retries.
+  auto counter = open_url(g->fault_url("/count?path=" + std::string("%2Fsmall.safetensors%3Falways500%3D1%26tag%3Ddown")), test_options());
+  ASSERT_TRUE(counter.is_ok()) << counter.error().to_string();
+  std::string n((*counter)->size(), '\0');
+  ASSERT_TRUE((*counter)->read_at(0, std::as_writable_bytes(std::span<char>(n.data(), n.size()))).is_ok());
+  EXPECT_EQ(n, "4");
+}
+
+TEST(HttpFaults, UnreachableServerIsBoundedIoError) {
+  auto opts = test_options();
+  opts.max_retries = 2;
+  auto src = open_url("http://127.0.0.1:" + std::to_string(swhttp::free_port()) + "/x.safetensors", opts);
+  ASSERT_FALSE(src.is_ok());
+  EXPECT_EQ(src.error().kind(), ErrorKind::IoError);
+  EXPECT_NE(src.error().message().find("3 attempts"), std::string::npos) << src.error().to_string();
+}
+
+TEST(HttpFaults, ServerIgnoringRangeIsStreamedNotBuffered) {
+  REQUIRE_SERVERS();
+  auto stats = std::make_shared<HttpStats>();
+  auto src = open_url(fault("small.safetensors", "norange=1&tag=norange"), test_options(stats));
+  ASSERT_TRUE(src.is_ok()) << src.error().to_string();
+  EXPECT_EQ((*src)->size(), fs::file_size(g->www / "small.safetensors"));
+  auto remote = safetensors::Reader::open(*src);
+  ASSERT_TRUE(remote.is_ok()) << remote.error().to_string();
+  auto local = safetensors::Reader::open((g->www / "small.safetensors").string());
+  // Reading "a" (near the start) streams from byte 0 and stops: far less than the 3 MiB file.
+  const std::uint64_t before = stats->bytes_received.load();
+  auto a = remote->read_owned("a");
+  ASSERT_TRUE(a.is_ok()) << a.error().to_string();
+  EXPECT_EQ(*a, *local->read_owned("a"));
+  // libcurl's buffer holds what arrived before the cut; the rest of the file never does.
+  EXPECT_LT(stats->bytes_received.load() - before, 2u << 20);
+  expect_same_tensors(*remote, *local);
+}
+
+TEST(HttpFaults, FileChangingBetweenRequestsFailsClearly) {
+  REQUIRE_SERVERS();
+  for (const std::string query : {"change_after=1&tag=etag", "change_after=1&grow=1&tag=grow"}) {
+    auto src = open_url(fault("small.safetensors", query), test_options());
+    ASSERT_TRUE(src.is_ok()) << src.error().to_string();
+    auto remote = safetensors::Reader::open(*src);  // header from the first response
+    ASSERT_TRUE(remote.is_ok());
+    auto big = remote->read_owned("big");
+    ASSERT_FALSE(big.is_ok()) << query;
+    EXPECT_EQ(big.error().kind(), ErrorKind::RemoteChanged) << big.error().to_string();
+    EXPECT_NE(big.error().to_string().find("small.safetensors"), std::string::npos);
+  }
+}
+
+TEST(HttpFaults, RedirectsKeepHeadersOnTheirOrigin) {
+  REQUIRE_SERVERS();
+  auto opts = test_options();
+  opts.headers = {"Authorization: Bearer secret"};
+  // Same origin: the header follows.
+  const std::string same = g->fault_url("/small.safetensors?require_auth=Bearer%20secret&tag=r1");
+  auto a = open_url(g->fault_url("/redirect?to=" + std::string("%2Fsmall.safetensors%3Frequire_auth%3DBearer%2520secret%26tag%3Dr1")), opts);
+  ASSERT_TRUE(a.is_ok()) << a.error().to_string();
+  ASSERT_TRUE(safetensors::Reader::open(*a).is_ok());
+  (void)same;
+  // Another origin (host name differs): the header is dropped, or the target answers 400.
+  const std::string other = "http://localhost:" + std::to_string(g->fault_port) + "/small.safetensors%3Fforbid_auth%3D1%26tag%3Dr2";
+  auto stats = std::make_shared<HttpStats>();
+  auto o2 = opts;
+  o2.stats = stats;
+  auto b = open_url(g->fault_url("/redirect?to=" + other), o2);
+  ASSERT_TRUE(b.is_ok()) << b.error().to_string();
+  auto reader = safetensors::Reader::open(*b);
+  ASSERT_TRUE(reader.is_ok());
+  ASSERT_TRUE(reader->read_owned("big").is_ok());  // later requests go to the final URL, still without it
+  EXPECT_EQ(stats->redirects.load(), 1u);
+  // To nginx on another port, same host name: another origin too.
+  auto c = open_url(g->fault_url("/redirect?to=" + g->nginx_url("small.safetensors")), opts);
+  ASSERT_TRUE(c.is_ok()) << c.error().to_string();
+}
+
+TEST(HttpFaults, HfTokenOnlyForTheHub) {
+  REQUIRE_SERVERS();
+  ::setenv("HF_TOKEN", "tok", 1);
+  auto opts = test_options();
+  opts.use_hf_token = true;
+  ::unsetenv("HF_ENDPOINT");
+  // Not the hub: the token stays home.
+  EXPECT_TRUE(open_url(fault("small.safetensors", "forbid_auth=1&tag=t1"), opts).is_ok());
+  // The configured endpoint gets it.
+  ::setenv("HF_ENDPOINT", ("http://127.0.0.1:" + std::to_string(g->fault_port)).c_str(), 1);
+  auto src = open_url(fault("small.safetensors", "require_auth=Bearer%20tok&tag=t2"), opts);
+  EXPECT_TRUE(src.is_ok()) << src.error().to_string();
+  ::unsetenv("HF_ENDPOINT");
+  ::unsetenv("HF_TOKEN");
+}
+
+TEST(HttpFaults, NotFoundAndRefusals) {
+  REQUIRE_SERVERS();
+  auto missing = open_url(g->fault_url("/nothing.safetensors"), test_options());
+  ASSERT_FALSE(missing.is_ok());
+  EXPECT_EQ(missing.error().kind(), ErrorKind::FileNotFound);
+  auto refused = open_url(fault("small.safetensors", "require_auth=x&tag=401"), test_options());
+  ASSERT_FALSE(refused.is_ok());
+  EXPECT_EQ(refused.error().kind(), ErrorKind::HttpError);
+  EXPECT_NE(refused.error().message().find("401"), std::string::npos);
+}
+
+// ---- the CLI -----------------------------------------------------------------------------------------
+
+struct CliRun {
+  int code = -1;
+  std::string out, err;
+};
+
+CliRun cli(const std::string& args) {
+  const fs::path err = g->dir / "stderr.txt", out = g->dir / "stdout.bin";
+  std::string cmd = std::string(SAFEWEIGHTS_CLI) + " " + args + " >" + out.string() + " 2>" + err.string();
+  CliRun r;
+  int status = std::system(cmd.c_str());
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  auto o = file_bytes(out), e = file_bytes(err);
+  if (!o.empty()) r.out.assign(reinterpret_cast<const char*>(o.data()), o.size());
+  if (!e.empty()) r.err.assign(reinterpret_cast<const char*>(e.data()), e.size());
+  return r;
+}
+
+// "stats: N requests, M bytes transferred" from stderr.
+std::pair<std::uint64_t, std::uint64_t> parse_stats(const std::string& err) {
+  auto at = err.find("stats: ");
+  if (at == std::string::npos) return {UINT64_MAX, UINT64_MAX};
+  unsigned long long n = 0, m = 0;
+  std::sscanf(err.c_str() + at, "stats: %llu requests, %llu bytes", &n, &m);
+  return {n, m};
+}
+
+TEST(HttpCli, InspectValidateCatMatchLocal) {
+  REQUIRE_SERVERS();
+  for (const std::string file : {"small.safetensors", "small.dduf"}) {
+    const std::string url = g->nginx_url(file), path = (g->www / file).string();
+    CliRun remote = cli("inspect --json " + url), local = cli("inspect --json " + path);
+    EXPECT_EQ(remote.code, 0) << remote.err;
+    EXPECT_EQ(remote.out, local.out);
+    CliRun v = cli("validate --stats " + url);
+    EXPECT_EQ(v.code, 0) << v.err;
+    EXPECT_NE(v.out.find("OK"), std::string::npos);
+    EXPECT_LT(parse_stats(v.err).first, 20u) << v.err;
+  }
+  CliRun crc = cli("validate --crc " + g->nginx_url("small.dduf"));
+  EXPECT_EQ(crc.code, 0);
+  EXPECT_NE(crc.out.find("CRCs checked"), std::string::npos) << crc.out;
+  CliRun a = cli("cat " + g->nginx_url("small.safetensors") + " big"), b = cli("cat " + (g->www / "small.safetensors").string() + " big");
+  EXPECT_EQ(a.code, 0) << a.err;
+  EXPECT_EQ(a.out.size(), (3u << 20) + 17);
+  EXPECT_TRUE(a.out == b.out);
+  CliRun s1 = cli("cat " + g->nginx_url("small.safetensors") + " a --slice '1:3, ::-2'"), s2 = cli("cat " + (g->www / "small.safetensors").string() + " a --slice '1:3, ::-2'");
+  EXPECT_EQ(s1.code, 0) << s1.err;
+  EXPECT_EQ(s1.out, s2.out);
+  CliRun e1 = cli("cat " + g->nginx_url("small.dduf") + " vae/config.json"), e2 = cli("cat " + (g->www / "small.dduf").string() + " vae/config.json");
+  EXPECT_EQ(e1.out, e2.out);
+  EXPECT_EQ(e1.out, R"({"x": 1})");
+  CliRun t1 = cli("cat " + g->nginx_url("small.dduf") + " unet/diffusion_pytorch_model.safetensors c --stats");
+  CliRun t2 = cli("cat " + (g->www / "small.dduf").string() + " unet/diffusion_pytorch_model.safetensors c");
+  EXPECT_EQ(t1.code, 0) << t1.err;
+  EXPECT_EQ(t1.out, t2.out);
+  // The tensor's 24 bytes, not the 3 MiB entry.
+  EXPECT_LT(parse_stats(t1.err).second, 1u << 20) << t1.err;
+}
+
+TEST(HttpCli, UnpackUrl) {
+  REQUIRE_SERVERS();
+  const fs::path out = g->dir / "cli-unpacked";
+  CliRun r = cli("unpack --stats " + g->nginx_url("small.dduf") + " " + out.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto local = dduf::Reader::open((g->www / "small.dduf").string());
+  for (const auto& e : local->entries()) {
+    auto entry = local->open_entry(e.filename);
+    std::vector<std::byte> want(e.length);
+    ASSERT_TRUE((*entry)->read_at(0, want).is_ok());
+    EXPECT_EQ(file_bytes(out / e.filename), want) << e.filename;
+  }
+}
+
+TEST(HttpCli, OneGiBInspectMovesUnderOneMiB) {
+  REQUIRE_SERVERS();
+  big_safetensors();
+  big_dduf();
+  for (const std::string file : {"big.safetensors", "big.dduf"}) {
+    for (const std::string cmd : {"inspect", "validate"}) {
+      CliRun r = cli(cmd + " --stats " + g->nginx_url(file));
+      EXPECT_EQ(r.code, 0) << r.err;
+      auto [requests, bytes] = parse_stats(r.err);
+      EXPECT_LT(bytes, 1u << 20) << cmd << " " << file << ": " << r.err;
+      EXPECT_LE(requests, 8u) << cmd << " " << file << ": " << r.err;
+      std::printf("%s %s: %llu requests, %llu bytes\n", cmd.c_str(), file.c_str(), static_cast<unsigned long long>(requests),
+                  static_cast<unsigned long long>(bytes));
+    }
+  }
+}
+
+TEST(HttpCli, ErrorsNameTheUrl) {
+  REQUIRE_SERVERS();
+  CliRun r = cli("validate --json " + g->nginx_url("absent.safetensors"));
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("FileNotFound"), std::string::npos) << r.out;
+  CliRun bad = cli("inspect --header 'no colon' " + g->nginx_url("small.safetensors"));
+  EXPECT_NE(bad.code, 0);
+  EXPECT_NE(bad.err.find("Name: value"), std::string::npos) << bad.err;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  ::testing::AddGlobalTestEnvironment(new ServersEnv);
+  return RUN_ALL_TESTS();
+}
