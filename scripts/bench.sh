@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Builds Release and runs every benchmark, printing each command before it runs.
-#   BENCH_ONLY    header | io | dduf | http   run only bench_header, bench_io, bench_dduf or bench_http
+#   BENCH_ONLY    header | io | dduf | http | python   run only bench_header, bench_io, bench_dduf,
+#                 bench_http or bench/bench_python_load.py
 #                 (default: all)
 #   BENCH_DIR     folder for the benchmarks' input files, outputs and scratch files (default /tmp;
 #                 needs about 7 GB free)
 #   BENCH_PASSES  bench_io passes (default 7); BENCH_DDUF_PASSES bench_dduf passes (default 5);
 #                 BENCH_HTTP_PASSES bench_http passes (default 5; needs nginx and curl, see install-deps.sh)
+#                 BENCH_PYTHON_PASSES bench_python_load.py passes (default 9)
 #   BENCH_REPS    Google Benchmark repetitions for bench_header (default 15)
 # docs/PERFORMANCE.md records results of this script and how to read them.
 set -euo pipefail
@@ -35,5 +37,10 @@ if [[ -z $only || $only == dduf ]]; then
 fi
 if [[ -z $only || $only == http ]]; then
   run build/bench/bench_http --dir "${BENCH_DIR:-/tmp}" --passes "${BENCH_HTTP_PASSES:-5}"
+fi
+if [[ -z $only || $only == python ]]; then
+  # The package as built in build/python, on Debian's interpreter (numpy and torch from apt).
+  run env PYTHONPATH=build/python /usr/bin/python3 bench/bench_python_load.py --dir "${BENCH_DIR:-/tmp}" \
+    --passes "${BENCH_PYTHON_PASSES:-9}"
 fi
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"

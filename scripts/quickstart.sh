@@ -49,4 +49,16 @@ printf '$ %s cat %s %s --slice "0:2, ::-1" | od -A d -t x1 | head\n' "$cli" "$sa
 "$cli" cat "$sample" "$name" --slice "0:2, ::-1" > build/demo-slice.bin
 od -A d -t x1 build/demo-slice.bin | sed -n '1,10p'
 
+section "the same file from Python (PYTHONPATH=build/python)"
+PYTHONPATH=build/python /usr/bin/python3 - "$sample" "$name" <<'PY'
+import sys
+from safeweights import safe_open
+path, name = sys.argv[1], sys.argv[2]
+with safe_open(path, framework="np") as f:
+    print(f"{len(f.keys())} tensors, metadata {f.metadata()}")
+    t = f.get_tensor(name)
+    print(f"{name}: {t.dtype} {t.shape}, zero-copy view (writeable={t.flags.writeable})")
+    print(f"{name}[0:2, ::-1] =\n{f.get_slice(name)[0:2, ::-1]}")
+PY
+
 section "done"

@@ -65,6 +65,11 @@ using SourcePtr = std::shared_ptr<const ByteSource>;
 enum class FileBackend {
   Mmap,   // map the whole file once; tensors are pointers into the mapping (default)
   Pread,  // positional reads into caller or owned memory; no mapping (NFS, Lustre, FUSE)
+  // Mapped privately and writable, copy-on-write: whoever holds a view may write through it, and the
+  // writes land in private copies of the touched pages, never in the file. For frameworks that have
+  // no read-only tensors (torch), so that a caller's in-place update cannot fault or corrupt the
+  // file. The library itself never writes through it.
+  MmapPrivate,
 };
 
 // Opens a regular file. FileNotFound when it does not exist; IoError for other failures (permission,

@@ -151,7 +151,12 @@ Result<SourcePtr> open_file(const std::string& path, FileBackend backend) {
     ::close(fd);
     return Error(ErrorKind::ResourceLimit, "file too large to map on this platform").with_file(path);
   }
-  void* base = ::mmap(nullptr, static_cast<std::size_t>(size), PROT_READ, MAP_SHARED, fd, 0);
+  // Copy-on-write mappings reserve no swap up front (MAP_NORESERVE): only pages actually written are
+  // charged, so mapping a file larger than RAM + swap still works as the read-only mapping does.
+  const bool private_copy = backend == FileBackend::MmapPrivate;
+  void* base = private_copy ? ::mmap(nullptr, static_cast<std::size_t>(size), PROT_READ | PROT_WRITE,
+                                     MAP_PRIVATE | MAP_NORESERVE, fd, 0)
+                            : ::mmap(nullptr, static_cast<std::size_t>(size), PROT_READ, MAP_SHARED, fd, 0);
   if (base == MAP_FAILED) {
     int err = errno;
     ::close(fd);

@@ -1,0 +1,40 @@
+"""safeweights: safe, zero-copy safetensors and DDUF for Python.
+
+A drop-in for the ``safetensors`` package (``safe_open``, the low-level ``serialize`` /
+``serialize_file`` / ``deserialize`` / ``TensorSpec``, and the ``safeweights.numpy`` and
+``safeweights.torch`` modules) and for huggingface_hub's DDUF functions (``safeweights.dduf``), built on
+the safeweights C++ library: stricter validation, zero-copy reads, the GIL released during I/O.
+"""
+
+from . import _safeweights
+from ._errors import (
+    DDUFBadZipFileError,
+    DDUFCorruptedFileError,
+    DDUFError,
+    DDUFExportError,
+    DDUFInvalidEntryNameError,
+    SafetensorError,
+    SliceIndexError,
+)
+from ._safe_open import PySafeSlice, _safe_open_handle, safe_open
+from ._safeweights import TensorSpec, deserialize, serialize, serialize_file
+
+__version__ = _safeweights.__version__
+
+__all__ = [
+    "DDUFBadZipFileError",
+    "DDUFCorruptedFileError",
+    "DDUFError",
+    "DDUFExportError",
+    "DDUFInvalidEntryNameError",
+    "PySafeSlice",
+    "SafetensorError",
+    "SliceIndexError",
+    "TensorSpec",
+    "__version__",
+    "_safe_open_handle",
+    "deserialize",
+    "safe_open",
+    "serialize",
+    "serialize_file",
+]

@@ -1,0 +1,311 @@
+"""safe_open: the reference's file handle, zero-copy.
+
+With the default ``backend="mmap"`` the file is mapped once and every tensor is a view of the mapping:
+numpy arrays are read-only (``arr.copy()`` gives a writable one), torch tensors are copy-on-write (an
+in-place update copies the touched pages privately and never reaches the file). Views keep the mapping
+alive after the handle is closed. ``backend="pread"`` reads each tensor into fresh, writable memory
+instead (for network filesystems where page faults are slow). Slices read only the bytes they need.
+
+``filename`` may be an ``http://`` or ``https://`` URL: the header is fetched with one Range request,
+and each tensor or slice with the requests it needs (into fresh memory, as with ``backend="pread"``).
+
+Handles are thread-safe: any method may be called from several threads at once, and the GIL is
+released while bytes are read.
+"""
+
+from __future__ import annotations
+
+import operator
+import os
+import re
+
+from . import _safeweights
+from ._dtypes import TABLE, numpy_dtype, torch_dtype, torch_shape
+from ._errors import SafetensorError, SliceIndexError
+
+_FRAMEWORKS = {"pt": "pt", "torch": "pt", "pytorch": "pt", "np": "np", "numpy": "np"}
+_NOT_YET = {"tf", "tensorflow", "jax", "flax", "mlx", "paddle"}
+_BACKENDS = ("mmap", "pread")
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+
+def _framework(name) -> str:
+    fw = _FRAMEWORKS.get(name) if isinstance(name, str) else None
+    if fw is None:
+        if isinstance(name, str) and name in _NOT_YET:
+            raise SafetensorError(f"framework {name} is not supported by safeweights yet (use np or pt)")
+        raise SafetensorError(f"framework {name} is invalid")
+    return fw
+
+
+def _check_backend(backend) -> None:
+    if backend not in _BACKENDS:
+        raise SafetensorError(f'backend "{backend}" is invalid (expected one of: "mmap", "pread")')
+
+
+# The reference's device grammar; anything else is "device {name} is invalid" at open, as there.
+_DEVICE_RE = re.compile(r"cpu|mps(:0)?|(cuda|npu|xpu|xla|mlu|musa|hpu)(:[0-9]+)?")
+
+
+def _check_device(device) -> None:
+    if isinstance(device, str) and not _DEVICE_RE.fullmatch(device):
+        raise SafetensorError(f"device {device} is invalid")
+
+
+def _fspath(filename) -> str:
+    try:
+        return os.fspath(filename)
+    except TypeError:
+        raise TypeError(f"filename must be str or os.PathLike, not {type(filename).__name__}") from None
+
+
+def _is_cpu(device) -> bool:
+    return device is None or device == "cpu" or (hasattr(device, "type") and device.type == "cpu" and not isinstance(device, str))
+
+
+class _TensorMaker:
+    """Turns (dtype code, shape, offset, nbytes) into a numpy array or torch tensor."""
+
+    def __init__(self, handle, framework: str, device):
+        self._handle = handle
+        self._framework = framework
+        self._device = device
+        self._buffer = handle.buffer(writable=(framework == "pt"))
+        if framework == "pt":
+            import torch  # noqa: PLC0415 (imported only for torch users)
+
+            self._torch = torch
+            self._to_device = not _is_cpu(device)
+        else:
+            import numpy  # noqa: PLC0415
+
+            self._np = numpy
+
+    def from_file(self, name, code, shape, offset, nbytes):
+        if self._buffer is not None:
+            return self._view(self._buffer, code, shape, offset, nbytes)
+        return self._view(self._handle.read(name), code, shape, 0, nbytes)
+
+    def _view(self, buffer, code, shape, offset, nbytes):
+        if self._framework == "np":
+            dt = numpy_dtype(code)
+            if nbytes == 0:
+                return self._np.zeros(shape, dtype=dt)
+            return self._np.frombuffer(buffer, dtype=dt, count=nbytes // dt.itemsize, offset=offset).reshape(shape)
+        torch = self._torch
+        dt = torch_dtype(code)
+        tshape = torch_shape(code, shape)
+        if nbytes == 0:
+            t = torch.empty(tshape, dtype=dt)
+        else:
+            itemsize = 1 if code == "F4" else TABLE[code][0] // 8
+            t = torch.frombuffer(buffer, dtype=dt, count=nbytes // itemsize, offset=offset).reshape(tshape)
+        if self._to_device:
+            t = t.to(self._device)
+        return t
+
+
+def _render_item(k) -> str:
+    if isinstance(k, slice):
+        s = lambda x: "" if x is None else str(x)  # noqa: E731
+        return f"{s(k.start)}:{s(k.stop)}" + ("" if k.step is None else f":{k.step}")
+    if k is Ellipsis:
+        return "..."
+    return str(k)
+
+
+def _render(key) -> str:
+    return "[" + ", ".join(_render_item(k) for k in key) + "]"
+
+
+def _bound(x):
+    if x is None:
+        return None
+    x = operator.index(x)
+    return min(max(x, _INT64_MIN), _INT64_MAX)
+
+
+def _slice_items(key, shape):
+    """numpy basic indexing -> the native slice items, with numpy's (and the reference's) errors."""
+    key = key if isinstance(key, tuple) else (key,)
+    items = []
+    consumes = []  # for each item: does it consume a dimension?
+    for k in key:
+        if k is Ellipsis:
+            items.append(("e",))
+            consumes.append(False)
+        elif k is None:
+            items.append(("n",))
+            consumes.append(False)
+        elif isinstance(k, slice):
+            if k.step is not None and operator.index(k.step) == 0:
+                raise ValueError("slice step cannot be zero")
+            items.append(("s", _bound(k.start), _bound(k.stop), _bound(k.step)))
+            consumes.append(True)
+        elif isinstance(k, list):
+            if k:
+                raise SafetensorError("Non empty lists are not implemented")
+            items.append(("s", 0, 0, None))  # the reference's reading of []: an empty range
+            consumes.append(True)
+        elif isinstance(k, bool) or type(k).__name__ == "bool_":
+            raise SafetensorError("boolean indices are not supported (basic indexing only)")
+        elif hasattr(k, "__index__"):
+            items.append(("i", operator.index(k)))
+            consumes.append(True)
+        elif hasattr(k, "shape") or hasattr(k, "__len__"):
+            raise SafetensorError("Non empty lists are not implemented")
+        else:
+            raise TypeError(f"invalid index {k!r}: only integers, slices, ..., None and [] are valid indices")
+    if sum(1 for it in items if it[0] == "e") > 1:
+        raise SliceIndexError("an index can only have a single ellipsis ('...')")
+    ndim = len(shape)
+    used = sum(consumes)
+    if used > ndim:
+        raise SliceIndexError(
+            f"Error during slicing {_render(key)} with shape {list(shape)}: too many indices "
+            f"({used}) for a tensor of {ndim} dimensions"
+        )
+    # Map each integer to its dimension (items after an Ellipsis count from the end) and check it.
+    dim = 0
+    for idx, (k, it) in enumerate(zip(key, items)):
+        if it[0] == "e":
+            dim = ndim - sum(consumes[idx + 1 :])
+            continue
+        if not consumes[idx]:
+            continue
+        if it[0] == "i":
+            i, n = it[1], shape[dim]
+            if i >= n:
+                raise SliceIndexError(
+                    f"Error during slicing {_render(key)} with shape {list(shape)}: "
+                    f"index {i} out of bounds for tensor dimension #{dim} of size {n}"
+                )
+            if i < -n:
+                raise SliceIndexError(f"Invalid index {i} for dimension {dim} of size {n}")
+        dim += 1
+    return items
+
+
+class PySafeSlice:
+    """A tensor not yet read: its shape and dtype, and numpy basic indexing that reads only what it needs."""
+
+    def __init__(self, owner: "safe_open", name: str, code: str, shape):
+        self._owner = owner
+        self._name = name
+        self._code = code
+        self._shape = shape
+
+    def get_shape(self):
+        return list(self._shape)
+
+    def get_dtype(self) -> str:
+        return self._code
+
+    @property
+    def shape(self):
+        return tuple(self._shape)
+
+    @property
+    def dtype(self) -> str:
+        return self._code
+
+    def __len__(self):
+        if not self._shape:
+            raise TypeError("len() of a 0-d tensor")
+        return self._shape[0]
+
+    def __getitem__(self, key):
+        items = _slice_items(key, self._shape)
+        shape, data = self._owner._handle.read_slice(self._name, items)
+        nbytes = len(data)
+        return self._owner._maker._view(data, self._code, shape, 0, nbytes)
+
+    def __repr__(self):
+        return f"PySafeSlice(name={self._name!r}, dtype={self._code!r}, shape={self._shape})"
+
+
+class safe_open:  # noqa: N801 (the reference's name)
+    """Opens a safetensors file for lazy, zero-copy access.
+
+    ``safe_open(filename, framework, device="cpu", *, backend="mmap")``; framework is ``"np"``/``"numpy"``
+    or ``"pt"``/``"torch"``/``"pytorch"``. Use it as a context manager; after it is closed every
+    method raises SafetensorError("File is closed").
+    """
+
+    def __init__(self, filename, framework, device="cpu", *, backend="mmap"):
+        fw = _framework(framework)
+        _check_device(device)
+        if fw == "np" and not _is_cpu(device):
+            raise SafetensorError(f"Device {device} is not supported for framework numpy")
+        _check_backend(backend)
+        path = _fspath(filename)
+        self._filename = path
+        self._handle = _safeweights._SafeFile.open(path, backend)
+        self._framework = fw
+        self._device = device
+        self._maker = _TensorMaker(self._handle, fw, device)
+
+    @classmethod
+    def _from_handle(cls, handle, framework, device="cpu"):
+        self = cls.__new__(cls)
+        self._filename = handle.name
+        self._handle = handle
+        self._framework = _framework(framework)
+        self._device = device
+        self._maker = _TensorMaker(handle, self._framework, device)
+        return self
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        self.close()
+
+    def close(self) -> None:
+        self._handle.close()
+
+    def keys(self):
+        """Tensor names, sorted."""
+        return self._handle.keys()
+
+    def offset_keys(self):
+        """Tensor names in the order of their bytes in the file."""
+        return self._handle.offset_keys()
+
+    def metadata(self):
+        """The ``__metadata__`` dict, ``{}`` when present but empty, ``None`` when absent."""
+        return self._handle.metadata()
+
+    def __contains__(self, name) -> bool:
+        return isinstance(name, str) and name in set(self._handle.keys())
+
+    def get_tensor(self, name: str):
+        code, shape, offset, nbytes = self._handle.info(name)
+        return self._maker.from_file(name, code, shape, offset, nbytes)
+
+    def get_tensors(self):
+        """Every tensor, in file order."""
+        make = self._maker.from_file
+        return {name: make(name, code, shape, offset, nbytes) for name, code, shape, offset, nbytes in self._handle.infos()}
+
+    def get_slice(self, name: str) -> PySafeSlice:
+        code, shape, _, _ = self._handle.info(name)
+        return PySafeSlice(self, name, code, shape)
+
+    def get_raw(self, name: str):
+        """The tensor's bytes as stored (little-endian, C order): a read-only zero-copy memoryview when
+        mapped, else bytes. Works for every dtype, including ones numpy or torch lack."""
+        _, _, offset, nbytes = self._handle.info(name)
+        buf = self._handle.buffer(writable=False)
+        if buf is None:
+            return bytes(self._handle.read(name))
+        return memoryview(buf)[offset : offset + nbytes]
+
+    def __repr__(self):
+        state = "closed" if self._handle.closed else "open"
+        return f"<safeweights.safe_open {self._filename!r} framework={self._framework} ({state})>"
+
+
+def _safe_open_handle(f, framework, device="cpu", *, backend="mmap"):
+    """The reference's helper: a safe_open over an open file object's path (``f.name``)."""
+    return safe_open(f.name, framework, device, backend=backend)

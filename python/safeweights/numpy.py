@@ -1,0 +1,75 @@
+"""safetensors.numpy, zero-copy: save, save_file, load, load_file.
+
+Saving writes arrays in C order whatever their memory layout (a Fortran-ordered or strided array is
+copied to C order first; the reference 0.8 writes such arrays in memory order, silently scrambling
+them) and in little-endian byte order. Files are byte-identical to the reference's.
+
+Loading returns read-only arrays that view the file's mapping (``load_file``) or the given bytes
+(``load``); call ``.copy()`` on an array for a writable one, or pass ``backend="pread"`` to
+``load_file`` to read into fresh writable memory.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Dict, Optional, Union
+
+import numpy as np
+
+from . import _safeweights
+from ._safe_open import safe_open
+from ._write import write
+from ._errors import SafetensorError
+
+
+def _flatten(tensor_dict: Dict[str, np.ndarray]):
+    """TensorSpecs for the arrays, and the arrays (C-contiguous, little-endian) that must stay alive."""
+    if not isinstance(tensor_dict, dict):
+        raise ValueError(f"Expected a dict of [str, np.ndarray] but received {type(tensor_dict)}")
+    specs, keep = {}, []
+    for name, value in tensor_dict.items():
+        if not isinstance(name, str):
+            raise TypeError(f"tensor names must be str, got {type(name).__name__}")
+        arr = np.asarray(value)
+        if arr.dtype.byteorder == ">" or (arr.dtype.byteorder == "=" and np.little_endian is False):
+            arr = arr.astype(arr.dtype.newbyteorder("<"))
+        if not arr.flags.c_contiguous:  # (0-d arrays always are; np.ascontiguousarray would make them 1-d)
+            arr = np.ascontiguousarray(arr)  # C order
+        keep.append(arr)
+        specs[name] = _safeweights.TensorSpec(
+            dtype=arr.dtype.name, shape=list(arr.shape), data_ptr=arr.ctypes.data, data_len=arr.nbytes
+        )
+    return specs, keep
+
+
+def save(tensor_dict: Dict[str, np.ndarray], metadata: Optional[Dict[str, str]] = None) -> bytes:
+    """The safetensors file for these arrays, as bytes."""
+    return write(_flatten(tensor_dict), metadata)
+
+
+def save_file(
+    tensor_dict: Dict[str, np.ndarray],
+    filename: Union[str, os.PathLike],
+    metadata: Optional[Dict[str, str]] = None,
+) -> None:
+    """Writes the arrays to ``filename`` atomically (a temporary file renamed into place)."""
+    write(_flatten(tensor_dict), metadata, filename)
+
+
+def load(data: bytes) -> Dict[str, np.ndarray]:
+    """The arrays of a safetensors file held in memory: read-only views of ``data``, in file order."""
+    handle = _safeweights._SafeFile.from_buffer(data)
+    try:
+        return safe_open._from_handle(handle, "np").get_tensors()
+    finally:
+        handle.close()
+
+
+def load_file(filename: Union[str, os.PathLike], *, backend: str = "mmap") -> Dict[str, np.ndarray]:
+    """Every array of the file, in file order: read-only views of the mapping (``backend="mmap"``) or
+    writable copies (``backend="pread"``)."""
+    with safe_open(filename, framework="np", backend=backend) as f:
+        return f.get_tensors()
+
+
+__all__ = ["save", "save_file", "load", "load_file", "SafetensorError"]

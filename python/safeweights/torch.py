@@ -1,0 +1,257 @@
+"""safetensors.torch, zero-copy: save, save_file, load, load_file, save_model, load_model.
+
+Loading with the default ``backend="mmap"`` returns tensors that view the file's mapping, mapped
+copy-on-write: they are writable, an in-place update copies just the touched pages into private memory,
+and the file never changes. ``tensor.clone()`` gives independent memory. ``device="cuda"`` (or any
+torch device) moves each tensor there after the zero-copy read.
+
+Saving follows the reference's rules and messages: no sparse or non-contiguous tensors, no tensors
+sharing memory (use ``save_model``, which removes the aliases and records them in the metadata).
+"""
+
+from __future__ import annotations
+
+import os
+from collections import defaultdict
+from typing import Dict, List, Optional, Set, Tuple, Union
+
+import torch
+
+from . import _safeweights
+from ._errors import SafetensorError
+from ._safe_open import safe_open
+from ._write import write
+
+_SIZE = {}
+
+
+def _element_size(dtype) -> int:
+    size = _SIZE.get(dtype)
+    if size is None:
+        size = _SIZE[dtype] = torch.empty((), dtype=dtype).element_size()
+    return size
+
+
+def storage_ptr(tensor: torch.Tensor) -> int:
+    try:
+        return tensor.untyped_storage().data_ptr()
+    except (AttributeError, NotImplementedError, RuntimeError):
+        try:
+            return tensor.storage().data_ptr()  # torch < 2.0
+        except NotImplementedError:
+            return 0  # fake tensors and the like have no storage
+
+
+def _end_ptr(tensor: torch.Tensor) -> int:
+    if tensor.nelement():
+        return tensor.view(-1)[-1].data_ptr() + _element_size(tensor.dtype)
+    return tensor.data_ptr()
+
+
+def storage_size(tensor: torch.Tensor) -> int:
+    try:
+        return tensor.untyped_storage().nbytes()
+    except (AttributeError, NotImplementedError, RuntimeError):
+        try:
+            return tensor.storage().size() * _element_size(tensor.dtype)  # torch < 2.0
+        except NotImplementedError:
+            return tensor.nelement() * _element_size(tensor.dtype)
+
+
+def _filter_shared_not_shared(tensors: List[Set[str]], state_dict: Dict[str, torch.Tensor]) -> List[Set[str]]:
+    """Splits each group of names on one storage into sets whose byte areas actually overlap."""
+    filtered = []
+    for shared in tensors:
+        if len(shared) < 2:
+            filtered.append(shared)
+            continue
+        areas = sorted((state_dict[name].data_ptr(), _end_ptr(state_dict[name]), name) for name in shared)
+        _, last_stop, last_name = areas[0]
+        filtered.append({last_name})
+        for start, stop, name in areas[1:]:
+            if start >= last_stop:
+                filtered.append({name})
+            else:
+                filtered[-1].add(name)
+            last_stop = max(last_stop, stop)
+    return filtered
+
+
+def _find_shared_tensors(state_dict: Dict[str, torch.Tensor]) -> List[Set[str]]:
+    groups = defaultdict(set)
+    for name, v in state_dict.items():
+        if v.device != torch.device("meta") and storage_ptr(v) != 0 and storage_size(v) != 0:
+            groups[(v.device, storage_ptr(v), storage_size(v))].add(name)
+    return _filter_shared_not_shared(sorted(groups.values(), key=lambda s: sorted(s)), state_dict)
+
+
+def _is_complete(tensor: torch.Tensor) -> bool:
+    return tensor.data_ptr() == storage_ptr(tensor) and tensor.nelement() * _element_size(tensor.dtype) == storage_size(tensor)
+
+
+def _remove_duplicate_names(
+    state_dict: Dict[str, torch.Tensor],
+    *,
+    preferred_names: Optional[List[str]] = None,
+    discard_names: Optional[List[str]] = None,
+) -> Dict[str, List[str]]:
+    preferred = set(preferred_names or [])
+    discard = set(discard_names or [])
+    to_remove = defaultdict(list)
+    for shared in _find_shared_tensors(state_dict):
+        complete = {name for name in shared if _is_complete(state_dict[name])}
+        if not complete:
+            raise RuntimeError(
+                "Error while trying to find names to remove to save state dict, but found no suitable name to keep"
+                f" for saving amongst: {shared}. None is covering the entire storage. Refusing to save/load the"
+                " model since you could be storing much more memory than needed. Please refer to"
+                " https://huggingface.co/docs/safetensors/torch_shared_tensors for more information. Or open an"
+                " issue."
+            )
+        keep_name = sorted(complete)[0]
+        not_discarded = sorted(complete - discard)
+        if not_discarded:
+            keep_name = not_discarded[0]
+        kept_preferred = sorted(complete & preferred)
+        if kept_preferred:
+            keep_name = kept_preferred[0]
+        for name in sorted(shared):
+            if name != keep_name:
+                to_remove[keep_name].append(name)
+    return to_remove
+
+
+def _flatten(tensors: Dict[str, torch.Tensor]):
+    if not isinstance(tensors, dict):
+        raise ValueError(f"Expected a dict of [str, torch.Tensor] but received {type(tensors)}")
+    invalid = []
+    for k, v in tensors.items():
+        if not isinstance(v, torch.Tensor):
+            raise ValueError(f"Key `{k}` is invalid, expected torch.Tensor but received {type(v)}")
+        if v.layout != torch.strided:
+            invalid.append(k)
+    if invalid:
+        raise ValueError(
+            f"You are trying to save a sparse tensors: `{invalid}` which this library does not support."
+            " You can make it a dense tensor before saving with `.to_dense()` but be aware this might"
+            " make a much larger file than needed."
+        )
+    failing = [names for names in _find_shared_tensors(tensors) if len(names) > 1]
+    if failing:
+        raise RuntimeError(
+            f"""
+            Some tensors share memory, this will lead to duplicate memory on disk and potential differences when loading them again: {failing}.
+            A potential way to correctly save your model is to use `save_model`.
+            More information at https://huggingface.co/docs/safetensors/torch_shared_tensors
+            """
+        )
+    specs, keep = {}, []
+    for name, v in tensors.items():
+        if not v.is_contiguous():
+            raise ValueError(
+                f"You are trying to save a non contiguous tensor: `{name}` which is not allowed. It either means you"
+                " are trying to save tensors which are reference of each other in which case it's recommended to save"
+                " only the full tensors, and reslice at load time, or simply call `.contiguous()` on your tensor to"
+                " pack it before saving."
+            )
+        if v.device.type != "cpu":
+            v = v.to("cpu")  # meta tensors raise torch's own error here, as in the reference
+        keep.append(v)
+        specs[name] = _safeweights.TensorSpec(
+            dtype=str(v.dtype).split(".")[-1],
+            shape=list(v.shape),
+            data_ptr=v.data_ptr(),
+            data_len=v.nelement() * _element_size(v.dtype),
+        )
+    return specs, keep
+
+
+def save(tensors: Dict[str, torch.Tensor], metadata: Optional[Dict[str, str]] = None) -> bytes:
+    """The safetensors file for these tensors, as bytes."""
+    return write(_flatten(tensors), metadata)
+
+
+def save_file(
+    tensors: Dict[str, torch.Tensor],
+    filename: Union[str, os.PathLike],
+    metadata: Optional[Dict[str, str]] = None,
+) -> None:
+    """Writes the tensors to ``filename`` atomically (a temporary file renamed into place)."""
+    write(_flatten(tensors), metadata, filename)
+
+
+def load(data: bytes) -> Dict[str, torch.Tensor]:
+    """The tensors of a safetensors file held in memory (copies: torch tensors are always writable)."""
+    handle = _safeweights._SafeFile.from_buffer(data)
+    try:
+        f = safe_open._from_handle(handle, "pt")
+        return {name: f.get_tensor(name).clone() for name in handle.offset_keys()}
+    finally:
+        handle.close()
+
+
+def load_file(
+    filename: Union[str, os.PathLike], device: Union[str, int, "torch.device"] = "cpu", *, backend: str = "mmap"
+) -> Dict[str, torch.Tensor]:
+    """Every tensor of the file, in file order, zero-copy on the CPU."""
+    with safe_open(filename, framework="pt", device=device, backend=backend) as f:
+        return f.get_tensors()
+
+
+def save_model(
+    model: torch.nn.Module, filename: str, metadata: Optional[Dict[str, str]] = None, force_contiguous: bool = True
+):
+    """Saves a model's state dict, dropping tensors that alias another (tied weights) and recording each
+    alias in the metadata as ``{removed: kept}``."""
+    state_dict = model.state_dict()
+    to_removes = _remove_duplicate_names(state_dict)
+    for kept_name, to_remove_group in to_removes.items():
+        for to_remove in to_remove_group:
+            if metadata is None:
+                metadata = {}
+            if to_remove not in metadata:
+                metadata[to_remove] = kept_name  # never override what the caller put there
+            del state_dict[to_remove]
+    if force_contiguous:
+        state_dict = {k: v.contiguous() for k, v in state_dict.items()}
+    try:
+        save_file(state_dict, filename, metadata=metadata)
+    except ValueError as e:
+        msg = str(e)
+        msg += " Or use save_model(..., force_contiguous=True), read the docs for potential caveats."
+        raise ValueError(msg) from e
+
+
+def load_model(
+    model: torch.nn.Module,
+    filename: Union[str, os.PathLike],
+    strict: bool = True,
+    device: Union[str, int, "torch.device"] = "cpu",
+    *,
+    backend: str = "mmap",
+) -> Tuple[List[str], List[str]]:
+    """Loads a file written by save_model into ``model``; returns (missing, unexpected) names."""
+    state_dict = load_file(filename, device=device, backend=backend)
+    model_state_dict = model.state_dict()
+    to_removes = _remove_duplicate_names(model_state_dict, preferred_names=list(state_dict.keys()))
+    missing, unexpected = model.load_state_dict(state_dict, strict=False)
+    missing = set(missing)
+    for to_remove_group in to_removes.values():
+        for to_remove in to_remove_group:
+            if to_remove not in missing:
+                unexpected.append(to_remove)
+            else:
+                missing.remove(to_remove)
+    if strict and (missing or unexpected):
+        missing_keys = ", ".join([f'"{k}"' for k in sorted(missing)])
+        unexpected_keys = ", ".join([f'"{k}"' for k in sorted(unexpected)])
+        error = f"Error(s) in loading state_dict for {model.__class__.__name__}:"
+        if missing:
+            error += f"\n    Missing key(s) in state_dict: {missing_keys}"
+        if unexpected:
+            error += f"\n    Unexpected key(s) in state_dict: {unexpected_keys}"
+        raise RuntimeError(error)
+    return sorted(missing), unexpected
+
+
+__all__ = ["save", "save_file", "load", "load_file", "save_model", "load_model", "SafetensorError"]

@@ -1,0 +1,24 @@
+import os
+from typing import Dict, List, Optional, Tuple, Union
+
+import torch
+
+def save(tensors: Dict[str, torch.Tensor], metadata: Optional[Dict[str, str]] = None) -> bytes: ...
+def save_file(
+    tensors: Dict[str, torch.Tensor], filename: Union[str, os.PathLike[str]], metadata: Optional[Dict[str, str]] = None
+) -> None: ...
+def load(data: bytes) -> Dict[str, torch.Tensor]: ...
+def load_file(
+    filename: Union[str, os.PathLike[str]], device: Union[str, int, torch.device] = "cpu", *, backend: str = "mmap"
+) -> Dict[str, torch.Tensor]: ...
+def save_model(
+    model: torch.nn.Module, filename: str, metadata: Optional[Dict[str, str]] = None, force_contiguous: bool = True
+) -> None: ...
+def load_model(
+    model: torch.nn.Module,
+    filename: Union[str, os.PathLike[str]],
+    strict: bool = True,
+    device: Union[str, int, torch.device] = "cpu",
+    *,
+    backend: str = "mmap",
+) -> Tuple[List[str], List[str]]: ...

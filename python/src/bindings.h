@@ -1,0 +1,76 @@
+// Shared pieces of the _safeweights extension module: error translation, the buffer object that hands
+// zero-copy views of a mapping to numpy and torch, and the per-area registration functions.
+//
+// Every binding follows one pattern: convert Python arguments while holding the GIL, release the GIL
+// around the library call (I/O, parsing, copying), and translate a failed Status into the Python
+// exception class the package defines (see safeweights/_errors.py), with the error's stable kind,
+// file, entry, tensor and byte offset as attributes.
+#pragma once
+
+#include <pybind11/pybind11.h>
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "safeweights/error.h"
+#include "safeweights/safetensors.h"
+#include "safeweights/source.h"
+
+namespace safeweights::python {
+
+namespace py = pybind11;
+
+// Which family of Python exceptions a failure belongs to.
+enum class Domain {
+  Safetensors,  // SafetensorError
+  DDUFRead,     // DDUFCorruptedFileError (BadZipFile kinds also derive from zipfile.BadZipFile)
+  DDUFExport,   // DDUFExportError
+};
+
+// Raises the Python exception for `error` (the GIL must be held). `prefix` is prepended to the
+// message, as the reference does ("Error while deserializing header: ").
+[[noreturn]] void raise_error(const Error& error, Domain domain, std::string_view prefix = {});
+// A SafetensorError with a plain message.
+[[noreturn]] void raise_safetensor_error(const std::string& message);
+
+// Runs fn (a library call: I/O, parsing, copying) with the GIL released and returns its result.
+template <typename F>
+auto without_gil(F&& fn) {
+  py::gil_scoped_release nogil;
+  return fn();
+}
+
+// Returns the value of a Result or raises.
+template <typename T>
+T value_or_raise(Result<T>&& result, Domain domain, std::string_view prefix = {}) {
+  if (!result.is_ok()) raise_error(result.error(), domain, prefix);
+  return std::move(result).value();
+}
+inline void ok_or_raise(const Status& status, Domain domain, std::string_view prefix = {}) {
+  if (!status.is_ok()) raise_error(status.error(), domain, prefix);
+}
+
+// The whole of a mapped source as a one-dimensional byte buffer, for numpy.frombuffer /
+// torch.frombuffer / memoryview. Holding it keeps the mapping alive. `writable` exports a writable
+// buffer, allowed only over a copy-on-write mapping (FileBackend::MmapPrivate).
+struct MappedBuffer {
+  SourcePtr source;
+  bool writable = false;
+};
+
+// A shared_ptr deleter target that keeps a Python object alive from C++ (e.g. the bytes a memory
+// source views), releasing it with the GIL held whichever thread drops the last reference.
+std::shared_ptr<const void> keep_python_object(py::object object);
+
+// A safe_open handle (_SafeFile) over an opened reader; writable_views only for copy-on-write maps.
+py::object make_safe_file(safetensors::Reader reader, bool writable_views);
+
+// Opens a local path, or an http(s):// URL (not mapped: tensors are then read into owned memory).
+Result<SourcePtr> open_input(const std::string& path_or_url, FileBackend backend);
+
+void register_errors(py::module_& m);
+void register_safetensors(py::module_& m);
+void register_dduf(py::module_& m);
+
+}  // namespace safeweights::python

@@ -1,0 +1,409 @@
+// Bindings for safetensors: the file handle behind safe_open, and the reference's low-level API
+// (TensorSpec, serialize, serialize_file, deserialize).
+#include <pybind11/stl.h>
+
+#include <algorithm>
+#include <cstring>
+#include <mutex>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "bindings.h"
+#include "safeweights/dtype.h"
+#include "safeweights/safetensors.h"
+#include "safeweights/safetensors_writer.h"
+#include "safeweights/slice.h"
+
+namespace safeweights::python {
+namespace {
+
+constexpr std::string_view kHeaderPrefix = "Error while deserializing header: ";
+
+// An open safetensors file. close() drops the handle's reference; arrays already handed out keep the
+// mapping alive through their MappedBuffer. All methods may be called from any thread.
+class SafeFile {
+ public:
+  SafeFile(safetensors::Reader reader, bool writable_views)
+      : reader_(std::make_shared<const safetensors::Reader>(std::move(reader))), writable_views_(writable_views) {}
+
+  std::shared_ptr<const safetensors::Reader> reader() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!reader_) raise_safetensor_error("File is closed");
+    return reader_;
+  }
+  void close() {
+    std::shared_ptr<const safetensors::Reader> dropped;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      dropped = std::move(reader_);
+    }
+    // The last reference may unmap; do that without the GIL.
+    py::gil_scoped_release nogil;
+    dropped.reset();
+  }
+  bool closed() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return reader_ == nullptr;
+  }
+  bool writable_views() const { return writable_views_; }
+
+ private:
+  mutable std::mutex mu_;
+  std::shared_ptr<const safetensors::Reader> reader_;
+  bool writable_views_;
+};
+
+const safetensors::TensorInfo& find_tensor(const safetensors::Reader& reader, const std::string& name) {
+  const safetensors::TensorInfo* info = reader.header().find(name);
+  if (info == nullptr) raise_safetensor_error("File does not contain tensor " + name);
+  return *info;
+}
+
+py::list shape_list(std::span<const std::uint64_t> shape) {
+  py::list out(shape.size());
+  for (std::size_t i = 0; i < shape.size(); ++i) out[i] = py::int_(shape[i]);
+  return out;
+}
+
+py::tuple info_tuple(const safetensors::Reader& reader, const safetensors::TensorInfo& info) {
+  return py::make_tuple(std::string(dtype_name(info.dtype)), shape_list(info.shape),
+                        py::int_(reader.header().data_start() + info.begin), py::int_(info.nbytes()));
+}
+
+// A bytearray of n bytes, not zero-filled (it is about to be overwritten).
+py::bytearray new_bytearray(std::uint64_t n) {
+  if (n > static_cast<std::uint64_t>(PY_SSIZE_T_MAX)) throw std::bad_alloc();
+  PyObject* o = PyByteArray_FromStringAndSize(nullptr, static_cast<Py_ssize_t>(n));
+  if (o == nullptr) throw py::error_already_set();
+  return py::reinterpret_steal<py::bytearray>(o);
+}
+std::span<std::byte> bytearray_span(py::bytearray& b) {
+  return {reinterpret_cast<std::byte*>(PyByteArray_AS_STRING(b.ptr())), static_cast<std::size_t>(PyByteArray_GET_SIZE(b.ptr()))};
+}
+
+std::unique_ptr<SafeFile> open_reader(SourcePtr source, bool writable) {
+  Result<safetensors::Reader> reader = [&] {
+    py::gil_scoped_release nogil;
+    return safetensors::Reader::open(std::move(source));
+  }();
+  return std::make_unique<SafeFile>(value_or_raise(std::move(reader), Domain::Safetensors, kHeaderPrefix), writable);
+}
+
+// Slice items as the Python layer sends them: ("i", index) | ("s", start, stop, step) | ("e",) | ("n",).
+SliceSpec slice_spec_from(const py::sequence& items) {
+  SliceSpec spec;
+  for (const py::handle item : items) {
+    auto t = py::reinterpret_borrow<py::tuple>(item);
+    const std::string tag = t[0].cast<std::string>();
+    auto opt = [&](std::size_t i) -> std::optional<std::int64_t> {
+      if (t[i].is_none()) return std::nullopt;
+      return t[i].cast<std::int64_t>();
+    };
+    if (tag == "i") spec.items.push_back(SliceItem::at(t[1].cast<std::int64_t>()));
+    else if (tag == "s") spec.items.push_back(SliceItem::range(opt(1), opt(2), opt(3)));
+    else if (tag == "e") spec.items.push_back(SliceItem::ellipsis());
+    else if (tag == "n") spec.items.push_back(SliceItem::new_axis());
+    else throw py::value_error("bad slice item tag");
+  }
+  return spec;
+}
+
+// ---- low-level API -----------------------------------------------------------------------------
+
+struct TensorSpec {
+  Dtype dtype;
+  std::vector<std::uint64_t> shape;
+  std::uintptr_t data_ptr;
+  std::uint64_t data_len;
+};
+
+std::string supported_dtype_names() {
+  std::vector<std::string_view> names;
+  for (const DtypeInfo& d : dtype_table())
+    for (std::string_view n : {d.numpy_name, d.torch_name})
+      if (!n.empty() && std::find(names.begin(), names.end(), n) == names.end()) names.push_back(n);
+  std::string out;
+  for (std::string_view n : names) out += (out.empty() ? "" : ", ") + std::string(n);
+  return out;
+}
+
+TensorSpec make_tensor_spec(const std::string& dtype_name_in, const std::vector<std::uint64_t>& shape,
+                            std::uintptr_t data_ptr, std::uint64_t data_len) {
+  std::optional<Dtype> dtype = dtype_from_numpy_name(dtype_name_in);
+  if (!dtype) dtype = dtype_from_torch_name(dtype_name_in);
+  if (!dtype) raise_safetensor_error("Unknown dtype \"" + dtype_name_in + "\". Supported dtypes: " + supported_dtype_names());
+  TensorSpec spec{*dtype, shape, data_ptr, data_len};
+  // torch stores float4 packed two to a byte and reports the packed shape; the file holds the logical
+  // element count.
+  if (dtype_name_in == "float4_e2m1fn_x2" && !spec.shape.empty()) {
+    std::uint64_t& last = spec.shape.back();
+    if (last > UINT64_MAX / 2) raise_safetensor_error("Error while serializing: ValidationOverflow");
+    last *= 2;
+  }
+  return spec;
+}
+
+struct SerializeInput {
+  std::vector<std::string> names;
+  std::vector<safetensors::TensorData> tensors;
+  safetensors::Metadata metadata;
+};
+
+SerializeInput serialize_input(const py::dict& tensor_dict, const std::optional<py::dict>& metadata) {
+  SerializeInput in;
+  in.tensors.reserve(tensor_dict.size());
+  for (auto [key, value] : tensor_dict) {
+    if (!py::isinstance<TensorSpec>(value))
+      throw py::type_error("serialize expects a dict of str -> TensorSpec, got " +
+                           std::string(py::str(py::type::of(value).attr("__name__"))) + " for key " +
+                           std::string(py::repr(key)));
+    const auto& spec = value.cast<const TensorSpec&>();
+    in.tensors.push_back({key.cast<std::string>(), spec.dtype, spec.shape,
+                          {reinterpret_cast<const std::byte*>(spec.data_ptr), static_cast<std::size_t>(spec.data_len)}});
+  }
+  if (metadata) {
+    safetensors::MetadataEntries entries;
+    for (auto [k, v] : *metadata) {
+      if (!py::isinstance<py::str>(k) || !py::isinstance<py::str>(v))
+        throw py::type_error("metadata must be a dict of str -> str");
+      entries.emplace_back(k.cast<std::string>(), v.cast<std::string>());
+    }
+    in.metadata = std::move(entries);
+  }
+  return in;
+}
+
+}  // namespace
+
+py::object make_safe_file(safetensors::Reader reader, bool writable_views) {
+  return py::cast(std::make_unique<SafeFile>(std::move(reader), writable_views));
+}
+
+void register_safetensors(py::module_& m) {
+  py::class_<SafeFile>(m, "_SafeFile", "An open safetensors file (internal; use safeweights.safe_open).")
+      .def_static(
+          "open",
+          [](const std::string& filename, const std::string& backend) {
+            const FileBackend b = backend == "pread" ? FileBackend::Pread : FileBackend::MmapPrivate;
+            Result<SourcePtr> source = [&] {
+              py::gil_scoped_release nogil;
+              return open_input(filename, b);
+            }();
+            return open_reader(value_or_raise(std::move(source), Domain::Safetensors, kHeaderPrefix), b != FileBackend::Pread);
+          },
+          py::arg("filename"), py::arg("backend"))
+      .def_static(
+          "from_buffer",
+          [](py::buffer data) {
+            py::buffer_info info = data.request();
+            if (info.ndim != 1 && !(info.ndim == 0)) throw py::value_error("expected a 1-dimensional bytes-like object");
+            std::span<const std::byte> bytes(static_cast<const std::byte*>(info.ptr),
+                                             static_cast<std::size_t>(info.size * info.itemsize));
+            SourcePtr source = memory_source(bytes, "<bytes>", keep_python_object(data));
+            // Views of caller memory are read-only: the caller may share those bytes.
+            return open_reader(std::move(source), false);
+          },
+          py::arg("data"))
+      .def("keys",
+           [](const SafeFile& f) {
+             auto r = f.reader();
+             std::vector<std::string_view> names;
+             names.reserve(r->header().tensors().size());
+             for (const auto& t : r->header().tensors()) names.push_back(t.name);
+             std::sort(names.begin(), names.end());
+             py::list out(names.size());
+             for (std::size_t i = 0; i < names.size(); ++i) out[i] = py::str(names[i].data(), names[i].size());
+             return out;
+           })
+      .def("offset_keys",
+           [](const SafeFile& f) {
+             auto r = f.reader();
+             py::list out(r->header().tensors().size());
+             std::size_t i = 0;
+             for (const auto& t : r->header().tensors()) out[i++] = py::str(t.name.data(), t.name.size());
+             return out;
+           })
+      .def("metadata",
+           [](const SafeFile& f) -> py::object {
+             auto r = f.reader();
+             if (!r->header().has_metadata()) return py::none();
+             py::dict out;
+             for (const auto& [k, v] : r->header().metadata()) out[py::str(k)] = py::str(v);
+             return out;
+           })
+      .def("info",
+           [](const SafeFile& f, const std::string& name) {
+             auto r = f.reader();
+             return info_tuple(*r, find_tensor(*r, name));
+           },
+           py::arg("name"), "(dtype code, shape, absolute byte offset, byte length)")
+      .def("infos",
+           [](const SafeFile& f) {
+             auto r = f.reader();
+             py::list out(r->header().tensors().size());
+             std::size_t i = 0;
+             for (const auto& t : r->header().tensors()) {
+               out[i++] = py::make_tuple(py::str(t.name.data(), t.name.size()), std::string(dtype_name(t.dtype)),
+                                         shape_list(t.shape), py::int_(r->header().data_start() + t.begin),
+                                         py::int_(t.nbytes()));
+             }
+             return out;
+           },
+           "(name, dtype code, shape, absolute byte offset, byte length) for every tensor, in file order")
+      .def("data_range",
+           [](const SafeFile& f) {
+             auto r = f.reader();
+             return py::make_tuple(r->header().data_start(), r->header().data_size());
+           })
+      .def("buffer",
+           [](const SafeFile& f, bool writable) -> py::object {
+             auto r = f.reader();
+             if (r->source().mapped() == nullptr) return py::none();
+             if (writable && !f.writable_views()) return py::none();
+             return py::cast(MappedBuffer{r->source_ptr(), writable});
+           },
+           py::arg("writable") = false,
+           "The whole file as a zero-copy buffer when it is mapped, else None. writable=True only for "
+           "copy-on-write mappings (else None).")
+      .def("read",
+           [](const SafeFile& f, const std::string& name) {
+             auto r = f.reader();
+             const auto& info = find_tensor(*r, name);
+             py::bytearray out = new_bytearray(info.nbytes());
+             auto dst = bytearray_span(out);
+             ok_or_raise(without_gil([&] { return r->read(info, dst); }), Domain::Safetensors);
+             return out;
+           },
+           py::arg("name"), "A copy of the tensor's bytes (GIL released while reading).")
+      .def("read_slice",
+           [](const SafeFile& f, const std::string& name, const py::sequence& items) {
+             auto r = f.reader();
+             const auto& info = find_tensor(*r, name);
+             SliceSpec spec = slice_spec_from(items);
+             Result<SlicePlan> plan = r->plan_slice(info, spec);
+             if (!plan.is_ok()) plan.error().with_tensor(name);
+             SlicePlan p = value_or_raise(std::move(plan), Domain::Safetensors);
+             py::bytearray out = new_bytearray(p.nbytes());
+             auto dst = bytearray_span(out);
+             ok_or_raise(without_gil([&] { return r->read_slice(p, dst); }), Domain::Safetensors);
+             return py::make_tuple(shape_list(p.shape()), out);
+           },
+           py::arg("name"), py::arg("items"), "(result shape, bytearray) reading only the bytes the slice needs.")
+      .def("populate",
+           [](const SafeFile& f, std::uint64_t offset, std::uint64_t length) {
+             auto r = f.reader();
+             py::gil_scoped_release nogil;
+             r->source().hint({offset, length}, AccessHint::WillNeed);
+           },
+           py::arg("offset"), py::arg("length"), "Fault in a range of a mapped file ahead of use (GIL released).")
+      .def_property_readonly("name", [](const SafeFile& f) { return f.reader()->name(); })
+      .def("close", &SafeFile::close)
+      .def_property_readonly("closed", &SafeFile::closed);
+
+  // ---- the reference's low-level API (0.8 form) ----
+  py::class_<TensorSpec>(m, "TensorSpec",
+                         "A tensor to serialize: dtype name (numpy/torch spelling), shape, and the address and "
+                         "length of its little-endian, C-order bytes. The caller keeps the memory alive until "
+                         "serialize/serialize_file returns.")
+      .def(py::init(&make_tensor_spec), py::kw_only(), py::arg("dtype"), py::arg("shape"), py::arg("data_ptr"),
+           py::arg("data_len"))
+      .def_property_readonly("dtype", [](const TensorSpec& s) { return std::string(dtype_name(s.dtype)); })
+      .def_property_readonly("shape", [](const TensorSpec& s) { return s.shape; })
+      .def_property_readonly("data_ptr", [](const TensorSpec& s) { return s.data_ptr; })
+      .def_property_readonly("data_len", [](const TensorSpec& s) { return s.data_len; })
+      .def("__repr__", [](const TensorSpec& s) {
+        std::ostringstream o;
+        o << "TensorSpec(dtype='" << dtype_name(s.dtype) << "', shape=[";
+        for (std::size_t i = 0; i < s.shape.size(); ++i) o << (i ? ", " : "") << s.shape[i];
+        o << "], data_ptr=" << s.data_ptr << ", data_len=" << s.data_len << ")";
+        return o.str();
+      });
+
+  m.def(
+      "serialize",
+      [](const py::dict& tensor_dict, std::optional<py::dict> metadata) {
+        SerializeInput in = serialize_input(tensor_dict, metadata);
+        std::vector<safetensors::TensorDecl> decls;
+        decls.reserve(in.tensors.size());
+        for (const auto& t : in.tensors) decls.push_back({t.name, t.dtype, t.shape});
+        Result<safetensors::Layout> layout = safetensors::Layout::plan(decls, in.metadata);
+        safetensors::Layout plan = value_or_raise(std::move(layout), Domain::Safetensors, "Error while serializing: ");
+        // Check every size before allocating the result.
+        for (std::size_t i = 0; i < in.tensors.size(); ++i) {
+          const auto& p = plan.placement_of(i);
+          if (p.end - p.begin != in.tensors[i].data.size())
+            ok_or_raise(Error(ErrorKind::InvalidTensorView, "data length " + std::to_string(in.tensors[i].data.size()) +
+                                                                " does not match shape and dtype (" +
+                                                                std::to_string(p.end - p.begin) + " bytes)")
+                            .with_tensor(in.tensors[i].name),
+                        Domain::Safetensors, "Error while serializing: ");
+        }
+        if (plan.file_size() > static_cast<std::uint64_t>(PY_SSIZE_T_MAX)) throw std::bad_alloc();
+        PyObject* raw = PyBytes_FromStringAndSize(nullptr, static_cast<Py_ssize_t>(plan.file_size()));
+        if (raw == nullptr) throw py::error_already_set();
+        py::bytes out = py::reinterpret_steal<py::bytes>(raw);
+        char* dst = PyBytes_AS_STRING(raw);
+        {
+          py::gil_scoped_release nogil;
+          std::memcpy(dst, plan.prefix().data(), plan.prefix().size());
+          char* data = dst + plan.prefix().size();
+          for (std::size_t i = 0; i < in.tensors.size(); ++i) {
+            const auto& p = plan.placement_of(i);
+            if (!in.tensors[i].data.empty()) std::memcpy(data + p.begin, in.tensors[i].data.data(), in.tensors[i].data.size());
+          }
+        }
+        return out;
+      },
+      py::arg("tensor_dict"), py::arg("metadata") = py::none(),
+      "The safetensors file for these tensors, as bytes, byte-identical to the reference (GIL released while copying).");
+
+  m.def(
+      "serialize_file",
+      [](const py::dict& tensor_dict, py::object filename, std::optional<py::dict> metadata) {
+        SerializeInput in = serialize_input(tensor_dict, metadata);
+        const std::string path = py::str(py::module_::import("os").attr("fspath")(filename));
+        Status s;
+        {
+          py::gil_scoped_release nogil;
+          s = safetensors::write_file(path, in.tensors, in.metadata);
+        }
+        ok_or_raise(s, Domain::Safetensors, "Error while serializing: ");
+      },
+      py::arg("tensor_dict"), py::arg("filename"), py::arg("metadata") = py::none(),
+      "Writes the file atomically (temporary file + rename); the GIL is released while writing.");
+
+  m.def(
+      "deserialize",
+      [](py::buffer data) {
+        py::buffer_info info = data.request();
+        std::span<const std::byte> bytes(static_cast<const std::byte*>(info.ptr),
+                                         static_cast<std::size_t>(info.size * info.itemsize));
+        Result<safetensors::Reader> reader = [&] {
+          py::gil_scoped_release nogil;
+          return safetensors::Reader::open(memory_source(bytes, "<bytes>"));
+        }();
+        auto r = value_or_raise(std::move(reader), Domain::Safetensors, "Error while deserializing: ");
+        py::list out;
+        for (const auto& t : r.header().tensors()) {
+          py::dict d;
+          d["shape"] = shape_list(t.shape);
+          d["dtype"] = std::string(dtype_name(t.dtype));
+          auto view = r.view(t);
+          d["data"] = py::bytearray(reinterpret_cast<const char*>(view.data.data()), view.data.size());
+          out.append(py::make_tuple(py::str(t.name.data(), t.name.size()), d));
+        }
+        return out;
+      },
+      py::arg("bytes"), "[(name, {shape, dtype, data: bytearray})] in file order (copies, as the reference).");
+
+  m.def("_dtype_table", [] {
+    py::list out;
+    for (const DtypeInfo& d : dtype_table())
+      out.append(py::make_tuple(std::string(d.name), d.bits, std::string(d.numpy_name), std::string(d.torch_name)));
+    return out;
+  });
+}
+
+}  // namespace safeweights::python

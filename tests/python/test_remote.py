@@ -1,0 +1,171 @@
+"""safe_open and read_dduf_file on http:// URLs, against a real nginx on a loopback port.
+
+The fixture starts Debian's nginx with a throwaway config in a temporary folder (pid, logs and temp
+paths inside it) and stops it afterwards. Without nginx the tests skip, except under CI=true, where
+scripts/install-deps.sh must have installed it. Expected values come from the local file read with
+numpy/json/zipfile, and request counts from nginx's own access log.
+"""
+
+import json
+import os
+import socket
+import subprocess
+import time
+import zipfile
+
+import numpy as np
+import pytest
+
+import safeweights
+import safeweights.dduf
+import safeweights.numpy
+
+NGINX = "/usr/sbin/nginx"
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Nginx:
+    def __init__(self, folder):
+        self.www = folder / "www"
+        self.www.mkdir()
+        self.dir = folder
+        self.access_log = folder / "access.log"
+        self.proc = None
+        self.port = None
+
+    def start(self):
+        for _ in range(5):  # another process may take the port between probe and bind
+            self.port = _free_port()
+            d = self.dir
+            conf = d / "nginx.conf"
+            temps = " ".join(f"{k}_temp_path {d / k};" for k in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
+            conf.write_text(
+                f"daemon off; master_process off; worker_processes 1; pid {d / 'nginx.pid'};\n"
+                f"error_log {d / 'error.log'} warn;\nevents {{ worker_connections 64; }}\n"
+                f"http {{ access_log {self.access_log}; {temps}\n"
+                f"  server {{ listen 127.0.0.1:{self.port}; root {self.www}; }} }}\n"
+            )
+            self.proc = subprocess.Popen([NGINX, "-p", str(d), "-c", str(conf), "-e", str(d / "error.log")])
+            for _ in range(500):
+                if self.proc.poll() is not None:
+                    break
+                try:
+                    socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
+                    return
+                except OSError:
+                    time.sleep(0.01)
+            self.stop()
+        raise RuntimeError("nginx did not start: " + (self.dir / "error.log").read_text(errors="replace"))
+
+    def stop(self):
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
+
+    def url(self, name):
+        return f"http://127.0.0.1:{self.port}/{name}"
+
+    def requests_for(self, name):
+        if not self.access_log.exists():
+            return 0
+        return sum(1 for line in self.access_log.read_text().splitlines() if f"GET /{name} " in line)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    if not os.access(NGINX, os.X_OK):
+        if os.environ.get("CI") == "true":
+            pytest.fail("nginx is not installed; scripts/install-deps.sh installs it")
+        pytest.skip("nginx is not installed (scripts/install-deps.sh installs it)")
+    srv = Nginx(tmp_path_factory.mktemp("nginx"))
+    srv.start()
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture(scope="module")
+def model(server):
+    rng = np.random.default_rng(7)
+    tensors = {
+        "embed": rng.standard_normal((64, 32)).astype(np.float32),
+        "bias": np.arange(10, dtype=np.int64),
+        "mask": rng.integers(0, 2, (5, 7)).astype(bool),
+    }
+    path = server.www / "model.safetensors"
+    safeweights.numpy.save_file(tensors, path, metadata={"format": "np"})
+    return tensors, path
+
+
+def test_safe_open_url_numpy_and_torch(server, model):
+    tensors, _ = model
+    url = server.url("model.safetensors")
+    with safeweights.safe_open(url, framework="np") as f:
+        assert f.keys() == sorted(tensors)
+        assert f.metadata() == {"format": "np"}
+        for name, expected in tensors.items():
+            got = f.get_tensor(name)
+            assert got.dtype == expected.dtype and np.array_equal(got, expected)
+        np.testing.assert_array_equal(f.get_slice("embed")[3:9:2, ::-3], tensors["embed"][3:9:2, ::-3])
+    torch = pytest.importorskip("torch")
+    with safeweights.safe_open(url, framework="pt") as f:
+        t = f.get_tensor("embed")
+        assert torch.equal(t, torch.from_numpy(tensors["embed"]))
+        t[0, 0] = 1.0  # tensors from a URL are owned memory: writable
+
+
+def test_load_file_url_equals_local(server, model):
+    tensors, path = model
+    remote = safeweights.numpy.load_file(server.url("model.safetensors"))
+    assert list(remote) == list(safeweights.numpy.load_file(path))
+    for name in tensors:
+        assert np.array_equal(remote[name], tensors[name])
+
+
+def test_opening_fetches_only_the_header(server, tmp_path):
+    # A 64 MiB tensor: opening and listing must not download it.
+    big = {"w": np.zeros((4096, 4096), dtype=np.float32)}
+    safeweights.numpy.save_file(big, server.www / "big.safetensors")
+    before = server.requests_for("big.safetensors")
+    with safeweights.safe_open(server.url("big.safetensors"), framework="np") as f:
+        assert f.get_slice("w").get_shape() == [4096, 4096]
+        assert f.get_slice("w")[7, :4].tolist() == [0.0] * 4
+    after = server.requests_for("big.safetensors")
+    assert 1 <= after - before <= 3
+
+
+def test_missing_url_is_file_not_found(server):
+    with pytest.raises(FileNotFoundError):
+        safeweights.safe_open(server.url("absent.safetensors"), framework="np")
+    with pytest.raises(FileNotFoundError):
+        safeweights.dduf.read_dduf_file(server.url("absent.dduf"))
+
+
+def test_read_dduf_file_url(server, model, tmp_path):
+    tensors, path = model
+    folder = tmp_path / "pipe"
+    (folder / "vae").mkdir(parents=True)
+    (folder / "model_index.json").write_text(json.dumps({"vae": ["diffusers", "AutoencoderKL"]}))
+    (folder / "vae" / "config.json").write_text('{"latent_channels": 4}')
+    (folder / "vae" / "diffusion_pytorch_model.safetensors").write_bytes(path.read_bytes())
+    safeweights.dduf.export_folder_as_dduf(server.www / "pipe.dduf", folder)
+
+    entries = safeweights.dduf.read_dduf_file(server.url("pipe.dduf"))
+    with zipfile.ZipFile(server.www / "pipe.dduf") as zf:
+        assert list(entries) == zf.namelist()
+        for name, entry in entries.items():
+            with entry.as_mmap() as mm:
+                assert bytes(mm) == zf.read(name)
+    assert json.loads(entries["model_index.json"].read_text()) == {"vae": ["diffusers", "AutoencoderKL"]}
+    remote = safeweights.dduf.load_safetensors(entries["vae/diffusion_pytorch_model.safetensors"], "np")
+    for name in tensors:
+        assert np.array_equal(remote[name], tensors[name])
