@@ -13,7 +13,8 @@ PACKAGES=(
   python3-dev pybind11-dev   # the Python package (python/)
   python3-pytest python3-torch python3-venv python3-pip
   libcurl4-openssl-dev       # the HTTP(S) byte source
-  nginx curl                 # a real Range-serving server for the HTTP tests, and the curl benchmark peer
+  nginx curl openssl         # a real Range-serving server (http and https) for the HTTP tests, the curl
+                             # benchmark peer, and a throwaway certificate for the https tests
 )
 
 missing=()

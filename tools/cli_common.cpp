@@ -39,6 +39,8 @@ void add_http_options(CLI::App* cmd) {
   cmd->add_option("--header", http_cli().headers,
                   "HTTP(S) FILE: send this header, \"Name: value\" (repeatable; only to the URL's own host)");
   cmd->add_flag("--stats", http_cli().stats, "print HTTP requests made and bytes transferred to stderr");
+  cmd->add_option("--cacert", http_cli().cacert, "HTTPS FILE: trust the CA certificates in this PEM file (default: the system's)")
+      ->check(CLI::ExistingFile);
 }
 
 void print_http_stats() {
@@ -58,6 +60,7 @@ Result<SourcePtr> open_input(const std::string& path, FileBackend backend) {
   options.headers = http_cli().headers;
   options.parallel = http_cli().parallel;
   options.stats = http_counters();
+  options.ca_file = http_cli().cacert;
   auto source = open_url(path, options);
   opened.emplace(path, source);
   return source;

@@ -33,6 +33,7 @@ struct HttpCli {
   std::vector<std::string> headers;  // --header "Name: value" (repeatable)
   bool stats = false;                // --stats: print requests and bytes transferred to stderr
   unsigned parallel = 8;             // requests in flight per remote file
+  std::string cacert;                // --cacert FILE: trusted CAs for https (default: the system's)
 };
 HttpCli& http_cli();
 void add_http_options(CLI::App* cmd);

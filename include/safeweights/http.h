@@ -58,6 +58,7 @@ struct HttpOptions {
   std::uint64_t readahead = 64u << 10;  // block size of the small-read cache; first request's size
   unsigned cache_blocks = 64;           // blocks the small-read cache keeps (least recently used go)
   bool verify_tls = true;               // certificate and host name checks (https)
+  std::string ca_file;                  // PEM file of trusted CAs (https); empty: the system's store
   std::shared_ptr<HttpStats> stats;     // counters to add to; optional
 };
 

@@ -27,6 +27,24 @@ constexpr std::uint64_t kMaxDiscardedBody = 64u << 10;
 
 std::once_flag g_curl_init;
 
+// Transport failures that the same request would meet again: an untrusted or mismatched certificate,
+// a missing CA file, a URL curl cannot use. Retrying them only delays the error.
+bool permanent_transport_error(CURLcode rc) {
+  switch (rc) {
+    case CURLE_PEER_FAILED_VERIFICATION:
+    case CURLE_SSL_CACERT_BADFILE:
+    case CURLE_SSL_CERTPROBLEM:
+    case CURLE_SSL_ISSUER_ERROR:
+    case CURLE_SSL_PINNEDPUBKEYNOTMATCH:
+    case CURLE_SSL_CRL_BADFILE:
+    case CURLE_UNSUPPORTED_PROTOCOL:
+    case CURLE_URL_MALFORMAT:
+      return true;
+    default:
+      return false;
+  }
+}
+
 bool iequals(std::string_view a, std::string_view b) {
   if (a.size() != b.size()) return false;
   for (std::size_t i = 0; i < a.size(); ++i) {
@@ -435,6 +453,7 @@ Status HttpSource::perform(Exchange& x, std::string& url, int& redirects, CURLco
   curl_easy_setopt(h, CURLOPT_USERAGENT, "safeweights/0.1");
   curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, options_.verify_tls ? 1L : 0L);
   curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, options_.verify_tls ? 2L : 0L);
+  if (!options_.ca_file.empty()) curl_easy_setopt(h, CURLOPT_CAINFO, options_.ca_file.c_str());
   curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
   curl_easy_setopt(h, CURLOPT_HEADERDATA, &x);
   curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
@@ -506,6 +525,8 @@ Status HttpSource::fetch(std::uint64_t offset, std::span<std::byte> dst) const {
     if (x.status == 200 || x.status == 206) {
       retryable = true;
       last_problem = rc == CURLE_OK ? std::string("the response ended early") : "transfer cut: " + curl_message;
+    } else if (x.status == 0 && permanent_transport_error(rc)) {
+      return http_error(x, ErrorKind::IoError, curl_message);
     } else if (x.status == 0) {
       retryable = true;
       last_problem = curl_message;
@@ -605,6 +626,8 @@ Status HttpSource::init() {
     if (x.status == 404 || x.status == 410) return http_error(x, ErrorKind::FileNotFound, "HTTP " + std::to_string(x.status) + ": no such remote file");
     if (x.status == 200 || x.status == 206) {
       problem = rc == CURLE_OK ? std::string("the response ended early") : "transfer cut: " + curl_message;
+    } else if (x.status == 0 && permanent_transport_error(rc)) {
+      return Error(ErrorKind::IoError, curl_message).with_file(name_).with_offset(0);
     } else if (x.status == 0) {
       problem = curl_message;
     } else if (x.status >= 500 || x.status == 429 || x.status == 408) {

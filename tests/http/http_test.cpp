@@ -378,6 +378,55 @@ TEST(HttpNginx, OneGiBDdufStructureAndContents) {
 
 std::string fault(const std::string& file, const std::string& query) { return g->fault_url("/" + file + "?" + query); }
 
+// https against the same nginx, whose certificate is self-signed for 127.0.0.1: refused by default,
+// trusted with its CA file, readable with verification off.
+#define REQUIRE_TLS()                                                                          \
+  do {                                                                                         \
+    REQUIRE_SERVERS();                                                                         \
+    if (g->tls_port < 0) {                                                                     \
+      if (swhttp::under_ci()) FAIL() << "no https listener: openssl could not make a certificate"; \
+      GTEST_SKIP() << "openssl is not installed: no https listener";                           \
+    }                                                                                          \
+  } while (0)
+
+TEST(HttpTls, TrustedWithCaFileMatchesLocalFile) {
+  REQUIRE_TLS();
+  HttpOptions options = test_options();
+  options.ca_file = g->ca_file().string();
+  auto src = open_url(g->nginx_https_url("small.safetensors"), options);
+  ASSERT_TRUE(src.is_ok()) << src.error().to_string();
+  auto remote = safetensors::Reader::open(*src);
+  ASSERT_TRUE(remote.is_ok()) << remote.error().to_string();
+  auto local = safetensors::Reader::open((g->www / "small.safetensors").string());
+  ASSERT_TRUE(local.is_ok());
+  expect_same_tensors(*remote, *local);
+}
+
+TEST(HttpTls, UntrustedCertificateFailsAtOnce) {
+  REQUIRE_TLS();
+  auto stats = std::make_shared<HttpStats>();
+  auto src = open_url(g->nginx_https_url("small.safetensors"), test_options(stats));
+  ASSERT_FALSE(src.is_ok());
+  EXPECT_EQ(src.error().kind(), ErrorKind::IoError);
+  EXPECT_NE(src.error().message().find("certificate"), std::string::npos) << src.error().to_string();
+  EXPECT_EQ(src.error().context().file, g->nginx_https_url("small.safetensors"));
+  // The same handshake would fail again: no retries.
+  EXPECT_EQ(stats->requests.load(), 1u);
+  EXPECT_EQ(stats->retries.load(), 0u);
+}
+
+TEST(HttpTls, VerificationOffReadsTheFile) {
+  REQUIRE_TLS();
+  HttpOptions options = test_options();
+  options.verify_tls = false;
+  auto src = open_url(g->nginx_https_url("small.dduf"), options);
+  ASSERT_TRUE(src.is_ok()) << src.error().to_string();
+  EXPECT_EQ((*src)->size(), fs::file_size(g->www / "small.dduf"));
+  auto archive = dduf::Reader::open(*src);
+  ASSERT_TRUE(archive.is_ok()) << archive.error().to_string();
+  EXPECT_TRUE(archive->verify().is_ok());
+}
+
 TEST(HttpFaults, DroppedConnectionResumesTheRest) {
   REQUIRE_SERVERS();
   auto stats = std::make_shared<HttpStats>();
@@ -624,4 +673,16 @@ int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
   ::testing::AddGlobalTestEnvironment(new ServersEnv);
   return RUN_ALL_TESTS();
+}
+
+TEST(HttpTls, CliCacert) {
+  REQUIRE_TLS();
+  CliRun untrusted = cli("inspect " + g->nginx_https_url("small.safetensors"));
+  EXPECT_EQ(untrusted.code, 1);
+  EXPECT_NE(untrusted.err.find("certificate"), std::string::npos) << untrusted.err;
+  CliRun trusted = cli("inspect --cacert " + g->ca_file().string() + " " + g->nginx_https_url("small.safetensors"));
+  EXPECT_EQ(trusted.code, 0) << trusted.err;
+  CliRun local = cli("inspect " + (g->www / "small.safetensors").string());
+  // Same listing; only the file name in the output differs.
+  EXPECT_EQ(trusted.out.substr(trusted.out.find('\n')), local.out.substr(local.out.find('\n')));
 }

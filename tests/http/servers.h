@@ -94,12 +94,30 @@ inline bool can_connect(int port) {
 struct Servers {
   fs::path dir, www;
   int nginx_port = -1, fault_port = -1;
+  int tls_port = -1;  // nginx's https listener, with a self-signed certificate for 127.0.0.1 (ca_file())
   pid_t nginx_pid = -1, fault_pid = -1;
   std::string problem;  // why the servers could not start
 
   std::string nginx_url(const std::string& file) const { return "http://127.0.0.1:" + std::to_string(nginx_port) + "/" + file; }
   std::string fault_url(const std::string& path) const { return "http://127.0.0.1:" + std::to_string(fault_port) + path; }
   fs::path access_log() const { return dir / "access.log"; }
+  std::string nginx_https_url(const std::string& file) const {
+    return "https://127.0.0.1:" + std::to_string(tls_port) + "/" + file;
+  }
+  fs::path ca_file() const { return dir / "cert.pem"; }
+
+  // A throwaway self-signed certificate for 127.0.0.1 (openssl, Debian's), which is also the CA file
+  // clients must be given to trust it.
+  bool make_certificate() {
+    const char* openssl = "/usr/bin/openssl";
+    if (::access(openssl, X_OK) != 0) return false;
+    pid_t pid = spawn({openssl, "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+                       "-keyout", (dir / "key.pem").string(), "-out", ca_file().string(), "-days", "2", "-subj",
+                       "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"});
+    int status = 0;
+    return pid > 0 && ::waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0 &&
+           fs::exists(ca_file());
+  }
 
   bool start_nginx() {
     const char* nginx = "/usr/sbin/nginx";
@@ -107,8 +125,14 @@ struct Servers {
       problem = "nginx is not installed (/usr/sbin/nginx); scripts/install-deps.sh installs it";
       return false;
     }
+    const bool tls = make_certificate();
     for (int attempt = 0; attempt < 5; ++attempt) {
       nginx_port = free_port();
+      tls_port = tls ? free_port() : -1;
+      const std::string tls_listen =
+          tls ? " listen 127.0.0.1:" + std::to_string(tls_port) + " ssl; ssl_certificate " + ca_file().string() +
+                    "; ssl_certificate_key " + (dir / "key.pem").string() + ";"
+              : "";
       const fs::path conf = dir / "nginx.conf", pid = dir / "nginx.pid";
       fs::remove(pid);
       std::ofstream(conf) << "daemon off;\nmaster_process off;\nworker_processes 1;\n"
@@ -119,7 +143,8 @@ struct Servers {
                           << "; fastcgi_temp_path " << (dir / "t3").string() << "; uwsgi_temp_path " << (dir / "t4").string()
                           << "; scgi_temp_path " << (dir / "t5").string() << ";\n"
                           << "  keepalive_requests 100000;\n"
-                          << "  server { listen 127.0.0.1:" << nginx_port << "; root " << www.string() << "; }\n}\n";
+                          << "  server { listen 127.0.0.1:" << nginx_port << ";" << tls_listen << " root " << www.string()
+                          << "; }\n}\n";
       nginx_pid = spawn({nginx, "-p", dir.string(), "-c", conf.string(), "-e", (dir / "error.log").string()});
       // nginx writes its pid file after binding the port: both together mean it serves.
       for (int i = 0; i < 500; ++i) {
@@ -127,7 +152,7 @@ struct Servers {
           nginx_pid = -1;
           break;
         }
-        if (fs::exists(pid) && can_connect(nginx_port)) return true;
+        if (fs::exists(pid) && can_connect(nginx_port) && (tls_port < 0 || can_connect(tls_port))) return true;
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
       }
       stop(nginx_pid);
