@@ -52,6 +52,12 @@ def _check_device(device) -> None:
         raise SafetensorError(f"device {device} is invalid")
 
 
+def _check_framework_device(framework: str, device) -> None:
+    _check_device(device)
+    if framework == "np" and not _is_cpu(device):
+        raise SafetensorError(f"Device {device} is not supported for framework numpy")
+
+
 def _fspath(filename) -> str:
     try:
         return os.fspath(filename)
@@ -234,9 +240,7 @@ class safe_open:  # noqa: N801 (the reference's name)
 
     def __init__(self, filename, framework, device="cpu", *, backend="mmap"):
         fw = _framework(framework)
-        _check_device(device)
-        if fw == "np" and not _is_cpu(device):
-            raise SafetensorError(f"Device {device} is not supported for framework numpy")
+        _check_framework_device(fw, device)
         _check_backend(backend)
         path = _fspath(filename)
         self._filename = path
@@ -247,10 +251,12 @@ class safe_open:  # noqa: N801 (the reference's name)
 
     @classmethod
     def _from_handle(cls, handle, framework, device="cpu"):
+        fw = _framework(framework)
+        _check_framework_device(fw, device)
         self = cls.__new__(cls)
         self._filename = handle.name
         self._handle = handle
-        self._framework = _framework(framework)
+        self._framework = fw
         self._device = device
         self._maker = _TensorMaker(handle, self._framework, device)
         return self

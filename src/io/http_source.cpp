@@ -176,8 +176,8 @@ class Slots {
 };
 
 // What one response said, and what its body did to the destination.
-struct Exchange {
-  // The request.
+// What is asked: the same for every hop of a redirect chain and every attempt at a range.
+struct ExchangeRequest {
   std::uint64_t offset = 0;           // first byte asked for
   std::span<std::byte> dst;           // where the asked bytes go (its size: bytes asked for)
   bool opening = false;               // the first request: learns size and validators
@@ -186,6 +186,11 @@ struct Exchange {
   const std::string* last_modified = nullptr;
   HttpStats* stats = nullptr;
   const std::string* name = nullptr;
+};
+
+// One request and what its response has told so far.
+struct Exchange : ExchangeRequest {
+  explicit Exchange(const ExchangeRequest& request) : ExchangeRequest(request) {}
 
   // Response headers (of the latest status line; 1xx responses are forgotten).
   long status = 0;
@@ -389,6 +394,9 @@ class HttpSource final : public ByteSource {
   // One ranged GET of [offset, offset + dst.size()) into dst, with redirects, checks and retries.
   Status fetch(std::uint64_t offset, std::span<std::byte> dst) const;
   Status perform(Exchange& x, std::string& url, int& redirects, CURLcode& rc, std::string& curl_message) const;
+  // perform() until the response is not a redirect: each hop is a fresh exchange of the same request,
+  // `url` ends as the last hop's.
+  Status perform_following_redirects(Exchange& x, std::string& url, CURLcode& rc, std::string& curl_message) const;
   Status cached_read(std::uint64_t offset, std::span<std::byte> dst) const;
   std::shared_ptr<const std::vector<std::byte>> cache_find(std::uint64_t index) const;
   void cache_put(std::uint64_t index, std::shared_ptr<const std::vector<std::byte>> bytes) const;
@@ -429,6 +437,17 @@ void HttpSource::give_handle(CURL* h) const {
   // A handle keeps its connection open: the next request on it reuses the connection.
   std::lock_guard lock(handles_mu_);
   handles_.push_back(h);
+}
+
+Status HttpSource::perform_following_redirects(Exchange& x, std::string& url, CURLcode& rc,
+                                               std::string& curl_message) const {
+  const ExchangeRequest request = x;
+  int redirects = 0;
+  for (;;) {
+    SW_RETURN_IF_ERROR(perform(x, url, redirects, rc, curl_message));
+    if (x.status < 300 || x.status >= 400 || x.status == 304) return Status::ok();
+    x = Exchange(request);
+  }
 }
 
 Status HttpSource::perform(Exchange& x, std::string& url, int& redirects, CURLcode& rc, std::string& curl_message) const {
@@ -493,29 +512,12 @@ Status HttpSource::fetch(std::uint64_t offset, std::span<std::byte> dst) const {
   int attempt = 0;
   std::string last_problem;
   while (!dst.empty()) {
-    Exchange x;
-    x.offset = offset;
-    x.dst = dst;
-    x.size = size_;
-    x.etag = &etag_;
-    x.last_modified = &last_modified_;
-    x.stats = stats;
-    x.name = &name_;
+    const ExchangeRequest request{offset, dst, false, size_, &etag_, &last_modified_, stats, &name_};
+    Exchange x(request);
     std::string url = url_;
-    int redirects = 0;
     CURLcode rc = CURLE_OK;
     std::string curl_message;
-    for (;;) {
-      SW_RETURN_IF_ERROR(perform(x, url, redirects, rc, curl_message));
-      if (x.status >= 300 && x.status < 400 && x.status != 304) {
-        const std::span<std::byte> keep = x.dst;
-        x = Exchange{};
-        x.offset = offset, x.dst = keep, x.size = size_, x.etag = &etag_, x.last_modified = &last_modified_;
-        x.stats = stats, x.name = &name_;
-        continue;
-      }
-      break;
-    }
+    SW_RETURN_IF_ERROR(perform_following_redirects(x, url, rc, curl_message));
     if (x.error) return std::move(*x.error);
     // Whatever arrived is in place; only the rest is asked for again.
     offset += x.received;
@@ -580,24 +582,16 @@ Status HttpSource::init() {
   HttpStats* stats = options_.stats.get();
   long backoff = std::max(1L, options_.backoff_initial_ms);
   for (int attempt = 0;; ++attempt) {
-    Exchange x;
-    x.opening = true;
-    x.dst = *head;
-    x.stats = stats;
-    x.name = &name_;
+    ExchangeRequest request;
+    request.opening = true;
+    request.dst = *head;
+    request.stats = stats;
+    request.name = &name_;
+    Exchange x(request);
     std::string url = name_;
-    int redirects = 0;
     CURLcode rc = CURLE_OK;
     std::string curl_message;
-    for (;;) {
-      SW_RETURN_IF_ERROR(perform(x, url, redirects, rc, curl_message));
-      if (x.status >= 300 && x.status < 400 && x.status != 304) {
-        x = Exchange{};
-        x.opening = true, x.dst = *head, x.stats = stats, x.name = &name_;
-        continue;
-      }
-      break;
-    }
+    SW_RETURN_IF_ERROR(perform_following_redirects(x, url, rc, curl_message));
     if (x.error) return std::move(*x.error);
     std::string problem;
     if (x.status == 416) {

@@ -353,6 +353,18 @@ def test_open_safetensors_entry(tmp_path, export_inputs):
         assert bytes(m) == SAFETENSORS
 
 
+def test_open_safetensors_entry_checks_the_device(tmp_path, export_inputs):
+    from safeweights import SafetensorError
+
+    out = tmp_path / "x.dduf"
+    export_entries_as_dduf(out, export_inputs)
+    entry = read_dduf_file(out)["model.safetensors"]
+    with pytest.raises(SafetensorError, match="^Device cuda is not supported for framework numpy$"):
+        open_safetensors(entry, "np", device="cuda")
+    with pytest.raises(SafetensorError, match="^device foo is invalid$"):
+        load_safetensors(entry, "pt", device="foo")
+
+
 def test_model_index_required(tmp_path):
     p = tmp_path / "x.dduf"
     with zipfile.ZipFile(p, "w") as zf:
