@@ -60,10 +60,6 @@ def torch_dtype(code: str):
     return dt
 
 
-def code_of_numpy(dtype) -> str:
-    return dtype.name
-
-
 def torch_shape(code: str, shape):
     """torch stores F4 two to a byte: its tensors have the last dimension halved."""
     if code == "F4" and shape:

@@ -283,7 +283,7 @@ class safe_open:  # noqa: N801 (the reference's name)
         return self._handle.metadata()
 
     def __contains__(self, name) -> bool:
-        return isinstance(name, str) and name in set(self._handle.keys())
+        return isinstance(name, str) and self._handle.contains(name)
 
     def get_tensor(self, name: str):
         code, shape, offset, nbytes = self._handle.info(name)

@@ -20,7 +20,7 @@ import dataclasses
 import json
 import os
 from pathlib import Path
-from typing import Any, Dict, Generator, Iterable, Optional, Tuple, Union
+from typing import Any, Dict, Generator, Iterable, Tuple, Union
 
 from . import _safeweights
 from ._errors import (

@@ -10,6 +10,7 @@
 #include <pybind11/pybind11.h>
 
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -59,9 +60,22 @@ struct MappedBuffer {
   bool writable = false;
 };
 
-// A shared_ptr deleter target that keeps a Python object alive from C++ (e.g. the bytes a memory
-// source views), releasing it with the GIL held whichever thread drops the last reference.
-std::shared_ptr<const void> keep_python_object(py::object object);
+// A Python bytes-like object's memory, exported as one C-contiguous read-only block for as long as
+// the returned pointer lives: the exporter keeps it alive and unmovable (a bytearray cannot be
+// resized while exported). A strided buffer (memoryview[::2], a transposed array) raises BufferError
+// instead of being read as if it were contiguous. The last reference may be dropped on any thread;
+// the export is released with the GIL held.
+class HeldBuffer {
+ public:
+  std::span<const std::byte> bytes() const {
+    return {static_cast<const std::byte*>(view_.buf), static_cast<std::size_t>(view_.len)};
+  }
+
+ private:
+  friend std::shared_ptr<const HeldBuffer> hold_buffer(const py::handle& object);
+  Py_buffer view_{};
+};
+std::shared_ptr<const HeldBuffer> hold_buffer(const py::handle& object);
 
 // A safe_open handle (_SafeFile) over an opened reader; writable_views only for copy-on-write maps.
 py::object make_safe_file(safetensors::Reader reader, bool writable_views);

@@ -132,12 +132,10 @@ void register_dduf(py::module_& m) {
           },
           py::arg("path"), py::arg("alignment"), py::arg("reference_layout"))
       .def("add_bytes",
-           [](DDUFExporter& e, const std::string& name, py::buffer data) {
-             py::buffer_info info = data.request();
-             std::span<const std::byte> bytes(static_cast<const std::byte*>(info.ptr),
-                                              static_cast<std::size_t>(info.size * info.itemsize));
+           [](DDUFExporter& e, const std::string& name, py::object data) {
+             auto held = hold_buffer(data);
              dduf::Exporter& ex = e.get();
-             ok_or_raise(without_gil([&] { return ex.add_bytes(name, bytes); }), Domain::DDUFExport);
+             ok_or_raise(without_gil([&] { return ex.add_bytes(name, held->bytes()); }), Domain::DDUFExport);
            },
            py::arg("name"), py::arg("data"))
       .def("add_file",

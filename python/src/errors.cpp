@@ -98,15 +98,6 @@ void raise_safetensor_error(const std::string& message) {
   throw_exception(make_exception(classes->safetensor, message, nullptr));
 }
 
-std::shared_ptr<const void> keep_python_object(py::object object) {
-  auto* held = new py::object(std::move(object));
-  return std::shared_ptr<const void>(held, [](const void* p) {
-    if (!Py_IsInitialized()) return;  // interpreter gone: leak rather than touch a dead runtime
-    py::gil_scoped_acquire gil;
-    delete static_cast<const py::object*>(p);
-  });
-}
-
 void register_errors(py::module_& m) {
   m.def(
       "_set_error_classes",

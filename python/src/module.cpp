@@ -10,6 +10,20 @@ Result<SourcePtr> open_input(const std::string& path_or_url, FileBackend backend
   return open_source(path_or_url, backend);
 }
 
+std::shared_ptr<const HeldBuffer> hold_buffer(const py::handle& object) {
+  auto* held = new HeldBuffer;
+  if (PyObject_GetBuffer(object.ptr(), &held->view_, PyBUF_C_CONTIGUOUS) != 0) {
+    delete held;
+    throw py::error_already_set();
+  }
+  return std::shared_ptr<const HeldBuffer>(held, [](const HeldBuffer* p) {
+    if (!Py_IsInitialized()) return;  // interpreter gone: leak rather than touch a dead runtime
+    py::gil_scoped_acquire gil;
+    PyBuffer_Release(&const_cast<HeldBuffer*>(p)->view_);
+    delete p;
+  });
+}
+
 }  // namespace safeweights::python
 
 PYBIND11_MODULE(_safeweights, m) {

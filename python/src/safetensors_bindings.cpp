@@ -196,12 +196,9 @@ void register_safetensors(py::module_& m) {
           py::arg("filename"), py::arg("backend"))
       .def_static(
           "from_buffer",
-          [](py::buffer data) {
-            py::buffer_info info = data.request();
-            if (info.ndim != 1 && !(info.ndim == 0)) throw py::value_error("expected a 1-dimensional bytes-like object");
-            std::span<const std::byte> bytes(static_cast<const std::byte*>(info.ptr),
-                                             static_cast<std::size_t>(info.size * info.itemsize));
-            SourcePtr source = memory_source(bytes, "<bytes>", keep_python_object(data));
+          [](py::object data) {
+            auto held = hold_buffer(data);
+            SourcePtr source = memory_source(held->bytes(), "<bytes>", held);
             // Views of caller memory are read-only: the caller may share those bytes.
             return open_reader(std::move(source), false);
           },
@@ -233,6 +230,9 @@ void register_safetensors(py::module_& m) {
              for (const auto& [k, v] : r->header().metadata()) out[py::str(k)] = py::str(v);
              return out;
            })
+      .def("contains",
+           [](const SafeFile& f, const std::string& name) { return f.reader()->header().find(name) != nullptr; },
+           py::arg("name"))
       .def("info",
            [](const SafeFile& f, const std::string& name) {
              auto r = f.reader();
@@ -376,14 +376,10 @@ void register_safetensors(py::module_& m) {
 
   m.def(
       "deserialize",
-      [](py::buffer data) {
-        py::buffer_info info = data.request();
-        std::span<const std::byte> bytes(static_cast<const std::byte*>(info.ptr),
-                                         static_cast<std::size_t>(info.size * info.itemsize));
-        Result<safetensors::Reader> reader = [&] {
-          py::gil_scoped_release nogil;
-          return safetensors::Reader::open(memory_source(bytes, "<bytes>"));
-        }();
+      [](py::object data) {
+        auto held = hold_buffer(data);
+        Result<safetensors::Reader> reader =
+            without_gil([&] { return safetensors::Reader::open(memory_source(held->bytes(), "<bytes>")); });
         auto r = value_or_raise(std::move(reader), Domain::Safetensors, "Error while deserializing: ");
         py::list out;
         for (const auto& t : r.header().tensors()) {

@@ -16,6 +16,15 @@ from safeweights.numpy import load_file, save_file
 from conftest import NP_CODES, build_file, parse_file
 
 
+
+def run_threads(target, count):
+    """Runs target(0) .. target(count - 1) on threads started together; returns when all are done."""
+    threads = [threading.Thread(target=target, args=(i,)) for i in range(count)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
 def _spec(arr):
     return TensorSpec(dtype=arr.dtype.name, shape=list(arr.shape), data_ptr=arr.ctypes.data, data_len=arr.nbytes)
 
@@ -131,11 +140,7 @@ def test_serialize_file_from_four_threads(tmp_path):
         except BaseException as e:  # pragma: no cover - reported below
             errors.append(e)
 
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run_threads(work, 4)
     assert errors == [] and sorted(done) == [0, 1, 2, 3]
     for i in range(4):
         out = load_file(tmp_path / f"t{i}.st")
@@ -208,11 +213,7 @@ def test_concurrent_reads_on_one_handle(tmp_path, backend):
         except BaseException as e:  # pragma: no cover - reported below
             failures.append(e)
 
-    threads = [threading.Thread(target=reader, args=(s,)) for s in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run_threads(reader, 8)
     f.close()
     assert failures == []
 
@@ -281,11 +282,7 @@ def test_multithreaded_roundtrips(tmp_path):
     old = sys.getswitchinterval()
     sys.setswitchinterval(1e-6)
     try:
-        threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        run_threads(work, 4)
     finally:
         sys.setswitchinterval(old)
     assert errors == []

@@ -304,3 +304,36 @@ def test_save_file_is_atomic_replacement(tmp_path):
     out = load_file(p)
     assert list(out) == ["b"]
     assert sorted(x.name for x in tmp_path.iterdir()) == ["x.safetensors"]  # no leftover temp file
+
+
+def test_strided_buffers_are_refused_not_misread(tmp_path):
+    """A non-contiguous bytes-like object must not be read as if its bytes were contiguous."""
+    import safeweights
+    import safeweights.dduf
+    import safeweights.numpy
+
+    blob = safeweights.numpy.save({"a": np.arange(4, dtype=np.uint8)})
+    interleaved = bytes(x for c in blob for x in (c, 0))
+    strided = memoryview(interleaved)[::2]
+    assert bytes(strided) == blob  # the same bytes, just not contiguous
+    with pytest.raises(BufferError):
+        safeweights.numpy.load(strided)
+    with pytest.raises(BufferError):
+        safeweights.deserialize(strided)
+    out = tmp_path / "x.dduf"
+    with pytest.raises(BufferError):
+        safeweights.dduf.export_entries_as_dduf(out, [("model_index.json", b"{}"), ("a.txt", strided)])
+    assert not out.exists()
+    # The contiguous copy of the same bytes loads.
+    assert safeweights.numpy.load(bytes(strided))["a"].tolist() == [0, 1, 2, 3]
+
+
+def test_loaded_views_pin_a_bytearray():
+    """Arrays from load(bytearray) view it; it cannot be resized (freed) under them."""
+    import safeweights.numpy
+
+    data = bytearray(safeweights.numpy.save({"a": np.arange(6, dtype=np.int32)}))
+    arrays = safeweights.numpy.load(data)
+    with pytest.raises(BufferError):
+        data.extend(b"x" * 4096)
+    assert arrays["a"].tolist() == list(range(6))
