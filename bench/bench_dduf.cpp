@@ -71,7 +71,7 @@ void write_weights(const fs::path& path, std::uint64_t bytes) {
   for (std::size_t i = 0; i < data.size(); ++i) data[i] = static_cast<std::byte>((i * 2654435761u) >> 13);
   std::vector<safetensors::TensorData> tensors;
   for (std::uint64_t i = 0; i * kTensor < bytes; ++i) {
-    tensors.push_back({"layers." + std::to_string(i) + ".weight", Dtype::F16, {kTensor / 2}, data});
+    tensors.push_back({"layers." + std::to_string(i) + ".weight", TensorType::F16, {kTensor / 2}, data});
   }
   check(safetensors::write_file(path.string(), tensors), "write weights");
 }

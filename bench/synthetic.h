@@ -17,19 +17,19 @@
 #include <string>
 #include <vector>
 
-#include "safeweights/dtype.h"
+#include "safeweights/tensor_type.h"
 
 namespace bench {
 
 struct SynthTensor {
   std::string name;
-  safeweights::Dtype dtype;
+  safeweights::TensorType dtype;
   std::vector<std::uint64_t> shape;
 
   std::uint64_t nbytes() const {
     std::uint64_t n = 1;
     for (auto d : shape) n *= d;
-    return n * safeweights::dtype_bits(dtype) / 8;
+    return n * safeweights::type_bits(dtype) / 8;
   }
 };
 
@@ -42,27 +42,27 @@ inline void sort_file_order(std::vector<SynthTensor>& tensors) {
 }
 
 inline std::vector<SynthTensor> llama_like(int layers = 58) {
-  using safeweights::Dtype;
+  using safeweights::TensorType;
   constexpr std::uint64_t hidden = 1280, inter = 3328, kv = 320, vocab = 32000;
   std::vector<SynthTensor> t;
-  t.push_back({"model.embed_tokens.weight", Dtype::BF16, {vocab, hidden}});
-  t.push_back({"lm_head.weight", Dtype::BF16, {vocab, hidden}});
-  t.push_back({"model.norm.weight", Dtype::F16, {hidden}});
-  t.push_back({"model.rotary_emb.inv_freq", Dtype::F32, {64}});
+  t.push_back({"model.embed_tokens.weight", TensorType::BF16, {vocab, hidden}});
+  t.push_back({"lm_head.weight", TensorType::BF16, {vocab, hidden}});
+  t.push_back({"model.norm.weight", TensorType::F16, {hidden}});
+  t.push_back({"model.rotary_emb.inv_freq", TensorType::F32, {64}});
   for (int l = 0; l < layers; ++l) {
     const std::string p = "model.layers." + std::to_string(l) + ".";
-    t.push_back({p + "self_attn.q_proj.weight", Dtype::BF16, {hidden, hidden}});
-    t.push_back({p + "self_attn.k_proj.weight", Dtype::BF16, {kv, hidden}});
-    t.push_back({p + "self_attn.v_proj.weight", Dtype::BF16, {kv, hidden}});
-    t.push_back({p + "self_attn.o_proj.weight", Dtype::BF16, {hidden, hidden}});
-    t.push_back({p + "self_attn.q_proj.bias", Dtype::F16, {hidden}});
-    t.push_back({p + "self_attn.k_proj.bias", Dtype::F16, {kv}});
-    t.push_back({p + "self_attn.v_proj.bias", Dtype::F16, {kv}});
-    t.push_back({p + "mlp.gate_proj.weight", Dtype::BF16, {inter, hidden}});
-    t.push_back({p + "mlp.up_proj.weight", Dtype::BF16, {inter, hidden}});
-    t.push_back({p + "mlp.down_proj.weight", Dtype::BF16, {hidden, inter}});
-    t.push_back({p + "input_layernorm.weight", Dtype::F16, {hidden}});
-    t.push_back({p + "post_attention_layernorm.weight", Dtype::F16, {hidden}});
+    t.push_back({p + "self_attn.q_proj.weight", TensorType::BF16, {hidden, hidden}});
+    t.push_back({p + "self_attn.k_proj.weight", TensorType::BF16, {kv, hidden}});
+    t.push_back({p + "self_attn.v_proj.weight", TensorType::BF16, {kv, hidden}});
+    t.push_back({p + "self_attn.o_proj.weight", TensorType::BF16, {hidden, hidden}});
+    t.push_back({p + "self_attn.q_proj.bias", TensorType::F16, {hidden}});
+    t.push_back({p + "self_attn.k_proj.bias", TensorType::F16, {kv}});
+    t.push_back({p + "self_attn.v_proj.bias", TensorType::F16, {kv}});
+    t.push_back({p + "mlp.gate_proj.weight", TensorType::BF16, {inter, hidden}});
+    t.push_back({p + "mlp.up_proj.weight", TensorType::BF16, {inter, hidden}});
+    t.push_back({p + "mlp.down_proj.weight", TensorType::BF16, {hidden, inter}});
+    t.push_back({p + "input_layernorm.weight", TensorType::F16, {hidden}});
+    t.push_back({p + "post_attention_layernorm.weight", TensorType::F16, {hidden}});
   }
   sort_file_order(t);
   return t;
@@ -76,7 +76,7 @@ inline std::vector<SynthTensor> moe_like(int count) {
     const int layer = k / 192, expert = (k % 192) / 3, proj = k % 3;
     t.push_back({"model.layers." + std::to_string(layer) + ".mlp.experts." + std::to_string(expert) + "." +
                      kProj[proj] + ".weight",
-                 safeweights::Dtype::BF16,
+                 safeweights::TensorType::BF16,
                  {64, 128}});
   }
   sort_file_order(t);
@@ -94,7 +94,7 @@ inline std::string header_prefix(const std::vector<SynthTensor>& tensors) {
   std::string json = "{\"__metadata__\":{\"format\":\"pt\"}";
   std::uint64_t offset = 0;
   for (const auto& t : tensors) {
-    json += ",\"" + t.name + "\":{\"dtype\":\"" + std::string(safeweights::dtype_name(t.dtype)) + "\",\"shape\":[";
+    json += ",\"" + t.name + "\":{\"dtype\":\"" + std::string(safeweights::type_name(t.dtype)) + "\",\"shape\":[";
     for (std::size_t i = 0; i < t.shape.size(); ++i) {
       if (i) json += ',';
       json += std::to_string(t.shape[i]);

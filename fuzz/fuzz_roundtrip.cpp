@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "fuzz_common.h"
-#include "safeweights/dtype.h"
+#include "safeweights/tensor_type.h"
 #include "safeweights/safetensors.h"
 #include "safeweights/safetensors_writer.h"
 
@@ -24,6 +24,17 @@ using namespace safeweights;
 using namespace safeweights::safetensors;
 
 namespace {
+
+// The types a safetensors file can hold.
+const std::vector<TensorType>& storable_types() {
+  static const std::vector<TensorType> types = [] {
+    std::vector<TensorType> v;
+    for (const auto& info : tensor_type_table())
+      if (safeweights::safetensors::can_store(info.type)) v.push_back(info.type);
+    return v;
+  }();
+  return types;
+}
 
 // Valid UTF-8 text from a palette that stresses JSON escaping.
 std::string make_text(FuzzedDataProvider& fdp, std::size_t max_chars) {
@@ -46,7 +57,7 @@ std::string make_text(FuzzedDataProvider& fdp, std::size_t max_chars) {
 
 struct Case {
   std::vector<std::string> names;
-  std::vector<Dtype> dtypes;
+  std::vector<TensorType> dtypes;
   std::vector<std::vector<std::uint64_t>> shapes;
   std::vector<std::vector<std::byte>> data;
   Metadata metadata;
@@ -66,7 +77,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::size_t count = fdp.ConsumeIntegralInRange<std::size_t>(0, 8);
   for (std::size_t t = 0; t < count; ++t) {
     c.names.push_back(fdp.ConsumeBool() ? "t" + std::to_string(t) : make_text(fdp, 12));
-    const Dtype dtype = static_cast<Dtype>(fdp.ConsumeIntegralInRange<int>(0, kDtypeCount - 1));
+    const TensorType dtype = storable_types()[fdp.ConsumeIntegralInRange<std::size_t>(0, storable_types().size() - 1)];
     c.dtypes.push_back(dtype);
     std::vector<std::uint64_t> shape(fdp.ConsumeIntegralInRange<std::size_t>(0, 4));
     std::uint64_t elements = 1;
@@ -75,7 +86,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       elements *= d;
     }
     c.shapes.push_back(shape);
-    std::vector<std::byte> bytes((elements * dtype_bits(dtype) + 7) / 8);
+    std::vector<std::byte> bytes((elements * type_bits(dtype) + 7) / 8);
     for (std::size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<std::byte>(fdp.ConsumeIntegral<std::uint8_t>());
     c.data.push_back(std::move(bytes));
   }

@@ -33,7 +33,7 @@ void check_header(const Header& header, std::size_t size) {
     FUZZ_CHECK(info.end >= info.begin);
     expect_begin = info.end;
     // The byte length is exactly shape x dtype size (sub-byte types must fill whole bytes).
-    const unsigned __int128 bits = static_cast<unsigned __int128>(info.num_elements()) * dtype_bits(info.dtype);
+    const unsigned __int128 bits = static_cast<unsigned __int128>(info.num_elements()) * type_bits(info.dtype);
     FUZZ_CHECK(bits % 8 == 0);
     FUZZ_CHECK(bits / 8 == info.nbytes());
     unsigned __int128 product = 1;
@@ -61,7 +61,7 @@ void check_slices(const Reader& reader, const TensorInfo& info, std::span<const 
       FUZZ_CHECK_OK(reader.read_slice(*plan, out));
       FUZZ_CHECK(out.empty() || std::memcmp(out.data(), whole.data(), out.size()) == 0);
     } else {
-      FUZZ_CHECK(dtype_bits(info.dtype) < 8);  // only sub-byte types can refuse a full slice
+      FUZZ_CHECK(type_bits(info.dtype) < 8);  // only sub-byte types can refuse a full slice
     }
   } else {
     FUZZ_CHECK(false);

@@ -14,13 +14,25 @@
 #include <vector>
 
 #include "fuzz_common.h"
-#include "safeweights/dtype.h"
+#include "safeweights/tensor_type.h"
+#include "safeweights/safetensors.h"
 #include "safeweights/slice.h"
 #include "safeweights/source.h"
 
 using namespace safeweights;
 
 namespace {
+
+// The types a safetensors file can hold.
+const std::vector<TensorType>& storable_types() {
+  static const std::vector<TensorType> types = [] {
+    std::vector<TensorType> v;
+    for (const auto& info : tensor_type_table())
+      if (safeweights::safetensors::can_store(info.type)) v.push_back(info.type);
+    return v;
+  }();
+  return types;
+}
 
 using i128 = __int128;
 
@@ -158,8 +170,8 @@ bool same_items(const SliceSpec& a, const SliceSpec& b) {
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   if (size < 2) return 0;
-  const Dtype dtype = static_cast<Dtype>(data[0] % kDtypeCount);
-  const unsigned bits = dtype_bits(dtype);
+  const TensorType dtype = storable_types()[data[0] % storable_types().size()];
+  const unsigned bits = type_bits(dtype);
   const std::size_t rank = data[1] % 5;
   const std::uint64_t base = (data[1] >> 3) & 31u;
   if (size < 2 + rank) return 0;

@@ -59,7 +59,7 @@ struct Model {
 
 Model small_model() {
   Model m;
-  m.decls = {{"w", Dtype::F32, {4, 8}}, {"b", Dtype::F16, {8}}, {"e", Dtype::I8, {0, 3}}, {"s", Dtype::U8, {5}}, {"h", Dtype::F4, {2, 4}}};
+  m.decls = {{"w", TensorType::F32, {4, 8}}, {"b", TensorType::F16, {8}}, {"e", TensorType::I8, {0, 3}}, {"s", TensorType::U8, {5}}, {"h", TensorType::F4, {2, 4}}};
   unsigned seed = 1;
   for (const auto& d : m.decls) {
     std::uint64_t n = 1;
@@ -340,7 +340,7 @@ TEST(AtomicWrite, FailingWriteKeepsOldTargetAndRemovesTemp) {
   const std::string p = dir.file("big.safetensors");
   write_file_bytes(p, "old");
   Model m;
-  m.decls = {{"w", Dtype::U8, {1 << 20}}};
+  m.decls = {{"w", TensorType::U8, {1 << 20}}};
   m.bytes = {pattern(1 << 20, 5)};
   auto tv = m.data();
   struct rlimit old{};
@@ -384,7 +384,7 @@ TEST(AtomicWrite, FullDiskKeepsOldTarget) {
   const std::string p = mnt + "/m.safetensors";
   write_file_bytes(p, "old");
   Model m;
-  m.decls = {{"w", Dtype::U8, {256 * 1024}}};
+  m.decls = {{"w", TensorType::U8, {256 * 1024}}};
   m.bytes = {pattern(256 * 1024, 9)};
   auto tv = m.data();
   auto s = st::write_file(p, tv);
@@ -444,7 +444,7 @@ TEST(StreamWriterTest, OutOfOrderChunksAreByteIdenticalToSerialize) {
 TEST(StreamWriterTest, ZeroSizedTensorsNeedNoWrite) {
   TempDir dir;
   Model m;
-  m.decls = {{"e", Dtype::F32, {0}}, {"x", Dtype::U8, {2}}};
+  m.decls = {{"e", TensorType::F32, {0}}, {"x", TensorType::U8, {2}}};
   m.bytes = {{}, pattern(2, 3)};
   auto w = StreamWriter::create(dir.file("m.safetensors"), m.decls);
   ASSERT_TRUE(IsOk(w));
@@ -487,9 +487,9 @@ TEST(StreamWriterTest, MisuseIsInvalidArgument) {
 
 TEST(StreamWriterTest, CreateRefusesWhatLayoutRefuses) {
   TempDir dir;
-  EXPECT_TRUE(IsKind(StreamWriter::create(dir.file("a"), {{"__metadata__", Dtype::F32, {1}}}), K::ReservedTensorName));
-  EXPECT_TRUE(IsKind(StreamWriter::create(dir.file("a"), {{"x", Dtype::F4, {3}}}), K::MisalignedSlice));
-  EXPECT_TRUE(IsKind(StreamWriter::create(dir.file("a"), {{"x", Dtype::F32, {1}}}, MetadataEntries{{"k", "1"}, {"k", "2"}}),
+  EXPECT_TRUE(IsKind(StreamWriter::create(dir.file("a"), {{"__metadata__", TensorType::F32, {1}}}), K::ReservedTensorName));
+  EXPECT_TRUE(IsKind(StreamWriter::create(dir.file("a"), {{"x", TensorType::F4, {3}}}), K::MisalignedSlice));
+  EXPECT_TRUE(IsKind(StreamWriter::create(dir.file("a"), {{"x", TensorType::F32, {1}}}, MetadataEntries{{"k", "1"}, {"k", "2"}}),
                      K::DuplicateKey));
   EXPECT_TRUE(dir.list().empty());
 }

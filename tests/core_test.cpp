@@ -1,4 +1,4 @@
-// The dtype table, error kinds and ByteSource implementations.
+// The type model, error kinds and ByteSource implementations.
 #include <gtest/gtest.h>
 
 #include <fcntl.h>
@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "safeweights/safetensors_writer.h"
 #include "test_util.h"
 
 namespace {
@@ -19,42 +20,89 @@ using namespace swt;
 using K = safeweights::ErrorKind;
 namespace st = safeweights::safetensors;
 
-// ---- dtypes ------------------------------------------------------------------------------------------
+// ---- the type model and the safetensors spelling ----------------------------------------------------------
 
-TEST(DtypeTable, ReferenceOrderCodesAndBits) {
+TEST(TensorTypeTable, SafetensorsCodesInReferenceOrderWithBits) {
   // Reference §1.4, in declaration order.
   const std::vector<std::pair<std::string, int>> ref = {
       {"BOOL", 8},     {"F4", 4},          {"F6_E2M3", 6},     {"F6_E3M2", 6}, {"U8", 8},   {"I8", 8},
       {"F8_E5M2", 8},  {"F8_E4M3", 8},     {"F8_E8M0", 8},     {"F8_E4M3FNUZ", 8}, {"F8_E5M2FNUZ", 8},
       {"I16", 16},     {"U16", 16},        {"F16", 16},        {"BF16", 16},   {"I32", 32}, {"U32", 32},
       {"F32", 32},     {"C64", 64},        {"F64", 64},        {"I64", 64},    {"U64", 64}};
-  ASSERT_EQ(safeweights::kDtypeCount, 22);
-  const auto table = safeweights::dtype_table();
-  ASSERT_EQ(table.size(), ref.size());
-  for (std::size_t i = 0; i < ref.size(); ++i) {
-    const auto dt = static_cast<Dtype>(i);
-    EXPECT_EQ(table[i].dtype, dt);
-    EXPECT_EQ(table[i].name, ref[i].first);
-    EXPECT_EQ(table[i].bits, ref[i].second) << ref[i].first;
-    EXPECT_EQ(safeweights::dtype_name(dt), ref[i].first);
-    EXPECT_EQ(safeweights::dtype_bits(dt), ref[i].second);
-    EXPECT_EQ(&safeweights::dtype_info(dt), &table[i]);
-    EXPECT_EQ(safeweights::dtype_from_name(ref[i].first), dt);
+  for (const auto& [code, bits] : ref) {
+    const auto type = st::type_from_code(code);
+    ASSERT_TRUE(type.has_value()) << code;
+    EXPECT_TRUE(st::can_store(*type));
+    EXPECT_EQ(st::type_code(*type), code);
+    EXPECT_EQ(safeweights::type_name(*type), code);  // the canonical name of a plain type is its code
+    EXPECT_EQ(safeweights::type_bits(*type), bits) << code;
+    EXPECT_FALSE(safeweights::type_info(*type).is_block());
+  }
+  const auto table = safeweights::tensor_type_table();
+  ASSERT_EQ(table.size(), static_cast<std::size_t>(safeweights::kTensorTypeCount));
+  std::size_t storable = 0;
+  for (std::size_t i = 0; i < table.size(); ++i) {
+    EXPECT_EQ(static_cast<std::size_t>(table[i].type), i);
+    EXPECT_EQ(&safeweights::type_info(table[i].type), &table[i]);
+    storable += st::can_store(table[i].type);
+  }
+  EXPECT_EQ(storable, ref.size());
+}
+
+TEST(TensorTypeTable, SafetensorsLookupIsExactAndNeverAcceptsAnotherFormatsNames) {
+  for (const char* bad : {"f32", "Bf16", "F32 ", " F32", "", "F128", "C128", "E8M0", "float32", "F8_E4M3FN",
+                          "Q8_0", "Q4_K", "IQ2_XXS", "MXFP4", "FloatStorage", "bfloat16"})
+    EXPECT_FALSE(st::type_from_code(bad).has_value()) << bad;
+  EXPECT_FALSE(st::can_store(TensorType::Q8_0));
+  EXPECT_EQ(st::type_code(TensorType::Q4_K), "");
+}
+
+TEST(TensorTypeTable, BlockTypesFromGgml) {
+  // shared/reference/gguf-and-pytorch.md A5: (block elements, bytes per block).
+  const std::vector<std::tuple<TensorType, std::string, int, int>> ref = {
+      {TensorType::Q4_0, "Q4_0", 32, 18},   {TensorType::Q4_1, "Q4_1", 32, 20},  {TensorType::Q5_0, "Q5_0", 32, 22},
+      {TensorType::Q5_1, "Q5_1", 32, 24},   {TensorType::Q8_0, "Q8_0", 32, 34},  {TensorType::Q8_1, "Q8_1", 32, 36},
+      {TensorType::Q2_K, "Q2_K", 256, 84},  {TensorType::Q3_K, "Q3_K", 256, 110}, {TensorType::Q4_K, "Q4_K", 256, 144},
+      {TensorType::Q5_K, "Q5_K", 256, 176}, {TensorType::Q6_K, "Q6_K", 256, 210}, {TensorType::Q8_K, "Q8_K", 256, 292},
+      {TensorType::IQ4_NL, "IQ4_NL", 32, 18}, {TensorType::TQ2_0, "TQ2_0", 256, 66}, {TensorType::MXFP4, "MXFP4", 32, 17}};
+  for (const auto& [type, name, elements, bytes] : ref) {
+    const auto& info = safeweights::type_info(type);
+    EXPECT_EQ(info.name, name);
+    EXPECT_TRUE(info.is_block());
+    EXPECT_EQ(info.block_elements, elements) << name;
+    EXPECT_EQ(info.block_bytes, bytes) << name;
+    EXPECT_EQ(info.cls, safeweights::TypeClass::Quantized);
   }
 }
 
-TEST(DtypeTable, LookupIsExactAndCaseSensitive) {
-  for (const char* bad : {"f32", "Bf16", "F32 ", " F32", "", "F128", "C128", "E8M0", "float32", "F8_E4M3FN"})
-    EXPECT_FALSE(safeweights::dtype_from_name(bad).has_value()) << bad;
-  EXPECT_EQ(safeweights::dtype_from_numpy_name("float32"), Dtype::F32);
-  EXPECT_EQ(safeweights::dtype_from_numpy_name("bfloat16"), Dtype::BF16);
-  EXPECT_EQ(safeweights::dtype_from_numpy_name("uint8"), Dtype::U8);
-  EXPECT_EQ(safeweights::dtype_from_numpy_name("complex64"), Dtype::C64);
-  EXPECT_EQ(safeweights::dtype_from_numpy_name("bool"), Dtype::BOOL);
-  EXPECT_EQ(safeweights::dtype_from_numpy_name("float8_e4m3fn"), Dtype::F8_E4M3);
-  EXPECT_EQ(safeweights::dtype_from_torch_name("bfloat16"), Dtype::BF16);
-  EXPECT_EQ(safeweights::dtype_from_torch_name("float8_e5m2"), Dtype::F8_E5M2);
-  EXPECT_FALSE(safeweights::dtype_from_numpy_name("F32").has_value());
+TEST(TensorTypeTable, NbytesForPlainAndBlockTypes) {
+  using safeweights::tensor_nbytes;
+  using V = std::vector<std::uint64_t>;
+  EXPECT_EQ(tensor_nbytes(TensorType::F32, V{2, 3}).value(), 24u);
+  EXPECT_EQ(tensor_nbytes(TensorType::F32, V{}).value(), 4u);  // a scalar
+  EXPECT_EQ(tensor_nbytes(TensorType::F4, V{2}).value(), 1u);
+  EXPECT_EQ(tensor_nbytes(TensorType::F4, V{3}).error().kind(), K::MisalignedSlice);
+  EXPECT_EQ(tensor_nbytes(TensorType::F6_E2M3, V{4}).value(), 3u);
+  EXPECT_EQ(tensor_nbytes(TensorType::Q8_0, V{3, 64}).value(), 3u * 2 * 34);
+  EXPECT_EQ(tensor_nbytes(TensorType::Q4_K, V{256}).value(), 144u);
+  EXPECT_EQ(tensor_nbytes(TensorType::Q8_0, V{0, 32}).value(), 0u);
+  // The innermost dimension must be a multiple of the block; a scalar has none.
+  EXPECT_EQ(tensor_nbytes(TensorType::Q8_0, V{64, 33}).error().kind(), K::InvalidBlockShape);
+  EXPECT_EQ(tensor_nbytes(TensorType::Q8_0, V{0, 5}).error().kind(), K::InvalidBlockShape);
+  EXPECT_EQ(tensor_nbytes(TensorType::Q8_0, V{}).error().kind(), K::InvalidBlockShape);
+  // Overflow is found from the left, as the reference computes it, for both kinds of type.
+  const std::uint64_t big = std::uint64_t{1} << 40;
+  EXPECT_EQ(tensor_nbytes(TensorType::F32, V{big, big, 0}).error().kind(), K::ValidationOverflow);
+  EXPECT_EQ(tensor_nbytes(TensorType::Q8_0, V{big, big, 0}).error().kind(), K::ValidationOverflow);
+  EXPECT_EQ(tensor_nbytes(TensorType::F64, V{std::uint64_t{1} << 61}).error().kind(), K::ValidationOverflow);
+  EXPECT_EQ(tensor_nbytes(TensorType::Q8_0, V{2, std::uint64_t{1} << 63}).error().kind(), K::ValidationOverflow);
+}
+
+TEST(TensorTypeTable, SafetensorsWriterRefusesTypesItCannotSpell) {
+  auto r = st::Layout::plan(std::vector<st::TensorDecl>{{"q", TensorType::Q8_0, {32}}}, {});
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_EQ(r.error().kind(), K::InvalidArgument);
+  EXPECT_NE(r.error().message().find("Q8_0"), std::string::npos);
 }
 
 // ---- error kinds ---------------------------------------------------------------------------------------

@@ -488,13 +488,13 @@ TEST(HeaderParse, TensorsInOffsetOrderWithInfo) {
   EXPECT_EQ(ts[1].name, "a");
   EXPECT_EQ(ts[2].name, "b");
   EXPECT_EQ(ts[3].name, "c");
-  EXPECT_EQ(ts[1].dtype, Dtype::F32);
+  EXPECT_EQ(ts[1].dtype, TensorType::F32);
   EXPECT_EQ(std::vector<std::uint64_t>(ts[1].shape.begin(), ts[1].shape.end()), std::vector<std::uint64_t>{2});
   EXPECT_EQ(ts[1].begin, 0u);
   EXPECT_EQ(ts[1].end, 8u);
   EXPECT_EQ(ts[1].nbytes(), 8u);
   EXPECT_EQ(ts[1].num_elements(), 2u);
-  EXPECT_EQ(ts[2].dtype, Dtype::BF16);
+  EXPECT_EQ(ts[2].dtype, TensorType::BF16);
   EXPECT_TRUE(ts[2].shape.empty());
   EXPECT_EQ(ts[2].num_elements(), 1u);
   EXPECT_EQ(ts[0].num_elements(), 0u);
@@ -539,7 +539,7 @@ TEST(HeaderParse, LongName) {
 TEST(HeaderParse, EscapedDtypeAndFieldNames) {
   auto r = parse(st_file(obj1("t", "{\"\\u0064type\":\"\\u0042F16\",\"shape\":[2],\"data_offsets\":[0,4]}"), 4));
   ASSERT_TRUE(IsOk(r));
-  EXPECT_EQ(r->tensors()[0].dtype, Dtype::BF16);
+  EXPECT_EQ(r->tensors()[0].dtype, TensorType::BF16);
 }
 
 TEST(HeaderParse, ManyTensorsLookup) {

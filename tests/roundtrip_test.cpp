@@ -23,7 +23,7 @@ using st::TensorData;
 
 struct Owned {
   std::string name;
-  Dtype dtype;
+  TensorType dtype;
   std::vector<std::uint64_t> shape;
   std::vector<std::byte> bytes;
 };
@@ -69,7 +69,7 @@ Case random_case(std::mt19937_64& rng) {
       t.name = random_string(rng, 6);
     } while (used.count(t.name) || t.name == "__metadata__");
     used.insert(t.name);
-    t.dtype = static_cast<Dtype>(rng() % safeweights::kDtypeCount);
+    t.dtype = all_dtypes()[rng() % all_dtypes().size()];
     std::optional<std::uint64_t> size;
     do {
       const int rank = static_cast<int>(rng() % 5);
@@ -135,7 +135,7 @@ void check_header(const Case& c, const st::Header& h, const std::string& bytes, 
     EXPECT_EQ(info.nbytes(), t.bytes.size());
     off = info.end;
     EXPECT_EQ(bytes.substr(h.data_start() + info.begin, info.nbytes()), to_string(t.bytes)) << hexdump(t.name);
-    const auto bits = safeweights::dtype_bits(t.dtype);
+    const auto bits = safeweights::type_bits(t.dtype);
     if (bits >= 8) {
       EXPECT_EQ((h.data_start() + info.begin) % (bits / 8), 0u) << "alignment of " << hexdump(t.name);
     }
@@ -202,7 +202,7 @@ TEST(RoundTrip, RandomTensorsAndMetadata) {
       with_quote += t.name.find_first_of("\"\\") != std::string::npos;
       with_unicode += std::any_of(t.name.begin(), t.name.end(), [](char ch) { return static_cast<unsigned char>(ch) >= 0x80; });
       with_empty_name += t.name.empty();
-      sub_byte += safeweights::dtype_bits(t.dtype) < 8;
+      sub_byte += safeweights::type_bits(t.dtype) < 8;
       zero_sized += t.bytes.empty();
       scalars += t.shape.empty();
     }
@@ -284,7 +284,7 @@ TEST(RoundTrip, LoadAllMatchesPerTensorReads) {
 TEST(RoundTrip, ReaderOverMemorySourceIsZeroCopy) {
   std::vector<std::byte> w(24);
   for (std::size_t i = 0; i < w.size(); ++i) w[i] = static_cast<std::byte>(i);
-  std::vector<TensorData> tv = {{"w", Dtype::F32, {2, 3}, w}};
+  std::vector<TensorData> tv = {{"w", TensorType::F32, {2, 3}, w}};
   auto ser = st::serialize(tv, {});
   ASSERT_TRUE(IsOk(ser));
   auto owned = std::make_shared<std::vector<std::byte>>(std::move(*ser));

@@ -28,7 +28,7 @@ using st::TensorData;
 
 struct Owned {
   std::string name;
-  Dtype dtype;
+  TensorType dtype;
   std::vector<std::uint64_t> shape;
   std::vector<std::byte> bytes;
 };
@@ -38,7 +38,7 @@ std::vector<TensorData> views(const std::vector<Owned>& v) {
   return out;
 }
 Owned u8(std::string name, std::size_t n, int seed) {
-  Owned o{std::move(name), Dtype::U8, {n}, std::vector<std::byte>(n)};
+  Owned o{std::move(name), TensorType::U8, {n}, std::vector<std::byte>(n)};
   for (std::size_t i = 0; i < n; ++i) o.bytes[i] = static_cast<std::byte>((seed * 31 + static_cast<int>(i)) & 0xff);
   return o;
 }

@@ -254,18 +254,18 @@ TEST(SliceParse, ZeroStepFailsAtPlanTime) {
   auto spec = parse_spec("::0");
   ASSERT_TRUE(IsOk(spec));
   const std::vector<std::uint64_t> shape = {4};
-  EXPECT_TRUE(IsKind(safeweights::plan_slice(shape, Dtype::F32, *spec), K::InvalidSliceSpec));
+  EXPECT_TRUE(IsKind(safeweights::plan_slice(shape, TensorType::F32, *spec), K::InvalidSliceSpec));
   auto spec2 = parse_spec("1, 0:4:0");
   ASSERT_TRUE(IsOk(spec2));
   const std::vector<std::uint64_t> shape2 = {4, 4};
-  EXPECT_TRUE(IsKind(safeweights::plan_slice(shape2, Dtype::F32, *spec2), K::InvalidSliceSpec));
+  EXPECT_TRUE(IsKind(safeweights::plan_slice(shape2, TensorType::F32, *spec2), K::InvalidSliceSpec));
 }
 
 TEST(SliceParse, TwoEllipsesRejected) {
   auto spec = parse_spec("..., 0, ...");
   const std::vector<std::uint64_t> shape = {2, 2, 2};
   if (spec.is_ok()) {
-    EXPECT_TRUE(IsKind(safeweights::plan_slice(shape, Dtype::U8, *spec), K::InvalidSliceSpec));
+    EXPECT_TRUE(IsKind(safeweights::plan_slice(shape, TensorType::U8, *spec), K::InvalidSliceSpec));
   } else {
     EXPECT_EQ(spec.error().kind(), K::InvalidSliceSpec) << describe(spec.error());
   }
@@ -273,7 +273,7 @@ TEST(SliceParse, TwoEllipsesRejected) {
 
 // ---- planning errors ---------------------------------------------------------------------------------
 
-Result<safeweights::SlicePlan> plan(std::vector<std::uint64_t> shape, Dtype dt, std::string_view text,
+Result<safeweights::SlicePlan> plan(std::vector<std::uint64_t> shape, TensorType dt, std::string_view text,
                                     std::uint64_t base = 0) {
   auto spec = SliceSpec::parse(text);
   if (!spec.is_ok()) return std::move(spec).error();
@@ -281,31 +281,31 @@ Result<safeweights::SlicePlan> plan(std::vector<std::uint64_t> shape, Dtype dt, 
 }
 
 TEST(SlicePlanErrors, TooManySlices) {
-  EXPECT_TRUE(IsKind(plan({2, 2}, Dtype::F32, "0,0,0"), K::TooManySlices));
-  EXPECT_TRUE(IsKind(plan({2, 2}, Dtype::F32, ":,:,:"), K::TooManySlices));
-  EXPECT_TRUE(IsKind(plan({2, 2}, Dtype::F32, "..., 0, 0, 0"), K::TooManySlices));
-  EXPECT_TRUE(IsKind(plan({}, Dtype::F32, "0"), K::TooManySlices));
-  EXPECT_TRUE(IsKind(plan({}, Dtype::F32, ":"), K::TooManySlices));
-  EXPECT_TRUE(IsOk(plan({2, 2}, Dtype::F32, "None, 0, 0, None")));
-  EXPECT_TRUE(IsOk(plan({2, 2}, Dtype::F32, "0, 0, ...")));
-  EXPECT_TRUE(IsOk(plan({}, Dtype::F32, "...")));
-  EXPECT_TRUE(IsOk(plan({}, Dtype::F32, "None")));
+  EXPECT_TRUE(IsKind(plan({2, 2}, TensorType::F32, "0,0,0"), K::TooManySlices));
+  EXPECT_TRUE(IsKind(plan({2, 2}, TensorType::F32, ":,:,:"), K::TooManySlices));
+  EXPECT_TRUE(IsKind(plan({2, 2}, TensorType::F32, "..., 0, 0, 0"), K::TooManySlices));
+  EXPECT_TRUE(IsKind(plan({}, TensorType::F32, "0"), K::TooManySlices));
+  EXPECT_TRUE(IsKind(plan({}, TensorType::F32, ":"), K::TooManySlices));
+  EXPECT_TRUE(IsOk(plan({2, 2}, TensorType::F32, "None, 0, 0, None")));
+  EXPECT_TRUE(IsOk(plan({2, 2}, TensorType::F32, "0, 0, ...")));
+  EXPECT_TRUE(IsOk(plan({}, TensorType::F32, "...")));
+  EXPECT_TRUE(IsOk(plan({}, TensorType::F32, "None")));
 }
 
 TEST(SlicePlanErrors, SliceOutOfRange) {
-  EXPECT_TRUE(IsKind(plan({5, 5}, Dtype::F32, "5"), K::SliceOutOfRange));
-  EXPECT_TRUE(IsKind(plan({5, 5}, Dtype::F32, "-6"), K::SliceOutOfRange));
-  EXPECT_TRUE(IsKind(plan({10, 5}, Dtype::F32, "2:, 20"), K::SliceOutOfRange));
-  EXPECT_TRUE(IsKind(plan({10, 5}, Dtype::F32, ":, -6"), K::SliceOutOfRange));
-  EXPECT_TRUE(IsKind(plan({0}, Dtype::F32, "0"), K::SliceOutOfRange));
-  EXPECT_TRUE(IsKind(plan({0}, Dtype::F32, "-1"), K::SliceOutOfRange));
-  EXPECT_TRUE(IsKind(plan({3}, Dtype::F32, "9223372036854775807"), K::SliceOutOfRange));
-  EXPECT_TRUE(IsKind(plan({3}, Dtype::F32, "-9223372036854775808"), K::SliceOutOfRange));
+  EXPECT_TRUE(IsKind(plan({5, 5}, TensorType::F32, "5"), K::SliceOutOfRange));
+  EXPECT_TRUE(IsKind(plan({5, 5}, TensorType::F32, "-6"), K::SliceOutOfRange));
+  EXPECT_TRUE(IsKind(plan({10, 5}, TensorType::F32, "2:, 20"), K::SliceOutOfRange));
+  EXPECT_TRUE(IsKind(plan({10, 5}, TensorType::F32, ":, -6"), K::SliceOutOfRange));
+  EXPECT_TRUE(IsKind(plan({0}, TensorType::F32, "0"), K::SliceOutOfRange));
+  EXPECT_TRUE(IsKind(plan({0}, TensorType::F32, "-1"), K::SliceOutOfRange));
+  EXPECT_TRUE(IsKind(plan({3}, TensorType::F32, "9223372036854775807"), K::SliceOutOfRange));
+  EXPECT_TRUE(IsKind(plan({3}, TensorType::F32, "-9223372036854775808"), K::SliceOutOfRange));
   // Ranges clamp instead (numpy), unlike the reference's get_slice.
-  auto p = plan({10, 5}, Dtype::F32, ":20, :20");
+  auto p = plan({10, 5}, TensorType::F32, ":20, :20");
   ASSERT_TRUE(IsOk(p));
   EXPECT_EQ(p->shape(), (std::vector<std::uint64_t>{10, 5}));
-  auto z = plan({0, 3}, Dtype::F32, ":, 1:");
+  auto z = plan({0, 3}, TensorType::F32, ":, 1:");
   ASSERT_TRUE(IsOk(z));
   EXPECT_EQ(z->shape(), (std::vector<std::uint64_t>{0, 2}));
   EXPECT_EQ(z->nbytes(), 0u);
@@ -315,14 +315,14 @@ TEST(SlicePlanErrors, SliceOutOfRange) {
 TEST(SlicePlanErrors, HugeDimsBesideZeroDimDoNotOverflow) {
   // A valid file may hold shape [0, 2^64-1] (reference §1.5 caveat). Planning must not overflow.
   for (const char* spec : {"", ":", ":, ::2", "..., ::-3", "None, :, 5:"}) {
-    auto p = plan({0, ~std::uint64_t{0}}, Dtype::F64, spec);
+    auto p = plan({0, ~std::uint64_t{0}}, TensorType::F64, spec);
     if (p.is_ok()) {
       EXPECT_EQ(p->num_elements(), 0u) << spec;
       EXPECT_EQ(p->nbytes(), 0u) << spec;
       EXPECT_EQ(p->run_count(), 0u) << spec;
     }
   }
-  EXPECT_TRUE(IsKind(plan({0, ~std::uint64_t{0}}, Dtype::F64, "0"), K::SliceOutOfRange));
+  EXPECT_TRUE(IsKind(plan({0, ~std::uint64_t{0}}, TensorType::F64, "0"), K::SliceOutOfRange));
 }
 
 // ---- sub-byte dtypes -----------------------------------------------------------------------------------
@@ -337,36 +337,36 @@ TEST(SliceSubByte, F4ByteAlignedSlicesWork) {
   // F4 [4, 2]: one byte per row. Bytes 'a' 'b' 'c' 'd'.
   auto src = mem("abcd", "f4");
   {
-    auto p = plan({4, 2}, Dtype::F4, "1");
+    auto p = plan({4, 2}, TensorType::F4, "1");
     ASSERT_TRUE(IsOk(p));
     EXPECT_EQ(p->shape(), (std::vector<std::uint64_t>{2}));
     EXPECT_EQ(p->nbytes(), 1u);
     EXPECT_EQ(read_plan(*p, *src), "b");
   }
   {
-    auto p = plan({4, 2}, Dtype::F4, "::-1");
+    auto p = plan({4, 2}, TensorType::F4, "::-1");
     ASSERT_TRUE(IsOk(p));
     EXPECT_EQ(read_plan(*p, *src), "dcba");
   }
   {
-    auto p = plan({4, 2}, Dtype::F4, "1:3");
+    auto p = plan({4, 2}, TensorType::F4, "1:3");
     ASSERT_TRUE(IsOk(p));
     EXPECT_EQ(p->shape(), (std::vector<std::uint64_t>{2, 2}));
     EXPECT_EQ(read_plan(*p, *src), "bc");
   }
   {
     // [2, 4]: rows "ab" and "cd"; the first half of each row is one byte.
-    auto p = plan({2, 4}, Dtype::F4, ":, 0:2");
+    auto p = plan({2, 4}, TensorType::F4, ":, 0:2");
     ASSERT_TRUE(IsOk(p));
     EXPECT_EQ(read_plan(*p, *src), "ac");
   }
   {
-    auto p = plan({2, 4}, Dtype::F4, "..., 2:");
+    auto p = plan({2, 4}, TensorType::F4, "..., 2:");
     ASSERT_TRUE(IsOk(p));
     EXPECT_EQ(read_plan(*p, *src), "bd");
   }
   {
-    auto p = plan({8}, Dtype::F4, "2:6");
+    auto p = plan({8}, TensorType::F4, "2:6");
     ASSERT_TRUE(IsOk(p));
     EXPECT_EQ(p->nbytes(), 2u);
     EXPECT_EQ(read_plan(*p, *src), "bc");
@@ -374,7 +374,7 @@ TEST(SliceSubByte, F4ByteAlignedSlicesWork) {
   {
     // F6: 4 elements are 3 bytes. [2, 4] -> rows of 3 bytes.
     auto s6 = mem("abcdef", "f6");
-    auto p = plan({2, 4}, Dtype::F6_E2M3, "1");
+    auto p = plan({2, 4}, TensorType::F6_E2M3, "1");
     ASSERT_TRUE(IsOk(p));
     EXPECT_EQ(p->nbytes(), 3u);
     EXPECT_EQ(read_plan(*p, *s6), "def");
@@ -382,19 +382,19 @@ TEST(SliceSubByte, F4ByteAlignedSlicesWork) {
 }
 
 TEST(SliceSubByte, MisalignedSlicesRejected) {
-  EXPECT_TRUE(IsKind(plan({4}, Dtype::F4, "1:3"), K::MisalignedSlice));
-  EXPECT_TRUE(IsKind(plan({4}, Dtype::F4, "::2"), K::MisalignedSlice));
-  EXPECT_TRUE(IsKind(plan({4}, Dtype::F4, "::-1"), K::MisalignedSlice));
-  EXPECT_TRUE(IsKind(plan({4}, Dtype::F4, "1"), K::MisalignedSlice));
-  EXPECT_TRUE(IsKind(plan({2, 4}, Dtype::F4, ":, ::2"), K::MisalignedSlice));
-  EXPECT_TRUE(IsKind(plan({2, 3}, Dtype::F4, "1"), K::MisalignedSlice));
-  EXPECT_TRUE(IsKind(plan({2, 3}, Dtype::F4, "0"), K::MisalignedSlice));
-  EXPECT_TRUE(IsKind(plan({2, 2}, Dtype::F6_E3M2, "1"), K::MisalignedSlice));
-  EXPECT_TRUE(IsKind(plan({8}, Dtype::F6_E2M3, "1:5"), K::MisalignedSlice));
+  EXPECT_TRUE(IsKind(plan({4}, TensorType::F4, "1:3"), K::MisalignedSlice));
+  EXPECT_TRUE(IsKind(plan({4}, TensorType::F4, "::2"), K::MisalignedSlice));
+  EXPECT_TRUE(IsKind(plan({4}, TensorType::F4, "::-1"), K::MisalignedSlice));
+  EXPECT_TRUE(IsKind(plan({4}, TensorType::F4, "1"), K::MisalignedSlice));
+  EXPECT_TRUE(IsKind(plan({2, 4}, TensorType::F4, ":, ::2"), K::MisalignedSlice));
+  EXPECT_TRUE(IsKind(plan({2, 3}, TensorType::F4, "1"), K::MisalignedSlice));
+  EXPECT_TRUE(IsKind(plan({2, 3}, TensorType::F4, "0"), K::MisalignedSlice));
+  EXPECT_TRUE(IsKind(plan({2, 2}, TensorType::F6_E3M2, "1"), K::MisalignedSlice));
+  EXPECT_TRUE(IsKind(plan({8}, TensorType::F6_E2M3, "1:5"), K::MisalignedSlice));
   // The whole of an odd-row tensor is one aligned run.
-  EXPECT_TRUE(IsOk(plan({2, 3}, Dtype::F4, ":")));
-  EXPECT_TRUE(IsOk(plan({2, 3}, Dtype::F4, "")));
-  EXPECT_TRUE(IsOk(plan({8}, Dtype::F6_E2M3, "4:")));
+  EXPECT_TRUE(IsOk(plan({2, 3}, TensorType::F4, ":")));
+  EXPECT_TRUE(IsOk(plan({2, 3}, TensorType::F4, "")));
+  EXPECT_TRUE(IsOk(plan({8}, TensorType::F6_E2M3, "4:")));
 }
 
 // ---- random cases against the model ---------------------------------------------------------------------
@@ -506,12 +506,12 @@ TEST_F(SliceRandom, MatchesPythonSemantics) {
   ASSERT_NE(mapped_->mapped(), nullptr);
   ASSERT_EQ(pread_->mapped(), nullptr);
   std::mt19937_64 rng(test_seed(0x511ce));
-  const Dtype dtypes[] = {Dtype::U8, Dtype::I8, Dtype::BOOL, Dtype::F16, Dtype::BF16, Dtype::I16, Dtype::F32,
-                          Dtype::I32, Dtype::U32, Dtype::F64, Dtype::I64, Dtype::C64};
+  const TensorType dtypes[] = {TensorType::U8, TensorType::I8, TensorType::BOOL, TensorType::F16, TensorType::BF16, TensorType::I16, TensorType::F32,
+                          TensorType::I32, TensorType::U32, TensorType::F64, TensorType::I64, TensorType::C64};
   int ok_cases = 0, error_cases = 0, empty_results = 0, negative_steps = 0;
   for (int iter = 0; iter < 800; ++iter) {
-    const Dtype dt = dtypes[rng() % std::size(dtypes)];
-    const std::uint64_t es = safeweights::dtype_bits(dt) / 8;
+    const TensorType dt = dtypes[rng() % std::size(dtypes)];
+    const std::uint64_t es = safeweights::type_bits(dt) / 8;
     std::vector<std::uint64_t> shape(rng() % 5);
     std::uint64_t total = 1;
     for (auto& d : shape) {
@@ -519,7 +519,7 @@ TEST_F(SliceRandom, MatchesPythonSemantics) {
       total *= d;
     }
     const RandomSpec rs = random_spec(rng, shape);
-    SCOPED_TRACE("case " + std::to_string(iter) + ": dtype " + std::string(safeweights::dtype_name(dt)) + " shape [" +
+    SCOPED_TRACE("case " + std::to_string(iter) + ": dtype " + std::string(safeweights::type_name(dt)) + " shape [" +
                  [&] {
                    std::string s;
                    for (auto d : shape) s += std::to_string(d) + ",";
@@ -586,7 +586,7 @@ TEST_F(SliceRandom, MatchesPythonSemantics) {
 }
 
 TEST_F(SliceRandom, ForEachRunStopsEarly) {
-  auto p = plan({4, 4}, Dtype::F32, "::-1, ::2");
+  auto p = plan({4, 4}, TensorType::F32, "::-1, ::2");
   ASSERT_TRUE(IsOk(p));
   ASSERT_GT(p->run_count(), 2u);
   int calls = 0;
@@ -595,7 +595,7 @@ TEST_F(SliceRandom, ForEachRunStopsEarly) {
 }
 
 TEST_F(SliceRandom, ContiguousSliceIsOneRun) {
-  auto p = plan({6, 5, 4}, Dtype::F32, "2:4", 100);
+  auto p = plan({6, 5, 4}, TensorType::F32, "2:4", 100);
   ASSERT_TRUE(IsOk(p));
   EXPECT_EQ(p->run_count(), 1u);
   EXPECT_EQ(p->run_bytes(), 2u * 5 * 4 * 4);
@@ -614,7 +614,7 @@ TEST(SliceReader, PlanOffsetsAreAbsoluteInTheFile) {
   std::vector<std::byte> a(4 * 5 * 4), b(7);
   for (std::size_t i = 0; i < a.size(); ++i) a[i] = static_cast<std::byte>(i);
   for (std::size_t i = 0; i < b.size(); ++i) b[i] = static_cast<std::byte>(200 + i);
-  std::vector<st::TensorData> tv = {{"a", Dtype::F32, {4, 5}, a}, {"b", Dtype::U8, {7}, b}};
+  std::vector<st::TensorData> tv = {{"a", TensorType::F32, {4, 5}, a}, {"b", TensorType::U8, {7}, b}};
   const std::string path = dir.file("m.safetensors");
   ASSERT_TRUE(IsOk(st::write_file(path, tv, st::MetadataEntries{{"k", "v"}})));
   for (auto backend : {safeweights::FileBackend::Mmap, safeweights::FileBackend::Pread}) {
@@ -657,6 +657,41 @@ TEST(SliceReader, PlanOffsetsAreAbsoluteInTheFile) {
       ASSERT_TRUE(IsOk(spec));
       EXPECT_TRUE(IsKind(r->plan_slice(*ia, *spec), K::TooManySlices));
     }
+  }
+}
+
+}  // namespace
+
+namespace {
+
+// Block-quantized tensors: blocks run along the innermost dimension, so whole rows are the unit.
+TEST(SliceBlockTypes, OuterDimensionsSliceInWholeRows) {
+  using safeweights::SliceSpec;
+  const std::vector<std::uint64_t> shape = {4, 64};  // Q8_0: 2 blocks of 34 bytes per row
+  std::vector<std::byte> bytes(4 * 68);
+  for (std::size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<std::byte>(i * 7 + 1);
+  auto source = safeweights::memory_source(bytes);
+
+  auto plan = safeweights::plan_slice(shape, TensorType::Q8_0, SliceSpec::parse("3:0:-2").value());
+  ASSERT_TRUE(plan.is_ok()) << plan.status().to_string();
+  EXPECT_EQ(plan->shape(), (std::vector<std::uint64_t>{2, 64}));
+  EXPECT_EQ(plan->num_elements(), 128u);
+  ASSERT_EQ(plan->nbytes(), 2u * 68);
+  std::vector<std::byte> out(plan->nbytes());
+  ASSERT_TRUE(safeweights::read_slice(*source, *plan, out).is_ok());
+  EXPECT_TRUE(std::equal(out.begin(), out.begin() + 68, bytes.begin() + 3 * 68));
+  EXPECT_TRUE(std::equal(out.begin() + 68, out.end(), bytes.begin() + 1 * 68));
+
+  auto row = safeweights::plan_slice(shape, TensorType::Q8_0, SliceSpec::parse("1, ...").value());
+  ASSERT_TRUE(row.is_ok());
+  EXPECT_EQ(row->shape(), (std::vector<std::uint64_t>{64}));
+  EXPECT_EQ(row->nbytes(), 68u);
+
+  for (const char* inner : {":, 0:32", ":, ::2", "..., 5", ":, ::-1"}) {
+    auto r = safeweights::plan_slice(shape, TensorType::Q8_0, SliceSpec::parse(inner).value());
+    ASSERT_FALSE(r.is_ok()) << inner;
+    EXPECT_EQ(r.error().kind(), safeweights::ErrorKind::InvalidSliceSpec) << inner;
+    EXPECT_NE(r.error().message().find("blocks of 32"), std::string::npos);
   }
 }
 

@@ -21,7 +21,7 @@
 #include <string_view>
 #include <vector>
 
-#include "safeweights/dtype.h"
+#include "safeweights/tensor_type.h"
 #include "safeweights/error.h"
 #include "safeweights/safetensors.h"
 #include "safeweights/source.h"
@@ -29,7 +29,7 @@
 namespace swt {
 
 namespace fs = std::filesystem;
-using safeweights::Dtype;
+using safeweights::TensorType;
 using safeweights::Error;
 using safeweights::ErrorKind;
 
@@ -228,16 +228,17 @@ inline std::uint64_t test_seed(std::uint64_t fallback) {
 }
 
 // The safetensors size in bytes of `count` elements, or nullopt when not a whole number of bytes.
-inline std::optional<std::uint64_t> byte_size(Dtype dt, std::uint64_t count) {
-  const std::uint64_t bits = safeweights::dtype_bits(dt) * count;
+inline std::optional<std::uint64_t> byte_size(TensorType dt, std::uint64_t count) {
+  const std::uint64_t bits = safeweights::type_bits(dt) * count;
   if (bits % 8 != 0) return std::nullopt;
   return bits / 8;
 }
 
-// Every dtype, in enum order.
-inline std::vector<Dtype> all_dtypes() {
-  std::vector<Dtype> v;
-  for (int i = 0; i < safeweights::kDtypeCount; ++i) v.push_back(static_cast<Dtype>(i));
+// Every type a safetensors file can hold, in enum order.
+inline std::vector<TensorType> all_dtypes() {
+  std::vector<TensorType> v;
+  for (const auto& info : safeweights::tensor_type_table())
+    if (safeweights::safetensors::can_store(info.type)) v.push_back(info.type);
   return v;
 }
 

@@ -26,7 +26,7 @@ using st::TensorDecl;
 // A tensor and the bytes it points at, kept together so the span stays valid.
 struct Owned {
   std::string name;
-  Dtype dtype;
+  TensorType dtype;
   std::vector<std::uint64_t> shape;
   std::vector<std::byte> bytes;
   TensorData view() const { return TensorData{name, dtype, shape, bytes}; }
@@ -104,7 +104,7 @@ TEST(WriterVectors, I32Zeros2x2) {
   ASSERT_EQ(json.size(), 60u);
   const std::string expected = expected_file(json, 4, zeros(16));
   ASSERT_EQ(expected.substr(0, 8), std::string("@\0\0\0\0\0\0\0", 8));
-  check_vector({{"test", Dtype::I32, {2, 2}, zeros(16)}}, {}, expected, 64);
+  check_vector({{"test", TensorType::I32, {2, 2}, zeros(16)}}, {}, expected, 64);
 }
 
 TEST(WriterVectors, I32AndF16ForcesAlignmentAndIsOrderIndependent) {
@@ -114,8 +114,8 @@ TEST(WriterVectors, I32AndF16ForcesAlignmentAndIsOrderIndependent) {
   std::vector<std::byte> data = zeros(24);
   const std::string expected = expected_file(json, 6, data);
   ASSERT_EQ(expected.substr(0, 8), le64(0x80));
-  check_vector({{"test1", Dtype::I32, {2, 2}, zeros(16)}, {"test2", Dtype::F16, {2, 2}, zeros(8)}}, {}, expected, 128);
-  check_vector({{"test2", Dtype::F16, {2, 2}, zeros(8)}, {"test1", Dtype::I32, {2, 2}, zeros(16)}}, {}, expected, 128);
+  check_vector({{"test1", TensorType::I32, {2, 2}, zeros(16)}, {"test2", TensorType::F16, {2, 2}, zeros(8)}}, {}, expected, 128);
+  check_vector({{"test2", TensorType::F16, {2, 2}, zeros(8)}, {"test1", TensorType::I32, {2, 2}, zeros(16)}}, {}, expected, 128);
 }
 
 TEST(WriterVectors, MetadataFrameworkPt) {
@@ -124,14 +124,14 @@ TEST(WriterVectors, MetadataFrameworkPt) {
   ASSERT_EQ(json.size(), 95u);
   const std::string expected = expected_file(json, 1, zeros(16));
   ASSERT_EQ(expected[0], '`');
-  check_vector({{"test1", Dtype::I32, {2, 2}, zeros(16)}}, MetadataEntries{{"framework", "pt"}}, expected, 96);
+  check_vector({{"test1", TensorType::I32, {2, 2}, zeros(16)}}, MetadataEntries{{"framework", "pt"}}, expected, 96);
 }
 
 TEST(WriterVectors, BF16OnesWith225) {
   const std::string json = R"({"test":{"dtype":"BF16","shape":[2,2],"data_offsets":[0,8]}})";
   ASSERT_EQ(json.size(), 60u);
   const auto data = hexbytes({0x10, 0x40, 0x80, 0x3f, 0x80, 0x3f, 0x80, 0x3f});
-  check_vector({{"test", Dtype::BF16, {2, 2}, data}}, {}, expected_file(json, 4, data), 64);
+  check_vector({{"test", TensorType::BF16, {2, 2}, data}}, {}, expected_file(json, 4, data), 64);
 }
 
 TEST(WriterVectors, C64WithMinusOnePlusI) {
@@ -141,28 +141,28 @@ TEST(WriterVectors, C64WithMinusOnePlusI) {
   for (int b : {0x00, 0x00, 0x80, 0xbf, 0x00, 0x00, 0x80, 0x3f}) data.push_back(static_cast<std::byte>(b));
   const std::string expected = expected_file(json, 4, data);
   ASSERT_EQ(hexdump(expected.substr(expected.size() - 8)), hexdump(std::string("\0\0\x80\xbf\0\0\x80\x3f", 8)));
-  check_vector({{"test", Dtype::C64, {2, 2}, data}}, {}, expected, 64);
+  check_vector({{"test", TensorType::C64, {2, 2}, data}}, {}, expected, 64);
 }
 
 TEST(WriterVectors, RustSerializationAttnDot0NoPadding) {
   const std::string json = R"({"attn.0":{"dtype":"F32","shape":[1,2,3],"data_offsets":[0,24]}})";
   ASSERT_EQ(json.size(), 64u);
   const auto data = f32s({0, 1, 2, 3, 4, 5});
-  check_vector({{"attn.0", Dtype::F32, {1, 2, 3}, data}}, {}, expected_file(json, 0, data), 64);
+  check_vector({{"attn.0", TensorType::F32, {1, 2, 3}, data}}, {}, expected_file(json, 0, data), 64);
 }
 
 TEST(WriterVectors, RustSerializationAttn0SevenSpaces) {
   const std::string json = R"({"attn0":{"dtype":"F32","shape":[1,1,2,3],"data_offsets":[0,24]}})";
   ASSERT_EQ(json.size(), 65u);
   const auto data = f32s({0, 1, 2, 3, 4, 5});
-  check_vector({{"attn0", Dtype::F32, {1, 1, 2, 3}, data}}, {}, expected_file(json, 7, data), 72);
+  check_vector({{"attn0", TensorType::F32, {1, 1, 2, 3}, data}}, {}, expected_file(json, 7, data), 72);
 }
 
 TEST(WriterVectors, RustSerializationFp4) {
   const std::string json = R"({"attn.0":{"dtype":"F4","shape":[1,2],"data_offsets":[0,1]}})";
   ASSERT_EQ(json.size(), 60u);
   const auto data = hexbytes({0x21});
-  check_vector({{"attn.0", Dtype::F4, {1, 2}, data}}, {}, expected_file(json, 4, data), 64);
+  check_vector({{"attn.0", TensorType::F4, {1, 2}, data}}, {}, expected_file(json, 4, data), 64);
 }
 
 TEST(WriterVectors, EmptyFile) {
@@ -185,7 +185,7 @@ TEST(WriterVectors, EmptyMetadataNoTensorsIsValidJson) {
 TEST(WriterVectors, EmptyMetadataWithTensor) {
   const std::string json = R"({"__metadata__":{},"t":{"dtype":"U8","shape":[3],"data_offsets":[0,3]}})";
   const auto data = hexbytes({1, 2, 3});
-  check_vector({{"t", Dtype::U8, {3}, data}}, MetadataEntries{},
+  check_vector({{"t", TensorType::U8, {3}, data}}, MetadataEntries{},
                expected_file(json, (8 - json.size() % 8) % 8, data), json.size() + (8 - json.size() % 8) % 8);
 }
 
@@ -194,10 +194,10 @@ TEST(WriterVectors, ScalarAndZeroSized) {
   const std::string json =
       R"({"s":{"dtype":"F64","shape":[],"data_offsets":[0,8]},"e":{"dtype":"F32","shape":[2,0],"data_offsets":[8,8]},"z":{"dtype":"F32","shape":[0],"data_offsets":[8,8]},"b":{"dtype":"U8","shape":[1],"data_offsets":[8,9]}})";
   auto data = hexbytes({1, 2, 3, 4, 5, 6, 7, 8, 9});
-  std::vector<Owned> in = {{"z", Dtype::F32, {0}, {}},
-                           {"b", Dtype::U8, {1}, hexbytes({9})},
-                           {"e", Dtype::F32, {2, 0}, {}},
-                           {"s", Dtype::F64, {}, hexbytes({1, 2, 3, 4, 5, 6, 7, 8})}};
+  std::vector<Owned> in = {{"z", TensorType::F32, {0}, {}},
+                           {"b", TensorType::U8, {1}, hexbytes({9})},
+                           {"e", TensorType::F32, {2, 0}, {}},
+                           {"s", TensorType::F64, {}, hexbytes({1, 2, 3, 4, 5, 6, 7, 8})}};
   const std::size_t pad = (8 - json.size() % 8) % 8;
   check_vector(in, {}, expected_file(json, pad, data), json.size() + pad);
 }
@@ -210,9 +210,9 @@ TEST(WriterOrder, DtypeDescendingThenName) {
                                              "F16", "U16", "I16", "F8_E5M2FNUZ", "F8_E4M3FNUZ", "F8_E8M0",
                                              "F8_E4M3", "F8_E5M2", "I8", "U8", "F6_E3M2", "F6_E2M3", "F4", "BOOL"};
   std::vector<Owned> in;
-  for (Dtype d : all_dtypes()) {
+  for (TensorType d : all_dtypes()) {
     const auto n = byte_size(d, 8).value();
-    in.push_back({"t_" + std::string(safeweights::dtype_name(d)), d, {8}, zeros(n)});
+    in.push_back({"t_" + std::string(safeweights::type_name(d)), d, {8}, zeros(n)});
   }
   std::mt19937 rng(7);
   for (int round = 0; round < 3; ++round) {
@@ -225,7 +225,7 @@ TEST(WriterOrder, DtypeDescendingThenName) {
     for (std::size_t i = 0; i < expected.size(); ++i) {
       const auto& t = h->tensors()[i];
       EXPECT_EQ(t.name, "t_" + expected[i]) << i;
-      EXPECT_EQ(safeweights::dtype_name(t.dtype), expected[i]);
+      EXPECT_EQ(safeweights::type_name(t.dtype), expected[i]);
       EXPECT_EQ(t.begin, off);
       off = t.end;
       // The JSON lists them in the same order.
@@ -235,7 +235,7 @@ TEST(WriterOrder, DtypeDescendingThenName) {
         EXPECT_LT(bytes.find("\"t_" + expected[i - 1] + "\""), pos);
       }
       // Natural alignment in the file (reference proptest): offsets are multiples of the element size.
-      const auto bits = safeweights::dtype_bits(t.dtype);
+      const auto bits = safeweights::type_bits(t.dtype);
       if (bits >= 8) {
         EXPECT_EQ((h->data_start() + t.begin) % (bits / 8), 0u) << expected[i];
       }
@@ -247,7 +247,7 @@ TEST(WriterOrder, NamesBytewise) {
   // Bytewise UTF-8 order: "" < "B" < "a" < "aa" < "b" < "\x7f" < "é" (0xc3) < "中" (0xe4) < "😀" (0xf0).
   const std::vector<std::string> expected = {"", "B", "a", "aa", "b", "\x7f", "\xc3\xa9", "\xe4\xb8\xad", "\xf0\x9f\x98\x80"};
   std::vector<Owned> in;
-  for (const auto& n : expected) in.push_back({n, Dtype::F32, {1}, zeros(4)});
+  for (const auto& n : expected) in.push_back({n, TensorType::F32, {1}, zeros(4)});
   std::reverse(in.begin(), in.end());
   std::swap(in[1], in[5]);
   auto h = parse(serialize_str(in));
@@ -260,7 +260,7 @@ TEST(WriterOrder, NamesBytewise) {
 }
 
 TEST(WriterOrder, LayoutPlacements) {
-  std::vector<TensorDecl> decls = {{"b", Dtype::U8, {3}}, {"a", Dtype::F64, {2}}, {"c", Dtype::U8, {0}}, {"a2", Dtype::F64, {1}}};
+  std::vector<TensorDecl> decls = {{"b", TensorType::U8, {3}}, {"a", TensorType::F64, {2}}, {"c", TensorType::U8, {0}}, {"a2", TensorType::F64, {1}}};
   auto l = Layout::plan(decls, {});
   ASSERT_TRUE(IsOk(l));
   const auto& p = l->placements();
@@ -293,7 +293,7 @@ TEST(WriterJson, SerdeEscaping) {
   const std::string escaped = "q\\\"b\\\\s\\b\\t\\n\\f\\r\\u0000\\u0001\\u001f\\u000b\\u001b\x7f/\xc3\xa9\xf0\x9f\x98\x80";
   const std::string json = "{\"" + escaped + "\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}";
   const auto data = hexbytes({42});
-  check_vector({{name, Dtype::U8, {1}, data}}, {}, expected_file(json, (8 - json.size() % 8) % 8, data),
+  check_vector({{name, TensorType::U8, {1}, data}}, {}, expected_file(json, (8 - json.size() % 8) % 8, data),
                json.size() + (8 - json.size() % 8) % 8);
 }
 
@@ -313,7 +313,7 @@ TEST(WriterJson, EveryControlByteEscape) {
       }
     }
     const std::string name(1, static_cast<char>(c));
-    const std::string bytes = serialize_str({{name, Dtype::U8, {1}, hexbytes({1})}});
+    const std::string bytes = serialize_str({{name, TensorType::U8, {1}, hexbytes({1})}});
     EXPECT_NE(bytes.find("{\"" + esc + "\":"), std::string::npos) << "control byte " << c << ": " << hexdump(bytes);
     auto h = parse(bytes);
     ASSERT_TRUE(IsOk(h));
@@ -330,7 +330,7 @@ TEST(WriterJson, MetadataSortedAndEscaped) {
 
 TEST(WriterJson, MetadataFirstEvenWithTensorsSortingBeforeIt) {
   // "A" < "__metadata__" bytewise, but metadata is always written first.
-  const std::string bytes = serialize_str({{"A", Dtype::U8, {1}, hexbytes({1})}}, MetadataEntries{{"k", "v"}});
+  const std::string bytes = serialize_str({{"A", TensorType::U8, {1}, hexbytes({1})}}, MetadataEntries{{"k", "v"}});
   const std::string head = "{\"__metadata__\":{\"k\":\"v\"},\"A\":";
   EXPECT_EQ(bytes.substr(8, head.size()), head);
 }
@@ -338,7 +338,7 @@ TEST(WriterJson, MetadataFirstEvenWithTensorsSortingBeforeIt) {
 TEST(WriterJson, PaddingIsSpacesToMultipleOf8) {
   for (std::size_t len = 0; len < 20; ++len) {
     const std::string name(len, 'x');
-    const std::string bytes = serialize_str({{name, Dtype::U8, {1}, hexbytes({7})}});
+    const std::string bytes = serialize_str({{name, TensorType::U8, {1}, hexbytes({7})}});
     auto h = parse(bytes);
     ASSERT_TRUE(IsOk(h));
     EXPECT_EQ(h->header_size() % 8, 0u);
@@ -352,7 +352,7 @@ TEST(WriterJson, PaddingIsSpacesToMultipleOf8) {
 }
 
 TEST(WriterJson, Deterministic) {
-  std::vector<Owned> in = {{"w", Dtype::F32, {2}, zeros(8)}, {"b", Dtype::F16, {1}, zeros(2)}};
+  std::vector<Owned> in = {{"w", TensorType::F32, {2}, zeros(8)}, {"b", TensorType::F16, {1}, zeros(2)}};
   MetadataEntries md1 = {{"z", "1"}, {"a", "2"}, {"m", "3"}};
   MetadataEntries md2 = {{"m", "3"}, {"z", "1"}, {"a", "2"}};
   const std::string a = serialize_str(in, md1);
@@ -363,31 +363,31 @@ TEST(WriterJson, Deterministic) {
 // ---- refusals --------------------------------------------------------------------------------------
 
 TEST(WriterRefuses, ReservedTensorName) {
-  std::vector<Owned> in = {{"__metadata__", Dtype::F32, {1}, zeros(4)}};
+  std::vector<Owned> in = {{"__metadata__", TensorType::F32, {1}, zeros(4)}};
   auto tv = views(in);
   EXPECT_TRUE(IsKind(st::serialize(tv, {}), K::ReservedTensorName));
   EXPECT_TRUE(IsKind(st::serialize(tv, MetadataEntries{{"a", "b"}}), K::ReservedTensorName));
-  std::vector<TensorDecl> decls = {{"__metadata__", Dtype::F32, {1}}};
+  std::vector<TensorDecl> decls = {{"__metadata__", TensorType::F32, {1}}};
   EXPECT_TRUE(IsKind(Layout::plan(decls, {}), K::ReservedTensorName));
   TempDir dir;
   EXPECT_TRUE(IsKind(st::write_file(dir.file("x.safetensors"), tv), K::ReservedTensorName));
   EXPECT_TRUE(dir.list().empty());
   // Near misses are ordinary names.
-  std::vector<Owned> ok = {{"__metadata", Dtype::F32, {1}, zeros(4)}, {"__metadata__ ", Dtype::F32, {1}, zeros(4)}};
+  std::vector<Owned> ok = {{"__metadata", TensorType::F32, {1}, zeros(4)}, {"__metadata__ ", TensorType::F32, {1}, zeros(4)}};
   auto okv = views(ok);
   EXPECT_TRUE(IsOk(st::serialize(okv, {})));
 }
 
 TEST(WriterRefuses, DuplicateTensorNames) {
-  std::vector<Owned> in = {{"a", Dtype::F32, {1}, zeros(4)}, {"b", Dtype::F32, {1}, zeros(4)}, {"a", Dtype::I8, {2}, zeros(2)}};
+  std::vector<Owned> in = {{"a", TensorType::F32, {1}, zeros(4)}, {"b", TensorType::F32, {1}, zeros(4)}, {"a", TensorType::I8, {2}, zeros(2)}};
   auto tv = views(in);
   EXPECT_TRUE(IsKind(st::serialize(tv, {}), K::DuplicateKey));
-  std::vector<TensorDecl> decls = {{"x", Dtype::F32, {1}}, {"x", Dtype::F32, {1}}};
+  std::vector<TensorDecl> decls = {{"x", TensorType::F32, {1}}, {"x", TensorType::F32, {1}}};
   EXPECT_TRUE(IsKind(Layout::plan(decls, {}), K::DuplicateKey));
 }
 
 TEST(WriterRefuses, DuplicateMetadataKeys) {
-  std::vector<TensorDecl> decls = {{"x", Dtype::F32, {1}}};
+  std::vector<TensorDecl> decls = {{"x", TensorType::F32, {1}}};
   EXPECT_TRUE(IsKind(Layout::plan(decls, MetadataEntries{{"k", "1"}, {"j", "0"}, {"k", "1"}}), K::DuplicateKey));
   EXPECT_TRUE(IsKind(st::serialize({}, MetadataEntries{{"k", "1"}, {"k", "2"}}), K::DuplicateKey));
 }
@@ -396,7 +396,7 @@ TEST(WriterRefuses, InvalidUtf8NamesAndMetadata) {
   // The reader would reject such a file with InvalidHeader, so the writer must not write it.
   for (const std::string& bad : {std::string("\xff"), std::string("a\xc0\xaf"), std::string("\xed\xa0\x80"),
                                 std::string("\xf4\x90\x80\x80"), std::string("x\xe2\x82")}) {
-    std::vector<Owned> in = {{bad, Dtype::U8, {1}, zeros(1)}};
+    std::vector<Owned> in = {{bad, TensorType::U8, {1}, zeros(1)}};
     auto tv = views(in);
     auto r = st::serialize(tv, {});
     EXPECT_FALSE(r.is_ok()) << "tensor name " << hexdump(bad);
@@ -411,27 +411,27 @@ TEST(WriterRefuses, DataSizeMismatch) {
   // safetensors_writer.h documents only that the size must match; the reference reports
   // TensorInvalidInfo (validate) or InvalidTensorView (TensorView::new).
   for (std::size_t n : {0u, 15u, 17u, 32u}) {
-    std::vector<Owned> in = {{"t", Dtype::I32, {2, 2}, zeros(n)}};
+    std::vector<Owned> in = {{"t", TensorType::I32, {2, 2}, zeros(n)}};
     auto tv = views(in);
     auto r = st::serialize(tv, {});
     ASSERT_FALSE(r.is_ok()) << n;
     const auto k = r.error().kind();
     EXPECT_TRUE(k == K::TensorInvalidInfo || k == K::InvalidArgument || k == K::InvalidTensorView) << describe(r.error());
   }
-  std::vector<Owned> zero = {{"t", Dtype::F32, {0, 3}, zeros(4)}};
+  std::vector<Owned> zero = {{"t", TensorType::F32, {0, 3}, zeros(4)}};
   auto zv = views(zero);
   EXPECT_FALSE(st::serialize(zv, {}).is_ok());
 }
 
 TEST(WriterRefuses, SubByteMisaligned) {
-  const std::vector<std::pair<Dtype, int>> bad = {{Dtype::F4, 3}, {Dtype::F4, 1}, {Dtype::F6_E2M3, 2}, {Dtype::F6_E3M2, 6}};
+  const std::vector<std::pair<TensorType, int>> bad = {{TensorType::F4, 3}, {TensorType::F4, 1}, {TensorType::F6_E2M3, 2}, {TensorType::F6_E3M2, 6}};
   for (auto [dt, n] : bad) {
     std::vector<TensorDecl> decls = {{"t", dt, {static_cast<std::uint64_t>(n)}}};
-    EXPECT_TRUE(IsKind(Layout::plan(decls, {}), K::MisalignedSlice)) << safeweights::dtype_name(dt) << " " << n;
+    EXPECT_TRUE(IsKind(Layout::plan(decls, {}), K::MisalignedSlice)) << safeweights::type_name(dt) << " " << n;
   }
-  std::vector<TensorDecl> scalar = {{"t", Dtype::F4, {}}};
+  std::vector<TensorDecl> scalar = {{"t", TensorType::F4, {}}};
   EXPECT_TRUE(IsKind(Layout::plan(scalar, {}), K::MisalignedSlice));
-  std::vector<TensorDecl> ok = {{"a", Dtype::F4, {3, 2}}, {"b", Dtype::F6_E2M3, {4}}, {"c", Dtype::F6_E3M2, {2, 4}}};
+  std::vector<TensorDecl> ok = {{"a", TensorType::F4, {3, 2}}, {"b", TensorType::F6_E2M3, {4}}, {"c", TensorType::F6_E3M2, {2, 4}}};
   auto l = Layout::plan(ok, {});
   ASSERT_TRUE(IsOk(l));
   EXPECT_EQ(l->data_size(), 3u + 3u + 6u);
@@ -441,14 +441,14 @@ TEST(WriterRefuses, ValidationOverflow) {
   const std::uint64_t big = std::uint64_t{1} << 62;
   for (auto shape : {std::vector<std::uint64_t>{2, 18446744073709551614ull}, std::vector<std::uint64_t>{2, 9223372036854775807ull},
                      std::vector<std::uint64_t>{big, 8}}) {
-    std::vector<TensorDecl> decls = {{"t", Dtype::F32, shape}};
+    std::vector<TensorDecl> decls = {{"t", TensorType::F32, shape}};
     EXPECT_TRUE(IsKind(Layout::plan(decls, {}), K::ValidationOverflow));
   }
   // Tensors whose sizes fit separately (2^61-1 bytes each) but whose offsets do not: 9 of them pass
   // 2^64 bytes of data; 8 of them fit in the data section but not in a file with its header.
   const std::uint64_t each = (std::uint64_t{1} << 61) - 1;
   std::vector<TensorDecl> many;
-  for (int i = 0; i < 9; ++i) many.push_back({"t" + std::to_string(i), Dtype::U8, {each}});
+  for (int i = 0; i < 9; ++i) many.push_back({"t" + std::to_string(i), TensorType::U8, {each}});
   auto r = Layout::plan(many, {});
   ASSERT_FALSE(r.is_ok());
   EXPECT_EQ(r.error().kind(), K::ValidationOverflow) << describe(r.error());
@@ -466,7 +466,7 @@ TEST(WriterRefuses, HeaderTooLarge) {
 // ---- serialize / write_file agree with the reader ----------------------------------------------------
 
 TEST(WriterFile, WriteFileEqualsSerialize) {
-  std::vector<Owned> in = {{"w", Dtype::F32, {2, 3}, f32s({1, 2, 3, 4, 5, 6})}, {"b", Dtype::BF16, {3}, hexbytes({1, 2, 3, 4, 5, 6})}};
+  std::vector<Owned> in = {{"w", TensorType::F32, {2, 3}, f32s({1, 2, 3, 4, 5, 6})}, {"b", TensorType::BF16, {3}, hexbytes({1, 2, 3, 4, 5, 6})}};
   auto tv = views(in);
   TempDir dir;
   const std::string path = dir.file("m.safetensors");
@@ -482,7 +482,7 @@ TEST(WriterFile, WriteFileEqualsSerialize) {
 }
 
 TEST(WriterFile, LayoutPrefixMatchesSerialize) {
-  std::vector<Owned> in = {{"x", Dtype::I64, {2}, zeros(16)}, {"y", Dtype::U8, {5}, zeros(5)}};
+  std::vector<Owned> in = {{"x", TensorType::I64, {2}, zeros(16)}, {"y", TensorType::U8, {5}, zeros(5)}};
   std::vector<TensorDecl> decls;
   for (const auto& o : in) decls.push_back({o.name, o.dtype, o.shape});
   auto l = Layout::plan(decls, MetadataEntries{{"a", "b"}});
@@ -493,7 +493,7 @@ TEST(WriterFile, LayoutPrefixMatchesSerialize) {
 }
 
 TEST(WriterFile, WriteIntoMissingFolderFails) {
-  std::vector<Owned> in = {{"w", Dtype::U8, {1}, zeros(1)}};
+  std::vector<Owned> in = {{"w", TensorType::U8, {1}, zeros(1)}};
   auto tv = views(in);
   TempDir dir;
   auto s = st::write_file(dir.file("no/such/folder/m.safetensors"), tv);

@@ -20,7 +20,7 @@ struct InspectOptions {
 };
 
 std::string tensor_json(const safetensors::TensorInfo& t) {
-  std::string out = "{\"name\":" + json_string(t.name) + ",\"dtype\":" + json_string(dtype_name(t.dtype)) + ",\"shape\":[";
+  std::string out = "{\"name\":" + json_string(t.name) + ",\"dtype\":" + json_string(type_name(t.dtype)) + ",\"shape\":[";
   for (std::size_t i = 0; i < t.shape.size(); ++i) out += (i ? "," : "") + std::to_string(t.shape[i]);
   out += "],\"data_offsets\":[" + std::to_string(t.begin) + "," + std::to_string(t.end) + "]";
   return out;
@@ -43,10 +43,10 @@ void print_table(const std::vector<std::pair<const safetensors::TensorInfo*, std
   for (const auto& [t, shard] : rows) {
     if (with_shard) std::printf("%-*s  ", static_cast<int>(shard_w), shard.c_str());
     std::printf("%-*.*s  %-11s  %-*s  %10s\n", static_cast<int>(name_w), static_cast<int>(t->name.size()), t->name.data(),
-                std::string(dtype_name(t->dtype)).c_str(), static_cast<int>(shape_w), shape_string(t->shape).c_str(),
+                std::string(type_name(t->dtype)).c_str(), static_cast<int>(shape_w), shape_string(t->shape).c_str(),
                 human_bytes(t->nbytes()).c_str());
   }
-  std::map<Dtype, Totals> by_dtype;
+  std::map<TensorType, Totals> by_dtype;
   Totals all;
   for (const auto& [t, shard] : rows) {
     auto& d = by_dtype[t->dtype];
@@ -59,7 +59,7 @@ void print_table(const std::vector<std::pair<const safetensors::TensorInfo*, std
   }
   std::printf("\nTotals by dtype:\n");
   for (const auto& [dtype, tot] : by_dtype) {
-    std::printf("  %-11s %8llu tensors  %16llu params  %10s\n", std::string(dtype_name(dtype)).c_str(),
+    std::printf("  %-11s %8llu tensors  %16llu params  %10s\n", std::string(type_name(dtype)).c_str(),
                 static_cast<unsigned long long>(tot.tensors), static_cast<unsigned long long>(tot.params),
                 human_bytes(tot.bytes).c_str());
   }

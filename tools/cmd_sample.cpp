@@ -54,13 +54,13 @@ int run(const std::string& out) {
   };
   keep.reserve(8);
   std::vector<safetensors::TensorData> tensors = {
-      {"model.embed_tokens.weight", Dtype::F32, {vocab, hidden}, add(bytes_of(embed))},
-      {"model.layers.0.self_attn.q_proj.weight", Dtype::BF16, {hidden, hidden}, add(bytes_of(q_proj))},
-      {"model.layers.0.mlp.up_proj.bias", Dtype::F16, {4 * hidden}, add(bytes_of(up_bias))},
-      {"model.layers.0.input_layernorm.weight", Dtype::F32, {hidden}, add(bytes_of(norm))},
-      {"model.logit_scale", Dtype::F64, {}, add(bytes_of(scale))},
-      {"model.causal_mask", Dtype::BOOL, {4, 4}, add(bytes_of(mask))},
-      {"model.example_ids", Dtype::I64, {5}, add(bytes_of(ids))},
+      {"model.embed_tokens.weight", TensorType::F32, {vocab, hidden}, add(bytes_of(embed))},
+      {"model.layers.0.self_attn.q_proj.weight", TensorType::BF16, {hidden, hidden}, add(bytes_of(q_proj))},
+      {"model.layers.0.mlp.up_proj.bias", TensorType::F16, {4 * hidden}, add(bytes_of(up_bias))},
+      {"model.layers.0.input_layernorm.weight", TensorType::F32, {hidden}, add(bytes_of(norm))},
+      {"model.logit_scale", TensorType::F64, {}, add(bytes_of(scale))},
+      {"model.causal_mask", TensorType::BOOL, {4, 4}, add(bytes_of(mask))},
+      {"model.example_ids", TensorType::I64, {5}, add(bytes_of(ids))},
   };
   safetensors::Metadata metadata = safetensors::MetadataEntries{{"format", "pt"}, {"created_by", "safeweights sample"}};
   Status s = safetensors::write_file(out, tensors, metadata);

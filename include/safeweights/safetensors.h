@@ -24,7 +24,7 @@
 #include <utility>
 #include <vector>
 
-#include "safeweights/dtype.h"
+#include "safeweights/tensor_type.h"
 #include "safeweights/error.h"
 #include "safeweights/slice.h"
 #include "safeweights/source.h"
@@ -37,9 +37,17 @@ inline constexpr std::uint64_t kMaxHeaderSize = 100'000'000;
 // accepted, 128 are not.
 inline constexpr int kMaxJsonDepth = 128;
 
+// The safetensors spelling of element types: the 22 header codes ("F32", "BF16", ...), exact and
+// case-sensitive. Never accepts another format's names ("Q8_0" is not a safetensors dtype).
+std::optional<TensorType> type_from_code(std::string_view code) noexcept;
+// Whether a safetensors file can hold tensors of this type (the plain types), and the code it is
+// written as (empty when it cannot).
+bool can_store(TensorType type) noexcept;
+std::string_view type_code(TensorType type) noexcept;
+
 struct TensorInfo {
   std::string_view name;
-  Dtype dtype;
+  TensorType dtype;
   std::span<const std::uint64_t> shape;
   std::uint64_t begin;  // data_offsets[0], relative to the start of the data section
   std::uint64_t end;    // data_offsets[1]

@@ -26,7 +26,7 @@
 #include <vector>
 
 #include "safeweights/atomic_file.h"
-#include "safeweights/dtype.h"
+#include "safeweights/tensor_type.h"
 #include "safeweights/error.h"
 #include "safeweights/safetensors.h"
 
@@ -34,13 +34,13 @@ namespace safeweights::safetensors {
 
 struct TensorDecl {
   std::string name;
-  Dtype dtype;
+  TensorType dtype;
   std::vector<std::uint64_t> shape;
 };
 
 struct TensorData {
   std::string name;
-  Dtype dtype;
+  TensorType dtype;
   std::vector<std::uint64_t> shape;
   std::span<const std::byte> data;  // little-endian, C order; size must match shape x dtype
 };

@@ -19,7 +19,7 @@
 #include <string_view>
 #include <vector>
 
-#include "safeweights/dtype.h"
+#include "safeweights/tensor_type.h"
 #include "safeweights/error.h"
 #include "safeweights/source.h"
 
@@ -67,7 +67,7 @@ class SlicePlan {
   bool for_each_run(Visit&& visit) const;
 
  private:
-  friend Result<SlicePlan> plan_slice(std::span<const std::uint64_t>, Dtype, const SliceSpec&,
+  friend Result<SlicePlan> plan_slice(std::span<const std::uint64_t>, TensorType, const SliceSpec&,
                                       std::uint64_t);
   struct Loop {
     std::uint64_t count;
@@ -83,7 +83,7 @@ class SlicePlan {
 };
 
 // Applies `spec` to a tensor of `shape` and `dtype` whose first byte is at `base_offset` in its source.
-Result<SlicePlan> plan_slice(std::span<const std::uint64_t> shape, Dtype dtype, const SliceSpec& spec,
+Result<SlicePlan> plan_slice(std::span<const std::uint64_t> shape, TensorType dtype, const SliceSpec& spec,
                              std::uint64_t base_offset = 0);
 
 // Reads the plan's bytes from `source` into dst (dst.size() == plan.nbytes()), in result order.

@@ -11,7 +11,8 @@
 #include <vector>
 
 #include "bindings.h"
-#include "safeweights/dtype.h"
+#include "dtype_names.h"
+#include "safeweights/tensor_type.h"
 #include "safeweights/safetensors.h"
 #include "safeweights/safetensors_writer.h"
 #include "safeweights/slice.h"
@@ -68,7 +69,7 @@ py::list shape_list(std::span<const std::uint64_t> shape) {
 }
 
 py::tuple info_tuple(const safetensors::Reader& reader, const safetensors::TensorInfo& info) {
-  return py::make_tuple(std::string(dtype_name(info.dtype)), shape_list(info.shape),
+  return py::make_tuple(std::string(type_name(info.dtype)), shape_list(info.shape),
                         py::int_(reader.header().data_start() + info.begin), py::int_(info.nbytes()));
 }
 
@@ -113,7 +114,7 @@ SliceSpec slice_spec_from(const py::sequence& items) {
 // ---- low-level API -----------------------------------------------------------------------------
 
 struct TensorSpec {
-  Dtype dtype;
+  TensorType dtype;
   std::vector<std::uint64_t> shape;
   std::uintptr_t data_ptr;
   std::uint64_t data_len;
@@ -121,8 +122,8 @@ struct TensorSpec {
 
 std::string supported_dtype_names() {
   std::vector<std::string_view> names;
-  for (const DtypeInfo& d : dtype_table())
-    for (std::string_view n : {d.numpy_name, d.torch_name})
+  for (const PythonDtypeName& d : kPythonDtypeNames)
+    for (std::string_view n : {d.numpy, d.torch})
       if (!n.empty() && std::find(names.begin(), names.end(), n) == names.end()) names.push_back(n);
   std::string out;
   for (std::string_view n : names) out += (out.empty() ? "" : ", ") + std::string(n);
@@ -131,8 +132,8 @@ std::string supported_dtype_names() {
 
 TensorSpec make_tensor_spec(const std::string& dtype_name_in, const std::vector<std::uint64_t>& shape,
                             std::uintptr_t data_ptr, std::uint64_t data_len) {
-  std::optional<Dtype> dtype = dtype_from_numpy_name(dtype_name_in);
-  if (!dtype) dtype = dtype_from_torch_name(dtype_name_in);
+  std::optional<TensorType> dtype = type_from_numpy_name(dtype_name_in);
+  if (!dtype) dtype = type_from_torch_name(dtype_name_in);
   if (!dtype) raise_safetensor_error("Unknown dtype \"" + dtype_name_in + "\". Supported dtypes: " + supported_dtype_names());
   TensorSpec spec{*dtype, shape, data_ptr, data_len};
   // torch stores float4 packed two to a byte and reports the packed shape; the file holds the logical
@@ -245,7 +246,7 @@ void register_safetensors(py::module_& m) {
              py::list out(r->header().tensors().size());
              std::size_t i = 0;
              for (const auto& t : r->header().tensors()) {
-               out[i++] = py::make_tuple(py::str(t.name.data(), t.name.size()), std::string(dtype_name(t.dtype)),
+               out[i++] = py::make_tuple(py::str(t.name.data(), t.name.size()), std::string(type_name(t.dtype)),
                                          shape_list(t.shape), py::int_(r->header().data_start() + t.begin),
                                          py::int_(t.nbytes()));
              }
@@ -309,13 +310,13 @@ void register_safetensors(py::module_& m) {
                          "serialize/serialize_file returns.")
       .def(py::init(&make_tensor_spec), py::kw_only(), py::arg("dtype"), py::arg("shape"), py::arg("data_ptr"),
            py::arg("data_len"))
-      .def_property_readonly("dtype", [](const TensorSpec& s) { return std::string(dtype_name(s.dtype)); })
+      .def_property_readonly("dtype", [](const TensorSpec& s) { return std::string(type_name(s.dtype)); })
       .def_property_readonly("shape", [](const TensorSpec& s) { return s.shape; })
       .def_property_readonly("data_ptr", [](const TensorSpec& s) { return s.data_ptr; })
       .def_property_readonly("data_len", [](const TensorSpec& s) { return s.data_len; })
       .def("__repr__", [](const TensorSpec& s) {
         std::ostringstream o;
-        o << "TensorSpec(dtype='" << dtype_name(s.dtype) << "', shape=[";
+        o << "TensorSpec(dtype='" << type_name(s.dtype) << "', shape=[";
         for (std::size_t i = 0; i < s.shape.size(); ++i) o << (i ? ", " : "") << s.shape[i];
         o << "], data_ptr=" << s.data_ptr << ", data_len=" << s.data_len << ")";
         return o.str();
@@ -385,7 +386,7 @@ void register_safetensors(py::module_& m) {
         for (const auto& t : r.header().tensors()) {
           py::dict d;
           d["shape"] = shape_list(t.shape);
-          d["dtype"] = std::string(dtype_name(t.dtype));
+          d["dtype"] = std::string(type_name(t.dtype));
           auto view = r.view(t);
           d["data"] = py::bytearray(reinterpret_cast<const char*>(view.data.data()), view.data.size());
           out.append(py::make_tuple(py::str(t.name.data(), t.name.size()), d));
@@ -396,8 +397,9 @@ void register_safetensors(py::module_& m) {
 
   m.def("_dtype_table", [] {
     py::list out;
-    for (const DtypeInfo& d : dtype_table())
-      out.append(py::make_tuple(std::string(d.name), d.bits, std::string(d.numpy_name), std::string(d.torch_name)));
+    for (const PythonDtypeName& d : kPythonDtypeNames)
+      out.append(py::make_tuple(std::string(safetensors::type_code(d.type)), type_bits(d.type), std::string(d.numpy),
+                                std::string(d.torch)));
     return out;
   });
 }

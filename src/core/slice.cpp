@@ -156,7 +156,7 @@ std::string SliceSpec::to_string() const {
   return out;
 }
 
-Result<SlicePlan> plan_slice(std::span<const std::uint64_t> shape, Dtype dtype, const SliceSpec& spec,
+Result<SlicePlan> plan_slice(std::span<const std::uint64_t> shape, TensorType dtype, const SliceSpec& spec,
                              std::uint64_t base_offset) {
   // Expand `...` and pad with full ranges so that every source dimension has one item.
   std::size_t consuming = 0;
@@ -215,36 +215,55 @@ Result<SlicePlan> plan_slice(std::span<const std::uint64_t> shape, Dtype dtype, 
       return Error(ErrorKind::ValidationOverflow, "slice element count overflows");
     }
   }
-  const std::uint64_t bits = dtype_bits(dtype);
   if (empty) {
     plan.elements_ = 0;
     return plan;  // no bytes, no runs; strides of an empty source are never needed
   }
   plan.elements_ = elements;
+
+  // From here on the tensor is seen in storage units: elements of a plain type, or blocks of a
+  // block-quantized one, which run along the innermost dimension and cannot be split.
+  const TensorTypeInfo& type = type_info(dtype);
+  std::vector<std::uint64_t> units(shape.begin(), shape.end());
+  std::uint64_t bits = type.bits;
+  std::uint64_t unit_count = elements;
+  if (type.is_block()) {
+    const bool whole_rows = !shape.empty() && dims.back().keep && dims.back().start == 0 && dims.back().step == 1 &&
+                            dims.back().count == shape.back() && shape.back() % type.block_elements == 0;
+    if (!whole_rows) {
+      return Error(ErrorKind::InvalidSliceSpec,
+                   std::string(type.name) + " tensors can be sliced along their outer dimensions only: the innermost holds blocks of " +
+                       std::to_string(type.block_elements) + " elements");
+    }
+    units.back() = shape.back() / type.block_elements;
+    dims.back().count = units.back();
+    bits = std::uint64_t{type.block_bytes} * 8;
+    unit_count = elements / type.block_elements;
+  }
   std::uint64_t total_bits = 0;
-  if (__builtin_mul_overflow(elements, bits, &total_bits)) {
+  if (__builtin_mul_overflow(unit_count, bits, &total_bits)) {
     return Error(ErrorKind::ValidationOverflow, "slice byte size overflows");
   }
 
   // Strides in bits, innermost first. The source is non-empty here, so every stride is bounded by
   // the source tensor's size (checked once more below).
-  std::vector<std::uint64_t> stride(shape.size());
+  std::vector<std::uint64_t> stride(units.size());
   std::uint64_t s = bits;
-  for (std::size_t d = shape.size(); d-- > 0;) {
+  for (std::size_t d = units.size(); d-- > 0;) {
     stride[d] = s;
-    if (__builtin_mul_overflow(s, shape[d], &s)) return Error(ErrorKind::ValidationOverflow, "tensor size overflows");
+    if (__builtin_mul_overflow(s, units[d], &s)) return Error(ErrorKind::ValidationOverflow, "tensor size overflows");
   }
   if (s > static_cast<std::uint64_t>(INT64_MAX)) return Error(ErrorKind::ValidationOverflow, "tensor too large to slice");
 
   // The innermost dimensions selected in full (step 1, every index) form one contiguous run together
   // with the innermost partially-selected dimension when its step is 1.
-  std::size_t inner = shape.size();  // dims [inner, rank) are contiguous within a run
+  std::size_t inner = units.size();  // dims [inner, rank) are contiguous within a run
   while (inner > 0 && dims[inner - 1].keep && dims[inner - 1].step == 1 && dims[inner - 1].start == 0 &&
-         dims[inner - 1].count == shape[inner - 1]) {
+         dims[inner - 1].count == units[inner - 1]) {
     --inner;
   }
-  std::uint64_t run_bits = inner < shape.size() ? stride[inner] * shape[inner] : bits;
-  if (inner < shape.size() && inner == 0) run_bits = s;
+  std::uint64_t run_bits = inner < units.size() ? stride[inner] * units[inner] : bits;
+  if (inner < units.size() && inner == 0) run_bits = s;
   std::size_t loop_end = inner;  // dims [0, loop_end) are iterated
   if (inner > 0 && dims[inner - 1].step == 1) {
     run_bits = stride[inner - 1] * dims[inner - 1].count;
@@ -252,20 +271,20 @@ Result<SlicePlan> plan_slice(std::span<const std::uint64_t> shape, Dtype dtype, 
   }
 
   std::uint64_t first_bit = 0;
-  for (std::size_t d = 0; d < shape.size(); ++d) first_bit += dims[d].start * stride[d];
+  for (std::size_t d = 0; d < units.size(); ++d) first_bit += dims[d].start * stride[d];
 
   for (std::size_t d = 0; d < loop_end; ++d) {
     if (dims[d].count <= 1) continue;
     const std::int64_t step_bits = dims[d].step * static_cast<std::int64_t>(stride[d]);
     if (step_bits % 8 != 0) {
-      return Error(ErrorKind::MisalignedSlice, "slice of a " + std::string(dtype_name(dtype)) +
+      return Error(ErrorKind::MisalignedSlice, "slice of a " + std::string(type_name(dtype)) +
                                                    " tensor does not fall on byte boundaries");
     }
     plan.loops_.push_back({dims[d].count, step_bits / 8});
   }
   if (first_bit % 8 != 0 || run_bits % 8 != 0) {
     return Error(ErrorKind::MisalignedSlice,
-                 "slice of a " + std::string(dtype_name(dtype)) + " tensor does not fall on byte boundaries");
+                 "slice of a " + std::string(type_name(dtype)) + " tensor does not fall on byte boundaries");
   }
   plan.run_bytes_ = run_bits / 8;
   plan.nbytes_ = total_bits / 8;

@@ -7,36 +7,13 @@
 #include "core/little_endian.h"
 #include "core/status_macros.h"
 #include "json/json_parse.h"
+#include "safetensors/json_schema.h"
 #include "safeweights/safetensors.h"
 #include "safetensors/rules.h"
 
 namespace safeweights::safetensors {
 
-Result<std::uint64_t> tensor_nbytes(Dtype dtype, std::span<const std::uint64_t> shape) {
-  std::uint64_t elements = 1;
-  for (std::uint64_t d : shape) {
-    if (__builtin_mul_overflow(elements, d, &elements)) {
-      return Error(ErrorKind::ValidationOverflow, "overflow computing buffer size from shape and/or element type");
-    }
-  }
-  std::uint64_t bits = 0;
-  if (__builtin_mul_overflow(elements, std::uint64_t{dtype_bits(dtype)}, &bits)) {
-    return Error(ErrorKind::ValidationOverflow, "overflow computing buffer size from shape and/or element type");
-  }
-  if (bits % 8 != 0) {
-    return Error(ErrorKind::MisalignedSlice, std::to_string(elements) + " elements of " +
-                                                 std::string(dtype_name(dtype)) + " (" +
-                                                 std::to_string(dtype_bits(dtype)) +
-                                                 " bits each) do not fill a whole number of bytes");
-  }
-  return bits / 8;
-}
-
-std::uint64_t TensorInfo::num_elements() const noexcept {
-  std::uint64_t n = 1;
-  for (std::uint64_t d : shape) n *= d;  // cannot overflow: the header was validated
-  return n;
-}
+std::uint64_t TensorInfo::num_elements() const noexcept { return safeweights::num_elements(shape); }
 
 namespace {
 
@@ -113,7 +90,7 @@ Error invalid(ErrorKind kind, std::string message) { return Error(kind, std::mov
 // Builds a Header from a parsed JSON document; friend of Header.
 class HeaderBuilder {
  public:
-  static Result<Header> build(const ByteSource& source, std::uint64_t n, json::RawHeader&& raw) {
+  static Result<Header> build(const ByteSource& source, std::uint64_t n, RawHeader&& raw) {
     Header h;
     h.header_size_ = n;
     h.names_ = std::move(raw.names);
@@ -266,11 +243,11 @@ Result<Header> Header::parse(const ByteSource& source, const ReadOptions& option
   char* text = json::scratch_buffer(static_cast<std::size_t>(n));
   SW_RETURN_IF_ERROR(source.read_at(8, std::as_writable_bytes(std::span<char>(text, static_cast<std::size_t>(n)))));
 
-  json::RawHeader raw;
-  json::HeaderJsonOptions json_options;
+  RawHeader raw;
+  HeaderJsonOptions json_options;
   json_options.reject_unknown_fields = options.reject_unknown_fields;
   json_options.max_depth = kMaxJsonDepth - 1;  // serde_json fails on reaching its limit
-  if (auto status = json::parse_safetensors_header_padded(std::string_view(text, static_cast<std::size_t>(n)), json_options, raw);
+  if (auto status = parse_safetensors_header_padded(std::string_view(text, static_cast<std::size_t>(n)), json_options, raw);
       !status.is_ok()) {
     Error e = std::move(status).error();
     if (!e.context().offset && e.context().tensor.empty()) e.with_offset(8);

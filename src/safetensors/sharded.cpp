@@ -7,7 +7,7 @@
 #include <unordered_set>
 
 #include "core/status_macros.h"
-#include "json/json_parse.h"
+#include "safetensors/json_schema.h"
 #include "json/json_writer.h"
 #include "safeweights/sharded.h"
 #include "safetensors/rules.h"
@@ -42,8 +42,8 @@ Result<ShardedReader> ShardedReader::open(const std::string& index_path, FileBac
   std::string text(static_cast<std::size_t>(index_source->size()), '\0');
   SW_RETURN_IF_ERROR(index_source->read_at(0, std::as_writable_bytes(std::span<char>(text.data(), text.size()))));
 
-  json::RawIndex raw;
-  if (auto s = json::parse_index_json(text, raw); !s.is_ok()) {
+  RawIndex raw;
+  if (auto s = parse_index_json(text, raw); !s.is_ok()) {
     s.error().with_file(index_path);
     return std::move(s).error();
   }

@@ -40,6 +40,10 @@ Result<Layout> Layout::plan(std::span<const TensorDecl> tensors, const Metadata&
       if (!names.insert(t.name).second) {
         return Error(ErrorKind::DuplicateKey, "tensor name given more than once").with_tensor(t.name);
       }
+      if (!can_store(t.dtype)) {
+        return Error(ErrorKind::InvalidArgument, "safetensors cannot store " + std::string(type_name(t.dtype)) + " tensors")
+            .with_tensor(t.name);
+      }
       auto nbytes = tensor_nbytes(t.dtype, t.shape);
       if (!nbytes.is_ok()) return std::move(nbytes.error().with_tensor(t.name));
       sizes[i] = nbytes.value();
@@ -50,7 +54,7 @@ Result<Layout> Layout::plan(std::span<const TensorDecl> tensors, const Metadata&
   std::vector<std::size_t> order(tensors.size());
   std::iota(order.begin(), order.end(), std::size_t{0});
   std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
-    if (tensors[a].dtype != tensors[b].dtype) return tensors[a].dtype > tensors[b].dtype;
+    if (tensors[a].dtype != tensors[b].dtype) return writer_sort_rank(tensors[a].dtype) > writer_sort_rank(tensors[b].dtype);
     return tensors[a].name < tensors[b].name;
   });
 
@@ -93,7 +97,7 @@ Result<Layout> Layout::plan(std::span<const TensorDecl> tensors, const Metadata&
     first = false;
     json::append_string(json, t.name);
     json += ":{\"dtype\":\"";
-    json += dtype_name(t.dtype);
+    json += type_code(t.dtype);
     json += "\",\"shape\":[";
     for (std::size_t d = 0; d < t.shape.size(); ++d) {
       if (d) json += ',';

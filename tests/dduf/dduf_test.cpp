@@ -38,7 +38,7 @@
 namespace {
 
 namespace fs = std::filesystem;
-using safeweights::Dtype;
+using safeweights::TensorType;
 using safeweights::Error;
 using safeweights::ErrorKind;
 using safeweights::FileBackend;
@@ -326,7 +326,7 @@ struct Pipeline {
   std::vector<std::string> skipped;
 };
 
-void write_safetensors(const fs::path& path, const std::vector<std::tuple<std::string, Dtype, std::vector<std::uint64_t>, std::string>>& tensors) {
+void write_safetensors(const fs::path& path, const std::vector<std::tuple<std::string, TensorType, std::vector<std::uint64_t>, std::string>>& tensors) {
   fs::create_directories(path.parent_path());
   std::vector<st::TensorData> data;
   for (const auto& [name, dtype, shape, bytes] : tensors) data.push_back({name, dtype, shape, bytes_of(bytes)});
@@ -365,12 +365,12 @@ Pipeline make_pipeline(const fs::path& dir, bool reverse = false) {
   }
   auto write_st = [&] {
     write_safetensors(dir / "vae/diffusion_pytorch_model.safetensors",
-                      {{"decoder.conv_in.weight", Dtype::F32, {4, 3, 3, 3}, tensor_bytes(4 * 3 * 3 * 3 * 4, 1)},
-                       {"decoder.conv_in.bias", Dtype::F32, {4}, tensor_bytes(16, 2)},
-                       {"encoder.odd", Dtype::U8, {3, 5}, tensor_bytes(15, 3)}});
+                      {{"decoder.conv_in.weight", TensorType::F32, {4, 3, 3, 3}, tensor_bytes(4 * 3 * 3 * 3 * 4, 1)},
+                       {"decoder.conv_in.bias", TensorType::F32, {4}, tensor_bytes(16, 2)},
+                       {"encoder.odd", TensorType::U8, {3, 5}, tensor_bytes(15, 3)}});
     write_safetensors(dir / "text_encoder/model.safetensors",
-                      {{"embeddings.weight", Dtype::BF16, {10, 8}, tensor_bytes(160, 4)},
-                       {"final_layer_norm.weight", Dtype::F16, {8}, tensor_bytes(16, 5)}});
+                      {{"embeddings.weight", TensorType::BF16, {10, 8}, tensor_bytes(160, 4)},
+                       {"final_layer_norm.weight", TensorType::F16, {8}, tensor_bytes(16, 5)}});
   };
   if (!reverse) write_st();
   for (const auto& [name, content] : files) {

@@ -72,10 +72,10 @@ std::span<const std::byte> text(const std::string& s) { return {reinterpret_cast
 void ServersEnv::make_small_files() {
   auto a = random_bytes(4 * 5 * 4, 1), big = random_bytes((3u << 20) + 17, 2), c = random_bytes(3 * 8, 3);
   std::vector<safetensors::TensorData> tensors = {
-      {"a", Dtype::F32, {4, 5}, a}, {"big", Dtype::U8, {big.size()}, big}, {"c", Dtype::I64, {3}, c}};
+      {"a", TensorType::F32, {4, 5}, a}, {"big", TensorType::U8, {big.size()}, big}, {"c", TensorType::I64, {3}, c}};
   ASSERT_TRUE(safetensors::write_file((g->www / "small.safetensors").string(), tensors).is_ok());
   auto other = random_bytes(5000, 4);
-  std::vector<safetensors::TensorData> vae = {{"w", Dtype::U8, {other.size()}, other}};
+  std::vector<safetensors::TensorData> vae = {{"w", TensorType::U8, {other.size()}, other}};
   ASSERT_TRUE(safetensors::write_file((g->www / "vae.safetensors").string(), vae).is_ok());
   auto ex = dduf::Exporter::create((g->www / "small.dduf").string());
   ASSERT_TRUE(ex.is_ok());

@@ -1,97 +1,24 @@
 // The safetensors header schema on simdjson's DOM parser (full RFC 8259 validation, runtime-dispatched
 // SIMD kernels). What serde_json rejects in the reference, this rejects with the same kind; rules
 // stricter than the reference are recorded in strict_violation and reported later.
-#include <simdjson.h>
-
 #include <cstring>
-#include <memory>
-#include <string_view>
-#include <unordered_set>
 
-#include "json/json_parse.h"
+#include "json/dom.h"
+#include "safeweights/safetensors.h"
+#include "safetensors/json_schema.h"
 
-namespace safeweights::json {
+namespace safeweights::safetensors {
 namespace {
 
-using simdjson::dom::element;
-using simdjson::dom::element_type;
-
-// By-value accessors: value_unsafe() on a temporary simdjson_result returns a reference into it, which
-// dangles if bound by a range-for. Callers have checked the type first.
-simdjson::dom::object as_object(element e) {
-  simdjson::dom::object o;
-  if (e.get_object().get(o) != simdjson::SUCCESS) return {};
-  return o;
-}
-simdjson::dom::array as_array(element e) {
-  simdjson::dom::array a;
-  if (e.get_array().get(a) != simdjson::SUCCESS) return {};
-  return a;
-}
-std::string_view as_string(element e) {
-  std::string_view s;
-  if (e.get_string().get(s) != simdjson::SUCCESS) return {};
-  return s;
-}
+using json::as_array;
+using json::as_object;
+using json::as_string;
+using json::element;
+using json::element_type;
+using json::KeySet;
+using json::quoted;
 
 Error bad_json(std::string message) { return Error(ErrorKind::InvalidHeaderDeserialization, std::move(message)); }
-
-std::string quoted(std::string_view s) {
-  std::string out = "`";
-  out.append(s.substr(0, 200));
-  if (s.size() > 200) out += "...";
-  out += "`";
-  return out;
-}
-
-// simdjson needs SIMDJSON_PADDING readable bytes after the input, so the header is copied into a
-// padded buffer once (which also means a file changing under a mapping cannot change what we check).
-// Parsers are reused per thread for small documents (their buffers grow once); big ones get a
-// parser of their own so a thread does not keep hundreds of megabytes around.
-constexpr std::size_t kReusableParserLimit = 16u << 20;
-
-static_assert(kJsonPadding >= simdjson::SIMDJSON_PADDING);
-
-// `text` must have kJsonPadding readable bytes after it.
-simdjson::error_code parse_padded(std::string_view text, int max_depth, std::unique_ptr<simdjson::dom::parser>& own,
-                                  element& root) {
-  thread_local simdjson::dom::parser shared;
-  simdjson::dom::parser* parser = &shared;
-  if (text.size() > kReusableParserLimit) {
-    own = std::make_unique<simdjson::dom::parser>();
-    parser = own.get();
-  }
-  if (parser->capacity() < text.size() || parser->max_depth() != static_cast<std::size_t>(max_depth)) {
-    auto err = parser->allocate(std::max<std::size_t>(text.size(), 4096), static_cast<std::size_t>(max_depth));
-    if (err) return err;
-  }
-  return parser->parse(text.data(), text.size(), false).get(root);
-}
-
-simdjson::error_code parse_document(std::string_view text, int max_depth, std::unique_ptr<simdjson::dom::parser>& own,
-                                    element& root) {
-  simdjson::padded_string copy(text.data(), text.size());
-  return parse_padded(std::string_view(copy.data(), copy.size()), max_depth, own, root);
-}
-
-// Small objects (the usual 3-field tensor entry) are checked for duplicate keys pairwise; larger ones
-// with a hash set, so a hostile header cannot make this quadratic.
-class KeySet {
- public:
-  bool insert(std::string_view key) {
-    if (set_) return set_->insert(key).second;
-    for (auto k : small_) {
-      if (k == key) return false;
-    }
-    small_.push_back(key);
-    if (small_.size() > 16) set_.emplace(small_.begin(), small_.end());
-    return true;
-  }
-
- private:
-  std::vector<std::string_view> small_;
-  std::optional<std::unordered_set<std::string_view>> set_;
-};
 
 void note_strict(RawHeader& out, Error error) {
   if (!out.strict_violation) out.strict_violation = std::move(error);
@@ -126,7 +53,7 @@ Status read_u64(element value, std::string_view what, std::string_view tensor, s
   return Status::ok();
 }
 
-Status read_dtype(element value, std::string_view tensor, RawHeader& out, Dtype& dtype) {
+Status read_dtype(element value, std::string_view tensor, RawHeader& out, TensorType& dtype) {
   std::string_view code;
   if (value.type() == element_type::STRING) {
     code = as_string(value);
@@ -142,7 +69,7 @@ Status read_dtype(element value, std::string_view tensor, RawHeader& out, Dtype&
   } else {
     return bad_json("dtype must be a string").with_tensor(tensor);
   }
-  auto parsed = dtype_from_name(code);
+  auto parsed = safetensors::type_from_code(code);
   if (!parsed) return bad_json("unknown dtype " + quoted(code)).with_tensor(tensor);
   dtype = *parsed;
   return Status::ok();
@@ -269,29 +196,13 @@ bool has_negative_zero_token(std::string_view text) {
 
 }  // namespace
 
-char* scratch_buffer(std::size_t n) {
-  thread_local std::unique_ptr<char[]> buffer;
-  thread_local std::size_t capacity = 0;
-  if (n > kReusableParserLimit) {
-    // Large headers are rare; do not keep their buffer alive in the thread.
-    thread_local std::unique_ptr<char[]> large;
-    large.reset(new char[n + kJsonPadding]);
-    return large.get();
-  }
-  if (capacity < n) {
-    capacity = std::max<std::size_t>(n, 64u << 10);
-    buffer.reset(new char[capacity + kJsonPadding]);
-  }
-  return buffer.get();
-}
-
 Status parse_safetensors_header_padded(std::string_view header, const HeaderJsonOptions& options, RawHeader& out) {
   if (!simdjson::validate_utf8(header.data(), header.size())) {
     return Error(ErrorKind::InvalidHeader, "invalid UTF-8 in header");
   }
   std::unique_ptr<simdjson::dom::parser> own;
   element root;
-  if (auto err = parse_padded(header, options.max_depth, own, root); err) {
+  if (auto err = json::parse_padded(header, options.max_depth, own, root); err) {
     return bad_json(std::string("invalid JSON in header: ") + simdjson::error_message(err));
   }
   if (root.type() != element_type::OBJECT) return bad_json("header must be a JSON object");
@@ -326,7 +237,7 @@ Status parse_index_json(std::string_view text, RawIndex& out) {
   if (!simdjson::validate_utf8(text.data(), text.size())) return bad_index("index is not valid UTF-8");
   std::unique_ptr<simdjson::dom::parser> own;
   element root;
-  if (auto err = parse_document(text, 128, own, root); err) {
+  if (auto err = json::parse_document(text, 128, own, root); err) {
     return bad_index(std::string("invalid JSON: ") + simdjson::error_message(err));
   }
   if (root.type() != element_type::OBJECT) return bad_index("index must be a JSON object");
@@ -364,43 +275,4 @@ Status parse_index_json(std::string_view text, RawIndex& out) {
   return Status::ok();
 }
 
-Status validate_json(std::string_view text, int max_depth) {
-  if (!simdjson::validate_utf8(text.data(), text.size())) return Error(ErrorKind::InvalidArgument, "not valid UTF-8");
-  std::unique_ptr<simdjson::dom::parser> own;
-  element root;
-  if (auto err = parse_document(text, max_depth, own, root); err) {
-    return Error(ErrorKind::InvalidArgument, std::string("invalid JSON: ") + simdjson::error_message(err));
-  }
-  return Status::ok();
-}
-
-Status read_top_level(std::string_view text, TopLevel& out) {
-  if (!simdjson::validate_utf8(text.data(), text.size())) return Error(ErrorKind::InvalidArgument, "not valid UTF-8");
-  std::unique_ptr<simdjson::dom::parser> own;
-  element root;
-  if (auto err = parse_document(text, 1024, own, root); err) {
-    return Error(ErrorKind::InvalidArgument, std::string("invalid JSON: ") + simdjson::error_message(err));
-  }
-  switch (root.type()) {
-    case element_type::OBJECT: out.python_type = "dict"; break;
-    case element_type::ARRAY: out.python_type = "list"; break;
-    case element_type::STRING: out.python_type = "str"; break;
-    case element_type::INT64:
-    case element_type::UINT64: out.python_type = "int"; break;
-    case element_type::DOUBLE: out.python_type = "float"; break;
-    case element_type::BOOL: out.python_type = "bool"; break;
-    case element_type::NULL_VALUE: out.python_type = "NoneType"; break;
-  }
-  if (root.type() == element_type::OBJECT) {
-    KeySet seen;
-    for (auto field : as_object(root)) {
-      if (!seen.insert(field.key) && !out.duplicate_key) out.duplicate_key = std::string(field.key);
-      out.keys.emplace_back(field.key);
-    }
-  }
-  return Status::ok();
-}
-
-bool is_valid_utf8(std::string_view text) noexcept { return simdjson::validate_utf8(text.data(), text.size()); }
-
-}  // namespace safeweights::json
+}  // namespace safeweights::safetensors

@@ -1,0 +1,102 @@
+// Parsing and validating JSON on simdjson, shared by every format's schema reader.
+#include "json/dom.h"
+
+namespace safeweights::json {
+namespace {
+
+// simdjson needs SIMDJSON_PADDING readable bytes after the input, so the header is copied into a
+// padded buffer once (which also means a file changing under a mapping cannot change what we check).
+// Parsers are reused per thread for small documents (their buffers grow once); big ones get a
+// parser of their own so a thread does not keep hundreds of megabytes around.
+constexpr std::size_t kReusableParserLimit = 16u << 20;
+
+static_assert(kJsonPadding >= simdjson::SIMDJSON_PADDING);
+
+}  // namespace
+
+std::string quoted(std::string_view s) {
+  std::string out = "`";
+  out.append(s.substr(0, 200));
+  if (s.size() > 200) out += "...";
+  out += "`";
+  return out;
+}
+
+// `text` must have kJsonPadding readable bytes after it.
+simdjson::error_code parse_padded(std::string_view text, int max_depth, std::unique_ptr<simdjson::dom::parser>& own,
+                                  element& root) {
+  thread_local simdjson::dom::parser shared;
+  simdjson::dom::parser* parser = &shared;
+  if (text.size() > kReusableParserLimit) {
+    own = std::make_unique<simdjson::dom::parser>();
+    parser = own.get();
+  }
+  if (parser->capacity() < text.size() || parser->max_depth() != static_cast<std::size_t>(max_depth)) {
+    auto err = parser->allocate(std::max<std::size_t>(text.size(), 4096), static_cast<std::size_t>(max_depth));
+    if (err) return err;
+  }
+  return parser->parse(text.data(), text.size(), false).get(root);
+}
+
+simdjson::error_code parse_document(std::string_view text, int max_depth, std::unique_ptr<simdjson::dom::parser>& own,
+                                    element& root) {
+  simdjson::padded_string copy(text.data(), text.size());
+  return parse_padded(std::string_view(copy.data(), copy.size()), max_depth, own, root);
+}
+
+char* scratch_buffer(std::size_t n) {
+  thread_local std::unique_ptr<char[]> buffer;
+  thread_local std::size_t capacity = 0;
+  if (n > kReusableParserLimit) {
+    // Large headers are rare; do not keep their buffer alive in the thread.
+    thread_local std::unique_ptr<char[]> large;
+    large.reset(new char[n + kJsonPadding]);
+    return large.get();
+  }
+  if (capacity < n) {
+    capacity = std::max<std::size_t>(n, 64u << 10);
+    buffer.reset(new char[capacity + kJsonPadding]);
+  }
+  return buffer.get();
+}
+
+Status validate_json(std::string_view text, int max_depth) {
+  if (!simdjson::validate_utf8(text.data(), text.size())) return Error(ErrorKind::InvalidArgument, "not valid UTF-8");
+  std::unique_ptr<simdjson::dom::parser> own;
+  element root;
+  if (auto err = parse_document(text, max_depth, own, root); err) {
+    return Error(ErrorKind::InvalidArgument, std::string("invalid JSON: ") + simdjson::error_message(err));
+  }
+  return Status::ok();
+}
+
+Status read_top_level(std::string_view text, TopLevel& out) {
+  if (!simdjson::validate_utf8(text.data(), text.size())) return Error(ErrorKind::InvalidArgument, "not valid UTF-8");
+  std::unique_ptr<simdjson::dom::parser> own;
+  element root;
+  if (auto err = parse_document(text, 1024, own, root); err) {
+    return Error(ErrorKind::InvalidArgument, std::string("invalid JSON: ") + simdjson::error_message(err));
+  }
+  switch (root.type()) {
+    case element_type::OBJECT: out.python_type = "dict"; break;
+    case element_type::ARRAY: out.python_type = "list"; break;
+    case element_type::STRING: out.python_type = "str"; break;
+    case element_type::INT64:
+    case element_type::UINT64: out.python_type = "int"; break;
+    case element_type::DOUBLE: out.python_type = "float"; break;
+    case element_type::BOOL: out.python_type = "bool"; break;
+    case element_type::NULL_VALUE: out.python_type = "NoneType"; break;
+  }
+  if (root.type() == element_type::OBJECT) {
+    KeySet seen;
+    for (auto field : as_object(root)) {
+      if (!seen.insert(field.key) && !out.duplicate_key) out.duplicate_key = std::string(field.key);
+      out.keys.emplace_back(field.key);
+    }
+  }
+  return Status::ok();
+}
+
+bool is_valid_utf8(std::string_view text) noexcept { return simdjson::validate_utf8(text.data(), text.size()); }
+
+}  // namespace safeweights::json
