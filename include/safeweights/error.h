@@ -65,7 +65,9 @@ namespace safeweights {
   X(DDUFExport, "a DDUF cannot be written from these entries")                                        \
   /* remote files (HTTP) */                                                                             \
   X(HttpError, "an HTTP server refused a request or answered outside the protocol")                    \
-  X(RemoteChanged, "a remote file changed between requests (ETag, Last-Modified or size)")
+  X(RemoteChanged, "a remote file changed between requests (ETag, Last-Modified or size)")           \
+  /* ZIP writing (appended after the HTTP kinds: kinds are never renumbered) */                         \
+  X(ZipWrite, "a ZIP archive cannot be written as asked (an entry's source ended early)")
 
 enum class ErrorKind : std::uint16_t {
 #define SAFEWEIGHTS_X(name, doc) name,

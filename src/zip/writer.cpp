@@ -164,7 +164,7 @@ Status Writer::write_entry_bytes(Entry& entry, const std::string& extra, const P
     std::size_t want = static_cast<std::size_t>(std::min<std::uint64_t>(buf.size(), size - done));
     SW_ASSIGN_OR_RETURN(std::size_t got, producer({buf.data(), want}));
     if (got == 0 || got > want) {
-      return Error(ErrorKind::DDUFExport, "entry source ended after " + std::to_string(done) + " of " + std::to_string(size) + " bytes")
+      return Error(ErrorKind::ZipWrite, "entry source ended after " + std::to_string(done) + " of " + std::to_string(size) + " bytes")
           .with_file(path())
           .with_entry(name);
     }
