@@ -1,8 +1,9 @@
-// fuzz_dduf — arbitrary bytes as a DDUF (ZIP) archive.
+// fuzz_dduf — arbitrary bytes as a DDUF (ZIP) archive, and as a container (torch.save) ZIP archive.
 //
-// zip::Archive::open and dduf::Reader::open must either fail cleanly or return entries whose
-// invariants hold: every entry's data lies inside the input, before the central directory, without
-// overlapping another entry; names are unique. For an accepted archive every entry is read through
+// zip::Archive::open (both policies) and dduf::Reader::open must either fail cleanly or return entries
+// whose invariants hold: every entry's data (and data descriptor) lies inside the input, before the
+// central directory, without overlapping another entry; names are unique; only the Container policy
+// admits data descriptors, and everything Strict accepts Container accepts too. For an accepted archive every entry is read through
 // its zero-copy view and through an unmapped source (the bytes must agree), its CRC is checked (it may
 // fail, but cleanly), and .safetensors entries are opened as safetensors files. Opening through a
 // mapped and an unmapped source must agree on the verdict.
@@ -30,14 +31,15 @@ void check_archive(const zip::Archive& archive, std::span<const std::byte> input
     FUZZ_CHECK(e.data_offset >= e.header_offset + 30);
     FUZZ_CHECK(e.data_offset <= input.size());
     FUZZ_CHECK(e.compressed_size <= input.size() - e.data_offset);
-    ranges.emplace_back(e.header_offset, e.data_offset + e.compressed_size);
+    FUZZ_CHECK(e.descriptor_size <= input.size() - e.data_offset - e.compressed_size);
+    ranges.emplace_back(e.header_offset, e.data_offset + e.compressed_size + e.descriptor_size);
   }
   std::sort(ranges.begin(), ranges.end());
   for (std::size_t i = 1; i < ranges.size(); ++i) FUZZ_CHECK(ranges[i - 1].second <= ranges[i].first);
 }
 
-void exercise(const SourcePtr& source, std::span<const std::byte> input) {
-  auto archive = zip::Archive::open(source);
+void exercise(const SourcePtr& source, std::span<const std::byte> input, zip::ArchivePolicy policy) {
+  auto archive = zip::Archive::open(source, policy);
   if (!archive.is_ok()) return;
   check_archive(*archive, input);
   for (const zip::Entry& e : archive->entries()) {
@@ -47,7 +49,9 @@ void exercise(const SourcePtr& source, std::span<const std::byte> input) {
     FUZZ_CHECK_OK((*entry)->read_at(0, copy));
     FUZZ_CHECK(copy.empty() || std::memcmp(copy.data(), input.data() + e.data_offset, copy.size()) == 0);
     (void)archive->verify_crc(e);  // a wrong CRC is a clean error
+    if (policy == zip::ArchivePolicy::Strict) FUZZ_CHECK(e.descriptor_size == 0);
   }
+  if (policy == zip::ArchivePolicy::Container) return;
 
   auto reader = dduf::Reader::open(source);
   if (!reader.is_ok()) return;
@@ -69,11 +73,21 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   SourcePtr unmapped = std::make_shared<fuzz::UnmappedSource>(input);
   // Mapped archives check local headers in place, unmapped ones (files read with pread, HTTP) in
   // batches through read_ranges: both must reach the same verdict, with the same kind.
-  auto a = zip::Archive::open(mapped);
-  auto b = zip::Archive::open(unmapped);
-  FUZZ_CHECK(a.is_ok() == b.is_ok());
-  if (!a.is_ok()) FUZZ_CHECK(a.error().kind() == b.error().kind());
-  exercise(mapped, input);
-  exercise(unmapped, input);
+  for (zip::ArchivePolicy policy : {zip::ArchivePolicy::Strict, zip::ArchivePolicy::Container}) {
+    auto a = zip::Archive::open(mapped, policy);
+    auto b = zip::Archive::open(unmapped, policy);
+    FUZZ_CHECK(a.is_ok() == b.is_ok());
+    if (!a.is_ok()) FUZZ_CHECK(a.error().kind() == b.error().kind() && a.error().message() == b.error().message());
+    exercise(mapped, input, policy);
+    exercise(unmapped, input, policy);
+  }
+  // Container only adds to what Strict accepts (it also refuses compressed entries, which Strict
+  // leaves to DDUF).
+  auto strict = zip::Archive::open(mapped, zip::ArchivePolicy::Strict);
+  if (strict.is_ok()) {
+    bool stored = true;
+    for (const zip::Entry& e : strict->entries()) stored = stored && e.method == 0;
+    if (stored) FUZZ_CHECK(zip::Archive::open(mapped, zip::ArchivePolicy::Container).is_ok());
+  }
   return 0;
 }

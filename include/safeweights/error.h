@@ -67,7 +67,9 @@ namespace safeweights {
   X(HttpError, "an HTTP server refused a request or answered outside the protocol")                    \
   X(RemoteChanged, "a remote file changed between requests (ETag, Last-Modified or size)")            \
   /* the type model */                                                                                   \
-  X(InvalidBlockShape, "a block-quantized tensor's innermost dimension is not a multiple of its block")
+  X(InvalidBlockShape, "a block-quantized tensor's innermost dimension is not a multiple of its block") \
+  /* ZIP writing (appended after the HTTP kinds: kinds are never renumbered) */                         \
+  X(ZipWrite, "a ZIP archive cannot be written as asked (an entry's source ended early)")
 
 enum class ErrorKind : std::uint16_t {
 #define SAFEWEIGHTS_X(name, doc) name,

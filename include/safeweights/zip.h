@@ -3,16 +3,27 @@
 // Archive::open() reads the end-of-central-directory records (classic and ZIP64), the central
 // directory and every local header, and checks what a strict reader must: one unambiguous EOCD at the
 // end of the file (a comment may not hide another), ZIP64 records that agree with the classic ones,
-// well-formed extra fields, no encryption, data descriptors or multi-disk fields, local headers that
-// agree with the central directory (name, flags, method, CRC, sizes), entries that lie inside the file
-// in order without overlap, gaps, prepended or trailing bytes, unique names, and counts that agree with
-// the bytes parsed. Each entry's data offset and length are exact, so an entry is a zero-copy
-// sub-range of the archive's ByteSource.
+// well-formed extra fields, no encryption or multi-disk fields, local headers that agree with the
+// central directory (name, flags, method, CRC, sizes), entries that lie inside the file in order
+// without overlap, gaps, prepended or trailing bytes, unique names, and counts that agree with the
+// bytes parsed. Each entry's data offset and length are exact, so an entry is a zero-copy sub-range of
+// the archive's ByteSource. Compressed entries are listed but nothing here inflates them.
+//
+// Two policies (ArchivePolicy) decide what else is accepted:
+//   Strict     (the default; DDUF) no data descriptors (flag bit 3): every byte of the file is a
+//              record the reader has checked, and each local header carries the entry's CRC and sizes.
+//   Container  (PyTorch's torch.save, which writes through miniz as a stream) data descriptors are
+//              allowed. An entry with flag bit 3 may leave its local CRC and sizes zero (then the
+//              central directory's values rule), and its data must be followed by exactly one data
+//              descriptor (signature optional; 8-byte sizes when the local header has a ZIP64 extra
+//              block, else 4-byte) that agrees with the central directory on CRC and both sizes, and
+//              by nothing else. Every other Strict check holds.
 //
 // Writer produces archives that CPython's zipfile, Info-ZIP and huggingface_hub read: stored entries,
 // a ZIP64 extra in every local header, ZIP64 central records only where CPython would write them, a
 // fixed 1980-01-01 timestamp. Optionally each entry's data starts on an N-byte boundary (padding in a
-// local-header extra block), so that mapped data is aligned. It writes through an AtomicFile.
+// local-header extra block), so that mapped data is aligned. It writes through an AtomicFile. Its own
+// failures (a producer that ends early) are ZipWrite errors.
 //
 // Thread safety: Archive is immutable after open(); const methods may be called concurrently. Writer
 // has a single owner.
@@ -43,7 +54,15 @@ struct Entry {
   std::uint32_t crc32 = 0;
   std::uint16_t method = 0;         // 0 = stored
   std::uint16_t flags = 0;
+  // Bytes of the data descriptor after the data (signature included), 0 without one.
+  std::uint64_t descriptor_size = 0;
   bool is_directory() const noexcept { return !name.empty() && name.back() == '/'; }
+};
+
+// What Archive::open accepts beyond the strict core (see the top of this file).
+enum class ArchivePolicy {
+  Strict,     // DDUF: no data descriptors
+  Container,  // torch.save archives: data descriptors allowed, and verified against the central directory
 };
 
 struct ArchiveLimits {
@@ -54,6 +73,8 @@ struct ArchiveLimits {
 class Archive {
  public:
   // BadZipFile / ZipUnsupported on any structural problem; errors name the entry and byte offset.
+  static Result<Archive> open(SourcePtr source, ArchivePolicy policy, const ArchiveLimits& limits = {});
+  // ArchivePolicy::Strict.
   static Result<Archive> open(SourcePtr source, const ArchiveLimits& limits = {});
 
   const SourcePtr& source() const noexcept { return source_; }
@@ -72,6 +93,9 @@ class Archive {
   Status verify_all_crcs(unsigned threads = 0) const;
 
  private:
+  // Archive::open's steps, in file order; fills entries_, sorted_ and zip64_.
+  Status read_structure(const ByteSource& src, ArchivePolicy policy, const ArchiveLimits& limits);
+
   SourcePtr source_;
   std::vector<Entry> entries_;
   std::vector<std::size_t> sorted_;  // indices into entries_, sorted by name

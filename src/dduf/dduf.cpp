@@ -19,6 +19,19 @@ constexpr std::uint64_t kMaxModelIndex = 16u << 20;
 Error corrupted(std::string message) { return Error(ErrorKind::DDUFCorruptedFile, std::move(message)); }
 Error export_error(std::string message) { return Error(ErrorKind::DDUFExport, std::move(message)); }
 
+// The ZIP writer's own failures (an entry's source ended early) are export failures to DDUF callers,
+// as huggingface_hub raises DDUFExportError; the ZIP layer itself knows nothing of DDUF.
+Status as_export_error(Status s) {
+  if (s.is_ok() || s.error().kind() != ErrorKind::ZipWrite) return s;
+  const ErrorContext& ctx = s.error().context();
+  Error out(ErrorKind::DDUFExport, s.error().message());
+  if (!ctx.file.empty()) out.with_file(ctx.file);
+  if (!ctx.entry.empty()) out.with_entry(ctx.entry);
+  if (!ctx.tensor.empty()) out.with_tensor(ctx.tensor);
+  if (ctx.offset) out.with_offset(*ctx.offset);
+  return out;
+}
+
 std::string config_file_list() {
   std::string s = "{";
   for (std::size_t i = 0; i < kFolderConfigFiles.size(); ++i) {
@@ -238,6 +251,7 @@ Status Exporter::check_index(std::string_view name, std::string_view text) {
 }
 
 Status Exporter::record(Status written, std::string stored, std::string_view index_text) {
+  written = as_export_error(std::move(written));
   if (!written.is_ok()) {
     // Bytes of a failed entry may already be in the file: the export cannot be completed.
     failed_ = written.error();

@@ -1,36 +1,44 @@
-// The strict ZIP / ZIP64 reader. Every record is bounds-checked against the source before it is read;
-// every sum of offsets and sizes is overflow-checked.
+// The strict ZIP / ZIP64 reader. Archive::open runs named steps in file order: find the end records,
+// read the ZIP64 ones, check what they say, read the central directory, check names, read every local
+// header, then check that entries (and, under the Container policy, their data descriptors) tile the
+// file. Every record is bounds-checked against the source before it is decoded (zip/records.h); every
+// sum of offsets and sizes is overflow-checked.
 #include <libdeflate.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 
-#include "core/little_endian.h"
 #include "core/parallel.h"
 #include "core/status_macros.h"
 #include "json/json_parse.h"
 #include "safeweights/zip.h"
+#include "zip/records.h"
 
 namespace safeweights::zip {
 namespace {
 
-constexpr std::uint32_t kLocalSig = 0x04034b50;
-constexpr std::uint32_t kCentralSig = 0x02014b50;
-constexpr std::uint32_t kEocdSig = 0x06054b50;
-constexpr std::uint32_t kZip64EocdSig = 0x06064b50;
-constexpr std::uint32_t kZip64LocatorSig = 0x07064b50;
-constexpr std::uint64_t kEocdSize = 22;
-constexpr std::uint64_t kZip64EocdSize = 56;
-constexpr std::uint64_t kLocatorSize = 20;
-constexpr std::uint64_t kCentralSize = 46;
-constexpr std::uint64_t kLocalSize = 30;
-constexpr std::uint64_t kMaxComment = 65535;
-constexpr std::uint16_t kZip64ExtraId = 0x0001;
+using records::CentralHeader;
+using records::DataDescriptor;
+using records::Decoded;
+using records::EndOfCentralDirectory;
+using records::ExtraBlockHeader;
+using records::LocalHeader;
+using records::Zip64EndOfCentralDirectory;
+using records::Zip64Extra;
+using records::Zip64Locator;
+using records::kSaturated16;
+using records::kSaturated32;
+
 constexpr std::uint16_t kUnicodePathExtraId = 0x7075;
 constexpr int kMaxVersionNeeded = 63;  // 6.3: what CPython's zipfile accepts
+// Unmapped sources read local headers and descriptors in windows of this many entries: few requests,
+// bounded scratch memory whatever the entry count.
+constexpr std::size_t kReadWindow = 128;
 
 // Flag bits (APPNOTE 4.4.4).
 constexpr std::uint16_t kFlagEncrypted = 1u << 0;
+constexpr std::uint16_t kFlagCompressionHints = 0x0006;  // bits 1-2
 constexpr std::uint16_t kFlagDataDescriptor = 1u << 3;
 constexpr std::uint16_t kFlagStrongEncryption = 1u << 6;
 constexpr std::uint16_t kFlagUtf8 = 1u << 11;
@@ -38,6 +46,12 @@ constexpr std::uint16_t kFlagMaskedDirectory = 1u << 13;
 
 Error bad(std::string message) { return Error(ErrorKind::BadZipFile, std::move(message)); }
 Error unsupported(std::string message) { return Error(ErrorKind::ZipUnsupported, std::move(message)); }
+
+std::string hex16(std::uint16_t v) {
+  char buf[8];
+  std::snprintf(buf, sizeof buf, "0x%04X", static_cast<unsigned>(v));
+  return buf;
+}
 
 // Bytes of [offset, offset + length) from the source: a view when mapped, else copied into `buffer`.
 Result<std::span<const std::byte>> fetch(const ByteSource& src, std::uint64_t offset, std::uint64_t length,
@@ -60,18 +74,21 @@ struct ExtraInfo {
 Status parse_extra(std::span<const std::byte> extra, ExtraInfo& info) {
   std::size_t pos = 0;
   while (pos < extra.size()) {
-    if (extra.size() - pos < 4) return bad("malformed extra field: " + std::to_string(extra.size() - pos) + " stray bytes");
-    const std::uint16_t id = le::u16(extra.data() + pos);
-    const std::uint16_t size = le::u16(extra.data() + pos + 2);
-    if (size > extra.size() - pos - 4) return bad("malformed extra field: block 0x" + std::to_string(id) + " runs past its end");
-    if (id == kZip64ExtraId) {
+    ExtraBlockHeader block;
+    if (records::decode(extra.subspan(pos), block) != Decoded::Ok) {
+      return bad("malformed extra field: " + std::to_string(extra.size() - pos) + " stray bytes");
+    }
+    if (block.size > extra.size() - pos - ExtraBlockHeader::kSize) {
+      return bad("malformed extra field: block " + hex16(block.id) + " runs past its end");
+    }
+    if (block.id == Zip64Extra::kId) {
       if (info.has_zip64) return bad("two ZIP64 extra blocks");
       info.has_zip64 = true;
-      info.zip64 = extra.subspan(pos + 4, size);
-    } else if (id == kUnicodePathExtraId) {
+      info.zip64 = extra.subspan(pos + ExtraBlockHeader::kSize, block.size);
+    } else if (block.id == kUnicodePathExtraId) {
       return unsupported("Info-ZIP Unicode Path extra field (a second, possibly different name)");
     }
-    pos += 4u + size;
+    pos += ExtraBlockHeader::kSize + block.size;
   }
   return Status::ok();
 }
@@ -91,14 +108,501 @@ Status check_name(std::string_view name, std::uint16_t flags) {
   return Status::ok();
 }
 
-Status check_flags(std::uint16_t flags, std::uint16_t method) {
+Status check_flags(std::uint16_t flags, ArchivePolicy policy) {
   if (flags & (kFlagEncrypted | kFlagStrongEncryption)) return unsupported("encrypted entry");
   if (flags & kFlagMaskedDirectory) return unsupported("masked (encrypted) central directory");
-  if (flags & kFlagDataDescriptor) return unsupported("entry uses a data descriptor (archive written as a stream)");
+  const bool descriptors_allowed = policy == ArchivePolicy::Container;
+  if ((flags & kFlagDataDescriptor) && !descriptors_allowed) {
+    return unsupported("entry uses a data descriptor (archive written as a stream)");
+  }
   // Bits 1-2 are compression-level hints; Info-ZIP sets them on entries it ends up storing.
-  (void)method;
-  const std::uint16_t allowed = kFlagUtf8 | 0x0006;
+  const std::uint16_t allowed = kFlagUtf8 | kFlagCompressionHints | (descriptors_allowed ? kFlagDataDescriptor : 0);
   if (flags & ~allowed) return unsupported("unsupported general-purpose flags " + std::to_string(flags));
+  return Status::ok();
+}
+
+// ---- End records ------------------------------------------------------------------------------------
+
+// What the end records say, after the ZIP64 ones (when present) replaced saturated classic fields.
+struct EndRecords {
+  std::uint64_t eocd_pos = 0;  // the classic end record
+  std::uint64_t cd_end = 0;    // where the end records start: the central directory must end here
+  std::uint64_t disk = 0, cd_disk = 0, count_on_disk = 0, count = 0, cd_size = 0, cd_offset = 0;
+  bool zip64 = false;
+};
+
+// The comment may not contain anything that looks like an end record to another reader.
+Status check_archive_comment(std::span<const std::byte> comment, std::uint64_t comment_pos) {
+  for (std::size_t i = 0; i + 4 <= comment.size(); ++i) {
+    auto at = comment.subspan(i);
+    if (records::starts_with_signature(at, EndOfCentralDirectory::kSignature) ||
+        records::starts_with_signature(at, Zip64EndOfCentralDirectory::kSignature) ||
+        records::starts_with_signature(at, Zip64Locator::kSignature) ||
+        records::starts_with_signature(at, CentralHeader::kSignature)) {
+      return bad("archive comment contains a ZIP record signature").with_offset(comment_pos + i);
+    }
+  }
+  return Status::ok();
+}
+
+// The one classic end record whose comment ends exactly at the end of the file.
+Result<EndRecords> locate_end_record(const ByteSource& src) {
+  const std::uint64_t size = src.size();
+  constexpr std::uint64_t kEocdSize = EndOfCentralDirectory::kSize;
+  if (size < kEocdSize) return bad("file too small to be a ZIP archive (" + std::to_string(size) + " bytes)");
+  std::vector<std::byte> tail_buf;
+  const std::uint64_t window = std::min<std::uint64_t>(size, kEocdSize + EndOfCentralDirectory::kMaxComment);
+  SW_ASSIGN_OR_RETURN(auto tail, fetch(src, size - window, window, tail_buf));
+  std::uint64_t found = UINT64_MAX, last_signature = UINT64_MAX;
+  int candidates = 0;
+  EndOfCentralDirectory eocd;
+  for (std::uint64_t p = window - kEocdSize + 1; p-- > 0;) {
+    EndOfCentralDirectory candidate;
+    if (records::decode(tail.subspan(static_cast<std::size_t>(p)), candidate) != Decoded::Ok) continue;
+    if (last_signature == UINT64_MAX) last_signature = p;
+    if (p + kEocdSize + candidate.comment_length == window) {
+      ++candidates;
+      if (found == UINT64_MAX) found = p, eocd = candidate;
+    }
+  }
+  if (candidates == 0) {
+    if (last_signature != UINT64_MAX) {
+      return bad("bytes after the end-of-central-directory record (trailing data)").with_offset(size - window + last_signature);
+    }
+    return bad("no end-of-central-directory record: not a ZIP archive");
+  }
+  if (candidates > 1) return bad("several end-of-central-directory records could end the file (a comment hides one)");
+  EndRecords end;
+  end.eocd_pos = end.cd_end = size - window + found;
+  SW_RETURN_IF_ERROR(check_archive_comment(tail.subspan(static_cast<std::size_t>(found + kEocdSize)), end.eocd_pos + kEocdSize));
+  end.disk = eocd.disk;
+  end.cd_disk = eocd.cd_disk;
+  end.count_on_disk = eocd.count_on_disk;
+  end.count = eocd.count;
+  end.cd_size = eocd.cd_size;
+  end.cd_offset = eocd.cd_offset;
+  return end;
+}
+
+// The ZIP64 end record that `locator` (at locator_pos) points to, ending exactly at the locator.
+Result<Zip64EndOfCentralDirectory> read_zip64_end_record(const ByteSource& src, const Zip64Locator& locator,
+                                                         std::uint64_t locator_pos) {
+  if (locator.eocd64_disk != 0 || locator.total_disks != 1) return unsupported("multi-disk archive (ZIP64 locator)").with_offset(locator_pos);
+  const std::uint64_t z_pos = locator.eocd64_offset;
+  if (z_pos > locator_pos || locator_pos - z_pos < Zip64EndOfCentralDirectory::kSize) {
+    return bad("ZIP64 locator points outside the file").with_offset(locator_pos);
+  }
+  std::byte bytes[Zip64EndOfCentralDirectory::kSize];
+  SW_RETURN_IF_ERROR(src.read_at(z_pos, bytes));
+  Zip64EndOfCentralDirectory z;
+  if (records::decode(bytes, z) != Decoded::Ok) {
+    return bad("no ZIP64 end-of-central-directory record where the locator points").with_offset(z_pos);
+  }
+  constexpr std::uint64_t kBase = Zip64EndOfCentralDirectory::kRecordSizeBase;
+  if (z.record_size < Zip64EndOfCentralDirectory::kSize - kBase || z.record_size != locator_pos - z_pos - kBase) {
+    return bad("ZIP64 end record size does not reach the locator exactly").with_offset(z_pos);
+  }
+  if ((z.version_needed & 0xFF) > kMaxVersionNeeded) return unsupported("ZIP64 end record needs a newer ZIP version").with_offset(z_pos);
+  if (z.disk != 0 || z.cd_disk != 0) return unsupported("multi-disk archive").with_offset(z_pos);
+  return z;
+}
+
+// ZIP64 end records, immediately before the classic one, replace its fields; classic fields must hold
+// the same value or be saturated.
+Status read_zip64_end_records(const ByteSource& src, EndRecords& end) {
+  if (end.eocd_pos < Zip64Locator::kSize) return Status::ok();
+  const std::uint64_t locator_pos = end.eocd_pos - Zip64Locator::kSize;
+  std::byte bytes[Zip64Locator::kSize];
+  SW_RETURN_IF_ERROR(src.read_at(locator_pos, bytes));
+  Zip64Locator locator;
+  if (records::decode(bytes, locator) != Decoded::Ok) return Status::ok();  // no ZIP64 records
+  SW_ASSIGN_OR_RETURN(Zip64EndOfCentralDirectory z, read_zip64_end_record(src, locator, locator_pos));
+  auto agrees = [](std::uint64_t classic, std::uint64_t full, std::uint64_t saturated) {
+    return classic == full || classic == saturated;
+  };
+  if (!agrees(end.disk, 0, kSaturated16) || !agrees(end.cd_disk, 0, kSaturated16) ||
+      !agrees(end.count_on_disk, z.count_on_disk, kSaturated16) || !agrees(end.count, z.count, kSaturated16) ||
+      !agrees(end.cd_size, z.cd_size, kSaturated32) || !agrees(end.cd_offset, z.cd_offset, kSaturated32)) {
+    return bad("end-of-central-directory record disagrees with the ZIP64 end record").with_offset(end.eocd_pos);
+  }
+  end.disk = end.cd_disk = 0;
+  end.count_on_disk = z.count_on_disk;
+  end.count = z.count;
+  end.cd_size = z.cd_size;
+  end.cd_offset = z.cd_offset;
+  end.cd_end = locator.eocd64_offset;
+  end.zip64 = true;
+  return Status::ok();
+}
+
+// One disk; the central directory ends exactly where the end records start (no gap, nothing
+// prepended); counts and sizes within the limits and possible.
+Status check_end_records(const EndRecords& end, const ArchiveLimits& limits) {
+  // A count of exactly 65535 is real (CPython adds ZIP64 records only above it); saturated 32-bit
+  // fields are not.
+  if (!end.zip64 && (end.cd_size == kSaturated32 || end.cd_offset == kSaturated32)) {
+    return bad("saturated end-of-central-directory fields but no ZIP64 end records").with_offset(end.eocd_pos);
+  }
+  if (end.disk != 0 || end.cd_disk != 0) return unsupported("multi-disk archive").with_offset(end.eocd_pos);
+  if (end.count_on_disk != end.count) return bad("entry counts in the end record disagree").with_offset(end.eocd_pos);
+  std::uint64_t cd_stop = 0;
+  if (__builtin_add_overflow(end.cd_offset, end.cd_size, &cd_stop) || cd_stop > end.cd_end) {
+    return bad("central directory runs past the end records").with_offset(end.cd_offset);
+  }
+  if (cd_stop != end.cd_end) {
+    return bad(std::to_string(end.cd_end - cd_stop) + " unaccounted bytes between the central directory and the end records "
+               "(prepended data or a hidden gap)")
+        .with_offset(cd_stop);
+  }
+  if (end.count > limits.max_entries) return Error(ErrorKind::ResourceLimit, "more than " + std::to_string(limits.max_entries) + " entries");
+  if (end.cd_size > limits.max_central_directory) return Error(ErrorKind::ResourceLimit, "central directory too large");
+  if (end.count > end.cd_size / CentralHeader::kSize) return bad("entry count does not fit in the central directory").with_offset(end.eocd_pos);
+  return Status::ok();
+}
+
+// ---- Central directory ------------------------------------------------------------------------------
+
+// Replaces the saturated fields of a central header by its ZIP64 block, which must hold exactly those.
+Status resolve_central_zip64(const CentralHeader& h, const ExtraInfo& extra, Entry& e, std::uint64_t& disk_start) {
+  const bool big_size = h.size == kSaturated32, big_csize = h.compressed_size == kSaturated32;
+  const bool big_offset = h.header_offset == kSaturated32, big_disk = h.disk_start == kSaturated16;
+  if (!extra.has_zip64) {
+    if (big_size || big_csize || big_offset) return bad("saturated size or offset without a ZIP64 extra block");
+    return Status::ok();
+  }
+  const std::size_t need = (big_size + big_csize + big_offset) * 8u + big_disk * 4u;
+  Zip64Extra z;
+  if (extra.zip64.size() != need || records::decode(extra.zip64, big_size, big_csize, big_offset, big_disk, z) != Decoded::Ok) {
+    return bad("ZIP64 extra block does not match the saturated fields");
+  }
+  e.size = z.size.value_or(e.size);
+  e.compressed_size = z.compressed_size.value_or(e.compressed_size);
+  e.header_offset = z.header_offset.value_or(e.header_offset);
+  disk_start = z.disk_start.value_or(disk_start);
+  return Status::ok();
+}
+
+// The central record at `pos` of the directory `cd` (at file offset `at`); `record_size` gets its length.
+Result<Entry> read_central_record(std::span<const std::byte> cd, std::uint64_t pos, std::uint64_t at, ArchivePolicy policy,
+                                  std::uint64_t& record_size) {
+  CentralHeader h;
+  switch (records::decode(cd.subspan(static_cast<std::size_t>(pos)), h)) {
+    case Decoded::Truncated: return bad("central directory truncated").with_offset(at);
+    case Decoded::BadSignature: return bad("bad central directory record signature").with_offset(at);
+    case Decoded::Ok: break;
+  }
+  const std::uint64_t name_len = h.name_length, extra_len = h.extra_length, comment_len = h.comment_length;
+  if (cd.size() - pos - CentralHeader::kSize < name_len + extra_len + comment_len) {
+    return bad("central directory record runs past the directory").with_offset(at);
+  }
+  record_size = CentralHeader::kSize + name_len + extra_len + comment_len;
+  const std::byte* variable = cd.data() + pos + CentralHeader::kSize;
+  Entry e;
+  e.name.assign(reinterpret_cast<const char*>(variable), static_cast<std::size_t>(name_len));
+  auto entry_fail = [&](Error err) -> Result<Entry> { return std::move(err.with_entry(e.name).with_offset(at)); };
+  const int needed = h.version_needed & 0xFF;
+  if (needed > kMaxVersionNeeded) {
+    return entry_fail(unsupported("entry needs ZIP version " + std::to_string(needed / 10) + "." + std::to_string(needed % 10)));
+  }
+  if (auto s = check_flags(h.flags, policy); !s.is_ok()) return entry_fail(std::move(s).error());
+  // Strict leaves compression to the layer above (DDUF names it in its own words); Container readers
+  // get zero-copy sub-ranges, which a compressed entry cannot be.
+  if (policy == ArchivePolicy::Container && h.method != 0) {
+    return entry_fail(unsupported("compressed entry (method " + std::to_string(h.method) + "): only stored entries are read"));
+  }
+  if (auto s = check_name(e.name, h.flags); !s.is_ok()) return entry_fail(std::move(s).error());
+  ExtraInfo extra;
+  if (auto s = parse_extra({variable + name_len, static_cast<std::size_t>(extra_len)}, extra); !s.is_ok()) {
+    return entry_fail(std::move(s).error());
+  }
+  e.size = h.size;
+  e.compressed_size = h.compressed_size;
+  e.header_offset = h.header_offset;
+  std::uint64_t disk_start = h.disk_start;
+  if (auto s = resolve_central_zip64(h, extra, e, disk_start); !s.is_ok()) return entry_fail(std::move(s).error());
+  if (disk_start != 0) return entry_fail(unsupported("entry on another disk"));
+  if (h.method == 0 && e.compressed_size != e.size) return entry_fail(bad("stored entry whose compressed and uncompressed sizes differ"));
+  e.crc32 = h.crc32;
+  e.method = h.method;
+  e.flags = h.flags;
+  return e;
+}
+
+// Every record, which together must fill the directory exactly.
+Result<std::vector<Entry>> read_central_directory(const ByteSource& src, const EndRecords& end, ArchivePolicy policy) {
+  std::vector<std::byte> cd_buf;
+  SW_ASSIGN_OR_RETURN(auto cd, fetch(src, end.cd_offset, end.cd_size, cd_buf));
+  std::vector<Entry> entries;
+  entries.reserve(static_cast<std::size_t>(end.count));
+  std::uint64_t pos = 0;
+  for (std::uint64_t i = 0; i < end.count; ++i) {
+    std::uint64_t record_size = 0;
+    SW_ASSIGN_OR_RETURN(Entry e, read_central_record(cd, pos, end.cd_offset + pos, policy, record_size));
+    entries.push_back(std::move(e));
+    pos += record_size;
+  }
+  if (pos != end.cd_size) {
+    return bad("central directory holds " + std::to_string(end.cd_size - pos) + " bytes beyond its " + std::to_string(end.count) +
+               " records (the entry count and the directory size disagree)")
+        .with_offset(end.cd_offset + pos);
+  }
+  return entries;
+}
+
+// Fills `sorted` with the entries' indices in name order; fails on a repeated name.
+Status sort_unique_names(const std::vector<Entry>& entries, std::vector<std::size_t>& sorted) {
+  sorted.resize(entries.size());
+  for (std::size_t i = 0; i < sorted.size(); ++i) sorted[i] = i;
+  std::sort(sorted.begin(), sorted.end(), [&](std::size_t a, std::size_t b) { return entries[a].name < entries[b].name; });
+  for (std::size_t i = 1; i < sorted.size(); ++i) {
+    const Entry& e = entries[sorted[i]];
+    if (e.name == entries[sorted[i - 1]].name) return bad("duplicate entry name").with_entry(e.name);
+  }
+  return Status::ok();
+}
+
+// ---- Local headers ----------------------------------------------------------------------------------
+
+// True when the entry's fixed local header lies before the central directory.
+bool local_header_inside(const Entry& e, std::uint64_t cd_offset) {
+  std::uint64_t fixed_end = 0;
+  return !__builtin_add_overflow(e.header_offset, LocalHeader::kSize, &fixed_end) && fixed_end <= cd_offset;
+}
+
+Error local_header_outside(const Entry& e) {
+  return bad("local header lies outside the entry area").with_entry(e.name).with_offset(e.header_offset);
+}
+
+// The local header's sizes (through its ZIP64 block when saturated), into usize / csize.
+Status resolve_local_sizes(const LocalHeader& h, const ExtraInfo& extra, std::uint64_t& usize, std::uint64_t& csize) {
+  usize = h.size;
+  csize = h.compressed_size;
+  if (usize != kSaturated32 && csize != kSaturated32) return Status::ok();
+  // A local ZIP64 block carries both sizes (APPNOTE 4.5.3).
+  Zip64Extra z;
+  if (!extra.has_zip64 || extra.zip64.size() != 16 || records::decode(extra.zip64, true, true, false, false, z) != Decoded::Ok) {
+    return bad("local header ZIP64 block must hold both sizes");
+  }
+  usize = *z.size;
+  csize = *z.compressed_size;
+  return Status::ok();
+}
+
+// Checks entry `e`'s local header `h` against its central record. `variable_part(n)` yields the n bytes
+// after the fixed header (name and extra field), called once the header proves they lie before the
+// central directory. Sets e.data_offset, and for an entry with a data descriptor, e.descriptor_size to
+// the descriptor's size without signature (check_layout settles it).
+template <class VariablePart>
+Status check_local_header(Entry& e, std::span<const std::byte> fixed, std::uint64_t cd_offset, VariablePart&& variable_part) {
+  LocalHeader h;
+  if (records::decode(fixed, h) != Decoded::Ok) return bad("bad local header signature");
+  // With a data descriptor the writer may leave CRC and sizes zero here (APPNOTE 4.4.4).
+  const bool deferred = (e.flags & kFlagDataDescriptor) != 0;
+  if ((h.version_needed & 0xFF) > kMaxVersionNeeded) return unsupported("local header needs a newer ZIP version");
+  if (h.flags != e.flags) return bad("local header flags differ from the central directory");
+  if (h.method != e.method) return bad("local header method differs from the central directory");
+  if (h.crc32 != e.crc32 && !(deferred && h.crc32 == 0)) return bad("local header CRC differs from the central directory");
+  const std::uint64_t name_len = h.name_length, extra_len = h.extra_length;
+  const std::uint64_t fixed_end = e.header_offset + LocalHeader::kSize;
+  if (cd_offset - fixed_end < name_len + extra_len) return bad("local header runs into the central directory");
+  SW_ASSIGN_OR_RETURN(std::span<const std::byte> var, variable_part(name_len + extra_len));
+  if (name_len != e.name.size() || std::memcmp(var.data(), e.name.data(), e.name.size()) != 0) {
+    return bad("local header name differs from the central directory");
+  }
+  ExtraInfo extra;
+  SW_RETURN_IF_ERROR(parse_extra(var.subspan(static_cast<std::size_t>(name_len)), extra));
+  std::uint64_t usize = 0, csize = 0;
+  SW_RETURN_IF_ERROR(resolve_local_sizes(h, extra, usize, csize));
+  const bool sizes_deferred = deferred && usize == 0 && csize == 0;
+  if (!sizes_deferred && (usize != e.size || csize != e.compressed_size)) return bad("local header sizes differ from the central directory");
+  e.data_offset = fixed_end + name_len + extra_len;
+  if (cd_offset - e.data_offset < e.compressed_size) return bad("entry data runs into the central directory");
+  // The descriptor's sizes are 8 bytes when the local header has a ZIP64 block (APPNOTE 4.3.9.2).
+  if (deferred) e.descriptor_size = DataDescriptor::encoded_size(extra.has_zip64, false);
+  return Status::ok();
+}
+
+Status with_entry_context(Status s, const Entry& e) {
+  if (s.is_ok()) return s;
+  return std::move(s.error().with_entry(e.name).with_offset(e.header_offset));
+}
+
+// A mapped archive is checked in place.
+Status read_local_headers_mapped(const ByteSource& src, std::uint64_t cd_offset, std::vector<Entry>& entries) {
+  for (Entry& e : entries) {
+    if (!local_header_inside(e, cd_offset)) return local_header_outside(e);
+    auto variable = [&](std::uint64_t n) -> Result<std::span<const std::byte>> {
+      return src.view(e.header_offset + LocalHeader::kSize, n);
+    };
+    SW_RETURN_IF_ERROR(with_entry_context(check_local_header(e, src.view(e.header_offset, LocalHeader::kSize), cd_offset, variable), e));
+  }
+  return Status::ok();
+}
+
+// Bytes read first for an entry's local header: the fixed part, the name the central directory gives
+// and room for a ZIP64 extra block, as far as the central directory.
+std::uint64_t first_read_length(const Entry& e, std::uint64_t cd_offset) {
+  constexpr std::uint64_t kExtraGuess = 64;
+  return std::min<std::uint64_t>(LocalHeader::kSize + e.name.size() + kExtraGuess, cd_offset - e.header_offset);
+}
+
+// Any other source gets the headers of a window of entries with one read_ranges() call (over HTTP, a
+// few parallel requests instead of two round trips per entry), then the same checks in entry order. An
+// entry whose local extra field is longer than guessed (alignment padding) gets a second read.
+Status read_local_headers_window(const ByteSource& src, std::uint64_t cd_offset, std::span<Entry> window) {
+  std::vector<ByteRange> ranges;
+  std::vector<std::uint64_t> first_at(window.size(), UINT64_MAX), second_at(window.size(), UINT64_MAX);
+  std::uint64_t total = 0;
+  for (std::size_t i = 0; i < window.size(); ++i) {
+    if (!local_header_inside(window[i], cd_offset)) continue;
+    const std::uint64_t len = first_read_length(window[i], cd_offset);
+    ranges.push_back({window[i].header_offset, len});
+    first_at[i] = total;
+    total += len;
+  }
+  std::vector<std::byte> first_buf(static_cast<std::size_t>(total));
+  SW_RETURN_IF_ERROR(src.read_ranges(ranges, first_buf));
+  // Second reads: the variable parts that did not fit, for headers that are otherwise readable.
+  ranges.clear();
+  total = 0;
+  for (std::size_t i = 0; i < window.size(); ++i) {
+    if (first_at[i] == UINT64_MAX) continue;
+    const Entry& e = window[i];
+    LocalHeader h;
+    // A header without its signature fails in check_local_header before its variable part is needed.
+    if (records::decode({first_buf.data() + first_at[i], LocalHeader::kSize}, h) != Decoded::Ok) continue;
+    const std::uint64_t var_len = std::uint64_t{h.name_length} + h.extra_length;
+    if (LocalHeader::kSize + var_len <= first_read_length(e, cd_offset) || cd_offset - e.header_offset - LocalHeader::kSize < var_len) continue;
+    ranges.push_back({e.header_offset + LocalHeader::kSize, var_len});
+    second_at[i] = total;
+    total += var_len;
+  }
+  std::vector<std::byte> second_buf(static_cast<std::size_t>(total));
+  SW_RETURN_IF_ERROR(src.read_ranges(ranges, second_buf));
+  for (std::size_t i = 0; i < window.size(); ++i) {
+    Entry& e = window[i];
+    if (first_at[i] == UINT64_MAX) return local_header_outside(e);
+    const std::span<const std::byte> got(first_buf.data() + first_at[i], static_cast<std::size_t>(first_read_length(e, cd_offset)));
+    auto variable = [&](std::uint64_t n) -> Result<std::span<const std::byte>> {
+      if (LocalHeader::kSize + n <= got.size()) return got.subspan(LocalHeader::kSize, static_cast<std::size_t>(n));
+      return std::span<const std::byte>(second_buf.data() + second_at[i], static_cast<std::size_t>(n));
+    };
+    SW_RETURN_IF_ERROR(with_entry_context(check_local_header(e, got.first(LocalHeader::kSize), cd_offset, variable), e));
+  }
+  return Status::ok();
+}
+
+// Local headers agree with the central directory.
+Status read_local_headers(const ByteSource& src, std::uint64_t cd_offset, std::vector<Entry>& entries) {
+  if (src.mapped() != nullptr) return read_local_headers_mapped(src, cd_offset, entries);
+  for (std::size_t w = 0; w < entries.size(); w += kReadWindow) {
+    const std::size_t n = std::min(kReadWindow, entries.size() - w);
+    SW_RETURN_IF_ERROR(read_local_headers_window(src, cd_offset, std::span<Entry>(entries).subspan(w, n)));
+  }
+  return Status::ok();
+}
+
+// ---- Layout and data descriptors --------------------------------------------------------------------
+
+// A data descriptor placed by check_layout, to be read and compared with the central directory.
+struct PendingDescriptor {
+  Entry* entry;
+  std::uint64_t offset;
+  bool zip64;
+  bool signature;
+};
+
+// The descriptor of `e`, whose data ends at `data_end`, with the next record at `next`: the bytes
+// between are exactly one descriptor, with or without its signature.
+Result<PendingDescriptor> place_descriptor(Entry& e, std::uint64_t data_end, std::uint64_t next) {
+  const std::uint64_t bare = e.descriptor_size;  // as check_local_header set it: no signature
+  const bool zip64 = bare == DataDescriptor::encoded_size(true, false);
+  const std::uint64_t gap = next - data_end;
+  auto fail = [&](std::string message) -> Result<PendingDescriptor> {
+    return bad(std::move(message)).with_entry(e.name).with_offset(data_end);
+  };
+  if (gap < bare) {
+    return fail("data descriptor missing: " + std::to_string(gap) + " bytes after the entry's data, " + std::to_string(bare) + " needed");
+  }
+  const std::uint64_t with_signature = DataDescriptor::encoded_size(zip64, true);
+  if (gap > with_signature) return fail(std::to_string(gap - with_signature) + " unaccounted bytes after the data descriptor");
+  if (gap != bare && gap != with_signature) {
+    return fail(std::to_string(gap) + " bytes after the entry's data: neither a data descriptor (" + std::to_string(bare) +
+                ") nor one with its signature (" + std::to_string(with_signature) + ")");
+  }
+  e.descriptor_size = gap;
+  return PendingDescriptor{&e, data_end, zip64, gap == with_signature};
+}
+
+// Entries tile the area before the central directory: no prepended bytes, gaps or overlaps. An
+// entry's data descriptor, if any, is part of the entry; its placement is returned for checking.
+Result<std::vector<PendingDescriptor>> check_layout(std::vector<Entry>& entries, std::uint64_t cd_offset) {
+  std::vector<Entry*> by_offset;
+  by_offset.reserve(entries.size());
+  for (Entry& e : entries) by_offset.push_back(&e);
+  std::sort(by_offset.begin(), by_offset.end(), [](const Entry* a, const Entry* b) { return a->header_offset < b->header_offset; });
+  std::vector<PendingDescriptor> descriptors;
+  std::uint64_t expected = 0;
+  for (std::size_t i = 0; i < by_offset.size(); ++i) {
+    Entry& e = *by_offset[i];
+    if (e.header_offset < expected) return bad("entry overlaps the previous one").with_entry(e.name).with_offset(e.header_offset);
+    if (e.header_offset > expected) {
+      return bad(std::to_string(e.header_offset - expected) + " unaccounted bytes before this entry (prepended data or a hidden gap)")
+          .with_entry(e.name)
+          .with_offset(expected);
+    }
+    expected = e.data_offset + e.compressed_size;  // no overflow: check_local_header kept it before cd_offset
+    if (e.descriptor_size == 0) continue;
+    const std::uint64_t next = i + 1 < by_offset.size() ? by_offset[i + 1]->header_offset : cd_offset;
+    if (next < expected) continue;  // the next entry overlaps this one's data: reported above
+    SW_ASSIGN_OR_RETURN(PendingDescriptor d, place_descriptor(e, expected, next));
+    descriptors.push_back(d);
+    expected += e.descriptor_size;
+  }
+  if (expected != cd_offset) {
+    return bad(std::to_string(cd_offset - expected) + " unaccounted bytes before the central directory").with_offset(expected);
+  }
+  return descriptors;
+}
+
+// The descriptor's bytes agree with the central directory: CRC and both sizes.
+Status check_descriptor(const PendingDescriptor& d, std::span<const std::byte> bytes) {
+  const Entry& e = *d.entry;
+  auto fail = [&](std::string message) -> Status { return bad(std::move(message)).with_entry(e.name).with_offset(d.offset); };
+  DataDescriptor desc;
+  if (records::decode(bytes, d.zip64, d.signature, desc) != Decoded::Ok) {
+    return fail("4 unaccounted bytes before the data descriptor (no descriptor signature)");
+  }
+  if (desc.crc32 != e.crc32) return fail("data descriptor CRC differs from the central directory");
+  if (desc.size != e.size || desc.compressed_size != e.compressed_size) return fail("data descriptor sizes differ from the central directory");
+  return Status::ok();
+}
+
+// Reads every placed descriptor (in place when mapped, else a window at a time) and checks it.
+Status verify_descriptors(const ByteSource& src, std::span<const PendingDescriptor> descriptors) {
+  std::vector<ByteRange> ranges;
+  std::vector<std::byte> buf;
+  for (std::size_t w = 0; w < descriptors.size(); w += kReadWindow) {
+    const auto window = descriptors.subspan(w, std::min(kReadWindow, descriptors.size() - w));
+    const bool mapped = src.mapped() != nullptr;
+    ranges.clear();
+    std::uint64_t total = 0;
+    for (const PendingDescriptor& d : window) {
+      ranges.push_back({d.offset, d.entry->descriptor_size});
+      total += d.entry->descriptor_size;
+    }
+    if (!mapped) {
+      buf.resize(static_cast<std::size_t>(total));
+      SW_RETURN_IF_ERROR(src.read_ranges(ranges, buf));
+    }
+    std::uint64_t at = 0;
+    for (std::size_t i = 0; i < window.size(); ++i) {
+      const auto length = static_cast<std::size_t>(ranges[i].length);
+      auto bytes = mapped ? src.view(ranges[i].offset, length) : std::span<const std::byte>(buf.data() + at, length);
+      SW_RETURN_IF_ERROR(check_descriptor(window[i], bytes));
+      at += length;
+    }
+  }
   return Status::ok();
 }
 
@@ -109,303 +613,27 @@ std::uint32_t crc32(std::uint32_t crc, std::span<const std::byte> bytes) noexcep
 }
 
 Result<Archive> Archive::open(SourcePtr source, const ArchiveLimits& limits) {
-  const ByteSource& src = *source;
-  const std::uint64_t size = src.size();
-  auto fail = [&](Error e) -> Result<Archive> { return std::move(e.with_file(src.name())); };
-  if (size < kEocdSize) return fail(bad("file too small to be a ZIP archive (" + std::to_string(size) + " bytes)"));
+  return open(std::move(source), ArchivePolicy::Strict, limits);
+}
 
-  // 1. End of central directory: the one record whose comment ends exactly at the end of the file.
-  std::vector<std::byte> tail_buf;
-  const std::uint64_t window = std::min(size, kEocdSize + kMaxComment);
-  SW_ASSIGN_OR_RETURN(auto tail, fetch(src, size - window, window, tail_buf));
-  std::uint64_t eocd_in_tail = UINT64_MAX;
-  int candidates = 0;
-  std::uint64_t last_signature = UINT64_MAX;
-  for (std::uint64_t p = window - kEocdSize + 1; p-- > 0;) {
-    if (le::u32(tail.data() + p) != kEocdSig) continue;
-    if (last_signature == UINT64_MAX) last_signature = p;
-    if (p + kEocdSize + le::u16(tail.data() + p + 20) == window) {
-      ++candidates;
-      if (eocd_in_tail == UINT64_MAX) eocd_in_tail = p;
-    }
-  }
-  if (candidates == 0) {
-    if (last_signature != UINT64_MAX) {
-      return fail(bad("bytes after the end-of-central-directory record (trailing data)").with_offset(size - window + last_signature));
-    }
-    return fail(bad("no end-of-central-directory record: not a ZIP archive"));
-  }
-  if (candidates > 1) return fail(bad("several end-of-central-directory records could end the file (a comment hides one)"));
-  const std::uint64_t eocd_pos = size - window + eocd_in_tail;
-  const std::byte* eocd = tail.data() + eocd_in_tail;
-  {
-    // The comment may not contain anything that looks like an end record to another reader.
-    std::span<const std::byte> comment = tail.subspan(static_cast<std::size_t>(eocd_in_tail + kEocdSize));
-    for (std::size_t i = 0; i + 4 <= comment.size(); ++i) {
-      std::uint32_t sig = le::u32(comment.data() + i);
-      if (sig == kEocdSig || sig == kZip64EocdSig || sig == kZip64LocatorSig || sig == kCentralSig) {
-        return fail(bad("archive comment contains a ZIP record signature").with_offset(eocd_pos + kEocdSize + i));
-      }
-    }
-  }
-  std::uint64_t disk = le::u16(eocd + 4), cd_disk = le::u16(eocd + 6);
-  std::uint64_t count_disk = le::u16(eocd + 8), count = le::u16(eocd + 10);
-  std::uint64_t cd_size = le::u32(eocd + 12), cd_offset = le::u32(eocd + 16);
-
-  // 2. ZIP64 end records, immediately before the classic one.
+Result<Archive> Archive::open(SourcePtr source, ArchivePolicy policy, const ArchiveLimits& limits) {
   Archive archive;
-  std::uint64_t cd_end = eocd_pos;
-  if (eocd_pos >= kLocatorSize) {
-    std::byte loc[kLocatorSize];
-    SW_RETURN_IF_ERROR(src.read_at(eocd_pos - kLocatorSize, loc));
-    if (le::u32(loc) == kZip64LocatorSig) {
-      const std::uint64_t locator_pos = eocd_pos - kLocatorSize;
-      if (le::u32(loc + 4) != 0 || le::u32(loc + 16) != 1) return fail(unsupported("multi-disk archive (ZIP64 locator)").with_offset(locator_pos));
-      const std::uint64_t z_pos = le::u64(loc + 8);
-      if (z_pos > locator_pos || locator_pos - z_pos < kZip64EocdSize) {
-        return fail(bad("ZIP64 locator points outside the file").with_offset(locator_pos));
-      }
-      std::byte z[kZip64EocdSize];
-      SW_RETURN_IF_ERROR(src.read_at(z_pos, z));
-      if (le::u32(z) != kZip64EocdSig) return fail(bad("no ZIP64 end-of-central-directory record where the locator points").with_offset(z_pos));
-      const std::uint64_t rest = le::u64(z + 4);
-      if (rest < kZip64EocdSize - 12 || rest != locator_pos - z_pos - 12) {
-        return fail(bad("ZIP64 end record size does not reach the locator exactly").with_offset(z_pos));
-      }
-      if ((le::u16(z + 14) & 0xFF) > kMaxVersionNeeded) return fail(unsupported("ZIP64 end record needs a newer ZIP version").with_offset(z_pos));
-      if (le::u32(z + 16) != 0 || le::u32(z + 20) != 0) return fail(unsupported("multi-disk archive").with_offset(z_pos));
-      const std::uint64_t z_count_disk = le::u64(z + 24), z_count = le::u64(z + 32);
-      const std::uint64_t z_cd_size = le::u64(z + 40), z_cd_offset = le::u64(z + 48);
-      // Classic fields either hold the same value or are saturated.
-      auto agrees = [](std::uint64_t classic, std::uint64_t full, std::uint64_t saturated) {
-        return classic == full || classic == saturated;
-      };
-      if (!agrees(disk, 0, 0xFFFF) || !agrees(cd_disk, 0, 0xFFFF) || !agrees(count_disk, z_count_disk, 0xFFFF) ||
-          !agrees(count, z_count, 0xFFFF) || !agrees(cd_size, z_cd_size, 0xFFFFFFFF) ||
-          !agrees(cd_offset, z_cd_offset, 0xFFFFFFFF)) {
-        return fail(bad("end-of-central-directory record disagrees with the ZIP64 end record").with_offset(eocd_pos));
-      }
-      disk = cd_disk = 0;
-      count_disk = z_count_disk;
-      count = z_count;
-      cd_size = z_cd_size;
-      cd_offset = z_cd_offset;
-      cd_end = z_pos;
-      archive.zip64_ = true;
-    }
-  }
-  // A count of exactly 65535 is real (CPython adds ZIP64 records only above it); saturated 32-bit
-  // fields are not.
-  if (!archive.zip64_ && (cd_size == 0xFFFFFFFF || cd_offset == 0xFFFFFFFF)) {
-    return fail(bad("saturated end-of-central-directory fields but no ZIP64 end records").with_offset(eocd_pos));
-  }
-  if (disk != 0 || cd_disk != 0) return fail(unsupported("multi-disk archive").with_offset(eocd_pos));
-  if (count_disk != count) return fail(bad("entry counts in the end record disagree").with_offset(eocd_pos));
-
-  // 3. The central directory ends exactly where the end records start: no gap, nothing prepended.
-  std::uint64_t cd_stop = 0;
-  if (__builtin_add_overflow(cd_offset, cd_size, &cd_stop) || cd_stop > cd_end) {
-    return fail(bad("central directory runs past the end records").with_offset(cd_offset));
-  }
-  if (cd_stop != cd_end) {
-    return fail(bad(std::to_string(cd_end - cd_stop) + " unaccounted bytes between the central directory and the end records "
-                    "(prepended data or a hidden gap)")
-                    .with_offset(cd_stop));
-  }
-  if (count > limits.max_entries) return fail(Error(ErrorKind::ResourceLimit, "more than " + std::to_string(limits.max_entries) + " entries"));
-  if (cd_size > limits.max_central_directory) return fail(Error(ErrorKind::ResourceLimit, "central directory too large"));
-  if (count > cd_size / kCentralSize) return fail(bad("entry count does not fit in the central directory").with_offset(eocd_pos));
-
-  std::vector<std::byte> cd_buf;
-  SW_ASSIGN_OR_RETURN(auto cd, fetch(src, cd_offset, cd_size, cd_buf));
-
-  // 4. Central-directory records.
-  archive.entries_.reserve(static_cast<std::size_t>(count));
-  std::uint64_t pos = 0;
-  for (std::uint64_t i = 0; i < count; ++i) {
-    const std::uint64_t at = cd_offset + pos;
-    if (cd_size - pos < kCentralSize) return fail(bad("central directory truncated").with_offset(at));
-    const std::byte* r = cd.data() + pos;
-    if (le::u32(r) != kCentralSig) return fail(bad("bad central directory record signature").with_offset(at));
-    const std::uint16_t needed = le::u16(r + 6), flags = le::u16(r + 8), method = le::u16(r + 10);
-    const std::uint32_t crc = le::u32(r + 16);
-    std::uint64_t csize = le::u32(r + 20), usize = le::u32(r + 24);
-    const std::uint64_t name_len = le::u16(r + 28), extra_len = le::u16(r + 30), comment_len = le::u16(r + 32);
-    std::uint64_t disk_start = le::u16(r + 34), header_offset = le::u32(r + 42);
-    if (cd_size - pos - kCentralSize < name_len + extra_len + comment_len) return fail(bad("central directory record runs past the directory").with_offset(at));
-    Entry e;
-    e.name.assign(reinterpret_cast<const char*>(r + kCentralSize), static_cast<std::size_t>(name_len));
-    auto entry_fail = [&](Error err) { return fail(std::move(err.with_entry(e.name).with_offset(at))); };
-    if ((needed & 0xFF) > kMaxVersionNeeded) return entry_fail(unsupported("entry needs ZIP version " + std::to_string((needed & 0xFF) / 10) + "." + std::to_string((needed & 0xFF) % 10)));
-    if (auto s = check_flags(flags, method); !s.is_ok()) return entry_fail(std::move(s).error());
-    if (auto s = check_name(e.name, flags); !s.is_ok()) return entry_fail(std::move(s).error());
-
-    ExtraInfo extra;
-    if (auto s = parse_extra(cd.subspan(static_cast<std::size_t>(pos + kCentralSize + name_len), static_cast<std::size_t>(extra_len)), extra); !s.is_ok()) {
-      return entry_fail(std::move(s).error());
-    }
-    if (extra.has_zip64) {
-      // Exactly the saturated fields, in order: size, compressed size, header offset, disk.
-      std::size_t need = (usize == 0xFFFFFFFF) * 8 + (csize == 0xFFFFFFFF) * 8 + (header_offset == 0xFFFFFFFF) * 8 + (disk_start == 0xFFFF) * 4;
-      if (extra.zip64.size() != need) return entry_fail(bad("ZIP64 extra block does not match the saturated fields"));
-      std::size_t z = 0;
-      if (usize == 0xFFFFFFFF) usize = le::u64(extra.zip64.data() + z), z += 8;
-      if (csize == 0xFFFFFFFF) csize = le::u64(extra.zip64.data() + z), z += 8;
-      if (header_offset == 0xFFFFFFFF) header_offset = le::u64(extra.zip64.data() + z), z += 8;
-      if (disk_start == 0xFFFF) disk_start = le::u32(extra.zip64.data() + z);
-    } else if (usize == 0xFFFFFFFF || csize == 0xFFFFFFFF || header_offset == 0xFFFFFFFF) {
-      return entry_fail(bad("saturated size or offset without a ZIP64 extra block"));
-    }
-    if (disk_start != 0) return entry_fail(unsupported("entry on another disk"));
-    if (method == 0 && csize != usize) return entry_fail(bad("stored entry whose compressed and uncompressed sizes differ"));
-    e.header_offset = header_offset;
-    e.size = usize;
-    e.compressed_size = csize;
-    e.crc32 = crc;
-    e.method = method;
-    e.flags = flags;
-    archive.entries_.push_back(std::move(e));
-    pos += kCentralSize + name_len + extra_len + comment_len;
-  }
-  if (pos != cd_size) {
-    return fail(bad("central directory holds " + std::to_string(cd_size - pos) + " bytes beyond its " + std::to_string(count) +
-                    " records (the entry count and the directory size disagree)")
-                    .with_offset(cd_offset + pos));
-  }
-
-  // 5. Unique names.
-  archive.sorted_.resize(archive.entries_.size());
-  for (std::size_t i = 0; i < archive.sorted_.size(); ++i) archive.sorted_[i] = i;
-  std::sort(archive.sorted_.begin(), archive.sorted_.end(),
-            [&](std::size_t a, std::size_t b) { return archive.entries_[a].name < archive.entries_[b].name; });
-  for (std::size_t i = 1; i < archive.sorted_.size(); ++i) {
-    const Entry& e = archive.entries_[archive.sorted_[i]];
-    if (e.name == archive.entries_[archive.sorted_[i - 1]].name) return fail(bad("duplicate entry name").with_entry(e.name));
-  }
-
-  // 6. Local headers agree with the central directory. A mapped archive is checked in place; any
-  // other source gets the headers of a window of entries with one read_ranges() call (over HTTP, a
-  // few parallel requests instead of two round trips per entry), then the same checks in entry order.
-  auto check_local = [&](Entry& e, std::span<const std::byte> h, auto&& variable_part) -> Status {
-    auto entry_fail = [&](Error err) -> Status { return std::move(err.with_file(src.name()).with_entry(e.name).with_offset(e.header_offset)); };
-    if (le::u32(h.data()) != kLocalSig) return entry_fail(bad("bad local header signature"));
-    if ((le::u16(h.data() + 4) & 0xFF) > kMaxVersionNeeded) return entry_fail(unsupported("local header needs a newer ZIP version"));
-    if (le::u16(h.data() + 6) != e.flags) return entry_fail(bad("local header flags differ from the central directory"));
-    if (le::u16(h.data() + 8) != e.method) return entry_fail(bad("local header method differs from the central directory"));
-    if (le::u32(h.data() + 14) != e.crc32) return entry_fail(bad("local header CRC differs from the central directory"));
-    std::uint64_t csize = le::u32(h.data() + 18), usize = le::u32(h.data() + 22);
-    const std::uint64_t name_len = le::u16(h.data() + 26), extra_len = le::u16(h.data() + 28);
-    const std::uint64_t fixed_end = e.header_offset + kLocalSize;
-    if (cd_offset - fixed_end < name_len + extra_len) return entry_fail(bad("local header runs into the central directory"));
-    SW_ASSIGN_OR_RETURN(std::span<const std::byte> var, variable_part(name_len + extra_len));
-    if (name_len != e.name.size() || std::memcmp(var.data(), e.name.data(), e.name.size()) != 0) {
-      return entry_fail(bad("local header name differs from the central directory"));
-    }
-    ExtraInfo extra;
-    if (auto s = parse_extra(var.subspan(static_cast<std::size_t>(name_len)), extra); !s.is_ok()) return entry_fail(std::move(s).error());
-    if (usize == 0xFFFFFFFF || csize == 0xFFFFFFFF) {
-      // A local ZIP64 block carries both sizes (APPNOTE 4.5.3).
-      if (!extra.has_zip64 || extra.zip64.size() != 16) return entry_fail(bad("local header ZIP64 block must hold both sizes"));
-      usize = le::u64(extra.zip64.data());
-      csize = le::u64(extra.zip64.data() + 8);
-    }
-    if (usize != e.size || csize != e.compressed_size) return entry_fail(bad("local header sizes differ from the central directory"));
-    e.data_offset = fixed_end + name_len + extra_len;
-    if (cd_offset - e.data_offset < e.compressed_size) return entry_fail(bad("entry data runs into the central directory"));
-    return Status::ok();
-  };
-  auto inside = [&](const Entry& e) {
-    std::uint64_t fixed_end = 0;
-    return !__builtin_add_overflow(e.header_offset, kLocalSize, &fixed_end) && fixed_end <= cd_offset;
-  };
-  auto outside_fail = [&](const Entry& e) {
-    return fail(bad("local header lies outside the entry area").with_entry(e.name).with_offset(e.header_offset));
-  };
-  if (src.mapped() != nullptr) {
-    for (Entry& e : archive.entries_) {
-      if (!inside(e)) return outside_fail(e);
-      auto h = src.view(e.header_offset, kLocalSize);
-      auto variable = [&](std::uint64_t n) -> Result<std::span<const std::byte>> {
-        return src.view(e.header_offset + kLocalSize, n);
-      };
-      SW_RETURN_IF_ERROR(check_local(e, h, variable));
-    }
-  } else {
-    // Read per entry: the fixed header, the name the central directory gives and room for a ZIP64
-    // extra block. An entry whose local extra field is longer (alignment padding) gets a second read.
-    // Windows of entries keep the scratch memory bounded whatever the entry count.
-    constexpr std::size_t kWindow = 128;
-    constexpr std::uint64_t kExtraGuess = 64;
-    std::vector<ByteRange> ranges;
-    std::vector<std::byte> first_buf, second_buf;
-    std::vector<std::uint64_t> first_at, second_at;
-    for (std::size_t w = 0; w < archive.entries_.size(); w += kWindow) {
-      const std::size_t w_end = std::min(archive.entries_.size(), w + kWindow);
-      ranges.clear();
-      first_at.assign(w_end - w, UINT64_MAX);
-      std::uint64_t total = 0;
-      for (std::size_t i = w; i < w_end; ++i) {
-        const Entry& e = archive.entries_[i];
-        if (!inside(e)) continue;
-        const std::uint64_t len = std::min<std::uint64_t>(kLocalSize + e.name.size() + kExtraGuess, cd_offset - e.header_offset);
-        ranges.push_back({e.header_offset, len});
-        first_at[i - w] = total;
-        total += len;
-      }
-      first_buf.resize(static_cast<std::size_t>(total));
-      SW_RETURN_IF_ERROR(src.read_ranges(ranges, first_buf));
-      // Second reads: the variable parts that did not fit, for headers that are otherwise readable.
-      ranges.clear();
-      second_at.assign(w_end - w, UINT64_MAX);
-      total = 0;
-      for (std::size_t i = w; i < w_end; ++i) {
-        const Entry& e = archive.entries_[i];
-        if (first_at[i - w] == UINT64_MAX) continue;
-        const std::byte* h = first_buf.data() + first_at[i - w];
-        const std::uint64_t got = std::min<std::uint64_t>(kLocalSize + e.name.size() + kExtraGuess, cd_offset - e.header_offset);
-        const std::uint64_t var_len = std::uint64_t{le::u16(h + 26)} + le::u16(h + 28);
-        if (kLocalSize + var_len <= got || cd_offset - e.header_offset - kLocalSize < var_len) continue;
-        ranges.push_back({e.header_offset + kLocalSize, var_len});
-        second_at[i - w] = total;
-        total += var_len;
-      }
-      second_buf.resize(static_cast<std::size_t>(total));
-      SW_RETURN_IF_ERROR(src.read_ranges(ranges, second_buf));
-      for (std::size_t i = w; i < w_end; ++i) {
-        Entry& e = archive.entries_[i];
-        if (first_at[i - w] == UINT64_MAX) return outside_fail(e);
-        const std::span<const std::byte> got(first_buf.data() + first_at[i - w],
-                                             static_cast<std::size_t>(std::min<std::uint64_t>(kLocalSize + e.name.size() + kExtraGuess,
-                                                                                              cd_offset - e.header_offset)));
-        auto variable = [&](std::uint64_t n) -> Result<std::span<const std::byte>> {
-          if (kLocalSize + n <= got.size()) return got.subspan(kLocalSize, static_cast<std::size_t>(n));
-          return std::span<const std::byte>(second_buf.data() + second_at[i - w], static_cast<std::size_t>(n));
-        };
-        SW_RETURN_IF_ERROR(check_local(e, got.first(kLocalSize), variable));
-      }
-    }
-  }
-
-  // 7. Entries tile the area before the central directory: no prepended bytes, gaps or overlaps.
-  std::vector<const Entry*> by_offset;
-  by_offset.reserve(archive.entries_.size());
-  for (const Entry& e : archive.entries_) by_offset.push_back(&e);
-  std::sort(by_offset.begin(), by_offset.end(), [](const Entry* a, const Entry* b) { return a->header_offset < b->header_offset; });
-  std::uint64_t expected = 0;
-  for (const Entry* e : by_offset) {
-    if (e->header_offset < expected) return fail(bad("entry overlaps the previous one").with_entry(e->name).with_offset(e->header_offset));
-    if (e->header_offset > expected) {
-      return fail(bad(std::to_string(e->header_offset - expected) + " unaccounted bytes before this entry (prepended data or a hidden gap)")
-                      .with_entry(e->name)
-                      .with_offset(expected));
-    }
-    expected = e->data_offset + e->compressed_size;
-  }
-  if (expected != cd_offset) {
-    return fail(bad(std::to_string(cd_offset - expected) + " unaccounted bytes before the central directory").with_offset(expected));
-  }
+  Status opened = archive.read_structure(*source, policy, limits);
+  if (!opened.is_ok()) return std::move(opened.error().with_file(source->name()));
   archive.source_ = std::move(source);
   return archive;
+}
+
+Status Archive::read_structure(const ByteSource& src, ArchivePolicy policy, const ArchiveLimits& limits) {
+  SW_ASSIGN_OR_RETURN(EndRecords end, locate_end_record(src));
+  SW_RETURN_IF_ERROR(read_zip64_end_records(src, end));
+  SW_RETURN_IF_ERROR(check_end_records(end, limits));
+  zip64_ = end.zip64;
+  SW_ASSIGN_OR_RETURN(entries_, read_central_directory(src, end, policy));
+  SW_RETURN_IF_ERROR(sort_unique_names(entries_, sorted_));
+  SW_RETURN_IF_ERROR(read_local_headers(src, end.cd_offset, entries_));
+  SW_ASSIGN_OR_RETURN(std::vector<PendingDescriptor> descriptors, check_layout(entries_, end.cd_offset));
+  return verify_descriptors(src, descriptors);
 }
 
 const Entry* Archive::find(std::string_view name) const noexcept {

@@ -10,9 +10,20 @@
 #include "core/status_macros.h"
 #include "io/posix_util.h"
 #include "safeweights/zip.h"
+#include "zip/records.h"
 
 namespace safeweights::zip {
 namespace {
+
+using records::CentralHeader;
+using records::EndOfCentralDirectory;
+using records::ExtraBlockHeader;
+using records::LocalHeader;
+using records::Zip64EndOfCentralDirectory;
+using records::Zip64Extra;
+using records::Zip64Locator;
+using records::kSaturated16;
+using records::kSaturated32;
 
 constexpr std::uint64_t kZip64Limit = (1ull << 31) - 1;  // CPython switches to ZIP64 above this
 constexpr std::uint16_t kVersion = 45;                    // 4.5: ZIP64
@@ -27,6 +38,56 @@ bool is_ascii(std::string_view s) {
     if (static_cast<unsigned char>(c) >= 0x80) return false;
   }
   return true;
+}
+
+// The entry's central directory record: ZIP64 only for what exceeds CPython's limit.
+void append_central_header(const Entry& e, std::string& out) {
+  const bool big_size = e.size > kZip64Limit;
+  const bool big_offset = e.header_offset > kZip64Limit;
+  std::string extra;
+  if (big_size || big_offset) {
+    Zip64Extra z;
+    if (big_size) z.size = e.size, z.compressed_size = e.compressed_size;
+    if (big_offset) z.header_offset = e.header_offset;
+    records::encode(z, extra);
+  }
+  CentralHeader h;
+  h.version_made_by = kVersionMadeBy;
+  h.version_needed = kVersion;
+  h.flags = e.flags;
+  h.date = kDosDate1980;
+  h.crc32 = e.crc32;
+  h.compressed_size = big_size ? kSaturated32 : static_cast<std::uint32_t>(e.compressed_size);
+  h.size = big_size ? kSaturated32 : static_cast<std::uint32_t>(e.size);
+  h.name_length = static_cast<std::uint16_t>(e.name.size());
+  h.extra_length = static_cast<std::uint16_t>(extra.size());
+  h.external_attributes = kExternalAttributes;
+  h.header_offset = big_offset ? kSaturated32 : static_cast<std::uint32_t>(e.header_offset);
+  records::encode(h, out);
+  out += e.name;
+  out += extra;
+}
+
+// The end records after a central directory of `cd_size` bytes at `cd_offset`: ZIP64 ones only where
+// CPython writes them, then the classic one with saturated fields.
+void append_end_records(std::uint64_t cd_offset, std::uint64_t cd_size, std::uint64_t count, std::string& out) {
+  if (count > kSaturated16 || cd_offset > kZip64Limit || cd_size > kZip64Limit) {
+    Zip64EndOfCentralDirectory z;
+    z.version_made_by = kVersion;
+    z.version_needed = kVersion;
+    z.count_on_disk = z.count = count;
+    z.cd_size = cd_size;
+    z.cd_offset = cd_offset;
+    records::encode(z, out);
+    Zip64Locator locator;
+    locator.eocd64_offset = cd_offset + cd_size;
+    records::encode(locator, out);
+  }
+  EndOfCentralDirectory eocd;
+  eocd.count_on_disk = eocd.count = static_cast<std::uint16_t>(std::min<std::uint64_t>(count, kSaturated16));
+  eocd.cd_size = static_cast<std::uint32_t>(std::min<std::uint64_t>(cd_size, kSaturated32));
+  eocd.cd_offset = static_cast<std::uint32_t>(std::min<std::uint64_t>(cd_offset, kSaturated32));
+  records::encode(eocd, out);
 }
 
 }  // namespace
@@ -55,16 +116,16 @@ Status Writer::write_entry(std::string_view name, std::uint64_t size, const Prod
 
   // Local header: ZIP64 sizes always (as CPython's force_zip64), then optional alignment padding.
   std::string extra;
-  le::append(extra, 0x0001, 2);
-  le::append(extra, 16, 2);
-  le::append(extra, size, 8);
-  le::append(extra, size, 8);
+  Zip64Extra sizes;
+  sizes.size = sizes.compressed_size = size;
+  records::encode(sizes, extra);
   const std::uint32_t align = options_.alignment;
   if (align > 1 && options_.align_entry(name)) {
-    std::uint64_t base = entry.header_offset + 30 + name.size() + extra.size() + 6;
-    std::uint64_t pad = (align - base % align) % align;
-    le::append(extra, kAlignmentExtraId, 2);
-    le::append(extra, 2 + pad, 2);
+    // The data starts after the fixed header, the name, the ZIP64 block and the alignment block's
+    // header and u16 alignment; the padding makes that a multiple of `align`.
+    const std::uint64_t base = entry.header_offset + LocalHeader::kSize + name.size() + extra.size() + ExtraBlockHeader::kSize + 2;
+    const std::uint64_t pad = (align - base % align) % align;
+    records::encode(ExtraBlockHeader{kAlignmentExtraId, static_cast<std::uint16_t>(2 + pad)}, extra);
     le::append(extra, align, 2);
     extra.append(static_cast<std::size_t>(pad), '\0');
   }
@@ -81,18 +142,16 @@ Status Writer::write_entry(std::string_view name, std::uint64_t size, const Prod
 Status Writer::write_entry_bytes(Entry& entry, const std::string& extra, const Producer& producer) {
   const std::string_view name = entry.name;
   const std::uint64_t size = entry.size;
+  LocalHeader local;
+  local.version_needed = kVersion;
+  local.flags = entry.flags;
+  local.date = kDosDate1980;
+  local.crc32 = 0;  // patched once the data has been written
+  local.compressed_size = local.size = kSaturated32;
+  local.name_length = static_cast<std::uint16_t>(name.size());
+  local.extra_length = static_cast<std::uint16_t>(extra.size());
   std::string header;
-  le::append(header, 0x04034b50, 4);
-  le::append(header, kVersion, 2);
-  le::append(header, entry.flags, 2);
-  le::append(header, 0, 2);  // stored
-  le::append(header, 0, 2);  // time
-  le::append(header, kDosDate1980, 2);
-  le::append(header, 0, 4);  // CRC, patched once the data has been written
-  le::append(header, 0xFFFFFFFF, 4);
-  le::append(header, 0xFFFFFFFF, 4);
-  le::append(header, name.size(), 2);
-  le::append(header, extra.size(), 2);
+  records::encode(local, header);
   header += name;
   header += extra;
   SW_RETURN_IF_ERROR(file_.append(std::as_bytes(std::span<const char>(header.data(), header.size()))));
@@ -105,7 +164,7 @@ Status Writer::write_entry_bytes(Entry& entry, const std::string& extra, const P
     std::size_t want = static_cast<std::size_t>(std::min<std::uint64_t>(buf.size(), size - done));
     SW_ASSIGN_OR_RETURN(std::size_t got, producer({buf.data(), want}));
     if (got == 0 || got > want) {
-      return Error(ErrorKind::DDUFExport, "entry source ended after " + std::to_string(done) + " of " + std::to_string(size) + " bytes")
+      return Error(ErrorKind::ZipWrite, "entry source ended after " + std::to_string(done) + " of " + std::to_string(size) + " bytes")
           .with_file(path())
           .with_entry(name);
     }
@@ -118,7 +177,7 @@ Status Writer::write_entry_bytes(Entry& entry, const std::string& extra, const P
   entry.crc32 = crc;
   std::byte crc_bytes[4];
   le::store(crc_bytes, crc, 4);
-  return file_.pwrite(entry.header_offset + 14, crc_bytes);
+  return file_.pwrite(entry.header_offset + LocalHeader::kCrcOffset, crc_bytes);
 }
 
 Status Writer::add_bytes(std::string_view name, std::span<const std::byte> bytes) {
@@ -152,68 +211,8 @@ Status Writer::finish() {
   finished_ = true;
   const std::uint64_t cd_offset = file_.append_position();
   std::string cd;
-  for (const Entry& e : entries_) {
-    const bool big_size = e.size > kZip64Limit;
-    const bool big_offset = e.header_offset > kZip64Limit;
-    std::string extra;
-    if (big_size || big_offset) {
-      le::append(extra, 0x0001, 2);
-      le::append(extra, (big_size ? 16 : 0) + (big_offset ? 8 : 0), 2);
-      if (big_size) {
-        le::append(extra, e.size, 8);
-        le::append(extra, e.compressed_size, 8);
-      }
-      if (big_offset) le::append(extra, e.header_offset, 8);
-    }
-    le::append(cd, 0x02014b50, 4);
-    le::append(cd, kVersionMadeBy, 2);
-    le::append(cd, kVersion, 2);
-    le::append(cd, e.flags, 2);
-    le::append(cd, 0, 2);
-    le::append(cd, 0, 2);
-    le::append(cd, kDosDate1980, 2);
-    le::append(cd, e.crc32, 4);
-    le::append(cd, big_size ? 0xFFFFFFFF : e.compressed_size, 4);
-    le::append(cd, big_size ? 0xFFFFFFFF : e.size, 4);
-    le::append(cd, e.name.size(), 2);
-    le::append(cd, extra.size(), 2);
-    le::append(cd, 0, 2);  // comment
-    le::append(cd, 0, 2);  // disk
-    le::append(cd, 0, 2);  // internal attributes
-    le::append(cd, kExternalAttributes, 4);
-    le::append(cd, big_offset ? 0xFFFFFFFF : e.header_offset, 4);
-    cd += e.name;
-    cd += extra;
-  }
-  const std::uint64_t cd_size = cd.size();
-  const std::uint64_t count = entries_.size();
-  std::string end;
-  if (count > 0xFFFF || cd_offset > kZip64Limit || cd_size > kZip64Limit) {
-    const std::uint64_t z_pos = cd_offset + cd_size;
-    le::append(end, 0x06064b50, 4);
-    le::append(end, 44, 8);
-    le::append(end, kVersion, 2);
-    le::append(end, kVersion, 2);
-    le::append(end, 0, 4);
-    le::append(end, 0, 4);
-    le::append(end, count, 8);
-    le::append(end, count, 8);
-    le::append(end, cd_size, 8);
-    le::append(end, cd_offset, 8);
-    le::append(end, 0x07064b50, 4);
-    le::append(end, 0, 4);
-    le::append(end, z_pos, 8);
-    le::append(end, 1, 4);
-  }
-  le::append(end, 0x06054b50, 4);
-  le::append(end, 0, 2);
-  le::append(end, 0, 2);
-  le::append(end, std::min<std::uint64_t>(count, 0xFFFF), 2);
-  le::append(end, std::min<std::uint64_t>(count, 0xFFFF), 2);
-  le::append(end, std::min<std::uint64_t>(cd_size, 0xFFFFFFFF), 4);
-  le::append(end, std::min<std::uint64_t>(cd_offset, 0xFFFFFFFF), 4);
-  le::append(end, 0, 2);
-  cd += end;
+  for (const Entry& e : entries_) append_central_header(e, cd);
+  append_end_records(cd_offset, cd.size(), entries_.size(), cd);
   SW_RETURN_IF_ERROR(file_.append(std::as_bytes(std::span<const char>(cd.data(), cd.size()))));
   return file_.commit();
 }
