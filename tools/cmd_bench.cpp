@@ -126,7 +126,7 @@ int run(const BenchOptions& opt) {
     std::printf(
         "{\"file\":%s,\"bytes\":%llu,\"tensors\":%zu,\"passes\":%d,\"threads\":%u,\"open_ms\":%.4f,\"load_ms\":%.3f,"
         "\"load_gbps\":%.3f,\"read_ms\":%.3f,\"read_gbps\":%.3f,\"ratio\":%.3f,\"cache\":\"warm\"}\n",
-        json_string(opt.file).c_str(), static_cast<unsigned long long>(file_bytes), tensors, opt.passes, threads,
+        json_quote(opt.file).c_str(), static_cast<unsigned long long>(file_bytes), tensors, opt.passes, threads,
         open_ms, median(load_s) * 1e3, load_gbps, median(read_s) * 1e3, read_gbps, ratio);
   } else {
     std::printf("file:            %s (%s, %zu tensors)\n", opt.file.c_str(), human_bytes(file_bytes).c_str(), tensors);

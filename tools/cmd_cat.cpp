@@ -5,11 +5,7 @@
 #include <memory>
 
 #include "cli_common.h"
-#include "core/status_macros.h"
 #include "safeweights/atomic_file.h"
-#include "safeweights/dduf.h"
-#include "safeweights/safetensors.h"
-#include "safeweights/sharded.h"
 
 namespace safeweights::cli {
 namespace {
@@ -57,8 +53,8 @@ Status copy_range(const ByteSource& source, std::uint64_t offset, std::uint64_t 
   for (std::uint64_t done = 0; done < length;) {
     std::uint64_t n = std::min<std::uint64_t>(buf.size(), length - done);
     std::span<std::byte> part(buf.data(), static_cast<std::size_t>(n));
-    SW_RETURN_IF_ERROR(source.read_at(offset + done, part));
-    SW_RETURN_IF_ERROR(sink.write(part));
+    if (Status s = source.read_at(offset + done, part); !s.is_ok()) return s;
+    if (Status s = sink.write(part); !s.is_ok()) return s;
     done += n;
   }
   return Status::ok();
@@ -67,67 +63,33 @@ Status copy_range(const ByteSource& source, std::uint64_t offset, std::uint64_t 
 Status usage(std::string message) { return Error(ErrorKind::InvalidArgument, std::move(message)); }
 
 Status cat(const CatOptions& opt) {
-  // A tensor lives in a single file, in one shard of a sharded checkpoint, or in a .safetensors entry
-  // of a DDUF; a DDUF entry can also be written whole.
-  std::optional<safetensors::Reader> single;
-  std::optional<safetensors::ShardedReader> sharded;
-  std::optional<dduf::Reader> archive;
-  const safetensors::Reader* reader = nullptr;
-  std::string tensor;
-  const Format format = detect_format(opt.file);
-  if (format == Format::Dduf) {
-    auto r = open_dduf_input(opt.file, parse_backend(opt.backend));
-    if (!r.is_ok()) return std::move(r).status();
-    archive.emplace(std::move(r).value());
-    const std::string& entry = opt.names[0];
-    if (opt.names.size() == 1) {
-      if (opt.has_slice) return usage("--slice needs a tensor: cat FILE.dduf ENTRY TENSOR --slice SPEC");
-      auto src = archive->open_entry(entry);
-      if (!src.is_ok()) return std::move(src).status();
-      if (opt.output.empty() && ::isatty(STDOUT_FILENO)) return usage("refusing to write binary data to a terminal; use -o FILE or a pipe");
-      SW_ASSIGN_OR_RETURN(Sink sink, Sink::open(opt.output));
-      SW_RETURN_IF_ERROR(copy_range(**src, 0, (*src)->size(), sink));
-      return sink.finish();
-    }
-    auto st = archive->open_safetensors(entry);
-    if (!st.is_ok()) return std::move(st).status();
-    single.emplace(std::move(st).value());
-    reader = &*single;
-    tensor = opt.names[1];
-  } else {
-    if (opt.names.size() != 1) return usage("cat FILE TENSOR takes one tensor name (ENTRY TENSOR is for DDUF files)");
-    tensor = opt.names[0];
-    if (format == Format::SafetensorsIndex) {
-      auto r = open_sharded_input(opt.file, parse_backend(opt.backend));
-      if (!r.is_ok()) return std::move(r).status();
-      sharded.emplace(std::move(r).value());
-      auto loc = sharded->find(tensor);
-      if (!loc.is_ok()) return std::move(loc.error().with_file(opt.file));
-      reader = loc->shard;
-    } else {
-      auto r = open_safetensors_input(opt.file, parse_backend(opt.backend));
-      if (!r.is_ok()) return std::move(r).status();
-      single.emplace(std::move(r).value());
-      reader = &*single;
-    }
+  const FormatOptions options = input_options(opt.backend);
+  auto format = detect_format(opt.file, options);
+  if (!format.is_ok()) return std::move(format).status();
+  auto located = (*format)->locate(opt.file, opt.names, options);
+  if (!located.is_ok()) return std::move(located).status();
+  const CatTarget& target = *located;
+  if (opt.has_slice && target.tensor == nullptr) {
+    return usage("--slice needs a tensor: cat FILE.dduf ENTRY TENSOR --slice SPEC");
   }
-  SW_ASSIGN_OR_RETURN(safetensors::TensorView view, reader->tensor(tensor));
-  const safetensors::TensorInfo& info = *view.info;
-
-  if (opt.output.empty() && ::isatty(STDOUT_FILENO)) return usage("refusing to write binary tensor data to a terminal; use -o FILE or a pipe");
-  SW_ASSIGN_OR_RETURN(Sink sink, Sink::open(opt.output));
+  if (opt.output.empty() && ::isatty(STDOUT_FILENO)) {
+    return usage("refusing to write binary data to a terminal; use -o FILE or a pipe");
+  }
+  auto sink = Sink::open(opt.output);
+  if (!sink.is_ok()) return std::move(sink).status();
   if (!opt.has_slice) {
-    SW_RETURN_IF_ERROR(copy_range(reader->source(), view.offset, info.nbytes(), sink));
-    return sink.finish();
+    if (Status s = copy_range(*target.source, target.offset, target.length, *sink); !s.is_ok()) return s;
+    return sink->finish();
   }
   auto spec = SliceSpec::parse(opt.slice);
-  if (!spec.is_ok()) return std::move(spec.error().with_file(reader->name()).with_tensor(info.name));
-  SW_ASSIGN_OR_RETURN(SlicePlan plan, reader->plan_slice(info, *spec));
+  if (!spec.is_ok()) return std::move(spec.error().with_file(target.source->name()).with_tensor(target.tensor->name));
+  auto plan = TensorFile::plan_slice(*target.tensor, *spec);
+  if (!plan.is_ok()) return std::move(plan).status();
   // The slice is at most the tensor's size, which the validated file holds: a justified allocation.
-  std::vector<std::byte> bytes(static_cast<std::size_t>(plan.nbytes()));
-  SW_RETURN_IF_ERROR(reader->read_slice(plan, bytes));
-  SW_RETURN_IF_ERROR(sink.write(bytes));
-  return sink.finish();
+  std::vector<std::byte> bytes(static_cast<std::size_t>(plan->nbytes()));
+  if (Status s = read_slice(*target.source, *plan, bytes); !s.is_ok()) return s;
+  if (Status s = sink->write(bytes); !s.is_ok()) return s;
+  return sink->finish();
 }
 
 }  // namespace

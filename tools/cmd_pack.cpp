@@ -66,7 +66,8 @@ int run_pack(const PackCliOptions& opt) {
 }
 
 int run_unpack(const std::string& file, const std::string& folder) {
-  auto reader = open_dduf_input(file, FileBackend::Mmap);
+  auto source = resolver_of(input_options()).open(file);
+  auto reader = source.is_ok() ? dduf::Reader::open(std::move(source).value()) : Result<dduf::Reader>(source.error());
   if (!reader.is_ok()) {
     print_error(reader.error());
     return kExitInvalid;

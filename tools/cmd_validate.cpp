@@ -3,9 +3,6 @@
 #include <memory>
 
 #include "cli_common.h"
-#include "safeweights/dduf.h"
-#include "safeweights/safetensors.h"
-#include "safeweights/sharded.h"
 
 namespace safeweights::cli {
 namespace {
@@ -20,42 +17,21 @@ struct ValidateOptions {
 };
 
 struct Outcome {
-  Format format;
+  const Format* format = nullptr;  // null when the file could not be read at all
   Status status;
-  std::string summary;  // for valid files: "safetensors, 12 tensors, 1.2 GiB"
+  std::string summary;  // for valid files: "12 tensors, 1.2 GiB of data"
 };
 
 Outcome validate_one(const std::string& path, const ValidateOptions& opt) {
-  Format format = detect_format(path);
-  safetensors::ReadOptions read_options;
-  read_options.reject_unknown_fields = opt.strict;
-  if (format == Format::Dduf) {
-    auto reader = open_dduf_input(path, parse_backend(opt.backend));
-    if (!reader.is_ok()) return {format, std::move(reader).status(), ""};
-    dduf::VerifyOptions verify;
-    // Over HTTP a CRC check downloads every entry: only on request.
-    verify.crc = !opt.quick && (!is_url(path) || opt.crc);
-    if (Status s = reader->verify(verify); !s.is_ok()) return {format, std::move(s), ""};
-    return {format, Status::ok(),
-            std::to_string(reader->entries().size()) + " entries, " + std::to_string(reader->components().size()) +
-                " components" + (verify.crc ? ", CRCs checked" : ", CRCs not checked")};
-  }
-  if (format == Format::SafetensorsIndex) {
-    auto reader = open_sharded_input(path, parse_backend(opt.backend), read_options);
-    if (!reader.is_ok()) return {format, std::move(reader).status(), ""};
-    return {format, Status::ok(),
-            std::to_string(reader->names().size()) + " tensors in " + std::to_string(reader->shards().size()) + " shards"};
-  }
-  auto reader = open_safetensors_input(path, parse_backend(opt.backend), read_options);
-  if (!reader.is_ok()) {
-    Error e = std::move(reader).error();
-    // A file we could not even open has no known format.
-    if (e.kind() == ErrorKind::FileNotFound || e.kind() == ErrorKind::IoError) format = Format::Unknown;
-    return {format, Status(std::move(e)), ""};
-  }
-  const auto& h = reader->header();
-  return {format, Status::ok(),
-          std::to_string(h.tensors().size()) + " tensors, " + human_bytes(h.data_size()) + " of data"};
+  FormatOptions options = input_options(opt.backend);
+  options.strict = opt.strict;
+  // Over HTTP a CRC check downloads every entry: only on request.
+  options.crc = !opt.quick && (!is_url(path) || opt.crc);
+  auto format = detect_format(path, options);
+  if (!format.is_ok()) return {nullptr, std::move(format).status(), ""};
+  auto summary = (*format)->validate(path, options);
+  if (!summary.is_ok()) return {*format, std::move(summary).status(), ""};
+  return {*format, Status::ok(), std::move(summary).value()};
 }
 
 int run(const ValidateOptions& opt) {
@@ -64,13 +40,13 @@ int run(const ValidateOptions& opt) {
     Outcome out = validate_one(path, opt);
     all_valid = all_valid && out.status.is_ok();
     if (opt.json) {
-      std::string line = "{\"file\":" + json_string(path) + ",\"format\":" +
-                         (out.format == Format::Unknown ? std::string("null") : json_string(format_name(out.format))) +
+      std::string line = "{\"file\":" + json_quote(path) + ",\"format\":" +
+                         (out.format ? json_quote(out.format->name()) : std::string("null")) +
                          ",\"valid\":" + (out.status.is_ok() ? "true" : "false") + ",\"error\":" +
-                         (out.status.is_ok() ? std::string("null") : json_error(out.status.error())) + "}";
+                         (out.status.is_ok() ? std::string("null") : error_json(out.status.error())) + "}";
       std::printf("%s\n", line.c_str());
     } else if (out.status.is_ok()) {
-      std::printf("%s: OK (%s, %s)\n", path.c_str(), std::string(format_name(out.format)).c_str(), out.summary.c_str());
+      std::printf("%s: OK (%s, %s)\n", path.c_str(), std::string(out.format->name()).c_str(), out.summary.c_str());
     } else {
       std::printf("%s: INVALID\n", path.c_str());
       print_error(out.status.error());

@@ -69,7 +69,9 @@ namespace safeweights {
   /* the type model */                                                                                   \
   X(InvalidBlockShape, "a block-quantized tensor's innermost dimension is not a multiple of its block") \
   /* ZIP writing (appended after the HTTP kinds: kinds are never renumbered) */                         \
-  X(ZipWrite, "a ZIP archive cannot be written as asked (an entry's source ended early)")
+  X(ZipWrite, "a ZIP archive cannot be written as asked (an entry's source ended early)")              \
+  /* formats */                                                                                          \
+  X(NotSupported, "a recognised format or feature that this version cannot read yet")
 
 enum class ErrorKind : std::uint16_t {
 #define SAFEWEIGHTS_X(name, doc) name,

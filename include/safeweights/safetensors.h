@@ -28,6 +28,7 @@
 #include "safeweights/error.h"
 #include "safeweights/slice.h"
 #include "safeweights/source.h"
+#include "safeweights/tensor_file.h"
 
 namespace safeweights::safetensors {
 
@@ -56,7 +57,7 @@ struct TensorInfo {
   std::uint64_t num_elements() const noexcept;  // product of shape (1 for a scalar)
 };
 
-using MetadataEntries = std::vector<std::pair<std::string, std::string>>;
+using safeweights::MetadataEntries;  // tensor_file.h: one metadata type for every format
 
 struct ReadOptions {
   // Reject fields other than dtype/shape/data_offsets inside a tensor entry. The reference ignores

@@ -32,11 +32,7 @@
 
 namespace safeweights::safetensors {
 
-struct TensorDecl {
-  std::string name;
-  TensorType dtype;
-  std::vector<std::uint64_t> shape;
-};
+using safeweights::TensorDecl;  // tensor_file.h: one declaration type for every writer
 
 struct TensorData {
   std::string name;
@@ -88,22 +84,23 @@ Result<std::vector<std::byte>> serialize(std::span<const TensorData> tensors, co
 Status write_file(const std::string& path, std::span<const TensorData> tensors,
                   const Metadata& metadata = {}, const WriteOptions& options = {});
 
-class StreamWriter {
+// The safetensors TensorSink.
+class StreamWriter final : public TensorSink {
  public:
   static Result<StreamWriter> create(const std::string& path, std::vector<TensorDecl> tensors,
                                      const Metadata& metadata = {}, const WriteOptions& options = {});
 
   StreamWriter(StreamWriter&&) noexcept = default;
   StreamWriter& operator=(StreamWriter&&) noexcept = default;
-  ~StreamWriter() = default;  // an unfinished writer leaves no file behind
+  ~StreamWriter() override = default;  // an unfinished writer leaves no file behind
 
   // A whole tensor (any order). InvalidArgument when the name is unknown, already written, or the
   // size is wrong.
-  Status write(std::string_view name, std::span<const std::byte> data);
+  Status write(std::string_view name, std::span<const std::byte> data) override;
   // Part of a tensor: chunks of one tensor must come in order, starting at 0, without gaps.
-  Status write_chunk(std::string_view name, std::span<const std::byte> chunk);
+  Status write_chunk(std::string_view name, std::span<const std::byte> chunk) override;
   // InvalidArgument if any tensor is incomplete; otherwise commits the file.
-  Status finish();
+  Status finish() override;
 
   const Layout& layout() const noexcept { return layout_; }
 

@@ -3,7 +3,8 @@
 // transformers saves large models as `model-00001-of-00003.safetensors`, ... together with
 // `model.safetensors.index.json`: {"metadata": {"total_size": N}, "weight_map": {tensor: shard file}}.
 // ShardedReader opens the index and every shard it names (each with the full safetensors checks) and
-// presents one namespace of tensors. It is strict: a shard file must be a plain file name in the index's
+// presents one namespace of tensors. The index and the shards are opened through a Resolver, so a
+// sharded checkpoint reads the same from a local folder and from URLs. It is strict: a shard file must be a plain file name in the index's
 // folder, every tensor listed must be in the shard the index names, and every tensor in a shard must
 // be listed for that shard. write_sharded() splits tensors into shards of at most max_shard_bytes of
 // data the way transformers does (in the given order; a tensor larger than the limit gets a shard of
@@ -19,6 +20,7 @@
 #include <string_view>
 #include <vector>
 
+#include "safeweights/resolver.h"
 #include "safeweights/safetensors.h"
 #include "safeweights/safetensors_writer.h"
 
@@ -28,6 +30,10 @@ class ShardedReader {
  public:
   static Result<ShardedReader> open(const std::string& index_path, FileBackend backend = FileBackend::Mmap,
                                     const ReadOptions& options = {});
+  // The same with the index and its shards opened through `resolver` (so over HTTP: shards are the
+  // URLs beside the index's).
+  static Result<ShardedReader> open(const std::string& index_path, const Resolver& resolver,
+                                    FileBackend backend = FileBackend::Mmap, const ReadOptions& options = {});
 
   struct Location {
     const Reader* shard;

@@ -15,12 +15,6 @@
 namespace safeweights::safetensors {
 namespace {
 
-std::string folder_of(const std::string& path) {
-  auto slash = path.find_last_of('/');
-  if (slash == std::string::npos) return ".";
-  return slash == 0 ? "/" : path.substr(0, slash);
-}
-
 // A shard must be a plain file name next to the index: no folders, no way out of the folder.
 Status check_shard_name(const std::string& name) {
   if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos ||
@@ -35,7 +29,12 @@ constexpr std::uint64_t kMaxIndexSize = 256u << 20;
 }  // namespace
 
 Result<ShardedReader> ShardedReader::open(const std::string& index_path, FileBackend backend, const ReadOptions& options) {
-  SW_ASSIGN_OR_RETURN(SourcePtr index_source, open_file(index_path, FileBackend::Pread));
+  return open(index_path, plain_resolver(), backend, options);
+}
+
+Result<ShardedReader> ShardedReader::open(const std::string& index_path, const Resolver& resolver, FileBackend backend,
+                                          const ReadOptions& options) {
+  SW_ASSIGN_OR_RETURN(SourcePtr index_source, resolver.open(index_path, FileBackend::Pread));
   if (index_source->size() > kMaxIndexSize) {
     return Error(ErrorKind::ResourceLimit, "index file larger than 256 MiB").with_file(index_path);
   }
@@ -49,7 +48,6 @@ Result<ShardedReader> ShardedReader::open(const std::string& index_path, FileBac
   }
 
   ShardedReader reader;
-  const std::string folder = folder_of(index_path);
   std::unordered_map<std::string, std::size_t> shard_index;
   for (const auto& [tensor, file] : raw.weight_map) {
     if (auto s = check_shard_name(file); !s.is_ok()) return std::move(s.error().with_file(index_path).with_tensor(tensor));
@@ -63,7 +61,8 @@ Result<ShardedReader> ShardedReader::open(const std::string& index_path, FileBac
 
   reader.shards_.reserve(reader.shard_files_.size());
   for (const std::string& file : reader.shard_files_) {
-    SW_ASSIGN_OR_RETURN(Reader shard, Reader::open(folder + "/" + file, backend, options));
+    SW_ASSIGN_OR_RETURN(SourcePtr source, resolver.open(sibling_name(index_path, file), backend));
+    SW_ASSIGN_OR_RETURN(Reader shard, Reader::open(std::move(source), options));
     reader.shards_.push_back(std::move(shard));
   }
 

@@ -1,0 +1,85 @@
+// safeweights/format.h — the format registry: detect a file's format by its content, then validate,
+// inspect, open or cat it, without the caller knowing any format.
+//
+// Each format lives in its own folder (src/<format>/) and is one line of the registry's list
+// (src/model/registry.cpp). The command-line tool and the Python package ask the registry; they never
+// dispatch on formats themselves. Detection reads the first bytes of the input (magic bytes, then
+// structure); a file no format claims is handed to safetensors, whose reader says precisely what is
+// wrong with it.
+//
+// Thread safety: formats and the registry are immutable; every function may be called from any thread.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "safeweights/error.h"
+#include "safeweights/resolver.h"
+#include "safeweights/source.h"
+#include "safeweights/tensor_file.h"
+
+namespace safeweights {
+
+struct FormatOptions {
+  FileBackend backend = FileBackend::Mmap;
+  // safetensors: also reject tensor entries with fields other than dtype, shape and data_offsets.
+  bool strict = false;
+  // Archives: validate checks every member's CRC-32 (reads every byte).
+  bool crc = true;
+  // How the file and the files beside it are opened; default_resolver() when null.
+  std::shared_ptr<const Resolver> resolver;
+};
+
+// The bytes `cat` writes: a tensor (which can also be sliced) or an archive member.
+struct CatTarget {
+  std::shared_ptr<const TensorFile> file;  // set when a tensor was named
+  const TensorEntry* tensor = nullptr;     // the tensor, when one was named
+  SourcePtr source;                        // holds the bytes
+  std::uint64_t offset = 0;
+  std::uint64_t length = 0;
+};
+
+// How much of an input's first bytes detection looks at.
+inline constexpr std::size_t kDetectBytes = 4096;
+
+class Format {
+ public:
+  virtual ~Format() = default;
+
+  // The stable name, as `validate --json` and `inspect --json` print it: "safetensors", "dduf", ...
+  virtual std::string_view name() const noexcept = 0;
+  // How sure this format is that the input is its own, from its first bytes (at most kDetectBytes),
+  // its size and its name: 0 not at all, 1 by the name alone, 2 by structure, 3 by magic bytes.
+  virtual int detect(std::span<const std::byte> head, std::uint64_t size, std::string_view path) const = 0;
+
+  // Checks every rule of the format; a one-line summary for a valid file ("12 tensors, 1.2 GiB of data").
+  virtual Result<std::string> validate(const std::string& path, const FormatOptions& options) const = 0;
+  // Describes the file: one JSON object (one shape per format, documented in README) or text for people.
+  virtual Result<std::string> inspect(const std::string& path, std::span<const std::string> members,
+                                      const FormatOptions& options, bool json) const = 0;
+  // The file's tensors, format-neutral. `members` names what to open inside an archive.
+  virtual Result<std::unique_ptr<TensorFile>> open(const std::string& path, std::span<const std::string> members,
+                                                   const FormatOptions& options) const = 0;
+  // What `cat PATH NAMES...` writes. By default the one tensor named by names[0] of open(path).
+  virtual Result<CatTarget> locate(const std::string& path, std::span<const std::string> names,
+                                   const FormatOptions& options) const;
+};
+
+// The CatTarget of one tensor of an opened file (TensorNotFound when absent).
+Result<CatTarget> cat_tensor(std::shared_ptr<const TensorFile> file, std::string_view name);
+
+// Every registered format, in detection order.
+std::span<const Format* const> formats() noexcept;
+// nullptr for an unknown name.
+const Format* find_format(std::string_view name) noexcept;
+// The format of the file at `path` (a path or URL). FileNotFound / IoError when it cannot be read.
+Result<const Format*> detect_format(const std::string& path, const FormatOptions& options = {});
+
+// The resolver of `options`, or the default one.
+const Resolver& resolver_of(const FormatOptions& options);
+
+}  // namespace safeweights

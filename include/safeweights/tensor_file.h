@@ -1,0 +1,97 @@
+// safeweights/tensor_file.h — the format-neutral view of a file of tensors, and of a writer.
+//
+// Every reader exposes its tensors as TensorEntry values (name, type, shape, and where the bytes are:
+// a ByteSource, an offset in it, a length) through a TensorFile, whatever the format: one safetensors
+// file, a sharded checkpoint, a .safetensors entry of a DDUF archive, and later GGUF and PyTorch
+// checkpoints. Every writer implements TensorSink: the tensors' names, types and shapes (and the file's
+// metadata) are declared when the sink is created, then their bytes arrive one tensor or chunk at a
+// time, in any order, and finish() commits the output atomically. Conversion between formats is
+// TensorFile -> per-tensor transform -> TensorSink, so no format knows another.
+//
+// Thread safety: a TensorFile is immutable after it is opened; all const methods may be called
+// concurrently, and entries, views and sources stay valid as long as the TensorFile lives. A
+// TensorSink has a single owner.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "safeweights/error.h"
+#include "safeweights/slice.h"
+#include "safeweights/source.h"
+#include "safeweights/tensor_type.h"
+
+namespace safeweights {
+
+// A tensor, as every reader describes it.
+struct TensorEntry {
+  std::string_view name;
+  TensorType type;
+  std::span<const std::uint64_t> shape;  // row-major: the innermost dimension last
+  const ByteSource* source = nullptr;    // holds the bytes (owned by the TensorFile)
+  std::uint64_t offset = 0;              // of the first byte, in `source`
+  std::uint64_t nbytes = 0;
+
+  std::uint64_t num_elements() const noexcept { return safeweights::num_elements(shape); }
+};
+
+// File-level metadata in file order: keys, and values as text (strings as they are).
+using MetadataEntries = std::vector<std::pair<std::string, std::string>>;
+
+class TensorFile {
+ public:
+  virtual ~TensorFile() = default;
+
+  // The registry name of the format ("safetensors", "safetensors-index", ...).
+  virtual std::string_view format() const noexcept = 0;
+  // What to call the file in messages: a path, a URL, "archive!entry".
+  virtual const std::string& name() const noexcept = 0;
+  // Every tensor, in the order of its bytes in storage.
+  virtual std::span<const TensorEntry> tensors() const noexcept = 0;
+  // nullptr when there is no tensor of that name.
+  virtual const TensorEntry* find(std::string_view name) const noexcept = 0;
+  // The file's metadata; nullptr when the file has none (as opposed to an empty set).
+  virtual const MetadataEntries* metadata() const noexcept = 0;
+
+  // TensorNotFound (naming the file) when absent.
+  Result<const TensorEntry*> tensor(std::string_view name) const;
+  // The tensor's bytes without a copy when its source is mapped; an empty span with data() == nullptr
+  // otherwise.
+  static std::span<const std::byte> view(const TensorEntry& entry) noexcept;
+  // Copies the tensor's bytes into dst (dst.size() == entry.nbytes).
+  static Status read(const TensorEntry& entry, std::span<std::byte> dst);
+  // Plans a slice of the tensor (numpy basic indexing); offsets are absolute in entry.source.
+  static Result<SlicePlan> plan_slice(const TensorEntry& entry, const SliceSpec& spec);
+};
+
+// A tensor to be written: its declaration.
+struct TensorDecl {
+  std::string name;
+  TensorType dtype;
+  std::vector<std::uint64_t> shape;
+};
+
+class TensorSink {
+ public:
+  virtual ~TensorSink() = default;  // an unfinished sink leaves nothing behind
+
+  // A whole tensor (any order). InvalidArgument when the name is unknown, already written, or the
+  // size is wrong.
+  virtual Status write(std::string_view name, std::span<const std::byte> data) = 0;
+  // Part of a tensor: chunks of one tensor come in order, starting at 0, without gaps.
+  virtual Status write_chunk(std::string_view name, std::span<const std::byte> chunk) = 0;
+  // InvalidArgument if any tensor is incomplete; otherwise commits the output.
+  virtual Status finish() = 0;
+};
+
+// Copies every tensor of `from` into `to` (declared with the same names, types and shapes), reading in
+// bounded chunks so that no more than one chunk is in memory.
+Status copy_tensors(const TensorFile& from, TensorSink& to);
+
+}  // namespace safeweights

@@ -1,0 +1,28 @@
+// safeweights/text.h — text for people and for machines, shared by the formats' inspect output and the
+// command-line tool.
+//
+// Thread safety: pure functions.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "safeweights/error.h"
+
+namespace safeweights {
+
+// `s` as a JSON string with serde_json's escaping; bytes that are not valid UTF-8 (names and messages
+// from a hostile file can hold them) each become U+FFFD, so the output is always valid JSON.
+std::string json_quote(std::string_view s);
+// {"kind":..,"message":..,"entry":..,"tensor":..,"offset":..} (entry, tensor, offset when known).
+std::string error_json(const Error& error);
+// "1.5 GiB", "12 B".
+std::string human_bytes(std::uint64_t bytes);
+// Appends printf-formatted text.
+void append_format(std::string& out, const char* format, ...) __attribute__((format(printf, 2, 3)));
+// "[2, 3]".
+std::string shape_string(std::span<const std::uint64_t> shape);
+
+}  // namespace safeweights

@@ -1,0 +1,94 @@
+#include "safeweights/text.h"
+
+#include <cstdarg>
+#include <cstdio>
+
+#include "json/json_parse.h"
+#include "json/json_writer.h"
+
+namespace safeweights {
+namespace {
+
+// Each byte that does not start a valid UTF-8 sequence becomes U+FFFD.
+std::string repair_utf8(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  std::size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    const std::size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+    if (len > 1 && i + len <= s.size() && json::is_valid_utf8(s.substr(i, len))) {
+      out.append(s.substr(i, len));
+      i += len;
+    } else if (len == 1) {
+      out.push_back(s[i++]);
+    } else {
+      out += "\xEF\xBF\xBD";
+      ++i;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string json_quote(std::string_view s) {
+  std::string out;
+  if (json::is_valid_utf8(s)) {
+    json::append_string(out, s);
+  } else {
+    json::append_string(out, repair_utf8(s));
+  }
+  return out;
+}
+
+std::string error_json(const Error& error) {
+  std::string out = "{\"kind\":" + json_quote(error.kind_name()) + ",\"message\":" + json_quote(error.message());
+  const ErrorContext& ctx = error.context();
+  if (!ctx.entry.empty()) out += ",\"entry\":" + json_quote(ctx.entry);
+  if (!ctx.tensor.empty()) out += ",\"tensor\":" + json_quote(ctx.tensor);
+  if (ctx.offset) out += ",\"offset\":" + std::to_string(*ctx.offset);
+  out += "}";
+  return out;
+}
+
+std::string human_bytes(std::uint64_t bytes) {
+  static const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  double v = static_cast<double>(bytes);
+  int unit = 0;
+  while (v >= 1024.0 && unit < 6) {
+    v /= 1024.0;
+    ++unit;
+  }
+  char buf[32];
+  if (unit == 0) std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(bytes));
+  else std::snprintf(buf, sizeof buf, "%.1f %s", v, kUnits[unit]);
+  return buf;
+}
+
+void append_format(std::string& out, const char* format, ...) {
+  va_list args;
+  va_start(args, format);
+  va_list again;
+  va_copy(again, args);
+  const int n = std::vsnprintf(nullptr, 0, format, args);
+  va_end(args);
+  if (n > 0) {
+    const std::size_t at = out.size();
+    out.resize(at + static_cast<std::size_t>(n) + 1);
+    std::vsnprintf(out.data() + at, static_cast<std::size_t>(n) + 1, format, again);
+    out.resize(at + static_cast<std::size_t>(n));
+  }
+  va_end(again);
+}
+
+std::string shape_string(std::span<const std::uint64_t> shape) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    if (i) out += ", ";
+    out += std::to_string(shape[i]);
+  }
+  return out + "]";
+}
+
+}  // namespace safeweights

@@ -1,0 +1,55 @@
+// The list of formats: adding a format is its folder plus one line here.
+#include <array>
+#include <vector>
+
+#include "core/status_macros.h"
+#include "dduf/format.h"
+#include "pytorch/format.h"
+#include "safeweights/format.h"
+#include "safetensors/format.h"
+
+namespace safeweights {
+namespace {
+
+const std::array<const Format*, 4>& registry() {
+  static const std::array<const Format*, 4> kFormats = {
+      &safetensors::safetensors_format(),
+      &safetensors::index_format(),
+      &dduf::dduf_format(),
+      &pytorch::pytorch_format(),
+  };
+  return kFormats;
+}
+
+}  // namespace
+
+std::span<const Format* const> formats() noexcept { return registry(); }
+
+const Format* find_format(std::string_view name) noexcept {
+  for (const Format* format : registry())
+    if (format->name() == name) return format;
+  return nullptr;
+}
+
+const Resolver& resolver_of(const FormatOptions& options) {
+  return options.resolver ? *options.resolver : plain_resolver();
+}
+
+Result<const Format*> detect_format(const std::string& path, const FormatOptions& options) {
+  // Detection reads the first bytes only (over HTTP they come with the opening request).
+  SW_ASSIGN_OR_RETURN(SourcePtr source, resolver_of(options).open(path, FileBackend::Pread));
+  std::vector<std::byte> head(static_cast<std::size_t>(std::min<std::uint64_t>(kDetectBytes, source->size())));
+  if (Status s = source->read_at(0, head); !s.is_ok()) return std::move(s).error();
+  const Format* best = &safetensors::safetensors_format();  // its reader says what is wrong with anything else
+  int best_score = 0;
+  for (const Format* format : registry()) {
+    const int score = format->detect(head, source->size(), path);
+    if (score > best_score) {
+      best = format;
+      best_score = score;
+    }
+  }
+  return best;
+}
+
+}  // namespace safeweights

@@ -1,0 +1,78 @@
+// The format-neutral helpers every TensorFile and TensorSink share.
+#include <algorithm>
+#include <vector>
+
+#include "core/status_macros.h"
+#include "safeweights/format.h"
+#include "safeweights/tensor_file.h"
+
+namespace safeweights {
+
+Result<const TensorEntry*> TensorFile::tensor(std::string_view name) const {
+  if (const TensorEntry* entry = find(name)) return entry;
+  return Error(ErrorKind::TensorNotFound, "no tensor named `" + std::string(name) + "`").with_file(this->name()).with_tensor(name);
+}
+
+std::span<const std::byte> TensorFile::view(const TensorEntry& entry) noexcept {
+  return entry.source->view(entry.offset, entry.nbytes);
+}
+
+Status TensorFile::read(const TensorEntry& entry, std::span<std::byte> dst) {
+  if (dst.size() != entry.nbytes) {
+    return Error(ErrorKind::InvalidArgument, "destination of " + std::to_string(dst.size()) + " bytes for a tensor of " +
+                                                 std::to_string(entry.nbytes))
+        .with_tensor(entry.name);
+  }
+  if (Status s = entry.source->read_at(entry.offset, dst); !s.is_ok()) return std::move(s.error().with_tensor(entry.name));
+  return Status::ok();
+}
+
+Result<SlicePlan> TensorFile::plan_slice(const TensorEntry& entry, const SliceSpec& spec) {
+  auto plan = safeweights::plan_slice(entry.shape, entry.type, spec, entry.offset);
+  if (!plan.is_ok()) return std::move(plan.error().with_file(entry.source->name()).with_tensor(entry.name));
+  return plan;
+}
+
+Status copy_tensors(const TensorFile& from, TensorSink& to) {
+  constexpr std::uint64_t kChunk = 16u << 20;
+  std::vector<std::byte> buffer;
+  for (const TensorEntry& entry : from.tensors()) {
+    if (auto view = TensorFile::view(entry); view.data() != nullptr || entry.nbytes == 0) {
+      SW_RETURN_IF_ERROR(to.write(entry.name, view));
+      continue;
+    }
+    buffer.resize(static_cast<std::size_t>(std::min(kChunk, entry.nbytes)));
+    for (std::uint64_t done = 0; done < entry.nbytes;) {
+      const std::uint64_t n = std::min<std::uint64_t>(buffer.size(), entry.nbytes - done);
+      std::span<std::byte> part(buffer.data(), static_cast<std::size_t>(n));
+      SW_RETURN_IF_ERROR(entry.source->read_at(entry.offset + done, part));
+      SW_RETURN_IF_ERROR(to.write_chunk(entry.name, part));
+      done += n;
+    }
+  }
+  return to.finish();
+}
+
+Result<CatTarget> cat_tensor(std::shared_ptr<const TensorFile> file, std::string_view name) {
+  SW_ASSIGN_OR_RETURN(const TensorEntry* entry, file->tensor(name));
+  CatTarget target;
+  target.tensor = entry;
+  // The entry's source is owned by the file: the source handed out shares the file's lifetime.
+  target.source = SourcePtr(file, entry->source);
+  target.offset = entry->offset;
+  target.length = entry->nbytes;
+  target.file = std::move(file);
+  return target;
+}
+
+Result<CatTarget> Format::locate(const std::string& path, std::span<const std::string> names,
+                                 const FormatOptions& options) const {
+  if (names.size() != 1) {
+    return Error(ErrorKind::InvalidArgument, "cat FILE TENSOR takes one tensor name (ENTRY TENSOR is for DDUF files)")
+        .with_file(path);
+  }
+  SW_ASSIGN_OR_RETURN(std::unique_ptr<TensorFile> file, open(path, {}, options));
+  return cat_tensor(std::move(file), names[0]);
+}
+
+}  // namespace safeweights

@@ -1,0 +1,297 @@
+// safetensors in the format registry: detection, validate/inspect output, and the format-neutral
+// TensorFile over a Reader or a ShardedReader.
+#include "safetensors/format.h"
+
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "core/little_endian.h"
+#include "core/status_macros.h"
+#include "safeweights/safetensors.h"
+#include "safeweights/sharded.h"
+#include "safeweights/text.h"
+
+namespace safeweights::safetensors {
+namespace {
+
+TensorEntry entry_of(const Reader& reader, const TensorInfo& info) {
+  return {info.name, info.dtype, info.shape, &reader.source(), reader.header().data_start() + info.begin, info.nbytes()};
+}
+
+// One safetensors file (a path, a URL, or a member of an archive).
+class SafetensorsFile final : public TensorFile {
+ public:
+  explicit SafetensorsFile(Reader reader) : reader_(std::move(reader)) {
+    const auto infos = reader_.header().tensors();
+    entries_.reserve(infos.size());
+    for (const TensorInfo& info : infos) entries_.push_back(entry_of(reader_, info));
+    if (reader_.header().has_metadata()) metadata_ = reader_.header().metadata();
+  }
+  std::string_view format() const noexcept override { return "safetensors"; }
+  const std::string& name() const noexcept override { return reader_.name(); }
+  std::span<const TensorEntry> tensors() const noexcept override { return entries_; }
+  const TensorEntry* find(std::string_view name) const noexcept override {
+    const TensorInfo* info = reader_.header().find(name);
+    return info ? &entries_[static_cast<std::size_t>(info - reader_.header().tensors().data())] : nullptr;
+  }
+  const MetadataEntries* metadata() const noexcept override { return metadata_ ? &*metadata_ : nullptr; }
+
+ private:
+  Reader reader_;
+  std::vector<TensorEntry> entries_;
+  std::optional<MetadataEntries> metadata_;
+};
+
+// A sharded checkpoint: every shard's tensors, shard after shard; the index's metadata.
+class ShardedFile final : public TensorFile {
+ public:
+  ShardedFile(ShardedReader reader, std::string name) : reader_(std::move(reader)), name_(std::move(name)) {
+    for (const Reader& shard : reader_.shards()) {
+      first_.push_back(entries_.size());
+      for (const TensorInfo& info : shard.header().tensors()) entries_.push_back(entry_of(shard, info));
+    }
+    for (const auto& kv : reader_.index_metadata()) metadata_.push_back(kv);
+  }
+  std::string_view format() const noexcept override { return "safetensors-index"; }
+  const std::string& name() const noexcept override { return name_; }
+  std::span<const TensorEntry> tensors() const noexcept override { return entries_; }
+  const TensorEntry* find(std::string_view name) const noexcept override {
+    auto loc = reader_.find(name);
+    if (!loc.is_ok()) return nullptr;
+    const std::size_t shard = static_cast<std::size_t>(loc->shard - reader_.shards().data());
+    return &entries_[first_[shard] + static_cast<std::size_t>(loc->info - loc->shard->header().tensors().data())];
+  }
+  const MetadataEntries* metadata() const noexcept override { return &metadata_; }
+
+ private:
+  ShardedReader reader_;
+  std::string name_;
+  std::vector<TensorEntry> entries_;
+  std::vector<std::size_t> first_;  // index in entries_ of each shard's first tensor
+  MetadataEntries metadata_;
+};
+
+ReadOptions read_options(const FormatOptions& options) {
+  ReadOptions out;
+  out.reject_unknown_fields = options.strict;
+  return out;
+}
+
+Result<Reader> open_reader(const std::string& path, const FormatOptions& options) {
+  SW_ASSIGN_OR_RETURN(SourcePtr source, resolver_of(options).open(path, options.backend));
+  return Reader::open(std::move(source), read_options(options));
+}
+
+Result<ShardedReader> open_sharded(const std::string& path, const FormatOptions& options) {
+  return ShardedReader::open(path, resolver_of(options), options.backend, read_options(options));
+}
+
+std::string tensor_json(const TensorInfo& t) {
+  std::string out = "{\"name\":" + json_quote(t.name) + ",\"dtype\":" + json_quote(type_name(t.dtype)) + ",\"shape\":[";
+  for (std::size_t i = 0; i < t.shape.size(); ++i) out += (i ? "," : "") + std::to_string(t.shape[i]);
+  out += "],\"data_offsets\":[" + std::to_string(t.begin) + "," + std::to_string(t.end) + "]";
+  return out;
+}
+
+struct Totals {
+  std::uint64_t tensors = 0, params = 0, bytes = 0;
+};
+
+// The tensor table and the totals by dtype; `shards` (one per row) adds a SHARD column.
+std::string tensor_table(const std::vector<const TensorInfo*>& rows, const std::vector<std::string>* shards) {
+  std::string out;
+  std::size_t name_w = 4, shape_w = 5, shard_w = 5;
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    name_w = std::max(name_w, rows[i]->name.size());
+    shape_w = std::max(shape_w, shape_string(rows[i]->shape).size());
+    if (shards) shard_w = std::max(shard_w, (*shards)[i].size());
+  }
+  name_w = std::min<std::size_t>(name_w, 80);
+  if (shards) append_format(out, "%-*s  ", static_cast<int>(shard_w), "SHARD");
+  append_format(out, "%-*s  %-11s  %-*s  %10s\n", static_cast<int>(name_w), "NAME", "DTYPE", static_cast<int>(shape_w), "SHAPE", "SIZE");
+  std::map<TensorType, Totals> by_dtype;
+  Totals all;
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const TensorInfo* t = rows[i];
+    if (shards) append_format(out, "%-*s  ", static_cast<int>(shard_w), (*shards)[i].c_str());
+    append_format(out, "%-*.*s  %-11s  %-*s  %10s\n", static_cast<int>(name_w), static_cast<int>(t->name.size()), t->name.data(),
+            std::string(type_name(t->dtype)).c_str(), static_cast<int>(shape_w), shape_string(t->shape).c_str(),
+            human_bytes(t->nbytes()).c_str());
+    for (Totals* tot : {&by_dtype[t->dtype], &all}) {
+      ++tot->tensors;
+      tot->params += t->num_elements();
+      tot->bytes += t->nbytes();
+    }
+  }
+  out += "\nTotals by dtype:\n";
+  for (const auto& [dtype, tot] : by_dtype) {
+    append_format(out, "  %-11s %8llu tensors  %16llu params  %10s\n", std::string(type_name(dtype)).c_str(),
+            static_cast<unsigned long long>(tot.tensors), static_cast<unsigned long long>(tot.params), human_bytes(tot.bytes).c_str());
+  }
+  append_format(out, "  %-11s %8llu tensors  %16llu params  %10s\n", "all", static_cast<unsigned long long>(all.tensors),
+          static_cast<unsigned long long>(all.params), human_bytes(all.bytes).c_str());
+  return out;
+}
+
+std::string base_name(const std::string& name) { return name.substr(name.find_last_of('/') + 1); }
+
+std::string inspect_index(const ShardedReader& reader, const std::string& path, bool json) {
+  std::string out;
+  if (json) {
+    out = "{\"format\":\"safetensors-index\",\"shards\":[";
+    for (std::size_t i = 0; i < reader.shard_files().size(); ++i) out += (i ? "," : "") + json_quote(reader.shard_files()[i]);
+    out += "],\"metadata\":{";
+    bool first = true;
+    for (const auto& [k, v] : reader.index_metadata()) {
+      out += (first ? "" : ",") + json_quote(k) + ":" + json_quote(v);
+      first = false;
+    }
+    out += "},\"tensors\":[";
+    first = true;
+    for (const auto& name : reader.names()) {
+      auto loc = reader.find(name);
+      out += (first ? "" : ",") + tensor_json(*loc->info) + ",\"shard\":" + json_quote(base_name(loc->shard->name())) + "}";
+      first = false;
+    }
+    return out + "]}\n";
+  }
+  append_format(out, "file:        %s\nformat:      safetensors-index\nshards:      %zu\ntensors:     %zu\n", path.c_str(),
+          reader.shards().size(), reader.names().size());
+  for (const auto& [k, v] : reader.index_metadata()) append_format(out, "index metadata: %s: %s\n", k.c_str(), v.c_str());
+  out += "\n";
+  std::vector<const TensorInfo*> rows;
+  std::vector<std::string> shards;
+  for (const auto& name : reader.names()) {
+    auto loc = reader.find(name);
+    rows.push_back(loc->info);
+    shards.push_back(base_name(loc->shard->name()));
+  }
+  return out + tensor_table(rows, &shards);
+}
+
+// A safetensors file begins with an 8-byte little-endian length N, then N bytes of JSON object.
+bool looks_like_safetensors(std::span<const std::byte> head, std::uint64_t size) {
+  if (head.size() < 9) return false;
+  const std::uint64_t n = le::u64(head.data());
+  return n >= 2 && n <= kMaxHeaderSize && n <= size - 8 && head[8] == std::byte{'{'};
+}
+
+bool ends_with(std::string_view s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+class SafetensorsFormat final : public Format {
+ public:
+  std::string_view name() const noexcept override { return "safetensors"; }
+  int detect(std::span<const std::byte> head, std::uint64_t size, std::string_view path) const override {
+    if (looks_like_safetensors(head, size)) return 2;
+    return ends_with(path, ".safetensors") ? 1 : 0;
+  }
+  Result<std::string> validate(const std::string& path, const FormatOptions& options) const override {
+    SW_ASSIGN_OR_RETURN(Reader reader, open_reader(path, options));
+    const Header& h = reader.header();
+    return std::to_string(h.tensors().size()) + " tensors, " + human_bytes(h.data_size()) + " of data";
+  }
+  Result<std::string> inspect(const std::string& path, std::span<const std::string> members, const FormatOptions& options,
+                              bool json) const override {
+    SW_RETURN_IF_ERROR(no_members(path, members));
+    SW_ASSIGN_OR_RETURN(Reader reader, open_reader(path, options));
+    return inspect_file(reader, path, json);
+  }
+  Result<std::unique_ptr<TensorFile>> open(const std::string& path, std::span<const std::string> members,
+                                           const FormatOptions& options) const override {
+    SW_RETURN_IF_ERROR(no_members(path, members));
+    SW_ASSIGN_OR_RETURN(Reader reader, open_reader(path, options));
+    return tensor_file(std::move(reader));
+  }
+
+ private:
+  static Status no_members(const std::string& path, std::span<const std::string> members) {
+    if (members.empty()) return Status::ok();
+    return Error(ErrorKind::InvalidArgument, "a safetensors file has no members (ENTRY is for DDUF archives)").with_file(path);
+  }
+};
+
+class IndexFormat final : public Format {
+ public:
+  std::string_view name() const noexcept override { return "safetensors-index"; }
+  // A JSON object in a file named *.json.
+  int detect(std::span<const std::byte> head, std::uint64_t, std::string_view path) const override {
+    if (!ends_with(path, ".json")) return 0;
+    for (std::byte b : head) {
+      const char c = static_cast<char>(b);
+      if (c == ' ' || c == '\n' || c == '\r' || c == '\t') continue;
+      return c == '{' ? 2 : 0;
+    }
+    return 0;
+  }
+  Result<std::string> validate(const std::string& path, const FormatOptions& options) const override {
+    SW_ASSIGN_OR_RETURN(ShardedReader reader, open_sharded(path, options));
+    return std::to_string(reader.names().size()) + " tensors in " + std::to_string(reader.shards().size()) + " shards";
+  }
+  Result<std::string> inspect(const std::string& path, std::span<const std::string>, const FormatOptions& options,
+                              bool json) const override {
+    SW_ASSIGN_OR_RETURN(ShardedReader reader, open_sharded(path, options));
+    return inspect_index(reader, path, json);
+  }
+  Result<std::unique_ptr<TensorFile>> open(const std::string& path, std::span<const std::string>,
+                                           const FormatOptions& options) const override {
+    SW_ASSIGN_OR_RETURN(ShardedReader reader, open_sharded(path, options));
+    return std::unique_ptr<TensorFile>(std::make_unique<ShardedFile>(std::move(reader), path));
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<TensorFile> tensor_file(Reader reader) { return std::make_unique<SafetensorsFile>(std::move(reader)); }
+
+std::string inspect_file(const Reader& reader, const std::string& display, bool json) {
+  const auto& h = reader.header();
+  std::string out;
+  if (json) {
+    out = "{\"format\":\"safetensors\",\"header_size\":" + std::to_string(h.header_size()) + ",\"metadata\":";
+    if (!h.has_metadata()) {
+      out += "null";
+    } else {
+      out += "{";
+      for (std::size_t i = 0; i < h.metadata().size(); ++i) {
+        out += (i ? "," : "") + json_quote(h.metadata()[i].first) + ":" + json_quote(h.metadata()[i].second);
+      }
+      out += "}";
+    }
+    out += ",\"tensors\":[";
+    bool first = true;
+    for (const auto& t : h.tensors()) {
+      out += (first ? "" : ",") + tensor_json(t) + "}";
+      first = false;
+    }
+    return out + "]}\n";
+  }
+  append_format(out, "file:        %s\nformat:      safetensors\nheader:      %llu bytes\ntensors:     %zu\ndata:        %s\n",
+          display.c_str(), static_cast<unsigned long long>(h.header_size()), h.tensors().size(), human_bytes(h.data_size()).c_str());
+  if (h.has_metadata()) {
+    out += "metadata:\n";
+    for (const auto& [k, v] : h.metadata()) append_format(out, "  %s: %s\n", k.c_str(), v.c_str());
+  } else {
+    out += "metadata:    (none)\n";
+  }
+  out += "\n";
+  std::vector<const TensorInfo*> rows;
+  rows.reserve(h.tensors().size());
+  for (const auto& t : h.tensors()) rows.push_back(&t);
+  return out + tensor_table(rows, nullptr);
+}
+
+const Format& safetensors_format() {
+  static const SafetensorsFormat format;
+  return format;
+}
+
+const Format& index_format() {
+  static const IndexFormat format;
+  return format;
+}
+
+}  // namespace safeweights::safetensors
