@@ -4,7 +4,7 @@
 #   1. find_package(safeweights CONFIG REQUIRED) -> safeweights::safeweights (shared)
 #   2. the same with safeweights::safeweights_static
 #   3. g++ $(pkg-config --cflags --libs safeweights)            (shared, LD_LIBRARY_PATH)
-#   4. g++ ... libsafeweights.a $(pkg-config --static --libs ...) (static)
+#   4. g++ ... libsafeweights.a and the libraries of its Requires.private    (static)
 # Each build runs on a small safetensors file written here with python3, and its output is compared
 # with what python3 expects. The installed CLI validates the same file. The prefix is removed at the end.
 #   check_install.sh BUILD_DIR      (environment: CMAKE, CMAKE_GENERATOR, CXX, SAFEWEIGHTS_SHARED=ON|OFF)
@@ -93,8 +93,12 @@ if [[ $shared == ON ]]; then
   [[ $(needed "$tmp/pc-shared") == 1 ]] || fail "pc-shared: not linked to libsafeweights.so"
   check_output pc-shared env LD_LIBRARY_PATH="$prefix/lib" "$tmp/pc-shared"
 fi
-static_libs=$(pkg-config --static --libs safeweights | sed "s|-lsafeweights|$prefix/lib/libsafeweights.a|")
-step "pkg-config --static: $static_libs"
+# Static libsafeweights, shared dependencies: the libraries of Requires.private (`pkg-config --static`
+# would also ask for libcurl's own private libraries, whose static forms Debian does not install).
+requires_private=$(pkg-config --print-requires-private safeweights | awk '{print $1}' | tr '\n' ' ')
+[[ -n $requires_private ]] || fail "safeweights.pc has no Requires.private"
+static_libs="$prefix/lib/libsafeweights.a -pthread $(pkg-config --libs $requires_private)"
+step "pkg-config static (Requires.private: $requires_private): $static_libs"
 # shellcheck disable=SC2086
 nice "$cxx" -std=c++20 -O1 -o "$tmp/pc-static" "$here/consumer/main.cpp" $(pkg-config --cflags safeweights) \
   $static_libs || fail "pkg-config static: build"
