@@ -27,10 +27,14 @@ step "cmake --install $build --prefix <tmp>/prefix"
 "$cmake" --install "$build" --prefix "$prefix" >"$tmp/install.log" || { cat "$tmp/install.log"; fail "install"; }
 (cd "$prefix" && find . -type f -o -type l | sort)
 
-expect=(include/safeweights/safetensors.h include/safeweights/error.h lib/libsafeweights.a bin/safeweights
-        lib/cmake/safeweights/safeweightsConfig.cmake lib/cmake/safeweights/safeweightsConfigVersion.cmake
-        lib/cmake/safeweights/safeweightsTargets.cmake lib/pkgconfig/safeweights.pc)
-[[ $shared == ON ]] && expect+=(lib/libsafeweights.so)
+# lib/, or lib/<multiarch>/ when the build was configured for the prefix /usr (GNUInstallDirs).
+pc=$(cd "$prefix" && find . -name safeweights.pc -path '*/pkgconfig/*' | head -n 1)
+[[ -n $pc ]] || fail "safeweights.pc not installed"
+lib=$(dirname "$(dirname "${pc#./}")")
+expect=(include/safeweights/safetensors.h include/safeweights/error.h "$lib/libsafeweights.a" bin/safeweights
+        "$lib/cmake/safeweights/safeweightsConfig.cmake" "$lib/cmake/safeweights/safeweightsConfigVersion.cmake"
+        "$lib/cmake/safeweights/safeweightsTargets.cmake" "$lib/pkgconfig/safeweights.pc")
+[[ $shared == ON ]] && expect+=("$lib/libsafeweights.so")
 for f in "${expect[@]}"; do [[ -e $prefix/$f ]] || fail "not installed: $f"; done
 # Installed headers include only the standard library and each other (nothing from src/).
 if grep -n '#include "' "$prefix"/include/safeweights/*.h | grep -v '#include "safeweights/'; then
@@ -84,20 +88,20 @@ fi
 consumer_cmake cmake-static ON
 [[ $(needed "$tmp/cmake-static/consumer") == 0 ]] || fail "cmake-static: linked to libsafeweights.so"
 
-export PKG_CONFIG_PATH=$prefix/lib/pkgconfig
+export PKG_CONFIG_PATH=$prefix/$lib/pkgconfig
 step "pkg-config: $(pkg-config --cflags --libs safeweights)"
 if [[ $shared == ON ]]; then
   # shellcheck disable=SC2046
   nice "$cxx" -std=c++20 -O1 -o "$tmp/pc-shared" "$here/consumer/main.cpp" $(pkg-config --cflags --libs safeweights) \
     || fail "pkg-config shared: build"
   [[ $(needed "$tmp/pc-shared") == 1 ]] || fail "pc-shared: not linked to libsafeweights.so"
-  check_output pc-shared env LD_LIBRARY_PATH="$prefix/lib" "$tmp/pc-shared"
+  check_output pc-shared env LD_LIBRARY_PATH="$prefix/$lib" "$tmp/pc-shared"
 fi
 # Static libsafeweights, shared dependencies: the libraries of Requires.private (`pkg-config --static`
 # would also ask for libcurl's own private libraries, whose static forms Debian does not install).
 requires_private=$(pkg-config --print-requires-private safeweights | awk '{print $1}' | tr '\n' ' ')
 [[ -n $requires_private ]] || fail "safeweights.pc has no Requires.private"
-static_libs="$prefix/lib/libsafeweights.a -pthread $(pkg-config --libs $requires_private)"
+static_libs="$prefix/$lib/libsafeweights.a -pthread $(pkg-config --libs $requires_private)"
 step "pkg-config static (Requires.private: $requires_private): $static_libs"
 # shellcheck disable=SC2086
 nice "$cxx" -std=c++20 -O1 -o "$tmp/pc-static" "$here/consumer/main.cpp" $(pkg-config --cflags safeweights) \
