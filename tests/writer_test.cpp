@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "safeweights/safetensors_writer.h"
+#include "safeweights/sharded.h"
 #include "test_util.h"
 
 namespace {
@@ -408,15 +409,21 @@ TEST(WriterRefuses, InvalidUtf8NamesAndMetadata) {
 }
 
 TEST(WriterRefuses, DataSizeMismatch) {
-  // safetensors_writer.h documents only that the size must match; the reference reports
-  // TensorInvalidInfo (validate) or InvalidTensorView (TensorView::new).
+  // The reference writer's kind (TensorView::new), the same from every writer of TensorData: in memory,
+  // to a file, and sharded.
+  TempDir dir;
   for (std::size_t n : {0u, 15u, 17u, 32u}) {
     std::vector<Owned> in = {{"t", TensorType::I32, {2, 2}, zeros(n)}};
     auto tv = views(in);
     auto r = st::serialize(tv, {});
     ASSERT_FALSE(r.is_ok()) << n;
-    const auto k = r.error().kind();
-    EXPECT_TRUE(k == K::TensorInvalidInfo || k == K::InvalidArgument || k == K::InvalidTensorView) << describe(r.error());
+    EXPECT_EQ(r.error().kind(), K::InvalidTensorView) << describe(r.error());
+    safeweights::Status f = st::write_file(dir.file("t.safetensors"), tv);
+    ASSERT_FALSE(f.is_ok());
+    EXPECT_EQ(f.error().kind(), K::InvalidTensorView) << describe(f.error());
+    auto sh = st::write_sharded(dir.path(), tv);
+    ASSERT_FALSE(sh.is_ok());
+    EXPECT_EQ(sh.error().kind(), K::InvalidTensorView) << describe(sh.error());
   }
   std::vector<Owned> zero = {{"t", TensorType::F32, {0, 3}, zeros(4)}};
   auto zv = views(zero);

@@ -78,6 +78,12 @@ struct WriteOptions {
   bool durable = false;  // fsync file and folder before the rename
 };
 
+// The layout of these tensors, with each one's data length checked against its shape and dtype
+// (InvalidTensorView otherwise, the reference writer's kind). Every writer of TensorData plans
+// through this, so they all report the same kinds.
+Result<Layout> plan_data(std::span<const TensorData> tensors, const Metadata& metadata = {});
+// Writes the whole file planned by plan_data() into dst (dst.size() == layout.file_size()).
+void serialize_into(const Layout& layout, std::span<const TensorData> tensors, std::span<std::byte> dst);
 // The whole file in memory.
 Result<std::vector<std::byte>> serialize(std::span<const TensorData> tensors, const Metadata& metadata = {});
 // Writes the file atomically (temp file + rename).

@@ -326,34 +326,16 @@ void register_safetensors(py::module_& m) {
       "serialize",
       [](const py::dict& tensor_dict, std::optional<py::dict> metadata) {
         SerializeInput in = serialize_input(tensor_dict, metadata);
-        std::vector<safetensors::TensorDecl> decls;
-        decls.reserve(in.tensors.size());
-        for (const auto& t : in.tensors) decls.push_back({t.name, t.dtype, t.shape});
-        Result<safetensors::Layout> layout = safetensors::Layout::plan(decls, in.metadata);
-        safetensors::Layout plan = value_or_raise(std::move(layout), Domain::Safetensors, "Error while serializing: ");
-        // Check every size before allocating the result.
-        for (std::size_t i = 0; i < in.tensors.size(); ++i) {
-          const auto& p = plan.placement_of(i);
-          if (p.end - p.begin != in.tensors[i].data.size())
-            ok_or_raise(Error(ErrorKind::InvalidTensorView, "data length " + std::to_string(in.tensors[i].data.size()) +
-                                                                " does not match shape and dtype (" +
-                                                                std::to_string(p.end - p.begin) + " bytes)")
-                            .with_tensor(in.tensors[i].name),
-                        Domain::Safetensors, "Error while serializing: ");
-        }
+        safetensors::Layout plan =
+            value_or_raise(safetensors::plan_data(in.tensors, in.metadata), Domain::Safetensors, "Error while serializing: ");
         if (plan.file_size() > static_cast<std::uint64_t>(PY_SSIZE_T_MAX)) throw std::bad_alloc();
         PyObject* raw = PyBytes_FromStringAndSize(nullptr, static_cast<Py_ssize_t>(plan.file_size()));
         if (raw == nullptr) throw py::error_already_set();
         py::bytes out = py::reinterpret_steal<py::bytes>(raw);
-        char* dst = PyBytes_AS_STRING(raw);
+        auto* dst = reinterpret_cast<std::byte*>(PyBytes_AS_STRING(raw));
         {
           py::gil_scoped_release nogil;
-          std::memcpy(dst, plan.prefix().data(), plan.prefix().size());
-          char* data = dst + plan.prefix().size();
-          for (std::size_t i = 0; i < in.tensors.size(); ++i) {
-            const auto& p = plan.placement_of(i);
-            if (!in.tensors[i].data.empty()) std::memcpy(data + p.begin, in.tensors[i].data.data(), in.tensors[i].data.size());
-          }
+          safetensors::serialize_into(plan, in.tensors, std::span<std::byte>(dst, static_cast<std::size_t>(plan.file_size())));
         }
         return out;
       },

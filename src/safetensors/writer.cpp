@@ -140,38 +140,41 @@ std::vector<TensorDecl> decls_of(std::span<const TensorData> tensors) {
   return decls;
 }
 
-Status check_data_size(const TensorData& t, const Layout::Placement& p) {
-  if (t.data.size() != p.end - p.begin) {
-    return Error(ErrorKind::TensorInvalidInfo, "shape and dtype need " + std::to_string(p.end - p.begin) +
-                                                   " bytes but " + std::to_string(t.data.size()) + " were given")
-        .with_tensor(t.name);
-  }
-  return Status::ok();
-}
-
 }  // namespace
 
-Result<std::vector<std::byte>> serialize(std::span<const TensorData> tensors, const Metadata& metadata) {
-  auto decls = decls_of(tensors);
-  SW_ASSIGN_OR_RETURN(Layout layout, Layout::plan(decls, metadata));
-  for (std::size_t i = 0; i < tensors.size(); ++i) SW_RETURN_IF_ERROR(check_data_size(tensors[i], layout.placement_of(i)));
-  std::vector<std::byte> out(static_cast<std::size_t>(layout.file_size()));
-  std::memcpy(out.data(), layout.prefix().data(), layout.prefix().size());
+Result<Layout> plan_data(std::span<const TensorData> tensors, const Metadata& metadata) {
+  SW_ASSIGN_OR_RETURN(Layout layout, Layout::plan(decls_of(tensors), metadata));
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    const Layout::Placement& p = layout.placement_of(i);
+    if (tensors[i].data.size() != p.end - p.begin) {
+      return Error(ErrorKind::InvalidTensorView, "data length " + std::to_string(tensors[i].data.size()) +
+                                                     " does not match shape and dtype (" + std::to_string(p.end - p.begin) +
+                                                     " bytes)")
+          .with_tensor(tensors[i].name);
+    }
+  }
+  return layout;
+}
+
+void serialize_into(const Layout& layout, std::span<const TensorData> tensors, std::span<std::byte> dst) {
+  std::memcpy(dst.data(), layout.prefix().data(), layout.prefix().size());
   for (const auto& p : layout.placements()) {
     const auto& data = tensors[p.decl].data;
-    if (!data.empty()) std::memcpy(out.data() + layout.prefix().size() + p.begin, data.data(), data.size());
+    if (!data.empty()) std::memcpy(dst.data() + layout.prefix().size() + p.begin, data.data(), data.size());
   }
+}
+
+Result<std::vector<std::byte>> serialize(std::span<const TensorData> tensors, const Metadata& metadata) {
+  SW_ASSIGN_OR_RETURN(Layout layout, plan_data(tensors, metadata));
+  std::vector<std::byte> out(static_cast<std::size_t>(layout.file_size()));
+  serialize_into(layout, tensors, out);
   return out;
 }
 
 Result<AtomicFile> write_uncommitted(const std::string& path, std::span<const TensorData> tensors,
                                      const Metadata& metadata, const WriteOptions& options) {
-  auto layout = Layout::plan(decls_of(tensors), metadata);
+  auto layout = plan_data(tensors, metadata);
   if (!layout.is_ok()) return std::move(layout.error().with_file(path));
-  for (std::size_t i = 0; i < tensors.size(); ++i) {
-    Status size_ok = check_data_size(tensors[i], layout->placement_of(i));
-    if (!size_ok.is_ok()) return std::move(size_ok.error().with_file(path));
-  }
   SW_ASSIGN_OR_RETURN(AtomicFile file, AtomicFile::create(path, {layout->file_size(), options.durable}));
   SW_RETURN_IF_ERROR(file.append(std::as_bytes(std::span<const char>(layout->prefix().data(), layout->prefix().size()))));
   // In file order, straight from the caller's buffers, so the file grows sequentially.

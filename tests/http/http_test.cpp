@@ -14,6 +14,8 @@
 
 #include "safeweights/dduf.h"
 #include "safeweights/http.h"
+#include "safeweights/resolver.h"
+#include "safeweights/sharded.h"
 #include "safeweights/safetensors.h"
 #include "safeweights/safetensors_writer.h"
 #include "safeweights/zip.h"
@@ -686,3 +688,40 @@ TEST(HttpTls, CliCacert) {
   // Same listing; only the file name in the output differs.
   EXPECT_EQ(trusted.out.substr(trusted.out.find('\n')), local.out.substr(local.out.find('\n')));
 }
+
+namespace {
+
+// A sharded checkpoint read over HTTP: the index's shards are the URLs beside it, opened through the
+// same resolver, and every command sees what it sees locally.
+TEST(HttpCli, ShardedIndexOverHttpMatchesLocal) {
+  REQUIRE_SERVERS();
+  const fs::path folder = g->www / "sharded";
+  fs::create_directories(folder);
+  std::vector<std::byte> a(4096, std::byte{1}), b(8192, std::byte{2});
+  for (std::size_t i = 0; i < b.size(); ++i) b[i] = static_cast<std::byte>(i * 13);
+  std::vector<safetensors::TensorData> tensors = {{"a", TensorType::F32, {1024}, a}, {"b", TensorType::I16, {64, 64}, b}};
+  safetensors::ShardOptions options;
+  options.max_shard_bytes = 4096;
+  ASSERT_TRUE(safetensors::write_sharded(folder.string(), tensors, options).is_ok());
+  const std::string url = g->nginx_url("sharded/model.safetensors.index.json");
+  const std::string path = (folder / "model.safetensors.index.json").string();
+
+  CliRun remote = cli("inspect --json " + url), local = cli("inspect --json " + path);
+  EXPECT_EQ(remote.code, 0) << remote.err;
+  EXPECT_EQ(remote.out, local.out);
+  EXPECT_NE(remote.out.find("\"format\":\"safetensors-index\""), std::string::npos);
+  CliRun v = cli("validate --json " + url);
+  EXPECT_EQ(v.code, 0) << v.out << v.err;
+  EXPECT_NE(v.out.find("\"valid\":true"), std::string::npos) << v.out;
+  CliRun cat_remote = cli("cat " + url + " b --slice 3:5"), cat_local = cli("cat " + path + " b --slice 3:5");
+  EXPECT_EQ(cat_remote.code, 0) << cat_remote.err;
+  EXPECT_EQ(cat_remote.out, cat_local.out);
+  EXPECT_EQ(cat_remote.out.size(), 2u * 64 * 2);
+
+  auto reader = safetensors::ShardedReader::open(url, *default_resolver());
+  ASSERT_TRUE(reader.is_ok()) << reader.status().to_string();
+  ASSERT_EQ(reader->shards().size(), 2u);
+  EXPECT_EQ(reader->shards()[1].name(), g->nginx_url("sharded/model-00002-of-00002.safetensors"));
+}
+
+}  // namespace
