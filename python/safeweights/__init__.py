@@ -18,6 +18,7 @@ from ._errors import (
 )
 from ._safe_open import PySafeSlice, _safe_open_handle, safe_open
 from ._safeweights import TensorSpec, deserialize, serialize, serialize_file
+from .formats import detect_format, inspect, validate
 
 __version__ = _safeweights.__version__
 
@@ -34,7 +35,10 @@ __all__ = [
     "__version__",
     "_safe_open_handle",
     "deserialize",
+    "detect_format",
+    "inspect",
     "safe_open",
     "serialize",
     "serialize_file",
+    "validate",
 ]

@@ -85,6 +85,7 @@ Result<SourcePtr> open_input(const std::string& path_or_url, FileBackend backend
 
 void register_errors(py::module_& m);
 void register_safetensors(py::module_& m);
+void register_formats(py::module_& m);
 void register_dduf(py::module_& m);
 
 }  // namespace safeweights::python

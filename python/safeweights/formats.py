@@ -1,0 +1,38 @@
+"""Any file the library reads, through its format registry: detect, validate, inspect.
+
+The format is found from the file's content (magic bytes, then structure), never from its name, and
+every rule of that format is applied in C++. Paths and http(s):// URLs are accepted.
+"""
+
+import json
+import os
+from typing import Any, Dict, Optional
+
+from . import _safeweights
+
+
+def _path(path) -> str:
+    text = os.fspath(path)
+    if isinstance(text, bytes):
+        text = os.fsdecode(text)
+    return text
+
+
+def detect_format(path) -> str:
+    """The file's format: "safetensors", "safetensors-index", "dduf" or "pytorch"."""
+    return _safeweights._detect_format(_path(path))
+
+
+def validate(path, *, strict: bool = False, crc: bool = True) -> str:
+    """Checks every rule of the file's format; returns a one-line summary, raises on the first violation.
+
+    ``strict`` also rejects unknown fields in safetensors tensor entries; ``crc=False`` skips the
+    CRC-32 of archive members (which reads every byte).
+    """
+    _format, summary = _safeweights._validate(_path(path), strict, crc)
+    return summary
+
+
+def inspect(path, entry: Optional[str] = None) -> Dict[str, Any]:
+    """What ``safeweights inspect --json`` prints, as a dict (``entry``: a DDUF .safetensors member)."""
+    return json.loads(_safeweights._inspect(_path(path), entry))

@@ -1,0 +1,59 @@
+// The format registry for Python: detect, validate and inspect any file the library reads, without
+// the Python layer knowing the formats.
+#include <string>
+#include <vector>
+
+#include <pybind11/stl.h>
+
+#include "bindings.h"
+#include "safeweights/format.h"
+
+namespace safeweights::python {
+namespace {
+
+Domain domain_of(const Format& format) { return format.name() == "dduf" ? Domain::DDUFRead : Domain::Safetensors; }
+
+const Format& detect_or_raise(const std::string& path, const FormatOptions& options) {
+  auto format = without_gil([&] { return detect_format(path, options); });
+  return *value_or_raise(std::move(format), Domain::Safetensors);
+}
+
+FormatOptions options_for(bool strict, bool crc) {
+  FormatOptions options;
+  options.strict = strict;
+  options.crc = crc;
+  options.resolver = default_resolver();  // detection and reading share one source
+  return options;
+}
+
+}  // namespace
+
+void register_formats(py::module_& m) {
+  m.def(
+      "_detect_format",
+      [](const std::string& path) { return std::string(detect_or_raise(path, {}).name()); },
+      py::arg("path"), "The registry name of the file's format, found from its content.");
+  m.def(
+      "_validate",
+      [](const std::string& path, bool strict, bool crc) {
+        const FormatOptions options = options_for(strict, crc);
+        const Format& format = detect_or_raise(path, options);
+        auto summary = without_gil([&] { return format.validate(path, options); });
+        return py::make_tuple(std::string(format.name()), value_or_raise(std::move(summary), domain_of(format)));
+      },
+      py::arg("path"), py::arg("strict") = false, py::arg("crc") = true,
+      "(format, summary) for a valid file; raises the format's error otherwise.");
+  m.def(
+      "_inspect",
+      [](const std::string& path, std::optional<std::string> entry) {
+        const FormatOptions options = options_for(false, true);
+        const Format& format = detect_or_raise(path, options);
+        std::vector<std::string> members;
+        if (entry) members.push_back(*entry);
+        auto text = without_gil([&] { return format.inspect(path, members, options, true); });
+        return value_or_raise(std::move(text), domain_of(format));
+      },
+      py::arg("path"), py::arg("entry") = py::none(), "The JSON text `safeweights inspect --json` prints.");
+}
+
+}  // namespace safeweights::python

@@ -1,0 +1,94 @@
+"""The format registry from Python: detect_format, validate and inspect on any supported file.
+
+Expected values come from what the test built with json/struct/zipfile (and torch.save), never from
+safeweights itself.
+"""
+
+import json
+import struct
+import zipfile
+
+import pytest
+
+import safeweights
+from safeweights import DDUFCorruptedFileError, SafetensorError
+
+from conftest import build_file
+
+
+def _safetensors(tmp_path, name="m.safetensors"):
+    blob = build_file([("w", "F32", [2, 2], bytes(16)), ("b", "U8", [3], b"xyz")], metadata={"format": "pt"})
+    path = tmp_path / name
+    path.write_bytes(blob)
+    return path, blob
+
+
+def test_safetensors_detected_by_content_and_inspected_as_written(tmp_path):
+    path, blob = _safetensors(tmp_path, "weights.pt")  # a checkpoint's name does not fool detection
+    assert safeweights.detect_format(path) == "safetensors"
+    (n,) = struct.unpack("<Q", blob[:8])
+    header = json.loads(blob[8 : 8 + n])
+    info = safeweights.inspect(path)
+    assert info["format"] == "safetensors"
+    assert info["header_size"] == n
+    assert info["metadata"] == header["__metadata__"]
+    got = {t["name"]: (t["dtype"], t["shape"], t["data_offsets"]) for t in info["tensors"]}
+    want = {k: (v["dtype"], v["shape"], v["data_offsets"]) for k, v in header.items() if k != "__metadata__"}
+    assert got == want
+    assert safeweights.validate(path) == "2 tensors, 19 B of data"
+
+
+def test_dduf_detected_and_inspected_like_zipfile_sees_it(tmp_path):
+    st_path, st_blob = _safetensors(tmp_path)
+    archive = tmp_path / "pipe.dduf"
+    with zipfile.ZipFile(archive, "w", zipfile.ZIP_STORED) as z:
+        z.writestr("model_index.json", json.dumps({"unet": ["diffusers", "U"]}))
+        z.writestr("unet/config.json", "{}")
+        z.writestr("unet/m.safetensors", st_blob)
+    assert safeweights.detect_format(archive) == "dduf"
+    info = safeweights.inspect(archive)
+    with zipfile.ZipFile(archive) as z:
+        assert [(e["name"], e["length"]) for e in info["entries"]] == [(i.filename, i.file_size) for i in z.infolist()]
+    assert info["components"] == {"unet": ["diffusers", "U"]}
+    member = safeweights.inspect(archive, entry="unet/m.safetensors")
+    assert member == safeweights.inspect(st_path)
+    assert "CRCs checked" in safeweights.validate(archive)
+    assert "CRCs not checked" in safeweights.validate(archive, crc=False)
+
+
+def test_errors_are_the_formats_own_classes_with_kinds(tmp_path):
+    bad = tmp_path / "bad.safetensors"
+    bad.write_bytes(b"\x05")
+    with pytest.raises(SafetensorError) as e:
+        safeweights.validate(bad)
+    assert e.value.kind == "HeaderTooSmall"
+
+    archive = tmp_path / "flipped.dduf"
+    with zipfile.ZipFile(archive, "w", zipfile.ZIP_STORED) as z:
+        z.writestr("model_index.json", json.dumps({"unet": ["diffusers", "U"]}))
+        z.writestr("unet/config.json", "{}")
+        z.writestr("unet/notes.txt", "hello")
+    raw = bytearray(archive.read_bytes())
+    at = raw.find(b"hello")
+    raw[at] = ord("j")
+    archive.write_bytes(bytes(raw))
+    with pytest.raises(DDUFCorruptedFileError) as e:
+        safeweights.validate(archive)
+    assert e.value.kind == "CrcMismatch"
+
+    with pytest.raises(FileNotFoundError):
+        safeweights.detect_format(tmp_path / "absent")
+
+
+def test_torch_save_is_recognised_and_refused_by_name(tmp_path):
+    torch = pytest.importorskip("torch")
+    path = tmp_path / "ckpt.bin"
+    torch.save({"w": torch.ones(2, 3)}, path)
+    assert safeweights.detect_format(path) == "pytorch"
+    with pytest.raises(SafetensorError) as e:
+        safeweights.validate(path)
+    assert e.value.kind == "NotSupported"
+    assert "PyTorch checkpoints are not supported yet" in str(e.value)
+    legacy = tmp_path / "legacy.pt"
+    torch.save({"w": torch.ones(2)}, legacy, _use_new_zipfile_serialization=False)
+    assert safeweights.detect_format(legacy) == "pytorch"
