@@ -7,7 +7,7 @@
 // central directory (name, flags, method, CRC, sizes), entries that lie inside the file in order
 // without overlap, gaps, prepended or trailing bytes, unique names, and counts that agree with the
 // bytes parsed. Each entry's data offset and length are exact, so an entry is a zero-copy sub-range of
-// the archive's ByteSource. Compressed entries are listed but nothing here inflates them.
+// the archive's ByteSource. Nothing here inflates compressed entries.
 //
 // Two policies (ArchivePolicy) decide what else is accepted:
 //   Strict     (the default; DDUF) no data descriptors (flag bit 3): every byte of the file is a
@@ -17,7 +17,10 @@
 //              central directory's values rule), and its data must be followed by exactly one data
 //              descriptor (signature optional; 8-byte sizes when the local header has a ZIP64 extra
 //              block, else 4-byte) that agrees with the central directory on CRC and both sizes, and
-//              by nothing else. Every other Strict check holds.
+//              by nothing else. Compressed entries are refused (ZipUnsupported): a reader of this
+//              policy takes entries as zero-copy sub-ranges. Every other Strict check holds.
+//   (Strict lists compressed entries and leaves them to the layer above: DDUF refuses them in the
+//   reference's words.)
 //
 // Writer produces archives that CPython's zipfile, Info-ZIP and huggingface_hub read: stored entries,
 // a ZIP64 extra in every local header, ZIP64 central records only where CPython would write them, a

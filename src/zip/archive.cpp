@@ -157,8 +157,10 @@ Result<EndRecords> locate_end_record(const ByteSource& src) {
   int candidates = 0;
   EndOfCentralDirectory eocd;
   for (std::uint64_t p = window - kEocdSize + 1; p-- > 0;) {
+    const auto at = tail.subspan(static_cast<std::size_t>(p));
+    if (!records::starts_with_signature(at, EndOfCentralDirectory::kSignature)) continue;
     EndOfCentralDirectory candidate;
-    if (records::decode(tail.subspan(static_cast<std::size_t>(p)), candidate) != Decoded::Ok) continue;
+    if (records::decode(at, candidate) != Decoded::Ok) continue;
     if (last_signature == UINT64_MAX) last_signature = p;
     if (p + kEocdSize + candidate.comment_length == window) {
       ++candidates;
@@ -270,9 +272,9 @@ Status resolve_central_zip64(const CentralHeader& h, const ExtraInfo& extra, Ent
     if (big_size || big_csize || big_offset) return bad("saturated size or offset without a ZIP64 extra block");
     return Status::ok();
   }
-  const std::size_t need = (big_size + big_csize + big_offset) * 8u + big_disk * 4u;
   Zip64Extra z;
-  if (extra.zip64.size() != need || records::decode(extra.zip64, big_size, big_csize, big_offset, big_disk, z) != Decoded::Ok) {
+  if (extra.zip64.size() != Zip64Extra::payload_size(big_size, big_csize, big_offset, big_disk) ||
+      records::decode(extra.zip64, big_size, big_csize, big_offset, big_disk, z) != Decoded::Ok) {
     return bad("ZIP64 extra block does not match the saturated fields");
   }
   e.size = z.size.value_or(e.size);
@@ -380,7 +382,8 @@ Status resolve_local_sizes(const LocalHeader& h, const ExtraInfo& extra, std::ui
   if (usize != kSaturated32 && csize != kSaturated32) return Status::ok();
   // A local ZIP64 block carries both sizes (APPNOTE 4.5.3).
   Zip64Extra z;
-  if (!extra.has_zip64 || extra.zip64.size() != 16 || records::decode(extra.zip64, true, true, false, false, z) != Decoded::Ok) {
+  if (!extra.has_zip64 || extra.zip64.size() != Zip64Extra::payload_size(true, true, false, false) ||
+      records::decode(extra.zip64, true, true, false, false, z) != Decoded::Ok) {
     return bad("local header ZIP64 block must hold both sizes");
   }
   usize = *z.size;

@@ -85,10 +85,6 @@ void encode_fixed(const R& record, std::string& out) {
 
 }  // namespace
 
-bool starts_with_signature(std::span<const std::byte> bytes, std::uint32_t sig) noexcept {
-  return bytes.size() >= 4 && le::u32(bytes.data()) == sig;
-}
-
 Decoded decode(std::span<const std::byte> bytes, LocalHeader& out) noexcept { return decode_fixed(bytes, out); }
 Decoded decode(std::span<const std::byte> bytes, CentralHeader& out) noexcept { return decode_fixed(bytes, out); }
 Decoded decode(std::span<const std::byte> bytes, EndOfCentralDirectory& out) noexcept { return decode_fixed(bytes, out); }
@@ -104,8 +100,9 @@ Decoded decode(std::span<const std::byte> bytes, ExtraBlockHeader& out) noexcept
 
 Decoded decode(std::span<const std::byte> payload, bool want_size, bool want_compressed_size, bool want_header_offset,
                bool want_disk_start, Zip64Extra& out) noexcept {
-  const std::size_t need = (want_size + want_compressed_size + want_header_offset) * 8u + want_disk_start * 4u;
-  if (payload.size() < need) return Decoded::Truncated;
+  if (payload.size() < Zip64Extra::payload_size(want_size, want_compressed_size, want_header_offset, want_disk_start)) {
+    return Decoded::Truncated;
+  }
   const std::byte* p = payload.data();
   auto take = [&p](int bytes) {
     const std::uint64_t v = le::load(p, bytes);
@@ -146,8 +143,8 @@ void encode(const ExtraBlockHeader& record, std::string& out) {
 }
 
 void encode(const Zip64Extra& record, std::string& out) {
-  const std::size_t payload = (record.size.has_value() + record.compressed_size.has_value() + record.header_offset.has_value()) * 8u +
-                              record.disk_start.has_value() * 4u;
+  const std::size_t payload = Zip64Extra::payload_size(record.size.has_value(), record.compressed_size.has_value(),
+                                                       record.header_offset.has_value(), record.disk_start.has_value());
   encode(ExtraBlockHeader{Zip64Extra::kId, static_cast<std::uint16_t>(payload)}, out);
   if (record.size) le::append(out, *record.size, 8);
   if (record.compressed_size) le::append(out, *record.compressed_size, 8);

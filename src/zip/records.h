@@ -15,6 +15,8 @@
 #include <span>
 #include <string>
 
+#include "core/little_endian.h"
+
 namespace safeweights::zip::records {
 
 // Values a 32-bit (16-bit) field holds when the real value is in a ZIP64 record or extra block.
@@ -24,8 +26,11 @@ constexpr std::uint16_t kSaturated16 = 0xFFFF;
 // What decode() found. Truncated: fewer bytes than the fixed part; BadSignature: another record.
 enum class Decoded { Ok, Truncated, BadSignature };
 
-// True when `bytes` starts with the 4-byte little-endian signature `sig`.
-bool starts_with_signature(std::span<const std::byte> bytes, std::uint32_t sig) noexcept;
+// True when `bytes` starts with the 4-byte little-endian signature `sig`. Inline: the end-record search
+// calls it at every byte of up to 64 KiB.
+inline bool starts_with_signature(std::span<const std::byte> bytes, std::uint32_t sig) noexcept {
+  return bytes.size() >= 4 && le::u32(bytes.data()) == sig;
+}
 
 // Local file header (4.3.7), followed by name_length + extra_length bytes, then the entry's data.
 struct LocalHeader {
@@ -121,6 +126,10 @@ struct Zip64Extra {
   std::optional<std::uint64_t> compressed_size;
   std::optional<std::uint64_t> header_offset;
   std::optional<std::uint32_t> disk_start;
+  // Payload bytes of a block holding the given fields.
+  static constexpr std::size_t payload_size(bool size, bool compressed_size, bool header_offset, bool disk_start) noexcept {
+    return (std::size_t{size} + compressed_size + header_offset) * 8u + std::size_t{disk_start} * 4u;
+  }
 };
 
 // Data descriptor (4.3.9): after an entry's data when flag bit 3 is set. The signature is optional;

@@ -95,6 +95,7 @@ struct TestEntry {
   std::string data;
   Descriptor descriptor = Descriptor::None;
   bool zip64 = false;             // local ZIP64 block (CPython's form: saturated fields, zero sizes) and 8-byte descriptor sizes
+  bool miniz_zip64 = false;       // miniz's form: zero local sizes, a ZIP64 block holding only the header offset
   bool local_values = false;      // with a descriptor: the local header carries CRC and sizes anyway
   bool flag_without_descriptor = false;  // flag bit 3 set but no descriptor written
   bool descriptor_without_flag = false;  // descriptor written but flag bit 3 clear
@@ -119,6 +120,7 @@ Built build_zip(const std::vector<TestEntry>& entries) {
     const std::uint32_t crc = bitwise_crc32(e.data);
     const bool deferred = has_flag && !e.local_values;
     std::string extra;
+    if (e.miniz_zip64) put(extra, 0x0001, 2), put(extra, 8, 2), put(extra, b.bytes.size(), 8);
     if (e.zip64) {
       put(extra, 0x0001, 2), put(extra, 16, 2);
       put(extra, deferred ? 0 : e.data.size(), 8), put(extra, deferred ? 0 : e.data.size(), 8);
@@ -142,7 +144,7 @@ Built build_zip(const std::vector<TestEntry>& entries) {
     if (e.descriptor != Descriptor::None) {
       if (e.descriptor == Descriptor::WithSignature) put(b.bytes, 0x08074b50, 4);
       put(b.bytes, e.descriptor_crc.value_or(crc), 4);
-      const int width = e.descriptor_zip64.value_or(e.zip64) ? 8 : 4;
+      const int width = e.descriptor_zip64.value_or(e.zip64 || e.miniz_zip64) ? 8 : 4;
       put(b.bytes, e.data.size(), width);
       put(b.bytes, e.descriptor_size.value_or(e.data.size()), width);
     }
@@ -228,6 +230,17 @@ TEST(ContainerPolicy, Zip64Descriptor) {
     EXPECT_EQ(archive->entries()[0].descriptor_size, d == Descriptor::WithSignature ? 24u : 20u);
     EXPECT_EQ(archive->entries()[0].data_offset, b.data_offsets[0]);
   }
+}
+
+TEST(ContainerPolicy, MinizZip64Form) {
+  // What miniz writes for an entry at or past 4 GiB: zero local CRC and sizes, a local ZIP64 block with
+  // the header offset only, an 8-byte-size descriptor.
+  Built b = build_zip({{.name = "x", .data = "1"}, {.name = "y", .data = payload(50, 'm'), .descriptor = Descriptor::WithSignature,
+                                                     .miniz_zip64 = true}});
+  auto archive = open_both(b.bytes, ArchivePolicy::Container);
+  ASSERT_TRUE(archive.is_ok()) << archive.error().to_string();
+  EXPECT_EQ(archive->entries()[1].descriptor_size, 24u);
+  EXPECT_EQ(archive->entries()[1].data_offset, b.data_offsets[1]);
 }
 
 TEST(ContainerPolicy, LocalHeaderMayCarryTheValues) {
