@@ -6,6 +6,7 @@
 
 #include "cli_common.h"
 #include "core/status_macros.h"
+#include "io/read_util.h"
 #include "safeweights/atomic_file.h"
 #include "safeweights/dduf.h"
 #include "safeweights/safetensors.h"
@@ -46,22 +47,11 @@ class Sink {
   std::unique_ptr<AtomicFile> file_;
 };
 
-// Copies [offset, offset + length) of a source to the sink: straight from the mapping when there is
-// one, else through a bounded buffer. The buffer is large enough that a remote source keeps several
-// requests in flight for each read.
+// Copies [offset, offset + length) of a source to the sink. Pieces of 64 MiB keep several requests in
+// flight for each read of a remote source.
 Status copy_range(const ByteSource& source, std::uint64_t offset, std::uint64_t length, Sink& sink) {
-  auto view = source.view(offset, length);
-  if (view.data() != nullptr || length == 0) return sink.write(view);  // zero-copy
-  constexpr std::uint64_t kChunk = 64u << 20;
-  std::vector<std::byte> buf(static_cast<std::size_t>(std::min(kChunk, length)));
-  for (std::uint64_t done = 0; done < length;) {
-    std::uint64_t n = std::min<std::uint64_t>(buf.size(), length - done);
-    std::span<std::byte> part(buf.data(), static_cast<std::size_t>(n));
-    SW_RETURN_IF_ERROR(source.read_at(offset + done, part));
-    SW_RETURN_IF_ERROR(sink.write(part));
-    done += n;
-  }
-  return Status::ok();
+  return safeweights::copy_range(source, offset, length, 64u << 20,
+                                 [&](std::span<const std::byte> part) { return sink.write(part); });
 }
 
 Status usage(std::string message) { return Error(ErrorKind::InvalidArgument, std::move(message)); }

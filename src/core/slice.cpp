@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "core/status_macros.h"
+#include "core/strings.h"
 
 namespace safeweights {
 namespace {
@@ -14,12 +15,6 @@ namespace {
 __extension__ using i128 = __int128;
 
 Error spec_error(std::string message) { return Error(ErrorKind::InvalidSliceSpec, std::move(message)); }
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
 
 // An integer in Python syntax (optional sign, digits, '_' separators). Values beyond int64 saturate:
 // for slice bounds that is exactly Python's clamping; for an index it is out of range either way.

@@ -7,6 +7,8 @@
 #include <unordered_set>
 
 #include "core/status_macros.h"
+#include "core/strings.h"
+#include "io/read_util.h"
 #include "json/json_parse.h"
 #include "json/json_writer.h"
 #include "safeweights/sharded.h"
@@ -14,12 +16,6 @@
 
 namespace safeweights::safetensors {
 namespace {
-
-std::string folder_of(const std::string& path) {
-  auto slash = path.find_last_of('/');
-  if (slash == std::string::npos) return ".";
-  return slash == 0 ? "/" : path.substr(0, slash);
-}
 
 // A shard must be a plain file name next to the index: no folders, no way out of the folder.
 Status check_shard_name(const std::string& name) {
@@ -35,12 +31,7 @@ constexpr std::uint64_t kMaxIndexSize = 256u << 20;
 }  // namespace
 
 Result<ShardedReader> ShardedReader::open(const std::string& index_path, FileBackend backend, const ReadOptions& options) {
-  SW_ASSIGN_OR_RETURN(SourcePtr index_source, open_file(index_path, FileBackend::Pread));
-  if (index_source->size() > kMaxIndexSize) {
-    return Error(ErrorKind::ResourceLimit, "index file larger than 256 MiB").with_file(index_path);
-  }
-  std::string text(static_cast<std::size_t>(index_source->size()), '\0');
-  SW_RETURN_IF_ERROR(index_source->read_at(0, std::as_writable_bytes(std::span<char>(text.data(), text.size()))));
+  SW_ASSIGN_OR_RETURN(std::string text, read_small_file(index_path, kMaxIndexSize));
 
   json::RawIndex raw;
   if (auto s = json::parse_index_json(text, raw); !s.is_ok()) {
