@@ -196,7 +196,23 @@ TEST(ThreadPool, TheQueueIsBounded) {
 
 TEST(ThreadPool, UsableAfterFork) {
   ASSERT_TRUE(parallel_for(16, 4, [](std::size_t) { return Status::ok(); }).is_ok());  // parent's pool exists
+  // Fork while every worker is parked on a lock of ours: a worker caught inside the allocator at fork
+  // time would leave its lock held in the child. glibc's malloc guards against that; the sanitizers'
+  // allocator does not, so without this the ASan build hangs now and then.
+  ThreadPool& pool = ThreadPool::shared();
+  std::mutex gate;
+  std::unique_lock hold(gate);
+  std::atomic<unsigned> parked{0};
+  for (unsigned w = 0; w < pool.size(); ++w) {
+    ASSERT_TRUE(pool.try_submit([&] {
+      parked.fetch_add(1);
+      std::lock_guard wait(gate);
+    }));
+  }
+  for (int i = 0; i < 5000 && parked.load() < pool.size(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ASSERT_EQ(parked.load(), pool.size());
   pid_t pid = ::fork();
+  hold.unlock();  // in the child this releases nothing anyone waits for: the parked workers are not there
   ASSERT_GE(pid, 0);
   if (pid == 0) {
     std::atomic<int> count{0};
