@@ -233,6 +233,79 @@ TEST(Sources, OpenFileBothBackends) {
   }
 }
 
+// read_scatter on every local source kind: runs in any order, adjacent runs (one preadv), empty runs,
+// large runs (the mapped source's pread path), and a bad run that fails the whole call up front.
+TEST(Sources, ReadScatterEverySourceKind) {
+  TempDir dir;
+  std::string content(1u << 20, '\0');
+  for (std::size_t i = 0; i < content.size(); ++i) content[i] = static_cast<char>('a' + (i * 7 + i / 251) % 26);
+  const std::string path = dir.file("scatter.bin");
+  write_file_bytes(path, content);
+  std::vector<std::pair<std::string, safeweights::SourcePtr>> sources;
+  for (auto backend : {safeweights::FileBackend::Mmap, safeweights::FileBackend::Pread, safeweights::FileBackend::MmapPrivate}) {
+    auto s = safeweights::open_file(path, backend);
+    ASSERT_TRUE(IsOk(s));
+    sources.emplace_back("file backend " + std::to_string(static_cast<int>(backend)), *s);
+  }
+  sources.emplace_back("memory", mem(content, "mem"));
+  for (std::size_t k = 0, n = sources.size(); k < n; ++k) {
+    auto whole = safeweights::subrange_source(sources[k].second, 0, content.size(), "sub");
+    ASSERT_TRUE(IsOk(whole));
+    sources.emplace_back("subrange of " + sources[k].first, *whole);
+  }
+  const std::vector<std::pair<std::uint64_t, std::size_t>> runs = {
+      {900000, 10}, {0, 4096}, {4096, 300000}, {304096, 5}, {17, 0}, {content.size() - 1, 1}, {500000, 400000}, {3, 4}};
+  for (const auto& [label, src] : sources) {
+    std::vector<std::vector<std::byte>> bufs;
+    for (const auto& r : runs) bufs.emplace_back(r.second);
+    std::vector<safeweights::ReadRequest> requests;
+    for (std::size_t i = 0; i < runs.size(); ++i) requests.push_back({runs[i].first, bufs[i]});
+    ASSERT_TRUE(IsOk(src->read_scatter(requests))) << label;
+    for (std::size_t i = 0; i < runs.size(); ++i) {
+      EXPECT_EQ(to_string(bufs[i]), content.substr(runs[i].first, runs[i].second)) << label << " run " << i;
+    }
+    std::vector<std::byte> a(4), b(4);
+    const std::vector<safeweights::ReadRequest> bad = {{0, a}, {content.size() - 3, b}};
+    EXPECT_TRUE(IsKind(src->read_scatter(bad), K::OutOfRange)) << label;
+    const std::vector<safeweights::ReadRequest> wrap = {{~std::uint64_t{0} - 1, b}};
+    EXPECT_TRUE(IsKind(src->read_scatter(wrap), K::OutOfRange)) << label;
+    EXPECT_TRUE(IsOk(src->read_scatter({}))) << label;
+    // read_ranges is read_scatter into consecutive parts of one buffer.
+    const std::vector<safeweights::ByteRange> ranges = {{10, 5}, {0, 3}, {10, 5}};
+    std::vector<std::byte> out(13);
+    ASSERT_TRUE(IsOk(src->read_ranges(ranges, out))) << label;
+    EXPECT_EQ(to_string(out), content.substr(10, 5) + content.substr(0, 3) + content.substr(10, 5)) << label;
+    std::vector<std::byte> too_small(12), too_large(14);
+    EXPECT_TRUE(IsKind(src->read_ranges(ranges, too_small), K::InvalidArgument)) << label;
+    EXPECT_TRUE(IsKind(src->read_ranges(ranges, too_large), K::InvalidArgument)) << label;
+  }
+  // A sub-range source refuses runs outside itself even when the parent has those bytes.
+  auto middle = safeweights::subrange_source(sources[0].second, 100, 50, "mid");
+  ASSERT_TRUE(IsOk(middle));
+  std::vector<std::byte> c(10);
+  const std::vector<safeweights::ReadRequest> outside = {{45, c}};
+  EXPECT_TRUE(IsKind((*middle)->read_scatter(outside), K::OutOfRange));
+  const std::vector<safeweights::ReadRequest> inside = {{40, c}};
+  ASSERT_TRUE(IsOk((*middle)->read_scatter(inside)));
+  EXPECT_EQ(to_string(c), content.substr(140, 10));
+}
+
+// More adjacent runs than one preadv takes (1024 vectors), on the pread backend.
+TEST(Sources, ReadScatterManyAdjacentRuns) {
+  TempDir dir;
+  std::string content(3000 * 3, '\0');
+  for (std::size_t i = 0; i < content.size(); ++i) content[i] = static_cast<char>('A' + i % 23);
+  write_file_bytes(dir.file("runs.bin"), content);
+  auto src = safeweights::open_file(dir.file("runs.bin"), safeweights::FileBackend::Pread);
+  ASSERT_TRUE(IsOk(src));
+  std::vector<std::byte> out(content.size());
+  std::vector<safeweights::ReadRequest> requests;
+  // Runs of 3 bytes in file order, written to memory in reverse order of runs.
+  for (std::size_t r = 0; r < 3000; ++r) requests.push_back({r * 3, std::span<std::byte>(out).subspan((2999 - r) * 3, 3)});
+  ASSERT_TRUE(IsOk((*src)->read_scatter(requests)));
+  for (std::size_t r = 0; r < 3000; ++r) ASSERT_EQ(to_string(std::span<std::byte>(out).subspan((2999 - r) * 3, 3)), content.substr(r * 3, 3));
+}
+
 TEST(Sources, OpenFileErrors) {
   TempDir dir;
   for (auto backend : {safeweights::FileBackend::Mmap, safeweights::FileBackend::Pread}) {

@@ -695,4 +695,52 @@ TEST(SliceBlockTypes, OuterDimensionsSliceInWholeRows) {
   }
 }
 
+// An unmapped source that counts scatter calls and the largest batch of bytes asked for at once.
+class BatchCountingSource final : public safeweights::ByteSource {
+ public:
+  explicit BatchCountingSource(const std::vector<std::byte>& bytes) : bytes_(bytes) {}
+  const std::string& name() const noexcept override { return name_; }
+  std::uint64_t size() const noexcept override { return bytes_.size(); }
+  safeweights::Status read_at(std::uint64_t offset, std::span<std::byte> dst) const override {
+    if (auto s = check_range(offset, dst.size()); !s.is_ok()) return s;
+    std::copy_n(bytes_.begin() + static_cast<std::ptrdiff_t>(offset), dst.size(), dst.begin());
+    return {};
+  }
+  safeweights::Status read_scatter(std::span<const safeweights::ReadRequest> requests) const override {
+    ++calls;
+    std::uint64_t bytes = 0;
+    for (const auto& r : requests) bytes += r.dst.size();
+    largest = std::max(largest, bytes);
+    return ByteSource::read_scatter(requests);
+  }
+  mutable int calls = 0;
+  mutable std::uint64_t largest = 0;
+
+ private:
+  const std::vector<std::byte>& bytes_;
+  std::string name_ = "<batches>";
+};
+
+// Every other column of a 16 MiB matrix: windows of at most 8 MiB, read in batches whose scratch stays
+// within 8 MiB, and the same bytes as from the mapped source.
+TEST(ReadSlice, UnmappedWindowsAreReadInBoundedBatches) {
+  const std::uint64_t n = 4096;
+  std::vector<std::byte> bytes(n * n);
+  for (std::size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<std::byte>((i * 131) >> 3);
+  const std::vector<std::uint64_t> shape = {n, n};
+  for (const char* text : {"[:, ::2]", "[::3, 5:900]", "[7]", "[::-1, ::-4095]"}) {
+    auto spec = SliceSpec::parse(text);
+    ASSERT_TRUE(spec.is_ok()) << text;
+    auto plan = safeweights::plan_slice(shape, TensorType::U8, *spec);
+    ASSERT_TRUE(plan.is_ok()) << text;
+    auto mapped = safeweights::memory_source(bytes);
+    std::vector<std::byte> want(static_cast<std::size_t>(plan->nbytes())), got(want.size());
+    ASSERT_TRUE(safeweights::read_slice(*mapped, *plan, want).is_ok());
+    BatchCountingSource unmapped(bytes);
+    ASSERT_TRUE(safeweights::read_slice(unmapped, *plan, got).is_ok()) << text;
+    EXPECT_TRUE(want == got) << text;
+    EXPECT_LE(unmapped.largest, std::uint64_t{8} << 20) << text;
+  }
+}
+
 }  // namespace

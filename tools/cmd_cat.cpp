@@ -42,22 +42,10 @@ class Sink {
   std::unique_ptr<AtomicFile> file_;
 };
 
-// Copies [offset, offset + length) of a source to the sink: straight from the mapping when there is
-// one, else through a bounded buffer. The buffer is large enough that a remote source keeps several
-// requests in flight for each read.
-Status copy_range(const ByteSource& source, std::uint64_t offset, std::uint64_t length, Sink& sink) {
-  auto view = source.view(offset, length);
-  if (view.data() != nullptr || length == 0) return sink.write(view);  // zero-copy
-  constexpr std::uint64_t kChunk = 64u << 20;
-  std::vector<std::byte> buf(static_cast<std::size_t>(std::min(kChunk, length)));
-  for (std::uint64_t done = 0; done < length;) {
-    std::uint64_t n = std::min<std::uint64_t>(buf.size(), length - done);
-    std::span<std::byte> part(buf.data(), static_cast<std::size_t>(n));
-    if (Status s = source.read_at(offset + done, part); !s.is_ok()) return s;
-    if (Status s = sink.write(part); !s.is_ok()) return s;
-    done += n;
-  }
-  return Status::ok();
+// Copies [offset, offset + length) of a source to the sink. Pieces of 64 MiB keep several requests in
+// flight for each read of a remote source.
+Status copy_to_sink(const ByteSource& source, std::uint64_t offset, std::uint64_t length, Sink& sink) {
+  return copy_range(source, offset, length, 64u << 20, [&](std::span<const std::byte> part) { return sink.write(part); });
 }
 
 Status usage(std::string message) { return Error(ErrorKind::InvalidArgument, std::move(message)); }
@@ -78,7 +66,7 @@ Status cat(const CatOptions& opt) {
   auto sink = Sink::open(opt.output);
   if (!sink.is_ok()) return std::move(sink).status();
   if (!opt.has_slice) {
-    if (Status s = copy_range(*target.source, target.offset, target.length, *sink); !s.is_ok()) return s;
+    if (Status s = copy_to_sink(*target.source, target.offset, target.length, *sink); !s.is_ok()) return s;
     return sink->finish();
   }
   auto spec = SliceSpec::parse(opt.slice);

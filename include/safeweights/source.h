@@ -2,9 +2,9 @@
 //
 // A ByteSource is a read-only, random-access sequence of bytes of known size: a memory-mapped file, a
 // file read with pread (for network filesystems, where page faults are slow), a buffer in memory, a
-// sub-range of another source (an archive entry), and later an HTTP(S) resource read with Range
-// requests. Parsers never assume the whole input is mapped: they ask for the bytes they need with
-// read_at() / read_ranges(), and take the zero-copy path only when mapped() is non-null.
+// sub-range of another source (an archive entry), an HTTP(S) resource read with Range requests
+// (http.h). Parsers never assume the whole input is mapped: they ask for the bytes they need with
+// read_at() / read_scatter() / read_ranges(), and take the zero-copy path only when mapped() is non-null.
 //
 // Thread safety: every ByteSource is immutable after construction; all methods may be called
 // concurrently from any number of threads.
@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -24,6 +25,12 @@ namespace safeweights {
 struct ByteRange {
   std::uint64_t offset = 0;
   std::uint64_t length = 0;
+};
+
+// One run of a scatter read: the dst.size() bytes starting at `offset` go to `dst`.
+struct ReadRequest {
+  std::uint64_t offset = 0;
+  std::span<std::byte> dst;
 };
 
 enum class AccessHint { Normal, Sequential, Random, WillNeed, DontNeed };
@@ -44,9 +51,17 @@ class ByteSource {
   // lie inside [0, size()); IoError if the underlying read fails or comes up short.
   virtual Status read_at(std::uint64_t offset, std::span<std::byte> dst) const = 0;
 
-  // Reads each range, in order, into consecutive parts of dst; dst.size() must equal the sum of the
-  // lengths. Sources with per-request latency (HTTP) override this to keep several ranges in flight.
-  virtual Status read_ranges(std::span<const ByteRange> ranges, std::span<std::byte> dst) const;
+  // Reads every request's bytes into that request's destination. Requests may come in any order and
+  // be empty; destinations must not overlap one another. Every request is checked first: OutOfRange
+  // (and nothing read) if one does not lie inside [0, size()). IoError as read_at; after an error the
+  // destinations' contents are unspecified. The default reads the requests one by one with read_at.
+  // Overrides: file sources read runs that follow each other in the file with one preadv; the HTTP
+  // source keeps several requests in flight, merges nearby runs and writes straight into dst.
+  virtual Status read_scatter(std::span<const ReadRequest> requests) const;
+
+  // read_scatter into consecutive parts of one buffer: range i goes to dst right after range i - 1.
+  // InvalidArgument unless dst.size() equals the sum of the lengths.
+  Status read_ranges(std::span<const ByteRange> ranges, std::span<std::byte> dst) const;
 
   // Advice about an upcoming access pattern (madvise / posix_fadvise / prefetch). Never required.
   virtual void hint(ByteRange /*range*/, AccessHint /*hint*/) const noexcept {}
@@ -57,9 +72,18 @@ class ByteSource {
 
   // Checks that [offset, offset + length) lies inside the source (with overflow-safe arithmetic).
   Status check_range(std::uint64_t offset, std::uint64_t length) const;
+  // check_range of every request, in order: the first one outside the source is the error.
+  Status check_requests(std::span<const ReadRequest> requests) const;
 };
 
 using SourcePtr = std::shared_ptr<const ByteSource>;
+
+// Hands the bytes [offset, offset + length) of `source` to `sink`, in order: in one piece straight
+// from the mapping when there is one, else in pieces of at most `chunk` bytes read into one reused
+// buffer. Stops at the first error of the read or of the sink.
+using ByteSink = std::function<Status(std::span<const std::byte>)>;
+Status copy_range(const ByteSource& source, std::uint64_t offset, std::uint64_t length, std::uint64_t chunk,
+                  const ByteSink& sink);
 
 // How a local file is read.
 enum class FileBackend {

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "core/status_macros.h"
+#include "core/strings.h"
 
 namespace safeweights {
 namespace {
@@ -14,12 +15,6 @@ namespace {
 __extension__ using i128 = __int128;
 
 Error spec_error(std::string message) { return Error(ErrorKind::InvalidSliceSpec, std::move(message)); }
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
 
 // An integer in Python syntax (optional sign, digits, '_' separators). Values beyond int64 saturate:
 // for slice bounds that is exactly Python's clamping; for an index it is out of range either way.
@@ -333,51 +328,89 @@ Status read_slice(const ByteSource& source, const SlicePlan& plan, std::span<std
   }
   if (plan.run_count() == 1) return source.read_at(lo, dst);
 
-  // Unmapped: group nearby runs into windows, read each window once, scatter its runs.
+  // Unmapped: group nearby runs into windows, read each window once, scatter its runs. Windows are
+  // read in batches with one read_scatter (a remote source keeps several in flight); a batch's scratch
+  // memory stays within kWindowLimit.
   struct Pending {
     std::uint64_t offset;
     std::byte* dest;
   };
-  std::vector<Pending> pending;
-  std::vector<std::byte> scratch;
-  std::uint64_t win_lo = 0, win_hi = 0;
+  struct Window {
+    std::uint64_t lo, hi;
+    std::size_t first, count;  // its runs: batch_runs[first, first + count)
+  };
   const std::uint64_t run = plan.run_bytes();
-  Status status;
-  auto flush = [&]() -> bool {
-    if (pending.empty()) return true;
-    if (pending.size() == 1) {
-      status = source.read_at(pending[0].offset, {pending[0].dest, static_cast<std::size_t>(run)});
-    } else {
-      scratch.resize(static_cast<std::size_t>(win_hi - win_lo));
-      status = source.read_at(win_lo, scratch);
-      if (status.is_ok()) {
-        for (const Pending& p : pending) std::memcpy(p.dest, scratch.data() + (p.offset - win_lo), run);
+  std::vector<Window> windows;
+  std::vector<Pending> batch_runs;
+  std::uint64_t batch_scratch = 0;  // bytes of the batch's windows of more than one run
+  std::vector<std::byte> scratch;
+  std::vector<ReadRequest> requests;
+  auto read_batch = [&]() -> Status {
+    scratch.resize(static_cast<std::size_t>(batch_scratch));
+    requests.clear();
+    std::size_t pos = 0;
+    for (const Window& w : windows) {
+      if (w.count == 1) {
+        requests.push_back({w.lo, {batch_runs[w.first].dest, static_cast<std::size_t>(run)}});
+        continue;
+      }
+      requests.push_back({w.lo, std::span<std::byte>(scratch).subspan(pos, static_cast<std::size_t>(w.hi - w.lo))});
+      pos += static_cast<std::size_t>(w.hi - w.lo);
+    }
+    SW_RETURN_IF_ERROR(source.read_scatter(requests));
+    for (std::size_t k = 0; k < windows.size(); ++k) {
+      const Window& w = windows[k];
+      if (w.count == 1) continue;
+      const std::byte* bytes = requests[k].dst.data();
+      for (std::size_t i = w.first; i < w.first + w.count; ++i) {
+        std::memcpy(batch_runs[i].dest, bytes + (batch_runs[i].offset - w.lo), static_cast<std::size_t>(run));
       }
     }
-    pending.clear();
-    return status.is_ok();
+    windows.clear();
+    batch_runs.clear();
+    batch_scratch = 0;
+    return Status::ok();
   };
+  // The window being grown.
+  std::vector<Pending> current;
+  std::uint64_t win_lo = 0, win_hi = 0;
+  auto close_window = [&]() -> Status {
+    if (current.empty()) return Status::ok();
+    const std::uint64_t need = current.size() > 1 ? win_hi - win_lo : 0;
+    if (batch_scratch + need > kWindowLimit || batch_runs.size() + current.size() > kMaxPendingRuns) {
+      SW_RETURN_IF_ERROR(read_batch());
+    }
+    windows.push_back({win_lo, win_hi, batch_runs.size(), current.size()});
+    batch_runs.insert(batch_runs.end(), current.begin(), current.end());
+    batch_scratch += need;
+    current.clear();
+    return Status::ok();
+  };
+  Status status;
   plan.for_each_run([&](std::uint64_t off, std::uint64_t len) {
-    if (!pending.empty()) {
+    if (!current.empty()) {
       std::uint64_t new_lo = std::min(win_lo, off), new_hi = std::max(win_hi, off + len);
       bool near = off + len + kMergeGap >= win_lo && off <= win_hi + kMergeGap;
-      if (near && new_hi - new_lo <= kWindowLimit && pending.size() < kMaxPendingRuns) {
+      if (near && new_hi - new_lo <= kWindowLimit && current.size() < kMaxPendingRuns) {
         win_lo = new_lo;
         win_hi = new_hi;
-        pending.push_back({off, out});
+        current.push_back({off, out});
         out += len;
         return true;
       }
-      if (!flush()) return false;
+      status = close_window();
+      if (!status.is_ok()) return false;
     }
     win_lo = off;
     win_hi = off + len;
-    pending.push_back({off, out});
+    current.push_back({off, out});
     out += len;
     return true;
   });
-  if (status.is_ok()) flush();
-  return status;
+  SW_RETURN_IF_ERROR(status);
+  SW_RETURN_IF_ERROR(close_window());
+  if (!windows.empty()) SW_RETURN_IF_ERROR(read_batch());
+  return Status::ok();
 }
 
 }  // namespace safeweights

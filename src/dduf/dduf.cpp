@@ -7,6 +7,7 @@
 
 #include "core/parallel.h"
 #include "core/status_macros.h"
+#include "io/read_util.h"
 #include "json/json_parse.h"
 
 namespace safeweights::dduf {
@@ -30,6 +31,18 @@ Status as_export_error(Status s) {
   if (!ctx.tensor.empty()) out.with_tensor(ctx.tensor);
   if (ctx.offset) out.with_offset(*ctx.offset);
   return out;
+}
+
+constexpr std::uint64_t kMaxJsonEntry = 256u << 20;
+
+// The model_index.json to export, from the file at `path`; errors name `where` (the archive being
+// written, or the folder being packed), as every export error does.
+Result<std::string> read_model_index(const std::string& path, const std::string& where) {
+  auto text = read_small_file(path, kMaxModelIndex);
+  if (!text.is_ok() && text.error().kind() == ErrorKind::ResourceLimit) {
+    return export_error("model_index.json larger than 16 MiB").with_file(where);
+  }
+  return text;
 }
 
 std::string config_file_list() {
@@ -200,9 +213,9 @@ Status Reader::verify(const VerifyOptions& options) const {
       if (!r.is_ok()) return std::move(r).status();
     } else if (has_extension(e.filename, ".json")) {
       SW_ASSIGN_OR_RETURN(SourcePtr src, open_entry(e.filename));
-      if (src->size() > (256u << 20)) return Error(ErrorKind::ResourceLimit, "JSON entry larger than 256 MiB").with_file(name()).with_entry(e.filename);
-      std::string text(static_cast<std::size_t>(src->size()), '\0');
-      SW_RETURN_IF_ERROR(src->read_at(0, std::as_writable_bytes(std::span<char>(text.data(), text.size()))));
+      auto read = read_small(*src, kMaxJsonEntry);
+      if (!read.is_ok()) return std::move(read.error().with_file(name()).with_entry(e.filename));
+      const std::string text = std::move(read).value();
       if (auto s = json::validate_json(text); !s.is_ok()) {
         return Error(ErrorKind::DDUFCorruptedFile, "entry is not valid JSON: " + s.error().message()).with_file(name()).with_entry(e.filename);
       }
@@ -280,10 +293,7 @@ Status Exporter::add_file(std::string_view name, const std::string& path) {
   SW_ASSIGN_OR_RETURN(std::string stored, admit(name));
   std::string text;
   if (stored == kModelIndex) {
-    SW_ASSIGN_OR_RETURN(SourcePtr src, open_file(path, FileBackend::Pread));
-    if (src->size() > kMaxModelIndex) return export_error("model_index.json larger than 16 MiB").with_file(writer_.path());
-    text.resize(static_cast<std::size_t>(src->size()));
-    SW_RETURN_IF_ERROR(src->read_at(0, std::as_writable_bytes(std::span<char>(text.data(), text.size()))));
+    SW_ASSIGN_OR_RETURN(text, read_model_index(path, writer_.path()));
     SW_RETURN_IF_ERROR(check_index(stored, text));
   }
   Status written = writer_.add_file(stored, path);
@@ -351,10 +361,7 @@ Status pack_folder(const std::string& folder, const std::string& path, const Pac
   }
   if (files.empty() || files.front().first != kModelIndex) return export_error("Missing required 'model_index.json' entry in DDUF file.").with_file(folder);
   {
-    SW_ASSIGN_OR_RETURN(SourcePtr src, open_file(files.front().second, FileBackend::Pread));
-    if (src->size() > kMaxModelIndex) return export_error("model_index.json larger than 16 MiB").with_file(folder);
-    std::string text(static_cast<std::size_t>(src->size()), '\0');
-    SW_RETURN_IF_ERROR(src->read_at(0, std::as_writable_bytes(std::span<char>(text.data(), text.size()))));
+    SW_ASSIGN_OR_RETURN(std::string text, read_model_index(files.front().second, folder));
     json::TopLevel top;
     if (!json::read_top_level(text, top).is_ok()) return export_error("Failed to parse 'model_index.json'.").with_file(folder);
     if (auto s = validate_structure(text, names); !s.is_ok()) return export_error("Invalid DDUF file structure. " + s.error().message()).with_file(folder);
@@ -384,17 +391,7 @@ Status unpack(const Reader& reader, const std::string& folder, unsigned threads)
     const Entry& e = entries[i];
     SW_ASSIGN_OR_RETURN(SourcePtr src, reader.open_entry(e.filename));
     SW_ASSIGN_OR_RETURN(AtomicFile out, AtomicFile::create(folder + "/" + e.filename, {e.length, false}));
-    if (auto view = src->view(0, src->size()); view.data() != nullptr || src->size() == 0) {
-      SW_RETURN_IF_ERROR(out.append(view));
-    } else {
-      std::vector<std::byte> buf(static_cast<std::size_t>(std::min<std::uint64_t>(src->size(), 8u << 20)));
-      for (std::uint64_t done = 0; done < src->size();) {
-        std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(buf.size(), src->size() - done));
-        SW_RETURN_IF_ERROR(src->read_at(done, {buf.data(), n}));
-        SW_RETURN_IF_ERROR(out.append({buf.data(), n}));
-        done += n;
-      }
-    }
+    SW_RETURN_IF_ERROR(copy_range(*src, 0, src->size(), 8u << 20, [&](std::span<const std::byte> part) { return out.append(part); }));
     return out.commit();
   });
 }

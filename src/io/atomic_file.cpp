@@ -9,17 +9,11 @@
 #include <chrono>
 #include <random>
 
+#include "core/strings.h"
 #include "io/posix_util.h"
 
 namespace safeweights {
 namespace {
-
-std::string folder_of(const std::string& path) {
-  auto slash = path.find_last_of('/');
-  if (slash == std::string::npos) return ".";
-  if (slash == 0) return "/";
-  return path.substr(0, slash);
-}
 
 std::string base_of(const std::string& path) {
   auto slash = path.find_last_of('/');

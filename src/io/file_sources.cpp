@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <vector>
 
 #include "io/posix_util.h"
 #include "safeweights/source.h"
@@ -63,6 +64,11 @@ class PreadSource final : public ByteSource {
     return pread_exact(fd_.get(), offset, dst, name_);
   }
 
+  Status read_scatter(std::span<const ReadRequest> requests) const override {
+    SW_RETURN_IF_ERROR(check_requests(requests));
+    return pread_scatter(fd_.get(), requests, name_);
+  }
+
   void hint(ByteRange range, AccessHint hint) const noexcept override {
     int advice = POSIX_FADV_NORMAL;
     switch (hint) {
@@ -100,6 +106,21 @@ class MappedSource final : public ByteSource {
     if (dst.size() >= kPreadThreshold && fd_.get() >= 0) return pread_exact(fd_.get(), offset, dst, name_);
     if (!dst.empty()) std::memcpy(dst.data(), base_ + offset, dst.size());
     return Status::ok();
+  }
+
+  // Small runs are copied from the mapping; large ones, as in read_at, are read with pread, runs that
+  // follow each other in the file with one preadv.
+  Status read_scatter(std::span<const ReadRequest> requests) const override {
+    SW_RETURN_IF_ERROR(check_requests(requests));
+    std::vector<ReadRequest> large;
+    for (const ReadRequest& r : requests) {
+      if (r.dst.size() >= kPreadThreshold && fd_.get() >= 0) {
+        large.push_back(r);
+      } else if (!r.dst.empty()) {
+        std::memcpy(r.dst.data(), base_ + r.offset, r.dst.size());
+      }
+    }
+    return pread_scatter(fd_.get(), large, name_);
   }
 
   void hint(ByteRange range, AccessHint hint) const noexcept override {

@@ -9,12 +9,14 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <thread>
 
 #include "core/parallel.h"
 #include "core/status_macros.h"
+#include "core/strings.h"
 #include "safeweights/http.h"
 
 namespace safeweights {
@@ -53,11 +55,8 @@ bool iequals(std::string_view a, std::string_view b) {
   return true;
 }
 
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r' || s.back() == '\n')) s.remove_suffix(1);
-  return s;
-}
+// Header lines and values: blanks, and the line end curl leaves on each header line.
+std::string_view trim_header(std::string_view s) { return trim(s, " \t\r\n"); }
 
 // A decimal number of at most 64 bits; nullopt for anything else (signs, spaces, overflow, empty).
 std::optional<std::uint64_t> parse_u64(std::string_view s) {
@@ -78,9 +77,9 @@ struct ContentRange {
 
 ContentRange parse_content_range(std::string_view s) {
   ContentRange r;
-  s = trim(s);
+  s = trim_header(s);
   if (s.size() < 6 || !iequals(s.substr(0, 6), "bytes ")) return r;
-  s = trim(s.substr(6));
+  s = trim_header(s.substr(6));
   auto slash = s.find('/');
   if (slash == std::string_view::npos) return r;
   std::string_view span = s.substr(0, slash), total = s.substr(slash + 1);
@@ -214,6 +213,21 @@ Error http_error(const Exchange& x, ErrorKind kind, std::string message) {
   return std::move(Error(kind, std::move(message)).with_file(*x.name).with_offset(x.offset + x.received));
 }
 
+// How one attempt at a request ended: with its outcome (success, or an error no retry would change),
+// or with a problem worth another attempt.
+struct Attempt {
+  bool retry = false;
+  Status outcome;           // when !retry
+  std::string problem;      // when retry: what went wrong, for the message if every attempt fails
+  long status = 0;          // when retry: the HTTP status (0: none arrived); 5xx gives up as HttpError
+  std::uint64_t offset = 0; // when retry: the first byte still missing
+  static Attempt ended(Status s) {
+    Attempt a;
+    a.outcome = std::move(s);
+    return a;
+  }
+};
+
 // Checks a 200/206 response's headers before its first body byte is used.
 void start_body(Exchange& x) {
   x.body_started = true;
@@ -255,7 +269,7 @@ void start_body(Exchange& x) {
     const std::uint64_t expect_last = std::min(want_end, total) - 1;
     if (x.offset >= total || *cr.first != x.offset || *cr.last != expect_last) {
       x.error = http_error(x, ErrorKind::HttpError,
-                           "Content-Range \"" + std::string(trim(x.content_range)) + "\" does not match the request for bytes " +
+                           "Content-Range \"" + std::string(trim_header(x.content_range)) + "\" does not match the request for bytes " +
                                std::to_string(x.offset) + "-" + std::to_string(want_end - 1));
       return;
     }
@@ -308,7 +322,7 @@ std::size_t on_header(char* data, std::size_t size, std::size_t count, void* use
   }
   auto colon = line.find(':');
   if (colon == std::string_view::npos) return n;
-  std::string_view key = trim(line.substr(0, colon)), value = trim(line.substr(colon + 1));
+  std::string_view key = trim_header(line.substr(0, colon)), value = trim_header(line.substr(colon + 1));
   if (iequals(key, "Content-Range")) {
     x.content_range = std::string(value);
   } else if (iequals(key, "ETag")) {
@@ -376,11 +390,14 @@ class HttpSource final : public ByteSource {
     SW_RETURN_IF_ERROR(check_range(offset, dst.size()));
     if (dst.empty()) return Status::ok();
     if (dst.size() <= small_read_limit()) return cached_read(offset, dst);
-    const ByteRange r{offset, dst.size()};
-    return read_ranges({&r, 1}, dst);
+    const ReadRequest r{offset, dst};
+    return read_scatter({&r, 1});
   }
 
-  Status read_ranges(std::span<const ByteRange> ranges, std::span<std::byte> dst) const override;
+  // Cached small runs are copied from the block cache; the others become requests, up to `parallel`
+  // in flight: nearby small runs share one request (read into bounded scratch memory, then scattered),
+  // large runs are split into chunk_size requests that write straight into the caller's memory.
+  Status read_scatter(std::span<const ReadRequest> requests) const override;
 
  private:
   struct Block {
@@ -393,6 +410,9 @@ class HttpSource final : public ByteSource {
 
   // One ranged GET of [offset, offset + dst.size()) into dst, with redirects, checks and retries.
   Status fetch(std::uint64_t offset, std::span<std::byte> dst) const;
+  // Runs `attempt` until it ends with an outcome, pausing with exponential backoff after each attempt
+  // that asks for a retry, at most options_.max_retries times: the one retry policy of every request.
+  Status with_retries(const std::function<Attempt()>& attempt) const;
   Status perform(Exchange& x, std::string& url, int& redirects, CURLcode& rc, std::string& curl_message) const;
   // perform() until the response is not a redirect: each hop is a fresh exchange of the same request,
   // `url` ends as the last hop's.
@@ -506,52 +526,64 @@ Status HttpSource::perform(Exchange& x, std::string& url, int& redirects, CURLco
   return result;
 }
 
-Status HttpSource::fetch(std::uint64_t offset, std::span<std::byte> dst) const {
+// A failed exchange that is not a redirect, not a 416 and not a broken rule: worth another attempt
+// (a cut transfer, a transport error, a busy server), or an answer that would not change.
+Attempt failed_attempt(const Exchange& x, CURLcode rc, const std::string& curl_message) {
+  Attempt a;
+  a.retry = true;
+  a.status = x.status;
+  a.offset = x.offset + x.received;
+  if (x.status == 200 || x.status == 206) {
+    a.problem = rc == CURLE_OK ? std::string("the response ended early") : "transfer cut: " + curl_message;
+  } else if (x.status == 0 && permanent_transport_error(rc)) {
+    return Attempt::ended(http_error(x, ErrorKind::IoError, curl_message));
+  } else if (x.status == 0) {
+    a.problem = curl_message;
+  } else if (x.status >= 500 || x.status == 429 || x.status == 408) {
+    a.problem = "HTTP " + std::to_string(x.status);
+  } else if (x.status == 404 || x.status == 410) {
+    return Attempt::ended(http_error(x, ErrorKind::FileNotFound, "HTTP " + std::to_string(x.status) + ": no such remote file"));
+  } else {
+    return Attempt::ended(http_error(x, ErrorKind::HttpError, "HTTP " + std::to_string(x.status) + " for a ranged GET"));
+  }
+  return a;
+}
+
+Status HttpSource::with_retries(const std::function<Attempt()>& attempt) const {
   HttpStats* stats = options_.stats.get();
   long backoff = std::max(1L, options_.backoff_initial_ms);
-  int attempt = 0;
-  std::string last_problem;
-  while (!dst.empty()) {
-    const ExchangeRequest request{offset, dst, false, size_, &etag_, &last_modified_, stats, &name_};
-    Exchange x(request);
-    std::string url = url_;
-    CURLcode rc = CURLE_OK;
-    std::string curl_message;
-    SW_RETURN_IF_ERROR(perform_following_redirects(x, url, rc, curl_message));
-    if (x.error) return std::move(*x.error);
-    // Whatever arrived is in place; only the rest is asked for again.
-    offset += x.received;
-    dst = dst.subspan(static_cast<std::size_t>(x.received));
-    if (x.complete || dst.empty()) return Status::ok();
-    bool retryable = false;
-    if (x.status == 200 || x.status == 206) {
-      retryable = true;
-      last_problem = rc == CURLE_OK ? std::string("the response ended early") : "transfer cut: " + curl_message;
-    } else if (x.status == 0 && permanent_transport_error(rc)) {
-      return http_error(x, ErrorKind::IoError, curl_message);
-    } else if (x.status == 0) {
-      retryable = true;
-      last_problem = curl_message;
-    } else if (x.status >= 500 || x.status == 429 || x.status == 408) {
-      retryable = true;
-      last_problem = "HTTP " + std::to_string(x.status);
-    } else if (x.status == 404 || x.status == 410) {
-      return http_error(x, ErrorKind::FileNotFound, "HTTP " + std::to_string(x.status) + ": no such remote file");
-    } else if (x.status == 416) {
-      return http_error(x, ErrorKind::RemoteChanged, "HTTP 416 for a range inside the file: the remote file shrank");
-    } else {
-      return http_error(x, ErrorKind::HttpError, "HTTP " + std::to_string(x.status) + " for a ranged GET");
+  for (int n = 0;; ++n) {
+    Attempt a = attempt();
+    if (!a.retry) return std::move(a.outcome);
+    if (n >= options_.max_retries) {
+      const ErrorKind kind = a.status >= 500 ? ErrorKind::HttpError : ErrorKind::IoError;
+      return Error(kind, "giving up after " + std::to_string(n + 1) + " attempts: " + a.problem).with_file(name_).with_offset(a.offset);
     }
-    if (retryable && attempt >= options_.max_retries) {
-      const ErrorKind kind = x.status >= 500 ? ErrorKind::HttpError : ErrorKind::IoError;
-      return http_error(x, kind, "giving up after " + std::to_string(attempt + 1) + " attempts: " + last_problem);
-    }
-    ++attempt;
     if (stats) stats->retries.fetch_add(1, std::memory_order_relaxed);
     std::this_thread::sleep_for(std::chrono::milliseconds(backoff));
     backoff = std::min(options_.backoff_max_ms, backoff * 2);
   }
-  return Status::ok();
+}
+
+Status HttpSource::fetch(std::uint64_t offset, std::span<std::byte> dst) const {
+  if (dst.empty()) return Status::ok();
+  return with_retries([&]() -> Attempt {
+    const ExchangeRequest request{offset, dst, false, size_, &etag_, &last_modified_, options_.stats.get(), &name_};
+    Exchange x(request);
+    std::string url = url_;
+    CURLcode rc = CURLE_OK;
+    std::string curl_message;
+    if (Status s = perform_following_redirects(x, url, rc, curl_message); !s.is_ok()) return Attempt::ended(std::move(s));
+    if (x.error) return Attempt::ended(std::move(*x.error));
+    // Whatever arrived is in place; only the rest is asked for again.
+    offset += x.received;
+    dst = dst.subspan(static_cast<std::size_t>(x.received));
+    if (x.complete || dst.empty()) return Attempt::ended(Status::ok());
+    if (x.status == 416) {
+      return Attempt::ended(http_error(x, ErrorKind::RemoteChanged, "HTTP 416 for a range inside the file: the remote file shrank"));
+    }
+    return failed_attempt(x, rc, curl_message);
+  });
 }
 
 Status HttpSource::init() {
@@ -566,7 +598,7 @@ Status HttpSource::init() {
     if (colon == std::string::npos || colon == 0 || hdr.find_first_of("\r\n") != std::string::npos) {
       return Error(ErrorKind::InvalidArgument, "header must be \"Name: value\" on one line, got \"" + hdr + "\"").with_file(name_);
     }
-    if (iequals(trim(std::string_view(hdr).substr(0, colon)), "Authorization")) has_auth = true;
+    if (iequals(trim_header(std::string_view(hdr).substr(0, colon)), "Authorization")) has_auth = true;
     if (!origin_headers_.append(hdr)) return Error(ErrorKind::ResourceLimit, "out of memory").with_file(name_);
   }
   if (!has_auth && options_.use_hf_token && hf_token_host(*origin_)) {
@@ -579,21 +611,18 @@ Status HttpSource::init() {
 
   // The opening request: the first block, which also tells the size and the validators.
   auto head = std::make_shared<std::vector<std::byte>>(static_cast<std::size_t>(options_.readahead));
-  HttpStats* stats = options_.stats.get();
-  long backoff = std::max(1L, options_.backoff_initial_ms);
-  for (int attempt = 0;; ++attempt) {
+  return with_retries([&]() -> Attempt {
     ExchangeRequest request;
     request.opening = true;
     request.dst = *head;
-    request.stats = stats;
+    request.stats = options_.stats.get();
     request.name = &name_;
     Exchange x(request);
     std::string url = name_;
     CURLcode rc = CURLE_OK;
     std::string curl_message;
-    SW_RETURN_IF_ERROR(perform_following_redirects(x, url, rc, curl_message));
-    if (x.error) return std::move(*x.error);
-    std::string problem;
+    if (Status s = perform_following_redirects(x, url, rc, curl_message); !s.is_ok()) return Attempt::ended(std::move(s));
+    if (x.error) return Attempt::ended(std::move(*x.error));
     if (x.status == 416) {
       // Only an empty file has no byte 0.
       ContentRange cr = parse_content_range(x.content_range);
@@ -602,9 +631,9 @@ Status HttpSource::init() {
         size_ = 0;
         etag_ = x.resp_etag;
         last_modified_ = x.resp_last_modified;
-        return Status::ok();
+        return Attempt::ended(Status::ok());
       }
-      return http_error(x, ErrorKind::HttpError, "HTTP 416 for the first bytes of the file");
+      return Attempt::ended(http_error(x, ErrorKind::HttpError, "HTTP 416 for the first bytes of the file"));
     }
     if ((x.status == 200 || x.status == 206) && (x.complete || (rc == CURLE_OK && x.received == x.dst.size()))) {
       url_ = url;
@@ -615,28 +644,13 @@ Status HttpSource::init() {
       head->resize(static_cast<std::size_t>(x.received));
       // A partial first block (a short file) is still the whole of block 0.
       if (!head->empty()) cache_put(0, std::move(head));
-      return Status::ok();
+      return Attempt::ended(Status::ok());
     }
-    if (x.status == 404 || x.status == 410) return http_error(x, ErrorKind::FileNotFound, "HTTP " + std::to_string(x.status) + ": no such remote file");
-    if (x.status == 200 || x.status == 206) {
-      problem = rc == CURLE_OK ? std::string("the response ended early") : "transfer cut: " + curl_message;
-    } else if (x.status == 0 && permanent_transport_error(rc)) {
-      return Error(ErrorKind::IoError, curl_message).with_file(name_).with_offset(0);
-    } else if (x.status == 0) {
-      problem = curl_message;
-    } else if (x.status >= 500 || x.status == 429 || x.status == 408) {
-      problem = "HTTP " + std::to_string(x.status);
-    } else {
-      return http_error(x, ErrorKind::HttpError, "HTTP " + std::to_string(x.status) + " for a ranged GET");
-    }
-    if (attempt >= options_.max_retries) {
-      const ErrorKind kind = x.status >= 500 ? ErrorKind::HttpError : ErrorKind::IoError;
-      return Error(kind, "giving up after " + std::to_string(attempt + 1) + " attempts: " + problem).with_file(name_).with_offset(0);
-    }
-    if (stats) stats->retries.fetch_add(1, std::memory_order_relaxed);
-    std::this_thread::sleep_for(std::chrono::milliseconds(backoff));
-    backoff = std::min(options_.backoff_max_ms, backoff * 2);
-  }
+    // Nothing of the opening request is kept: a retry starts again at byte 0.
+    Attempt a = failed_attempt(x, rc, curl_message);
+    a.offset = 0;
+    return a;
+  });
 }
 
 std::shared_ptr<const std::vector<std::byte>> HttpSource::cache_find(std::uint64_t index) const {
@@ -703,21 +717,25 @@ Status HttpSource::cached_read(std::uint64_t offset, std::span<std::byte> dst) c
   return Status::ok();
 }
 
-Status HttpSource::read_ranges(std::span<const ByteRange> ranges, std::span<std::byte> dst) const {
+Status HttpSource::read_scatter(std::span<const ReadRequest> requests) const {
+  SW_RETURN_IF_ERROR(check_requests(requests));
   struct Piece {
     std::uint64_t offset, length;
     std::byte* out;
   };
   std::vector<Piece> pieces;
-  pieces.reserve(ranges.size());
-  std::size_t pos = 0;
-  for (const ByteRange& r : ranges) {
-    SW_RETURN_IF_ERROR(check_range(r.offset, r.length));
-    if (r.length > dst.size() - pos) return Error(ErrorKind::InvalidArgument, "read_ranges: destination smaller than the ranges").with_file(name_);
-    if (r.length > 0) pieces.push_back({r.offset, r.length, dst.data() + pos});
-    pos += static_cast<std::size_t>(r.length);
+  pieces.reserve(requests.size());
+  for (const ReadRequest& r : requests) {
+    if (r.dst.empty()) continue;
+    // A run that continues the previous one both in the file and in memory joins it: one request
+    // straight into the caller's memory instead of two (read_ranges of adjacent ranges, for one).
+    if (!pieces.empty() && pieces.back().offset + pieces.back().length == r.offset &&
+        pieces.back().out + pieces.back().length == r.dst.data()) {
+      pieces.back().length += r.dst.size();
+      continue;
+    }
+    pieces.push_back({r.offset, r.dst.size(), r.dst.data()});
   }
-  if (pos != dst.size()) return Error(ErrorKind::InvalidArgument, "read_ranges: destination larger than the ranges").with_file(name_);
 
   // Small ranges the block cache already holds cost nothing.
   const std::uint64_t bs = options_.readahead;

@@ -35,20 +35,9 @@ Result<SlicePlan> TensorFile::plan_slice(const TensorEntry& entry, const SliceSp
 
 Status copy_tensors(const TensorFile& from, TensorSink& to) {
   constexpr std::uint64_t kChunk = 16u << 20;
-  std::vector<std::byte> buffer;
   for (const TensorEntry& entry : from.tensors()) {
-    if (auto view = TensorFile::view(entry); view.data() != nullptr || entry.nbytes == 0) {
-      SW_RETURN_IF_ERROR(to.write(entry.name, view));
-      continue;
-    }
-    buffer.resize(static_cast<std::size_t>(std::min(kChunk, entry.nbytes)));
-    for (std::uint64_t done = 0; done < entry.nbytes;) {
-      const std::uint64_t n = std::min<std::uint64_t>(buffer.size(), entry.nbytes - done);
-      std::span<std::byte> part(buffer.data(), static_cast<std::size_t>(n));
-      SW_RETURN_IF_ERROR(entry.source->read_at(entry.offset + done, part));
-      SW_RETURN_IF_ERROR(to.write_chunk(entry.name, part));
-      done += n;
-    }
+    SW_RETURN_IF_ERROR(copy_range(*entry.source, entry.offset, entry.nbytes, kChunk,
+                                  [&](std::span<const std::byte> part) { return to.write_chunk(entry.name, part); }));
   }
   return to.finish();
 }

@@ -7,6 +7,7 @@
 #include <unordered_set>
 
 #include "core/status_macros.h"
+#include "io/read_util.h"
 #include "safetensors/json_schema.h"
 #include "json/json_writer.h"
 #include "safeweights/sharded.h"
@@ -35,14 +36,11 @@ Result<ShardedReader> ShardedReader::open(const std::string& index_path, FileBac
 Result<ShardedReader> ShardedReader::open(const std::string& index_path, const Resolver& resolver, FileBackend backend,
                                           const ReadOptions& options) {
   SW_ASSIGN_OR_RETURN(SourcePtr index_source, resolver.open(index_path, FileBackend::Pread));
-  if (index_source->size() > kMaxIndexSize) {
-    return Error(ErrorKind::ResourceLimit, "index file larger than 256 MiB").with_file(index_path);
-  }
-  std::string text(static_cast<std::size_t>(index_source->size()), '\0');
-  SW_RETURN_IF_ERROR(index_source->read_at(0, std::as_writable_bytes(std::span<char>(text.data(), text.size()))));
+  auto text = read_small(*index_source, kMaxIndexSize);
+  if (!text.is_ok()) return std::move(text.error().with_file(index_path));
 
   RawIndex raw;
-  if (auto s = parse_index_json(text, raw); !s.is_ok()) {
+  if (auto s = parse_index_json(*text, raw); !s.is_ok()) {
     s.error().with_file(index_path);
     return std::move(s).error();
   }

@@ -255,6 +255,42 @@ TEST(HttpNginx, SafetensorsMatchesLocalFile) {
   EXPECT_EQ(stats->retries.load(), 0u);
 }
 
+TEST(HttpNginx, ReadScatter) {
+  REQUIRE_SERVERS();
+  auto stats = std::make_shared<HttpStats>();
+  auto src = open_url(g->nginx_url("small.safetensors"), test_options(stats));
+  ASSERT_TRUE(src.is_ok());
+  const auto local = file_bytes(g->www / "small.safetensors");
+  // Large runs (several 256 KiB chunks, in flight together), small nearby runs (one request, scattered),
+  // a cached run (block 0), an empty run, and runs adjacent in the file but not in memory.
+  const std::vector<std::pair<std::uint64_t, std::size_t>> runs = {
+      {200000, 1u << 20}, {local.size() - 10, 10}, {5, 100}, {2000000, 300}, {2000400, 50}, {0, 0},
+      {1500000, 4096}, {1504096, 4096}};
+  std::vector<std::vector<std::byte>> bufs;
+  for (const auto& r : runs) bufs.emplace_back(r.second);
+  std::vector<ReadRequest> requests;
+  for (std::size_t i = 0; i < runs.size(); ++i) requests.push_back({runs[i].first, bufs[i]});
+  const auto before = stats->requests.load();
+  ASSERT_TRUE((*src)->read_scatter(requests).is_ok());
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    if (runs[i].second > 0) EXPECT_EQ(0, std::memcmp(bufs[i].data(), local.data() + runs[i].first, runs[i].second)) << "run " << i;
+  }
+  // 1 MiB in 256 KiB chunks (5, as it starts mid-chunk or 4), the tail, the two nearby runs and the two
+  // adjacent ones: far fewer requests than one per run and chunk would be.
+  EXPECT_LE(stats->requests.load() - before, 8u);
+  // Runs adjacent in the file and in memory become one request straight into the buffer.
+  std::vector<std::byte> joined(600000);
+  const std::vector<ReadRequest> halves = {{1000000, std::span<std::byte>(joined).first(300000)},
+                                           {1300000, std::span<std::byte>(joined).subspan(300000)}};
+  ASSERT_TRUE((*src)->read_scatter(halves).is_ok());
+  EXPECT_EQ(0, std::memcmp(joined.data(), local.data() + 1000000, joined.size()));
+  std::vector<std::byte> two(2);
+  const std::vector<ReadRequest> past = {{0, two}, {local.size() - 1, two}};
+  auto bad = (*src)->read_scatter(past);
+  ASSERT_FALSE(bad.is_ok());
+  EXPECT_EQ(bad.error().kind(), ErrorKind::OutOfRange);
+}
+
 TEST(HttpNginx, ReadRangesAndSlices) {
   REQUIRE_SERVERS();
   auto src = open_url(g->nginx_url("small.safetensors"), test_options());

@@ -1,0 +1,231 @@
+// The process-wide thread pool and parallel_for on top of it (internal headers).
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "core/parallel.h"
+#include "core/thread_pool.h"
+
+namespace {
+
+using safeweights::Error;
+using safeweights::ErrorKind;
+using safeweights::parallel_for;
+using safeweights::Status;
+using safeweights::ThreadPool;
+
+TEST(ParallelFor, RunsEveryIndexOnce) {
+  for (unsigned threads : {0u, 1u, 2u, 5u, 64u}) {
+    std::vector<std::atomic<int>> hits(1000);
+    Status s = parallel_for(hits.size(), threads, [&](std::size_t i) {
+      hits[i].fetch_add(1);
+      return Status::ok();
+    });
+    ASSERT_TRUE(s.is_ok());
+    for (auto& h : hits) ASSERT_EQ(h.load(), 1) << "threads " << threads;
+  }
+  EXPECT_TRUE(parallel_for(0, 4, [](std::size_t) { return Status(Error(ErrorKind::IoError, "never")); }).is_ok());
+}
+
+TEST(ParallelFor, ReturnsTheLowestFailingIndex) {
+  for (int round = 0; round < 50; ++round) {
+    Status s = parallel_for(200, 4, [](std::size_t i) -> Status {
+      if (i == 37 || i == 38 || i == 150) return Error(ErrorKind::IoError, "index " + std::to_string(i));
+      return Status::ok();
+    });
+    ASSERT_FALSE(s.is_ok());
+    EXPECT_EQ(s.error().message(), "index 37");
+  }
+}
+
+TEST(ParallelFor, StartsNoIndexAfterAFailure) {
+  std::atomic<std::size_t> started{0};
+  Status s = parallel_for(100000, 4, [&](std::size_t i) -> Status {
+    started.fetch_add(1);
+    if (i == 0) return Error(ErrorKind::IoError, "first");
+    std::this_thread::sleep_for(std::chrono::microseconds(10));
+    return Status::ok();
+  });
+  ASSERT_FALSE(s.is_ok());
+  // Index 0 fails at once; every thread stops after the index it holds.
+  EXPECT_LT(started.load(), 100u);
+}
+
+TEST(ParallelFor, RespectsTheThreadsCap) {
+  for (unsigned cap : {1u, 2u, 3u}) {
+    std::atomic<int> running{0}, most{0};
+    ASSERT_TRUE(parallel_for(64, cap, [&](std::size_t) {
+                  const int now = running.fetch_add(1) + 1;
+                  for (int seen = most.load(); now > seen && !most.compare_exchange_weak(seen, now);) {}
+                  std::this_thread::sleep_for(std::chrono::milliseconds(1));
+                  running.fetch_sub(1);
+                  return Status::ok();
+                }).is_ok());
+    EXPECT_LE(most.load(), static_cast<int>(cap));
+  }
+}
+
+TEST(ParallelFor, UsesSeveralThreadsWhenAsked) {
+  std::mutex mu;
+  std::set<std::thread::id> ids;
+  ASSERT_TRUE(parallel_for(32, 4, [&](std::size_t) {
+                std::this_thread::sleep_for(std::chrono::milliseconds(5));
+                std::lock_guard lock(mu);
+                ids.insert(std::this_thread::get_id());
+                return Status::ok();
+              }).is_ok());
+  EXPECT_GT(ids.size(), 1u);
+  EXPECT_LE(ids.size(), 4u);
+}
+
+TEST(ParallelFor, NestedLoopsComplete) {
+  // Every outer task runs an inner loop as wide as the pool: with a pool of fixed size, an inner loop
+  // that waited for free workers would deadlock.
+  const unsigned wide = ThreadPool::shared().size() * 2;
+  std::atomic<std::size_t> inner_runs{0};
+  Status s = parallel_for(wide, wide, [&](std::size_t) {
+    return parallel_for(50, wide, [&](std::size_t) {
+      inner_runs.fetch_add(1);
+      return parallel_for(3, 3, [](std::size_t) { return Status::ok(); });
+    });
+  });
+  ASSERT_TRUE(s.is_ok());
+  EXPECT_EQ(inner_runs.load(), wide * 50u);
+}
+
+TEST(ParallelFor, NestedFailureReachesTheOuterCaller) {
+  Status s = parallel_for(8, 8, [&](std::size_t outer) {
+    return parallel_for(8, 8, [&](std::size_t inner) -> Status {
+      if (outer == 3 && inner == 5) return Error(ErrorKind::IoError, "inner failure");
+      return Status::ok();
+    });
+  });
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_EQ(s.error().message(), "inner failure");
+}
+
+TEST(ParallelFor, ManyConcurrentCallers) {
+  std::vector<std::thread> callers;
+  std::atomic<int> failures{0};
+  for (int c = 0; c < 16; ++c) {
+    callers.emplace_back([&, c] {
+      for (int round = 0; round < 20; ++round) {
+        std::atomic<std::size_t> sum{0};
+        Status s = parallel_for(100, 4, [&](std::size_t i) {
+          sum.fetch_add(i);
+          return Status::ok();
+        });
+        if (!s.is_ok() || sum.load() != 4950u) failures.fetch_add(1);
+        (void)c;
+      }
+    });
+  }
+  for (auto& t : callers) t.join();
+  EXPECT_EQ(failures.load(), 0);
+}
+
+TEST(ParallelFor, CreatesNoThreadsPerCall) {
+  const unsigned pool = ThreadPool::shared().size();
+  std::mutex mu;
+  std::set<std::thread::id> ids;
+  for (int call = 0; call < 100; ++call) {
+    ASSERT_TRUE(parallel_for(16, 8, [&](std::size_t) {
+                  std::lock_guard lock(mu);
+                  ids.insert(std::this_thread::get_id());
+                  return Status::ok();
+                }).is_ok());
+  }
+  // The workers and this thread, however many calls: a thread per call would give hundreds.
+  EXPECT_LE(ids.size(), pool + 1);
+}
+
+TEST(ThreadPool, SizeAndWorkerFlag) {
+  ThreadPool& pool = ThreadPool::shared();
+  EXPECT_EQ(&pool, &ThreadPool::shared());
+  EXPECT_GE(pool.size(), 1u);
+  EXPECT_LE(pool.size(), ThreadPool::kMaxWorkers);
+  EXPECT_FALSE(ThreadPool::on_worker_thread());
+  std::atomic<bool> flag_in_worker{false};
+  std::atomic<bool> done{false};
+  ASSERT_TRUE(pool.try_submit([&] {
+    flag_in_worker = ThreadPool::on_worker_thread();
+    done = true;
+  }));
+  for (int i = 0; i < 5000 && !done.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ASSERT_TRUE(done.load());
+  EXPECT_TRUE(flag_in_worker.load());
+}
+
+TEST(ThreadPool, TheQueueIsBounded) {
+  ThreadPool& pool = ThreadPool::shared();
+  // Park every worker, then fill the queue: submissions past its bound are refused, not queued.
+  std::mutex gate;
+  std::unique_lock hold(gate);
+  std::atomic<unsigned> parked{0};
+  for (unsigned w = 0; w < pool.size(); ++w) {
+    ASSERT_TRUE(pool.try_submit([&] {
+      parked.fetch_add(1);
+      std::lock_guard wait(gate);
+    }));
+  }
+  for (int i = 0; i < 5000 && parked.load() < pool.size(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ASSERT_EQ(parked.load(), pool.size());
+  std::atomic<unsigned> ran{0};
+  std::size_t accepted = 0;
+  while (pool.try_submit([&] { ran.fetch_add(1); })) ++accepted;
+  EXPECT_EQ(accepted, ThreadPool::kQueuePerWorker * pool.size());
+  // A loop still completes, on its caller alone, while no worker is free.
+  std::atomic<int> count{0};
+  EXPECT_TRUE(parallel_for(10, 4, [&](std::size_t) {
+                count.fetch_add(1);
+                return Status::ok();
+              }).is_ok());
+  EXPECT_EQ(count.load(), 10);
+  hold.unlock();
+  for (int i = 0; i < 5000 && ran.load() < accepted; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_EQ(ran.load(), accepted);
+}
+
+TEST(ThreadPool, UsableAfterFork) {
+  ASSERT_TRUE(parallel_for(16, 4, [](std::size_t) { return Status::ok(); }).is_ok());  // parent's pool exists
+  // Fork while every worker is parked on a lock of ours: a worker caught inside the allocator at fork
+  // time would leave its lock held in the child. glibc's malloc guards against that; the sanitizers'
+  // allocator does not, so without this the ASan build hangs now and then.
+  ThreadPool& pool = ThreadPool::shared();
+  std::mutex gate;
+  std::unique_lock hold(gate);
+  std::atomic<unsigned> parked{0};
+  for (unsigned w = 0; w < pool.size(); ++w) {
+    ASSERT_TRUE(pool.try_submit([&] {
+      parked.fetch_add(1);
+      std::lock_guard wait(gate);
+    }));
+  }
+  for (int i = 0; i < 5000 && parked.load() < pool.size(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ASSERT_EQ(parked.load(), pool.size());
+  pid_t pid = ::fork();
+  hold.unlock();  // in the child this releases nothing anyone waits for: the parked workers are not there
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    std::atomic<int> count{0};
+    Status s = parallel_for(100, 4, [&](std::size_t) {
+      count.fetch_add(1);
+      return Status::ok();
+    });
+    std::exit(s.is_ok() && count.load() == 100 ? 0 : 1);  // static destructors run: must not hang
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+}
+
+}  // namespace
