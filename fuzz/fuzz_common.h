@@ -12,9 +12,22 @@
 #include <vector>
 
 #include "safeweights/error.h"
+#include "safeweights/safetensors.h"
+#include "safeweights/tensor_type.h"
 #include "safeweights/source.h"
 
 namespace fuzz {
+
+// The types a safetensors file can hold.
+inline const std::vector<safeweights::TensorType>& storable_types() {
+  static const std::vector<safeweights::TensorType> types = [] {
+    std::vector<safeweights::TensorType> v;
+    for (const auto& info : safeweights::tensor_type_table())
+      if (safeweights::safetensors::can_store(info.type)) v.push_back(info.type);
+    return v;
+  }();
+  return types;
+}
 
 // Aborts (so libFuzzer records the input) with a message when an invariant does not hold.
 #define FUZZ_CHECK(cond)                                                                  \

@@ -25,17 +25,6 @@ using namespace safeweights::safetensors;
 
 namespace {
 
-// The types a safetensors file can hold.
-const std::vector<TensorType>& storable_types() {
-  static const std::vector<TensorType> types = [] {
-    std::vector<TensorType> v;
-    for (const auto& info : tensor_type_table())
-      if (safeweights::safetensors::can_store(info.type)) v.push_back(info.type);
-    return v;
-  }();
-  return types;
-}
-
 // Valid UTF-8 text from a palette that stresses JSON escaping.
 std::string make_text(FuzzedDataProvider& fdp, std::size_t max_chars) {
   static const char* const kPieces[] = {
@@ -77,7 +66,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::size_t count = fdp.ConsumeIntegralInRange<std::size_t>(0, 8);
   for (std::size_t t = 0; t < count; ++t) {
     c.names.push_back(fdp.ConsumeBool() ? "t" + std::to_string(t) : make_text(fdp, 12));
-    const TensorType dtype = storable_types()[fdp.ConsumeIntegralInRange<std::size_t>(0, storable_types().size() - 1)];
+    const TensorType dtype = fuzz::storable_types()[fdp.ConsumeIntegralInRange<std::size_t>(0, fuzz::storable_types().size() - 1)];
     c.dtypes.push_back(dtype);
     std::vector<std::uint64_t> shape(fdp.ConsumeIntegralInRange<std::size_t>(0, 4));
     std::uint64_t elements = 1;

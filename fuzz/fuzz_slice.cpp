@@ -23,17 +23,6 @@ using namespace safeweights;
 
 namespace {
 
-// The types a safetensors file can hold.
-const std::vector<TensorType>& storable_types() {
-  static const std::vector<TensorType> types = [] {
-    std::vector<TensorType> v;
-    for (const auto& info : tensor_type_table())
-      if (safeweights::safetensors::can_store(info.type)) v.push_back(info.type);
-    return v;
-  }();
-  return types;
-}
-
 using i128 = __int128;
 
 // One axis of the expected result.
@@ -170,7 +159,7 @@ bool same_items(const SliceSpec& a, const SliceSpec& b) {
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   if (size < 2) return 0;
-  const TensorType dtype = storable_types()[data[0] % storable_types().size()];
+  const TensorType dtype = fuzz::storable_types()[data[0] % fuzz::storable_types().size()];
   const unsigned bits = type_bits(dtype);
   const std::size_t rank = data[1] % 5;
   const std::uint64_t base = (data[1] >> 3) & 31u;
