@@ -53,7 +53,8 @@ class Format {
   // The stable name, as `validate --json` and `inspect --json` print it: "safetensors", "dduf", ...
   virtual std::string_view name() const noexcept = 0;
   // How sure this format is that the input is its own, from its first bytes (at most kDetectBytes),
-  // its size and its name: 0 not at all, 1 by the name alone, 2 by structure, 3 by magic bytes.
+  // its size and its name; the highest score wins: 0 not at all, 1 by the name alone, 2 by
+  // structure, 3 by magic bytes, 4 by magic bytes and structure (a torch.save ZIP beats any ZIP).
   virtual int detect(std::span<const std::byte> head, std::uint64_t size, std::string_view path) const = 0;
 
   // Checks every rule of the format; a one-line summary for a valid file ("12 tensors, 1.2 GiB of data").
