@@ -15,6 +15,7 @@ pytest.importorskip("torch")
 
 # Exercises torch's own C++ string streams and locale (what crashed), and a round trip through both.
 WORK = """
+import os
 import numpy as np
 repr(torch.zeros(2))
 t = torch.arange(12, dtype=torch.float32).reshape(3, 4)
@@ -25,6 +26,9 @@ back = safeweights.torch.load(data)["t"]
 assert torch.equal(back, t), back
 arr = safeweights.numpy.load(safeweights.numpy.save({"a": np.arange(3)}))["a"]
 assert arr.tolist() == [0, 1, 2]
+# The package under test is the one the caller meant (ctest runs this against two builds of it).
+expected = os.environ.get("SAFEWEIGHTS_EXPECT_DIR")
+assert not expected or safeweights.__file__.startswith(expected), safeweights.__file__
 print("ok")
 """
 
