@@ -254,4 +254,7 @@ def load_model(
     return sorted(missing), unexpected
 
 
-__all__ = ["save", "save_file", "load", "load_file", "save_model", "load_model", "SafetensorError"]
+__all__ = [
+    "save", "save_file", "load", "load_file", "save_model", "load_model", "storage_ptr", "storage_size",
+    "SafetensorError",
+]

@@ -1,5 +1,7 @@
 import os
-from typing import Dict, List, Optional, Tuple, Union
+from typing import Dict, List, Optional, Set, Tuple, Union
+
+from ._errors import SafetensorError as SafetensorError
 
 import torch
 
@@ -22,3 +24,12 @@ def load_model(
     *,
     backend: str = "mmap",
 ) -> Tuple[List[str], List[str]]: ...
+def storage_ptr(tensor: torch.Tensor) -> int: ...
+def storage_size(tensor: torch.Tensor) -> int: ...
+def _find_shared_tensors(state_dict: Dict[str, torch.Tensor]) -> List[Set[str]]: ...
+def _remove_duplicate_names(
+    state_dict: Dict[str, torch.Tensor],
+    *,
+    preferred_names: Optional[List[str]] = None,
+    discard_names: Optional[List[str]] = None,
+) -> Dict[str, List[str]]: ...

@@ -6,7 +6,6 @@
 #include <cstring>
 #include <mutex>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -315,11 +314,16 @@ void register_safetensors(py::module_& m) {
       .def_property_readonly("data_ptr", [](const TensorSpec& s) { return s.data_ptr; })
       .def_property_readonly("data_len", [](const TensorSpec& s) { return s.data_len; })
       .def("__repr__", [](const TensorSpec& s) {
-        std::ostringstream o;
-        o << "TensorSpec(dtype='" << type_name(s.dtype) << "', shape=[";
-        for (std::size_t i = 0; i < s.shape.size(); ++i) o << (i ? ", " : "") << s.shape[i];
-        o << "], data_ptr=" << s.data_ptr << ", data_len=" << s.data_len << ")";
-        return o.str();
+        // Plain string building: no iostream, so no std::locale in the module's hot paths.
+        std::string o = "TensorSpec(dtype='";
+        o += type_name(s.dtype);
+        o += "', shape=[";
+        for (std::size_t i = 0; i < s.shape.size(); ++i) {
+          if (i) o += ", ";
+          o += std::to_string(s.shape[i]);
+        }
+        o += "], data_ptr=" + std::to_string(s.data_ptr) + ", data_len=" + std::to_string(s.data_len) + ")";
+        return o;
       });
 
   m.def(

@@ -337,3 +337,36 @@ def test_loaded_views_pin_a_bytearray():
     with pytest.raises(BufferError):
         data.extend(b"x" * 4096)
     assert arrays["a"].tolist() == list(range(6))
+
+
+# bfloat16 and float8 as real numpy arrays, where ml_dtypes is installed (the numpy 2 venv of
+# scripts/python-env.sh). Expected bytes are computed without safeweights: bf16 is the top half of the
+# float32 bit pattern; the float8 codes are exact for these values (1.0, -2.0, 0.5, 0).
+ML_CASES = [
+    ("bfloat16", "BF16", [1.0, -2.0, 0.5, 0.0], b"".join(struct.pack("<f", v)[2:] for v in (1.0, -2.0, 0.5, 0.0))),
+    ("float8_e4m3fn", "F8_E4M3", [1.0, -2.0, 0.5, 0.0], bytes([0x38, 0xC0, 0x30, 0x00])),
+    ("float8_e5m2", "F8_E5M2", [1.0, -2.0, 0.5, 0.0], bytes([0x3C, 0xC0, 0x38, 0x00])),
+]
+
+
+@pytest.mark.parametrize("np_name,code,values,raw", ML_CASES, ids=[c[1] for c in ML_CASES])
+def test_ml_dtypes_arrays_for_real(tmp_path, np_name, code, values, raw):
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    dt = np.dtype(getattr(ml_dtypes, np_name))
+    arr = np.array(values, dtype=np.float32).astype(dt).reshape(2, 2)
+    assert arr.tobytes() == raw  # ml_dtypes agrees with the hand-computed codes
+    data = save({"t": arr})
+    header, body = parse_file(data)
+    assert header["t"] == {"dtype": code, "shape": [2, 2], "data_offsets": [0, len(raw)]}
+    assert body == raw
+    back = load(data)["t"]
+    assert back.dtype == dt and back.shape == (2, 2)
+    np.testing.assert_array_equal(back.astype(np.float32), np.array(values, dtype=np.float32).reshape(2, 2))
+    p = tmp_path / "ml.safetensors"
+    save_file({"t": arr, "u": np.arange(3, dtype=np.int8)}, p)
+    with safe_open(p, framework="np") as f:
+        t = f.get_tensor("t")
+        assert t.dtype == dt and t.tobytes() == raw
+        s = f.get_slice("t")[1:, ::-1]
+        assert s.dtype == dt and s.tobytes() == arr[1:, ::-1].tobytes()
+    assert {k: v.dtype for k, v in load_file(p).items()} == {"t": dt, "u": np.dtype(np.int8)}

@@ -266,3 +266,71 @@ def test_path_argument(tmp_path):
     save_file({"x": torch.ones(3)}, tmp_path / "x.safetensors")
     save_file({"x": torch.ones(3)}, str(tmp_path / "y.safetensors"))
     assert (tmp_path / "x.safetensors").read_bytes() == (tmp_path / "y.safetensors").read_bytes()
+
+
+# ---- the helpers transformers and accelerate import from safetensors.torch ----
+
+def test_storage_ptr_and_size():
+    from safeweights.torch import storage_ptr, storage_size
+
+    base = torch.arange(12, dtype=torch.float32)
+    view = base[4:8]
+    # Expected values from torch's own storage API of this version.
+    storage = base.untyped_storage() if hasattr(base, "untyped_storage") else base.storage()
+    assert storage_ptr(base) == storage.data_ptr() == base.data_ptr()
+    assert storage_ptr(view) == storage_ptr(base) != view.data_ptr()
+    assert storage_size(base) == storage_size(view) == 12 * 4
+    assert storage_size(torch.zeros(3, dtype=torch.float64)) == 24
+    assert storage_size(torch.zeros(0)) == 0
+    meta = torch.empty(4, device="meta")
+    assert storage_size(meta) in (0, 16)  # torch >= 2 reports the meta storage's nbytes
+
+
+def test_find_shared_tensors():
+    from safeweights.torch import _find_shared_tensors
+
+    base = torch.arange(10, dtype=torch.float32)
+    other = torch.zeros(3)
+    groups = _find_shared_tensors({"a": base, "b": base[2:5], "c": base[5:], "d": other, "e": other.view(3, 1),
+                                   "m": torch.empty(2, device="meta"), "z": torch.zeros(0)})
+    as_sets = sorted(sorted(g) for g in groups)
+    # a overlaps b and c; b and c are disjoint slices but both overlap a, so one group; d/e alias.
+    assert ["a", "b", "c"] in as_sets and ["d", "e"] in as_sets
+    assert all("m" not in g and "z" not in g for g in as_sets)
+    # Disjoint slices with nothing spanning them are separate groups.
+    groups = _find_shared_tensors({"lo": base[:5], "hi": base[5:]})
+    assert sorted(sorted(g) for g in groups) == [["hi"], ["lo"]]
+
+
+def test_remove_duplicate_names():
+    from safeweights.torch import _remove_duplicate_names
+
+    w = torch.zeros(4, 4)
+    sd = {"b.weight": w, "a.weight": w, "c": torch.ones(2)}
+    assert dict(_remove_duplicate_names(sd)) == {"a.weight": ["b.weight"]}
+    assert dict(_remove_duplicate_names(sd, preferred_names=["b.weight"])) == {"b.weight": ["a.weight"]}
+    assert dict(_remove_duplicate_names(sd, discard_names=["a.weight"])) == {"b.weight": ["a.weight"]}
+    base = torch.zeros(10)
+    with pytest.raises(RuntimeError, match="None is covering the entire storage"):
+        _remove_duplicate_names({"x": base[:6], "y": base[4:]})
+
+
+def test_save_model_non_contiguous_hint(tmp_path):
+    class T(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.zeros(4, 3).t())
+
+    with pytest.raises(ValueError, match=r"non contiguous tensor.*force_contiguous=True"):
+        save_model(T(), tmp_path / "m.safetensors", force_contiguous=False)
+    save_model(T(), tmp_path / "m.safetensors")
+    assert load_file(tmp_path / "m.safetensors")["w"].shape == (3, 4)
+
+
+def test_public_names_of_the_reference():
+    import safeweights.torch as swt
+
+    for name in ("save", "save_file", "load", "load_file", "save_model", "load_model", "storage_ptr",
+                 "storage_size", "_find_shared_tensors", "_remove_duplicate_names", "_is_complete", "_end_ptr",
+                 "_filter_shared_not_shared", "_flatten"):
+        assert callable(getattr(swt, name)), name
