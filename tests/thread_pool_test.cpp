@@ -5,6 +5,10 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <memory>
 #include <chrono>
 #include <mutex>
 #include <set>
@@ -16,11 +20,25 @@
 
 namespace {
 
+// Bounded waits for workers to reach a point: generous, because CI runs this under the sanitizers on a
+// loaded 2-core machine; a pass never waits for it.
+constexpr int kWaitMs = 60'000;
+
 using safeweights::Error;
 using safeweights::ErrorKind;
 using safeweights::parallel_for;
 using safeweights::Status;
 using safeweights::ThreadPool;
+
+// try_submit, retried while the queue is full: helpers queued by earlier loops leave it only when a
+// worker gets the CPU, which on a loaded machine can take a while.
+bool submit_when_room(ThreadPool& pool, std::function<void()> task) {
+  for (int i = 0; i < kWaitMs; ++i) {
+    if (pool.try_submit(task)) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return false;
+}
 
 TEST(ParallelFor, RunsEveryIndexOnce) {
   for (unsigned threads : {0u, 1u, 2u, 5u, 64u}) {
@@ -155,32 +173,66 @@ TEST(ThreadPool, SizeAndWorkerFlag) {
   EXPECT_FALSE(ThreadPool::on_worker_thread());
   std::atomic<bool> flag_in_worker{false};
   std::atomic<bool> done{false};
-  ASSERT_TRUE(pool.try_submit([&] {
+  ASSERT_TRUE(submit_when_room(pool, [&] {
     flag_in_worker = ThreadPool::on_worker_thread();
     done = true;
   }));
-  for (int i = 0; i < 5000 && !done.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  for (int i = 0; i < kWaitMs && !done.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   ASSERT_TRUE(done.load());
   EXPECT_TRUE(flag_in_worker.load());
 }
 
+// Every worker parked on one gate. The state is owned by the tasks too, so no task outlives what it
+// touches, and release() waits until every parked task has left the gate.
+class ParkedPool {
+ public:
+  explicit ParkedPool(ThreadPool& pool) : pool_(pool), state_(std::make_shared<State>()), hold_(state_->gate) {}
+  ~ParkedPool() { release(); }
+
+  // Submits one parking task per worker and waits until all of them are parked.
+  bool park() {
+    for (unsigned w = 0; w < pool_.size(); ++w) {
+      if (!submit_when_room(pool_, [state = state_] {
+            state->parked.fetch_add(1);
+            std::lock_guard wait(state->gate);
+            state->left.fetch_add(1);
+          })) {
+        return false;
+      }
+    }
+    return wait_for([&] { return state_->parked.load() == pool_.size(); });
+  }
+  void release() {
+    if (!hold_.owns_lock()) return;
+    hold_.unlock();
+    wait_for([&] { return state_->left.load() == state_->parked.load(); });
+  }
+  unsigned parked() const { return state_->parked.load(); }
+
+  template <typename Done>
+  static bool wait_for(Done done) {
+    for (int i = 0; i < kWaitMs && !done(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    return done();
+  }
+
+ private:
+  struct State {
+    std::mutex gate;
+    std::atomic<unsigned> parked{0}, left{0};
+  };
+  ThreadPool& pool_;
+  std::shared_ptr<State> state_;
+  std::unique_lock<std::mutex> hold_;
+};
+
 TEST(ThreadPool, TheQueueIsBounded) {
   ThreadPool& pool = ThreadPool::shared();
   // Park every worker, then fill the queue: submissions past its bound are refused, not queued.
-  std::mutex gate;
-  std::unique_lock hold(gate);
-  std::atomic<unsigned> parked{0};
-  for (unsigned w = 0; w < pool.size(); ++w) {
-    ASSERT_TRUE(pool.try_submit([&] {
-      parked.fetch_add(1);
-      std::lock_guard wait(gate);
-    }));
-  }
-  for (int i = 0; i < 5000 && parked.load() < pool.size(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  ASSERT_EQ(parked.load(), pool.size());
-  std::atomic<unsigned> ran{0};
+  ParkedPool parked(pool);
+  ASSERT_TRUE(parked.park()) << parked.parked() << " of " << pool.size() << " workers parked";
+  auto ran = std::make_shared<std::atomic<unsigned>>(0);
   std::size_t accepted = 0;
-  while (pool.try_submit([&] { ran.fetch_add(1); })) ++accepted;
+  while (pool.try_submit([ran] { ran->fetch_add(1); })) ++accepted;
   EXPECT_EQ(accepted, ThreadPool::kQueuePerWorker * pool.size());
   // A loop still completes, on its caller alone, while no worker is free.
   std::atomic<int> count{0};
@@ -189,9 +241,8 @@ TEST(ThreadPool, TheQueueIsBounded) {
                 return Status::ok();
               }).is_ok());
   EXPECT_EQ(count.load(), 10);
-  hold.unlock();
-  for (int i = 0; i < 5000 && ran.load() < accepted; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  EXPECT_EQ(ran.load(), accepted);
+  parked.release();
+  EXPECT_TRUE(ParkedPool::wait_for([&] { return ran->load() == accepted; }));
 }
 
 TEST(ThreadPool, UsableAfterFork) {
@@ -200,19 +251,10 @@ TEST(ThreadPool, UsableAfterFork) {
   // time would leave its lock held in the child. glibc's malloc guards against that; the sanitizers'
   // allocator does not, so without this the ASan build hangs now and then.
   ThreadPool& pool = ThreadPool::shared();
-  std::mutex gate;
-  std::unique_lock hold(gate);
-  std::atomic<unsigned> parked{0};
-  for (unsigned w = 0; w < pool.size(); ++w) {
-    ASSERT_TRUE(pool.try_submit([&] {
-      parked.fetch_add(1);
-      std::lock_guard wait(gate);
-    }));
-  }
-  for (int i = 0; i < 5000 && parked.load() < pool.size(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  ASSERT_EQ(parked.load(), pool.size());
+  ParkedPool parked(pool);
+  ASSERT_TRUE(parked.park()) << parked.parked() << " of " << pool.size() << " workers parked";
+  std::fflush(nullptr);  // the child must not print the parent's buffered output again
   pid_t pid = ::fork();
-  hold.unlock();  // in the child this releases nothing anyone waits for: the parked workers are not there
   ASSERT_GE(pid, 0);
   if (pid == 0) {
     std::atomic<int> count{0};
@@ -220,8 +262,10 @@ TEST(ThreadPool, UsableAfterFork) {
       count.fetch_add(1);
       return Status::ok();
     });
-    std::exit(s.is_ok() && count.load() == 100 ? 0 : 1);  // static destructors run: must not hang
+    // _Exit: the child leaves without running the parent's static destructors or gtest's teardown.
+    std::_Exit(s.is_ok() && count.load() == 100 ? 0 : 1);
   }
+  parked.release();
   int status = 0;
   ASSERT_EQ(::waitpid(pid, &status, 0), pid);
   ASSERT_TRUE(WIFEXITED(status));
