@@ -77,7 +77,7 @@ Status read_dtype(element value, std::string_view tensor, RawHeader& out, Tensor
 
 Status read_shape(element value, std::string_view tensor, RawHeader& out, RawHeader::Entry& entry) {
   if (value.type() != element_type::ARRAY) return bad_json("shape must be an array").with_tensor(tensor);
-  entry.dims_offset = out.dims.size();
+  entry.dims_offset = static_cast<std::uint32_t>(out.dims.size());
   std::uint32_t rank = 0;
   for (auto dim : as_array(value)) {
     std::uint64_t d = 0;
@@ -100,9 +100,12 @@ Status read_offsets(element value, std::string_view tensor, RawHeader::Entry& en
   return Status::ok();
 }
 
+// Entry keeps name and dims offsets in 32 bits: both are bounded by the header's length.
+static_assert(kMaxHeaderSize < UINT32_MAX);
+
 Status read_tensor(std::string_view name, element value, const HeaderJsonOptions& options, RawHeader& out) {
   RawHeader::Entry entry{};
-  entry.name_offset = out.names.size();
+  entry.name_offset = static_cast<std::uint32_t>(out.names.size());
   entry.name_length = static_cast<std::uint32_t>(name.size());
   if (value.type() == element_type::OBJECT) {
     bool have_dtype = false, have_shape = false, have_offsets = false;

@@ -17,14 +17,16 @@ namespace safeweights::safetensors {
 // A safetensors header as written, before the offset rules: every entry in file order (duplicate names
 // included), names and dims in arenas.
 struct RawHeader {
+  // 40 bytes, written once per tensor. Offsets fit 32 bits: names and dims come from a header of at
+  // most kMaxHeaderSize (1e8) bytes.
   struct Entry {
-    std::uint64_t name_offset;  // into names
+    std::uint32_t name_offset;  // into names
     std::uint32_t name_length;
-    TensorType dtype;
+    std::uint32_t dims_offset;  // into dims
     std::uint32_t rank;
-    std::uint64_t dims_offset;  // into dims
     std::uint64_t begin;
     std::uint64_t end;
+    TensorType dtype;
   };
   std::vector<Entry> entries;
   std::vector<char> names;
