@@ -98,10 +98,7 @@ class HeaderBuilder {
     h.has_metadata_ = raw.has_metadata;
     h.index_seed_ = process_seed();
 
-    auto name_of_entry = [&](std::size_t i) {
-      const auto& e = raw.entries[i];
-      return std::string_view(h.names_.data() + e.name_offset, e.name_length);
-    };
+    auto name_of_entry = [&](std::size_t i) { return raw.entries[i].name; };
 
     // The reference collects tensors into a map, so a repeated name silently replaces the earlier
     // entry (last wins). Reproduce that so its errors are ours, and report the duplicate afterwards.
@@ -154,29 +151,32 @@ class HeaderBuilder {
     const std::size_t kept = in_file_order ? count : keep.size();
     auto entry_at = [&](std::size_t p) { return in_file_order ? static_cast<std::uint32_t>(p) : keep[p]; };
 
-    h.tensors_.reserve(kept);
     std::uint64_t running = 0;
     for (std::size_t p = 0; p < kept; ++p) {
-      const std::uint32_t i = entry_at(p);
-      const auto& e = raw.entries[i];
-      TensorInfo info{name_of_entry(i), e.dtype,
-                      std::span<const std::uint64_t>(h.dims_.data() + e.dims_offset, e.rank), e.begin, e.end};
-      if (e.begin != running || e.end < e.begin) {
+      const TensorInfo& info = raw.entries[entry_at(p)];
+      if (info.begin != running || info.end < info.begin) {
         return invalid(ErrorKind::InvalidOffset,
-                       "invalid offset for tensor: data_offsets [" + std::to_string(e.begin) + ", " +
-                           std::to_string(e.end) + "] but the previous tensor ends at " + std::to_string(running))
+                       "invalid offset for tensor: data_offsets [" + std::to_string(info.begin) + ", " +
+                           std::to_string(info.end) + "] but the previous tensor ends at " + std::to_string(running))
             .with_tensor(info.name);
       }
-      running = e.end;
-      auto nbytes = tensor_nbytes(e.dtype, info.shape);
+      running = info.end;
+      auto nbytes = tensor_nbytes(info.dtype, info.shape);
       if (!nbytes.is_ok()) return std::move(nbytes.error().with_tensor(info.name));
-      if (e.end - e.begin != nbytes.value()) {
+      if (info.end - info.begin != nbytes.value()) {
         return invalid(ErrorKind::TensorInvalidInfo, "shape and dtype need " + std::to_string(nbytes.value()) +
                                                          " bytes but data_offsets span " +
-                                                         std::to_string(e.end - e.begin))
+                                                         std::to_string(info.end - info.begin))
             .with_tensor(info.name);
       }
-      h.tensors_.push_back(info);
+    }
+    // The entries already are the tensors (names and shapes point into the stores Header now owns); in
+    // file order they move over whole, otherwise the kept ones are copied in offset order.
+    if (in_file_order) {
+      h.tensors_ = std::move(raw.entries);
+    } else {
+      h.tensors_.reserve(kept);
+      for (std::uint32_t i : keep) h.tensors_.push_back(raw.entries[i]);
     }
 
     // The data must end exactly at the end of the input: no truncation, no trailing (polyglot) bytes.
