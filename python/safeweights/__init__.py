@@ -6,9 +6,8 @@ A drop-in for the ``safetensors`` package (``safe_open``, the low-level ``serial
 the safeweights C++ library: stricter validation, zero-copy reads, the GIL released during I/O.
 """
 
-from . import _safeweights
+from . import _errors, _safeweights
 from ._errors import (
-    DDUFBadZipFileError,
     DDUFCorruptedFileError,
     DDUFError,
     DDUFExportError,
@@ -21,6 +20,14 @@ from ._safeweights import TensorSpec, deserialize, serialize, serialize_file
 from .formats import detect_format, inspect, validate
 
 __version__ = _safeweights.__version__
+
+
+def __getattr__(name):
+    # DDUFBadZipFileError is created on first use (see _errors.py): importing zipfile for it would
+    # cost more than the rest of `import safeweights`.
+    if name == "DDUFBadZipFileError":
+        return _errors.DDUFBadZipFileError
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = [
     "DDUFBadZipFileError",

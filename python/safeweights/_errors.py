@@ -6,11 +6,15 @@ and where the problem is: ``kind`` (e.g. ``"InvalidOffset"``), ``file``, ``entry
 
 The DDUF classes derive from huggingface_hub's when that package is installed, so ``except`` clauses
 written for the hub keep working after switching the import.
+
+``DDUFBadZipFileError`` also derives from ``zipfile.BadZipFile``. It is created on first use (attribute
+access, or the first ZIP-level error the extension raises): importing ``zipfile`` costs more than the
+rest of ``import safeweights``, and only DDUF callers ever need it.
 """
 
 from __future__ import annotations
 
-import zipfile
+import functools
 
 from . import _safeweights
 
@@ -71,20 +75,44 @@ else:
         """An entry name breaks the DDUF naming rules."""
 
 
-class DDUFBadZipFileError(DDUFCorruptedFileError, zipfile.BadZipFile):
-    """The ZIP structure of a DDUF file is malformed (also a zipfile.BadZipFile)."""
+def _default_context(cls) -> None:
+    for attr in ("kind", "file", "entry", "tensor", "offset"):
+        if not hasattr(cls, attr):
+            setattr(cls, attr, None)
+
+
+@functools.lru_cache(maxsize=None)
+def _bad_zip_class():
+    import zipfile  # noqa: PLC0415 (lazy, see the module docstring)
+
+    class DDUFBadZipFileError(DDUFCorruptedFileError, zipfile.BadZipFile):
+        """The ZIP structure of a DDUF file is malformed (also a zipfile.BadZipFile)."""
+
+    DDUFBadZipFileError.__module__ = __name__
+    DDUFBadZipFileError.__qualname__ = "DDUFBadZipFileError"  # pickle finds it through __getattr__
+    _default_context(DDUFBadZipFileError)
+    return DDUFBadZipFileError
+
+
+def _make_bad_zip_error(message):
+    """What the extension calls in place of the class: an instance of DDUFBadZipFileError."""
+    return _bad_zip_class()(message)
+
+
+def __getattr__(name):
+    if name == "DDUFBadZipFileError":
+        return _bad_zip_class()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 for _cls in (SafetensorError, SliceIndexError, DDUFError, DDUFCorruptedFileError, DDUFExportError,
-             DDUFInvalidEntryNameError, DDUFBadZipFileError):
-    for _attr in ("kind", "file", "entry", "tensor", "offset"):
-        if not hasattr(_cls, _attr):
-            setattr(_cls, _attr, None)
+             DDUFInvalidEntryNameError):
+    _default_context(_cls)
 
 _safeweights._set_error_classes(
     safetensor=SafetensorError,
     dduf_corrupted=DDUFCorruptedFileError,
-    dduf_bad_zip=DDUFBadZipFileError,
+    dduf_bad_zip=_make_bad_zip_error,
     dduf_export=DDUFExportError,
     dduf_invalid_name=DDUFInvalidEntryNameError,
 )

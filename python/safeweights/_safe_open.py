@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import operator
 import os
-import re
 
 from . import _safeweights
 from ._dtypes import TABLE, numpy_dtype, torch_dtype, torch_shape
@@ -44,12 +43,17 @@ def _check_backend(backend) -> None:
 
 
 # The reference's device grammar; anything else is "device {name} is invalid" at open, as there.
-_DEVICE_RE = re.compile(r"cpu|mps(:0)?|(cuda|npu|xpu|xla|mlu|musa|hpu)(:[0-9]+)?")
+_DEVICE_GRAMMAR = r"cpu|mps(:0)?|(cuda|npu|xpu|xla|mlu|musa|hpu)(:[0-9]+)?"
 
 
 def _check_device(device) -> None:
-    if isinstance(device, str) and not _DEVICE_RE.fullmatch(device):
-        raise SafetensorError(f"device {device} is invalid")
+    # "cpu", the usual device, is checked without the re module, which `import safeweights` then
+    # does not have to load.
+    if isinstance(device, str) and device != "cpu":
+        import re  # noqa: PLC0415 (lazy: only for devices other than cpu)
+
+        if not re.fullmatch(_DEVICE_GRAMMAR, device):
+            raise SafetensorError(f"device {device} is invalid")
 
 
 def _check_framework_device(framework: str, device) -> None:
@@ -82,10 +86,14 @@ class _TensorMaker:
 
             self._torch = torch
             self._to_device = not _is_cpu(device)
-        else:
-            import numpy  # noqa: PLC0415
+        # numpy is imported with the first array (_numpy), not here: opening a file and listing its
+        # keys or metadata needs no numpy, as with the reference.
 
-            self._np = numpy
+    @property
+    def _np(self):
+        import numpy  # noqa: PLC0415 (a cached module after the first call)
+
+        return numpy
 
     def from_file(self, name, code, shape, offset, nbytes):
         if self._buffer is not None:

@@ -4,11 +4,14 @@ The format is found from the file's content (magic bytes, then structure), never
 every rule of that format is applied in C++. Paths and http(s):// URLs are accepted.
 """
 
-import json
+from __future__ import annotations
+
 import os
-from typing import Any, Dict, Optional
 
 from . import _safeweights
+
+# json and typing are not imported here: `import safeweights` loads this module, and neither is needed
+# until inspect() is called (the annotations stay strings; formats.pyi has the types).
 
 
 def _path(path) -> str:
@@ -33,6 +36,8 @@ def validate(path, *, strict: bool = False, crc: bool = True) -> str:
     return summary
 
 
-def inspect(path, entry: Optional[str] = None) -> Dict[str, Any]:
+def inspect(path, entry: str | None = None) -> dict:
     """What ``safeweights inspect --json`` prints, as a dict (``entry``: a DDUF .safetensors member)."""
+    import json  # noqa: PLC0415 (lazy, see above)
+
     return json.loads(_safeweights._inspect(_path(path), entry))

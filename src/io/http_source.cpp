@@ -1,7 +1,6 @@
 // The HTTP(S) ByteSource: ranged GETs on reused libcurl handles, a small block cache for the small
 // reads parsers make, parallel chunked transfers for large ones, and a check of every response against
 // what was asked and against the first response (size, ETag, Last-Modified).
-#include <curl/curl.h>
 
 #include <algorithm>
 #include <cctype>
@@ -17,6 +16,7 @@
 #include "core/parallel.h"
 #include "core/status_macros.h"
 #include "core/strings.h"
+#include "io/curl_api.h"
 #include "safeweights/http.h"
 
 namespace safeweights {
@@ -27,7 +27,9 @@ constexpr int kMaxRedirects = 10;
 // a longer one is cut, whatever the server announces.
 constexpr std::uint64_t kMaxDiscardedBody = 64u << 10;
 
-std::once_flag g_curl_init;
+// libcurl's functions. open_url() has loaded the table before any HttpSource exists, so every caller
+// below finds it.
+const curl::Api& lib() noexcept { return *curl::api(); }
 
 // Transport failures that the same request would meet again: an untrusted or mismatched certificate,
 // a missing CA file, a URL curl cannot use. Retrying them only delays the error.
@@ -105,23 +107,23 @@ struct Origin {
 };
 
 std::optional<Origin> origin_of(const std::string& url) {
-  CURLU* u = curl_url();
+  CURLU* u = lib().url();
   if (u == nullptr) return std::nullopt;
   std::optional<Origin> out;
-  if (curl_url_set(u, CURLUPART_URL, url.c_str(), 0) == CURLUE_OK) {
+  if (lib().url_set(u, CURLUPART_URL, url.c_str(), 0) == CURLUE_OK) {
     char *scheme = nullptr, *host = nullptr, *port = nullptr;
-    if (curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) == CURLUE_OK && curl_url_get(u, CURLUPART_HOST, &host, 0) == CURLUE_OK &&
-        curl_url_get(u, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT) == CURLUE_OK) {
+    if (lib().url_get(u, CURLUPART_SCHEME, &scheme, 0) == CURLUE_OK && lib().url_get(u, CURLUPART_HOST, &host, 0) == CURLUE_OK &&
+        lib().url_get(u, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT) == CURLUE_OK) {
       Origin o{scheme, host, port};
       for (auto& c : o.scheme) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
       for (auto& c : o.host) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
       out = std::move(o);
     }
-    curl_free(scheme);
-    curl_free(host);
-    curl_free(port);
+    lib().free(scheme);
+    lib().free(host);
+    lib().free(port);
   }
-  curl_url_cleanup(u);
+  lib().url_cleanup(u);
   return out;
 }
 
@@ -142,9 +144,9 @@ struct CurlSlist {
   CurlSlist() = default;
   CurlSlist(const CurlSlist&) = delete;
   CurlSlist& operator=(const CurlSlist&) = delete;
-  ~CurlSlist() { curl_slist_free_all(list); }
+  ~CurlSlist() { lib().slist_free_all(list); }
   bool append(const std::string& s) {
-    curl_slist* next = curl_slist_append(list, s.c_str());
+    curl_slist* next = lib().slist_append(list, s.c_str());
     if (next == nullptr) return false;
     list = next;
     return true;
@@ -378,7 +380,7 @@ class HttpSource final : public ByteSource {
     if (options_.max_retries < 0) options_.max_retries = 0;
   }
   ~HttpSource() override {
-    for (CURL* h : handles_) curl_easy_cleanup(h);
+    for (CURL* h : handles_) lib().easy_cleanup(h);
   }
 
   Status init();
@@ -450,7 +452,7 @@ CURL* HttpSource::take_handle() const {
       return h;
     }
   }
-  return curl_easy_init();
+  return lib().easy_init();
 }
 
 void HttpSource::give_handle(CURL* h) const {
@@ -473,36 +475,36 @@ Status HttpSource::perform_following_redirects(Exchange& x, std::string& url, CU
 Status HttpSource::perform(Exchange& x, std::string& url, int& redirects, CURLcode& rc, std::string& curl_message) const {
   CURL* h = take_handle();
   if (h == nullptr) return Error(ErrorKind::ResourceLimit, "cannot create a libcurl handle").with_file(name_);
-  curl_easy_reset(h);  // keeps the handle's open connections, drops the previous request's options
+  lib().easy_reset(h);  // keeps the handle's open connections, drops the previous request's options
   char errbuf[CURL_ERROR_SIZE] = {0};
   const std::string range = std::to_string(x.offset) + "-" + std::to_string(x.offset + x.dst.size() - 1);
   auto target = origin_of(url);
   const bool same_origin = target && origin_ && *target == *origin_;
-  curl_easy_setopt(h, CURLOPT_URL, url.c_str());
-  curl_easy_setopt(h, CURLOPT_RANGE, range.c_str());
-  curl_easy_setopt(h, CURLOPT_HTTPHEADER, same_origin ? origin_headers_.list : other_headers_.list);
-  curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);  // followed here, so headers stay with their origin
-  curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
-  curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, options_.connect_timeout_ms);
-  curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
-  curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, options_.stall_timeout_s);
-  curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
-  curl_easy_setopt(h, CURLOPT_BUFFERSIZE, 256L << 10);
-  curl_easy_setopt(h, CURLOPT_USERAGENT, "safeweights/0.1");
-  curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, options_.verify_tls ? 1L : 0L);
-  curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, options_.verify_tls ? 2L : 0L);
-  if (!options_.ca_file.empty()) curl_easy_setopt(h, CURLOPT_CAINFO, options_.ca_file.c_str());
-  curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
-  curl_easy_setopt(h, CURLOPT_HEADERDATA, &x);
-  curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
-  curl_easy_setopt(h, CURLOPT_WRITEDATA, &x);
-  curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
+  lib().easy_setopt(h, CURLOPT_URL, url.c_str());
+  lib().easy_setopt(h, CURLOPT_RANGE, range.c_str());
+  lib().easy_setopt(h, CURLOPT_HTTPHEADER, same_origin ? origin_headers_.list : other_headers_.list);
+  lib().easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);  // followed here, so headers stay with their origin
+  lib().easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+  lib().easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+  lib().easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, options_.connect_timeout_ms);
+  lib().easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
+  lib().easy_setopt(h, CURLOPT_LOW_SPEED_TIME, options_.stall_timeout_s);
+  lib().easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
+  lib().easy_setopt(h, CURLOPT_BUFFERSIZE, 256L << 10);
+  lib().easy_setopt(h, CURLOPT_USERAGENT, "safeweights/0.1");
+  lib().easy_setopt(h, CURLOPT_SSL_VERIFYPEER, options_.verify_tls ? 1L : 0L);
+  lib().easy_setopt(h, CURLOPT_SSL_VERIFYHOST, options_.verify_tls ? 2L : 0L);
+  if (!options_.ca_file.empty()) lib().easy_setopt(h, CURLOPT_CAINFO, options_.ca_file.c_str());
+  lib().easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+  lib().easy_setopt(h, CURLOPT_HEADERDATA, &x);
+  lib().easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+  lib().easy_setopt(h, CURLOPT_WRITEDATA, &x);
+  lib().easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
   if (x.stats) x.stats->requests.fetch_add(1, std::memory_order_relaxed);
   slots_.acquire();
-  rc = curl_easy_perform(h);
+  rc = lib().easy_perform(h);
   slots_.release();
-  curl_message = errbuf[0] ? errbuf : curl_easy_strerror(rc);
+  curl_message = errbuf[0] ? errbuf : lib().easy_strerror(rc);
   // An empty body never reaches on_body: its headers still need their checks (an empty file's 200).
   if ((x.status == 200 || x.status == 206) && !x.body_started && rc == CURLE_OK) {
     start_body(x);
@@ -511,7 +513,7 @@ Status HttpSource::perform(Exchange& x, std::string& url, int& redirects, CURLco
   Status result;
   if (x.status >= 300 && x.status < 400 && x.status != 304) {
     char* location = nullptr;
-    curl_easy_getinfo(h, CURLINFO_REDIRECT_URL, &location);
+    lib().easy_getinfo(h, CURLINFO_REDIRECT_URL, &location);
     if (location == nullptr) {
       result = http_error(x, ErrorKind::HttpError, "HTTP " + std::to_string(x.status) + " redirect without a usable Location");
     } else if (++redirects > kMaxRedirects) {
@@ -521,7 +523,7 @@ Status HttpSource::perform(Exchange& x, std::string& url, int& redirects, CURLco
       if (x.stats) x.stats->redirects.fetch_add(1, std::memory_order_relaxed);
     }
   }
-  curl_easy_setopt(h, CURLOPT_ERRORBUFFER, nullptr);
+  lib().easy_setopt(h, CURLOPT_ERRORBUFFER, nullptr);
   give_handle(h);
   return result;
 }
@@ -587,7 +589,6 @@ Status HttpSource::fetch(std::uint64_t offset, std::span<std::byte> dst) const {
 }
 
 Status HttpSource::init() {
-  std::call_once(g_curl_init, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
   origin_ = origin_of(name_);
   if (!origin_ || (origin_->scheme != "http" && origin_->scheme != "https")) {
     return Error(ErrorKind::InvalidArgument, "not a valid http(s) URL").with_file(name_);
@@ -807,6 +808,8 @@ bool is_url(std::string_view s) noexcept {
 
 Result<SourcePtr> open_url(const std::string& url, const HttpOptions& options) {
   if (!is_url(url)) return Error(ErrorKind::InvalidArgument, "not an http:// or https:// URL").with_file(url);
+  const char* why = nullptr;
+  if (curl::api(&why) == nullptr) return Error(ErrorKind::IoError, why).with_file(url);
   auto source = std::make_shared<HttpSource>(url, options);
   SW_RETURN_IF_ERROR(source->init());
   return SourcePtr(std::move(source));

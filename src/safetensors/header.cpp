@@ -98,72 +98,85 @@ class HeaderBuilder {
     h.has_metadata_ = raw.has_metadata;
     h.index_seed_ = process_seed();
 
-    auto name_of_entry = [&](std::size_t i) {
-      const auto& e = raw.entries[i];
-      return std::string_view(h.names_.data() + e.name_offset, e.name_length);
-    };
+    auto name_of_entry = [&](std::size_t i) { return raw.entries[i].name; };
 
     // The reference collects tensors into a map, so a repeated name silently replaces the earlier
     // entry (last wins). Reproduce that so its errors are ours, and report the duplicate afterwards.
-    std::optional<std::string> duplicate;
-    std::vector<std::uint32_t> keep;
-    std::vector<bool> dropped;
-    keep.reserve(raw.entries.size());
     if (raw.entries.size() >= UINT32_MAX) return invalid(ErrorKind::ResourceLimit, "too many tensors");
-    NameTable table(raw.entries.size(), h.index_seed_);
+    const std::uint32_t count = static_cast<std::uint32_t>(raw.entries.size());
+    NameTable table(count, h.index_seed_);
+    std::optional<std::string> duplicate;
+    std::vector<bool> dropped;  // allocated only once a name repeats
     {
-      // Hash every name first, then insert with the slot of a later name already being fetched: the
-      // table is larger than the cache, so this hides most of the misses.
-      const std::size_t count = raw.entries.size();
-      std::vector<std::uint64_t> hashes(count);
-      for (std::size_t i = 0; i < count; ++i) hashes[i] = table.hash(name_of_entry(i));
-      constexpr std::size_t kAhead = 16;
-      dropped.assign(count, false);
+      // Insert with the slot of a later name already being fetched: the table is larger than the
+      // cache, so this hides most of the misses. The hashes of the names in between wait in a ring,
+      // not in an array as long as the header.
+      constexpr std::uint32_t kAhead = 16;
+      std::uint64_t ahead[kAhead];
+      for (std::uint32_t i = 0; i < std::min(count, kAhead); ++i) ahead[i] = table.hash(name_of_entry(i));
       for (std::uint32_t i = 0; i < count; ++i) {
-        if (i + kAhead < count) table.prefetch(hashes[i + kAhead]);
-        std::uint64_t& slot = table.slot(name_of_entry(i), hashes[i], name_of_entry);
+        const std::uint64_t hash = ahead[i % kAhead];
+        if (i + kAhead < count) {
+          ahead[i % kAhead] = table.hash(name_of_entry(i + kAhead));
+          table.prefetch(ahead[i % kAhead]);
+        }
+        std::uint64_t& slot = table.slot(name_of_entry(i), hash, name_of_entry);
         if (slot != 0) {
           if (!duplicate) duplicate = std::string(name_of_entry(i));
+          if (dropped.empty()) dropped.assign(count, false);
           dropped[static_cast<std::uint32_t>(slot) - 1] = true;
         }
-        slot = NameTable::make(hashes[i], i);
-      }
-      for (std::uint32_t i = 0; i < raw.entries.size(); ++i) {
-        if (!dropped[i]) keep.push_back(i);
+        slot = NameTable::make(hash, i);
       }
     }
 
     // Offset order; ties keep file order so results never depend on hashing. Files written by the
-    // reference are already in offset order, so check before sorting.
+    // reference are already in offset order without repeated names: then the entries keep their
+    // positions and no permutation is built.
     auto by_offsets = [&](std::uint32_t a, std::uint32_t b) {
       const auto& ea = raw.entries[a];
       const auto& eb = raw.entries[b];
       return ea.begin != eb.begin ? ea.begin < eb.begin : ea.end < eb.end;
     };
-    if (!std::is_sorted(keep.begin(), keep.end(), by_offsets)) std::stable_sort(keep.begin(), keep.end(), by_offsets);
+    bool in_file_order = dropped.empty();
+    for (std::uint32_t i = 1; in_file_order && i < count; ++i) in_file_order = !by_offsets(i, i - 1);
+    std::vector<std::uint32_t> keep;  // entry of each kept tensor, in offset order; empty: all, in file order
+    if (!in_file_order) {
+      keep.reserve(count);
+      for (std::uint32_t i = 0; i < count; ++i) {
+        if (dropped.empty() || !dropped[i]) keep.push_back(i);
+      }
+      if (!std::is_sorted(keep.begin(), keep.end(), by_offsets)) std::stable_sort(keep.begin(), keep.end(), by_offsets);
+    }
+    const std::size_t kept = in_file_order ? count : keep.size();
+    auto entry_at = [&](std::size_t p) { return in_file_order ? static_cast<std::uint32_t>(p) : keep[p]; };
 
-    h.tensors_.reserve(keep.size());
     std::uint64_t running = 0;
-    for (std::uint32_t i : keep) {
-      const auto& e = raw.entries[i];
-      TensorInfo info{name_of_entry(i), e.dtype,
-                      std::span<const std::uint64_t>(h.dims_.data() + e.dims_offset, e.rank), e.begin, e.end};
-      if (e.begin != running || e.end < e.begin) {
+    for (std::size_t p = 0; p < kept; ++p) {
+      const TensorInfo& info = raw.entries[entry_at(p)];
+      if (info.begin != running || info.end < info.begin) {
         return invalid(ErrorKind::InvalidOffset,
-                       "invalid offset for tensor: data_offsets [" + std::to_string(e.begin) + ", " +
-                           std::to_string(e.end) + "] but the previous tensor ends at " + std::to_string(running))
+                       "invalid offset for tensor: data_offsets [" + std::to_string(info.begin) + ", " +
+                           std::to_string(info.end) + "] but the previous tensor ends at " + std::to_string(running))
             .with_tensor(info.name);
       }
-      running = e.end;
-      auto nbytes = tensor_nbytes(e.dtype, info.shape);
+      running = info.end;
+      auto nbytes = tensor_nbytes(info.dtype, info.shape);
       if (!nbytes.is_ok()) return std::move(nbytes.error().with_tensor(info.name));
-      if (e.end - e.begin != nbytes.value()) {
+      if (info.end - info.begin != nbytes.value()) {
         return invalid(ErrorKind::TensorInvalidInfo, "shape and dtype need " + std::to_string(nbytes.value()) +
                                                          " bytes but data_offsets span " +
-                                                         std::to_string(e.end - e.begin))
+                                                         std::to_string(info.end - info.begin))
             .with_tensor(info.name);
       }
-      h.tensors_.push_back(info);
+    }
+    // The entries already are the tensors (names and shapes point into the stores Header now owns); in
+    // file order they move over whole, otherwise the kept ones are copied in offset order.
+    if (in_file_order) {
+      h.tensors_ = std::move(raw.entries);
+    } else {
+      h.tensors_.reserve(kept);
+      for (std::uint32_t i : keep) h.tensors_.push_back(raw.entries[i]);
     }
 
     // The data must end exactly at the end of the input: no truncation, no trailing (polyglot) bytes.
@@ -183,12 +196,15 @@ class HeaderBuilder {
     if (duplicate) return invalid(ErrorKind::DuplicateKey, "tensor name appears more than once").with_tensor(*duplicate);
 
     h.metadata_ = std::move(raw.metadata);
-    // The table already maps every kept name to its entry; renumber entries to positions in tensors_.
-    std::vector<std::uint32_t> position(raw.entries.size(), 0);
-    for (std::uint32_t p = 0; p < keep.size(); ++p) position[keep[p]] = p;
+    // The table already maps every kept name to its entry; renumber entries to positions in tensors_
+    // (nothing to do when they are in file order).
     h.index_ = table.release();
-    for (std::uint64_t& slot : h.index_) {
-      if (slot != 0) slot = (slot >> 32 << 32) | (position[static_cast<std::uint32_t>(slot) - 1] + 1u);
+    if (!in_file_order) {
+      std::vector<std::uint32_t> position(count, 0);
+      for (std::uint32_t p = 0; p < keep.size(); ++p) position[keep[p]] = p;
+      for (std::uint64_t& slot : h.index_) {
+        if (slot != 0) slot = (slot >> 32 << 32) | (position[static_cast<std::uint32_t>(slot) - 1] + 1u);
+      }
     }
     return h;
   }

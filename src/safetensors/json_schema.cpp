@@ -75,21 +75,30 @@ Status read_dtype(element value, std::string_view tensor, RawHeader& out, Tensor
   return Status::ok();
 }
 
-Status read_shape(element value, std::string_view tensor, RawHeader& out, RawHeader::Entry& entry) {
+// dims moved from `old_base` to its current buffer: point every shape read so far at the new one.
+// Addresses are compared as integers, never dereferenced, since the old buffer is gone.
+void rebase_shapes(RawHeader& out, std::uintptr_t old_base) {
+  for (TensorInfo& t : out.entries) {
+    const std::size_t offset = (reinterpret_cast<std::uintptr_t>(t.shape.data()) - old_base) / sizeof(std::uint64_t);
+    t.shape = std::span<const std::uint64_t>(out.dims.data() + offset, t.shape.size());
+  }
+}
+
+Status read_shape(element value, std::string_view tensor, RawHeader& out, TensorInfo& entry) {
   if (value.type() != element_type::ARRAY) return bad_json("shape must be an array").with_tensor(tensor);
-  entry.dims_offset = out.dims.size();
-  std::uint32_t rank = 0;
+  const std::size_t first = out.dims.size();
   for (auto dim : as_array(value)) {
     std::uint64_t d = 0;
     SW_RETURN_IF_ERROR(read_u64(dim, "shape", tensor, d));
+    const auto base = reinterpret_cast<std::uintptr_t>(out.dims.data());
     out.dims.push_back(d);
-    ++rank;
+    if (reinterpret_cast<std::uintptr_t>(out.dims.data()) != base) rebase_shapes(out, base);
   }
-  entry.rank = rank;
+  entry.shape = std::span<const std::uint64_t>(out.dims.data() + first, out.dims.size() - first);
   return Status::ok();
 }
 
-Status read_offsets(element value, std::string_view tensor, RawHeader::Entry& entry) {
+Status read_offsets(element value, std::string_view tensor, TensorInfo& entry) {
   if (value.type() != element_type::ARRAY) return bad_json("data_offsets must be an array").with_tensor(tensor);
   auto arr = as_array(value);
   if (arr.size() != 2) return bad_json("data_offsets must have exactly 2 elements").with_tensor(tensor);
@@ -101,9 +110,7 @@ Status read_offsets(element value, std::string_view tensor, RawHeader::Entry& en
 }
 
 Status read_tensor(std::string_view name, element value, const HeaderJsonOptions& options, RawHeader& out) {
-  RawHeader::Entry entry{};
-  entry.name_offset = out.names.size();
-  entry.name_length = static_cast<std::uint32_t>(name.size());
+  TensorInfo entry{};
   if (value.type() == element_type::OBJECT) {
     bool have_dtype = false, have_shape = false, have_offsets = false;
     KeySet unknown;
@@ -148,7 +155,12 @@ Status read_tensor(std::string_view name, element value, const HeaderJsonOptions
   } else {
     return bad_json("tensor entry must be an object").with_tensor(name);
   }
+  // Never true (the names were reserved to the header's length, see RawHeader), but a name must not
+  // dangle if that ever changes.
+  if (out.names.size() + name.size() > out.names.capacity()) return Error(ErrorKind::ResourceLimit, "name store full");
+  const char* stored = out.names.data() + out.names.size();
   out.names.insert(out.names.end(), name.begin(), name.end());
+  entry.name = std::string_view(stored, name.size());
   out.entries.push_back(entry);
   return Status::ok();
 }

@@ -10,24 +10,22 @@
 
 #include "json/json_parse.h"
 #include "safeweights/error.h"
+#include "safeweights/safetensors.h"
 #include "safeweights/tensor_type.h"
 
 namespace safeweights::safetensors {
 
 // A safetensors header as written, before the offset rules: every entry in file order (duplicate names
-// included), names and dims in arenas.
+// included). Each entry is already the TensorInfo the Header keeps, so no tensor is copied from one
+// form into another: names point into `names`, shapes into `dims`, and Header takes both vectors over
+// (moving a vector keeps its buffer).
 struct RawHeader {
-  struct Entry {
-    std::uint64_t name_offset;  // into names
-    std::uint32_t name_length;
-    TensorType dtype;
-    std::uint32_t rank;
-    std::uint64_t dims_offset;  // into dims
-    std::uint64_t begin;
-    std::uint64_t end;
-  };
-  std::vector<Entry> entries;
+  std::vector<TensorInfo> entries;
+  // Reserved to the header's length before the first name: names are unescaped JSON strings of the
+  // header, so they never outgrow it and the buffer never moves.
   std::vector<char> names;
+  // Reserved for three dimensions per entry; a header with more moves the buffer, and then the shapes
+  // already read are rebased (read_shape).
   std::vector<std::uint64_t> dims;
   bool has_metadata = false;
   std::vector<std::pair<std::string, std::string>> metadata;  // file order, duplicates included

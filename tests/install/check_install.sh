@@ -97,8 +97,8 @@ if [[ $shared == ON ]]; then
   [[ $(needed "$tmp/pc-shared") == 1 ]] || fail "pc-shared: not linked to libsafeweights.so"
   check_output pc-shared env LD_LIBRARY_PATH="$prefix/$lib" "$tmp/pc-shared"
 fi
-# Static libsafeweights, shared dependencies: the libraries of Requires.private (`pkg-config --static`
-# would also ask for libcurl's own private libraries, whose static forms Debian does not install).
+# Static libsafeweights, shared dependencies: the libraries of Requires.private (simdjson, libdeflate;
+# libcurl is not among them, the library loads it at run time on the first URL).
 requires_private=$(pkg-config --print-requires-private safeweights | awk '{print $1}' | tr '\n' ' ')
 [[ -n $requires_private ]] || fail "safeweights.pc has no Requires.private"
 static_libs="$prefix/$lib/libsafeweights.a -pthread $(pkg-config --libs $requires_private)"
