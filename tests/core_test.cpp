@@ -5,12 +5,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <future>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "safeweights/cancel.h"
 #include "safeweights/safetensors_writer.h"
 #include "test_util.h"
 
@@ -109,7 +112,7 @@ TEST(TensorTypeTable, SafetensorsWriterRefusesTypesItCannotSpell) {
 
 TEST(ErrorKinds, NamesRoundTrip) {
   std::set<std::string> seen;
-  for (int i = 0; i <= static_cast<int>(K::ShardMismatch); ++i) {
+  for (int i = 0; i <= static_cast<int>(K::InvalidGguf); ++i) {
     const auto k = static_cast<K>(i);
     const std::string name(safeweights::error_kind_name(k));
     EXPECT_FALSE(name.empty());
@@ -119,6 +122,10 @@ TEST(ErrorKinds, NamesRoundTrip) {
   }
   EXPECT_EQ(safeweights::error_kind_name(K::InvalidHeaderDeserialization), "InvalidHeaderDeserialization");
   EXPECT_EQ(safeweights::error_kind_name(K::MetadataIncompleteBuffer), "MetadataIncompleteBuffer");
+  // Values are part of the ABI: appended kinds never move the ones before them.
+  EXPECT_EQ(static_cast<int>(K::IoError), 0);
+  EXPECT_EQ(static_cast<int>(K::NotSupported), 37);
+  EXPECT_EQ(static_cast<int>(K::InvalidGguf), 44);
   EXPECT_FALSE(safeweights::error_kind_from_name("invalidoffset").has_value());
   EXPECT_FALSE(safeweights::error_kind_from_name("").has_value());
 }
@@ -360,3 +367,33 @@ TEST(Sources, ConcurrentReads) {
 }
 
 }  // namespace
+
+// ---- cancellation ---------------------------------------------------------------------------------------
+
+namespace {
+std::atomic<int> g_polls{0};
+bool stop_after_first_poll() noexcept { return g_polls.fetch_add(1) >= 1; }
+}  // namespace
+
+TEST(Cancel, FlagIsSeenUntilCleared) {
+  EXPECT_TRUE(safeweights::check_cancelled().is_ok());
+  safeweights::request_cancel();
+  const auto s = safeweights::check_cancelled();
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_EQ(s.error().kind(), K::Interrupted);
+  safeweights::clear_cancel();
+  EXPECT_TRUE(safeweights::check_cancelled().is_ok());
+}
+
+TEST(Cancel, PollHookIsAskedAtMostOncePerInterval) {
+  g_polls = 0;
+  safeweights::set_cancel_poll(&stop_after_first_poll);
+  EXPECT_TRUE(safeweights::check_cancelled().is_ok());  // first poll says go on
+  for (int i = 0; i < 1000; ++i) EXPECT_TRUE(safeweights::check_cancelled().is_ok());  // within the interval
+  EXPECT_EQ(g_polls.load(), 1);
+  std::this_thread::sleep_for(safeweights::kPollInterval + std::chrono::milliseconds(10));
+  const auto s = safeweights::check_cancelled();
+  safeweights::set_cancel_poll(nullptr);
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_EQ(s.error().kind(), K::Interrupted);
+}

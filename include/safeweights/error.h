@@ -71,7 +71,18 @@ namespace safeweights {
   /* ZIP writing (appended after the HTTP kinds: kinds are never renumbered) */                         \
   X(ZipWrite, "a ZIP archive cannot be written as asked (an entry's source ended early)")              \
   /* formats */                                                                                          \
-  X(NotSupported, "a recognised format or feature that this version cannot read yet")
+  X(NotSupported, "a recognised format or feature that this version cannot read yet")                \
+  /* interruption and deadlines */                                                                       \
+  X(Interrupted, "the operation was cancelled (Ctrl-C, SIGTERM, or the caller asked)")                 \
+  X(Timeout, "a remote read missed its deadline or stayed below the minimum transfer rate")             \
+  /* writes that would leave their target */                                                            \
+  X(UnsafePath, "a write would leave its target folder, follow a symlink or replace what it must not")  \
+  /* PyTorch checkpoints */                                                                              \
+  X(InvalidPickle, "a pickle stream is malformed or exceeds a limit")                                   \
+  X(UnsafePickle, "a pickle names a global, callable or opcode outside the allowlist")                  \
+  X(InvalidCheckpoint, "a PyTorch checkpoint's container, storages or tensors are inconsistent")        \
+  /* GGUF */                                                                                             \
+  X(InvalidGguf, "a GGUF file breaks a rule of the format")
 
 enum class ErrorKind : std::uint16_t {
 #define SAFEWEIGHTS_X(name, doc) name,
