@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <map>
@@ -29,6 +30,10 @@ void add_http_options(CLI::App* cmd) {
   cmd->add_flag("--stats", http_cli().stats, "print HTTP requests made and bytes transferred to stderr");
   cmd->add_option("--cacert", http_cli().cacert, "HTTPS FILE: trust the CA certificates in this PEM file (default: the system's)")
       ->check(CLI::ExistingFile);
+  cmd->add_option("--timeout", http_cli().timeout,
+                  std::string("HTTP(S) FILE: deadline of each request in seconds, retries included (0: none; default: $") +
+                      kHttpTimeoutEnv + ", else " + std::to_string(static_cast<int>(kDefaultHttpTimeoutS)) + ")")
+      ->check(CLI::NonNegativeNumber);
 }
 
 void print_http_stats() {
@@ -46,6 +51,11 @@ FormatOptions input_options(const std::string& backend) {
     options.parallel = http_cli().parallel;
     options.stats = http_counters();
     options.ca_file = http_cli().cacert;
+    options.timeout_s = http_cli().timeout;
+    options.warn = [](const std::string& message) {
+      static std::atomic<bool> warned{false};  // once per process: one remote file or a hundred shards
+      if (!warned.exchange(true)) std::fprintf(stderr, "safeweights: warning: %s\n", message.c_str());
+    };
     return default_resolver(options);
   }();
   FormatOptions options;

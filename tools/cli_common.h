@@ -24,13 +24,14 @@ inline constexpr int kExitOk = 0;
 inline constexpr int kExitInvalid = 1;  // an input is invalid, or the operation failed
 inline constexpr int kExitUsage = 2;    // bad command line
 
-// Remote inputs: the --header and --stats options every command taking a FILE has. One command runs
+// Remote inputs: the --header, --stats, --cacert and --timeout options every command taking a FILE has. One command runs
 // per process, so they live in one place that main() reads after the command.
 struct HttpCli {
   std::vector<std::string> headers;  // --header "Name: value" (repeatable)
   bool stats = false;                // --stats: print requests and bytes transferred to stderr
   unsigned parallel = 8;             // requests in flight per remote file
   std::string cacert;                // --cacert FILE: trusted CAs for https (default: the system's)
+  double timeout = -1;               // --timeout SECONDS: each request's deadline (<0: HttpOptions' default)
 };
 HttpCli& http_cli();
 void add_http_options(CLI::App* cmd);

@@ -9,9 +9,12 @@
 // first response; a file that changes between requests fails with RemoteChanged instead of mixing
 // bytes. A server that ignores Range (200 with the whole body) is read as a stream up to the wanted
 // bytes, then the transfer is cut. Connection errors, dropped bodies and 5xx are retried a bounded
-// number of times with exponential backoff, resuming after the bytes already received. Redirects are
+// number of times with exponential backoff, resuming after the bytes already received. Every request
+// has a deadline and a minimum transfer rate (Timeout when missed), and every transfer polls
+// check_cancelled() (safeweights/cancel.h), so no read outlives its bounds or a Ctrl-C. Redirects are
 // followed (at most 10); headers given by the caller (credentials) are sent to the origin of the URL
-// only, never to another scheme, host or port a redirect leads to. docs/HTTP.md has the details.
+// only, never to another scheme, host or port a redirect leads to; HF_TOKEN only over https.
+// docs/HTTP.md has the details.
 //
 // Thread safety: the source is immutable in what it returns; its cache and connection pool are
 // internally synchronised, so every method may be called concurrently. HttpStats counters are atomic.
@@ -19,6 +22,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -38,17 +42,32 @@ struct HttpStats {
   std::atomic<std::uint64_t> bytes_received{0};  // response body bytes received (discarded ones included)
   std::atomic<std::uint64_t> retries{0};         // requests repeated after a connection error, cut body or 5xx
   std::atomic<std::uint64_t> redirects{0};       // redirects followed
+  std::atomic<std::uint64_t> unvalidated{0};     // sources opened whose server sent no ETag nor Last-Modified
 };
+
+// The environment variable that sets HttpOptions::timeout_s when the caller leaves it unset: seconds
+// (a decimal number; 0: no deadline).
+inline constexpr const char* kHttpTimeoutEnv = "SAFEWEIGHTS_HTTP_TIMEOUT";
+// The deadline of one request when neither the caller nor the environment sets one.
+inline constexpr double kDefaultHttpTimeoutS = 600;
 
 struct HttpOptions {
   // Extra request headers, "Name: value". Sent only to the URL's own origin (scheme, host, port).
   std::vector<std::string> headers;
   // When no Authorization header is given and HF_TOKEN is set, send "Authorization: Bearer $HF_TOKEN",
-  // but only to huggingface.co, its subdomains, or the host of $HF_ENDPOINT: a token is never sent to
-  // an arbitrary URL.
+  // but only over https and only to huggingface.co, its subdomains, or the origin of $HF_ENDPOINT: a
+  // token is never sent to an arbitrary URL nor in clear text. (Headers given here are the caller's
+  // choice: they are sent over http too.)
   bool use_hf_token = true;
   long connect_timeout_ms = 10'000;
-  // A transfer slower than 1 byte/s for this long counts as a connection error (and is retried).
+  // The deadline of one request (a block, or one chunk of a large read), its retries, backoff and
+  // redirects included, in seconds; 0: none. Negative (the default): $SAFEWEIGHTS_HTTP_TIMEOUT, else
+  // kDefaultHttpTimeoutS. Missed: Timeout, naming the URL, what was slow and the limit.
+  double timeout_s = -1;
+  // The minimum transfer rate: a request that receives (headers and body) fewer than min_rate bytes/s
+  // over a window of stall_timeout_s seconds is cut, and retried as a connection error; after the last
+  // attempt, Timeout. 0: no minimum.
+  std::uint64_t min_rate = 1024;
   long stall_timeout_s = 30;
   int max_retries = 4;               // attempts after the first, per request
   long backoff_initial_ms = 200;     // doubled after each retry, at most backoff_max_ms
@@ -60,6 +79,9 @@ struct HttpOptions {
   bool verify_tls = true;               // certificate and host name checks (https)
   std::string ca_file;                  // PEM file of trusted CAs (https); empty: the system's store
   std::shared_ptr<HttpStats> stats;     // counters to add to; optional
+  // Told, on the opening thread, what the caller should know but that is no error: a server that
+  // sends neither ETag nor Last-Modified (versions can then mix undetected; docs/HTTP.md). Optional.
+  std::function<void(const std::string& message)> warn;
 };
 
 // Opens an http:// or https:// URL with one ranged GET of the first `readahead` bytes (no HEAD: hubs

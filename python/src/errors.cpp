@@ -2,6 +2,7 @@
 #include <string>
 
 #include "bindings.h"
+#include "safeweights/http.h"
 
 namespace safeweights::python {
 namespace {
@@ -43,11 +44,28 @@ py::object make_exception(const py::object& cls, const std::string& message, con
   throw py::error_already_set();
 }
 
+bool remote_failure(const Error& error) {
+  switch (error.kind()) {
+    case ErrorKind::HttpError:
+    case ErrorKind::RemoteChanged:
+    case ErrorKind::Timeout:
+      return true;
+    case ErrorKind::IoError:
+      return is_url(error.context().file);
+    default:
+      return false;
+  }
+}
+
 }  // namespace
 
 void raise_error(const Error& error, Domain domain, std::string_view prefix) {
   if (classes == nullptr) throw std::runtime_error("safeweights: error classes not registered");
   const ErrorContext& c = error.context();
+  // A Python exception already pending on this thread wins: the signal handler's KeyboardInterrupt
+  // that stopped the operation with Interrupted (the cancellation poll, module.cpp), or a warning
+  // turned into an error. Raise it unchanged.
+  if (PyErr_Occurred() != nullptr) throw py::error_already_set();
   // Files that cannot be opened raise the builtin exceptions callers already catch.
   if (error.kind() == ErrorKind::FileNotFound) {
     PyErr_SetObject(PyExc_FileNotFoundError, to_str("No such file or directory: " + c.file).ptr());
@@ -57,6 +75,9 @@ void raise_error(const Error& error, Domain domain, std::string_view prefix) {
     PyErr_SetObject(PyExc_OSError, to_str(error.to_string()).ptr());
     throw py::error_already_set();
   }
+  // What a server or the network did is not a deserializing error: no "Error while deserializing
+  // header: " in front of "URL: Timeout: ...".
+  if (remote_failure(error)) prefix = {};
   switch (domain) {
     case Domain::Safetensors: {
       py::object exc = make_exception(classes->safetensor, std::string(prefix) + error.to_string(), &error);

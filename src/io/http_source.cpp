@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
+#include <cstdio>
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
@@ -15,6 +17,7 @@
 
 #include "core/parallel.h"
 #include "core/status_macros.h"
+#include "safeweights/cancel.h"
 #include "core/strings.h"
 #include "io/curl_api.h"
 #include "safeweights/http.h"
@@ -26,6 +29,15 @@ constexpr int kMaxRedirects = 10;
 // Bodies of error and redirect responses are read (so the connection can be reused) up to this much;
 // a longer one is cut, whatever the server announces.
 constexpr std::uint64_t kMaxDiscardedBody = 64u << 10;
+// Response headers of one request, all lines together, are read up to this much: no real server
+// needs more, and a server that sends endless headers would otherwise keep a request alive forever.
+constexpr std::uint64_t kMaxHeaderBytes = 128u << 10;
+// An attempt that delivered at least this much (of a range it can resume) made progress: the retry
+// budget starts again, so a server that cuts every response still delivers a large read. A server
+// that trickles forever still ends, at the request's deadline.
+constexpr std::uint64_t kProgressBytes = 64u << 10;
+
+using Clock = std::chrono::steady_clock;
 
 // libcurl's functions. open_url() has loaded the table before any HttpSource exists, so every caller
 // below finds it.
@@ -127,8 +139,10 @@ std::optional<Origin> origin_of(const std::string& url) {
   return out;
 }
 
-// Whether HF_TOKEN may go to this host: the hub, its subdomains (CDN), or the configured endpoint.
+// Whether HF_TOKEN may go to this origin: https only (a token in clear text is a token given away),
+// and only to the hub, its subdomains (CDN), or the configured endpoint.
 bool hf_token_host(const Origin& origin) {
+  if (origin.scheme != "https") return false;
   const std::string& h = origin.host;
   auto ends_with = [&](std::string_view suffix) { return h.size() >= suffix.size() && h.compare(h.size() - suffix.size(), suffix.size(), suffix) == 0; };
   if (h == "huggingface.co" || ends_with(".huggingface.co")) return true;
@@ -187,6 +201,8 @@ struct ExchangeRequest {
   const std::string* last_modified = nullptr;
   HttpStats* stats = nullptr;
   const std::string* name = nullptr;
+  const HttpOptions* options = nullptr;  // the limits: deadline, minimum rate
+  Clock::time_point deadline = Clock::time_point::max();
 };
 
 // One request and what its response has told so far.
@@ -199,6 +215,16 @@ struct Exchange : ExchangeRequest {
   std::optional<std::uint64_t> content_length;
   bool has_content_length = false;
   bool bad_content_length = false;
+  std::string content_encoding;
+
+  // Progress, for the deadline and the minimum rate: bytes received (headers and body) and the
+  // window the rate is measured over.
+  std::uint64_t header_bytes = 0;
+  bool headers_done = false;  // the blank line after a final (not 1xx) response's headers arrived
+  std::uint64_t wire_bytes = 0;
+  Clock::time_point window_start = Clock::now();
+  std::uint64_t window_bytes = 0;
+  std::string too_slow;  // the transfer stayed below the minimum rate: cut, worth another attempt
 
   // Body.
   bool body_started = false;
@@ -222,7 +248,9 @@ struct Attempt {
   Status outcome;           // when !retry
   std::string problem;      // when retry: what went wrong, for the message if every attempt fails
   long status = 0;          // when retry: the HTTP status (0: none arrived); 5xx gives up as HttpError
+  bool too_slow = false;    // when retry: cut for the minimum rate; gives up as Timeout
   std::uint64_t offset = 0; // when retry: the first byte still missing
+  std::uint64_t progress = 0;  // when retry: bytes this attempt delivered that the next one need not ask for
   static Attempt ended(Status s) {
     Attempt a;
     a.outcome = std::move(s);
@@ -238,6 +266,14 @@ void start_body(Exchange& x) {
   };
   if (x.bad_content_length) {
     x.error = http_error(x, ErrorKind::HttpError, "malformed Content-Length header");
+    return;
+  }
+  // No encoding is asked for (no Accept-Encoding): an encoded body's bytes are not the file's, and
+  // byte ranges of it mean nothing. Another attempt would get the same.
+  if (!x.content_encoding.empty() && !iequals(x.content_encoding, "identity")) {
+    x.error = http_error(x, ErrorKind::HttpError,
+                         "the server sent an encoded body (Content-Encoding: " + x.content_encoding +
+                             ") that was not asked for: its bytes are not the file's");
     return;
   }
   if (!x.opening) {
@@ -306,6 +342,13 @@ void start_body(Exchange& x) {
 std::size_t on_header(char* data, std::size_t size, std::size_t count, void* user) {
   auto& x = *static_cast<Exchange*>(user);
   const std::size_t n = size * count;
+  x.wire_bytes += n;
+  x.header_bytes += n;
+  if (x.header_bytes > kMaxHeaderBytes) {
+    x.error = http_error(x, ErrorKind::HttpError,
+                         "the server sent more than " + std::to_string(kMaxHeaderBytes >> 10) + " KiB of response headers");
+    return 0;  // cut the transfer
+  }
   std::string_view line(data, n);
   if (line.size() >= 5 && line.substr(0, 5) == "HTTP/") {
     // A new response (after a 1xx): forget the previous one's headers.
@@ -315,6 +358,8 @@ std::size_t on_header(char* data, std::size_t size, std::size_t count, void* use
     x.resp_last_modified.clear();
     x.content_length.reset();
     x.has_content_length = x.bad_content_length = false;
+    x.content_encoding.clear();
+    x.headers_done = false;
     auto sp = line.find(' ');
     if (sp != std::string_view::npos) {
       auto code = parse_u64(line.substr(sp + 1, 3));
@@ -322,6 +367,7 @@ std::size_t on_header(char* data, std::size_t size, std::size_t count, void* use
     }
     return n;
   }
+  if (trim_header(line).empty() && x.status >= 200) x.headers_done = true;
   auto colon = line.find(':');
   if (colon == std::string_view::npos) return n;
   std::string_view key = trim_header(line.substr(0, colon)), value = trim_header(line.substr(colon + 1));
@@ -331,6 +377,8 @@ std::size_t on_header(char* data, std::size_t size, std::size_t count, void* use
     x.resp_etag = std::string(value);
   } else if (iequals(key, "Last-Modified")) {
     x.resp_last_modified = std::string(value);
+  } else if (iequals(key, "Content-Encoding")) {
+    x.content_encoding = std::string(value);
   } else if (iequals(key, "Content-Length")) {
     auto v = parse_u64(value);
     if (!v || (x.has_content_length && x.content_length != v)) x.bad_content_length = true;
@@ -343,6 +391,7 @@ std::size_t on_header(char* data, std::size_t size, std::size_t count, void* use
 std::size_t on_body(char* data, std::size_t size, std::size_t count, void* user) {
   auto& x = *static_cast<Exchange*>(user);
   const std::size_t n = size * count;
+  x.wire_bytes += n;
   if (x.stats) x.stats->bytes_received.fetch_add(n, std::memory_order_relaxed);
   if (x.status != 200 && x.status != 206) {
     // An error page or a redirect's body: read a little so the connection survives, never keep it.
@@ -371,6 +420,53 @@ std::size_t on_body(char* data, std::size_t size, std::size_t count, void* user)
   return n;
 }
 
+// "1.5 s", "600 s": a limit as the user gave it.
+std::string seconds(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g s", s);
+  return buf;
+}
+
+// Where a request stood when a limit cut it, for the message.
+std::string progress_of(const Exchange& x) {
+  if (!x.headers_done) return "waiting for the response headers (" + std::to_string(x.header_bytes) + " bytes received)";
+  return "receiving the body (" + std::to_string(x.received) + " of " + std::to_string(x.dst.size()) + " bytes)";
+}
+
+Error deadline_error(const Exchange& x) {
+  return http_error(x, ErrorKind::Timeout,
+                    "the request for bytes " + std::to_string(x.offset) + "-" + std::to_string(x.offset + x.dst.size() - 1) +
+                        " missed its deadline of " + seconds(x.options->timeout_s) + " (--timeout, " + kHttpTimeoutEnv +
+                        ") while " + progress_of(x));
+}
+
+// libcurl calls this several times a second during a transfer, and about once a second while
+// nothing arrives: the place to stop for a cancellation, the deadline and the minimum rate.
+int on_progress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
+  auto& x = *static_cast<Exchange*>(user);
+  if (Status s = check_cancelled(); !s.is_ok()) {
+    x.error = http_error(x, s.error().kind(), s.error().message());
+    return 1;  // abort the transfer
+  }
+  const auto now = Clock::now();
+  if (now >= x.deadline) {
+    x.error = deadline_error(x);
+    return 1;
+  }
+  const HttpOptions& o = *x.options;
+  if (o.min_rate > 0 && o.stall_timeout_s > 0 && now - x.window_start >= std::chrono::seconds(o.stall_timeout_s)) {
+    const std::uint64_t got = x.wire_bytes - x.window_bytes;
+    if (got < o.min_rate * static_cast<std::uint64_t>(o.stall_timeout_s)) {
+      x.too_slow = "below the minimum rate of " + std::to_string(o.min_rate) + " bytes/s over " +
+                   std::to_string(o.stall_timeout_s) + " s (" + std::to_string(got) + " bytes) while " + progress_of(x);
+      return 1;
+    }
+    x.window_start = now;
+    x.window_bytes = x.wire_bytes;
+  }
+  return 0;
+}
+
 class HttpSource final : public ByteSource {
  public:
   HttpSource(std::string url, const HttpOptions& options) : name_(std::move(url)), options_(options), slots_(options.parallel) {
@@ -384,6 +480,8 @@ class HttpSource final : public ByteSource {
   }
 
   Status init();
+  // The opening request, into `head`: size, validators, final URL, block 0.
+  Status open_request(const std::shared_ptr<std::vector<std::byte>>& head);
 
   const std::string& name() const noexcept override { return name_; }
   std::uint64_t size() const noexcept override { return size_; }
@@ -411,10 +509,23 @@ class HttpSource final : public ByteSource {
   std::uint64_t small_read_limit() const { return 4 * options_.readahead; }
 
   // One ranged GET of [offset, offset + dst.size()) into dst, with redirects, checks and retries.
+  // Without validators, also same_as_cached().
   Status fetch(std::uint64_t offset, std::span<std::byte> dst) const;
+  Status fetch_once(std::uint64_t offset, std::span<std::byte> dst) const;
+  // Whether the server sent a validator (ETag or Last-Modified) that later responses are checked against.
+  bool validated() const { return !etag_.empty() || !last_modified_.empty(); }
+  // RemoteChanged when `got` (the bytes at `offset`, just received) differs from what the block cache
+  // holds of the same bytes: without validators, the one way left to see a new version of equal size.
+  Status same_as_cached(std::uint64_t offset, std::span<const std::byte> got) const;
   // Runs `attempt` until it ends with an outcome, pausing with exponential backoff after each attempt
   // that asks for a retry, at most options_.max_retries times: the one retry policy of every request.
-  Status with_retries(const std::function<Attempt()>& attempt) const;
+  // Every attempt gets the request's deadline (options_.timeout_s from the first attempt); an attempt
+  // that made progress starts the retry budget again.
+  Status with_retries(const std::function<Attempt(Clock::time_point deadline)>& attempt) const;
+  // check_cancelled(), naming the URL.
+  Status cancelled() const;
+  // Sleeps, waking for check_cancelled().
+  Status pause_for(std::chrono::milliseconds pause) const;
   Status perform(Exchange& x, std::string& url, int& redirects, CURLcode& rc, std::string& curl_message) const;
   // perform() until the response is not a redirect: each hop is a fresh exchange of the same request,
   // `url` ends as the last hop's.
@@ -487,8 +598,15 @@ Status HttpSource::perform(Exchange& x, std::string& url, int& redirects, CURLco
   lib().easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
   lib().easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
   lib().easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, options_.connect_timeout_ms);
-  lib().easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
-  lib().easy_setopt(h, CURLOPT_LOW_SPEED_TIME, options_.stall_timeout_s);
+  // The deadline and the minimum rate are checked by on_progress; libcurl's own timeout is the
+  // backstop should the callback not run.
+  if (x.deadline != Clock::time_point::max()) {
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(x.deadline - Clock::now()).count();
+    lib().easy_setopt(h, CURLOPT_TIMEOUT_MS, static_cast<long>(std::max<long long>(1, left)));
+  }
+  lib().easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+  lib().easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
+  lib().easy_setopt(h, CURLOPT_XFERINFODATA, &x);
   lib().easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
   lib().easy_setopt(h, CURLOPT_BUFFERSIZE, 256L << 10);
   lib().easy_setopt(h, CURLOPT_USERAGENT, "safeweights/0.1");
@@ -502,9 +620,11 @@ Status HttpSource::perform(Exchange& x, std::string& url, int& redirects, CURLco
   lib().easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
   if (x.stats) x.stats->requests.fetch_add(1, std::memory_order_relaxed);
   slots_.acquire();
+  x.window_start = Clock::now();  // the wait for a free slot is not the server's slowness
   rc = lib().easy_perform(h);
   slots_.release();
   curl_message = errbuf[0] ? errbuf : lib().easy_strerror(rc);
+  if (!x.error && rc == CURLE_OPERATION_TIMEDOUT && Clock::now() >= x.deadline) x.error = deadline_error(x);
   // An empty body never reaches on_body: its headers still need their checks (an empty file's 200).
   if ((x.status == 200 || x.status == 206) && !x.body_started && rc == CURLE_OK) {
     start_body(x);
@@ -535,7 +655,16 @@ Attempt failed_attempt(const Exchange& x, CURLcode rc, const std::string& curl_m
   a.retry = true;
   a.status = x.status;
   a.offset = x.offset + x.received;
-  if (x.status == 200 || x.status == 206) {
+  a.progress = x.received;
+  if (rc == CURLE_OUT_OF_MEMORY && !x.headers_done) {
+    // libcurl's answer to a header line over its 100 KiB limit; the server would send it again.
+    return Attempt::ended(http_error(x, ErrorKind::HttpError,
+                                     "the server sent a response header line longer than libcurl accepts (100 KiB): " + curl_message));
+  }
+  if (!x.too_slow.empty()) {
+    a.too_slow = true;
+    a.problem = "transfer too slow: " + x.too_slow;
+  } else if (x.status == 200 || x.status == 206) {
     a.problem = rc == CURLE_OK ? std::string("the response ended early") : "transfer cut: " + curl_message;
   } else if (x.status == 0 && permanent_transport_error(rc)) {
     return Attempt::ended(http_error(x, ErrorKind::IoError, curl_message));
@@ -551,26 +680,84 @@ Attempt failed_attempt(const Exchange& x, CURLcode rc, const std::string& curl_m
   return a;
 }
 
-Status HttpSource::with_retries(const std::function<Attempt()>& attempt) const {
+Status HttpSource::with_retries(const std::function<Attempt(Clock::time_point deadline)>& attempt) const {
   HttpStats* stats = options_.stats.get();
+  const Clock::time_point deadline =
+      options_.timeout_s > 0 ? Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(options_.timeout_s))
+                             : Clock::time_point::max();
   long backoff = std::max(1L, options_.backoff_initial_ms);
-  for (int n = 0;; ++n) {
-    Attempt a = attempt();
+  int attempts = 0;
+  for (int n = 0;; ++n, ++attempts) {
+    SW_RETURN_IF_ERROR(cancelled());
+    Attempt a = attempt(deadline);
     if (!a.retry) return std::move(a.outcome);
+    if (a.progress >= kProgressBytes) {
+      // Progress: the budget and the backoff start again (the deadline does not).
+      n = 0;
+      backoff = std::max(1L, options_.backoff_initial_ms);
+    }
+    const std::string tries = std::to_string(attempts + 1) + (attempts == 0 ? " attempt" : " attempts");
     if (n >= options_.max_retries) {
-      const ErrorKind kind = a.status >= 500 ? ErrorKind::HttpError : ErrorKind::IoError;
-      return Error(kind, "giving up after " + std::to_string(n + 1) + " attempts: " + a.problem).with_file(name_).with_offset(a.offset);
+      const ErrorKind kind = a.too_slow ? ErrorKind::Timeout : a.status >= 500 ? ErrorKind::HttpError : ErrorKind::IoError;
+      return Error(kind, "giving up after " + tries + ": " + a.problem).with_file(name_).with_offset(a.offset);
+    }
+    const auto pause = std::chrono::milliseconds(backoff);
+    if (deadline != Clock::time_point::max() && Clock::now() + pause >= deadline) {
+      return Error(ErrorKind::Timeout, "the request missed its deadline of " + seconds(options_.timeout_s) + " (--timeout, " +
+                                           kHttpTimeoutEnv + ") after " + tries + ": " + a.problem)
+          .with_file(name_)
+          .with_offset(a.offset);
     }
     if (stats) stats->retries.fetch_add(1, std::memory_order_relaxed);
-    std::this_thread::sleep_for(std::chrono::milliseconds(backoff));
+    SW_RETURN_IF_ERROR(pause_for(pause));
     backoff = std::min(options_.backoff_max_ms, backoff * 2);
   }
 }
 
+Status HttpSource::cancelled() const {
+  Status s = check_cancelled();
+  if (!s.is_ok()) s.error().with_file(name_);
+  return s;
+}
+
+Status HttpSource::pause_for(std::chrono::milliseconds pause) const {
+  // In slices, so that a cancellation does not wait for the backoff.
+  const auto end = Clock::now() + pause;
+  for (auto now = Clock::now(); now < end; now = Clock::now()) {
+    std::this_thread::sleep_for(std::min<Clock::duration>(end - now, kPollInterval));
+    SW_RETURN_IF_ERROR(cancelled());
+  }
+  return Status::ok();
+}
+
 Status HttpSource::fetch(std::uint64_t offset, std::span<std::byte> dst) const {
   if (dst.empty()) return Status::ok();
-  return with_retries([&]() -> Attempt {
-    const ExchangeRequest request{offset, dst, false, size_, &etag_, &last_modified_, options_.stats.get(), &name_};
+  SW_RETURN_IF_ERROR(fetch_once(offset, dst));
+  return validated() ? Status::ok() : same_as_cached(offset, dst);
+}
+
+Status HttpSource::same_as_cached(std::uint64_t offset, std::span<const std::byte> got) const {
+  const std::uint64_t bs = options_.readahead, end = offset + got.size();
+  for (std::uint64_t i = offset / bs; i <= (end - 1) / bs; ++i) {
+    auto block = cache_find(i);
+    if (!block) continue;
+    const std::uint64_t lo = std::max(offset, i * bs), hi = std::min(end, i * bs + block->size());
+    if (lo >= hi) continue;
+    if (std::memcmp(got.data() + (lo - offset), block->data() + (lo - i * bs), static_cast<std::size_t>(hi - lo)) != 0) {
+      return Error(ErrorKind::RemoteChanged,
+                   "the remote file changed between requests (bytes " + std::to_string(lo) + "-" + std::to_string(hi - 1) +
+                       " differ from an earlier response; the server sends no ETag nor Last-Modified); refusing to mix "
+                       "bytes of two versions")
+          .with_file(name_)
+          .with_offset(lo);
+    }
+  }
+  return Status::ok();
+}
+
+Status HttpSource::fetch_once(std::uint64_t offset, std::span<std::byte> dst) const {
+  return with_retries([&](Clock::time_point deadline) -> Attempt {
+    const ExchangeRequest request{offset, dst, false, size_, &etag_, &last_modified_, options_.stats.get(), &name_, &options_, deadline};
     Exchange x(request);
     std::string url = url_;
     CURLcode rc = CURLE_OK;
@@ -612,12 +799,26 @@ Status HttpSource::init() {
 
   // The opening request: the first block, which also tells the size and the validators.
   auto head = std::make_shared<std::vector<std::byte>>(static_cast<std::size_t>(options_.readahead));
-  return with_retries([&]() -> Attempt {
+  SW_RETURN_IF_ERROR(open_request(head));
+  if (!validated()) {
+    if (options_.stats) options_.stats->unvalidated.fetch_add(1, std::memory_order_relaxed);
+    if (options_.warn) {
+      options_.warn(name_ + ": the server sends no ETag nor Last-Modified: a change of the file between requests is "
+                    "detected only where sizes or repeated bytes differ (docs/HTTP.md)");
+    }
+  }
+  return Status::ok();
+}
+
+Status HttpSource::open_request(const std::shared_ptr<std::vector<std::byte>>& head) {
+  return with_retries([&](Clock::time_point deadline) -> Attempt {
     ExchangeRequest request;
     request.opening = true;
     request.dst = *head;
     request.stats = options_.stats.get();
     request.name = &name_;
+    request.options = &options_;
+    request.deadline = deadline;
     Exchange x(request);
     std::string url = name_;
     CURLcode rc = CURLE_OK;
@@ -650,6 +851,7 @@ Status HttpSource::init() {
     // Nothing of the opening request is kept: a retry starts again at byte 0.
     Attempt a = failed_attempt(x, rc, curl_message);
     a.offset = 0;
+    a.progress = 0;
     return a;
   });
 }
@@ -799,6 +1001,24 @@ Status HttpSource::read_scatter(std::span<const ReadRequest> requests) const {
   });
 }
 
+// HttpOptions::timeout_s as the request deadlines use it: the caller's, else the environment's, else
+// the default; 0 (none) for anything beyond a few decades.
+Result<double> resolve_timeout(double given) {
+  double t = given;
+  if (std::isnan(t)) return Error(ErrorKind::InvalidArgument, "the HTTP timeout is not a number");
+  if (t < 0) {
+    t = kDefaultHttpTimeoutS;
+    if (const char* env = std::getenv(kHttpTimeoutEnv); env != nullptr && *env != '\0') {
+      char* end = nullptr;
+      t = std::strtod(env, &end);
+      if (end == env || *end != '\0' || std::isnan(t) || t < 0) {
+        return Error(ErrorKind::InvalidArgument, std::string(kHttpTimeoutEnv) + " must be a number of seconds (0: no deadline), got \"" + env + "\"");
+      }
+    }
+  }
+  return t > 1e9 ? 0.0 : t;
+}
+
 }  // namespace
 
 bool is_url(std::string_view s) noexcept {
@@ -810,7 +1030,11 @@ Result<SourcePtr> open_url(const std::string& url, const HttpOptions& options) {
   if (!is_url(url)) return Error(ErrorKind::InvalidArgument, "not an http:// or https:// URL").with_file(url);
   const char* why = nullptr;
   if (curl::api(&why) == nullptr) return Error(ErrorKind::IoError, why).with_file(url);
-  auto source = std::make_shared<HttpSource>(url, options);
+  HttpOptions resolved = options;
+  auto timeout = resolve_timeout(options.timeout_s);
+  if (!timeout.is_ok()) return std::move(timeout.error().with_file(url));
+  resolved.timeout_s = *timeout;
+  auto source = std::make_shared<HttpSource>(url, resolved);
   SW_RETURN_IF_ERROR(source->init());
   return SourcePtr(std::move(source));
 }

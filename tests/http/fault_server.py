@@ -8,6 +8,13 @@ independent behaviour by adding e.g. `&tag=name`:
   fail500=K       the first K requests answer 500
   always500=1     every request answers 500
   drop=K          the first K ranged responses over 100 kB send half the body, then close the connection
+  cut=K           every ranged response over 100 kB sends 1/K of its body, then closes the connection
+  trickle=1       correct headers, then the body 2 bytes every 0.5 s
+  slowheaders=1   the status line, then one header line every 0.5 s, forever
+  endless=1       the status line, then header lines as fast as the client takes them, forever
+  bigheader=1     a 1 MB header line
+  gzip=1          the body gzip-compressed, with Content-Encoding: gzip (never asked for), no length
+  novalidator=1   no ETag nor Last-Modified (with change_after: a new version nobody can see)
   norange=1       ignore Range: always 200 with the whole file
   change_after=K  after K requests the file is a new version (new ETag; with grow=1 also one byte longer)
   forbid_auth=1   400 if an Authorization header arrives (checks a redirect dropped it)
@@ -18,11 +25,13 @@ independent behaviour by adding e.g. `&tag=name`:
 Prints the port it listens on (127.0.0.1, chosen by the kernel) on stdout, then serves until killed.
 """
 import argparse
+import gzip
 import http.server
 import os
 import re
 import sys
 import threading
+import time
 import urllib.parse
 
 COUNTS = {}
@@ -70,6 +79,14 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if q.get("always500") or n <= int(q.get("fail500", 0)):
             self.small(500, b"try again")
             return
+        if q.get("slowheaders") or q.get("endless"):
+            self.wfile.write(b"HTTP/1.1 206 Partial Content\r\n")
+            for i in range(10_000_000 if q.get("endless") else 1200):
+                self.wfile.write(b"X-Filler-%d: %s\r\n" % (i, b"x" * 64))
+                if q.get("slowheaders"):
+                    time.sleep(0.5)
+            self.close_connection = True
+            return
         name = os.path.basename(url.path)
         path = os.path.join(self.root, name)
         if not name or not os.path.isfile(path):
@@ -85,6 +102,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
         etag = '"v%d-%d"' % (version, len(data))
         common = [("ETag", etag), ("Last-Modified", "Mon, 0%d Jan 2024 00:00:00 GMT" % version),
                   ("Accept-Ranges", "bytes")]
+        if q.get("novalidator"):
+            common = common[2:]
+            if version == 2:  # same size, other bytes: only a comparison with earlier bytes can tell
+                data = bytes(b ^ 0xFF for b in data[:4096]) + data[4096:]
+        if q.get("bigheader"):
+            common.append(("X-Big", "b" * 1_000_000))
         rng = self.headers.get("Range")
         m = re.fullmatch(r"bytes=(\d+)-(\d*)", rng or "")
         if q.get("norange") or not m:
@@ -105,12 +128,30 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return
         last = min(last, len(data) - 1)
         body = data[first:last + 1]
+        if q.get("gzip"):
+            body = gzip.compress(body)
+            common.append(("Content-Encoding", "gzip"))
         self.send_response(206)
         for k, v in common:
             self.send_header(k, v)
         self.send_header("Content-Range", "bytes %d-%d/%d" % (first, last, len(data)))
-        self.send_header("Content-Length", str(len(body)))
+        if q.get("gzip"):  # as proxies that compress on the fly do: no length, the end is the close
+            self.close_connection = True
+        else:
+            self.send_header("Content-Length", str(len(body)))
         self.end_headers()
+        if q.get("trickle"):
+            for i in range(0, min(len(body), 2400), 2):
+                self.wfile.write(body[i:i + 2])
+                time.sleep(0.5)
+            self.close_connection = True
+            return
+        if len(body) > 100_000 and int(q.get("cut", 0)) > 0:
+            self.wfile.write(body[: len(body) // int(q["cut"])])
+            self.wfile.flush()
+            self.close_connection = True
+            self.connection.shutdown(2)
+            return
         # Only bodies over 100 kB are cut, so the opening request (64 KiB) gets through and the
         # cut lands in a large read, which must resume after the bytes it already has.
         if len(body) > 100_000 and bump(self.path + "#drop") <= int(q.get("drop", 0)):

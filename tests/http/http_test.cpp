@@ -87,6 +87,8 @@ void ServersEnv::make_small_files() {
   ASSERT_TRUE(ex->add_bytes("vae/config.json", text(R"({"x": 1})")).is_ok());
   ASSERT_TRUE(ex->add_file("vae/diffusion_pytorch_model.safetensors", (g->www / "vae.safetensors").string()).is_ok());
   ASSERT_TRUE(ex->finish().is_ok());
+  fs::create_directories(g->www / "auth");
+  fs::copy_file(g->www / "small.safetensors", g->www / "auth" / "small.safetensors");
 }
 
 constexpr std::uint64_t kGiB = 1ull << 30;
@@ -576,18 +578,25 @@ TEST(HttpFaults, RedirectsKeepHeadersOnTheirOrigin) {
   ASSERT_TRUE(c.is_ok()) << c.error().to_string();
 }
 
-TEST(HttpFaults, HfTokenOnlyForTheHub) {
-  REQUIRE_SERVERS();
+TEST(HttpFaults, HfTokenOnlyForTheHubOverHttps) {
+  REQUIRE_TLS();
   ::setenv("HF_TOKEN", "tok", 1);
   auto opts = test_options();
   opts.use_hf_token = true;
+  opts.ca_file = g->ca_file().string();
   ::unsetenv("HF_ENDPOINT");
-  // Not the hub: the token stays home.
-  EXPECT_TRUE(open_url(fault("small.safetensors", "forbid_auth=1&tag=t1"), opts).is_ok());
-  // The configured endpoint gets it.
-  ::setenv("HF_ENDPOINT", ("http://127.0.0.1:" + std::to_string(g->fault_port)).c_str(), 1);
-  auto src = open_url(fault("small.safetensors", "require_auth=Bearer%20tok&tag=t2"), opts);
+  // Not the hub: the token stays home (nginx's /auth/ answers 401 without it).
+  auto other = open_url(g->nginx_https_url("auth/small.safetensors"), opts);
+  ASSERT_FALSE(other.is_ok());
+  EXPECT_NE(other.error().message().find("401"), std::string::npos) << other.error().to_string();
+  // The configured endpoint gets it over https.
+  ::setenv("HF_ENDPOINT", ("https://127.0.0.1:" + std::to_string(g->tls_port)).c_str(), 1);
+  auto src = open_url(g->nginx_https_url("auth/small.safetensors"), opts);
   EXPECT_TRUE(src.is_ok()) << src.error().to_string();
+  // Never in clear text, even when the endpoint itself is http://.
+  ::setenv("HF_ENDPOINT", ("http://127.0.0.1:" + std::to_string(g->fault_port)).c_str(), 1);
+  auto plain = open_url(fault("small.safetensors", "forbid_auth=1&tag=t3"), opts);
+  EXPECT_TRUE(plain.is_ok()) << plain.error().to_string();
   ::unsetenv("HF_ENDPOINT");
   ::unsetenv("HF_TOKEN");
 }
@@ -603,6 +612,153 @@ TEST(HttpFaults, NotFoundAndRefusals) {
   EXPECT_NE(refused.error().message().find("401"), std::string::npos);
 }
 
+// Without ETag and Last-Modified, a new version of the same size is seen where a response repeats
+// bytes an earlier one delivered (here: the big tensor's request covers the rest of the opening block).
+TEST(HttpFaults, WithoutValidatorsRepeatedBytesMustMatch) {
+  REQUIRE_SERVERS();
+  auto local = safetensors::Reader::open((g->www / "small.safetensors").string());
+  for (const bool changes : {false, true}) {
+    auto stats = std::make_shared<HttpStats>();
+    auto opts = test_options(stats);
+    std::vector<std::string> warnings;
+    opts.warn = [&](const std::string& m) { warnings.push_back(m); };
+    const std::string query = changes ? "novalidator=1&change_after=1&tag=nv2" : "novalidator=1&tag=nv1";
+    auto src = open_url(fault("small.safetensors", query), opts);
+    ASSERT_TRUE(src.is_ok()) << src.error().to_string();
+    EXPECT_EQ(stats->unvalidated.load(), 1u);
+    ASSERT_EQ(warnings.size(), 1u);
+    EXPECT_NE(warnings[0].find("no ETag nor Last-Modified"), std::string::npos) << warnings[0];
+    auto remote = safetensors::Reader::open(*src);
+    ASSERT_TRUE(remote.is_ok());
+    auto big = remote->read_owned("big");
+    if (!changes) {
+      ASSERT_TRUE(big.is_ok()) << big.error().to_string();
+      EXPECT_EQ(*big, *local->read_owned("big"));
+      continue;
+    }
+    ASSERT_FALSE(big.is_ok());
+    EXPECT_EQ(big.error().kind(), ErrorKind::RemoteChanged) << big.error().to_string();
+    EXPECT_NE(big.error().message().find("differ from an earlier response"), std::string::npos) << big.error().to_string();
+  }
+  // A server with validators gets no warning.
+  auto stats = std::make_shared<HttpStats>();
+  auto opts = test_options(stats);
+  opts.warn = [](const std::string& m) { ADD_FAILURE() << m; };
+  ASSERT_TRUE(open_url(g->nginx_url("small.safetensors"), opts).is_ok());
+  EXPECT_EQ(stats->unvalidated.load(), 0u);
+}
+
+// ---- limits: the deadline, the minimum rate, what no retry can fix ----------------------------------
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// How many requests the fault server has seen for `path` (as it saw it, query included).
+int fault_requests(const std::string& path) {
+  std::string escaped;
+  for (unsigned char c : path) {
+    char buf[4];
+    std::snprintf(buf, sizeof buf, "%%%02X", c);
+    escaped += std::isalnum(c) ? std::string(1, static_cast<char>(c)) : std::string(buf);
+  }
+  auto counter = open_url(g->fault_url("/count?path=" + escaped), test_options());
+  if (!counter.is_ok()) return -1;
+  std::string n((*counter)->size(), '\0');
+  if (!(*counter)->read_at(0, std::as_writable_bytes(std::span<char>(n.data(), n.size()))).is_ok()) return -1;
+  return std::atoi(n.c_str());
+}
+
+TEST(HttpLimits, TricklingBodyOrHeadersMissTheDeadline) {
+  REQUIRE_SERVERS();
+  const std::pair<std::string, std::string> cases[] = {{"trickle=1&tag=d1", "receiving the body"},
+                                                       {"slowheaders=1&tag=d2", "waiting for the response headers"}};
+  for (const auto& [query, what] : cases) {
+    auto opts = test_options();
+    opts.timeout_s = 1;
+    const auto t0 = std::chrono::steady_clock::now();
+    auto src = open_url(fault("small.safetensors", query), opts);
+    ASSERT_FALSE(src.is_ok()) << query;
+    EXPECT_LT(seconds_since(t0), 10.0) << query;
+    EXPECT_EQ(src.error().kind(), ErrorKind::Timeout) << src.error().to_string();
+    EXPECT_EQ(src.error().context().file, fault("small.safetensors", query));
+    EXPECT_NE(src.error().message().find("deadline of 1 s"), std::string::npos) << src.error().to_string();
+    EXPECT_NE(src.error().message().find(what), std::string::npos) << src.error().to_string();
+  }
+}
+
+TEST(HttpLimits, BelowTheMinimumRateIsRetriedThenTimeout) {
+  REQUIRE_SERVERS();
+  auto stats = std::make_shared<HttpStats>();
+  auto opts = test_options(stats);
+  opts.timeout_s = 0;  // only the rate limits it
+  opts.min_rate = 1000;
+  opts.stall_timeout_s = 1;
+  opts.max_retries = 1;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto src = open_url(fault("small.safetensors", "trickle=1&tag=rate"), opts);
+  ASSERT_FALSE(src.is_ok());
+  EXPECT_LT(seconds_since(t0), 20.0);
+  EXPECT_EQ(src.error().kind(), ErrorKind::Timeout) << src.error().to_string();
+  EXPECT_NE(src.error().message().find("minimum rate of 1000 bytes/s over 1 s"), std::string::npos) << src.error().to_string();
+  EXPECT_EQ(stats->retries.load(), 1u);
+}
+
+TEST(HttpLimits, EnvironmentSetsTheDeadline) {
+  REQUIRE_SERVERS();
+  auto opts = test_options();
+  ASSERT_LT(opts.timeout_s, 0);  // unset: the environment decides
+  ::setenv(kHttpTimeoutEnv, "1", 1);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto src = open_url(fault("small.safetensors", "trickle=1&tag=env"), opts);
+  ASSERT_FALSE(src.is_ok());
+  EXPECT_LT(seconds_since(t0), 10.0);
+  EXPECT_EQ(src.error().kind(), ErrorKind::Timeout) << src.error().to_string();
+  ::setenv(kHttpTimeoutEnv, "soon", 1);
+  auto bad = open_url(g->nginx_url("small.safetensors"), opts);
+  ASSERT_FALSE(bad.is_ok());
+  EXPECT_EQ(bad.error().kind(), ErrorKind::InvalidArgument);
+  EXPECT_NE(bad.error().message().find(kHttpTimeoutEnv), std::string::npos) << bad.error().to_string();
+  ::unsetenv(kHttpTimeoutEnv);
+}
+
+TEST(HttpLimits, WhatNoRetryCanFixFailsAtOnce) {
+  REQUIRE_SERVERS();
+  const std::pair<std::string, std::string> cases[] = {{"bigheader=1&tag=n1", "header"},
+                                                       {"endless=1&tag=n2", "KiB of response headers"},
+                                                       {"gzip=1&tag=n3", "Content-Encoding: gzip"}};
+  for (const auto& [query, what] : cases) {
+    auto stats = std::make_shared<HttpStats>();
+    auto opts = test_options(stats);
+    opts.timeout_s = 60;
+    auto src = open_url(fault("small.safetensors", query), opts);
+    ASSERT_FALSE(src.is_ok()) << query;
+    EXPECT_EQ(src.error().kind(), ErrorKind::HttpError) << src.error().to_string();
+    EXPECT_NE(src.error().message().find(what), std::string::npos) << src.error().to_string();
+    EXPECT_EQ(stats->retries.load(), 0u) << query;
+    EXPECT_EQ(fault_requests("/small.safetensors?" + query), 1) << query;
+  }
+}
+
+TEST(HttpFaults, EveryResponseCutStillDeliversALargeRead) {
+  REQUIRE_SERVERS();
+  const auto want = random_bytes(20u << 20, 9);
+  {
+    std::ofstream out(g->www / "cut.bin", std::ios::binary);
+    out.write(reinterpret_cast<const char*>(want.data()), static_cast<std::streamsize>(want.size()));
+  }
+  auto stats = std::make_shared<HttpStats>();
+  auto opts = test_options(stats);
+  opts.chunk_size = 8u << 20;  // the default: three requests, each cut after a third, again and again
+  auto src = open_url(fault("cut.bin", "cut=3&tag=cut"), opts);
+  ASSERT_TRUE(src.is_ok()) << src.error().to_string();
+  std::vector<std::byte> got(want.size());
+  auto s = (*src)->read_at(0, got);
+  ASSERT_TRUE(s.is_ok()) << s.to_string();
+  EXPECT_TRUE(got == want);
+  EXPECT_GT(stats->retries.load(), 3u * static_cast<unsigned>(opts.max_retries));
+}
+
 // ---- the CLI -----------------------------------------------------------------------------------------
 
 struct CliRun {
@@ -610,9 +766,10 @@ struct CliRun {
   std::string out, err;
 };
 
-CliRun cli(const std::string& args) {
+// Runs the CLI with `args` (shell words), with `env` ("NAME=value ...") added to its environment.
+CliRun cli(const std::string& args, const std::string& env = "") {
   const fs::path err = g->dir / "stderr.txt", out = g->dir / "stdout.bin";
-  std::string cmd = std::string(SAFEWEIGHTS_CLI) + " " + args + " >" + out.string() + " 2>" + err.string();
+  std::string cmd = env + " " + SAFEWEIGHTS_CLI + " " + args + " >" + out.string() + " 2>" + err.string();
   CliRun r;
   int status = std::system(cmd.c_str());
   r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
@@ -693,6 +850,56 @@ TEST(HttpCli, OneGiBInspectMovesUnderOneMiB) {
                   static_cast<unsigned long long>(bytes));
     }
   }
+}
+
+TEST(HttpCli, TimeoutOptionAndEnvironmentBoundARemoteRead) {
+  REQUIRE_SERVERS();
+  const std::string env = std::string(kHttpTimeoutEnv) + "=1";
+  const std::pair<std::string, std::string> runs[] = {
+      {"inspect --timeout 1 '" + fault("small.safetensors", "slowheaders=1&tag=c1") + "'", ""},
+      {"inspect '" + fault("small.safetensors", "trickle=1&tag=c2") + "'", env}};
+  for (const auto& [args, how] : runs) {
+    const auto t0 = std::chrono::steady_clock::now();
+    CliRun r = cli(args, how);
+    EXPECT_LT(seconds_since(t0), 10.0) << args;
+    EXPECT_EQ(r.code, 1) << args << r.err;
+    EXPECT_NE(r.err.find("Timeout"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("deadline of 1 s"), std::string::npos) << r.err;
+  }
+}
+
+// Ctrl-C during a remote read that makes no progress ends the CLI at once.
+TEST(HttpCli, InterruptStopsABlockedRemoteRead) {
+  REQUIRE_SERVERS();
+  const std::string query = "slowheaders=1&tag=sigint";
+  const pid_t pid = swhttp::spawn({SAFEWEIGHTS_CLI, "inspect", fault("small.safetensors", query)});
+  ASSERT_GT(pid, 0);
+  for (int i = 0; i < 1000 && fault_requests("/small.safetensors?" + query) < 1; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  ::kill(pid, SIGINT);
+  int status = 0;
+  pid_t done = 0;
+  while ((done = ::waitpid(pid, &status, WNOHANG)) == 0 && seconds_since(t0) < 10.0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  if (done == 0) {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, &status, 0);
+    FAIL() << "the CLI was still running 10 s after SIGINT";
+  }
+  // Killed by SIGINT (its default action, after any cleanup) or exited non-zero: either way, not 0.
+  EXPECT_TRUE(WIFSIGNALED(status) ? WTERMSIG(status) == SIGINT : WEXITSTATUS(status) != 0);
+}
+
+TEST(HttpCli, CatRefusesToMixVersionsAndWarnsWithoutValidators) {
+  REQUIRE_SERVERS();
+  CliRun r = cli("cat '" + fault("small.safetensors", "novalidator=1&change_after=1&tag=nvcli") + "' big");
+  EXPECT_EQ(r.code, 1) << r.err;
+  EXPECT_NE(r.err.find("RemoteChanged"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("warning: "), r.err.rfind("warning: ")) << "one warning: " << r.err;
+  EXPECT_NE(r.err.find("warning: "), std::string::npos) << r.err;
 }
 
 TEST(HttpCli, ErrorsNameTheUrl) {

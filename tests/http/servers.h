@@ -144,7 +144,8 @@ struct Servers {
                           << "; scgi_temp_path " << (dir / "t5").string() << ";\n"
                           << "  keepalive_requests 100000;\n"
                           << "  server { listen 127.0.0.1:" << nginx_port << ";" << tls_listen << " root " << www.string()
-                          << "; }\n}\n";
+                          // /auth/: only for "Authorization: Bearer tok" (where HF_TOKEN may go, and where not)
+                          << "; location /auth/ { if ($http_authorization != \"Bearer tok\") { return 401; } } }\n}\n";
       nginx_pid = spawn({nginx, "-p", dir.string(), "-c", conf.string(), "-e", (dir / "error.log").string()});
       // nginx writes its pid file after binding the port: both together mean it serves.
       for (int i = 0; i < 500; ++i) {
