@@ -17,6 +17,7 @@
 
 #include "core/parallel.h"
 #include "core/thread_pool.h"
+#include "safeweights/cancel.h"
 
 namespace {
 
@@ -273,3 +274,67 @@ TEST(ThreadPool, UsableAfterFork) {
 }
 
 }  // namespace
+
+// ---- cancellation across the pool ------------------------------------------------------------------
+
+namespace {
+
+// Spins until check_cancelled() fails, for at most 20 s (a loop that never stops fails the test
+// instead of hanging it).
+Status wait_until_cancelled() {
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (std::chrono::steady_clock::now() < give_up) {
+    Status s = safeweights::check_cancelled();
+    if (!s.is_ok()) return s;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return Error(ErrorKind::IoError, "never cancelled");
+}
+
+std::atomic<std::thread::id> g_poll_thread;
+std::atomic<bool> g_poll_says_stop{false};
+bool stop_on_poll_thread() noexcept {
+  return std::this_thread::get_id() == g_poll_thread.load() && g_poll_says_stop.load();
+}
+
+}  // namespace
+
+// One task interrupted: the tasks still running on workers see it at their next check.
+TEST(ParallelFor, AnInterruptedTaskStopsItsSiblings) {
+  std::atomic<int> started{0}, stopped{0};
+  const Status s = parallel_for(4, 4, [&](std::size_t i) -> Status {
+    if (i == 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));  // let the others start
+      return Error(ErrorKind::Interrupted, "interrupted");
+    }
+    ++started;
+    Status w = wait_until_cancelled();
+    if (w.error().kind() == ErrorKind::Interrupted) ++stopped;
+    return w;
+  });
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_EQ(s.error().kind(), ErrorKind::Interrupted);
+  EXPECT_EQ(stopped.load(), started.load());  // none ran into the 20 s limit
+}
+
+// The poll hook answers only on the caller's thread (as Python's does): a caller that has finished its
+// own share and waits for the workers still asks it, and the workers stop.
+TEST(ParallelFor, TheWaitingCallerPassesAnInterruptionToTheWorkers) {
+  g_poll_thread = std::this_thread::get_id();
+  g_poll_says_stop = false;
+  safeweights::set_cancel_poll(&stop_on_poll_thread);
+  std::atomic<int> ended_by_flag{0};
+  const Status s = parallel_for(3, 3, [&](std::size_t) -> Status {
+    if (std::this_thread::get_id() == g_poll_thread.load()) {
+      g_poll_says_stop = true;  // the caller's own task ends at once; the hook now says stop
+      return Status::ok();
+    }
+    Status w = wait_until_cancelled();
+    if (w.error().kind() == ErrorKind::Interrupted) ++ended_by_flag;
+    return w;
+  });
+  safeweights::set_cancel_poll(nullptr);
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_EQ(s.error().kind(), ErrorKind::Interrupted);
+  EXPECT_GE(ended_by_flag.load(), 1);
+}

@@ -9,8 +9,10 @@
 #include <system_error>
 #include <thread>
 
+#include "core/cancel_link.h"
 #include "core/parallel.h"
 #include "core/status_macros.h"
+#include "safeweights/cancel.h"
 
 namespace safeweights {
 namespace {
@@ -99,6 +101,9 @@ struct Loop {
   std::size_t count = 0;
   std::atomic<std::size_t> next{0};
   std::atomic<bool> failed{false};
+  // Set when the loop is interrupted: tasks still running on workers see it through check_cancelled().
+  std::atomic<bool> cancelled{false};
+  const CancelLink* caller_link = nullptr;  // the loops the caller works for, if it is a worker itself
 
   std::mutex mu;
   std::condition_variable idle;
@@ -107,16 +112,20 @@ struct Loop {
   std::size_t failed_index = SIZE_MAX;
   Status failure;           // the failure with the lowest index so far
 
+  void record(std::size_t i, Status s) {
+    if (s.error().kind() == ErrorKind::Interrupted) cancelled.store(true, std::memory_order_relaxed);
+    failed.store(true, std::memory_order_relaxed);
+    std::lock_guard lock(mu);
+    if (i < failed_index) {
+      failed_index = i;
+      failure = std::move(s);
+    }
+  }
+
   void run() {
     for (std::size_t i; !failed.load(std::memory_order_relaxed) && (i = next.fetch_add(1)) < count;) {
       Status s = (*task)(i);
-      if (s.is_ok()) continue;
-      failed.store(true, std::memory_order_relaxed);
-      std::lock_guard lock(mu);
-      if (i < failed_index) {
-        failed_index = i;
-        failure = std::move(s);
-      }
+      if (!s.is_ok()) record(i, std::move(s));
     }
   }
 
@@ -126,7 +135,10 @@ struct Loop {
       if (closed) return;
       ++active;
     }
-    run();
+    {
+      CancelLink link(cancelled, caller_link);
+      run();
+    }
     {
       std::lock_guard lock(mu);
       --active;
@@ -135,11 +147,18 @@ struct Loop {
   }
 
   // Called by the loop's caller once its own share is done (or it unwinds): waits out the helpers
-  // already inside, turns away those still queued.
+  // already inside, turns away those still queued. While it waits it keeps asking check_cancelled()
+  // (the poll hook answers only on this thread), and passes an interruption on to the helpers.
   void close() {
     std::unique_lock lock(mu);
     closed = true;
-    idle.wait(lock, [&] { return active == 0; });
+    while (!idle.wait_for(lock, kPollInterval, [&] { return active == 0; })) {
+      if (cancelled.load(std::memory_order_relaxed)) continue;
+      lock.unlock();
+      Status s = check_cancelled();
+      if (!s.is_ok()) record(count, std::move(s));  // index `count`: after every task's own failure
+      lock.lock();
+    }
   }
 };
 
@@ -162,12 +181,14 @@ Status parallel_for(std::size_t count, unsigned threads, const std::function<Sta
   auto loop = std::make_shared<Loop>();
   loop->task = &task;
   loop->count = count;
+  loop->caller_link = CancelLink::current();
   ThreadPool& pool = ThreadPool::shared();
   for (unsigned h = 1; h < threads; ++h) {
     if (!pool.try_submit([loop] { loop->help(); })) break;
   }
   {
     CloseOnExit guard{*loop};
+    CancelLink link(loop->cancelled, loop->caller_link);
     loop->run();
   }
   if (loop->failed_index != SIZE_MAX) return std::move(loop->failure);
