@@ -23,8 +23,14 @@ std::string utf8_arg(const py::handle& text, std::string_view what) {
     // A lone surrogate (e.g. from os.fsdecode of undecodable bytes) has no UTF-8 form; the file
     // formats store names, keys and metadata as UTF-8 only. Chain the codec's error for the position.
     py::error_already_set cause;
+    std::string shown = py::repr(text);
+    if (shown.size() > 80) {  // a long value is not worth repeating whole; cut between characters
+      std::size_t cut = 80;
+      while (cut > 0 && (static_cast<unsigned char>(shown[cut]) & 0xC0) == 0x80) --cut;
+      shown = shown.substr(0, cut) + "...";
+    }
     py::raise_from(cause, PyExc_ValueError,
-                   (std::string(what) + " " + std::string(py::repr(text)) +
+                   (std::string(what) + " " + shown +
                     " is not valid UTF-8 (it holds a lone surrogate): names, keys and metadata must be valid UTF-8")
                        .c_str());
     throw py::error_already_set();

@@ -151,6 +151,12 @@ def test_lone_surrogate_error_has_the_codec_error_as_cause():
     with pytest.raises(ValueError) as info:
         safeweights.numpy.save({LONE: np.zeros(1)})
     assert isinstance(info.value.__cause__, UnicodeEncodeError)
+    with pytest.raises(ValueError) as info:
+        safeweights.numpy.save({"a": np.zeros(1)}, metadata={"k": LONE * 100_000})
+    assert len(str(info.value)) < 300  # the value is shown shortened, not repeated whole
+    for n in range(38, 44):  # wherever the cut falls, between characters (é is two bytes in UTF-8)
+        with pytest.raises(ValueError, match="valid UTF-8"):
+            safeweights.numpy.save({"a": np.zeros(1)}, metadata={"é" * n + LONE: "v"})
 
 
 @pytest.mark.parametrize("case", ["directory", "missing folder"])
