@@ -66,7 +66,8 @@ FormatOptions input_options(const std::string& backend) {
 
 FileBackend parse_backend(const std::string& name) { return name == "pread" ? FileBackend::Pread : FileBackend::Mmap; }
 
-void print_error(const Error& error) { std::fprintf(stderr, "safeweights: %s\n", error.to_string().c_str()); }
+// Messages carry names and text from the input: escaped, so they cannot drive the terminal.
+void print_error(const Error& error) { std::fprintf(stderr, "safeweights: %s\n", printable(error.to_string()).c_str()); }
 
 bool write_all(int fd, std::span<const std::byte> bytes) {
   std::size_t done = 0;

@@ -24,7 +24,8 @@ int run(const InspectOptions& opt) {
     print_error(text.error());
     return kExitInvalid;
   }
-  std::fputs(text->c_str(), stdout);
+  // JSON escapes what it must and stays exact; a report for people must not drive their terminal.
+  std::fputs(opt.json ? text->c_str() : printable(*text, LineBreaks::Keep).c_str(), stdout);
   return kExitOk;
 }
 

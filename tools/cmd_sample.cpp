@@ -68,7 +68,7 @@ int run(const std::string& out) {
     print_error(s.error());
     return kExitInvalid;
   }
-  std::printf("wrote %s (%zu tensors)\n", out.c_str(), tensors.size());
+  std::printf("wrote %s (%zu tensors)\n", printable(out).c_str(), tensors.size());
   return kExitOk;
 }
 

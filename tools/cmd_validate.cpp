@@ -46,9 +46,10 @@ int run(const ValidateOptions& opt) {
                          (out.status.is_ok() ? std::string("null") : error_json(out.status.error())) + "}";
       std::printf("%s\n", line.c_str());
     } else if (out.status.is_ok()) {
-      std::printf("%s: OK (%s, %s)\n", path.c_str(), std::string(out.format->name()).c_str(), out.summary.c_str());
+      std::printf("%s: OK (%s, %s)\n", printable(path).c_str(), std::string(out.format->name()).c_str(),
+                  printable(out.summary).c_str());
     } else {
-      std::printf("%s: INVALID\n", path.c_str());
+      std::printf("%s: INVALID\n", printable(path).c_str());
       print_error(out.status.error());
     }
   }

@@ -16,6 +16,14 @@ namespace safeweights {
 // `s` as a JSON string with serde_json's escaping; bytes that are not valid UTF-8 (names and messages
 // from a hostile file can hold them) each become U+FFFD, so the output is always valid JSON.
 std::string json_quote(std::string_view s);
+// Whether printable() keeps line feeds (multi-line reports) or escapes them (one field of a line).
+enum class LineBreaks { Escape, Keep };
+// `s` made safe to show on a terminal, for every human-readable output (reports and error messages):
+// C0 control characters (a line feed kept when asked), DEL and bytes that are not valid UTF-8 become
+// \xHH, C1 control characters (U+0080..U+009F) become \u{HH}. Names and messages from a hostile file
+// then cannot move the cursor, recolour, retitle or clear the terminal, or overwrite a line with \r.
+// Everything else is unchanged. JSON output uses json_quote instead, which keeps the exact text.
+std::string printable(std::string_view s, LineBreaks line_breaks = LineBreaks::Escape);
 // {"kind":..,"message":..,"entry":..,"tensor":..,"offset":..} (entry, tensor, offset when known).
 std::string error_json(const Error& error);
 // "1.5 GiB", "12 B".

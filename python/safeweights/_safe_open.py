@@ -291,7 +291,10 @@ class safe_open:  # noqa: N801 (the reference's name)
         return self._handle.metadata()
 
     def __contains__(self, name) -> bool:
-        return isinstance(name, str) and self._handle.contains(name)
+        try:
+            return isinstance(name, str) and self._handle.contains(name)
+        except ValueError:  # a str with no UTF-8 form (a lone surrogate) names no tensor
+            return False
 
     def get_tensor(self, name: str):
         code, shape, offset, nbytes = self._handle.info(name)

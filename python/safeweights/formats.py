@@ -1,12 +1,11 @@
 """Any file the library reads, through its format registry: detect, validate, inspect.
 
 The format is found from the file's content (magic bytes, then structure), never from its name, and
-every rule of that format is applied in C++. Paths and http(s):// URLs are accepted.
+every rule of that format is applied in C++. Paths (str, bytes, os.PathLike, as open() takes them) and
+http(s):// URLs are accepted.
 """
 
 from __future__ import annotations
-
-import os
 
 from . import _safeweights
 
@@ -14,16 +13,9 @@ from . import _safeweights
 # until inspect() is called (the annotations stay strings; formats.pyi has the types).
 
 
-def _path(path) -> str:
-    text = os.fspath(path)
-    if isinstance(text, bytes):
-        text = os.fsdecode(text)
-    return text
-
-
 def detect_format(path) -> str:
     """The file's format: "safetensors", "safetensors-index", "dduf" or "pytorch"."""
-    return _safeweights._detect_format(_path(path))
+    return _safeweights._detect_format(path)
 
 
 def validate(path, *, strict: bool = False, crc: bool = True) -> str:
@@ -32,7 +24,7 @@ def validate(path, *, strict: bool = False, crc: bool = True) -> str:
     ``strict`` also rejects unknown fields in safetensors tensor entries; ``crc=False`` skips the
     CRC-32 of archive members (which reads every byte).
     """
-    _format, summary = _safeweights._validate(_path(path), strict, crc)
+    _format, summary = _safeweights._validate(path, strict, crc)
     return summary
 
 
@@ -40,4 +32,4 @@ def inspect(path, entry: str | None = None) -> dict:
     """What ``safeweights inspect --json`` prints, as a dict (``entry``: a DDUF .safetensors member)."""
     import json  # noqa: PLC0415 (lazy, see above)
 
-    return json.loads(_safeweights._inspect(_path(path), entry))
+    return json.loads(_safeweights._inspect(path, entry))

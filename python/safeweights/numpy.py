@@ -12,6 +12,7 @@ Loading returns read-only arrays that view the file's mapping (``load_file``) or
 from __future__ import annotations
 
 import os
+import weakref
 from typing import Dict, Optional, Union
 
 import numpy as np
@@ -35,7 +36,10 @@ def _flatten(tensor_dict: Dict[str, np.ndarray]):
             arr = arr.astype(arr.dtype.newbyteorder("<"))
         if not arr.flags.c_contiguous:  # (0-d arrays always are; np.ascontiguousarray would make them 1-d)
             arr = np.ascontiguousarray(arr)  # C order
-        keep.append(arr)
+        # Held until the write returns, taken before the address is read: the reference keeps the array
+        # alive, and numpy refuses to resize an array that has a weak reference (even with
+        # refcheck=False), which would free the memory the writer reads without the GIL.
+        keep.append((arr, weakref.ref(arr)))
         specs[name] = _safeweights.TensorSpec(
             dtype=arr.dtype.name, shape=list(arr.shape), data_ptr=arr.ctypes.data, data_len=arr.nbytes
         )

@@ -156,6 +156,9 @@ def _flatten(tensors: Dict[str, torch.Tensor]):
             )
         if v.device.type != "cpu":
             v = v.to("cpu")  # meta tensors raise torch's own error here, as in the reference
+        # A lazy conjugate (t.conj()) or negative (t.conj().imag, torch._neg_view) view shares the
+        # memory of its source and holds only a flag: the values are the resolved ones, copied here.
+        v = v.resolve_conj().resolve_neg()
         keep.append(v)
         specs[name] = _safeweights.TensorSpec(
             dtype=str(v.dtype).split(".")[-1],

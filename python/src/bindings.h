@@ -80,6 +80,13 @@ std::shared_ptr<const HeldBuffer> hold_buffer(const py::handle& object);
 // A safe_open handle (_SafeFile) over an opened reader; writable_views only for copy-on-write maps.
 py::object make_safe_file(safetensors::Reader reader, bool writable_views);
 
+// A path argument as open() takes it (str, bytes or os.PathLike), encoded for the file system. Raises
+// ValueError("embedded null byte") as open() does, TypeError for other types.
+std::string path_arg(const py::handle& path);
+// A str that becomes (or looks up) a tensor name, entry name, metadata key or value, as UTF-8. Raises
+// TypeError for a non-str and ValueError naming `what` for a str with no UTF-8 form (a lone surrogate).
+std::string utf8_arg(const py::handle& text, std::string_view what);
+
 // Opens a local path, or an http(s):// URL (not mapped: tensors are then read into owned memory).
 Result<SourcePtr> open_input(const std::string& path_or_url, FileBackend backend);
 

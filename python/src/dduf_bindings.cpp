@@ -40,8 +40,6 @@ class DDUFExporter {
   std::optional<dduf::Exporter> exporter_;
 };
 
-std::string fspath(const py::object& path) { return py::str(py::module_::import("os").attr("fspath")(path)); }
-
 dduf::PackOptions pack_options(std::uint32_t alignment, bool reference_layout) {
   dduf::PackOptions options;
   options.alignment = reference_layout ? 0 : alignment;
@@ -56,7 +54,7 @@ void register_dduf(py::module_& m) {
       .def_static(
           "open",
           [](py::object path) {
-            const std::string p = fspath(path);
+            const std::string p = path_arg(path);
             Result<dduf::Reader> reader = [&]() -> Result<dduf::Reader> {
               py::gil_scoped_release nogil;
               Result<SourcePtr> source = open_input(p, FileBackend::MmapPrivate);
@@ -95,7 +93,8 @@ void register_dduf(py::module_& m) {
            },
            py::arg("offset"), py::arg("length"))
       .def("open_safetensors",
-           [](const DDUFArchive& a, const std::string& name) {
+           [](const DDUFArchive& a, const py::handle& name_arg) {
+             const std::string name = utf8_arg(name_arg, "entry name");
              Result<safetensors::Reader> reader = [&] {
                py::gil_scoped_release nogil;
                return a.reader().open_safetensors(name);
@@ -123,7 +122,7 @@ void register_dduf(py::module_& m) {
       .def_static(
           "create",
           [](py::object path, std::uint32_t alignment, bool reference_layout) {
-            const std::string p = fspath(path);
+            const std::string p = path_arg(path);
             Result<dduf::Exporter> ex = [&] {
               py::gil_scoped_release nogil;
               return dduf::Exporter::create(p, pack_options(alignment, reference_layout));
@@ -132,15 +131,17 @@ void register_dduf(py::module_& m) {
           },
           py::arg("path"), py::arg("alignment"), py::arg("reference_layout"))
       .def("add_bytes",
-           [](DDUFExporter& e, const std::string& name, py::object data) {
+           [](DDUFExporter& e, const py::handle& name_arg, py::object data) {
+             const std::string name = utf8_arg(name_arg, "entry name");
              auto held = hold_buffer(data);
              dduf::Exporter& ex = e.get();
              ok_or_raise(without_gil([&] { return ex.add_bytes(name, held->bytes()); }), Domain::DDUFExport);
            },
            py::arg("name"), py::arg("data"))
       .def("add_file",
-           [](DDUFExporter& e, const std::string& name, py::object path) {
-             const std::string p = fspath(path);
+           [](DDUFExporter& e, const py::handle& name_arg, py::object path) {
+             const std::string name = utf8_arg(name_arg, "entry name");
+             const std::string p = path_arg(path);
              dduf::Exporter& ex = e.get();
              ok_or_raise(without_gil([&] { return ex.add_file(name, p); }), Domain::DDUFExport);
            },
@@ -157,7 +158,7 @@ void register_dduf(py::module_& m) {
   m.def(
       "_pack_folder",
       [](py::object folder, py::object path, std::uint32_t alignment, bool reference_layout) {
-        const std::string f = fspath(folder), p = fspath(path);
+        const std::string f = path_arg(folder), p = path_arg(path);
         Status s = without_gil([&] { return dduf::pack_folder(f, p, pack_options(alignment, reference_layout)); });
         ok_or_raise(s, Domain::DDUFExport);
       },
@@ -165,8 +166,8 @@ void register_dduf(py::module_& m) {
 
   m.def(
       "_validate_entry_name",
-      [](const std::string& name) -> py::tuple {
-        Result<std::string> r = dduf::validate_entry_name(name);
+      [](const py::handle& name) -> py::tuple {
+        Result<std::string> r = dduf::validate_entry_name(utf8_arg(name, "entry name"));
         if (r.is_ok()) return py::make_tuple(true, r.value());
         return py::make_tuple(false, r.error().message());
       },
@@ -174,8 +175,11 @@ void register_dduf(py::module_& m) {
 
   m.def(
       "_validate_structure",
-      [](const std::string& model_index, const std::vector<std::string>& names) {
-        ok_or_raise(dduf::validate_structure(model_index, names), Domain::DDUFRead);
+      [](const py::handle& model_index, const py::list& name_args) {
+        std::vector<std::string> names;
+        names.reserve(name_args.size());
+        for (const py::handle name : name_args) names.push_back(utf8_arg(name, "entry name"));
+        ok_or_raise(dduf::validate_structure(utf8_arg(model_index, "model_index.json"), names), Domain::DDUFRead);
       },
       py::arg("model_index"), py::arg("names"));
 }

@@ -31,11 +31,12 @@ FormatOptions options_for(bool strict, bool crc) {
 void register_formats(py::module_& m) {
   m.def(
       "_detect_format",
-      [](const std::string& path) { return std::string(detect_or_raise(path, {}).name()); },
+      [](const py::handle& path) { return std::string(detect_or_raise(path_arg(path), {}).name()); },
       py::arg("path"), "The registry name of the file's format, found from its content.");
   m.def(
       "_validate",
-      [](const std::string& path, bool strict, bool crc) {
+      [](const py::handle& path_object, bool strict, bool crc) {
+        const std::string path = path_arg(path_object);
         const FormatOptions options = options_for(strict, crc);
         const Format& format = detect_or_raise(path, options);
         auto summary = without_gil([&] { return format.validate(path, options); });
@@ -45,11 +46,12 @@ void register_formats(py::module_& m) {
       "(format, summary) for a valid file; raises the format's error otherwise.");
   m.def(
       "_inspect",
-      [](const std::string& path, std::optional<std::string> entry) {
+      [](const py::handle& path_object, const py::object& entry) {
+        const std::string path = path_arg(path_object);
         const FormatOptions options = options_for(false, true);
         const Format& format = detect_or_raise(path, options);
         std::vector<std::string> members;
-        if (entry) members.push_back(*entry);
+        if (!entry.is_none()) members.push_back(utf8_arg(entry, "entry name"));
         auto text = without_gil([&] { return format.inspect(path, members, options, true); });
         return value_or_raise(std::move(text), domain_of(format));
       },

@@ -160,7 +160,7 @@ SerializeInput serialize_input(const py::dict& tensor_dict, const std::optional<
                            std::string(py::str(py::type::of(value).attr("__name__"))) + " for key " +
                            std::string(py::repr(key)));
     const auto& spec = value.cast<const TensorSpec&>();
-    in.tensors.push_back({key.cast<std::string>(), spec.dtype, spec.shape,
+    in.tensors.push_back({utf8_arg(key, "tensor name"), spec.dtype, spec.shape,
                           {reinterpret_cast<const std::byte*>(spec.data_ptr), static_cast<std::size_t>(spec.data_len)}});
   }
   if (metadata) {
@@ -168,7 +168,7 @@ SerializeInput serialize_input(const py::dict& tensor_dict, const std::optional<
     for (auto [k, v] : *metadata) {
       if (!py::isinstance<py::str>(k) || !py::isinstance<py::str>(v))
         throw py::type_error("metadata must be a dict of str -> str");
-      entries.emplace_back(k.cast<std::string>(), v.cast<std::string>());
+      entries.emplace_back(utf8_arg(k, "metadata key"), utf8_arg(v, "metadata value"));
     }
     in.metadata = std::move(entries);
   }
@@ -185,11 +185,12 @@ void register_safetensors(py::module_& m) {
   py::class_<SafeFile>(m, "_SafeFile", "An open safetensors file (internal; use safeweights.safe_open).")
       .def_static(
           "open",
-          [](const std::string& filename, const std::string& backend) {
+          [](const py::handle& filename, const std::string& backend) {
+            const std::string path = path_arg(filename);
             const FileBackend b = backend == "pread" ? FileBackend::Pread : FileBackend::MmapPrivate;
             Result<SourcePtr> source = [&] {
               py::gil_scoped_release nogil;
-              return open_input(filename, b);
+              return open_input(path, b);
             }();
             return open_reader(value_or_raise(std::move(source), Domain::Safetensors, kHeaderPrefix), b != FileBackend::Pread);
           },
@@ -231,12 +232,14 @@ void register_safetensors(py::module_& m) {
              return out;
            })
       .def("contains",
-           [](const SafeFile& f, const std::string& name) { return f.reader()->header().find(name) != nullptr; },
+           [](const SafeFile& f, const py::handle& name) {
+             return f.reader()->header().find(utf8_arg(name, "tensor name")) != nullptr;
+           },
            py::arg("name"))
       .def("info",
-           [](const SafeFile& f, const std::string& name) {
+           [](const SafeFile& f, const py::handle& name) {
              auto r = f.reader();
-             return info_tuple(*r, find_tensor(*r, name));
+             return info_tuple(*r, find_tensor(*r, utf8_arg(name, "tensor name")));
            },
            py::arg("name"), "(dtype code, shape, absolute byte offset, byte length)")
       .def("infos",
@@ -268,9 +271,9 @@ void register_safetensors(py::module_& m) {
            "The whole file as a zero-copy buffer when it is mapped, else None. writable=True only for "
            "copy-on-write mappings (else None).")
       .def("read",
-           [](const SafeFile& f, const std::string& name) {
+           [](const SafeFile& f, const py::handle& name) {
              auto r = f.reader();
-             const auto& info = find_tensor(*r, name);
+             const auto& info = find_tensor(*r, utf8_arg(name, "tensor name"));
              py::bytearray out = new_bytearray(info.nbytes());
              auto dst = bytearray_span(out);
              ok_or_raise(without_gil([&] { return r->read(info, dst); }), Domain::Safetensors);
@@ -278,8 +281,9 @@ void register_safetensors(py::module_& m) {
            },
            py::arg("name"), "A copy of the tensor's bytes (GIL released while reading).")
       .def("read_slice",
-           [](const SafeFile& f, const std::string& name, const py::sequence& items) {
+           [](const SafeFile& f, const py::handle& name_arg, const py::sequence& items) {
              auto r = f.reader();
+             const std::string name = utf8_arg(name_arg, "tensor name");
              const auto& info = find_tensor(*r, name);
              SliceSpec spec = slice_spec_from(items);
              Result<SlicePlan> plan = r->plan_slice(info, spec);
@@ -350,7 +354,7 @@ void register_safetensors(py::module_& m) {
       "serialize_file",
       [](const py::dict& tensor_dict, py::object filename, std::optional<py::dict> metadata) {
         SerializeInput in = serialize_input(tensor_dict, metadata);
-        const std::string path = py::str(py::module_::import("os").attr("fspath")(filename));
+        const std::string path = path_arg(filename);
         Status s;
         {
           py::gil_scoped_release nogil;

@@ -9,19 +9,24 @@
 namespace safeweights {
 namespace {
 
+// The length of the valid UTF-8 sequence starting at s[i], or 0 when the byte there starts none.
+std::size_t utf8_length_at(std::string_view s, std::size_t i) {
+  const auto c = static_cast<unsigned char>(s[i]);
+  const std::size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+  if (len == 1) return 1;
+  if (len == 0 || i + len > s.size() || !json::is_valid_utf8(s.substr(i, len))) return 0;
+  return len;
+}
+
 // Each byte that does not start a valid UTF-8 sequence becomes U+FFFD.
 std::string repair_utf8(std::string_view s) {
   std::string out;
   out.reserve(s.size());
   std::size_t i = 0;
   while (i < s.size()) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    const std::size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
-    if (len > 1 && i + len <= s.size() && json::is_valid_utf8(s.substr(i, len))) {
+    if (const std::size_t len = utf8_length_at(s, i)) {
       out.append(s.substr(i, len));
       i += len;
-    } else if (len == 1) {
-      out.push_back(s[i++]);
     } else {
       out += "\xEF\xBF\xBD";
       ++i;
@@ -38,6 +43,27 @@ std::string json_quote(std::string_view s) {
     json::append_string(out, s);
   } else {
     json::append_string(out, repair_utf8(s));
+  }
+  return out;
+}
+
+std::string printable(std::string_view s, LineBreaks line_breaks) {
+  std::string out;
+  out.reserve(s.size());
+  std::size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    const std::size_t len = utf8_length_at(s, i);
+    if (len == 0 || (len == 1 && (c < 0x20 || c == 0x7F) && !(c == '\n' && line_breaks == LineBreaks::Keep))) {
+      append_format(out, "\\x%02x", c);
+      ++i;
+    } else if (len == 2 && c == 0xC2 && static_cast<unsigned char>(s[i + 1]) < 0xA0) {  // U+0080..U+009F
+      append_format(out, "\\u{%02x}", static_cast<unsigned char>(s[i + 1]));  // C2 xx is U+00xx
+      i += 2;
+    } else {
+      out.append(s.substr(i, len));
+      i += len;
+    }
   }
   return out;
 }

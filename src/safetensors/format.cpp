@@ -103,8 +103,11 @@ struct Totals {
 std::string tensor_table(const std::vector<const TensorInfo*>& rows, const std::vector<std::string>* shards) {
   std::string out;
   std::size_t name_w = 4, shape_w = 5, shard_w = 5;
+  std::vector<std::string> names;  // as shown: a hostile name cannot drive the terminal
+  names.reserve(rows.size());
   for (std::size_t i = 0; i < rows.size(); ++i) {
-    name_w = std::max(name_w, rows[i]->name.size());
+    names.push_back(printable(rows[i]->name));
+    name_w = std::max(name_w, names.back().size());
     shape_w = std::max(shape_w, shape_string(rows[i]->shape).size());
     if (shards) shard_w = std::max(shard_w, (*shards)[i].size());
   }
@@ -116,7 +119,7 @@ std::string tensor_table(const std::vector<const TensorInfo*>& rows, const std::
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const TensorInfo* t = rows[i];
     if (shards) append_format(out, "%-*s  ", static_cast<int>(shard_w), (*shards)[i].c_str());
-    append_format(out, "%-*.*s  %-11s  %-*s  %10s\n", static_cast<int>(name_w), static_cast<int>(t->name.size()), t->name.data(),
+    append_format(out, "%-*s  %-11s  %-*s  %10s\n", static_cast<int>(name_w), names[i].c_str(),
             std::string(type_name(t->dtype)).c_str(), static_cast<int>(shape_w), shape_string(t->shape).c_str(),
             human_bytes(t->nbytes()).c_str());
     for (Totals* tot : {&by_dtype[t->dtype], &all}) {
@@ -157,16 +160,16 @@ std::string inspect_index(const ShardedReader& reader, const std::string& path, 
     }
     return out + "]}\n";
   }
-  append_format(out, "file:        %s\nformat:      safetensors-index\nshards:      %zu\ntensors:     %zu\n", path.c_str(),
+  append_format(out, "file:        %s\nformat:      safetensors-index\nshards:      %zu\ntensors:     %zu\n", printable(path).c_str(),
           reader.shards().size(), reader.names().size());
-  for (const auto& [k, v] : reader.index_metadata()) append_format(out, "index metadata: %s: %s\n", k.c_str(), v.c_str());
+  for (const auto& [k, v] : reader.index_metadata()) append_format(out, "index metadata: %s: %s\n", printable(k).c_str(), printable(v).c_str());
   out += "\n";
   std::vector<const TensorInfo*> rows;
   std::vector<std::string> shards;
   for (const auto& name : reader.names()) {
     auto loc = reader.find(name);
     rows.push_back(loc->info);
-    shards.push_back(base_name(loc->shard->name()));
+    shards.push_back(printable(base_name(loc->shard->name())));
   }
   return out + tensor_table(rows, &shards);
 }
@@ -270,10 +273,10 @@ std::string inspect_file(const Reader& reader, const std::string& display, bool 
     return out + "]}\n";
   }
   append_format(out, "file:        %s\nformat:      safetensors\nheader:      %llu bytes\ntensors:     %zu\ndata:        %s\n",
-          display.c_str(), static_cast<unsigned long long>(h.header_size()), h.tensors().size(), human_bytes(h.data_size()).c_str());
+          printable(display).c_str(), static_cast<unsigned long long>(h.header_size()), h.tensors().size(), human_bytes(h.data_size()).c_str());
   if (h.has_metadata()) {
     out += "metadata:\n";
-    for (const auto& [k, v] : h.metadata()) append_format(out, "  %s: %s\n", k.c_str(), v.c_str());
+    for (const auto& [k, v] : h.metadata()) append_format(out, "  %s: %s\n", printable(k).c_str(), printable(v).c_str());
   } else {
     out += "metadata:    (none)\n";
   }

@@ -334,3 +334,27 @@ def test_public_names_of_the_reference():
                  "storage_size", "_find_shared_tensors", "_remove_duplicate_names", "_is_complete", "_end_ptr",
                  "_filter_shared_not_shared", "_flatten"):
         assert callable(getattr(swt, name)), name
+
+
+def test_conjugate_and_negative_views_are_saved_with_their_values(tmp_path):
+    z = torch.tensor([1 + 2j, -3.5 - 4j], dtype=torch.complex64)
+    views = {
+        "conj": z.conj(),  # a flag over z's memory, which still holds 1+2j, -3.5-4j
+        "neg": torch._neg_view(torch.tensor([1.0, -2.0])),
+        "neg_imag": torch.tensor([[1 + 2j]]).conj().imag,  # a 1x1 negative view, contiguous
+    }
+    assert views["conj"].is_conj() and views["neg"].is_neg() and views["neg_imag"].is_neg()
+    want = {  # torch's own values for the views
+        "conj": torch.tensor([1 - 2j, -3.5 + 4j], dtype=torch.complex64),
+        "neg": torch.tensor([-1.0, 2.0]),
+        "neg_imag": torch.tensor([[-2.0]]),
+    }
+    for k, v in views.items():
+        assert torch.equal(v.resolve_conj().resolve_neg(), want[k])
+    path = tmp_path / "views.safetensors"
+    save_file(views, path)
+    for loaded in (load(save(views)), load_file(path)):
+        for k, w in want.items():
+            assert not loaded[k].is_conj() and not loaded[k].is_neg()
+            assert torch.equal(loaded[k], w), k
+    assert z[0] == 1 + 2j  # the source tensor is untouched
