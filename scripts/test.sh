@@ -3,7 +3,8 @@
 #
 #   scripts/test.sh            Release build (build/) + ctest (the Python suite on Debian's numpy 1.24 and
 #                              torch 1.13), then the Python suite again on numpy 2 in the pinned venv
-#                              build/venv-np2 (scripts/python-env.sh, tests/python/requirements.txt)
+#                              build/venv-np2 (scripts/python-env.sh, tests/python/requirements.txt), then
+#                              the wheel built, repaired and tested in a clean venv (scripts/check-wheel.sh)
 #   scripts/test.sh --full     also (a) the whole suite under AddressSanitizer + UndefinedBehaviorSanitizer
 #                              (build-asan/) and (b) every libFuzzer target for FUZZ_SECONDS seconds each
 #                              (default 60), seeded from fuzz/corpus/ (build-fuzz/). CI=true implies --full.
@@ -55,6 +56,7 @@ release_tests() {
   run_ctest build
 
   python_np2_tests
+  wheel_test
 }
 
 # The Python suite a second time, in the pinned venv of scripts/python-env.sh (numpy 2, ml_dtypes, the
@@ -82,6 +84,18 @@ python_np2_tests() {
   if [[ $line =~ ([0-9]+)\ passed ]]; then passed_total=$((passed_total + BASH_REMATCH[1])); fi
   if [[ $line =~ ([0-9]+)\ failed ]]; then failed_total=$((failed_total + BASH_REMATCH[1])); fi
   return 0
+}
+
+# The wheel as users get it (scripts/check-wheel.sh): built by scikit-build-core, repaired by auditwheel,
+# installed into a clean venv of another Python (3.12/3.13 where one is found) and tested there. Needs
+# the package index, as python_np2_tests does.
+wheel_test() {
+  [[ -d build/python/safeweights ]] || return 0
+  section "wheel: build, auditwheel repair, clean-venv install and tests (build/wheel-check)"
+  if ! bash scripts/check-wheel.sh build/wheel-check; then
+    echo "check-wheel.sh failed (see above)" >&2
+    return 1
+  fi
 }
 
 asan_tests() {

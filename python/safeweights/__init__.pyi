@@ -1,6 +1,6 @@
 import os
 from types import TracebackType
-from typing import Any, Dict, List, Optional, Tuple, Type, Union
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Type, Union
 
 from ._errors import DDUFBadZipFileError as DDUFBadZipFileError
 from ._errors import DDUFCorruptedFileError as DDUFCorruptedFileError
@@ -33,6 +33,8 @@ def serialize_file(
 def deserialize(bytes: bytes) -> List[Tuple[str, Dict[str, Any]]]: ...
 
 class PySafeSlice:
+    # Made by safe_open.get_slice(); not meant to be constructed directly.
+    def __init__(self, owner: safe_open, name: str, code: str, shape: Sequence[int]) -> None: ...
     def get_shape(self) -> List[int]: ...
     def get_dtype(self) -> str: ...
     @property

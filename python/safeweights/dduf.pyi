@@ -1,3 +1,4 @@
+import dataclasses
 import os
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -10,15 +11,32 @@ from ._errors import DDUFExportError as DDUFExportError
 from ._errors import DDUFInvalidEntryNameError as DDUFInvalidEntryNameError
 from . import safe_open
 
+__all__ = [
+    "DDUFEntry",
+    "DDUFError",
+    "DDUFCorruptedFileError",
+    "DDUFBadZipFileError",
+    "DDUFExportError",
+    "DDUFInvalidEntryNameError",
+    "read_dduf_file",
+    "verify_dduf_file",
+    "export_entries_as_dduf",
+    "export_folder_as_dduf",
+    "load_safetensors",
+    "open_safetensors",
+]
+
 DDUF_ALLOWED_ENTRIES: Set[str]
 DDUF_FOLDER_REQUIRED_ENTRIES: Set[str]
 
+@dataclasses.dataclass
 class DDUFEntry:
     filename: str
     length: int
     offset: int
     dduf_path: Path
-    def __init__(self, filename: str, length: int, offset: int, dduf_path: Union[str, Path]) -> None: ...
+    _archive: Any = ...
+    def __post_init__(self) -> None: ...
     def as_mmap(self) -> AbstractContextManager[memoryview]: ...
     def read_text(self, encoding: str = "utf-8") -> str: ...
 
