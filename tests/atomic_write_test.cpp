@@ -17,6 +17,7 @@
 #include "safeweights/atomic_file.h"
 #include "safeweights/cancel.h"
 #include "safeweights/safetensors_writer.h"
+#include "safeweights/sharded.h"
 #include "test_util.h"
 
 namespace {
@@ -297,6 +298,22 @@ TEST(AtomicFileTest, CommitAfterCancelIsInterrupted) {
   f->abandon();
   EXPECT_EQ(read_file_bytes(p), "old");
   EXPECT_EQ(dir.list(), std::vector<std::string>{"f.bin"});
+}
+
+// A multi-file output is committed as a group: a cancellation pending when the shards are done
+// commits none of them, and no index appears.
+TEST(AtomicFileTest, CancelledShardedWriteCommitsNothing) {
+  TempDir dir;
+  Model m = small_model();
+  auto tv = m.data();
+  safeweights::safetensors::ShardOptions opt;
+  opt.max_shard_bytes = 64;
+  safeweights::request_cancel();
+  auto res = safeweights::safetensors::write_sharded(dir.path(), tv, opt);
+  safeweights::clear_cancel();
+  ASSERT_FALSE(res.is_ok());
+  EXPECT_EQ(res.error().kind(), K::Interrupted);
+  EXPECT_TRUE(dir.list().empty());
 }
 
 // A real signal at a known moment: a child process writes 1 MiB through an AtomicFile, tells us, and

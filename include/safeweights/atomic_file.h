@@ -64,6 +64,11 @@ class AtomicFile {
   // Interrupted if cancellation was requested (the file is then discarded by the destructor or
   // abandon()); otherwise closes the file, gives it the target's name and (if durable) syncs the folder.
   Status commit();
+  // Commits `files` in order after a single check_cancelled(), so that a cancellation cannot split the
+  // group (multi-file outputs: shards and their index). A failure of the system in the middle (the
+  // folder removed meanwhile) still leaves the earlier files committed: an output that must be all or
+  // nothing in that case too is built in a staging folder and renamed (as dduf::unpack does).
+  static Status commit_all(std::span<AtomicFile> files);
   // Discards the file now; the target stays as it was.
   void abandon() noexcept;
 
@@ -75,6 +80,7 @@ class AtomicFile {
  private:
   AtomicFile(std::string target, std::string temp, int fd, int slot, bool durable)
       : target_(std::move(target)), temp_(std::move(temp)), fd_(fd), slot_(slot), durable_(durable) {}
+  Status commit_unchecked();
   Status commit_named();
   Status commit_nameless();
   void release_name() noexcept;

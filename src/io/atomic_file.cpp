@@ -258,6 +258,19 @@ Status AtomicFile::truncate(std::uint64_t size) {
 Status AtomicFile::commit() {
   if (fd_ < 0) return Error(ErrorKind::InvalidArgument, "file already committed or abandoned").with_file(target_);
   if (Status s = check_cancelled(); !s.is_ok()) return std::move(s.error().with_file(target_));
+  return commit_unchecked();
+}
+
+Status AtomicFile::commit_all(std::span<AtomicFile> files) {
+  if (Status s = check_cancelled(); !s.is_ok()) return s;
+  for (AtomicFile& f : files) {
+    if (f.fd_ < 0) return Error(ErrorKind::InvalidArgument, "file already committed or abandoned").with_file(f.target_);
+    SW_RETURN_IF_ERROR(f.commit_unchecked());
+  }
+  return Status::ok();
+}
+
+Status AtomicFile::commit_unchecked() {
   if (durable_ && ::fdatasync(fd_) != 0) {
     return Error(ErrorKind::IoError, "fdatasync failed: " + errno_text(errno)).with_file(target_);
   }
