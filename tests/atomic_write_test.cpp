@@ -11,10 +11,13 @@
 #include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "safeweights/atomic_file.h"
+#include "safeweights/cancel.h"
 #include "safeweights/safetensors_writer.h"
+#include "safeweights/sharded.h"
 #include "test_util.h"
 
 namespace {
@@ -175,16 +178,13 @@ TEST(AtomicWrite, ReplacementIsANewInode) {
 
 // ---- AtomicFile ------------------------------------------------------------------------------------
 
-TEST(AtomicFileTest, CommitAppendPwriteTruncate) {
+// The bytes written through an AtomicFile, committed, in either mode.
+void check_commit_append_pwrite_truncate(const safeweights::AtomicFileOptions& options) {
   TempDir dir;
   const std::string p = dir.file("f.bin");
-  auto f = AtomicFile::create(p);
+  auto f = AtomicFile::create(p, options);
   ASSERT_TRUE(IsOk(f));
   EXPECT_EQ(f->target(), p);
-  EXPECT_NE(f->temp_path(), p);
-  // The temporary file lives in the target's folder.
-  EXPECT_EQ(fs::path(f->temp_path()).parent_path(), fs::path(p).parent_path());
-  EXPECT_TRUE(fs::exists(f->temp_path()));
   EXPECT_FALSE(fs::exists(p));
   ASSERT_TRUE(IsOk(f->append(to_bytes("abc"))));
   ASSERT_TRUE(IsOk(f->append(to_bytes("def"))));
@@ -198,27 +198,80 @@ TEST(AtomicFileTest, CommitAppendPwriteTruncate) {
   EXPECT_EQ(dir.list(), std::vector<std::string>{"f.bin"});
 }
 
-TEST(AtomicFileTest, DestructorRemovesTemporary) {
+safeweights::AtomicFileOptions named_options() {
+  safeweights::AtomicFileOptions o;
+  o.named_temporary = true;
+  return o;
+}
+
+TEST(AtomicFileTest, CommitAppendPwriteTruncate) { check_commit_append_pwrite_truncate({}); }
+TEST(AtomicFileTest, CommitAppendPwriteTruncateNamedFallback) { check_commit_append_pwrite_truncate(named_options()); }
+
+// Where O_TMPFILE works (every filesystem a test folder is on here), the uncommitted file has no name.
+TEST(AtomicFileTest, UncommittedFileHasNoName) {
+  TempDir dir;
+  auto f = AtomicFile::create(dir.file("f.bin"));
+  ASSERT_TRUE(IsOk(f));
+  ASSERT_TRUE(IsOk(f->append(to_bytes("data"))));
+  EXPECT_EQ(f->temp_path(), "");
+  EXPECT_TRUE(dir.list().empty());
+}
+
+// The named fallback: the temporary file lives in the target's folder, under a hidden name.
+TEST(AtomicFileTest, NamedFallbackLivesBesideTarget) {
   TempDir dir;
   const std::string p = dir.file("f.bin");
-  write_file_bytes(p, "original");
-  std::string temp;
-  {
-    auto f = AtomicFile::create(p);
+  auto f = AtomicFile::create(p, named_options());
+  ASSERT_TRUE(IsOk(f));
+  EXPECT_NE(f->temp_path(), p);
+  EXPECT_EQ(fs::path(f->temp_path()).parent_path(), fs::path(p).parent_path());
+  EXPECT_TRUE(fs::exists(f->temp_path()));
+}
+
+TEST(AtomicFileTest, ReplaceNamelessAndNamed) {
+  for (bool named : {false, true}) {
+    TempDir dir;
+    const std::string p = dir.file("f.bin");
+    write_file_bytes(p, "old");
+    ::chmod(p.c_str(), 0640);
+    safeweights::AtomicFileOptions o;
+    o.named_temporary = named;
+    auto f = AtomicFile::create(p, o);
     ASSERT_TRUE(IsOk(f));
-    temp = f->temp_path();
-    ASSERT_TRUE(IsOk(f->append(to_bytes("new bytes that never land"))));
-    EXPECT_TRUE(fs::exists(temp));
+    ASSERT_TRUE(IsOk(f->append(to_bytes("new"))));
+    EXPECT_EQ(read_file_bytes(p), "old");
+    ASSERT_TRUE(IsOk(f->commit()));
+    EXPECT_EQ(read_file_bytes(p), "new");
+    EXPECT_EQ(mode_of(p), 0640u);
+    EXPECT_EQ(dir.list(), std::vector<std::string>{"f.bin"});
   }
-  EXPECT_FALSE(fs::exists(temp));
-  EXPECT_EQ(read_file_bytes(p), "original");
-  EXPECT_EQ(dir.list(), std::vector<std::string>{"f.bin"});
+}
+
+TEST(AtomicFileTest, DestructorRemovesTemporary) {
+  for (bool named : {false, true}) {
+    TempDir dir;
+    const std::string p = dir.file("f.bin");
+    write_file_bytes(p, "original");
+    std::string temp;
+    {
+      safeweights::AtomicFileOptions o;
+      o.named_temporary = named;
+      auto f = AtomicFile::create(p, o);
+      ASSERT_TRUE(IsOk(f));
+      temp = f->temp_path();
+      ASSERT_TRUE(IsOk(f->append(to_bytes("new bytes that never land"))));
+      EXPECT_EQ(fs::exists(temp), named);
+    }
+    EXPECT_FALSE(fs::exists(temp));
+    EXPECT_EQ(read_file_bytes(p), "original");
+    EXPECT_EQ(dir.list(), std::vector<std::string>{"f.bin"});
+  }
 }
 
 TEST(AtomicFileTest, AbandonRemovesTemporaryNow) {
   TempDir dir;
   const std::string p = dir.file("f.bin");
-  auto f = AtomicFile::create(p);
+  auto f = AtomicFile::create(p, named_options());
   ASSERT_TRUE(IsOk(f));
   ASSERT_TRUE(IsOk(f->append(to_bytes("x"))));
   const std::string temp = f->temp_path();
@@ -227,6 +280,82 @@ TEST(AtomicFileTest, AbandonRemovesTemporaryNow) {
   EXPECT_FALSE(fs::exists(p));
   EXPECT_TRUE(dir.list().empty());
 }
+
+// A cancellation requested during the write (Ctrl-C in Python's save_file) stops commit(): the target
+// keeps its old bytes and nothing new appears.
+TEST(AtomicFileTest, CommitAfterCancelIsInterrupted) {
+  TempDir dir;
+  const std::string p = dir.file("f.bin");
+  write_file_bytes(p, "old");
+  auto f = AtomicFile::create(p);
+  ASSERT_TRUE(IsOk(f));
+  ASSERT_TRUE(IsOk(f->append(to_bytes("new"))));
+  safeweights::request_cancel();
+  auto s = f->commit();
+  safeweights::clear_cancel();
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_EQ(s.error().kind(), K::Interrupted);
+  f->abandon();
+  EXPECT_EQ(read_file_bytes(p), "old");
+  EXPECT_EQ(dir.list(), std::vector<std::string>{"f.bin"});
+}
+
+// A multi-file output is committed as a group: a cancellation pending when the shards are done
+// commits none of them, and no index appears.
+TEST(AtomicFileTest, CancelledShardedWriteCommitsNothing) {
+  TempDir dir;
+  Model m = small_model();
+  auto tv = m.data();
+  safeweights::safetensors::ShardOptions opt;
+  opt.max_shard_bytes = 64;
+  safeweights::request_cancel();
+  auto res = safeweights::safetensors::write_sharded(dir.path(), tv, opt);
+  safeweights::clear_cancel();
+  ASSERT_FALSE(res.is_ok());
+  EXPECT_EQ(res.error().kind(), K::Interrupted);
+  EXPECT_TRUE(dir.list().empty());
+}
+
+// A real signal at a known moment: a child process writes 1 MiB through an AtomicFile, tells us, and
+// waits; we send `sig` and wait (bounded) for it to die of it. Nothing may remain but the old target.
+void check_signal_leaves_nothing(int sig, bool named) {
+  TempDir dir;
+  const std::string p = dir.file("out.bin");
+  write_file_bytes(p, "old");
+  int ready[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::close(ready[0]);
+    safeweights::install_cleanup_signal_handlers();
+    safeweights::AtomicFileOptions o;
+    o.named_temporary = named;
+    auto f = AtomicFile::create(p, o);
+    if (!f.is_ok() || !f->append(pattern(1 << 20, 3)).is_ok()) ::_exit(3);
+    if (::write(ready[1], "r", 1) != 1) ::_exit(4);
+    for (;;) ::pause();
+  }
+  ::close(ready[1]);
+  char c = 0;
+  ASSERT_EQ(::read(ready[0], &c, 1), 1) << "child failed before writing";
+  ::close(ready[0]);
+  if (named) {
+    EXPECT_EQ(dir.list().size(), 2u) << "the named fallback shows its temporary file";
+  }
+  ASSERT_EQ(::kill(pid, sig), 0);
+  int status = 0;
+  ASSERT_EQ(wait_for_child(pid, status), pid) << "child did not die within 30 s";
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == sig) << "status " << status;
+  EXPECT_EQ(dir.list(), std::vector<std::string>{"out.bin"});
+  EXPECT_EQ(read_file_bytes(p), "old");
+}
+
+TEST(AtomicFileSignal, SigintNameless) { check_signal_leaves_nothing(SIGINT, false); }
+TEST(AtomicFileSignal, SigtermNameless) { check_signal_leaves_nothing(SIGTERM, false); }
+TEST(AtomicFileSignal, SigkillNameless) { check_signal_leaves_nothing(SIGKILL, false); }
+TEST(AtomicFileSignal, SigintNamedFallback) { check_signal_leaves_nothing(SIGINT, true); }
+TEST(AtomicFileSignal, SigtermNamedFallback) { check_signal_leaves_nothing(SIGTERM, true); }
 
 TEST(AtomicFileTest, MovedFromDoesNotRemoveTemporary) {
   TempDir dir;

@@ -5,8 +5,13 @@
 #include <gtest/gtest.h>
 
 #include <stdlib.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <thread>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -163,6 +168,20 @@ inline ::testing::AssertionResult ParseOk(std::string_view bytes,
 }
 
 // ---- files ---------------------------------------------------------------------------------------
+
+// waitpid() with a bound: the child's pid once it has ended (its status in `status`), or -1 after
+// `limit` (the child is then killed with SIGKILL and reaped, so no test leaves a process behind).
+inline pid_t wait_for_child(pid_t pid, int& status, std::chrono::seconds limit = std::chrono::seconds(30)) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < deadline) {
+    pid_t r = ::waitpid(pid, &status, WNOHANG);
+    if (r != 0) return r;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, &status, 0);
+  return -1;
+}
 
 class TempDir {
  public:

@@ -1,5 +1,5 @@
 // safeweights pack FOLDER OUT.dduf [--align N] [--reference-layout]
-// safeweights unpack FILE.dduf FOLDER
+// safeweights unpack FILE.dduf FOLDER [--force]
 #include <unistd.h>
 
 #include <chrono>
@@ -65,7 +65,7 @@ int run_pack(const PackCliOptions& opt) {
   return kExitOk;
 }
 
-int run_unpack(const std::string& file, const std::string& folder) {
+int run_unpack(const std::string& file, const std::string& folder, bool force) {
   auto source = resolver_of(input_options()).open(file);
   auto reader = source.is_ok() ? dduf::Reader::open(std::move(source).value()) : Result<dduf::Reader>(source.error());
   if (!reader.is_ok()) {
@@ -74,7 +74,7 @@ int run_unpack(const std::string& file, const std::string& folder) {
   }
   // Over HTTP, entries download in parallel, one connection each.
   const unsigned threads = is_url(file) ? http_cli().parallel : 0;
-  if (Status s = dduf::unpack(*reader, folder, threads); !s.is_ok()) {
+  if (Status s = dduf::unpack(*reader, folder, threads, force); !s.is_ok()) {
     print_error(s.error());
     return kExitInvalid;
   }
@@ -98,11 +98,13 @@ void add_pack_command(CLI::App& app, int& exit_code) {
 void add_unpack_command(CLI::App& app, int& exit_code) {
   auto file = std::make_shared<std::string>();
   auto folder = std::make_shared<std::string>();
-  CLI::App* cmd = app.add_subcommand("unpack", "Write a DDUF file's entries into a diffusers folder");
+  auto force = std::make_shared<bool>(false);
+  CLI::App* cmd = app.add_subcommand("unpack", "Write a DDUF file's entries into a diffusers folder (all or nothing, CRCs checked)");
   cmd->add_option("FILE", *file, "a .dduf file (a path or an http(s):// URL)")->required();
-  cmd->add_option("FOLDER", *folder, "the folder to write (created if missing)")->required();
+  cmd->add_option("FOLDER", *folder, "the folder to write (created if missing; must be empty unless --force)")->required();
+  cmd->add_flag("--force", *force, "replace a non-empty FOLDER as a whole (none of its old files remain)");
   add_http_options(cmd);
-  cmd->callback([file, folder, &exit_code] { exit_code = run_unpack(*file, *folder); });
+  cmd->callback([file, folder, force, &exit_code] { exit_code = run_unpack(*file, *folder, *force); });
 }
 
 }  // namespace safeweights::cli

@@ -1,13 +1,30 @@
-// safeweights/atomic_file.h — write a file so that readers see either the old target or the new one.
+// safeweights/atomic_file.h — write a file so that readers see either the old target or the new one,
+// and so that an interrupted writer leaves nothing behind.
 //
-// Every writer in the library goes through AtomicFile: it creates a temporary file in the target's
-// folder (so the final rename cannot cross filesystems), writes into it, and commit() renames it over
-// the target. If anything fails before commit() — a full disk, a crash of the producer, an exception —
-// the destructor removes the temporary file and the target is untouched. A new file gets the ordinary
-// permissions (0666 minus the process umask); replacing an existing file keeps that file's mode.
+// Every writer in the library goes through AtomicFile. Where the OS allows (Linux O_TMPFILE: ext4, xfs,
+// btrfs, tmpfs, …) the file being written has no name at all until commit(): it lives in the target's
+// folder (so it cannot end up on another filesystem) but no crash, kill -9 or power cut can leave it
+// behind — the kernel frees it with the last descriptor. commit() gives it the target's name: a new
+// target by linkat(2) straight to that name (which never replaces anything), an existing one by a link
+// to a short-lived temporary name that is then renamed over the target (atomic replacement).
+//
+// Where O_TMPFILE is not supported (older kernels, NFS, …) AtomicFile falls back to a named temporary
+// file `.<target>.sw-tmp-<random>` in the same folder. Its name is kept in a process-wide registry that
+// remove_uncommitted_files() unlinks; install_cleanup_signal_handlers() makes SIGINT, SIGTERM and
+// SIGHUP do that and then die of the signal, so Ctrl-C never leaves a name behind. Only kill -9 (or a
+// crash) during such a write, or during the microseconds of the replacing rename, can leave one.
+// AtomicFileOptions::named_temporary, or SAFEWEIGHTS_NAMED_TEMPFILES=1 in the environment, forces the
+// fallback (for tests, and for filesystems whose O_TMPFILE misbehaves).
+//
+// If anything fails before commit() — a full disk, a crash of the producer, an exception — the
+// destructor discards the file and the target is untouched. commit() first asks check_cancelled()
+// (cancel.h): a Ctrl-C that arrived during a long write discards the file instead of committing it. A
+// new file gets the ordinary permissions (0666 minus the process umask); replacing an existing file
+// keeps that file's mode.
 //
 // Thread safety: an AtomicFile has a single owner. pwrite() calls at distinct offsets may come from
 // several threads at once; nothing else may run concurrently with commit() or the destructor.
+// remove_uncommitted_files() is async-signal-safe and may run at any time.
 #pragma once
 
 #include <cstdint>
@@ -23,6 +40,8 @@ struct AtomicFileOptions {
   std::uint64_t preallocate = 0;
   // fsync the data and the folder on commit, so the new file survives a power cut.
   bool durable = false;
+  // Use a named temporary file even where a nameless one is possible (the fallback's behaviour).
+  bool named_temporary = false;
 };
 
 class AtomicFile {
@@ -33,7 +52,7 @@ class AtomicFile {
   AtomicFile& operator=(AtomicFile&& other) noexcept;
   AtomicFile(const AtomicFile&) = delete;
   AtomicFile& operator=(const AtomicFile&) = delete;
-  ~AtomicFile();  // removes the temporary file unless committed
+  ~AtomicFile();  // discards the file unless committed
 
   // Appends at the current end of what append() has written.
   Status append(std::span<const std::byte> bytes);
@@ -42,24 +61,44 @@ class AtomicFile {
   // Sets the final size (the file is truncated or extended with zeros).
   Status truncate(std::uint64_t size);
 
-  // Closes the file, renames it over the target and (if durable) syncs the folder.
+  // Interrupted if cancellation was requested (the file is then discarded by the destructor or
+  // abandon()); otherwise closes the file, gives it the target's name and (if durable) syncs the folder.
   Status commit();
-  // Removes the temporary file now; the target stays as it was.
+  // Commits `files` in order after a single check_cancelled(), so that a cancellation cannot split the
+  // group (multi-file outputs: shards and their index). A failure of the system in the middle (the
+  // folder removed meanwhile) still leaves the earlier files committed: an output that must be all or
+  // nothing in that case too is built in a staging folder and renamed (as dduf::unpack does).
+  static Status commit_all(std::span<AtomicFile> files);
+  // Discards the file now; the target stays as it was.
   void abandon() noexcept;
 
   const std::string& target() const noexcept { return target_; }
+  // The temporary file's name, or empty while the file has none (O_TMPFILE).
   const std::string& temp_path() const noexcept { return temp_; }
   std::uint64_t append_position() const noexcept { return position_; }
 
  private:
-  AtomicFile(std::string target, std::string temp, int fd, bool durable)
-      : target_(std::move(target)), temp_(std::move(temp)), fd_(fd), durable_(durable) {}
+  AtomicFile(std::string target, std::string temp, int fd, int slot, bool durable)
+      : target_(std::move(target)), temp_(std::move(temp)), fd_(fd), slot_(slot), durable_(durable) {}
+  Status commit_unchecked();
+  Status commit_named();
+  Status commit_nameless();
+  void release_name() noexcept;
 
   std::string target_;
   std::string temp_;
   int fd_ = -1;
+  int slot_ = -1;  // the temporary name's place in the cleanup registry, -1 when none
   bool durable_ = false;
   std::uint64_t position_ = 0;
 };
+
+// Unlinks every named temporary file of this process that is not yet committed. Async-signal-safe
+// (fixed-size storage, unlink(2) only): meant for signal handlers.
+void remove_uncommitted_files() noexcept;
+
+// SIGINT, SIGTERM and SIGHUP: remove_uncommitted_files(), then the signal's default action (the process
+// dies of it at once, as the shell expects). For programs (the CLI), not for libraries' hosts.
+void install_cleanup_signal_handlers() noexcept;
 
 }  // namespace safeweights

@@ -134,7 +134,13 @@ class Exporter {
 // index first, then sorted names. Names and structure are checked before the first byte is written.
 Status pack_folder(const std::string& folder, const std::string& path, const PackOptions& options = {});
 
-// Writes every entry into `folder` (created if missing), each file atomically.
-Status unpack(const Reader& reader, const std::string& folder, unsigned threads = 0);
+// Writes every entry into `folder`, all or nothing: the folder is built beside it (a hidden sibling),
+// every entry's CRC is checked while it is written, and only a complete folder is renamed into place.
+// Nothing is ever written outside `folder`, whatever it or its surroundings contain (UnsafePath when
+// `folder` itself is a symlink). A missing or empty folder is filled; a non-empty one is refused
+// (InvalidArgument) unless `replace`, which swaps it as a whole for the new one (no stale files).
+// `threads` entries are written at once (0: one per core). See src/dduf/unpack.cpp for what a kill -9
+// can leave.
+Status unpack(const Reader& reader, const std::string& folder, unsigned threads = 0, bool replace = false);
 
 }  // namespace safeweights::dduf

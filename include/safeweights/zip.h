@@ -94,8 +94,14 @@ class Archive {
   Status verify_crc(const Entry& entry) const;
   // All entries, spread over `threads` threads (0: one per core); the first failure in entry order.
   Status verify_all_crcs(unsigned threads = 0) const;
+  // Hands the entry's bytes to `sink` in order, reading `chunk` bytes at a time, and checks their
+  // CRC-32 in the same pass (each piece while it is still in cache): CrcMismatch after the last piece
+  // when it differs, Interrupted when check_cancelled() says so between pieces. The sink has seen
+  // wrong bytes by then: callers discard what it wrote on any error.
+  Status copy_entry_checked(const Entry& entry, std::uint64_t chunk, const ByteSink& sink) const;
 
  private:
+  Error crc_mismatch(const Entry& entry, std::uint32_t crc) const;
   // Archive::open's steps, in file order; fills entries_, sorted_ and zip64_.
   Status read_structure(const ByteSource& src, ArchivePolicy policy, const ArchiveLimits& limits);
 

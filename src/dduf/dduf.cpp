@@ -5,7 +5,6 @@
 #include <filesystem>
 #include <set>
 
-#include "core/parallel.h"
 #include "core/status_macros.h"
 #include "io/read_util.h"
 #include "json/json_parse.h"
@@ -53,8 +52,13 @@ std::string config_file_list() {
   return s + "}";
 }
 
-// Rules beyond the reference's, for a name that passed them: every path part non-empty and not `.` or
-// `..`, and nothing to strip (the reference strips a leading or trailing '/' and keys by the raw name).
+// The longest file or folder name Linux filesystems take (NAME_MAX): a longer path part cannot be
+// unpacked anywhere.
+constexpr std::size_t kMaxNamePart = 255;
+
+// Rules beyond the reference's, for a name that passed them: every path part non-empty, not `.` or
+// `..`, at most kMaxNamePart bytes, and nothing to strip (the reference strips a leading or trailing
+// '/' and keys by the raw name).
 Status check_strict_name(std::string_view raw) {
   if (!raw.empty() && (raw.front() == '/' || raw.back() == '/')) {
     return Error(ErrorKind::DDUFInvalidEntryName, "entry name may not start or end with '/': " + std::string(raw));
@@ -66,8 +70,30 @@ Status check_strict_name(std::string_view raw) {
       if (part.empty() || part == "." || part == "..") {
         return Error(ErrorKind::DDUFInvalidEntryName, "entry name has an empty, '.' or '..' path part: " + std::string(raw));
       }
+      if (part.size() > kMaxNamePart) {
+        return Error(ErrorKind::DDUFInvalidEntryName, "entry name has a path part of " + std::to_string(part.size()) +
+                                                          " bytes; no filesystem takes more than 255: " + std::string(raw.substr(0, 64)) + "...");
+      }
       start = i + 1;
     }
+  }
+  return Status::ok();
+}
+
+// Names that a folder cannot hold together: a root file with the name of a component folder (such as a
+// folder `model_index.json/`). The reference keys entries by name and accepts this; unpacking cannot.
+Status check_file_folder_clash(const std::vector<std::string>& names) {
+  std::set<std::string_view> files, folders;
+  for (const std::string& n : names) {
+    auto slash = n.find('/');
+    if (slash == std::string::npos) {
+      files.insert(n);
+    } else {
+      folders.insert(std::string_view(n).substr(0, slash));
+    }
+  }
+  for (std::string_view f : folders) {
+    if (files.count(f)) return corrupted("'" + std::string(f) + "' is both a file and a folder").with_entry(f);
   }
   return Status::ok();
 }
@@ -158,8 +184,9 @@ Result<Reader> Reader::open(SourcePtr source) {
       index->data_offset, std::as_writable_bytes(std::span<char>(reader.model_index_.data(), reader.model_index_.size()))));
   if (auto s = validate_structure(reader.model_index_, names); !s.is_ok()) return fail(std::move(s.error().with_entry(kModelIndex)));
 
-  // Our stricter rules, only now.
+  // Our stricter rules, only now: everything that would stop `unpack` is found here.
   if (strict) return fail(std::move(*strict));
+  if (auto s = check_file_folder_clash(names); !s.is_ok()) return fail(std::move(s.error()));
   json::TopLevel top;
   (void)json::read_top_level(reader.model_index_, top);  // already validated above
   if (top.duplicate_key) {
@@ -326,6 +353,9 @@ Status Exporter::finish() {
   if (auto s = validate_structure(model_index_, names_); !s.is_ok()) {
     return export_error("Invalid DDUF file structure. " + s.error().message()).with_file(writer_.path());
   }
+  if (auto s = check_file_folder_clash(names_); !s.is_ok()) {
+    return export_error("Invalid DDUF file structure. " + s.error().message()).with_file(writer_.path());
+  }
   return writer_.finish();
 }
 
@@ -375,25 +405,6 @@ Status pack_folder(const std::string& folder, const std::string& path, const Pac
   SW_ASSIGN_OR_RETURN(Exporter exporter, Exporter::create(path, opts));
   for (const auto& [name, file] : files) SW_RETURN_IF_ERROR(exporter.add_file(name, file));
   return exporter.finish();
-}
-
-Status unpack(const Reader& reader, const std::string& folder, unsigned threads) {
-  std::error_code ec;
-  fs::create_directories(folder, ec);
-  if (ec) return Error(ErrorKind::IoError, "cannot create folder: " + ec.message()).with_file(folder);
-  for (const std::string& c : reader.components()) {
-    fs::create_directories(fs::path(folder) / c, ec);
-    if (ec) return Error(ErrorKind::IoError, "cannot create folder: " + ec.message()).with_file(folder + "/" + c);
-  }
-  const auto& entries = reader.entries();
-  // Names passed the reader's rules: relative, at most one folder, no `.` / `..` parts.
-  return parallel_for(entries.size(), threads, [&](std::size_t i) -> Status {
-    const Entry& e = entries[i];
-    SW_ASSIGN_OR_RETURN(SourcePtr src, reader.open_entry(e.filename));
-    SW_ASSIGN_OR_RETURN(AtomicFile out, AtomicFile::create(folder + "/" + e.filename, {e.length, false}));
-    SW_RETURN_IF_ERROR(copy_range(*src, 0, src->size(), 8u << 20, [&](std::span<const std::byte> part) { return out.append(part); }));
-    return out.commit();
-  });
 }
 
 }  // namespace safeweights::dduf

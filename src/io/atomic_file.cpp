@@ -1,19 +1,66 @@
 #include "safeweights/atomic_file.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <array>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <random>
 
 #include "core/strings.h"
+#include "io/nameless.h"
 #include "io/posix_util.h"
+#include "safeweights/cancel.h"
 
 namespace safeweights {
 namespace {
+
+// ---- the registry of named temporary files, for signal handlers --------------------------------------
+// Fixed storage so that a handler touches no allocator: a slot is free (0), being filled (1) or holds a
+// live name (2). A name longer than a slot, or more live names than slots, goes unregistered (it is
+// still removed on every ordinary path; only a signal could leave it).
+constexpr std::size_t kSlots = 128;
+constexpr std::size_t kSlotBytes = 4096;
+struct Slot {
+  std::atomic<int> state{0};
+  char path[kSlotBytes];
+};
+std::array<Slot, kSlots> g_slots;
+static_assert(std::atomic<int>::is_always_lock_free);
+
+int register_name(const std::string& path) noexcept {
+  if (path.size() >= kSlotBytes) return -1;
+  for (std::size_t i = 0; i < kSlots; ++i) {
+    int expected = 0;
+    if (g_slots[i].state.compare_exchange_strong(expected, 1, std::memory_order_acquire)) {
+      std::memcpy(g_slots[i].path, path.c_str(), path.size() + 1);
+      g_slots[i].state.store(2, std::memory_order_release);
+      return static_cast<int>(i);
+    }
+  }
+  return -1;
+}
+
+void unregister_name(int slot) noexcept {
+  if (slot >= 0) g_slots[static_cast<std::size_t>(slot)].state.store(0, std::memory_order_release);
+}
+
+extern "C" void cleanup_and_die(int sig) {
+  const int saved = errno;
+  remove_uncommitted_files();
+  // SA_RESETHAND restored the default action; the signal, blocked while we run, is delivered on return.
+  ::raise(sig);
+  errno = saved;
+}
+
+// ---- names -------------------------------------------------------------------------------------------
 
 std::string base_of(const std::string& path) {
   auto slash = path.find_last_of('/');
@@ -34,14 +81,69 @@ std::string random_suffix() {
   return s;
 }
 
+std::string temp_name_for(const std::string& target) {
+  return folder_of(target) + "/." + base_of(target) + ".sw-tmp-" + random_suffix();
+}
+
+Error create_error(int err, const std::string& folder, const std::string& target) {
+  ErrorKind kind = err == ENOENT ? ErrorKind::FileNotFound : ErrorKind::IoError;
+  return Error(kind, "cannot create a temporary file in " + folder + ": " + errno_text(err)).with_file(target);
+}
+
+void sync_folder(const std::string& target) {
+  int dir = ::open(folder_of(target).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir >= 0) {
+    (void)::fsync(dir);
+    ::close(dir);
+  }
+}
+
 }  // namespace
+
+bool nameless_files_allowed() {
+  const char* v = std::getenv("SAFEWEIGHTS_NAMED_TEMPFILES");
+  return v == nullptr || *v == '\0' || std::strcmp(v, "0") == 0;
+}
+
+int open_nameless(int dirfd, const std::string& folder) {
+  return ::openat(dirfd, folder.c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0666);
+}
+
+// Kernels or filesystems without O_TMPFILE say so with one of these (before 3.11 the flag reads as
+// O_DIRECTORY, hence EISDIR).
+bool nameless_unsupported(int err) { return err == EOPNOTSUPP || err == EISDIR || err == EINVAL || err == ENOSYS; }
+
+// /proc/self/fd works unprivileged; AT_EMPTY_PATH (needs CAP_DAC_READ_SEARCH) covers a missing /proc.
+int link_nameless(int fd, int dirfd, const std::string& name) {
+  char proc[48];
+  std::snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
+  if (::linkat(AT_FDCWD, proc, dirfd, name.c_str(), AT_SYMLINK_FOLLOW) == 0) return 0;
+  if (errno == EEXIST) return -1;
+  const int first = errno;
+  if (::linkat(fd, "", dirfd, name.c_str(), AT_EMPTY_PATH) == 0) return 0;
+  if (errno != EEXIST) errno = first;
+  return -1;
+}
+
+void remove_uncommitted_files() noexcept {
+  for (Slot& slot : g_slots) {
+    if (slot.state.load(std::memory_order_acquire) == 2) ::unlink(slot.path);
+  }
+}
+
+void install_cleanup_signal_handlers() noexcept {
+  struct sigaction sa {};
+  sa.sa_handler = cleanup_and_die;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESETHAND;
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) ::sigaction(sig, &sa, nullptr);
+}
 
 Result<AtomicFile> AtomicFile::create(const std::string& target, const AtomicFileOptions& options) {
   if (target.empty() || target.back() == '/') {
     return Error(ErrorKind::InvalidArgument, "output path must name a file").with_file(target);
   }
   const std::string folder = folder_of(target);
-  const std::string base = base_of(target);
 
   // Keep the mode of a file we replace; a new file gets 0666 minus the umask from open(2) itself.
   struct stat existing {};
@@ -50,42 +152,50 @@ Result<AtomicFile> AtomicFile::create(const std::string& target, const AtomicFil
     return Error(ErrorKind::IoError, "output path is a directory").with_file(target);
   }
 
-  for (int attempt = 0; attempt < 16; ++attempt) {
-    std::string temp = folder + "/." + base + ".sw-tmp-" + random_suffix();
-    int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    if (fd < 0) {
-      if (errno == EEXIST) continue;
-      int err = errno;
-      ErrorKind kind = err == ENOENT ? ErrorKind::FileNotFound : ErrorKind::IoError;
-      return Error(kind, "cannot create a temporary file in " + folder + ": " + errno_text(err)).with_file(target);
-    }
-    AtomicFile file(target, temp, fd, options.durable);
-    if (replacing && ::fchmod(fd, existing.st_mode & 07777) != 0) {
-      return Error(ErrorKind::IoError, "cannot set file mode: " + errno_text(errno)).with_file(target);
-    }
-    if (options.preallocate > 0) {
-      if (::fallocate(fd, 0, 0, static_cast<off_t>(options.preallocate)) != 0) {
-        int err = errno;
-        // Filesystems without fallocate still work; only a real shortage of space is an error.
-        if (err != EOPNOTSUPP && err != ENOSYS && err != EINVAL) {
-          return Error(ErrorKind::IoError, "cannot reserve " + std::to_string(options.preallocate) +
-                                               " bytes: " + errno_text(err))
-              .with_file(target);
-        }
-      }
-    }
-    return file;
+  int fd = -1;
+  std::string temp;
+  int slot = -1;
+  if (!options.named_temporary && nameless_files_allowed()) {
+    fd = open_nameless(AT_FDCWD, folder);
+    if (fd < 0 && !nameless_unsupported(errno)) return create_error(errno, folder, target);
   }
-  return Error(ErrorKind::IoError, "cannot create a unique temporary file").with_file(target);
+  for (int attempt = 0; fd < 0 && attempt < 16; ++attempt) {
+    // Registered before it exists, so that no signal finds the name unregistered.
+    temp = temp_name_for(target);
+    slot = register_name(temp);
+    fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd >= 0) break;
+    const int err = errno;
+    unregister_name(slot);
+    slot = -1;
+    if (err != EEXIST) return create_error(err, folder, target);
+  }
+  if (fd < 0) return Error(ErrorKind::IoError, "cannot create a unique temporary file").with_file(target);
+
+  AtomicFile file(target, std::move(temp), fd, slot, options.durable);
+  if (replacing && ::fchmod(fd, existing.st_mode & 07777) != 0) {
+    return Error(ErrorKind::IoError, "cannot set file mode: " + errno_text(errno)).with_file(target);
+  }
+  if (options.preallocate > 0 && ::fallocate(fd, 0, 0, static_cast<off_t>(options.preallocate)) != 0) {
+    int err = errno;
+    // Filesystems without fallocate still work; only a real shortage of space is an error.
+    if (err != EOPNOTSUPP && err != ENOSYS && err != EINVAL) {
+      return Error(ErrorKind::IoError, "cannot reserve " + std::to_string(options.preallocate) + " bytes: " + errno_text(err))
+          .with_file(target);
+    }
+  }
+  return file;
 }
 
 AtomicFile::AtomicFile(AtomicFile&& other) noexcept
     : target_(std::move(other.target_)),
       temp_(std::move(other.temp_)),
       fd_(other.fd_),
+      slot_(other.slot_),
       durable_(other.durable_),
       position_(other.position_) {
   other.fd_ = -1;
+  other.slot_ = -1;
   other.temp_.clear();
 }
 
@@ -95,9 +205,11 @@ AtomicFile& AtomicFile::operator=(AtomicFile&& other) noexcept {
     target_ = std::move(other.target_);
     temp_ = std::move(other.temp_);
     fd_ = other.fd_;
+    slot_ = other.slot_;
     durable_ = other.durable_;
     position_ = other.position_;
     other.fd_ = -1;
+    other.slot_ = -1;
     other.temp_.clear();
   }
   return *this;
@@ -105,14 +217,20 @@ AtomicFile& AtomicFile::operator=(AtomicFile&& other) noexcept {
 
 AtomicFile::~AtomicFile() { abandon(); }
 
+void AtomicFile::release_name() noexcept {
+  unregister_name(slot_);
+  slot_ = -1;
+  temp_.clear();
+}
+
 void AtomicFile::abandon() noexcept {
   if (fd_ >= 0) {
-    ::close(fd_);
+    ::close(fd_);  // a nameless file is freed here
     fd_ = -1;
   }
   if (!temp_.empty()) {
     ::unlink(temp_.c_str());
-    temp_.clear();
+    release_name();
   }
 }
 
@@ -124,7 +242,7 @@ Status AtomicFile::append(std::span<const std::byte> bytes) {
 
 Status AtomicFile::pwrite(std::uint64_t offset, std::span<const std::byte> bytes) {
   if (fd_ < 0) return Error(ErrorKind::InvalidArgument, "file already committed or abandoned").with_file(target_);
-  auto status = pwrite_exact(fd_, offset, bytes, temp_);
+  auto status = pwrite_exact(fd_, offset, bytes, target_);
   if (!status.is_ok()) status.error().with_file(target_);
   return status;
 }
@@ -139,9 +257,29 @@ Status AtomicFile::truncate(std::uint64_t size) {
 
 Status AtomicFile::commit() {
   if (fd_ < 0) return Error(ErrorKind::InvalidArgument, "file already committed or abandoned").with_file(target_);
+  if (Status s = check_cancelled(); !s.is_ok()) return std::move(s.error().with_file(target_));
+  return commit_unchecked();
+}
+
+Status AtomicFile::commit_all(std::span<AtomicFile> files) {
+  if (Status s = check_cancelled(); !s.is_ok()) return s;
+  for (AtomicFile& f : files) {
+    if (f.fd_ < 0) return Error(ErrorKind::InvalidArgument, "file already committed or abandoned").with_file(f.target_);
+    SW_RETURN_IF_ERROR(f.commit_unchecked());
+  }
+  return Status::ok();
+}
+
+Status AtomicFile::commit_unchecked() {
   if (durable_ && ::fdatasync(fd_) != 0) {
     return Error(ErrorKind::IoError, "fdatasync failed: " + errno_text(errno)).with_file(target_);
   }
+  SW_RETURN_IF_ERROR(temp_.empty() ? commit_nameless() : commit_named());
+  if (durable_) sync_folder(target_);
+  return Status::ok();
+}
+
+Status AtomicFile::commit_named() {
   int fd = fd_;
   fd_ = -1;
   // close() can report delayed write errors (NFS, quotas): they must fail the commit.
@@ -151,15 +289,42 @@ Status AtomicFile::commit() {
   if (::rename(temp_.c_str(), target_.c_str()) != 0) {
     return Error(ErrorKind::IoError, "cannot rename into place: " + errno_text(errno)).with_file(target_);
   }
-  temp_.clear();
-  if (durable_) {
-    int dir = ::open(folder_of(target_).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dir >= 0) {
-      (void)::fsync(dir);
-      ::close(dir);
-    }
-  }
+  release_name();
   return Status::ok();
+}
+
+Status AtomicFile::commit_nameless() {
+  auto failed = [&](const char* what, int err) {
+    return Error(ErrorKind::IoError, std::string(what) + ": " + errno_text(err)).with_file(target_);
+  };
+  // A new target: the file gets its name in one step, and linkat never replaces a file that appeared
+  // meanwhile (EEXIST: then replace it as below).
+  if (link_nameless(fd_, AT_FDCWD, target_) == 0) {
+    const int fd = fd_;
+    fd_ = -1;
+    if (::close(fd) != 0) {
+      const int err = errno;
+      ::unlink(target_.c_str());
+      return failed("close failed", err);
+    }
+    return Status::ok();
+  }
+  if (errno != EEXIST) return failed("cannot link into place", errno);
+  // An existing target: a temporary name (registered, removed on every failure), renamed over it.
+  for (int attempt = 0; attempt < 16 && temp_.empty(); ++attempt) {
+    std::string temp = temp_name_for(target_);
+    const int slot = register_name(temp);
+    if (link_nameless(fd_, AT_FDCWD, temp) == 0) {
+      temp_ = std::move(temp);
+      slot_ = slot;
+      break;
+    }
+    const int err = errno;
+    unregister_name(slot);
+    if (err != EEXIST) return failed("cannot link into place", err);
+  }
+  if (temp_.empty()) return Error(ErrorKind::IoError, "cannot create a unique temporary file").with_file(target_);
+  return commit_named();
 }
 
 }  // namespace safeweights

@@ -143,8 +143,10 @@ Result<ShardedWriteResult> write_sharded(const std::string& folder, std::span<co
     pending.push_back(std::move(file));
     result.files.push_back(name);
   }
-  for (auto& file : pending) SW_RETURN_IF_ERROR(file.commit());
-  if (count == 1) return result;
+  if (count == 1) {
+    SW_RETURN_IF_ERROR(AtomicFile::commit_all(pending));
+    return result;
+  }
 
   // transformers writes json.dumps(index, indent=2, sort_keys=True) + "\n".
   std::vector<std::pair<std::string_view, std::size_t>> entries;
@@ -166,8 +168,10 @@ Result<ShardedWriteResult> write_sharded(const std::string& folder, std::span<co
   auto file = AtomicFile::create(folder + "/" + result.index_file, {json.size(), options.write.durable});
   Status s = file.is_ok() ? file->append(std::as_bytes(std::span<const char>(json.data(), json.size())))
                           : std::move(file).status();
-  if (s.is_ok()) s = file->commit();
   if (!s.is_ok()) return std::move(s).error();
+  // Shards and index are committed together (the index last), after one cancellation check.
+  pending.push_back(std::move(file).value());
+  SW_RETURN_IF_ERROR(AtomicFile::commit_all(pending));
   return result;
 }
 

@@ -12,6 +12,7 @@
 #include "core/parallel.h"
 #include "core/status_macros.h"
 #include "json/json_parse.h"
+#include "safeweights/cancel.h"
 #include "safeweights/zip.h"
 #include "zip/records.h"
 
@@ -132,14 +133,18 @@ struct EndRecords {
 };
 
 // The comment may not contain anything that looks like an end record to another reader.
+// No record signature of any kind in the comment. CPython's zipfile and Info-ZIP ignore a local header
+// or descriptor signature there, but a reader that scans for records (recovery tools, streaming from an
+// offset) would take it for one: one archive, one reading.
 Status check_archive_comment(std::span<const std::byte> comment, std::uint64_t comment_pos) {
+  constexpr std::uint32_t kSignatures[] = {EndOfCentralDirectory::kSignature, Zip64EndOfCentralDirectory::kSignature,
+                                           Zip64Locator::kSignature,          CentralHeader::kSignature,
+                                           LocalHeader::kSignature,           DataDescriptor::kSignature};
   for (std::size_t i = 0; i + 4 <= comment.size(); ++i) {
-    auto at = comment.subspan(i);
-    if (records::starts_with_signature(at, EndOfCentralDirectory::kSignature) ||
-        records::starts_with_signature(at, Zip64EndOfCentralDirectory::kSignature) ||
-        records::starts_with_signature(at, Zip64Locator::kSignature) ||
-        records::starts_with_signature(at, CentralHeader::kSignature)) {
-      return bad("archive comment contains a ZIP record signature").with_offset(comment_pos + i);
+    for (std::uint32_t sig : kSignatures) {
+      if (records::starts_with_signature(comment.subspan(i), sig)) {
+        return bad("archive comment contains a ZIP record signature").with_offset(comment_pos + i);
+      }
     }
   }
   return Status::ok();
@@ -169,7 +174,18 @@ Result<EndRecords> locate_end_record(const ByteSource& src) {
   }
   if (candidates == 0) {
     if (last_signature != UINT64_MAX) {
-      return bad("bytes after the end-of-central-directory record (trailing data)").with_offset(size - window + last_signature);
+      // The last record read whole: say whether its comment length overshoots the file or bytes follow.
+      EndOfCentralDirectory last;
+      (void)records::decode(tail.subspan(static_cast<std::size_t>(last_signature)), last);
+      const std::uint64_t comment_room = window - last_signature - kEocdSize;
+      if (last.comment_length > comment_room) {
+        return bad("the end-of-central-directory record's comment length (" + std::to_string(last.comment_length) +
+                   ") runs " + std::to_string(last.comment_length - comment_room) + " bytes past the end of the file")
+            .with_offset(size - window + last_signature);
+      }
+      return bad(std::to_string(comment_room - last.comment_length) +
+                 " bytes after the end-of-central-directory record and its comment (trailing data)")
+          .with_offset(size - window + last_signature);
     }
     return bad("no end-of-central-directory record: not a ZIP archive");
   }
@@ -665,11 +681,32 @@ Status Archive::verify_crc(const Entry& entry) const {
       done += n;
     }
   }
-  if (crc != entry.crc32) {
-    char msg[96];
-    std::snprintf(msg, sizeof msg, "CRC-32 is %08x, the archive records %08x", crc, entry.crc32);
-    return Error(ErrorKind::CrcMismatch, msg).with_file(source_->name()).with_entry(entry.name).with_offset(entry.data_offset);
-  }
+  if (crc != entry.crc32) return crc_mismatch(entry, crc);
+  return Status::ok();
+}
+
+Error Archive::crc_mismatch(const Entry& entry, std::uint32_t crc) const {
+  char msg[96];
+  std::snprintf(msg, sizeof msg, "CRC-32 is %08x, the archive records %08x", crc, entry.crc32);
+  return Error(ErrorKind::CrcMismatch, msg).with_file(source_->name()).with_entry(entry.name).with_offset(entry.data_offset);
+}
+
+Status Archive::copy_entry_checked(const Entry& entry, std::uint64_t chunk, const ByteSink& sink) const {
+  SW_ASSIGN_OR_RETURN(SourcePtr src, open_entry(entry));
+  std::uint32_t crc = 0;
+  // A mapped source hands over the whole entry at once: CRC and write it in pieces that fit a cache.
+  constexpr std::size_t kPiece = 1u << 20;
+  auto checked_sink = [&](std::span<const std::byte> part) -> Status {
+    for (std::size_t off = 0; off < part.size(); off += kPiece) {
+      SW_RETURN_IF_ERROR(check_cancelled());
+      auto piece = part.subspan(off, std::min(kPiece, part.size() - off));
+      crc = crc32(crc, piece);
+      SW_RETURN_IF_ERROR(sink(piece));
+    }
+    return Status::ok();
+  };
+  SW_RETURN_IF_ERROR(copy_range(*src, 0, src->size(), chunk, checked_sink));
+  if (crc != entry.crc32) return crc_mismatch(entry, crc);
   return Status::ok();
 }
 

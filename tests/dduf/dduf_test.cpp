@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -17,6 +18,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
+#include <csignal>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -28,6 +30,8 @@
 #include <tuple>
 #include <vector>
 
+#include "../test_util.h"
+#include "safeweights/atomic_file.h"
 #include "safeweights/dduf.h"
 #include "safeweights/error.h"
 #include "safeweights/safetensors.h"
@@ -107,6 +111,16 @@ std::set<std::string> list_files(const fs::path& dir) {
 std::set<std::string> list_all(const fs::path& dir) {
   std::set<std::string> out;
   for (const auto& e : fs::recursive_directory_iterator(dir)) out.insert(e.path().lexically_relative(dir).generic_string());
+  return out;
+}
+
+// Names directly in `dir` that start with '.': staging folders and temporary files.
+std::set<std::string> hidden_names(const fs::path& dir) {
+  std::set<std::string> out;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    const std::string name = e.path().filename().string();
+    if (name.front() == '.') out.insert(name);
+  }
   return out;
 }
 
@@ -1155,10 +1169,16 @@ TEST_F(PackFolder, UnpackReproducesTheFolder) {
     EXPECT_TRUE(read_file(dst / name) == content) << name;
     EXPECT_TRUE(read_file(dst / name) == read_file(src() / name)) << name;
   }
-  // Unpacking again over the existing folder replaces the files.
+  // Unpacking again over the existing folder is refused; with `replace` the folder is replaced as a
+  // whole: changed files come back, files the archive does not hold are gone.
   write_file(dst / "vae/config.json", "stale");
-  ASSERT_OK(dduf::unpack(*reader, dst.string(), 1));
+  write_file(dst / "vae/stale.bin", "not in the archive");
+  EXPECT_TRUE(Fails(dduf::unpack(*reader, dst.string(), 1), ErrorKind::InvalidArgument, "not empty"));
+  EXPECT_EQ(read_file(dst / "vae/config.json"), "stale");
+  ASSERT_OK(dduf::unpack(*reader, dst.string(), 1, /*replace=*/true));
   EXPECT_EQ(read_file(dst / "vae/config.json"), pipeline.packed["vae/config.json"]);
+  EXPECT_EQ(list_files(dst), expected);
+  EXPECT_TRUE(hidden_names(tmp.path()).empty()) << "no staging folder or temporary remains";
   // Packing the unpacked folder gives the same archive.
   ASSERT_OK(dduf::pack_folder(dst.string(), (tmp / "again.dduf").string()));
   EXPECT_TRUE(read_file(tmp / "again.dduf") == read_file(tmp / "out.dduf"));
@@ -1491,6 +1511,217 @@ TEST(Zip64, TruncatedLargeArchiveIsRejected) {
 }
 
 // =====================================================================================================
+// ---------------------------------------------------------------------------------------------------
+// Unpacking: all or nothing, CRCs checked, nothing written outside the folder, nothing left behind
+
+constexpr std::size_t kBigEntry = 12u << 20;
+
+// An archive with a root index, a component `vae` and `vae/big.txt` of kBigEntry bytes.
+void write_archive(const fs::path& path) {
+  auto ex = dduf::Exporter::create(path.string());
+  ASSERT_OK(ex);
+  ASSERT_OK(ex->add_bytes("model_index.json", bytes_of(R"({"vae": ["diffusers", "AutoencoderKL"]})")));
+  ASSERT_OK(ex->add_bytes("vae/config.json", bytes_of("{}")));
+  const std::string big = tensor_bytes(kBigEntry, 7);
+  ASSERT_OK(ex->add_bytes("vae/big.txt", bytes_of(big)));
+  ASSERT_OK(ex->finish());
+}
+
+// A file source that stops for good at the first read reaching past `stall_at`, after telling the test
+// (one byte on `ready`): a signal then arrives at a known moment, in the middle of an entry.
+class StallingSource final : public safeweights::ByteSource {
+ public:
+  StallingSource(safeweights::SourcePtr inner, std::uint64_t stall_at, int ready)
+      : inner_(std::move(inner)), stall_at_(stall_at), ready_(ready) {}
+  const std::string& name() const noexcept override { return inner_->name(); }
+  std::uint64_t size() const noexcept override { return inner_->size(); }
+  Status read_at(std::uint64_t offset, std::span<std::byte> dst) const override {
+    if (offset + dst.size() > stall_at_) {
+      if (::write(ready_, "r", 1) != 1) std::_Exit(5);
+      for (;;) ::pause();
+    }
+    return inner_->read_at(offset, dst);
+  }
+
+ private:
+  safeweights::SourcePtr inner_;
+  std::uint64_t stall_at_;
+  int ready_;
+};
+
+// Runs `unpack` of `archive` into `out` in a child process, sends `sig` once the child is 8 MiB into the
+// big entry, and waits (bounded) for it to die of it.
+void unpack_killed_by(int sig, bool named, const fs::path& archive, const fs::path& out) {
+  int ready[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  std::fflush(nullptr);
+  pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::close(ready[0]);
+    if (named) ::setenv("SAFEWEIGHTS_NAMED_TEMPFILES", "1", 1);
+    safeweights::install_cleanup_signal_handlers();
+    auto file = safeweights::open_file(archive.string(), FileBackend::Pread);
+    if (!file.is_ok()) std::_Exit(3);
+    auto probe = dduf::Reader::open(*file);
+    if (!probe.is_ok()) std::_Exit(3);
+    const std::uint64_t stall_at = probe->find("vae/big.txt")->offset + (8u << 20) + 1;
+    auto reader = dduf::Reader::open(std::make_shared<StallingSource>(*file, stall_at, ready[1]));
+    if (!reader.is_ok()) std::_Exit(3);
+    (void)dduf::unpack(*reader, out.string());
+    std::_Exit(4);  // never reached: the source stalls
+  }
+  ::close(ready[1]);
+  char c = 0;
+  const bool started = ::read(ready[0], &c, 1) == 1;
+  ::close(ready[0]);
+  if (started) ::kill(pid, sig);
+  int status = 0;
+  ASSERT_EQ(swt::wait_for_child(pid, status), pid) << "the child did not end within 30 s";
+  ASSERT_TRUE(started) << "the child failed before the stall: status " << status;
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == sig) << "status " << status;
+}
+
+class UnpackSignal : public ::testing::TestWithParam<int> {};
+
+// With nameless files, any signal at all — kill -9 included — leaves nothing: no folder, no staging
+// folder, no temporary file.
+TEST_P(UnpackSignal, NamelessLeavesNothing) {
+  TempDir tmp;
+  write_archive(tmp / "a.dduf");
+  fs::create_directories(tmp / "parent");
+  unpack_killed_by(GetParam(), false, tmp / "a.dduf", tmp / "parent" / "out");
+  EXPECT_TRUE(fs::is_empty(tmp / "parent")) << *list_all(tmp / "parent").begin();
+}
+
+// The named fallback: a killed unpack leaves only a recognisable staging folder (no `out`), and the
+// next unpack into the same folder removes it.
+TEST_P(UnpackSignal, NamedFallbackLeftoverRemovedByNextRun) {
+  TempDir tmp;
+  write_archive(tmp / "a.dduf");
+  fs::create_directories(tmp / "parent");
+  unpack_killed_by(GetParam(), true, tmp / "a.dduf", tmp / "parent" / "out");
+  EXPECT_FALSE(fs::exists(tmp / "parent" / "out"));
+  for (const std::string& name : hidden_names(tmp / "parent")) EXPECT_EQ(name.rfind(".out.sw-unpack-", 0), 0u) << name;
+  auto reader = dduf::Reader::open((tmp / "a.dduf").string());
+  ASSERT_OK(reader);
+  ASSERT_OK(dduf::unpack(*reader, (tmp / "parent" / "out").string()));
+  EXPECT_TRUE(hidden_names(tmp / "parent").empty());
+  EXPECT_EQ(read_file(tmp / "parent" / "out" / "vae" / "big.txt"), tensor_bytes(kBigEntry, 7));
+}
+
+INSTANTIATE_TEST_SUITE_P(Signals, UnpackSignal, ::testing::Values(SIGINT, SIGTERM, SIGKILL),
+                         [](const ::testing::TestParamInfo<int>& info) { return std::string(::sigabbrev_np(info.param)); });
+
+// A flipped byte: unpack fails with CrcMismatch naming the entry, and no folder appears.
+TEST(Unpack, CrcMismatchLeavesNothing) {
+  TempDir tmp;
+  write_archive(tmp / "a.dduf");
+  std::string bytes = read_file(tmp / "a.dduf");
+  {
+    auto reader = dduf::Reader::open((tmp / "a.dduf").string());
+    ASSERT_OK(reader);
+    bytes[reader->find("vae/big.txt")->offset + 12345] ^= 0x01;
+  }
+  write_file(tmp / "flipped.dduf", bytes);
+  auto reader = dduf::Reader::open((tmp / "flipped.dduf").string());
+  ASSERT_OK(reader);  // the CRC is not checked on open
+  for (bool named : {false, true}) {
+    if (named) ::setenv("SAFEWEIGHTS_NAMED_TEMPFILES", "1", 1);
+    Status s = dduf::unpack(*reader, (tmp / "out").string());
+    ::unsetenv("SAFEWEIGHTS_NAMED_TEMPFILES");
+    ASSERT_TRUE(Fails(s, ErrorKind::CrcMismatch)) << named;
+    EXPECT_EQ(s.error().context().entry, "vae/big.txt");
+    EXPECT_FALSE(fs::exists(tmp / "out"));
+    EXPECT_TRUE(hidden_names(tmp.path()).empty());
+  }
+}
+
+// A symlink planted in the folder cannot redirect a write: the folder is refused as non-empty, and
+// replacing it replaces the link, never what it points to.
+TEST(Unpack, SymlinkInTargetIsNeverFollowed) {
+  TempDir tmp;
+  write_archive(tmp / "a.dduf");
+  fs::create_directories(tmp / "outside");
+  fs::create_directories(tmp / "out");
+  fs::create_directory_symlink(tmp / "outside", tmp / "out" / "vae");
+  auto reader = dduf::Reader::open((tmp / "a.dduf").string());
+  ASSERT_OK(reader);
+  EXPECT_TRUE(Fails(dduf::unpack(*reader, (tmp / "out").string()), ErrorKind::InvalidArgument, "not empty"));
+  ASSERT_OK(dduf::unpack(*reader, (tmp / "out").string(), 0, /*replace=*/true));
+  EXPECT_TRUE(fs::is_empty(tmp / "outside"));
+  EXPECT_FALSE(fs::is_symlink(tmp / "out" / "vae"));
+  EXPECT_EQ(list_files(tmp / "out"), (std::set<std::string>{"model_index.json", "vae/config.json", "vae/big.txt"}));
+  // The folder to write being a symlink itself is refused: writes would land where it points.
+  fs::create_directory_symlink(tmp / "outside", tmp / "link");
+  EXPECT_TRUE(Fails(dduf::unpack(*reader, (tmp / "link").string()), ErrorKind::UnsafePath));
+  EXPECT_TRUE(fs::is_empty(tmp / "outside"));
+}
+
+// An empty folder is filled; a trailing '/' names the same folder.
+TEST(Unpack, IntoEmptyFolder) {
+  TempDir tmp;
+  write_archive(tmp / "a.dduf");
+  fs::create_directories(tmp / "out");
+  auto reader = dduf::Reader::open((tmp / "a.dduf").string());
+  ASSERT_OK(reader);
+  ASSERT_OK(dduf::unpack(*reader, (tmp / "out").string() + "/"));
+  EXPECT_EQ(list_files(tmp / "out").size(), 3u);
+  EXPECT_TRUE(hidden_names(tmp.path()).empty());
+}
+
+// A write that fails midway (the file size limit stands in for a full disk): an error, and neither the
+// folder nor a staging folder remains. In a child process, whose limit cannot affect other tests.
+TEST(Unpack, FailedWriteLeavesNothing) {
+  TempDir tmp;
+  write_archive(tmp / "a.dduf");
+  for (bool named : {false, true}) {
+    std::fflush(nullptr);
+    pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      if (named) ::setenv("SAFEWEIGHTS_NAMED_TEMPFILES", "1", 1);
+      std::signal(SIGXFSZ, SIG_IGN);
+      struct rlimit lim {4u << 20, 4u << 20};
+      if (::setrlimit(RLIMIT_FSIZE, &lim) != 0) std::_Exit(3);
+      auto reader = dduf::Reader::open((tmp / "a.dduf").string());
+      if (!reader.is_ok()) std::_Exit(3);
+      Status s = dduf::unpack(*reader, (tmp / "out").string());
+      std::_Exit(!s.is_ok() && s.error().kind() == ErrorKind::IoError ? 0 : 4);
+    }
+    int status = 0;
+    ASSERT_EQ(swt::wait_for_child(pid, status), pid);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status << ", named " << named;
+    EXPECT_FALSE(fs::exists(tmp / "out"));
+    EXPECT_TRUE(hidden_names(tmp.path()).empty()) << *hidden_names(tmp.path()).begin();
+  }
+}
+
+// What validate accepts, unpack can write: the clashes and over-long names that would stop it are
+// found on open (the corpus has one file per rule), and an exporter refuses to write a clash.
+TEST(Unpack, ExporterRefusesFileFolderClash) {
+  TempDir tmp;
+  auto ex = dduf::Exporter::create((tmp / "a.dduf").string());
+  ASSERT_OK(ex);
+  ASSERT_OK(ex->add_bytes("model_index.json", bytes_of(R"({"x.json": ["diffusers", "X"]})")));
+  ASSERT_OK(ex->add_bytes("x.json", bytes_of("{}")));
+  ASSERT_OK(ex->add_bytes("x.json/config.json", bytes_of("{}")));
+  EXPECT_TRUE(Fails(ex->finish(), ErrorKind::DDUFExport, "both a file and a folder"));
+  EXPECT_FALSE(fs::exists(tmp / "a.dduf"));
+  auto ex2 = dduf::Exporter::create((tmp / "b.dduf").string());
+  ASSERT_OK(ex2);
+  EXPECT_TRUE(Fails(ex2->add_bytes("vae/" + std::string(300, 'a') + ".json", bytes_of("{}")), ErrorKind::DDUFInvalidEntryName, "255"));
+}
+
+// The end record's comment length is checked against the file: a lie is named as such, not as
+// trailing data (which is reported when bytes do follow the comment).
+TEST(ZipEndRecord, CommentLengthPastEndIsNamed) {
+  const std::string dir = DDUF_CORPUS_DIR;
+  EXPECT_TRUE(Fails(dduf::Reader::open(dir + "/BadZipFile--eocd-comment-length-past-eof.dduf"), ErrorKind::BadZipFile,
+                    "comment length (10) runs 10 bytes past the end of the file"));
+  EXPECT_TRUE(Fails(dduf::Reader::open(dir + "/BadZipFile--trailing-garbage.dduf"), ErrorKind::BadZipFile, "trailing data"));
+}
+
 // The malformed-archive corpus (make_corpus.py): `<ExpectedKind>--<rule>.dduf`
 // =====================================================================================================
 
@@ -1538,7 +1769,9 @@ TEST(Corpus, HasEveryRule) {
            "BadZipFile--zip64-extra-size-central.dduf", "BadZipFile--zip64-eocd-disagrees.dduf", "CrcMismatch--wrong-crc.dduf",
            "InvalidHeaderLength--verify-safetensors-header-length.dduf", "DDUFCorruptedFile--verify-invalid-json-entry.dduf",
            "valid--hub-layout.dduf", "valid--cpython-writestr-plain.dduf", "valid--info-zip-stored-no-dirs.dduf",
-           "valid--archive-comment.dduf"}) {
+           "valid--archive-comment.dduf", "DDUFCorruptedFile--root-file-and-folder-same-name.dduf",
+           "DDUFCorruptedFile--component-named-model-index.dduf", "DDUFInvalidEntryName--name-part-too-long.dduf",
+           "BadZipFile--comment-with-local-header-signature.dduf", "BadZipFile--eocd-comment-length-past-eof.dduf"}) {
     EXPECT_TRUE(present.count(required)) << "corpus lacks " << required << " (run tests/dduf/make_corpus.py)";
   }
 }
@@ -1561,6 +1794,10 @@ TEST_P(CorpusTest, FailsWithTheKindInItsName) {
         ASSERT_OK(src);
         EXPECT_EQ((*src)->size(), e.length);
       }
+      // What validate accepts, unpack writes.
+      TempDir out;
+      EXPECT_OK(dduf::unpack(*reader, (out / "unpacked").string()));
+      EXPECT_EQ(list_files(out / "unpacked").size(), reader->entries().size());
     }
     return;
   }

@@ -331,6 +331,15 @@ def corpus():
     yield "DDUFCorruptedFile--model-index-invalid-utf8.dduf", build(with_entry(MI, data=MODEL_INDEX[:-1] + b', "\xff": 1}'))
     yield "DDUFCorruptedFile--folder-not-in-index.dduf", build(base_entries() + [Entry("unet/config.json", b"{}")])
     yield "DDUFCorruptedFile--folder-without-config.dduf", build(with_entry(VAE_CFG, name="vae/settings.json"))
+    # Pass the reference, which keys entries by name, but cannot be unpacked: a folder cannot hold a file
+    # and a folder of one name, nor a name part longer than NAME_MAX (255 bytes).
+    yield "DDUFCorruptedFile--root-file-and-folder-same-name.dduf", build(
+        with_entry(MI, data=MODEL_INDEX[:-1] + b', "x.json": ["diffusers", "X"]}')
+        + [Entry("x.json", b"{}"), Entry("x.json/config.json", b"{}")])
+    yield "DDUFCorruptedFile--component-named-model-index.dduf", build(
+        with_entry(MI, data=MODEL_INDEX[:-1] + b', "model_index.json": ["diffusers", "X"]}')
+        + [Entry("model_index.json/config.json", b"{}")])
+    yield "DDUFInvalidEntryName--name-part-too-long.dduf", build(base_entries() + [Entry("vae/" + "a" * 295 + ".json", b"{}")])
     yield "DuplicateKey--model-index-duplicate-key.dduf", build(
         with_entry(MI, data=MODEL_INDEX[:-1] + b', "vae": ["diffusers", "AutoencoderTiny"]}'))
 
@@ -370,6 +379,12 @@ def corpus():
     yield "BadZipFile--eocd-disk-count-differs.dduf", build(base_entries(), eocd={"count_disk": 3})
     yield "BadZipFile--comment-with-eocd-signature.dduf", build(
         base_entries(), comment=b"comment PK\x05\x06 that looks like another end record, padded out to 60 bytes")
+    # CPython's zipfile and Info-ZIP ignore a local-header signature in the comment; a reader that scans
+    # for local headers (recovery, streaming from an offset) would find a fake entry there.
+    yield "BadZipFile--comment-with-local-header-signature.dduf", build(
+        base_entries(), comment=b"comment PK\x03\x04 that looks like the start of another entry")
+    # The end record claims a 10-byte comment that is not there.
+    yield "BadZipFile--eocd-comment-length-past-eof.dduf", base[:-2] + struct.pack("<H", 10)
     yield "BadZipFile--nul-in-name.dduf", build(base_entries() + [Entry(b"vae/extra.json\x00evil.bin", b"{}")])
     yield "BadZipFile--non-ascii-name-without-utf8-flag.dduf", build(base_entries() + [Entry("vae/caf\u00e9.txt", b"x")])
     yield "BadZipFile--invalid-utf8-name.dduf", build(base_entries() + [Entry(b"vae/caf\xe9.txt", b"x", flags=0x800)])

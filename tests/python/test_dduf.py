@@ -257,7 +257,9 @@ def test_export_error_leaves_no_file_and_keeps_existing_target(tmp_path, entries
     assert sorted(os.listdir(out_dir)) == ["existing.dduf"]  # no temporary files left behind
 
 
-def test_export_consumes_generator_one_entry_at_a_time(tmp_path):
+def test_export_consumes_generator_one_entry_at_a_time(tmp_path, monkeypatch):
+    # The output is nameless until committed (O_TMPFILE); the named fallback makes its growth visible.
+    monkeypatch.setenv("SAFEWEIGHTS_NAMED_TEMPFILES", "1")
     out_dir = tmp_path / "out"
     out_dir.mkdir()
     chunk = 2 * 1024 * 1024
