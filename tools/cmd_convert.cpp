@@ -1,0 +1,58 @@
+// safeweights convert IN.pt OUT.safetensors [--dedup] [--allow-unknown] [--key KEY]
+#include <unistd.h>
+
+#include <cstdio>
+#include <memory>
+
+#include "cli_common.h"
+#include "safeweights/pytorch.h"
+
+namespace safeweights::cli {
+namespace {
+
+struct ConvertCli {
+  std::string input;
+  std::string output;
+  bool dedup = false;
+  bool allow_unknown = false;
+  bool durable = false;
+  std::string key;
+};
+
+Status run(const ConvertCli& opt) {
+  pytorch::ConvertOptions options;
+  options.dedup = opt.dedup;
+  options.durable = opt.durable;
+  options.read.allow_unknown = opt.allow_unknown;
+  options.read.key = opt.key;
+  if (::isatty(STDERR_FILENO)) {
+    options.progress = [](std::size_t tensors, std::uint64_t bytes) {
+      std::fprintf(stderr, "\rconverted %zu tensors, %s", tensors, human_bytes(bytes).c_str());
+    };
+  }
+  Status s = pytorch::convert_to_safetensors(opt.input, opt.output, options);
+  if (options.progress) std::fprintf(stderr, "\n");
+  return s;
+}
+
+}  // namespace
+
+void add_convert_command(CLI::App& app, int& exit_code) {
+  auto opt = std::make_shared<ConvertCli>();
+  CLI::App* cmd = app.add_subcommand("convert", "Convert a PyTorch checkpoint (.pt/.pth/.bin/.ckpt) to safetensors without running its pickle");
+  cmd->add_option("INPUT", opt->input, "a torch.save file (ZIP or legacy format)")->required();
+  cmd->add_option("OUTPUT", opt->output, "the .safetensors file to write (atomically)")->required();
+  cmd->add_flag("--dedup", opt->dedup, "write one copy of tensors that share storage; the others become aliases in __metadata__");
+  cmd->add_flag("--allow-unknown", opt->allow_unknown, "keep globals outside the allowlist as inert placeholders (nothing is called)");
+  cmd->add_option("--key", opt->key, "read the tensors under this top-level key (default: state_dict, model or module when present)");
+  cmd->add_flag("--durable", opt->durable, "fsync the output before renaming it into place");
+  cmd->callback([opt, &exit_code] {
+    Status s = run(*opt);
+    if (!s.is_ok()) {
+      print_error(s.error());
+      exit_code = s.error().kind() == ErrorKind::InvalidArgument ? kExitUsage : kExitInvalid;
+    }
+  });
+}
+
+}  // namespace safeweights::cli
