@@ -139,7 +139,7 @@ class CheckpointFile final : public Checkpoint {
   std::vector<Extra> extra_;
   std::deque<std::string> names_;
   std::deque<std::vector<std::uint64_t>> shapes_;
-  std::vector<SourcePtr> sources_;
+  std::vector<SourcePtr> sources_;  // storages and strided views: what entries' sources point to
   std::unordered_map<std::string_view, std::size_t> index_;
   std::vector<std::vector<std::string_view>> shared_;
 
@@ -197,6 +197,7 @@ Status CheckpointFile::add(const Found& f, const StorageBytes& storage, bool swa
 Status CheckpointFile::build(std::vector<Found>& found, const std::unordered_map<std::string, StorageBytes>& bytes, bool swap) {
   entries_.reserve(found.size());
   extra_.reserve(found.size());
+  for (const auto& [key, storage] : bytes) sources_.push_back(storage.source);  // entries point into them
   for (const Found& f : found) {
     if (!json::is_valid_utf8(f.name)) return bad("a tensor name is not valid UTF-8");
     const StorageInfo& s = *f.tensor->tensor->storage->storage;

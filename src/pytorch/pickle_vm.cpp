@@ -607,14 +607,14 @@ Status Machine::op_persid() {
     info.view_offset = off * elsize;
     info.view_nbytes = len * elsize;
   }
-  auto [it, inserted] = storages_.try_emplace(info.key + "\n" + std::to_string(info.view_offset) + "\n" + std::to_string(info.view_nbytes), nullptr);
-  if (!inserted) return push(it->second);
   // Every reference to one key must agree on its type and size.
   if (auto first = by_key_.find(info.key); first != by_key_.end()) {
     const StorageInfo& o = *first->second->storage;
     if (o.typed != info.typed || o.dtype != info.dtype || o.nbytes != info.nbytes)
       return fail(ErrorKind::InvalidCheckpoint, "storage `" + info.key + "` is referenced with different types or sizes");
   }
+  auto [it, inserted] = storages_.try_emplace(info.key + "\n" + std::to_string(info.view_offset) + "\n" + std::to_string(info.view_nbytes), nullptr);
+  if (!inserted) return push(it->second);
   SW_ASSIGN_OR_RETURN(Value * v, make(Kind::Storage));
   by_key_.try_emplace(info.key, v);
   v->storage = std::make_unique<StorageInfo>(std::move(info));

@@ -1,0 +1,269 @@
+#!/usr/bin/env python3
+"""PyTorch checkpoints through the CLI: files written by real torch (every dtype, views, tied weights,
+state_dict() with _metadata, keep_vars, nested training checkpoints, the legacy format) read, cat and
+converted byte for byte against torch's own `.contiguous().numpy().tobytes()`; hand-built hostile
+pickles refused by name with no side effect (a canary file is never created); the malformed corpus
+(pickles.py) reported with the expected error kind.
+
+    test_checkpoints.py --cli PATH/safeweights
+
+Exits 77 (skipped) when torch cannot be imported; the hostile and malformed parts need no torch and run
+first, so a failure there is reported either way.
+"""
+import argparse
+import json
+import os
+import struct
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import pickles  # noqa: E402
+
+FAILURES = []
+
+
+def check(condition, message):
+    if not condition:
+        FAILURES.append(message)
+        print("FAIL:", message)
+
+
+def run(cli, *args):
+    return subprocess.run([cli, *args], capture_output=True)
+
+
+def validate(cli, path):
+    out = run(cli, "validate", "--json", path)
+    return json.loads(out.stdout)
+
+
+def read_safetensors(path):
+    data = open(path, "rb").read()
+    n = struct.unpack("<Q", data[:8])[0]
+    header = json.loads(data[8:8 + n])
+    base = 8 + n
+    tensors = {k: (v["dtype"], v["shape"], data[base + v["data_offsets"][0]:base + v["data_offsets"][1]])
+               for k, v in header.items() if k != "__metadata__"}
+    return tensors, header.get("__metadata__", {})
+
+
+# --- no torch needed ----------------------------------------------------------------------------------
+
+def test_malformed_corpus(cli, tmp):
+    corpus = os.path.join(tmp, "corpus")
+    pickles.main(["", "--corpus", corpus])
+    for line in open(os.path.join(corpus, "expected")):
+        name, kind = line.split()
+        result = validate(cli, os.path.join(corpus, name))
+        got = (result.get("error") or {}).get("kind")
+        check(result["format"] == "pytorch" and got == kind, f"corpus {name}: expected {kind}, got {got} ({result})")
+        check(not os.path.exists(os.path.join(corpus, name + ".safetensors")), name)
+        out = os.path.join(tmp, name + ".safetensors")
+        conv = run(cli, "convert", os.path.join(corpus, name), out)
+        check(conv.returncode == 1 and not os.path.exists(out), f"corpus {name}: convert must fail and leave no output")
+
+
+def test_hostile_pickles(cli, tmp):
+    canary = os.path.join(tmp, "canary")
+    payloads = pickles.hostile_payloads(canary)
+    files = {}
+    for name, (data, names) in payloads.items():
+        path = os.path.join(tmp, f"hostile_{name}.pt")
+        with open(path, "wb") as f:
+            f.write(pickles.torch_zip(data))
+        files[path] = names
+    legacy = os.path.join(tmp, "hostile_legacy.pt")
+    with open(legacy, "wb") as f:
+        f.write(pickles.hostile_legacy(canary))
+    files[legacy] = "os.system"
+    for path, names in files.items():
+        result = validate(cli, path)
+        err = result.get("error") or {}
+        check(not result["valid"] and err.get("kind") == "UnsafePickle" and names in err.get("message", ""),
+              f"{os.path.basename(path)}: expected UnsafePickle naming {names}, got {result}")
+        for args in (["inspect", "--json", path], ["cat", path, "w"], ["convert", path, path + ".safetensors"],
+                     ["convert", "--allow-unknown", path, path + ".safetensors"]):
+            out = run(cli, *args)
+            check(out.returncode != 0 or "unknown_module" in path, f"{args}: must fail")
+        if "unknown_module" not in path:
+            check(not os.path.exists(path + ".safetensors"), f"{path}: refused file left output")
+    check(not os.path.exists(canary), "a payload created the canary file")
+
+    # An unknown (not hostile) module used as a value: refused by default, a placeholder with
+    # --allow-unknown, and the tensors still come out; hostile modules stay refused.
+    unknown = [p for p in files if "unknown_module" in p][0]
+    out = unknown + ".safetensors"
+    conv = run(cli, "convert", "--allow-unknown", unknown, out)
+    check(conv.returncode == 0, f"--allow-unknown: {conv.stderr}")
+    if conv.returncode == 0:
+        tensors, _ = read_safetensors(out)
+        check(list(tensors) == ["w"] and tensors["w"][2] == struct.pack("<4f", 1, 2, 3, 4), f"--allow-unknown tensors {tensors}")
+    for hostile in [p for p in files if "os_system" in p or "stack_global" in p]:
+        check(run(cli, "convert", "--allow-unknown", hostile, hostile + ".x").returncode == 1, f"{hostile} with --allow-unknown")
+
+
+# --- real torch ---------------------------------------------------------------------------------------
+
+def torch_bytes(torch, t):
+    t = t.detach().contiguous()
+    if t.dtype == torch.bfloat16:
+        t = t.view(torch.int16)
+    return t.numpy().tobytes()
+
+
+CODES = None
+
+
+def dtype_codes(torch):
+    return {torch.float64: "F64", torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16",
+            torch.int64: "I64", torch.int32: "I32", torch.int16: "I16", torch.int8: "I8", torch.uint8: "U8",
+            torch.bool: "BOOL", torch.complex64: "C64"}
+
+
+def flat(obj, prefix=""):
+    """Dotted names of every tensor in nested dicts/lists, as the reader names them."""
+    import torch
+    if isinstance(obj, torch.Tensor):
+        yield prefix or "tensor", obj
+    elif isinstance(obj, dict):
+        for k, v in obj.items():
+            yield from flat(v, f"{prefix}.{k}" if prefix else str(k))
+    elif isinstance(obj, (list, tuple)):
+        for i, v in enumerate(obj):
+            yield from flat(v, f"{prefix}.{i}" if prefix else str(i))
+
+
+def expect_file(cli, torch, path, expected, key=None, shared=()):
+    """expected: {name: tensor}; checks validate, inspect, cat of every tensor and convert."""
+    base = os.path.basename(path)
+    result = validate(cli, path)
+    check(result["valid"], f"{base}: {result}")
+    if not result["valid"]:
+        return
+    info = json.loads(run(cli, "inspect", "--json", path).stdout)
+    codes = dtype_codes(torch)
+    got = {t["name"]: (t["dtype"], t["shape"]) for t in info["tensors"]}
+    want = {n: (codes[t.dtype], list(t.shape)) for n, t in expected.items()}
+    check(got == want, f"{base}: inspect {got} != {want}")
+    check(info["key"] == key, f"{base}: key {info['key']} != {key}")
+    for group in shared:
+        check(any(set(group) <= set(g) for g in info["shared"]), f"{base}: {group} not shared in {info['shared']}")
+    for name, t in expected.items():
+        out = run(cli, "cat", path, name)
+        check(out.returncode == 0 and out.stdout == torch_bytes(torch, t), f"{base}: cat {name} differs")
+    out = path + ".safetensors"
+    conv = run(cli, "convert", path, out)
+    check(conv.returncode == 0, f"{base}: convert: {conv.returncode} {conv.stderr}")
+    if conv.returncode == 0:
+        tensors, meta = read_safetensors(out)
+        check(meta.get("format") == "pt", f"{base}: metadata {meta}")
+        for name, t in expected.items():
+            check(name in tensors and tensors[name][2] == torch_bytes(torch, t), f"{base}: converted {name} differs")
+
+
+def test_torch(cli, tmp, torch):
+    torch.manual_seed(0)
+    codes = dtype_codes(torch)
+    every = {}
+    for dtype in codes:
+        if dtype.is_floating_point or dtype.is_complex:
+            every[str(dtype).split(".")[1]] = torch.randn(3, 5).to(dtype)
+        elif dtype == torch.bool:
+            every["bool"] = torch.rand(3, 5) > 0.5
+        else:
+            every[str(dtype).split(".")[1]] = torch.randint(-100 if dtype != torch.uint8 else 0, 100, (3, 5), dtype=dtype)
+    base = torch.arange(48, dtype=torch.float32).reshape(6, 8)
+    views = {
+        "scalar": torch.tensor(2.5),
+        "empty": torch.zeros(0, 3),
+        "base": base,
+        "tied": base,
+        "transposed": base.t(),
+        "offset": base[2:, 3:],
+        "strided": base[::2, ::3],
+        "expanded": torch.ones(3, 1).expand(3, 4),
+        "big_endian_free": torch.arange(10, dtype=torch.int64)[3:7],
+    }
+    model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.BatchNorm1d(3), torch.nn.Linear(3, 2))
+    opt = torch.optim.Adam(model.parameters())
+    model(torch.randn(5, 4)).sum().backward()
+    opt.step()
+    training = {"epoch": 7, "step": 12345678901, "lr": 0.001, "name": "run-1", "tags": ["a", "b"],
+                "model": model.state_dict(), "optimizer": opt.state_dict()}
+    cases = [
+        ("every_dtype", every, every, None, ()),
+        ("views", views, views, None, [["base", "tied", "transposed", "offset", "strided"]]),
+        ("state_dict", model.state_dict(), dict(flat(model.state_dict())), None, ()),
+        ("keep_vars", model.state_dict(keep_vars=True), dict(flat(model.state_dict(keep_vars=True))), None, ()),
+        ("training", training, dict(flat(training["model"])), "model", ()),
+    ]
+    for name, obj, expected, key, shared in cases:
+        for legacy in (False, True):
+            path = os.path.join(tmp, f"{name}{'_legacy' if legacy else ''}.pt")
+            torch.save(obj, path, _use_new_zipfile_serialization=not legacy)
+            expect_file(cli, torch, path, expected, key, shared)
+
+    # --key picks another top-level entry: the optimizer's state, with integer keys.
+    path = os.path.join(tmp, "training.pt")
+    out = os.path.join(tmp, "optimizer.safetensors")
+    conv = run(cli, "convert", "--key", "optimizer", path, out)
+    check(conv.returncode == 0, f"--key optimizer: {conv.stderr}")
+    if conv.returncode == 0:
+        tensors, _ = read_safetensors(out)
+        want = dict(flat(training["optimizer"]))
+        check(set(tensors) == set(want), f"--key optimizer names {sorted(tensors)} != {sorted(want)}")
+        for n, t in want.items():
+            check(n in tensors and tensors[n][2] == torch_bytes(torch, t), f"--key optimizer: {n} differs")
+
+    # --dedup: tied names become aliases of one kept copy; views of other shapes keep their own bytes.
+    path = os.path.join(tmp, "views.pt")
+    out = os.path.join(tmp, "views_dedup.safetensors")
+    conv = run(cli, "convert", "--dedup", path, out)
+    check(conv.returncode == 0, f"--dedup: {conv.stderr}")
+    if conv.returncode == 0:
+        tensors, meta = read_safetensors(out)
+        check("tied" not in tensors and meta.get("tied") == "base", f"--dedup metadata {meta}")
+        check(tensors["transposed"][2] == torch_bytes(torch, views["transposed"]), "--dedup transposed differs")
+
+    # A __reduce__ hidden in a real state dict: torch.save writes the payload; we refuse it by name.
+    canary = os.path.join(tmp, "canary_reduce")
+
+    class Payload:
+        def __reduce__(self):
+            return (os.system, (f"touch {canary}",))
+
+    path = os.path.join(tmp, "reduce_in_state_dict.pt")
+    torch.save({"w": torch.ones(2), "evil": Payload()}, path)
+    result = validate(cli, path)
+    err = result.get("error") or {}
+    check(err.get("kind") == "UnsafePickle" and "posix.system" in err.get("message", ""), f"hidden __reduce__: {result}")
+    check(not os.path.exists(canary), "the hidden __reduce__ created its canary")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--cli", required=True)
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        test_malformed_corpus(args.cli, tmp)
+        test_hostile_pickles(args.cli, tmp)
+        try:
+            import torch
+        except ImportError:
+            torch = None
+        if torch is not None:
+            test_torch(args.cli, tmp, torch)
+    if FAILURES:
+        print(f"{len(FAILURES)} failures")
+        return 1
+    if torch is None:
+        print("torch not importable: real-checkpoint checks skipped")
+        return 77
+    print("all PyTorch checkpoint checks passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
