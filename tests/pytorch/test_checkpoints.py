@@ -104,6 +104,47 @@ def test_hostile_pickles(cli, tmp):
         check(run(cli, "convert", "--allow-unknown", hostile, hostile + ".x").returncode == 1, f"{hostile} with --allow-unknown")
 
 
+def test_hand_built(cli, tmp):
+    """Forms torch 1.13 does not write: big-endian storages, _rebuild_tensor_v3 over an UntypedStorage,
+    _rebuild_from_type_v2, protocol-4 opcodes."""
+    P = pickles
+    be = struct.pack(">4f", 1, 2, 3, 4)
+    cases = {
+        # byteorder "big": elements swapped, also through a transposed view, and complex64 per half.
+        "big_endian": (P.torch_zip(P.pickle(P.state_dict(
+            (P.s("w"), P.tensor(P.storage_pid(), size=(2, 2), stride=(2, 1))),
+            (P.s("t"), P.tensor(P.storage_pid(), size=(2, 2), stride=(1, 2))),
+            (P.s("c"), P.tensor(P.storage_pid("ComplexFloatStorage", key="1", numel=2), size=(2,), stride=(1,))),
+        )), {"0": be, "1": be}, byteorder=b"big"),
+            {"w": ("F32", [2, 2], struct.pack("<4f", 1, 2, 3, 4)), "t": ("F32", [2, 2], struct.pack("<4f", 1, 3, 2, 4)),
+             "c": ("C64", [2], struct.pack("<4f", 1, 2, 3, 4))}),
+        "v3_float8": (P.torch_zip(P.pickle(P.state_dict((P.s("f8"), P.glob("torch._utils", "_rebuild_tensor_v3") + P.tup(
+            P.storage_pid("UntypedStorage", numel=4), P.i(1), P.tup(P.i(3)), P.tup(P.i(1)), b"\x89",
+            P.glob("collections", "OrderedDict") + b")R", P.glob("torch", "float8_e4m3fn")) + b"R"))),
+            {"0": bytes([1, 2, 3, 4])}), {"f8": ("F8_E4M3", [3], bytes([2, 3, 4]))}),
+        "from_type_v2_parameter": (P.torch_zip(P.pickle(P.state_dict((P.s("p"), P.glob("torch._tensor", "_rebuild_from_type_v2") + P.tup(
+            P.glob("torch._utils", "_rebuild_parameter"), P.glob("torch.nn.parameter", "Parameter"),
+            P.tup(P.tensor(P.storage_pid()), b"\x88", P.glob("collections", "OrderedDict") + b")R"), b"}") + b"R")))),
+            {"p": ("F32", [4], struct.pack("<4f", 1, 2, 3, 4))}),
+        "protocol4_ops": (P.torch_zip(b"\x80\x04\x95\x05\x00\x00\x00\x00\x00\x00\x00}\x94(\x8c\x01w\x94" +
+                                      P.tensor(P.storage_pid()) + b"u."),
+                          {"w": ("F32", [4], struct.pack("<4f", 1, 2, 3, 4))}),
+    }
+    for name, (data, want) in cases.items():
+        path = os.path.join(tmp, f"hand_{name}.pt")
+        with open(path, "wb") as f:
+            f.write(data)
+        result = validate(cli, path)
+        check(result["valid"], f"{name}: {result}")
+        out = path + ".safetensors"
+        conv = run(cli, "convert", path, out)
+        check(conv.returncode == 0, f"{name}: convert {conv.stderr}")
+        if conv.returncode == 0:
+            tensors, _ = read_safetensors(out)
+            got = {k: (d, sh, b) for k, (d, sh, b) in tensors.items()}
+            check(got == want, f"{name}: {got} != {want}")
+
+
 # --- real torch ---------------------------------------------------------------------------------------
 
 def torch_bytes(torch, t):
@@ -249,6 +290,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         test_malformed_corpus(args.cli, tmp)
         test_hostile_pickles(args.cli, tmp)
+        test_hand_built(args.cli, tmp)
         try:
             import torch
         except ImportError:
