@@ -75,4 +75,13 @@ struct ConvertOptions {
 // on any error the output does not exist (or is left as it was).
 Status convert_to_safetensors(const std::string& input, const std::string& output, const ConvertOptions& options = {});
 
+// Converts a Hugging Face folder: `pytorch_model.bin`, or the shards named by
+// `pytorch_model.bin.index.json` (each shard must hold exactly the tensors the index lists for it),
+// into `model.safetensors`, or one `.safetensors` per shard (pytorch_model-0000i-of-0000N.bin ->
+// model-0000i-of-0000N.safetensors) plus `model.safetensors.index.json` (the input index's metadata,
+// total_size recomputed, written last), in `output_folder` (created if missing). Each file is written
+// atomically; on error the files this call wrote are removed. Returns the names written, in order.
+Result<std::vector<std::string>> convert_folder(const std::string& input_folder, const std::string& output_folder,
+                                                const ConvertOptions& options = {});
+
 }  // namespace safeweights::pytorch

@@ -268,6 +268,49 @@ def test_torch(cli, tmp, torch):
         check("tied" not in tensors and meta.get("tied") == "base", f"--dedup metadata {meta}")
         check(tensors["transposed"][2] == torch_bytes(torch, views["transposed"]), "--dedup transposed differs")
 
+    # Hugging Face folders: one pytorch_model.bin, and shards with their index (as transformers writes).
+    sd = model.state_dict()
+    names = list(sd)
+    single = os.path.join(tmp, "hf_single")
+    os.makedirs(single)
+    torch.save(sd, os.path.join(single, "pytorch_model.bin"))
+    sharded = os.path.join(tmp, "hf_sharded")
+    os.makedirs(sharded)
+    halves = [names[: len(names) // 2], names[len(names) // 2:]]
+    weight_map = {}
+    for k, part in enumerate(halves):
+        shard = f"pytorch_model-{k + 1:05d}-of-00002.bin"
+        torch.save({n: sd[n] for n in part}, os.path.join(sharded, shard))
+        weight_map.update({n: shard for n in part})
+    with open(os.path.join(sharded, "pytorch_model.bin.index.json"), "w") as f:
+        json.dump({"metadata": {"total_size": 1}, "weight_map": weight_map}, f)
+    for folder, files in ((single, ["model.safetensors"]),
+                          (sharded, ["model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors",
+                                     "model.safetensors.index.json"])):
+        out = folder + "_out"
+        conv = run(cli, "convert", folder, out)
+        check(conv.returncode == 0, f"{folder}: {conv.stderr}")
+        check(sorted(os.listdir(out)) == sorted(files) if os.path.isdir(out) else False, f"{folder}: wrote {os.listdir(out) if os.path.isdir(out) else None}")
+        got = {}
+        for f in files:
+            if f.endswith(".safetensors") and os.path.exists(os.path.join(out, f)):
+                tensors, _ = read_safetensors(os.path.join(out, f))
+                got.update({n: (f, t[2]) for n, t in tensors.items()})
+        check(set(got) == set(names), f"{folder}: names {sorted(got)}")
+        for n in names:
+            check(n in got and got[n][1] == torch_bytes(torch, sd[n]), f"{folder}: {n} differs")
+        if folder == sharded and os.path.exists(os.path.join(out, "model.safetensors.index.json")):
+            index = json.load(open(os.path.join(out, "model.safetensors.index.json")))
+            check(index["weight_map"] == {n: got[n][0] for n in names}, f"index {index}")
+            check(index["metadata"]["total_size"] == sum(len(got[n][1]) for n in names), f"total_size {index['metadata']}")
+    # A shard holding a tensor its index does not list: refused, and nothing is left behind.
+    with open(os.path.join(sharded, "pytorch_model.bin.index.json"), "w") as f:
+        json.dump({"metadata": {}, "weight_map": {n: weight_map[n] for n in names[1:]}}, f)
+    out = sharded + "_bad"
+    conv = run(cli, "convert", sharded, out)
+    check(conv.returncode == 1 and b"InvalidIndex" in conv.stderr, f"bad index: {conv.stderr}")
+    check(not os.path.isdir(out) or os.listdir(out) == [], f"bad index left {os.listdir(out)}")
+
     # A __reduce__ hidden in a real state dict: torch.save writes the payload; we refuse it by name.
     canary = os.path.join(tmp, "canary_reduce")
 
