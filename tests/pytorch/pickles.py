@@ -178,6 +178,7 @@ def malformed_corpus():
         "legacy_unlisted_storage.pt": (legacy(legacy_tensor_dict(), storages=()), "InvalidCheckpoint"),
         "legacy_bad_protocol.pt": (LEGACY_MAGIC + PROTO2 + b"M\xea\x03." + b"\0" * 16, "InvalidCheckpoint"),
         "tar_format.pt": (tar.getvalue(), "NotSupported"),
+        "preview_pytorch1.pt": (b"PYTORCH1" + bytes(64), "NotSupported"),
     }
     return c
 

@@ -91,6 +91,13 @@ def test_hostile_pickles(cli, tmp):
             check(not os.path.exists(path + ".safetensors"), f"{path}: refused file left output")
     check(not os.path.exists(canary), "a payload created the canary file")
 
+    # A refused input leaves an existing output as it was.
+    existing = os.path.join(tmp, "existing.safetensors")
+    with open(existing, "wb") as f:
+        f.write(b"before")
+    check(run(cli, "convert", list(files)[0], existing).returncode == 1 and open(existing, "rb").read() == b"before",
+          "a refused conversion changed an existing output")
+
     # An unknown (not hostile) module used as a value: refused by default, a placeholder with
     # --allow-unknown, and the tensors still come out; hostile modules stay refused.
     unknown = [p for p in files if "unknown_module" in p][0]
@@ -245,6 +252,11 @@ def test_torch(cli, tmp, torch):
             path = os.path.join(tmp, f"{name}{'_legacy' if legacy else ''}.pt")
             torch.save(obj, path, _use_new_zipfile_serialization=not legacy)
             expect_file(cli, torch, path, expected, key, shared)
+
+    # A checkpoint that is one tensor: named `tensor`.
+    path = os.path.join(tmp, "one_tensor.pt")
+    torch.save(base.t(), path)
+    expect_file(cli, torch, path, {"tensor": base.t()})
 
     # --key picks another top-level entry: the optimizer's state, with integer keys.
     path = os.path.join(tmp, "training.pt")
