@@ -23,6 +23,7 @@ namespace {
 constexpr std::uint64_t kMaxPickleBytes = 1ull << 30;  // data.pkl; real ones are ~100 bytes per tensor
 constexpr std::size_t kMaxTensors = 1u << 20;
 constexpr int kMaxDepth = 64;                          // nesting of containers holding tensors
+constexpr std::uint64_t kMaxVisits = 1u << 22;         // containers walked: a shared one is walked per path
 constexpr std::string_view kLegacyMagic = "\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19";
 constexpr std::int64_t kLegacyProtocol = 1001;
 
@@ -62,6 +63,7 @@ class Walker {
     const bool dict = v->kind == Kind::Dict;
     if (!dict && v->kind != Kind::List && v->kind != Kind::Tuple) return Status::ok();  // values without tensors
     if (depth >= kMaxDepth) return Error(ErrorKind::ResourceLimit, "containers nested more than " + std::to_string(kMaxDepth) + " deep");
+    if (++visits_ > kMaxVisits) return Error(ErrorKind::ResourceLimit, "more than " + std::to_string(kMaxVisits) + " container visits (shared containers repeated)");
     if (!on_path_.insert(v).second) return bad("a container holds itself");
     const std::size_t step = dict ? 2 : 1;
     for (std::size_t i = 0; i + step <= v->items.size(); i += step) {
@@ -83,6 +85,7 @@ class Walker {
  private:
   std::vector<Found> found_;
   std::unordered_set<const Value*> on_path_;
+  std::uint64_t visits_ = 0;
 };
 
 // The value the tensors are read from, and the key it was found under.

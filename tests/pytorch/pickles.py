@@ -178,6 +178,10 @@ def malformed_corpus():
         "legacy_unlisted_storage.pt": (legacy(legacy_tensor_dict(), storages=()), "InvalidCheckpoint"),
         "legacy_bad_protocol.pt": (LEGACY_MAGIC + PROTO2 + b"M\xea\x03." + b"\0" * 16, "InvalidCheckpoint"),
         "tar_format.pt": (tar.getvalue(), "NotSupported"),
+        # Each level is a dict holding the level below twice: 2^40 paths, bounded by the visit limit.
+        "shared_dag_blowup.pt": (torch_zip(pickle(b"}q\x000" + b"".join(
+            b"}q" + bytes([k + 1]) + s("a") + b"h" + bytes([k]) + b"s" + s("b") + b"h" + bytes([k]) + b"s0"
+            for k in range(40)) + b"h\x28")), "ResourceLimit"),
         "preview_pytorch1.pt": (b"PYTORCH1" + bytes(64), "NotSupported"),
     }
     return c
