@@ -18,6 +18,7 @@ struct ConvertCli {
   bool allow_unknown = false;
   bool durable = false;
   std::string key;
+  std::string backend = "pread";
 };
 
 Status run(const ConvertCli& opt) {
@@ -26,6 +27,7 @@ Status run(const ConvertCli& opt) {
   options.durable = opt.durable;
   options.read.allow_unknown = opt.allow_unknown;
   options.read.key = opt.key;
+  options.read.backend = parse_backend(opt.backend);
   if (::isatty(STDERR_FILENO)) {
     options.progress = [](std::size_t tensors, std::uint64_t bytes) {
       std::fprintf(stderr, "\rconverted %zu tensors, %s", tensors, human_bytes(bytes).c_str());
@@ -56,6 +58,8 @@ void add_convert_command(CLI::App& app, int& exit_code) {
   cmd->add_flag("--allow-unknown", opt->allow_unknown, "keep globals outside the allowlist as inert placeholders (nothing is called)");
   cmd->add_option("--key", opt->key, "read the tensors under this top-level key (default: state_dict, model or module when present)");
   cmd->add_flag("--durable", opt->durable, "fsync the output before renaming it into place");
+  cmd->add_option("--backend", opt->backend, "how the input is read: pread (default: chunks through one buffer) or mmap")
+      ->check(CLI::IsMember({"mmap", "pread"}));
   cmd->callback([opt, &exit_code] {
     Status s = run(*opt);
     if (!s.is_ok()) {

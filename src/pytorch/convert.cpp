@@ -69,7 +69,8 @@ Selection select(const Checkpoint& c, bool dedup) {
   return Selection(c, std::move(kept), std::move(metadata));
 }
 
-// Forwards to the writer, reporting progress after each tensor and checking for cancellation.
+// Forwards to the writer, reporting progress after each tensor, releasing its input pages, and
+// checking for cancellation.
 class ProgressSink final : public TensorSink {
  public:
   ProgressSink(TensorSink& to, const Selection& from, const ConvertOptions& options) : to_(to), from_(from), options_(options) {}
@@ -81,6 +82,9 @@ class ProgressSink final : public TensorSink {
     if (const TensorEntry* e = from_.find(name); e && (written_ += chunk.size()) == e->nbytes) {
       written_ = 0;
       ++tensors_;
+      // Done with its pages: a mapped input then holds at most one tensor in memory (they stay in
+      // the page cache, so a view of the same storage later faults them back cheaply).
+      e->source->hint({e->offset, e->nbytes}, AccessHint::DontNeed);
       if (options_.progress) options_.progress(tensors_, bytes_);
     }
     return Status::ok();

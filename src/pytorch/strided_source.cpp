@@ -26,6 +26,10 @@ class StridedSource final : public ByteSource {
 
   const std::string& name() const noexcept override { return name_; }
   std::uint64_t size() const noexcept override { return nbytes_; }
+  // Advice about the view is advice about the storage from the view's first element on.
+  void hint(ByteRange, AccessHint hint) const noexcept override {
+    if (l_.base < storage_->size()) storage_->hint({l_.base, storage_->size() - l_.base}, hint);
+  }
 
   Status read_at(std::uint64_t offset, std::span<std::byte> dst) const override {
     SW_RETURN_IF_ERROR(check_range(offset, dst.size()));
