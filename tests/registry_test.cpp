@@ -87,14 +87,24 @@ TEST(Registry, DetectsByContentNotByName) {
   EXPECT_EQ(sw::detect_format(dir.file("absent")).error().kind(), K::FileNotFound);
 }
 
-TEST(Registry, PytorchCheckpointsAreNamedNotMisreported) {
+TEST(Registry, PytorchCheckpointsAreReadOrRefusedByName) {
   TempDir dir;
+  // The legacy stream's magic number with nothing after it: a truncated pickle, named with its offset.
   write_file_bytes(dir.file("legacy.pt"), std::string("\x80\x02\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19", 14));
   const sw::Format& format = *sw::detect_format(dir.file("legacy.pt")).value();
+  EXPECT_EQ(format.name(), "pytorch");
   auto v = format.validate(dir.file("legacy.pt"), {});
   ASSERT_FALSE(v.is_ok());
-  EXPECT_EQ(v.error().kind(), K::NotSupported);
-  EXPECT_NE(v.error().message().find("PyTorch checkpoints are not supported yet"), std::string::npos);
+  EXPECT_EQ(v.error().kind(), K::InvalidPickle);
+  EXPECT_NE(v.error().message().find("truncated"), std::string::npos) << v.error().message();
+  // A tar-format checkpoint (torch < 0.4) is named and refused.
+  std::string tar(1024, '\0');
+  tar.replace(257, 5, "ustar");
+  write_file_bytes(dir.file("old.pth"), tar);
+  auto t = sw::detect_format(dir.file("old.pth")).value()->validate(dir.file("old.pth"), {});
+  ASSERT_FALSE(t.is_ok());
+  EXPECT_EQ(t.error().kind(), K::NotSupported);
+  EXPECT_NE(t.error().message().find("tar-format"), std::string::npos) << t.error().message();
 }
 
 TEST(TensorFileView, SafetensorsEntriesMatchTheReader) {

@@ -32,6 +32,11 @@ struct FormatOptions {
   bool crc = true;
   // How the file and the files beside it are opened; default_resolver() when null.
   std::shared_ptr<const Resolver> resolver;
+  // PyTorch checkpoints: keep globals outside the allowlist as inert placeholders (safeweights/pytorch.h).
+  bool allow_unknown_globals = false;
+  // PyTorch checkpoints: read the tensors under this top-level key (empty: state_dict / model / module
+  // when present).
+  std::string checkpoint_key;
 };
 
 // The bytes `cat` writes: a tensor (which can also be sliced) or an archive member.

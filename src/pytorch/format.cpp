@@ -1,12 +1,13 @@
-// PyTorch checkpoints in the format registry. They are recognised (torch's ZIP format and the legacy
-// pickle stream) and their ZIP container is checked, but their pickle is not read yet: every operation
-// says so by name rather than failing somewhere in the ZIP layer.
+// PyTorch checkpoints in the format registry: detection by magic bytes and structure, then validate,
+// inspect, open and cat through the checkpoint reader (safeweights/pytorch.h).
 #include "pytorch/format.h"
 
 #include <algorithm>
 
 #include "core/little_endian.h"
 #include "core/status_macros.h"
+#include "safeweights/pytorch.h"
+#include "safeweights/text.h"
 #include "safeweights/zip.h"
 
 namespace safeweights::pytorch {
@@ -41,25 +42,61 @@ bool has_checkpoint_name(std::string_view path) {
   return false;
 }
 
-Error not_yet(const std::string& path, const std::string& what) {
-  return Error(ErrorKind::NotSupported, what + ": PyTorch checkpoints are not supported yet").with_file(path);
+CheckpointOptions checkpoint_options(const FormatOptions& options) {
+  CheckpointOptions out;
+  out.allow_unknown = options.allow_unknown_globals;
+  out.key = options.checkpoint_key;
+  out.backend = options.backend;
+  out.resolver = options.resolver;
+  return out;
 }
 
-// Checks what can be checked today (the ZIP container, every member's CRC), then says what is missing.
-Error check_container(const std::string& path, const FormatOptions& options) {
+Result<std::unique_ptr<Checkpoint>> open_with(const std::string& path, const FormatOptions& options) {
   auto source = resolver_of(options).open(path, options.backend);
   if (!source.is_ok()) return std::move(source).error();
-  std::byte head[16] = {};
-  const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(sizeof head, (*source)->size()));
-  if (Status s = (*source)->read_at(0, std::span<std::byte>(head, n)); !s.is_ok()) return std::move(s).error();
-  if (is_legacy_stream(std::span<const std::byte>(head, n))) return not_yet(path, "a legacy (pre-1.6) PyTorch checkpoint");
-  auto archive = zip::Archive::open(*source, zip::ArchivePolicy::Container);
-  if (!archive.is_ok()) return std::move(archive).error();
-  if (options.crc) {
-    if (Status s = archive->verify_all_crcs(); !s.is_ok()) return std::move(s).error();
+  return open_checkpoint(std::move(source).value(), checkpoint_options(options));
+}
+
+std::string where_read(const Checkpoint& c) {
+  return c.opened_key().empty() ? std::string() : " under top-level key `" + c.opened_key() + "`";
+}
+
+std::string shape_json(std::span<const std::uint64_t> shape) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) out += (i ? "," : "") + std::to_string(shape[i]);
+  return out + "]";
+}
+
+std::string inspect_json(const Checkpoint& c) {
+  std::string out = "{\"format\":\"pytorch\",\"container\":" + json_quote(c.container()) + ",\"key\":" +
+                    (c.opened_key().empty() ? std::string("null") : json_quote(c.opened_key())) + ",\"tensors\":[";
+  bool first = true;
+  for (const TensorEntry& e : c.tensors()) {
+    out += std::string(first ? "" : ",") + "{\"name\":" + json_quote(e.name) + ",\"dtype\":" + json_quote(type_name(e.type)) +
+           ",\"shape\":" + shape_json(e.shape) + "}";
+    first = false;
   }
-  return not_yet(path, "a PyTorch checkpoint (ZIP container of " + std::to_string(archive->entries().size()) +
-                           " members, structure" + (options.crc ? " and CRCs" : "") + " valid)");
+  out += "],\"shared\":[";
+  for (std::size_t g = 0; g < c.shared().size(); ++g) {
+    out += g ? ",[" : "[";
+    for (std::size_t i = 0; i < c.shared()[g].size(); ++i) out += (i ? "," : "") + json_quote(c.shared()[g][i]);
+    out += "]";
+  }
+  return out + "]}\n";
+}
+
+std::string inspect_text(const Checkpoint& c, const std::string& path) {
+  std::string out;
+  append_format(out, "file:        %s\nformat:      pytorch (%s)\ntensors:     %zu%s\n\n", path.c_str(),
+                std::string(c.container()).c_str(), c.tensors().size(), where_read(c).c_str());
+  for (const TensorEntry& e : c.tensors())
+    append_format(out, "%-6s %-20s %s\n", std::string(type_name(e.type)).c_str(), shape_string(e.shape).c_str(), std::string(e.name).c_str());
+  for (const auto& group : c.shared()) {
+    out += "shared storage:";
+    for (std::string_view n : group) out += " " + std::string(n);
+    out += "\n";
+  }
+  return out;
 }
 
 class PytorchFormat final : public Format {
@@ -70,15 +107,33 @@ class PytorchFormat final : public Format {
     return has_checkpoint_name(path) ? 1 : 0;
   }
   Result<std::string> validate(const std::string& path, const FormatOptions& options) const override {
-    return check_container(path, options);
+    SW_ASSIGN_OR_RETURN(auto checkpoint, open_with(path, options));
+    std::uint64_t bytes = 0;
+    for (const TensorEntry& e : checkpoint->tensors()) bytes += e.nbytes;
+    if (options.crc && checkpoint->container() == "zip") {
+      SW_ASSIGN_OR_RETURN(SourcePtr source, resolver_of(options).open(path, options.backend));
+      SW_ASSIGN_OR_RETURN(zip::Archive archive, zip::Archive::open(source, zip::ArchivePolicy::Container));
+      if (Status s = archive.verify_all_crcs(); !s.is_ok()) return std::move(s.error().with_file(path));
+    }
+    return std::to_string(checkpoint->tensors().size()) + " tensors, " + human_bytes(bytes) + " of data" + where_read(*checkpoint);
   }
-  Result<std::string> inspect(const std::string& path, std::span<const std::string>, const FormatOptions& options,
-                              bool) const override {
-    return check_container(path, options);
+  Result<std::string> inspect(const std::string& path, std::span<const std::string> members, const FormatOptions& options,
+                              bool json) const override {
+    SW_RETURN_IF_ERROR(no_members(path, members));
+    SW_ASSIGN_OR_RETURN(auto checkpoint, open_with(path, options));
+    return json ? inspect_json(*checkpoint) : inspect_text(*checkpoint, path);
   }
-  Result<std::unique_ptr<TensorFile>> open(const std::string& path, std::span<const std::string>,
+  Result<std::unique_ptr<TensorFile>> open(const std::string& path, std::span<const std::string> members,
                                            const FormatOptions& options) const override {
-    return check_container(path, options);
+    SW_RETURN_IF_ERROR(no_members(path, members));
+    SW_ASSIGN_OR_RETURN(auto checkpoint, open_with(path, options));
+    return std::unique_ptr<TensorFile>(std::move(checkpoint));
+  }
+
+ private:
+  static Status no_members(const std::string& path, std::span<const std::string> members) {
+    if (members.empty()) return Status::ok();
+    return Error(ErrorKind::InvalidArgument, "a PyTorch checkpoint has no members (ENTRY is for DDUF archives)").with_file(path);
   }
 };
 

@@ -80,15 +80,13 @@ def test_errors_are_the_formats_own_classes_with_kinds(tmp_path):
         safeweights.detect_format(tmp_path / "absent")
 
 
-def test_torch_save_is_recognised_and_refused_by_name(tmp_path):
+def test_torch_save_is_recognised_and_read(tmp_path):
     torch = pytest.importorskip("torch")
     path = tmp_path / "ckpt.bin"
     torch.save({"w": torch.ones(2, 3)}, path)
     assert safeweights.detect_format(path) == "pytorch"
-    with pytest.raises(SafetensorError) as e:
-        safeweights.validate(path)
-    assert e.value.kind == "NotSupported"
-    assert "PyTorch checkpoints are not supported yet" in str(e.value)
+    safeweights.validate(path)
     legacy = tmp_path / "legacy.pt"
     torch.save({"w": torch.ones(2)}, legacy, _use_new_zipfile_serialization=False)
     assert safeweights.detect_format(legacy) == "pytorch"
+    safeweights.validate(legacy)

@@ -1,0 +1,405 @@
+// Reading a checkpoint: find the container (torch's ZIP format or the legacy stream; tar-format files
+// and TorchScript archives are named and refused), run its pickle through the machine, map each
+// storage key to its bytes, then walk the object for tensors (dotted names) and check each one's
+// bounds before exposing it as a TensorEntry.
+#include <algorithm>
+#include <cstring>
+#include <deque>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "core/little_endian.h"
+#include "core/status_macros.h"
+#include "json/json_parse.h"
+#include "pytorch/pickle_vm.h"
+#include "pytorch/strided_source.h"
+#include "safeweights/cancel.h"
+#include "safeweights/pytorch.h"
+#include "safeweights/zip.h"
+
+namespace safeweights::pytorch {
+namespace {
+
+constexpr std::uint64_t kMaxPickleBytes = 1ull << 30;  // data.pkl; real ones are ~100 bytes per tensor
+constexpr std::size_t kMaxTensors = 1u << 20;
+constexpr int kMaxDepth = 64;                          // nesting of containers holding tensors
+constexpr std::uint64_t kMaxVisits = 1u << 22;         // containers walked: a shared one is walked per path
+constexpr std::string_view kLegacyMagic = "\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19";
+constexpr std::int64_t kLegacyProtocol = 1001;
+
+Error bad(const std::string& message) { return Error(ErrorKind::InvalidCheckpoint, message); }
+
+// Where each storage key's bytes are.
+struct StorageBytes {
+  SourcePtr source;
+  std::uint64_t position = 0;  // in the file, for ordering tensors by their bytes
+};
+
+struct Found {
+  std::string name;
+  const Value* tensor;
+};
+
+// --- the object walk ---
+
+Result<std::string> key_text(const Value* key) {
+  switch (key->kind) {
+    case Kind::Str: return key->text;
+    case Kind::Int: return std::to_string(key->integer);
+    case Kind::Bool: return std::string(key->boolean ? "True" : "False");
+    case Kind::None: return std::string("None");
+    default: return bad("a tensor is held under a key that is not a string or an integer");
+  }
+}
+
+class Walker {
+ public:
+  Status walk(const Value* v, const std::string& name, int depth) {
+    if (v->kind == Kind::Tensor) {
+      if (found_.size() >= kMaxTensors) return Error(ErrorKind::ResourceLimit, "more than " + std::to_string(kMaxTensors) + " tensors");
+      found_.push_back({name.empty() ? std::string("tensor") : name, v});
+      return Status::ok();
+    }
+    const bool dict = v->kind == Kind::Dict;
+    if (!dict && v->kind != Kind::List && v->kind != Kind::Tuple) return Status::ok();  // values without tensors
+    if (depth >= kMaxDepth) return Error(ErrorKind::ResourceLimit, "containers nested more than " + std::to_string(kMaxDepth) + " deep");
+    if (++visits_ > kMaxVisits) return Error(ErrorKind::ResourceLimit, "more than " + std::to_string(kMaxVisits) + " container visits (shared containers repeated)");
+    if (!on_path_.insert(v).second) return bad("a container holds itself");
+    const std::size_t step = dict ? 2 : 1;
+    for (std::size_t i = 0; i + step <= v->items.size(); i += step) {
+      const Value* item = v->items[i + step - 1];
+      if (item->kind != Kind::Tensor && item->kind != Kind::Dict && item->kind != Kind::List && item->kind != Kind::Tuple) continue;
+      std::string key;
+      if (dict) {
+        SW_ASSIGN_OR_RETURN(key, key_text(v->items[i]));
+      } else {
+        key = std::to_string(i);
+      }
+      SW_RETURN_IF_ERROR(walk(item, name.empty() ? key : name + "." + key, depth + 1));
+    }
+    on_path_.erase(v);
+    return Status::ok();
+  }
+  std::vector<Found>& found() { return found_; }
+
+ private:
+  std::vector<Found> found_;
+  std::unordered_set<const Value*> on_path_;
+  std::uint64_t visits_ = 0;
+};
+
+// The value the tensors are read from, and the key it was found under.
+Result<std::pair<const Value*, std::string>> select_root(const Value* root, const std::string& key) {
+  auto lookup = [&](std::string_view k) -> const Value* {
+    if (root->kind != Kind::Dict) return nullptr;
+    for (std::size_t i = 0; i + 1 < root->items.size(); i += 2)
+      if (root->items[i]->kind == Kind::Str && root->items[i]->text == k) return root->items[i + 1];
+    return nullptr;
+  };
+  if (!key.empty()) {
+    if (const Value* v = lookup(key)) return std::make_pair(v, key);
+    return Error(ErrorKind::TensorNotFound, "the checkpoint has no top-level key `" + key + "`");
+  }
+  for (std::string_view k : {"state_dict", "model", "module"})
+    if (const Value* v = lookup(k); v && v->kind == Kind::Dict) return std::make_pair(v, std::string(k));
+  return std::make_pair(root, std::string());
+}
+
+// --- the TensorFile ---
+
+class CheckpointFile final : public Checkpoint {
+ public:
+  std::string_view format() const noexcept override { return "pytorch"; }
+  const std::string& name() const noexcept override { return name_; }
+  std::span<const TensorEntry> tensors() const noexcept override { return entries_; }
+  const TensorEntry* find(std::string_view n) const noexcept override {
+    auto it = index_.find(n);
+    return it == index_.end() ? nullptr : &entries_[it->second];
+  }
+  const MetadataEntries* metadata() const noexcept override { return &metadata_; }
+  std::string_view container() const noexcept override { return container_; }
+  const std::string& opened_key() const noexcept override { return key_; }
+  const std::vector<std::vector<std::string_view>>& shared() const noexcept override { return shared_; }
+  bool covers_storage(const TensorEntry& e) const noexcept override { return extra_[index_of(e)].covers; }
+  std::string_view storage_of(const TensorEntry& e) const noexcept override { return extra_[index_of(e)].storage; }
+
+  struct Extra {
+    std::string storage;
+    bool covers = false;
+    std::uint64_t position = 0;  // sort key: the tensor's first byte in the file
+  };
+
+  // Builds entries from the tensors found, in file order of their bytes.
+  Status build(std::vector<Found>& found, const std::unordered_map<std::string, StorageBytes>& bytes, bool swap);
+
+  std::string name_;
+  std::string container_;
+  std::string key_;
+  MetadataEntries metadata_{{"format", "pt"}};
+  std::unique_ptr<Pickle> pickle_;
+  SourcePtr file_;
+  std::vector<TensorEntry> entries_;
+  std::vector<Extra> extra_;
+  std::deque<std::string> names_;
+  std::deque<std::vector<std::uint64_t>> shapes_;
+  std::vector<SourcePtr> sources_;  // storages and strided views: what entries' sources point to
+  std::unordered_map<std::string_view, std::size_t> index_;
+  std::vector<std::vector<std::string_view>> shared_;
+
+ private:
+  std::size_t index_of(const TensorEntry& e) const noexcept { return static_cast<std::size_t>(&e - entries_.data()); }
+  Status add(const Found& f, const StorageBytes& storage, bool swap);
+};
+
+bool is_row_major(const TensorInfo& t) {
+  std::uint64_t expected = 1;
+  for (std::size_t d = t.shape.size(); d-- > 0;) {
+    if (t.shape[d] != 1 && t.stride[d] != expected) return false;
+    expected *= t.shape[d];
+  }
+  return true;
+}
+
+Status CheckpointFile::add(const Found& f, const StorageBytes& storage, bool swap) {
+  const TensorInfo& t = *f.tensor->tensor;
+  const StorageInfo& s = *t.storage->storage;
+  auto where = [&](Error e) { return std::move(e.with_tensor(f.name)); };
+  SW_ASSIGN_OR_RETURN(const std::uint64_t nbytes, tensor_nbytes(t.dtype, t.shape));
+  const std::uint32_t elsize = type_bits(t.dtype) / 8;
+  // The last element's index: offset + sum((size - 1) * stride), checked.
+  std::uint64_t last = t.offset;
+  const std::uint64_t numel = num_elements(t.shape);
+  for (std::size_t d = 0; numel > 0 && d < t.shape.size(); ++d) {
+    std::uint64_t step = 0;
+    if (__builtin_mul_overflow(t.shape[d] - 1, t.stride[d], &step) || __builtin_add_overflow(last, step, &last))
+      return where(bad("tensor strides overflow"));
+  }
+  std::uint64_t end_bytes = 0;  // one past the last byte addressed, in the view
+  if (__builtin_add_overflow(last, numel > 0 ? 1 : 0, &end_bytes) || __builtin_mul_overflow(end_bytes, elsize, &end_bytes) ||
+      end_bytes > s.view_nbytes)
+    return where(bad("tensor reaches past its storage `" + s.key + "` (" + std::to_string(s.view_nbytes) + " bytes)"));
+  const std::uint64_t begin = s.view_offset + t.offset * elsize;
+  const bool contiguous = is_row_major(t);
+  names_.push_back(f.name);
+  shapes_.push_back(t.shape);
+  TensorEntry entry{names_.back(), t.dtype, shapes_.back(), nullptr, 0, nbytes};
+  if (contiguous && !swap) {
+    entry.source = storage.source.get();
+    entry.offset = begin;
+  } else {
+    const bool complex = t.dtype == TensorType::C64;
+    StridedLayout layout{begin, elsize, swap ? (complex ? elsize / 2 : elsize) : 0u, t.shape, t.stride};
+    sources_.push_back(strided_source(storage.source, std::move(layout), nbytes, name_ + ":" + f.name));
+    entry.source = sources_.back().get();
+  }
+  entries_.push_back(entry);
+  extra_.push_back({s.key, contiguous && begin == 0 && nbytes == s.nbytes, storage.position + begin});
+  return Status::ok();
+}
+
+Status CheckpointFile::build(std::vector<Found>& found, const std::unordered_map<std::string, StorageBytes>& bytes, bool swap) {
+  entries_.reserve(found.size());
+  extra_.reserve(found.size());
+  for (const auto& [key, storage] : bytes) sources_.push_back(storage.source);  // entries point into them
+  for (const Found& f : found) {
+    if (!json::is_valid_utf8(f.name)) return bad("a tensor name is not valid UTF-8");
+    const StorageInfo& s = *f.tensor->tensor->storage->storage;
+    auto it = bytes.find(s.key);
+    if (it == bytes.end()) return bad("no bytes for storage `" + s.key + "`").with_tensor(f.name);
+    SW_RETURN_IF_ERROR(add(f, it->second, swap));
+  }
+  // File order of the bytes (stable: ties keep the pickle's order).
+  std::vector<std::size_t> order(entries_.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return extra_[a].position < extra_[b].position; });
+  std::vector<TensorEntry> entries;
+  std::vector<Extra> extra;
+  for (std::size_t i : order) {
+    entries.push_back(entries_[i]);
+    extra.push_back(std::move(extra_[i]));
+  }
+  entries_ = std::move(entries);
+  extra_ = std::move(extra);
+  std::unordered_map<std::string_view, std::size_t> group_of;
+  std::vector<std::vector<std::string_view>> groups;
+  for (std::size_t i = 0; i < entries_.size(); ++i) {
+    if (!index_.emplace(entries_[i].name, i).second) return bad("two tensors named `" + std::string(entries_[i].name) + "`");
+    auto [g, fresh] = group_of.emplace(extra_[i].storage, groups.size());
+    if (fresh) groups.emplace_back();
+    groups[g->second].push_back(entries_[i].name);
+  }
+  for (auto& g : groups)
+    if (g.size() > 1) shared_.push_back(std::move(g));
+  return Status::ok();
+}
+
+// --- containers ---
+
+bool at(std::span<const std::byte> head, std::size_t offset, std::string_view magic) {
+  return head.size() >= offset + magic.size() && std::memcmp(head.data() + offset, magic.data(), magic.size()) == 0;
+}
+
+// Runs the pickle at `offset` of `source`: from the mapping, or from growing reads until it ends.
+Result<std::unique_ptr<Pickle>> run_pickle_at(const ByteSource& source, std::uint64_t offset, PickleOptions options) {
+  options.base_offset = offset;
+  const std::uint64_t available = std::min(source.size() - offset, kMaxPickleBytes);
+  if (const std::byte* m = source.mapped()) return Pickle::run(std::span(m + offset, static_cast<std::size_t>(available)), options);
+  std::vector<std::byte> buffer;
+  for (std::uint64_t want = std::min<std::uint64_t>(available, 1u << 20);; want = std::min(available, want * 4)) {
+    buffer.resize(static_cast<std::size_t>(want));
+    SW_RETURN_IF_ERROR(source.read_at(offset, buffer));
+    bool truncated = false;
+    auto pickle = Pickle::run(buffer, options, &truncated);
+    if (pickle.is_ok() || !truncated || want == available) return pickle;
+  }
+}
+
+Result<std::unique_ptr<Pickle>> read_pickle_entry(const zip::Archive& archive, const zip::Entry& entry, PickleOptions options) {
+  if (entry.size > kMaxPickleBytes) return Error(ErrorKind::ResourceLimit, entry.name + " is larger than 1 GiB");
+  options.name = entry.name;
+  SW_ASSIGN_OR_RETURN(SourcePtr source, archive.open_entry(entry));
+  options.base_offset = entry.data_offset;
+  std::vector<std::byte> owned;
+  std::span<const std::byte> bytes = source->view(0, entry.size);
+  if (bytes.data() == nullptr && entry.size > 0) {
+    owned.resize(static_cast<std::size_t>(entry.size));
+    SW_RETURN_IF_ERROR(source->read_at(0, owned));
+    bytes = owned;
+  }
+  return Pickle::run(bytes, options);
+}
+
+Result<std::string> small_record(const zip::Archive& archive, const zip::Entry& entry) {
+  if (entry.size > 64) return bad(entry.name + " is too long");
+  std::string text(static_cast<std::size_t>(entry.size), '\0');
+  SW_ASSIGN_OR_RETURN(SourcePtr source, archive.open_entry(entry));
+  SW_RETURN_IF_ERROR(source->read_at(0, std::as_writable_bytes(std::span(text))));
+  return text;
+}
+
+Status read_zip(CheckpointFile& out, const SourcePtr& file, const PickleOptions& options,
+                std::unordered_map<std::string, StorageBytes>& bytes, bool& swap) {
+  SW_ASSIGN_OR_RETURN(zip::Archive archive, zip::Archive::open(file, zip::ArchivePolicy::Container));
+  if (archive.entries().empty()) return bad("empty ZIP archive");
+  const std::string& first = archive.entries().front().name;
+  const std::size_t slash = first.find('/');
+  if (slash == std::string::npos || slash == 0) return bad("archive member `" + first + "` is not under a root folder");
+  const std::string root = first.substr(0, slash + 1);
+  for (const zip::Entry& e : archive.entries()) {
+    if (e.name.compare(0, root.size(), root) != 0) return bad("archive member `" + e.name + "` is outside the root folder `" + root + "`");
+    const std::string_view rest = std::string_view(e.name).substr(root.size());
+    if (rest == "constants.pkl" || rest.starts_with("code/"))
+      return Error(ErrorKind::NotSupported, "a TorchScript archive (torch.jit.save), not a torch.save checkpoint");
+  }
+  const zip::Entry* pkl = archive.find(root + "data.pkl");
+  if (!pkl) return bad("no " + root + "data.pkl in the archive");
+  if (const zip::Entry* order = archive.find(root + "byteorder")) {
+    SW_ASSIGN_OR_RETURN(std::string text, small_record(archive, *order));
+    if (text != "little" && text != "big") return bad("byteorder record says `" + text + "`");
+    swap = text == "big";
+  }
+  SW_ASSIGN_OR_RETURN(out.pickle_, read_pickle_entry(archive, *pkl, options));
+  for (const Value* s : out.pickle_->storages()) {
+    const StorageInfo& info = *s->storage;
+    if (bytes.contains(info.key)) continue;
+    const zip::Entry* e = archive.find(root + "data/" + info.key);
+    if (!e) return bad("storage `" + info.key + "` has no record " + root + "data/" + info.key);
+    if (e->size != info.nbytes)
+      return bad("record " + e->name + " holds " + std::to_string(e->size) + " bytes; its storage declares " + std::to_string(info.nbytes));
+    SW_ASSIGN_OR_RETURN(SourcePtr source, archive.open_entry(*e));
+    bytes[info.key] = {std::move(source), e->data_offset};
+  }
+  out.container_ = "zip";
+  return Status::ok();
+}
+
+// The legacy stream: magic, protocol, sys_info, the object, the storage keys, then each storage as an
+// int64 element count and its bytes, in key-list order.
+Status read_legacy(CheckpointFile& out, const SourcePtr& file, PickleOptions options,
+                   std::unordered_map<std::string, StorageBytes>& bytes) {
+  std::uint64_t at = 0;
+  auto next = [&](const char* what, PidForm pids) -> Result<std::unique_ptr<Pickle>> {
+    options.name = std::string("the legacy stream's ") + what;
+    options.pids = pids;
+    SW_ASSIGN_OR_RETURN(auto pickle, run_pickle_at(*file, at, options));
+    at += pickle->end();
+    return pickle;
+  };
+  SW_ASSIGN_OR_RETURN(auto magic, next("magic number", PidForm::Zip));
+  if (magic->root()->kind != Kind::BigInt || magic->root()->text != kLegacyMagic) return bad("bad legacy magic number");
+  SW_ASSIGN_OR_RETURN(auto protocol, next("protocol version", PidForm::Zip));
+  if (protocol->root()->kind != Kind::Int || protocol->root()->integer != kLegacyProtocol)
+    return bad("legacy protocol version is not 1001");
+  SW_ASSIGN_OR_RETURN(auto sys_info, next("sys_info", PidForm::Zip));
+  if (sys_info->root()->kind != Kind::Dict) return bad("legacy sys_info is not a dict");
+  SW_ASSIGN_OR_RETURN(out.pickle_, next("object", PidForm::Legacy));
+  SW_ASSIGN_OR_RETURN(auto keys, next("storage keys", PidForm::Zip));
+  if (keys->root()->kind != Kind::List) return bad("legacy storage key list is not a list");
+  std::unordered_map<std::string_view, const StorageInfo*> declared;
+  for (const Value* s : out.pickle_->storages()) declared.emplace(s->storage->key, s->storage.get());
+  for (const Value* key : keys->root()->items) {
+    if (key->kind != Kind::Str) return bad("legacy storage key is not a string");
+    auto it = declared.find(key->text);
+    if (it == declared.end()) return bad("legacy storage `" + key->text + "` is not used by the object");
+    if (bytes.contains(key->text)) return bad("legacy storage `" + key->text + "` listed twice");
+    const StorageInfo& info = *it->second;
+    const std::uint64_t elsize = info.typed ? type_bits(info.dtype) / 8 : 1;
+    std::byte count_bytes[8];
+    if (Status s = file->read_at(at, count_bytes); !s.is_ok()) return bad("legacy storage `" + key->text + "` is truncated").with_offset(at);
+    const std::uint64_t count = le::u64(count_bytes);
+    if (count != info.nbytes / elsize) return bad("legacy storage `" + key->text + "` holds " + std::to_string(count) + " elements; the object declares " + std::to_string(info.nbytes / elsize)).with_offset(at);
+    auto source = subrange_source(file, at + 8, info.nbytes, file->name() + "!" + key->text);
+    if (!source.is_ok()) return bad("legacy storage `" + key->text + "` reaches past the end of the file").with_offset(at);
+    bytes[key->text] = {std::move(source).value(), at + 8};
+    at += 8 + info.nbytes;
+  }
+  out.container_ = "legacy";
+  return Status::ok();
+}
+
+Status read_container(CheckpointFile& out, const SourcePtr& file, const PickleOptions& options,
+                      std::unordered_map<std::string, StorageBytes>& bytes, bool& swap) {
+  std::byte head_buf[512] = {};
+  const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(sizeof head_buf, file->size()));
+  SW_RETURN_IF_ERROR(file->read_at(0, std::span(head_buf, n)));
+  const std::span<const std::byte> head(head_buf, n);
+  if (at(head, 0, "PK\x03\x04")) return read_zip(out, file, options, bytes, swap);
+  if (at(head, 0, std::string_view("\x80\x02\x8a\x0a", 4)) && at(head, 4, kLegacyMagic)) return read_legacy(out, file, options, bytes);
+  if (at(head, 257, "ustar")) return Error(ErrorKind::NotSupported, "a tar-format PyTorch checkpoint (torch < 0.4), which is not supported");
+  if (at(head, 0, "PYTORCH1")) return Error(ErrorKind::NotSupported, "a PyTorch preview-release (PYTORCH1) archive, which is not supported");
+  return bad("not a PyTorch checkpoint (neither torch.save's ZIP format nor its legacy stream)");
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Checkpoint>> open_checkpoint(SourcePtr file, const CheckpointOptions& options) {
+  auto out = std::make_unique<CheckpointFile>();
+  out->name_ = file->name();
+  out->file_ = file;
+  auto fail = [&](Error e) { return std::move(e.with_file(out->name_)); };
+  try {
+    PickleOptions pickle_options;
+    pickle_options.allow_unknown = options.allow_unknown;
+    std::unordered_map<std::string, StorageBytes> bytes;
+    bool swap = false;
+    if (Status s = read_container(*out, file, pickle_options, bytes, swap); !s.is_ok()) return fail(std::move(s).error());
+    auto root = select_root(out->pickle_->root(), options.key);
+    if (!root.is_ok()) return fail(std::move(root).error());
+    out->key_ = root->second;
+    Walker walker;
+    if (Status s = walker.walk(root->first, "", 0); !s.is_ok()) return fail(std::move(s).error());
+    if (Status s = out->build(walker.found(), bytes, swap); !s.is_ok()) return fail(std::move(s).error());
+  } catch (const std::bad_alloc&) {
+    return fail(Error(ErrorKind::ResourceLimit, "out of memory while reading the checkpoint"));
+  }
+  return std::unique_ptr<Checkpoint>(std::move(out));
+}
+
+Result<std::unique_ptr<Checkpoint>> open_checkpoint(const std::string& path, const CheckpointOptions& options) {
+  const Resolver& resolver = options.resolver ? *options.resolver : plain_resolver();
+  auto source = resolver.open(path, options.backend);
+  if (!source.is_ok()) return std::move(source).error();
+  return open_checkpoint(std::move(source).value(), options);
+}
+
+}  // namespace safeweights::pytorch

@@ -1,0 +1,790 @@
+// The pickle machine: one loop over opcodes, each handled by a short method; the allowlist and the
+// emulated callables. Nothing here calls code named by the pickle: a global is a value, and "calling"
+// an allowlisted one builds another value.
+#include "pytorch/pickle_vm.h"
+
+#include <array>
+#include <bit>
+#include <cstring>
+#include <new>
+#include <optional>
+
+#include "core/little_endian.h"
+#include "core/status_macros.h"
+
+namespace safeweights::pytorch {
+namespace {
+
+// torch's dtypes with a safetensors type, and the legacy storage class of each classic one.
+struct DtypeName {
+  std::string_view dtype;
+  std::string_view storage;  // empty for the dtypes torch saves in UntypedStorage (_rebuild_tensor_v3)
+  TensorType type;
+};
+constexpr std::array<DtypeName, 19> kDtypes = {{
+    {"float64", "DoubleStorage", TensorType::F64},
+    {"float32", "FloatStorage", TensorType::F32},
+    {"float16", "HalfStorage", TensorType::F16},
+    {"bfloat16", "BFloat16Storage", TensorType::BF16},
+    {"int64", "LongStorage", TensorType::I64},
+    {"int32", "IntStorage", TensorType::I32},
+    {"int16", "ShortStorage", TensorType::I16},
+    {"int8", "CharStorage", TensorType::I8},
+    {"uint8", "ByteStorage", TensorType::U8},
+    {"bool", "BoolStorage", TensorType::BOOL},
+    {"complex64", "ComplexFloatStorage", TensorType::C64},
+    {"float8_e5m2", "", TensorType::F8_E5M2},
+    {"float8_e4m3fn", "", TensorType::F8_E4M3},
+    {"float8_e5m2fnuz", "", TensorType::F8_E5M2FNUZ},
+    {"float8_e4m3fnuz", "", TensorType::F8_E4M3FNUZ},
+    {"float8_e8m0fnu", "", TensorType::F8_E8M0},
+    {"uint16", "", TensorType::U16},
+    {"uint32", "", TensorType::U32},
+    {"uint64", "", TensorType::U64},
+}};
+
+// Names torch allowlists that have no safetensors form: recognised so the error says so.
+constexpr std::array<std::string_view, 11> kUnsupportedTorch = {
+    "ComplexDoubleStorage", "QInt8Storage", "QUInt8Storage", "QInt32Storage", "QUInt4x2Storage", "QUInt2x4Storage",
+    "complex128", "complex32", "qint8", "quint8", "qint32"};
+constexpr std::array<std::string_view, 8> kUnsupportedRebuild = {
+    "_rebuild_qtensor", "_rebuild_sparse_tensor", "_rebuild_nested_tensor", "_rebuild_meta_tensor_no_storage",
+    "_rebuild_wrapper_subclass", "_rebuild_device_tensor_from_numpy", "_rebuild_device_tensor_from_cpu_tensor",
+    "_rebuild_xla_tensor"};
+
+// Modules no checkpoint has a reason to name: refused even in the permissive mode, where they would
+// be inert, because a file naming them is an attack rather than unusual.
+constexpr std::array<std::string_view, 16> kHostileModules = {
+    "os", "posix", "nt", "sys", "subprocess", "builtins", "runpy", "importlib", "pickle", "marshal", "shutil",
+    "socket", "pty", "ctypes", "code", "webbrowser"};
+
+struct Resolved {
+  Callable callable = Callable::Unknown;
+  std::optional<TensorType> dtype;
+  bool untyped = false;
+};
+
+template <std::size_t N>
+bool contains(const std::array<std::string_view, N>& list, std::string_view name) {
+  for (std::string_view item : list)
+    if (item == name) return true;
+  return false;
+}
+
+std::optional<Resolved> resolve_torch(std::string_view name) {
+  for (const DtypeName& d : kDtypes) {
+    if (name == d.dtype) return Resolved{Callable::Dtype, d.type, false};
+    if (!d.storage.empty() && name == d.storage) return Resolved{Callable::StorageType, d.type, false};
+  }
+  if (name == "UntypedStorage") return Resolved{Callable::StorageType, std::nullopt, true};
+  if (name == "Tensor") return Resolved{Callable::TensorClass, std::nullopt, false};
+  if (name == "Size") return Resolved{Callable::Size, std::nullopt, false};
+  if (name == "device") return Resolved{Callable::InertValue, std::nullopt, false};
+  if (contains(kUnsupportedTorch, name)) return Resolved{Callable::Unsupported, std::nullopt, false};
+  return std::nullopt;
+}
+
+// The allowlist: (module, name) with Python 2 module spellings already mapped.
+std::optional<Resolved> resolve(std::string_view module, std::string_view name) {
+  if (module == "collections" && (name == "OrderedDict" || name == "Counter")) return Resolved{Callable::OrderedDict, std::nullopt, false};
+  if (module == "torch") return resolve_torch(name);
+  if (module == "torch._utils") {
+    if (name == "_rebuild_tensor") return Resolved{Callable::RebuildTensor, std::nullopt, false};
+    if (name == "_rebuild_tensor_v2") return Resolved{Callable::RebuildTensorV2, std::nullopt, false};
+    if (name == "_rebuild_tensor_v3") return Resolved{Callable::RebuildTensorV3, std::nullopt, false};
+    if (name == "_rebuild_parameter") return Resolved{Callable::RebuildParameter, std::nullopt, false};
+    if (name == "_rebuild_parameter_with_state") return Resolved{Callable::RebuildParameterWithState, std::nullopt, false};
+    if (contains(kUnsupportedRebuild, name)) return Resolved{Callable::Unsupported, std::nullopt, false};
+  }
+  if (module == "torch._tensor" && name == "_rebuild_from_type_v2") return Resolved{Callable::RebuildFromTypeV2, std::nullopt, false};
+  if (module == "torch.nn.parameter" && name == "Parameter") return Resolved{Callable::TensorClass, std::nullopt, false};
+  if (module == "torch.serialization" && name == "_get_layout") return Resolved{Callable::InertValue, std::nullopt, false};
+  if (module == "_codecs" && name == "encode") return Resolved{Callable::CodecsEncode, std::nullopt, false};
+  if (module == "builtins") {
+    if (name == "set" || name == "frozenset") return Resolved{Callable::SetType, std::nullopt, false};
+    if (name == "bytes" || name == "bytearray") return Resolved{Callable::BytesType, std::nullopt, false};
+    if (name == "complex") return Resolved{Callable::InertValue, std::nullopt, false};
+  }
+  return std::nullopt;
+}
+
+std::string_view py3_module(std::string_view module) {
+  if (module == "__builtin__") return "builtins";
+  if (module == "copy_reg") return "copyreg";
+  return module;
+}
+
+// Opcode names for messages.
+std::string opcode_name(std::uint8_t op) {
+  switch (op) {
+    case 'i': return "INST";
+    case 'o': return "OBJ";
+    case 0x82: return "EXT1";
+    case 0x83: return "EXT2";
+    case 0x84: return "EXT4";
+    case 'P': return "PERSID";
+    case 'I': return "INT";
+    case 'L': return "LONG";
+    case 'S': return "STRING";
+    case 'V': return "UNICODE";
+    case 'F': return "FLOAT";
+    case 'g': return "GET";
+    case 'p': return "PUT";
+    case 0x97: return "NEXT_BUFFER";
+    case 0x98: return "READONLY_BUFFER";
+    case 0x96: return "BYTEARRAY8";
+    default: break;
+  }
+  char buf[8];
+  std::snprintf(buf, sizeof buf, "0x%02x", op);
+  return buf;
+}
+
+}  // namespace
+
+std::optional<TensorType> torch_dtype(std::string_view name) noexcept {
+  for (const DtypeName& d : kDtypes)
+    if (d.dtype == name) return d.type;
+  return std::nullopt;
+}
+
+class Machine {
+ public:
+  Machine(std::span<const std::byte> bytes, const PickleOptions& options, Pickle& out)
+      : bytes_(bytes), opt_(options), lim_(options.limits), out_(out) {}
+
+  Status run();
+
+ private:
+  // --- errors ---
+  Error fail(ErrorKind kind, const std::string& message) const {
+    return Error(kind, message + " at byte " + std::to_string(op_at_) + " of " + opt_.name)
+        .with_offset(opt_.base_offset + op_at_);
+  }
+  Error malformed(const std::string& message) const { return fail(ErrorKind::InvalidPickle, message); }
+  Error unsafe(const std::string& message) const { return fail(ErrorKind::UnsafePickle, message); }
+  Error limit(const std::string& what) const { return fail(ErrorKind::ResourceLimit, "pickle exceeds the limit on " + what); }
+
+  // --- reading ---
+  Result<const std::byte*> take(std::uint64_t n) {
+    if (n > bytes_.size() - pos_) {
+      truncated_ = true;
+      return malformed("truncated pickle (" + std::to_string(n) + " bytes wanted)");
+    }
+    const std::byte* p = bytes_.data() + pos_;
+    pos_ += n;
+    return p;
+  }
+  Result<std::uint64_t> take_uint(int n) {
+    SW_ASSIGN_OR_RETURN(const std::byte* p, take(static_cast<std::uint64_t>(n)));
+    return le::load(p, n);
+  }
+  Result<std::string> take_text(std::uint64_t n);
+  Result<std::string> take_line();
+
+  // --- values ---
+  Result<Value*> make(Kind kind);
+  Status push(Value* v) {
+    if (stack_.size() >= lim_.max_stack) return limit("stack depth");
+    stack_.push_back(v);
+    return Status::ok();
+  }
+  Result<Value*> pop() {
+    if (stack_.size() <= frame_start()) return malformed("pop from an empty stack");
+    Value* v = stack_.back();
+    stack_.pop_back();
+    return v;
+  }
+  Result<Value*> top() {
+    if (stack_.size() <= frame_start()) return malformed("empty stack");
+    return stack_.back();
+  }
+  std::size_t frame_start() const { return marks_.empty() ? 0 : marks_.back(); }
+  Result<std::vector<Value*>> pop_mark() {
+    if (marks_.empty()) return malformed("no MARK to pop to");
+    std::vector<Value*> items(stack_.begin() + static_cast<std::ptrdiff_t>(marks_.back()), stack_.end());
+    stack_.resize(marks_.back());
+    marks_.pop_back();
+    return items;
+  }
+  Status count_items(std::uint64_t n) {
+    if (n > lim_.max_items - items_) return limit("container items");
+    items_ += n;
+    return Status::ok();
+  }
+  Result<Value*> make_int(std::int64_t v) {
+    SW_ASSIGN_OR_RETURN(Value * value, make(Kind::Int));
+    value->integer = v;
+    return value;
+  }
+
+  // --- opcodes ---
+  Status step(std::uint8_t op);
+  Status op_long(std::uint64_t n);
+  Status op_string(Kind kind, int length_bytes);
+  Status op_tuple(std::size_t n);
+  Status op_setitems(bool many);
+  Status op_appends(bool many, Kind target);
+  Status op_memo_put(std::uint64_t index);
+  Status op_memo_get(std::uint64_t index);
+  Status op_global(std::string module, std::string name);
+  Status op_reduce();
+  Status op_build();
+  Status op_newobj(bool ex);
+  Status op_persid();
+
+  // --- emulated callables ---
+  Result<Value*> call(const Value& callable, const Value& args);
+  Result<Value*> rebuild_tensor(Callable which, const std::vector<Value*>& args);
+  Result<Value*> tensor_from_type(const std::vector<Value*>& args);
+  Result<Value*> latin1_bytes(const std::vector<Value*>& args);
+  Result<std::vector<std::uint64_t>> dims(const Value* v, const char* what);
+  Result<Value*> opaque(std::string what) {
+    SW_ASSIGN_OR_RETURN(Value * v, make(Kind::Opaque));
+    v->text = std::move(what);
+    return v;
+  }
+
+  std::span<const std::byte> bytes_;
+  const PickleOptions& opt_;
+  const PickleLimits& lim_;
+  Pickle& out_;
+  std::uint64_t pos_ = 0;
+  std::uint64_t op_at_ = 0;  // offset of the opcode being run
+  std::vector<Value*> stack_;
+  std::vector<std::size_t> marks_;
+  std::unordered_map<std::uint64_t, Value*> memo_;
+  std::unordered_map<std::string, Value*> storages_;  // by key and view
+  std::unordered_map<std::string, const Value*> by_key_;  // the first reference to each key
+  std::uint64_t items_ = 0;
+  std::uint64_t text_ = 0;
+  bool stopped_ = false;
+
+ public:
+  bool truncated_ = false;  // the error was running out of bytes
+};
+
+Result<Value*> Machine::make(Kind kind) {
+  if (out_.values_.size() >= lim_.max_objects) return limit("values");
+  Value& v = out_.values_.emplace_back();
+  v.kind = kind;
+  return &v;
+}
+
+Result<std::string> Machine::take_text(std::uint64_t n) {
+  if (n > lim_.max_string) return limit("string length (" + std::to_string(n) + " bytes)");
+  if (n > lim_.max_text - text_) return limit("total string bytes");
+  SW_ASSIGN_OR_RETURN(const std::byte* p, take(n));
+  text_ += n;
+  return std::string(reinterpret_cast<const char*>(p), static_cast<std::size_t>(n));
+}
+
+Result<std::string> Machine::take_line() {
+  constexpr std::uint64_t kMaxName = 4096;  // a module or global name
+  for (std::uint64_t i = pos_; i < bytes_.size() && i - pos_ <= kMaxName; ++i) {
+    if (bytes_[i] == std::byte{'\n'}) {
+      std::string line(reinterpret_cast<const char*>(bytes_.data() + pos_), static_cast<std::size_t>(i - pos_));
+      pos_ = i + 1;
+      return line;
+    }
+  }
+  return malformed("unterminated or overlong GLOBAL name");
+}
+
+Status Machine::run() {
+  while (!stopped_) {
+    op_at_ = pos_;
+    SW_ASSIGN_OR_RETURN(std::uint64_t op, take_uint(1));
+    SW_RETURN_IF_ERROR(step(static_cast<std::uint8_t>(op)));
+  }
+  if (!marks_.empty() || stack_.size() != 1) return malformed("STOP with " + std::to_string(stack_.size()) + " values and " + std::to_string(marks_.size()) + " marks (one value expected)");
+  out_.root_ = stack_.back();
+  out_.end_ = pos_;
+  return Status::ok();
+}
+
+Status Machine::step(std::uint8_t op) {
+  switch (op) {
+    case 0x80: {  // PROTO
+      SW_ASSIGN_OR_RETURN(std::uint64_t proto, take_uint(1));
+      if (proto > 5) return malformed("unsupported pickle protocol " + std::to_string(proto));
+      return Status::ok();
+    }
+    case 0x95: {  // FRAME: a length hint, checked against what is left
+      SW_ASSIGN_OR_RETURN(std::uint64_t n, take_uint(8));
+      if (n > bytes_.size() - pos_) return malformed("FRAME longer than the pickle");
+      return Status::ok();
+    }
+    case '.': stopped_ = true; return Status::ok();  // STOP
+    case '(':  // MARK
+      if (marks_.size() >= lim_.max_marks) return limit("open MARKs");
+      marks_.push_back(stack_.size());
+      return Status::ok();
+    case '0': {  // POP
+      if (stack_.size() > frame_start()) {
+        stack_.pop_back();
+        return Status::ok();
+      }
+      return pop_mark().status();
+    }
+    case '1': return pop_mark().status();  // POP_MARK
+    case '2': {                            // DUP
+      SW_ASSIGN_OR_RETURN(Value * v, top());
+      return push(v);
+    }
+    case 'N': { SW_ASSIGN_OR_RETURN(Value * v, make(Kind::None)); return push(v); }
+    case 0x88:
+    case 0x89: {  // NEWTRUE, NEWFALSE
+      SW_ASSIGN_OR_RETURN(Value * v, make(Kind::Bool));
+      v->boolean = op == 0x88;
+      return push(v);
+    }
+    case 'J': {  // BININT: signed 32-bit
+      SW_ASSIGN_OR_RETURN(std::uint64_t u, take_uint(4));
+      SW_ASSIGN_OR_RETURN(Value * v, make_int(static_cast<std::int32_t>(static_cast<std::uint32_t>(u))));
+      return push(v);
+    }
+    case 'K':
+    case 'M': {  // BININT1, BININT2
+      SW_ASSIGN_OR_RETURN(std::uint64_t u, take_uint(op == 'K' ? 1 : 2));
+      SW_ASSIGN_OR_RETURN(Value * v, make_int(static_cast<std::int64_t>(u)));
+      return push(v);
+    }
+    case 0x8a: { SW_ASSIGN_OR_RETURN(std::uint64_t n, take_uint(1)); return op_long(n); }  // LONG1
+    case 0x8b: { SW_ASSIGN_OR_RETURN(std::uint64_t n, take_uint(4)); return op_long(n); }  // LONG4
+    case 'G': {  // BINFLOAT: big-endian IEEE double
+      SW_ASSIGN_OR_RETURN(const std::byte* p, take(8));
+      std::uint64_t u = 0;
+      for (int i = 0; i < 8; ++i) u = (u << 8) | std::to_integer<std::uint64_t>(p[i]);
+      SW_ASSIGN_OR_RETURN(Value * v, make(Kind::Float));
+      v->real = std::bit_cast<double>(u);
+      return push(v);
+    }
+    case 'X': return op_string(Kind::Str, 4);     // BINUNICODE
+    case 0x8c: return op_string(Kind::Str, 1);    // SHORT_BINUNICODE
+    case 0x8d: return op_string(Kind::Str, 8);    // BINUNICODE8
+    case 'B': return op_string(Kind::Bytes, 4);   // BINBYTES
+    case 'C': return op_string(Kind::Bytes, 1);   // SHORT_BINBYTES
+    case 0x8e: return op_string(Kind::Bytes, 8);  // BINBYTES8
+    case 'T': return op_string(Kind::Str, 4);     // BINSTRING (Python 2 str)
+    case 'U': return op_string(Kind::Str, 1);     // SHORT_BINSTRING
+    case ')': return op_tuple(0);
+    case 0x85: return op_tuple(1);
+    case 0x86: return op_tuple(2);
+    case 0x87: return op_tuple(3);
+    case 't': {  // TUPLE
+      SW_ASSIGN_OR_RETURN(std::vector<Value*> items, pop_mark());
+      SW_ASSIGN_OR_RETURN(Value * v, make(Kind::Tuple));
+      v->items = std::move(items);
+      return push(v);
+    }
+    case ']':
+    case '}':
+    case 0x8f: {  // EMPTY_LIST, EMPTY_DICT, EMPTY_SET
+      SW_ASSIGN_OR_RETURN(Value * v, make(op == ']' ? Kind::List : op == '}' ? Kind::Dict : Kind::Set));
+      return push(v);
+    }
+    case 'l':
+    case 0x91: {  // LIST, FROZENSET: from the items above the mark
+      SW_ASSIGN_OR_RETURN(std::vector<Value*> items, pop_mark());
+      SW_ASSIGN_OR_RETURN(Value * v, make(op == 'l' ? Kind::List : Kind::Set));
+      v->items = std::move(items);
+      return push(v);
+    }
+    case 'd': {  // DICT
+      SW_ASSIGN_OR_RETURN(std::vector<Value*> items, pop_mark());
+      if (items.size() % 2 != 0) return malformed("DICT with an odd number of items");
+      SW_ASSIGN_OR_RETURN(Value * v, make(Kind::Dict));
+      v->items = std::move(items);
+      return push(v);
+    }
+    case 'a': return op_appends(false, Kind::List);
+    case 'e': return op_appends(true, Kind::List);
+    case 0x90: return op_appends(true, Kind::Set);  // ADDITEMS
+    case 's': return op_setitems(false);
+    case 'u': return op_setitems(true);
+    case 'q': { SW_ASSIGN_OR_RETURN(std::uint64_t i, take_uint(1)); return op_memo_put(i); }  // BINPUT
+    case 'r': { SW_ASSIGN_OR_RETURN(std::uint64_t i, take_uint(4)); return op_memo_put(i); }  // LONG_BINPUT
+    case 0x94: return op_memo_put(memo_.size());                                              // MEMOIZE
+    case 'h': { SW_ASSIGN_OR_RETURN(std::uint64_t i, take_uint(1)); return op_memo_get(i); }  // BINGET
+    case 'j': { SW_ASSIGN_OR_RETURN(std::uint64_t i, take_uint(4)); return op_memo_get(i); }  // LONG_BINGET
+    case 'c': {  // GLOBAL
+      SW_ASSIGN_OR_RETURN(std::string module, take_line());
+      SW_ASSIGN_OR_RETURN(std::string name, take_line());
+      return op_global(std::move(module), std::move(name));
+    }
+    case 0x93: {  // STACK_GLOBAL: module and name from two strs, whatever produced them
+      SW_ASSIGN_OR_RETURN(Value * name, pop());
+      SW_ASSIGN_OR_RETURN(Value * module, pop());
+      if (module->kind != Kind::Str || name->kind != Kind::Str) return malformed("STACK_GLOBAL of non-strings");
+      return op_global(module->text, name->text);
+    }
+    case 'R': return op_reduce();
+    case 'b': return op_build();
+    case 0x81: return op_newobj(false);
+    case 0x92: return op_newobj(true);
+    case 'Q': return op_persid();
+    case 'i':
+    case 'o':
+      return unsafe("opcode " + opcode_name(op) + " (calls a class with arguments) is refused");
+    case 0x82: case 0x83: case 0x84:
+    case 'P': case 'I': case 'L': case 'S': case 'V': case 'F': case 'g': case 'p':
+    case 0x96: case 0x97: case 0x98:
+      return unsafe("opcode " + opcode_name(op) + " is not in the set torch checkpoints use");
+    default:
+      return malformed("unknown opcode " + opcode_name(op));
+  }
+}
+
+Status Machine::op_long(std::uint64_t n) {
+  SW_ASSIGN_OR_RETURN(std::string digits, take_text(n));
+  const bool negative = n > 0 && (static_cast<unsigned char>(digits.back()) & 0x80) != 0;
+  // Fits an int64 when the bytes past the 8th are sign extension and the 8th byte's sign agrees.
+  bool fits = true;
+  for (std::size_t i = 8; i < digits.size(); ++i)
+    fits = fits && static_cast<unsigned char>(digits[i]) == (negative ? 0xFF : 0x00);
+  if (digits.size() >= 8) fits = fits && ((static_cast<unsigned char>(digits[7]) & 0x80) != 0) == negative;
+  if (!fits) {
+    SW_ASSIGN_OR_RETURN(Value * v, make(Kind::BigInt));
+    v->text = std::move(digits);
+    return push(v);
+  }
+  std::uint64_t u = negative ? ~0ull : 0;
+  for (std::size_t i = 0; i < std::min<std::size_t>(8, digits.size()); ++i) {
+    u &= ~(0xFFull << (8 * i));
+    u |= static_cast<std::uint64_t>(static_cast<unsigned char>(digits[i])) << (8 * i);
+  }
+  SW_ASSIGN_OR_RETURN(Value * v, make_int(static_cast<std::int64_t>(u)));
+  return push(v);
+}
+
+Status Machine::op_string(Kind kind, int length_bytes) {
+  SW_ASSIGN_OR_RETURN(std::uint64_t n, take_uint(length_bytes));
+  SW_ASSIGN_OR_RETURN(std::string text, take_text(n));
+  SW_ASSIGN_OR_RETURN(Value * v, make(kind));
+  v->text = std::move(text);
+  return push(v);
+}
+
+Status Machine::op_tuple(std::size_t n) {
+  if (stack_.size() - frame_start() < n) return malformed("TUPLE" + std::to_string(n) + " on a stack of fewer values");
+  SW_ASSIGN_OR_RETURN(Value * v, make(Kind::Tuple));
+  v->items.assign(stack_.end() - static_cast<std::ptrdiff_t>(n), stack_.end());
+  stack_.resize(stack_.size() - n);
+  return push(v);
+}
+
+Status Machine::op_appends(bool many, Kind target) {
+  std::vector<Value*> items;
+  if (many) {
+    SW_ASSIGN_OR_RETURN(items, pop_mark());
+  } else {
+    SW_ASSIGN_OR_RETURN(Value * item, pop());
+    items.push_back(item);
+  }
+  SW_ASSIGN_OR_RETURN(Value * container, top());
+  if (container->kind == Kind::Opaque) return Status::ok();  // a placeholder's state: ignored
+  if (container->kind != target) return unsafe(std::string(target == Kind::Set ? "ADDITEMS" : "APPEND") + " to a value that is not a " + (target == Kind::Set ? "set" : "list"));
+  SW_RETURN_IF_ERROR(count_items(items.size()));
+  container->items.insert(container->items.end(), items.begin(), items.end());
+  return Status::ok();
+}
+
+Status Machine::op_setitems(bool many) {
+  std::vector<Value*> items;
+  if (many) {
+    SW_ASSIGN_OR_RETURN(items, pop_mark());
+    if (items.size() % 2 != 0) return malformed("SETITEMS with an odd number of items");
+  } else {
+    SW_ASSIGN_OR_RETURN(Value * value, pop());
+    SW_ASSIGN_OR_RETURN(Value * key, pop());
+    items = {key, value};
+  }
+  SW_ASSIGN_OR_RETURN(Value * container, top());
+  if (container->kind == Kind::Opaque) return Status::ok();
+  if (container->kind != Kind::Dict) return unsafe("SETITEM on a value that is not a dict");
+  SW_RETURN_IF_ERROR(count_items(items.size()));
+  container->items.insert(container->items.end(), items.begin(), items.end());
+  return Status::ok();
+}
+
+Status Machine::op_memo_put(std::uint64_t index) {
+  SW_ASSIGN_OR_RETURN(Value * v, top());
+  if (memo_.size() >= lim_.max_memo && !memo_.contains(index)) return limit("memo entries");
+  memo_[index] = v;
+  return Status::ok();
+}
+
+Status Machine::op_memo_get(std::uint64_t index) {
+  auto it = memo_.find(index);
+  if (it == memo_.end()) return malformed("memo index " + std::to_string(index) + " was never stored");
+  return push(it->second);
+}
+
+Status Machine::op_global(std::string module_in, std::string name) {
+  const std::string module(py3_module(module_in));
+  const std::string dotted = module + "." + name;
+  std::optional<Resolved> resolved = resolve(module, name);
+  if (!resolved) {
+    std::string root = module.substr(0, module.find('.'));
+    if (!opt_.allow_unknown || contains(kHostileModules, root))
+      return unsafe("global `" + dotted + "` is not in the allowlist");
+    out_.has_unknown_ = true;
+    resolved = Resolved{};
+  }
+  SW_ASSIGN_OR_RETURN(Value * v, make(Kind::Global));
+  v->text = dotted;
+  v->callable = resolved->callable;
+  if (resolved->dtype) v->dtype = *resolved->dtype;
+  if (resolved->callable == Callable::StorageType) {
+    v->storage = std::make_unique<StorageInfo>();
+    v->storage->typed = !resolved->untyped;
+    if (resolved->dtype) v->storage->dtype = *resolved->dtype;
+  }
+  return push(v);
+}
+
+Status Machine::op_reduce() {
+  SW_ASSIGN_OR_RETURN(Value * args, pop());
+  SW_ASSIGN_OR_RETURN(Value * callable, pop());
+  if (callable->kind != Kind::Global) return unsafe("REDUCE on a value that is not a global");
+  if (args->kind != Kind::Tuple) return malformed("REDUCE arguments are not a tuple");
+  SW_ASSIGN_OR_RETURN(Value * result, call(*callable, *args));
+  return push(result);
+}
+
+Status Machine::op_build() {
+  SW_ASSIGN_OR_RETURN(Value * state, pop());
+  SW_ASSIGN_OR_RETURN(Value * target, top());
+  (void)state;
+  // An OrderedDict's attributes (state_dict()'s `_metadata`) and a placeholder's state carry no
+  // tensor bytes: accepted and dropped.
+  if (target->kind == Kind::Dict || target->kind == Kind::Opaque) return Status::ok();
+  return unsafe("BUILD on a value of this kind is refused (only dicts and placeholders take state)");
+}
+
+Status Machine::op_newobj(bool ex) {
+  if (ex) SW_RETURN_IF_ERROR(pop().status());  // kwargs
+  SW_ASSIGN_OR_RETURN(Value * args, pop());
+  SW_ASSIGN_OR_RETURN(Value * cls, pop());
+  (void)args;
+  const std::string op = ex ? "NEWOBJ_EX" : "NEWOBJ";
+  if (cls->kind != Kind::Global) return unsafe(op + " on a value that is not a global");
+  if (cls->callable != Callable::Unknown) return unsafe(op + " of `" + cls->text + "` is refused");
+  SW_ASSIGN_OR_RETURN(Value * v, opaque("an instance of " + cls->text));
+  return push(v);
+}
+
+Status Machine::op_persid() {
+  SW_ASSIGN_OR_RETURN(Value * pid, pop());
+  const std::size_t arity = opt_.pids == PidForm::Zip ? 5 : 6;
+  if (pid->kind != Kind::Tuple || pid->items.size() != arity || pid->items[0]->kind != Kind::Str ||
+      pid->items[0]->text != "storage")
+    return malformed("persistent id is not a ('storage', ...) tuple of " + std::to_string(arity));
+  const Value* type = pid->items[1];
+  const Value* key = pid->items[2];
+  const Value* numel = pid->items[4];
+  if (type->kind != Kind::Global || type->callable != Callable::StorageType) {
+    if (type->kind == Kind::Global && type->callable == Callable::Unsupported)
+      return fail(ErrorKind::NotSupported, "storage type `" + type->text + "` has no safetensors dtype");
+    return malformed("persistent id names no storage type");
+  }
+  if (key->kind != Kind::Str || key->text.empty() || pid->items[3]->kind != Kind::Str || numel->kind != Kind::Int ||
+      numel->integer < 0)
+    return malformed("persistent id with a bad key, location or element count");
+  const std::uint64_t elsize = type->storage->typed ? type_bits(type->storage->dtype) / 8 : 1;
+  const auto count = static_cast<std::uint64_t>(numel->integer);
+  if (count > UINT64_MAX / elsize) return malformed("storage size overflows");
+  StorageInfo info{key->text, type->storage->typed, type->storage->dtype, count * elsize, 0, count * elsize};
+  if (arity == 6 && pid->items[5]->kind != Kind::None) {  // legacy storage view: (view_key, offset, size)
+    const Value* view = pid->items[5];
+    if (view->kind != Kind::Tuple || view->items.size() != 3 || view->items[1]->kind != Kind::Int ||
+        view->items[2]->kind != Kind::Int || view->items[1]->integer < 0 || view->items[2]->integer < 0)
+      return malformed("storage view metadata is not (key, offset, size)");
+    const auto off = static_cast<std::uint64_t>(view->items[1]->integer);
+    const auto len = static_cast<std::uint64_t>(view->items[2]->integer);
+    if (off > count || len > count - off) return fail(ErrorKind::InvalidCheckpoint, "storage view outside its storage `" + info.key + "`");
+    info.view_offset = off * elsize;
+    info.view_nbytes = len * elsize;
+  }
+  // Every reference to one key must agree on its type and size.
+  if (auto first = by_key_.find(info.key); first != by_key_.end()) {
+    const StorageInfo& o = *first->second->storage;
+    if (o.typed != info.typed || o.dtype != info.dtype || o.nbytes != info.nbytes)
+      return fail(ErrorKind::InvalidCheckpoint, "storage `" + info.key + "` is referenced with different types or sizes");
+  }
+  auto [it, inserted] = storages_.try_emplace(info.key + "\n" + std::to_string(info.view_offset) + "\n" + std::to_string(info.view_nbytes), nullptr);
+  if (!inserted) return push(it->second);
+  SW_ASSIGN_OR_RETURN(Value * v, make(Kind::Storage));
+  by_key_.try_emplace(info.key, v);
+  v->storage = std::make_unique<StorageInfo>(std::move(info));
+  it->second = v;
+  out_.storages_.push_back(v);
+  return push(v);
+}
+
+Result<Value*> Machine::call(const Value& callable, const Value& args) {
+  const std::vector<Value*>& a = args.items;
+  switch (callable.callable) {
+    case Callable::OrderedDict: {
+      if (!a.empty()) return unsafe("`" + callable.text + "` with arguments is refused");
+      return make(Kind::Dict);
+    }
+    case Callable::RebuildTensor:
+    case Callable::RebuildTensorV2:
+    case Callable::RebuildTensorV3:
+      return rebuild_tensor(callable.callable, a);
+    case Callable::RebuildParameter:
+    case Callable::RebuildParameterWithState:
+      // (data, requires_grad, backward_hooks[, state]): the parameter is its data.
+      if (a.size() != (callable.callable == Callable::RebuildParameter ? 3u : 4u) ||
+          (a[0]->kind != Kind::Tensor && a[0]->kind != Kind::Opaque))
+        return malformed("bad arguments to `" + callable.text + "`");
+      return a[0];
+    case Callable::RebuildFromTypeV2:
+      return tensor_from_type(a);
+    case Callable::Size: {
+      if (a.size() != 1 || a[0]->kind != Kind::Tuple) return malformed("bad arguments to torch.Size");
+      return a[0];
+    }
+    case Callable::InertValue:
+      return opaque(callable.text);
+    case Callable::CodecsEncode:
+      return latin1_bytes(a);
+    case Callable::SetType: {
+      if (a.size() > 1 || (a.size() == 1 && a[0]->kind != Kind::List && a[0]->kind != Kind::Tuple))
+        return malformed("bad arguments to `" + callable.text + "`");
+      SW_ASSIGN_OR_RETURN(Value * v, make(Kind::Set));
+      if (!a.empty()) {
+        SW_RETURN_IF_ERROR(count_items(a[0]->items.size()));
+        v->items = a[0]->items;
+      }
+      return v;
+    }
+    case Callable::BytesType: {
+      if (a.empty()) return make(Kind::Bytes);
+      if (a.size() != 1 || a[0]->kind != Kind::Bytes) return malformed("bad arguments to `" + callable.text + "`");
+      return a[0];
+    }
+    case Callable::Unsupported:
+      return fail(ErrorKind::NotSupported, "`" + callable.text + "` (a tensor torch can store but safetensors cannot) is not supported");
+    case Callable::Unknown:
+      return opaque("the result of " + callable.text);
+    case Callable::TensorClass:
+    case Callable::StorageType:
+    case Callable::Dtype:
+      break;
+  }
+  return unsafe("REDUCE of `" + callable.text + "` is refused");
+}
+
+Result<std::vector<std::uint64_t>> Machine::dims(const Value* v, const char* what) {
+  if (v->kind != Kind::Tuple) return malformed(std::string("tensor ") + what + " is not a tuple");
+  if (v->items.size() > lim_.max_rank) return limit("tensor rank");
+  std::vector<std::uint64_t> out;
+  for (const Value* item : v->items) {
+    if (item->kind != Kind::Int || item->integer < 0) return malformed(std::string("tensor ") + what + " holds a negative or non-integer value");
+    out.push_back(static_cast<std::uint64_t>(item->integer));
+  }
+  return out;
+}
+
+// _rebuild_tensor(storage, offset, size, stride), _v2(..., requires_grad, hooks[, metadata]),
+// _v3(..., requires_grad, hooks, dtype[, metadata]).
+Result<Value*> Machine::rebuild_tensor(Callable which, const std::vector<Value*>& a) {
+  const std::size_t min_args = which == Callable::RebuildTensor ? 4 : which == Callable::RebuildTensorV2 ? 6 : 7;
+  const std::size_t max_args = which == Callable::RebuildTensor ? 4 : min_args + 1;
+  if (a.size() < min_args || a.size() > max_args) return malformed("tensor rebuild with " + std::to_string(a.size()) + " arguments");
+  if (a[0]->kind != Kind::Storage || a[1]->kind != Kind::Int || a[1]->integer < 0)
+    return malformed("tensor rebuild without a storage or with a bad offset");
+  auto info = std::make_unique<TensorInfo>();
+  info->storage = a[0];
+  info->offset = static_cast<std::uint64_t>(a[1]->integer);
+  SW_ASSIGN_OR_RETURN(info->shape, dims(a[2], "size"));
+  SW_ASSIGN_OR_RETURN(info->stride, dims(a[3], "stride"));
+  if (info->shape.size() != info->stride.size()) return malformed("tensor size and stride differ in length");
+  const StorageInfo& storage = *a[0]->storage;
+  if (which == Callable::RebuildTensorV3) {
+    if (a[6]->kind != Kind::Global || a[6]->callable != Callable::Dtype) {
+      if (a[6]->kind == Kind::Global && a[6]->callable == Callable::Unsupported)
+        return fail(ErrorKind::NotSupported, "dtype `" + a[6]->text + "` has no safetensors dtype");
+      return malformed("_rebuild_tensor_v3 without a dtype");
+    }
+    info->dtype = a[6]->dtype;
+    if (storage.typed && storage.dtype != info->dtype) return fail(ErrorKind::InvalidCheckpoint, "tensor dtype differs from its typed storage's");
+  } else {
+    if (!storage.typed) return malformed("an untyped storage needs _rebuild_tensor_v3");
+    info->dtype = storage.dtype;
+  }
+  const std::size_t meta = which == Callable::RebuildTensorV2 ? 6 : 7;
+  if (a.size() > meta && a[meta]->kind == Kind::Dict) {
+    const auto& kv = a[meta]->items;
+    for (std::size_t i = 0; i + 1 < kv.size(); i += 2)
+      if (kv[i]->kind == Kind::Str && (kv[i]->text == "conj" || kv[i]->text == "neg") && kv[i + 1]->kind == Kind::Bool &&
+          kv[i + 1]->boolean)
+        return fail(ErrorKind::NotSupported, "a tensor with its `" + kv[i]->text + "` bit set is not supported");
+  }
+  SW_ASSIGN_OR_RETURN(Value * v, make(Kind::Tensor));
+  v->tensor = std::move(info);
+  return v;
+}
+
+// _rebuild_from_type_v2(func, type, args, state): a plain Tensor or Parameter rebuilt by `func`.
+Result<Value*> Machine::tensor_from_type(const std::vector<Value*>& a) {
+  if (a.size() != 4 || a[0]->kind != Kind::Global || a[1]->kind != Kind::Global || a[2]->kind != Kind::Tuple)
+    return malformed("bad arguments to _rebuild_from_type_v2");
+  if (a[1]->callable != Callable::TensorClass) {
+    if (a[1]->callable == Callable::Unknown) return opaque("a tensor subclass " + a[1]->text);
+    return unsafe("_rebuild_from_type_v2 of `" + a[1]->text + "` is refused");
+  }
+  switch (a[0]->callable) {
+    case Callable::RebuildTensor:
+    case Callable::RebuildTensorV2:
+    case Callable::RebuildTensorV3:
+    case Callable::RebuildParameter:
+    case Callable::RebuildParameterWithState:
+      return call(*a[0], *a[2]);
+    default:
+      return unsafe("_rebuild_from_type_v2 with `" + a[0]->text + "` is refused");
+  }
+}
+
+// _codecs.encode(text, "latin1"): how protocol 2 spells bytes. Code points above 255 are malformed.
+Result<Value*> Machine::latin1_bytes(const std::vector<Value*>& a) {
+  if (a.size() != 2 || a[0]->kind != Kind::Str || a[1]->kind != Kind::Str ||
+      (a[1]->text != "latin1" && a[1]->text != "latin-1"))
+    return unsafe("_codecs.encode other than (str, \"latin1\") is refused");
+  std::string out;
+  const std::string& s = a[0]->text;
+  for (std::size_t i = 0; i < s.size();) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c < 0x80) {
+      out.push_back(static_cast<char>(c));
+      i += 1;
+    } else if ((c & 0xE0) == 0xC0 && c <= 0xC3 && i + 1 < s.size()) {
+      out.push_back(static_cast<char>(((c & 0x03) << 6) | (static_cast<unsigned char>(s[i + 1]) & 0x3F)));
+      i += 2;
+    } else {
+      return malformed("_codecs.encode of a character outside latin-1");
+    }
+  }
+  SW_ASSIGN_OR_RETURN(Value * v, make(Kind::Bytes));
+  v->text = std::move(out);
+  return v;
+}
+
+Result<std::unique_ptr<Pickle>> Pickle::run(std::span<const std::byte> bytes, const PickleOptions& options,
+                                            bool* truncated) {
+  auto pickle = std::make_unique<Pickle>();
+  try {
+    Machine machine(bytes, options, *pickle);
+    Status s = machine.run();
+    if (truncated) *truncated = machine.truncated_;
+    if (!s.is_ok()) return std::move(s).error();
+  } catch (const std::bad_alloc&) {
+    return Error(ErrorKind::ResourceLimit, "out of memory while reading " + options.name).with_offset(options.base_offset);
+  }
+  return pickle;
+}
+
+}  // namespace safeweights::pytorch

@@ -1,0 +1,222 @@
+"""Hand-built pickles and checkpoint containers, byte by byte (never by pickling real objects), for the
+PyTorch reader's tests: hostile payloads, the malformed corpus (one file per rule, with the error kind
+the reader must report) and the fuzz seeds. No torch needed.
+
+    python3 pickles.py --corpus DIR   writes the malformed corpus and an `expected` file (name<TAB>kind)
+    python3 pickles.py --seeds DIR    writes the pickle fuzz target's seeds (raw pickles)
+"""
+import io
+import os
+import struct
+import sys
+import tarfile
+import zipfile
+
+PROTO2 = b"\x80\x02"
+
+
+def glob(module, name):
+    return b"c" + module.encode() + b"\n" + name.encode() + b"\n"
+
+
+def s(text):
+    data = text.encode() if isinstance(text, str) else text
+    return b"X" + struct.pack("<I", len(data)) + data
+
+
+def i(value):
+    if 0 <= value < 256:
+        return b"K" + bytes([value])
+    if -(2 ** 31) <= value < 2 ** 31:
+        return b"J" + struct.pack("<i", value)
+    raw = value.to_bytes(9, "little", signed=True)
+    return b"\x8a" + bytes([len(raw)]) + raw
+
+
+def tup(*items):
+    return b"(" + b"".join(items) + b"t"
+
+
+def storage_pid(type_name="FloatStorage", key="0", numel=4, legacy_view=None, legacy=False):
+    items = [s("storage"), glob("torch", type_name), s(key), s("cpu"), i(numel)]
+    if legacy:
+        items.append(b"N" if legacy_view is None else legacy_view)
+    return tup(*items) + b"Q"
+
+
+def tensor(pid, offset=0, size=(4,), stride=(1,), rebuild="_rebuild_tensor_v2", extra=b""):
+    args = [pid, i(offset), tup(*[i(v) for v in size]), tup(*[i(v) for v in stride])]
+    if rebuild != "_rebuild_tensor":
+        args += [b"\x89", glob("collections", "OrderedDict") + b")R"]
+    if extra:
+        args.append(extra)  # _rebuild_tensor_v2's metadata
+    return glob("torch._utils", rebuild) + tup(*args) + b"R"
+
+
+def state_dict(*entries):
+    """entries: (key bytes, value bytes) pairs -> a dict pickle body (no PROTO/STOP)."""
+    body = b"}(" + b"".join(k + v for k, v in entries) + b"u"
+    return body
+
+
+def pickle(body):
+    return PROTO2 + body + b"."
+
+
+def one_tensor(**kw):
+    return pickle(state_dict((s("w"), tensor(storage_pid(), **kw))))
+
+
+def torch_zip(data_pkl, storages=None, root="archive", extra=None, byteorder=b"little"):
+    """A torch.save-style archive: <root>/data.pkl first, then data/<key>, byteorder, version."""
+    storages = {"0": struct.pack("<4f", 1, 2, 3, 4)} if storages is None else storages
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_STORED) as z:
+        z.writestr(f"{root}/data.pkl", data_pkl)
+        for key, data in storages.items():
+            z.writestr(f"{root}/data/{key}", data)
+        if byteorder is not None:
+            z.writestr(f"{root}/byteorder", byteorder)
+        z.writestr(f"{root}/version", b"3\n")
+        for name, data in (extra or {}).items():
+            z.writestr(name, data)
+    return buf.getvalue()
+
+
+LEGACY_MAGIC = PROTO2 + b"\x8a\x0a" + (0x1950A86A20F9469CFC6C).to_bytes(10, "little") + b"."
+LEGACY_PROTOCOL = PROTO2 + b"M\xe9\x03."
+LEGACY_SYS_INFO = pickle(b"}(" + s("protocol_version") + b"M\xe9\x03" + s("little_endian") + b"\x88u")
+
+
+def legacy(obj_pickle, storages=(("1", 4, struct.pack("<4f", 1, 2, 3, 4)),), keys=None):
+    """The legacy stream: magic, protocol, sys_info, the object, the key list, the storages."""
+    keys = [k for k, _, _ in storages] if keys is None else keys
+    out = LEGACY_MAGIC + LEGACY_PROTOCOL + LEGACY_SYS_INFO + obj_pickle
+    out += pickle(b"(" + b"".join(s(k) for k in keys) + b"l")
+    for _, count, data in storages:
+        out += struct.pack("<q", count) + data
+    return out
+
+
+def legacy_tensor_dict():
+    return pickle(state_dict((s("w"), tensor(storage_pid(key="1", legacy=True)))))
+
+
+# --- hostile payloads: each would run `touch CANARY` if a real unpickler loaded it ----------------------
+
+def hostile_payloads(canary):
+    cmd = s(f"touch {canary}")
+    call = lambda module, name: glob(module, name) + tup(cmd) + b"R"  # noqa: E731
+    w = s("w")
+    good = tensor(storage_pid())
+    return {
+        # name: (pickle bytes, the text the error must name)
+        "os_system": (pickle(call("os", "system")), "os.system"),
+        "posix_system": (pickle(call("posix", "system")), "posix.system"),
+        "builtins_eval": (pickle(glob("__builtin__", "eval") + tup(s(f"open('{canary}','w')")) + b"R"), "builtins.eval"),
+        "builtins_exec": (pickle(glob("builtins", "exec") + tup(s(f"open('{canary}','w')")) + b"R"), "builtins.exec"),
+        "subprocess_popen": (pickle(glob("subprocess", "Popen") + tup(b"(" + s("touch") + s(canary) + b"l") + b"R"), "subprocess.Popen"),
+        "inst": (pickle(b"(" + cmd + b"ios\nsystem\n"), "INST"),
+        "obj": (pickle(b"(" + glob("collections", "OrderedDict") + b"o"), "OBJ"),
+        "stack_global": (pickle(b"\x8c\x02os\x94\x8c\x06system\x94\x93" + tup(cmd) + b"R"), "os.system"),
+        # The global is memoised under a harmless-looking entry, popped, then fetched again and called.
+        "memo_binget": (pickle(b"}" + glob("os", "system") + b"q\x010" + w + b"h\x01" + tup(cmd) + b"Rs"), "os.system"),
+        "unknown_module_value": (pickle(state_dict((w, good), (s("cfg"), glob("mymodule", "Config"))))  , "mymodule.Config"),
+        "reduce_inside_state_dict": (pickle(state_dict((w, good), (s("x"), call("os", "system")))), "os.system"),
+        "newobj": (pickle(glob("collections", "OrderedDict") + b")\x81"), "NEWOBJ"),
+        "ext1": (pickle(b"\x82\x01"), "EXT1"),
+        "build_on_tensor": (pickle(state_dict((w, good + b"}b"))), "BUILD"),
+    }
+
+
+def hostile_legacy(canary):
+    return legacy(pickle(state_dict((s("w"), glob("os", "system") + tup(s(f"touch {canary}")) + b"R"))), storages=())
+
+
+# --- the malformed corpus: file name -> (bytes, expected error kind) -----------------------------------
+
+def malformed_corpus():
+    w = s("w")
+    f32 = struct.pack("<4f", 1, 2, 3, 4)
+    tar = io.BytesIO()
+    with tarfile.open(fileobj=tar, mode="w", format=tarfile.USTAR_FORMAT) as t:
+        info = tarfile.TarInfo("sys_info")
+        info.size = 2
+        t.addfile(info, io.BytesIO(b"{}"))
+    c = {
+        "truncated_pickle.pt": (torch_zip(one_tensor()[:-5]), "InvalidPickle"),
+        "unknown_opcode.pt": (torch_zip(pickle(b"\xff")), "InvalidPickle"),
+        "binget_missing.pt": (torch_zip(pickle(b"h\x07")), "InvalidPickle"),
+        "setitems_odd.pt": (torch_zip(pickle(b"}(" + w + b"u")), "InvalidPickle"),
+        "setitem_on_list.pt": (torch_zip(pickle(b"]" + w + w + b"s")), "UnsafePickle"),
+        "append_on_dict.pt": (torch_zip(pickle(b"}" + w + b"a")), "UnsafePickle"),
+        "huge_string_length.pt": (torch_zip(pickle(b"X\xff\xff\xff\xff")), "ResourceLimit"),
+        "deep_marks.pt": (torch_zip(pickle(b"(" * 70000)), "ResourceLimit"),
+        "stop_two_values.pt": (torch_zip(PROTO2 + b"NN."), "InvalidPickle"),
+        "protocol_6.pt": (torch_zip(b"\x80\x06N."), "InvalidPickle"),
+        "pid_not_storage.pt": (torch_zip(pickle(state_dict((w, tup(s("other")) + b"Q")))), "InvalidPickle"),
+        "numel_vs_record.pt": (torch_zip(one_tensor(), {"0": f32[:12]}), "InvalidCheckpoint"),
+        "stride_out_of_bounds.pt": (torch_zip(one_tensor(size=(2, 2), stride=(3, 1))), "InvalidCheckpoint"),
+        "offset_out_of_bounds.pt": (torch_zip(one_tensor(offset=1)), "InvalidCheckpoint"),
+        "stride_overflow.pt": (torch_zip(one_tensor(size=(2, 2), stride=(2 ** 62, 1))), "InvalidCheckpoint"),
+        "size_stride_lengths.pt": (torch_zip(one_tensor(size=(2, 2), stride=(1,))), "InvalidPickle"),
+        "rank_65.pt": (torch_zip(one_tensor(size=(1,) * 65, stride=(1,) * 65)), "ResourceLimit"),
+        "negative_size.pt": (torch_zip(one_tensor(size=(-1,), stride=(1,))), "InvalidPickle"),
+        "missing_record.pt": (torch_zip(one_tensor(), {}), "InvalidCheckpoint"),
+        "byteorder_middle.pt": (torch_zip(one_tensor(), byteorder=b"middle"), "InvalidCheckpoint"),
+        "key_two_types.pt": (torch_zip(pickle(state_dict((w, tensor(storage_pid())),
+                                                          (s("v"), tensor(storage_pid("IntStorage")))))), "InvalidCheckpoint"),
+        "duplicate_name.pt": (torch_zip(pickle(state_dict((w, tensor(storage_pid())), (w, tensor(storage_pid()))))), "InvalidCheckpoint"),
+        "self_containing_list.pt": (torch_zip(pickle(b"}" + w + b"]q\x00h\x00as")), "InvalidCheckpoint"),
+        "member_outside_root.pt": (torch_zip(one_tensor(), extra={"elsewhere/x": b"1"}), "InvalidCheckpoint"),
+        "torchscript.pt": (torch_zip(one_tensor(), extra={"archive/constants.pkl": pickle(b")")}), "NotSupported"),
+        "quantized.pt": (torch_zip(pickle(state_dict((w, glob("torch._utils", "_rebuild_qtensor") + b")R")))), "NotSupported"),
+        "conj_bit.pt": (torch_zip(one_tensor(extra=b"}(" + s("conj") + b"\x88u")), "NotSupported"),
+        "complex128_storage.pt": (torch_zip(pickle(state_dict((w, tensor(storage_pid("ComplexDoubleStorage")))))), "NotSupported"),
+        "legacy_count_mismatch.pt": (legacy(legacy_tensor_dict(), storages=(("1", 3, f32),)), "InvalidCheckpoint"),
+        "legacy_truncated_storage.pt": (legacy(legacy_tensor_dict(), storages=(("1", 4, f32[:8]),)), "InvalidCheckpoint"),
+        "legacy_unlisted_storage.pt": (legacy(legacy_tensor_dict(), storages=()), "InvalidCheckpoint"),
+        "legacy_bad_protocol.pt": (LEGACY_MAGIC + PROTO2 + b"M\xea\x03." + b"\0" * 16, "InvalidCheckpoint"),
+        "tar_format.pt": (tar.getvalue(), "NotSupported"),
+        # Each level is a dict holding the level below twice: 2^40 paths, bounded by the visit limit.
+        "shared_dag_blowup.pt": (torch_zip(pickle(b"}q\x000" + b"".join(
+            b"}q" + bytes([k + 1]) + s("a") + b"h" + bytes([k]) + b"s" + s("b") + b"h" + bytes([k]) + b"s0"
+            for k in range(40)) + b"h\x28")), "ResourceLimit"),
+        "preview_pytorch1.pt": (b"PYTORCH1" + bytes(64), "NotSupported"),
+    }
+    return c
+
+
+def fuzz_seeds():
+    seeds = {"one_tensor": one_tensor(), "legacy_object": legacy_tensor_dict(),
+             "legacy_magic": LEGACY_MAGIC, "sys_info": LEGACY_SYS_INFO}
+    for name, (data, _) in malformed_corpus().items():
+        if not name.startswith("legacy") and data.startswith(b"PK"):
+            with zipfile.ZipFile(io.BytesIO(data)) as z:
+                names = [n for n in z.namelist() if n.endswith("data.pkl")]
+                if names:
+                    seeds[name[:-3]] = z.read(names[0])
+    for name, (data, _) in hostile_payloads("/nonexistent/canary").items():
+        seeds["hostile_" + name] = data
+    return seeds
+
+
+def main(argv):
+    mode, out = argv[1], argv[2]
+    os.makedirs(out, exist_ok=True)
+    if mode == "--corpus":
+        lines = []
+        for name, (data, kind) in sorted(malformed_corpus().items()):
+            with open(os.path.join(out, name), "wb") as f:
+                f.write(data)
+            lines.append(f"{name}\t{kind}")
+        with open(os.path.join(out, "expected"), "w") as f:
+            f.write("\n".join(lines) + "\n")
+    elif mode == "--seeds":
+        for name, data in sorted(fuzz_seeds().items()):
+            with open(os.path.join(out, name), "wb") as f:
+                f.write(data)
+
+
+if __name__ == "__main__":
+    main(sys.argv)

@@ -1,0 +1,366 @@
+#!/usr/bin/env python3
+"""PyTorch checkpoints through the CLI: files written by real torch (every dtype, views, tied weights,
+state_dict() with _metadata, keep_vars, nested training checkpoints, the legacy format) read, cat and
+converted byte for byte against torch's own `.contiguous().numpy().tobytes()`; hand-built hostile
+pickles refused by name with no side effect (a canary file is never created); the malformed corpus
+(pickles.py) reported with the expected error kind.
+
+    test_checkpoints.py --cli PATH/safeweights
+
+Exits 77 (skipped) when torch cannot be imported; the hostile and malformed parts need no torch and run
+first, so a failure there is reported either way.
+"""
+import argparse
+import json
+import os
+import struct
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import pickles  # noqa: E402
+
+FAILURES = []
+
+
+def check(condition, message):
+    if not condition:
+        FAILURES.append(message)
+        print("FAIL:", message)
+
+
+def run(cli, *args):
+    return subprocess.run([cli, *args], capture_output=True)
+
+
+def validate(cli, path):
+    out = run(cli, "validate", "--json", path)
+    return json.loads(out.stdout)
+
+
+def read_safetensors(path):
+    data = open(path, "rb").read()
+    n = struct.unpack("<Q", data[:8])[0]
+    header = json.loads(data[8:8 + n])
+    base = 8 + n
+    tensors = {k: (v["dtype"], v["shape"], data[base + v["data_offsets"][0]:base + v["data_offsets"][1]])
+               for k, v in header.items() if k != "__metadata__"}
+    return tensors, header.get("__metadata__", {})
+
+
+# --- no torch needed ----------------------------------------------------------------------------------
+
+def test_malformed_corpus(cli, tmp):
+    corpus = os.path.join(tmp, "corpus")
+    pickles.main(["", "--corpus", corpus])
+    for line in open(os.path.join(corpus, "expected")):
+        name, kind = line.split()
+        result = validate(cli, os.path.join(corpus, name))
+        got = (result.get("error") or {}).get("kind")
+        check(result["format"] == "pytorch" and got == kind, f"corpus {name}: expected {kind}, got {got} ({result})")
+        check(not os.path.exists(os.path.join(corpus, name + ".safetensors")), name)
+        out = os.path.join(tmp, name + ".safetensors")
+        conv = run(cli, "convert", os.path.join(corpus, name), out)
+        check(conv.returncode == 1 and not os.path.exists(out), f"corpus {name}: convert must fail and leave no output")
+
+
+def test_hostile_pickles(cli, tmp):
+    canary = os.path.join(tmp, "canary")
+    payloads = pickles.hostile_payloads(canary)
+    files = {}
+    for name, (data, names) in payloads.items():
+        path = os.path.join(tmp, f"hostile_{name}.pt")
+        with open(path, "wb") as f:
+            f.write(pickles.torch_zip(data))
+        files[path] = names
+    legacy = os.path.join(tmp, "hostile_legacy.pt")
+    with open(legacy, "wb") as f:
+        f.write(pickles.hostile_legacy(canary))
+    files[legacy] = "os.system"
+    for path, names in files.items():
+        result = validate(cli, path)
+        err = result.get("error") or {}
+        check(not result["valid"] and err.get("kind") == "UnsafePickle" and names in err.get("message", ""),
+              f"{os.path.basename(path)}: expected UnsafePickle naming {names}, got {result}")
+        for args in (["inspect", "--json", path], ["cat", path, "w"], ["convert", path, path + ".safetensors"],
+                     ["convert", "--allow-unknown", path, path + ".safetensors"]):
+            out = run(cli, *args)
+            check(out.returncode != 0 or "unknown_module" in path, f"{args}: must fail")
+        if "unknown_module" not in path:
+            check(not os.path.exists(path + ".safetensors"), f"{path}: refused file left output")
+    check(not os.path.exists(canary), "a payload created the canary file")
+
+    # A refused input leaves an existing output as it was.
+    existing = os.path.join(tmp, "existing.safetensors")
+    with open(existing, "wb") as f:
+        f.write(b"before")
+    check(run(cli, "convert", list(files)[0], existing).returncode == 1 and open(existing, "rb").read() == b"before",
+          "a refused conversion changed an existing output")
+
+    # An unknown (not hostile) module used as a value: refused by default, a placeholder with
+    # --allow-unknown, and the tensors still come out; hostile modules stay refused.
+    unknown = [p for p in files if "unknown_module" in p][0]
+    out = unknown + ".safetensors"
+    conv = run(cli, "convert", "--allow-unknown", unknown, out)
+    check(conv.returncode == 0, f"--allow-unknown: {conv.stderr}")
+    if conv.returncode == 0:
+        tensors, _ = read_safetensors(out)
+        check(list(tensors) == ["w"] and tensors["w"][2] == struct.pack("<4f", 1, 2, 3, 4), f"--allow-unknown tensors {tensors}")
+    for hostile in [p for p in files if "os_system" in p or "stack_global" in p]:
+        check(run(cli, "convert", "--allow-unknown", hostile, hostile + ".x").returncode == 1, f"{hostile} with --allow-unknown")
+
+
+def test_hand_built(cli, tmp):
+    """Forms torch 1.13 does not write: big-endian storages, _rebuild_tensor_v3 over an UntypedStorage,
+    _rebuild_from_type_v2, protocol-4 opcodes."""
+    P = pickles
+    be = struct.pack(">4f", 1, 2, 3, 4)
+    cases = {
+        # byteorder "big": elements swapped, also through a transposed view, and complex64 per half.
+        "big_endian": (P.torch_zip(P.pickle(P.state_dict(
+            (P.s("w"), P.tensor(P.storage_pid(), size=(2, 2), stride=(2, 1))),
+            (P.s("t"), P.tensor(P.storage_pid(), size=(2, 2), stride=(1, 2))),
+            (P.s("c"), P.tensor(P.storage_pid("ComplexFloatStorage", key="1", numel=2), size=(2,), stride=(1,))),
+        )), {"0": be, "1": be}, byteorder=b"big"),
+            {"w": ("F32", [2, 2], struct.pack("<4f", 1, 2, 3, 4)), "t": ("F32", [2, 2], struct.pack("<4f", 1, 3, 2, 4)),
+             "c": ("C64", [2], struct.pack("<4f", 1, 2, 3, 4))}),
+        "v3_float8": (P.torch_zip(P.pickle(P.state_dict((P.s("f8"), P.glob("torch._utils", "_rebuild_tensor_v3") + P.tup(
+            P.storage_pid("UntypedStorage", numel=4), P.i(1), P.tup(P.i(3)), P.tup(P.i(1)), b"\x89",
+            P.glob("collections", "OrderedDict") + b")R", P.glob("torch", "float8_e4m3fn")) + b"R"))),
+            {"0": bytes([1, 2, 3, 4])}), {"f8": ("F8_E4M3", [3], bytes([2, 3, 4]))}),
+        "from_type_v2_parameter": (P.torch_zip(P.pickle(P.state_dict((P.s("p"), P.glob("torch._tensor", "_rebuild_from_type_v2") + P.tup(
+            P.glob("torch._utils", "_rebuild_parameter"), P.glob("torch.nn.parameter", "Parameter"),
+            P.tup(P.tensor(P.storage_pid()), b"\x88", P.glob("collections", "OrderedDict") + b")R"), b"}") + b"R")))),
+            {"p": ("F32", [4], struct.pack("<4f", 1, 2, 3, 4))}),
+        "protocol4_ops": (P.torch_zip(b"\x80\x04\x95\x05\x00\x00\x00\x00\x00\x00\x00}\x94(\x8c\x01w\x94" +
+                                      P.tensor(P.storage_pid()) + b"u."),
+                          {"w": ("F32", [4], struct.pack("<4f", 1, 2, 3, 4))}),
+    }
+    for name, (data, want) in cases.items():
+        path = os.path.join(tmp, f"hand_{name}.pt")
+        with open(path, "wb") as f:
+            f.write(data)
+        result = validate(cli, path)
+        check(result["valid"], f"{name}: {result}")
+        out = path + ".safetensors"
+        conv = run(cli, "convert", path, out)
+        check(conv.returncode == 0, f"{name}: convert {conv.stderr}")
+        if conv.returncode == 0:
+            tensors, _ = read_safetensors(out)
+            got = {k: (d, sh, b) for k, (d, sh, b) in tensors.items()}
+            check(got == want, f"{name}: {got} != {want}")
+
+
+# --- real torch ---------------------------------------------------------------------------------------
+
+def torch_bytes(torch, t):
+    t = t.detach().contiguous()
+    if t.dtype == torch.bfloat16:
+        t = t.view(torch.int16)
+    return t.numpy().tobytes()
+
+
+CODES = None
+
+
+def dtype_codes(torch):
+    return {torch.float64: "F64", torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16",
+            torch.int64: "I64", torch.int32: "I32", torch.int16: "I16", torch.int8: "I8", torch.uint8: "U8",
+            torch.bool: "BOOL", torch.complex64: "C64"}
+
+
+def flat(obj, prefix=""):
+    """Dotted names of every tensor in nested dicts/lists, as the reader names them."""
+    import torch
+    if isinstance(obj, torch.Tensor):
+        yield prefix or "tensor", obj
+    elif isinstance(obj, dict):
+        for k, v in obj.items():
+            yield from flat(v, f"{prefix}.{k}" if prefix else str(k))
+    elif isinstance(obj, (list, tuple)):
+        for i, v in enumerate(obj):
+            yield from flat(v, f"{prefix}.{i}" if prefix else str(i))
+
+
+def expect_file(cli, torch, path, expected, key=None, shared=()):
+    """expected: {name: tensor}; checks validate, inspect, cat of every tensor and convert."""
+    base = os.path.basename(path)
+    result = validate(cli, path)
+    check(result["valid"], f"{base}: {result}")
+    if not result["valid"]:
+        return
+    info = json.loads(run(cli, "inspect", "--json", path).stdout)
+    codes = dtype_codes(torch)
+    got = {t["name"]: (t["dtype"], t["shape"]) for t in info["tensors"]}
+    want = {n: (codes[t.dtype], list(t.shape)) for n, t in expected.items()}
+    check(got == want, f"{base}: inspect {got} != {want}")
+    check(info["key"] == key, f"{base}: key {info['key']} != {key}")
+    for group in shared:
+        check(any(set(group) <= set(g) for g in info["shared"]), f"{base}: {group} not shared in {info['shared']}")
+    for name, t in expected.items():
+        out = run(cli, "cat", path, name)
+        check(out.returncode == 0 and out.stdout == torch_bytes(torch, t), f"{base}: cat {name} differs")
+    out = path + ".safetensors"
+    conv = run(cli, "convert", path, out)
+    check(conv.returncode == 0, f"{base}: convert: {conv.returncode} {conv.stderr}")
+    if conv.returncode == 0:
+        tensors, meta = read_safetensors(out)
+        check(meta.get("format") == "pt", f"{base}: metadata {meta}")
+        for name, t in expected.items():
+            check(name in tensors and tensors[name][2] == torch_bytes(torch, t), f"{base}: converted {name} differs")
+
+
+def test_torch(cli, tmp, torch):
+    torch.manual_seed(0)
+    codes = dtype_codes(torch)
+    every = {}
+    for dtype in codes:
+        if dtype.is_floating_point or dtype.is_complex:
+            every[str(dtype).split(".")[1]] = torch.randn(3, 5).to(dtype)
+        elif dtype == torch.bool:
+            every["bool"] = torch.rand(3, 5) > 0.5
+        else:
+            every[str(dtype).split(".")[1]] = torch.randint(-100 if dtype != torch.uint8 else 0, 100, (3, 5), dtype=dtype)
+    base = torch.arange(48, dtype=torch.float32).reshape(6, 8)
+    views = {
+        "scalar": torch.tensor(2.5),
+        "empty": torch.zeros(0, 3),
+        "base": base,
+        "tied": base,
+        "transposed": base.t(),
+        "offset": base[2:, 3:],
+        "strided": base[::2, ::3],
+        "expanded": torch.ones(3, 1).expand(3, 4),
+        "big_endian_free": torch.arange(10, dtype=torch.int64)[3:7],
+    }
+    model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.BatchNorm1d(3), torch.nn.Linear(3, 2))
+    opt = torch.optim.Adam(model.parameters())
+    model(torch.randn(5, 4)).sum().backward()
+    opt.step()
+    training = {"epoch": 7, "step": 12345678901, "lr": 0.001, "name": "run-1", "tags": ["a", "b"],
+                "model": model.state_dict(), "optimizer": opt.state_dict()}
+    cases = [
+        ("every_dtype", every, every, None, ()),
+        ("views", views, views, None, [["base", "tied", "transposed", "offset", "strided"]]),
+        ("state_dict", model.state_dict(), dict(flat(model.state_dict())), None, ()),
+        ("keep_vars", model.state_dict(keep_vars=True), dict(flat(model.state_dict(keep_vars=True))), None, ()),
+        ("training", training, dict(flat(training["model"])), "model", ()),
+    ]
+    for name, obj, expected, key, shared in cases:
+        for legacy in (False, True):
+            path = os.path.join(tmp, f"{name}{'_legacy' if legacy else ''}.pt")
+            torch.save(obj, path, _use_new_zipfile_serialization=not legacy)
+            expect_file(cli, torch, path, expected, key, shared)
+
+    # A checkpoint that is one tensor: named `tensor`.
+    path = os.path.join(tmp, "one_tensor.pt")
+    torch.save(base.t(), path)
+    expect_file(cli, torch, path, {"tensor": base.t()})
+
+    # --key picks another top-level entry: the optimizer's state, with integer keys.
+    path = os.path.join(tmp, "training.pt")
+    out = os.path.join(tmp, "optimizer.safetensors")
+    conv = run(cli, "convert", "--key", "optimizer", path, out)
+    check(conv.returncode == 0, f"--key optimizer: {conv.stderr}")
+    if conv.returncode == 0:
+        tensors, _ = read_safetensors(out)
+        want = dict(flat(training["optimizer"]))
+        check(set(tensors) == set(want), f"--key optimizer names {sorted(tensors)} != {sorted(want)}")
+        for n, t in want.items():
+            check(n in tensors and tensors[n][2] == torch_bytes(torch, t), f"--key optimizer: {n} differs")
+
+    # --dedup: tied names become aliases of one kept copy; views of other shapes keep their own bytes.
+    path = os.path.join(tmp, "views.pt")
+    out = os.path.join(tmp, "views_dedup.safetensors")
+    conv = run(cli, "convert", "--dedup", path, out)
+    check(conv.returncode == 0, f"--dedup: {conv.stderr}")
+    if conv.returncode == 0:
+        tensors, meta = read_safetensors(out)
+        check("tied" not in tensors and meta.get("tied") == "base", f"--dedup metadata {meta}")
+        check(tensors["transposed"][2] == torch_bytes(torch, views["transposed"]), "--dedup transposed differs")
+
+    # Hugging Face folders: one pytorch_model.bin, and shards with their index (as transformers writes).
+    sd = model.state_dict()
+    names = list(sd)
+    single = os.path.join(tmp, "hf_single")
+    os.makedirs(single)
+    torch.save(sd, os.path.join(single, "pytorch_model.bin"))
+    sharded = os.path.join(tmp, "hf_sharded")
+    os.makedirs(sharded)
+    halves = [names[: len(names) // 2], names[len(names) // 2:]]
+    weight_map = {}
+    for k, part in enumerate(halves):
+        shard = f"pytorch_model-{k + 1:05d}-of-00002.bin"
+        torch.save({n: sd[n] for n in part}, os.path.join(sharded, shard))
+        weight_map.update({n: shard for n in part})
+    with open(os.path.join(sharded, "pytorch_model.bin.index.json"), "w") as f:
+        json.dump({"metadata": {"total_size": 1}, "weight_map": weight_map}, f)
+    for folder, files in ((single, ["model.safetensors"]),
+                          (sharded, ["model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors",
+                                     "model.safetensors.index.json"])):
+        out = folder + "_out"
+        conv = run(cli, "convert", folder, out)
+        check(conv.returncode == 0, f"{folder}: {conv.stderr}")
+        check(sorted(os.listdir(out)) == sorted(files) if os.path.isdir(out) else False, f"{folder}: wrote {os.listdir(out) if os.path.isdir(out) else None}")
+        got = {}
+        for f in files:
+            if f.endswith(".safetensors") and os.path.exists(os.path.join(out, f)):
+                tensors, _ = read_safetensors(os.path.join(out, f))
+                got.update({n: (f, t[2]) for n, t in tensors.items()})
+        check(set(got) == set(names), f"{folder}: names {sorted(got)}")
+        for n in names:
+            check(n in got and got[n][1] == torch_bytes(torch, sd[n]), f"{folder}: {n} differs")
+        if folder == sharded and os.path.exists(os.path.join(out, "model.safetensors.index.json")):
+            index = json.load(open(os.path.join(out, "model.safetensors.index.json")))
+            check(index["weight_map"] == {n: got[n][0] for n in names}, f"index {index}")
+            check(index["metadata"]["total_size"] == sum(len(got[n][1]) for n in names), f"total_size {index['metadata']}")
+    # A shard holding a tensor its index does not list: refused, and nothing is left behind.
+    with open(os.path.join(sharded, "pytorch_model.bin.index.json"), "w") as f:
+        json.dump({"metadata": {}, "weight_map": {n: weight_map[n] for n in names[1:]}}, f)
+    out = sharded + "_bad"
+    conv = run(cli, "convert", sharded, out)
+    check(conv.returncode == 1 and b"InvalidIndex" in conv.stderr, f"bad index: {conv.stderr}")
+    check(not os.path.isdir(out) or os.listdir(out) == [], f"bad index left {os.listdir(out)}")
+
+    # A __reduce__ hidden in a real state dict: torch.save writes the payload; we refuse it by name.
+    canary = os.path.join(tmp, "canary_reduce")
+
+    class Payload:
+        def __reduce__(self):
+            return (os.system, (f"touch {canary}",))
+
+    path = os.path.join(tmp, "reduce_in_state_dict.pt")
+    torch.save({"w": torch.ones(2), "evil": Payload()}, path)
+    result = validate(cli, path)
+    err = result.get("error") or {}
+    check(err.get("kind") == "UnsafePickle" and "posix.system" in err.get("message", ""), f"hidden __reduce__: {result}")
+    check(not os.path.exists(canary), "the hidden __reduce__ created its canary")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--cli", required=True)
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        test_malformed_corpus(args.cli, tmp)
+        test_hostile_pickles(args.cli, tmp)
+        test_hand_built(args.cli, tmp)
+        try:
+            import torch
+        except ImportError:
+            torch = None
+        if torch is not None:
+            test_torch(args.cli, tmp, torch)
+    if FAILURES:
+        print(f"{len(FAILURES)} failures")
+        return 1
+    if torch is None:
+        print("torch not importable: real-checkpoint checks skipped")
+        return 77
+    print("all PyTorch checkpoint checks passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
