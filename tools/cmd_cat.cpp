@@ -73,10 +73,11 @@ Status cat(const CatOptions& opt) {
   if (!spec.is_ok()) return std::move(spec.error().with_file(target.source->name()).with_tensor(target.tensor->name));
   auto plan = TensorFile::plan_slice(*target.tensor, *spec);
   if (!plan.is_ok()) return std::move(plan).status();
-  // The slice is at most the tensor's size, which the validated file holds: a justified allocation.
-  std::vector<std::byte> bytes(static_cast<std::size_t>(plan->nbytes()));
-  if (Status s = read_slice(*target.source, *plan, bytes); !s.is_ok()) return s;
-  if (Status s = sink->write(bytes); !s.is_ok()) return s;
+  // Streamed in pieces: memory follows the piece, not what the header declares.
+  if (Status s = copy_slice(*target.source, *plan, 64u << 20, [&](std::span<const std::byte> part) { return sink->write(part); });
+      !s.is_ok()) {
+    return s;
+  }
   return sink->finish();
 }
 

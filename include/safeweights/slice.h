@@ -46,7 +46,8 @@ struct SliceSpec {
   std::vector<SliceItem> items;  // empty: the whole tensor
 
   // Parses numpy syntax: "1:3, ::-2, 0", "..., -1", "None, :", "" (everything). InvalidSliceSpec on
-  // a syntax error.
+  // a syntax error, brackets included ("[0]": only what goes between them); SliceOutOfRange for an
+  // index beyond 64 bits (out of bounds for any axis).
   static Result<SliceSpec> parse(std::string_view text);
   // Renders the spec back in the same syntax ("1:3, ::-2, 0").
   std::string to_string() const;
@@ -65,6 +66,38 @@ class SlicePlan {
   // (base_offset added). Stops early and returns false when visit returns false.
   template <typename Visit>
   bool for_each_run(Visit&& visit) const;
+
+  // The runs' offsets one at a time, in result order, with nothing allocated after construction (for
+  // loops that must not allocate, such as a guarded copy from a mapping).
+  class RunCursor {
+   public:
+    explicit RunCursor(const SlicePlan& plan) : plan_(&plan), counter_(plan.loops_.size(), 0), offset_(plan.first_offset_), left_(plan.runs_) {}
+    // The next run's offset; false once every run was given.
+    bool next(std::uint64_t& offset) noexcept {
+      if (left_ == 0) return false;
+      offset = offset_;
+      if (--left_ > 0) advance();
+      return true;
+    }
+
+   private:
+    void advance() noexcept {
+      for (std::size_t d = counter_.size(); d-- > 0;) {
+        const Loop& loop = plan_->loops_[d];
+        if (++counter_[d] < loop.count) {
+          offset_ += static_cast<std::uint64_t>(loop.step_bytes);  // wraps back for negative steps
+          return;
+        }
+        // Rewind this dimension to its first index and carry into the next outer one.
+        offset_ -= static_cast<std::uint64_t>(loop.step_bytes) * (loop.count - 1);
+        counter_[d] = 0;
+      }
+    }
+    const SlicePlan* plan_;
+    std::vector<std::uint64_t> counter_;
+    std::uint64_t offset_;
+    std::uint64_t left_;
+  };
 
  private:
   friend Result<SlicePlan> plan_slice(std::span<const std::uint64_t>, TensorType, const SliceSpec&,
@@ -89,29 +122,19 @@ Result<SlicePlan> plan_slice(std::span<const std::uint64_t> shape, TensorType dt
 // Reads the plan's bytes from `source` into dst (dst.size() == plan.nbytes()), in result order.
 Status read_slice(const ByteSource& source, const SlicePlan& plan, std::span<std::byte> dst);
 
+// Hands the plan's bytes, in result order, to `sink` in pieces of at most `chunk` bytes read into one
+// reused buffer: memory follows the chunk, not the slice (a slice of a huge tensor streams). Stops at
+// the first error of the read or the sink; ResourceLimit when the buffer cannot be had; Interrupted
+// (check_cancelled) between pieces.
+Status copy_slice(const ByteSource& source, const SlicePlan& plan, std::uint64_t chunk, const ByteSink& sink);
+
 template <typename Visit>
 bool SlicePlan::for_each_run(Visit&& visit) const {
-  if (runs_ == 0) return true;
-  const std::size_t depth = loops_.size();
-  if (depth == 0) return visit(first_offset_, run_bytes_);
-  std::vector<std::uint64_t> counter(depth, 0);
-  std::uint64_t offset = first_offset_;
-  for (;;) {
+  RunCursor runs(*this);
+  for (std::uint64_t offset; runs.next(offset);) {
     if (!visit(offset, run_bytes_)) return false;
-    std::size_t d = depth;
-    for (;;) {
-      --d;
-      const Loop& loop = loops_[d];
-      if (++counter[d] < loop.count) {
-        offset += static_cast<std::uint64_t>(loop.step_bytes);  // wraps back for negative steps
-        break;
-      }
-      // Rewind this dimension to its first index and carry into the next outer one.
-      offset -= static_cast<std::uint64_t>(loop.step_bytes) * (loop.count - 1);
-      counter[d] = 0;
-      if (d == 0) return true;
-    }
   }
+  return true;
 }
 
 }  // namespace safeweights

@@ -16,6 +16,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "safeweights/error.h"
@@ -63,6 +64,12 @@ class ByteSource {
   // InvalidArgument unless dst.size() equals the sum of the lengths.
   Status read_ranges(std::span<const ByteRange> ranges, std::span<std::byte> dst) const;
 
+  // IoError when the file under this source is now shorter than size() (another process truncated it
+  // while it was open); OK otherwise, and always for sources that are not files. Lets a caller whose
+  // write from a mapped view failed (write(2) reports EFAULT for a page that no longer exists) blame
+  // the input rather than the output.
+  virtual Status check_not_truncated() const { return Status::ok(); }
+
   // Advice about an upcoming access pattern (madvise / posix_fadvise / prefetch). Never required.
   virtual void hint(ByteRange /*range*/, AccessHint /*hint*/) const noexcept {}
 
@@ -80,10 +87,23 @@ using SourcePtr = std::shared_ptr<const ByteSource>;
 
 // Hands the bytes [offset, offset + length) of `source` to `sink`, in order: in one piece straight
 // from the mapping when there is one, else in pieces of at most `chunk` bytes read into one reused
-// buffer. Stops at the first error of the read or of the sink.
+// buffer. Stops at the first error of the read or of the sink. A view of a mapping is meant for system
+// calls (write, pwrite), which report a file truncated under it as an error (EFAULT) rather than a
+// signal; when the sink fails and the source was truncated, the source's error is returned.
 using ByteSink = std::function<Status(std::span<const std::byte>)>;
 Status copy_range(const ByteSource& source, std::uint64_t offset, std::uint64_t length, std::uint64_t chunk,
                   const ByteSink& sink);
+
+// Memory sized by an input or a request. Every buffer the library sizes from what a file or a server
+// declares, or from what a caller asks for, comes from these: a size beyond the budget, or an allocation
+// that fails, is a ResourceLimit error naming what was wanted and how much, never an exception.
+// The budget is the machine's physical memory, or SAFEWEIGHTS_MEMORY_LIMIT (bytes) when that is set
+// lower (read once, on first use).
+std::uint64_t memory_budget() noexcept;
+// `size` zeroed bytes.
+Result<std::vector<std::byte>> allocate_bytes(std::uint64_t size, std::string_view what);
+// `size` bytes left uninitialised (a destination about to be overwritten in full).
+Result<std::unique_ptr<std::byte[]>> allocate_uninitialized(std::uint64_t size, std::string_view what);
 
 // How a local file is read.
 enum class FileBackend {

@@ -2,13 +2,18 @@
 // slow or unsafe (NFS, Lustre, FUSE).
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <vector>
 
+#include "core/fault_guard.h"
 #include "io/posix_util.h"
 #include "safeweights/source.h"
 
@@ -31,7 +36,7 @@ class FileDescriptor {
 
 // Opens `path` read-only and checks that it is a regular file. O_NONBLOCK makes opening a FIFO return
 // at once instead of waiting for a writer; it has no effect on regular files.
-Result<int> open_regular_file(const std::string& path, std::uint64_t* size) {
+Result<int> open_regular_file(const std::string& path, struct stat* info) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     int err = errno;
@@ -49,24 +54,74 @@ Result<int> open_regular_file(const std::string& path, std::uint64_t* size) {
     return Error(ErrorKind::IoError, S_ISDIR(st.st_mode) ? "is a directory" : "not a regular file")
         .with_file(path);
   }
-  *size = static_cast<std::uint64_t>(st.st_size);
+  *info = st;
   return fd;
 }
 
+// IoError when the open file is now shorter than `size`, the size it had when it was opened.
+Status check_file_size(int fd, std::uint64_t size, const std::string& name) {
+  struct stat st {};
+  if (fd < 0 || ::fstat(fd, &st) != 0 || static_cast<std::uint64_t>(st.st_size) >= size) return Status::ok();
+  return Error(ErrorKind::IoError, "unexpected end of file: the file shrank from " + std::to_string(size) + " to " +
+                                       std::to_string(st.st_size) + " bytes while it was read")
+      .with_file(name);
+}
+
+// Sources keep their descriptor only while few are kept: a checkpoint of thousands of shards must not
+// run the process out of descriptors. Beyond a quarter of the soft RLIMIT_NOFILE (at most 1024), a new
+// mapped source closes its descriptor and serves every read from the mapping (which holds none), and a
+// new pread source reopens its file for each read (checking that it is still the same file).
+std::atomic<long> g_kept_descriptors{0};
+
+bool may_keep_descriptor() {
+  struct rlimit limit {};
+  long cap = 1024;
+  if (::getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) {
+    cap = std::min<long>(cap, static_cast<long>(limit.rlim_cur / 4));
+  }
+  if (g_kept_descriptors.fetch_add(1) < cap) return true;
+  g_kept_descriptors.fetch_sub(1);
+  return false;
+}
+
+// A source's descriptor when the budget allows keeping it (counted until the source goes), else -1.
+class KeptDescriptor {
+ public:
+  explicit KeptDescriptor(int fd) : fd_(fd >= 0 && may_keep_descriptor() ? fd : -1) {
+    if (fd >= 0 && fd_ < 0) ::close(fd);
+  }
+  KeptDescriptor(const KeptDescriptor&) = delete;
+  KeptDescriptor& operator=(const KeptDescriptor&) = delete;
+  ~KeptDescriptor() {
+    if (fd_ < 0) return;
+    ::close(fd_);
+    g_kept_descriptors.fetch_sub(1);
+  }
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
 class PreadSource final : public ByteSource {
  public:
-  PreadSource(std::string name, int fd, std::uint64_t size) : name_(std::move(name)), fd_(fd), size_(size) {}
+  PreadSource(std::string name, int fd, const struct stat& info)
+      : name_(std::move(name)), fd_(fd), size_(static_cast<std::uint64_t>(info.st_size)), dev_(info.st_dev), ino_(info.st_ino) {}
   const std::string& name() const noexcept override { return name_; }
   std::uint64_t size() const noexcept override { return size_; }
 
   Status read_at(std::uint64_t offset, std::span<std::byte> dst) const override {
     SW_RETURN_IF_ERROR(check_range(offset, dst.size()));
-    return pread_exact(fd_.get(), offset, dst, name_);
+    return with_descriptor([&](int fd) { return pread_exact(fd, offset, dst, name_); });
   }
 
   Status read_scatter(std::span<const ReadRequest> requests) const override {
     SW_RETURN_IF_ERROR(check_requests(requests));
-    return pread_scatter(fd_.get(), requests, name_);
+    return with_descriptor([&](int fd) { return pread_scatter(fd, requests, name_); });
+  }
+
+  Status check_not_truncated() const override {
+    return with_descriptor([&](int fd) { return check_file_size(fd, size_, name_); });
   }
 
   void hint(ByteRange range, AccessHint hint) const noexcept override {
@@ -78,13 +133,29 @@ class PreadSource final : public ByteSource {
       case AccessHint::DontNeed: advice = POSIX_FADV_DONTNEED; break;
       case AccessHint::Normal: break;
     }
-    (void)::posix_fadvise(fd_.get(), static_cast<off_t>(range.offset), static_cast<off_t>(range.length), advice);
+    if (fd_.get() >= 0) (void)::posix_fadvise(fd_.get(), static_cast<off_t>(range.offset), static_cast<off_t>(range.length), advice);
   }
 
  private:
+  // Runs use(fd) on the kept descriptor, or on the file reopened for this one call.
+  template <typename Use>
+  Status with_descriptor(Use&& use) const {
+    if (fd_.get() >= 0) return use(fd_.get());
+    const int fd = ::open(name_.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) return Error(ErrorKind::IoError, "cannot reopen: " + errno_text(errno)).with_file(name_);
+    FileDescriptor held(fd);
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 || st.st_dev != dev_ || st.st_ino != ino_) {
+      return Error(ErrorKind::IoError, "the file was replaced while it was open").with_file(name_);
+    }
+    return use(fd);
+  }
+
   std::string name_;
-  FileDescriptor fd_;
+  KeptDescriptor fd_;
   std::uint64_t size_;
+  dev_t dev_;
+  ino_t ino_;
 };
 
 // Zero-copy views come from the mapping. Copies of large ranges (owned loads) go through pread on the
@@ -103,25 +174,23 @@ class MappedSource final : public ByteSource {
 
   Status read_at(std::uint64_t offset, std::span<std::byte> dst) const override {
     SW_RETURN_IF_ERROR(check_range(offset, dst.size()));
-    if (dst.size() >= kPreadThreshold && fd_.get() >= 0) return pread_exact(fd_.get(), offset, dst, name_);
-    if (!dst.empty()) std::memcpy(dst.data(), base_ + offset, dst.size());
-    return Status::ok();
+    if (is_large(dst.size())) return pread_exact(fd_.get(), offset, dst, name_);
+    return guarded_copy(dst.data(), base_ + offset, dst.size(), name_, offset);
   }
 
-  // Small runs are copied from the mapping; large ones, as in read_at, are read with pread, runs that
-  // follow each other in the file with one preadv.
+  // Small runs are copied from the mapping, all in one guarded section; large ones, as in read_at, are
+  // read with pread, runs that follow each other in the file with one preadv.
   Status read_scatter(std::span<const ReadRequest> requests) const override {
     SW_RETURN_IF_ERROR(check_requests(requests));
     std::vector<ReadRequest> large;
     for (const ReadRequest& r : requests) {
-      if (r.dst.size() >= kPreadThreshold && fd_.get() >= 0) {
-        large.push_back(r);
-      } else if (!r.dst.empty()) {
-        std::memcpy(r.dst.data(), base_ + r.offset, r.dst.size());
-      }
+      if (is_large(r.dst.size())) large.push_back(r);
     }
+    SW_RETURN_IF_ERROR(copy_runs(base_, requests, pread_from(), name_));
     return pread_scatter(fd_.get(), large, name_);
   }
+
+  Status check_not_truncated() const override { return check_file_size(fd_.get(), size_, name_); }
 
   void hint(ByteRange range, AccessHint hint) const noexcept override {
     if (size_ == 0 || range.offset >= size_) return;
@@ -149,8 +218,11 @@ class MappedSource final : public ByteSource {
 
  private:
   static constexpr std::size_t kPreadThreshold = 256u << 10;
+  // Copies of at least this many bytes are read with pread (never, once the descriptor is gone).
+  std::size_t pread_from() const noexcept { return fd_.get() >= 0 ? kPreadThreshold : SIZE_MAX; }
+  bool is_large(std::size_t n) const noexcept { return n >= pread_from(); }
   std::string name_;
-  FileDescriptor fd_;
+  KeptDescriptor fd_;
   const std::byte* base_;
   std::uint64_t size_;
 };
@@ -161,13 +233,17 @@ const std::byte kEmpty[1] = {};
 }  // namespace
 
 Result<SourcePtr> open_file(const std::string& path, FileBackend backend) {
-  std::uint64_t size = 0;
-  auto fd_or = open_regular_file(path, &size);
+  struct stat info {};
+  auto fd_or = open_regular_file(path, &info);
   if (!fd_or.is_ok()) return std::move(fd_or).status();
   int fd = fd_or.value();
-  if (backend == FileBackend::Pread) return SourcePtr(std::make_shared<PreadSource>(path, fd, size));
+  if (backend == FileBackend::Pread) return SourcePtr(std::make_shared<PreadSource>(path, fd, info));
 
-  if (size == 0) return SourcePtr(std::make_shared<MappedSource>(path, fd, kEmpty, 0));
+  const auto size = static_cast<std::uint64_t>(info.st_size);
+  if (size == 0) {
+    ::close(fd);  // nothing to read: no descriptor to keep
+    return SourcePtr(std::make_shared<MappedSource>(path, -1, kEmpty, 0));
+  }
   if (size > static_cast<std::uint64_t>(SIZE_MAX)) {
     ::close(fd);
     return Error(ErrorKind::ResourceLimit, "file too large to map on this platform").with_file(path);

@@ -6,6 +6,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "core/fault_guard.h"
 #include "io/posix_util.h"
 #include "safeweights/source.h"
 
@@ -171,8 +172,12 @@ class MemorySource final : public ByteSource {
   const std::byte* mapped() const noexcept override { return bytes_.data() ? bytes_.data() : kNoBytes; }
   Status read_at(std::uint64_t offset, std::span<std::byte> dst) const override {
     SW_RETURN_IF_ERROR(check_range(offset, dst.size()));
-    if (!dst.empty()) std::memcpy(dst.data(), bytes_.data() + offset, dst.size());
-    return Status::ok();
+    // The caller's memory may itself be a file mapping (a numpy.memmap handed to the library).
+    return guarded_copy(dst.data(), bytes_.data() + offset, dst.size(), name_, offset);
+  }
+  Status read_scatter(std::span<const ReadRequest> requests) const override {
+    SW_RETURN_IF_ERROR(check_requests(requests));
+    return copy_runs(bytes_.data(), requests, SIZE_MAX, name_);
   }
 
  private:
@@ -203,6 +208,7 @@ class SubrangeSource final : public ByteSource {
     for (ReadRequest& r : shifted) r.offset += offset_;  // no overflow: inside the parent, checked at creation
     return parent_->read_scatter(shifted);
   }
+  Status check_not_truncated() const override { return parent_->check_not_truncated(); }
   void hint(ByteRange range, AccessHint hint) const noexcept override {
     if (range.offset >= length_) return;
     range.length = std::min(range.length, length_ - range.offset);

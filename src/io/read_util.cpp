@@ -35,7 +35,11 @@ Result<std::string> read_small_file(const std::string& path, std::uint64_t cap) 
 Status copy_range(const ByteSource& source, std::uint64_t offset, std::uint64_t length, std::uint64_t chunk,
                   const ByteSink& sink) {
   SW_RETURN_IF_ERROR(source.check_range(offset, length));
-  if (auto view = source.view(offset, length); view.data() != nullptr || length == 0) return sink(view);
+  if (auto view = source.view(offset, length); view.data() != nullptr || length == 0) {
+    Status written = sink(view);
+    if (!written.is_ok()) SW_RETURN_IF_ERROR(source.check_not_truncated());  // blame a shrunk input first
+    return written;
+  }
   std::vector<std::byte> buf(static_cast<std::size_t>(std::min(std::max<std::uint64_t>(chunk, 1), length)));
   for (std::uint64_t done = 0; done < length;) {
     const std::uint64_t n = std::min<std::uint64_t>(buf.size(), length - done);

@@ -9,7 +9,6 @@
 #include <optional>
 #include <string>
 #include <string_view>
-#include <unordered_set>
 #include <vector>
 
 #include "json/json_parse.h"
@@ -48,23 +47,61 @@ simdjson::error_code parse_padded(std::string_view text, int max_depth, std::uni
 simdjson::error_code parse_document(std::string_view text, int max_depth, std::unique_ptr<simdjson::dom::parser>& own,
                                     element& root);
 
-// Small objects (the usual 3-field tensor entry) are checked for duplicate keys pairwise; larger ones
-// with a hash set, so a hostile header cannot make this quadratic.
+// The keys of one object, to find repeats. Small objects (the usual 3-field tensor entry) are checked
+// pairwise; larger ones with an open-addressing table of indices under a seeded hash, so a hostile
+// header can make this neither quadratic (crafted collisions) nor large: 16 bytes per key plus 4 to 8
+// bytes of table, where a node-based set took about 70 (8.3M metadata keys cost 600 MB).
 class KeySet {
  public:
+  // Room for `n` keys up front (when the object's size is known), so the store never regrows.
+  void reserve(std::size_t n) {
+    keys_.reserve(n);
+    if (n > kPairwise) rehash(table_size_for(n));
+  }
+
+  // True when `key` was not in the set (it is now).
   bool insert(std::string_view key) {
-    if (set_) return set_->insert(key).second;
-    for (auto k : small_) {
-      if (k == key) return false;
+    if (slots_.empty()) {
+      for (auto k : keys_) {
+        if (k == key) return false;
+      }
+      keys_.push_back(key);
+      if (keys_.size() > kPairwise) rehash(table_size_for(keys_.size()));
+      return true;
     }
-    small_.push_back(key);
-    if (small_.size() > 16) set_.emplace(small_.begin(), small_.end());
+    const std::size_t mask = slots_.size() - 1;
+    for (std::size_t i = hash_key(key, seed()) & mask;; i = (i + 1) & mask) {
+      if (slots_[i] == 0) {
+        keys_.push_back(key);
+        slots_[i] = static_cast<std::uint32_t>(keys_.size());
+        break;
+      }
+      if (keys_[slots_[i] - 1] == key) return false;
+    }
+    if (keys_.size() * 2 > slots_.size()) rehash(slots_.size() * 2);
     return true;
   }
 
  private:
-  std::vector<std::string_view> small_;
-  std::optional<std::unordered_set<std::string_view>> set_;
+  static constexpr std::size_t kPairwise = 16;
+  static std::size_t table_size_for(std::size_t n) {
+    std::size_t cap = 64;
+    while (cap < n * 2) cap <<= 1;
+    return cap;
+  }
+  void rehash(std::size_t cap) {
+    slots_.assign(cap, 0);
+    const std::size_t mask = cap - 1;
+    for (std::size_t k = 0; k < keys_.size(); ++k) {
+      std::size_t i = hash_key(keys_[k], seed()) & mask;
+      while (slots_[i] != 0) i = (i + 1) & mask;
+      slots_[i] = static_cast<std::uint32_t>(k + 1);
+    }
+  }
+  static std::uint64_t seed() { return hash_seed(); }
+
+  std::vector<std::string_view> keys_;
+  std::vector<std::uint32_t> slots_;  // index + 1 into keys_; 0: empty. Empty vector: pairwise mode
 };
 
 }  // namespace safeweights::json

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -35,6 +36,35 @@ struct TopLevel {
   std::optional<std::string> duplicate_key;  // the first key that repeats, if any
 };
 Status read_top_level(std::string_view text, TopLevel& out);
+
+// A hash of `s` under `seed`, for tables keyed by names a file chose. Seeded per process (hash_seed()),
+// so whoever wrote the file cannot predict the layout and make lookups quadratic. Not cryptographic.
+std::uint64_t hash_seed() noexcept;
+
+inline std::uint64_t fold_mul(std::uint64_t a, std::uint64_t b) noexcept {
+  __uint128_t m = static_cast<__uint128_t>(a) * b;
+  return static_cast<std::uint64_t>(m) ^ static_cast<std::uint64_t>(m >> 64);
+}
+
+inline std::uint64_t hash_key(std::string_view s, std::uint64_t seed) noexcept {
+  constexpr std::uint64_t k0 = 0xa0761d6478bd642full, k1 = 0xe7037ed1a0b428dbull;
+  std::uint64_t h = seed ^ fold_mul(s.size() ^ k0, k1);
+  const char* p = s.data();
+  const std::size_t n = s.size();
+  std::uint64_t tail = 0;
+  if (n >= 8) {
+    std::size_t i = 0;
+    for (; i + 8 < n; i += 8) {
+      std::uint64_t v;
+      std::memcpy(&v, p + i, 8);
+      h = fold_mul(h ^ v ^ k0, k1);
+    }
+    std::memcpy(&tail, p + n - 8, 8);  // the last 8 bytes, overlapping the previous block
+  } else {
+    for (std::size_t i = 0; i < n; ++i) tail = (tail << 8) | static_cast<unsigned char>(p[i]);
+  }
+  return fold_mul(h ^ tail ^ k1, k0 ^ seed);
+}
 
 // Whether `text` is valid UTF-8 (SIMD).
 bool is_valid_utf8(std::string_view text) noexcept;

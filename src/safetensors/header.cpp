@@ -1,8 +1,6 @@
 // Header::parse: the reference's rules in the reference's order, then ours.
 #include <algorithm>
-#include <chrono>
 #include <cstring>
-#include <random>
 
 #include "core/little_endian.h"
 #include "core/status_macros.h"
@@ -17,42 +15,6 @@ std::uint64_t TensorInfo::num_elements() const noexcept { return safeweights::nu
 
 namespace {
 
-// Seeded per process, so the table's layout cannot be predicted by whoever wrote the file (a header
-// built to collide in an unseeded hash would make lookups quadratic). Not cryptographic.
-std::uint64_t process_seed() {
-  static const std::uint64_t seed = [] {
-    std::random_device rd;
-    return (std::uint64_t{rd()} << 32) ^ rd() ^
-           static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
-  }();
-  return seed;
-}
-
-inline std::uint64_t fold_mul(std::uint64_t a, std::uint64_t b) {
-  __uint128_t m = static_cast<__uint128_t>(a) * b;
-  return static_cast<std::uint64_t>(m) ^ static_cast<std::uint64_t>(m >> 64);
-}
-
-std::uint64_t hash_name(std::string_view s, std::uint64_t seed) {
-  constexpr std::uint64_t k0 = 0xa0761d6478bd642full, k1 = 0xe7037ed1a0b428dbull;
-  std::uint64_t h = seed ^ fold_mul(s.size() ^ k0, k1);
-  const char* p = s.data();
-  const std::size_t n = s.size();
-  std::uint64_t tail = 0;
-  if (n >= 8) {
-    std::size_t i = 0;
-    for (; i + 8 < n; i += 8) {
-      std::uint64_t v;
-      std::memcpy(&v, p + i, 8);
-      h = fold_mul(h ^ v ^ k0, k1);
-    }
-    std::memcpy(&tail, p + n - 8, 8);  // the last 8 bytes, overlapping the previous block
-  } else {
-    for (std::size_t i = 0; i < n; ++i) tail = (tail << 8) | static_cast<unsigned char>(p[i]);
-  }
-  return fold_mul(h ^ tail ^ k1, k0 ^ seed);
-}
-
 // Open addressing with linear probing; capacity a power of two, at most half full. A slot holds the
 // upper 32 bits of the name's hash (a tag, so most mismatches never touch the name) and the position
 // + 1 (0: empty).
@@ -63,7 +25,7 @@ class NameTable {
     while (cap < count * 2) cap <<= 1;
     slots_.assign(cap, 0);
   }
-  std::uint64_t hash(std::string_view name) const noexcept { return hash_name(name, seed_); }
+  std::uint64_t hash(std::string_view name) const noexcept { return json::hash_key(name, seed_); }
   void prefetch(std::uint64_t hash) const noexcept { __builtin_prefetch(&slots_[hash & (slots_.size() - 1)]); }
   // The slot for `name` (with hash `hash`): holding a position whose name equals `name`, or empty.
   template <typename NameOf>
@@ -96,7 +58,7 @@ class HeaderBuilder {
     h.names_ = std::move(raw.names);
     h.dims_ = std::move(raw.dims);
     h.has_metadata_ = raw.has_metadata;
-    h.index_seed_ = process_seed();
+    h.index_seed_ = json::hash_seed();
 
     auto name_of_entry = [&](std::size_t i) { return raw.entries[i].name; };
 
@@ -212,7 +174,7 @@ class HeaderBuilder {
   static const TensorInfo* find(const Header& h, std::string_view name) noexcept {
     if (h.index_.empty()) return nullptr;
     const std::size_t mask = h.index_.size() - 1;
-    const std::uint64_t hash = hash_name(name, h.index_seed_);
+    const std::uint64_t hash = json::hash_key(name, h.index_seed_);
     for (std::size_t i = hash & mask;; i = (i + 1) & mask) {
       const std::uint64_t s = h.index_[i];
       if (s == 0) return nullptr;

@@ -169,8 +169,11 @@ Status read_metadata(element value, RawHeader& out) {
   if (value.is_null()) return Status::ok();  // Option::None, as serde reads it
   if (value.type() != element_type::OBJECT) return bad_json("__metadata__ must be an object of strings");
   out.has_metadata = true;
+  const auto object = as_object(value);
   KeySet keys;
-  for (auto field : as_object(value)) {
+  keys.reserve(object.size());
+  out.metadata.reserve(out.metadata.size() + object.size());
+  for (auto field : object) {
     if (field.value.type() != element_type::STRING) {
       return bad_json("__metadata__ value of " + quoted(field.key) + " must be a string");
     }
@@ -260,8 +263,11 @@ Status parse_index_json(std::string_view text, RawIndex& out) {
     if (field.key == "weight_map") {
       have_map = true;
       if (field.value.type() != element_type::OBJECT) return bad_index("weight_map must be an object");
+      const auto map = as_object(field.value);
       KeySet names;
-      for (auto entry : as_object(field.value)) {
+      names.reserve(map.size());
+      out.weight_map.reserve(map.size());
+      for (auto entry : map) {
         if (!names.insert(entry.key)) {
           return Error(ErrorKind::DuplicateKey, "tensor " + quoted(entry.key) + " listed twice in weight_map");
         }

@@ -45,8 +45,9 @@ Status Reader::read(const TensorInfo& info, std::span<std::byte> dst) const {
 
 Result<std::vector<std::byte>> Reader::read_owned(std::string_view name) const {
   SW_ASSIGN_OR_RETURN(TensorView v, tensor(name));
-  std::vector<std::byte> out(static_cast<std::size_t>(v.info->nbytes()));
-  SW_RETURN_IF_ERROR(read(*v.info, out));
+  auto out = allocate_bytes(v.info->nbytes(), "tensor `" + std::string(name) + "`");
+  if (!out.is_ok()) return std::move(out.error().with_file(source_->name()));
+  SW_RETURN_IF_ERROR(read(*v.info, *out));
   return out;
 }
 
@@ -67,8 +68,9 @@ Status Reader::read_slice(const SlicePlan& plan, std::span<std::byte> dst) const
 Result<LoadedTensors> Reader::load_all(const LoadOptions& options) const {
   LoadedTensors out;
   out.size = header_->data_size();
-  // data_size of a validated file: the allocation is justified by the input.
-  out.buffer = std::shared_ptr<std::byte[]>(new std::byte[std::max<std::uint64_t>(out.size, 1)]);
+  auto buffer = allocate_uninitialized(out.size, "the data section");
+  if (!buffer.is_ok()) return std::move(buffer.error().with_file(source_->name()));
+  out.buffer = std::shared_ptr<std::byte[]>(std::move(*buffer));
   SW_RETURN_IF_ERROR(load_into({out.buffer.get(), static_cast<std::size_t>(out.size)}, options));
   return out;
 }

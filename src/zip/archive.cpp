@@ -11,6 +11,7 @@
 
 #include "core/parallel.h"
 #include "core/status_macros.h"
+#include "core/fault_guard.h"
 #include "json/json_parse.h"
 #include "safeweights/cancel.h"
 #include "safeweights/zip.h"
@@ -670,8 +671,13 @@ Status Archive::verify_crc(const Entry& entry) const {
   std::uint32_t crc = 0;
   auto view = source_->view(entry.data_offset, entry.compressed_size);
   if (view.data() != nullptr) {
+    // In one guarded section: a file truncated under the mapping is an error, not SIGBUS.
     constexpr std::size_t kStep = 64u << 20;
-    for (std::size_t off = 0; off < view.size(); off += kStep) crc = crc32(crc, view.subspan(off, std::min(kStep, view.size() - off)));
+    if (!guarded([&] {
+          for (std::size_t off = 0; off < view.size(); off += kStep) crc = crc32(crc, view.subspan(off, std::min(kStep, view.size() - off)));
+        })) {
+      return mapping_shrank(source_->name(), entry.data_offset).with_entry(entry.name);
+    }
   } else {
     std::vector<std::byte> buf(static_cast<std::size_t>(std::min<std::uint64_t>(entry.compressed_size, 8u << 20)));
     for (std::uint64_t done = 0; done < entry.compressed_size;) {

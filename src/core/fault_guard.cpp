@@ -1,0 +1,87 @@
+// The SIGBUS guard for reads from mappings (see fault_guard.h).
+#include "core/fault_guard.h"
+
+#include <csetjmp>
+#include <csignal>
+#include <cstring>
+#include <mutex>
+
+namespace safeweights {
+namespace {
+
+struct sigaction g_previous {};
+std::once_flag g_installed;
+// The innermost guarded section of this thread, or null. Set before the guarded code runs, so its
+// storage exists by the time the handler reads it (no lazy TLS allocation inside the handler).
+thread_local sigjmp_buf* t_section = nullptr;
+
+// Faults outside a section get the behaviour they had before we installed ours.
+void pass_on(int sig, siginfo_t* info, void* context) {
+  if (g_previous.sa_flags & SA_SIGINFO) {
+    if (g_previous.sa_sigaction != nullptr) return g_previous.sa_sigaction(sig, info, context);
+  } else if (g_previous.sa_handler != SIG_DFL && g_previous.sa_handler != SIG_IGN) {
+    return g_previous.sa_handler(sig);
+  }
+  // Default action (a hardware fault cannot be ignored): restore it and return; the faulting
+  // instruction runs again and the process ends with SIGBUS, as it would have without us.
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  sigemptyset(&dfl.sa_mask);
+  ::sigaction(SIGBUS, &dfl, nullptr);
+}
+
+void on_sigbus(int sig, siginfo_t* info, void* context) {
+  if (sigjmp_buf* section = t_section) siglongjmp(*section, 1);
+  pass_on(sig, info, context);
+}
+
+void install() {
+  struct sigaction sa {};
+  sa.sa_sigaction = on_sigbus;
+  // SA_NODEFER: SIGBUS stays unblocked after the jump, so the sections can use sigsetjmp(.., 0),
+  // which saves no signal mask and makes no system call.
+  sa.sa_flags = SA_SIGINFO | SA_NODEFER | SA_ONSTACK;
+  sigemptyset(&sa.sa_mask);
+  ::sigaction(SIGBUS, &sa, &g_previous);
+}
+
+}  // namespace
+
+bool run_guarded(void (*fn)(void*), void* ctx) noexcept {
+  std::call_once(g_installed, install);
+  sigjmp_buf section;
+  sigjmp_buf* const outer = t_section;
+  if (sigsetjmp(section, 0) != 0) {
+    t_section = outer;
+    return false;
+  }
+  t_section = &section;
+  fn(ctx);
+  t_section = outer;
+  return true;
+}
+
+Error mapping_shrank(const std::string& name, std::uint64_t offset) {
+  return Error(ErrorKind::IoError, "unexpected end of file: the file shrank while it was read through its mapping")
+      .with_file(name)
+      .with_offset(offset);
+}
+
+Status guarded_copy(std::byte* dst, const std::byte* src, std::size_t n, const std::string& name, std::uint64_t offset) {
+  if (n == 0) return Status::ok();
+  if (!guarded([&] { std::memcpy(dst, src, n); })) return mapping_shrank(name, offset);
+  return Status::ok();
+}
+
+Status copy_runs(const std::byte* base, std::span<const ReadRequest> requests, std::size_t below, const std::string& name) {
+  std::size_t at = 0;  // the request being copied, for the error
+  const bool copied = guarded([&] {
+    for (; at < requests.size(); ++at) {
+      const ReadRequest& r = requests[at];
+      if (r.dst.size() < below) std::memcpy(r.dst.data(), base + r.offset, r.dst.size());
+    }
+  });
+  return copied ? Status::ok() : Status(mapping_shrank(name, requests[at].offset));
+}
+
+}  // namespace safeweights
