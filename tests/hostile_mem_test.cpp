@@ -237,6 +237,35 @@ TEST(MappingShrinksFormats, CrcOverTheMappingIsAnIoError) {
   EXPECT_EQ(s.error().context().entry, "e.bin");
 }
 
+// The copy unpack makes (CRC and write in one pass) reads the mapping too.
+TEST(MappingShrinksFormats, CheckedEntryCopyOfATruncatedArchiveIsAnIoError) {
+  TempDir dir;
+  const std::string path = dir.file("a.zip");
+  {
+    auto writer = safeweights::zip::Writer::create(path);
+    ASSERT_TRUE(IsOk(writer));
+    std::vector<std::byte> data(kFileBytes, std::byte{5});
+    ASSERT_TRUE(IsOk(writer->add_bytes("e.bin", data)));
+    ASSERT_TRUE(IsOk(writer->finish()));
+  }
+  auto source = safeweights::open_file(path, FileBackend::Mmap);
+  ASSERT_TRUE(IsOk(source));
+  auto archive = safeweights::zip::Archive::open(*source);
+  ASSERT_TRUE(IsOk(archive));
+  const auto* entry = archive->find("e.bin");
+  ASSERT_NE(entry, nullptr);
+  ASSERT_EQ(::truncate(path.c_str(), 4096), 0);
+  std::uint64_t written = 0;
+  Status s = archive->copy_entry_checked(*entry, 1u << 20, [&](std::span<const std::byte> part) -> Status {
+    written += part.size();
+    return Status::ok();
+  });
+  ASSERT_TRUE(IsKind(s, ErrorKind::IoError)) << describe(s.error());
+  EXPECT_EQ(s.error().context().file, path);
+  EXPECT_EQ(s.error().context().entry, "e.bin") << describe(s.error());
+  EXPECT_LT(written, kFileBytes);
+}
+
 // Views handed out keep numpy.memmap's semantics: touching a vanished page outside the library is
 // SIGBUS, as without the guard (the guard's handler passes such faults on).
 TEST_F(MappingShrinks, ViewsOutsideTheLibraryStillFault) {

@@ -325,9 +325,8 @@ TEST(ParallelFor, TheWaitingCallerPassesAnInterruptionToTheWorkers) {
   safeweights::set_cancel_poll(&stop_on_poll_thread);
   std::atomic<int> ended_by_flag{0};
   const Status s = parallel_for(3, 3, [&](std::size_t) -> Status {
-    if (std::this_thread::get_id() == g_poll_thread.load()) {
-      g_poll_says_stop = true;  // the caller's own task ends at once; the hook now says stop
-      return Status::ok();
+    if (std::this_thread::get_id() == g_poll_thread.load() && !g_poll_says_stop.exchange(true)) {
+      return Status::ok();  // the caller's first task ends at once; from now on the hook says stop
     }
     Status w = wait_until_cancelled();
     if (w.error().kind() == ErrorKind::Interrupted) ++ended_by_flag;

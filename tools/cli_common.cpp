@@ -36,6 +36,18 @@ void add_http_options(CLI::App* cmd) {
       ->check(CLI::NonNegativeNumber);
 }
 
+CheckpointCli& checkpoint_cli() {
+  static CheckpointCli options;
+  return options;
+}
+
+void add_checkpoint_options(CLI::App* cmd) {
+  cmd->add_flag("--allow-unknown", checkpoint_cli().allow_unknown,
+                "PyTorch FILE: keep globals outside the allowlist as inert placeholders (nothing is called)");
+  cmd->add_option("--key", checkpoint_cli().key,
+                  "PyTorch FILE: read the tensors under this top-level key (default: state_dict, model or module when present)");
+}
+
 void print_http_stats() {
   if (!http_cli().stats) return;
   const HttpStats& s = *http_counters();
@@ -61,6 +73,8 @@ FormatOptions input_options(const std::string& backend) {
   FormatOptions options;
   options.backend = parse_backend(backend);
   options.resolver = resolver;
+  options.allow_unknown_globals = checkpoint_cli().allow_unknown;
+  options.checkpoint_key = checkpoint_cli().key;
   return options;
 }
 

@@ -35,6 +35,15 @@ struct HttpCli {
 };
 HttpCli& http_cli();
 void add_http_options(CLI::App* cmd);
+
+// PyTorch checkpoints: --key and --allow-unknown, for every command that reads a FILE (one command runs
+// per process, so they live in one place that input_options() reads).
+struct CheckpointCli {
+  std::string key;            // --key: read the tensors under this top-level key
+  bool allow_unknown = false;  // --allow-unknown: unknown globals become inert placeholders
+};
+CheckpointCli& checkpoint_cli();
+void add_checkpoint_options(CLI::App* cmd);
 // Prints "stats: N requests, M bytes transferred (R retries, D redirects)" on stderr when --stats was
 // given (for local files too: 0 requests).
 void print_http_stats();

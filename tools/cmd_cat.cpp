@@ -94,6 +94,7 @@ void add_cat_command(CLI::App& app, int& exit_code) {
   cmd->add_option("-o,--output", opt->output, "write to this file (atomically) instead of standard output");
   cmd->add_option("--backend", opt->backend, "how files are read")->check(CLI::IsMember({"mmap", "pread"}));
   add_http_options(cmd);
+  add_checkpoint_options(cmd);
   cmd->callback([opt, cmd, &exit_code] {
     opt->has_slice = cmd->count("--slice") > 0;
     Status s = cat(*opt);

@@ -15,9 +15,7 @@ struct ConvertCli {
   std::string input;
   std::string output;
   bool dedup = false;
-  bool allow_unknown = false;
   bool durable = false;
-  std::string key;
   std::string backend = "pread";
 };
 
@@ -25,8 +23,8 @@ Status run(const ConvertCli& opt) {
   pytorch::ConvertOptions options;
   options.dedup = opt.dedup;
   options.durable = opt.durable;
-  options.read.allow_unknown = opt.allow_unknown;
-  options.read.key = opt.key;
+  options.read.allow_unknown = checkpoint_cli().allow_unknown;
+  options.read.key = checkpoint_cli().key;
   options.read.backend = parse_backend(opt.backend);
   if (::isatty(STDERR_FILENO)) {
     options.progress = [](std::size_t tensors, std::uint64_t bytes) {
@@ -55,8 +53,7 @@ void add_convert_command(CLI::App& app, int& exit_code) {
   cmd->add_option("INPUT", opt->input, "a torch.save file (ZIP or legacy format), or a folder with pytorch_model.bin or its shards and index")->required();
   cmd->add_option("OUTPUT", opt->output, "the .safetensors file to write (atomically), or the output folder for a folder input")->required();
   cmd->add_flag("--dedup", opt->dedup, "write one copy of tensors that share storage; the others become aliases in __metadata__");
-  cmd->add_flag("--allow-unknown", opt->allow_unknown, "keep globals outside the allowlist as inert placeholders (nothing is called)");
-  cmd->add_option("--key", opt->key, "read the tensors under this top-level key (default: state_dict, model or module when present)");
+  add_checkpoint_options(cmd);
   cmd->add_flag("--durable", opt->durable, "fsync the output before renaming it into place");
   cmd->add_option("--backend", opt->backend, "how the input is read: pread (default: chunks through one buffer) or mmap")
       ->check(CLI::IsMember({"mmap", "pread"}));

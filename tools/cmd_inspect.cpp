@@ -39,6 +39,7 @@ void add_inspect_command(CLI::App& app, int& exit_code) {
   cmd->add_flag("--json", opt->json, "machine-readable: {format, header_size, metadata, tensors: [{name, dtype, shape, data_offsets}]}; DDUF: {format, entries: [{name, offset, length}], components}");
   cmd->add_option("--backend", opt->backend, "how files are read")->check(CLI::IsMember({"mmap", "pread"}));
   add_http_options(cmd);
+  add_checkpoint_options(cmd);
   cmd->callback([opt, &exit_code] { exit_code = run(*opt); });
 }
 

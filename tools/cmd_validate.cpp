@@ -69,6 +69,7 @@ void add_validate_command(CLI::App& app, int& exit_code) {
   cmd->add_flag("--strict", opt->strict, "also reject tensor entries with fields other than dtype, shape, data_offsets");
   cmd->add_option("--backend", opt->backend, "how files are read")->check(CLI::IsMember({"mmap", "pread"}));
   add_http_options(cmd);
+  add_checkpoint_options(cmd);
   cmd->callback([opt, &exit_code] { exit_code = run(*opt); });
 }
 

@@ -10,7 +10,7 @@ int main(int argc, char** argv) {
   // Ctrl-C and SIGTERM end the CLI at once, removing any named temporary file first (nameless ones
   // vanish with the process).
   safeweights::install_cleanup_signal_handlers();
-  CLI::App app{"safeweights: read, check, inspect and pack model-weight files (safetensors, DDUF)", "safeweights"};
+  CLI::App app{"safeweights: read, check, inspect, pack and convert model-weight files (safetensors, DDUF, PyTorch)", "safeweights"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "safeweights 0.1.0");
   int exit_code = safeweights::cli::kExitOk;

@@ -702,16 +702,23 @@ Status Archive::copy_entry_checked(const Entry& entry, std::uint64_t chunk, cons
   std::uint32_t crc = 0;
   // A mapped source hands over the whole entry at once: CRC and write it in pieces that fit a cache.
   constexpr std::size_t kPiece = 1u << 20;
+  std::uint64_t done = 0;
   auto checked_sink = [&](std::span<const std::byte> part) -> Status {
     for (std::size_t off = 0; off < part.size(); off += kPiece) {
       SW_RETURN_IF_ERROR(check_cancelled());
       auto piece = part.subspan(off, std::min(kPiece, part.size() - off));
-      crc = crc32(crc, piece);
+      // The piece may lie in the archive's mapping: a file truncated under it is an error, not SIGBUS.
+      if (!guarded([&] { crc = crc32(crc, piece); })) {
+        return mapping_shrank(source_->name(), entry.data_offset + done).with_entry(entry.name);
+      }
       SW_RETURN_IF_ERROR(sink(piece));
+      done += piece.size();
     }
     return Status::ok();
   };
-  SW_RETURN_IF_ERROR(copy_range(*src, 0, src->size(), chunk, checked_sink));
+  if (Status s = copy_range(*src, 0, src->size(), chunk, checked_sink); !s.is_ok()) {
+    return Error(s.error()).with_entry(entry.name);
+  }
   if (crc != entry.crc32) return crc_mismatch(entry, crc);
   return Status::ok();
 }

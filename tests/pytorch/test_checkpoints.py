@@ -109,6 +109,14 @@ def test_hostile_pickles(cli, tmp):
         check(list(tensors) == ["w"] and tensors["w"][2] == struct.pack("<4f", 1, 2, 3, 4), f"--allow-unknown tensors {tensors}")
     for hostile in [p for p in files if "os_system" in p or "stack_global" in p]:
         check(run(cli, "convert", "--allow-unknown", hostile, hostile + ".x").returncode == 1, f"{hostile} with --allow-unknown")
+    # The same option on the reading commands: invalid without it, valid (and listed, and readable) with it.
+    check(run(cli, "validate", unknown).returncode == 1, "validate accepted an unknown global without --allow-unknown")
+    check(run(cli, "validate", "--allow-unknown", unknown).returncode == 0, "validate --allow-unknown refused the file")
+    listed = run(cli, "inspect", "--json", "--allow-unknown", unknown)
+    check(listed.returncode == 0 and [t["name"] for t in json.loads(listed.stdout)["tensors"]] == ["w"],
+          f"inspect --allow-unknown: {listed.stdout} {listed.stderr}")
+    cat = subprocess.run([cli, "cat", "--allow-unknown", unknown, "w"], capture_output=True)
+    check(cat.returncode == 0 and cat.stdout == struct.pack("<4f", 1, 2, 3, 4), f"cat --allow-unknown: {cat.stderr}")
 
 
 def test_hand_built(cli, tmp):
@@ -269,6 +277,16 @@ def test_torch(cli, tmp, torch):
         check(set(tensors) == set(want), f"--key optimizer names {sorted(tensors)} != {sorted(want)}")
         for n, t in want.items():
             check(n in tensors and tensors[n][2] == torch_bytes(torch, t), f"--key optimizer: {n} differs")
+    # --key on the reading commands: inspect lists the optimizer's tensors, cat reads one of them.
+    listed = run(cli, "inspect", "--json", "--key", "optimizer", path)
+    check(listed.returncode == 0, f"inspect --key optimizer: {listed.stderr}")
+    if listed.returncode == 0:
+        want = dict(flat(training["optimizer"]))
+        names = [t["name"] for t in json.loads(listed.stdout)["tensors"]]
+        check(sorted(names) == sorted(want), f"inspect --key optimizer names {sorted(names)} != {sorted(want)}")
+        first = sorted(want)[0]
+        cat = subprocess.run([cli, "cat", "--key", "optimizer", path, first], capture_output=True)
+        check(cat.returncode == 0 and cat.stdout == torch_bytes(torch, want[first]), f"cat --key optimizer {first}: {cat.stderr}")
 
     # --dedup: tied names become aliases of one kept copy; views of other shapes keep their own bytes.
     path = os.path.join(tmp, "views.pt")
