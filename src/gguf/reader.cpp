@@ -134,7 +134,8 @@ class Parser {
   Budget& budget() { return budget_; }
 
  private:
-  Status value(ValueType type, Value& out, bool in_array);
+  Status value(ValueType type, Value& out);  // ARRAY never inside an array: value_type() refuses it
+  Status scalar(ValueType type, int width, Value& out);
   Result<ValueType> value_type(std::string_view what, bool in_array);
 
   Status check_alignment(const Value& value, std::uint64_t at);
@@ -176,16 +177,22 @@ Result<ValueType> Parser::value_type(std::string_view what, bool in_array) {
   return static_cast<ValueType>(id);
 }
 
-Status Parser::value(ValueType type, Value& out, bool in_array) {
-  out.type = type;
+// A fixed-width value whose bytes need() has covered.
+Status Parser::scalar(ValueType type, int width, Value& out) {
   const std::uint64_t at = cur_.pos();
+  out.type = type;
+  out.bits = cur_.take_uint(width);
+  if (is_signed(type) && width < 8 && (out.bits >> (8 * width - 1)) != 0) out.bits |= ~std::uint64_t{0} << (8 * width);
+  if (type == ValueType::BOOL && out.bits > 1) return invalid("a BOOL value is " + std::to_string(out.bits) + ", not 0 or 1", at);
+  return Status::ok();
+}
+
+Status Parser::value(ValueType type, Value& out) {
+  out.type = type;
   const int width = value_width(static_cast<std::uint32_t>(type));
   if (width > 0) {
     SW_RETURN_IF_ERROR(cur_.need(static_cast<std::uint64_t>(width), "a value"));
-    out.bits = cur_.take_uint(width);
-    if (is_signed(type) && width < 8 && (out.bits >> (8 * width - 1)) != 0) out.bits |= ~std::uint64_t{0} << (8 * width);
-    if (type == ValueType::BOOL && out.bits > 1) return invalid("a BOOL value is " + std::to_string(out.bits) + ", not 0 or 1", at);
-    return Status::ok();
+    return scalar(type, width, out);
   }
   if (type == ValueType::STRING) {
     SW_ASSIGN_OR_RETURN(std::uint64_t from, cur_.string("a string", kMaxStringBytes, "ggml's limit of 1 GiB"));
@@ -193,7 +200,6 @@ Status Parser::value(ValueType type, Value& out, bool in_array) {
     out.str.assign(cur_.bytes_at(from, cur_.last_length()));
     return Status::ok();
   }
-  (void)in_array;  // value_type() refused ARRAY inside an array
   SW_ASSIGN_OR_RETURN(out.elem_type, value_type("an array's element type", true));
   const std::uint64_t count_at = cur_.pos();
   SW_ASSIGN_OR_RETURN(std::uint64_t count, cur_.uint(8, "an array's length"));
@@ -206,7 +212,12 @@ Status Parser::value(ValueType type, Value& out, bool in_array) {
                        std::to_string(cur_.remaining()) + " bytes that remain", count_at);
   SW_RETURN_IF_ERROR(budget_.charge(count, sizeof(Value)));
   out.items.resize(static_cast<std::size_t>(count));
-  for (Value& item : out.items) SW_RETURN_IF_ERROR(value(out.elem_type, item, true));
+  if (elem_width > 0) {  // one bounds check for the whole array
+    SW_RETURN_IF_ERROR(cur_.need(count * min_bytes, "an array"));
+    for (Value& item : out.items) SW_RETURN_IF_ERROR(scalar(out.elem_type, elem_width, item));
+    return Status::ok();
+  }
+  for (Value& item : out.items) SW_RETURN_IF_ERROR(value(out.elem_type, item));
   return Status::ok();
 }
 
@@ -222,7 +233,7 @@ Status Parser::kvs(std::uint64_t count, std::vector<KeyValue>& out) {
     if (kv.key.empty()) return invalid("a key is empty", at);
     if (!seen.insert(kv.key).second) return std::move(invalid("duplicate key `" + kv.key + "`", at));
     SW_ASSIGN_OR_RETURN(ValueType type, value_type("a value type", false));
-    if (Status s = value(type, kv.value, false); !s.is_ok()) {
+    if (Status s = value(type, kv.value); !s.is_ok()) {
       if (s.error().kind() == ErrorKind::InvalidGguf) return invalid("key `" + kv.key + "`: " + s.error().message(), *s.error().context().offset);
       return s;
     }

@@ -146,7 +146,7 @@ def corpus():
     add("InvalidGguf--unknown-array-element-type", base(raw_kvs=gstr("a.b") + struct.pack("<IIQ", ARRAY, 13, 0)))
     add("InvalidGguf--array-past-end", base(raw_kvs=gstr("a.b") + struct.pack("<IIQ", ARRAY, UINT32, 2**20)))
     add("InvalidGguf--string-array-past-end", base(raw_kvs=gstr("a.b") + struct.pack("<IIQ", ARRAY, STRING, 2**20)))
-    add("InvalidGguf--array-over-2^30-elements", base(raw_kvs=gstr("a.b") + struct.pack("<IIQ", ARRAY, UINT8, 2**30 + 1)))
+    add("InvalidGguf--array-over-1Gi-elements", base(raw_kvs=gstr("a.b") + struct.pack("<IIQ", ARRAY, UINT8, 2**30 + 1)))
     add("InvalidGguf--string-past-end", base(raw_kvs=gstr("a.b") + struct.pack("<IQ", STRING, 2**20) + b"abc"))
     add("InvalidGguf--string-over-1-GiB", base(raw_kvs=gstr("a.b") + struct.pack("<IQ", STRING, 2**30 + 1)))
     add("InvalidGguf--key-past-end", base(raw_kvs=struct.pack("<Q", 2**20) + b"general"))
