@@ -47,8 +47,8 @@ TEST(Registry, EveryFormatRegisteredOnceByName) {
     EXPECT_TRUE(names.insert(std::string(f->name())).second) << f->name();
     EXPECT_EQ(sw::find_format(f->name()), f);
   }
-  EXPECT_EQ(names, (std::set<std::string>{"safetensors", "safetensors-index", "dduf", "pytorch"}));
-  EXPECT_EQ(sw::find_format("gguf"), nullptr);
+  EXPECT_EQ(names, (std::set<std::string>{"safetensors", "safetensors-index", "dduf", "pytorch", "gguf"}));
+  EXPECT_EQ(sw::find_format("ggml"), nullptr);
 }
 
 TEST(Registry, DetectsByContentNotByName) {

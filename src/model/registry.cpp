@@ -4,6 +4,7 @@
 
 #include "core/status_macros.h"
 #include "dduf/format.h"
+#include "gguf/format.h"
 #include "pytorch/format.h"
 #include "safeweights/format.h"
 #include "safetensors/format.h"
@@ -11,12 +12,13 @@
 namespace safeweights {
 namespace {
 
-const std::array<const Format*, 4>& registry() {
-  static const std::array<const Format*, 4> kFormats = {
+const std::array<const Format*, 5>& registry() {
+  static const std::array<const Format*, 5> kFormats = {
       &safetensors::safetensors_format(),
       &safetensors::index_format(),
       &dduf::dduf_format(),
       &pytorch::pytorch_format(),
+      &gguf::gguf_format(),
   };
   return kFormats;
 }

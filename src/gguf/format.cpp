@@ -1,0 +1,139 @@
+// GGUF in the format registry: detection by magic bytes, then validate, inspect (the JSON shape of
+// docs/GGUF.md), open and cat through the reader (safeweights/gguf.h).
+#include "gguf/format.h"
+
+#include "core/little_endian.h"
+#include "core/status_macros.h"
+#include "gguf/layout.h"
+#include "safeweights/gguf.h"
+#include "safeweights/text.h"
+
+namespace safeweights::gguf {
+namespace {
+
+// The human form shows this many items of an array, then the count of the rest.
+constexpr std::size_t kShownItems = 8;
+
+Result<std::unique_ptr<GgufFile>> open_with(const std::string& path, const FormatOptions& options) {
+  OpenOptions open_options;
+  open_options.backend = options.backend;
+  open_options.resolver = options.resolver;
+  return open(path, open_options);
+}
+
+std::string dims_json(std::span<const std::uint64_t> dims) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < dims.size(); ++i) out += (i ? "," : "") + std::to_string(dims[i]);
+  return out + "]";
+}
+
+std::string inspect_json(const GgufFile& f) {
+  std::string out = "{\"format\":\"gguf\",\"version\":" + std::to_string(f.version()) + ",\"alignment\":" +
+                    std::to_string(f.alignment()) + ",\"data_offset\":" + std::to_string(f.data_offset()) + ",\"kv\":[";
+  bool first = true;
+  for (const KeyValue& e : f.kv()) {
+    out += std::string(first ? "" : ",") + "{\"key\":" + json_quote(e.key) + ",\"type\":\"" + std::string(value_type_name(e.value.type)) + "\"";
+    if (e.value.type == ValueType::ARRAY) out += ",\"elem_type\":\"" + std::string(value_type_name(e.value.elem_type)) + "\"";
+    out += ",\"value\":";
+    append_value_json(out, e.value);
+    out += "}";
+    first = false;
+  }
+  out += "],\"tensors\":[";
+  for (std::size_t i = 0; i < f.tensors().size(); ++i) {
+    const TensorEntry& t = f.tensors()[i];
+    const TensorInfo& info = f.infos()[i];
+    out += std::string(i ? "," : "") + "{\"name\":" + json_quote(t.name) + ",\"type\":\"" + std::string(ggml_type_name(info.ggml_type)) +
+           "\",\"ne\":" + dims_json(info.ne) + ",\"shape\":" + dims_json(t.shape) + ",\"offset\":" + std::to_string(info.offset) +
+           ",\"nbytes\":" + std::to_string(t.nbytes) + "}";
+  }
+  return out + "]}\n";
+}
+
+std::string value_text(const Value& v) {
+  if (v.type == ValueType::STRING) return printable(v.str);
+  if (v.type != ValueType::ARRAY) {
+    std::string out;
+    append_value_json(out, v);
+    return out;
+  }
+  std::string out = std::string(value_type_name(v.elem_type)) + "[" + std::to_string(v.items.size()) + "] [";
+  for (std::size_t i = 0; i < v.items.size() && i < kShownItems; ++i) {
+    out += i ? ", " : "";
+    if (v.items[i].type == ValueType::STRING) {
+      std::string quoted;
+      append_value_json(quoted, v.items[i]);
+      out += printable(quoted);
+    } else {
+      out += value_text(v.items[i]);
+    }
+  }
+  if (v.items.size() > kShownItems) out += ", ... " + std::to_string(v.items.size() - kShownItems) + " more";
+  return out + "]";
+}
+
+std::string inspect_text(const GgufFile& f, const std::string& path) {
+  std::uint64_t bytes = 0;
+  for (const TensorEntry& t : f.tensors()) bytes += t.nbytes;
+  std::string out;
+  append_format(out, "file:        %s\nformat:      gguf (version %u)\nalignment:   %u\ndata offset: %llu\ntensors:     %zu (%s)\n\n",
+                printable(path).c_str(), f.version(), f.alignment(), static_cast<unsigned long long>(f.data_offset()),
+                f.tensors().size(), human_bytes(bytes).c_str());
+  for (const KeyValue& e : f.kv())
+    append_format(out, "%-40s %-8s %s\n", printable(e.key).c_str(), std::string(value_type_name(e.value.type)).c_str(),
+                  value_text(e.value).c_str());
+  if (!f.kv().empty()) out += "\n";
+  for (std::size_t i = 0; i < f.tensors().size(); ++i) {
+    const TensorEntry& t = f.tensors()[i];
+    append_format(out, "%-8s %-24s %s\n", std::string(ggml_type_name(f.infos()[i].ggml_type)).c_str(), shape_string(t.shape).c_str(),
+                  printable(t.name).c_str());
+  }
+  return out;
+}
+
+Status no_members(const std::string& path, std::span<const std::string> members) {
+  if (members.empty()) return Status::ok();
+  return Error(ErrorKind::InvalidArgument, "a GGUF file has no members (ENTRY is for DDUF archives)").with_file(path);
+}
+
+class GgufFormat final : public Format {
+ public:
+  std::string_view name() const noexcept override { return "gguf"; }
+  int detect(std::span<const std::byte> head, std::uint64_t, std::string_view path) const override {
+    const std::string_view magic(reinterpret_cast<const char*>(head.data()), std::min<std::size_t>(head.size(), 4));
+    if (magic == kMagic) {
+      const bool known_version = head.size() >= 8 && le::u32(head.data() + 4) >= 2 && le::u32(head.data() + 4) <= 3;
+      return known_version ? 4 : 3;
+    }
+    if (magic == "FUGG") return 3;  // big-endian: the reader says so
+    return path.size() >= 5 && path.substr(path.size() - 5) == ".gguf" ? 1 : 0;
+  }
+  Result<std::string> validate(const std::string& path, const FormatOptions& options) const override {
+    SW_ASSIGN_OR_RETURN(auto file, open_with(path, options));
+    std::uint64_t bytes = 0;
+    for (const TensorEntry& t : file->tensors()) bytes += t.nbytes;
+    return std::to_string(file->tensors().size()) + " tensors, " + human_bytes(bytes) + " of data, " +
+           std::to_string(file->kv().size()) + " keys (GGUF v" + std::to_string(file->version()) + ")";
+  }
+  Result<std::string> inspect(const std::string& path, std::span<const std::string> members, const FormatOptions& options,
+                              bool json) const override {
+    SW_RETURN_IF_ERROR(no_members(path, members));
+    SW_ASSIGN_OR_RETURN(auto file, open_with(path, options));
+    return json ? inspect_json(*file) : inspect_text(*file, path);
+  }
+  Result<std::unique_ptr<TensorFile>> open(const std::string& path, std::span<const std::string> members,
+                                           const FormatOptions& options) const override {
+    SW_RETURN_IF_ERROR(no_members(path, members));
+    SW_ASSIGN_OR_RETURN(auto file, open_with(path, options));
+    return std::unique_ptr<TensorFile>(std::move(file));
+  }
+};
+
+}  // namespace
+
+const Format& gguf_format() {
+  static const GgufFormat format;
+  return format;
+}
+
+}  // namespace safeweights::gguf

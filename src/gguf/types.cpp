@@ -1,0 +1,130 @@
+// The ggml spelling table (ggml type id <-> TensorType) and the GGUF value-type names: the only place
+// that knows ggml's ids. Sizes and block rules come from TensorType (tensor_nbytes), never from here.
+#include <array>
+#include <bit>
+#include <charconv>
+#include <cmath>
+#include <cstring>
+
+#include "gguf/layout.h"
+#include "safeweights/gguf.h"
+#include "safeweights/text.h"
+
+namespace safeweights::gguf {
+namespace {
+
+struct GgmlName {
+  std::string_view name;
+  std::optional<TensorType> type;  // nullopt: removed from GGUF files
+};
+
+using T = TensorType;
+// Indexed by ggml type id (include/ggml.h of ggml 2026-08, GGML_TYPE_COUNT = 43).
+constexpr std::array<GgmlName, 43> kGgml = {{
+    {"F32", T::F32},         {"F16", T::F16},           {"Q4_0", T::Q4_0},         {"Q4_1", T::Q4_1},
+    {"Q4_2", std::nullopt},  {"Q4_3", std::nullopt},    {"Q5_0", T::Q5_0},         {"Q5_1", T::Q5_1},
+    {"Q8_0", T::Q8_0},       {"Q8_1", T::Q8_1},         {"Q2_K", T::Q2_K},         {"Q3_K", T::Q3_K},
+    {"Q4_K", T::Q4_K},       {"Q5_K", T::Q5_K},         {"Q6_K", T::Q6_K},         {"Q8_K", T::Q8_K},
+    {"IQ2_XXS", T::IQ2_XXS}, {"IQ2_XS", T::IQ2_XS},     {"IQ3_XXS", T::IQ3_XXS},   {"IQ1_S", T::IQ1_S},
+    {"IQ4_NL", T::IQ4_NL},   {"IQ3_S", T::IQ3_S},       {"IQ2_S", T::IQ2_S},       {"IQ4_XS", T::IQ4_XS},
+    {"I8", T::I8},           {"I16", T::I16},           {"I32", T::I32},           {"I64", T::I64},
+    {"F64", T::F64},         {"IQ1_M", T::IQ1_M},       {"BF16", T::BF16},         {"Q4_0_4_4", std::nullopt},
+    {"Q4_0_4_8", std::nullopt}, {"Q4_0_8_8", std::nullopt}, {"TQ1_0", T::TQ1_0}, {"TQ2_0", T::TQ2_0},
+    {"IQ4_NL_4_4", std::nullopt}, {"IQ4_NL_4_8", std::nullopt}, {"IQ4_NL_8_8", std::nullopt},
+    {"MXFP4", T::MXFP4},     {"NVFP4", T::NVFP4},       {"Q1_0", T::Q1_0},         {"Q2_0", T::Q2_0},
+}};
+
+constexpr std::array<std::string_view, 13> kValueTypeNames = {
+    "UINT8", "INT8", "UINT16", "INT16", "UINT32", "INT32", "FLOAT32",
+    "BOOL",  "STRING", "ARRAY", "UINT64", "INT64", "FLOAT64"};
+
+}  // namespace
+
+std::string_view value_type_name(ValueType type) noexcept {
+  const auto i = static_cast<std::size_t>(type);
+  return i < kValueTypeNames.size() ? kValueTypeNames[i] : std::string_view("?");
+}
+
+std::optional<TensorType> type_from_ggml(std::uint32_t id) noexcept {
+  return id < kGgml.size() ? kGgml[id].type : std::nullopt;
+}
+
+std::optional<std::uint32_t> ggml_id(TensorType type) noexcept {
+  for (std::uint32_t id = 0; id < kGgml.size(); ++id)
+    if (kGgml[id].type == type) return id;
+  return std::nullopt;
+}
+
+std::string_view ggml_type_name(std::uint32_t id) noexcept { return id < kGgml.size() ? kGgml[id].name : std::string_view(); }
+
+Value Value::f32(float v) { return scalar(ValueType::FLOAT32, std::bit_cast<std::uint32_t>(v)); }
+Value Value::f64(double v) { return scalar(ValueType::FLOAT64, std::bit_cast<std::uint64_t>(v)); }
+
+Value Value::string(std::string v) {
+  Value out;
+  out.type = ValueType::STRING;
+  out.str = std::move(v);
+  return out;
+}
+
+Value Value::array(ValueType elem, std::vector<Value> items) {
+  Value out;
+  out.type = ValueType::ARRAY;
+  out.elem_type = elem;
+  out.items = std::move(items);
+  return out;
+}
+
+double Value::as_f64() const noexcept {
+  if (type == ValueType::FLOAT32) return std::bit_cast<float>(static_cast<std::uint32_t>(bits));
+  return std::bit_cast<double>(bits);
+}
+
+}  // namespace safeweights::gguf
+
+namespace safeweights::gguf {
+namespace {
+
+template <typename F>
+void append_float(std::string& out, F v) {
+  if (std::isnan(v)) {
+    out += "\"NaN\"";
+  } else if (std::isinf(v)) {
+    out += v > 0 ? "\"Infinity\"" : "\"-Infinity\"";
+  } else {
+    char buf[64];
+    const auto r = std::to_chars(buf, buf + sizeof buf, v);
+    out.append(buf, r.ptr);
+  }
+}
+
+}  // namespace
+
+void append_value_json(std::string& out, const Value& value) {
+  switch (value.type) {
+    case ValueType::STRING:
+      out += json_quote(value.str);
+      return;
+    case ValueType::BOOL:
+      out += value.bits ? "true" : "false";
+      return;
+    case ValueType::FLOAT32:
+      append_float(out, std::bit_cast<float>(static_cast<std::uint32_t>(value.bits)));
+      return;
+    case ValueType::FLOAT64:
+      append_float(out, std::bit_cast<double>(value.bits));
+      return;
+    case ValueType::ARRAY:
+      out += '[';
+      for (std::size_t i = 0; i < value.items.size(); ++i) {
+        if (i) out += ',';
+        append_value_json(out, value.items[i]);
+      }
+      out += ']';
+      return;
+    default:
+      out += is_signed(value.type) ? std::to_string(value.as_i64()) : std::to_string(value.bits);
+  }
+}
+
+}  // namespace safeweights::gguf

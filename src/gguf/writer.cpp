@@ -1,0 +1,185 @@
+// The GGUF v3 writer: the header (and so every offset) is fixed at creation, then tensor bytes land at
+// their offsets through AtomicFile; padding is the zeros of a file sized up front.
+#include <unordered_map>
+#include <unordered_set>
+
+#include "core/little_endian.h"
+#include "core/status_macros.h"
+#include "gguf/layout.h"
+#include "safeweights/atomic_file.h"
+#include "safeweights/gguf.h"
+
+namespace safeweights::gguf {
+namespace {
+
+Error bad(std::string message) { return Error(ErrorKind::InvalidArgument, std::move(message)); }
+
+void put_string(std::string& out, std::string_view s) {
+  le::append(out, s.size(), 8);
+  out.append(s);
+}
+
+Status check_value(const Value& v, bool in_array) {
+  const int width = value_width(static_cast<std::uint32_t>(v.type));
+  if (width < 0) return bad("unknown value type " + std::to_string(static_cast<std::uint32_t>(v.type)));
+  if (v.type == ValueType::BOOL && v.bits > 1) return bad("a BOOL value must be 0 or 1");
+  if (v.type != ValueType::ARRAY) return Status::ok();
+  if (in_array || v.elem_type == ValueType::ARRAY) return bad("GGUF arrays of arrays are not written (ggml refuses them)");
+  for (const Value& item : v.items) {
+    if (item.type != v.elem_type)
+      return bad("an array of " + std::string(value_type_name(v.elem_type)) + " holds a " + std::string(value_type_name(item.type)));
+    SW_RETURN_IF_ERROR(check_value(item, true));
+  }
+  return Status::ok();
+}
+
+void put_value(std::string& out, const Value& v) {
+  const int width = value_width(static_cast<std::uint32_t>(v.type));
+  if (width > 0) {
+    le::append(out, v.bits, width);
+  } else if (v.type == ValueType::STRING) {
+    put_string(out, v.str);
+  } else {
+    le::append(out, static_cast<std::uint32_t>(v.elem_type), 4);
+    le::append(out, v.items.size(), 8);
+    for (const Value& item : v.items) put_value(out, item);
+  }
+}
+
+void put_kv(std::string& out, std::string_view key, const Value& v) {
+  put_string(out, key);
+  le::append(out, static_cast<std::uint32_t>(v.type), 4);
+  put_value(out, v);
+}
+
+// general.alignment, when given, must agree with the option; when absent and not the default, it is
+// written first (as a reader needs it before the tensor infos anyway).
+Status check_kv(const std::vector<KeyValue>& kv, std::uint32_t alignment, bool& write_alignment) {
+  std::unordered_set<std::string_view> keys;
+  write_alignment = alignment != kDefaultAlignment;
+  for (const KeyValue& e : kv) {
+    if (e.key.empty() || e.key.size() > kMaxKeyBytes) return bad("a key must be 1 to 65535 bytes long");
+    if (!keys.insert(e.key).second) return bad("duplicate key `" + e.key + "`");
+    if (Status s = check_value(e.value, false); !s.is_ok()) return bad("key `" + e.key + "`: " + s.error().message());
+    if (e.key == kAlignmentKey) {
+      if (e.value.type != ValueType::UINT32 || e.value.bits != alignment)
+        return bad("general.alignment must be a UINT32 equal to the writer's alignment (" + std::to_string(alignment) + ")");
+      write_alignment = false;
+    }
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+struct Writer::Impl {
+  struct Slot {
+    std::uint64_t offset = 0;  // absolute
+    std::uint64_t nbytes = 0;
+    std::uint64_t written = 0;
+    bool whole = false;  // written with write()
+  };
+  AtomicFile file;
+  std::string path;
+  std::vector<TensorDecl> decls;
+  std::vector<Slot> slots;
+  std::unordered_map<std::string_view, std::size_t> index;
+
+  Result<Slot*> slot(std::string_view name) {
+    auto it = index.find(name);
+    if (it == index.end()) return bad("no tensor `" + std::string(name) + "` was declared");
+    return &slots[it->second];
+  }
+  Status fail(Error e) { return std::move(e.with_file(path)); }
+};
+
+Result<std::unique_ptr<Writer>> Writer::create(const std::string& path, std::vector<KeyValue> kv, std::vector<TensorDecl> tensors,
+                                               const WriterOptions& options) {
+  const auto fail = [&](Error e) { return Result<std::unique_ptr<Writer>>(std::move(e.with_file(path))); };
+  const std::uint32_t a = options.alignment;
+  if (a == 0 || (a & (a - 1)) != 0) return fail(bad("the alignment must be a power of two"));
+  bool write_alignment = false;
+  if (Status s = check_kv(kv, a, write_alignment); !s.is_ok()) return fail(std::move(s).error());
+
+  std::string header(kMagic);
+  le::append(header, kWriteVersion, 4);
+  le::append(header, tensors.size(), 8);
+  le::append(header, kv.size() + (write_alignment ? 1 : 0), 8);
+  if (write_alignment) put_kv(header, kAlignmentKey, Value::u32(a));
+  for (const KeyValue& e : kv) put_kv(header, e.key, e.value);
+
+  std::vector<Impl::Slot> slots(tensors.size());
+  std::uint64_t data_size = 0;
+  std::unordered_set<std::string_view> names;
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    const TensorDecl& t = tensors[i];
+    const auto tensor_fail = [&](Error e) { return fail(std::move(e.with_tensor(t.name))); };
+    if (t.name.size() > kMaxTensorName) return tensor_fail(bad("a GGUF tensor name has at most 63 bytes"));
+    if (!names.insert(t.name).second) return tensor_fail(bad("duplicate tensor name"));
+    if (t.shape.size() > kMaxDims) return tensor_fail(bad("a GGUF tensor has at most 4 dimensions"));
+    const std::optional<std::uint32_t> id = ggml_id(t.dtype);
+    if (!id) return tensor_fail(bad("GGUF cannot hold " + std::string(type_name(t.dtype)) + " tensors"));
+    auto nbytes = tensor_nbytes(t.dtype, t.shape);
+    if (!nbytes.is_ok()) return tensor_fail(std::move(nbytes).error());
+    for (std::uint64_t d : t.shape)
+      if (d > static_cast<std::uint64_t>(INT64_MAX)) return tensor_fail(bad("a dimension is over 2^63 - 1"));
+    std::uint64_t padded = 0;
+    if (!align_up(*nbytes, a, padded) || __builtin_add_overflow(data_size, padded, &slots[i].offset))
+      return tensor_fail(Error(ErrorKind::ValidationOverflow, "the data section's size overflows 64 bits"));
+    std::swap(slots[i].offset, data_size);  // offset = the running sum before this tensor
+    slots[i].nbytes = *nbytes;
+    put_string(header, t.name);
+    le::append(header, t.shape.size(), 4);
+    for (auto d = t.shape.rbegin(); d != t.shape.rend(); ++d) le::append(header, *d, 8);
+    le::append(header, *id, 4);
+    le::append(header, slots[i].offset, 8);
+  }
+  std::uint64_t data_offset = 0, total = 0;
+  if (!align_up(header.size(), a, data_offset) || __builtin_add_overflow(data_offset, data_size, &total))
+    return fail(Error(ErrorKind::ValidationOverflow, "the file's size overflows 64 bits"));
+  header.resize(static_cast<std::size_t>(data_offset), '\0');
+  for (Impl::Slot& s : slots) s.offset += data_offset;
+
+  AtomicFileOptions file_options;
+  file_options.preallocate = total;
+  file_options.durable = options.durable;
+  SW_ASSIGN_OR_RETURN(AtomicFile file, AtomicFile::create(path, file_options));
+  SW_RETURN_IF_ERROR(file.append(std::as_bytes(std::span(header))));
+  SW_RETURN_IF_ERROR(file.truncate(total));
+
+  auto impl = std::make_unique<Impl>(Impl{std::move(file), path, std::move(tensors), std::move(slots), {}});
+  for (std::size_t i = 0; i < impl->decls.size(); ++i) impl->index.emplace(impl->decls[i].name, i);
+  return std::unique_ptr<Writer>(new Writer(std::move(impl)));
+}
+
+Writer::Writer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Writer::~Writer() = default;
+
+Status Writer::write(std::string_view name, std::span<const std::byte> data) {
+  SW_ASSIGN_OR_RETURN(Impl::Slot * s, impl_->slot(name));
+  if (s->written != 0 || s->whole) return impl_->fail(std::move(bad("already written").with_tensor(name)));
+  if (data.size() != s->nbytes)
+    return impl_->fail(std::move(bad("expected " + std::to_string(s->nbytes) + " bytes, got " + std::to_string(data.size())).with_tensor(name)));
+  SW_RETURN_IF_ERROR(impl_->file.pwrite(s->offset, data));
+  s->written = s->nbytes;
+  s->whole = true;
+  return Status::ok();
+}
+
+Status Writer::write_chunk(std::string_view name, std::span<const std::byte> chunk) {
+  SW_ASSIGN_OR_RETURN(Impl::Slot * s, impl_->slot(name));
+  if (s->whole || chunk.size() > s->nbytes - s->written)
+    return impl_->fail(std::move(bad("more bytes than the tensor holds").with_tensor(name)));
+  SW_RETURN_IF_ERROR(impl_->file.pwrite(s->offset + s->written, chunk));
+  s->written += chunk.size();
+  return Status::ok();
+}
+
+Status Writer::finish() {
+  for (std::size_t i = 0; i < impl_->slots.size(); ++i)
+    if (impl_->slots[i].written != impl_->slots[i].nbytes)
+      return impl_->fail(std::move(bad("tensor not completely written").with_tensor(impl_->decls[i].name)));
+  return impl_->file.commit();
+}
+
+}  // namespace safeweights::gguf
