@@ -29,7 +29,7 @@ if [[ "${CI:-}" == "true" ]]; then do_release=1 do_asan=1 do_fuzz=1; fi
 section() { printf '\n==================== %s ====================\n' "$*"; }
 jobs=$(nproc)
 FUZZ_SECONDS=${FUZZ_SECONDS:-60}
-FUZZ_TARGETS=(fuzz_safetensors_header fuzz_slice fuzz_roundtrip fuzz_dduf fuzz_pickle fuzz_checkpoint)
+FUZZ_TARGETS=(fuzz_safetensors_header fuzz_slice fuzz_roundtrip fuzz_dduf fuzz_pickle fuzz_checkpoint fuzz_gguf)
 passed_total=0 failed_total=0
 
 # Runs ctest in build folder $1 (extra environment before it via env), keeping its summary counts.
@@ -121,6 +121,10 @@ fuzz_one() {
   # The DDUF target starts from the checked-in DDUF corpus (valid and malformed archives).
   if [[ $target == fuzz_dduf && -d tests/dduf/corpus ]]; then
     seeds+=(tests/dduf/corpus)
+  fi
+  # The GGUF target also starts from the malformed-file corpus (a file per reader rule).
+  if [[ $target == fuzz_gguf && -d tests/gguf/corpus ]]; then
+    seeds+=(tests/gguf/corpus)
   fi
   [[ -f fuzz/$target.dict ]] && dict=(-dict="fuzz/$target.dict")
   export ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
