@@ -23,7 +23,7 @@ namespace {
 constexpr std::uint64_t kMaxPickleBytes = 1ull << 30;  // data.pkl; real ones are ~100 bytes per tensor
 constexpr std::size_t kMaxTensors = 1u << 20;
 constexpr int kMaxDepth = 64;                          // nesting of containers holding tensors
-constexpr std::uint64_t kMaxVisits = 1u << 22;         // containers walked: a shared one is walked per path
+constexpr std::uint64_t kMaxVisits = 1u << 20;         // containers walked (a shared one once per path): as many as tensors
 constexpr std::string_view kLegacyMagic = "\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19";
 constexpr std::int64_t kLegacyProtocol = 1001;
 
