@@ -216,19 +216,24 @@ TEST_F(MappingShrinks, AFailedWriteFromTheMappingBlamesTheInput) {
   EXPECT_NE(s.error().message().find("shrank"), std::string::npos) << describe(s.error());
 }
 
+// A one-entry archive ("e.bin", kFileBytes) at `path`, opened through a mapping.
+safeweights::Result<safeweights::zip::Archive> mapped_archive(const std::string& path) {
+  {
+    auto writer = safeweights::zip::Writer::create(path);
+    if (!writer.is_ok()) return writer.error();
+    std::vector<std::byte> data(kFileBytes, std::byte{5});
+    if (Status s = writer->add_bytes("e.bin", data); !s.is_ok()) return s.error();
+    if (Status s = writer->finish(); !s.is_ok()) return s.error();
+  }
+  auto source = safeweights::open_file(path, FileBackend::Mmap);
+  if (!source.is_ok()) return source.error();
+  return safeweights::zip::Archive::open(*source);
+}
+
 TEST(MappingShrinksFormats, CrcOverTheMappingIsAnIoError) {
   TempDir dir;
   const std::string path = dir.file("a.zip");
-  {
-    auto writer = safeweights::zip::Writer::create(path);
-    ASSERT_TRUE(IsOk(writer));
-    std::vector<std::byte> data(kFileBytes, std::byte{5});
-    ASSERT_TRUE(IsOk(writer->add_bytes("e.bin", data)));
-    ASSERT_TRUE(IsOk(writer->finish()));
-  }
-  auto source = safeweights::open_file(path, FileBackend::Mmap);
-  ASSERT_TRUE(IsOk(source));
-  auto archive = safeweights::zip::Archive::open(*source);
+  auto archive = mapped_archive(path);
   ASSERT_TRUE(IsOk(archive));
   ASSERT_EQ(::truncate(path.c_str(), 4096), 0);
   Status s = archive->verify_all_crcs(1);
@@ -241,16 +246,7 @@ TEST(MappingShrinksFormats, CrcOverTheMappingIsAnIoError) {
 TEST(MappingShrinksFormats, CheckedEntryCopyOfATruncatedArchiveIsAnIoError) {
   TempDir dir;
   const std::string path = dir.file("a.zip");
-  {
-    auto writer = safeweights::zip::Writer::create(path);
-    ASSERT_TRUE(IsOk(writer));
-    std::vector<std::byte> data(kFileBytes, std::byte{5});
-    ASSERT_TRUE(IsOk(writer->add_bytes("e.bin", data)));
-    ASSERT_TRUE(IsOk(writer->finish()));
-  }
-  auto source = safeweights::open_file(path, FileBackend::Mmap);
-  ASSERT_TRUE(IsOk(source));
-  auto archive = safeweights::zip::Archive::open(*source);
+  auto archive = mapped_archive(path);
   ASSERT_TRUE(IsOk(archive));
   const auto* entry = archive->find("e.bin");
   ASSERT_NE(entry, nullptr);
