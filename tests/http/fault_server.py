@@ -16,6 +16,7 @@ independent behaviour by adding e.g. `&tag=name`:
   gzip=1          the body gzip-compressed, with Content-Encoding: gzip (never asked for), no length
   novalidator=1   no ETag nor Last-Modified (with change_after: a new version nobody can see)
   norange=1       ignore Range: always 200 with the whole file
+  pad_to=N        the file is N bytes long: its bytes, then zeros (a server claiming a huge file)
   change_after=K  after K requests the file is a new version (new ETag; with grow=1 also one byte longer)
   forbid_auth=1   400 if an Authorization header arrives (checks a redirect dropped it)
   require_auth=V  401 unless Authorization is exactly V
@@ -99,7 +100,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             version = 2
             if q.get("grow"):
                 data = data + b"\0"
-        etag = '"v%d-%d"' % (version, len(data))
+        total = int(q["pad_to"]) if "pad_to" in q else len(data)
+        etag = '"v%d-%d"' % (version, total)
         common = [("ETag", etag), ("Last-Modified", "Mon, 0%d Jan 2024 00:00:00 GMT" % version),
                   ("Accept-Ranges", "bytes")]
         if q.get("novalidator"):
@@ -122,19 +124,20 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 self.close_connection = True  # the client cut the transfer once it had its bytes
             return
         first = int(m.group(1))
-        last = int(m.group(2)) if m.group(2) else len(data) - 1
-        if first >= len(data):
-            self.small(416, headers=[("Content-Range", "bytes */%d" % len(data))])
+        last = int(m.group(2)) if m.group(2) else total - 1
+        if first >= total:
+            self.small(416, headers=[("Content-Range", "bytes */%d" % total)])
             return
-        last = min(last, len(data) - 1)
+        last = min(last, total - 1)
         body = data[first:last + 1]
+        body += b"\0" * (last + 1 - first - len(body))  # pad_to: zeros past the real bytes
         if q.get("gzip"):
             body = gzip.compress(body)
             common.append(("Content-Encoding", "gzip"))
         self.send_response(206)
         for k, v in common:
             self.send_header(k, v)
-        self.send_header("Content-Range", "bytes %d-%d/%d" % (first, last, len(data)))
+        self.send_header("Content-Range", "bytes %d-%d/%d" % (first, last, total))
         if q.get("gzip"):  # as proxies that compress on the fly do: no length, the end is the close
             self.close_connection = True
         else:

@@ -10,6 +10,7 @@ import json
 import os
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import time
@@ -192,8 +193,10 @@ def faults(tmp_path_factory):
         port = int(proc.stdout.readline())
 
         class Faults:
-            def url(self, query):
-                return f"http://127.0.0.1:{port}/model.safetensors?{query}"
+            folder = root
+
+            def url(self, query, name="model.safetensors"):
+                return f"http://127.0.0.1:{port}/{name}?{query}"
 
             def requests_for(self, query):
                 path = urllib.parse.quote(f"/model.safetensors?{query}", safe="")
@@ -282,3 +285,24 @@ def test_ctrl_c_during_save_file_leaves_the_target_untouched(tmp_path):
     assert proc.returncode == 3 and "KeyboardInterrupt" in proc.stdout, (proc.returncode, proc.stdout, proc.stderr)
     assert target.read_bytes() == b"old"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.safetensors"]
+
+
+def test_a_server_claiming_a_petabyte_tensor_is_streamed_not_allocated(faults):
+    """A header declaring a 1 PiB tensor, and a server whose Content-Range says the file is that long:
+    `cat --slice` streams what it reads (it used to allocate the whole slice and abort on bad_alloc)."""
+    cli = os.environ.get("SAFEWEIGHTS_CLI")
+    if not cli:
+        pytest.skip("SAFEWEIGHTS_CLI names the tool (ctest sets it)")
+    pib = 1 << 50
+    header = json.dumps({"t": {"dtype": "U8", "shape": [pib], "data_offsets": [0, pib]}}).encode()
+    header += b" " * (-len(header) % 8)
+    (faults.folder / "huge.safetensors").write_bytes(struct.pack("<Q", len(header)) + header)
+    url = faults.url(f"pad_to={8 + len(header) + pib}&tag=py-pib", name="huge.safetensors")
+    proc = subprocess.Popen([cli, "cat", "--slice", "::1", url, "t"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        got = proc.stdout.read(1 << 20)
+    finally:
+        proc.stdout.close()  # the tool's next write fails (EPIPE / SIGPIPE): it stops there
+        _, err = proc.communicate(timeout=60)
+    assert got == b"\0" * (1 << 20), (len(got), err)
+    assert proc.returncode not in (-signal.SIGABRT, 134), err  # no uncaught bad_alloc
