@@ -4,7 +4,9 @@
 #   scripts/test.sh            Release build (build/) + ctest (the Python suite on Debian's numpy 1.24 and
 #                              torch 1.13), then the Python suite again on numpy 2 in the pinned venv
 #                              build/venv-np2 (scripts/python-env.sh, tests/python/requirements.txt), then
-#                              the wheel built, repaired and tested in a clean venv (scripts/check-wheel.sh)
+#                              the reference safetensors' own tests through an import shim
+#                              (scripts/upstream-tests.sh), and the wheel built, repaired and tested in
+#                              a clean venv (scripts/check-wheel.sh)
 #   scripts/test.sh --full     also (a) the whole suite under AddressSanitizer + UndefinedBehaviorSanitizer
 #                              (build-asan/) and (b) every libFuzzer target for FUZZ_SECONDS seconds each
 #                              (default 60), seeded from fuzz/corpus/ (build-fuzz/). CI=true implies --full.
@@ -56,6 +58,7 @@ release_tests() {
   run_ctest build
 
   python_np2_tests
+  upstream_python_tests
   wheel_test
 }
 
@@ -83,6 +86,24 @@ python_np2_tests() {
   rm -f "$log"
   if [[ $line =~ ([0-9]+)\ passed ]]; then passed_total=$((passed_total + BASH_REMATCH[1])); fi
   if [[ $line =~ ([0-9]+)\ failed ]]; then failed_total=$((failed_total + BASH_REMATCH[1])); fi
+  return 0
+}
+
+# The reference safetensors' own test suite against our package (scripts/upstream-tests.sh: downloaded
+# at test time, checked by SHA-256, run through an import shim with Debian's python, numpy and torch).
+upstream_python_tests() {
+  [[ -d build/python/safeweights ]] || return 0
+  section "the reference safetensors' own tests, through an import shim (build/upstream)"
+  local log line
+  log=$(mktemp)
+  if ! bash scripts/upstream-tests.sh /usr/bin/python3 build/python | tee "$log"; then
+    rm -f "$log"
+    echo "upstream-tests.sh failed (see above)" >&2
+    return 1
+  fi
+  line=$(tail -n 1 "$log")
+  rm -f "$log"
+  if [[ $line =~ ([0-9]+)\ passed ]]; then passed_total=$((passed_total + BASH_REMATCH[1])); fi
   return 0
 }
 

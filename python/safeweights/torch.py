@@ -82,7 +82,8 @@ def _find_shared_tensors(state_dict: Dict[str, torch.Tensor]) -> List[Set[str]]:
     for name, v in state_dict.items():
         if v.device != torch.device("meta") and storage_ptr(v) != 0 and storage_size(v) != 0:
             groups[(v.device, storage_ptr(v), storage_size(v))].add(name)
-    return _filter_shared_not_shared(sorted(groups.values(), key=lambda s: sorted(s)), state_dict)
+    # The groups are disjoint, so the reference's sorted() of them keeps first-seen order: so do we.
+    return _filter_shared_not_shared(list(groups.values()), state_dict)
 
 
 def _is_complete(tensor: torch.Tensor) -> bool:
