@@ -26,6 +26,8 @@ namespace safeweights {
 namespace {
 
 constexpr int kMaxRedirects = 10;
+// How much later than the deadline libcurl's own timeout (the backstop) fires.
+constexpr long kBackstopSlackMs = 500;
 // Bodies of error and redirect responses are read (so the connection can be reused) up to this much;
 // a longer one is cut, whatever the server announces.
 constexpr std::uint64_t kMaxDiscardedBody = 64u << 10;
@@ -599,10 +601,11 @@ Status HttpSource::perform(Exchange& x, std::string& url, int& redirects, CURLco
   lib().easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
   lib().easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, options_.connect_timeout_ms);
   // The deadline and the minimum rate are checked by on_progress; libcurl's own timeout is the
-  // backstop should the callback not run.
+  // backstop should the callback not run, set a little later so that the callback, which says what was
+  // slow, normally fires first.
   if (x.deadline != Clock::time_point::max()) {
     const auto left = std::chrono::ceil<std::chrono::milliseconds>(x.deadline - Clock::now()).count();
-    lib().easy_setopt(h, CURLOPT_TIMEOUT_MS, static_cast<long>(std::max<long long>(1, left)));
+    lib().easy_setopt(h, CURLOPT_TIMEOUT_MS, static_cast<long>(std::max<long long>(1, left) + kBackstopSlackMs));
   }
   lib().easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
   lib().easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
@@ -624,7 +627,10 @@ Status HttpSource::perform(Exchange& x, std::string& url, int& redirects, CURLco
   rc = lib().easy_perform(h);
   slots_.release();
   curl_message = errbuf[0] ? errbuf : lib().easy_strerror(rc);
-  if (!x.error && rc == CURLE_OPERATION_TIMEDOUT && Clock::now() >= x.deadline) x.error = deadline_error(x);
+  // libcurl's clock and ours may disagree by a hair: a timeout within the slack of the deadline is it.
+  if (!x.error && rc == CURLE_OPERATION_TIMEDOUT && Clock::now() + std::chrono::milliseconds(kBackstopSlackMs) >= x.deadline) {
+    x.error = deadline_error(x);
+  }
   // An empty body never reaches on_body: its headers still need their checks (an empty file's 200).
   if ((x.status == 200 || x.status == 206) && !x.body_started && rc == CURLE_OK) {
     start_body(x);
