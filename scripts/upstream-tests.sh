@@ -24,7 +24,7 @@ work="$root/build/upstream"
 archive="$work/safetensors-$version.tar.gz"
 
 mkdir -p "$work"
-if ! echo "$sha256  $archive" | sha256sum -c --quiet 2>/dev/null; then
+if ! { [[ -f $archive ]] && echo "$sha256  $archive" | sha256sum -c --quiet >/dev/null 2>&1; }; then
   curl -fsSL --retry 3 --max-time 300 -o "$archive.part" "$url"
   echo "$sha256  $archive.part" | sha256sum -c --quiet
   mv "$archive.part" "$archive"
