@@ -78,7 +78,7 @@ Status copy_runs(const std::byte* base, std::span<const ReadRequest> requests, s
   const bool copied = guarded([&] {
     for (; at < requests.size(); ++at) {
       const ReadRequest& r = requests[at];
-      if (r.dst.size() < below) std::memcpy(r.dst.data(), base + r.offset, r.dst.size());
+      if (!r.dst.empty() && r.dst.size() < below) std::memcpy(r.dst.data(), base + r.offset, r.dst.size());
     }
   });
   return copied ? Status::ok() : Status(mapping_shrank(name, requests[at].offset));
