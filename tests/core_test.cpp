@@ -112,7 +112,7 @@ TEST(TensorTypeTable, SafetensorsWriterRefusesTypesItCannotSpell) {
 
 TEST(ErrorKinds, NamesRoundTrip) {
   std::set<std::string> seen;
-  for (int i = 0; i <= static_cast<int>(K::InvalidGguf); ++i) {
+  for (int i = 0; i <= static_cast<int>(K::DeviceError); ++i) {
     const auto k = static_cast<K>(i);
     const std::string name(safeweights::error_kind_name(k));
     EXPECT_FALSE(name.empty());
@@ -126,6 +126,7 @@ TEST(ErrorKinds, NamesRoundTrip) {
   EXPECT_EQ(static_cast<int>(K::IoError), 0);
   EXPECT_EQ(static_cast<int>(K::NotSupported), 37);
   EXPECT_EQ(static_cast<int>(K::InvalidGguf), 44);
+  EXPECT_EQ(static_cast<int>(K::DeviceError), 45);
   EXPECT_FALSE(safeweights::error_kind_from_name("invalidoffset").has_value());
   EXPECT_FALSE(safeweights::error_kind_from_name("").has_value());
 }

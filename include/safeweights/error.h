@@ -82,7 +82,9 @@ namespace safeweights {
   X(UnsafePickle, "a pickle names a global, callable or opcode outside the allowlist")                  \
   X(InvalidCheckpoint, "a PyTorch checkpoint's container, storages or tensors are inconsistent")        \
   /* GGUF */                                                                                             \
-  X(InvalidGguf, "a GGUF file breaks a rule of the format")
+  X(InvalidGguf, "a GGUF file breaks a rule of the format")                                             \
+  /* Loading to devices */                                                                              \
+  X(DeviceError, "a GPU runtime call failed, or the device or its runtime is unavailable")
 
 enum class ErrorKind : std::uint16_t {
 #define SAFEWEIGHTS_X(name, doc) name,
