@@ -143,6 +143,10 @@ class Reader {
   // TensorNotFound when the name is absent.
   Result<TensorView> tensor(std::string_view name) const;
   TensorView view(const TensorInfo& info) const noexcept;
+  // The tensor as every format describes it (safeweights/tensor_file.h): valid while this Reader lives.
+  TensorEntry entry(const TensorInfo& info) const noexcept {
+    return {info.name, info.dtype, info.shape, source_.get(), header_->data_start() + info.begin, info.nbytes()};
+  }
 
   // Copies a tensor into dst (dst.size() == info.nbytes()).
   Status read(const TensorInfo& info, std::span<std::byte> dst) const;

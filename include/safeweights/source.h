@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -72,6 +73,15 @@ class ByteSource {
 
   // Advice about an upcoming access pattern (madvise / posix_fadvise / prefetch). Never required.
   virtual void hint(ByteRange /*range*/, AccessHint /*hint*/) const noexcept {}
+
+  // The open local file under this source, for readers that bypass it (O_DIRECT loads): a descriptor
+  // valid as long as this source lives, and the file offset of this source's byte 0. nullopt for
+  // memory, HTTP and transformed sources, and for files whose descriptor was not kept.
+  struct FileRegion {
+    int fd = -1;
+    std::uint64_t offset = 0;
+  };
+  virtual std::optional<FileRegion> file_region() const noexcept { return std::nullopt; }
 
   // A zero-copy view of [offset, offset + length) when mapped() is non-null and the range is inside
   // the source; an empty span with data() == nullptr otherwise.

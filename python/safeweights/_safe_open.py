@@ -18,7 +18,7 @@ from __future__ import annotations
 import operator
 import os
 
-from . import _safeweights
+from . import _load, _safeweights
 from ._dtypes import TABLE, numpy_dtype, torch_dtype, torch_shape
 from ._errors import SafetensorError, SliceIndexError
 
@@ -297,13 +297,27 @@ class safe_open:  # noqa: N801 (the reference's name)
             return False
 
     def get_tensor(self, name: str):
+        if self._on_cuda():
+            return self._load([name])[name]
         code, shape, offset, nbytes = self._handle.info(name)
         return self._maker.from_file(name, code, shape, offset, nbytes)
 
     def get_tensors(self):
-        """Every tensor, in file order."""
+        """Every tensor, in file order. On a CUDA device, in one load (one device allocation)."""
+        if self._on_cuda():
+            return self._load()
         make = self._maker.from_file
         return {name: make(name, code, shape, offset, nbytes) for name, code, shape, offset, nbytes in self._handle.infos()}
+
+    def _on_cuda(self) -> bool:
+        return self._framework == "pt" and _load.is_cuda(self._device)
+
+    def _load(self, names=None, shard=None):
+        """The named tensors (all, in the order of their bytes in the file, by default) loaded by the library's loader into one
+        allocation on this file's device (torch only); `shard` = (dim, rank, world) loads this rank's part of
+        every tensor split along dim (safeweights.torch.load_file)."""
+        plan = self._handle.plan_load(names, _load.check_shard(shard))
+        return _load.load_plan(plan, self._device)
 
     def get_slice(self, name: str) -> PySafeSlice:
         code, shape, _, _ = self._handle.info(name)

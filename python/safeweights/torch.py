@@ -17,7 +17,7 @@ from typing import Dict, List, Optional, Set, Tuple, Union
 
 import torch
 
-from . import _safeweights
+from . import _load, _safeweights
 from ._errors import SafetensorError
 from ._safe_open import safe_open
 from ._write import write
@@ -195,11 +195,38 @@ def load(data: bytes) -> Dict[str, torch.Tensor]:
 
 
 def load_file(
-    filename: Union[str, os.PathLike], device: Union[str, int, "torch.device"] = "cpu", *, backend: str = "mmap"
+    filename: Union[str, os.PathLike],
+    device: Union[str, int, "torch.device"] = "cpu",
+    *,
+    backend: str = "mmap",
+    shard: Optional[Tuple[int, int, int]] = None,
 ) -> Dict[str, torch.Tensor]:
-    """Every tensor of the file, in file order, zero-copy on the CPU."""
+    """Every tensor of the file, in file order: zero-copy on the CPU; on a CUDA device, loaded by the
+    library's loader into one device allocation (no per-tensor copy through the CPU).
+
+    ``shard=(dim, rank, world)`` loads only this rank's part of every tensor with more than ``dim``
+    dimensions and at least ``world`` rows along ``dim`` (split as ``numpy.array_split`` / ``torch.tensor_split``
+    do); the other tensors are loaded whole. Only the part's bytes are read, so N processes each read
+    1/N of the model. Sharded tensors are copies (in one allocation), on the CPU too.
+    """
     with safe_open(filename, framework="pt", device=device, backend=backend) as f:
+        if shard is not None:
+            return f._load(shard=shard)
         return f.get_tensors()
+
+
+def load_tensors(
+    filename: Union[str, os.PathLike],
+    device: Union[str, int, "torch.device"] = "cpu",
+    *,
+    shard: Optional[Tuple[int, int, int]] = None,
+) -> Dict[str, torch.Tensor]:
+    """Every tensor of a file in any supported format (safetensors, a sharded index, GGUF, a PyTorch
+    checkpoint read without running its pickle) loaded by the library's loader into one allocation on
+    ``device``, in the file's order. Quantized GGUF tensors have no torch dtype: a file holding one raises
+    SafetensorError (``safeweights convert`` dequantizes). ``shard`` as in load_file."""
+    tensors = _safeweights._TensorSet.open(os.fspath(filename))
+    return _load.load_plan(tensors.plan_load(None, _load.check_shard(shard)), device)
 
 
 def save_model(
@@ -259,6 +286,6 @@ def load_model(
 
 
 __all__ = [
-    "save", "save_file", "load", "load_file", "save_model", "load_model", "storage_ptr", "storage_size",
+    "save", "save_file", "load", "load_file", "load_tensors", "save_model", "load_model", "storage_ptr", "storage_size",
     "SafetensorError",
 ]

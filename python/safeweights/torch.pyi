@@ -11,7 +11,17 @@ def save_file(
 ) -> None: ...
 def load(data: bytes) -> Dict[str, torch.Tensor]: ...
 def load_file(
-    filename: Union[str, os.PathLike[str]], device: Union[str, int, torch.device] = "cpu", *, backend: str = "mmap"
+    filename: Union[str, os.PathLike[str]],
+    device: Union[str, int, torch.device] = "cpu",
+    *,
+    backend: str = "mmap",
+    shard: Optional[Tuple[int, int, int]] = None,
+) -> Dict[str, torch.Tensor]: ...
+def load_tensors(
+    filename: Union[str, os.PathLike[str]],
+    device: Union[str, int, torch.device] = "cpu",
+    *,
+    shard: Optional[Tuple[int, int, int]] = None,
 ) -> Dict[str, torch.Tensor]: ...
 def save_model(
     model: torch.nn.Module, filename: str, metadata: Optional[Dict[str, str]] = None, force_contiguous: bool = True

@@ -10,11 +10,15 @@
 #include <pybind11/pybind11.h>
 
 #include <memory>
+#include <vector>
+#include <tuple>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 
 #include "safeweights/error.h"
+#include "safeweights/loader.h"
 #include "safeweights/safetensors.h"
 #include "safeweights/source.h"
 
@@ -94,5 +98,17 @@ void register_errors(py::module_& m);
 void register_safetensors(py::module_& m);
 void register_formats(py::module_& m);
 void register_dduf(py::module_& m);
+
+// A LoadPlan (safeweights/loader.h) and what keeps its entries' sources alive: the Python class
+// _LoadPlan, made by _SafeFile.plan_load and _TensorSet.plan_load.
+struct PyLoadPlan {
+  std::shared_ptr<const void> keepalive;
+  LoadPlan plan;
+};
+// A plan for `entries`, optionally tensor-parallel (dim, rank, world); raises on a bad shard.
+PyLoadPlan make_load_plan(std::shared_ptr<const void> keepalive, std::vector<TensorEntry> entries,
+                          const std::optional<std::tuple<unsigned, std::uint64_t, std::uint64_t>>& shard, unsigned threads);
+
+void register_loading(py::module_& m);
 
 }  // namespace safeweights::python

@@ -88,4 +88,5 @@ PYBIND11_MODULE(_safeweights, m) {
   safeweights::python::register_safetensors(m);
   safeweights::python::register_dduf(m);
   safeweights::python::register_formats(m);
+  safeweights::python::register_loading(m);
 }

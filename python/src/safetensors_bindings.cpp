@@ -303,6 +303,21 @@ void register_safetensors(py::module_& m) {
            },
            py::arg("offset"), py::arg("length"), "Fault in a range of a mapped file ahead of use (GIL released).")
       .def_property_readonly("name", [](const SafeFile& f) { return f.reader()->name(); })
+      .def(
+          "plan_load",
+          [](const SafeFile& f, const std::optional<std::vector<std::string>>& names,
+             const std::optional<std::tuple<unsigned, std::uint64_t, std::uint64_t>>& shard, unsigned threads) {
+            std::shared_ptr<const safetensors::Reader> r = f.reader();
+            std::vector<TensorEntry> entries;
+            if (names) {
+              for (const std::string& n : *names) entries.push_back(r->entry(find_tensor(*r, n)));
+            } else {
+              for (const safetensors::TensorInfo& info : r->header().tensors()) entries.push_back(r->entry(info));
+            }
+            return make_load_plan(r, std::move(entries), shard, threads);
+          },
+          py::arg("names") = py::none(), py::arg("shard") = py::none(), py::arg("threads") = 0,
+          "A _LoadPlan for the named tensors (all, in file order, by default).")
       .def("close", &SafeFile::close)
       .def_property_readonly("closed", &SafeFile::closed);
 

@@ -124,6 +124,11 @@ class PreadSource final : public ByteSource {
     return with_descriptor([&](int fd) { return check_file_size(fd, size_, name_); });
   }
 
+  std::optional<FileRegion> file_region() const noexcept override {
+    if (fd_.get() < 0) return std::nullopt;
+    return FileRegion{fd_.get(), 0};
+  }
+
   void hint(ByteRange range, AccessHint hint) const noexcept override {
     int advice = POSIX_FADV_NORMAL;
     switch (hint) {
@@ -191,6 +196,11 @@ class MappedSource final : public ByteSource {
   }
 
   Status check_not_truncated() const override { return check_file_size(fd_.get(), size_, name_); }
+
+  std::optional<FileRegion> file_region() const noexcept override {
+    if (fd_.get() < 0) return std::nullopt;
+    return FileRegion{fd_.get(), 0};
+  }
 
   void hint(ByteRange range, AccessHint hint) const noexcept override {
     if (size_ == 0 || range.offset >= size_) return;

@@ -209,6 +209,11 @@ class SubrangeSource final : public ByteSource {
     return parent_->read_scatter(shifted);
   }
   Status check_not_truncated() const override { return parent_->check_not_truncated(); }
+  std::optional<FileRegion> file_region() const noexcept override {
+    auto region = parent_->file_region();
+    if (region) region->offset += offset_;  // no overflow: inside the parent, checked at creation
+    return region;
+  }
   void hint(ByteRange range, AccessHint hint) const noexcept override {
     if (range.offset >= length_) return;
     range.length = std::min(range.length, length_ - range.offset);

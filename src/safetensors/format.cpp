@@ -16,17 +16,13 @@
 namespace safeweights::safetensors {
 namespace {
 
-TensorEntry entry_of(const Reader& reader, const TensorInfo& info) {
-  return {info.name, info.dtype, info.shape, &reader.source(), reader.header().data_start() + info.begin, info.nbytes()};
-}
-
 // One safetensors file (a path, a URL, or a member of an archive).
 class SafetensorsFile final : public TensorFile {
  public:
   explicit SafetensorsFile(Reader reader) : reader_(std::move(reader)) {
     const auto infos = reader_.header().tensors();
     entries_.reserve(infos.size());
-    for (const TensorInfo& info : infos) entries_.push_back(entry_of(reader_, info));
+    for (const TensorInfo& info : infos) entries_.push_back(reader_.entry(info));
     if (reader_.header().has_metadata()) metadata_ = reader_.header().metadata();
   }
   std::string_view format() const noexcept override { return "safetensors"; }
@@ -50,7 +46,7 @@ class ShardedFile final : public TensorFile {
   ShardedFile(ShardedReader reader, std::string name) : reader_(std::move(reader)), name_(std::move(name)) {
     for (const Reader& shard : reader_.shards()) {
       first_.push_back(entries_.size());
-      for (const TensorInfo& info : shard.header().tensors()) entries_.push_back(entry_of(shard, info));
+      for (const TensorInfo& info : shard.header().tensors()) entries_.push_back(shard.entry(info));
     }
     for (const auto& kv : reader_.index_metadata()) metadata_.push_back(kv);
   }

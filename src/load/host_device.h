@@ -1,0 +1,30 @@
+// The "host" device (safeweights/device.h): device memory is host memory, and each stream is an engine
+// thread that runs its queued copies and event signals in order, so the staging pipeline runs for real
+// (asynchronously, with buffer reuse gated by events) on machines without a GPU. Internal; the options
+// let tests inject failures.
+//
+// Thread safety: as Device.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "safeweights/device.h"
+
+namespace safeweights::load {
+
+struct HostDeviceOptions {
+  unsigned streams = 4;
+  std::uint64_t memory = 0;          // device memory reported free (0: the memory budget)
+  bool can_register = true;          // register_host succeeds (a no-op) or reports NotSupported
+  std::uint64_t fail_copy_at = 0;    // the n-th copy_async (1-based) fails with DeviceError; 0: never
+};
+
+std::shared_ptr<Device> make_host_device(const HostDeviceOptions& options = {});
+
+// Bytes of device / pinned memory the host device has handed out and not yet taken back (all host
+// devices of the process together): lets tests check that a failed load frees what it took.
+std::uint64_t host_device_bytes_in_use() noexcept;
+std::uint64_t host_pinned_bytes_in_use() noexcept;
+
+}  // namespace safeweights::load

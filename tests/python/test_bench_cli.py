@@ -1,0 +1,63 @@
+"""`safeweights bench` (README): the JSON fields it promises, for host loads and for the device pipeline
+(`--device host`, and `--device cuda:0`: a DeviceError without a GPU runtime, verified with one)."""
+import json
+import os
+import subprocess
+
+import numpy as np
+import pytest
+
+from conftest import build_file
+
+CLI = os.environ.get("SAFEWEIGHTS_CLI")
+pytestmark = pytest.mark.skipif(not CLI, reason="SAFEWEIGHTS_CLI is not set")
+
+
+def bench(*args):
+    r = subprocess.run([CLI, "bench", "--json", "--passes", "1", *map(str, args)], capture_output=True, text=True, timeout=120)
+    return r.returncode, r.stdout, r.stderr
+
+
+@pytest.fixture()
+def model(tmp_path):
+    rng = np.random.default_rng(3)
+    tensors = [(f"t{i}", "F32", [64, 256], rng.standard_normal((64, 256)).astype("<f4").tobytes()) for i in range(12)]
+    path = tmp_path / "m.safetensors"
+    path.write_bytes(build_file(tensors))
+    return path
+
+
+def test_host_bench_reports_both_physical_references(model):
+    code, out, err = bench(model)
+    assert code == 0, err
+    r = json.loads(out)
+    for key in ("file", "bytes", "open_ms", "load_gbps", "pread_gbps", "read_gbps", "ratio", "ratio_pread"):
+        assert key in r, key
+    assert r["bytes"] == os.path.getsize(model)
+    assert r["ratio"] == pytest.approx(r["load_gbps"] / r["read_gbps"], rel=0.01)
+    assert r["ratio_pread"] == pytest.approx(r["load_gbps"] / r["pread_gbps"], rel=0.01)
+
+
+@pytest.mark.parametrize("strategy", ["staging", "register", "hybrid", "auto"])
+def test_device_bench_on_the_host_device_is_verified(model, strategy):
+    code, out, err = bench("--device", "host", "--strategy", strategy, model)
+    assert code == 0, err
+    r = json.loads(out)
+    for key in ("file", "bytes", "device", "load_gbps", "h2d_pinned_gbps", "ratio", "verified"):
+        assert key in r, key
+    assert r["device"] == "host" and r["verified"] is True
+    assert r["ratio"] == pytest.approx(r["load_gbps"] / r["h2d_pinned_gbps"], rel=0.01)
+
+
+def test_device_bench_on_cuda(model):
+    code, out, err = bench("--device", "cuda:0", model)
+    if code != 0:
+        assert "DeviceError" in err, err  # no GPU or no CUDA runtime here: said so, by kind
+        return
+    r = json.loads(out)
+    assert r["device"] == "cuda:0" and r["verified"] is True
+
+
+def test_a_bad_device_name_is_refused(model):
+    code, _, err = bench("--device", "gpu0", model)
+    assert code == 1 and "InvalidArgument" in err

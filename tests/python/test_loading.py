@@ -1,0 +1,146 @@
+"""The library's loaders from Python (docs/PYTHON.md, "Loading"): safeweights.torch.load_file with
+shard=(dim, rank, world), load_tensors for any supported format, CUDA device loads (skipped without a
+GPU), and tensor-parallel loading under torchrun with two CPU processes (gloo).
+
+Expected values come from torch itself: torch.tensor_split of the whole tensor, torch.load of the
+checkpoint, the CPU load for the device load."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import build_file
+
+torch = pytest.importorskip("torch")
+import safeweights.torch as swt  # noqa: E402 (after the importorskip)
+
+HERE = Path(__file__).resolve().parent
+
+
+def tp_file(tmp_path):
+    rng = np.random.default_rng(7)
+    tensors = [
+        ("w3", "F32", [5, 7, 9], rng.standard_normal((5, 7, 9)).astype("<f4").tobytes()),
+        ("w2", "F16", [10, 6], rng.standard_normal((10, 6)).astype("<f2").tobytes()),
+        ("ids", "I64", [3, 4], rng.integers(-(2**40), 2**40, (3, 4)).astype("<i8").tobytes()),
+        ("mask", "BOOL", [2, 3], rng.integers(0, 2, (2, 3)).astype("?").tobytes()),
+        ("bias", "F32", [2], rng.standard_normal(2).astype("<f4").tobytes()),
+        ("scalar", "F64", [], np.float64(1.5).tobytes()),
+        ("empty", "F32", [0, 4], b""),
+    ]
+    path = tmp_path / "tp.safetensors"
+    path.write_bytes(build_file(tensors))
+    return path
+
+
+@pytest.mark.parametrize("dim", [0, 1, 2])
+@pytest.mark.parametrize("world", [1, 2, 3])
+def test_each_rank_gets_its_tensor_split_part(tmp_path, dim, world):
+    path = tp_file(tmp_path)
+    whole = swt.load_file(path)
+    for rank in range(world):
+        part = swt.load_file(path, shard=(dim, rank, world))
+        assert list(part) == list(whole)
+        for name, t in whole.items():
+            split = world > 1 and t.dim() > dim and t.shape[dim] >= world
+            want = torch.tensor_split(t, world, dim)[rank] if split else t
+            assert part[name].dtype == want.dtype and torch.equal(part[name], want), (name, rank)
+
+
+def test_a_shard_reads_only_its_part(tmp_path):
+    path = tmp_path / "big.safetensors"
+    path.write_bytes(build_file([("w", "F32", [64, 1024], bytes(64 * 1024 * 4))]))
+    with swt.safe_open(path, "pt") as f:
+        whole = f._handle.plan_load(None, None).read_bytes
+        half = f._handle.plan_load(None, (0, 1, 2)).read_bytes
+        quarter_cols = f._handle.plan_load(None, (1, 0, 4)).read_bytes
+    assert whole >= 64 * 1024 * 4
+    assert half == 32 * 1024 * 4
+    assert quarter_cols == 64 * 256 * 4
+
+
+@pytest.mark.parametrize("shard", [(0, 2, 2), (0, -1, 2), (-1, 0, 2), (0, 0, 0), (0, 0), "x"])
+def test_a_bad_shard_is_a_value_error(tmp_path, shard):
+    with pytest.raises(ValueError):
+        swt.load_file(tp_file(tmp_path), shard=shard)
+
+
+def test_load_tensors_reads_a_pytorch_checkpoint_without_its_pickle_running(tmp_path):
+    sd = {"a": torch.arange(12, dtype=torch.float32).reshape(3, 4), "b": torch.ones(5, dtype=torch.bfloat16),
+          "t": torch.arange(6, dtype=torch.int64).reshape(2, 3).t()}
+    path = tmp_path / "model.pt"
+    torch.save(sd, path)
+    got = swt.load_tensors(path)
+    want = torch.load(path)
+    assert list(got) == sorted(got, key=list(want).index)
+    for name, t in want.items():
+        assert got[name].dtype == t.dtype and torch.equal(got[name], t), name
+    part = swt.load_tensors(path, shard=(0, 1, 2))
+    assert torch.equal(part["a"], torch.tensor_split(want["a"], 2, 0)[1])
+
+
+def test_load_tensors_equals_load_file_for_safetensors(tmp_path):
+    path = tp_file(tmp_path)
+    got, want = swt.load_tensors(path), swt.load_file(path)
+    assert list(got) == list(want)
+    for name in want:
+        assert torch.equal(got[name], want[name]), name
+
+
+cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+
+
+@cuda
+def test_cuda_loads_equal_the_cpu_load(tmp_path):
+    path = tp_file(tmp_path)
+    cpu = swt.load_file(path)
+    for device in ("cuda", "cuda:0", 0, torch.device("cuda:0")):
+        got = swt.load_file(path, device=device)
+        for name, t in cpu.items():
+            assert got[name].is_cuda and torch.equal(got[name].cpu(), t), (device, name)
+    with swt.safe_open(path, "pt", device="cuda:0") as f:
+        assert torch.equal(f.get_tensor("w2").cpu(), cpu["w2"])
+    part = swt.load_file(path, device="cuda:0", shard=(1, 1, 2))
+    assert torch.equal(part["w3"].cpu(), torch.tensor_split(cpu["w3"], 2, 1)[1])
+
+
+def free_port():
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def launch_like_torchrun(env, args, world=2):
+    """The two processes with the environment torchrun gives them (RANK, WORLD_SIZE, LOCAL_RANK,
+    MASTER_ADDR, MASTER_PORT): for torch 1.13 on Python 3.11 (Debian 12), whose torchrun itself fails
+    before starting anything (its elastic agent's enum handling breaks on Python 3.11)."""
+    port = str(free_port())
+    procs = [subprocess.Popen(args, env=dict(env, RANK=str(r), LOCAL_RANK=str(r), WORLD_SIZE=str(world),
+                                             LOCAL_WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1", MASTER_PORT=port),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in range(world)]
+    outs = [p.communicate(timeout=240) for p in procs]
+    return max(p.returncode for p in procs), "".join(o for o, _ in outs), "".join(e for _, e in outs)
+
+
+def test_two_processes_under_torchrun_join_to_the_whole_tensors(tmp_path):
+    import torch.distributed as dist
+
+    if not dist.is_available() or not dist.is_gloo_available():
+        pytest.skip("torch.distributed with gloo is not available")
+    path = tp_file(tmp_path)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in [os.environ.get("PYTHONPATH", "")] + sys.path if p),
+               OMP_NUM_THREADS="1")
+    for dim in (0, 1):
+        worker = [sys.executable, str(HERE / "tp_worker.py"), str(path), str(dim)]
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes=1", "--nproc_per_node=2"] + worker[1:]
+        r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=240)
+        code, out, err = r.returncode, r.stdout, r.stderr
+        if code != 0 and "in to_map" in err:
+            code, out, err = launch_like_torchrun(env, worker)
+        assert code == 0, out + err
+        assert f"OK 7 tensors, world 2, dim {dim}" in out, out + err
