@@ -16,49 +16,43 @@
 
 namespace safeweights::quant {
 
+// Each result is computed for every class of input and the right one selected, without branches, so
+// that row loops vectorise.
 inline std::uint16_t f32_to_f16(float value) noexcept {
   const std::uint32_t bits = std::bit_cast<std::uint32_t>(value);
-  const auto sign = static_cast<std::uint16_t>((bits >> 16) & 0x8000u);
+  const std::uint32_t sign = (bits >> 16) & 0x8000u;
   const std::uint32_t mag = bits & 0x7fffffffu;
-  if (mag > 0x7f800000u) return sign | 0x7e00u;   // NaN
-  if (mag >= 0x477ff000u) return sign | 0x7c00u;  // 65520 and up round to infinity
-  if (mag >= 0x38800000u) {                       // a normal half: drop 13 mantissa bits
-    const std::uint32_t kept = (mag - 0x38000000u) >> 13;  // exponent rebiased from 127 to 15
-    const std::uint32_t dropped = mag & 0x1fffu;
-    const std::uint32_t up = dropped > 0x1000u || (dropped == 0x1000u && (kept & 1u));
-    return static_cast<std::uint16_t>(sign | (kept + up));  // a carry moves into the exponent, as it should
-  }
-  if (mag <= 0x33000000u) return sign;  // at most 2^-25 (half the least subnormal; the tie goes to 0)
-  // A subnormal half counts units of 2^-24: the full significand shifted right, rounded to even.
-  const std::uint32_t significand = (mag & 0x7fffffu) | 0x800000u;
-  const std::uint32_t shift = 126u - (mag >> 23);  // 14..24 for the range left
-  const std::uint32_t kept = significand >> shift;
-  const std::uint32_t dropped = significand & ((1u << shift) - 1u);
-  const std::uint32_t half = 1u << (shift - 1u);
-  const std::uint32_t up = dropped > half || (dropped == half && (kept & 1u));
-  return static_cast<std::uint16_t>(sign | (kept + up));
+  // A normal half: rebias the exponent from 127 to 15 and drop 13 mantissa bits, rounding to even (a
+  // carry moves into the exponent, as it should).
+  const std::uint32_t normal = (mag - 0x38000000u + 0xfffu + ((mag >> 13) & 1u)) >> 13;
+  // Below 2^-14, a subnormal half counts units of 2^-24: adding 0.5 (whose ulp is 2^-24) makes the
+  // float adder round to that unit, to even; the sum's low bits are the half.
+  const std::uint32_t subnormal = std::bit_cast<std::uint32_t>(std::bit_cast<float>(mag) + 0.5f) - 0x3f000000u;
+  std::uint32_t half = mag < 0x38800000u ? subnormal : normal;
+  half = mag >= 0x477ff000u ? 0x7c00u : half;  // 65520 and up round to infinity
+  half = mag > 0x7f800000u ? 0x7e00u : half;   // NaN
+  return static_cast<std::uint16_t>(sign | half);
 }
 
 inline float f16_to_f32(std::uint16_t half) noexcept {
   const std::uint32_t sign = static_cast<std::uint32_t>(half & 0x8000u) << 16;
   const std::uint32_t exponent = (half >> 10) & 0x1fu;
   const std::uint32_t mantissa = half & 0x3ffu;
-  if (exponent == 0x1fu) {  // Inf; NaN keeps its payload and comes out quiet, as ggml's float arithmetic makes it
-    const std::uint32_t quiet = mantissa != 0 ? 0x00400000u : 0u;
-    return std::bit_cast<float>(sign | 0x7f800000u | quiet | (mantissa << 13));
-  }
-  if (exponent != 0) return std::bit_cast<float>(sign | ((exponent + 112u) << 23) | (mantissa << 13));
+  const std::uint32_t normal = ((exponent + 112u) << 23) | (mantissa << 13);
+  // Inf; NaN keeps its payload and comes out quiet, as ggml's float arithmetic makes it.
+  const std::uint32_t special = 0x7f800000u | (mantissa != 0 ? 0x00400000u : 0u) | (mantissa << 13);
   // Zero or subnormal: mantissa x 2^-24, exact in float32.
-  const float magnitude = static_cast<float>(mantissa) * 0x1p-24f;
-  return std::bit_cast<float>(sign | std::bit_cast<std::uint32_t>(magnitude));
+  const std::uint32_t small = std::bit_cast<std::uint32_t>(static_cast<float>(mantissa) * 0x1p-24f);
+  const std::uint32_t magnitude = exponent == 0x1fu ? special : (exponent != 0 ? normal : small);
+  return std::bit_cast<float>(sign | magnitude);
 }
 
 inline std::uint16_t f32_to_bf16(float value) noexcept {
   const std::uint32_t bits = std::bit_cast<std::uint32_t>(value);
-  if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<std::uint16_t>((bits >> 16) | 0x40u);  // quiet NaN
   // Adding just under half an ulp, plus one when the kept part is odd, rounds to nearest even.
-  const std::uint32_t rounding = 0x7fffu + ((bits >> 16) & 1u);
-  return static_cast<std::uint16_t>((bits + rounding) >> 16);
+  const std::uint32_t rounded = (bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16;
+  const std::uint32_t quiet_nan = (bits >> 16) | 0x40u;
+  return static_cast<std::uint16_t>((bits & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded);
 }
 
 inline float bf16_to_f32(std::uint16_t value) noexcept {

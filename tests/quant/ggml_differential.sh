@@ -38,7 +38,7 @@ cmake --build "$work/ggml" --target ggml-base -j "$jobs" >"$work/build.log" 2>&1
 lib=$(find "$work/ggml" -name 'libggml-base.a' | head -1)
 
 # Our side: the quantization sources with the library's flags for them (no contraction, no fast-math).
-${CXX:-c++} -std=c++20 -O2 -ffp-contract=off -fno-fast-math \
+${CXX:-c++} -std=c++20 -O3 -ffp-contract=off -fno-fast-math \
   -I "$root/include" -I "$root/src" -I "$src/ggml/include" \
   "$root/tests/quant/ggml_driver.cpp" "$root"/src/quant/*.cpp "$root/src/core/tensor_type.cpp" \
   "$root/src/core/error.cpp" "$lib" -lm -lpthread -o "$work/ggml_driver"

@@ -4,7 +4,9 @@
 //
 // ggml's side is what llama.cpp's quantizer calls: ggml_quantize_chunk() without an importance matrix
 // (from_float_ref for Q8_1, the row functions for Q8_K, which it does not list), and the type's to_float for dequantizing.
+#include <algorithm>
 #include <bit>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -174,6 +176,30 @@ int main() {
     }
     std::printf("%-8s %12zu %10zu %14zu %10zu\n", ggml_type_name(p.theirs), q_rows, q_diff, d_rows, d_diff);
     failures += static_cast<int>(q_diff + d_diff);
+  }
+  // For information only (never a pass/fail criterion): single-thread quantizing speed of both on
+  // normal data, MB/s of float32 input.
+  std::printf("\n%-8s %14s %14s   (quantize, MB/s of float32, one thread)\n", "type", "ggml", "safeweights");
+  std::vector<float> normal_row(kRow * 16);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (auto& v : normal_row) v = normal(rng);
+  for (const Pair& p : kTypes) {
+    if (!ggml_quantizes(p.theirs)) continue;
+    std::vector<std::uint8_t> out(ggml_row_size(p.theirs, normal_row.size()));
+    auto rate = [&](auto&& fn) {
+      double best = 1e30;
+      for (int rep = 0; rep < 5; ++rep) {
+        const auto t0 = std::chrono::steady_clock::now();
+        fn();
+        best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      }
+      return static_cast<double>(normal_row.size() * sizeof(float)) / best / 1e6;
+    };
+    const double theirs = rate([&] { ggml_quantize(p.theirs, normal_row.data(), out.data(), normal_row.size()); });
+    const double ours = rate([&] {
+      (void)safeweights::quantize(p.ours, normal_row, std::as_writable_bytes(std::span(out)));
+    });
+    std::printf("%-8s %14.0f %14.0f\n", ggml_type_name(p.theirs), theirs, ours);
   }
   ggml_free(ctx);
   std::printf(failures ? "DIFFERENCES FOUND\n" : "all identical\n");
