@@ -5,6 +5,7 @@
 #include "safeweights/http.h"
 
 namespace safeweights::python {
+void register_quant(py::module_& m);  // quant_bindings.cpp
 namespace {
 
 // The thread Python runs signal handlers on (set once, at import).
@@ -88,4 +89,5 @@ PYBIND11_MODULE(_safeweights, m) {
   safeweights::python::register_safetensors(m);
   safeweights::python::register_dduf(m);
   safeweights::python::register_formats(m);
+  safeweights::python::register_quant(m);
 }
