@@ -36,15 +36,13 @@ inline std::uint16_t f32_to_f16(float value) noexcept {
 
 inline float f16_to_f32(std::uint16_t half) noexcept {
   const std::uint32_t sign = static_cast<std::uint32_t>(half & 0x8000u) << 16;
-  const std::uint32_t exponent = (half >> 10) & 0x1fu;
-  const std::uint32_t mantissa = half & 0x3ffu;
-  const std::uint32_t normal = ((exponent + 112u) << 23) | (mantissa << 13);
+  const std::uint32_t rest = static_cast<std::uint32_t>(half & 0x7fffu) << 13;
+  // Finite values: the half's exponent and mantissa placed in a float32 read 2^-112 times the value
+  // (subnormal halves land on float32 subnormals); one exact multiplication by 2^112 rebiases.
+  const std::uint32_t finite = std::bit_cast<std::uint32_t>(std::bit_cast<float>(rest) * 0x1p112f);
   // Inf; NaN keeps its payload and comes out quiet, as ggml's float arithmetic makes it.
-  const std::uint32_t special = 0x7f800000u | (mantissa != 0 ? 0x00400000u : 0u) | (mantissa << 13);
-  // Zero or subnormal: mantissa x 2^-24, exact in float32.
-  const std::uint32_t small = std::bit_cast<std::uint32_t>(static_cast<float>(mantissa) * 0x1p-24f);
-  const std::uint32_t magnitude = exponent == 0x1fu ? special : (exponent != 0 ? normal : small);
-  return std::bit_cast<float>(sign | magnitude);
+  const std::uint32_t special = 0x7f800000u | rest | (rest != 0x0f800000u ? 0x00400000u : 0u);
+  return std::bit_cast<float>(sign | (rest >= 0x0f800000u ? special : finite));
 }
 
 inline std::uint16_t f32_to_bf16(float value) noexcept {

@@ -2,6 +2,8 @@
 // row codec, and the codecs of the plain float types.
 #include "safeweights/quantize.h"
 
+#include <algorithm>
+#include <bit>
 #include <cstring>
 #include <string>
 
@@ -18,17 +20,36 @@ void quantize_f32(const float* src, std::byte* dst, std::size_t n) {
 void dequantize_f32(const std::byte* src, float* dst, std::size_t n) {
   if (n != 0) std::memcpy(dst, src, n * sizeof(float));
 }
-void quantize_f16(const float* src, std::byte* dst, std::size_t n) {
-  for (std::size_t i = 0; i < n; ++i) store_f16(dst + 2 * i, src[i]);
+// Whole rows of 16-bit values go through a small aligned buffer of uint16_t, so that the conversion
+// loop has no byte shuffling in it and vectorises; the buffer is stored/loaded little-endian.
+constexpr std::size_t kChunk = 256;
+
+template <std::uint16_t (*Narrow)(float)>
+void quantize_16(const float* src, std::byte* dst, std::size_t n) {
+  std::uint16_t chunk[kChunk];
+  for (std::size_t i = 0; i < n; i += kChunk) {
+    const std::size_t m = std::min(kChunk, n - i);
+    for (std::size_t j = 0; j < m; ++j) chunk[j] = Narrow(src[i + j]);
+    if constexpr (std::endian::native == std::endian::little) {
+      std::memcpy(dst + 2 * i, chunk, 2 * m);
+    } else {
+      for (std::size_t j = 0; j < m; ++j) store_u16(dst + 2 * (i + j), chunk[j]);
+    }
+  }
 }
-void dequantize_f16(const std::byte* src, float* dst, std::size_t n) {
-  for (std::size_t i = 0; i < n; ++i) dst[i] = load_f16(src + 2 * i);
-}
-void quantize_bf16(const float* src, std::byte* dst, std::size_t n) {
-  for (std::size_t i = 0; i < n; ++i) store_u16(dst + 2 * i, f32_to_bf16(src[i]));
-}
-void dequantize_bf16(const std::byte* src, float* dst, std::size_t n) {
-  for (std::size_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(load_u16(src + 2 * i));
+
+template <float (*Widen)(std::uint16_t)>
+void dequantize_16(const std::byte* src, float* dst, std::size_t n) {
+  std::uint16_t chunk[kChunk];
+  for (std::size_t i = 0; i < n; i += kChunk) {
+    const std::size_t m = std::min(kChunk, n - i);
+    if constexpr (std::endian::native == std::endian::little) {
+      std::memcpy(chunk, src + 2 * i, 2 * m);
+    } else {
+      for (std::size_t j = 0; j < m; ++j) chunk[j] = load_u16(src + 2 * (i + j));
+    }
+    for (std::size_t j = 0; j < m; ++j) dst[i + j] = Widen(chunk[j]);
+  }
 }
 
 }  // namespace
@@ -36,8 +57,8 @@ void dequantize_bf16(const std::byte* src, float* dst, std::size_t n) {
 Codec float_codec(TensorType type) noexcept {
   switch (type) {
     case TensorType::F32: return {quantize_f32, dequantize_f32};
-    case TensorType::F16: return {quantize_f16, dequantize_f16};
-    case TensorType::BF16: return {quantize_bf16, dequantize_bf16};
+    case TensorType::F16: return {quantize_16<f32_to_f16>, dequantize_16<f16_to_f32>};
+    case TensorType::BF16: return {quantize_16<f32_to_bf16>, dequantize_16<bf16_to_f32>};
     default: return {};
   }
 }
