@@ -37,9 +37,13 @@ inline std::uint16_t f32_to_f16(float value) noexcept {
 inline float f16_to_f32(std::uint16_t half) noexcept {
   const std::uint32_t sign = static_cast<std::uint32_t>(half & 0x8000u) << 16;
   const std::uint32_t rest = static_cast<std::uint32_t>(half & 0x7fffu) << 13;
-  // Finite values: the half's exponent and mantissa placed in a float32 read 2^-112 times the value
-  // (subnormal halves land on float32 subnormals); one exact multiplication by 2^112 rebiases.
-  const std::uint32_t finite = std::bit_cast<std::uint32_t>(std::bit_cast<float>(rest) * 0x1p112f);
+  // Normal values: the half's exponent and mantissa placed in a float32 read 2^-112 times the value;
+  // one exact multiplication by 2^112 rebiases. Zero and subnormals: mantissa x 2^-24, from an integer,
+  // so that no float32 subnormal is involved (a thread with denormals-are-zero set would read it as 0).
+  const std::uint32_t normal = std::bit_cast<std::uint32_t>(std::bit_cast<float>(rest) * 0x1p112f);
+  const auto mantissa = static_cast<std::int32_t>(half & 0x3ffu);
+  const std::uint32_t small = std::bit_cast<std::uint32_t>(static_cast<float>(mantissa) * 0x1p-24f);
+  const std::uint32_t finite = rest < 0x00800000u ? small : normal;
   // Inf; NaN keeps its payload and comes out quiet, as ggml's float arithmetic makes it.
   const std::uint32_t special = 0x7f800000u | rest | (rest != 0x0f800000u ? 0x00400000u : 0u);
   return std::bit_cast<float>(sign | (rest >= 0x0f800000u ? special : finite));

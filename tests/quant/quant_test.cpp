@@ -101,6 +101,22 @@ TEST(QuantF16, NarrowingRoundTripsEveryHalf) {
   }
 }
 
+// A thread may run with denormals-are-zero and flush-to-zero set (code built with -ffast-math sets them
+// process-wide on load): subnormal halves must still widen and narrow exactly.
+TEST(QuantF16, SubnormalsSurviveFlushToZeroModes) {
+#if defined(__x86_64__)
+  const unsigned saved = _mm_getcsr();
+  _mm_setcsr(saved | 0x8040u);  // DAZ and FTZ
+  const float widened = std::bit_cast<float>(widened_bits(TensorType::F16, 0x0001));
+  const std::uint16_t narrowed = half_bits(TensorType::F16, 0x1p-24f * 3);
+  _mm_setcsr(saved);
+  EXPECT_EQ(widened, 0x1p-24f);
+  EXPECT_EQ(narrowed, 0x0003);
+#else
+  GTEST_SKIP() << "x86-64 only";
+#endif
+}
+
 #if defined(__x86_64__) && defined(__GNUC__)
 __attribute__((target("f16c"))) std::uint16_t hardware_half(float value) {
   return static_cast<std::uint16_t>(_cvtss_sh(value, _MM_FROUND_TO_NEAREST_INT));
