@@ -110,28 +110,39 @@ inline void signed_max(int n, const float* x, float& max, float& amax) noexcept 
   }
 }
 
-// Symmetric codes -nmax..nmax-1 for 16 values, refined by coordinate descent on the x^2-weighted error
-// (Q3_K); L gets the codes plus nmax.
-float search_scale_symmetric_descent(int nmax, const float* x, std::int8_t* L) {
-  constexpr int n = 16;
-  float max, amax;
-  signed_max(n, x, max, amax);
-  if (amax < kGroupMaxEps) {
-    for (int i = 0; i < n; ++i) L[i] = 0;
-    return 0.0f;
-  }
-  const float iscale = static_cast<float>(-nmax) / max;
-  float sumlx = 0, suml2 = 0;
-  for (int i = 0; i < n; ++i) {
+// The start of both symmetric searches (16 values): the signed maximum, or true for a group that is
+// all zero (|max| below kGroupMaxEps), whose codes are then 0 and scale 0.
+bool zero_group(const float* x, std::int8_t* L, float& max) noexcept {
+  float amax;
+  signed_max(16, x, max, amax);
+  if (amax >= kGroupMaxEps) return false;
+  for (int i = 0; i < 16; ++i) L[i] = 0;
+  return true;
+}
+
+// Codes -nmax..nmax-1 of 16 values at 1/scale `iscale` (stored in L unless it is null), and their
+// x^2-weighted sums of l x and l^2.
+void weighted_codes(int nmax, const float* x, float iscale, std::int8_t* L, float& sumlx, float& suml2) noexcept {
+  sumlx = suml2 = 0;
+  for (int i = 0; i < 16; ++i) {
     const int l = clamp(nearest_int(iscale * x[i]), -nmax, nmax - 1);
-    L[i] = static_cast<std::int8_t>(l);
+    if (L != nullptr) L[i] = static_cast<std::int8_t>(l);
     const float w = x[i] * x[i];
     sumlx += w * x[i] * static_cast<float>(l);
     suml2 += w * static_cast<float>(l) * static_cast<float>(l);
   }
+}
+
+// Symmetric codes for 16 values, refined by coordinate descent on the x^2-weighted error (Q3_K); L
+// gets the codes plus nmax.
+float search_scale_symmetric_descent(int nmax, const float* x, std::int8_t* L) {
+  float max;
+  if (zero_group(x, L, max)) return 0.0f;
+  float sumlx, suml2;
+  weighted_codes(nmax, x, static_cast<float>(-nmax) / max, L, sumlx, suml2);
   for (int itry = 0; itry < 5; ++itry) {
     int changed = 0;
-    for (int i = 0; i < n; ++i) {
+    for (int i = 0; i < 16; ++i) {
       const float w = x[i] * x[i];
       const float li = static_cast<float>(L[i]);
       float slx = sumlx - w * x[i] * li;
@@ -153,45 +164,30 @@ float search_scale_symmetric_descent(int nmax, const float* x, std::int8_t* L) {
     }
     if (changed == 0) break;
   }
-  for (int i = 0; i < n; ++i) L[i] = static_cast<std::int8_t>(L[i] + nmax);
+  for (int i = 0; i < 16; ++i) L[i] = static_cast<std::int8_t>(L[i] + nmax);
   return sumlx / suml2;
 }
 
 // Symmetric codes for 16 values, the best of 19 trial scales by x^2-weighted error (Q6_K); L gets the
 // codes plus nmax.
 float search_scale_symmetric_trials(int nmax, const float* x, std::int8_t* L) {
-  constexpr int n = 16;
-  float max, amax;
-  signed_max(n, x, max, amax);
-  if (amax < kGroupMaxEps) {
-    for (int i = 0; i < n; ++i) L[i] = 0;
-    return 0.0f;
-  }
-  auto sums = [&](float iscale, float& sumlx, float& suml2, bool store) {
-    sumlx = suml2 = 0;
-    for (int i = 0; i < n; ++i) {
-      const int l = clamp(nearest_int(iscale * x[i]), -nmax, nmax - 1);
-      if (store) L[i] = static_cast<std::int8_t>(l + nmax);
-      const float w = x[i] * x[i];
-      sumlx += w * x[i] * static_cast<float>(l);
-      suml2 += w * static_cast<float>(l) * static_cast<float>(l);
-    }
-  };
+  float max;
+  if (zero_group(x, L, max)) return 0.0f;
   float sumlx, suml2;
-  sums(static_cast<float>(-nmax) / max, sumlx, suml2, true);
+  weighted_codes(nmax, x, static_cast<float>(-nmax) / max, L, sumlx, suml2);
   float scale = suml2 != 0 ? sumlx / suml2 : 0.0f;
   float best = scale * sumlx;
   for (int is = -9; is <= 9; ++is) {
     if (is == 0) continue;
     const float iscale = -(static_cast<float>(nmax) + 0.1f * static_cast<float>(is)) / max;
-    sums(iscale, sumlx, suml2, false);
+    weighted_codes(nmax, x, iscale, nullptr, sumlx, suml2);
     if (suml2 > 0 && sumlx * sumlx > best * suml2) {
-      for (int i = 0; i < n; ++i)
-        L[i] = static_cast<std::int8_t>(clamp(nearest_int(iscale * x[i]), -nmax, nmax - 1) + nmax);
+      weighted_codes(nmax, x, iscale, L, sumlx, suml2);
       scale = sumlx / suml2;
       best = scale * sumlx;
     }
   }
+  for (int i = 0; i < 16; ++i) L[i] = static_cast<std::int8_t>(L[i] + nmax);
   return scale;
 }
 
@@ -289,15 +285,9 @@ void quantize_q3_k(const float* x, std::byte* dst, std::size_t blocks) {
     std::uint8_t* scales_out = out + 96;
     std::int8_t L[kSuper];
     float scales[16];
-    float max_scale = 0, amax = 0;
-    for (int j = 0; j < 16; ++j) {
-      scales[j] = search_scale_symmetric_descent(4, x + 16 * j, L + 16 * j);
-      const float scale = std::fabs(scales[j]);
-      if (scale > amax) {
-        amax = scale;
-        max_scale = scales[j];
-      }
-    }
+    for (int j = 0; j < 16; ++j) scales[j] = search_scale_symmetric_descent(4, x + 16 * j, L + 16 * j);
+    float max_scale, amax;
+    signed_max(16, scales, max_scale, amax);
     std::memset(scales_out, 0, 12);
     if (max_scale != 0) {
       const float iscale = -32.f / max_scale;
@@ -471,15 +461,9 @@ void quantize_q6_k(const float* x, std::byte* dst, std::size_t blocks) {
     std::uint8_t* out = bytes(dst + b * 210);
     std::int8_t L[kSuper];
     float scales[16];
-    float max_scale = 0, max_abs_scale = 0;
-    for (int ib = 0; ib < 16; ++ib) {
-      scales[ib] = search_scale_symmetric_trials(32, x + 16 * ib, L + 16 * ib);
-      const float abs_scale = std::fabs(scales[ib]);
-      if (abs_scale > max_abs_scale) {
-        max_abs_scale = abs_scale;
-        max_scale = scales[ib];
-      }
-    }
+    for (int ib = 0; ib < 16; ++ib) scales[ib] = search_scale_symmetric_trials(32, x + 16 * ib, L + 16 * ib);
+    float max_scale, max_abs_scale;
+    signed_max(16, scales, max_scale, max_abs_scale);
     if (max_abs_scale < kGroupMaxEps) {
       std::memset(out, 0, 210);
       continue;

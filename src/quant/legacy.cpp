@@ -74,6 +74,19 @@ float absmax_ggml(const float* x) noexcept {
 
 inline float inverse(float d) noexcept { return d != 0.0f ? 1.0f / d : 0.0f; }
 
+// Elements j and j+16 of a 4- or 5-bit block: their low four bits share byte j of qs (for 4 bits
+// unmasked, as ggml writes them), their fifth bits go to bits j and j+16 of qh.
+template <int Bits>
+inline void pack_pair(std::byte* qs, std::size_t j, std::uint8_t lo, std::uint8_t hi, std::uint32_t& qh) noexcept {
+  if constexpr (Bits == 4) {
+    qs[j] = static_cast<std::byte>(lo | (hi << 4));
+  } else {
+    qs[j] = static_cast<std::byte>((lo & 0xfu) | ((hi & 0xfu) << 4));
+    qh |= ((lo & 0x10u) >> 4) << j;
+    qh |= ((hi & 0x10u) >> 4) << (j + 16);
+  }
+}
+
 // Symmetric 4 and 5 bits: d = signed max / -2^(bits-1), q = x/d + offset, nibble pairs (j, j+16).
 template <int Bits>
 void quantize_symmetric(const float* src, std::byte* dst, std::size_t blocks) {
@@ -88,16 +101,9 @@ void quantize_symmetric(const float* src, std::byte* dst, std::size_t blocks) {
     for (std::size_t j = 0; j < 16; ++j) {
       const std::uint8_t lo = capped(src[j] * id + (static_cast<float>(kOffset) + 0.5f), 2 * kOffset - 1);
       const std::uint8_t hi = capped(src[j + 16] * id + (static_cast<float>(kOffset) + 0.5f), 2 * kOffset - 1);
-      if constexpr (Bits == 4) {
-        out[kQs + j] = static_cast<std::byte>(lo | (hi << 4));  // as ggml: lo's high bits are not masked
-      } else {
-        out[kQs + j] = static_cast<std::byte>((lo & 0xfu) | ((hi & 0xfu) << 4));
-        qh |= ((lo & 0x10u) >> 4) << j;
-        qh |= ((hi & 0x10u) >> 4) << (j + 16);
-      }
+      pack_pair<Bits>(out + kQs, j, lo, hi, qh);
     }
-    if constexpr (Bits == 5)
-      for (int i = 0; i < 4; ++i) out[2 + i] = static_cast<std::byte>((qh >> (8 * i)) & 0xffu);
+    if constexpr (Bits == 5) le::store(out + 2, qh, 4);
   }
 }
 
@@ -118,18 +124,12 @@ void quantize_affine(const float* src, std::byte* dst, std::size_t blocks) {
     for (std::size_t j = 0; j < 16; ++j) {
       const float x0 = (src[j] - min) * id;
       const float x1 = (src[j + 16] - min) * id;
-      if constexpr (Bits == 4) {
-        const std::uint8_t lo = capped(x0 + 0.5f, kTop), hi = capped(x1 + 0.5f, kTop);
-        out[kQs + j] = static_cast<std::byte>(lo | (hi << 4));
-      } else {  // ggml does not cap Q5_1's values
-        const std::uint8_t lo = low_byte(x0 + 0.5f), hi = low_byte(x1 + 0.5f);
-        out[kQs + j] = static_cast<std::byte>((lo & 0xfu) | ((hi & 0xfu) << 4));
-        qh |= ((lo & 0x10u) >> 4) << j;
-        qh |= ((hi & 0x10u) >> 4) << (j + 16);
-      }
+      if constexpr (Bits == 4)
+        pack_pair<Bits>(out + kQs, j, capped(x0 + 0.5f, kTop), capped(x1 + 0.5f, kTop), qh);
+      else  // ggml does not cap Q5_1's values
+        pack_pair<Bits>(out + kQs, j, low_byte(x0 + 0.5f), low_byte(x1 + 0.5f), qh);
     }
-    if constexpr (Bits == 5)
-      for (int i = 0; i < 4; ++i) out[4 + i] = static_cast<std::byte>((qh >> (8 * i)) & 0xffu);
+    if constexpr (Bits == 5) le::store(out + 4, qh, 4);
   }
 }
 
@@ -156,8 +156,7 @@ void quantize_q8(const float* src, std::byte* dst, std::size_t blocks) {
 template <int Bits>
 void codes(const std::byte* qs, const std::byte* qh_bytes, int* q) noexcept {
   std::uint32_t qh = 0;
-  if constexpr (Bits == 5)
-    for (int i = 0; i < 4; ++i) qh |= static_cast<std::uint32_t>(load_u8(qh_bytes + i)) << (8 * i);
+  if constexpr (Bits == 5) qh = le::u32(qh_bytes);
   for (std::size_t j = 0; j < 16; ++j) {
     const unsigned byte = load_u8(qs + j);
     q[j] = static_cast<int>((byte & 0xfu) | (((qh >> j) & 1u) << 4));
