@@ -31,7 +31,7 @@ if [[ "${CI:-}" == "true" ]]; then do_release=1 do_asan=1 do_fuzz=1; fi
 section() { printf '\n==================== %s ====================\n' "$*"; }
 jobs=$(nproc)
 FUZZ_SECONDS=${FUZZ_SECONDS:-60}
-FUZZ_TARGETS=(fuzz_safetensors_header fuzz_slice fuzz_roundtrip fuzz_dduf fuzz_pickle fuzz_checkpoint fuzz_gguf)
+FUZZ_TARGETS=(fuzz_safetensors_header fuzz_slice fuzz_roundtrip fuzz_dduf fuzz_pickle fuzz_checkpoint fuzz_gguf fuzz_dequantize)
 passed_total=0 failed_total=0
 
 # Runs ctest in build folder $1 (extra environment before it via env), keeping its summary counts.

@@ -98,6 +98,7 @@ void register_errors(py::module_& m);
 void register_safetensors(py::module_& m);
 void register_formats(py::module_& m);
 void register_dduf(py::module_& m);
+void register_quant(py::module_& m);
 
 // A LoadPlan (safeweights/loader.h) and what keeps its entries' sources alive: the Python class
 // _LoadPlan, made by _SafeFile.plan_load and _TensorSet.plan_load.

@@ -89,4 +89,5 @@ PYBIND11_MODULE(_safeweights, m) {
   safeweights::python::register_dduf(m);
   safeweights::python::register_formats(m);
   safeweights::python::register_loading(m);
+  safeweights::python::register_quant(m);
 }
