@@ -14,6 +14,7 @@
 #include <numeric>
 #include <unordered_map>
 
+#include "convert/pieces.h"
 #include "core/parallel.h"
 #include "core/status_macros.h"
 #include "safeweights/cancel.h"
@@ -22,6 +23,9 @@
 
 namespace safeweights {
 namespace {
+
+using convert_detail::bytes_of;
+using convert_detail::read_elements;
 
 constexpr std::uint64_t kCopyChunk = 16u << 20;     // bytes per chunk of a plain copy
 constexpr std::uint64_t kPieceElements = 4u << 20;  // elements per piece of a converted tensor
@@ -204,12 +208,6 @@ Result<std::unique_ptr<TensorSink>> open_sink(const TensorFile& input, const std
 
 // ---- the transform -----------------------------------------------------------------------------
 
-// Bytes of `elements` consecutive elements of `type` (a whole number of blocks).
-Result<std::uint64_t> bytes_of(TensorType type, std::uint64_t elements) {
-  const std::uint64_t shape[] = {elements};
-  return tensor_nbytes(type, shape);
-}
-
 // Rows (units along the outermost dimension) reordered as llama.cpp's permute(): within each of
 // `heads` heads of D rows, row h*D + s*D/2 + i moves to h*D + 2*i + s.
 struct Permutation {
@@ -265,17 +263,10 @@ class TensorConverter {
 
   // The input bytes of elements [e0, e1): a view of a mapping, or read (gathered when permuting).
   Result<std::span<const std::byte>> input(std::uint64_t e0, std::uint64_t e1) {
-    SW_ASSIGN_OR_RETURN(const std::uint64_t begin, bytes_of(e_.type, e0));
+    if (job_.permute_heads == 0) return read_elements(e_, e0, e1, in_);
     SW_ASSIGN_OR_RETURN(const std::uint64_t length, bytes_of(e_.type, e1 - e0));
-    if (job_.permute_heads == 0) {
-      if (auto v = e_.source->view(e_.offset + begin, length); v.data() != nullptr || length == 0) return v;
-    }
-    if (in_.size() < length) in_.resize(length);
-    std::span<std::byte> dst(in_.data(), length);
-    if (job_.permute_heads == 0) {
-      SW_RETURN_IF_ERROR(e_.source->read_at(e_.offset + begin, dst));
-      return std::span<const std::byte>(dst);
-    }
+    in_.resize(static_cast<std::size_t>(length));
+    std::span<std::byte> dst(in_);
     for (std::uint64_t r = e0 / unit_, k = 0; r < e1 / unit_; ++r, ++k) {
       const std::uint64_t from = e_.offset + perm_.source_row(r) * row_bytes_;
       SW_RETURN_IF_ERROR(e_.source->read_at(from, dst.subspan(k * row_bytes_, row_bytes_)));
@@ -319,7 +310,8 @@ class TensorConverter {
   unsigned threads_;
   Permutation perm_;
   std::uint64_t elements_ = 0, unit_ = 1, piece_ = 1, task_ = 1, row_bytes_ = 0;
-  // Float-aligned buffers (vector<float> storage) reused across pieces.
+  std::vector<std::byte> in_;
+  // The output: float-aligned (F32 is decoded into it directly), reused across pieces.
   struct Buffer {
     std::vector<float> words;
     std::size_t bytes = 0;
@@ -330,7 +322,7 @@ class TensorConverter {
     }
     std::byte* data() { return reinterpret_cast<std::byte*>(words.data()); }
   };
-  Buffer in_, out_;
+  Buffer out_;
 };
 
 }  // namespace

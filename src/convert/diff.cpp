@@ -5,6 +5,7 @@
 #include <numeric>
 #include <vector>
 
+#include "convert/pieces.h"
 #include "core/status_macros.h"
 #include "safeweights/cancel.h"
 #include "safeweights/convert.h"
@@ -46,24 +47,12 @@ Status decode(TensorType type, std::span<const std::byte> src, std::span<double>
   return Status::ok();
 }
 
-Result<std::uint64_t> bytes_of(TensorType type, std::uint64_t elements) {
-  const std::uint64_t shape[] = {elements};
-  return tensor_nbytes(type, shape);
-}
-
 // Elements [e0, e1) of a tensor as float64.
 class Decoder {
  public:
   explicit Decoder(const TensorEntry& e) : e_(e) {}
   Status read(std::uint64_t e0, std::uint64_t e1, std::vector<double>& out) {
-    SW_ASSIGN_OR_RETURN(const std::uint64_t begin, bytes_of(e_.type, e0));
-    SW_ASSIGN_OR_RETURN(const std::uint64_t length, bytes_of(e_.type, e1 - e0));
-    std::span<const std::byte> src = e_.source->view(e_.offset + begin, length);
-    if (src.data() == nullptr && length != 0) {
-      bytes_.resize(static_cast<std::size_t>(length));
-      SW_RETURN_IF_ERROR(e_.source->read_at(e_.offset + begin, bytes_));
-      src = bytes_;
-    }
+    SW_ASSIGN_OR_RETURN(std::span<const std::byte> src, convert_detail::read_elements(e_, e0, e1, bytes_));
     out.resize(static_cast<std::size_t>(e1 - e0));
     return decode(e_.type, src, out, scratch_);
   }
