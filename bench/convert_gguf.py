@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Conversion to GGUF (docs/PERFORMANCE.md, "Conversion"): a large safetensors file converted to GGUF
 without a type change against `cp` of the same bytes, same run; the peak RSS of each command (from
-wait4's ru_maxrss); and quantization to Q8_0 with one thread and with every core.
+GNU time); and quantization to Q8_0 with one thread and with every core.
 
     bench/convert_gguf.py --cli build/safeweights [--gib 2] [--dir /tmp] [--runs 3] [--quant-gib 0.5]
 
@@ -20,14 +20,15 @@ import time
 
 
 def timed(cmd):
-    """Seconds and peak RSS (MiB) of a child process."""
-    start = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL)
-    _, status, usage = os.wait4(proc.pid, 0)
-    elapsed = time.perf_counter() - start
-    if status != 0:
-        raise SystemExit(f"{cmd} failed with status {status}")
-    return elapsed, usage.ru_maxrss / 1024
+    """Seconds and peak RSS (MiB) of a command. The RSS comes from GNU time, a small parent: a child's
+    ru_maxrss counts what it inherits at fork, and this interpreter's pages would hide the command's."""
+    with tempfile.NamedTemporaryFile("r") as rss:
+        start = time.perf_counter()
+        proc = subprocess.run(["/usr/bin/time", "-f", "%M", "-o", rss.name, *cmd], stdout=subprocess.DEVNULL)
+        elapsed = time.perf_counter() - start
+        if proc.returncode != 0:
+            raise SystemExit(f"{cmd} failed with status {proc.returncode}")
+        return elapsed, int(rss.read().split()[-1]) / 1024
 
 
 def write_input(path, gib):

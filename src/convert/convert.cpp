@@ -27,7 +27,7 @@ namespace {
 using convert_detail::bytes_of;
 using convert_detail::read_elements;
 
-constexpr std::uint64_t kCopyChunk = 16u << 20;     // bytes per chunk of a plain copy
+constexpr std::uint64_t kCopyChunk = 8u << 20;      // bytes per chunk of a plain copy (two in flight)
 constexpr std::uint64_t kPieceElements = 4u << 20;  // elements per piece of a converted tensor
 constexpr std::uint64_t kTaskElements = 64u << 10;  // elements per pool task within a piece
 
@@ -219,17 +219,30 @@ struct Permutation {
   }
 };
 
+// Buffers reused from tensor to tensor.
+struct Scratch {
+  std::vector<std::byte> copy[2];  // a plain copy's two chunks
+  std::vector<std::byte> in;       // a piece's input when it is read (or gathered), not viewed
+  // A piece's output: float-aligned (F32 is decoded into it directly).
+  struct Output {
+    std::vector<float> words;
+    std::size_t bytes = 0;
+    std::size_t size() const { return bytes; }
+    void resize(std::uint64_t n) {
+      words.resize(static_cast<std::size_t>((n + 3) / 4));
+      bytes = static_cast<std::size_t>(n);
+    }
+    std::byte* data() { return reinterpret_cast<std::byte*>(words.data()); }
+  } out;
+};
+
 class TensorConverter {
  public:
-  TensorConverter(const Job& job, TensorSink& sink, unsigned threads) : job_(job), e_(*job.entry), sink_(sink), threads_(threads) {}
+  TensorConverter(const Job& job, TensorSink& sink, unsigned threads, Scratch& scratch)
+      : job_(job), e_(*job.entry), sink_(sink), threads_(threads), scratch_(scratch), in_(scratch.in), out_(scratch.out) {}
 
   Status run() {
-    if (e_.type == job_.to && job_.permute_heads == 0) {
-      return copy_range(*e_.source, e_.offset, e_.nbytes, kCopyChunk, [&](std::span<const std::byte> part) {
-        SW_RETURN_IF_ERROR(check_cancelled());
-        return sink_.write_chunk(job_.name, part);
-      });
-    }
+    if (e_.type == job_.to && job_.permute_heads == 0) return copy();
     SW_RETURN_IF_ERROR(plan());
     for (std::uint64_t e0 = 0; e0 < elements_; e0 += piece_) {
       SW_RETURN_IF_ERROR(check_cancelled());
@@ -239,6 +252,30 @@ class TensorConverter {
   }
 
  private:
+  // The bytes as they are, in chunks through two buffers: chunk k is written while k + 1 is read, so
+  // the input's reads and the output's writes overlap (about the time of the slower of the two).
+  Status copy() {
+    const std::uint64_t chunks = (e_.nbytes + kCopyChunk - 1) / kCopyChunk;
+    auto chunk = [&](std::uint64_t k) { return std::min(kCopyChunk, e_.nbytes - k * kCopyChunk); };
+    auto& buffers = scratch_.copy;
+    // Sized here, on the calling thread, once for the whole conversion: a pool worker that reads into
+    // them never allocates (its malloc arena would keep the memory).
+    for (auto& b : buffers) b.reserve(static_cast<std::size_t>(kCopyChunk));
+    auto read = [&](std::uint64_t k) -> Status {
+      std::vector<std::byte>& b = buffers[k % 2];
+      b.resize(static_cast<std::size_t>(chunk(k)));
+      return e_.source->read_at(e_.offset + k * kCopyChunk, b);
+    };
+    if (chunks > 0) SW_RETURN_IF_ERROR(read(0));
+    for (std::uint64_t k = 0; k < chunks; ++k) {
+      SW_RETURN_IF_ERROR(check_cancelled());
+      SW_RETURN_IF_ERROR(parallel_for(k + 1 < chunks ? 2 : 1, threads_, [&](std::size_t task) -> Status {
+        return task == 0 ? sink_.write_chunk(job_.name, buffers[k % 2]) : read(k + 1);
+      }));
+    }
+    return Status::ok();
+  }
+
   Error invalid(std::string message) const { return Error(ErrorKind::InvalidArgument, std::move(message)).with_tensor(job_.name); }
 
   // The granularity of pieces: whole blocks of both types, whole permuted rows.
@@ -310,19 +347,9 @@ class TensorConverter {
   unsigned threads_;
   Permutation perm_;
   std::uint64_t elements_ = 0, unit_ = 1, piece_ = 1, task_ = 1, row_bytes_ = 0;
-  std::vector<std::byte> in_;
-  // The output: float-aligned (F32 is decoded into it directly), reused across pieces.
-  struct Buffer {
-    std::vector<float> words;
-    std::size_t bytes = 0;
-    std::size_t size() const { return bytes; }
-    void resize(std::uint64_t n) {
-      words.resize(static_cast<std::size_t>((n + 3) / 4));
-      bytes = static_cast<std::size_t>(n);
-    }
-    std::byte* data() { return reinterpret_cast<std::byte*>(words.data()); }
-  };
-  Buffer out_;
+  Scratch& scratch_;
+  std::vector<std::byte>& in_;
+  Scratch::Output& out_;
 };
 
 }  // namespace
@@ -333,10 +360,11 @@ Result<ConvertReport> convert(const TensorFile& input, const std::string& output
   if (!jobs.is_ok()) return std::move(jobs.error().with_file(input.name()));
   SW_ASSIGN_OR_RETURN(std::unique_ptr<TensorSink> sink, open_sink(input, output_path, out, *jobs, options));
   ConvertReport report;
+  Scratch scratch;
   std::size_t done = 0;
   for (const Job& job : *jobs) {
     const TensorEntry& e = *job.entry;
-    if (Status s = TensorConverter(job, *sink, options.threads).run(); !s.is_ok())
+    if (Status s = TensorConverter(job, *sink, options.threads, scratch).run(); !s.is_ok())
       return std::move(s.error().with_file(input.name()).with_tensor(e.name));
     // Done with its pages: a mapped input then holds about one tensor in memory.
     e.source->hint({e.offset, e.nbytes}, AccessHint::DontNeed);

@@ -100,6 +100,9 @@ Result<TensorDiff> compare_tensors(const TensorEntry& a, const TensorEntry& b) {
     if (Status s = db.read(e0, e1, vb); !s.is_ok()) return std::move(s.error().with_tensor(b.name));
     for (std::size_t i = 0; i < va.size(); ++i) sums.add(va[i], vb[i]);
   }
+  // Done with their pages: comparing mapped files then holds about one tensor of each in memory.
+  a.source->hint({a.offset, a.nbytes}, AccessHint::DontNeed);
+  b.source->hint({b.offset, b.nbytes}, AccessHint::DontNeed);
   TensorDiff d;
   d.elements = n;
   d.max_abs = sums.max_abs;
