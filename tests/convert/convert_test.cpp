@@ -3,7 +3,9 @@
 // that leave no file. Values are checked by tests/convert/test_convert.py against numpy and gguf-py.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
+#include <map>
 #include <vector>
 
 #include "../test_util.h"
@@ -12,6 +14,8 @@
 
 namespace safeweights {
 namespace {
+
+using swt::TempDir;
 
 // x: F32 [2, 48] (rows that are not whole 32-blocks), v: F32 [32], i: I32 [2]; metadata {"format": "pt"}.
 std::string write_input(const TempDir& dir) {
