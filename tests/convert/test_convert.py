@@ -13,6 +13,7 @@ test's own data, never from safeweights):
 - `diff --json` agrees with numpy on max abs difference, RMSE and cosine similarity; its exit codes;
 - a PyTorch checkpoint converts to the same tensors as .gguf as it does as .safetensors;
 - permute_heads reorders rows exactly as llama.cpp's permute() (written here in numpy);
+- every --type stays within a cosine bound of the original, and its bytes dequantize as gguf-py does;
 - refused conversions leave no output, and an existing output untouched.
 
     test_convert.py --cli PATH/safeweights --tool PATH/convert_tool [--require-gguf]
@@ -222,6 +223,42 @@ def test_quantized(c, rng, gguf):
         check(np.array_equal(quants.dequantize(ours, gguf.GGMLQuantizationType.Q8_0), deq), "Q8_0 dequantization differs from gguf-py's")
 
 
+# Lowest cosine similarity to the F32 original each type must reach on normal data (measured about
+# 0.956 Q2_K, 0.989 Q3_K, 0.996 Q4, 0.999 Q5, 0.9998 Q6_K).
+QUANT_BOUNDS = {"q4_0": 0.99, "q4_1": 0.99, "q5_0": 0.997, "q5_1": 0.997, "q2_k": 0.9, "q3_k": 0.96,
+                "q4_k": 0.99, "q5_k": 0.997, "q6_k": 0.999}
+
+
+def test_quantized_types(c, rng, gguf):
+    """Every --type: the round trip through GGUF stays within its bound (by our diff), and the bytes
+    dequantize as gguf-py dequantizes them (and quantize as it does, where it has the quantizer)."""
+    x = rng.standard_normal((8, 512)).astype("<f4")
+    src = c.path("qt.safetensors")
+    write_safetensors(src, [("x", "F32", [8, 512], x.tobytes())])
+    for t, bound in QUANT_BOUNDS.items():
+        g, back = c.path(f"qt.{t}.gguf"), c.path(f"qt.{t}.safetensors")
+        c.convert(src, g, "--type", t)
+        c.convert(g, back)
+        code, d = c.diff(src, g)
+        e = d["tensors"][0] if d else {}
+        check(code == 1 and e.get("type_b") == t.upper() and e.get("cosine", 0) >= bound,
+              f"--type {t}: cosine {e.get('cosine')} below {bound}")
+        y = np.frombuffer(c.cat(back, "x"), "<f4").astype(np.float64)
+        check(abs(e.get("rmse", -1) - float(np.sqrt(np.mean((y - x.reshape(-1)) ** 2)))) <= 1e-9, f"--type {t}: diff rmse vs numpy")
+        if gguf is None:
+            continue
+        from gguf import quants
+        qt = gguf.GGMLQuantizationType[t.upper()]
+        blob = np.frombuffer(c.cat(g, "x"), np.uint8).reshape(8, -1)
+        check(np.array_equal(quants.dequantize(blob, qt).reshape(-1), y.astype(np.float32)),
+              f"--type {t}: our dequantization differs from gguf-py's")
+        try:
+            theirs = quants.quantize(x, qt)
+        except NotImplementedError:
+            continue
+        check(np.array_equal(theirs, blob), f"--type {t}: bytes differ from gguf-py's quantizer")
+
+
 def test_fallbacks(c, rng):
     src = c.path("fb.safetensors")
     tensors = [
@@ -389,6 +426,7 @@ def main():
         for test in (test_round_trips, test_float_types, test_fallbacks, test_diff, test_inputs, test_pytorch, test_permute, test_refused):
             test(c, rng)
         test_quantized(c, rng, gguf)
+        test_quantized_types(c, rng, gguf)
         if gguf is not None:
             test_gguf_py_reads(c, gguf)
     print(f"{len(FAILURES)} failures")
