@@ -90,6 +90,26 @@ def test_load_tensors_equals_load_file_for_safetensors(tmp_path):
         assert torch.equal(got[name], want[name]), name
 
 
+def test_runs_of_same_shape_tensors_come_out_as_separate_correct_views(tmp_path):
+    # Runs of one dtype and shape (made with one unbind), broken by another shape, a dtype change,
+    # scalars and an empty tensor: every tensor must still be its own bytes.
+    rng = np.random.default_rng(11)
+    tensors = []
+    for i in range(40):
+        shape = [3, 5] if i % 10 != 7 else [2, 2]
+        code, np_t = ("F32", "<f4") if i < 25 else ("I16", "<i2")
+        tensors.append((f"t{i:02d}", code, shape, rng.standard_normal(shape).astype(np_t).tobytes()))
+    tensors += [(f"s{i}", "F64", [], np.float64(i).tobytes()) for i in range(3)] + [("e", "F32", [0], b"")]
+    path = tmp_path / "runs.safetensors"
+    path.write_bytes(build_file(tensors))
+    got, want = swt.load_tensors(path), swt.load_file(path)
+    assert list(got) == list(want)
+    for name in want:
+        assert got[name].shape == want[name].shape and torch.equal(got[name], want[name]), name
+    got["t00"].fill_(0)  # views of separate bytes: one tensor's write leaves its neighbours alone
+    assert torch.equal(got["t01"], want["t01"])
+
+
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
 
 
