@@ -15,14 +15,15 @@ std::uint64_t TensorInfo::num_elements() const noexcept { return safeweights::nu
 
 namespace {
 
-// Open addressing with linear probing; capacity a power of two, at most half full. A slot holds the
+// Open addressing with linear probing; capacity a power of two, at most two thirds full (a few
+// probes per lookup; for most counts half the pages of a half-full table). A slot holds the
 // upper 32 bits of the name's hash (a tag, so most mismatches never touch the name) and the position
 // + 1 (0: empty).
 class NameTable {
  public:
   NameTable(std::size_t count, std::uint64_t seed) : seed_(seed) {
     std::size_t cap = 16;
-    while (cap < count * 2) cap <<= 1;
+    while (cap < count + count / 2) cap <<= 1;
     slots_.assign(cap, 0);
   }
   std::uint64_t hash(std::string_view name) const noexcept { return json::hash_key(name, seed_); }
@@ -52,10 +53,10 @@ Error invalid(ErrorKind kind, std::string message) { return Error(kind, std::mov
 // Builds a Header from a parsed JSON document; friend of Header.
 class HeaderBuilder {
  public:
-  static Result<Header> build(const ByteSource& source, std::uint64_t n, RawHeader&& raw) {
+  static Result<Header> build(const ByteSource& source, std::uint64_t n, std::unique_ptr<std::byte[]> text, RawHeader&& raw) {
     Header h;
     h.header_size_ = n;
-    h.names_ = std::move(raw.names);
+    h.text_ = std::move(text);
     h.dims_ = std::move(raw.dims);
     h.has_metadata_ = raw.has_metadata;
     h.index_seed_ = json::hash_seed();
@@ -189,10 +190,17 @@ Header::~Header() = default;
 const TensorInfo* Header::find(std::string_view name) const noexcept { return HeaderBuilder::find(*this, name); }
 
 std::optional<std::string_view> Header::metadata_value(std::string_view key) const noexcept {
-  for (const auto& [k, v] : metadata_) {
-    if (k == key) return std::string_view(v);
+  for (const auto& [k, v] : metadata()) {
+    if (k == key) return v;
   }
   return std::nullopt;
+}
+
+MetadataEntries MetadataView::entries() const {
+  MetadataEntries out;
+  out.reserve(size());
+  for (const auto& [k, v] : *this) out.emplace_back(k, v);
+  return out;
 }
 
 Result<Header> Header::parse(const ByteSource& source, const ReadOptions& options) {
@@ -216,22 +224,25 @@ Result<Header> Header::parse(const ByteSource& source, const ReadOptions& option
   }
 
   // n <= 100 MB and n fits in the file, so this allocation is justified by the input. The bytes are
-  // copied once, into a padded buffer the JSON parser reads in place; checking a copy also means a
-  // file changing under a mapping cannot change what was validated.
-  char* text = json::scratch_buffer(static_cast<std::size_t>(n));
+  // copied once, into a padded buffer the JSON reader reads in place and the Header then keeps (names
+  // and metadata are views into it, unescaped in place); checking a copy also means a file changing
+  // under a mapping cannot change what was validated.
+  auto allocated = allocate_uninitialized(n + json::kJsonPadding, "header");
+  if (!allocated.is_ok()) return fail(std::move(allocated).error());
+  std::unique_ptr<std::byte[]> buffer = std::move(allocated).value();
+  char* text = reinterpret_cast<char*>(buffer.get());
   SW_RETURN_IF_ERROR(source.read_at(8, std::as_writable_bytes(std::span<char>(text, static_cast<std::size_t>(n)))));
 
   RawHeader raw;
   HeaderJsonOptions json_options;
   json_options.reject_unknown_fields = options.reject_unknown_fields;
   json_options.max_depth = kMaxJsonDepth - 1;  // serde_json fails on reaching its limit
-  if (auto status = parse_safetensors_header_padded(std::string_view(text, static_cast<std::size_t>(n)), json_options, raw);
-      !status.is_ok()) {
+  if (auto status = parse_safetensors_header_padded(text, static_cast<std::size_t>(n), json_options, raw); !status.is_ok()) {
     Error e = std::move(status).error();
     if (!e.context().offset && e.context().tensor.empty()) e.with_offset(8);
     return fail(std::move(e));
   }
-  auto built = HeaderBuilder::build(source, n, std::move(raw));
+  auto built = HeaderBuilder::build(source, n, std::move(buffer), std::move(raw));
   if (!built.is_ok()) return fail(std::move(built).error());
   return built;
 }
