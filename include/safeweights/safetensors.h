@@ -132,7 +132,7 @@ class Header {
 
   // Whether `__metadata__` is present (and not null); its entries in file order.
   bool has_metadata() const noexcept { return has_metadata_; }
-  MetadataView metadata() const noexcept { return MetadataView(reinterpret_cast<const char*>(text_.get()), metadata_); }
+  MetadataView metadata() const noexcept { return MetadataView(text_, metadata_); }
   std::optional<std::string_view> metadata_value(std::string_view key) const noexcept;
 
  private:
@@ -141,15 +141,16 @@ class Header {
 
   std::uint64_t header_size_ = 0;
   std::uint64_t data_size_ = 0;
-  std::vector<TensorInfo> tensors_;
-  // The header text, unescaped in place: the backing store of every TensorInfo::name and of the
-  // metadata's keys and values.
-  std::unique_ptr<std::byte[]> text_;
-  std::vector<std::uint64_t> dims_;  // backing store of every TensorInfo::shape
+  // Owns the header text (unescaped in place: the backing store of every TensorInfo::name and of the
+  // metadata's keys and values), the tensors, their shapes and the metadata entries, which the spans
+  // below view.
+  std::shared_ptr<const void> storage_;
+  const char* text_ = nullptr;
+  std::span<const TensorInfo> tensors_;
+  std::span<const MetadataView::Entry> metadata_;
   std::vector<std::uint64_t> index_;  // open addressing: hash tag << 32 | position in tensors_ + 1 (0: empty)
   std::uint64_t index_seed_ = 0;
   bool has_metadata_ = false;
-  std::vector<MetadataView::Entry> metadata_;
 };
 
 // A tensor's place in its source, and its bytes when the source is mapped.

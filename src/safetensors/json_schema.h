@@ -12,6 +12,7 @@
 #include "safeweights/error.h"
 #include "safeweights/safetensors.h"
 #include "safeweights/tensor_type.h"
+#include "safetensors/header_memory.h"
 
 namespace safeweights::safetensors {
 
@@ -20,12 +21,12 @@ namespace safeweights::safetensors {
 // form into another: names point into the header text (unescaped in place), shapes into `dims`, and
 // Header takes the text and both vectors over (moving a vector keeps its buffer).
 struct RawHeader {
-  std::vector<TensorInfo> entries;
+  std::vector<TensorInfo, PageAllocator<TensorInfo>> entries;
   // Reserved for three dimensions per entry; a header with more moves the buffer, and then the shapes
   // already read are rebased (read_shape).
-  std::vector<std::uint64_t> dims;
+  std::vector<std::uint64_t, PageAllocator<std::uint64_t>> dims;
   bool has_metadata = false;
-  std::vector<MetadataView::Entry> metadata;  // file order, duplicates included; views into the text
+  std::vector<MetadataView::Entry, PageAllocator<MetadataView::Entry>> metadata;  // file order, duplicates included; views into the text
   // The first violation of a rule stricter than the reference (DuplicateKey inside an entry or the
   // metadata, NonCanonicalEntry, UnknownField). Reported only after every reference rule has passed.
   std::optional<Error> strict_violation;
