@@ -17,7 +17,7 @@ import sys
 import time
 
 
-def run_once(argv: list[str], env: dict[str, str]) -> tuple[float, int, int, str]:
+def run_once(argv: list[str], env: dict[str, str]) -> tuple[float, int, str]:
     t0 = time.perf_counter()
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
     out = proc.stdout.read()
@@ -26,7 +26,7 @@ def run_once(argv: list[str], env: dict[str, str]) -> tuple[float, int, int, str
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode != 0:
         sys.exit(f"bench_fresh: {' '.join(argv)} exited {proc.returncode}:\n{out.decode(errors='replace')}")
-    return elapsed_ms, usage.ru_minflt, usage.ru_maxrss, out.decode(errors="replace")
+    return elapsed_ms, usage.ru_minflt, out.decode(errors="replace")
 
 
 OPEN_AND_LIST = "import {mod}; f = {mod}.safe_open({path!r}, framework='np'); n = len(list(f.keys()))"
@@ -99,28 +99,24 @@ def main() -> None:
     wall: dict[str, list[float]] = {n: [] for n in names}
     faults: dict[str, list[int]] = {n: [] for n in names}
     inner: dict[str, list[float]] = {n: [] for n in names}
-    rss: dict[str, list[int]] = {n: [] for n in names}
     for n in names:  # one untimed run each: page cache and dynamic loader caches warm
         run_once(*all_cases[n])
     for r in range(args.rounds):
         for i in range(len(names)):
             n = names[(i + r) % len(names)]
-            ms, flt, maxrss, out = run_once(*all_cases[n])
+            ms, flt, out = run_once(*all_cases[n])
             wall[n].append(ms)
             faults[n].append(flt)
-            rss[n].append(maxrss)
             first = reported(out, "first_ms")
             if first is not None:
                 inner[n].append(first)
 
     print(f"machine: {os.cpu_count()} cores, {platform.processor() or platform.machine()}, kernel {platform.release()}")
     print(f"rounds: {args.rounds}, rotating order; load after: {os.getloadavg()[0]:.2f}")
-    print(f"{'case (fresh process each time)':58} {'median ms':>10} {'min ms':>8} {'minflt':>7} {'max RSS KB':>10} "
-          f"{'first call ms':>13}")
+    print(f"{'case (fresh process each time)':58} {'median ms':>10} {'min ms':>8} {'minflt':>7} {'first call ms':>13}")
     for n in names:
         first = f"{statistics.median(inner[n]):.3f}" if inner[n] else ""
-        print(f"{n:58} {statistics.median(wall[n]):10.2f} {min(wall[n]):8.2f} {int(statistics.median(faults[n])):7d} "
-              f"{int(statistics.median(rss[n])):10d} {first:>13}")
+        print(f"{n:58} {statistics.median(wall[n]):10.2f} {min(wall[n]):8.2f} {int(statistics.median(faults[n])):7d} {first:>13}")
 
     def ratio(a: str, b: str, what=wall) -> None:
         if a in what and b in what and what[a] and what[b]:

@@ -13,6 +13,9 @@
 #include <simdjson.h>
 
 #include <locale.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 #include <stdlib.h>
 
 #include <cstdint>
@@ -72,7 +75,23 @@ class Pull {
   bool string(std::string_view& out) noexcept {
     ++p_;
     char* const start = p_;
-    // Fast path: no escape. Eight bytes at a time look for '"', '\\' or a control byte.
+    // Fast path: no escape. Sixteen (SSE2) or eight bytes at a time look for '"', '\\' or a control
+    // byte; the padding after the text holds NULs, so the scan always stops.
+#ifdef __SSE2__
+    const __m128i quote = _mm_set1_epi8('"'), backslash = _mm_set1_epi8('\\'), space = _mm_set1_epi8(0x20);
+    for (;;) {
+      const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p_));
+      const __m128i control = _mm_xor_si128(_mm_cmpeq_epi8(_mm_max_epu8(v, space), v), _mm_set1_epi8(-1));
+      const auto special = static_cast<unsigned>(_mm_movemask_epi8(
+          _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, backslash)), control)));
+      if (special == 0) {
+        p_ += 16;
+        continue;
+      }
+      p_ += __builtin_ctz(special);
+      break;
+    }
+#else
     for (;;) {
       std::uint64_t w;
       std::memcpy(&w, p_, 8);
@@ -84,6 +103,7 @@ class Pull {
       p_ += __builtin_ctzll(special) / 8;
       break;
     }
+#endif
     if (*p_ == '"' && p_ < end_) {
       out = std::string_view(start, static_cast<std::size_t>(p_ - start));
       ++p_;
@@ -96,44 +116,23 @@ class Pull {
     enum Kind { kUnsigned, kOther } kind = kOther;  // kUnsigned: a non-negative integer that fits 64 bits
     std::uint64_t value = 0;
   };
-  // A number at '-' or a digit.
+  // A number at '-' or a digit. Integers of up to 19 digits take the short path; anything longer, or
+  // with a fraction or an exponent, the rare one.
   bool number(Number& out) noexcept {
     const char* const start = p_;
     const bool negative = *p_ == '-';
     if (negative) ++p_;
-    if (!is_digit(*p_)) return fail(simdjson::NUMBER_ERROR);
+    if (!is_digit(*p_) || (*p_ == '0' && is_digit(p_[1]))) return fail(simdjson::NUMBER_ERROR);  // no digit, leading zero
+    const char* const digits = p_;
     std::uint64_t v = 0;
-    bool overflow = false;
-    if (*p_ == '0') {
-      ++p_;
-      if (is_digit(*p_)) return fail(simdjson::NUMBER_ERROR);  // leading zero
-    } else {
-      while (is_digit(*p_)) {
-        overflow |= __builtin_mul_overflow(v, 10, &v) || __builtin_add_overflow(v, static_cast<unsigned>(*p_ - '0'), &v);
-        ++p_;
-      }
-    }
-    bool integer = true;
-    if (*p_ == '.') {
-      integer = false;
-      ++p_;
-      if (!is_digit(*p_)) return fail(simdjson::NUMBER_ERROR);
-      while (is_digit(*p_)) ++p_;
-    }
-    if (*p_ == 'e' || *p_ == 'E') {
-      integer = false;
-      ++p_;
-      if (*p_ == '+' || *p_ == '-') ++p_;
-      if (!is_digit(*p_)) return fail(simdjson::NUMBER_ERROR);
-      while (is_digit(*p_)) ++p_;
-    }
-    if (negative && integer && v == 0) negative_zero_ = true;
-    // As simdjson: an integer beyond 64 bits (signed when negative), a number beyond the range of a
-    // double, or one followed by anything but a structural character or whitespace is an error.
-    if (integer && (overflow || (negative && v > std::uint64_t{1} << 63))) return fail(simdjson::NUMBER_ERROR);
-    if (!integer && !finite_double(start, p_)) return fail(simdjson::NUMBER_ERROR);
+    while (is_digit(*p_)) v = v * 10 + static_cast<unsigned>(*p_++ - '0');  // may wrap: checked below
+    if (*p_ == '.' || *p_ == 'e' || *p_ == 'E' || p_ - digits > 19) return rare_number(start, digits, out);
+    // As simdjson: a negative integer must fit in 64 signed bits, and a number must end at a structural
+    // character or whitespace.
+    if (negative && v > std::uint64_t{1} << 63) return fail(simdjson::NUMBER_ERROR);
     if (!ends_token()) return fail(simdjson::NUMBER_ERROR);
-    out.kind = integer && !negative && !overflow ? Number::kUnsigned : Number::kOther;
+    if (negative && v == 0) negative_zero_ = true;
+    out.kind = negative ? Number::kOther : Number::kUnsigned;
     out.value = v;
     return true;
   }
@@ -191,6 +190,40 @@ class Pull {
   static std::uint64_t has_byte(std::uint64_t w, char c) noexcept { return has_zero(w ^ (kOnes * static_cast<unsigned char>(c))); }
   // Bytes below n (n <= 128), exact: bytes with the high bit set never count.
   static std::uint64_t has_less_than(std::uint64_t w, unsigned n) noexcept { return (w - kOnes * n) & ~w & kHighs; }
+
+  // A number with a fraction or an exponent, or an integer of 20 digits or more, from its start again.
+  [[gnu::noinline]] bool rare_number(const char* start, const char* digits, Number& out) noexcept {
+    const bool negative = *start == '-';
+    p_ = const_cast<char*>(digits);
+    std::uint64_t v = 0;
+    bool overflow = false;
+    while (is_digit(*p_)) {
+      overflow |= __builtin_mul_overflow(v, 10, &v) || __builtin_add_overflow(v, static_cast<unsigned>(*p_ - '0'), &v);
+      ++p_;
+    }
+    bool integer = true;
+    if (*p_ == '.') {
+      integer = false;
+      ++p_;
+      if (!is_digit(*p_)) return fail(simdjson::NUMBER_ERROR);
+      while (is_digit(*p_)) ++p_;
+    }
+    if (*p_ == 'e' || *p_ == 'E') {
+      integer = false;
+      ++p_;
+      if (*p_ == '+' || *p_ == '-') ++p_;
+      if (!is_digit(*p_)) return fail(simdjson::NUMBER_ERROR);
+      while (is_digit(*p_)) ++p_;
+    }
+    // As simdjson: an integer beyond 64 bits (signed when negative) or a number beyond the range of a
+    // double is an error.
+    if (integer && (overflow || (negative && v > std::uint64_t{1} << 63))) return fail(simdjson::NUMBER_ERROR);
+    if (!integer && !finite_double(start, p_)) return fail(simdjson::NUMBER_ERROR);
+    if (!ends_token()) return fail(simdjson::NUMBER_ERROR);
+    out.kind = integer && !negative ? Number::kUnsigned : Number::kOther;
+    out.value = v;
+    return true;
+  }
 
   // Rare (the header's numbers are integers), so a copy and strtod in the C locale are fine.
   static bool finite_double(const char* begin, const char* end) {
