@@ -28,6 +28,41 @@
 
 namespace safeweights::json {
 
+// What simdjson reports before any error in document order, from the original text (strings unescaped
+// in place no longer show it), fed in pieces: UNCLOSED_STRING when a string is still open at the end,
+// else UNESCAPED_CHARS when a string holds a control byte, else TAPE_ERROR when the root's opening
+// bracket is not matched by the last token, else SUCCESS.
+class QuoteScan {
+ public:
+  void feed(const char* p, std::size_t n) noexcept {
+    for (std::size_t i = 0; i < n; ++i) {
+      const char c = p[i];
+      if (c != ' ' && c != '\n' && c != '\r' && c != '\t') {
+        if (first_ == 0) first_ = c == 0 ? 1 : c;
+        last_ = c;
+      }
+      if (in_string_ && static_cast<unsigned char>(c) < 0x20) control_ = true;
+      if (escaped_) {
+        escaped_ = false;
+      } else if (c == '\\') {
+        escaped_ = true;
+      } else if (c == '"') {
+        in_string_ = !in_string_;
+      }
+    }
+  }
+  simdjson::error_code finish() const noexcept {
+    if (in_string_) return simdjson::UNCLOSED_STRING;
+    if (control_) return simdjson::UNESCAPED_CHARS;
+    if ((first_ == '{' && last_ != '}') || (first_ == '[' && last_ != ']')) return simdjson::TAPE_ERROR;
+    return simdjson::SUCCESS;
+  }
+
+ private:
+  bool in_string_ = false, escaped_ = false, control_ = false;
+  char first_ = 0, last_ = 0;  // the first and last bytes that are not whitespace
+};
+
 class Pull {
  public:
   // `max_depth`: containers that may be open at once (the root counts).

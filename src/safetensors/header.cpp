@@ -287,7 +287,7 @@ Result<Header> Header::parse(const ByteSource& source, const ReadOptions& option
   HeaderJsonOptions json_options;
   json_options.reject_unknown_fields = options.reject_unknown_fields;
   json_options.max_depth = kMaxJsonDepth - 1;  // serde_json fails on reaching its limit
-  if (auto status = parse_safetensors_header_padded(text, static_cast<std::size_t>(n), json_options, storage->raw);
+  if (auto status = parse_safetensors_header_padded(text, static_cast<std::size_t>(n), json_options, source, storage->raw);
       !status.is_ok()) {
     Error e = std::move(status).error();
     if (!e.context().offset && e.context().tensor.empty()) e.with_offset(8);

@@ -1,6 +1,7 @@
 // The safetensors header schema on simdjson's DOM parser (full RFC 8259 validation, runtime-dispatched
 // SIMD kernels). What serde_json rejects in the reference, this rejects with the same kind; rules
 // stricter than the reference are recorded in strict_violation and reported later.
+#include <algorithm>
 #include <cstring>
 
 #include "json/dom.h"
@@ -30,10 +31,16 @@ class HeaderReader {
  public:
   HeaderReader(json::Pull& in, const HeaderJsonOptions& options, RawHeader& out) : in_(in), options_(options), out_(out) {}
 
-  Status document() {
-    if (in_.empty_document()) return syntax_error(simdjson::EMPTY);
+  // `first_stage()` gives the error simdjson would have found before this pass's, if any.
+  template <typename FirstStage>
+  Status document(FirstStage&& first_stage) {
+    auto syntax = [&](simdjson::error_code e) {
+      const simdjson::error_code earlier = first_stage();
+      return syntax_error(earlier != simdjson::SUCCESS ? earlier : e);
+    };
+    if (in_.empty_document()) return syntax(simdjson::EMPTY);
     bool root_is_object = in_.peek() == '{';
-    if (!(root_is_object ? top_level() : skip()) || !in_.at_end()) return syntax_error(in_.error());
+    if (!(root_is_object ? top_level() : skip()) || !in_.at_end()) return syntax(in_.error());
     if (!root_is_object) return bad_json("header must be a JSON object");
     if (in_.saw_negative_zero()) return bad_json("invalid JSON in header: -0 is not an unsigned integer");
     if (schema_error_) return std::move(*schema_error_);
@@ -338,7 +345,8 @@ class HeaderReader {
 
 }  // namespace
 
-Status parse_safetensors_header_padded(char* text, std::size_t n, const HeaderJsonOptions& options, RawHeader& out) {
+Status parse_safetensors_header_padded(char* text, std::size_t n, const HeaderJsonOptions& options,
+                                       const ByteSource& original, RawHeader& out) {
   if (!json::is_valid_utf8(std::string_view(text, n))) return Error(ErrorKind::InvalidHeader, "invalid UTF-8 in header");
   try {
     // Room for an entry per 48 bytes of text and three dimensions each (a real entry takes 90 bytes or
@@ -347,7 +355,17 @@ Status parse_safetensors_header_padded(char* text, std::size_t n, const HeaderJs
     out.entries.reserve(n / 48 + 16);
     out.dims.reserve((n / 48 + 16) * 3);
     json::Pull in(text, n, options.max_depth);
-    return HeaderReader(in, options, out).document();
+    auto first_stage = [&] {
+      json::QuoteScan scan;
+      char piece[64 * 1024];
+      for (std::size_t at = 0; at < n; at += sizeof piece) {
+        const std::size_t len = std::min(sizeof piece, n - at);
+        if (!original.read_at(8 + at, std::as_writable_bytes(std::span<char>(piece, len))).is_ok()) return simdjson::SUCCESS;
+        scan.feed(piece, len);
+      }
+      return scan.finish();
+    };
+    return HeaderReader(in, options, out).document(first_stage);
   } catch (const std::bad_alloc&) {
     return Error(ErrorKind::ResourceLimit, "out of memory reading a header of " + std::to_string(n) + " bytes");
   }

@@ -41,7 +41,10 @@ struct HeaderJsonOptions {
 // straight into `out`; `text` must have json::kJsonPadding writable bytes after it, and its strings are
 // unescaped in place (names and metadata in `out` view it). Errors: InvalidHeader (not UTF-8),
 // InvalidHeaderDeserialization (anything the reference's serde_json parse rejects), ResourceLimit.
-Status parse_safetensors_header_padded(char* text, std::size_t n, const HeaderJsonOptions& options, RawHeader& out);
+// `original` holds the same N bytes at offset 8 (the file): on a syntax error it is read again, in
+// pieces, for the errors simdjson finds before any other (an unclosed string, a control byte in one).
+Status parse_safetensors_header_padded(char* text, std::size_t n, const HeaderJsonOptions& options,
+                                       const ByteSource& original, RawHeader& out);
 
 // A `*.safetensors.index.json`: {"metadata": {...}, "weight_map": {"tensor": "file", ...}}.
 struct RawIndex {
