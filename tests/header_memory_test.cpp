@@ -17,22 +17,12 @@
 #include <string>
 
 #include "safeweights/safetensors.h"
+#include "test_util.h"
 
 namespace {
 
 namespace st = safeweights::safetensors;
 
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kAddressSanitizer = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-constexpr bool kAddressSanitizer = true;
-#else
-constexpr bool kAddressSanitizer = false;
-#endif
-#else
-constexpr bool kAddressSanitizer = false;
-#endif
 
 constexpr std::uint64_t kTarget = 98'000'000;  // header bytes, just under the reference's cap
 

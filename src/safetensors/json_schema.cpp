@@ -324,7 +324,7 @@ class HeaderReader {
     for (std::size_t k = 0; k < count; ++k) {
       const std::string_view key = key_of(k);
       const auto hash = json::hash_key(key, seed);
-      for (auto i = static_cast<std::size_t>((static_cast<unsigned __int128>(hash) * cap) >> 64);; i = i + 1 == cap ? 0 : i + 1) {
+      for (auto i = static_cast<std::size_t>((static_cast<__uint128_t>(hash) * cap) >> 64);; i = i + 1 == cap ? 0 : i + 1) {
         if (slots[i] == 0) {
           slots[i] = static_cast<std::uint32_t>(k + 1);
           break;
