@@ -27,19 +27,8 @@
 #include "safeweights/zip.h"
 #include "test_util.h"
 
-// Built with AddressSanitizer (the ASan CI tree): its SIGBUS handler reports and exits instead of the
-// process dying of the signal, and its shadow memory cannot live under a small RLIMIT_AS.
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kAddressSanitizer = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-constexpr bool kAddressSanitizer = true;
-#else
-constexpr bool kAddressSanitizer = false;
-#endif
-#else
-constexpr bool kAddressSanitizer = false;
-#endif
+// kAddressSanitizer (test_util.h): ASan's SIGBUS handler reports and exits instead of the process dying
+// of the signal, and its shadow memory cannot live under a small RLIMIT_AS.
 
 namespace {
 

@@ -31,6 +31,20 @@
 #include "safeweights/safetensors.h"
 #include "safeweights/source.h"
 
+// Whether this build runs under AddressSanitizer (the ASan CI tree), for tests whose figures or signals
+// it changes.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kAddressSanitizer = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr bool kAddressSanitizer = true;
+#else
+constexpr bool kAddressSanitizer = false;
+#endif
+#else
+constexpr bool kAddressSanitizer = false;
+#endif
+
 namespace swt {
 
 namespace fs = std::filesystem;

@@ -59,6 +59,49 @@ struct TensorInfo {
 
 using safeweights::MetadataEntries;  // tensor_file.h: one metadata type for every format
 
+// The `__metadata__` of a parsed Header: keys and values in file order, as views into the Header's own
+// copy of the header text (16 bytes per entry, no string of its own: 8M entries would otherwise cost a
+// gigabyte). Valid as long as the Header.
+class MetadataView {
+ public:
+  struct Entry {  // offsets and sizes in the header text (which is at most kMaxHeaderSize bytes)
+    std::uint32_t key_offset, key_size, value_offset, value_size;
+  };
+  using value_type = std::pair<std::string_view, std::string_view>;
+  class iterator {
+   public:
+    using value_type = MetadataView::value_type;
+    using difference_type = std::ptrdiff_t;
+    iterator() = default;
+    iterator(const char* text, const Entry* at) : text_(text), at_(at) {}
+    value_type operator*() const noexcept { return pair_of(text_, *at_); }
+    iterator& operator++() noexcept { return ++at_, *this; }
+    iterator operator++(int) noexcept { return iterator(text_, at_++); }
+    bool operator==(const iterator& o) const noexcept { return at_ == o.at_; }
+
+   private:
+    const char* text_ = nullptr;
+    const Entry* at_ = nullptr;
+  };
+
+  MetadataView() = default;
+  MetadataView(const char* text, std::span<const Entry> entries) : text_(text), entries_(entries) {}
+  std::size_t size() const noexcept { return entries_.size(); }
+  bool empty() const noexcept { return entries_.empty(); }
+  value_type operator[](std::size_t i) const noexcept { return pair_of(text_, entries_[i]); }
+  iterator begin() const noexcept { return iterator(text_, entries_.data()); }
+  iterator end() const noexcept { return iterator(text_, entries_.data() + entries_.size()); }
+  // An owned copy, for a caller that outlives the Header or needs MetadataEntries (e.g. a writer).
+  MetadataEntries entries() const;
+
+ private:
+  static value_type pair_of(const char* text, const Entry& e) noexcept {
+    return {std::string_view(text + e.key_offset, e.key_size), std::string_view(text + e.value_offset, e.value_size)};
+  }
+  const char* text_ = nullptr;
+  std::span<const Entry> entries_;
+};
+
 struct ReadOptions {
   // Reject fields other than dtype/shape/data_offsets inside a tensor entry. The reference ignores
   // them, so this is off by default; `safeweights validate --strict` turns it on.
@@ -89,7 +132,7 @@ class Header {
 
   // Whether `__metadata__` is present (and not null); its entries in file order.
   bool has_metadata() const noexcept { return has_metadata_; }
-  const MetadataEntries& metadata() const noexcept { return metadata_; }
+  MetadataView metadata() const noexcept { return MetadataView(text_, metadata_); }
   std::optional<std::string_view> metadata_value(std::string_view key) const noexcept;
 
  private:
@@ -98,13 +141,16 @@ class Header {
 
   std::uint64_t header_size_ = 0;
   std::uint64_t data_size_ = 0;
-  std::vector<TensorInfo> tensors_;
-  std::vector<char> names_;          // backing store of every TensorInfo::name
-  std::vector<std::uint64_t> dims_;  // backing store of every TensorInfo::shape
+  // Owns the header text (unescaped in place: the backing store of every TensorInfo::name and of the
+  // metadata's keys and values), the tensors, their shapes and the metadata entries, which the spans
+  // below view.
+  std::shared_ptr<const void> storage_;
+  const char* text_ = nullptr;
+  std::span<const TensorInfo> tensors_;
+  std::span<const MetadataView::Entry> metadata_;
   std::vector<std::uint64_t> index_;  // open addressing: hash tag << 32 | position in tensors_ + 1 (0: empty)
   std::uint64_t index_seed_ = 0;
   bool has_metadata_ = false;
-  MetadataEntries metadata_;
 };
 
 // A tensor's place in its source, and its bytes when the source is mapped.

@@ -1,5 +1,5 @@
-// The JSON parser behind every format's schema: simdjson's DOM, with the few helpers the schema readers
-// share. Internal. Only src/json and the schema files of the formats (src/<format>/*_json.cpp)
+// The JSON parser behind the formats' schemas (except the safetensors header, which json/pull.h reads in
+// one pass): simdjson's DOM, with the few helpers the schema readers share. Internal. Only src/json and the schema files of the formats (src/<format>/*_json.cpp)
 // include it, which keeps simdjson out of every other translation unit.
 #pragma once
 

@@ -7,9 +7,8 @@
 namespace safeweights::json {
 namespace {
 
-// simdjson needs SIMDJSON_PADDING readable bytes after the input, so the header is copied into a
-// padded buffer once (which also means a file changing under a mapping cannot change what we check).
-// Parsers are reused per thread for small documents (their buffers grow once); big ones get a
+// simdjson needs SIMDJSON_PADDING readable bytes after the input, so a document without padding is
+// copied into a padded buffer once. Parsers are reused per thread for small documents (their buffers grow once); big ones get a
 // parser of their own so a thread does not keep hundreds of megabytes around.
 constexpr std::size_t kReusableParserLimit = 16u << 20;
 
@@ -45,22 +44,6 @@ simdjson::error_code parse_document(std::string_view text, int max_depth, std::u
                                     element& root) {
   simdjson::padded_string copy(text.data(), text.size());
   return parse_padded(std::string_view(copy.data(), copy.size()), max_depth, own, root);
-}
-
-char* scratch_buffer(std::size_t n) {
-  thread_local std::unique_ptr<char[]> buffer;
-  thread_local std::size_t capacity = 0;
-  if (n > kReusableParserLimit) {
-    // Large headers are rare; do not keep their buffer alive in the thread.
-    thread_local std::unique_ptr<char[]> large;
-    large.reset(new char[n + kJsonPadding]);
-    return large.get();
-  }
-  if (capacity < n) {
-    capacity = std::max<std::size_t>(n, 64u << 10);
-    buffer.reset(new char[capacity + kJsonPadding]);
-  }
-  return buffer.get();
 }
 
 Status validate_json(std::string_view text, int max_depth) {

@@ -20,10 +20,6 @@ namespace safeweights::json {
 // must have this many readable bytes after the text.
 inline constexpr std::size_t kJsonPadding = 64;
 
-// A per-thread buffer of at least n + kJsonPadding bytes (reused across calls, so repeated parses do
-// not fault in fresh pages). Valid until the next call on the same thread.
-char* scratch_buffer(std::size_t n);
-
 // Whether `text` is one valid JSON document (strict RFC 8259, UTF-8, depth-limited). On failure, the
 // message says why.
 Status validate_json(std::string_view text, int max_depth = 1024);

@@ -23,7 +23,7 @@ class SafetensorsFile final : public TensorFile {
     const auto infos = reader_.header().tensors();
     entries_.reserve(infos.size());
     for (const TensorInfo& info : infos) entries_.push_back(reader_.entry(info));
-    if (reader_.header().has_metadata()) metadata_ = reader_.header().metadata();
+    if (reader_.header().has_metadata()) metadata_ = reader_.header().metadata().entries();
   }
   std::string_view format() const noexcept override { return "safetensors"; }
   const std::string& name() const noexcept override { return reader_.name(); }

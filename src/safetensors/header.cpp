@@ -1,10 +1,13 @@
 // Header::parse: the reference's rules in the reference's order, then ours.
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <cstring>
 
 #include "core/little_endian.h"
 #include "core/status_macros.h"
 #include "json/json_parse.h"
+#include "safetensors/header_memory.h"
 #include "safetensors/json_schema.h"
 #include "safeweights/safetensors.h"
 #include "safetensors/rules.h"
@@ -14,15 +17,47 @@ namespace safeweights::safetensors {
 std::uint64_t TensorInfo::num_elements() const noexcept { return safeweights::num_elements(shape); }
 
 namespace {
+constexpr std::size_t kLargeArray = std::size_t{1} << 20, kHugePage = std::size_t{2} << 20;
+std::size_t mapped_length(std::size_t bytes) { return (bytes + kHugePage - 1) & ~(kHugePage - 1); }
+}  // namespace
 
-// Open addressing with linear probing; capacity a power of two, at most half full. A slot holds the
+void* allocate_pages(std::size_t bytes) {
+  if (bytes < kLargeArray) return ::operator new(bytes);
+  // 2 MiB more than needed, trimmed so that the array starts on a huge-page boundary.
+  const std::size_t len = mapped_length(bytes);
+  void* raw = ::mmap(nullptr, len + kHugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (raw == MAP_FAILED) throw std::bad_alloc();
+  const auto start = reinterpret_cast<std::uintptr_t>(raw);
+  const auto aligned = (start + kHugePage - 1) & ~(kHugePage - 1);
+  if (aligned > start) ::munmap(raw, aligned - start);
+  if (const std::size_t tail = start + len + kHugePage - (aligned + len); tail > 0) {
+    ::munmap(reinterpret_cast<void*>(aligned + len), tail);
+  }
+#ifdef MADV_HUGEPAGE
+  ::madvise(reinterpret_cast<void*>(aligned), len, MADV_HUGEPAGE);
+#endif
+  return reinterpret_cast<void*>(aligned);
+}
+
+void free_pages(void* p, std::size_t bytes) noexcept {
+  if (bytes < kLargeArray) {
+    ::operator delete(p);
+  } else {
+    ::munmap(p, mapped_length(bytes));
+  }
+}
+
+namespace {
+
+// Open addressing with linear probing; capacity a power of two, at most two thirds full (a few
+// probes per lookup; for most counts half the pages of a half-full table). A slot holds the
 // upper 32 bits of the name's hash (a tag, so most mismatches never touch the name) and the position
 // + 1 (0: empty).
 class NameTable {
  public:
   NameTable(std::size_t count, std::uint64_t seed) : seed_(seed) {
     std::size_t cap = 16;
-    while (cap < count * 2) cap <<= 1;
+    while (cap < count + count / 2) cap <<= 1;
     slots_.assign(cap, 0);
   }
   std::uint64_t hash(std::string_view name) const noexcept { return json::hash_key(name, seed_); }
@@ -52,11 +87,19 @@ Error invalid(ErrorKind kind, std::string message) { return Error(kind, std::mov
 // Builds a Header from a parsed JSON document; friend of Header.
 class HeaderBuilder {
  public:
-  static Result<Header> build(const ByteSource& source, std::uint64_t n, RawHeader&& raw) {
+  // What a Header owns: the text and the arrays its spans view. Built in place, never moved.
+  struct Storage {
+    explicit Storage(PageBuffer t) : text(std::move(t)) {}
+    PageBuffer text;
+    RawHeader raw;
+    std::vector<TensorInfo, PageAllocator<TensorInfo>> in_offset_order;  // when the file's order is not
+  };
+
+  static Result<Header> build(const ByteSource& source, std::uint64_t n, std::shared_ptr<Storage> storage) {
     Header h;
     h.header_size_ = n;
-    h.names_ = std::move(raw.names);
-    h.dims_ = std::move(raw.dims);
+    h.text_ = storage->text.data();
+    RawHeader& raw = storage->raw;
     h.has_metadata_ = raw.has_metadata;
     h.index_seed_ = json::hash_seed();
 
@@ -135,10 +178,13 @@ class HeaderBuilder {
     // The entries already are the tensors (names and shapes point into the stores Header now owns); in
     // file order they move over whole, otherwise the kept ones are copied in offset order.
     if (in_file_order) {
-      h.tensors_ = std::move(raw.entries);
+      h.tensors_ = raw.entries;
     } else {
-      h.tensors_.reserve(kept);
-      for (std::uint32_t i : keep) h.tensors_.push_back(raw.entries[i]);
+      auto& ordered = storage->in_offset_order;
+      ordered.reserve(kept);
+      for (std::uint32_t i : keep) ordered.push_back(raw.entries[i]);
+      h.tensors_ = ordered;
+      raw.entries = {};  // not needed any more
     }
 
     // The data must end exactly at the end of the input: no truncation, no trailing (polyglot) bytes.
@@ -157,7 +203,8 @@ class HeaderBuilder {
     if (raw.strict_violation) return std::move(*raw.strict_violation);
     if (duplicate) return invalid(ErrorKind::DuplicateKey, "tensor name appears more than once").with_tensor(*duplicate);
 
-    h.metadata_ = std::move(raw.metadata);
+    h.metadata_ = raw.metadata;
+    h.storage_ = std::move(storage);
     // The table already maps every kept name to its entry; renumber entries to positions in tensors_
     // (nothing to do when they are in file order).
     h.index_ = table.release();
@@ -189,10 +236,17 @@ Header::~Header() = default;
 const TensorInfo* Header::find(std::string_view name) const noexcept { return HeaderBuilder::find(*this, name); }
 
 std::optional<std::string_view> Header::metadata_value(std::string_view key) const noexcept {
-  for (const auto& [k, v] : metadata_) {
-    if (k == key) return std::string_view(v);
+  for (const auto& [k, v] : metadata()) {
+    if (k == key) return v;
   }
   return std::nullopt;
+}
+
+MetadataEntries MetadataView::entries() const {
+  MetadataEntries out;
+  out.reserve(size());
+  for (const auto& [k, v] : *this) out.emplace_back(k, v);
+  return out;
 }
 
 Result<Header> Header::parse(const ByteSource& source, const ReadOptions& options) {
@@ -216,22 +270,30 @@ Result<Header> Header::parse(const ByteSource& source, const ReadOptions& option
   }
 
   // n <= 100 MB and n fits in the file, so this allocation is justified by the input. The bytes are
-  // copied once, into a padded buffer the JSON parser reads in place; checking a copy also means a
-  // file changing under a mapping cannot change what was validated.
-  char* text = json::scratch_buffer(static_cast<std::size_t>(n));
+  // copied once, into a padded buffer the JSON reader reads in place and the Header then keeps (names
+  // and metadata are views into it, unescaped in place); checking a copy also means a file changing
+  // under a mapping cannot change what was validated.
+  const std::size_t size = static_cast<std::size_t>(n) + json::kJsonPadding;
+  if (size > memory_budget()) return fail(allocate_uninitialized(size, "header").error());  // says why
+  std::shared_ptr<HeaderBuilder::Storage> storage;
+  try {
+    storage = std::make_shared<HeaderBuilder::Storage>(PageBuffer(size));
+  } catch (const std::bad_alloc&) {
+    return fail(Error(ErrorKind::ResourceLimit, "out of memory reading a header of " + std::to_string(n) + " bytes"));
+  }
+  char* text = storage->text.data();
   SW_RETURN_IF_ERROR(source.read_at(8, std::as_writable_bytes(std::span<char>(text, static_cast<std::size_t>(n)))));
 
-  RawHeader raw;
   HeaderJsonOptions json_options;
   json_options.reject_unknown_fields = options.reject_unknown_fields;
   json_options.max_depth = kMaxJsonDepth - 1;  // serde_json fails on reaching its limit
-  if (auto status = parse_safetensors_header_padded(std::string_view(text, static_cast<std::size_t>(n)), json_options, raw);
+  if (auto status = parse_safetensors_header_padded(text, static_cast<std::size_t>(n), json_options, source, storage->raw);
       !status.is_ok()) {
     Error e = std::move(status).error();
     if (!e.context().offset && e.context().tensor.empty()) e.with_offset(8);
     return fail(std::move(e));
   }
-  auto built = HeaderBuilder::build(source, n, std::move(raw));
+  auto built = HeaderBuilder::build(source, n, std::move(storage));
   if (!built.is_ok()) return fail(std::move(built).error());
   return built;
 }

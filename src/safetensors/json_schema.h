@@ -12,23 +12,21 @@
 #include "safeweights/error.h"
 #include "safeweights/safetensors.h"
 #include "safeweights/tensor_type.h"
+#include "safetensors/header_memory.h"
 
 namespace safeweights::safetensors {
 
 // A safetensors header as written, before the offset rules: every entry in file order (duplicate names
 // included). Each entry is already the TensorInfo the Header keeps, so no tensor is copied from one
-// form into another: names point into `names`, shapes into `dims`, and Header takes both vectors over
-// (moving a vector keeps its buffer).
+// form into another: names point into the header text (unescaped in place), shapes into `dims`, and
+// Header takes the text and both vectors over (moving a vector keeps its buffer).
 struct RawHeader {
-  std::vector<TensorInfo> entries;
-  // Reserved to the header's length before the first name: names are unescaped JSON strings of the
-  // header, so they never outgrow it and the buffer never moves.
-  std::vector<char> names;
+  std::vector<TensorInfo, PageAllocator<TensorInfo>> entries;
   // Reserved for three dimensions per entry; a header with more moves the buffer, and then the shapes
   // already read are rebased (read_shape).
-  std::vector<std::uint64_t> dims;
+  std::vector<std::uint64_t, PageAllocator<std::uint64_t>> dims;
   bool has_metadata = false;
-  std::vector<std::pair<std::string, std::string>> metadata;  // file order, duplicates included
+  std::vector<MetadataView::Entry, PageAllocator<MetadataView::Entry>> metadata;  // file order, duplicates included; views into the text
   // The first violation of a rule stricter than the reference (DuplicateKey inside an entry or the
   // metadata, NonCanonicalEntry, UnknownField). Reported only after every reference rule has passed.
   std::optional<Error> strict_violation;
@@ -39,10 +37,14 @@ struct HeaderJsonOptions {
   int max_depth = 128;
 };
 
-// Parses the N header bytes (already known to fit in the file), which sit in a buffer with
-// kJsonPadding readable bytes after them. Errors: InvalidHeader (not UTF-8),
-// InvalidHeaderDeserialization (anything the reference's serde_json parse rejects).
-Status parse_safetensors_header_padded(std::string_view header, const HeaderJsonOptions& options, RawHeader& out);
+// Parses the N header bytes at `text` (already known to fit in the file) in one pass, writing entries
+// straight into `out`; `text` must have json::kJsonPadding writable bytes after it, and its strings are
+// unescaped in place (names and metadata in `out` view it). Errors: InvalidHeader (not UTF-8),
+// InvalidHeaderDeserialization (anything the reference's serde_json parse rejects), ResourceLimit.
+// `original` holds the same N bytes at offset 8 (the file): on a syntax error it is read again, in
+// pieces, for the errors simdjson finds before any other (an unclosed string, a control byte in one).
+Status parse_safetensors_header_padded(char* text, std::size_t n, const HeaderJsonOptions& options,
+                                       const ByteSource& original, RawHeader& out);
 
 // A `*.safetensors.index.json`: {"metadata": {...}, "weight_map": {"tensor": "file", ...}}.
 struct RawIndex {
