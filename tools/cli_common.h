@@ -68,5 +68,6 @@ void add_sample_command(CLI::App& app, int& exit_code);
 void add_pack_command(CLI::App& app, int& exit_code);
 void add_unpack_command(CLI::App& app, int& exit_code);
 void add_convert_command(CLI::App& app, int& exit_code);
+void add_diff_command(CLI::App& app, int& exit_code);
 
 }  // namespace safeweights::cli

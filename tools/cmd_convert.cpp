@@ -1,11 +1,18 @@
-// safeweights convert IN.pt OUT.safetensors | FOLDER_WITH_BIN OUTFOLDER [--dedup] [--allow-unknown] [--key KEY]
+// safeweights convert IN OUT [--type T] [--threads N] [--entry NAME]
+//   IN: safetensors file or index, DDUF (--entry), GGUF, a Hugging Face folder, a PyTorch checkpoint;
+//   OUT's extension picks the format (.safetensors, .gguf). A folder of .bin shards -> OUTFOLDER, and
+//   .pt -> .safetensors [--dedup], keep the PyTorch converter's own path.
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <memory>
 
 #include "cli_common.h"
+#include "safeweights/convert.h"
 #include "safeweights/pytorch.h"
 
 namespace safeweights::cli {
@@ -14,26 +21,62 @@ namespace {
 struct ConvertCli {
   std::string input;
   std::string output;
+  std::string type;
+  unsigned threads = 0;
+  std::string entry;
   bool dedup = false;
   bool durable = false;
   std::string backend = "pread";
 };
 
-Status run(const ConvertCli& opt) {
+Status usage(std::string message) { return Error(ErrorKind::InvalidArgument, std::move(message)); }
+
+// --type: the names issue 11's contract lists, lower case.
+constexpr std::string_view kTypes[] = {"f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0",
+                                       "q5_1", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k"};
+
+std::optional<TensorType> parse_type(std::string_view name) {
+  for (const TensorTypeInfo& info : tensor_type_table()) {
+    std::string lower(info.name);
+    std::ranges::transform(lower, lower.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    if (lower == name && std::ranges::find(kTypes, name) != std::end(kTypes)) return info.type;
+  }
+  return std::nullopt;
+}
+
+std::function<void(std::size_t, std::uint64_t)> terminal_progress() {
+  if (!::isatty(STDERR_FILENO)) return {};
+  return [](std::size_t tensors, std::uint64_t bytes) {
+    std::fprintf(stderr, "\rconverted %zu tensors, %s", tensors, human_bytes(bytes).c_str());
+  };
+}
+
+// One line per tensor whose type was decided (changed, or kept against --type), then the totals by type.
+void print_summary(const ConvertReport& report, const std::string& output) {
+  std::map<std::string_view, std::size_t> by_type;
+  for (const ConvertedTensor& t : report.tensors) {
+    ++by_type[type_name(t.to)];
+    if (t.from == t.to && t.note.empty()) continue;
+    std::printf("%s: %s -> %s%s\n", printable(t.name).c_str(), std::string(type_name(t.from)).c_str(),
+                std::string(type_name(t.to)).c_str(), t.note.empty() ? "" : (" (" + t.note + ")").c_str());
+  }
+  std::string totals;
+  for (const auto& [name, count] : by_type) totals += (totals.empty() ? "" : ", ") + std::to_string(count) + " " + std::string(name);
+  std::printf("wrote %s: %zu tensors (%s), %s\n", printable(output).c_str(), report.tensors.size(), totals.c_str(),
+              human_bytes(report.bytes_written).c_str());
+}
+
+// The PyTorch converter's own paths: a folder of .bin shards, and .pt -> .safetensors (--dedup).
+Status run_pytorch(const ConvertCli& opt, bool folder) {
   pytorch::ConvertOptions options;
   options.dedup = opt.dedup;
   options.durable = opt.durable;
   options.read.allow_unknown = checkpoint_cli().allow_unknown;
   options.read.key = checkpoint_cli().key;
   options.read.backend = parse_backend(opt.backend);
-  if (::isatty(STDERR_FILENO)) {
-    options.progress = [](std::size_t tensors, std::uint64_t bytes) {
-      std::fprintf(stderr, "\rconverted %zu tensors, %s", tensors, human_bytes(bytes).c_str());
-    };
-  }
-  std::error_code ec;
+  options.progress = terminal_progress();
   Status s;
-  if (std::filesystem::is_directory(opt.input, ec)) {
+  if (folder) {
     auto files = pytorch::convert_folder(opt.input, opt.output, options);
     s = files.status();
     if (files.is_ok())
@@ -45,14 +88,59 @@ Status run(const ConvertCli& opt) {
   return s;
 }
 
+bool is_bin_folder(const std::string& path) {
+  std::error_code ec;
+  return std::filesystem::exists(path + "/pytorch_model.bin", ec) || std::filesystem::exists(path + "/pytorch_model.bin.index.json", ec);
+}
+
+Status run(const ConvertCli& opt) {
+  ConvertOptions options;
+  if (!opt.type.empty()) {
+    options.type = parse_type(opt.type);
+    if (!options.type) return usage("--type " + opt.type + ": expected f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k or q6_k");
+  }
+  std::error_code ec;
+  const bool folder = std::filesystem::is_directory(opt.input, ec);
+  if (folder && is_bin_folder(opt.input)) {
+    if (options.type) return usage("--type is for single-file outputs; a folder of .bin shards converts to safetensors shards as they are");
+    return run_pytorch(opt, true);
+  }
+  const FormatOptions input = input_options(opt.backend);
+  if (!folder) {
+    auto format = detect_format(opt.input, input);
+    if (!format.is_ok()) return std::move(format).status();
+    if ((*format)->name() == "pytorch" && opt.output.ends_with(".safetensors") && !options.type) return run_pytorch(opt, false);
+  }
+  if (opt.dedup) return usage("--dedup is for PyTorch checkpoint -> .safetensors without --type");
+  options.threads = opt.threads;
+  options.durable = opt.durable;
+  options.progress = terminal_progress();
+  auto file = open_tensors(opt.input, opt.entry, input);
+  if (!file.is_ok()) return std::move(file).status();
+  auto report = convert(**file, opt.output, options);
+  if (options.progress) std::fprintf(stderr, "\n");
+  if (!report.is_ok()) return std::move(report).status();
+  print_summary(*report, opt.output);
+  return Status::ok();
+}
+
 }  // namespace
 
 void add_convert_command(CLI::App& app, int& exit_code) {
   auto opt = std::make_shared<ConvertCli>();
-  CLI::App* cmd = app.add_subcommand("convert", "Convert a PyTorch checkpoint (.pt/.pth/.bin/.ckpt) to safetensors without running its pickle");
-  cmd->add_option("INPUT", opt->input, "a torch.save file (ZIP or legacy format), or a folder with pytorch_model.bin or its shards and index")->required();
-  cmd->add_option("OUTPUT", opt->output, "the .safetensors file to write (atomically), or the output folder for a folder input")->required();
-  cmd->add_flag("--dedup", opt->dedup, "write one copy of tensors that share storage; the others become aliases in __metadata__");
+  CLI::App* cmd = app.add_subcommand(
+      "convert", "Convert between safetensors, GGUF, DDUF entries, Hugging Face folders and PyTorch checkpoints, optionally changing the type");
+  cmd->add_option("INPUT", opt->input,
+                  "a safetensors file or index, a DDUF file (with --entry), a GGUF file, a Hugging Face model folder, or a PyTorch "
+                  "checkpoint (a folder of pytorch_model*.bin converts to a folder of safetensors shards)")
+      ->required();
+  cmd->add_option("OUTPUT", opt->output, "the file to write, atomically: .gguf or .safetensors (a folder for a folder of .bin shards)")->required();
+  cmd->add_option("--type", opt->type,
+                  "f32|f16|bf16|q8_0|q4_0|q4_1|q5_0|q5_1|q2_k|q3_k|q4_k|q5_k|q6_k: as llama.cpp, 1-D tensors stay F32, rows that are "
+                  "not whole blocks fall back to a type that fits, integers are kept");
+  cmd->add_option("--threads", opt->threads, "threads that quantize (default: every core, at most 8)");
+  cmd->add_option("--entry", opt->entry, "DDUF input: the .safetensors entry to convert");
+  cmd->add_flag("--dedup", opt->dedup, "PyTorch -> safetensors: write one copy of tensors that share storage; the others become aliases in __metadata__");
   add_checkpoint_options(cmd);
   cmd->add_flag("--durable", opt->durable, "fsync the output before renaming it into place");
   cmd->add_option("--backend", opt->backend, "how the input is read: pread (default: chunks through one buffer) or mmap")

@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
   safeweights::cli::add_pack_command(app, exit_code);
   safeweights::cli::add_unpack_command(app, exit_code);
   safeweights::cli::add_convert_command(app, exit_code);
+  safeweights::cli::add_diff_command(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

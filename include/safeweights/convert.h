@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "safeweights/error.h"
+#include "safeweights/format.h"
 #include "safeweights/gguf.h"
 #include "safeweights/tensor_file.h"
 #include "safeweights/tensor_type.h"
@@ -37,6 +38,7 @@ struct ConvertOptions {
   unsigned threads = 0;                      // 0: every core
   std::vector<ConvertTensor> tensors;        // empty: every input tensor, same name, file order
   std::vector<gguf::KeyValue> gguf_kv;       // metadata of a GGUF output (beyond what convert() adds)
+  bool carry_metadata = true;                // the input's metadata into the output (docs/GGUF.md, "Conversion")
   bool durable = false;                      // fsync before the rename
   std::function<void(std::size_t tensors_done, std::uint64_t bytes_done)> progress;
 };
@@ -55,5 +57,29 @@ struct ConvertReport {
 };
 
 Result<ConvertReport> convert(const TensorFile& input, const std::string& output_path, const ConvertOptions& options = {});
+
+// How two tensors of the same element count differ, value by value, after each is decoded to float64
+// (block and half types through dequantize(), so as ggml's dequantizers compute them; integers, BOOL
+// and F64 exactly). Positions where either value is NaN or infinite count as equal when both are the
+// same (both NaN, or the same infinity) and as a non-finite mismatch otherwise; they are left out of
+// the sums. cosine is 1 when both tensors are all zeros, 0 when one of them is.
+struct TensorDiff {
+  std::uint64_t elements = 0;
+  double max_abs = 0;  // max |a - b|
+  double rmse = 0;     // sqrt(mean((a - b)^2)) over the finite positions
+  double cosine = 1;   // a.b / (|a| |b|)
+  std::uint64_t nonfinite_mismatches = 0;
+  bool identical() const noexcept { return max_abs == 0 && nonfinite_mismatches == 0; }
+};
+
+// Streams both tensors in pieces (bounded memory whatever their size). InvalidArgument when the element
+// counts differ; NotSupported for a type that cannot be decoded.
+Result<TensorDiff> compare_tensors(const TensorEntry& a, const TensorEntry& b);
+
+// Opens what convert() and diff read, through the format registry: a file of any registered format
+// (for a DDUF archive, its .safetensors member `entry`), or a Hugging Face model folder
+// (model.safetensors.index.json, else model.safetensors). FileNotFound for a folder with neither.
+Result<std::unique_ptr<TensorFile>> open_tensors(const std::string& path, const std::string& entry = {},
+                                                 const FormatOptions& options = {});
 
 }  // namespace safeweights

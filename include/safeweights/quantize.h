@@ -6,10 +6,20 @@
 // at a time: a row's length is the innermost dimension, a multiple of the block). F32 is accepted both
 // ways (a copy), so a converter can treat every float type the same.
 //
-// Exactness: the output bytes of quantize() for Q4_0, Q4_1, Q5_0, Q5_1 and Q8_0 are those of ggml's
-// reference quantizers, and for the K-quants those of llama.cpp's quantizer without an importance
-// matrix; dequantize() matches ggml's dequantizers bit for bit. can_quantize()/can_dequantize() say
-// which types are supported; any other type gets NotSupported naming it.
+// Supported: quantize() and dequantize() for F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1, Q2_K,
+// Q3_K, Q4_K, Q5_K, Q6_K and Q8_K; dequantize() only for IQ4_NL, IQ4_XS, TQ1_0, TQ2_0 and MXFP4.
+// can_quantize()/can_dequantize() say exactly that; any other type gets NotSupported naming it.
+//
+// Exactness: the output bytes of quantize() are those of ggml's reference quantizers (Q4_0 ... Q8_1,
+// Q8_K, F16, BF16), and for Q2_K ... Q6_K those of llama.cpp's quantizer without an importance
+// matrix; dequantize() matches ggml's dequantizers bit for bit (Q8_1, which ggml never dequantizes,
+// reads as q x d like Q8_0). This holds for every input, NaN and infinities included, but one corner:
+// in a block holding NaNs of different payloads, which NaN an operation on two of them returns is not
+// fixed by C (it follows the operand order a compiler picks), so there the K-quants' bytes can differ
+// from a given ggml build. docs/GGUF.md ("Quantization") has the evidence: tests against ggml and gguf-py.
+//
+// Rows: each call converts whole blocks and allocates nothing; it does not poll cancellation (a row
+// is short), callers do between rows.
 //
 // Thread safety: pure functions of their arguments; call them from any thread on disjoint outputs.
 #pragma once

@@ -1,36 +1,101 @@
-// Element conversion to and from F32 (include/safeweights/quantize.h). Placeholder until the
-// converters land: only F32 is supported.
+// Element conversion to and from F32 (include/safeweights/quantize.h): argument checks, the choice of
+// row codec, and the codecs of the plain float types.
 #include "safeweights/quantize.h"
 
 #include <cstring>
 #include <string>
 
+#include "quant/codecs.h"
+
 namespace safeweights {
 
-bool can_quantize(TensorType type) noexcept { return type == TensorType::F32; }
-bool can_dequantize(TensorType type) noexcept { return type == TensorType::F32; }
+namespace quant {
+namespace {
+
+void quantize_f32(const float* src, std::byte* dst, std::size_t n) {
+  if (n != 0) std::memcpy(dst, src, n * sizeof(float));
+}
+void dequantize_f32(const std::byte* src, float* dst, std::size_t n) {
+  if (n != 0) std::memcpy(dst, src, n * sizeof(float));
+}
+void quantize_f16(const float* src, std::byte* dst, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) store_f16(dst + 2 * i, src[i]);
+}
+void dequantize_f16(const std::byte* src, float* dst, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) dst[i] = load_f16(src + 2 * i);
+}
+void quantize_bf16(const float* src, std::byte* dst, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) store_u16(dst + 2 * i, f32_to_bf16(src[i]));
+}
+void dequantize_bf16(const std::byte* src, float* dst, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(load_u16(src + 2 * i));
+}
+
+}  // namespace
+
+Codec float_codec(TensorType type) noexcept {
+  switch (type) {
+    case TensorType::F32: return {quantize_f32, dequantize_f32};
+    case TensorType::F16: return {quantize_f16, dequantize_f16};
+    case TensorType::BF16: return {quantize_bf16, dequantize_bf16};
+    default: return {};
+  }
+}
+
+}  // namespace quant
 
 namespace {
+
+quant::Codec codec(TensorType type) noexcept {
+  for (auto family : {quant::float_codec, quant::legacy_codec, quant::k_codec, quant::other_codec}) {
+    const quant::Codec c = family(type);
+    if (c.quantize != nullptr || c.dequantize != nullptr) return c;
+  }
+  return {};
+}
+
 Status unsupported(TensorType type, const char* what) {
   return Error(ErrorKind::NotSupported, std::string(what) + " " + std::string(type_name(type)) + " is not supported");
 }
-Status copy_f32(std::span<const std::byte> src, std::span<std::byte> dst) {
-  if (src.size() != dst.size())
-    return Error(ErrorKind::InvalidArgument, "F32 conversion: " + std::to_string(src.size()) + " bytes in, " +
-                                                 std::to_string(dst.size()) + " bytes out");
-  if (!src.empty()) std::memcpy(dst.data(), src.data(), src.size());
-  return Status::ok();
+
+// The number of blocks (elements for a plain type) in `elements` values of `type`, after checking that
+// `bytes` is exactly their size.
+Result<std::size_t> blocks_of(TensorType type, std::size_t elements, std::size_t bytes, const char* what) {
+  const TensorTypeInfo& info = type_info(type);
+  const std::uint64_t shape[1] = {elements};
+  auto need = tensor_nbytes(type, shape);
+  if (!need.is_ok())
+    return Error(ErrorKind::InvalidArgument, std::string(what) + " " + std::string(info.name) + ": " +
+                                                 std::to_string(elements) + " elements are not whole blocks of " +
+                                                 std::to_string(info.block_elements));
+  if (need.value() != bytes)
+    return Error(ErrorKind::InvalidArgument, std::string(what) + " " + std::string(info.name) + ": " +
+                                                 std::to_string(elements) + " elements take " +
+                                                 std::to_string(need.value()) + " bytes, not " + std::to_string(bytes));
+  return elements / info.block_elements;
 }
+
 }  // namespace
 
+bool can_quantize(TensorType type) noexcept { return codec(type).quantize != nullptr; }
+bool can_dequantize(TensorType type) noexcept { return codec(type).dequantize != nullptr; }
+
 Status quantize(TensorType type, std::span<const float> src, std::span<std::byte> dst) {
-  if (type != TensorType::F32) return unsupported(type, "quantizing to");
-  return copy_f32(std::as_bytes(src), dst);
+  const quant::Codec c = codec(type);
+  if (c.quantize == nullptr) return unsupported(type, "quantizing to");
+  auto blocks = blocks_of(type, src.size(), dst.size(), "quantizing to");
+  if (!blocks.is_ok()) return std::move(blocks).error();
+  c.quantize(src.data(), dst.data(), blocks.value());
+  return Status::ok();
 }
 
 Status dequantize(TensorType type, std::span<const std::byte> src, std::span<float> dst) {
-  if (type != TensorType::F32) return unsupported(type, "dequantizing");
-  return copy_f32(src, std::as_writable_bytes(dst));
+  const quant::Codec c = codec(type);
+  if (c.dequantize == nullptr) return unsupported(type, "dequantizing");
+  auto blocks = blocks_of(type, dst.size(), src.size(), "dequantizing");
+  if (!blocks.is_ok()) return std::move(blocks).error();
+  c.dequantize(src.data(), dst.data(), blocks.value());
+  return Status::ok();
 }
 
 }  // namespace safeweights

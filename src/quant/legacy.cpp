@@ -1,0 +1,206 @@
+// ggml's first block types: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1 (32 elements a block). The quantizers
+// follow ggml's reference quantizers (quantize_row_*_ref) step for step, in the same float operations
+// in the same order, so that they give its bytes on any input; the dequantizers compute q*d (+ m) as
+// ggml's do.
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+
+#include "quant/codecs.h"
+
+namespace safeweights::quant {
+namespace {
+
+constexpr std::size_t kBlock = 32;
+
+// The float -> 8-bit integer conversions ggml's C code writes ((int8_t)f, (uint8_t)f, an int8_t
+// assigned a float) as x86-64 compilers emit them: truncate to int32 (NaN and values out of range give
+// INT32_MIN, cvttss2si's "integer indefinite") and keep the low byte. Only NaN or infinite input reaches
+// the out-of-range case.
+inline std::uint8_t low_byte(float f) noexcept {
+  const bool in_range = f >= -2147483648.0f && f < 2147483648.0f;
+  const std::int32_t i = in_range ? static_cast<std::int32_t>(f) : std::numeric_limits<std::int32_t>::min();
+  return static_cast<std::uint8_t>(static_cast<std::uint32_t>(i) & 0xffu);
+}
+// MIN(top, (int8_t)f) stored in a uint8_t.
+inline std::uint8_t capped(float f, int top) noexcept {
+  const int v = static_cast<std::int8_t>(low_byte(f));
+  return static_cast<std::uint8_t>(v < top ? v : top);
+}
+
+// The value of largest magnitude (its sign kept), the first one met on ties; NaN never wins.
+float signed_absmax(const float* x) noexcept {
+  float amax = 0.0f, max = 0.0f;
+  for (std::size_t j = 0; j < kBlock; ++j) {
+    if (amax < std::fabs(x[j])) {
+      amax = std::fabs(x[j]);
+      max = x[j];
+    }
+  }
+  return max;
+}
+
+// Minimum and maximum as ggml takes them (NaN never wins; an all-NaN block keeps FLT_MAX / -FLT_MAX).
+void min_max(const float* x, float& min, float& max) noexcept {
+  min = std::numeric_limits<float>::max();
+  max = -std::numeric_limits<float>::max();
+  for (std::size_t j = 0; j < kBlock; ++j) {
+    if (x[j] < min) min = x[j];
+    if (x[j] > max) max = x[j];
+  }
+}
+
+// ggml's MAX(a, b) is (a > b ? a : b): a NaN in x is taken and forgotten again at the next number.
+float absmax_ggml(const float* x) noexcept {
+  float amax = 0.0f;
+  for (std::size_t j = 0; j < kBlock; ++j) {
+    const float a = std::fabs(x[j]);
+    amax = amax > a ? amax : a;
+  }
+  return amax;
+}
+
+inline float inverse(float d) noexcept { return d != 0.0f ? 1.0f / d : 0.0f; }
+
+// Symmetric 4 and 5 bits: d = signed max / -2^(bits-1), q = x/d + offset, nibble pairs (j, j+16).
+template <int Bits>
+void quantize_symmetric(const float* src, std::byte* dst, std::size_t blocks) {
+  constexpr int kOffset = 1 << (Bits - 1);
+  constexpr std::size_t kQs = Bits == 4 ? 2 : 6;  // where the nibbles start (Q5_0 puts qh first)
+  for (std::size_t b = 0; b < blocks; ++b, src += kBlock) {
+    std::byte* out = dst + b * (kQs + 16);
+    const float d = signed_absmax(src) / static_cast<float>(-kOffset);
+    const float id = inverse(d);
+    store_f16(out, d);
+    std::uint32_t qh = 0;
+    for (std::size_t j = 0; j < 16; ++j) {
+      const std::uint8_t lo = capped(src[j] * id + (static_cast<float>(kOffset) + 0.5f), 2 * kOffset - 1);
+      const std::uint8_t hi = capped(src[j + 16] * id + (static_cast<float>(kOffset) + 0.5f), 2 * kOffset - 1);
+      if constexpr (Bits == 4) {
+        out[kQs + j] = static_cast<std::byte>(lo | (hi << 4));  // as ggml: lo's high bits are not masked
+      } else {
+        out[kQs + j] = static_cast<std::byte>((lo & 0xfu) | ((hi & 0xfu) << 4));
+        qh |= ((lo & 0x10u) >> 4) << j;
+        qh |= ((hi & 0x10u) >> 4) << (j + 16);
+      }
+    }
+    if constexpr (Bits == 5)
+      for (int i = 0; i < 4; ++i) out[2 + i] = static_cast<std::byte>((qh >> (8 * i)) & 0xffu);
+  }
+}
+
+// With a minimum: d = (max - min) / (2^bits - 1), q = (x - min)/d rounded half up.
+template <int Bits>
+void quantize_affine(const float* src, std::byte* dst, std::size_t blocks) {
+  constexpr int kTop = (1 << Bits) - 1;
+  constexpr std::size_t kQs = Bits == 4 ? 4 : 8;
+  for (std::size_t b = 0; b < blocks; ++b, src += kBlock) {
+    std::byte* out = dst + b * (kQs + 16);
+    float min, max;
+    min_max(src, min, max);
+    const float d = (max - min) / static_cast<float>(kTop);
+    const float id = inverse(d);
+    store_f16(out, d);
+    store_f16(out + 2, min);
+    std::uint32_t qh = 0;
+    for (std::size_t j = 0; j < 16; ++j) {
+      const float x0 = (src[j] - min) * id;
+      const float x1 = (src[j + 16] - min) * id;
+      if constexpr (Bits == 4) {
+        const std::uint8_t lo = capped(x0 + 0.5f, kTop), hi = capped(x1 + 0.5f, kTop);
+        out[kQs + j] = static_cast<std::byte>(lo | (hi << 4));
+      } else {  // ggml does not cap Q5_1's values
+        const std::uint8_t lo = low_byte(x0 + 0.5f), hi = low_byte(x1 + 0.5f);
+        out[kQs + j] = static_cast<std::byte>((lo & 0xfu) | ((hi & 0xfu) << 4));
+        qh |= ((lo & 0x10u) >> 4) << j;
+        qh |= ((hi & 0x10u) >> 4) << (j + 16);
+      }
+    }
+    if constexpr (Bits == 5)
+      for (int i = 0; i < 4; ++i) out[4 + i] = static_cast<std::byte>((qh >> (8 * i)) & 0xffu);
+  }
+}
+
+// 8 bits: d = absmax / 127, q = round(x/d) (half away from zero). Q8_1 also stores sum(q) x d.
+template <bool WithSum>
+void quantize_q8(const float* src, std::byte* dst, std::size_t blocks) {
+  constexpr std::size_t kQs = WithSum ? 4 : 2;
+  for (std::size_t b = 0; b < blocks; ++b, src += kBlock) {
+    std::byte* out = dst + b * (kQs + kBlock);
+    const float d = absmax_ggml(src) / 127.0f;
+    const float id = inverse(d);
+    store_f16(out, d);
+    int sum = 0;
+    for (std::size_t j = 0; j < kBlock; ++j) {
+      const std::uint8_t q = low_byte(std::round(src[j] * id));
+      out[kQs + j] = static_cast<std::byte>(q);
+      sum += static_cast<std::int8_t>(q);
+    }
+    if constexpr (WithSum) store_f16(out + 2, static_cast<float>(sum) * d);
+  }
+}
+
+// The 32 unsigned codes of a 4- or 5-bit block: nibbles (j, j+16), the fifth bits from qh.
+template <int Bits>
+void codes(const std::byte* qs, const std::byte* qh_bytes, int* q) noexcept {
+  std::uint32_t qh = 0;
+  if constexpr (Bits == 5)
+    for (int i = 0; i < 4; ++i) qh |= static_cast<std::uint32_t>(load_u8(qh_bytes + i)) << (8 * i);
+  for (std::size_t j = 0; j < 16; ++j) {
+    const unsigned byte = load_u8(qs + j);
+    q[j] = static_cast<int>((byte & 0xfu) | (((qh >> j) & 1u) << 4));
+    q[j + 16] = static_cast<int>((byte >> 4) | (((qh >> (j + 16)) & 1u) << 4));
+  }
+}
+
+template <int Bits>
+void dequantize_symmetric(const std::byte* src, float* dst, std::size_t blocks) {
+  constexpr std::size_t kQs = Bits == 4 ? 2 : 6;
+  constexpr int kOffset = 1 << (Bits - 1);
+  for (std::size_t b = 0; b < blocks; ++b, dst += kBlock) {
+    const std::byte* in = src + b * (kQs + 16);
+    const float d = load_f16(in);
+    int q[kBlock];
+    codes<Bits>(in + kQs, in + 2, q);
+    for (std::size_t j = 0; j < kBlock; ++j) dst[j] = static_cast<float>(q[j] - kOffset) * d;
+  }
+}
+
+template <int Bits>
+void dequantize_affine(const std::byte* src, float* dst, std::size_t blocks) {
+  constexpr std::size_t kQs = Bits == 4 ? 4 : 8;
+  for (std::size_t b = 0; b < blocks; ++b, dst += kBlock) {
+    const std::byte* in = src + b * (kQs + 16);
+    const float d = load_f16(in), m = load_f16(in + 2);
+    int q[kBlock];
+    codes<Bits>(in + kQs, in + 4, q);
+    for (std::size_t j = 0; j < kBlock; ++j) dst[j] = static_cast<float>(q[j]) * d + m;
+  }
+}
+
+template <bool WithSum>
+void dequantize_q8(const std::byte* src, float* dst, std::size_t blocks) {
+  constexpr std::size_t kQs = WithSum ? 4 : 2;
+  for (std::size_t b = 0; b < blocks; ++b, dst += kBlock) {
+    const std::byte* in = src + b * (kQs + kBlock);
+    const float d = load_f16(in);
+    for (std::size_t j = 0; j < kBlock; ++j) dst[j] = static_cast<float>(load_i8(in + kQs + j)) * d;
+  }
+}
+
+}  // namespace
+
+Codec legacy_codec(TensorType type) noexcept {
+  switch (type) {
+    case TensorType::Q4_0: return {quantize_symmetric<4>, dequantize_symmetric<4>};
+    case TensorType::Q5_0: return {quantize_symmetric<5>, dequantize_symmetric<5>};
+    case TensorType::Q4_1: return {quantize_affine<4>, dequantize_affine<4>};
+    case TensorType::Q5_1: return {quantize_affine<5>, dequantize_affine<5>};
+    case TensorType::Q8_0: return {quantize_q8<false>, dequantize_q8<false>};
+    case TensorType::Q8_1: return {quantize_q8<true>, dequantize_q8<true>};
+    default: return {};
+  }
+}
+
+}  // namespace safeweights::quant

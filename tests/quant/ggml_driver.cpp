@@ -1,0 +1,181 @@
+// Compares safeweights' quantize()/dequantize() with ggml's own code, byte for byte, on random and edge
+// inputs, for every type both support. Built and run by ggml_differential.sh against a llama.cpp
+// checkout (ggml-base only); prints one table row a type and exits 1 on any difference.
+//
+// ggml's side is what llama.cpp's quantizer calls: ggml_quantize_chunk() without an importance matrix
+// (from_float_ref for Q8_1, the row functions for Q8_K, which it does not list), and the type's to_float for dequantizing.
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "ggml.h"
+#include "safeweights/quantize.h"
+
+// Q8_K is not in ggml's traits table (it is an intermediate type): its row functions, by name.
+extern "C" void quantize_row_q8_K_ref(const float* x, void* y, int64_t k);
+extern "C" void dequantize_row_q8_K(const void* x, float* y, int64_t k);
+
+namespace {
+
+using safeweights::TensorType;
+
+struct Pair {
+  TensorType ours;
+  ggml_type theirs;
+};
+
+const Pair kTypes[] = {
+    {TensorType::F16, GGML_TYPE_F16},       {TensorType::BF16, GGML_TYPE_BF16},     {TensorType::Q4_0, GGML_TYPE_Q4_0},
+    {TensorType::Q4_1, GGML_TYPE_Q4_1},     {TensorType::Q5_0, GGML_TYPE_Q5_0},     {TensorType::Q5_1, GGML_TYPE_Q5_1},
+    {TensorType::Q8_0, GGML_TYPE_Q8_0},     {TensorType::Q8_1, GGML_TYPE_Q8_1},     {TensorType::Q2_K, GGML_TYPE_Q2_K},
+    {TensorType::Q3_K, GGML_TYPE_Q3_K},     {TensorType::Q4_K, GGML_TYPE_Q4_K},     {TensorType::Q5_K, GGML_TYPE_Q5_K},
+    {TensorType::Q6_K, GGML_TYPE_Q6_K},     {TensorType::Q8_K, GGML_TYPE_Q8_K},     {TensorType::IQ4_NL, GGML_TYPE_IQ4_NL},
+    {TensorType::IQ4_XS, GGML_TYPE_IQ4_XS}, {TensorType::TQ1_0, GGML_TYPE_TQ1_0},   {TensorType::TQ2_0, GGML_TYPE_TQ2_0},
+};
+
+constexpr std::size_t kRow = 1024;  // a multiple of every block
+
+// Rows of inputs: random distributions at many magnitudes, and edge rows (zeros, one value, NaN, Inf,
+// float32 extremes, subnormals, exact rounding ties).
+std::vector<std::vector<float>> input_rows(std::mt19937& rng) {
+  std::vector<std::vector<float>> rows;
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  const float scales[] = {1.0f, 1e-3f, 1e-6f, 1e-8f, 1e-30f, 1e-40f, 3.0f, 100.0f, 6e4f, 7e4f, 1e10f, 1e30f, 3e38f};
+  for (float scale : scales) {
+    for (int rep = 0; rep < 4; ++rep) {
+      std::vector<float> row(kRow);
+      for (auto& v : row) v = (rep % 2 ? uniform(rng) : normal(rng)) * scale;
+      if (rep == 3) for (auto& v : row) v = std::fabs(v) + scale;  // all positive: the min is not 0
+      rows.push_back(row);
+    }
+  }
+  {  // heavy tails
+    std::vector<float> row(kRow);
+    for (auto& v : row) v = normal(rng) * std::exp(2.0f * normal(rng));
+    rows.push_back(row);
+  }
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  const float specials[] = {0.0f, -0.0f, 1.0f, -1.0f, nan, -nan, inf, -inf, std::numeric_limits<float>::max(),
+                            -std::numeric_limits<float>::max(), std::numeric_limits<float>::denorm_min(), 1e-45f,
+                            65504.0f, 65520.0f, 0x1p-24f, 0x1p-25f, 5.0f, 0.5f};
+  for (float s : specials) {
+    rows.push_back(std::vector<float>(kRow, s));  // a constant row
+    std::vector<float> row(kRow);
+    for (auto& v : row) v = normal(rng);
+    for (std::size_t i = 0; i < kRow; i += 37) row[i] = s;  // sprinkled into random values
+    rows.push_back(row);
+    std::vector<float> lone(kRow, 0.0f);
+    for (std::size_t i = 3; i < kRow; i += 97) lone[i] = s;  // alone among zeros
+    rows.push_back(lone);
+  }
+  for (int steps : {7, 8, 15, 16, 31, 127, 255}) {  // values on a grid: rounding ties everywhere
+    std::vector<float> row(kRow);
+    std::uniform_int_distribution<int> k(-2 * steps, 2 * steps);
+    for (auto& v : row) v = static_cast<float>(k(rng)) * 0.5f / static_cast<float>(steps);
+    rows.push_back(row);
+  }
+  // Random float32 bit patterns: every exponent, infinities, and NaN as the default quiet NaN of either
+  // sign (a NaN's payload is not compared: where two NaNs meet in one operation, which payload the
+  // result carries depends on the compiler's operand order, so ggml builds differ among themselves).
+  for (int rep = 0; rep < 32; ++rep) {
+    std::vector<float> row(kRow);
+    for (auto& v : row) {
+      const auto bits = static_cast<std::uint32_t>(rng());
+      v = std::isnan(std::bit_cast<float>(bits)) ? std::bit_cast<float>((bits & 0x80000000u) | 0x7fc00000u)
+                                                 : std::bit_cast<float>(bits);
+    }
+    rows.push_back(row);
+  }
+  return rows;
+}
+
+bool ggml_quantizes(ggml_type t) { return t != GGML_TYPE_IQ4_NL && t != GGML_TYPE_IQ4_XS && t != GGML_TYPE_TQ1_0 && t != GGML_TYPE_TQ2_0; }
+
+void ggml_quantize(ggml_type t, const float* src, void* dst, std::size_t n) {
+  if (t == GGML_TYPE_Q8_K)
+    quantize_row_q8_K_ref(src, dst, static_cast<int64_t>(n));
+  else if (t == GGML_TYPE_Q8_1)
+    ggml_get_type_traits(t)->from_float_ref(src, dst, static_cast<int64_t>(n));
+  else
+    ggml_quantize_chunk(t, src, dst, 0, 1, static_cast<int64_t>(n), nullptr);
+}
+
+void ggml_dequantize(ggml_type t, const void* src, float* dst, std::size_t n) {
+  if (t == GGML_TYPE_Q8_K)
+    dequantize_row_q8_K(src, dst, static_cast<int64_t>(n));
+  else if (t == GGML_TYPE_Q8_1) {  // ggml has no Q8_1 dequantizer: the value is q x d, as for Q8_0
+    const auto* b = static_cast<const std::uint8_t*>(src);
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::uint8_t* block = b + (i / 32) * 36;
+      ggml_fp16_t d;
+      std::memcpy(&d, block, 2);
+      dst[i] = static_cast<float>(static_cast<std::int8_t>(block[4 + i % 32])) * ggml_fp16_to_fp32(d);
+    }
+  } else
+    ggml_get_type_traits(t)->to_float(src, dst, static_cast<int64_t>(n));
+}
+
+}  // namespace
+
+int main() {
+  ggml_init_params params = {1024, nullptr, true};
+  ggml_context* ctx = ggml_init(params);  // fills ggml's float16 table
+  std::mt19937 rng(12345);
+  const auto rows = input_rows(rng);
+  std::printf("%-8s %12s %10s %14s %10s\n", "type", "quant rows", "differ", "dequant rows", "differ");
+  int failures = 0;
+  for (const Pair& p : kTypes) {
+    const std::size_t bytes = ggml_row_size(p.theirs, kRow);
+    std::vector<std::uint8_t> ours(bytes), theirs(bytes);
+    std::vector<float> ours_f(kRow), theirs_f(kRow);
+    std::size_t q_rows = 0, q_diff = 0, d_rows = 0, d_diff = 0;
+    auto dequant_both = [&](const std::vector<std::uint8_t>& block_bytes) {
+      ggml_dequantize(p.theirs, block_bytes.data(), theirs_f.data(), kRow);
+      const auto status = safeweights::dequantize(p.ours, std::as_bytes(std::span(block_bytes)), ours_f);
+      ++d_rows;
+      if (!status.is_ok() || std::memcmp(ours_f.data(), theirs_f.data(), kRow * sizeof(float)) != 0) {
+        if (d_diff++ == 0) {
+          for (std::size_t i = 0; i < kRow; ++i)
+            if (std::bit_cast<std::uint32_t>(ours_f[i]) != std::bit_cast<std::uint32_t>(theirs_f[i])) {
+              std::printf("  %s dequantize: element %zu ours %a ggml %a\n", ggml_type_name(p.theirs), i, ours_f[i], theirs_f[i]);
+              break;
+            }
+        }
+      }
+    };
+    if (ggml_quantizes(p.theirs)) {
+      for (const auto& row : rows) {
+        std::memset(theirs.data(), 0, bytes);
+        ggml_quantize(p.theirs, row.data(), theirs.data(), kRow);
+        const auto status = safeweights::quantize(p.ours, row, std::as_writable_bytes(std::span(ours)));
+        ++q_rows;
+        if (!status.is_ok() || ours != theirs) {
+          if (q_diff++ == 0) {
+            std::size_t i = 0;
+            while (i < bytes && ours[i] == theirs[i]) ++i;
+            std::printf("  %s quantize: input row %zu, first differing byte %zu (ours %02x, ggml %02x)\n",
+                        ggml_type_name(p.theirs), q_rows - 1, i, i < bytes ? ours[i] : 0, i < bytes ? theirs[i] : 0);
+          }
+        }
+        dequant_both(theirs);  // ggml's own blocks read back
+      }
+    }
+    for (int rep = 0; rep < 64; ++rep) {  // arbitrary bytes
+      std::vector<std::uint8_t> noise(bytes);
+      for (auto& b : noise) b = static_cast<std::uint8_t>(rng());
+      dequant_both(noise);
+    }
+    std::printf("%-8s %12zu %10zu %14zu %10zu\n", ggml_type_name(p.theirs), q_rows, q_diff, d_rows, d_diff);
+    failures += static_cast<int>(q_diff + d_diff);
+  }
+  ggml_free(ctx);
+  std::printf(failures ? "DIFFERENCES FOUND\n" : "all identical\n");
+  return failures ? 1 : 0;
+}

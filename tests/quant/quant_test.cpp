@@ -1,0 +1,462 @@
+// Element conversion (safeweights/quantize.h): known answers worked out by hand from the published
+// algorithms, checks against an independent implementation where the machine has one (the CPU's F16C
+// conversion), round-trip error bounds, and argument errors. The byte-for-byte comparisons with ggml and
+// gguf-py are tests/quant/ggml_differential.sh and tests/python/test_quant_interop.py.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+#include "safeweights/quantize.h"
+
+namespace sw = safeweights;
+using sw::TensorType;
+
+namespace {
+
+std::vector<std::byte> quantized(TensorType type, const std::vector<float>& values) {
+  const std::uint64_t shape[1] = {values.size()};
+  auto size = sw::tensor_nbytes(type, shape);
+  EXPECT_TRUE(size.is_ok());
+  std::vector<std::byte> out(size.is_ok() ? size.value() : 0);
+  auto status = sw::quantize(type, values, out);
+  EXPECT_TRUE(status.is_ok()) << status.to_string();
+  return out;
+}
+
+std::vector<float> dequantized(TensorType type, const std::vector<std::byte>& bytes, std::size_t elements) {
+  std::vector<float> out(elements);
+  auto status = sw::dequantize(type, bytes, out);
+  EXPECT_TRUE(status.is_ok()) << status.to_string();
+  return out;
+}
+
+std::uint16_t half_bits(TensorType type, float value) {
+  auto bytes = quantized(type, {value});
+  return static_cast<std::uint16_t>(std::to_integer<unsigned>(bytes[0]) | (std::to_integer<unsigned>(bytes[1]) << 8));
+}
+
+std::uint32_t widened_bits(TensorType type, std::uint16_t half) {
+  std::vector<std::byte> bytes = {std::byte(half & 0xff), std::byte(half >> 8)};
+  return std::bit_cast<std::uint32_t>(dequantized(type, bytes, 1)[0]);
+}
+
+float from_bits(std::uint32_t bits) { return std::bit_cast<float>(bits); }
+
+// ---- F16 ---------------------------------------------------------------------------------------------
+
+TEST(QuantF16, KnownAnswers) {
+  EXPECT_EQ(half_bits(TensorType::F16, 1.0f), 0x3c00);
+  EXPECT_EQ(half_bits(TensorType::F16, -2.0f), 0xc000);
+  EXPECT_EQ(half_bits(TensorType::F16, 0.0f), 0x0000);
+  EXPECT_EQ(half_bits(TensorType::F16, -0.0f), 0x8000);
+  EXPECT_EQ(half_bits(TensorType::F16, 65504.0f), 0x7bff);       // largest half
+  EXPECT_EQ(half_bits(TensorType::F16, 65519.996f), 0x7bff);     // just under the tie with infinity
+  EXPECT_EQ(half_bits(TensorType::F16, 65520.0f), 0x7c00);       // the tie rounds to even: infinity
+  EXPECT_EQ(half_bits(TensorType::F16, 1.0f + 0x1p-11f), 0x3c00);         // tie, kept part even: down
+  EXPECT_EQ(half_bits(TensorType::F16, 1.0f + 3 * 0x1p-11f), 0x3c02);     // tie, kept part odd: up
+  EXPECT_EQ(half_bits(TensorType::F16, 1.0f + 0x1p-11f + 0x1p-23f), 0x3c01);  // above the tie: up
+  EXPECT_EQ(half_bits(TensorType::F16, 0x1p-24f), 0x0001);       // least subnormal
+  EXPECT_EQ(half_bits(TensorType::F16, 0x1p-25f), 0x0000);       // half of it: tie to even 0
+  EXPECT_EQ(half_bits(TensorType::F16, std::nextafter(0x1p-25f, 1.0f)), 0x0001);
+  EXPECT_EQ(half_bits(TensorType::F16, 3 * 0x1p-25f), 0x0002);   // 1.5 units: tie to even 2
+  EXPECT_EQ(half_bits(TensorType::F16, 0x1p-14f - 0x1p-25f), 0x0400);  // rounds up into the least normal
+  EXPECT_EQ(half_bits(TensorType::F16, 1e-30f), 0x0000);
+  EXPECT_EQ(half_bits(TensorType::F16, -1e-30f), 0x8000);
+  EXPECT_EQ(half_bits(TensorType::F16, std::numeric_limits<float>::infinity()), 0x7c00);
+  EXPECT_EQ(half_bits(TensorType::F16, -std::numeric_limits<float>::infinity()), 0xfc00);
+  EXPECT_EQ(half_bits(TensorType::F16, from_bits(0x7fc00000)), 0x7e00);  // NaN: ggml's quiet NaN
+  EXPECT_EQ(half_bits(TensorType::F16, from_bits(0xff800001)), 0xfe00);  // signalling, signed
+  EXPECT_EQ(half_bits(TensorType::F16, from_bits(0x7fffffff)), 0x7e00);  // payload dropped
+}
+
+TEST(QuantF16, WideningIsExactForEveryHalf) {
+  for (std::uint32_t h = 0; h < 0x10000; ++h) {
+    const std::uint32_t sign = (h & 0x8000u) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ff;
+    double magnitude = exp == 0 ? std::ldexp(man, -24) : std::ldexp(1024 + man, static_cast<int>(exp) - 25);
+    const std::uint32_t got = widened_bits(TensorType::F16, static_cast<std::uint16_t>(h));
+    if (exp == 0x1f) {  // Inf and NaN: exponent all ones, mantissa moved up, sign kept, NaN made quiet
+      EXPECT_EQ(got, sign | 0x7f800000u | (man << 13) | (man != 0 ? 0x00400000u : 0u)) << h;
+      continue;
+    }
+    EXPECT_EQ(got, sign | std::bit_cast<std::uint32_t>(static_cast<float>(magnitude))) << h;
+  }
+}
+
+TEST(QuantF16, NarrowingRoundTripsEveryHalf) {
+  for (std::uint32_t h = 0; h < 0x10000; ++h) {
+    if ((h & 0x7c00u) == 0x7c00u && (h & 0x3ffu) != 0) continue;  // NaN payloads are not kept
+    const float wide = std::bit_cast<float>(widened_bits(TensorType::F16, static_cast<std::uint16_t>(h)));
+    EXPECT_EQ(half_bits(TensorType::F16, wide), h);
+  }
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("f16c"))) std::uint16_t hardware_half(float value) {
+  return static_cast<std::uint16_t>(_cvtss_sh(value, _MM_FROUND_TO_NEAREST_INT));
+}
+#endif
+
+// The CPU's own conversion (F16C, what ggml uses on such machines) over a sweep of float32 bit patterns.
+TEST(QuantF16, MatchesTheCpuConversion) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (!__builtin_cpu_supports("f16c")) GTEST_SKIP() << "no F16C on this CPU";
+  std::vector<float> values;
+  for (std::uint64_t bits = 0; bits <= 0xffffffffu; bits += 4093) values.push_back(from_bits(static_cast<std::uint32_t>(bits)));
+  for (std::uint32_t h = 0; h < 0x7c00; ++h) {  // every half midpoint and its neighbours
+    const std::uint32_t mid = std::bit_cast<std::uint32_t>(std::bit_cast<float>(widened_bits(TensorType::F16, static_cast<std::uint16_t>(h)))) + 0x1000u;
+    for (std::uint32_t d : {mid - 1, mid, mid + 1}) values.push_back(from_bits(d));
+  }
+  auto bytes = quantized(TensorType::F16, values);
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    if (std::isnan(values[i])) continue;  // F16C keeps NaN payload bits; ggml's portable code does not
+    const auto got = static_cast<std::uint16_t>(std::to_integer<unsigned>(bytes[2 * i]) | (std::to_integer<unsigned>(bytes[2 * i + 1]) << 8));
+    ASSERT_EQ(got, hardware_half(values[i])) << std::hex << std::bit_cast<std::uint32_t>(values[i]);
+  }
+#else
+  GTEST_SKIP() << "no F16C reference on this architecture";
+#endif
+}
+
+// ---- BF16 --------------------------------------------------------------------------------------------
+
+TEST(QuantBF16, KnownAnswers) {
+  EXPECT_EQ(half_bits(TensorType::BF16, 1.0f), 0x3f80);
+  EXPECT_EQ(half_bits(TensorType::BF16, from_bits(0x3f808000)), 0x3f80);  // tie, even: down
+  EXPECT_EQ(half_bits(TensorType::BF16, from_bits(0x3f818000)), 0x3f82);  // tie, odd: up
+  EXPECT_EQ(half_bits(TensorType::BF16, from_bits(0x3f808001)), 0x3f81);  // above the tie: up
+  EXPECT_EQ(half_bits(TensorType::BF16, from_bits(0x00008000)), 0x0000);  // subnormal tie: down, not flushed
+  EXPECT_EQ(half_bits(TensorType::BF16, from_bits(0x00018000)), 0x0002);  // subnormal tie, odd: up
+  EXPECT_EQ(half_bits(TensorType::BF16, from_bits(0x00010000)), 0x0001);  // least subnormal kept
+  EXPECT_EQ(half_bits(TensorType::BF16, std::numeric_limits<float>::max()), 0x7f80);  // rounds to infinity
+  EXPECT_EQ(half_bits(TensorType::BF16, -std::numeric_limits<float>::infinity()), 0xff80);
+  EXPECT_EQ(half_bits(TensorType::BF16, from_bits(0x7f800001)), 0x7fc0);  // signalling NaN made quiet
+  EXPECT_EQ(half_bits(TensorType::BF16, from_bits(0xffa10000)), 0xffe1);  // payload's top bits kept
+  EXPECT_EQ(half_bits(TensorType::BF16, from_bits(0x7fffffff)), 0x7fff);  // no carry out of a NaN
+}
+
+TEST(QuantBF16, WideningIsExactForEveryValue) {
+  for (std::uint32_t h = 0; h < 0x10000; ++h)
+    EXPECT_EQ(widened_bits(TensorType::BF16, static_cast<std::uint16_t>(h)), h << 16);
+}
+
+// ---- block types: known answers ---------------------------------------------------------------------
+
+std::vector<std::uint8_t> u8(const std::vector<std::byte>& bytes) {
+  std::vector<std::uint8_t> out;
+  for (std::byte b : bytes) out.push_back(std::to_integer<std::uint8_t>(b));
+  return out;
+}
+
+// Q8_0: d = absmax / 127 = 1 here, q = roundf(x / d): halves round away from zero (not to even).
+TEST(QuantQ8_0, KnownAnswer) {
+  std::vector<float> x(32, 0.0f);
+  const float head[] = {127, -127, 0.5f, -0.5f, 1.5f, 2.5f, -2.5f, 3.49f, 126.6f};
+  std::copy(std::begin(head), std::end(head), x.begin());
+  auto got = u8(quantized(TensorType::Q8_0, x));
+  std::vector<std::uint8_t> want(34, 0);
+  want[0] = 0x00, want[1] = 0x3c;  // d = 1.0 in float16
+  const std::uint8_t q[] = {0x7f, 0x81, 1, 0xff, 2, 3, 0xfd, 3, 127};
+  std::copy(std::begin(q), std::end(q), want.begin() + 2);
+  EXPECT_EQ(got, want);
+}
+
+// Q4_0: d = (the value of largest magnitude, first met) / -8, q = min(15, trunc(x/d + 8.5)).
+TEST(QuantQ4_0, KnownAnswer) {
+  std::vector<float> x(32, 0.0f);
+  x[0] = -8, x[1] = 7, x[2] = 0.5f, x[3] = -0.5f, x[4] = -0.6f, x[5] = 7.6f, x[16] = 3, x[17] = -7.5f;
+  auto got = u8(quantized(TensorType::Q4_0, x));
+  // d = 1: codes 0, 15, 9, 8, 7, 15 (16 capped), 8..., and the second half's 11, 1 in the high nibbles.
+  std::vector<std::uint8_t> want = {0x00, 0x3c};
+  for (int j = 0; j < 16; ++j) {
+    const int lo[] = {0, 15, 9, 8, 7, 15};
+    const int low = j < 6 ? lo[j] : 8;
+    const int high = j == 0 ? 11 : (j == 1 ? 1 : 8);
+    want.push_back(static_cast<std::uint8_t>(low | (high << 4)));
+  }
+  EXPECT_EQ(got, want);
+  // The first value of largest magnitude sets the sign of d: +8 before -8 gives d = -1.
+  std::vector<float> y(32, 0.0f);
+  y[0] = 8, y[1] = -8;
+  auto flipped = u8(quantized(TensorType::Q4_0, y));
+  EXPECT_EQ(flipped[0], 0x00);
+  EXPECT_EQ(flipped[1], 0xbc);                // d = -1
+  EXPECT_EQ(flipped[2], 0x80);                // x = 8 -> 0, the zero at 16 -> 8
+  EXPECT_EQ(flipped[3] & 0xf, 15);            // x = -8 -> trunc(16.5) = 16, capped to 15
+}
+
+// Q4_1: d = (max - min) / 15, m = min, q = min(15, trunc((x - min)/d + 0.5)).
+TEST(QuantQ4_1, KnownAnswer) {
+  std::vector<float> x(32);
+  for (int j = 0; j < 32; ++j) x[j] = static_cast<float>(j % 16) - 1.0f;  // -1 .. 14: d = 1, m = -1
+  x[5] = 3.5f;                                                               // a tie: rounds up to 5
+  auto got = u8(quantized(TensorType::Q4_1, x));
+  ASSERT_EQ(got.size(), 20u);
+  EXPECT_EQ(got[0], 0x00);
+  EXPECT_EQ(got[1], 0x3c);  // d = 1
+  EXPECT_EQ(got[2], 0x00);
+  EXPECT_EQ(got[3], 0xbc);  // m = -1
+  for (int j = 0; j < 16; ++j) EXPECT_EQ(got[4 + j], j | (j << 4)) << j;
+}
+
+// Q5_0 and Q5_1: the fifth bits of element j go to bit j of qh.
+TEST(QuantQ5, KnownAnswers) {
+  std::vector<float> x(32, 0.0f);
+  x[0] = -16, x[1] = 15, x[20] = 1;  // Q5_0: d = 1, codes 0, 31, 16 (for 0), 17
+  auto q50 = u8(quantized(TensorType::Q5_0, x));
+  std::uint32_t qh = q50[2] | (q50[3] << 8) | (q50[4] << 16) | (static_cast<std::uint32_t>(q50[5]) << 24);
+  EXPECT_EQ(q50[0], 0x00);
+  EXPECT_EQ(q50[1], 0x3c);
+  EXPECT_EQ(qh, 0xfffffffeu);        // every code but element 0's (0) is >= 16
+  EXPECT_EQ(q50[6 + 0], 0x00);       // codes 0 and 16 (element 16 is 0)
+  EXPECT_EQ(q50[6 + 1], 0x0f);       // 31 & 15 and 16 & 15
+  EXPECT_EQ(q50[6 + 4], 0x10);       // element 4 (0 -> 16) and element 20 (1 -> 17)
+  std::vector<float> y(32);
+  for (int j = 0; j < 32; ++j) y[j] = static_cast<float>(j);  // Q5_1: d = 1, m = 0, codes = values
+  auto q51 = u8(quantized(TensorType::Q5_1, y));
+  qh = q51[4] | (q51[5] << 8) | (q51[6] << 16) | (static_cast<std::uint32_t>(q51[7]) << 24);
+  EXPECT_EQ(qh, 0xffff0000u);
+  for (int j = 0; j < 16; ++j) EXPECT_EQ(q51[8 + j], j | (j << 4)) << j;
+}
+
+// Blocks of zeros come out as zero bytes (and d = 0) in every type, and read back as zeros.
+TEST(QuantBlocks, ZeroBlocksAreZeroBytes) {
+  for (TensorType type : {TensorType::Q4_1, TensorType::Q5_1, TensorType::Q8_0, TensorType::Q2_K, TensorType::Q3_K,
+                          TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K, TensorType::Q8_K}) {
+    std::vector<float> zeros(256, 0.0f);
+    auto bytes = quantized(type, zeros);
+    for (std::byte b : bytes) ASSERT_EQ(std::to_integer<int>(b), 0) << sw::type_name(type);
+    for (float v : dequantized(type, bytes, 256)) ASSERT_EQ(v, 0.0f) << sw::type_name(type);
+  }
+  // The symmetric 4/5-bit types store zero as the middle code.
+  auto q40 = u8(quantized(TensorType::Q4_0, std::vector<float>(32, 0.0f)));
+  EXPECT_EQ(q40[2], 0x88);
+}
+
+// Non-finite input quantizes as ggml's C does on x86-64: an infinity makes d infinite and 1/d zero; a
+// NaN code converts through cvttss2si's INT32_MIN, whose low byte is 0.
+TEST(QuantBlocks, NonFiniteInputFollowsGgml) {
+  std::vector<float> x(32, 1.0f);
+  x[3] = std::numeric_limits<float>::infinity();
+  auto q = u8(quantized(TensorType::Q8_0, x));
+  EXPECT_EQ(q[0], 0x00);
+  EXPECT_EQ(q[1], 0x7c);  // d = +inf
+  for (int j = 0; j < 32; ++j) EXPECT_EQ(q[2 + j], 0) << j;  // x * (1/inf) = 0, inf * 0 = NaN -> 0
+  std::vector<float> y(32, 2.0f);
+  y[0] = std::numeric_limits<float>::quiet_NaN();  // ggml's MAX(a, b) takes the NaN, then drops it
+  y[31] = 127.0f;
+  q = u8(quantized(TensorType::Q8_0, y));
+  EXPECT_EQ(q[1], 0x3c);  // d = 127 / 127 = 1
+  EXPECT_EQ(q[2], 0);     // the NaN's code
+  EXPECT_EQ(q[3], 2);
+  // Float32 subnormals: d = 1e-40 / 127 is 0 in float16 and 1/d overflows, every code reads 0.
+  q = u8(quantized(TensorType::Q8_0, std::vector<float>(32, 1e-40f)));
+  for (std::uint8_t b : q) EXPECT_EQ(b, 0);
+  // No type fails on non-finite input.
+  std::vector<float> wild(256);
+  for (int j = 0; j < 256; ++j)
+    wild[j] = j % 3 == 0 ? std::numeric_limits<float>::quiet_NaN() : (j % 3 == 1 ? -std::numeric_limits<float>::infinity() : 1e38f);
+  for (TensorType type : {TensorType::Q4_0, TensorType::Q4_1, TensorType::Q5_0, TensorType::Q5_1, TensorType::Q8_0,
+                          TensorType::Q8_1, TensorType::Q2_K, TensorType::Q3_K, TensorType::Q4_K, TensorType::Q5_K,
+                          TensorType::Q6_K, TensorType::Q8_K})
+    quantized(type, wild);
+}
+
+// Dequantizers on hand-built blocks: the value is the published formula.
+TEST(QuantDequantize, KnownAnswers) {
+  auto bytes = [](std::initializer_list<int> v, std::size_t size) {
+    std::vector<std::byte> b(size);
+    std::size_t i = 0;
+    for (int x : v) b[i++] = static_cast<std::byte>(x);
+    return b;
+  };
+  // Q4_1: d = 0.5, m = -1; element 0 = 3 x 0.5 - 1, element 16 = 12 x 0.5 - 1.
+  auto q41 = dequantized(TensorType::Q4_1, bytes({0x00, 0x38, 0x00, 0xbc, 0xc3}, 20), 32);
+  EXPECT_EQ(q41[0], 0.5f);
+  EXPECT_EQ(q41[16], 5.0f);
+  // Q4_K: d = 1, dmin = 0.5; sub-block 0: scale 2, min 3; element 0 code 5: 1 x 2 x 5 - 0.5 x 3.
+  auto q4k = bytes({0x00, 0x3c, 0x00, 0x38, 2, 0, 0, 0, 3}, 144);
+  q4k[16] = std::byte{0x05};
+  EXPECT_EQ(dequantized(TensorType::Q4_K, q4k, 256)[0], 8.5f);
+  // Q6_K: d = 0.5 at byte 208, scale[0] = -3 at byte 192; element 0: low 4 bits 0xf, high 2 bits 1
+  // -> code 31 - 32 = -1: 0.5 x -3 x -1.
+  auto q6k = bytes({0x0f}, 210);
+  q6k[128] = std::byte{0x01};
+  q6k[192] = std::byte{0xfd};
+  q6k[208] = std::byte{0x00}, q6k[209] = std::byte{0x38};
+  EXPECT_EQ(dequantized(TensorType::Q6_K, q6k, 256)[0], 1.5f);
+  // Q3_K: d = 1 at byte 108; scale 0 = (low nibble 1 | high pair 2 << 4) - 32 = 1; element 0: low bits 3,
+  // high-mask bit clear -> 3 - 4 = -1.
+  auto q3k = bytes({}, 110);
+  q3k[32] = std::byte{0x03};
+  q3k[96] = std::byte{0x01};
+  q3k[104] = std::byte{0x02};
+  q3k[108] = std::byte{0x00}, q3k[109] = std::byte{0x3c};
+  EXPECT_EQ(dequantized(TensorType::Q3_K, q3k, 256)[0], -1.0f);
+  // IQ4_NL: d = 2, index 0 -> -127, index 15 -> 113.
+  auto iq4 = dequantized(TensorType::IQ4_NL, bytes({0x00, 0x40, 0xf0}, 18), 32);
+  EXPECT_EQ(iq4[0], -254.0f);
+  EXPECT_EQ(iq4[16], 226.0f);
+  // TQ2_0: d = 1; byte 0 = codes 2, 0, 1, 2 (two bits each) -> elements 0, 32, 64, 96 = 1, -1, 0, 1.
+  auto tq2 = bytes({0x92}, 66);
+  tq2[65] = std::byte{0x3c};
+  auto t = dequantized(TensorType::TQ2_0, tq2, 256);
+  EXPECT_EQ(t[0], 1.0f);
+  EXPECT_EQ(t[32], -1.0f);
+  EXPECT_EQ(t[64], 0.0f);
+  EXPECT_EQ(t[96], 1.0f);
+  // TQ1_0: a byte holds 5 base-3 digits as a fraction of 256 (rounded up): 2,1,0,0,0 is
+  // ceil((2 x 81 + 1 x 27) x 256 / 243) = 200; d = 1 -> elements 0 and 32 are 1 and 0.
+  auto tq1 = bytes({200}, 54);
+  tq1[53] = std::byte{0x3c};
+  auto t1 = dequantized(TensorType::TQ1_0, tq1, 256);
+  EXPECT_EQ(t1[0], 1.0f);
+  EXPECT_EQ(t1[32], 0.0f);
+  EXPECT_EQ(t1[64], -1.0f);
+  // MXFP4: exponent byte e scales by 2^(e-127), halved for the doubled E2M1 values: e = 127 -> 0.5;
+  // code 7 (6.0, doubled 12) -> 6, code 9 (-0.5, doubled -1) -> -0.5. e = 0 -> 2^-128 (a subnormal).
+  auto mx = dequantized(TensorType::MXFP4, bytes({127, 0x97}, 17), 32);
+  EXPECT_EQ(mx[0], 6.0f);
+  EXPECT_EQ(mx[16], -0.5f);
+  EXPECT_EQ(dequantized(TensorType::MXFP4, bytes({0, 0x01}, 17), 32)[0], 0x1p-128f);
+  // Q8_K: float32 d = 0.25, code -4 -> -1.
+  auto q8k = bytes({0x00, 0x00, 0x80, 0x3e, 0xfc}, 292);
+  EXPECT_EQ(dequantized(TensorType::Q8_K, q8k, 256)[0], -1.0f);
+}
+
+// ---- block types: round trips ------------------------------------------------------------------------
+
+// Relative RMS error of quantize + dequantize on normal data: each type's expected accuracy (bounds
+// well above what the algorithms reach, far below what a broken code layout gives).
+TEST(QuantBlocks, RoundTripErrorIsBounded) {
+  const struct {
+    TensorType type;
+    double bound;
+  } cases[] = {{TensorType::F16, 0.001}, {TensorType::BF16, 0.005}, {TensorType::Q8_0, 0.01}, {TensorType::Q8_1, 0.01},
+               {TensorType::Q8_K, 0.01}, {TensorType::Q6_K, 0.03}, {TensorType::Q5_0, 0.06}, {TensorType::Q5_1, 0.06},
+               {TensorType::Q5_K, 0.06}, {TensorType::Q4_0, 0.12}, {TensorType::Q4_1, 0.12}, {TensorType::Q4_K, 0.12},
+               {TensorType::Q3_K, 0.25}, {TensorType::Q2_K, 0.45}};
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> x(256 * 64);
+  for (auto& v : x) v = normal(rng);
+  for (const auto& c : cases) {
+    auto back = dequantized(c.type, quantized(c.type, x), x.size());
+    double err = 0, ref = 0;
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      err += (back[i] - x[i]) * static_cast<double>(back[i] - x[i]);
+      ref += x[i] * static_cast<double>(x[i]);
+    }
+    EXPECT_LT(std::sqrt(err / ref), c.bound) << sw::type_name(c.type);
+  }
+}
+
+// Q8_0 keeps every value within half a step (d / 2) plus what storing d in float16 costs.
+TEST(QuantQ8_0, EveryValueWithinHalfAStep) {
+  std::mt19937 rng(9);
+  std::uniform_real_distribution<float> uniform(-3.0f, 3.0f);
+  std::vector<float> x(32 * 100);
+  for (auto& v : x) v = uniform(rng);
+  auto back = dequantized(TensorType::Q8_0, quantized(TensorType::Q8_0, x), x.size());
+  for (std::size_t b = 0; b < x.size(); b += 32) {
+    float amax = 0;
+    for (std::size_t j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[b + j]));
+    const float d = amax / 127;
+    for (std::size_t j = 0; j < 32; ++j) ASSERT_LE(std::fabs(back[b + j] - x[b + j]), 0.5f * d + 127 * d * 0x1p-11f) << b + j;
+  }
+}
+
+// Quantizing what a block dequantizes to gives the block back when its scale is reached exactly.
+TEST(QuantQ8_0, RequantizingIsStable) {
+  std::mt19937 rng(3);
+  std::vector<float> x(32 * 50);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (auto& v : x) v = normal(rng);
+  auto once = quantized(TensorType::Q8_0, x);
+  auto twice = quantized(TensorType::Q8_0, dequantized(TensorType::Q8_0, once, x.size()));
+  EXPECT_EQ(once, twice);
+}
+
+TEST(QuantBlocks, SupportedTypesAreListed) {
+  for (TensorType type : {TensorType::F32, TensorType::F16, TensorType::BF16, TensorType::Q4_0, TensorType::Q4_1,
+                          TensorType::Q5_0, TensorType::Q5_1, TensorType::Q8_0, TensorType::Q8_1, TensorType::Q2_K,
+                          TensorType::Q3_K, TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K, TensorType::Q8_K}) {
+    EXPECT_TRUE(sw::can_quantize(type)) << sw::type_name(type);
+    EXPECT_TRUE(sw::can_dequantize(type)) << sw::type_name(type);
+  }
+  for (TensorType type : {TensorType::IQ4_NL, TensorType::IQ4_XS, TensorType::TQ1_0, TensorType::TQ2_0, TensorType::MXFP4}) {
+    EXPECT_FALSE(sw::can_quantize(type)) << sw::type_name(type);
+    EXPECT_TRUE(sw::can_dequantize(type)) << sw::type_name(type);
+  }
+  for (TensorType type : {TensorType::IQ2_XXS, TensorType::IQ2_XS, TensorType::IQ3_XXS, TensorType::IQ1_S,
+                          TensorType::IQ3_S, TensorType::IQ2_S, TensorType::IQ1_M, TensorType::NVFP4}) {
+    EXPECT_FALSE(sw::can_quantize(type)) << sw::type_name(type);
+    EXPECT_FALSE(sw::can_dequantize(type)) << sw::type_name(type);
+  }
+}
+
+TEST(QuantBlocks, PartialBlocksAreInvalidArgument) {
+  std::vector<float> values(33);
+  std::vector<std::byte> bytes(36);
+  auto status = sw::quantize(TensorType::Q8_0, values, bytes);
+  ASSERT_FALSE(status.is_ok());
+  EXPECT_EQ(status.error().kind(), sw::ErrorKind::InvalidArgument);
+  EXPECT_NE(status.error().message().find("Q8_0"), std::string::npos);
+  std::vector<float> out(256);
+  std::vector<std::byte> short_block(143);
+  status = sw::dequantize(TensorType::Q4_K, short_block, out);
+  ASSERT_FALSE(status.is_ok());
+  EXPECT_EQ(status.error().kind(), sw::ErrorKind::InvalidArgument);
+}
+
+// ---- arguments ---------------------------------------------------------------------------------------
+
+TEST(QuantArguments, WrongSizesAreInvalidArgument) {
+  std::vector<float> values(4, 1.0f);
+  std::vector<std::byte> bytes(7);
+  auto status = sw::quantize(TensorType::F16, values, bytes);
+  ASSERT_FALSE(status.is_ok());
+  EXPECT_EQ(status.error().kind(), sw::ErrorKind::InvalidArgument);
+  EXPECT_NE(status.error().message().find("F16"), std::string::npos) << status.error().message();
+  std::vector<float> out(3);
+  status = sw::dequantize(TensorType::BF16, bytes, out);
+  ASSERT_FALSE(status.is_ok());
+  EXPECT_EQ(status.error().kind(), sw::ErrorKind::InvalidArgument);
+}
+
+TEST(QuantArguments, EmptyRowsAreFine) {
+  std::vector<float> none;
+  std::vector<std::byte> no_bytes;
+  for (TensorType type : {TensorType::F32, TensorType::F16, TensorType::BF16}) {
+    EXPECT_TRUE(sw::quantize(type, none, no_bytes).is_ok());
+    EXPECT_TRUE(sw::dequantize(type, no_bytes, none).is_ok());
+  }
+}
+
+TEST(QuantArguments, UnsupportedTypesAreRefusedByName) {
+  std::vector<float> values(32);
+  std::vector<std::byte> bytes(64);
+  for (TensorType type : {TensorType::I32, TensorType::F8_E4M3, TensorType::IQ2_XXS}) {
+    EXPECT_FALSE(sw::can_quantize(type));
+    EXPECT_FALSE(sw::can_dequantize(type));
+    auto status = sw::quantize(type, values, bytes);
+    ASSERT_FALSE(status.is_ok());
+    EXPECT_EQ(status.error().kind(), sw::ErrorKind::NotSupported);
+    EXPECT_NE(status.error().message().find(std::string(sw::type_name(type))), std::string::npos);
+    status = sw::dequantize(type, bytes, values);
+    ASSERT_FALSE(status.is_ok());
+    EXPECT_EQ(status.error().kind(), sw::ErrorKind::NotSupported);
+  }
+}
+
+}  // namespace

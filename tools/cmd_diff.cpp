@@ -1,0 +1,164 @@
+// safeweights diff A B [--json] [--entry-a NAME] [--entry-b NAME]
+// Exit status: 0 same tensor names, types, shapes and values; 1 any difference; 2 an error (usage or input).
+#include <algorithm>
+#include <charconv>
+#include <optional>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+
+#include "cli_common.h"
+#include "safeweights/convert.h"
+
+namespace safeweights::cli {
+namespace {
+
+constexpr int kExitDiffer = 1;
+constexpr int kExitError = 2;
+
+struct DiffCli {
+  std::string a, b;
+  std::string entry_a, entry_b;
+  bool json = false;
+  std::string backend = "mmap";
+};
+
+// One common tensor: its two declarations and, when the shapes agree, how the values differ.
+struct Row {
+  const TensorEntry* a = nullptr;
+  const TensorEntry* b = nullptr;
+  std::optional<TensorDiff> diff;
+  bool same() const {
+    return a->type == b->type && std::ranges::equal(a->shape, b->shape) && diff && diff->identical();
+  }
+};
+
+struct Result_ {
+  std::vector<std::string_view> only_a, only_b;
+  std::vector<Row> rows;
+  bool same() const {
+    return only_a.empty() && only_b.empty() && std::ranges::all_of(rows, [](const Row& r) { return r.same(); });
+  }
+};
+
+Result<Result_> compare(const TensorFile& a, const TensorFile& b) {
+  Result_ out;
+  for (const TensorEntry& e : a.tensors()) {
+    const TensorEntry* other = b.find(e.name);
+    if (!other) {
+      out.only_a.push_back(e.name);
+      continue;
+    }
+    Row row{&e, other, std::nullopt};
+    if (std::ranges::equal(e.shape, other->shape)) {
+      auto d = compare_tensors(e, *other);
+      if (!d.is_ok()) return std::move(d.error().with_file(a.name()));
+      row.diff = *d;
+    }
+    out.rows.push_back(row);
+  }
+  for (const TensorEntry& e : b.tensors())
+    if (!a.find(e.name)) out.only_b.push_back(e.name);
+  return out;
+}
+
+// Shortest round-trip form; null for a NaN or an infinity (JSON has none).
+std::string number(double v) {
+  if (!std::isfinite(v)) return "null";
+  char buf[64];
+  auto r = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, r.ptr);
+}
+
+std::string json_shape(std::span<const std::uint64_t> shape) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? "," : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+std::string names_json(const std::vector<std::string_view>& names) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < names.size(); ++i) s += (i ? "," : "") + json_quote(names[i]);
+  return s + "]";
+}
+
+void print_json(const DiffCli& opt, const Result_& r) {
+  std::string s = "{\"a\":" + json_quote(opt.a) + ",\"b\":" + json_quote(opt.b) + ",\"same\":" + (r.same() ? "true" : "false") +
+                  ",\"only_in_a\":" + names_json(r.only_a) + ",\"only_in_b\":" + names_json(r.only_b) + ",\"tensors\":[";
+  for (std::size_t i = 0; i < r.rows.size(); ++i) {
+    const Row& row = r.rows[i];
+    s += (i ? ",{" : "{") + std::string("\"name\":") + json_quote(row.a->name) + ",\"type_a\":" + json_quote(type_name(row.a->type)) +
+         ",\"type_b\":" + json_quote(type_name(row.b->type)) + ",\"shape_a\":" + json_shape(row.a->shape) +
+         ",\"shape_b\":" + json_shape(row.b->shape) + ",\"same\":" + (row.same() ? "true" : "false");
+    if (const auto& d = row.diff) {
+      s += ",\"elements\":" + std::to_string(d->elements) + ",\"identical\":" + (d->identical() ? "true" : "false") +
+           ",\"max_abs_diff\":" + number(d->max_abs) + ",\"rmse\":" + number(d->rmse) + ",\"cosine\":" + number(d->cosine) +
+           ",\"nonfinite_mismatches\":" + std::to_string(d->nonfinite_mismatches);
+    } else {
+      s += ",\"elements\":null,\"identical\":false,\"max_abs_diff\":null,\"rmse\":null,\"cosine\":null,\"nonfinite_mismatches\":null";
+    }
+    s += "}";
+  }
+  s += "]}\n";
+  std::fputs(s.c_str(), stdout);
+}
+
+// Differences only, one line each, then a summary line.
+void print_text(const Result_& r) {
+  for (std::string_view n : r.only_a) std::printf("only in A: %s\n", printable(n).c_str());
+  for (std::string_view n : r.only_b) std::printf("only in B: %s\n", printable(n).c_str());
+  std::size_t differ = 0;
+  for (const Row& row : r.rows) {
+    if (row.same()) continue;
+    ++differ;
+    std::string line = printable(row.a->name) + ": " + std::string(type_name(row.a->type)) + " " + shape_string(row.a->shape);
+    if (row.a->type != row.b->type || !row.diff) line += " vs " + std::string(type_name(row.b->type)) + " " + shape_string(row.b->shape);
+    if (const auto& d = row.diff) {
+      append_format(line, ": max abs %.6g, rmse %.6g, cosine %.9g", d->max_abs, d->rmse, d->cosine);
+      if (d->nonfinite_mismatches) line += ", " + std::to_string(d->nonfinite_mismatches) + " NaN/inf mismatches";
+    } else {
+      line += ": shapes differ";
+    }
+    std::printf("%s\n", line.c_str());
+  }
+  std::printf("%s: %zu common tensors (%zu differ), %zu only in A, %zu only in B\n", r.same() ? "same" : "different", r.rows.size(),
+              differ, r.only_a.size(), r.only_b.size());
+}
+
+Result<int> run(const DiffCli& opt) {
+  const FormatOptions options = input_options(opt.backend);
+  auto a = open_tensors(opt.a, opt.entry_a, options);
+  if (!a.is_ok()) return a.error();
+  auto b = open_tensors(opt.b, opt.entry_b, options);
+  if (!b.is_ok()) return b.error();
+  auto r = compare(**a, **b);
+  if (!r.is_ok()) return r.error();
+  if (opt.json) print_json(opt, *r);
+  else print_text(*r);
+  return r->same() ? kExitOk : kExitDiffer;
+}
+
+}  // namespace
+
+void add_diff_command(CLI::App& app, int& exit_code) {
+  auto opt = std::make_shared<DiffCli>();
+  CLI::App* cmd = app.add_subcommand("diff", "Compare two tensor files of any formats, tensor by tensor (exit 0 same, 1 different, 2 error)");
+  cmd->add_option("A", opt->a, "a tensor file of any supported format, or a Hugging Face folder")->required();
+  cmd->add_option("B", opt->b, "the file to compare it with")->required();
+  cmd->add_flag("--json", opt->json, "one JSON object: only_in_a, only_in_b, and per common tensor its types, shapes and statistics");
+  cmd->add_option("--entry-a", opt->entry_a, "A is a DDUF file: the .safetensors entry to compare");
+  cmd->add_option("--entry-b", opt->entry_b, "B is a DDUF file: the .safetensors entry to compare");
+  add_checkpoint_options(cmd);
+  cmd->add_option("--backend", opt->backend, "how inputs are read: mmap (default) or pread")->check(CLI::IsMember({"mmap", "pread"}));
+  cmd->callback([opt, &exit_code] {
+    auto r = run(*opt);
+    if (!r.is_ok()) {
+      print_error(r.error());
+      exit_code = kExitError;
+      return;
+    }
+    exit_code = *r;
+  });
+}
+
+}  // namespace safeweights::cli
