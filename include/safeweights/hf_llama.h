@@ -43,19 +43,17 @@ struct LlamaPlan {
   std::vector<ConvertTensor> tensors;
 };
 
-// The folder's weights: model.safetensors, or the sharded set named by model.safetensors.index.json.
-Result<std::unique_ptr<TensorFile>> open_weights(const std::string& folder);
-
-// Plans the conversion of `folder` whose weights are `weights` to `type` (none: every tensor keeps its
-// type; general.file_type then follows the weights' 2-D tensors). NotSupported for what llama.cpp's
-// Llama architecture cannot hold (mixture of experts, rope scaling other than linear/llama3, a tensor
-// it has no name for); InvalidArgument for a malformed or out-of-range configuration, naming the file
-// and key; FileNotFound when there is no tokenizer.
+// Plans the conversion of `folder`, whose weights are `weights` (open_tensors(folder), convert.h), to
+// `type` (none: every tensor keeps its type; general.file_type then follows the weights' matrices).
+// NotSupported for what llama.cpp's Llama architecture cannot hold as written here (mixture of experts,
+// rope scaling other than linear, a tensor it has no name for); InvalidArgument for a malformed or
+// out-of-range configuration, naming the file and key; TensorNotFound for a missing tensor;
+// FileNotFound when there is no tokenizer.
 Result<LlamaPlan> plan(const std::string& folder, const TensorFile& weights, std::optional<TensorType> type,
                        const LlamaOptions& options = {});
 
-// open_weights + plan + convert(): `options` gives the type, threads, progress and durability; its
-// `tensors` and `gguf_kv` are replaced by the plan.
+// open_tensors(folder) + plan + convert(): `options` gives the type, threads, progress and durability;
+// its `tensors` and `gguf_kv` are replaced by the plan.
 Result<ConvertReport> convert_folder_to_gguf(const std::string& folder, const std::string& output_path,
                                              ConvertOptions options, const LlamaOptions& llama = {});
 

@@ -8,7 +8,6 @@
 #include "core/status_macros.h"
 #include "hf/hf_files.h"
 #include "hf/vocab.h"
-#include "safeweights/format.h"
 #include "safeweights/hf_llama.h"
 
 namespace safeweights::hf {
@@ -186,18 +185,6 @@ std::vector<KeyValue> hyper_parameters(const LlamaConfig& c, std::uint32_t ftype
 
 bool is_llama_folder(const std::string& folder) { return names_llama_architecture(folder); }
 
-Result<std::unique_ptr<TensorFile>> open_weights(const std::string& folder) {
-  std::error_code ec;
-  const std::string index = folder + "/model.safetensors.index.json";
-  const std::string single = folder + "/model.safetensors";
-  const bool sharded = std::filesystem::is_regular_file(index, ec);
-  if (!sharded && !std::filesystem::is_regular_file(single, ec)) {
-    return Error(ErrorKind::FileNotFound, "no model.safetensors or model.safetensors.index.json").with_file(folder);
-  }
-  const Format* format = find_format(sharded ? "safetensors-index" : "safetensors");
-  return format->open(sharded ? index : single, {}, FormatOptions{});
-}
-
 Result<LlamaPlan> plan(const std::string& folder, const TensorFile& weights, std::optional<TensorType> type,
                        const LlamaOptions& options) {
   SW_ASSIGN_OR_RETURN(LlamaConfig config, read_config(folder));
@@ -218,7 +205,7 @@ Result<LlamaPlan> plan(const std::string& folder, const TensorFile& weights, std
 
 Result<ConvertReport> convert_folder_to_gguf(const std::string& folder, const std::string& output_path,
                                              ConvertOptions options, const LlamaOptions& llama) {
-  SW_ASSIGN_OR_RETURN(auto weights, open_weights(folder));
+  SW_ASSIGN_OR_RETURN(auto weights, open_tensors(folder));
   SW_ASSIGN_OR_RETURN(LlamaPlan p, plan(folder, *weights, options.type, llama));
   options.tensors = std::move(p.tensors);
   options.gguf_kv = std::move(p.kv);

@@ -76,7 +76,7 @@ struct Folder {
 
   Result<hf::LlamaPlan> plan(const hf::LlamaOptions& options = {}) {
     write();
-    auto weights = hf::open_weights(path());
+    auto weights = open_tensors(path());
     if (!weights.is_ok()) return std::move(weights).status();
     return hf::plan(path(), **weights, TensorType::F32, options);
   }
@@ -190,7 +190,7 @@ TEST(HfLlama, DuplicateAndMalformedJson) {
   Folder f;
   f.write();
   write_file_bytes(f.dir.file("config.json"), R"({"architectures":["LlamaForCausalLM"],"vocab_size":6,"vocab_size":7})");
-  auto weights = hf::open_weights(f.path());
+  auto weights = open_tensors(f.path());
   ASSERT_TRUE(IsOk(weights));
   EXPECT_TRUE(FailsNaming(hf::plan(f.path(), **weights, std::nullopt), ErrorKind::DuplicateKey, "config.json", "`vocab_size`"));
   write_file_bytes(f.dir.file("config.json"), "[1,2]");
@@ -256,7 +256,7 @@ TEST(HfLlama, TokenizerRules) {
     Folder f;
     f.write();
     fs::remove(f.dir.file("tokenizer.json"));
-    auto weights = hf::open_weights(f.path());
+    auto weights = open_tensors(f.path());
     EXPECT_TRUE(IsKind(hf::plan(f.path(), **weights, std::nullopt), ErrorKind::FileNotFound));
   }
 }
@@ -323,7 +323,7 @@ TEST(HfSentencePiece, SentencePieceFolderPadsToVocabSize) {
   write_file_bytes(f.dir.file("tokenizer.model"),
                    ld(1, piece("<unk>", 0, 2)) + ld(1, piece("<s>", 0, 3)) + ld(1, piece("</s>", 0, 3)) +
                        ld(1, piece("u", -2, 4)));
-  auto weights = hf::open_weights(f.path());
+  auto weights = open_tensors(f.path());
   auto p = hf::plan(f.path(), **weights, TensorType::F16);
   ASSERT_TRUE(IsOk(p));
   EXPECT_EQ(*find(*p, "tokenizer.ggml.model"), gguf::Value::string("llama"));

@@ -464,3 +464,39 @@ def test_llama_cpp_tokenizer_matches_source(model, llama_driver):
         want = tok.encode(TEXT, add_special_tokens=False).ids
     assert got == want
     assert len(set(got)) > 5  # the text exercises merges, not one token per byte
+
+
+# ---- F16 and Q8_0 -----------------------------------------------------------------------------------
+
+# Relative to the largest logit, as measured against llama.cpp c392e50 (docs/GGUF.md) with a margin:
+# the weights' rounding (F16: 2^-11 relative; Q8_0: 1/254 of each block's largest value) and llama.cpp's
+# own rounding of activations for those matrix products (F16; Q8_0 activations for Q8_0 weights).
+TYPE_TOLERANCE = {"f16": 5e-3, "q8_0": 5e-2}
+FTYPE = {"f16": (1, gguf.GGMLQuantizationType.F16), "q8_0": (7, gguf.GGMLQuantizationType.Q8_0)}
+
+
+@pytest.fixture(scope="module", params=sorted(TYPE_TOLERANCE))
+def typed(request, model, tmp_path_factory):
+    out = tmp_path_factory.mktemp("typed") / f"model-{request.param}.gguf"
+    return request.param, convert(model["folder"], out, request.param)
+
+
+def test_typed_file_types(model, typed):
+    type_name, path = typed
+    ftype, qtype = FTYPE[type_name]
+    r = gguf.GGUFReader(str(path))
+    assert r.fields["general.file_type"].types == [VT.UINT32]
+    assert _field_value(r.fields["general.file_type"]) == ftype
+    for t in r.tensors:
+        want = gguf.GGMLQuantizationType.F32 if len(t.shape) == 1 or t.shape[1] == 1 else qtype
+        assert t.tensor_type == want, t.name
+
+
+def test_llama_cpp_logits_typed(model, typed, llama_driver):
+    type_name, path = typed
+    ids = IDS[model["kind"]]
+    want = reference_logits(model["weights"], ids)
+    got = llama_logits(llama_driver, path, ids)
+    err = np.abs(got - want).max() / np.abs(want).max()
+    print(f"{model['kind']}/{model.get('pre', '')} {type_name}: max |llama.cpp - reference| / max |reference| = {err:.3g}")
+    assert err < TYPE_TOLERANCE[type_name]
