@@ -17,9 +17,10 @@
 
 namespace safeweights::hf {
 
-// Size caps: far above real files (a 256k-token tokenizer.json is ~35 MB), far below what would hurt.
+// Size caps: far above real files (a 256k-token tokenizer.json is ~35 MB), far below what would hurt
+// (the parsed tokenizer.json takes a few times its size).
 inline constexpr std::uint64_t kMaxConfigBytes = 4u << 20;
-inline constexpr std::uint64_t kMaxTokenizerBytes = 512u << 20;
+inline constexpr std::uint64_t kMaxTokenizerBytes = 128u << 20;
 // At most this many tokens in a vocabulary (the largest real ones hold ~260k).
 inline constexpr std::uint32_t kMaxVocab = 1u << 22;
 

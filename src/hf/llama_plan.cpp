@@ -143,8 +143,10 @@ TensorType weights_type(const TensorFile& weights) {
   return TensorType::F32;
 }
 
+// The folder's own name, also for "." or a trailing slash.
 std::string folder_name(const std::string& folder) {
-  auto p = std::filesystem::path(folder).lexically_normal();
+  std::error_code ec;
+  auto p = std::filesystem::absolute(folder, ec).lexically_normal();
   if (p.filename().empty()) p = p.parent_path();
   return p.filename().string();
 }

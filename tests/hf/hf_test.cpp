@@ -195,6 +195,8 @@ TEST(HfLlama, DuplicateAndMalformedJson) {
   EXPECT_TRUE(FailsNaming(hf::plan(f.path(), **weights, std::nullopt), ErrorKind::DuplicateKey, "config.json", "`vocab_size`"));
   write_file_bytes(f.dir.file("config.json"), "[1,2]");
   EXPECT_TRUE(FailsNaming(hf::plan(f.path(), **weights, std::nullopt), ErrorKind::InvalidArgument, "config.json", "JSON object"));
+  write_file_bytes(f.dir.file("config.json"), std::string((4u << 20) + 1, ' '));  // over the 4 MiB cap
+  EXPECT_TRUE(IsKind(hf::plan(f.path(), **weights, std::nullopt), ErrorKind::ResourceLimit));
   write_file_bytes(f.dir.file("config.json"), "{\"a\":\"\xff\"}");
   EXPECT_TRUE(FailsNaming(hf::plan(f.path(), **weights, std::nullopt), ErrorKind::InvalidArgument, "config.json", "UTF-8"));
 }
