@@ -13,6 +13,7 @@
 
 #include "cli_common.h"
 #include "safeweights/convert.h"
+#include "safeweights/hf_llama.h"
 #include "safeweights/pytorch.h"
 
 namespace safeweights::cli {
@@ -115,9 +116,11 @@ Status run(const ConvertCli& opt) {
   options.threads = opt.threads;
   options.durable = opt.durable;
   options.progress = terminal_progress();
-  auto file = open_tensors(opt.input, opt.entry, input);
+  // A Hugging Face Llama-family folder into GGUF: llama.cpp's names, Q/K order, metadata and tokenizer.
+  const bool llama = folder && opt.output.ends_with(".gguf") && hf::is_llama_folder(opt.input);
+  auto file = llama ? Result<std::unique_ptr<TensorFile>>(nullptr) : open_tensors(opt.input, opt.entry, input);
   if (!file.is_ok()) return std::move(file).status();
-  auto report = convert(**file, opt.output, options);
+  auto report = llama ? hf::convert_folder_to_gguf(opt.input, opt.output, options) : convert(**file, opt.output, options);
   if (options.progress) std::fprintf(stderr, "\n");
   if (!report.is_ok()) return std::move(report).status();
   print_summary(*report, opt.output);

@@ -1,0 +1,100 @@
+// The files of a Hugging Face Llama-family folder, read into plain structs. Internal to src/hf.
+//
+// config_json.cpp and tokenizer_json.cpp read the JSON files (the only files here that see simdjson),
+// sentencepiece.cpp reads tokenizer.model; llama.cpp (this folder's) turns them into GGUF metadata.
+// Every reader caps the file's size before reading it, range-checks every number, and names the file
+// and the key in its errors.
+//
+// Thread safety: pure functions.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "safeweights/error.h"
+
+namespace safeweights::hf {
+
+// Size caps: far above real files (a 256k-token tokenizer.json is ~35 MB), far below what would hurt
+// (the parsed tokenizer.json takes a few times its size).
+inline constexpr std::uint64_t kMaxConfigBytes = 4u << 20;
+inline constexpr std::uint64_t kMaxTokenizerBytes = 128u << 20;
+// At most this many tokens in a vocabulary (the largest real ones hold ~260k).
+inline constexpr std::uint32_t kMaxVocab = 1u << 22;
+
+// llama.cpp's token types (gguf-py TokenType; SentencePiece's piece types use the same numbers).
+enum TokenType : std::int32_t { kNormal = 1, kUnknown = 2, kControl = 3, kUserDefined = 4, kUnused = 5, kByte = 6 };
+
+// config.json, the fields llama.cpp's converter reads for LlamaForCausalLM.
+struct LlamaConfig {
+  std::string architecture;  // LlamaForCausalLM or MistralForCausalLM
+  std::uint32_t vocab_size = 0;
+  std::uint32_t hidden_size = 0;
+  std::uint32_t intermediate_size = 0;
+  std::uint32_t num_hidden_layers = 0;
+  std::uint32_t num_attention_heads = 0;
+  std::optional<std::uint32_t> num_key_value_heads;
+  std::optional<std::uint32_t> max_position_embeddings;
+  std::optional<std::uint32_t> head_dim;
+  std::optional<double> rope_theta;
+  std::optional<double> rms_norm_eps;
+  std::optional<double> linear_rope_factor;  // rope_scaling {"type": "linear", "factor": F}
+  // {bos,eos,unk,sep,pad,mask}_token_id when an integer (a list, as some configs give eos, is ignored,
+  // as llama.cpp's converter ignores it).
+  std::vector<std::pair<std::string, std::int64_t>> special_ids;
+};
+// FileNotFound without config.json; InvalidArgument for a malformed one; NotSupported for a model
+// llama.cpp's Llama architecture cannot hold (experts, rope scaling it has no key for).
+Result<LlamaConfig> read_config(const std::string& folder);
+// config.json's "architectures" names a Llama-family class (false when unreadable).
+bool names_llama_architecture(const std::string& folder);
+
+// A token added on top of the model's vocabulary (tokenizer.json "added_tokens").
+struct AddedToken {
+  std::uint32_t id = 0;
+  std::string content;
+  bool special = false;
+};
+
+// tokenizer.json: a byte-level BPE model.
+struct BpeTokenizer {
+  std::vector<std::pair<std::string, std::uint32_t>> vocab;  // model.vocab
+  std::vector<std::string> merges;                           // "a b", as llama.cpp stores them
+  std::string pre;                                           // llama.cpp's pre-tokenizer name, or empty when not recognised
+  std::string pre_description;                               // what the pre-tokenizer is, for an error
+};
+
+// tokenizer.json's added tokens (empty when there is no tokenizer.json), and its BPE model when it has one.
+struct TokenizerJson {
+  bool present = false;
+  std::vector<AddedToken> added;
+  std::optional<BpeTokenizer> bpe;  // set when model.type is "BPE"
+};
+Result<TokenizerJson> read_tokenizer_json(const std::string& folder);
+
+// tokenizer_config.json: what llama.cpp's SpecialVocab and LlamaModel.set_vocab read.
+struct TokenizerConfig {
+  std::vector<std::pair<std::string, std::string>> special_tokens;  // {bos,eos,...}_token -> its text
+  std::optional<bool> add_bos_token;
+  std::optional<bool> add_eos_token;
+  std::optional<bool> add_prefix_space;
+  std::optional<std::string> chat_template;
+  std::vector<AddedToken> added_tokens_decoder;  // by id, as the file lists them
+};
+// An absent file gives an empty config.
+Result<TokenizerConfig> read_tokenizer_config(const std::string& folder);
+
+// One SentencePiece piece (ModelProto.pieces).
+struct Piece {
+  std::string piece;
+  float score = 0;
+  std::int32_t type = kNormal;  // SentencePiece's Type enum: NORMAL 1 ... BYTE 6
+};
+// Parses a serialized SentencePiece ModelProto's pieces (field 1: piece 1, score 2, type 3); every other
+// field is skipped by its wire type. InvalidArgument (naming `what` and the byte offset) for a
+// malformed message.
+Result<std::vector<Piece>> parse_sentencepiece(std::string_view bytes, const std::string& what);
+
+}  // namespace safeweights::hf

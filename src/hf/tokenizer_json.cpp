@@ -1,0 +1,224 @@
+// tokenizer.json (Hugging Face tokenizers) and tokenizer_config.json (transformers) of a Llama-family
+// folder: what llama.cpp's converter takes from them.
+#include <array>
+#include <filesystem>
+
+#include "hf/hf_files.h"
+#include "hf/json_read.h"
+
+namespace safeweights::hf {
+namespace {
+
+// The split pattern of Llama 3's tokenizer.json, which llama.cpp implements as pre-tokenizer
+// "llama-bpe" (llama-vocab.cpp, LLAMA_VOCAB_PRE_TYPE_LLAMA3).
+constexpr std::string_view kLlama3Pattern =
+    R"re((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)re";
+
+constexpr std::array<std::string_view, 6> kSpecialTypes = {"bos", "eos", "unk", "sep", "pad", "mask"};
+
+bool has_file(const std::string& path) {
+  std::error_code ec;
+  return std::filesystem::is_regular_file(path, ec);
+}
+
+bool is_type(json::element e, std::string_view type) {
+  auto t = JsonFile::member(e, "type");
+  return e.type() == json::element_type::OBJECT && t && t->type() == json::element_type::STRING &&
+         json::as_string(*t) == type;
+}
+
+bool bool_is(json::element e, std::string_view key, bool want) {
+  auto v = JsonFile::member(e, key);
+  return v && v->type() == json::element_type::BOOL && v->get_bool().value_unsafe() == want;
+}
+
+// A ByteLevel pre-tokenizer that adds no prefix space, with or without GPT-2's own split regex.
+bool is_byte_level(json::element e, bool use_regex) {
+  return is_type(e, "ByteLevel") && !bool_is(e, "add_prefix_space", true) && bool_is(e, "use_regex", use_regex);
+}
+
+// The llama.cpp pre-tokenizer that splits text as this tokenizer.json does, or empty. llama.cpp's own
+// converter hashes the tokenization of a probe text with known tokenizers; without a tokenizer engine
+// here, the structure is compared instead: ByteLevel alone (GPT-2's regex) is "gpt-2"; Llama 3's split
+// pattern followed by ByteLevel without regex is "llama-bpe". A normalizer rules both out (llama.cpp's
+// BPE does not normalize).
+std::string recognise_pre(json::element root) {
+  if (JsonFile::member(root, "normalizer")) return {};
+  auto pre = JsonFile::member(root, "pre_tokenizer");
+  if (!pre) return {};
+  if (is_byte_level(*pre, true)) return "gpt-2";
+  if (!is_type(*pre, "Sequence")) return {};
+  auto list = JsonFile::member(*pre, "pretokenizers");
+  if (!list || list->type() != json::element_type::ARRAY || json::as_array(*list).size() != 2) return {};
+  auto split = json::as_array(*list).at(0).value_unsafe();
+  auto byte_level = json::as_array(*list).at(1).value_unsafe();
+  if (!is_type(split, "Split") || !is_byte_level(byte_level, false)) return {};
+  auto pattern = JsonFile::member(split, "pattern");
+  if (!pattern || pattern->type() != json::element_type::OBJECT) return {};
+  auto regex = JsonFile::member(*pattern, "Regex");
+  auto behavior = JsonFile::member(split, "behavior");
+  if (!regex || regex->type() != json::element_type::STRING || json::as_string(*regex) != kLlama3Pattern) return {};
+  if (!behavior || behavior->type() != json::element_type::STRING || json::as_string(*behavior) != "Isolated") return {};
+  if (bool_is(split, "invert", true)) return {};
+  return "llama-bpe";
+}
+
+std::string describe_pre(json::element root) {
+  auto pre = JsonFile::member(root, "pre_tokenizer");
+  std::string out = "pre_tokenizer ";
+  if (!pre) {
+    out += "null";
+  } else {
+    auto type = JsonFile::member(*pre, "type");
+    out += type && type->type() == json::element_type::STRING ? json::quoted(json::as_string(*type)) : std::string("?");
+  }
+  if (JsonFile::member(root, "normalizer")) out += " with a normalizer";
+  return out;
+}
+
+// model.merges: "a b" strings, or [a, b] pairs (transformers >= 4.45), which llama.cpp's converter
+// joins with a space after writing spaces inside a part as U+0120.
+Status read_merges(const JsonFile& file, json::element merges, std::vector<std::string>& out) {
+  if (merges.type() != json::element_type::ARRAY) return file.bad("model.merges", "must be an array");
+  const auto list = json::as_array(merges);
+  out.reserve(list.size());
+  for (auto m : list) {
+    if (m.type() == json::element_type::STRING) {
+      out.emplace_back(json::as_string(m));
+      continue;
+    }
+    if (m.type() != json::element_type::ARRAY || json::as_array(m).size() != 2) {
+      return file.bad("model.merges", "must hold strings or pairs of strings");
+    }
+    std::string joined;
+    for (auto part : json::as_array(m)) {
+      if (part.type() != json::element_type::STRING) return file.bad("model.merges", "must hold strings or pairs of strings");
+      if (!joined.empty()) joined += ' ';
+      for (char ch : json::as_string(part)) {
+        if (ch == ' ') {
+          joined += "\xC4\xA0";  // U+0120
+        } else {
+          joined += ch;
+        }
+      }
+    }
+    out.push_back(std::move(joined));
+  }
+  return Status::ok();
+}
+
+Result<BpeTokenizer> read_bpe(const JsonFile& file, json::element model) {
+  BpeTokenizer bpe;
+  SW_RETURN_IF_ERROR(file.check_unique(model, "model"));
+  if (bool_is(model, "byte_fallback", true)) {
+    return Error(ErrorKind::NotSupported, "a BPE model with byte_fallback is not byte-level BPE (llama.cpp's gpt2 tokenizer)")
+        .with_file(file.path());
+  }
+  auto vocab = JsonFile::member(model, "vocab");
+  if (!vocab || vocab->type() != json::element_type::OBJECT) return file.bad("model.vocab", "must be an object");
+  SW_RETURN_IF_ERROR(file.check_unique(*vocab, "model.vocab"));
+  const auto entries = json::as_object(*vocab);
+  if (entries.size() > kMaxVocab) return file.bad("model.vocab", "holds more than " + std::to_string(kMaxVocab) + " tokens");
+  bpe.vocab.reserve(entries.size());
+  for (auto field : entries) {
+    std::int64_t id = -1;
+    if (field.value.type() == json::element_type::INT64) id = field.value.get_int64().value_unsafe();
+    if (id < 0 || id >= kMaxVocab) return file.bad("model.vocab", "gives token " + json::quoted(field.key) + " an id that is not in [0, 2^22)");
+    bpe.vocab.emplace_back(std::string(field.key), static_cast<std::uint32_t>(id));
+  }
+  auto merges = JsonFile::member(model, "merges");
+  if (!merges) return file.bad("model.merges", "is missing");
+  SW_RETURN_IF_ERROR(read_merges(file, *merges, bpe.merges));
+  bpe.pre = recognise_pre(file.root());
+  bpe.pre_description = describe_pre(file.root());
+  return bpe;
+}
+
+Result<AddedToken> read_added(const JsonFile& file, json::element e, std::string_view where, std::optional<std::uint32_t> id) {
+  if (e.type() != json::element_type::OBJECT) return file.bad(where, "must hold objects");
+  AddedToken t;
+  if (id) {
+    t.id = *id;
+  } else {
+    SW_ASSIGN_OR_RETURN(auto v, file.integer(e, "id", 0, kMaxVocab - 1));
+    if (!v) return file.bad(where, "has an entry without an id");
+    t.id = static_cast<std::uint32_t>(*v);
+  }
+  SW_ASSIGN_OR_RETURN(auto content, file.string(e, "content"));
+  if (!content) return file.bad(where, "has an entry without content");
+  t.content = std::move(*content);
+  SW_ASSIGN_OR_RETURN(auto special, file.boolean(e, "special"));
+  t.special = special.value_or(false);
+  return t;
+}
+
+}  // namespace
+
+Result<TokenizerJson> read_tokenizer_json(const std::string& folder) {
+  TokenizerJson out;
+  const std::string path = folder + "/tokenizer.json";
+  if (!has_file(path)) return out;
+  out.present = true;
+  SW_ASSIGN_OR_RETURN(auto file, JsonFile::read(path, kMaxTokenizerBytes));
+  if (auto added = JsonFile::member(file->root(), "added_tokens")) {
+    if (added->type() != json::element_type::ARRAY) return file->bad("added_tokens", "must be an array");
+    const auto list = json::as_array(*added);
+    if (list.size() > kMaxVocab) return file->bad("added_tokens", "is too long");
+    for (auto e : list) {
+      SW_ASSIGN_OR_RETURN(auto t, read_added(*file, e, "added_tokens", std::nullopt));
+      out.added.push_back(std::move(t));
+    }
+  }
+  auto model = JsonFile::member(file->root(), "model");
+  if (model && model->type() == json::element_type::OBJECT && is_type(*model, "BPE")) {
+    SW_ASSIGN_OR_RETURN(out.bpe, read_bpe(*file, *model));
+  }
+  return out;
+}
+
+Result<TokenizerConfig> read_tokenizer_config(const std::string& folder) {
+  TokenizerConfig out;
+  const std::string path = folder + "/tokenizer_config.json";
+  if (!has_file(path)) return out;
+  SW_ASSIGN_OR_RETURN(auto file, JsonFile::read(path, kMaxTokenizerBytes));
+  const auto root = file->root();
+  for (auto type : kSpecialTypes) {
+    const std::string key = std::string(type) + "_token";
+    auto e = JsonFile::member(root, key);
+    if (!e) continue;
+    if (e->type() == json::element_type::STRING) {
+      out.special_tokens.emplace_back(std::string(type), std::string(json::as_string(*e)));
+    } else if (e->type() == json::element_type::OBJECT) {
+      SW_ASSIGN_OR_RETURN(auto content, file->string(*e, "content"));
+      if (content) out.special_tokens.emplace_back(std::string(type), std::move(*content));
+    } else {
+      return file->bad(key, "must be a string or an object with content");
+    }
+  }
+  SW_ASSIGN_OR_RETURN(out.add_bos_token, file->boolean(root, "add_bos_token"));
+  SW_ASSIGN_OR_RETURN(out.add_eos_token, file->boolean(root, "add_eos_token"));
+  SW_ASSIGN_OR_RETURN(out.add_prefix_space, file->boolean(root, "add_prefix_space"));
+  if (auto t = JsonFile::member(root, "chat_template")) {
+    if (t->type() != json::element_type::STRING) {
+      return Error(ErrorKind::NotSupported, "chat_template that is not one string (named templates) is not converted")
+          .with_file(file->path());
+    }
+    out.chat_template = std::string(json::as_string(*t));
+  }
+  if (auto decoder = JsonFile::member(root, "added_tokens_decoder")) {
+    if (decoder->type() != json::element_type::OBJECT) return file->bad("added_tokens_decoder", "must be an object");
+    SW_RETURN_IF_ERROR(file->check_unique(*decoder, "added_tokens_decoder"));
+    for (auto field : json::as_object(*decoder)) {
+      std::uint32_t id = 0;
+      const bool digits = !field.key.empty() && field.key.size() <= 7 &&
+                          field.key.find_first_not_of("0123456789") == std::string_view::npos;
+      if (digits) id = static_cast<std::uint32_t>(std::stoul(std::string(field.key)));
+      if (!digits || id >= kMaxVocab) return file->bad("added_tokens_decoder", "has key " + json::quoted(field.key) + ", not a token id");
+      SW_ASSIGN_OR_RETURN(auto t, read_added(*file, field.value, "added_tokens_decoder", id));
+      out.added_tokens_decoder.push_back(std::move(t));
+    }
+  }
+  return out;
+}
+
+}  // namespace safeweights::hf

@@ -1,0 +1,216 @@
+// Tokenizers into GGUF metadata, as llama.cpp's converter writes them (convert_hf_to_gguf.py:
+// _set_vocab_sentencepiece, _set_vocab_gpt2 / get_vocab_base; gguf-py SpecialVocab).
+#include "hf/vocab.h"
+
+#include <filesystem>
+#include <unordered_map>
+
+#include "core/status_macros.h"
+#include "io/read_util.h"
+
+namespace safeweights::hf {
+namespace {
+
+using gguf::KeyValue;
+using gguf::Value;
+using gguf::ValueType;
+
+// The special-token kinds llama.cpp's SpecialVocab writes, with their GGUF keys (sic "seperator").
+struct SpecialKind {
+  std::string_view type;
+  std::string_view key;
+};
+constexpr SpecialKind kSpecialKinds[] = {
+    {"bos", "tokenizer.ggml.bos_token_id"},     {"eos", "tokenizer.ggml.eos_token_id"},
+    {"unk", "tokenizer.ggml.unknown_token_id"}, {"sep", "tokenizer.ggml.seperator_token_id"},
+    {"pad", "tokenizer.ggml.padding_token_id"}, {"mask", "tokenizer.ggml.mask_token_id"},
+};
+
+struct Vocab {
+  std::vector<std::string> tokens;
+  std::vector<float> scores;  // SentencePiece only
+  std::vector<std::int32_t> types;
+};
+
+// Added tokens that are not marked special but read as control tokens (llama.cpp's
+// does_token_look_special).
+bool looks_special(std::string_view t) {
+  if (t == "<pad>" || t == "<mask>" || t == "<2mass>" || t == "[@BOS@]") return true;
+  if (t.starts_with("<|") && t.ends_with("|>")) return true;
+  if (t.starts_with("<\xEF\xBD\x9C") && t.ends_with("\xEF\xBD\x9C>")) return true;  // <｜ ... ｜>
+  return t.starts_with("<unused") && t.ends_with(">");
+}
+
+// llama.cpp expects user-defined tokens pre-normalized: SentencePiece's U+2581 becomes a space.
+std::string user_defined_text(std::string_view t) {
+  std::string out;
+  for (std::size_t i = 0; i < t.size(); ++i) {
+    if (t.substr(i, 3) == "\xE2\x96\x81") {
+      out += ' ';
+      i += 2;
+    } else {
+      out += t[i];
+    }
+  }
+  return out;
+}
+
+// An added token's type and text.
+void set_added(Vocab& v, const AddedToken& t) {
+  if (t.special || looks_special(t.content)) {
+    v.types[t.id] = kControl;
+    v.tokens[t.id] = t.content;
+  } else {
+    v.types[t.id] = kUserDefined;
+    v.tokens[t.id] = user_defined_text(t.content);
+  }
+}
+
+Vocab padded(std::uint32_t n, float score) {
+  Vocab v;
+  v.tokens.reserve(n);
+  for (std::uint32_t i = 0; i < n; ++i) v.tokens.push_back("[PAD" + std::to_string(i) + "]");
+  v.scores.assign(n, score);
+  v.types.assign(n, kUnused);
+  return v;
+}
+
+Error out_of_vocab(const std::string& file, std::string_view what, std::uint64_t id, std::uint32_t n) {
+  return Error(ErrorKind::InvalidArgument, std::string(what) + " " + std::to_string(id) + " is not below config.json's vocab_size " +
+                                               std::to_string(n))
+      .with_file(file);
+}
+
+// tokenizer.model: the pieces at their ids, the rest of config.json's vocab_size as "[PADi]" (score
+// -10000, unused). Pieces keep their score; their type becomes llama.cpp's (NORMAL, UNKNOWN, CONTROL,
+// UNUSED, BYTE; USER_DEFINED pieces are NORMAL, as the converter's SentencePieceProcessor queries
+// give). tokenizer_config.json's added_tokens_decoder then overrides its ids (score -1000).
+Result<Vocab> sentencepiece_vocab(const std::string& folder, const LlamaConfig& c, const TokenizerConfig& tc) {
+  const std::string path = folder + "/tokenizer.model";
+  std::error_code ec;
+  if (std::filesystem::exists(folder + "/added_tokens.json", ec)) {
+    return Error(ErrorKind::NotSupported, "added_tokens.json beside tokenizer.model is not converted").with_file(folder);
+  }
+  SW_ASSIGN_OR_RETURN(std::string bytes, read_small_file(path, kMaxTokenizerBytes));
+  SW_ASSIGN_OR_RETURN(std::vector<Piece> pieces, parse_sentencepiece(bytes, path));
+  if (pieces.size() > c.vocab_size) return out_of_vocab(path, "piece count", pieces.size(), c.vocab_size);
+  Vocab v = padded(c.vocab_size, -10000.0f);
+  for (std::size_t i = 0; i < pieces.size(); ++i) {
+    const std::int32_t t = pieces[i].type;
+    v.tokens[i] = std::move(pieces[i].piece);
+    v.scores[i] = pieces[i].score;
+    v.types[i] = t == kUserDefined ? kNormal : t;
+  }
+  for (const AddedToken& t : tc.added_tokens_decoder) {
+    if (t.id >= c.vocab_size) return out_of_vocab(folder + "/tokenizer_config.json", "added token id", t.id, c.vocab_size);
+    set_added(v, t);
+    v.scores[t.id] = -1000.0f;
+  }
+  return v;
+}
+
+// tokenizer.json's byte-level BPE: model.vocab and the added tokens at their ids, the rest of
+// config.json's vocab_size as "[PADi]" (unused).
+Result<Vocab> bpe_vocab(const std::string& folder, const LlamaConfig& c, const TokenizerJson& tj) {
+  const std::string path = folder + "/tokenizer.json";
+  Vocab v = padded(c.vocab_size, 0);
+  for (const auto& [text, id] : tj.bpe->vocab) {
+    if (id >= c.vocab_size) return out_of_vocab(path, "token id", id, c.vocab_size);
+    v.tokens[id] = text;
+    v.types[id] = kNormal;
+  }
+  for (const AddedToken& t : tj.added) {
+    if (t.id >= c.vocab_size) return out_of_vocab(path, "added token id", t.id, c.vocab_size);
+    set_added(v, t);
+  }
+  return v;
+}
+
+Value string_array(std::vector<std::string> items) {
+  std::vector<Value> values;
+  values.reserve(items.size());
+  for (std::string& s : items) values.push_back(Value::string(std::move(s)));
+  return Value::array(ValueType::STRING, std::move(values));
+}
+
+template <typename T, typename Make>
+Value scalar_array(ValueType type, const std::vector<T>& items, Make make) {
+  std::vector<Value> values;
+  values.reserve(items.size());
+  for (const T& x : items) values.push_back(make(x));
+  return Value::array(type, std::move(values));
+}
+
+// SpecialVocab: each kind's token text from tokenizer_config.json, looked up among tokenizer.json's
+// added tokens (the first with that content); else config.json's {kind}_token_id. Ids at or beyond
+// `n_vocab` (when known) are left out, as llama.cpp's converter leaves them out.
+void add_special(const LlamaConfig& c, const TokenizerJson& tj, const TokenizerConfig& tc,
+                 std::optional<std::uint32_t> n_vocab, std::vector<KeyValue>& kv) {
+  std::unordered_map<std::string_view, std::uint64_t> ids;
+  std::vector<std::string_view> order;
+  auto set = [&](std::string_view type, std::uint64_t id) {
+    if ((n_vocab && id >= *n_vocab) || ids.contains(type)) return;
+    ids.emplace(type, id);
+    order.push_back(type);
+  };
+  for (const auto& [type, content] : tc.special_tokens) {
+    for (const AddedToken& t : tj.added) {
+      if (t.content == content) {
+        set(type, t.id);
+        break;
+      }
+    }
+  }
+  for (const auto& [type, id] : c.special_ids) set(type, static_cast<std::uint64_t>(id));
+  for (std::string_view type : order) {
+    for (const SpecialKind& k : kSpecialKinds) {
+      if (k.type == type) kv.push_back({std::string(k.key), Value::u32(static_cast<std::uint32_t>(ids[type]))});
+    }
+  }
+  if (tc.add_bos_token) kv.push_back({"tokenizer.ggml.add_bos_token", Value::boolean(*tc.add_bos_token)});
+  if (tc.add_eos_token) kv.push_back({"tokenizer.ggml.add_eos_token", Value::boolean(*tc.add_eos_token)});
+  if (tc.chat_template) kv.push_back({"tokenizer.chat_template", Value::string(*tc.chat_template)});
+}
+
+}  // namespace
+
+Status add_vocabulary(const std::string& folder, const LlamaConfig& config, const LlamaOptions& options,
+                      std::vector<KeyValue>& kv) {
+  SW_ASSIGN_OR_RETURN(TokenizerJson tj, read_tokenizer_json(folder));
+  SW_ASSIGN_OR_RETURN(TokenizerConfig tc, read_tokenizer_config(folder));
+  std::error_code ec;
+  if (std::filesystem::exists(folder + "/tokenizer.model", ec)) {
+    SW_ASSIGN_OR_RETURN(Vocab v, sentencepiece_vocab(folder, config, tc));
+    const auto n = static_cast<std::uint32_t>(v.tokens.size());
+    kv.push_back({"tokenizer.ggml.model", Value::string("llama")});
+    kv.push_back({"tokenizer.ggml.pre", Value::string("default")});
+    kv.push_back({"tokenizer.ggml.tokens", string_array(std::move(v.tokens))});
+    kv.push_back({"tokenizer.ggml.scores", scalar_array(ValueType::FLOAT32, v.scores, Value::f32)});
+    kv.push_back({"tokenizer.ggml.token_type", scalar_array(ValueType::INT32, v.types, Value::i32)});
+    add_special(config, tj, tc, n, kv);
+  } else if (tj.bpe) {
+    std::string pre = options.bpe_pre.empty() ? tj.bpe->pre : options.bpe_pre;
+    if (pre.empty()) {
+      return Error(ErrorKind::NotSupported, "tokenizer.json's " + tj.bpe->pre_description +
+                                                " is not one llama.cpp splits the same way (known: ByteLevel as gpt-2; "
+                                                "Llama 3's Split + ByteLevel as llama-bpe)")
+          .with_file(folder + "/tokenizer.json");
+    }
+    SW_ASSIGN_OR_RETURN(Vocab v, bpe_vocab(folder, config, tj));
+    kv.push_back({"tokenizer.ggml.model", Value::string("gpt2")});
+    kv.push_back({"tokenizer.ggml.pre", Value::string(std::move(pre))});
+    kv.push_back({"tokenizer.ggml.tokens", string_array(std::move(v.tokens))});
+    kv.push_back({"tokenizer.ggml.token_type", scalar_array(ValueType::INT32, v.types, Value::i32)});
+    kv.push_back({"tokenizer.ggml.merges", string_array(std::move(tj.bpe->merges))});
+    add_special(config, tj, tc, std::nullopt, kv);
+  } else {
+    return Error(ErrorKind::FileNotFound,
+                 tj.present ? "tokenizer.json holds no BPE model and there is no tokenizer.model"
+                            : "no tokenizer.model (SentencePiece) or tokenizer.json (byte-level BPE)")
+        .with_file(folder);
+  }
+  if (tc.add_prefix_space) kv.push_back({"tokenizer.ggml.add_space_prefix", Value::boolean(*tc.add_prefix_space)});
+  return Status::ok();
+}
+
+}  // namespace safeweights::hf

@@ -1,0 +1,344 @@
+// Hugging Face Llama folders -> llama.cpp plan (include/safeweights/hf_llama.h): what a valid folder
+// plans to, and every hostile-input rule (config.json, tokenizer files, the SentencePiece protobuf
+// reader, the tensors) with the error kind and the file or key it names. The end-to-end proof against
+// gguf-py and llama.cpp is tests/python/test_hf_llama.py.
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "../test_util.h"
+#include "hf/hf_files.h"
+#include "safeweights/hf_llama.h"
+
+using namespace safeweights;
+using namespace swt;
+namespace fs = std::filesystem;
+
+namespace {
+
+// A tiny valid folder: hidden 8, 2 heads, 1 key/value head (head size 4), 1 layer, vocab 6, tied
+// embeddings, a byte-level BPE tokenizer.json; every tensor zeros.
+struct Folder {
+  TempDir dir;
+  std::map<std::string, std::string> config = {
+      {"architectures", R"(["LlamaForCausalLM"])"}, {"vocab_size", "6"},          {"hidden_size", "8"},
+      {"intermediate_size", "8"},                   {"num_hidden_layers", "1"},   {"num_attention_heads", "2"},
+      {"num_key_value_heads", "1"},                 {"max_position_embeddings", "32"}, {"rms_norm_eps", "1e-5"},
+  };
+  std::map<std::string, std::vector<std::uint64_t>> tensors = {
+      {"model.embed_tokens.weight", {6, 8}},
+      {"model.norm.weight", {8}},
+      {"model.layers.0.input_layernorm.weight", {8}},
+      {"model.layers.0.self_attn.q_proj.weight", {8, 8}},
+      {"model.layers.0.self_attn.k_proj.weight", {4, 8}},
+      {"model.layers.0.self_attn.v_proj.weight", {4, 8}},
+      {"model.layers.0.self_attn.o_proj.weight", {8, 8}},
+      {"model.layers.0.post_attention_layernorm.weight", {8}},
+      {"model.layers.0.mlp.gate_proj.weight", {8, 8}},
+      {"model.layers.0.mlp.up_proj.weight", {8, 8}},
+      {"model.layers.0.mlp.down_proj.weight", {8, 8}},
+      {"model.layers.0.self_attn.rotary_emb.inv_freq", {2}},
+  };
+  std::string pre_tokenizer = R"({"type":"ByteLevel","add_prefix_space":false,"use_regex":true})";
+  std::string vocab = R"({"a":0,"b":1,"c":2,"ab":3})";
+  std::string model_extra;
+
+  std::string path() const { return dir.path(); }
+
+  void write() {
+    std::string cfg = "{";
+    for (const auto& [k, v] : config) {
+      if (cfg.size() > 1) cfg += ',';
+      cfg += "\"" + k + "\":" + v;
+    }
+    write_file_bytes(dir.file("config.json"), cfg + "}");
+    std::string header = "{";
+    std::uint64_t offset = 0;
+    for (const auto& [name, shape] : tensors) {
+      std::uint64_t n = 4;
+      std::string dims;
+      for (auto d : shape) {
+        n *= d;
+        if (!dims.empty()) dims += ',';
+        dims += std::to_string(d);
+      }
+      if (header.size() > 1) header += ',';
+      header += "\"" + name + "\":" + entry("F32", dims, offset, offset + n);
+      offset += n;
+    }
+    write_file_bytes(dir.file("model.safetensors"), st_file(header + "}", offset));
+    write_file_bytes(dir.file("tokenizer.json"),
+                     R"({"added_tokens":[{"id":4,"content":"<|bos|>","special":true}],"normalizer":null,)"
+                     R"("pre_tokenizer":)" + pre_tokenizer +
+                         R"(,"model":{"type":"BPE","vocab":)" + vocab + R"(,"merges":["a b"])" + model_extra + "}}");
+    write_file_bytes(dir.file("tokenizer_config.json"), R"({"bos_token":"<|bos|>","add_bos_token":true})");
+  }
+
+  Result<hf::LlamaPlan> plan(const hf::LlamaOptions& options = {}) {
+    write();
+    auto weights = open_tensors(path());
+    if (!weights.is_ok()) return std::move(weights).status();
+    return hf::plan(path(), **weights, TensorType::F32, options);
+  }
+};
+
+const gguf::Value* find(const hf::LlamaPlan& p, std::string_view key) {
+  for (const auto& kv : p.kv)
+    if (kv.key == key) return &kv.value;
+  return nullptr;
+}
+
+::testing::AssertionResult FailsNaming(const Result<hf::LlamaPlan>& r, ErrorKind kind, std::string_view file,
+                                        std::string_view text) {
+  if (auto k = IsKind(r, kind); !k) return k;
+  const std::string all = r.error().to_string();
+  if (!r.error().context().file.ends_with(file)) return ::testing::AssertionFailure() << "file not named: " << all;
+  if (all.find(text) == std::string::npos) return ::testing::AssertionFailure() << "`" << text << "` not in: " << all;
+  return ::testing::AssertionSuccess();
+}
+
+TEST(HfLlama, ValidFolderPlansLlamaCppNamesAndPermutations) {
+  Folder f;
+  auto p = f.plan();
+  ASSERT_TRUE(IsOk(p));
+  std::vector<std::string> names;
+  for (const auto& t : p->tensors) names.push_back(t.name);
+  const std::vector<std::string> want = {
+      "token_embd.weight",   "blk.0.attn_norm.weight", "blk.0.attn_q.weight",   "blk.0.attn_k.weight",
+      "blk.0.attn_v.weight", "blk.0.attn_output.weight", "blk.0.ffn_norm.weight", "blk.0.ffn_gate.weight",
+      "blk.0.ffn_up.weight", "blk.0.ffn_down.weight",  "output_norm.weight"};  // tied: no output.weight
+  EXPECT_EQ(names, want);
+  EXPECT_EQ(p->tensors[2].permute_heads, 2u);  // q: the query heads
+  EXPECT_EQ(p->tensors[3].permute_heads, 1u);  // k: the key/value heads
+  EXPECT_EQ(p->tensors[4].permute_heads, 0u);
+  ASSERT_NE(find(*p, "llama.attention.head_count_kv"), nullptr);
+  EXPECT_EQ(*find(*p, "llama.attention.head_count_kv"), gguf::Value::u32(1));
+  EXPECT_EQ(*find(*p, "llama.rope.dimension_count"), gguf::Value::u32(4));
+  EXPECT_EQ(*find(*p, "llama.attention.layer_norm_rms_epsilon"), gguf::Value::f32(1e-5f));
+  EXPECT_EQ(*find(*p, "general.file_type"), gguf::Value::u32(0));
+  EXPECT_EQ(*find(*p, "tokenizer.ggml.model"), gguf::Value::string("gpt2"));
+  EXPECT_EQ(*find(*p, "tokenizer.ggml.pre"), gguf::Value::string("gpt-2"));
+  EXPECT_EQ(*find(*p, "tokenizer.ggml.bos_token_id"), gguf::Value::u32(4));
+  EXPECT_EQ(*find(*p, "tokenizer.ggml.add_bos_token"), gguf::Value::boolean(true));
+  const gguf::Value* tokens = find(*p, "tokenizer.ggml.tokens");
+  ASSERT_NE(tokens, nullptr);
+  ASSERT_EQ(tokens->items.size(), 6u);
+  EXPECT_EQ(tokens->items[5].str, "[PAD5]");
+  const gguf::Value* types = find(*p, "tokenizer.ggml.token_type");
+  EXPECT_EQ(types->items[0], gguf::Value::i32(1));
+  EXPECT_EQ(types->items[4], gguf::Value::i32(3));  // special added token: CONTROL
+  EXPECT_EQ(types->items[5], gguf::Value::i32(5));  // padding: UNUSED
+  EXPECT_TRUE(hf::is_llama_folder(f.path()));
+}
+
+TEST(HfLlama, IsLlamaFolderOnlyForLlamaFamilyConfigs) {
+  Folder f;
+  f.config["architectures"] = R"(["MistralForCausalLM"])";
+  f.write();
+  EXPECT_TRUE(hf::is_llama_folder(f.path()));
+  f.config["architectures"] = R"(["GPT2LMHeadModel"])";
+  f.write();
+  EXPECT_FALSE(hf::is_llama_folder(f.path()));
+  EXPECT_FALSE(hf::is_llama_folder(f.path() + "/nowhere"));
+  write_file_bytes(f.dir.file("config.json"), "{not json");
+  EXPECT_FALSE(hf::is_llama_folder(f.path()));
+}
+
+TEST(HfLlama, ConfigErrorsNameTheFileAndKey) {
+  struct Case {
+    std::string key, value;
+    ErrorKind kind;
+    std::string text;
+  };
+  const std::vector<Case> cases = {
+      {"hidden_size", "", ErrorKind::InvalidArgument, "`hidden_size` is missing"},
+      {"hidden_size", "\"8\"", ErrorKind::InvalidArgument, "`hidden_size` must be an integer"},
+      {"hidden_size", "8.5", ErrorKind::InvalidArgument, "`hidden_size` must be an integer"},
+      {"vocab_size", "1099511627776", ErrorKind::InvalidArgument, "`vocab_size` is 1099511627776, outside"},
+      {"vocab_size", "18446744073709551615", ErrorKind::InvalidArgument, "`vocab_size` is out of range"},
+      {"num_hidden_layers", "513", ErrorKind::InvalidArgument, "`num_hidden_layers`"},
+      {"num_attention_heads", "0", ErrorKind::InvalidArgument, "`num_attention_heads` is 0"},
+      {"num_key_value_heads", "3", ErrorKind::InvalidArgument, "`num_key_value_heads` must divide"},
+      {"rms_norm_eps", "-1", ErrorKind::InvalidArgument, "`rms_norm_eps` must be a finite positive number"},
+      {"max_position_embeddings", "", ErrorKind::InvalidArgument, "`max_position_embeddings` is missing"},
+      {"architectures", "[\"LlamaModel\"]", ErrorKind::InvalidArgument, "`architectures`"},
+      {"num_local_experts", "8", ErrorKind::NotSupported, "mixture-of-experts"},
+      {"rope_scaling", R"({"rope_type":"yarn","factor":4})", ErrorKind::NotSupported, "`yarn`"},
+      {"rope_scaling", R"({"type":"linear"})", ErrorKind::InvalidArgument, "without a factor"},
+  };
+  for (const Case& c : cases) {
+    Folder f;
+    if (c.value.empty()) {
+      f.config.erase(c.key);
+    } else {
+      f.config[c.key] = c.value;
+    }
+    EXPECT_TRUE(FailsNaming(f.plan(), c.kind, "config.json", c.text)) << c.key << "=" << c.value;
+  }
+}
+
+TEST(HfLlama, LinearRopeScalingIsWritten) {
+  Folder f;
+  f.config["rope_scaling"] = R"({"type":"linear","factor":2.0})";
+  auto p = f.plan();
+  ASSERT_TRUE(IsOk(p));
+  EXPECT_EQ(*find(*p, "llama.rope.scaling.type"), gguf::Value::string("linear"));
+  EXPECT_EQ(*find(*p, "llama.rope.scaling.factor"), gguf::Value::f32(2.0f));
+}
+
+TEST(HfLlama, DuplicateAndMalformedJson) {
+  Folder f;
+  f.write();
+  write_file_bytes(f.dir.file("config.json"), R"({"architectures":["LlamaForCausalLM"],"vocab_size":6,"vocab_size":7})");
+  auto weights = open_tensors(f.path());
+  ASSERT_TRUE(IsOk(weights));
+  EXPECT_TRUE(FailsNaming(hf::plan(f.path(), **weights, std::nullopt), ErrorKind::DuplicateKey, "config.json", "`vocab_size`"));
+  write_file_bytes(f.dir.file("config.json"), "[1,2]");
+  EXPECT_TRUE(FailsNaming(hf::plan(f.path(), **weights, std::nullopt), ErrorKind::InvalidArgument, "config.json", "JSON object"));
+  write_file_bytes(f.dir.file("config.json"), std::string((4u << 20) + 1, ' '));  // over the 4 MiB cap
+  EXPECT_TRUE(IsKind(hf::plan(f.path(), **weights, std::nullopt), ErrorKind::ResourceLimit));
+  write_file_bytes(f.dir.file("config.json"), "{\"a\":\"\xff\"}");
+  EXPECT_TRUE(FailsNaming(hf::plan(f.path(), **weights, std::nullopt), ErrorKind::InvalidArgument, "config.json", "UTF-8"));
+}
+
+TEST(HfLlama, TensorsLlamaCppCannotNameAreRefused) {
+  {
+    Folder f;
+    f.tensors["model.layers.0.mlp.extra.weight"] = {8};
+    auto p = f.plan();
+    ASSERT_TRUE(IsKind(p, ErrorKind::NotSupported));
+    EXPECT_EQ(p.error().context().tensor, "model.layers.0.mlp.extra.weight");
+  }
+  {
+    Folder f;
+    f.tensors.erase("model.layers.0.self_attn.k_proj.weight");
+    EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::TensorNotFound, "model.safetensors", "blk.0.attn_k.weight"));
+  }
+  {
+    Folder f;  // q rows must be heads x head size for the permutation
+    f.tensors["model.layers.0.self_attn.q_proj.weight"] = {6, 8};
+    EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::InvalidArgument, "model.safetensors", "config.json implies [8, 8]"));
+  }
+  {
+    Folder f;  // lm_head present: output.weight planned
+    f.tensors["lm_head.weight"] = {6, 8};
+    auto p = f.plan();
+    ASSERT_TRUE(IsOk(p));
+    EXPECT_EQ(p->tensors.back().name, "output.weight");
+  }
+}
+
+TEST(HfLlama, TokenizerRules) {
+  {
+    Folder f;  // an unknown pre-tokenizer: refused, unless named
+    f.pre_tokenizer = R"({"type":"Metaspace","replacement":"x"})";
+    EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::NotSupported, "tokenizer.json", "`Metaspace`"));
+    hf::LlamaOptions named;
+    named.bpe_pre = "default";
+    auto p = f.plan(named);
+    ASSERT_TRUE(IsOk(p));
+    EXPECT_EQ(*find(*p, "tokenizer.ggml.pre"), gguf::Value::string("default"));
+  }
+  {
+    Folder f;
+    f.vocab = R"({"a":0,"b":6})";
+    EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::InvalidArgument, "tokenizer.json", "token id 6 is not below"));
+  }
+  {
+    Folder f;
+    f.vocab = R"({"a":0,"a":1})";
+    EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::DuplicateKey, "tokenizer.json", "`a`"));
+  }
+  {
+    Folder f;
+    f.model_extra = R"(,"byte_fallback":true)";
+    EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::NotSupported, "tokenizer.json", "byte_fallback"));
+  }
+  {
+    Folder f;
+    f.write();
+    fs::remove(f.dir.file("tokenizer.json"));
+    auto weights = open_tensors(f.path());
+    EXPECT_TRUE(IsKind(hf::plan(f.path(), **weights, std::nullopt), ErrorKind::FileNotFound));
+  }
+}
+
+// ---- the SentencePiece protobuf reader ----------------------------------------------------------
+
+std::string varint(std::uint64_t v) {
+  std::string s;
+  do {
+    s += static_cast<char>((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
+    v >>= 7;
+  } while (v);
+  return s;
+}
+std::string ld(int field, const std::string& body) { return varint(static_cast<std::uint64_t>(field) << 3 | 2) + varint(body.size()) + body; }
+std::string piece(const std::string& text, float score, int type) {
+  std::string s = ld(1, text) + varint(2 << 3 | 5);
+  s.append(reinterpret_cast<const char*>(&score), 4);
+  return s + varint(3 << 3) + varint(static_cast<std::uint64_t>(type));
+}
+
+TEST(HfSentencePiece, ReadsPiecesAndSkipsOtherFields) {
+  const std::string model = ld(1, piece("<unk>", 0, 2)) + ld(1, piece("\xE2\x96\x81the", -1.5f, 1)) +
+                            ld(2, varint(3 << 3) + varint(2)) + varint(7 << 3) + varint(300) +
+                            ld(1, ld(1, "x"));  // type and score default: NORMAL, 0
+  auto p = hf::parse_sentencepiece(model, "tokenizer.model");
+  ASSERT_TRUE(IsOk(p));
+  ASSERT_EQ(p->size(), 3u);
+  EXPECT_EQ((*p)[0].type, 2);
+  EXPECT_EQ((*p)[1].piece, "\xE2\x96\x81the");
+  EXPECT_EQ((*p)[1].score, -1.5f);
+  EXPECT_EQ((*p)[2].type, 1);
+  EXPECT_EQ((*p)[2].score, 0.0f);
+}
+
+TEST(HfSentencePiece, MalformedMessagesAreRefusedWithTheirOffset) {
+  const std::string ok = ld(1, piece("a", 0, 1));
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"", "no pieces"},
+      {ok.substr(0, ok.size() - 1), "runs past the end"},
+      {ok + "\x0a\xff", "truncated varint"},
+      {ok + "\x0a" + std::string(10, '\xff') + "\x01", "varint"},
+      {ok + "\x0b", "wire type 3"},
+      {ok + "\x02", "field number 0"},
+      {ld(1, piece("a", 0, 7)), "piece type 7"},
+      {ld(1, varint(2 << 3 | 5) + std::string(4, '\0')), "without its text"},
+      {ld(1, varint(1 << 3)), "piece field 1 has wire type 0"},
+      {varint(1 << 3) + varint(5), "must be messages"},
+      {ld(1, ld(1, "a") + "\x22\x80\x80\x80\x80\x10"), "runs past the end"},
+  };
+  for (const auto& [bytes, text] : cases) {
+    auto p = hf::parse_sentencepiece(bytes, "tokenizer.model");
+    ASSERT_TRUE(IsKind(p, ErrorKind::InvalidArgument)) << text;
+    EXPECT_NE(p.error().to_string().find(text), std::string::npos) << p.error().to_string();
+    EXPECT_EQ(p.error().context().file, "tokenizer.model");
+    EXPECT_TRUE(p.error().context().offset.has_value());
+  }
+}
+
+TEST(HfSentencePiece, SentencePieceFolderPadsToVocabSize) {
+  Folder f;
+  f.write();
+  fs::remove(f.dir.file("tokenizer.json"));
+  write_file_bytes(f.dir.file("tokenizer.model"),
+                   ld(1, piece("<unk>", 0, 2)) + ld(1, piece("<s>", 0, 3)) + ld(1, piece("</s>", 0, 3)) +
+                       ld(1, piece("u", -2, 4)));
+  auto weights = open_tensors(f.path());
+  auto p = hf::plan(f.path(), **weights, TensorType::F16);
+  ASSERT_TRUE(IsOk(p));
+  EXPECT_EQ(*find(*p, "tokenizer.ggml.model"), gguf::Value::string("llama"));
+  EXPECT_EQ(*find(*p, "tokenizer.ggml.pre"), gguf::Value::string("default"));
+  EXPECT_EQ(*find(*p, "general.file_type"), gguf::Value::u32(1));
+  const gguf::Value* types = find(*p, "tokenizer.ggml.token_type");
+  const gguf::Value* scores = find(*p, "tokenizer.ggml.scores");
+  ASSERT_EQ(types->items.size(), 6u);
+  EXPECT_EQ(types->items[3], gguf::Value::i32(1));  // USER_DEFINED piece: NORMAL, as llama.cpp's converter
+  EXPECT_EQ(types->items[4], gguf::Value::i32(5));
+  EXPECT_EQ(scores->items[4], gguf::Value::f32(-10000.0f));
+  // The special-token text is not looked up without tokenizer.json: no bos id from tokenizer_config.
+  EXPECT_EQ(find(*p, "tokenizer.ggml.bos_token_id"), nullptr);
+}
+
+}  // namespace
