@@ -58,6 +58,10 @@ struct ConvertReport {
 
 Result<ConvertReport> convert(const TensorFile& input, const std::string& output_path, const ConvertOptions& options = {});
 
+// llama.cpp's general.file_type (its llama_ftype) for a target type, the K-quants as their _S mixes;
+// nullopt for a type llama.cpp has no file type for.
+std::optional<std::uint32_t> llama_file_type(TensorType type) noexcept;
+
 // How two tensors of the same element count differ, value by value, after each is decoded to float64
 // (block and half types through dequantize(), so as ggml's dequantizers compute them; integers, BOOL
 // and F64 exactly). Positions where either value is NaN or infinite count as equal when both are the

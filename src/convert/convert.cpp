@@ -125,26 +125,6 @@ Result<std::vector<Job>> plan_jobs(const TensorFile& input, const ConvertOptions
 
 // ---- metadata ----------------------------------------------------------------------------------
 
-// llama.cpp's general.file_type (llama_ftype) for a requested type; the K-quants as their _S mix.
-std::optional<std::uint32_t> llama_ftype(TensorType t) {
-  switch (t) {
-    case TensorType::F32: return 0;
-    case TensorType::F16: return 1;
-    case TensorType::Q4_0: return 2;
-    case TensorType::Q4_1: return 3;
-    case TensorType::Q8_0: return 7;
-    case TensorType::Q5_0: return 8;
-    case TensorType::Q5_1: return 9;
-    case TensorType::Q2_K: return 10;
-    case TensorType::Q3_K: return 11;
-    case TensorType::Q4_K: return 14;
-    case TensorType::Q5_K: return 16;
-    case TensorType::Q6_K: return 18;
-    case TensorType::BF16: return 32;
-    default: return std::nullopt;
-  }
-}
-
 void set_kv(std::vector<gguf::KeyValue>& kv, gguf::KeyValue entry) {
   auto it = std::ranges::find(kv, entry.key, &gguf::KeyValue::key);
   if (it != kv.end()) it->value = std::move(entry.value);
@@ -162,7 +142,7 @@ std::vector<gguf::KeyValue> gguf_metadata(const TensorFile& input, const Convert
       if (e.key == "general.alignment") continue;
       kv.push_back(e);
     }
-    const auto ftype = options.type ? llama_ftype(*options.type) : std::nullopt;
+    const auto ftype = options.type ? llama_file_type(*options.type) : std::nullopt;
     if (ftype && g->find_kv("general.file_type")) set_kv(kv, {"general.file_type", gguf::Value::u32(*ftype)});
   } else if (const MetadataEntries* md = input.metadata()) {
     for (const auto& [k, v] : *md) kv.push_back({std::string(kMetadataPrefix) + k, gguf::Value::string(v)});
@@ -395,5 +375,25 @@ Result<std::unique_ptr<TensorFile>> open_tensors(const std::string& path, const 
   if (!entry.empty()) members.push_back(entry);
   return format->open(file, members, options);
 }
+
+std::optional<std::uint32_t> llama_file_type(TensorType t) noexcept {
+  switch (t) {
+    case TensorType::F32: return 0;
+    case TensorType::F16: return 1;
+    case TensorType::Q4_0: return 2;
+    case TensorType::Q4_1: return 3;
+    case TensorType::Q8_0: return 7;
+    case TensorType::Q5_0: return 8;
+    case TensorType::Q5_1: return 9;
+    case TensorType::Q2_K: return 10;
+    case TensorType::Q3_K: return 11;
+    case TensorType::Q4_K: return 14;
+    case TensorType::Q5_K: return 16;
+    case TensorType::Q6_K: return 18;
+    case TensorType::BF16: return 32;
+    default: return std::nullopt;
+  }
+}
+
 
 }  // namespace safeweights

@@ -8,6 +8,7 @@
 #include "core/status_macros.h"
 #include "hf/hf_files.h"
 #include "hf/vocab.h"
+#include "safeweights/convert.h"
 #include "safeweights/hf_llama.h"
 
 namespace safeweights::hf {
@@ -115,26 +116,6 @@ struct Planner {
   }
 };
 
-// llama.cpp's general.file_type (llama_ftype) of a target type; the K-quants as their _S mixes.
-std::optional<std::uint32_t> file_type(TensorType t) {
-  switch (t) {
-    case TensorType::F32: return 0;
-    case TensorType::F16: return 1;
-    case TensorType::Q4_0: return 2;
-    case TensorType::Q4_1: return 3;
-    case TensorType::Q8_0: return 7;
-    case TensorType::Q5_0: return 8;
-    case TensorType::Q5_1: return 9;
-    case TensorType::Q2_K: return 10;
-    case TensorType::Q3_K: return 11;
-    case TensorType::Q4_K: return 14;
-    case TensorType::Q5_K: return 16;
-    case TensorType::Q6_K: return 18;
-    case TensorType::BF16: return 32;
-    default: return std::nullopt;
-  }
-}
-
 // Without a target type, the type of the matrices (1-D tensors are F32 in every llama.cpp file type).
 TensorType weights_type(const TensorFile& weights) {
   for (const TensorEntry& e : weights.tensors()) {
@@ -193,7 +174,7 @@ Result<LlamaPlan> plan(const std::string& folder, const TensorFile& weights, std
   Planner planner{config, weights, {}};
   SW_RETURN_IF_ERROR(planner.run());
   const TensorType target = type.value_or(weights_type(weights));
-  const auto ftype = file_type(target);
+  const auto ftype = llama_file_type(target);
   if (!ftype) {
     return Error(ErrorKind::NotSupported, "llama.cpp has no file type for " + std::string(type_name(target))).with_file(weights.name());
   }

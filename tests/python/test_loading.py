@@ -110,6 +110,27 @@ def test_runs_of_same_shape_tensors_come_out_as_separate_correct_views(tmp_path)
     assert torch.equal(got["t01"], want["t01"])
 
 
+def test_load_tensors_reads_a_gguf_file_written_by_convert(tmp_path):
+    cli = os.environ.get("SAFEWEIGHTS_CLI")
+    if not cli:
+        pytest.skip("SAFEWEIGHTS_CLI is not set")
+    rng = np.random.default_rng(5)
+    src = tmp_path / "m.safetensors"
+    src.write_bytes(build_file([
+        ("a", "F32", [4, 32], rng.standard_normal((4, 32)).astype("<f4").tobytes()),
+        ("b", "F16", [64], rng.standard_normal(64).astype("<f2").tobytes()),
+        ("c", "I32", [2, 3], rng.integers(-5, 5, (2, 3)).astype("<i4").tobytes()),
+    ]))
+    gguf = tmp_path / "m.gguf"
+    subprocess.run([cli, "convert", str(src), str(gguf)], check=True, capture_output=True, timeout=60)
+    got, want = swt.load_tensors(gguf), swt.load_file(src)
+    assert sorted(got) == sorted(want)
+    for name in want:
+        assert got[name].dtype == want[name].dtype and torch.equal(got[name], want[name]), name
+    part = swt.load_tensors(gguf, shard=(1, 0, 2))
+    assert torch.equal(part["a"], torch.tensor_split(want["a"], 2, 1)[0])
+
+
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
 
 
@@ -125,6 +146,25 @@ def test_cuda_loads_equal_the_cpu_load(tmp_path):
         assert torch.equal(f.get_tensor("w2").cpu(), cpu["w2"])
     part = swt.load_file(path, device="cuda:0", shard=(1, 1, 2))
     assert torch.equal(part["w3"].cpu(), torch.tensor_split(cpu["w3"], 2, 1)[1])
+    assert torch.equal(swt.load_tensors(path, device="cuda:0")["ids"].cpu(), cpu["ids"])
+
+
+@cuda
+def test_a_dduf_entry_loads_onto_the_device(tmp_path):
+    import safeweights.dduf as dduf
+
+    folder = tmp_path / "pipe"
+    (folder / "unet").mkdir(parents=True)
+    (folder / "model_index.json").write_text('{"unet": ["diffusers", "UNet2DConditionModel"]}')
+    st = tp_file(tmp_path)
+    (folder / "unet" / "config.json").write_text("{}")
+    (folder / "unet" / "model.safetensors").write_bytes(st.read_bytes())
+    archive = tmp_path / "p.dduf"
+    dduf.export_folder_as_dduf(archive, folder)
+    entries = dduf.read_dduf_file(archive)
+    got = dduf.load_safetensors(entries["unet/model.safetensors"], "pt", device="cuda:0")
+    for name, t in swt.load_file(st).items():
+        assert got[name].is_cuda and torch.equal(got[name].cpu(), t), name
 
 
 def free_port():
