@@ -267,6 +267,24 @@ TEST(ShardedLoad, ARankOutsideTheWorldIsRefused) {
 
 // ---- the device pipeline on the host device ------------------------------------------------------------
 
+// A file of one 300x1000 F32 tensor and its plan, read in chunks of `chunk` bytes.
+struct OneTensor {
+  TempDir dir;
+  std::unique_ptr<TensorFile> file;
+  std::optional<LoadPlan> plan;
+  explicit OneTensor(std::uint64_t chunk, ReadMode read = ReadMode::Auto) {
+    write_tensors(dir.file("a.safetensors"), {{"w", TensorType::F32, {300, 1000}}});
+    file = open_any(dir.file("a.safetensors"));
+    LoaderOptions options;
+    options.chunk_bytes = chunk;
+    options.read = read;
+    auto made = LoadPlan::make(*file, options);
+    EXPECT_TRUE(IsOk(made.status()));
+    if (made.is_ok()) plan = std::move(*made);
+  }
+  std::string path() const { return dir.file("a.safetensors"); }
+};
+
 class DevicePipeline : public ::testing::TestWithParam<DeviceStrategy> {};
 
 TEST_P(DevicePipeline, EqualsTheHostLoadWithATightStagingRing) {
@@ -328,13 +346,9 @@ TEST(DevicePipelineShards, EachRankOnTheDeviceEqualsItsHostLoad) {
 }
 
 TEST(DevicePipelineFailures, ADeviceThatCannotRegisterGetsEverythingStaged) {
-  TempDir dir;
-  write_tensors(dir.file("a.safetensors"), {{"w", TensorType::F32, {300, 1000}}});
-  auto file = open_any(dir.file("a.safetensors"));
-  LoaderOptions options;
-  options.chunk_bytes = 65536;
-  auto plan = LoadPlan::make(*file, options);
-  ASSERT_TRUE(IsOk(plan.status()));
+  OneTensor one(65536);
+  ASSERT_TRUE(one.plan);
+  const auto& plan = one.plan;
   auto device = load::make_host_device({.can_register = false});
   auto loaded = load_to_device(*plan, device, {.strategy = DeviceStrategy::Register});
   ASSERT_TRUE(IsOk(loaded.status()));
@@ -343,13 +357,9 @@ TEST(DevicePipelineFailures, ADeviceThatCannotRegisterGetsEverythingStaged) {
 }
 
 TEST(DevicePipelineFailures, AFailedCopyFreesEverythingTheLoadTook) {
-  TempDir dir;
-  write_tensors(dir.file("a.safetensors"), {{"w", TensorType::F32, {300, 1000}}});
-  auto file = open_any(dir.file("a.safetensors"));
-  LoaderOptions options;
-  options.chunk_bytes = 16384;
-  auto plan = LoadPlan::make(*file, options);
-  ASSERT_TRUE(IsOk(plan.status()));
+  OneTensor one(16384);
+  ASSERT_TRUE(one.plan);
+  const auto& plan = one.plan;
   const std::uint64_t device_before = load::host_device_bytes_in_use();
   const std::uint64_t pinned_before = load::host_pinned_bytes_in_use();
   for (DeviceStrategy strategy : {DeviceStrategy::Staging, DeviceStrategy::Hybrid}) {
@@ -364,11 +374,9 @@ TEST(DevicePipelineFailures, AFailedCopyFreesEverythingTheLoadTook) {
 }
 
 TEST(DevicePipelineFailures, APlanLargerThanTheDeviceFailsBeforeAllocating) {
-  TempDir dir;
-  write_tensors(dir.file("a.safetensors"), {{"w", TensorType::F32, {300, 1000}}});
-  auto file = open_any(dir.file("a.safetensors"));
-  auto plan = LoadPlan::make(*file);
-  ASSERT_TRUE(IsOk(plan.status()));
+  OneTensor one(0);
+  ASSERT_TRUE(one.plan);
+  const auto& plan = one.plan;
   const std::uint64_t before = load::host_device_bytes_in_use();
   auto device = load::make_host_device({.memory = 1 << 20});
   auto loaded = load_to_device(*plan, device);
@@ -379,15 +387,10 @@ TEST(DevicePipelineFailures, APlanLargerThanTheDeviceFailsBeforeAllocating) {
 }
 
 TEST(DevicePipelineFailures, ATruncatedFileIsAnIoErrorAndNothingLeaks) {
-  TempDir dir;
-  write_tensors(dir.file("a.safetensors"), {{"w", TensorType::F32, {300, 1000}}});
-  auto file = open_any(dir.file("a.safetensors"));
-  LoaderOptions options;
-  options.chunk_bytes = 16384;
-  options.read = ReadMode::Pread;
-  auto plan = LoadPlan::make(*file, options);
-  ASSERT_TRUE(IsOk(plan.status()));
-  ASSERT_EQ(::truncate(dir.file("a.safetensors").c_str(), 500000), 0);
+  OneTensor one(16384, ReadMode::Pread);
+  ASSERT_TRUE(one.plan);
+  const auto& plan = one.plan;
+  ASSERT_EQ(::truncate(one.path().c_str(), 500000), 0);
   const std::uint64_t before = load::host_device_bytes_in_use();
   auto loaded = load_to_device(*plan, load::make_host_device(), {.strategy = DeviceStrategy::Staging});
   EXPECT_TRUE(IsKind(loaded.status(), ErrorKind::IoError));
