@@ -54,7 +54,10 @@ def load_plan(plan, device) -> dict:
     if dev.type == "cuda":
         index = dev.index if dev.index is not None else torch.cuda.current_device()
         torch.cuda.current_stream(dev).synchronize()
-        plan.load_device(buf.data_ptr(), plan.size, index)
+        # The loader makes `index` the calling thread's current device; torch's context puts the
+        # caller's back afterwards.
+        with torch.cuda.device(index):
+            plan.load_device(buf.data_ptr(), plan.size, index)
     else:
         plan.load_into(buf.data_ptr(), plan.size)
     return _views(torch, buf, plan.tensors())

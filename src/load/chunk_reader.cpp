@@ -15,6 +15,9 @@ namespace safeweights::load {
 namespace {
 
 constexpr std::uint64_t kDirectMinimum = 64u << 20;
+// O_DIRECT descriptors a load opens at most (one per file; a model of thousands of shards must not
+// exhaust the descriptor limit): the files beyond are read with pread.
+constexpr std::size_t kMaxDirectFiles = 64;
 
 // A descriptor for O_DIRECT reads of the same open file (not of whatever now has its path): reopened
 // through /proc/self/fd. -1 when the file system refuses O_DIRECT.
@@ -67,7 +70,7 @@ ChunkReader::ChunkReader(const LoadPlan& plan) : plan_(plan) {
   }
   for (const auto& [source, e] : extents) {
     const auto region = source->file_region();
-    if (!region) continue;
+    if (!region || direct_fds_.size() >= kMaxDirectFiles) continue;
     if (mode == ReadMode::Auto && (e.bytes < kDirectMinimum || resident_share(*source, e.begin, e.end - e.begin) >= 0.5))
       continue;
     const int fd = open_direct(region->fd);

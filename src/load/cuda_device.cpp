@@ -29,6 +29,7 @@ struct CudaApi {
   std::string error;  // why it could not be loaded
   cudaError (*GetDeviceCount)(int*) = nullptr;
   cudaError (*SetDevice)(int) = nullptr;
+  cudaError (*GetDevice)(int*) = nullptr;
   cudaError (*Malloc)(void**, std::size_t) = nullptr;
   cudaError (*Free)(void*) = nullptr;
   cudaError (*HostAlloc)(void**, std::size_t, unsigned) = nullptr;
@@ -85,6 +86,7 @@ const CudaApi& cuda_api() {
       return a;
     }
     const bool ok = resolve(a, a.GetDeviceCount, "cudaGetDeviceCount") && resolve(a, a.SetDevice, "cudaSetDevice") &&
+                    resolve(a, a.GetDevice, "cudaGetDevice") &&
                     resolve(a, a.Malloc, "cudaMalloc") && resolve(a, a.Free, "cudaFree") &&
                     resolve(a, a.HostAlloc, "cudaHostAlloc") && resolve(a, a.FreeHost, "cudaFreeHost") &&
                     resolve(a, a.StreamCreateWithFlags, "cudaStreamCreateWithFlags") &&
@@ -193,12 +195,12 @@ class CudaDevice final : public Device {
 
  private:
   static const CudaApi& api() { return cuda_api(); }
-  // The runtime's current device is per thread: make it ours on whichever thread calls.
+  // The runtime's current device is per thread: make it ours on whichever thread calls. Asked each
+  // time (a framework on the same thread may have switched it since), and set only when it differs.
   Status bind() const {
-    thread_local int bound = -1;
-    if (bound == index_) return Status::ok();
+    int current = -1;
+    if (api().GetDevice(&current) == 0 && current == index_) return Status::ok();
     if (cudaError e = api().SetDevice(index_)) return failure("cudaSetDevice(" + std::to_string(index_) + ")", e);
-    bound = index_;
     return Status::ok();
   }
   Error failure(const std::string& call, cudaError e, ErrorKind kind = ErrorKind::DeviceError) const {
