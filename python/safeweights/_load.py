@@ -68,8 +68,8 @@ def _views(torch, buf, placed) -> dict:
     once per dtype; a run of tensors of one dtype and shape that follow each other in the buffer (the
     layers of a model) becomes views with one as_strided + unbind, any other tensor with one as_strided:
     20,000 tensors cost milliseconds, not the three torch calls each that slicing, view and reshape take."""
-    typed = {}
-    out = {}
+    typed: dict = {}
+    out: dict = {}
     i, n = 0, len(placed)
     while i < n:
         name, code, shape, strides, offset, nbytes = placed[i]
