@@ -70,6 +70,7 @@ void expect_loaded(const LoadPlan& plan, std::span<const std::byte> loaded) {
     ASSERT_FALSE(t.sharded);
     const auto expected = read_tensor(t.entry);
     ASSERT_LE(t.offset + t.nbytes, loaded.size()) << t.entry.name;
+    if (expected.empty()) continue;  // memcmp of nothing: an empty vector's data() may be null
     EXPECT_EQ(0, std::memcmp(expected.data(), loaded.data() + t.offset, expected.size())) << t.entry.name;
   }
 }
@@ -338,6 +339,7 @@ TEST(DevicePipelineShards, EachRankOnTheDeviceEqualsItsHostLoad) {
       ASSERT_TRUE(IsOk(device.status()));
       for (const PlacedTensor& t : plan->tensors()) {
         const auto want = host->bytes_of(t);
+        if (want.empty()) continue;
         EXPECT_EQ(0, std::memcmp(want.data(), static_cast<const std::byte*>(device->data()) + t.offset, want.size()))
             << t.entry.name << " dim " << dim << " rank " << rank;
       }
