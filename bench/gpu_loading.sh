@@ -3,9 +3,12 @@
 # writes the benchmark files, checks and times every loading path against its physical reference in
 # the same run, and prints a table. Results: $OUT/results.jsonl (one JSON object per run), logs in $OUT.
 #
-#   bash bench/gpu_loading.sh [explore|report]      # from the checkout's root, on the GPU machine
+#   bash bench/gpu_loading.sh [explore|gpudirect|cold|report]   # from the checkout's root, on the GPU machine
 #
 # explore: strategies x threads x chunk sizes on the 8 GiB file (to choose the defaults);
+# gpudirect: cuFile reads (warm and cold, by read size) against staging, and the 20,000-tensor file by
+#          threads and buffer size;
+# cold:    cold reads by threads and buffer size against dd iflag=direct;
 # report:  the figures docs/PERFORMANCE.md records (8 GiB of 32 MiB tensors, 20,000 small tensors, a cold
 #          2 GiB file against dd iflag=direct, Python against the reference safetensors).
 set -uo pipefail
@@ -55,6 +58,21 @@ if [ "$mode" = explore ]; then
   run "hybrid t12 c2 r256" --device cuda:0 --strategy hybrid --threads 12 --chunk-mib 2 --passes 3 "$big"
   run "hybrid t14 c4 r512" --device cuda:0 --strategy hybrid --threads 14 --chunk-mib 4 --register-mib 512 --passes 3 "$big"
   run "small staging t16 c2" --device cuda:0 --strategy staging --threads 16 --chunk-mib 2 --passes 3 "$DATA/small.safetensors"
+elif [ "$mode" = gpudirect ]; then
+  # cuFile against staging, warm and cold, and the loader's tests on a real GPU.
+  cold=$DATA/cold2.safetensors
+  run "warm staging" --device cuda:0 --passes 3 "$big"
+  for b in 4 16 64; do run "warm gpudirect b$b" --device cuda:0 --strategy gpudirect --buffer-mib $b --passes 3 "$big"; done
+  run "warm gpudirect t4 b64" --device cuda:0 --strategy gpudirect --threads 4 --buffer-mib 64 --passes 3 "$big"
+  run "small gpudirect" --device cuda:0 --strategy gpudirect --passes 3 "$DATA/small.safetensors"
+  for t in 16 12 8; do for b in 2 4; do
+    run "small staging t$t b$b" --device cuda:0 --strategy staging --threads $t --buffer-mib $b --passes 5 "$DATA/small.safetensors"
+  done; done
+  sync; echo 3 > /proc/sys/vm/drop_caches 2>/dev/null
+  dd if="$cold" of=/dev/null bs=16M iflag=direct 2> "$OUT/dd.txt"
+  run "cold staging" --device cuda:0 --cold --passes 2 "$cold"
+  for b in 16 64; do run "cold gpudirect b$b" --device cuda:0 --cold --strategy gpudirect --buffer-mib $b --passes 2 "$cold"; done
+  run "cold gpudirect t4 b64" --device cuda:0 --cold --strategy gpudirect --threads 4 --buffer-mib 64 --passes 2 "$cold"
 elif [ "$mode" = cold ]; then
   cold=$DATA/cold2.safetensors
   dd_direct() { sync; echo 3 > /proc/sys/vm/drop_caches 2>/dev/null; dd if="$cold" of=/dev/null bs=16M iflag=direct 2>&1 | tail -1 >> "$OUT/dd.txt"; }
@@ -91,7 +109,7 @@ for r in rows:
     if "reference_gbps" in r:
         print(f"{r['label']:34} {'python':9} {r['load_gbps']:7.2f} {r['reference_gbps']:7.2f} {r['speedup']:6.1f}x {str(r['verified']):8} (limit column: safetensors load_file)")
         continue
-    print(f"{r['label']:34} {r.get('strategy', 'cpu'):9} {r['load_gbps']:7.2f} {limit:7.2f} {ratio:6.2f}  {str(r.get('verified','')):8}  {r.get('register_s','')}  {r.get('unregister_s','')}")
+    print(f"{r['label']:34} {r.get('strategy', 'cpu'):9} {r['load_gbps']:7.2f} {limit:7.2f} {ratio:6.2f}  {str(r.get('verified','')):8}  {r.get('register_s','')}  {r.get('unregister_s','')}  {r.get('file_read_path','')}")
 try:
     m = re.search(r"([\d.]+) GB/s", open(sys.argv[2]).read())
     if m: print(f"{'dd iflag=direct bs=16M (cold 2 GiB)':34} {'':9} {float(m.group(1)):7.2f}")

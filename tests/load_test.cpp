@@ -431,4 +431,109 @@ TEST(Devices, SpellingsAndAMissingRuntime) {
   }
 }
 
+// ---- GpuDirect: the device reads files into its memory itself (cuFile on a GPU; pread on the host
+// device, which stands in for it here) ----
+
+TEST(GpuDirect, FileRangesAreReadByTheDeviceAndSliceChunksAreStaged) {
+  TempDir dir;
+  write_tensors(dir.file("a.safetensors"), mixed_specs(40));
+  auto file = open_any(dir.file("a.safetensors"));
+  for (const FileReadPath path : {FileReadPath::Emulated, FileReadPath::Dma}) {
+    LoaderOptions options;
+    options.chunk_bytes = 16384;
+    options.threads = 3;
+    auto plan = LoadPlan::make(*file, options);
+    ASSERT_TRUE(IsOk(plan.status()));
+    // Pieces smaller than a chunk, and the default piece.
+    for (std::uint64_t piece : {4096ull, 0ull}) {
+      auto loaded = load_to_device(*plan, load::make_host_device({.file_read = path}),
+                                   {.strategy = DeviceStrategy::GpuDirect, .buffer_bytes = piece});
+      ASSERT_TRUE(IsOk(loaded.status()));
+      EXPECT_EQ(loaded->stats.strategy, DeviceStrategy::GpuDirect);
+      EXPECT_EQ(loaded->stats.file_read_bytes, plan->read_bytes());
+      EXPECT_EQ(loaded->stats.staged_bytes, 0u);
+      expect_loaded(*plan, {static_cast<const std::byte*>(loaded->data()), static_cast<std::size_t>(loaded->size)});
+    }
+  }
+  // A shard along dimension 1 is read as slices, which the device cannot read from a file: staged.
+  write_tensors(dir.file("tp.safetensors"), {{"w", TensorType::F32, {64, 96}}, {"b", TensorType::F32, {4096}}});
+  auto tp = open_any(dir.file("tp.safetensors"));
+  LoaderOptions options;
+  options.shard = TensorShard{1, 1, 2};
+  auto plan = LoadPlan::make(*tp, options);
+  ASSERT_TRUE(IsOk(plan.status()));
+  auto host = load_host(*plan);
+  ASSERT_TRUE(IsOk(host.status()));
+  auto loaded = load_to_device(*plan, load::make_host_device({.file_read = FileReadPath::Emulated}),
+                               {.strategy = DeviceStrategy::GpuDirect});
+  ASSERT_TRUE(IsOk(loaded.status()));
+  EXPECT_GT(loaded->stats.staged_bytes, 0u);
+  EXPECT_EQ(loaded->stats.staged_bytes + loaded->stats.file_read_bytes, plan->read_bytes());
+  for (const PlacedTensor& t : plan->tensors()) {
+    const auto want = host->bytes_of(t);
+    ASSERT_FALSE(want.empty());
+    EXPECT_EQ(0, std::memcmp(want.data(), static_cast<const std::byte*>(loaded->data()) + t.offset, want.size())) << t.entry.name;
+  }
+}
+
+TEST(GpuDirect, AutoChoosesItOnlyForFilesReadFromTheDiskByDma) {
+  OneTensor direct(65536, ReadMode::Direct);
+  OneTensor cached(65536, ReadMode::Pread);
+  ASSERT_TRUE(direct.plan && cached.plan);
+  for (const FileReadPath path : {FileReadPath::None, FileReadPath::Emulated, FileReadPath::Dma}) {
+    for (const LoadPlan* plan : {&*direct.plan, &*cached.plan}) {
+      auto loaded = load_to_device(*plan, load::make_host_device({.file_read = path}));
+      ASSERT_TRUE(IsOk(loaded.status()));
+      // O_DIRECT may be refused by the file system under the test's folder: then the file is read
+      // through the page cache, and staged.
+      const bool expect_direct = loaded->stats.direct && path == FileReadPath::Dma;
+      EXPECT_EQ(loaded->stats.strategy, expect_direct ? DeviceStrategy::GpuDirect : DeviceStrategy::Staging)
+          << file_read_path_name(path) << (plan == &*direct.plan ? " direct" : " pread");
+      EXPECT_EQ(loaded->stats.file_read_bytes, expect_direct ? plan->read_bytes() : 0u);
+      expect_loaded(*plan, {static_cast<const std::byte*>(loaded->data()), static_cast<std::size_t>(loaded->size)});
+    }
+  }
+}
+
+TEST(GpuDirect, ADeviceThatCannotReadFilesRefusesItAndKeepsNothing) {
+  OneTensor one(65536);
+  ASSERT_TRUE(one.plan);
+  const std::uint64_t before = load::host_device_bytes_in_use();
+  auto loaded = load_to_device(*one.plan, load::make_host_device(), {.strategy = DeviceStrategy::GpuDirect});
+  EXPECT_TRUE(IsKind(loaded.status(), ErrorKind::NotSupported));
+  EXPECT_EQ(load::host_device_bytes_in_use(), before);
+}
+
+TEST(GpuDirect, AFailedOrShortReadNamesTheFileAndFreesEverything) {
+  OneTensor one(16384, ReadMode::Pread);
+  ASSERT_TRUE(one.plan);
+  const std::uint64_t device_before = load::host_device_bytes_in_use();
+  const std::uint64_t pinned_before = load::host_pinned_bytes_in_use();
+  {
+    auto loaded = load_to_device(*one.plan, load::make_host_device({.file_read = FileReadPath::Dma, .fail_read_at = 3}),
+                                 {.strategy = DeviceStrategy::GpuDirect});
+    ASSERT_TRUE(IsKind(loaded.status(), ErrorKind::DeviceError));
+    EXPECT_EQ(loaded.error().context().file, one.path());
+    EXPECT_EQ(load::host_device_bytes_in_use(), device_before);
+  }
+  ASSERT_EQ(::truncate(one.path().c_str(), 500000), 0);
+  {
+    auto loaded = load_to_device(*one.plan, load::make_host_device({.file_read = FileReadPath::Emulated}),
+                                 {.strategy = DeviceStrategy::GpuDirect});
+    EXPECT_TRUE(IsKind(loaded.status(), ErrorKind::IoError));
+    EXPECT_EQ(load::host_device_bytes_in_use(), device_before);
+  }
+  EXPECT_EQ(load::host_pinned_bytes_in_use(), pinned_before);
+}
+
+TEST(Devices, StrategyNamesRoundTrip) {
+  for (DeviceStrategy s : {DeviceStrategy::Auto, DeviceStrategy::Staging, DeviceStrategy::Register, DeviceStrategy::Hybrid,
+                           DeviceStrategy::GpuDirect}) {
+    auto parsed = parse_strategy(strategy_name(s));
+    ASSERT_TRUE(IsOk(parsed.status()));
+    EXPECT_EQ(*parsed, s);
+  }
+  EXPECT_TRUE(IsKind(parse_strategy("cufile").status(), ErrorKind::InvalidArgument));
+}
+
 }  // namespace

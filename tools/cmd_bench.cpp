@@ -286,10 +286,7 @@ int run_device(const BenchOptions& opt) {
   const LoadPlan& plan = opened->plan;
   const std::uint64_t bytes = plan.read_bytes();
   DeviceLoadOptions dopt;
-  dopt.strategy = opt.strategy == "staging" ? DeviceStrategy::Staging
-                  : opt.strategy == "register" ? DeviceStrategy::Register
-                  : opt.strategy == "hybrid"   ? DeviceStrategy::Hybrid
-                                               : DeviceStrategy::Auto;
+  dopt.strategy = parse_strategy(opt.strategy).value();  // CLI11 checked the name
   dopt.register_bytes = opt.register_mib << 20;
   dopt.buffer_bytes = opt.buffer_mib << 20;
   auto memory = (*device)->allocate(std::max<std::uint64_t>(plan.size(), 1));
@@ -332,11 +329,13 @@ int run_device(const BenchOptions& opt) {
   if (opt.json) {
     std::printf(
         "{\"file\":%s,\"bytes\":%llu,\"tensors\":%zu,\"device\":%s,\"passes\":%d,\"threads\":%u,\"cache\":\"%s\","
-        "\"strategy\":\"%s\",\"direct\":%s,\"registered_bytes\":%llu,\"load_ms\":%.3f,\"load_gbps\":%.3f,"
+        "\"strategy\":\"%s\",\"direct\":%s,\"registered_bytes\":%llu,\"file_read_bytes\":%llu,\"file_read_path\":\"%s\","
+        "\"load_ms\":%.3f,\"load_gbps\":%.3f,"
         "\"h2d_pinned_gbps\":%.3f,\"ratio\":%.3f,\"verified\":%s,\"register_s\":%.4f,\"unregister_s\":%.4f}\n",
         json_quote(opt.file).c_str(), static_cast<unsigned long long>(bytes), plan.tensors().size(),
         json_quote((*device)->name()).c_str(), opt.passes, threads, cache, strategy.c_str(), stats.direct ? "true" : "false",
-        static_cast<unsigned long long>(stats.registered_bytes), median(load_s) * 1e3, load_gbps, h2d_gbps,
+        static_cast<unsigned long long>(stats.registered_bytes), static_cast<unsigned long long>(stats.file_read_bytes),
+        std::string(file_read_path_name((*device)->file_read_path())).c_str(), median(load_s) * 1e3, load_gbps, h2d_gbps,
         load_gbps / h2d_gbps, *verified ? "true" : "false", stats.register_seconds, stats.unregister_seconds);
   } else {
     std::printf("file:            %s (%s, %zu tensors)\n", opt.file.c_str(), human_bytes(bytes).c_str(), plan.tensors().size());
@@ -361,8 +360,8 @@ void add_bench_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--threads", opt->threads, "load threads (default: one per core)")->check(CLI::Range(0, 256));
   cmd->add_option("--device", opt->device, "load into device memory: cuda, cuda:N, or host (the same pipeline in host memory)");
   cmd->add_flag("--cold", opt->cold, "evict the file from the page cache before every pass");
-  cmd->add_option("--strategy", opt->strategy, "device loads: auto, staging, register or hybrid")
-      ->check(CLI::IsMember({"auto", "staging", "register", "hybrid"}));
+  cmd->add_option("--strategy", opt->strategy, "device loads: auto, staging, register, hybrid or gpudirect (cuFile)")
+      ->check(CLI::IsMember({"auto", "staging", "register", "hybrid", "gpudirect"}));
   cmd->add_option("--read", opt->read, "auto, pread or direct (O_DIRECT)")->check(CLI::IsMember({"auto", "pread", "direct"}));
   cmd->add_option("--chunk-mib", opt->chunk_mib, "read chunk in MiB (default 16)")->check(CLI::Range(0, 4096));
   cmd->add_option("--register-mib", opt->register_mib, "device loads: MiB page-locked at once by registration (default 256)")

@@ -17,7 +17,14 @@
 //    so the copy engine reads the page cache directly with no CPU copy; registration costs CPU time
 //    in the driver and does not run in parallel, so one thread does it.
 // Hybrid runs both: stagers take chunks from the front of the plan, the registering thread from the
-// back, until they meet. DeviceStrategy::Auto picks what measured fastest (docs/PERFORMANCE.md).
+// back, until they meet.
+//  - GpuDirect: the device reads file bytes into its memory itself, with no buffer of the loader's
+//    (cuFile, NVIDIA's GPUDirect Storage library, loaded with dlopen like the runtime). With the
+//    nvidia-fs driver the disk's DMA writes into GPU memory (FileReadPath::Dma); without it cuFile runs
+//    in "compatibility mode", reading through pinned buffers of its own (FileReadPath::Emulated).
+//    Chunks that are not file ranges (shard slices, memory, HTTP) are staged.
+// DeviceStrategy::Auto picks what measured fastest (docs/PERFORMANCE.md): GpuDirect for files read
+// from the disk when the device has a Dma path, Staging otherwise.
 //
 // Budgets: pinned staging memory (DeviceLoadOptions::staging_bytes), device memory (the device's free
 // memory, or DeviceLoadOptions::device_memory_limit): a load that would exceed one fails with
@@ -42,6 +49,10 @@
 #include "safeweights/loader.h"
 
 namespace safeweights {
+
+// How a device reads files into its memory: not at all, through host bounce buffers of the device
+// library's own, or by DMA from the storage with no copy through host memory.
+enum class FileReadPath : std::uint8_t { None, Emulated, Dma };
 
 class Device {
  public:
@@ -81,6 +92,16 @@ class Device {
   virtual Status copy_to_host(std::span<std::byte> dst, const void* src) = 0;
   virtual Status copy_from_host(void* dst, std::span<const std::byte> src) = 0;
 
+  // Reading files straight into device memory (GPUDirect Storage). The defaults say None and refuse.
+  virtual FileReadPath file_read_path() noexcept { return FileReadPath::None; }
+  // A handle for read_file on the open descriptor fd (which stays the caller's); close it with
+  // close_file before closing fd. NotSupported where the path is None or the file system refuses.
+  virtual Result<void*> open_file(int fd);
+  virtual void close_file(void* handle) noexcept;
+  // Reads n bytes at `offset` of the file into device memory at dst, synchronously, in full: a file
+  // that ends first is an IoError.
+  virtual Status read_file(void* handle, std::uint64_t offset, void* dst, std::size_t n);
+
   // Pinned staging buffers of `size` bytes, reused across loads; give them back with return_staging.
   Result<std::byte*> take_staging(std::size_t size);
   void return_staging(std::byte* buffer, std::size_t size) noexcept;
@@ -96,11 +117,12 @@ class Device {
   std::vector<std::pair<std::byte*, std::size_t>> staging_;  // cached, not in use
 };
 
-enum class DeviceStrategy : std::uint8_t { Auto, Staging, Register, Hybrid };
+enum class DeviceStrategy : std::uint8_t { Auto, Staging, Register, Hybrid, GpuDirect };
 
 struct DeviceLoadOptions {
   DeviceStrategy strategy = DeviceStrategy::Auto;
-  std::uint64_t buffer_bytes = 0;          // one staging buffer (0: 4 MiB); a shard chunk gets one its size
+  std::uint64_t buffer_bytes = 0;          // one staging buffer or one GpuDirect read (0: 4 MiB); a shard
+                                           // chunk gets a staging buffer its size
   std::uint64_t staging_bytes = 0;         // pinned staging in all; 0: two buffers per thread, at most 1 GiB
   std::uint64_t device_memory_limit = 0;   // 0: the device's free memory
   std::uint64_t register_bytes = 0;        // registration: contiguous chunks page-locked at once (0: 256 MiB)
@@ -111,6 +133,7 @@ struct DeviceLoadStats {
   DeviceStrategy strategy = DeviceStrategy::Staging;  // what ran (Auto resolved)
   std::uint64_t staged_bytes = 0;      // through pinned buffers
   std::uint64_t registered_bytes = 0;  // copied from registered pages
+  std::uint64_t file_read_bytes = 0;   // read by the device itself (GpuDirect)
   bool direct = false;                 // some chunks were read with O_DIRECT
   double register_seconds = 0;         // spent page-locking (cudaHostRegister)
   double unregister_seconds = 0;       // spent unlocking at the end
@@ -132,5 +155,8 @@ Result<DeviceLoad> load_to_device(const LoadPlan& plan, const std::shared_ptr<De
                                   const DeviceLoadOptions& options = {});
 
 std::string_view strategy_name(DeviceStrategy strategy) noexcept;
+// The strategy named by strategy_name; InvalidArgument for another name.
+Result<DeviceStrategy> parse_strategy(std::string_view name);
+std::string_view file_read_path_name(FileReadPath path) noexcept;
 
 }  // namespace safeweights

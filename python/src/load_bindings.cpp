@@ -28,6 +28,7 @@ std::shared_ptr<Device> cuda_device(int index) {
 py::dict stats_dict(const DeviceLoadStats& s) {
   py::dict d;
   d["strategy"] = std::string(strategy_name(s.strategy));
+  d["file_read_bytes"] = s.file_read_bytes;
   d["staged_bytes"] = s.staged_bytes;
   d["registered_bytes"] = s.registered_bytes;
   d["direct"] = s.direct;

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <string>
+#include <thread>
 
 #include "core/status_macros.h"
 
@@ -92,6 +93,18 @@ Status ChunkReader::read(const LoadChunk& chunk, std::span<std::byte> dst) const
   auto it = direct_fds_.find(chunk.source);
   if (it != direct_fds_.end()) return read_direct(it->second, chunk.source->file_region()->offset + chunk.offset, chunk, dst);
   return chunk.source->read_at(chunk.offset, dst);
+}
+
+unsigned loader_threads(const LoaderOptions& options) {
+  if (options.threads != 0) return options.threads;
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+std::optional<ByteSource::FileRegion> ChunkReader::file_of(const ByteSource* source) const {
+  auto region = source->file_region();
+  if (!region) return std::nullopt;
+  if (auto it = direct_fds_.find(source); it != direct_fds_.end()) region->fd = it->second;
+  return region;
 }
 
 // The whole blocks with O_DIRECT when the file offset and the destination line up, the rest (or all

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <unordered_map>
 
@@ -35,6 +36,9 @@ class ChunkReader {
   Status read(const LoadChunk& chunk, std::span<std::byte> dst) const;
   // Whether any source is read with O_DIRECT.
   bool direct() const noexcept { return !direct_fds_.empty(); }
+  // The descriptor `source` is read through (its O_DIRECT one when it is read directly) and the file
+  // offset of its first byte; nullopt for a source that is not a region of a local file.
+  std::optional<ByteSource::FileRegion> file_of(const ByteSource* source) const;
 
  private:
   Status read_direct(int fd, std::uint64_t file_offset, const LoadChunk& chunk, std::span<std::byte> dst) const;

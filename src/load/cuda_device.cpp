@@ -3,12 +3,16 @@
 // ints and pointers), so no CUDA header or library is needed to build.
 #include <dlfcn.h>
 
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdlib>
 #include <mutex>
 #include <string>
 #include <vector>
 
 #include "core/status_macros.h"
+#include "io/posix_util.h"
 #include "load/cuda_device.h"
 
 namespace safeweights::load {
@@ -103,6 +107,100 @@ const CudaApi& cuda_api() {
   return api;
 }
 
+// ---- cuFile (GPUDirect Storage), loaded on first use. Its C ABI: an error is a pair of ints returned
+// by value, a file is described by {handle type, fd, file-system table}, and the driver properties
+// start with the nvidia-fs driver's version (0 when the driver is absent).
+struct CuFileError {
+  int err;     // CUfileOpError; 0 is success
+  int cu_err;  // the CUDA driver's error, when err says so
+};
+struct CuFileDescr {
+  int type;  // 1: a Linux file descriptor
+  union {
+    int fd;
+    void* handle;
+  } handle;
+  const void* fs_ops;
+};
+struct CuFileDriverProps {
+  struct {
+    unsigned major_version, minor_version;
+    std::size_t poll_thresh_size, max_direct_io_size;
+    unsigned dstatusflags, dcontrolflags;
+  } nvfs;
+  unsigned fflags, max_device_cache_size, per_buffer_cache_size, max_device_pinned_mem_size, max_batch_io_size,
+      max_batch_io_timeout_msecs;
+};
+constexpr int kCuFileHandleFd = 1;
+
+struct CuFileApi {
+  void* handle = nullptr;
+  CuFileError (*DriverOpen)() = nullptr;
+  CuFileError (*DriverGetProperties)(CuFileDriverProps*) = nullptr;
+  CuFileError (*HandleRegister)(void**, CuFileDescr*) = nullptr;
+  void (*HandleDeregister)(void*) = nullptr;
+  long (*Read)(void*, void*, std::size_t, long, long) = nullptr;  // ssize_t (fh, buf, size, file_offset, buf_offset)
+};
+
+void* open_cufile() {
+  std::vector<std::string> names;
+  if (const char* path = std::getenv("SAFEWEIGHTS_CUFILE"); path && *path) names.emplace_back(path);
+  for (const char* n : {"libcufile.so.0", "libcufile.so", "/usr/local/cuda/lib64/libcufile.so.0",
+                        "/usr/local/cuda/targets/x86_64-linux/lib/libcufile.so.0"})
+    names.emplace_back(n);
+  for (const std::string& n : names)
+    if (void* h = ::dlopen(n.c_str(), RTLD_NOW | RTLD_LOCAL)) return h;
+  return nullptr;
+}
+
+// The library, loaded and resolved once per process, the first time a load asks.
+const CuFileApi& cufile_library() {
+  static const CuFileApi api = [] {
+    CuFileApi a;
+    a.handle = open_cufile();
+    if (a.handle == nullptr) return a;
+    a.DriverOpen = reinterpret_cast<decltype(a.DriverOpen)>(::dlsym(a.handle, "cuFileDriverOpen"));
+    a.DriverGetProperties = reinterpret_cast<decltype(a.DriverGetProperties)>(::dlsym(a.handle, "cuFileDriverGetProperties"));
+    a.HandleRegister = reinterpret_cast<decltype(a.HandleRegister)>(::dlsym(a.handle, "cuFileHandleRegister"));
+    a.HandleDeregister = reinterpret_cast<decltype(a.HandleDeregister)>(::dlsym(a.handle, "cuFileHandleDeregister"));
+    a.Read = reinterpret_cast<decltype(a.Read)>(::dlsym(a.handle, "cuFileRead"));
+    if (!a.DriverOpen || !a.DriverGetProperties || !a.HandleRegister || !a.HandleDeregister || !a.Read) a.handle = nullptr;
+    return a;
+  }();
+  return api;
+}
+
+// cuFile's driver, opened once per process when a file is first read this way: opening costs time
+// and starts cuFile's threads, so a process that never reads files this way never pays. Its answer
+// stays for the process.
+struct CuFileDriver {
+  CuFileError opened{-1, 0};
+  bool nvfs = false;  // the nvidia-fs kernel driver answered: reads are DMA from the storage
+};
+
+const CuFileDriver& cufile_driver() {
+  static const CuFileDriver driver = [] {
+    CuFileDriver d;
+    const CuFileApi& api = cufile_library();
+    if (api.handle == nullptr) return d;
+    d.opened = api.DriverOpen();
+    CuFileDriverProps props{};
+    d.nvfs = d.opened.err == 0 && api.DriverGetProperties(&props).err == 0 && props.nvfs.major_version > 0;
+    return d;
+  }();
+  return driver;
+}
+
+// Where nvidia-fs is not loaded, cuFile can only run in its compatibility mode; telling so needs no
+// driver open.
+bool nvidia_fs_present() { return ::access("/proc/driver/nvidia-fs/version", F_OK) == 0; }
+
+std::string cufile_failure(const std::string& call, CuFileError e) {
+  std::string text = call + " failed: cuFile error " + std::to_string(e.err);
+  if (e.cu_err != 0) text += " (CUDA driver error " + std::to_string(e.cu_err) + ")";
+  return text;
+}
+
 class CudaDevice final : public Device {
  public:
   CudaDevice(int index, std::vector<Stream> streams)
@@ -190,6 +288,47 @@ class CudaDevice final : public Device {
   Status copy_from_host(void* dst, std::span<const std::byte> src) override {
     SW_RETURN_IF_ERROR(bind());
     if (cudaError e = api().Memcpy(dst, src.data(), src.size(), kHostToDevice)) return failure("cudaMemcpy to the device", e);
+    return Status::ok();
+  }
+
+  FileReadPath file_read_path() noexcept override {
+    if (cufile_library().handle == nullptr) return FileReadPath::None;
+    if (!nvidia_fs_present()) return FileReadPath::Emulated;
+    const CuFileDriver& d = cufile_driver();
+    return d.opened.err != 0 ? FileReadPath::None : d.nvfs ? FileReadPath::Dma : FileReadPath::Emulated;
+  }
+  Result<void*> open_file(int fd) override {
+    const CuFileApi& cf = cufile_library();
+    if (cf.handle == nullptr)
+      return Error(ErrorKind::NotSupported, "cuFile (libcufile) could not be loaded; set SAFEWEIGHTS_CUFILE to its path")
+          .with_file(name());
+    if (const CuFileDriver& d = cufile_driver(); d.opened.err != 0)
+      return Error(ErrorKind::NotSupported, cufile_failure("cuFileDriverOpen", d.opened)).with_file(name());
+    CuFileDescr descr{};
+    descr.type = kCuFileHandleFd;
+    descr.handle.fd = fd;
+    void* handle = nullptr;
+    if (CuFileError e = cf.HandleRegister(&handle, &descr); e.err != 0)
+      return Error(ErrorKind::NotSupported, cufile_failure("cuFileHandleRegister", e)).with_file(name());
+    return handle;
+  }
+  void close_file(void* handle) noexcept override {
+    if (handle != nullptr) cufile_library().HandleDeregister(handle);
+  }
+  Status read_file(void* handle, std::uint64_t offset, void* dst, std::size_t n) override {
+    SW_RETURN_IF_ERROR(bind());
+    for (std::size_t done = 0; done < n;) {
+      const long got = cufile_library().Read(handle, dst, n - done, static_cast<long>(offset + done), static_cast<long>(done));
+      if (got > 0) {
+        done += static_cast<std::size_t>(got);
+        continue;
+      }
+      // The loader names the file.
+      if (got == 0) return Error(ErrorKind::IoError, "the file ended " + std::to_string(n - done) + " bytes early (cuFileRead)");
+      // -1 with errno for a system error; otherwise the negated cuFile error.
+      const std::string why = got == -1 ? errno_text(errno) : "cuFile error " + std::to_string(-got);
+      return Error(got == -1 ? ErrorKind::IoError : ErrorKind::DeviceError, "cuFileRead on " + name() + " failed: " + why);
+    }
     return Status::ok();
   }
 

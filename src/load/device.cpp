@@ -1,6 +1,7 @@
 // Device: opening one by name, and the cache of pinned staging buffers (safeweights/device.h).
 #include <algorithm>
 #include <charconv>
+#include <string>
 
 #include "load/cuda_device.h"
 #include "load/host_device.h"
@@ -51,12 +52,44 @@ void Device::drop_staging() noexcept {
   staging_.clear();
 }
 
+Result<void*> Device::open_file(int) {
+  return Error(ErrorKind::NotSupported, "this device cannot read files into its memory").with_file(name());
+}
+
+void Device::close_file(void*) noexcept {}
+
+Status Device::read_file(void*, std::uint64_t, void*, std::size_t) {
+  return Error(ErrorKind::NotSupported, "this device cannot read files into its memory").with_file(name());
+}
+
+namespace {
+constexpr DeviceStrategy kStrategies[] = {DeviceStrategy::Auto, DeviceStrategy::Staging, DeviceStrategy::Register,
+                                          DeviceStrategy::Hybrid, DeviceStrategy::GpuDirect};
+}
+
 std::string_view strategy_name(DeviceStrategy strategy) noexcept {
   switch (strategy) {
     case DeviceStrategy::Auto: return "auto";
     case DeviceStrategy::Staging: return "staging";
     case DeviceStrategy::Register: return "register";
     case DeviceStrategy::Hybrid: return "hybrid";
+    case DeviceStrategy::GpuDirect: return "gpudirect";
+  }
+  return "?";
+}
+
+Result<DeviceStrategy> parse_strategy(std::string_view name) {
+  for (DeviceStrategy s : kStrategies)
+    if (strategy_name(s) == name) return s;
+  return Error(ErrorKind::InvalidArgument,
+               "device strategy \"" + std::string(name) + "\": expected auto, staging, register, hybrid or gpudirect");
+}
+
+std::string_view file_read_path_name(FileReadPath path) noexcept {
+  switch (path) {
+    case FileReadPath::None: return "none";
+    case FileReadPath::Emulated: return "emulated";
+    case FileReadPath::Dma: return "dma";
   }
   return "?";
 }

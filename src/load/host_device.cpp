@@ -1,6 +1,11 @@
 // The "host" device: engine threads copy host memory to host memory (host_device.h).
 #include "load/host_device.h"
 
+#include "io/posix_util.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <condition_variable>
 #include <cstring>
@@ -161,10 +166,30 @@ class HostDevice final : public Device {
     return Status::ok();
   }
 
+  FileReadPath file_read_path() noexcept override { return options_.file_read; }
+  // A descriptor of its own on the same file, without O_DIRECT: like cuFile, the device takes any
+  // offset, length and destination, whatever the caller's descriptor demands.
+  Result<void*> open_file(int fd) override {
+    if (options_.file_read == FileReadPath::None) return Device::open_file(fd);
+    const int own = ::open(("/proc/self/fd/" + std::to_string(fd)).c_str(), O_RDONLY | O_CLOEXEC);
+    if (own < 0) return Error(ErrorKind::NotSupported, "read_file: cannot reopen the file: " + errno_text(errno));
+    return static_cast<void*>(new int(own));
+  }
+  void close_file(void* handle) noexcept override {
+    ::close(*static_cast<int*>(handle));
+    delete static_cast<int*>(handle);
+  }
+  Status read_file(void* handle, std::uint64_t offset, void* dst, std::size_t n) override {
+    if (options_.fail_read_at != 0 && ++reads_ == options_.fail_read_at)
+      return Error(ErrorKind::DeviceError, "read_file: injected failure");
+    return pread_exact(*static_cast<int*>(handle), offset, {static_cast<std::byte*>(dst), n}, "");  // the loader names the file
+  }
+
  private:
   HostDeviceOptions options_;
   std::vector<std::unique_ptr<EngineStream>> streams_;
   std::atomic<std::uint64_t> copies_{0};
+  std::atomic<std::uint64_t> reads_{0};
 };
 
 }  // namespace

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
-#include <thread>
 
 #include "core/parallel.h"
 #include "core/status_macros.h"
@@ -12,13 +11,6 @@
 #include "safeweights/loader.h"
 
 namespace safeweights {
-
-namespace load {
-unsigned loader_threads(const LoaderOptions& options) {
-  if (options.threads != 0) return options.threads;
-  return std::max(1u, std::thread::hardware_concurrency());
-}
-}  // namespace load
 
 Status load_into(const LoadPlan& plan, std::span<std::byte> dst) {
   if (dst.size() != plan.size())

@@ -58,6 +58,12 @@ def test_device_bench_on_cuda(model):
     assert r["device"] == "cuda:0" and r["verified"] is True
 
 
+def test_gpudirect_on_a_device_that_cannot_read_files_says_so(model):
+    # The host device reads no files itself (only tests stand pread in for cuFile): a clear refusal.
+    code, out, err = bench("--device", "host", "--strategy", "gpudirect", model)
+    assert code == 1 and out == "" and "NotSupported" in err and "cannot read files" in err, err
+
+
 def test_a_bad_device_name_is_refused(model):
     code, _, err = bench("--device", "gpu0", model)
     assert code == 1 and "InvalidArgument" in err
