@@ -2,6 +2,7 @@
 // follow ggml's reference quantizers (quantize_row_*_ref) step for step, in the same float operations
 // in the same order, so that they give its bytes on any input; the dequantizers compute q*d (+ m) as
 // ggml's do.
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -133,22 +134,66 @@ void quantize_affine(const float* src, std::byte* dst, std::size_t blocks) {
   }
 }
 
+// absmax_ggml of a block whose values are all finite, in four independent lanes (GCC and Clang vector
+// types: every target has them, x86-64's baseline as SSE), because ggml's sequential form is a chain of
+// 32 dependent comparisons that no compiler vectorises. Without a NaN every order gives the same
+// maximum (fabs makes no -0), so the lanes' result is ggml's. False for a block with a NaN or an
+// infinity: there the sequential form decides (a NaN makes ggml forget the values before it).
+using Floats4 = float __attribute__((vector_size(16)));
+using Ints4 = std::int32_t __attribute__((vector_size(16)));
+
+bool finite_absmax(const float* x, float& amax) noexcept {
+  Floats4 lane{}, poison{};  // a - a is 0 for a finite a, NaN for an infinite or NaN one
+  for (std::size_t j = 0; j < kBlock; j += 4) {
+    Floats4 v;
+    std::memcpy(&v, x + j, sizeof v);
+    const Floats4 a = reinterpret_cast<Floats4>(reinterpret_cast<Ints4>(v) & 0x7fffffff);
+    const Ints4 keep = lane > a;  // -1 where lane > a: ggml's MAX(lane, a)
+    lane = reinterpret_cast<Floats4>((keep & reinterpret_cast<Ints4>(lane)) | (~keep & reinterpret_cast<Ints4>(a)));
+    poison += a - a;
+  }
+  float any = 0.0f;
+  amax = 0.0f;
+  for (int l = 0; l < 4; ++l) {
+    amax = amax > lane[l] ? amax : lane[l];
+    any += poison[l];
+  }
+  return any == 0.0f;
+}
+
+// roundf(v) for |v| <= 128, as rounded_low_byte computes it without its range selection.
+inline std::int32_t round_small(float v) noexcept {
+  const auto t = static_cast<std::int32_t>(v);
+  const float frac = v - static_cast<float>(t);
+  return t + (frac >= 0.5f ? 1 : 0) - (frac <= -0.5f ? 1 : 0);
+}
+
 // 8 bits: d = absmax / 127, q = round(x/d) (half away from zero). Q8_1 also stores sum(q) x d.
 template <bool WithSum>
 void quantize_q8(const float* src, std::byte* dst, std::size_t blocks) {
   constexpr std::size_t kQs = WithSum ? 4 : 2;
   for (std::size_t b = 0; b < blocks; ++b, src += kBlock) {
     std::byte* out = dst + b * (kQs + kBlock);
-    const float d = absmax_ggml(src) / 127.0f;
+    float amax = 0.0f;
+    const bool finite = finite_absmax(src, amax);
+    if (!finite) amax = absmax_ggml(src);
+    const float d = amax / 127.0f;
     const float id = inverse(d);
     store_f16(out, d);
-    int sum = 0;
-    for (std::size_t j = 0; j < kBlock; ++j) {
-      const std::uint8_t q = rounded_low_byte(src[j] * id);
-      out[kQs + j] = static_cast<std::byte>(q);
-      sum += static_cast<std::int8_t>(q);
+    std::int8_t q[kBlock];
+    if (finite && amax * id <= 128.0f) {
+      // Every |x| <= amax, so every |x * id| <= amax * id <= 128: all codes are in range (the product is
+      // infinite or NaN for the infinite 1/d of a tiny d).
+      for (std::size_t j = 0; j < kBlock; ++j) q[j] = static_cast<std::int8_t>(round_small(src[j] * id));
+    } else {
+      for (std::size_t j = 0; j < kBlock; ++j) q[j] = static_cast<std::int8_t>(rounded_low_byte(src[j] * id));
     }
-    if constexpr (WithSum) store_f16(out + 2, static_cast<float>(sum) * d);
+    std::memcpy(out + kQs, q, kBlock);
+    if constexpr (WithSum) {
+      int sum = 0;
+      for (std::int8_t v : q) sum += v;
+      store_f16(out + 2, static_cast<float>(sum) * d);
+    }
   }
 }
 
