@@ -10,6 +10,10 @@
 
 #include "quant/codecs.h"
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 namespace safeweights::quant {
 namespace {
 
@@ -161,11 +165,33 @@ bool finite_absmax(const float* x, float& amax) noexcept {
   return any == 0.0f;
 }
 
-// roundf(v) for |v| <= 128, as rounded_low_byte computes it without its range selection.
-inline std::int32_t round_small(float v) noexcept {
-  const auto t = static_cast<std::int32_t>(v);
-  const float frac = v - static_cast<float>(t);
-  return t + (frac >= 0.5f ? 1 : 0) - (frac <= -0.5f ? 1 : 0);
+// The 32 codes roundf(x * id) of a block where every |x * id| < 127.5, computed as rounded_low_byte
+// does (truncate, then compare the exact remainder with one half) without its range selection: every
+// code is in [-127, 127], so narrowing with saturation (SSE2's packs) equals taking the low byte.
+void small_codes(const float* x, float id, std::int8_t* q) noexcept {
+#if defined(__SSE2__)
+  const __m128 vid = _mm_set1_ps(id), half = _mm_set1_ps(0.5f), minus_half = _mm_set1_ps(-0.5f);
+  __m128i w[kBlock / 4];
+  for (std::size_t i = 0; i < kBlock / 4; ++i) {
+    const __m128 v = _mm_mul_ps(_mm_loadu_ps(x + 4 * i), vid);
+    const __m128i t = _mm_cvttps_epi32(v);
+    const __m128 frac = _mm_sub_ps(v, _mm_cvtepi32_ps(t));
+    const __m128i up = _mm_castps_si128(_mm_cmpge_ps(frac, half));           // -1 where frac >= 0.5
+    const __m128i down = _mm_castps_si128(_mm_cmple_ps(frac, minus_half));   // -1 where frac <= -0.5
+    w[i] = _mm_add_epi32(_mm_sub_epi32(t, up), down);
+  }
+  const __m128i lo = _mm_packs_epi16(_mm_packs_epi32(w[0], w[1]), _mm_packs_epi32(w[2], w[3]));
+  const __m128i hi = _mm_packs_epi16(_mm_packs_epi32(w[4], w[5]), _mm_packs_epi32(w[6], w[7]));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(q), lo);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 16), hi);
+#else
+  for (std::size_t j = 0; j < kBlock; ++j) {
+    const float v = x[j] * id;
+    const auto t = static_cast<std::int32_t>(v);
+    const float frac = v - static_cast<float>(t);
+    q[j] = static_cast<std::int8_t>(t + (frac >= 0.5f ? 1 : 0) - (frac <= -0.5f ? 1 : 0));
+  }
+#endif
 }
 
 // 8 bits: d = absmax / 127, q = round(x/d) (half away from zero). Q8_1 also stores sum(q) x d.
@@ -181,10 +207,10 @@ void quantize_q8(const float* src, std::byte* dst, std::size_t blocks) {
     const float id = inverse(d);
     store_f16(out, d);
     std::int8_t q[kBlock];
-    if (finite && amax * id <= 128.0f) {
-      // Every |x| <= amax, so every |x * id| <= amax * id <= 128: all codes are in range (the product is
-      // infinite or NaN for the infinite 1/d of a tiny d).
-      for (std::size_t j = 0; j < kBlock; ++j) q[j] = static_cast<std::int8_t>(round_small(src[j] * id));
+    if (finite && amax * id < 127.5f) {
+      // Every |x| <= amax, so every |x * id| <= amax * id < 127.5 (about 127 for any finite block; the
+      // product is infinite or NaN for the infinite 1/d of a tiny d).
+      small_codes(src, id, q);
     } else {
       for (std::size_t j = 0; j < kBlock; ++j) q[j] = static_cast<std::int8_t>(rounded_low_byte(src[j] * id));
     }
