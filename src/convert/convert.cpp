@@ -3,8 +3,10 @@
 // Each tensor gets an output type from the policy (choose_type), then is written by one of two paths:
 // a tensor that keeps its type and order is copied in bounded chunks (no element is touched, so the
 // bytes are the input's); any other goes through pieces of whole rows, gathered in the permuted order
-// when asked, dequantized to F32 and quantized to the output type on the shared pool. Only one piece of
-// one tensor is in memory at a time, and each tensor's input pages are released once written.
+// when asked, dequantized to F32 and quantized to the output type on the shared pool. Pieces are
+// pipelined: piece k is converted by every thread while k - 1 is written and k + 1 read, so at most
+// three pieces of one tensor are in memory at a time (two buffers each way), and each tensor's input
+// pages are released once written. A piece's bytes depend only on its elements, never on the threads.
 #include "safeweights/convert.h"
 
 #include <algorithm>
@@ -12,6 +14,7 @@
 #include <filesystem>
 #include <memory>
 #include <numeric>
+#include <thread>
 #include <unordered_map>
 
 #include "convert/pieces.h"
@@ -202,7 +205,7 @@ struct Permutation {
 // Buffers reused from tensor to tensor.
 struct Scratch {
   std::vector<std::byte> copy[2];  // a plain copy's two chunks
-  std::vector<std::byte> in;       // a piece's input when it is read (or gathered), not viewed
+  std::vector<std::byte> in[2];    // two pieces' input when it is read (or gathered), not viewed
   // A piece's output: float-aligned (F32 is decoded into it directly).
   struct Output {
     std::vector<float> words;
@@ -213,22 +216,18 @@ struct Scratch {
       bytes = static_cast<std::size_t>(n);
     }
     std::byte* data() { return reinterpret_cast<std::byte*>(words.data()); }
-  } out;
+  } out[2];
 };
 
 class TensorConverter {
  public:
   TensorConverter(const Job& job, TensorSink& sink, unsigned threads, Scratch& scratch)
-      : job_(job), e_(*job.entry), sink_(sink), threads_(threads), scratch_(scratch), in_(scratch.in), out_(scratch.out) {}
+      : job_(job), e_(*job.entry), sink_(sink), threads_(threads), scratch_(scratch) {}
 
   Status run() {
     if (e_.type == job_.to && job_.permute_heads == 0) return copy();
     SW_RETURN_IF_ERROR(plan());
-    for (std::uint64_t e0 = 0; e0 < elements_; e0 += piece_) {
-      SW_RETURN_IF_ERROR(check_cancelled());
-      SW_RETURN_IF_ERROR(convert_piece(e0, std::min(elements_, e0 + piece_)));
-    }
-    return Status::ok();
+    return convert_pieces();
   }
 
  private:
@@ -278,12 +277,13 @@ class TensorConverter {
     return Status::ok();
   }
 
-  // The input bytes of elements [e0, e1): a view of a mapping, or read (gathered when permuting).
-  Result<std::span<const std::byte>> input(std::uint64_t e0, std::uint64_t e1) {
-    if (job_.permute_heads == 0) return read_elements(e_, e0, e1, in_);
+  // The input bytes of elements [e0, e1): a view of a mapping, or read (gathered when permuting) into
+  // `in`, which the calling thread has already sized (a pool worker that reads here never allocates).
+  Result<std::span<const std::byte>> input(std::uint64_t e0, std::uint64_t e1, std::vector<std::byte>& in) const {
+    if (job_.permute_heads == 0) return read_elements(e_, e0, e1, in);
     SW_ASSIGN_OR_RETURN(const std::uint64_t length, bytes_of(e_.type, e1 - e0));
-    in_.resize(static_cast<std::size_t>(length));
-    std::span<std::byte> dst(in_);
+    in.resize(static_cast<std::size_t>(length));
+    std::span<std::byte> dst(in);
     for (std::uint64_t r = e0 / unit_, k = 0; r < e1 / unit_; ++r, ++k) {
       const std::uint64_t from = e_.offset + perm_.source_row(r) * row_bytes_;
       SW_RETURN_IF_ERROR(e_.source->read_at(from, dst.subspan(k * row_bytes_, row_bytes_)));
@@ -291,26 +291,75 @@ class TensorConverter {
     return std::span<const std::byte>(dst);
   }
 
-  Status convert_piece(std::uint64_t e0, std::uint64_t e1) {
-    SW_ASSIGN_OR_RETURN(std::span<const std::byte> src, input(e0, e1));
-    if (e_.type == job_.to) return sink_.write_chunk(job_.name, src);
-    SW_ASSIGN_OR_RETURN(const std::uint64_t out_len, bytes_of(job_.to, e1 - e0));
-    if (out_.size() < out_len) out_.resize(out_len);
-    const std::uint64_t n = e1 - e0;
-    const std::size_t tasks = static_cast<std::size_t>((n + task_ - 1) / task_);
-    SW_RETURN_IF_ERROR(parallel_for(tasks, threads_, [&](std::size_t t) -> Status {
-      const std::uint64_t a = t * task_, b = std::min(n, a + task_);
-      SW_ASSIGN_OR_RETURN(const std::uint64_t ia, bytes_of(e_.type, a));
-      SW_ASSIGN_OR_RETURN(const std::uint64_t ib, bytes_of(e_.type, b));
-      SW_ASSIGN_OR_RETURN(const std::uint64_t oa, bytes_of(job_.to, a));
-      SW_ASSIGN_OR_RETURN(const std::uint64_t ob, bytes_of(job_.to, b));
-      return convert_elements(src.subspan(ia, ib - ia), std::span(out_.data() + oa, ob - oa), b - a);
-    }));
-    return sink_.write_chunk(job_.name, std::span<const std::byte>(out_.data(), out_len));
+  // One piece in flight: its elements, its input and (once converted) its output bytes.
+  struct Piece {
+    std::uint64_t e0 = 0, e1 = 0;
+    std::span<const std::byte> src, out;
+  };
+
+  // The pipeline: round k converts piece k on every thread while one thread writes piece k - 1 and
+  // another reads piece k + 1 (the I/O tasks come first in the loop, so they start at once). Pieces
+  // alternate between the two buffers of each side; writes stay in order, one round apart.
+  Status convert_pieces() {
+    const std::uint64_t count = (elements_ + piece_ - 1) / piece_;
+    SW_RETURN_IF_ERROR(size_buffers());
+    Piece pieces[2];
+    auto read = [&](std::uint64_t k) -> Status {
+      Piece& p = pieces[k % 2];
+      p.e0 = k * piece_;
+      p.e1 = std::min(elements_, p.e0 + piece_);
+      SW_ASSIGN_OR_RETURN(p.src, input(p.e0, p.e1, scratch_.in[k % 2]));
+      return Status::ok();
+    };
+    auto write = [&](std::uint64_t k) { return sink_.write_chunk(job_.name, pieces[k % 2].out); };
+    if (count > 0) SW_RETURN_IF_ERROR(read(0));
+    for (std::uint64_t k = 0; k < count; ++k) {
+      SW_RETURN_IF_ERROR(check_cancelled());
+      Piece& p = pieces[k % 2];
+      const bool writes = k > 0, reads = k + 1 < count;
+      const std::size_t io = (writes ? 1 : 0) + (reads ? 1 : 0);
+      const std::uint64_t n = p.e1 - p.e0;
+      SW_ASSIGN_OR_RETURN(const std::uint64_t out_len, bytes_of(job_.to, n));
+      const auto tasks = static_cast<std::size_t>((n + task_ - 1) / task_);
+      SW_RETURN_IF_ERROR(parallel_for(io + tasks, threads_, [&](std::size_t t) -> Status {
+        if (t < io) return writes && t == 0 ? write(k - 1) : read(k + 1);
+        return convert_task(p, scratch_.out[k % 2], t - io);
+      }));
+      p.out = std::span<const std::byte>(scratch_.out[k % 2].data(), out_len);
+    }
+    return count > 0 ? write(count - 1) : Status::ok();
   }
 
-  // Through F32: dequantize, then quantize (F32 on either side needs only one of the two).
+  // Both sides' buffers at the size of a full piece, on the calling thread.
+  Status size_buffers() {
+    const std::uint64_t n = std::min(piece_, elements_);
+    SW_ASSIGN_OR_RETURN(const std::uint64_t in_len, bytes_of(e_.type, n));
+    SW_ASSIGN_OR_RETURN(const std::uint64_t out_len, bytes_of(job_.to, n));
+    for (int i = 0; i < 2; ++i) {
+      scratch_.in[i].reserve(static_cast<std::size_t>(in_len));
+      if (scratch_.out[i].size() < out_len) scratch_.out[i].resize(out_len);
+    }
+    return Status::ok();
+  }
+
+  // Elements [t x task, (t + 1) x task) of a piece, converted into their place in `out`.
+  Status convert_task(const Piece& p, Scratch::Output& out, std::size_t t) const {
+    const std::uint64_t n = p.e1 - p.e0;
+    const std::uint64_t a = t * task_, b = std::min(n, a + task_);
+    SW_ASSIGN_OR_RETURN(const std::uint64_t ia, bytes_of(e_.type, a));
+    SW_ASSIGN_OR_RETURN(const std::uint64_t ib, bytes_of(e_.type, b));
+    SW_ASSIGN_OR_RETURN(const std::uint64_t oa, bytes_of(job_.to, a));
+    SW_ASSIGN_OR_RETURN(const std::uint64_t ob, bytes_of(job_.to, b));
+    return convert_elements(p.src.subspan(ia, ib - ia), std::span(out.data() + oa, ob - oa), b - a);
+  }
+
+  // Through F32: dequantize, then quantize (F32 on either side needs only one of the two). A permuted
+  // tensor that keeps its type is copied too: its input buffer is refilled while its output is written.
   Status convert_elements(std::span<const std::byte> src, std::span<std::byte> dst, std::uint64_t n) const {
+    if (job_.to == e_.type) {
+      if (!src.empty()) std::memcpy(dst.data(), src.data(), src.size());
+      return Status::ok();
+    }
     if (job_.to == TensorType::F32) {
       return dequantize(e_.type, src, std::span(reinterpret_cast<float*>(dst.data()), n));
     }
@@ -328,8 +377,6 @@ class TensorConverter {
   Permutation perm_;
   std::uint64_t elements_ = 0, unit_ = 1, piece_ = 1, task_ = 1, row_bytes_ = 0;
   Scratch& scratch_;
-  std::vector<std::byte>& in_;
-  Scratch::Output& out_;
 };
 
 }  // namespace
@@ -341,10 +388,12 @@ Result<ConvertReport> convert(const TensorFile& input, const std::string& output
   SW_ASSIGN_OR_RETURN(std::unique_ptr<TensorSink> sink, open_sink(input, output_path, out, *jobs, options));
   ConvertReport report;
   Scratch scratch;
+  // Every core, not parallel_for's default (at most 8, an I/O bound): quantizing is computation.
+  const unsigned threads = options.threads != 0 ? options.threads : std::max(1u, std::thread::hardware_concurrency());
   std::size_t done = 0;
   for (const Job& job : *jobs) {
     const TensorEntry& e = *job.entry;
-    if (Status s = TensorConverter(job, *sink, options.threads, scratch).run(); !s.is_ok())
+    if (Status s = TensorConverter(job, *sink, threads, scratch).run(); !s.is_ok())
       return std::move(s.error().with_file(input.name()).with_tensor(e.name));
     // Done with its pages: a mapped input then holds about one tensor in memory.
     e.source->hint({e.offset, e.nbytes}, AccessHint::DontNeed);

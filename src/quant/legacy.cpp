@@ -2,12 +2,17 @@
 // follow ggml's reference quantizers (quantize_row_*_ref) step for step, in the same float operations
 // in the same order, so that they give its bytes on any input; the dequantizers compute q*d (+ m) as
 // ggml's do.
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <limits>
 
 #include "quant/codecs.h"
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 namespace safeweights::quant {
 namespace {
@@ -133,22 +138,88 @@ void quantize_affine(const float* src, std::byte* dst, std::size_t blocks) {
   }
 }
 
+// absmax_ggml of a block whose values are all finite, in four independent lanes (GCC and Clang vector
+// types: every target has them, x86-64's baseline as SSE), because ggml's sequential form is a chain of
+// 32 dependent comparisons that no compiler vectorises. Without a NaN every order gives the same
+// maximum (fabs makes no -0), so the lanes' result is ggml's. False for a block with a NaN or an
+// infinity: there the sequential form decides (a NaN makes ggml forget the values before it).
+using Floats4 = float __attribute__((vector_size(16)));
+using Ints4 = std::int32_t __attribute__((vector_size(16)));
+
+bool finite_absmax(const float* x, float& amax) noexcept {
+  Floats4 lane{}, poison{};  // a - a is 0 for a finite a, NaN for an infinite or NaN one
+  for (std::size_t j = 0; j < kBlock; j += 4) {
+    Floats4 v;
+    std::memcpy(&v, x + j, sizeof v);
+    const Floats4 a = reinterpret_cast<Floats4>(reinterpret_cast<Ints4>(v) & 0x7fffffff);
+    const Ints4 keep = lane > a;  // -1 where lane > a: ggml's MAX(lane, a)
+    lane = reinterpret_cast<Floats4>((keep & reinterpret_cast<Ints4>(lane)) | (~keep & reinterpret_cast<Ints4>(a)));
+    poison += a - a;
+  }
+  float any = 0.0f;
+  amax = 0.0f;
+  for (int l = 0; l < 4; ++l) {
+    amax = amax > lane[l] ? amax : lane[l];
+    any += poison[l];
+  }
+  return any == 0.0f;
+}
+
+// The 32 codes roundf(x * id) of a block where every |x * id| < 127.5, computed as rounded_low_byte
+// does (truncate, then compare the exact remainder with one half) without its range selection: every
+// code is in [-127, 127], so narrowing with saturation (SSE2's packs) equals taking the low byte.
+void small_codes(const float* x, float id, std::int8_t* q) noexcept {
+#if defined(__SSE2__)
+  const __m128 vid = _mm_set1_ps(id), half = _mm_set1_ps(0.5f), minus_half = _mm_set1_ps(-0.5f);
+  __m128i w[kBlock / 4];
+  for (std::size_t i = 0; i < kBlock / 4; ++i) {
+    const __m128 v = _mm_mul_ps(_mm_loadu_ps(x + 4 * i), vid);
+    const __m128i t = _mm_cvttps_epi32(v);
+    const __m128 frac = _mm_sub_ps(v, _mm_cvtepi32_ps(t));
+    const __m128i up = _mm_castps_si128(_mm_cmpge_ps(frac, half));           // -1 where frac >= 0.5
+    const __m128i down = _mm_castps_si128(_mm_cmple_ps(frac, minus_half));   // -1 where frac <= -0.5
+    w[i] = _mm_add_epi32(_mm_sub_epi32(t, up), down);
+  }
+  const __m128i lo = _mm_packs_epi16(_mm_packs_epi32(w[0], w[1]), _mm_packs_epi32(w[2], w[3]));
+  const __m128i hi = _mm_packs_epi16(_mm_packs_epi32(w[4], w[5]), _mm_packs_epi32(w[6], w[7]));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(q), lo);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 16), hi);
+#else
+  for (std::size_t j = 0; j < kBlock; ++j) {
+    const float v = x[j] * id;
+    const auto t = static_cast<std::int32_t>(v);
+    const float frac = v - static_cast<float>(t);
+    q[j] = static_cast<std::int8_t>(t + (frac >= 0.5f ? 1 : 0) - (frac <= -0.5f ? 1 : 0));
+  }
+#endif
+}
+
 // 8 bits: d = absmax / 127, q = round(x/d) (half away from zero). Q8_1 also stores sum(q) x d.
 template <bool WithSum>
 void quantize_q8(const float* src, std::byte* dst, std::size_t blocks) {
   constexpr std::size_t kQs = WithSum ? 4 : 2;
   for (std::size_t b = 0; b < blocks; ++b, src += kBlock) {
     std::byte* out = dst + b * (kQs + kBlock);
-    const float d = absmax_ggml(src) / 127.0f;
+    float amax = 0.0f;
+    const bool finite = finite_absmax(src, amax);
+    if (!finite) amax = absmax_ggml(src);
+    const float d = amax / 127.0f;
     const float id = inverse(d);
     store_f16(out, d);
-    int sum = 0;
-    for (std::size_t j = 0; j < kBlock; ++j) {
-      const std::uint8_t q = rounded_low_byte(src[j] * id);
-      out[kQs + j] = static_cast<std::byte>(q);
-      sum += static_cast<std::int8_t>(q);
+    std::int8_t q[kBlock];
+    if (finite && amax * id < 127.5f) {
+      // Every |x| <= amax, so every |x * id| <= amax * id < 127.5 (about 127 for any finite block; the
+      // product is infinite or NaN for the infinite 1/d of a tiny d).
+      small_codes(src, id, q);
+    } else {
+      for (std::size_t j = 0; j < kBlock; ++j) q[j] = static_cast<std::int8_t>(rounded_low_byte(src[j] * id));
     }
-    if constexpr (WithSum) store_f16(out + 2, static_cast<float>(sum) * d);
+    std::memcpy(out + kQs, q, kBlock);
+    if constexpr (WithSum) {
+      int sum = 0;
+      for (std::int8_t v : q) sum += v;
+      store_f16(out + 2, static_cast<float>(sum) * d);
+    }
   }
 }
 

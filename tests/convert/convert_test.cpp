@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <vector>
@@ -100,6 +101,57 @@ TEST(Convert, RefusalsLeaveNoFile) {
   ASSERT_FALSE(r.is_ok());
   EXPECT_EQ(r.error().kind(), ErrorKind::InvalidArgument);
   EXPECT_EQ(dir.list(), std::vector<std::string>{"in.safetensors"});
+}
+
+// A tensor of three pieces (the converter's pieces are 4 Mi elements; the last one is partial) with a
+// few non-finite blocks, converted with 1, 2 and 3 threads: the pipeline (piece k converted while k - 1
+// is written and k + 1 read) gives the same bytes whatever the threads. The permuted copy that keeps
+// its type goes through the same pipeline; its rows are checked against llama.cpp's permute() here.
+TEST(Convert, BytesDoNotDependOnThreads) {
+  TempDir dir;
+  constexpr std::uint64_t kRows = 2312, kCols = 4096, kHeads = 4;
+  std::vector<std::uint16_t> w(kRows * kCols);  // BF16
+  std::uint32_t state = 1;
+  for (auto& v : w) {
+    state = state * 1664525u + 1013904223u;
+    v = static_cast<std::uint16_t>(0x3c00u + (state >> 23));  // 2^-7 .. 2^2, both signs
+  }
+  w[5 * kCols + 70] = 0x7fc0;      // NaN
+  w[1000 * kCols + 3] = 0xff80;    // -inf
+  std::vector<safetensors::TensorData> t = {{"w", TensorType::BF16, {kRows, kCols}, std::as_bytes(std::span(w))}};
+  const std::string path = dir.file("big.safetensors");
+  ASSERT_TRUE(safetensors::write_file(path, t).is_ok());
+  auto in = open_tensors(path);
+  ASSERT_TRUE(in.is_ok());
+
+  std::string q8[3], permuted[3];
+  for (unsigned threads = 1; threads <= 3; ++threads) {
+    ConvertOptions options;
+    options.threads = threads;
+    options.type = TensorType::Q8_0;
+    const std::string a = dir.file("q" + std::to_string(threads) + ".gguf");
+    ASSERT_TRUE(convert(**in, a, options).is_ok());
+    q8[threads - 1] = swt::read_file_bytes(a);
+    ConvertOptions keep;
+    keep.threads = threads;
+    keep.tensors = {{"w", "w", kHeads}};
+    const std::string b = dir.file("p" + std::to_string(threads) + ".gguf");
+    ASSERT_TRUE(convert(**in, b, keep).is_ok());
+    permuted[threads - 1] = swt::read_file_bytes(b);
+  }
+  EXPECT_TRUE(q8[1] == q8[0] && q8[2] == q8[0]);
+  EXPECT_TRUE(permuted[1] == permuted[0] && permuted[2] == permuted[0]);
+
+  auto g = gguf::open(dir.file("p1.gguf"));
+  ASSERT_TRUE(g.is_ok());
+  const TensorEntry& e = (*g)->tensors()[0];
+  std::vector<std::byte> got(e.nbytes);
+  ASSERT_TRUE(e.source->read_at(e.offset, got).is_ok());
+  const std::uint64_t d = kRows / kHeads, row = kCols * 2;
+  for (std::uint64_t r = 0; r < kRows; ++r) {
+    const std::uint64_t h = r / d, o = r % d, from = h * d + (o % 2) * (d / 2) + o / 2;
+    ASSERT_EQ(std::memcmp(got.data() + r * row, reinterpret_cast<const std::byte*>(w.data()) + from * row, row), 0) << r;
+  }
 }
 
 TEST(Compare, StatisticsAndNonFinite) {

@@ -21,7 +21,6 @@ Expected values come from numpy, gguf-py, tokenizers/sentencepiece and llama.cpp
 import json
 import os
 import re
-import struct
 import subprocess
 from pathlib import Path
 
@@ -31,6 +30,7 @@ np = pytest.importorskip("numpy")
 gguf = pytest.importorskip("gguf")
 
 from conftest import REPO, build_file  # noqa: E402
+from spm_model import spm_model, spm_pieces  # noqa: E402
 
 VT = gguf.GGUFValueType
 
@@ -114,50 +114,6 @@ def _config(vocab, tied, extra=None):
     return c
 
 
-# ---- SentencePiece model as protobuf bytes ---------------------------------------------------------
-
-
-def _varint(n):
-    out = b""
-    while True:
-        b = n & 0x7F
-        n >>= 7
-        out += bytes([b | (0x80 if n else 0)])
-        if not n:
-            return out
-
-
-def _field(num, wire, payload):
-    key = _varint(num << 3 | wire)
-    if wire == 0:
-        return key + _varint(payload)
-    if wire == 5:
-        return key + struct.pack("<f", payload)
-    return key + _varint(len(payload)) + payload
-
-
-SPM_MERGED = ["\u2581t", "he", "\u2581the", "ll", "\u2581he", "llo", "\u2581hello", "\u2581w", "or", "\u2581wor", "ld",
-              "\u2581world", "\u2581h", "el", "lo", "\u2581hel"]
-SPM_CHARS = ["\u2581", "h", "e", "l", "o", "w", "r", "d", "t", ",", "4"]
-
-
-def _spm_pieces():
-    pieces = [("<unk>", 0.0, 2), ("<s>", 0.0, 3), ("</s>", 0.0, 3)]
-    pieces += [(f"<0x{b:02X}>", 0.0, 6) for b in range(256)]
-    pieces += [(p, -float(i), 1) for i, p in enumerate(SPM_MERGED)]
-    pieces += [(p, -100.0 - i, 1) for i, p in enumerate(SPM_CHARS)]
-    return pieces
-
-
-def _spm_model(pieces):
-    body = b""
-    for text, score, typ in pieces:
-        body += _field(1, 2, _field(1, 2, text.encode()) + _field(2, 5, score) + _field(3, 0, typ))
-    trainer = _field(3, 0, 2) + _field(4, 0, len(pieces)) + _field(35, 0, 1)  # BPE, vocab size, byte_fallback
-    normalizer = _field(1, 2, b"identity") + _field(3, 0, 1) + _field(4, 0, 0) + _field(5, 0, 1)
-    return body + _field(2, 2, trainer) + _field(3, 2, normalizer)
-
-
 # ---- byte-level BPE tokenizer.json ------------------------------------------------------------------
 
 
@@ -233,11 +189,11 @@ CHAT = "{% for m in messages %}{{ m['content'] }}{% endfor %}"
 
 
 def make_spm_folder(folder):
-    pieces = _spm_pieces()
+    pieces = spm_pieces()
     vocab = len(pieces) + 3  # config's vocab_size pads the vocabulary
     folder.mkdir()
     (folder / "config.json").write_text(json.dumps(_config(vocab, tied=False)))
-    (folder / "tokenizer.model").write_bytes(_spm_model(pieces))
+    (folder / "tokenizer.model").write_bytes(spm_model(pieces))
     (folder / "tokenizer_config.json").write_text(json.dumps({
         "add_bos_token": True, "add_eos_token": False, "bos_token": "<s>", "eos_token": "</s>",
         "unk_token": "<unk>", "chat_template": CHAT}))

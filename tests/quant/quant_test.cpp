@@ -282,6 +282,21 @@ TEST(QuantBlocks, NonFiniteInputFollowsGgml) {
   EXPECT_EQ(q[1], 0x3c);  // d = 127 / 127 = 1
   EXPECT_EQ(q[2], 0);     // the NaN's code
   EXPECT_EQ(q[3], 2);
+  // A NaN after the block's largest value makes ggml forget it: d comes from the values after the NaN
+  // (the vectorised maximum must fall back to ggml's sequential one).
+  // Its code is then out of int8's range, and converts as ggml's C does (low byte of the int32).
+  std::vector<float> z(32, 2.0f);
+  z[5] = 200.0f;
+  z[10] = std::numeric_limits<float>::quiet_NaN();
+  z[20] = 127.0f;
+  q = u8(quantized(TensorType::Q8_0, z));
+  EXPECT_EQ(q[1], 0x3c);       // d = 1, not 200 / 127
+  EXPECT_EQ(q[2 + 5], 200);    // 200 / 1, its low byte
+  EXPECT_EQ(q[2 + 10], 0);
+  EXPECT_EQ(q[2 + 20], 127);
+  z[5] = 3e9f;                 // beyond int32: cvttss2si's INT32_MIN, low byte 0
+  q = u8(quantized(TensorType::Q8_0, z));
+  EXPECT_EQ(q[2 + 5], 0);
   // Float32 subnormals: d = 1e-40 / 127 is 0 in float16 and 1/d overflows, every code reads 0.
   q = u8(quantized(TensorType::Q8_0, std::vector<float>(32, 1e-40f)));
   for (std::uint8_t b : q) EXPECT_EQ(b, 0);
