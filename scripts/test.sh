@@ -4,6 +4,9 @@
 #   scripts/test.sh            Release build (build/) + ctest (the Python suite on Debian's numpy 1.24 and
 #                              torch 1.13), then the Python suite again on numpy 2 in the pinned venv
 #                              build/venv-np2 (scripts/python-env.sh, tests/python/requirements.txt), then
+#                              the PyTorch checkpoint tests with a current torch from the registry
+#                              (build/venv-torch, tests/pytorch/requirements-current-torch.txt; installed
+#                              in the background during the build), then
 #                              the reference safetensors' own tests through an import shim
 #                              (scripts/upstream-tests.sh), and the wheel built, repaired and tested in
 #                              a clean venv (scripts/check-wheel.sh)
@@ -11,7 +14,8 @@
 #                              (build-asan/) and (b) every libFuzzer target for FUZZ_SECONDS seconds each
 #                              (default 60), seeded from fuzz/corpus/ (build-fuzz/). CI=true implies --full.
 #   scripts/test.sh --asan     only (a);   scripts/test.sh --fuzz   only (b)
-# Environment: FUZZ_SECONDS; SANITIZE_CC / SANITIZE_CXX, the compilers of the sanitizer build (clang).
+# Environment: FUZZ_SECONDS; SANITIZE_CC / SANITIZE_CXX, the compilers of the sanitizer build (clang);
+# SAFEWEIGHTS_CURRENT_TORCH=0 leaves out the current-torch step (and its ~3 GB download).
 # Exits non-zero on the first failing part.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -22,7 +26,7 @@ for arg in "$@"; do
     --full) do_asan=1 do_fuzz=1 ;;
     --asan) do_release=0 do_asan=1 ;;
     --fuzz) do_release=0 do_fuzz=1 ;;
-    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
     *) echo "test.sh: unknown argument $arg (try --help)" >&2; exit 2 ;;
   esac
 done
@@ -55,12 +59,14 @@ run_ctest() {
 
 release_tests() {
   section "Release build (build/)"
+  current_torch_env_start
   bash scripts/build.sh
 
   section "unit tests (Release)"
   run_ctest build
 
   python_np2_tests
+  current_torch_tests
   upstream_python_tests
   wheel_test
 }
@@ -94,6 +100,44 @@ python_np2_tests() {
   section "ctest entries that need the numpy 2 venv (label gguf)"
   run_ctest build -L gguf
   return 0
+}
+
+# The PyTorch checkpoint tests (tests/pytorch/test_checkpoints.py) a second time, with a current torch
+# from the registry writing the checkpoints and loading them for comparison; ctest ran them with
+# Debian's torch 1.13. The venv (build/venv-torch: ~3 GB of torch and CUDA runtime wheels, which the
+# registry's torch needs to import) is made in the background while the C++ build runs, in a process
+# group of its own so an early exit stops it. Without the package index: a failure under CI=true, a
+# skipped step (said so) on a developer's machine.
+torch_env_pid=""
+current_torch_env_start() {
+  [[ ${SAFEWEIGHTS_CURRENT_TORCH:-1} != 0 ]] || return 0
+  mkdir -p build
+  setsid bash scripts/python-env.sh build/venv-torch tests/pytorch/requirements-current-torch.txt \
+    >build/venv-torch.log 2>&1 &
+  torch_env_pid=$!
+  trap 'if [[ -n $torch_env_pid ]]; then kill -- -"$torch_env_pid" 2>/dev/null || true; fi' EXIT
+}
+
+current_torch_tests() {
+  [[ -n $torch_env_pid ]] || return 0
+  section "PyTorch checkpoints with a current torch (build/venv-torch)"
+  local start=$SECONDS pid=$torch_env_pid
+  torch_env_pid=""
+  if ! wait "$pid"; then
+    tail -n 20 build/venv-torch.log
+    if [[ "${CI:-}" == "true" ]]; then
+      echo "python-env.sh failed: cannot make the current-torch test environment" >&2
+      return 1
+    fi
+    echo "SKIPPED: python-env.sh could not make build/venv-torch (no package index?)"
+    return 0
+  fi
+  echo "(waited $((SECONDS - start)) s for build/venv-torch after the steps before)"
+  if ! build/venv-torch/bin/python tests/pytorch/test_checkpoints.py --cli build/safeweights --require-torch; then
+    failed_total=$((failed_total + 1))
+    return 1
+  fi
+  passed_total=$((passed_total + 1))
 }
 
 # The reference safetensors' own test suite against our package (scripts/upstream-tests.sh: downloaded

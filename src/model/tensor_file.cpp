@@ -34,7 +34,10 @@ Result<SlicePlan> TensorFile::plan_slice(const TensorEntry& entry, const SliceSp
 }
 
 Status copy_tensors(const TensorFile& from, TensorSink& to) {
-  constexpr std::uint64_t kChunk = 16u << 20;
+  // Small enough that the buffer is still in cache when it is written out after being read into: a
+  // 2 GiB PyTorch conversion went from 0.78x to 0.87x of cp (medians) when this went from 16 MiB to
+  // 256 KiB (docs/PERFORMANCE.md, "PyTorch checkpoints"); the extra system calls cost little.
+  constexpr std::uint64_t kChunk = 256u << 10;
   for (const TensorEntry& entry : from.tensors()) {
     SW_RETURN_IF_ERROR(copy_range(*entry.source, entry.offset, entry.nbytes, kChunk,
                                   [&](std::span<const std::byte> part) { return to.write_chunk(entry.name, part); }));

@@ -44,7 +44,7 @@ struct Found {
 
 Result<std::string> key_text(const Value* key) {
   switch (key->kind) {
-    case Kind::Str: return key->text;
+    case Kind::Str: return std::string(key->text);
     case Kind::Int: return std::to_string(key->integer);
     case Kind::Bool: return std::string(key->boolean ? "True" : "False");
     case Kind::None: return std::string("None");
@@ -336,21 +336,22 @@ Status read_legacy(CheckpointFile& out, const SourcePtr& file, PickleOptions opt
   SW_ASSIGN_OR_RETURN(auto keys, next("storage keys", PidForm::Zip));
   if (keys->root()->kind != Kind::List) return bad("legacy storage key list is not a list");
   std::unordered_map<std::string_view, const StorageInfo*> declared;
-  for (const Value* s : out.pickle_->storages()) declared.emplace(s->storage->key, s->storage.get());
+  for (const Value* s : out.pickle_->storages()) declared.emplace(s->storage->key, s->storage);
   for (const Value* key : keys->root()->items) {
     if (key->kind != Kind::Str) return bad("legacy storage key is not a string");
-    auto it = declared.find(key->text);
-    if (it == declared.end()) return bad("legacy storage `" + key->text + "` is not used by the object");
-    if (bytes.contains(key->text)) return bad("legacy storage `" + key->text + "` listed twice");
+    const std::string name(key->text);
+    auto it = declared.find(name);
+    if (it == declared.end()) return bad("legacy storage `" + name + "` is not used by the object");
+    if (bytes.contains(name)) return bad("legacy storage `" + name + "` listed twice");
     const StorageInfo& info = *it->second;
     const std::uint64_t elsize = info.typed ? type_bits(info.dtype) / 8 : 1;
     std::byte count_bytes[8];
-    if (Status s = file->read_at(at, count_bytes); !s.is_ok()) return bad("legacy storage `" + key->text + "` is truncated").with_offset(at);
+    if (Status s = file->read_at(at, count_bytes); !s.is_ok()) return bad("legacy storage `" + name + "` is truncated").with_offset(at);
     const std::uint64_t count = le::u64(count_bytes);
-    if (count != info.nbytes / elsize) return bad("legacy storage `" + key->text + "` holds " + std::to_string(count) + " elements; the object declares " + std::to_string(info.nbytes / elsize)).with_offset(at);
-    auto source = subrange_source(file, at + 8, info.nbytes, file->name() + "!" + key->text);
-    if (!source.is_ok()) return bad("legacy storage `" + key->text + "` reaches past the end of the file").with_offset(at);
-    bytes[key->text] = {std::move(source).value(), at + 8};
+    if (count != info.nbytes / elsize) return bad("legacy storage `" + name + "` holds " + std::to_string(count) + " elements; the object declares " + std::to_string(info.nbytes / elsize)).with_offset(at);
+    auto source = subrange_source(file, at + 8, info.nbytes, file->name() + "!" + name);
+    if (!source.is_ok()) return bad("legacy storage `" + name + "` reaches past the end of the file").with_offset(at);
+    bytes[name] = {std::move(source).value(), at + 8};
     at += 8 + info.nbytes;
   }
   out.container_ = "legacy";

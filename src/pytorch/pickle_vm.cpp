@@ -6,8 +6,11 @@
 #include <array>
 #include <bit>
 #include <cstring>
+#include <map>
 #include <new>
 #include <optional>
+#include <tuple>
+#include <unordered_map>
 
 #include "core/little_endian.h"
 #include "core/status_macros.h"
@@ -96,6 +99,8 @@ std::optional<Resolved> resolve(std::string_view module, std::string_view name) 
     if (name == "_rebuild_parameter_with_state") return Resolved{Callable::RebuildParameterWithState, std::nullopt, false};
     if (contains(kUnsupportedRebuild, name)) return Resolved{Callable::Unsupported, std::nullopt, false};
   }
+  // Storages of the dtypes without a typed storage class: torch 2.x names the class where it is defined.
+  if (module == "torch.storage" && name == "UntypedStorage") return Resolved{Callable::StorageType, std::nullopt, true};
   if (module == "torch._tensor" && name == "_rebuild_from_type_v2") return Resolved{Callable::RebuildFromTypeV2, std::nullopt, false};
   if (module == "torch.nn.parameter" && name == "Parameter") return Resolved{Callable::TensorClass, std::nullopt, false};
   if (module == "torch.serialization" && name == "_get_layout") return Resolved{Callable::InertValue, std::nullopt, false};
@@ -140,7 +145,27 @@ std::string opcode_name(std::uint8_t op) {
   return buf;
 }
 
+constexpr std::uint64_t kMaxName = 4096;  // a module or global name
+
 }  // namespace
+
+std::string_view TextArena::keep(std::string_view s) {
+  if (s.empty()) return {};
+  if (s.size() > left_) {
+    if (s.size() > kBlock / 4) {  // an allocation of its own; the current block stays in use
+      char* own = blocks_.emplace_back(std::make_unique_for_overwrite<char[]>(s.size())).get();
+      std::memcpy(own, s.data(), s.size());
+      return {own, s.size()};
+    }
+    at_ = blocks_.emplace_back(std::make_unique_for_overwrite<char[]>(kBlock)).get();
+    left_ = kBlock;
+  }
+  std::memcpy(at_, s.data(), s.size());
+  const std::string_view kept(at_, s.size());
+  at_ += s.size();
+  left_ -= s.size();
+  return kept;
+}
 
 std::optional<TensorType> torch_dtype(std::string_view name) noexcept {
   for (const DtypeName& d : kDtypes)
@@ -179,11 +204,14 @@ class Machine {
     SW_ASSIGN_OR_RETURN(const std::byte* p, take(static_cast<std::uint64_t>(n)));
     return le::load(p, n);
   }
-  Result<std::string> take_text(std::uint64_t n);
-  Result<std::string> take_line();
+  Result<std::string_view> take_string(std::uint64_t n);
+  Result<std::string_view> take_line();
+  // A copy in the pickle's text arena, counted against the limit on all text.
+  Result<std::string_view> keep(std::string_view text);
 
   // --- values ---
   Result<Value*> make(Kind kind);
+  Result<Value*> make_shared_constant(Value*& slot, Kind kind);
   Status push(Value* v) {
     if (stack_.size() >= lim_.max_stack) return limit("stack depth");
     stack_.push_back(v);
@@ -200,12 +228,23 @@ class Machine {
     return stack_.back();
   }
   std::size_t frame_start() const { return marks_.empty() ? 0 : marks_.back(); }
-  Result<std::vector<Value*>> pop_mark() {
+  // The values above the innermost MARK (a view of the stack, valid until it changes).
+  Result<std::span<Value* const>> above_mark() const {
     if (marks_.empty()) return malformed("no MARK to pop to");
-    std::vector<Value*> items(stack_.begin() + static_cast<std::ptrdiff_t>(marks_.back()), stack_.end());
+    return std::span<Value* const>(stack_).subspan(marks_.back());
+  }
+  void drop_mark() {
     stack_.resize(marks_.back());
     marks_.pop_back();
-    return items;
+  }
+  // A container built from the values above the MARK, which are popped with it.
+  Status op_from_mark(Kind kind) {
+    SW_ASSIGN_OR_RETURN(std::span<Value* const> items, above_mark());
+    if (kind == Kind::Dict && items.size() % 2 != 0) return malformed("DICT with an odd number of items");
+    SW_ASSIGN_OR_RETURN(Value * v, make(kind));
+    v->items.assign(items.begin(), items.end());
+    drop_mark();
+    return push(v);
   }
   Status count_items(std::uint64_t n) {
     if (n > lim_.max_items - items_) return limit("container items");
@@ -213,6 +252,14 @@ class Machine {
     return Status::ok();
   }
   Result<Value*> make_int(std::int64_t v) {
+    // Small ints (sizes, strides, offsets) are one shared value each: nothing ever changes an int.
+    if (v >= 0 && v < static_cast<std::int64_t>(small_ints_.size())) {
+      Value*& slot = small_ints_[static_cast<std::size_t>(v)];
+      if (slot) return slot;
+      SW_ASSIGN_OR_RETURN(slot, make(Kind::Int));
+      slot->integer = v;
+      return slot;
+    }
     SW_ASSIGN_OR_RETURN(Value * value, make(Kind::Int));
     value->integer = v;
     return value;
@@ -223,11 +270,10 @@ class Machine {
   Status op_long(std::uint64_t n);
   Status op_string(Kind kind, int length_bytes);
   Status op_tuple(std::size_t n);
-  Status op_setitems(bool many);
-  Status op_appends(bool many, Kind target);
+  Status op_extend(Kind target, bool many);
   Status op_memo_put(std::uint64_t index);
   Status op_memo_get(std::uint64_t index);
-  Status op_global(std::string module, std::string name);
+  Status op_global(std::string_view module, std::string_view name);
   Status op_reduce();
   Status op_build();
   Status op_newobj(bool ex);
@@ -239,9 +285,10 @@ class Machine {
   Result<Value*> tensor_from_type(const std::vector<Value*>& args);
   Result<Value*> latin1_bytes(const std::vector<Value*>& args);
   Result<std::vector<std::uint64_t>> dims(const Value* v, const char* what);
-  Result<Value*> opaque(std::string what) {
+  // A placeholder for what `global` gives; its text is the global's (shared, not copied).
+  Result<Value*> opaque(const Value& global) {
     SW_ASSIGN_OR_RETURN(Value * v, make(Kind::Opaque));
-    v->text = std::move(what);
+    v->text = global.text;
     return v;
   }
 
@@ -253,9 +300,16 @@ class Machine {
   std::uint64_t op_at_ = 0;  // offset of the opcode being run
   std::vector<Value*> stack_;
   std::vector<std::size_t> marks_;
-  std::unordered_map<std::uint64_t, Value*> memo_;
-  std::unordered_map<std::string, Value*> storages_;  // by key and view
-  std::unordered_map<std::string, const Value*> by_key_;  // the first reference to each key
+  // The memo: indices 0, 1, 2, ... as picklers write them in a vector; any other index in a map.
+  std::vector<Value*> memo_dense_;
+  std::unordered_map<std::uint64_t, Value*> memo_sparse_;
+  std::map<std::tuple<std::string_view, std::uint64_t, std::uint64_t>, Value*> storages_;  // by key and view
+  std::unordered_map<std::string_view, const Value*> by_key_;  // the first reference to each key
+  std::array<Value*, 256> small_ints_{};
+  Value* none_ = nullptr;
+  Value* bools_[2] = {nullptr, nullptr};
+  std::string scratch_;  // composing a global's dotted name or a latin-1 string, reused
+  std::uint64_t objects_ = 0;
   std::uint64_t items_ = 0;
   std::uint64_t text_ = 0;
   bool stopped_ = false;
@@ -265,25 +319,37 @@ class Machine {
 };
 
 Result<Value*> Machine::make(Kind kind) {
-  if (out_.values_.size() >= lim_.max_objects) return limit("values");
-  Value& v = out_.values_.emplace_back();
+  if (objects_ >= lim_.max_objects) return limit("values");
+  ++objects_;
+  Value& v = out_.values_.emplace();
   v.kind = kind;
   return &v;
 }
 
-Result<std::string> Machine::take_text(std::uint64_t n) {
-  if (n > lim_.max_string) return limit("string length (" + std::to_string(n) + " bytes)");
-  if (n > lim_.max_text - text_) return limit("total string bytes");
-  SW_ASSIGN_OR_RETURN(const std::byte* p, take(n));
-  text_ += n;
-  return std::string(reinterpret_cast<const char*>(p), static_cast<std::size_t>(n));
+// None, True and False: one value each (nothing changes them).
+Result<Value*> Machine::make_shared_constant(Value*& slot, Kind kind) {
+  if (!slot) {
+    SW_ASSIGN_OR_RETURN(slot, make(kind));
+  }
+  return slot;
 }
 
-Result<std::string> Machine::take_line() {
-  constexpr std::uint64_t kMaxName = 4096;  // a module or global name
+Result<std::string_view> Machine::take_string(std::uint64_t n) {
+  if (n > lim_.max_string) return limit("string length (" + std::to_string(n) + " bytes)");
+  SW_ASSIGN_OR_RETURN(const std::byte* p, take(n));
+  return std::string_view(reinterpret_cast<const char*>(p), static_cast<std::size_t>(n));
+}
+
+Result<std::string_view> Machine::keep(std::string_view text) {
+  if (text.size() > lim_.max_text - text_) return limit("total string bytes");
+  text_ += text.size();
+  return out_.text_.keep(text);
+}
+
+Result<std::string_view> Machine::take_line() {
   for (std::uint64_t i = pos_; i < bytes_.size() && i - pos_ <= kMaxName; ++i) {
     if (bytes_[i] == std::byte{'\n'}) {
-      std::string line(reinterpret_cast<const char*>(bytes_.data() + pos_), static_cast<std::size_t>(i - pos_));
+      std::string_view line(reinterpret_cast<const char*>(bytes_.data() + pos_), static_cast<std::size_t>(i - pos_));
       pos_ = i + 1;
       return line;
     }
@@ -320,22 +386,24 @@ Status Machine::step(std::uint8_t op) {
       if (marks_.size() >= lim_.max_marks) return limit("open MARKs");
       marks_.push_back(stack_.size());
       return Status::ok();
-    case '0': {  // POP
+    case '0':  // POP: a value, or the MARK when its frame is empty
       if (stack_.size() > frame_start()) {
         stack_.pop_back();
         return Status::ok();
       }
-      return pop_mark().status();
-    }
-    case '1': return pop_mark().status();  // POP_MARK
+      [[fallthrough]];
+    case '1':  // POP_MARK
+      SW_RETURN_IF_ERROR(above_mark().status());
+      drop_mark();
+      return Status::ok();
     case '2': {                            // DUP
       SW_ASSIGN_OR_RETURN(Value * v, top());
       return push(v);
     }
-    case 'N': { SW_ASSIGN_OR_RETURN(Value * v, make(Kind::None)); return push(v); }
+    case 'N': { SW_ASSIGN_OR_RETURN(Value * v, make_shared_constant(none_, Kind::None)); return push(v); }
     case 0x88:
     case 0x89: {  // NEWTRUE, NEWFALSE
-      SW_ASSIGN_OR_RETURN(Value * v, make(Kind::Bool));
+      SW_ASSIGN_OR_RETURN(Value * v, make_shared_constant(bools_[op == 0x88], Kind::Bool));
       v->boolean = op == 0x88;
       return push(v);
     }
@@ -372,51 +440,36 @@ Status Machine::step(std::uint8_t op) {
     case 0x85: return op_tuple(1);
     case 0x86: return op_tuple(2);
     case 0x87: return op_tuple(3);
-    case 't': {  // TUPLE
-      SW_ASSIGN_OR_RETURN(std::vector<Value*> items, pop_mark());
-      SW_ASSIGN_OR_RETURN(Value * v, make(Kind::Tuple));
-      v->items = std::move(items);
-      return push(v);
-    }
+    case 't': return op_from_mark(Kind::Tuple);  // TUPLE
     case ']':
     case '}':
     case 0x8f: {  // EMPTY_LIST, EMPTY_DICT, EMPTY_SET
       SW_ASSIGN_OR_RETURN(Value * v, make(op == ']' ? Kind::List : op == '}' ? Kind::Dict : Kind::Set));
       return push(v);
     }
-    case 'l':
-    case 0x91: {  // LIST, FROZENSET: from the items above the mark
-      SW_ASSIGN_OR_RETURN(std::vector<Value*> items, pop_mark());
-      SW_ASSIGN_OR_RETURN(Value * v, make(op == 'l' ? Kind::List : Kind::Set));
-      v->items = std::move(items);
-      return push(v);
-    }
-    case 'd': {  // DICT
-      SW_ASSIGN_OR_RETURN(std::vector<Value*> items, pop_mark());
-      if (items.size() % 2 != 0) return malformed("DICT with an odd number of items");
-      SW_ASSIGN_OR_RETURN(Value * v, make(Kind::Dict));
-      v->items = std::move(items);
-      return push(v);
-    }
-    case 'a': return op_appends(false, Kind::List);
-    case 'e': return op_appends(true, Kind::List);
-    case 0x90: return op_appends(true, Kind::Set);  // ADDITEMS
-    case 's': return op_setitems(false);
-    case 'u': return op_setitems(true);
+    case 'l': return op_from_mark(Kind::List);    // LIST
+    case 0x91: return op_from_mark(Kind::Set);    // FROZENSET
+    case 'd': return op_from_mark(Kind::Dict);    // DICT
+    case 'a': return op_extend(Kind::List, false);  // APPEND
+    case 'e': return op_extend(Kind::List, true);   // APPENDS
+    case 0x90: return op_extend(Kind::Set, true);   // ADDITEMS
+    case 's': return op_extend(Kind::Dict, false);  // SETITEM
+    case 'u': return op_extend(Kind::Dict, true);   // SETITEMS
     case 'q': { SW_ASSIGN_OR_RETURN(std::uint64_t i, take_uint(1)); return op_memo_put(i); }  // BINPUT
     case 'r': { SW_ASSIGN_OR_RETURN(std::uint64_t i, take_uint(4)); return op_memo_put(i); }  // LONG_BINPUT
-    case 0x94: return op_memo_put(memo_.size());                                              // MEMOIZE
+    case 0x94: return op_memo_put(memo_dense_.size() + memo_sparse_.size());                 // MEMOIZE
     case 'h': { SW_ASSIGN_OR_RETURN(std::uint64_t i, take_uint(1)); return op_memo_get(i); }  // BINGET
     case 'j': { SW_ASSIGN_OR_RETURN(std::uint64_t i, take_uint(4)); return op_memo_get(i); }  // LONG_BINGET
     case 'c': {  // GLOBAL
-      SW_ASSIGN_OR_RETURN(std::string module, take_line());
-      SW_ASSIGN_OR_RETURN(std::string name, take_line());
-      return op_global(std::move(module), std::move(name));
+      SW_ASSIGN_OR_RETURN(std::string_view module, take_line());
+      SW_ASSIGN_OR_RETURN(std::string_view name, take_line());
+      return op_global(module, name);
     }
     case 0x93: {  // STACK_GLOBAL: module and name from two strs, whatever produced them
       SW_ASSIGN_OR_RETURN(Value * name, pop());
       SW_ASSIGN_OR_RETURN(Value * module, pop());
       if (module->kind != Kind::Str || name->kind != Kind::Str) return malformed("STACK_GLOBAL of non-strings");
+      if (module->text.size() > kMaxName || name->text.size() > kMaxName) return malformed("overlong STACK_GLOBAL name");
       return op_global(module->text, name->text);
     }
     case 'R': return op_reduce();
@@ -437,7 +490,7 @@ Status Machine::step(std::uint8_t op) {
 }
 
 Status Machine::op_long(std::uint64_t n) {
-  SW_ASSIGN_OR_RETURN(std::string digits, take_text(n));
+  SW_ASSIGN_OR_RETURN(std::string_view digits, take_string(n));
   const bool negative = n > 0 && (static_cast<unsigned char>(digits.back()) & 0x80) != 0;
   // Fits an int64 when the bytes past the 8th are sign extension and the 8th byte's sign agrees.
   bool fits = true;
@@ -446,7 +499,7 @@ Status Machine::op_long(std::uint64_t n) {
   if (digits.size() >= 8) fits = fits && ((static_cast<unsigned char>(digits[7]) & 0x80) != 0) == negative;
   if (!fits) {
     SW_ASSIGN_OR_RETURN(Value * v, make(Kind::BigInt));
-    v->text = std::move(digits);
+    SW_ASSIGN_OR_RETURN(v->text, keep(digits));
     return push(v);
   }
   std::uint64_t u = negative ? ~0ull : 0;
@@ -460,9 +513,9 @@ Status Machine::op_long(std::uint64_t n) {
 
 Status Machine::op_string(Kind kind, int length_bytes) {
   SW_ASSIGN_OR_RETURN(std::uint64_t n, take_uint(length_bytes));
-  SW_ASSIGN_OR_RETURN(std::string text, take_text(n));
+  SW_ASSIGN_OR_RETURN(std::string_view text, take_string(n));
   SW_ASSIGN_OR_RETURN(Value * v, make(kind));
-  v->text = std::move(text);
+  SW_ASSIGN_OR_RETURN(v->text, keep(text));
   return push(v);
 }
 
@@ -474,70 +527,85 @@ Status Machine::op_tuple(std::size_t n) {
   return push(v);
 }
 
-Status Machine::op_appends(bool many, Kind target) {
-  std::vector<Value*> items;
+// APPEND / APPENDS / ADDITEMS / SETITEM / SETITEMS: the items on top of the stack (one, a key and a
+// value, or all above the MARK) go into the container below them, straight from the stack.
+Status Machine::op_extend(Kind target, bool many) {
+  const bool dict = target == Kind::Dict;
+  std::size_t from = 0;     // first item's place on the stack
+  std::size_t enclosing = 0;  // where the container's frame starts
   if (many) {
-    SW_ASSIGN_OR_RETURN(items, pop_mark());
+    SW_ASSIGN_OR_RETURN(std::span<Value* const> items, above_mark());
+    if (dict && items.size() % 2 != 0) return malformed("SETITEMS with an odd number of items");
+    from = marks_.back();
+    enclosing = marks_.size() >= 2 ? marks_[marks_.size() - 2] : 0;
   } else {
-    SW_ASSIGN_OR_RETURN(Value * item, pop());
-    items.push_back(item);
+    const std::size_t n = dict ? 2 : 1;
+    if (stack_.size() - frame_start() < n) return malformed("pop from an empty stack");
+    from = stack_.size() - n;
+    enclosing = frame_start();
   }
-  SW_ASSIGN_OR_RETURN(Value * container, top());
-  if (container->kind == Kind::Opaque) return Status::ok();  // a placeholder's state: ignored
-  if (container->kind != target) return unsafe(std::string(target == Kind::Set ? "ADDITEMS" : "APPEND") + " to a value that is not a " + (target == Kind::Set ? "set" : "list"));
-  SW_RETURN_IF_ERROR(count_items(items.size()));
-  container->items.insert(container->items.end(), items.begin(), items.end());
-  return Status::ok();
-}
-
-Status Machine::op_setitems(bool many) {
-  std::vector<Value*> items;
+  if (from <= enclosing) return malformed("empty stack");
+  Value* container = stack_[from - 1];
+  if (container->kind != Kind::Opaque) {  // a placeholder's state is dropped
+    if (container->kind != target) {
+      if (dict) return unsafe("SETITEM on a value that is not a dict");
+      return unsafe(std::string(target == Kind::Set ? "ADDITEMS" : "APPEND") + " to a value that is not a " + (target == Kind::Set ? "set" : "list"));
+    }
+    SW_RETURN_IF_ERROR(count_items(stack_.size() - from));
+    container->items.insert(container->items.end(), stack_.begin() + static_cast<std::ptrdiff_t>(from), stack_.end());
+  }
   if (many) {
-    SW_ASSIGN_OR_RETURN(items, pop_mark());
-    if (items.size() % 2 != 0) return malformed("SETITEMS with an odd number of items");
+    drop_mark();
   } else {
-    SW_ASSIGN_OR_RETURN(Value * value, pop());
-    SW_ASSIGN_OR_RETURN(Value * key, pop());
-    items = {key, value};
+    stack_.resize(from);
   }
-  SW_ASSIGN_OR_RETURN(Value * container, top());
-  if (container->kind == Kind::Opaque) return Status::ok();
-  if (container->kind != Kind::Dict) return unsafe("SETITEM on a value that is not a dict");
-  SW_RETURN_IF_ERROR(count_items(items.size()));
-  container->items.insert(container->items.end(), items.begin(), items.end());
   return Status::ok();
 }
 
 Status Machine::op_memo_put(std::uint64_t index) {
   SW_ASSIGN_OR_RETURN(Value * v, top());
-  if (memo_.size() >= lim_.max_memo && !memo_.contains(index)) return limit("memo entries");
-  memo_[index] = v;
+  if (index < memo_dense_.size()) {
+    memo_dense_[static_cast<std::size_t>(index)] = v;
+    return Status::ok();
+  }
+  auto sparse = memo_sparse_.find(index);
+  if (sparse != memo_sparse_.end()) {
+    sparse->second = v;
+    return Status::ok();
+  }
+  if (memo_dense_.size() + memo_sparse_.size() >= lim_.max_memo) return limit("memo entries");
+  if (index == memo_dense_.size()) {
+    memo_dense_.push_back(v);
+  } else {
+    memo_sparse_.emplace(index, v);
+  }
   return Status::ok();
 }
 
 Status Machine::op_memo_get(std::uint64_t index) {
-  auto it = memo_.find(index);
-  if (it == memo_.end()) return malformed("memo index " + std::to_string(index) + " was never stored");
+  if (index < memo_dense_.size()) return push(memo_dense_[static_cast<std::size_t>(index)]);
+  auto it = memo_sparse_.find(index);
+  if (it == memo_sparse_.end()) return malformed("memo index " + std::to_string(index) + " was never stored");
   return push(it->second);
 }
 
-Status Machine::op_global(std::string module_in, std::string name) {
-  const std::string module(py3_module(module_in));
-  const std::string dotted = module + "." + name;
+Status Machine::op_global(std::string_view module_in, std::string_view name) {
+  const std::string_view module = py3_module(module_in);
+  scratch_.assign(module).append(".").append(name);
   std::optional<Resolved> resolved = resolve(module, name);
   if (!resolved) {
-    std::string root = module.substr(0, module.find('.'));
+    const std::string_view root = module.substr(0, module.find('.'));
     if (!opt_.allow_unknown || contains(kHostileModules, root))
-      return unsafe("global `" + dotted + "` is not in the allowlist");
+      return unsafe("global `" + scratch_ + "` is not in the allowlist");
     out_.has_unknown_ = true;
     resolved = Resolved{};
   }
   SW_ASSIGN_OR_RETURN(Value * v, make(Kind::Global));
-  v->text = dotted;
+  SW_ASSIGN_OR_RETURN(v->text, keep(scratch_));
   v->callable = resolved->callable;
   if (resolved->dtype) v->dtype = *resolved->dtype;
   if (resolved->callable == Callable::StorageType) {
-    v->storage = std::make_unique<StorageInfo>();
+    v->storage = &out_.storage_infos_.emplace();
     v->storage->typed = !resolved->untyped;
     if (resolved->dtype) v->storage->dtype = *resolved->dtype;
   }
@@ -570,8 +638,8 @@ Status Machine::op_newobj(bool ex) {
   (void)args;
   const std::string op = ex ? "NEWOBJ_EX" : "NEWOBJ";
   if (cls->kind != Kind::Global) return unsafe(op + " on a value that is not a global");
-  if (cls->callable != Callable::Unknown) return unsafe(op + " of `" + cls->text + "` is refused");
-  SW_ASSIGN_OR_RETURN(Value * v, opaque("an instance of " + cls->text));
+  if (cls->callable != Callable::Unknown) return unsafe(op + " of `" + std::string(cls->text) + "` is refused");
+  SW_ASSIGN_OR_RETURN(Value * v, opaque(*cls));
   return push(v);
 }
 
@@ -586,7 +654,7 @@ Status Machine::op_persid() {
   const Value* numel = pid->items[4];
   if (type->kind != Kind::Global || type->callable != Callable::StorageType) {
     if (type->kind == Kind::Global && type->callable == Callable::Unsupported)
-      return fail(ErrorKind::NotSupported, "storage type `" + type->text + "` has no safetensors dtype");
+      return fail(ErrorKind::NotSupported, "storage type `" + std::string(type->text) + "` has no safetensors dtype");
     return malformed("persistent id names no storage type");
   }
   if (key->kind != Kind::Str || key->text.empty() || pid->items[3]->kind != Kind::Str || numel->kind != Kind::Int ||
@@ -595,7 +663,9 @@ Status Machine::op_persid() {
   const std::uint64_t elsize = type->storage->typed ? type_bits(type->storage->dtype) / 8 : 1;
   const auto count = static_cast<std::uint64_t>(numel->integer);
   if (count > UINT64_MAX / elsize) return malformed("storage size overflows");
-  StorageInfo info{key->text, type->storage->typed, type->storage->dtype, count * elsize, 0, count * elsize};
+  // The key's text lives in the arena, so the maps below can hold views of it.
+  const std::string_view key_text = key->text;
+  StorageInfo info{{}, type->storage->typed, type->storage->dtype, count * elsize, 0, count * elsize};
   if (arity == 6 && pid->items[5]->kind != Kind::None) {  // legacy storage view: (view_key, offset, size)
     const Value* view = pid->items[5];
     if (view->kind != Kind::Tuple || view->items.size() != 3 || view->items[1]->kind != Kind::Int ||
@@ -603,21 +673,23 @@ Status Machine::op_persid() {
       return malformed("storage view metadata is not (key, offset, size)");
     const auto off = static_cast<std::uint64_t>(view->items[1]->integer);
     const auto len = static_cast<std::uint64_t>(view->items[2]->integer);
-    if (off > count || len > count - off) return fail(ErrorKind::InvalidCheckpoint, "storage view outside its storage `" + info.key + "`");
+    if (off > count || len > count - off) return fail(ErrorKind::InvalidCheckpoint, "storage view outside its storage `" + std::string(key_text) + "`");
     info.view_offset = off * elsize;
     info.view_nbytes = len * elsize;
   }
   // Every reference to one key must agree on its type and size.
-  if (auto first = by_key_.find(info.key); first != by_key_.end()) {
+  if (auto first = by_key_.find(key_text); first != by_key_.end()) {
     const StorageInfo& o = *first->second->storage;
     if (o.typed != info.typed || o.dtype != info.dtype || o.nbytes != info.nbytes)
-      return fail(ErrorKind::InvalidCheckpoint, "storage `" + info.key + "` is referenced with different types or sizes");
+      return fail(ErrorKind::InvalidCheckpoint, "storage `" + std::string(key_text) + "` is referenced with different types or sizes");
   }
-  auto [it, inserted] = storages_.try_emplace(info.key + "\n" + std::to_string(info.view_offset) + "\n" + std::to_string(info.view_nbytes), nullptr);
+  auto [it, inserted] = storages_.try_emplace({key_text, info.view_offset, info.view_nbytes}, nullptr);
   if (!inserted) return push(it->second);
   SW_ASSIGN_OR_RETURN(Value * v, make(Kind::Storage));
-  by_key_.try_emplace(info.key, v);
-  v->storage = std::make_unique<StorageInfo>(std::move(info));
+  by_key_.try_emplace(key_text, v);
+  info.key = key_text;
+  v->storage = &out_.storage_infos_.emplace();
+  *v->storage = std::move(info);
   it->second = v;
   out_.storages_.push_back(v);
   return push(v);
@@ -627,7 +699,7 @@ Result<Value*> Machine::call(const Value& callable, const Value& args) {
   const std::vector<Value*>& a = args.items;
   switch (callable.callable) {
     case Callable::OrderedDict: {
-      if (!a.empty()) return unsafe("`" + callable.text + "` with arguments is refused");
+      if (!a.empty()) return unsafe("`" + std::string(callable.text) + "` with arguments is refused");
       return make(Kind::Dict);
     }
     case Callable::RebuildTensor:
@@ -639,7 +711,7 @@ Result<Value*> Machine::call(const Value& callable, const Value& args) {
       // (data, requires_grad, backward_hooks[, state]): the parameter is its data.
       if (a.size() != (callable.callable == Callable::RebuildParameter ? 3u : 4u) ||
           (a[0]->kind != Kind::Tensor && a[0]->kind != Kind::Opaque))
-        return malformed("bad arguments to `" + callable.text + "`");
+        return malformed("bad arguments to `" + std::string(callable.text) + "`");
       return a[0];
     case Callable::RebuildFromTypeV2:
       return tensor_from_type(a);
@@ -648,12 +720,12 @@ Result<Value*> Machine::call(const Value& callable, const Value& args) {
       return a[0];
     }
     case Callable::InertValue:
-      return opaque(callable.text);
+      return opaque(callable);
     case Callable::CodecsEncode:
       return latin1_bytes(a);
     case Callable::SetType: {
       if (a.size() > 1 || (a.size() == 1 && a[0]->kind != Kind::List && a[0]->kind != Kind::Tuple))
-        return malformed("bad arguments to `" + callable.text + "`");
+        return malformed("bad arguments to `" + std::string(callable.text) + "`");
       SW_ASSIGN_OR_RETURN(Value * v, make(Kind::Set));
       if (!a.empty()) {
         SW_RETURN_IF_ERROR(count_items(a[0]->items.size()));
@@ -663,25 +735,26 @@ Result<Value*> Machine::call(const Value& callable, const Value& args) {
     }
     case Callable::BytesType: {
       if (a.empty()) return make(Kind::Bytes);
-      if (a.size() != 1 || a[0]->kind != Kind::Bytes) return malformed("bad arguments to `" + callable.text + "`");
+      if (a.size() != 1 || a[0]->kind != Kind::Bytes) return malformed("bad arguments to `" + std::string(callable.text) + "`");
       return a[0];
     }
     case Callable::Unsupported:
-      return fail(ErrorKind::NotSupported, "`" + callable.text + "` (a tensor torch can store but safetensors cannot) is not supported");
+      return fail(ErrorKind::NotSupported, "`" + std::string(callable.text) + "` (a tensor torch can store but safetensors cannot) is not supported");
     case Callable::Unknown:
-      return opaque("the result of " + callable.text);
+      return opaque(callable);
     case Callable::TensorClass:
     case Callable::StorageType:
     case Callable::Dtype:
       break;
   }
-  return unsafe("REDUCE of `" + callable.text + "` is refused");
+  return unsafe("REDUCE of `" + std::string(callable.text) + "` is refused");
 }
 
 Result<std::vector<std::uint64_t>> Machine::dims(const Value* v, const char* what) {
   if (v->kind != Kind::Tuple) return malformed(std::string("tensor ") + what + " is not a tuple");
   if (v->items.size() > lim_.max_rank) return limit("tensor rank");
   std::vector<std::uint64_t> out;
+  out.reserve(v->items.size());
   for (const Value* item : v->items) {
     if (item->kind != Kind::Int || item->integer < 0) return malformed(std::string("tensor ") + what + " holds a negative or non-integer value");
     out.push_back(static_cast<std::uint64_t>(item->integer));
@@ -697,7 +770,7 @@ Result<Value*> Machine::rebuild_tensor(Callable which, const std::vector<Value*>
   if (a.size() < min_args || a.size() > max_args) return malformed("tensor rebuild with " + std::to_string(a.size()) + " arguments");
   if (a[0]->kind != Kind::Storage || a[1]->kind != Kind::Int || a[1]->integer < 0)
     return malformed("tensor rebuild without a storage or with a bad offset");
-  auto info = std::make_unique<TensorInfo>();
+  TensorInfo* info = &out_.tensors_.emplace();
   info->storage = a[0];
   info->offset = static_cast<std::uint64_t>(a[1]->integer);
   SW_ASSIGN_OR_RETURN(info->shape, dims(a[2], "size"));
@@ -707,7 +780,7 @@ Result<Value*> Machine::rebuild_tensor(Callable which, const std::vector<Value*>
   if (which == Callable::RebuildTensorV3) {
     if (a[6]->kind != Kind::Global || a[6]->callable != Callable::Dtype) {
       if (a[6]->kind == Kind::Global && a[6]->callable == Callable::Unsupported)
-        return fail(ErrorKind::NotSupported, "dtype `" + a[6]->text + "` has no safetensors dtype");
+        return fail(ErrorKind::NotSupported, "dtype `" + std::string(a[6]->text) + "` has no safetensors dtype");
       return malformed("_rebuild_tensor_v3 without a dtype");
     }
     info->dtype = a[6]->dtype;
@@ -722,10 +795,10 @@ Result<Value*> Machine::rebuild_tensor(Callable which, const std::vector<Value*>
     for (std::size_t i = 0; i + 1 < kv.size(); i += 2)
       if (kv[i]->kind == Kind::Str && (kv[i]->text == "conj" || kv[i]->text == "neg") && kv[i + 1]->kind == Kind::Bool &&
           kv[i + 1]->boolean)
-        return fail(ErrorKind::NotSupported, "a tensor with its `" + kv[i]->text + "` bit set is not supported");
+        return fail(ErrorKind::NotSupported, "a tensor with its `" + std::string(kv[i]->text) + "` bit set is not supported");
   }
   SW_ASSIGN_OR_RETURN(Value * v, make(Kind::Tensor));
-  v->tensor = std::move(info);
+  v->tensor = info;
   return v;
 }
 
@@ -734,8 +807,8 @@ Result<Value*> Machine::tensor_from_type(const std::vector<Value*>& a) {
   if (a.size() != 4 || a[0]->kind != Kind::Global || a[1]->kind != Kind::Global || a[2]->kind != Kind::Tuple)
     return malformed("bad arguments to _rebuild_from_type_v2");
   if (a[1]->callable != Callable::TensorClass) {
-    if (a[1]->callable == Callable::Unknown) return opaque("a tensor subclass " + a[1]->text);
-    return unsafe("_rebuild_from_type_v2 of `" + a[1]->text + "` is refused");
+    if (a[1]->callable == Callable::Unknown) return opaque(*a[1]);
+    return unsafe("_rebuild_from_type_v2 of `" + std::string(a[1]->text) + "` is refused");
   }
   switch (a[0]->callable) {
     case Callable::RebuildTensor:
@@ -745,7 +818,7 @@ Result<Value*> Machine::tensor_from_type(const std::vector<Value*>& a) {
     case Callable::RebuildParameterWithState:
       return call(*a[0], *a[2]);
     default:
-      return unsafe("_rebuild_from_type_v2 with `" + a[0]->text + "` is refused");
+      return unsafe("_rebuild_from_type_v2 with `" + std::string(a[0]->text) + "` is refused");
   }
 }
 
@@ -754,8 +827,9 @@ Result<Value*> Machine::latin1_bytes(const std::vector<Value*>& a) {
   if (a.size() != 2 || a[0]->kind != Kind::Str || a[1]->kind != Kind::Str ||
       (a[1]->text != "latin1" && a[1]->text != "latin-1"))
     return unsafe("_codecs.encode other than (str, \"latin1\") is refused");
-  std::string out;
-  const std::string& s = a[0]->text;
+  std::string& out = scratch_;
+  out.clear();
+  const std::string_view s = a[0]->text;
   for (std::size_t i = 0; i < s.size();) {
     const auto c = static_cast<unsigned char>(s[i]);
     if (c < 0x80) {
@@ -769,7 +843,7 @@ Result<Value*> Machine::latin1_bytes(const std::vector<Value*>& a) {
     }
   }
   SW_ASSIGN_OR_RETURN(Value * v, make(Kind::Bytes));
-  v->text = std::move(out);
+  SW_ASSIGN_OR_RETURN(v->text, keep(out));
   return v;
 }
 

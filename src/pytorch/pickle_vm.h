@@ -6,20 +6,21 @@
 // an UnsafePickle error naming the global or opcode and the byte offset. INST, OBJ, EXT* and the text
 // opcodes are refused. Hard limits bound the stack, the memo, strings, containers and the total number
 // of values, so a hostile pickle cannot exhaust memory or time (InvalidPickle / ResourceLimit).
-// Internal to src/pytorch/.
+// Values, tensors, storages and text live in arenas of the Pickle that grow by blocks: one allocation
+// per block rather than per value, and every kept byte of text (read or composed) counts against
+// max_text. Internal to src/pytorch/.
 //
 // Thread safety: a Pickle is immutable once run() returns; a Machine is not shared.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 #include "safeweights/error.h"
@@ -63,6 +64,39 @@ enum class Callable : std::uint8_t {
 
 struct Value;
 
+// Objects allocated in blocks that grow geometrically up to a fixed size: one allocation per block,
+// not per object. They live (at stable addresses) as long as the arena.
+template <class T>
+class BlockArena {
+ public:
+  T& emplace() {
+    if (used_ == block_) {
+      block_ = block_ == 0 ? 16 : std::min<std::size_t>(block_ * 2, 4096);
+      blocks_.push_back(std::make_unique<T[]>(block_));
+      used_ = 0;
+    }
+    return blocks_.back()[used_++];
+  }
+
+ private:
+  std::vector<std::unique_ptr<T[]>> blocks_;
+  std::size_t block_ = 0;  // objects in the last block
+  std::size_t used_ = 0;   // of the last block
+};
+
+// Bytes copied into blocks; each kept string is a stable view. Strings longer than a quarter block
+// get an allocation of their own, so a block wastes at most a quarter of itself.
+class TextArena {
+ public:
+  std::string_view keep(std::string_view s);
+
+ private:
+  static constexpr std::size_t kBlock = 16u << 10;
+  std::vector<std::unique_ptr<char[]>> blocks_;
+  char* at_ = nullptr;
+  std::size_t left_ = 0;
+};
+
 // A storage named by a persistent id: `key` names its bytes (data/<key> in a ZIP, the key list of the
 // legacy stream). The bytes a tensor may address are [view_offset, view_offset + view_nbytes) of the
 // root storage's `nbytes` (the view is the whole storage except for legacy storage views).
@@ -90,14 +124,14 @@ struct Value {
   std::int64_t integer = 0;
   double real = 0;
   // Str / Bytes: the bytes (str as UTF-8); BigInt: little-endian two's complement; Global: module.name;
-  // Opaque: what it stands for.
-  std::string text;
+  // Opaque: the global it came from. Points into the Pickle's text arena.
+  std::string_view text;
   // Tuple / List / Set: the items; Dict: key, value, key, value, ... in insertion order.
   std::vector<Value*> items;
   Callable callable = Callable::Unknown;  // Global
   TensorType dtype{};                     // Global of kind Dtype or typed StorageType
-  std::unique_ptr<StorageInfo> storage;   // Storage; also a Global of kind StorageType (typed or not)
-  std::unique_ptr<TensorInfo> tensor;     // Tensor
+  StorageInfo* storage = nullptr;         // Storage; also a Global of kind StorageType (typed or not)
+  TensorInfo* tensor = nullptr;           // Tensor (both owned by the Pickle's arenas)
 };
 
 // Where persistent ids come from: torch's ZIP format (5-tuples) or the legacy stream (6-tuples, with
@@ -133,7 +167,10 @@ class Pickle {
 
  private:
   friend class Machine;
-  std::deque<Value> values_;
+  BlockArena<Value> values_;
+  BlockArena<TensorInfo> tensors_;
+  BlockArena<StorageInfo> storage_infos_;
+  TextArena text_;
   const Value* root_ = nullptr;
   std::uint64_t end_ = 0;
   std::vector<const Value*> storages_;

@@ -1,14 +1,17 @@
 #!/usr/bin/env python3
 """PyTorch checkpoints through the CLI: files written by real torch (every dtype, views, tied weights,
 state_dict() with _metadata, keep_vars, nested training checkpoints, the legacy format) read, cat and
-converted byte for byte against torch's own `.contiguous().numpy().tobytes()`; hand-built hostile
-pickles refused by name with no side effect (a canary file is never created); the malformed corpus
-(pickles.py) reported with the expected error kind.
+converted byte for byte against what that torch's own `torch.load` gives for the same file
+(`.contiguous()` bytes); hand-built hostile pickles refused by name with no side effect (a canary file
+is never created); the malformed corpus (pickles.py) reported with the expected error kind.
 
-    test_checkpoints.py --cli PATH/safeweights
+    test_checkpoints.py --cli PATH/safeweights [--require-torch]
 
-Exits 77 (skipped) when torch cannot be imported; the hostile and malformed parts need no torch and run
-first, so a failure there is reported either way.
+The torch is whichever the interpreter imports: Debian's 1.13 under ctest, a current one from the
+registry under scripts/test.sh (build/venv-torch, tests/pytorch/requirements-current-torch.txt); the
+dtypes that torch has beyond the classic ones (float8, uint16/32/64) are tested when present.
+Exits 77 (skipped) when torch cannot be imported, or 1 with --require-torch; the hostile and malformed
+parts need no torch and run first, so a failure there is reported either way.
 """
 import argparse
 import json
@@ -137,6 +140,12 @@ def test_hand_built(cli, tmp):
             P.storage_pid("UntypedStorage", numel=4), P.i(1), P.tup(P.i(3)), P.tup(P.i(1)), b"\x89",
             P.glob("collections", "OrderedDict") + b")R", P.glob("torch", "float8_e4m3fn")) + b"R"))),
             {"0": bytes([1, 2, 3, 4])}), {"f8": ("F8_E4M3", [3], bytes([2, 3, 4]))}),
+        # torch 2.x names the untyped storage class by its defining module.
+        "v3_storage_module": (P.torch_zip(P.pickle(P.state_dict((P.s("u16"), P.glob("torch._utils", "_rebuild_tensor_v3") + P.tup(
+            P.tup(P.s("storage"), P.glob("torch.storage", "UntypedStorage"), P.s("0"), P.s("cpu"), P.i(4)) + b"Q",
+            P.i(0), P.tup(P.i(2)), P.tup(P.i(1)), b"\x89",
+            P.glob("collections", "OrderedDict") + b")R", P.glob("torch", "uint16")) + b"R"))),
+            {"0": bytes([1, 2, 3, 4])}), {"u16": ("U16", [2], bytes([1, 2, 3, 4]))}),
         "from_type_v2_parameter": (P.torch_zip(P.pickle(P.state_dict((P.s("p"), P.glob("torch._tensor", "_rebuild_from_type_v2") + P.tup(
             P.glob("torch._utils", "_rebuild_parameter"), P.glob("torch.nn.parameter", "Parameter"),
             P.tup(P.tensor(P.storage_pid()), b"\x88", P.glob("collections", "OrderedDict") + b")R"), b"}") + b"R")))),
@@ -164,18 +173,34 @@ def test_hand_built(cli, tmp):
 
 def torch_bytes(torch, t):
     t = t.detach().contiguous()
-    if t.dtype == torch.bfloat16:
-        t = t.view(torch.int16)
-    return t.numpy().tobytes()
+    if t.dtype in (torch.float64, torch.float32, torch.float16, torch.int64, torch.int32, torch.int16,
+                   torch.int8, torch.uint8, torch.bool, torch.complex64):
+        return t.numpy().tobytes()
+    # bf16, float8, uint16/32/64: numpy has no such type (or older torch cannot convert it); the bytes.
+    return t.reshape(-1).view(torch.uint8).numpy().tobytes()
 
 
-CODES = None
+# dtypes newer torch versions add (name in torch, safetensors code), tested when the torch has them.
+NEWER_DTYPES = (("float8_e4m3fn", "F8_E4M3"), ("float8_e5m2", "F8_E5M2"), ("float8_e4m3fnuz", "F8_E4M3FNUZ"),
+                ("float8_e5m2fnuz", "F8_E5M2FNUZ"), ("float8_e8m0fnu", "F8_E8M0"), ("uint16", "U16"),
+                ("uint32", "U32"), ("uint64", "U64"))
 
 
 def dtype_codes(torch):
-    return {torch.float64: "F64", torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16",
-            torch.int64: "I64", torch.int32: "I32", torch.int16: "I16", torch.int8: "I8", torch.uint8: "U8",
-            torch.bool: "BOOL", torch.complex64: "C64"}
+    codes = {torch.float64: "F64", torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16",
+             torch.int64: "I64", torch.int32: "I32", torch.int16: "I16", torch.int8: "I8", torch.uint8: "U8",
+             torch.bool: "BOOL", torch.complex64: "C64"}
+    for name, code in NEWER_DTYPES:
+        if hasattr(torch, name):
+            codes[getattr(torch, name)] = code
+    return codes
+
+
+def loaded_tensors(torch, path, key):
+    """What torch.load gives for the file, by dotted name. Not weights-only: the files are this test's
+    own, and torch 1.13's weights-only unpickler refuses floats (BINFLOAT) in a training checkpoint."""
+    obj = torch.load(path, map_location="cpu", weights_only=False)
+    return dict(flat(obj[key] if key else obj))
 
 
 def flat(obj, prefix=""):
@@ -192,8 +217,15 @@ def flat(obj, prefix=""):
 
 
 def expect_file(cli, torch, path, expected, key=None, shared=()):
-    """expected: {name: tensor}; checks validate, inspect, cat of every tensor and convert."""
+    """expected: {name: tensor} as saved; checks that torch.load gives them back, then validate, inspect,
+    cat of every tensor and convert against what torch.load gave."""
     base = os.path.basename(path)
+    reference = loaded_tensors(torch, path, key)
+    check(set(reference) == set(expected), f"{base}: torch.load names {sorted(reference)} != {sorted(expected)}")
+    for name, t in expected.items():
+        check(name in reference and torch_bytes(torch, reference[name]) == torch_bytes(torch, t),
+              f"{base}: torch.load gives {name} back changed")
+    expected = {n: reference[n] for n in expected if n in reference}
     result = validate(cli, path)
     check(result["valid"], f"{base}: {result}")
     if not result["valid"]:
@@ -221,9 +253,15 @@ def expect_file(cli, torch, path, expected, key=None, shared=()):
 
 def test_torch(cli, tmp, torch):
     torch.manual_seed(0)
-    codes = dtype_codes(torch)
     every = {}
-    for dtype in codes:
+    newer = {}  # torch cannot write these in the legacy format (no storage class): ZIP only
+    for name, _ in NEWER_DTYPES:
+        if hasattr(torch, name):
+            dtype = getattr(torch, name)
+            newer[name] = (torch.randn(3, 5) if dtype.is_floating_point else torch.arange(15).reshape(3, 5)).to(dtype)
+    for dtype in dtype_codes(torch):
+        if str(dtype).split(".")[1] in newer:
+            continue
         if dtype.is_floating_point or dtype.is_complex:
             every[str(dtype).split(".")[1]] = torch.randn(3, 5).to(dtype)
         elif dtype == torch.bool:
@@ -250,13 +288,17 @@ def test_torch(cli, tmp, torch):
                 "model": model.state_dict(), "optimizer": opt.state_dict()}
     cases = [
         ("every_dtype", every, every, None, ()),
+        ("newer_dtypes", newer, newer, None, ()),
         ("views", views, views, None, [["base", "tied", "transposed", "offset", "strided"]]),
         ("state_dict", model.state_dict(), dict(flat(model.state_dict())), None, ()),
         ("keep_vars", model.state_dict(keep_vars=True), dict(flat(model.state_dict(keep_vars=True))), None, ()),
         ("training", training, dict(flat(training["model"])), "model", ()),
     ]
+    print(f"torch {torch.__version__}: newer dtypes tested: {sorted(newer) or 'none'}")
     for name, obj, expected, key, shared in cases:
-        for legacy in (False, True):
+        for legacy in (False, True) if name != "newer_dtypes" else (False,):
+            if not obj:
+                continue
             path = os.path.join(tmp, f"{name}{'_legacy' if legacy else ''}.pt")
             torch.save(obj, path, _use_new_zipfile_serialization=not legacy)
             expect_file(cli, torch, path, expected, key, shared)
@@ -359,6 +401,7 @@ def test_torch(cli, tmp, torch):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--cli", required=True)
+    ap.add_argument("--require-torch", action="store_true", help="fail (not skip) when torch cannot be imported")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         test_malformed_corpus(args.cli, tmp)
@@ -375,7 +418,7 @@ def main():
         return 1
     if torch is None:
         print("torch not importable: real-checkpoint checks skipped")
-        return 77
+        return 1 if args.require_torch else 77
     print("all PyTorch checkpoint checks passed")
     return 0
 

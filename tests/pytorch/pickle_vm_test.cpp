@@ -1,0 +1,114 @@
+// The pickle machine's memory discipline (src/pytorch/pickle_vm.h): all text it keeps, read or composed,
+// counts against max_text; values nothing changes (None, booleans, small ints) are shared; the memo and
+// the container opcodes work from the stack with dense and sparse memo indices. Hostile pickles and
+// real checkpoints are tested through the CLI (tests/pytorch/test_checkpoints.py).
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "pytorch/pickle_vm.h"
+
+namespace safeweights::pytorch {
+namespace {
+
+using namespace std::string_literals;  // "...\x00..."s keeps its NUL bytes
+
+std::string binunicode(const std::string& text) {
+  const auto n = static_cast<std::uint32_t>(text.size());
+  std::string out = "X";
+  for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>((n >> (8 * i)) & 0xFF));
+  return out + text;
+}
+
+Result<std::unique_ptr<Pickle>> run(const std::string& body, PickleOptions options = {}) {
+  const std::string bytes = "\x80\x02" + body + ".";
+  return Pickle::run(std::as_bytes(std::span(bytes.data(), bytes.size())), options);
+}
+
+// STACK_GLOBAL of two memoised 4000-byte strings, repeated: 5 bytes of input each, 8 KB of dotted
+// name each. In the permissive mode every one is kept, so the names count against the text limit
+// (without that, 4 Mi values of them would ask for 32 GB).
+TEST(PickleVm, ComposedGlobalNamesCountAgainstTheTextLimit) {
+  std::string body = binunicode(std::string(4000, 'a')) + "q\x00"s + binunicode(std::string(4000, 'b')) + "q\x01" + "00";
+  for (int i = 0; i < 300; ++i) body += "h\x00h\x01\x93"s + "0";
+  body += "N";
+  PickleOptions options;
+  options.allow_unknown = true;
+  options.limits.max_text = 1u << 20;
+  auto result = run(body, options);
+  ASSERT_FALSE(result.is_ok());
+  EXPECT_EQ(result.error().kind(), ErrorKind::ResourceLimit) << result.error().message();
+  options.limits.max_text = 8u << 20;  // room for all 300 names
+  EXPECT_TRUE(run(body, options).is_ok());
+}
+
+// GLOBAL's module and name are lines of at most 4096 bytes; STACK_GLOBAL's strings are held to the same.
+TEST(PickleVm, StackGlobalNamesAreBoundedLikeGlobalLines) {
+  PickleOptions options;
+  options.allow_unknown = true;
+  auto result = run(binunicode(std::string(5000, 'a')) + binunicode("b") + "\x93", options);
+  ASSERT_FALSE(result.is_ok());
+  EXPECT_EQ(result.error().kind(), ErrorKind::InvalidPickle) << result.error().message();
+  EXPECT_TRUE(run(binunicode(std::string(4000, 'a')) + binunicode("b") + "\x93", options).is_ok());
+}
+
+// A list of 1000 Nones, booleans and small ints creates a handful of values, not 1000.
+TEST(PickleVm, ImmutableValuesAreShared) {
+  std::string body = "(";
+  for (int i = 0; i < 250; ++i) body += std::string("N\x88\x89K") + static_cast<char>(i);
+  body += "l";
+  PickleOptions options;
+  options.limits.max_objects = 300;  // None, True, False, 250 ints and the list
+  auto result = run(body, options);
+  ASSERT_TRUE(result.is_ok()) << result.error().message();
+  const Value* list = (*result)->root();
+  ASSERT_EQ(list->items.size(), 1000u);
+  EXPECT_EQ(list->items[0], list->items[4]);
+  EXPECT_EQ(list->items[1]->boolean, true);
+  EXPECT_EQ(list->items[2]->boolean, false);
+  EXPECT_EQ(list->items[4 * 200 + 3]->integer, 200);
+}
+
+// Strings of every size land intact in the text arena (small ones packed in blocks, big ones alone).
+TEST(PickleVm, TextArenaKeepsEveryString) {
+  std::vector<std::string> texts;
+  std::string body = "(";
+  for (int i = 0; i < 600; ++i) {
+    texts.push_back(std::string(static_cast<std::size_t>(i * 37 % 9000), static_cast<char>('a' + i % 26)) + std::to_string(i));
+    body += binunicode(texts.back());
+  }
+  body += "l";
+  auto result = run(body);
+  ASSERT_TRUE(result.is_ok()) << result.error().message();
+  const Value* list = (*result)->root();
+  ASSERT_EQ(list->items.size(), texts.size());
+  for (std::size_t i = 0; i < texts.size(); ++i) EXPECT_EQ(list->items[i]->text, texts[i]) << i;
+}
+
+// Memo indices in order (a vector) and out of order (a map), MEMOIZE after both, and the container
+// opcodes filling the container below their items.
+TEST(PickleVm, MemoAndContainerOpcodes) {
+  // {1: [7, 8], "k": 9}: the dict memoised at 0 (in order), 7 at 1000 (out of order), 8 by MEMOIZE
+  // (index 2, the memo's size), then 7 and 8 fetched again and appended.
+  const std::string body = "}q\x00K\x01]K\x07r\xe8\x03\x00\x00"s + "0" + "K\x08\x94" + "0" +
+                           "(j\xe8\x03\x00\x00h\x02"s + "es" + binunicode("k") + "K\x09s";
+  auto result = run(body);
+  ASSERT_TRUE(result.is_ok()) << result.error().message();
+  const Value* dict = (*result)->root();
+  ASSERT_EQ(dict->kind, Kind::Dict);
+  ASSERT_EQ(dict->items.size(), 4u);
+  const Value* list = dict->items[1];
+  ASSERT_EQ(list->items.size(), 2u);
+  EXPECT_EQ(list->items[0]->integer, 7);
+  EXPECT_EQ(list->items[1]->integer, 8);
+  EXPECT_EQ(dict->items[2]->text, "k");
+  EXPECT_EQ(dict->items[3]->integer, 9);
+  // APPENDS with nothing under its MARK, SETITEM with one value: malformed, not a crash.
+  EXPECT_EQ(run("(K\x01" "e").error().kind(), ErrorKind::InvalidPickle);
+  EXPECT_EQ(run("}K\x01s").error().kind(), ErrorKind::InvalidPickle);
+}
+
+}  // namespace
+}  // namespace safeweights::pytorch
