@@ -27,6 +27,8 @@ struct ConvertCli {
   std::string entry;
   bool dedup = false;
   bool durable = false;
+  std::string split_max_size;
+  std::uint64_t split_max_tensors = 0;
   std::string backend = "pread";
 };
 
@@ -65,6 +67,7 @@ void print_summary(const ConvertReport& report, const std::string& output) {
   for (const auto& [name, count] : by_type) totals += (totals.empty() ? "" : ", ") + std::to_string(count) + " " + std::string(name);
   std::printf("wrote %s: %zu tensors (%s), %s\n", printable(output).c_str(), report.tensors.size(), totals.c_str(),
               human_bytes(report.bytes_written).c_str());
+  for (const std::string& file : report.files) std::printf("  %s\n", printable(file).c_str());
 }
 
 // The PyTorch converter's own paths: a folder of .bin shards, and .pt -> .safetensors (--dedup).
@@ -94,6 +97,18 @@ bool is_bin_folder(const std::string& path) {
   return std::filesystem::exists(path + "/pytorch_model.bin", ec) || std::filesystem::exists(path + "/pytorch_model.bin.index.json", ec);
 }
 
+// --split-max-size / --split-max-tensors: a .gguf output as llama.cpp's split files.
+Status split_options(const ConvertCli& opt, gguf::SplitOptions& split) {
+  if (!opt.split_max_size.empty()) {
+    auto bytes = gguf::parse_split_size(opt.split_max_size);
+    if (!bytes.is_ok()) return std::move(bytes).status();
+    split.max_bytes = *bytes;
+  }
+  split.max_tensors = opt.split_max_tensors;
+  if (split.enabled() && !opt.output.ends_with(".gguf")) return usage("--split-max-size and --split-max-tensors write .gguf files");
+  return Status::ok();
+}
+
 Status run(const ConvertCli& opt) {
   ConvertOptions options;
   if (!opt.type.empty()) {
@@ -115,6 +130,7 @@ Status run(const ConvertCli& opt) {
   if (opt.dedup) return usage("--dedup is for PyTorch checkpoint -> .safetensors without --type");
   options.threads = opt.threads;
   options.durable = opt.durable;
+  if (Status s = split_options(opt, options.split); !s.is_ok()) return s;
   options.progress = terminal_progress();
   // A Hugging Face Llama-family folder into GGUF: llama.cpp's names, Q/K order, metadata and tokenizer.
   const bool llama = folder && opt.output.ends_with(".gguf") && hf::is_llama_folder(opt.input);
@@ -146,6 +162,11 @@ void add_convert_command(CLI::App& app, int& exit_code) {
   cmd->add_flag("--dedup", opt->dedup, "PyTorch -> safetensors: write one copy of tensors that share storage; the others become aliases in __metadata__");
   add_checkpoint_options(cmd);
   cmd->add_flag("--durable", opt->durable, "fsync the output before renaming it into place");
+  cmd->add_option("--split-max-size", opt->split_max_size,
+                  "write OUT.gguf as llama.cpp's split files OUT-00001-of-0000N.gguf, each at most SIZE of tensor data (2G, 500M; "
+                  "decimal units K, M, G, or bytes)");
+  cmd->add_option("--split-max-tensors", opt->split_max_tensors, "write OUT.gguf as split files of at most N tensors each")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--backend", opt->backend, "how the input is read: pread (default: chunks through one buffer) or mmap")
       ->check(CLI::IsMember({"mmap", "pread"}));
   cmd->callback([opt, &exit_code] {

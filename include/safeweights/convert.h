@@ -40,6 +40,7 @@ struct ConvertOptions {
   std::vector<gguf::KeyValue> gguf_kv;       // metadata of a GGUF output (beyond what convert() adds)
   bool carry_metadata = true;                // the input's metadata into the output (docs/GGUF.md, "Conversion")
   bool durable = false;                      // fsync before the rename
+  gguf::SplitOptions split;                  // a .gguf output written as llama.cpp's split files OUT-00001-of-0000N.gguf
   std::function<void(std::size_t tensors_done, std::uint64_t bytes_done)> progress;
 };
 
@@ -54,6 +55,7 @@ struct ConvertedTensor {
 struct ConvertReport {
   std::vector<ConvertedTensor> tensors;
   std::uint64_t bytes_written = 0;
+  std::vector<std::string> files;  // a split output's files, in order (empty for a single file)
 };
 
 Result<ConvertReport> convert(const TensorFile& input, const std::string& output_path, const ConvertOptions& options = {});

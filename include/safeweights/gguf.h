@@ -6,6 +6,11 @@
 // remain before anything is allocated, and exposes the tensors as a TensorFile whose entries point into
 // the file's ByteSource: views are zero-copy on a mapping, and over HTTP only the header is fetched.
 //
+// A split model (llama.cpp's gguf-split: files `PREFIX-00001-of-00003.gguf` ... holding the keys
+// split.no, split.count and split.tensors.count) opens as one GgufFile from any of its files: every file
+// is found beside the one named and checked (docs/GGUF.md, "Split files"); metadata comes from file 1.
+// SplitWriter writes such a set, all files or none.
+//
 // The writer is a TensorSink: metadata and tensor declarations first (the whole header and every
 // offset are fixed then), then each tensor's bytes, in any order; version 3 with the layout ggml and
 // gguf-py write (tensors in declaration order, each padded to the alignment, the last one too), so the
@@ -134,12 +139,38 @@ class GgufFile : public TensorFile {
   virtual const Value* find_kv(std::string_view key) const noexcept = 0;
   // Per tensor, in tensors() order.
   virtual std::span<const TensorInfo> infos() const noexcept = 0;
+  // File 1's source for a split model (each TensorEntry names its own source).
   virtual const SourcePtr& source() const noexcept = 0;
+
+  // A split model: its files in order (file 0 holds the metadata), and the file holding a tensor
+  // (index into tensors()). A single file is its own only split; TensorInfo offsets are relative to the
+  // data section of the split that holds the tensor.
+  virtual std::size_t split_count() const noexcept { return 1; }
+  virtual const GgufFile& split(std::size_t) const noexcept { return *this; }
+  virtual std::size_t split_of(std::size_t) const noexcept { return 0; }
 };
+
+// llama.cpp's split keys (value types UINT16, UINT16, INT32, as its gguf-split and gguf-py write them).
+inline constexpr std::string_view kSplitNoKey = "split.no";
+inline constexpr std::string_view kSplitCountKey = "split.count";
+inline constexpr std::string_view kSplitTensorsCountKey = "split.tensors.count";
+inline constexpr std::uint32_t kMaxSplits = 65535;  // split.count is a UINT16
+
+// llama.cpp's split file name: "PREFIX-00002-of-00005.gguf" for number 2 (counting from 1) of 5.
+std::string split_file_name(std::string_view prefix, std::uint32_t number, std::uint32_t count);
+// The prefix, number (from 1) and count of a split file name (a path or URL); nullopt when `name` does
+// not end in "-NNNNN-of-MMMMM.gguf" with 1 <= NNNNN <= MMMMM.
+struct SplitName {
+  std::string prefix;
+  std::uint32_t number = 0, count = 0;
+};
+std::optional<SplitName> parse_split_file_name(std::string_view name);
 
 // InvalidGguf for a broken rule (the message names the rule, the error the file, the key or tensor and
 // the byte offset), InvalidBlockShape / ValidationOverflow from the type model, ResourceLimit,
-// IoError / OutOfRange from the source.
+// IoError / OutOfRange from the source. A file of a split model opens the whole model; its siblings are
+// opened through options.resolver (plain files when null) by the names split_file_name() gives, and a
+// missing one is FileNotFound naming it.
 Result<std::unique_ptr<GgufFile>> open(SourcePtr source, const OpenOptions& options = {});
 Result<std::unique_ptr<GgufFile>> open(const std::string& path, const OpenOptions& options = {});
 
@@ -162,10 +193,55 @@ class Writer final : public TensorSink {
   Status write_chunk(std::string_view name, std::span<const std::byte> chunk) override;
   Status finish() override;
 
+  // OK when every declared tensor's bytes are written (what finish() checks before committing).
+  Status complete() const;
+
   struct Impl;
 
  private:
   explicit Writer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// Where a split model is cut: before a tensor that would take the current file's tensor data (each
+// tensor padded to the alignment; the header not counted, as llama.cpp's gguf-split counts) over
+// max_bytes, or once the file holds max_tensors tensors. 0: no limit. A tensor larger than max_bytes
+// gets a file of its own.
+struct SplitOptions {
+  std::uint64_t max_bytes = 0;
+  std::uint64_t max_tensors = 0;
+  bool enabled() const noexcept { return max_bytes != 0 || max_tensors != 0; }
+};
+
+// "2G", "500M", as llama.cpp's gguf-split --split-max-size reads them (decimal: M = 10^6, G = 10^9),
+// also "K" (10^3) and a plain count of bytes. InvalidArgument otherwise, and for 0.
+Result<std::uint64_t> parse_split_size(std::string_view text);
+
+// Writes a model as llama.cpp's gguf-split does: files split_file_name(prefix, k, N) for k = 1..N, file
+// 1 with `kv` then split.no, split.tensors.count and split.count (gguf-split's order), the others with the three split keys
+// only (and general.alignment when not 32), tensors in declaration order. Every file is written to a
+// temporary name; finish() renames them all into place only when every tensor of every file is
+// written (if a rename fails, the files already renamed are removed). Without finish(), or on any
+// error, no file is left. Same errors as Writer; InvalidArgument for split.* keys in `kv` or more than
+// 65,535 files.
+class SplitWriter final : public TensorSink {
+ public:
+  static Result<std::unique_ptr<SplitWriter>> create(const std::string& prefix, std::vector<KeyValue> kv,
+                                                     std::vector<TensorDecl> tensors, const SplitOptions& split,
+                                                     const WriterOptions& options = {});
+  ~SplitWriter() override;
+
+  // The files, in order.
+  const std::vector<std::string>& paths() const noexcept;
+
+  Status write(std::string_view name, std::span<const std::byte> data) override;
+  Status write_chunk(std::string_view name, std::span<const std::byte> chunk) override;
+  Status finish() override;
+
+  struct Impl;
+
+ private:
+  explicit SplitWriter(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
 

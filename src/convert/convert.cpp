@@ -134,6 +134,22 @@ void set_kv(std::vector<gguf::KeyValue>& kv, gguf::KeyValue entry) {
   else kv.push_back(std::move(entry));
 }
 
+// llama.cpp's split.* keys describe the files a model was written as, not the model: a split input's
+// keys are never carried (a split output gets its own from the split writer).
+bool is_split_key(std::string_view key) {
+  return key == gguf::kSplitNoKey || key == gguf::kSplitCountKey || key == gguf::kSplitTensorsCountKey;
+}
+
+// A split GGUF output: OUT.gguf becomes OUT-00001-of-0000N.gguf, ...
+Result<std::unique_ptr<TensorSink>> open_split_sink(const std::string& path, std::vector<gguf::KeyValue> kv,
+                                                    std::vector<TensorDecl> decls, const gguf::WriterOptions& wo,
+                                                    const ConvertOptions& options, std::vector<std::string>& files) {
+  const std::string prefix = path.substr(0, path.size() - std::string_view(".gguf").size());
+  SW_ASSIGN_OR_RETURN(auto w, gguf::SplitWriter::create(prefix, std::move(kv), std::move(decls), options.split, wo));
+  files = w->paths();
+  return std::unique_ptr<TensorSink>(std::move(w));
+}
+
 // A GGUF input's pairs (general.alignment becomes the writer's option; general.file_type follows
 // --type), or another input's __metadata__ as STRING pairs under "safetensors."; then the caller's.
 std::vector<gguf::KeyValue> gguf_metadata(const TensorFile& input, const ConvertOptions& options, std::uint32_t& alignment) {
@@ -142,7 +158,7 @@ std::vector<gguf::KeyValue> gguf_metadata(const TensorFile& input, const Convert
   } else if (const auto* g = dynamic_cast<const gguf::GgufFile*>(&input)) {
     alignment = g->alignment();
     for (const gguf::KeyValue& e : g->kv()) {
-      if (e.key == "general.alignment") continue;
+      if (e.key == "general.alignment" || is_split_key(e.key)) continue;
       kv.push_back(e);
     }
     const auto ftype = options.type ? llama_file_type(*options.type) : std::nullopt;
@@ -171,7 +187,8 @@ safetensors::Metadata safetensors_metadata(const TensorFile& input, const Conver
 }
 
 Result<std::unique_ptr<TensorSink>> open_sink(const TensorFile& input, const std::string& path, OutFormat out,
-                                              const std::vector<Job>& jobs, const ConvertOptions& options) {
+                                              const std::vector<Job>& jobs, const ConvertOptions& options,
+                                              std::vector<std::string>& files) {
   std::vector<TensorDecl> decls;
   decls.reserve(jobs.size());
   for (const Job& j : jobs) decls.push_back({j.name, j.to, std::vector<std::uint64_t>(j.entry->shape.begin(), j.entry->shape.end())});
@@ -179,6 +196,7 @@ Result<std::unique_ptr<TensorSink>> open_sink(const TensorFile& input, const std
     gguf::WriterOptions wo;
     wo.durable = options.durable;
     std::vector<gguf::KeyValue> kv = gguf_metadata(input, options, wo.alignment);
+    if (options.split.enabled()) return open_split_sink(path, std::move(kv), std::move(decls), wo, options, files);
     SW_ASSIGN_OR_RETURN(std::unique_ptr<gguf::Writer> w, gguf::Writer::create(path, std::move(kv), std::move(decls), wo));
     return std::unique_ptr<TensorSink>(std::move(w));
   }
@@ -385,8 +403,10 @@ Result<ConvertReport> convert(const TensorFile& input, const std::string& output
   SW_ASSIGN_OR_RETURN(const OutFormat out, output_format(output_path));
   auto jobs = plan_jobs(input, options, out);
   if (!jobs.is_ok()) return std::move(jobs.error().with_file(input.name()));
-  SW_ASSIGN_OR_RETURN(std::unique_ptr<TensorSink> sink, open_sink(input, output_path, out, *jobs, options));
+  if (options.split.enabled() && out != OutFormat::Gguf)
+    return Error(ErrorKind::InvalidArgument, "split outputs are GGUF files (llama.cpp's split naming): write a .gguf").with_file(output_path);
   ConvertReport report;
+  SW_ASSIGN_OR_RETURN(std::unique_ptr<TensorSink> sink, open_sink(input, output_path, out, *jobs, options, report.files));
   Scratch scratch;
   // Every core, not parallel_for's default (at most 8, an I/O bound): quantizing is computation.
   const unsigned threads = options.threads != 0 ? options.threads : std::max(1u, std::thread::hardware_concurrency());

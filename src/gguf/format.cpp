@@ -39,13 +39,22 @@ std::string inspect_json(const GgufFile& f) {
     out += "}";
     first = false;
   }
-  out += "],\"tensors\":[";
+  out += "]";
+  const bool split = f.split_count() > 1;
+  if (split) {  // the files of a split model; each tensor then names its file, offsets relative to its data section
+    out += ",\"splits\":[";
+    for (std::size_t k = 0; k < f.split_count(); ++k)
+      out += std::string(k ? "," : "") + "{\"file\":" + json_quote(f.split(k).name()) + ",\"data_offset\":" +
+             std::to_string(f.split(k).data_offset()) + ",\"tensors\":" + std::to_string(f.split(k).tensors().size()) + "}";
+    out += "]";
+  }
+  out += ",\"tensors\":[";
   for (std::size_t i = 0; i < f.tensors().size(); ++i) {
     const TensorEntry& t = f.tensors()[i];
     const TensorInfo& info = f.infos()[i];
     out += std::string(i ? "," : "") + "{\"name\":" + json_quote(t.name) + ",\"type\":\"" + std::string(ggml_type_name(info.ggml_type)) +
            "\",\"ne\":" + dims_json(info.ne) + ",\"shape\":" + dims_json(t.shape) + ",\"offset\":" + std::to_string(info.offset) +
-           ",\"nbytes\":" + std::to_string(t.nbytes) + "}";
+           ",\"nbytes\":" + std::to_string(t.nbytes) + (split ? ",\"split\":" + std::to_string(f.split_of(i)) : "") + "}";
   }
   return out + "]}\n";
 }
@@ -79,6 +88,11 @@ std::string inspect_text(const GgufFile& f, const std::string& path) {
   append_format(out, "file:        %s\nformat:      gguf (version %u)\nalignment:   %u\ndata offset: %llu\ntensors:     %zu (%s)\n\n",
                 printable(path).c_str(), f.version(), f.alignment(), static_cast<unsigned long long>(f.data_offset()),
                 f.tensors().size(), human_bytes(bytes).c_str());
+  if (f.split_count() > 1) {
+    out.insert(out.size() - 1, "splits:      " + std::to_string(f.split_count()) + " files\n");
+    for (std::size_t k = 0; k < f.split_count(); ++k)
+      out.insert(out.size() - 1, "  " + printable(f.split(k).name()) + " (" + std::to_string(f.split(k).tensors().size()) + " tensors)\n");
+  }
   for (const KeyValue& e : f.kv())
     append_format(out, "%-40s %-8s %s\n", printable(e.key).c_str(), std::string(value_type_name(e.value.type)).c_str(),
                   value_text(e.value).c_str());
@@ -113,7 +127,8 @@ class GgufFormat final : public Format {
     std::uint64_t bytes = 0;
     for (const TensorEntry& t : file->tensors()) bytes += t.nbytes;
     return std::to_string(file->tensors().size()) + " tensors, " + human_bytes(bytes) + " of data, " +
-           std::to_string(file->kv().size()) + " keys (GGUF v" + std::to_string(file->version()) + ")";
+           std::to_string(file->kv().size()) + " keys (GGUF v" + std::to_string(file->version()) +
+           (file->split_count() > 1 ? ", " + std::to_string(file->split_count()) + " split files" : "") + ")";
   }
   Result<std::string> inspect(const std::string& path, std::span<const std::string> members, const FormatOptions& options,
                               bool json) const override {

@@ -4,39 +4,25 @@
 #include <cstring>
 #include <mutex>
 #include <new>
-#include <random>
-#include <unordered_map>
-#include <unordered_set>
 
 #include "core/little_endian.h"
 #include "core/status_macros.h"
 #include "gguf/layout.h"
+#include "gguf/split.h"
+#include "json/name_table.h"
 #include "safeweights/cancel.h"
 #include "safeweights/gguf.h"
 
 namespace safeweights::gguf {
 namespace {
 
-// A string hash seeded once per process, so that names built to collide cannot make the duplicate
-// checks and lookups quadratic.
-struct SeededHash {
-  std::size_t operator()(std::string_view s) const noexcept {
-#if defined(__GLIBCXX__)
-    static const std::size_t seed = std::random_device{}();
-    return std::_Hash_bytes(s.data(), s.size(), seed);
-#else
-    return std::hash<std::string_view>{}(s);
-#endif
-  }
-};
-using NameIndex = std::unordered_map<std::string_view, std::size_t, SeededHash>;
-
 Error invalid(std::string message, std::uint64_t offset) {
   return std::move(Error(ErrorKind::InvalidGguf, std::move(message)).with_offset(offset));
 }
 
 // The header bytes, copied from the source as parsing needs them (so over HTTP only the header is
-// fetched), with every read checked against what the file holds and the header budget.
+// fetched), with every read checked against what the file holds and the header budget. The copy grows
+// by doubling (from 64 KiB), uninitialised: each byte is written once, by the source.
 class Cursor {
  public:
   Cursor(const ByteSource& source, std::uint64_t budget) : source_(source), size_(source.size()), budget_(budget) {}
@@ -44,32 +30,20 @@ class Cursor {
   std::uint64_t pos() const noexcept { return pos_; }
   std::uint64_t remaining() const noexcept { return size_ - pos_; }
 
+  // Makes n more bytes readable. The copy never holds more than the file or the budget allows, so
+  // bytes already copied need no other check.
   Status need(std::uint64_t n, std::string_view what) {
-    if (n > remaining())
-      return invalid("truncated: " + std::string(what) + " needs " + std::to_string(n) + " bytes at byte " +
-                         std::to_string(pos_) + " but the file has " + std::to_string(remaining()) + " left",
-                     pos_);
-    if (pos_ + n > budget_)
-      return Error(ErrorKind::ResourceLimit, "the GGUF header is larger than the limit of " + std::to_string(budget_) + " bytes");
-    if (pos_ + n <= buf_.size()) return Status::ok();
-    const std::uint64_t grown = std::min({size_, budget_, std::max<std::uint64_t>(2 * buf_.size(), 64 * 1024)});
-    const std::uint64_t target = std::max(pos_ + n, grown);
-    const std::size_t filled = buf_.size();
-    try {
-      buf_.resize(static_cast<std::size_t>(target));
-    } catch (const std::bad_alloc&) {
-      return Error(ErrorKind::ResourceLimit, "cannot allocate " + std::to_string(target) + " bytes for the GGUF header");
-    }
-    return source_.read_at(filled, std::span(buf_).subspan(filled));
+    if (n <= filled_ - pos_) [[likely]] return Status::ok();
+    return grow(n, what);
   }
   // Preconditions: need() covered these bytes.
   std::uint64_t take_uint(int bytes) noexcept {
-    const std::uint64_t v = le::load(buf_.data() + pos_, bytes);
+    const std::uint64_t v = le::load(buf_.get() + pos_, bytes);
     pos_ += static_cast<std::uint64_t>(bytes);
     return v;
   }
   std::string_view take_bytes(std::uint64_t n) noexcept {
-    std::string_view s(reinterpret_cast<const char*>(buf_.data() + pos_), static_cast<std::size_t>(n));
+    std::string_view s(reinterpret_cast<const char*>(buf_.get() + pos_), static_cast<std::size_t>(n));
     pos_ += n;
     return s;
   }
@@ -80,6 +54,14 @@ class Cursor {
   // A gguf_string: u64 length, then the bytes. Returns the offset of its first byte.
   Result<std::uint64_t> string(std::string_view what, std::uint64_t max_length, std::string_view limit_name) {
     const std::uint64_t at = pos_;
+    if (8 <= filled_ - pos_) [[likely]] {  // the length and the bytes already copied: no Status on the way
+      const std::uint64_t length = le::load(buf_.get() + pos_, 8);
+      if (length <= max_length && length <= filled_ - pos_ - 8) {
+        last_length_ = length;
+        pos_ += 8 + length;
+        return pos_ - length;
+      }
+    }
     SW_ASSIGN_OR_RETURN(std::uint64_t length, uint(8, what));
     if (length > max_length)
       return invalid(std::string(what) + " of " + std::to_string(length) + " bytes is over " + std::string(limit_name), at);
@@ -89,21 +71,38 @@ class Cursor {
     return pos_ - length;
   }
   std::uint64_t last_length() const noexcept { return last_length_; }
+  void rewind(std::uint64_t n) noexcept { pos_ -= n; }
   std::string_view bytes_at(std::uint64_t offset, std::uint64_t length) const noexcept {
-    return {reinterpret_cast<const char*>(buf_.data() + offset), static_cast<std::size_t>(length)};
+    return {reinterpret_cast<const char*>(buf_.get() + offset), static_cast<std::size_t>(length)};
   }
-  std::vector<std::byte> release(std::uint64_t end) {
-    buf_.resize(static_cast<std::size_t>(end));
-    return std::move(buf_);
-  }
+  // The copy (its first `end` bytes are the header).
+  std::unique_ptr<std::byte[]> release() { return std::move(buf_); }
 
  private:
+  [[gnu::noinline]] Status grow(std::uint64_t n, std::string_view what) {
+    if (n > remaining())
+      return invalid("truncated: " + std::string(what) + " needs " + std::to_string(n) + " bytes at byte " +
+                         std::to_string(pos_) + " but the file has " + std::to_string(remaining()) + " left",
+                     pos_);
+    if (pos_ + n > budget_)
+      return Error(ErrorKind::ResourceLimit, "the GGUF header is larger than the limit of " + std::to_string(budget_) + " bytes");
+    const std::uint64_t grown = std::min({size_, budget_, std::max<std::uint64_t>(2 * filled_, 64 * 1024)});
+    const std::uint64_t target = std::max(pos_ + n, grown);
+    SW_ASSIGN_OR_RETURN(std::unique_ptr<std::byte[]> bigger, allocate_uninitialized(target, "the GGUF header"));
+    if (filled_ != 0) std::memcpy(bigger.get(), buf_.get(), static_cast<std::size_t>(filled_));
+    SW_RETURN_IF_ERROR(source_.read_at(filled_, std::span(bigger.get() + filled_, static_cast<std::size_t>(target - filled_))));
+    buf_ = std::move(bigger);
+    filled_ = target;
+    return Status::ok();
+  }
+
   const ByteSource& source_;
   std::uint64_t size_;
   std::uint64_t budget_;
   std::uint64_t pos_ = 0;
   std::uint64_t last_length_ = 0;
-  std::vector<std::byte> buf_;
+  std::unique_ptr<std::byte[]> buf_;
+  std::uint64_t filled_ = 0;  // bytes of buf_ read from the source
 };
 
 // Memory the parsed metadata takes, against the same budget as the header bytes.
@@ -136,6 +135,7 @@ class Parser {
  private:
   Status value(ValueType type, Value& out);  // ARRAY never inside an array: value_type() refuses it
   Status scalar(ValueType type, int width, Value& out);
+  bool take_scalar(ValueType type, int width, Value& out) noexcept;
   Result<ValueType> value_type(std::string_view what, bool in_array);
 
   Status check_alignment(const Value& value, std::uint64_t at);
@@ -177,13 +177,17 @@ Result<ValueType> Parser::value_type(std::string_view what, bool in_array) {
   return static_cast<ValueType>(id);
 }
 
-// A fixed-width value whose bytes need() has covered.
-Status Parser::scalar(ValueType type, int width, Value& out) {
-  const std::uint64_t at = cur_.pos();
+// A fixed-width value whose bytes need() has covered; false for a BOOL that is not 0 or 1.
+bool Parser::take_scalar(ValueType type, int width, Value& out) noexcept {
   out.type = type;
   out.bits = cur_.take_uint(width);
   if (is_signed(type) && width < 8 && (out.bits >> (8 * width - 1)) != 0) out.bits |= ~std::uint64_t{0} << (8 * width);
-  if (type == ValueType::BOOL && out.bits > 1) return invalid("a BOOL value is " + std::to_string(out.bits) + ", not 0 or 1", at);
+  return type != ValueType::BOOL || out.bits <= 1;
+}
+
+Status Parser::scalar(ValueType type, int width, Value& out) {
+  const std::uint64_t at = cur_.pos();
+  if (!take_scalar(type, width, out)) return invalid("a BOOL value is " + std::to_string(out.bits) + ", not 0 or 1", at);
   return Status::ok();
 }
 
@@ -214,7 +218,11 @@ Status Parser::value(ValueType type, Value& out) {
   out.items.resize(static_cast<std::size_t>(count));
   if (elem_width > 0) {  // one bounds check for the whole array
     SW_RETURN_IF_ERROR(cur_.need(count * min_bytes, "an array"));
-    for (Value& item : out.items) SW_RETURN_IF_ERROR(scalar(out.elem_type, elem_width, item));
+    for (Value& item : out.items)  // no Status per element: only a BOOL can be refused
+      if (!take_scalar(out.elem_type, elem_width, item)) [[unlikely]] {
+        cur_.rewind(static_cast<std::uint64_t>(elem_width));
+        return scalar(out.elem_type, elem_width, item);
+      }
     return Status::ok();
   }
   for (Value& item : out.items) SW_RETURN_IF_ERROR(value(out.elem_type, item));
@@ -224,14 +232,18 @@ Status Parser::value(ValueType type, Value& out) {
 Status Parser::kvs(std::uint64_t count, std::vector<KeyValue>& out) {
   SW_RETURN_IF_ERROR(budget_.charge(count, sizeof(KeyValue)));
   out.resize(static_cast<std::size_t>(count));
-  std::unordered_set<std::string_view, SeededHash> seen;
-  seen.reserve(static_cast<std::size_t>(count));
-  for (KeyValue& kv : out) {
+  json::NameTable seen(static_cast<std::size_t>(count), json::hash_seed());
+  const auto key_of = [&out](std::size_t i) { return std::string_view(out[i].key); };
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    KeyValue& kv = out[i];
     const std::uint64_t at = cur_.pos();
     SW_ASSIGN_OR_RETURN(std::uint64_t from, cur_.string("a key", kMaxKeyBytes, "the limit of 65535 bytes"));
     kv.key.assign(cur_.bytes_at(from, cur_.last_length()));
     if (kv.key.empty()) return invalid("a key is empty", at);
-    if (!seen.insert(kv.key).second) return std::move(invalid("duplicate key `" + kv.key + "`", at));
+    const std::uint64_t hash = seen.hash(kv.key);
+    std::uint64_t& slot = seen.slot(kv.key, hash, key_of);
+    if (slot != 0) return std::move(invalid("duplicate key `" + kv.key + "`", at));
+    slot = json::NameTable::make(hash, static_cast<std::uint32_t>(i));
     SW_ASSIGN_OR_RETURN(ValueType type, value_type("a value type", false));
     if (Status s = value(type, kv.value); !s.is_ok()) {
       if (s.error().kind() == ErrorKind::InvalidGguf) return invalid("key `" + kv.key + "`: " + s.error().message(), *s.error().context().offset);
@@ -265,8 +277,8 @@ class File final : public GgufFile {
   const std::string& name() const noexcept override { return source_->name(); }
   std::span<const TensorEntry> tensors() const noexcept override { return entries_; }
   const TensorEntry* find(std::string_view name) const noexcept override {
-    auto it = index_.find(name);
-    return it == index_.end() ? nullptr : &entries_[it->second];
+    const std::int64_t i = index_.find(name, [this](std::size_t j) { return entries_[j].name; });
+    return i < 0 ? nullptr : &entries_[static_cast<std::size_t>(i)];
   }
   const MetadataEntries* metadata() const noexcept override {
     std::call_once(metadata_once_, [this] {
@@ -296,11 +308,11 @@ class File final : public GgufFile {
   std::uint32_t version_ = 0, alignment_ = kDefaultAlignment;
   std::uint64_t data_offset_ = 0;
   std::vector<KeyValue> kv_;
-  std::vector<std::byte> header_;
+  std::unique_ptr<std::byte[]> header_;  // the copy the parser read (tensor names are views into it)
   std::vector<std::uint64_t> ne_, shapes_;
   std::vector<TensorEntry> entries_;
   std::vector<TensorInfo> infos_;
-  NameIndex index_;
+  json::NameTable index_;
   mutable std::once_flag metadata_once_;
   mutable MetadataEntries metadata_;
 };
@@ -343,7 +355,7 @@ Status read_tensor_info(Cursor& cur, Tensor& t, std::vector<std::uint64_t>& ne) 
 
 }  // namespace
 
-Result<std::unique_ptr<GgufFile>> open(SourcePtr source, const OpenOptions& options) {
+Result<std::unique_ptr<GgufFile>> open_one(SourcePtr source, const OpenOptions& options) {
   auto file = std::make_unique<File>();
   Parser parser(*source, options);
   Cursor& cur = parser.cursor();
@@ -373,27 +385,31 @@ Result<std::unique_ptr<GgufFile>> open(SourcePtr source, const OpenOptions& opti
     if (Status s = read_tensor_info(cur, tensors[i], file->ne_); !s.is_ok()) return fail_s(std::move(s));
   }
   const std::uint64_t header_end = cur.pos();
-  file->header_ = cur.release(header_end);
+  file->header_ = cur.release();
   if (!align_up(header_end, file->alignment_, file->data_offset_)) return fail(invalid("the data section starts past 2^64", header_end));
 
   // Shapes (row-major, the reverse of ne), sizes, names, offsets.
   file->shapes_.resize(file->ne_.size());
   file->entries_.resize(tensors.size());
   file->infos_.resize(tensors.size());
-  file->index_.reserve(tensors.size());
+  file->index_ = json::NameTable(tensors.size(), json::hash_seed());
+  const auto name_of = [&file](std::size_t j) { return file->entries_[j].name; };
   std::uint64_t expected = 0;
   for (std::size_t i = 0; i < tensors.size(); ++i) {
     const Tensor& t = tensors[i];
     std::copy(file->ne_.begin() + t.dims_at, file->ne_.begin() + t.dims_at + t.n_dims,
               std::make_reverse_iterator(file->shapes_.begin() + t.dims_at + t.n_dims));
-    const std::string_view name(reinterpret_cast<const char*>(file->header_.data() + t.name_at), t.name_length);
+    const std::string_view name(reinterpret_cast<const char*>(file->header_.get() + t.name_at), t.name_length);
     const auto tensor_error = [&](Error e) { return fail(std::move(e.with_tensor(name).with_offset(tensor_at[i]))); };
     const std::span<const std::uint64_t> shape(file->shapes_.data() + t.dims_at, t.n_dims);
     auto nbytes = tensor_nbytes(t.type, shape);
     if (!nbytes.is_ok()) return tensor_error(std::move(nbytes).error());
     if (num_elements(shape) > static_cast<std::uint64_t>(INT64_MAX))
       return tensor_error(Error(ErrorKind::ValidationOverflow, "the element count is over ggml's int64 limit"));
-    if (!file->index_.emplace(name, i).second) return tensor_error(Error(ErrorKind::InvalidGguf, "duplicate tensor name"));
+    const std::uint64_t hash = file->index_.hash(name);
+    std::uint64_t& slot = file->index_.slot(name, hash, name_of);
+    if (slot != 0) return tensor_error(Error(ErrorKind::InvalidGguf, "duplicate tensor name"));
+    slot = json::NameTable::make(hash, static_cast<std::uint32_t>(i));
     if (t.offset != expected)
       return tensor_error(Error(ErrorKind::InvalidGguf,
                                 "the tensor's offset is " + std::to_string(t.offset) + ", expected " + std::to_string(expected) +
@@ -411,6 +427,11 @@ Result<std::unique_ptr<GgufFile>> open(SourcePtr source, const OpenOptions& opti
   }
   file->source_ = std::move(source);
   return std::unique_ptr<GgufFile>(std::move(file));
+}
+
+Result<std::unique_ptr<GgufFile>> open(SourcePtr source, const OpenOptions& options) {
+  SW_ASSIGN_OR_RETURN(auto file, open_one(std::move(source), options));
+  return open_split_model(std::move(file), options);
 }
 
 Result<std::unique_ptr<GgufFile>> open(const std::string& path, const OpenOptions& options) {

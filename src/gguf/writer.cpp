@@ -1,5 +1,7 @@
 // The GGUF v3 writer: the header (and so every offset) is fixed at creation, then tensor bytes land at
 // their offsets through AtomicFile; padding is the zeros of a file sized up front.
+#include <unistd.h>
+
 #include <unordered_map>
 #include <unordered_set>
 
@@ -7,6 +9,7 @@
 #include "core/status_macros.h"
 #include "gguf/layout.h"
 #include "safeweights/atomic_file.h"
+#include "safeweights/cancel.h"
 #include "safeweights/gguf.h"
 
 namespace safeweights::gguf {
@@ -85,17 +88,27 @@ struct Writer::Impl {
   std::vector<Slot> slots;
   std::unordered_map<std::string_view, std::size_t> index;
 
+  static Result<std::unique_ptr<Impl>> create(const std::string& path, const std::vector<KeyValue>& kv,
+                                              std::vector<TensorDecl> tensors, const WriterOptions& options);
   Result<Slot*> slot(std::string_view name) {
     auto it = index.find(name);
     if (it == index.end()) return bad("no tensor `" + std::string(name) + "` was declared");
     return &slots[it->second];
   }
   Status fail(Error e) { return std::move(e.with_file(path)); }
+  Status write(std::string_view name, std::span<const std::byte> data);
+  Status write_chunk(std::string_view name, std::span<const std::byte> chunk);
+  Status complete() const {
+    for (std::size_t i = 0; i < slots.size(); ++i)
+      if (slots[i].written != slots[i].nbytes)
+        return std::move(bad("tensor not completely written").with_tensor(decls[i].name).with_file(path));
+    return Status::ok();
+  }
 };
 
-Result<std::unique_ptr<Writer>> Writer::create(const std::string& path, std::vector<KeyValue> kv, std::vector<TensorDecl> tensors,
-                                               const WriterOptions& options) {
-  const auto fail = [&](Error e) { return Result<std::unique_ptr<Writer>>(std::move(e.with_file(path))); };
+Result<std::unique_ptr<Writer::Impl>> Writer::Impl::create(const std::string& path, const std::vector<KeyValue>& kv,
+                                                           std::vector<TensorDecl> tensors, const WriterOptions& options) {
+  const auto fail = [&](Error e) { return Result<std::unique_ptr<Impl>>(std::move(e.with_file(path))); };
   const std::uint32_t a = options.alignment;
   if (a == 0 || (a & (a - 1)) != 0) return fail(bad("the alignment must be a power of two"));
   bool write_alignment = false;
@@ -149,37 +162,157 @@ Result<std::unique_ptr<Writer>> Writer::create(const std::string& path, std::vec
 
   auto impl = std::make_unique<Impl>(Impl{std::move(file), path, std::move(tensors), std::move(slots), {}});
   for (std::size_t i = 0; i < impl->decls.size(); ++i) impl->index.emplace(impl->decls[i].name, i);
+  return impl;
+}
+
+Status Writer::Impl::write(std::string_view name, std::span<const std::byte> data) {
+  SW_ASSIGN_OR_RETURN(Slot * s, slot(name));
+  if (s->written != 0 || s->whole) return fail(std::move(bad("already written").with_tensor(name)));
+  if (data.size() != s->nbytes)
+    return fail(std::move(bad("expected " + std::to_string(s->nbytes) + " bytes, got " + std::to_string(data.size())).with_tensor(name)));
+  SW_RETURN_IF_ERROR(file.pwrite(s->offset, data));
+  s->written = s->nbytes;
+  s->whole = true;
+  return Status::ok();
+}
+
+Status Writer::Impl::write_chunk(std::string_view name, std::span<const std::byte> chunk) {
+  SW_ASSIGN_OR_RETURN(Slot * s, slot(name));
+  if (s->whole || chunk.size() > s->nbytes - s->written) return fail(std::move(bad("more bytes than the tensor holds").with_tensor(name)));
+  SW_RETURN_IF_ERROR(file.pwrite(s->offset + s->written, chunk));
+  s->written += chunk.size();
+  return Status::ok();
+}
+
+Result<std::unique_ptr<Writer>> Writer::create(const std::string& path, std::vector<KeyValue> kv, std::vector<TensorDecl> tensors,
+                                               const WriterOptions& options) {
+  SW_ASSIGN_OR_RETURN(std::unique_ptr<Impl> impl, Impl::create(path, kv, std::move(tensors), options));
   return std::unique_ptr<Writer>(new Writer(std::move(impl)));
 }
 
 Writer::Writer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Writer::~Writer() = default;
 
-Status Writer::write(std::string_view name, std::span<const std::byte> data) {
-  SW_ASSIGN_OR_RETURN(Impl::Slot * s, impl_->slot(name));
-  if (s->written != 0 || s->whole) return impl_->fail(std::move(bad("already written").with_tensor(name)));
-  if (data.size() != s->nbytes)
-    return impl_->fail(std::move(bad("expected " + std::to_string(s->nbytes) + " bytes, got " + std::to_string(data.size())).with_tensor(name)));
-  SW_RETURN_IF_ERROR(impl_->file.pwrite(s->offset, data));
-  s->written = s->nbytes;
-  s->whole = true;
-  return Status::ok();
-}
-
-Status Writer::write_chunk(std::string_view name, std::span<const std::byte> chunk) {
-  SW_ASSIGN_OR_RETURN(Impl::Slot * s, impl_->slot(name));
-  if (s->whole || chunk.size() > s->nbytes - s->written)
-    return impl_->fail(std::move(bad("more bytes than the tensor holds").with_tensor(name)));
-  SW_RETURN_IF_ERROR(impl_->file.pwrite(s->offset + s->written, chunk));
-  s->written += chunk.size();
-  return Status::ok();
-}
+Status Writer::write(std::string_view name, std::span<const std::byte> data) { return impl_->write(name, data); }
+Status Writer::write_chunk(std::string_view name, std::span<const std::byte> chunk) { return impl_->write_chunk(name, chunk); }
+Status Writer::complete() const { return impl_->complete(); }
 
 Status Writer::finish() {
-  for (std::size_t i = 0; i < impl_->slots.size(); ++i)
-    if (impl_->slots[i].written != impl_->slots[i].nbytes)
-      return impl_->fail(std::move(bad("tensor not completely written").with_tensor(impl_->decls[i].name)));
+  SW_RETURN_IF_ERROR(impl_->complete());
   return impl_->file.commit();
+}
+
+}  // namespace safeweights::gguf
+
+// ---- split models ----------------------------------------------------------------------------------
+
+namespace safeweights::gguf {
+
+struct SplitWriter::Impl {
+  std::vector<std::unique_ptr<Writer::Impl>> parts;
+  std::vector<std::string> paths;
+  std::unordered_map<std::string_view, std::size_t> part_of;  // tensor name -> part
+  std::vector<TensorDecl> names;                               // owns the names part_of views
+
+  Result<Writer::Impl*> part(std::string_view name) {
+    auto it = part_of.find(name);
+    if (it == part_of.end()) return bad("no tensor `" + std::string(name) + "` was declared");
+    return parts[it->second].get();
+  }
+};
+
+namespace {
+
+// The first tensor of each file, as llama.cpp's gguf-split cuts: padded tensor bytes only.
+Result<std::vector<std::size_t>> plan_splits(const std::vector<TensorDecl>& tensors, const SplitOptions& split, std::uint32_t alignment) {
+  std::vector<std::size_t> starts{0};
+  std::uint64_t bytes = 0, count = 0;
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    auto nbytes = tensor_nbytes(tensors[i].dtype, tensors[i].shape);
+    if (!nbytes.is_ok()) return std::move(nbytes.error().with_tensor(tensors[i].name));
+    std::uint64_t padded = 0, next = 0;
+    if (!align_up(*nbytes, alignment, padded) || __builtin_add_overflow(bytes, padded, &next))
+      return std::move(Error(ErrorKind::ValidationOverflow, "the data section's size overflows 64 bits").with_tensor(tensors[i].name));
+    const bool full = count != 0 && ((split.max_tensors != 0 && count >= split.max_tensors) ||
+                                     (split.max_bytes != 0 && next > split.max_bytes));
+    if (full) {
+      starts.push_back(i);
+      bytes = padded;
+      count = 1;
+    } else {
+      bytes = next;
+      ++count;
+    }
+  }
+  if (starts.size() > kMaxSplits)
+    return bad("the model would need " + std::to_string(starts.size()) + " files; split.count allows at most 65535");
+  return starts;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<SplitWriter>> SplitWriter::create(const std::string& prefix, std::vector<KeyValue> kv,
+                                                         std::vector<TensorDecl> tensors, const SplitOptions& split,
+                                                         const WriterOptions& options) {
+  const auto fail = [&](Error e) { return Result<std::unique_ptr<SplitWriter>>(std::move(e.with_file(prefix))); };
+  for (const KeyValue& e : kv)
+    if (e.key == kSplitNoKey || e.key == kSplitCountKey || e.key == kSplitTensorsCountKey)
+      return fail(bad("the split writer writes `" + e.key + "` itself"));
+  if (tensors.size() > static_cast<std::size_t>(INT32_MAX)) return fail(bad("split.tensors.count is an INT32: at most 2^31 - 1 tensors"));
+  const std::uint32_t a = options.alignment;
+  if (a == 0 || (a & (a - 1)) != 0) return fail(bad("the alignment must be a power of two"));
+  auto impl = std::make_unique<Impl>();
+  impl->names = tensors;
+  for (std::size_t i = 0; i < impl->names.size(); ++i)
+    if (!impl->part_of.emplace(impl->names[i].name, 0).second) return fail(std::move(bad("duplicate tensor name").with_tensor(impl->names[i].name)));
+  auto starts = plan_splits(tensors, split, a);
+  if (!starts.is_ok()) return fail(std::move(starts).error());
+  const auto count = static_cast<std::uint32_t>(starts->size());
+  for (std::uint32_t k = 0; k < count; ++k) {
+    const std::size_t begin = (*starts)[k], end = k + 1 < count ? (*starts)[k + 1] : tensors.size();
+    std::vector<KeyValue> part_kv = k == 0 ? std::move(kv) : std::vector<KeyValue>{};
+    // llama.cpp's gguf-split order: split.count is set last (its value known only once every file is planned).
+    part_kv.push_back({std::string(kSplitNoKey), Value::u16(static_cast<std::uint16_t>(k))});
+    part_kv.push_back({std::string(kSplitTensorsCountKey), Value::i32(static_cast<std::int32_t>(tensors.size()))});
+    part_kv.push_back({std::string(kSplitCountKey), Value::u16(static_cast<std::uint16_t>(count))});
+    std::vector<TensorDecl> part_tensors(std::make_move_iterator(tensors.begin() + static_cast<std::ptrdiff_t>(begin)),
+                                         std::make_move_iterator(tensors.begin() + static_cast<std::ptrdiff_t>(end)));
+    for (std::size_t i = begin; i < end; ++i) impl->part_of[impl->names[i].name] = k;
+    impl->paths.push_back(split_file_name(prefix, k + 1, count));
+    SW_ASSIGN_OR_RETURN(auto part, Writer::Impl::create(impl->paths.back(), part_kv, std::move(part_tensors), options));
+    impl->parts.push_back(std::move(part));
+  }
+  return std::unique_ptr<SplitWriter>(new SplitWriter(std::move(impl)));
+}
+
+SplitWriter::SplitWriter(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+SplitWriter::~SplitWriter() = default;
+
+const std::vector<std::string>& SplitWriter::paths() const noexcept { return impl_->paths; }
+
+Status SplitWriter::write(std::string_view name, std::span<const std::byte> data) {
+  SW_ASSIGN_OR_RETURN(Writer::Impl * part, impl_->part(name));
+  return part->write(name, data);
+}
+
+Status SplitWriter::write_chunk(std::string_view name, std::span<const std::byte> chunk) {
+  SW_ASSIGN_OR_RETURN(Writer::Impl * part, impl_->part(name));
+  return part->write_chunk(name, chunk);
+}
+
+// Every file complete first; then the renames, one cancellation check for the group; a failure in the
+// middle removes the files already renamed, so a split set is never left partly written.
+Status SplitWriter::finish() {
+  for (const auto& part : impl_->parts) SW_RETURN_IF_ERROR(part->complete());
+  SW_RETURN_IF_ERROR(check_cancelled());
+  for (std::size_t k = 0; k < impl_->parts.size(); ++k) {
+    Status s = AtomicFile::commit_all(std::span(&impl_->parts[k]->file, 1));
+    if (!s.is_ok()) {
+      for (std::size_t j = 0; j < k; ++j) ::unlink(impl_->paths[j].c_str());
+      return s;
+    }
+  }
+  return Status::ok();
 }
 
 }  // namespace safeweights::gguf

@@ -7,6 +7,7 @@
 #include "core/little_endian.h"
 #include "core/status_macros.h"
 #include "json/json_parse.h"
+#include "json/name_table.h"
 #include "safetensors/header_memory.h"
 #include "safetensors/json_schema.h"
 #include "safeweights/safetensors.h"
@@ -49,37 +50,6 @@ void free_pages(void* p, std::size_t bytes) noexcept {
 
 namespace {
 
-// Open addressing with linear probing; capacity a power of two, at most two thirds full (a few
-// probes per lookup; for most counts half the pages of a half-full table). A slot holds the
-// upper 32 bits of the name's hash (a tag, so most mismatches never touch the name) and the position
-// + 1 (0: empty).
-class NameTable {
- public:
-  NameTable(std::size_t count, std::uint64_t seed) : seed_(seed) {
-    std::size_t cap = 16;
-    while (cap < count + count / 2) cap <<= 1;
-    slots_.assign(cap, 0);
-  }
-  std::uint64_t hash(std::string_view name) const noexcept { return json::hash_key(name, seed_); }
-  void prefetch(std::uint64_t hash) const noexcept { __builtin_prefetch(&slots_[hash & (slots_.size() - 1)]); }
-  // The slot for `name` (with hash `hash`): holding a position whose name equals `name`, or empty.
-  template <typename NameOf>
-  std::uint64_t& slot(std::string_view name, std::uint64_t hash, NameOf&& name_of) {
-    const std::size_t mask = slots_.size() - 1;
-    const std::uint64_t tag = hash >> 32;
-    for (std::size_t i = hash & mask;; i = (i + 1) & mask) {
-      std::uint64_t& s = slots_[i];
-      if (s == 0 || ((s >> 32) == tag && name_of(static_cast<std::uint32_t>(s) - 1) == name)) return s;
-    }
-  }
-  static std::uint64_t make(std::uint64_t hash, std::uint32_t position) { return (hash >> 32 << 32) | (position + 1u); }
-  std::vector<std::uint64_t> release() { return std::move(slots_); }
-
- private:
-  std::uint64_t seed_;
-  std::vector<std::uint64_t> slots_;
-};
-
 Error invalid(ErrorKind kind, std::string message) { return Error(kind, std::move(message)); }
 
 }  // namespace
@@ -109,7 +79,7 @@ class HeaderBuilder {
     // entry (last wins). Reproduce that so its errors are ours, and report the duplicate afterwards.
     if (raw.entries.size() >= UINT32_MAX) return invalid(ErrorKind::ResourceLimit, "too many tensors");
     const std::uint32_t count = static_cast<std::uint32_t>(raw.entries.size());
-    NameTable table(count, h.index_seed_);
+    json::NameTable table(count, h.index_seed_);
     std::optional<std::string> duplicate;
     std::vector<bool> dropped;  // allocated only once a name repeats
     {
@@ -131,7 +101,7 @@ class HeaderBuilder {
           if (dropped.empty()) dropped.assign(count, false);
           dropped[static_cast<std::uint32_t>(slot) - 1] = true;
         }
-        slot = NameTable::make(hash, i);
+        slot = json::NameTable::make(hash, i);
       }
     }
 

@@ -425,12 +425,54 @@ def main():
         c = Cli(args.cli, args.tool, tmp)
         for test in (test_round_trips, test_float_types, test_fallbacks, test_diff, test_inputs, test_pytorch, test_permute, test_refused):
             test(c, rng)
+        test_split(c, rng, gguf)
         test_quantized(c, rng, gguf)
         test_quantized_types(c, rng, gguf)
         if gguf is not None:
             test_gguf_py_reads(c, gguf)
     print(f"{len(FAILURES)} failures")
     sys.exit(1 if FAILURES else 0)
+
+
+def test_split(c, rng, gguf):
+    """--split-max-size / --split-max-tensors: llama.cpp's split files, read back as one model; gguf-py
+    reads each file with the split keys llama.cpp writes (UINT16, UINT16, INT32)."""
+    src = c.path("split_src.safetensors")
+    write_safetensors(src, sample_tensors(rng), {"format": "pt"})
+    c.convert(src, c.path("whole.gguf"))
+    whole = c.inspect(c.path("whole.gguf"))
+    for i, (args, count) in enumerate(((("--split-max-tensors", "4"), 3), (("--split-max-size", "1K"), None))):
+        r = c.convert(src, c.path(f"parts{i}.gguf"), *args)
+        files = sorted(f for f in os.listdir(c.tmp) if f.startswith(f"parts{i}-"))
+        n = len(files)
+        check(n > 1 and (count is None or n == count), f"{args}: {files}")
+        check(files == [f"parts{i}-{k:05d}-of-{n:05d}.gguf" for k in range(1, n + 1)], f"{args}: names {files}")
+        check(not os.path.exists(c.path(f"parts{i}.gguf")), "a split output writes no OUT.gguf")
+        check(all(c.path(f) in r.stdout.decode() for f in files), f"the summary lists the files: {r.stdout.decode()}")
+        last = c.path(files[-1])
+        info = c.inspect(last)
+        check([t["name"] for t in info["tensors"]] == [t["name"] for t in whole["tensors"]], f"{args}: the model from its last file")
+        check([sp["file"] for sp in info["splits"]] == [c.path(f) for f in files], f"{args}: splits {info['splits']}")
+        check(c.diff(c.path("whole.gguf"), last)[0] == 0, f"{args}: diff whole vs split")
+        check(c.cat(last, "ids.i64") == c.cat(c.path("whole.gguf"), "ids.i64"), f"{args}: cat")
+        # back into one file: the unsplit bytes
+        c.convert(last, c.path("rejoined.gguf"))
+        with open(c.path("rejoined.gguf"), "rb") as a, open(c.path("whole.gguf"), "rb") as b:
+            check(a.read() == b.read(), f"{args}: split -> one file gives the unsplit file")
+        if gguf is not None:
+            for k, f in enumerate(files):
+                reader = gguf.GGUFReader(c.path(f))
+                fields = {name: field for name, field in reader.fields.items() if name.startswith("split.")}
+                types = {name: field.types[0].name for name, field in fields.items()}
+                values = {name: int(field.parts[field.data[0]][0]) for name, field in fields.items()}
+                check(types == {"split.no": "UINT16", "split.count": "UINT16", "split.tensors.count": "INT32"}, f"{f}: {types}")
+                check(values == {"split.no": k, "split.count": n, "split.tensors.count": len(whole["tensors"])}, f"{f}: {values}")
+                keys = [name for name in reader.fields if not name.startswith("GGUF.")]
+                check(k == 0 or keys == ["split.no", "split.tensors.count", "split.count"], f"{f}: keys {keys}")
+    r = c.convert(src, c.path("parts.safetensors"), "--split-max-tensors", "2", ok=False)
+    check(r.returncode != 0 and not os.path.exists(c.path("parts.safetensors")), "a split .safetensors output is refused")
+    r = c.convert(src, c.path("parts.gguf"), "--split-max-size", "1.5G", ok=False)
+    check(r.returncode != 0 and "split size" in r.stderr.decode(), f"a bad size is refused: {r.stderr.decode()}")
 
 
 def test_gguf_py_reads(c, gguf):
@@ -441,7 +483,11 @@ def test_gguf_py_reads(c, gguf):
             continue
         path = c.path(name)
         reader = gguf.GGUFReader(path)
-        ours = c.inspect(path)["tensors"]
+        info = c.inspect(path)
+        ours = info["tensors"]
+        if "splits" in info:  # a file of a split model: gguf-py reads that file's tensors alone
+            k = [sp["file"] for sp in info["splits"]].index(path)
+            ours = [t for t in ours if t["split"] == k]
         theirs = [(t.name, t.tensor_type.name, [int(v) for v in t.shape]) for t in reader.tensors]
         check(theirs == [(t["name"], t["type"], t["ne"]) for t in ours], f"gguf-py reads {name} differently: {theirs}")
         for t in reader.tensors:

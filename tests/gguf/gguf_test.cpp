@@ -4,13 +4,31 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <new>
 #include <filesystem>
 #include <simdjson.h>
 
 #include "../test_util.h"
+#include "safeweights/convert.h"
 #include "safeweights/format.h"
 #include "safeweights/gguf.h"
+
+// Every allocation of this test binary is counted while g_counting is set (the open-path allocation
+// test below); otherwise operator new is malloc.
+namespace {
+std::atomic<bool> g_counting{false};
+std::atomic<std::size_t> g_allocations{0};
+}  // namespace
+void* operator new(std::size_t n) {
+  if (g_counting.load(std::memory_order_relaxed)) g_allocations.fetch_add(1, std::memory_order_relaxed);
+  if (void* p = std::malloc(n ? n : 1)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 
 using namespace safeweights;
 using gguf::KeyValue;
@@ -84,6 +102,7 @@ TEST(Corpus, EveryFileGivesTheKindInItsName) {
   int files = 0;
   for (const auto& e : fs::directory_iterator(GGUF_CORPUS_DIR)) {
     const std::string name = e.path().filename().string();
+    if (name.find("--split-") != std::string::npos) continue;  // sets of files: Corpus.EverySplitSetGivesTheKindInItsName
     ++files;
     for (FileBackend backend : {FileBackend::Mmap, FileBackend::Pread}) {
       gguf::OpenOptions options;
@@ -273,6 +292,32 @@ TEST(Reader, TwentyThousandTensorsWithADuplicateAtTheEnd) {
   EXPECT_EQ(f.error().context().tensor, "blk.10000.w");
 }
 
+// Allocation discipline on the open path (issue 16): the reader sizes its arrays once from the
+// counts; no allocation per tensor (the name index is one array), none per short string or scalar;
+// the header copy grows by doubling (a few allocations for a file ten times larger).
+TEST(Reader, AllocationsDoNotGrowWithTheTensorCount) {
+  swt::TempDir dir;
+  std::vector<std::size_t> counts;
+  for (int tensors : {2000, 20000}) {
+    std::vector<TensorDecl> decls;
+    for (int i = 0; i < tensors; ++i) decls.push_back({"blk." + std::to_string(i) + ".w", TensorType::F32, {2}});
+    const std::string path = dir.file(std::to_string(tensors) + ".gguf");
+    ASSERT_TRUE(write_file(path, all_value_types(), decls).is_ok());
+    auto source = open_file(path);
+    ASSERT_TRUE(source.is_ok());
+    g_allocations = 0;
+    g_counting = true;
+    auto f = gguf::open(*source);
+    g_counting = false;
+    ASSERT_TRUE(f.is_ok());
+    ASSERT_EQ((*f)->tensors().size(), static_cast<std::size_t>(tensors));
+    counts.push_back(g_allocations.load());
+  }
+  std::printf("allocations to open: %zu (2,000 tensors), %zu (20,000 tensors)\n", counts[0], counts[1]);
+  EXPECT_LE(counts[1], counts[0] + 4) << counts[0];  // 10x the tensors: only the header copy doubles a few more times
+  EXPECT_LT(counts[1], 64u) << "allocations to open a file of 20,000 tensors";
+}
+
 TEST(Registry, InspectJsonHasTheDocumentedShape) {
   swt::TempDir dir;
   ASSERT_TRUE(write_file(dir.file("m.gguf"), all_value_types(), some_tensors()).is_ok());
@@ -322,4 +367,243 @@ TEST(Registry, CatGivesTheStoredBytes) {
   std::vector<std::byte> got(136);
   ASSERT_TRUE(target->source->read_at(target->offset, got).is_ok());
   EXPECT_EQ(got, pattern(136, 3));
+}
+
+// ---- split models -------------------------------------------------------------------------------
+
+TEST(Corpus, EverySplitSetGivesTheKindInItsName) {
+  int files = 0, rules = 0;
+  for (const auto& e : fs::directory_iterator(GGUF_CORPUS_DIR)) {
+    const std::string name = e.path().filename().string();
+    if (name.find("--split-") == std::string::npos) continue;
+    ++files;
+    const auto split = gguf::parse_split_file_name(e.path().string());
+    const std::string set = split ? split->prefix : e.path().string();
+    if (!split || split->number == 1) ++rules;
+    for (FileBackend backend : {FileBackend::Mmap, FileBackend::Pread}) {
+      gguf::OpenOptions options;
+      options.backend = backend;
+      auto f = gguf::open(e.path().string(), options);  // any file of a set opens (or refuses) the whole set
+      if (name.rfind("valid--", 0) == 0) {
+        ASSERT_TRUE(f.is_ok()) << name << ": " << f.error().to_string();
+        if (split) EXPECT_EQ((*f)->split_count(), split->count) << name;
+        continue;
+      }
+      ASSERT_FALSE(f.is_ok()) << name;
+      EXPECT_EQ(f.error().kind(), expected_kind(name)) << name << ": " << f.error().to_string();
+      EXPECT_EQ(f.error().context().file.rfind(set, 0), 0u) << name << ": " << f.error().to_string();  // a file of the set
+      if (f.error().kind() == ErrorKind::InvalidGguf && name.find("truncated") == std::string::npos)
+        EXPECT_NE(f.error().message().find("split"), std::string::npos) << f.error().to_string();
+    }
+  }
+  EXPECT_GE(files, 30);
+  EXPECT_GE(rules, 17);
+}
+
+TEST(Corpus, SplitErrorsNameTheFileAndTheRule) {
+  const std::string dir = std::string(GGUF_CORPUS_DIR) + "/";
+  auto missing = gguf::open(dir + "FileNotFound--split-file-missing-00002-of-00003.gguf");
+  ASSERT_FALSE(missing.is_ok());
+  EXPECT_EQ(missing.error().context().file, dir + "FileNotFound--split-file-missing-00003-of-00003.gguf");
+  EXPECT_NE(missing.error().message().find("file 3 of the split model"), std::string::npos) << missing.error().to_string();
+  auto dup = gguf::open(dir + "InvalidGguf--split-duplicate-tensor-across-files-00001-of-00002.gguf");
+  EXPECT_EQ(dup.error().context().tensor, "token_embd.weight");
+  EXPECT_EQ(dup.error().context().file, dir + "InvalidGguf--split-duplicate-tensor-across-files-00002-of-00002.gguf");
+  auto type = gguf::open(dir + "InvalidGguf--split-count-not-uint16-00002-of-00002.gguf");
+  EXPECT_NE(type.error().message().find("split.count must be UINT16"), std::string::npos) << type.error().to_string();
+  auto sum = gguf::open(dir + "InvalidGguf--split-tensors-count-not-the-sum-00002-of-00002.gguf");
+  EXPECT_NE(sum.error().message().find("hold 2 tensors but split.tensors.count is 3"), std::string::npos) << sum.error().to_string();
+  auto other = gguf::open(dir + "InvalidGguf--split-metadata-in-other-file-00001-of-00002.gguf");
+  EXPECT_NE(other.error().message().find("key `general.name`"), std::string::npos) << other.error().to_string();
+  auto truncated = gguf::open(dir + "InvalidGguf--split-other-file-truncated-00001-of-00002.gguf");
+  EXPECT_EQ(truncated.error().context().file, dir + "InvalidGguf--split-other-file-truncated-00002-of-00002.gguf");
+}
+
+namespace {
+
+std::vector<TensorDecl> split_tensors() {
+  return {{"a", TensorType::F32, {10}},       // 40 bytes, 64 padded
+          {"b", TensorType::F32, {16}},       // 64
+          {"c", TensorType::Q8_0, {2, 32}},   // 68, 96 padded
+          {"d", TensorType::F16, {3}},        // 6, 32 padded
+          {"e", TensorType::F32, {100}}};     // 400, 416 padded
+}
+
+Result<std::vector<std::string>> write_split(const std::string& prefix, std::vector<KeyValue> kv, const std::vector<TensorDecl>& decls,
+                                             gguf::SplitOptions split, bool finish = true) {
+  auto w = gguf::SplitWriter::create(prefix, std::move(kv), decls, split);
+  if (!w.is_ok()) return w.error();
+  for (std::size_t i = 0; i < decls.size(); ++i) {
+    auto n = tensor_nbytes(decls[i].dtype, decls[i].shape);
+    if (Status s = (*w)->write(decls[i].name, pattern(static_cast<std::size_t>(*n), static_cast<int>(i))); !s.is_ok()) return s.error();
+  }
+  if (finish)
+    if (Status s = (*w)->finish(); !s.is_ok()) return s.error();
+  return (*w)->paths();
+}
+
+}  // namespace
+
+TEST(SplitWriter, CutsBySizeAsGgufSplitAndWritesItsKeys) {
+  swt::TempDir dir;
+  const std::vector<KeyValue> kv = {{"general.architecture", Value::string("llama")}, {"x", Value::u8(1)}};
+  gguf::SplitOptions split;
+  split.max_bytes = 128;  // padded sizes 64, 64 | 96, 32 | 416 (bigger than the limit: a file of its own)
+  auto paths = write_split(dir.file("m"), kv, split_tensors(), split);
+  ASSERT_TRUE(paths.is_ok()) << paths.error().to_string();
+  ASSERT_EQ(*paths, (std::vector<std::string>{dir.file("m-00001-of-00003.gguf"), dir.file("m-00002-of-00003.gguf"),
+                                               dir.file("m-00003-of-00003.gguf")}));
+  const std::vector<std::vector<std::string>> expected_names = {{"a", "b"}, {"c", "d"}, {"e"}};
+  for (std::size_t k = 0; k < 3; ++k) {
+    // Each file on its own: the keys exactly as llama.cpp's gguf-split writes them.
+    std::vector<KeyValue> want = k == 0 ? kv : std::vector<KeyValue>{};
+    want.push_back({"split.no", Value::u16(static_cast<std::uint16_t>(k))});
+    want.push_back({"split.tensors.count", Value::i32(5)});
+    want.push_back({"split.count", Value::u16(3)});
+    auto whole = gguf::open((*paths)[k]);
+    ASSERT_TRUE(whole.is_ok()) << whole.error().to_string();
+    const gguf::GgufFile& part = (*whole)->split(k);
+    EXPECT_EQ(std::vector<KeyValue>(part.kv().begin(), part.kv().end()), want) << k;
+    std::vector<std::string> names;
+    for (const TensorEntry& t : part.tensors()) names.emplace_back(t.name);
+    EXPECT_EQ(names, expected_names[k]);
+  }
+  // By count: 2, 2, 1.
+  gguf::SplitOptions by_count;
+  by_count.max_tensors = 2;
+  auto counted = write_split(dir.file("n"), {}, split_tensors(), by_count);
+  ASSERT_TRUE(counted.is_ok());
+  EXPECT_EQ(counted->size(), 3u);
+  EXPECT_EQ(counted->back(), dir.file("n-00003-of-00003.gguf"));
+}
+
+TEST(SplitWriter, BytesAreDeterministicAndTheModelReadsBackFromAnyFile) {
+  swt::TempDir dir;
+  gguf::SplitOptions split;
+  split.max_tensors = 2;
+  ASSERT_TRUE(write_split(dir.file("a"), all_value_types(), some_tensors(), split).is_ok());
+  ASSERT_TRUE(write_split(dir.file("b"), all_value_types(), some_tensors(), split).is_ok());
+  for (int k = 1; k <= 4; ++k)
+    EXPECT_EQ(swt::read_file_bytes(gguf::split_file_name(dir.file("a"), k, 4)), swt::read_file_bytes(gguf::split_file_name(dir.file("b"), k, 4)));
+  for (int k = 1; k <= 4; ++k) {
+    auto f = gguf::open(gguf::split_file_name(dir.file("a"), k, 4), {});
+    ASSERT_TRUE(f.is_ok()) << f.error().to_string();
+    EXPECT_EQ((*f)->split_count(), 4u);
+    EXPECT_EQ((*f)->name(), dir.file("a-00001-of-00004.gguf"));  // the model is named by its first file
+    ASSERT_EQ((*f)->tensors().size(), some_tensors().size());
+    EXPECT_EQ((*f)->kv().size(), all_value_types().size() + 3);
+    EXPECT_EQ((*f)->find_kv("general.architecture")->str, "llama");
+    for (std::size_t i = 0; i < some_tensors().size(); ++i) {
+      const TensorEntry& t = (*f)->tensors()[i];
+      EXPECT_EQ(t.name, some_tensors()[i].name);
+      EXPECT_EQ((*f)->split_of(i), i / 2);
+      EXPECT_EQ((*f)->find(t.name), &t);
+      std::vector<std::byte> got(static_cast<std::size_t>(t.nbytes));
+      ASSERT_TRUE(TensorFile::read(t, got).is_ok());
+      EXPECT_EQ(got, pattern(got.size(), static_cast<int>(i))) << t.name;
+    }
+  }
+}
+
+TEST(SplitWriter, LeavesNoFileUnlessEveryFileIsComplete) {
+  swt::TempDir dir;
+  gguf::SplitOptions split;
+  split.max_tensors = 1;
+  {
+    auto w = gguf::SplitWriter::create(dir.file("m"), {}, split_tensors(), split);
+    ASSERT_TRUE(w.is_ok());
+    for (const TensorDecl& d : split_tensors())
+      if (d.name != "c") ASSERT_TRUE((*w)->write(d.name, pattern(*tensor_nbytes(d.dtype, d.shape), 0)).is_ok());
+    const Status s = (*w)->finish();  // "c", in file 3, is missing
+    EXPECT_EQ(s.error().context().tensor, "c");
+  }
+  EXPECT_TRUE(fs::is_empty(dir.path()));
+  // Not finished: nothing either.
+  ASSERT_TRUE(write_split(dir.file("m"), {}, split_tensors(), split, false).is_ok());
+  EXPECT_TRUE(fs::is_empty(dir.path()));
+  // A rename that fails part way (file 3's name is taken by a folder) takes the renamed files away again.
+  fs::create_directories(dir.file("m-00003-of-00005.gguf/x"));
+  auto failed = write_split(dir.file("m"), {}, split_tensors(), split);
+  ASSERT_FALSE(failed.is_ok());
+  EXPECT_FALSE(fs::exists(dir.file("m-00001-of-00005.gguf")));
+  EXPECT_FALSE(fs::exists(dir.file("m-00002-of-00005.gguf")));
+  EXPECT_FALSE(fs::exists(dir.file("m-00004-of-00005.gguf")));
+  EXPECT_TRUE(fs::exists(dir.file("m-00003-of-00005.gguf/x")));
+}
+
+TEST(SplitWriter, RefusesSplitKeysAndTooManyFiles) {
+  swt::TempDir dir;
+  gguf::SplitOptions split;
+  split.max_tensors = 1;
+  auto keys = gguf::SplitWriter::create(dir.file("m"), {{"split.count", Value::u16(2)}}, split_tensors(), split);
+  EXPECT_EQ(keys.error().kind(), ErrorKind::InvalidArgument);
+  std::vector<TensorDecl> many;
+  for (int i = 0; i < 65536; ++i) many.push_back({"t" + std::to_string(i), TensorType::F32, {1}});
+  auto too_many = gguf::SplitWriter::create(dir.file("m"), {}, many, split);
+  EXPECT_EQ(too_many.error().kind(), ErrorKind::InvalidArgument);
+  EXPECT_NE(too_many.error().message().find("65535"), std::string::npos);
+  EXPECT_TRUE(fs::is_empty(dir.path()));
+}
+
+TEST(SplitNames, AsLlamaCppSpellsThem) {
+  EXPECT_EQ(gguf::split_file_name("out/m", 2, 5), "out/m-00002-of-00005.gguf");
+  auto n = gguf::parse_split_file_name("https://h/x/m-00002-of-00005.gguf");
+  ASSERT_TRUE(n.has_value());
+  EXPECT_EQ(n->prefix, "https://h/x/m");
+  EXPECT_EQ(n->number, 2u);
+  EXPECT_EQ(n->count, 5u);
+  for (const char* bad : {"m-00006-of-00005.gguf", "m-00000-of-00005.gguf", "m-0002-of-00005.gguf", "m-00002-of-00005.bin",
+                          "-00001-of-00001.gguf", "m-00002_of-00005.gguf"})
+    EXPECT_FALSE(gguf::parse_split_file_name(bad).has_value()) << bad;
+  EXPECT_EQ(*gguf::parse_split_size("2G"), 2000000000u);
+  EXPECT_EQ(*gguf::parse_split_size("500M"), 500000000u);
+  EXPECT_EQ(*gguf::parse_split_size("3K"), 3000u);
+  EXPECT_EQ(*gguf::parse_split_size("4096"), 4096u);
+  for (const char* bad : {"", "0", "0M", "2T", "1.5G", "-1G", "G", "99999999999999999999G"})
+    EXPECT_EQ(gguf::parse_split_size(bad).error().kind(), ErrorKind::InvalidArgument) << bad;
+}
+
+TEST(Split, RegistryAndConvertSeeOneModel) {
+  swt::TempDir dir;
+  ASSERT_TRUE(write_file(dir.file("m.gguf"), all_value_types(), some_tensors()).is_ok());
+  auto single = gguf::open(dir.file("m.gguf"));
+  ASSERT_TRUE(single.is_ok());
+  // convert --split-max-tensors 3, then convert the split model back into one file: the same bytes.
+  ConvertOptions to_split;
+  to_split.split.max_tensors = 3;
+  auto report = convert(**single, dir.file("s.gguf"), to_split);
+  ASSERT_TRUE(report.is_ok()) << report.error().to_string();
+  EXPECT_EQ(report->files, (std::vector<std::string>{dir.file("s-00001-of-00003.gguf"), dir.file("s-00002-of-00003.gguf"),
+                                                      dir.file("s-00003-of-00003.gguf")}));
+  EXPECT_FALSE(fs::exists(dir.file("s.gguf")));
+  const std::string second = dir.file("s-00002-of-00003.gguf");
+  auto model = open_tensors(second, "", {});
+  ASSERT_TRUE(model.is_ok()) << model.error().to_string();
+  ASSERT_TRUE(convert(**model, dir.file("merged.gguf")).is_ok());
+  EXPECT_EQ(swt::read_file_bytes(dir.file("merged.gguf")), swt::read_file_bytes(dir.file("m.gguf")));
+  // validate, inspect --json and cat through the registry, from file 2.
+  const Format* format = find_format("gguf");
+  auto summary = format->validate(second, {});
+  ASSERT_TRUE(summary.is_ok());
+  EXPECT_NE(summary->find("8 tensors,"), std::string::npos) << *summary;
+  EXPECT_NE(summary->find("3 split files"), std::string::npos) << *summary;
+  auto json = format->inspect(second, {}, {}, true);
+  ASSERT_TRUE(json.is_ok());
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  ASSERT_EQ(parser.parse(*json).get(doc), simdjson::SUCCESS);
+  EXPECT_EQ(simdjson::dom::array(doc["splits"]).size(), 3u);
+  EXPECT_EQ(std::string_view(doc["splits"].at(1)["file"]), second);
+  EXPECT_EQ(simdjson::dom::array(doc["tensors"]).size(), 8u);
+  EXPECT_EQ(std::uint64_t(doc["tensors"].at(3)["split"]), 1u);
+  EXPECT_EQ(std::uint64_t(doc["tensors"].at(3)["offset"]), 0u);  // q8, first in file 2
+  auto target = format->locate(dir.file("s-00001-of-00003.gguf"), std::vector<std::string>{"q8"}, {});
+  ASSERT_TRUE(target.is_ok()) << target.error().to_string();
+  std::vector<std::byte> got(136);
+  ASSERT_TRUE(target->source->read_at(target->offset, got).is_ok());
+  EXPECT_EQ(got, pattern(136, 3));
+  // Into .safetensors a split output is refused, before anything is written.
+  auto refused = convert(**single, dir.file("x.safetensors"), to_split);
+  EXPECT_EQ(refused.error().kind(), ErrorKind::InvalidArgument);
+  EXPECT_FALSE(fs::exists(dir.file("x.safetensors")));
 }

@@ -175,7 +175,59 @@ def corpus():
     add("InvalidGguf--offsets-reordered", base(offsets=[64, 0]))
     add("InvalidGguf--offset-past-padding", base(offsets=[0, s0]))
     add("InvalidGguf--tensor-data-past-end", base()[:-40])
+
+    split_corpus(add)
     return files
+
+
+def split_keys(no, count, tensors, types=(UINT16, UINT16, INT32)):
+    # in llama.cpp's gguf-split order
+    return [("split.no", types[0], no), ("split.tensors.count", types[2], tensors), ("split.count", types[1], count)]
+
+
+def split_set(add, name, parts, count=None, total=None, kvs=None, types=None):
+    """parts: per file, its tensors (and the keys after the split keys); llama.cpp's gguf-split layout:
+    file 1 holds the model's keys then the split keys, the others the split keys only."""
+    count = len(parts) if count is None else count
+    total = sum(len(p) for p in parts) if total is None else total
+    for i, tensors in enumerate(parts):
+        keys = (BASE_KVS if i == 0 else []) + split_keys(i, count, total, *([types] if types else []))
+        if kvs and i in kvs:
+            keys = kvs[i](keys)
+        add(f"{name}-{i + 1:05d}-of-{len(parts):05d}" if name else None, build(kvs=keys, tensors=tensors))
+
+
+def split_corpus(add):
+    """Split models (llama.cpp's gguf-split): one set of files per rule, named PREFIX-0000K-of-0000N.gguf
+    with the expected kind in PREFIX; every file of a set must give that kind (or open, for valid)."""
+    t1, t2 = [BASE_TENSORS[0]], [BASE_TENSORS[1]]
+    split_set(add, "valid--split", [t1, t2])
+    split_set(add, "valid--split-three-files", [t1, t2, [("output.weight", [8], F32)]])
+    add("valid--split-merged-count-0", base(kvs=BASE_KVS + [("split.no", UINT16, 0), ("split.tensors.count", INT32, 2),
+                                                              ("split.count", UINT16, 0)]))
+    replace = lambda key, vtype, v: lambda keys: [(k, vtype, v) if k == key else (k, t, x) for k, t, x in keys]
+    drop = lambda key: lambda keys: [e for e in keys if e[0] != key]
+    split_set(add, "InvalidGguf--split-count-not-uint16", [t1, t2], kvs={0: replace("split.count", UINT32, 2)})
+    split_set(add, "InvalidGguf--split-no-not-uint16", [t1, t2], kvs={1: replace("split.no", INT32, 1)})
+    split_set(add, "InvalidGguf--split-tensors-count-not-int32", [t1, t2], kvs={0: replace("split.tensors.count", UINT32, 2)})
+    split_set(add, "InvalidGguf--split-no-missing", [t1, t2], kvs={0: drop("split.no")})
+    split_set(add, "InvalidGguf--split-tensors-count-missing", [t1, t2], kvs={1: drop("split.tensors.count")})
+    split_set(add, "InvalidGguf--split-no-not-its-name", [t1, t2], kvs={1: replace("split.no", UINT16, 0)})
+    split_set(add, "InvalidGguf--split-count-differs", [t1, t2], kvs={1: replace("split.count", UINT16, 3)})
+    split_set(add, "InvalidGguf--split-tensors-count-differs", [t1, t2], kvs={1: replace("split.tensors.count", INT32, 3)})
+    split_set(add, "InvalidGguf--split-tensors-count-not-the-sum", [t1, t2], total=3)
+    split_set(add, "InvalidGguf--split-duplicate-tensor-across-files", [t1, t1])
+    split_set(add, "InvalidGguf--split-metadata-in-other-file", [t1, t2],
+              kvs={1: lambda keys: keys + [("general.name", STRING, "again")]})
+    # file 3 of 3 is missing: opening file 1 or 2 names it
+    split_set(lambda name, blob: add(name.replace("-of-00002", "-of-00003"), blob) if name else None,
+              "FileNotFound--split-file-missing", [t1, t2], count=3)
+    # a file that is not named as part K of N: its siblings cannot be found
+    add("InvalidGguf--split-not-named-as-a-split", build(kvs=BASE_KVS + split_keys(0, 2, 2), tensors=t1))
+    # a sibling that breaks a single-file rule: opening file 1 reports file 2's error
+    bad2 = build(kvs=split_keys(1, 2, 2), tensors=t2)
+    add("InvalidGguf--split-other-file-truncated-00001-of-00002", build(kvs=BASE_KVS + split_keys(0, 2, 2), tensors=t1))
+    add("InvalidGguf--split-other-file-truncated-00002-of-00002", bad2[:-40])
 
 
 def main(argv):

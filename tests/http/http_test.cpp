@@ -168,6 +168,63 @@ fs::path big_dduf() {
   return p;
 }
 
+// A GGUF file with a 1 GiB I8 tensor whose data is a hole, written by hand (ggml's layout): `kv` is
+// the raw key/value pairs (count `n_kv`), the vocabulary-sized metadata a real model has included.
+fs::path big_gguf(const std::string& name, const std::string& kv, std::uint64_t n_kv) {
+  fs::path p = g->www / name;
+  if (fs::exists(p)) return p;
+  std::string head = "GGUF";
+  put_le(head, 3, 4), put_le(head, 1, 8), put_le(head, n_kv, 8);
+  head += kv;
+  put_le(head, 1, 8), head += "w";
+  put_le(head, 1, 4), put_le(head, kGiB, 8), put_le(head, 24, 4), put_le(head, 0, 8);  // ne [2^30], I8, offset 0
+  head.resize((head.size() + 31) / 32 * 32, '\0');
+  int fd = ::open(p.c_str(), O_CREAT | O_WRONLY | O_TRUNC, 0644);
+  EXPECT_TRUE(fd >= 0 && pwrite_all(fd, head, 0) && ::ftruncate(fd, static_cast<off_t>(head.size() + kGiB)) == 0);
+  ::close(fd);
+  return p;
+}
+
+std::string gguf_kv(const std::string& key, std::uint32_t type, const std::string& value) {
+  std::string out;
+  put_le(out, key.size(), 8);
+  out += key;
+  put_le(out, type, 4);
+  return out + value;
+}
+
+// 32,000 tokens of metadata (about 500 KiB), as a llama vocabulary is.
+std::string vocabulary_kv() {
+  std::string tokens;
+  put_le(tokens, 8, 4), put_le(tokens, 32000, 8);  // ARRAY of STRING
+  for (int i = 0; i < 32000; ++i) {
+    const std::string t = "token" + std::to_string(i);
+    put_le(tokens, t.size(), 8);
+    tokens += t;
+  }
+  return gguf_kv("tokenizer.ggml.tokens", 9, tokens);
+}
+
+// A split model of two such files, as llama.cpp's gguf-split names and keys them.
+void big_gguf_split() {
+  for (std::uint64_t k = 0; k < 2; ++k) {
+    std::string kv = k == 0 ? vocabulary_kv() : "";
+    std::string no, count, total;
+    put_le(no, k, 2), put_le(count, 2, 2), put_le(total, 2, 4);
+    kv += gguf_kv("split.no", 2, no) + gguf_kv("split.count", 2, count) + gguf_kv("split.tensors.count", 5, total);
+    std::string file = "big-0000" + std::to_string(k + 1) + "-of-00002.gguf";
+    if (k == 1) {  // tensor names must differ across the files: rename "w" in file 2 by hand
+      fs::path p = big_gguf(file, kv, 3);
+      std::fstream f(p, std::ios::in | std::ios::out | std::ios::binary);
+      const std::uint64_t name_at = 4 + 4 + 8 + 8 + kv.size() + 8;
+      f.seekp(static_cast<std::streamoff>(name_at));
+      f.put('v');
+    } else {
+      big_gguf(file, kv, 4);
+    }
+  }
+}
+
 HttpOptions test_options(std::shared_ptr<HttpStats> stats = nullptr) {
   HttpOptions o;
   o.stats = std::move(stats);
@@ -850,6 +907,37 @@ TEST(HttpCli, OneGiBInspectMovesUnderOneMiB) {
                   static_cast<unsigned long long>(bytes));
     }
   }
+}
+
+// inspect of a GGUF over HTTP fetches the metadata, not the tensor data; a split model's siblings
+// come through the same resolver.
+TEST(HttpCli, GgufOverHttpReadsOnlyTheHeaders) {
+  REQUIRE_SERVERS();
+  big_gguf("big.gguf", vocabulary_kv(), 1);
+  big_gguf_split();
+  const std::uint64_t log0 = log_size();
+  CliRun r = cli("inspect --json --stats " + g->nginx_url("big.gguf"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("\"nbytes\":1073741824"), std::string::npos);
+  auto [requests, bytes] = parse_stats(r.err);
+  std::uint64_t logged_requests = 0;
+  const std::uint64_t served = nginx_bytes_since(log0, &logged_requests, requests);
+  const std::uint64_t header = fs::file_size(g->www / "big.gguf") - kGiB;
+  // The header is copied in doubling steps from 64 KiB: at most twice its bytes, nothing like the 1 GiB of data.
+  EXPECT_GE(served, header);
+  EXPECT_LE(served, 2 * header + (64u << 10)) << "header " << header << ", served " << served;
+  EXPECT_LE(bytes, 2 * header + (64u << 10));
+  std::printf("inspect big.gguf: header %llu bytes, %llu served in %llu requests\n", static_cast<unsigned long long>(header),
+              static_cast<unsigned long long>(served), static_cast<unsigned long long>(requests));
+  const std::uint64_t log1 = log_size();
+  CliRun split = cli("validate --stats " + g->nginx_url("big-00002-of-00002.gguf"));
+  EXPECT_EQ(split.code, 0) << split.err;
+  EXPECT_NE(split.out.find("2 split files"), std::string::npos) << split.out;
+  auto [split_requests, split_bytes] = parse_stats(split.err);
+  const std::uint64_t split_served = nginx_bytes_since(log1, &logged_requests, split_requests);
+  const std::uint64_t headers = fs::file_size(g->www / "big-00001-of-00002.gguf") + fs::file_size(g->www / "big-00002-of-00002.gguf") - 2 * kGiB;
+  EXPECT_LE(split_served, 2 * headers + (128u << 10)) << "headers " << headers << ", served " << split_served;
+  EXPECT_LE(split_bytes, 2 * headers + (128u << 10));
 }
 
 TEST(HttpCli, TimeoutOptionAndEnvironmentBoundARemoteRead) {
