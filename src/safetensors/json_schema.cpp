@@ -160,6 +160,12 @@ class HeaderReader {
     }
   }
 
+  void push_dim(std::uint64_t d) {
+    const auto base = reinterpret_cast<std::uintptr_t>(out_.dims.data());
+    out_.dims.push_back(d);
+    if (reinterpret_cast<std::uintptr_t>(out_.dims.data()) != base) rebase_shapes(base);
+  }
+
   bool shape(std::string_view tensor, TensorInfo& entry) {
     if (in_.peek() != '[') {
       schema(bad_json("shape must be an array").with_tensor(tensor));
@@ -172,9 +178,7 @@ class HeaderReader {
       if (!more) break;
       std::uint64_t d = 0;
       if (!u64("shape", tensor, d)) return false;
-      const auto base = reinterpret_cast<std::uintptr_t>(out_.dims.data());
-      out_.dims.push_back(d);
-      if (reinterpret_cast<std::uintptr_t>(out_.dims.data()) != base) rebase_shapes(base);
+      push_dim(d);
     }
     entry.shape = std::span<const std::uint64_t>(out_.dims.data() + first, out_.dims.size() - first);
     return true;
@@ -231,10 +235,48 @@ class HeaderReader {
     return skip_checking_keys(name);
   }
 
-  bool tensor(std::string_view name) {
+  // The entry as the reference writer spells it, {"dtype":"F32","shape":[2,3],"data_offsets":[0,24]},
+  // read with exact matches (most headers are all entries of this form). Anything else leaves the
+  // reader where it was and returns false: the general path then reads the entry, with the same result.
+  bool canonical_tensor(std::string_view name) {
+    if (!in_.depth_allows(2)) return false;
+    const json::Pull::Mark mark = in_.mark();
+    const std::size_t first_dim = out_.dims.size();
+    auto mismatch = [&] {
+      in_.rewind(mark);
+      out_.dims.resize(first_dim);
+      return false;
+    };
     TensorInfo entry{};
     entry.name = name;
+    std::string_view code;
+    if (!in_.exact("{\"dtype\":\"") || !in_.word_until_quote(16, code)) return mismatch();
+    const auto type = safetensors::type_from_code(code);
+    if (!type || !in_.exact(",\"shape\":[")) return mismatch();
+    entry.dtype = *type;
+    if (!in_.exact("]")) {
+      for (;;) {
+        std::uint64_t d = 0;
+        if (!in_.plain_u64(',', ']', d)) return mismatch();
+        push_dim(d);
+        if (in_.exact("]")) break;
+        in_.exact(",");
+      }
+    }
+    entry.shape = std::span<const std::uint64_t>(out_.dims.data() + first_dim, out_.dims.size() - first_dim);
+    if (!in_.exact(",\"data_offsets\":[") || !in_.plain_u64(',', ',', entry.begin) || !in_.exact(",") ||
+        !in_.plain_u64(']', ']', entry.end) || !in_.exact("]}")) {
+      return mismatch();
+    }
+    out_.entries.push_back(entry);
+    return true;
+  }
+
+  bool tensor(std::string_view name) {
     const char c = in_.peek();
+    if (c == '{' && canonical_tensor(name)) return true;
+    TensorInfo entry{};
+    entry.name = name;
     if (c == '{') {
       if (!in_.begin_object()) return false;
       Seen seen;
