@@ -328,9 +328,11 @@ class HeaderReader {
     }
     if (!in_.begin_object()) return false;
     out_.has_metadata = true;
-    // Reserved for an entry per 12 bytes of what is left (an entry takes 6 at the very least, `"":"",`,
-    // and millions of distinct keys take about 12 each), so even 8M entries rarely regrow.
-    out_.metadata.reserve(in_.remaining() / 12 + 16);
+    // A few entries first (most headers hold a handful: no fresh pages for them), then, from the first
+    // one more, room for an entry per 12 bytes of what is left (an entry takes 6 at the very least,
+    // `"":"",`, and millions of distinct keys take about 12 each), so even 8M entries rarely regrow.
+    const std::size_t bound = in_.remaining() / 12 + 16;
+    out_.metadata.reserve(std::min<std::size_t>(bound, 64));
     const std::size_t first = out_.metadata.size();
     for (bool more = true;;) {
       std::string_view key;
@@ -343,6 +345,7 @@ class HeaderReader {
       }
       std::string_view value;
       if (!in_.string(value)) return false;
+      if (out_.metadata.size() == out_.metadata.capacity()) out_.metadata.reserve(std::max(bound, out_.metadata.size() * 2));
       out_.metadata.push_back({offset_of(key), static_cast<std::uint32_t>(key.size()), offset_of(value),
                                static_cast<std::uint32_t>(value.size())});
     }
@@ -391,11 +394,8 @@ Status parse_safetensors_header_padded(char* text, std::size_t n, const HeaderJs
                                        const ByteSource& original, RawHeader& out) {
   if (!json::is_valid_utf8(std::string_view(text, n))) return Error(ErrorKind::InvalidHeader, "invalid UTF-8 in header");
   try {
-    // Room for an entry per 48 bytes of text and three dimensions each (a real entry takes 90 bytes or
-    // more), reserved, not touched: pages never written are never faulted in. Only a header of
-    // smaller entries regrows the arrays.
-    out.entries.reserve(n / 48 + 16);
-    out.dims.reserve((n / 48 + 16) * 3);
+    out.entries.reserve(RawHeader::entries_bound(n));
+    out.dims.reserve(RawHeader::dims_bound(n));
     json::Pull in(text, n, options.max_depth);
     auto first_stage = [&] {
       json::QuoteScan scan;
