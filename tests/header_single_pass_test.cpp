@@ -60,4 +60,63 @@ TEST(HeaderSinglePass, TheFirstSchemaErrorIsReported) {
   EXPECT_EQ(message_of(R"({"t":{"shape":[1],"data_offsets":[0,4]}})"), "missing field `dtype`");
 }
 
+// The reader takes entries spelled as the reference writes them ({"dtype":"F32","shape":[2],
+// "data_offsets":[0,8]}) by exact matching, and any other spelling the general way. Each entry below
+// deviates somewhere along the exact match, so that path gives up part-way; a space after its '{'
+// sends the same entry down the general path from the start. Both must read it alike: the same
+// tensor, or the same error.
+TEST(HeaderSinglePass, TheReferenceSpellingReadsAsAnyOther) {
+  const std::string entries[] = {
+      R"({"dtype":"F32","shape":[2,3],"data_offsets":[0,24]})",
+      R"({"dtype":"F32","shape":[],"data_offsets":[0,4]})",
+      R"({"dtype":"BF16","shape":[0],"data_offsets":[0,0]})",
+      R"({"dtype":"F32","shape":[2,3],"data_offsets":[0,24],"x":1})",
+      R"({"dtype":"F32","shape":[2, 3],"data_offsets":[0,24]})",
+      R"({"dtype":"F32","shape":[6],"data_offsets":[0,24] })",
+      R"({"dtype":"F32","shape":[6],"data_offsets":[0,24]})",
+      R"({"dtype":"F33","shape":[6],"data_offsets":[0,24]})",
+      R"({"dtype":"","shape":[6],"data_offsets":[0,24]})",
+      R"({"dtype":"F32","shape":[06],"data_offsets":[0,24]})",
+      R"({"dtype":"F32","shape":[-6],"data_offsets":[0,24]})",
+      R"({"dtype":"F32","shape":[-0],"data_offsets":[0,24]})",
+      R"({"dtype":"F32","shape":[6.0],"data_offsets":[0,24]})",
+      R"({"dtype":"F32","shape":[6e0],"data_offsets":[0,24]})",
+      R"({"dtype":"F32","shape":[6,],"data_offsets":[0,24]})",
+      R"({"dtype":"F32","shape":[,6],"data_offsets":[0,24]})",
+      R"({"dtype":"F32","shape":[6]],"data_offsets":[0,24]})",
+      R"({"dtype":"F32","shape":[1000000000000000000],"data_offsets":[0,24]})",
+      R"({"dtype":"F32","shape":[10000000000000000000],"data_offsets":[0,24]})",
+      R"({"dtype":"F32","shape":[18446744073709551616],"data_offsets":[0,24]})",
+      R"({"dtype":"F32","shape":[6],"data_offsets":[0,24,48]})",
+      R"({"dtype":"F32","shape":[6],"data_offsets":[0]})",
+      R"({"dtype":"F32","shape":[6],"data_offsets":[0,23]})",
+      R"({"dtype":"F32","shape":[6],"data_offsets":[1,25]})",
+      R"({"dtype":"F32","shape":[6],"data_offsets":[0,24]}x)",
+      R"({"dtype":"F32","shape":[6],"data_offsets":[0,24],"dtype":"F32"})",
+      R"({"dtype":"F32","shape":[6],"dtype":"F32","data_offsets":[0,24]})",
+      R"({"shape":[6],"dtype":"F32","data_offsets":[0,24]})",
+      R"({"dtype":"F32","shape":[6],"data_offsets":[0,24])",
+      R"({"dtype":"F32","shape":[6],"data_offsets":[0,24)",
+      R"({"dtype":"F32)",
+      R"({"dtype":{"F32":null},"shape":[6],"data_offsets":[0,24]})",
+  };
+  auto outcome = [](const std::string& entry) {
+    const std::string json = R"({"__metadata__":{"k":"v"},"t":)" + entry + R"(,"u":{"dtype":"U8","shape":[1],"data_offsets":[24,25]}})";
+    auto r = st::Header::parse(*mem(st_file(json, 25)));
+    if (!r.is_ok()) return std::string(safeweights::error_kind_name(r.error().kind())) + ": " + r.error().message() + " @" + r.error().context().tensor;
+    std::string out;
+    for (const auto& t : r.value().tensors()) {
+      out += std::string(t.name) + " " + std::string(st::type_code(t.dtype)) + " [";
+      for (auto d : t.shape) out += std::to_string(d) + ",";
+      out += "] " + std::to_string(t.begin) + "-" + std::to_string(t.end) + "; ";
+    }
+    return out;
+  };
+  for (const std::string& entry : entries) {
+    const std::string general = "{ " + entry.substr(1);
+    EXPECT_EQ(outcome(entry), outcome(general)) << entry;
+  }
+  EXPECT_EQ(outcome(entries[0]), "t F32 [2,3,] 0-24; u U8 [1,] 24-25; ");
+}
+
 }  // namespace

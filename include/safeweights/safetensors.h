@@ -148,7 +148,7 @@ class Header {
   const char* text_ = nullptr;
   std::span<const TensorInfo> tensors_;
   std::span<const MetadataView::Entry> metadata_;
-  std::vector<std::uint64_t> index_;  // open addressing: hash tag << 32 | position in tensors_ + 1 (0: empty)
+  std::span<const std::uint64_t> index_;  // in storage_; open addressing: hash tag << 32 | position in tensors_ + 1 (0: empty)
   std::uint64_t index_seed_ = 0;
   bool has_metadata_ = false;
 };

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string_view>
 #include <vector>
 
@@ -17,12 +18,21 @@ namespace safeweights::json {
 // (0: empty).
 class NameTable {
  public:
-  NameTable() = default;
-  NameTable(std::size_t count, std::uint64_t seed) : seed_(seed) {
+  static std::size_t capacity_for(std::size_t count) noexcept {
     std::size_t cap = 16;
     while (cap < count + count / 2) cap <<= 1;
-    slots_.assign(cap, 0);
+    return cap;
   }
+  NameTable() = default;
+  // Slots of its own, for `count` names.
+  NameTable(std::size_t count, std::uint64_t seed) : seed_(seed), owned_(capacity_for(count), 0), slots_(owned_) {}
+  // In `slots` (capacity_for(count) zeroed slots), which the caller owns and keeps.
+  NameTable(std::span<std::uint64_t> slots, std::uint64_t seed) : seed_(seed), slots_(slots) {}
+  // Movable (a vector's move keeps its buffer, so the view stays right), not copyable.
+  NameTable(NameTable&&) noexcept = default;
+  NameTable& operator=(NameTable&&) noexcept = default;
+  NameTable(const NameTable&) = delete;
+  NameTable& operator=(const NameTable&) = delete;
   std::uint64_t hash(std::string_view name) const noexcept { return hash_key(name, seed_); }
   void prefetch(std::uint64_t hash) const noexcept { __builtin_prefetch(&slots_[hash & (slots_.size() - 1)]); }
   // The slot for `name` (with hash `hash`): holding a position whose name equals `name`, or empty.
@@ -43,11 +53,12 @@ class NameTable {
     return s == 0 ? -1 : static_cast<std::int64_t>(static_cast<std::uint32_t>(s) - 1);
   }
   static std::uint64_t make(std::uint64_t hash, std::uint32_t position) { return (hash >> 32 << 32) | (position + 1u); }
-  std::vector<std::uint64_t> release() { return std::move(slots_); }
+  std::span<std::uint64_t> slots() const noexcept { return slots_; }
 
  private:
   std::uint64_t seed_ = 0;
-  std::vector<std::uint64_t> slots_;
+  std::vector<std::uint64_t> owned_;
+  std::span<std::uint64_t> slots_;
 };
 
 }  // namespace safeweights::json

@@ -212,6 +212,53 @@ class Pull {
   }
   bool null() noexcept { return literal("null", simdjson::N_ATOM_ERROR); }
 
+  // Exact matching for a schema reader's fast path over text in one expected spelling (no whitespace,
+  // no escapes): each call advances only on a match, records no error and writes nothing, so after a
+  // mismatch the reader rewinds to its mark and reads the same value the general way, with the same
+  // result. A mark is taken between values.
+  struct Mark {
+    char* at;
+    int depth;
+  };
+  Mark mark() const noexcept { return {p_, depth_}; }
+  void rewind(const Mark& m) noexcept { p_ = m.at, depth_ = m.depth; }
+  // Whether `levels` more containers may open here.
+  bool depth_allows(int levels) const noexcept { return depth_ + levels <= max_depth_; }
+  // These bytes, exactly (the padding's NULs never match a literal's bytes).
+  template <std::size_t N>
+  bool exact(const char (&literal)[N]) noexcept {
+    if (std::memcmp(p_, literal, N - 1) != 0) return false;
+    p_ += N - 1;
+    return true;
+  }
+  // A run of [A-Za-z0-9_] closed by '"', of at most `max` bytes; the quote is consumed, not returned.
+  bool word_until_quote(std::size_t max, std::string_view& out) noexcept {
+    const char* const start = p_;
+    for (std::size_t i = 0; i <= max; ++i) {
+      const char c = p_[i];
+      if (c == '"') {
+        if (i == 0) return false;
+        out = std::string_view(start, i);
+        p_ += i + 1;
+        return true;
+      }
+      if (!is_digit(c) && !(c >= 'A' && c <= 'Z') && !(c >= 'a' && c <= 'z') && c != '_') return false;
+    }
+    return false;
+  }
+  // A non-negative integer of at most 19 digits (so it fits 64 bits) without a leading zero, ended by
+  // `stop`; the stop byte is not consumed. Anything else (a sign, a fraction, an exponent) is a mismatch.
+  bool plain_u64(char stop1, char stop2, std::uint64_t& out) noexcept {
+    const char* q = p_;
+    if (!is_digit(*q) || (*q == '0' && is_digit(q[1]))) return false;
+    std::uint64_t v = 0;
+    while (is_digit(*q)) v = v * 10 + static_cast<unsigned>(*q++ - '0');
+    if (q - p_ > 19 || (*q != stop1 && *q != stop2)) return false;
+    out = v;
+    p_ = const_cast<char*>(q);
+    return true;
+  }
+
   bool fail(simdjson::error_code e) noexcept {
     if (error_ == simdjson::SUCCESS) error_ = e;
     return false;

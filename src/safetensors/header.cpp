@@ -57,18 +57,63 @@ Error invalid(ErrorKind kind, std::string message) { return Error(kind, std::mov
 // Builds a Header from a parsed JSON document; friend of Header.
 class HeaderBuilder {
  public:
-  // What a Header owns: the text and the arrays its spans view. Built in place, never moved.
+  // What a Header owns: the text and the arrays its spans view. Built in place, never moved. One
+  // allocation (the arena) holds the text of n bytes and its padding, then the blocks the reader
+  // reserves for shapes and entries; pages are touched only where something is written.
   struct Storage {
-    explicit Storage(PageBuffer t) : text(std::move(t)) {}
-    PageBuffer text;
+    explicit Storage(std::size_t n) : Storage(Layout::of(n)) {}
+    char* text() const noexcept { return arena.data(); }
+
+    // `count` zeroed slots for the name index: in what the entries left of their block when it holds
+    // them (the entries' last huge page is touched already), else an allocation of their own.
+    std::span<std::uint64_t> index_slots(std::size_t count) {
+      const auto used = reinterpret_cast<std::uintptr_t>(raw.entries.data() + raw.entries.size());
+      const auto start = (used + alignof(std::uint64_t) - 1) & ~std::uintptr_t{alignof(std::uint64_t) - 1};
+      const auto block_end = reinterpret_cast<std::uintptr_t>(entries_block.at) + entries_block.bytes;
+      std::uint64_t* slots = nullptr;
+      if (raw.entries.data() == entries_block.at && start <= block_end && (block_end - start) / sizeof(std::uint64_t) >= count) {
+        slots = reinterpret_cast<std::uint64_t*>(start);
+        std::fill_n(slots, count, 0);
+      } else {
+        index_store.assign(count, 0);
+        slots = index_store.data();
+      }
+      return {slots, count};
+    }
+
+    Region dims_block, entries_block;
+    PageBuffer arena;
     RawHeader raw;
     std::vector<TensorInfo, PageAllocator<TensorInfo>> in_offset_order;  // when the file's order is not
+    std::vector<std::uint64_t> index_store;                              // when the entries' block has no room
+
+   private:
+    // The text and its padding, the shapes' block, the entries' block: the arena's bytes, in order.
+    struct Layout {
+      std::size_t dims_at, dims_bytes, entries_at, entries_bytes;
+      static Layout of(std::size_t n) {
+        constexpr std::size_t kAlign = 64;
+        auto up = [](std::size_t v) { return (v + kAlign - 1) & ~(kAlign - 1); };
+        Layout l{};
+        l.dims_at = up(n + json::kJsonPadding);
+        l.dims_bytes = RawHeader::dims_bound(n) * sizeof(std::uint64_t);
+        l.entries_at = up(l.dims_at + l.dims_bytes);
+        l.entries_bytes = RawHeader::entries_bound(n) * sizeof(TensorInfo);
+        return l;
+      }
+    };
+    explicit Storage(const Layout& l)
+        : dims_block{nullptr, l.dims_bytes}, entries_block{nullptr, l.entries_bytes}, arena(l.entries_at + l.entries_bytes),
+          raw(&entries_block, &dims_block) {
+      dims_block.at = arena.data() + l.dims_at;
+      entries_block.at = arena.data() + l.entries_at;
+    }
   };
 
   static Result<Header> build(const ByteSource& source, std::uint64_t n, std::shared_ptr<Storage> storage) {
     Header h;
     h.header_size_ = n;
-    h.text_ = storage->text.data();
+    h.text_ = storage->text();
     RawHeader& raw = storage->raw;
     h.has_metadata_ = raw.has_metadata;
     h.index_seed_ = json::hash_seed();
@@ -79,7 +124,7 @@ class HeaderBuilder {
     // entry (last wins). Reproduce that so its errors are ours, and report the duplicate afterwards.
     if (raw.entries.size() >= UINT32_MAX) return invalid(ErrorKind::ResourceLimit, "too many tensors");
     const std::uint32_t count = static_cast<std::uint32_t>(raw.entries.size());
-    json::NameTable table(count, h.index_seed_);
+    json::NameTable table(storage->index_slots(json::NameTable::capacity_for(count)), h.index_seed_);
     std::optional<std::string> duplicate;
     std::vector<bool> dropped;  // allocated only once a name repeats
     {
@@ -174,17 +219,17 @@ class HeaderBuilder {
     if (duplicate) return invalid(ErrorKind::DuplicateKey, "tensor name appears more than once").with_tensor(*duplicate);
 
     h.metadata_ = raw.metadata;
-    h.storage_ = std::move(storage);
     // The table already maps every kept name to its entry; renumber entries to positions in tensors_
     // (nothing to do when they are in file order).
-    h.index_ = table.release();
+    h.index_ = table.slots();
     if (!in_file_order) {
       std::vector<std::uint32_t> position(count, 0);
       for (std::uint32_t p = 0; p < keep.size(); ++p) position[keep[p]] = p;
-      for (std::uint64_t& slot : h.index_) {
+      for (std::uint64_t& slot : table.slots()) {
         if (slot != 0) slot = (slot >> 32 << 32) | (position[static_cast<std::uint32_t>(slot) - 1] + 1u);
       }
     }
+    h.storage_ = std::move(storage);
     return h;
   }
 
@@ -247,11 +292,11 @@ Result<Header> Header::parse(const ByteSource& source, const ReadOptions& option
   if (size > memory_budget()) return fail(allocate_uninitialized(size, "header").error());  // says why
   std::shared_ptr<HeaderBuilder::Storage> storage;
   try {
-    storage = std::make_shared<HeaderBuilder::Storage>(PageBuffer(size));
+    storage = std::make_shared<HeaderBuilder::Storage>(static_cast<std::size_t>(n));
   } catch (const std::bad_alloc&) {
     return fail(Error(ErrorKind::ResourceLimit, "out of memory reading a header of " + std::to_string(n) + " bytes"));
   }
-  char* text = storage->text.data();
+  char* text = storage->text();
   SW_RETURN_IF_ERROR(source.read_at(8, std::as_writable_bytes(std::span<char>(text, static_cast<std::size_t>(n)))));
 
   HeaderJsonOptions json_options;

@@ -160,6 +160,12 @@ class HeaderReader {
     }
   }
 
+  void push_dim(std::uint64_t d) {
+    const auto base = reinterpret_cast<std::uintptr_t>(out_.dims.data());
+    out_.dims.push_back(d);
+    if (reinterpret_cast<std::uintptr_t>(out_.dims.data()) != base) rebase_shapes(base);
+  }
+
   bool shape(std::string_view tensor, TensorInfo& entry) {
     if (in_.peek() != '[') {
       schema(bad_json("shape must be an array").with_tensor(tensor));
@@ -172,9 +178,7 @@ class HeaderReader {
       if (!more) break;
       std::uint64_t d = 0;
       if (!u64("shape", tensor, d)) return false;
-      const auto base = reinterpret_cast<std::uintptr_t>(out_.dims.data());
-      out_.dims.push_back(d);
-      if (reinterpret_cast<std::uintptr_t>(out_.dims.data()) != base) rebase_shapes(base);
+      push_dim(d);
     }
     entry.shape = std::span<const std::uint64_t>(out_.dims.data() + first, out_.dims.size() - first);
     return true;
@@ -231,10 +235,48 @@ class HeaderReader {
     return skip_checking_keys(name);
   }
 
-  bool tensor(std::string_view name) {
+  // The entry as the reference writer spells it, {"dtype":"F32","shape":[2,3],"data_offsets":[0,24]},
+  // read with exact matches (most headers are all entries of this form). Anything else leaves the
+  // reader where it was and returns false: the general path then reads the entry, with the same result.
+  bool canonical_tensor(std::string_view name) {
+    if (!in_.depth_allows(2)) return false;
+    const json::Pull::Mark mark = in_.mark();
+    const std::size_t first_dim = out_.dims.size();
+    auto mismatch = [&] {
+      in_.rewind(mark);
+      out_.dims.resize(first_dim);
+      return false;
+    };
     TensorInfo entry{};
     entry.name = name;
+    std::string_view code;
+    if (!in_.exact("{\"dtype\":\"") || !in_.word_until_quote(16, code)) return mismatch();
+    const auto type = safetensors::type_from_code(code);
+    if (!type || !in_.exact(",\"shape\":[")) return mismatch();
+    entry.dtype = *type;
+    if (!in_.exact("]")) {
+      for (;;) {
+        std::uint64_t d = 0;
+        if (!in_.plain_u64(',', ']', d)) return mismatch();
+        push_dim(d);
+        if (in_.exact("]")) break;
+        in_.exact(",");
+      }
+    }
+    entry.shape = std::span<const std::uint64_t>(out_.dims.data() + first_dim, out_.dims.size() - first_dim);
+    if (!in_.exact(",\"data_offsets\":[") || !in_.plain_u64(',', ',', entry.begin) || !in_.exact(",") ||
+        !in_.plain_u64(']', ']', entry.end) || !in_.exact("]}")) {
+      return mismatch();
+    }
+    out_.entries.push_back(entry);
+    return true;
+  }
+
+  bool tensor(std::string_view name) {
     const char c = in_.peek();
+    if (c == '{' && canonical_tensor(name)) return true;
+    TensorInfo entry{};
+    entry.name = name;
     if (c == '{') {
       if (!in_.begin_object()) return false;
       Seen seen;
@@ -286,9 +328,11 @@ class HeaderReader {
     }
     if (!in_.begin_object()) return false;
     out_.has_metadata = true;
-    // Reserved for an entry per 12 bytes of what is left (an entry takes 6 at the very least, `"":"",`,
-    // and millions of distinct keys take about 12 each), so even 8M entries rarely regrow.
-    out_.metadata.reserve(in_.remaining() / 12 + 16);
+    // A few entries first (most headers hold a handful: no fresh pages for them), then, from the first
+    // one more, room for an entry per 12 bytes of what is left (an entry takes 6 at the very least,
+    // `"":"",`, and millions of distinct keys take about 12 each), so even 8M entries rarely regrow.
+    const std::size_t bound = in_.remaining() / 12 + 16;
+    out_.metadata.reserve(std::min<std::size_t>(bound, 64));
     const std::size_t first = out_.metadata.size();
     for (bool more = true;;) {
       std::string_view key;
@@ -301,6 +345,7 @@ class HeaderReader {
       }
       std::string_view value;
       if (!in_.string(value)) return false;
+      if (out_.metadata.size() == out_.metadata.capacity()) out_.metadata.reserve(std::max(bound, out_.metadata.size() * 2));
       out_.metadata.push_back({offset_of(key), static_cast<std::uint32_t>(key.size()), offset_of(value),
                                static_cast<std::uint32_t>(value.size())});
     }
@@ -349,11 +394,8 @@ Status parse_safetensors_header_padded(char* text, std::size_t n, const HeaderJs
                                        const ByteSource& original, RawHeader& out) {
   if (!json::is_valid_utf8(std::string_view(text, n))) return Error(ErrorKind::InvalidHeader, "invalid UTF-8 in header");
   try {
-    // Room for an entry per 48 bytes of text and three dimensions each (a real entry takes 90 bytes or
-    // more), reserved, not touched: pages never written are never faulted in. Only a header of
-    // smaller entries regrows the arrays.
-    out.entries.reserve(n / 48 + 16);
-    out.dims.reserve((n / 48 + 16) * 3);
+    out.entries.reserve(RawHeader::entries_bound(n));
+    out.dims.reserve(RawHeader::dims_bound(n));
     json::Pull in(text, n, options.max_depth);
     auto first_stage = [&] {
       json::QuoteScan scan;

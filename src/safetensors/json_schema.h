@@ -21,6 +21,17 @@ namespace safeweights::safetensors {
 // form into another: names point into the header text (unescaped in place), shapes into `dims`, and
 // Header takes the text and both vectors over (moving a vector keeps its buffer).
 struct RawHeader {
+  // What the reader reserves for a header of n bytes: an entry per 48 bytes of text and three dimensions
+  // each (a real entry takes 90 bytes or more). Reserved, not touched: pages never written are never
+  // faulted in. Only a header of smaller entries regrows the arrays.
+  static std::size_t entries_bound(std::size_t n) noexcept { return n / 48 + 16; }
+  static std::size_t dims_bound(std::size_t n) noexcept { return entries_bound(n) * 3; }
+
+  RawHeader() = default;
+  // Arrays that take their first reservation from these blocks (Header's arena).
+  RawHeader(Region* entries_block, Region* dims_block)
+      : entries(PageAllocator<TensorInfo>(entries_block)), dims(PageAllocator<std::uint64_t>(dims_block)) {}
+
   std::vector<TensorInfo, PageAllocator<TensorInfo>> entries;
   // Reserved for three dimensions per entry; a header with more moves the buffer, and then the shapes
   // already read are rebased (read_shape).
