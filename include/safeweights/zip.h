@@ -49,7 +49,9 @@
 namespace safeweights::zip {
 
 struct Entry {
-  std::string name;
+  // A view into the archive's one copy of its central directory (valid as long as the Archive; a
+  // Writer keeps its names itself): opening an archive of many entries allocates no string per entry.
+  std::string_view name;
   std::uint64_t header_offset = 0;  // local file header
   std::uint64_t data_offset = 0;    // first byte of the entry's data
   std::uint64_t size = 0;           // uncompressed size (== compressed size when stored)
@@ -106,6 +108,7 @@ class Archive {
   Status read_structure(const ByteSource& src, ArchivePolicy policy, const ArchiveLimits& limits);
 
   SourcePtr source_;
+  std::unique_ptr<std::byte[]> directory_;  // the central directory, copied once: what names view
   std::vector<Entry> entries_;
   std::vector<std::size_t> sorted_;  // indices into entries_, sorted by name
   bool zip64_ = false;

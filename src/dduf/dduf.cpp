@@ -163,18 +163,20 @@ Result<Reader> Reader::open(SourcePtr source) {
   // Per entry, in central-directory order: stored only, then the name rules.
   std::optional<Error> strict;
   std::vector<std::string> names;
+  names.reserve(reader.archive_.entries().size());
+  reader.entries_.reserve(reader.archive_.entries().size());
   for (const zip::Entry& e : reader.archive_.entries()) {
     if (e.method != 0) return fail(corrupted("Data must not be compressed in DDUF file.").with_entry(e.name));
     auto valid = validate_entry_name(e.name);
     if (!valid.is_ok()) {
-      return fail(Error(ErrorKind::DDUFInvalidEntryName, "Invalid entry name in DDUF file: " + e.name + " (" + valid.error().message() + ")")
+      return fail(Error(ErrorKind::DDUFInvalidEntryName, "Invalid entry name in DDUF file: " + std::string(e.name) + " (" + valid.error().message() + ")")
                       .with_entry(e.name));
     }
     if (!strict) {
       if (auto s = check_strict_name(e.name); !s.is_ok()) strict = std::move(s.error().with_entry(e.name));
     }
-    reader.entries_.push_back({e.name, e.data_offset, e.size});
-    names.push_back(e.name);
+    reader.entries_.push_back({std::string(e.name), e.data_offset, e.size});
+    names.emplace_back(e.name);
   }
   const zip::Entry* index = reader.archive_.find(kModelIndex);
   if (!index) return fail(corrupted("Missing required 'model_index.json' entry in DDUF file."));

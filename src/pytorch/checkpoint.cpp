@@ -255,7 +255,7 @@ Result<std::unique_ptr<Pickle>> run_pickle_at(const ByteSource& source, std::uin
 }
 
 Result<std::unique_ptr<Pickle>> read_pickle_entry(const zip::Archive& archive, const zip::Entry& entry, PickleOptions options) {
-  if (entry.size > kMaxPickleBytes) return Error(ErrorKind::ResourceLimit, entry.name + " is larger than 1 GiB");
+  if (entry.size > kMaxPickleBytes) return Error(ErrorKind::ResourceLimit, std::string(entry.name) + " is larger than 1 GiB");
   options.name = entry.name;
   SW_ASSIGN_OR_RETURN(SourcePtr source, archive.open_entry(entry));
   options.base_offset = entry.data_offset;
@@ -270,7 +270,7 @@ Result<std::unique_ptr<Pickle>> read_pickle_entry(const zip::Archive& archive, c
 }
 
 Result<std::string> small_record(const zip::Archive& archive, const zip::Entry& entry) {
-  if (entry.size > 64) return bad(entry.name + " is too long");
+  if (entry.size > 64) return bad(std::string(entry.name) + " is too long");
   std::string text(static_cast<std::size_t>(entry.size), '\0');
   SW_ASSIGN_OR_RETURN(SourcePtr source, archive.open_entry(entry));
   SW_RETURN_IF_ERROR(source->read_at(0, std::as_writable_bytes(std::span(text))));
@@ -281,12 +281,12 @@ Status read_zip(CheckpointFile& out, const SourcePtr& file, const PickleOptions&
                 std::unordered_map<std::string, StorageBytes>& bytes, bool& swap) {
   SW_ASSIGN_OR_RETURN(zip::Archive archive, zip::Archive::open(file, zip::ArchivePolicy::Container));
   if (archive.entries().empty()) return bad("empty ZIP archive");
-  const std::string& first = archive.entries().front().name;
+  const std::string first(archive.entries().front().name);
   const std::size_t slash = first.find('/');
   if (slash == std::string::npos || slash == 0) return bad("archive member `" + first + "` is not under a root folder");
   const std::string root = first.substr(0, slash + 1);
   for (const zip::Entry& e : archive.entries()) {
-    if (e.name.compare(0, root.size(), root) != 0) return bad("archive member `" + e.name + "` is outside the root folder `" + root + "`");
+    if (e.name.compare(0, root.size(), root) != 0) return bad("archive member `" + std::string(e.name) + "` is outside the root folder `" + root + "`");
     const std::string_view rest = std::string_view(e.name).substr(root.size());
     if (rest == "constants.pkl" || rest.starts_with("code/"))
       return Error(ErrorKind::NotSupported, "a TorchScript archive (torch.jit.save), not a torch.save checkpoint");
@@ -305,7 +305,7 @@ Status read_zip(CheckpointFile& out, const SourcePtr& file, const PickleOptions&
     const zip::Entry* e = archive.find(root + "data/" + info.key);
     if (!e) return bad("storage `" + info.key + "` has no record " + root + "data/" + info.key);
     if (e->size != info.nbytes)
-      return bad("record " + e->name + " holds " + std::to_string(e->size) + " bytes; its storage declares " + std::to_string(info.nbytes));
+      return bad("record " + std::string(e->name) + " holds " + std::to_string(e->size) + " bytes; its storage declares " + std::to_string(info.nbytes));
     SW_ASSIGN_OR_RETURN(SourcePtr source, archive.open_entry(*e));
     bytes[info.key] = {std::move(source), e->data_offset};
   }

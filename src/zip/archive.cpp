@@ -317,7 +317,7 @@ Result<Entry> read_central_record(std::span<const std::byte> cd, std::uint64_t p
   record_size = CentralHeader::kSize + name_len + extra_len + comment_len;
   const std::byte* variable = cd.data() + pos + CentralHeader::kSize;
   Entry e;
-  e.name.assign(reinterpret_cast<const char*>(variable), static_cast<std::size_t>(name_len));
+  e.name = std::string_view(reinterpret_cast<const char*>(variable), static_cast<std::size_t>(name_len));
   auto entry_fail = [&](Error err) -> Result<Entry> { return std::move(err.with_entry(e.name).with_offset(at)); };
   const int needed = h.version_needed & 0xFF;
   if (needed > kMaxVersionNeeded) {
@@ -347,10 +347,15 @@ Result<Entry> read_central_record(std::span<const std::byte> cd, std::uint64_t p
   return e;
 }
 
-// Every record, which together must fill the directory exactly.
-Result<std::vector<Entry>> read_central_directory(const ByteSource& src, const EndRecords& end, ArchivePolicy policy) {
-  std::vector<std::byte> cd_buf;
-  SW_ASSIGN_OR_RETURN(auto cd, fetch(src, end.cd_offset, end.cd_size, cd_buf));
+// Every record, which together must fill the directory exactly. The directory is copied once into
+// `copy` (names are views into it; a mapping could change under them), and the entries are reserved
+// once from the count, which check_end_records bounded by the directory's size.
+Result<std::vector<Entry>> read_central_directory(const ByteSource& src, const EndRecords& end, ArchivePolicy policy,
+                                                  std::unique_ptr<std::byte[]>& copy) {
+  SW_RETURN_IF_ERROR(src.check_range(end.cd_offset, end.cd_size));
+  SW_ASSIGN_OR_RETURN(copy, allocate_uninitialized(end.cd_size, "central directory"));
+  const std::span<std::byte> cd(copy.get(), static_cast<std::size_t>(end.cd_size));
+  SW_RETURN_IF_ERROR(src.read_at(end.cd_offset, cd));
   std::vector<Entry> entries;
   entries.reserve(static_cast<std::size_t>(end.count));
   std::uint64_t pos = 0;
@@ -649,7 +654,7 @@ Status Archive::read_structure(const ByteSource& src, ArchivePolicy policy, cons
   SW_RETURN_IF_ERROR(read_zip64_end_records(src, end));
   SW_RETURN_IF_ERROR(check_end_records(end, limits));
   zip64_ = end.zip64;
-  SW_ASSIGN_OR_RETURN(entries_, read_central_directory(src, end, policy));
+  SW_ASSIGN_OR_RETURN(entries_, read_central_directory(src, end, policy, directory_));
   SW_RETURN_IF_ERROR(sort_unique_names(entries_, sorted_));
   SW_RETURN_IF_ERROR(read_local_headers(src, end.cd_offset, entries_));
   SW_ASSIGN_OR_RETURN(std::vector<PendingDescriptor> descriptors, check_layout(entries_, end.cd_offset));
@@ -664,7 +669,7 @@ const Entry* Archive::find(std::string_view name) const noexcept {
 }
 
 Result<SourcePtr> Archive::open_entry(const Entry& entry) const {
-  return subrange_source(source_, entry.data_offset, entry.compressed_size, source_->name() + "!" + entry.name);
+  return subrange_source(source_, entry.data_offset, entry.compressed_size, source_->name() + "!" + std::string(entry.name));
 }
 
 Status Archive::verify_crc(const Entry& entry) const {

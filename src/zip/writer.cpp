@@ -105,11 +105,10 @@ Status Writer::write_entry(std::string_view name, std::uint64_t size, const Prod
   if (failed_) return Error(failed_->kind(), "an earlier entry failed: " + failed_->message()).with_file(path());
   if (finished_) return Error(ErrorKind::InvalidArgument, "writer already finished").with_file(path());
   if (name.empty() || name.size() > 0xFFFF) return Error(ErrorKind::InvalidArgument, "entry name must have 1 to 65535 bytes").with_file(path());
-  if (!names_.insert(std::string(name)).second) {
-    return Error(ErrorKind::InvalidArgument, "duplicate entry name").with_file(path()).with_entry(name);
-  }
+  const auto [kept, inserted] = names_.insert(std::string(name));
+  if (!inserted) return Error(ErrorKind::InvalidArgument, "duplicate entry name").with_file(path()).with_entry(name);
   Entry entry;
-  entry.name = std::string(name);
+  entry.name = *kept;  // the set's nodes never move
   entry.header_offset = file_.append_position();
   entry.size = entry.compressed_size = size;
   entry.flags = is_ascii(name) ? 0 : (1u << 11);

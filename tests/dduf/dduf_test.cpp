@@ -958,7 +958,7 @@ TEST_F(PackFolder, EntriesContentsAndOrder) {
   }
   for (const auto& e : reader->archive().entries()) {
     EXPECT_EQ(e.method, 0) << e.name;
-    EXPECT_EQ(e.crc32, ref_crc32(pipeline.packed[e.name])) << e.name;
+    EXPECT_EQ(e.crc32, ref_crc32(pipeline.packed[std::string(e.name)])) << e.name;
   }
   EXPECT_EQ(reader->components(), (std::vector<std::string>{"scheduler", "text_encoder", "tokenizer", "vae"}));
   EXPECT_FALSE(reader->archive().uses_zip64());
@@ -972,7 +972,7 @@ std::map<std::string, std::uint64_t> hub_offsets(const std::string& raw, const z
   for (const auto& e : archive.entries()) {
     std::size_t h = static_cast<std::size_t>(e.header_offset);
     EXPECT_EQ(get(raw, h, 4), 0x04034b50u);
-    out[e.name] = e.header_offset + 30 + get(raw, h + 26, 2) + get(raw, h + 28, 2);
+    out[std::string(e.name)] = e.header_offset + 30 + get(raw, h + 26, 2) + get(raw, h + 28, 2);
   }
   return out;
 }
