@@ -15,7 +15,8 @@ import pytest
 from conftest import build_file
 
 torch = pytest.importorskip("torch")
-import safeweights.torch as swt  # noqa: E402 (after the importorskip)
+import safeweights  # noqa: E402 (after the importorskip)
+import safeweights.torch as swt  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 
@@ -129,6 +130,31 @@ def test_load_tensors_reads_a_gguf_file_written_by_convert(tmp_path):
         assert got[name].dtype == want[name].dtype and torch.equal(got[name], want[name]), name
     part = swt.load_tensors(gguf, shard=(1, 0, 2))
     assert torch.equal(part["a"], torch.tensor_split(want["a"], 2, 1)[0])
+
+
+def test_load_tensors_reads_a_split_gguf_from_any_of_its_files(tmp_path):
+    """llama.cpp's split files open as one model in Python too (docs/GGUF.md, "Split files")."""
+    cli = os.environ.get("SAFEWEIGHTS_CLI")
+    if not cli:
+        pytest.skip("SAFEWEIGHTS_CLI is not set")
+    rng = np.random.default_rng(6)
+    src = tmp_path / "m.safetensors"
+    src.write_bytes(build_file([(f"t{i}", "F32", [3, 32], rng.standard_normal((3, 32)).astype("<f4").tobytes()) for i in range(5)]))
+    subprocess.run([cli, "convert", str(src), str(tmp_path / "s.gguf"), "--split-max-tensors", "2"],
+                   check=True, capture_output=True, timeout=60)
+    want = swt.load_file(src)
+    for k in (1, 2, 3):
+        path = tmp_path / f"s-{k:05d}-of-00003.gguf"
+        got = swt.load_tensors(path)
+        assert list(got) == list(want)
+        for name in want:
+            assert torch.equal(got[name], want[name]), name
+        assert safeweights.detect_format(str(path)) == "gguf"
+    info = safeweights.inspect(str(tmp_path / "s-00002-of-00003.gguf"))
+    assert [t["split"] for t in info["tensors"]] == [0, 0, 1, 1, 2]
+    (tmp_path / "s-00003-of-00003.gguf").unlink()
+    with pytest.raises(Exception, match="00003-of-00003"):
+        swt.load_tensors(tmp_path / "s-00001-of-00003.gguf")
 
 
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
