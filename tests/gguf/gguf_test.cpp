@@ -17,7 +17,9 @@
 #include "safeweights/gguf.h"
 
 // Every allocation of this test binary is counted while g_counting is set (the open-path allocation
-// test below); otherwise operator new is malloc.
+// test below); otherwise operator new is malloc. Every unaligned form is replaced, so that whatever a
+// library allocates with (simdjson uses new(std::nothrow)) is freed by the matching delete: under
+// ASan a form left out would pair ASan's operator new with this free.
 namespace {
 std::atomic<bool> g_counting{false};
 std::atomic<std::size_t> g_allocations{0};
@@ -27,8 +29,21 @@ void* operator new(std::size_t n) {
   if (void* p = std::malloc(n ? n : 1)) return p;
   throw std::bad_alloc();
 }
+void* operator new[](std::size_t n) { return ::operator new(n); }
+void* operator new(std::size_t n, const std::nothrow_t&) noexcept {
+  try {
+    return ::operator new(n);
+  } catch (const std::bad_alloc&) {
+    return nullptr;
+  }
+}
+void* operator new[](std::size_t n, const std::nothrow_t& t) noexcept { return ::operator new(n, t); }
 void operator delete(void* p) noexcept { std::free(p); }
 void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete[](void* p, const std::nothrow_t&) noexcept { std::free(p); }
 
 using namespace safeweights;
 using gguf::KeyValue;
