@@ -300,6 +300,110 @@ TEST(AtomicFileTest, CommitAfterCancelIsInterrupted) {
   EXPECT_EQ(dir.list(), std::vector<std::string>{"f.bin"});
 }
 
+// copy_from writes a source's range at an offset: from a file (in the kernel), from a file's subrange
+// (its file offset added), from memory (through a buffer), each landing where it was asked.
+std::string to_string(std::span<const std::byte> b) { return std::string(reinterpret_cast<const char*>(b.data()), b.size()); }
+
+void expect_copies_from(const std::string& target, const std::vector<safeweights::SourcePtr>& sources,
+                        const std::string& expected_tail) {
+  auto f = AtomicFile::create(target);
+  ASSERT_TRUE(IsOk(f));
+  ASSERT_TRUE(IsOk(f->append(to_bytes("HEAD"))));
+  std::uint64_t at = 4;
+  for (const auto& src : sources) {
+    // Skip the first 7 bytes of each source: offsets on both sides must be honoured.
+    ASSERT_TRUE(IsOk(f->copy_from(at, *src, 7, src->size() - 7))) << src->name();
+    at += src->size() - 7;
+  }
+  ASSERT_TRUE(IsOk(f->commit()));
+  EXPECT_EQ(read_file_bytes(target), "HEAD" + expected_tail);
+}
+
+TEST(AtomicFileTest, CopyFromFilesSubrangesAndMemory) {
+  TempDir dir;
+  // Over 64 MiB would take several kernel calls; 3 MiB + 5 takes one, with an odd length.
+  const std::string data = to_string(pattern((3u << 20) + 5, 4));
+  write_file_bytes(dir.file("in.bin"), data);
+  std::vector<safeweights::SourcePtr> sources;
+  for (auto backend : {safeweights::FileBackend::Mmap, safeweights::FileBackend::Pread}) {
+    auto src = safeweights::open_file(dir.file("in.bin"), backend);
+    ASSERT_TRUE(IsOk(src));
+    sources.push_back(*src);
+  }
+  auto sub = safeweights::subrange_source(sources[1], 100, 1000, "sub");
+  ASSERT_TRUE(IsOk(sub));
+  sources.push_back(*sub);
+  const auto bytes = std::as_bytes(std::span(data));
+  sources.push_back(safeweights::memory_source(bytes));
+  const std::string tail = data.substr(7);
+  expect_copies_from(dir.file("out.bin"), sources, tail + tail + data.substr(107, 993) + tail);
+}
+
+TEST(AtomicFileTest, CopyFromRefusesARangeOutsideTheSourceAndBlamesATruncatedOne) {
+  TempDir dir;
+  write_file_bytes(dir.file("in.bin"), to_string(pattern(1 << 20, 5)));
+  auto src = safeweights::open_file(dir.file("in.bin"), safeweights::FileBackend::Pread);
+  ASSERT_TRUE(IsOk(src));
+  auto f = AtomicFile::create(dir.file("out.bin"));
+  ASSERT_TRUE(IsOk(f));
+  auto outside = f->copy_from(0, **src, 1, 1 << 20);
+  ASSERT_FALSE(outside.is_ok());
+  EXPECT_EQ(outside.error().kind(), K::OutOfRange);
+  ASSERT_EQ(::truncate(dir.file("in.bin").c_str(), 1000), 0);
+  auto truncated = f->copy_from(0, **src, 0, 1 << 20);
+  ASSERT_FALSE(truncated.is_ok());
+  EXPECT_EQ(truncated.error().kind(), K::IoError) << describe(truncated.error());
+  EXPECT_EQ(truncated.error().context().file, dir.file("in.bin")) << describe(truncated.error());
+  f->abandon();
+  EXPECT_EQ(dir.list(), std::vector<std::string>{"in.bin"});
+}
+
+TEST(AtomicFileTest, CopyFromStopsOnCancellation) {
+  TempDir dir;
+  write_file_bytes(dir.file("in.bin"), to_string(pattern(4096, 6)));
+  auto src = safeweights::open_file(dir.file("in.bin"));
+  ASSERT_TRUE(IsOk(src));
+  auto f = AtomicFile::create(dir.file("out.bin"));
+  ASSERT_TRUE(IsOk(f));
+  safeweights::request_cancel();
+  auto s = f->copy_from(0, **src, 0, 4096);
+  safeweights::clear_cancel();
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_EQ(s.error().kind(), K::Interrupted);
+}
+
+// From a file on another filesystem (the kernel refuses or copies itself; either way the bytes land),
+// and onto a full one (IoError, nothing left behind).
+TEST(AtomicFileTest, CopyFromAcrossFilesystemsAndOntoAFullOne) {
+  if (::geteuid() != 0) GTEST_SKIP() << "not root";
+  TempDir dir;
+  const std::string mnt = dir.file("mnt");
+  ASSERT_TRUE(fs::create_directory(mnt));
+  if (::mount("tmpfs", mnt.c_str(), "tmpfs", 0, "size=256k") != 0) GTEST_SKIP() << "cannot mount tmpfs: " << std::strerror(errno);
+  struct Unmount {
+    std::string m;
+    ~Unmount() { ::umount2(m.c_str(), MNT_DETACH); }
+  } unmount{mnt};
+  const std::string small = to_string(pattern(100000, 7));
+  write_file_bytes(mnt + "/in.bin", small);
+  auto on_tmpfs = safeweights::open_file(mnt + "/in.bin");
+  ASSERT_TRUE(IsOk(on_tmpfs));
+  expect_copies_from(dir.file("out.bin"), {*on_tmpfs}, small.substr(7));
+
+  write_file_bytes(dir.file("big.bin"), to_string(pattern(1 << 20, 8)));
+  auto big = safeweights::open_file(dir.file("big.bin"));
+  ASSERT_TRUE(IsOk(big));
+  auto f = AtomicFile::create(mnt + "/full.bin");
+  ASSERT_TRUE(IsOk(f));
+  auto s = f->copy_from(0, **big, 0, 1 << 20);
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_EQ(s.error().kind(), K::IoError) << describe(s.error());
+  f->abandon();
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(mnt)) names.push_back(e.path().filename().string());
+  EXPECT_EQ(names, std::vector<std::string>{"in.bin"});
+}
+
 // A multi-file output is committed as a group: a cancellation pending when the shards are done
 // commits none of them, and no index appears.
 TEST(AtomicFileTest, CancelledShardedWriteCommitsNothing) {

@@ -32,6 +32,7 @@
 #include <string>
 
 #include "safeweights/error.h"
+#include "safeweights/source.h"
 
 namespace safeweights {
 
@@ -58,6 +59,14 @@ class AtomicFile {
   Status append(std::span<const std::byte> bytes);
   // Writes at an absolute offset (does not move the append position).
   Status pwrite(std::uint64_t offset, std::span<const std::byte> bytes);
+  // Writes bytes [offset, offset + length) of `source` at `at` (does not move the append position).
+  // When the source is a local file (ByteSource::file_region) the kernel copies them
+  // (copy_file_range: no pass through user memory, and a reflink where the filesystem shares
+  // extents); where it cannot (another filesystem, a kernel without it), and for other sources, they
+  // pass through one 256 KiB buffer. OutOfRange when the range is not inside the source, IoError
+  // naming the source when it ends early (truncated meanwhile), Interrupted on cancellation (checked
+  // every 64 MiB).
+  Status copy_from(std::uint64_t at, const ByteSource& source, std::uint64_t offset, std::uint64_t length);
   // Sets the final size (the file is truncated or extended with zeros).
   Status truncate(std::uint64_t size);
 

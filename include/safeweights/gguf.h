@@ -191,6 +191,8 @@ class Writer final : public TensorSink {
 
   Status write(std::string_view name, std::span<const std::byte> data) override;
   Status write_chunk(std::string_view name, std::span<const std::byte> chunk) override;
+  // In the kernel when `source` is a local file (AtomicFile::copy_from).
+  Status copy_chunk(std::string_view name, const ByteSource& source, std::uint64_t offset, std::uint64_t length) override;
   Status finish() override;
 
   // OK when every declared tensor's bytes are written (what finish() checks before committing).
@@ -236,6 +238,8 @@ class SplitWriter final : public TensorSink {
 
   Status write(std::string_view name, std::span<const std::byte> data) override;
   Status write_chunk(std::string_view name, std::span<const std::byte> chunk) override;
+  // In the kernel when `source` is a local file (AtomicFile::copy_from).
+  Status copy_chunk(std::string_view name, const ByteSource& source, std::uint64_t offset, std::uint64_t length) override;
   Status finish() override;
 
   struct Impl;

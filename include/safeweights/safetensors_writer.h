@@ -105,6 +105,8 @@ class StreamWriter final : public TensorSink {
   Status write(std::string_view name, std::span<const std::byte> data) override;
   // Part of a tensor: chunks of one tensor must come in order, starting at 0, without gaps.
   Status write_chunk(std::string_view name, std::span<const std::byte> chunk) override;
+  // In the kernel when `source` is a local file (AtomicFile::copy_from).
+  Status copy_chunk(std::string_view name, const ByteSource& source, std::uint64_t offset, std::uint64_t length) override;
   // InvalidArgument if any tensor is incomplete; otherwise commits the file.
   Status finish() override;
 
@@ -113,6 +115,8 @@ class StreamWriter final : public TensorSink {
  private:
   StreamWriter(AtomicFile file, std::vector<TensorDecl> decls, Layout layout);
   Result<std::size_t> lookup(std::string_view name) const;
+  // Where the next `length` bytes of tensor `name` go in the file, checked; and its declaration.
+  Result<std::pair<std::size_t, std::uint64_t>> next_chunk(std::string_view name, std::uint64_t length);
 
   AtomicFile file_;
   std::vector<TensorDecl> decls_;

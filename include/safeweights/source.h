@@ -35,6 +35,9 @@ struct ReadRequest {
   std::span<std::byte> dst;
 };
 
+// DontNeed: this process is done with the range. A mapping drops its pages from the process (its
+// resident memory falls; the page cache keeps them for other readers); a positional reader holds
+// none, so it does nothing (it never evicts the file from the page cache).
 enum class AccessHint { Normal, Sequential, Random, WillNeed, DontNeed };
 
 class ByteSource {

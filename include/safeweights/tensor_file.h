@@ -86,12 +86,19 @@ class TensorSink {
   virtual Status write(std::string_view name, std::span<const std::byte> data) = 0;
   // Part of a tensor: chunks of one tensor come in order, starting at 0, without gaps.
   virtual Status write_chunk(std::string_view name, std::span<const std::byte> chunk) = 0;
+  // The next chunk of a tensor, taken from bytes [offset, offset + length) of `source`: the same as
+  // write_chunk of those bytes. The default reads them through a 256 KiB buffer (or hands over a
+  // mapping's view); the file writers override it to copy in the kernel when the source is a local
+  // file (AtomicFile::copy_from).
+  virtual Status copy_chunk(std::string_view name, const ByteSource& source, std::uint64_t offset, std::uint64_t length);
   // InvalidArgument if any tensor is incomplete; otherwise commits the output.
   virtual Status finish() = 0;
 };
 
-// Copies every tensor of `from` into `to` (declared with the same names, types and shapes), reading in
-// bounded chunks so that no more than one chunk is in memory.
+// Copies one tensor's stored bytes into `to` as tensor `name` (declared with its type and shape)
+// with copy_chunk: in the kernel between local files, else through one bounded buffer.
+Status copy_tensor(const TensorEntry& entry, std::string_view name, TensorSink& to);
+// copy_tensor of every tensor of `from` under its own name, then finish().
 Status copy_tensors(const TensorFile& from, TensorSink& to);
 
 }  // namespace safeweights

@@ -1,10 +1,10 @@
 // Format conversion (include/safeweights/convert.h): TensorFile -> per-tensor transform -> TensorSink.
 //
 // Each tensor gets an output type from the policy (choose_type), then is written by one of two paths:
-// a tensor that keeps its type and order is copied in bounded chunks (no element is touched, so the
-// bytes are the input's); any other goes through pieces of whole rows, gathered in the permuted order
-// when asked, dequantized to F32 and quantized to the output type on the shared pool. Pieces are
-// pipelined: piece k is converted by every thread while k - 1 is written and k + 1 read, so at most
+// a tensor that keeps its type and order is copied as it is (copy_tensor: in the kernel between local
+// files; no element is touched, so the bytes are the input's); any other goes through pieces of whole
+// rows, gathered in the permuted order when asked, dequantized to F32 and quantized to the output type
+// on the shared pool. Pieces are pipelined: piece k is converted by every thread while k - 1 is written and k + 1 read, so at most
 // three pieces of one tensor are in memory at a time (two buffers each way), and each tensor's input
 // pages are released once written. A piece's bytes depend only on its elements, never on the threads.
 #include "safeweights/convert.h"
@@ -30,7 +30,6 @@ namespace {
 using convert_detail::bytes_of;
 using convert_detail::read_elements;
 
-constexpr std::uint64_t kCopyChunk = 8u << 20;      // bytes per chunk of a plain copy (two in flight)
 constexpr std::uint64_t kPieceElements = 4u << 20;  // elements per piece of a converted tensor
 constexpr std::uint64_t kTaskElements = 64u << 10;  // elements per pool task within a piece
 
@@ -222,7 +221,6 @@ struct Permutation {
 
 // Buffers reused from tensor to tensor.
 struct Scratch {
-  std::vector<std::byte> copy[2];  // a plain copy's two chunks
   std::vector<std::byte> in[2];    // two pieces' input when it is read (or gathered), not viewed
   // A piece's output: float-aligned (F32 is decoded into it directly).
   struct Output {
@@ -249,29 +247,8 @@ class TensorConverter {
   }
 
  private:
-  // The bytes as they are, in chunks through two buffers: chunk k is written while k + 1 is read, so
-  // the input's reads and the output's writes overlap (about the time of the slower of the two).
-  Status copy() {
-    const std::uint64_t chunks = (e_.nbytes + kCopyChunk - 1) / kCopyChunk;
-    auto chunk = [&](std::uint64_t k) { return std::min(kCopyChunk, e_.nbytes - k * kCopyChunk); };
-    auto& buffers = scratch_.copy;
-    // Sized here, on the calling thread, once for the whole conversion: a pool worker that reads into
-    // them never allocates (its malloc arena would keep the memory).
-    for (auto& b : buffers) b.reserve(static_cast<std::size_t>(kCopyChunk));
-    auto read = [&](std::uint64_t k) -> Status {
-      std::vector<std::byte>& b = buffers[k % 2];
-      b.resize(static_cast<std::size_t>(chunk(k)));
-      return e_.source->read_at(e_.offset + k * kCopyChunk, b);
-    };
-    if (chunks > 0) SW_RETURN_IF_ERROR(read(0));
-    for (std::uint64_t k = 0; k < chunks; ++k) {
-      SW_RETURN_IF_ERROR(check_cancelled());
-      SW_RETURN_IF_ERROR(parallel_for(k + 1 < chunks ? 2 : 1, threads_, [&](std::size_t task) -> Status {
-        return task == 0 ? sink_.write_chunk(job_.name, buffers[k % 2]) : read(k + 1);
-      }));
-    }
-    return Status::ok();
-  }
+  // The bytes as they are: in the kernel between local files (copy_tensor).
+  Status copy() { return copy_tensor(e_, job_.name, sink_); }
 
   Error invalid(std::string message) const { return Error(ErrorKind::InvalidArgument, std::move(message)).with_tensor(job_.name); }
 

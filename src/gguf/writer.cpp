@@ -98,6 +98,13 @@ struct Writer::Impl {
   Status fail(Error e) { return std::move(e.with_file(path)); }
   Status write(std::string_view name, std::span<const std::byte> data);
   Status write_chunk(std::string_view name, std::span<const std::byte> chunk);
+  Status copy_chunk(std::string_view name, const ByteSource& source, std::uint64_t offset, std::uint64_t length);
+  // The slot of the next `length` bytes of tensor `name`, checked.
+  Result<Slot*> next_chunk(std::string_view name, std::uint64_t length) {
+    SW_ASSIGN_OR_RETURN(Slot * s, slot(name));
+    if (s->whole || length > s->nbytes - s->written) return fail(std::move(bad("more bytes than the tensor holds").with_tensor(name)));
+    return s;
+  }
   Status complete() const {
     for (std::size_t i = 0; i < slots.size(); ++i)
       if (slots[i].written != slots[i].nbytes)
@@ -177,10 +184,16 @@ Status Writer::Impl::write(std::string_view name, std::span<const std::byte> dat
 }
 
 Status Writer::Impl::write_chunk(std::string_view name, std::span<const std::byte> chunk) {
-  SW_ASSIGN_OR_RETURN(Slot * s, slot(name));
-  if (s->whole || chunk.size() > s->nbytes - s->written) return fail(std::move(bad("more bytes than the tensor holds").with_tensor(name)));
+  SW_ASSIGN_OR_RETURN(Slot * s, next_chunk(name, chunk.size()));
   SW_RETURN_IF_ERROR(file.pwrite(s->offset + s->written, chunk));
   s->written += chunk.size();
+  return Status::ok();
+}
+
+Status Writer::Impl::copy_chunk(std::string_view name, const ByteSource& source, std::uint64_t offset, std::uint64_t length) {
+  SW_ASSIGN_OR_RETURN(Slot * s, next_chunk(name, length));
+  if (Status st = file.copy_from(s->offset + s->written, source, offset, length); !st.is_ok()) return std::move(st.error().with_tensor(name));
+  s->written += length;
   return Status::ok();
 }
 
@@ -195,6 +208,9 @@ Writer::~Writer() = default;
 
 Status Writer::write(std::string_view name, std::span<const std::byte> data) { return impl_->write(name, data); }
 Status Writer::write_chunk(std::string_view name, std::span<const std::byte> chunk) { return impl_->write_chunk(name, chunk); }
+Status Writer::copy_chunk(std::string_view name, const ByteSource& source, std::uint64_t offset, std::uint64_t length) {
+  return impl_->copy_chunk(name, source, offset, length);
+}
 Status Writer::complete() const { return impl_->complete(); }
 
 Status Writer::finish() {
@@ -298,6 +314,11 @@ Status SplitWriter::write(std::string_view name, std::span<const std::byte> data
 Status SplitWriter::write_chunk(std::string_view name, std::span<const std::byte> chunk) {
   SW_ASSIGN_OR_RETURN(Writer::Impl * part, impl_->part(name));
   return part->write_chunk(name, chunk);
+}
+
+Status SplitWriter::copy_chunk(std::string_view name, const ByteSource& source, std::uint64_t offset, std::uint64_t length) {
+  SW_ASSIGN_OR_RETURN(Writer::Impl * part, impl_->part(name));
+  return part->copy_chunk(name, source, offset, length);
 }
 
 // Every file complete first; then the renames, one cancellation check for the group; a failure in the

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <random>
 
+#include "core/status_macros.h"
 #include "core/strings.h"
 #include "io/nameless.h"
 #include "io/posix_util.h"
@@ -245,6 +246,54 @@ Status AtomicFile::pwrite(std::uint64_t offset, std::span<const std::byte> bytes
   auto status = pwrite_exact(fd_, offset, bytes, target_);
   if (!status.is_ok()) status.error().with_file(target_);
   return status;
+}
+
+namespace {
+
+// Per system call and per cancellation check: about 50 ms of copying at page-cache speed.
+constexpr std::uint64_t kKernelCopyStep = 64u << 20;
+// Small enough to stay in cache between the read into it and the write out of it (a 2 GiB PyTorch
+// conversion went from 0.78x to 0.87x of cp, medians, when its buffer went from 16 MiB to this).
+constexpr std::uint64_t kBufferedCopyChunk = 256u << 10;
+
+// The errors with which copy_file_range says "not between these two files", not "the copy failed".
+bool kernel_cannot_copy(int err) {
+  return err == EXDEV || err == EINVAL || err == ENOSYS || err == EOPNOTSUPP || err == EBADF || err == ETXTBSY;
+}
+
+}  // namespace
+
+Status AtomicFile::copy_from(std::uint64_t at, const ByteSource& source, std::uint64_t offset, std::uint64_t length) {
+  if (fd_ < 0) return Error(ErrorKind::InvalidArgument, "file already committed or abandoned").with_file(target_);
+  SW_RETURN_IF_ERROR(source.check_range(offset, length));
+  std::uint64_t done = 0;
+  if (const auto region = source.file_region()) {
+    while (done < length) {
+      SW_RETURN_IF_ERROR(check_cancelled());
+      auto in = static_cast<off_t>(region->offset + offset + done);
+      auto out = static_cast<off_t>(at + done);
+      const ssize_t n = ::copy_file_range(region->fd, &in, fd_, &out, static_cast<std::size_t>(std::min(kKernelCopyStep, length - done)), 0);
+      if (n > 0) {
+        done += static_cast<std::uint64_t>(n);
+      } else if (n == 0) {
+        return Error(ErrorKind::IoError, "the file ended " + std::to_string(length - done) + " bytes early (truncated while being copied?)")
+            .with_file(source.name())
+            .with_offset(offset + done);
+      } else if (errno == EINTR) {
+      } else if (kernel_cannot_copy(errno)) {
+        break;  // the rest through a buffer
+      } else {
+        return Error(ErrorKind::IoError, "copy into the output failed: " + errno_text(errno)).with_file(target_);
+      }
+    }
+  }
+  std::uint64_t position = at + done;
+  return copy_range(source, offset + done, length - done, kBufferedCopyChunk, [&](std::span<const std::byte> part) -> Status {
+    SW_RETURN_IF_ERROR(check_cancelled());
+    SW_RETURN_IF_ERROR(pwrite(position, part));
+    position += part.size();
+    return Status::ok();
+  });
 }
 
 Status AtomicFile::truncate(std::uint64_t size) {

@@ -135,7 +135,10 @@ class PreadSource final : public ByteSource {
       case AccessHint::Sequential: advice = POSIX_FADV_SEQUENTIAL; break;
       case AccessHint::Random: advice = POSIX_FADV_RANDOM; break;
       case AccessHint::WillNeed: advice = POSIX_FADV_WILLNEED; break;
-      case AccessHint::DontNeed: advice = POSIX_FADV_DONTNEED; break;
+      // This process holds none of the bytes, so there is nothing to release: POSIX_FADV_DONTNEED
+      // would evict the file from the page cache for everyone (a converted input read again, by us or
+      // by the next command, would come from the disk).
+      case AccessHint::DontNeed: return;
       case AccessHint::Normal: break;
     }
     if (fd_.get() >= 0) (void)::posix_fadvise(fd_.get(), static_cast<off_t>(range.offset), static_cast<off_t>(range.length), advice);

@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "core/status_macros.h"
+#include "safeweights/cancel.h"
 #include "safeweights/format.h"
 #include "safeweights/tensor_file.h"
 
@@ -33,15 +34,22 @@ Result<SlicePlan> TensorFile::plan_slice(const TensorEntry& entry, const SliceSp
   return plan;
 }
 
-Status copy_tensors(const TensorFile& from, TensorSink& to) {
-  // Small enough that the buffer is still in cache when it is written out after being read into: a
-  // 2 GiB PyTorch conversion went from 0.78x to 0.87x of cp (medians) when this went from 16 MiB to
-  // 256 KiB (docs/PERFORMANCE.md, "PyTorch checkpoints"); the extra system calls cost little.
+Status TensorSink::copy_chunk(std::string_view name, const ByteSource& source, std::uint64_t offset, std::uint64_t length) {
+  // 256 KiB: small enough to stay in cache between the read into it and the write out of it (see
+  // AtomicFile::copy_from, which the file writers use instead).
   constexpr std::uint64_t kChunk = 256u << 10;
-  for (const TensorEntry& entry : from.tensors()) {
-    SW_RETURN_IF_ERROR(copy_range(*entry.source, entry.offset, entry.nbytes, kChunk,
-                                  [&](std::span<const std::byte> part) { return to.write_chunk(entry.name, part); }));
-  }
+  return copy_range(source, offset, length, kChunk, [&](std::span<const std::byte> part) -> Status {
+    SW_RETURN_IF_ERROR(check_cancelled());
+    return write_chunk(name, part);
+  });
+}
+
+Status copy_tensor(const TensorEntry& entry, std::string_view name, TensorSink& to) {
+  return to.copy_chunk(name, *entry.source, entry.offset, entry.nbytes);
+}
+
+Status copy_tensors(const TensorFile& from, TensorSink& to) {
+  for (const TensorEntry& entry : from.tensors()) SW_RETURN_IF_ERROR(copy_tensor(entry, entry.name, to));
   return to.finish();
 }
 

@@ -231,18 +231,30 @@ Status StreamWriter::write(std::string_view name, std::span<const std::byte> dat
   return write_chunk(name, data);
 }
 
-Status StreamWriter::write_chunk(std::string_view name, std::span<const std::byte> chunk) {
+Result<std::pair<std::size_t, std::uint64_t>> StreamWriter::next_chunk(std::string_view name, std::uint64_t length) {
   if (finished_) return Error(ErrorKind::InvalidArgument, "writer already finished").with_file(file_.target());
   SW_ASSIGN_OR_RETURN(std::size_t i, lookup(name));
   const auto& p = layout_.placement_of(i);
   const std::uint64_t size = p.end - p.begin;
-  if (chunk.size() > size - written_[i]) {
+  if (length > size - written_[i]) {
     return Error(ErrorKind::InvalidArgument, "more bytes than the tensor holds (" + std::to_string(size) + ")")
         .with_file(file_.target())
         .with_tensor(name);
   }
-  SW_RETURN_IF_ERROR(file_.pwrite(layout_.prefix().size() + p.begin + written_[i], chunk));
-  written_[i] += chunk.size();
+  return std::pair{i, layout_.prefix().size() + p.begin + written_[i]};
+}
+
+Status StreamWriter::write_chunk(std::string_view name, std::span<const std::byte> chunk) {
+  SW_ASSIGN_OR_RETURN(const auto next, next_chunk(name, chunk.size()));
+  SW_RETURN_IF_ERROR(file_.pwrite(next.second, chunk));
+  written_[next.first] += chunk.size();
+  return Status::ok();
+}
+
+Status StreamWriter::copy_chunk(std::string_view name, const ByteSource& source, std::uint64_t offset, std::uint64_t length) {
+  SW_ASSIGN_OR_RETURN(const auto next, next_chunk(name, length));
+  if (Status s = file_.copy_from(next.second, source, offset, length); !s.is_ok()) return std::move(s.error().with_tensor(name));
+  written_[next.first] += length;
   return Status::ok();
 }
 
