@@ -244,7 +244,9 @@ def run_hf(args, work):
     out = os.path.join(work, "ours.q8_0.gguf")
     cmds = {"safeweights convert --type q8_0": [args.cli, "convert", "--type", "q8_0", folder, out],
             "safeweights convert --type q8_0 --threads 1": [args.cli, "convert", "--type", "q8_0", "--threads", "1",
-                                                            folder, out]}
+                                                            folder, out],
+            "safeweights convert --type q8_0 --backend mmap": [args.cli, "convert", "--type", "q8_0", "--backend", "mmap",
+                                                               folder, out]}
     llama = args.llama_cpp
     quantize = os.path.join(llama or "", "build", "bin", "llama-quantize")
     if llama and os.path.exists(quantize):

@@ -136,7 +136,9 @@ Status run(const ConvertCli& opt) {
   const bool llama = folder && opt.output.ends_with(".gguf") && hf::is_llama_folder(opt.input);
   auto file = llama ? Result<std::unique_ptr<TensorFile>>(nullptr) : open_tensors(opt.input, opt.entry, input);
   if (!file.is_ok()) return std::move(file).status();
-  auto report = llama ? hf::convert_folder_to_gguf(opt.input, opt.output, options) : convert(**file, opt.output, options);
+  hf::LlamaOptions llama_options;
+  llama_options.read = input;
+  auto report = llama ? hf::convert_folder_to_gguf(opt.input, opt.output, options, llama_options) : convert(**file, opt.output, options);
   if (options.progress) std::fprintf(stderr, "\n");
   if (!report.is_ok()) return std::move(report).status();
   print_summary(*report, opt.output);

@@ -225,7 +225,9 @@ Result<std::uint64_t> parse_split_size(std::string_view text);
 // temporary name; finish() renames them all into place only when every tensor of every file is
 // written (if a rename fails, the files already renamed are removed). Without finish(), or on any
 // error, no file is left. Same errors as Writer; InvalidArgument for split.* keys in `kv` or more than
-// 65,535 files.
+// 65,535 files. Every file stays open until finish() (that is what lets it commit all or none), so a
+// split into N files needs N free descriptors: an IoError naming the file past the process's limit
+// (RLIMIT_NOFILE) otherwise.
 class SplitWriter final : public TensorSink {
  public:
   static Result<std::unique_ptr<SplitWriter>> create(const std::string& prefix, std::vector<KeyValue> kv,

@@ -34,6 +34,8 @@ struct LlamaOptions {
   // tokenizer.ggml.pre for a BPE tokenizer. Empty: recognised from tokenizer.json's pre-tokenizer
   // ("gpt-2" or "llama-bpe"); any other pre-tokenizer is refused unless it is named here.
   std::string bpe_pre;
+  // How the weights are opened (the CLI's --backend; the library's default maps them).
+  FormatOptions read;
 };
 
 // What convert() needs: the GGUF metadata (architecture, hyper-parameters, tokenizer) and the tensors

@@ -188,7 +188,7 @@ Result<LlamaPlan> plan(const std::string& folder, const TensorFile& weights, std
 
 Result<ConvertReport> convert_folder_to_gguf(const std::string& folder, const std::string& output_path,
                                              ConvertOptions options, const LlamaOptions& llama) {
-  SW_ASSIGN_OR_RETURN(auto weights, open_tensors(folder));
+  SW_ASSIGN_OR_RETURN(auto weights, open_tensors(folder, "", llama.read));
   SW_ASSIGN_OR_RETURN(LlamaPlan p, plan(folder, *weights, options.type, llama));
   options.tensors = std::move(p.tensors);
   options.gguf_kv = std::move(p.kv);

@@ -10,6 +10,7 @@
 #include <new>
 #include <filesystem>
 #include <simdjson.h>
+#include <sys/resource.h>
 
 #include "../test_util.h"
 #include "safeweights/convert.h"
@@ -544,6 +545,29 @@ TEST(SplitWriter, LeavesNoFileUnlessEveryFileIsComplete) {
   EXPECT_FALSE(fs::exists(dir.file("m-00002-of-00005.gguf")));
   EXPECT_FALSE(fs::exists(dir.file("m-00004-of-00005.gguf")));
   EXPECT_TRUE(fs::exists(dir.file("m-00003-of-00005.gguf/x")));
+}
+
+// Each file of a split stays open until finish(): past the descriptor limit the writer fails, naming
+// the file it could not create, and leaves nothing (gguf.h, SplitWriter).
+TEST(SplitWriter, NeedsADescriptorPerFileAndNamesTheFilePastTheLimit) {
+  swt::TempDir dir;
+  std::size_t open_now = 0;
+  for ([[maybe_unused]] const auto& e : fs::directory_iterator("/proc/self/fd")) ++open_now;
+  rlimit old{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &old), 0);
+  rlimit low = old;
+  low.rlim_cur = open_now + 10;
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &low), 0);
+  std::vector<TensorDecl> many;
+  for (int i = 0; i < 40; ++i) many.push_back({"t" + std::to_string(i), TensorType::F32, {1}});
+  gguf::SplitOptions split;
+  split.max_tensors = 1;
+  auto w = gguf::SplitWriter::create(dir.file("m"), {}, many, split);
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &old), 0);
+  ASSERT_FALSE(w.is_ok());
+  EXPECT_EQ(w.error().kind(), ErrorKind::IoError) << w.error().to_string();
+  EXPECT_TRUE(w.error().context().file.starts_with(dir.file("m-000"))) << w.error().to_string();
+  EXPECT_TRUE(fs::is_empty(dir.path()));
 }
 
 TEST(SplitWriter, RefusesSplitKeysAndTooManyFiles) {

@@ -437,6 +437,22 @@ def typed(request, model, tmp_path_factory):
     return request.param, convert(model["folder"], out, request.param)
 
 
+def test_backends_and_threads_give_the_same_bytes(model, tmp_path):
+    # The Llama path reads the shards as --backend says (pread by default, or mapped); the bytes depend
+    # on neither that nor the thread count.
+    outputs = []
+    for extra in ([], ["--backend", "mmap"], ["--backend", "pread", "--threads", "3"]):
+        out = tmp_path / f"q8-{len(outputs)}.gguf"
+        r = subprocess.run([_cli(), "convert", str(model["folder"]), str(out), "--type", "q8_0", *extra],
+                           capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr + r.stdout
+        outputs.append(out.read_bytes())
+    assert outputs[0] == outputs[1] == outputs[2]
+    r = subprocess.run([_cli(), "convert", str(model["folder"]), str(tmp_path / "x.gguf"), "--backend", "nope"],
+                       capture_output=True, text=True)
+    assert r.returncode != 0 and not (tmp_path / "x.gguf").exists()
+
+
 def test_typed_file_types(model, typed):
     type_name, path = typed
     ftype, qtype = FTYPE[type_name]
