@@ -63,9 +63,9 @@ class AtomicFile {
   // When the source is a local file (ByteSource::file_region) the kernel copies them
   // (copy_file_range: no pass through user memory, and a reflink where the filesystem shares
   // extents); where it cannot (another filesystem, a kernel without it), and for other sources, they
-  // pass through one 256 KiB buffer. OutOfRange when the range is not inside the source, IoError
-  // naming the source when it ends early (truncated meanwhile), Interrupted on cancellation (checked
-  // every 64 MiB).
+  // pass through one buffer (copy_buffer_size: 256 KiB for a file, 8 MiB for HTTP). OutOfRange when
+  // the range is not inside the source, IoError naming the source when it ends early (truncated
+  // meanwhile), Interrupted on cancellation (checked every 64 MiB).
   Status copy_from(std::uint64_t at, const ByteSource& source, std::uint64_t offset, std::uint64_t length);
   // Sets the final size (the file is truncated or extended with zeros).
   Status truncate(std::uint64_t size);

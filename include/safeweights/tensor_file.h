@@ -87,8 +87,8 @@ class TensorSink {
   // Part of a tensor: chunks of one tensor come in order, starting at 0, without gaps.
   virtual Status write_chunk(std::string_view name, std::span<const std::byte> chunk) = 0;
   // The next chunk of a tensor, taken from bytes [offset, offset + length) of `source`: the same as
-  // write_chunk of those bytes. The default reads them through a 256 KiB buffer (or hands over a
-  // mapping's view); the file writers override it to copy in the kernel when the source is a local
+  // write_chunk of those bytes. The default reads them through one buffer (copy_buffer_size) or hands
+  // over a mapping's view; the file writers override it to copy in the kernel when the source is a local
   // file (AtomicFile::copy_from).
   virtual Status copy_chunk(std::string_view name, const ByteSource& source, std::uint64_t offset, std::uint64_t length);
   // InvalidArgument if any tensor is incomplete; otherwise commits the output.

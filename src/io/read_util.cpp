@@ -32,6 +32,10 @@ Result<std::string> read_small_file(const std::string& path, std::uint64_t cap) 
   return text;
 }
 
+std::uint64_t copy_buffer_size(const ByteSource& source) noexcept {
+  return source.file_region() ? std::uint64_t{256} << 10 : std::uint64_t{8} << 20;
+}
+
 Status copy_range(const ByteSource& source, std::uint64_t offset, std::uint64_t length, std::uint64_t chunk,
                   const ByteSink& sink) {
   SW_RETURN_IF_ERROR(source.check_range(offset, length));

@@ -35,10 +35,7 @@ Result<SlicePlan> TensorFile::plan_slice(const TensorEntry& entry, const SliceSp
 }
 
 Status TensorSink::copy_chunk(std::string_view name, const ByteSource& source, std::uint64_t offset, std::uint64_t length) {
-  // 256 KiB: small enough to stay in cache between the read into it and the write out of it (see
-  // AtomicFile::copy_from, which the file writers use instead).
-  constexpr std::uint64_t kChunk = 256u << 10;
-  return copy_range(source, offset, length, kChunk, [&](std::span<const std::byte> part) -> Status {
+  return copy_range(source, offset, length, copy_buffer_size(source), [&](std::span<const std::byte> part) -> Status {
     SW_RETURN_IF_ERROR(check_cancelled());
     return write_chunk(name, part);
   });
