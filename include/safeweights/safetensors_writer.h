@@ -115,7 +115,7 @@ class StreamWriter final : public TensorSink {
  private:
   StreamWriter(AtomicFile file, std::vector<TensorDecl> decls, Layout layout);
   Result<std::size_t> lookup(std::string_view name) const;
-  // Where the next `length` bytes of tensor `name` go in the file, checked; and its declaration.
+  // The index of tensor `name` and the file offset where its next `length` bytes go, checked.
   Result<std::pair<std::size_t, std::uint64_t>> next_chunk(std::string_view name, std::uint64_t length);
 
   AtomicFile file_;
