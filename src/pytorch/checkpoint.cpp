@@ -24,6 +24,7 @@ constexpr std::uint64_t kMaxPickleBytes = 1ull << 30;  // data.pkl; real ones ar
 constexpr std::size_t kMaxTensors = 1u << 20;
 constexpr int kMaxDepth = 64;                          // nesting of containers holding tensors
 constexpr std::uint64_t kMaxVisits = 1u << 20;         // containers walked (a shared one once per path): as many as tensors
+constexpr std::uint64_t kMaxNameBytes = 1ull << 30;    // bytes of all names composed on the walk
 constexpr std::string_view kLegacyMagic = "\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19";
 constexpr std::int64_t kLegacyProtocol = 1001;
 
@@ -52,6 +53,11 @@ Result<std::string> key_text(const Value* key) {
   }
 }
 
+// Walks the object for tensors, naming each by its path. A container reached again through the memo
+// (a shared subtree) is walked again under each name, so both names' tensors are listed; to keep that
+// linear in the input, each container's items are scanned once and the places of the ones that can
+// hold a tensor (tensors and containers) remembered, so a later visit costs only those. Visits are
+// bounded (kMaxVisits), and so are the bytes of the names composed (kMaxNameBytes).
 class Walker {
  public:
   Status walk(const Value* v, const std::string& name, int depth) {
@@ -65,17 +71,18 @@ class Walker {
     if (depth >= kMaxDepth) return Error(ErrorKind::ResourceLimit, "containers nested more than " + std::to_string(kMaxDepth) + " deep");
     if (++visits_ > kMaxVisits) return Error(ErrorKind::ResourceLimit, "more than " + std::to_string(kMaxVisits) + " container visits (shared containers repeated)");
     if (!on_path_.insert(v).second) return bad("a container holds itself");
-    const std::size_t step = dict ? 2 : 1;
-    for (std::size_t i = 0; i + step <= v->items.size(); i += step) {
-      const Value* item = v->items[i + step - 1];
-      if (item->kind != Kind::Tensor && item->kind != Kind::Dict && item->kind != Kind::List && item->kind != Kind::Tuple) continue;
+    for (const std::size_t i : holders(v)) {
       std::string key;
       if (dict) {
-        SW_ASSIGN_OR_RETURN(key, key_text(v->items[i]));
+        SW_ASSIGN_OR_RETURN(key, key_text(v->items[i - 1]));
       } else {
         key = std::to_string(i);
       }
-      SW_RETURN_IF_ERROR(walk(item, name.empty() ? key : name + "." + key, depth + 1));
+      const std::uint64_t length = name.empty() ? key.size() : name.size() + 1 + key.size();
+      if (length > kMaxNameBytes - name_bytes_)
+        return Error(ErrorKind::ResourceLimit, "tensor names longer than " + std::to_string(kMaxNameBytes >> 20) + " MiB in all");
+      name_bytes_ += length;
+      SW_RETURN_IF_ERROR(walk(v->items[i], name.empty() ? key : name + "." + key, depth + 1));
     }
     on_path_.erase(v);
     return Status::ok();
@@ -83,9 +90,24 @@ class Walker {
   std::vector<Found>& found() { return found_; }
 
  private:
+  // The places in `v`'s items of the values that can hold a tensor, found on the first visit.
+  const std::vector<std::size_t>& holders(const Value* v) {
+    auto [it, fresh] = holders_.try_emplace(v);
+    if (fresh) {
+      const std::size_t step = v->kind == Kind::Dict ? 2 : 1;
+      for (std::size_t i = step - 1; i < v->items.size(); i += step) {
+        const Kind k = v->items[i]->kind;
+        if (k == Kind::Tensor || k == Kind::Dict || k == Kind::List || k == Kind::Tuple) it->second.push_back(i);
+      }
+    }
+    return it->second;
+  }
+
   std::vector<Found> found_;
   std::unordered_set<const Value*> on_path_;
+  std::unordered_map<const Value*, std::vector<std::size_t>> holders_;
   std::uint64_t visits_ = 0;
+  std::uint64_t name_bytes_ = 0;
 };
 
 // The value the tensors are read from, and the key it was found under.

@@ -187,6 +187,14 @@ def malformed_corpus():
     return c
 
 
+def shared_list_pickle(n=100_000, m=10_000):
+    """A list of n ints, memoised, referenced m times from a list beside a tensor: n*m items if every
+    reference were scanned (1e9 for the defaults, in a 220 KB pickle); the walk scans them once."""
+    ints = b"](" + b"K\x07" * n + b"eq\x00"
+    refs = b"](" + b"h\x00" * m + b"e"
+    return pickle(state_dict((s("ints"), ints), (s("refs"), refs), (s("w"), tensor(storage_pid()))))
+
+
 def fuzz_seeds():
     seeds = {"one_tensor": one_tensor(), "legacy_object": legacy_tensor_dict(),
              "legacy_magic": LEGACY_MAGIC, "sys_info": LEGACY_SYS_INFO}
