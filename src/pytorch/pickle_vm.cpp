@@ -241,6 +241,7 @@ class Machine {
   Status op_from_mark(Kind kind) {
     SW_ASSIGN_OR_RETURN(std::span<Value* const> items, above_mark());
     if (kind == Kind::Dict && items.size() % 2 != 0) return malformed("DICT with an odd number of items");
+    SW_RETURN_IF_ERROR(count_items(items.size()));
     SW_ASSIGN_OR_RETURN(Value * v, make(kind));
     v->items.assign(items.begin(), items.end());
     drop_mark();
@@ -521,6 +522,7 @@ Status Machine::op_string(Kind kind, int length_bytes) {
 
 Status Machine::op_tuple(std::size_t n) {
   if (stack_.size() - frame_start() < n) return malformed("TUPLE" + std::to_string(n) + " on a stack of fewer values");
+  SW_RETURN_IF_ERROR(count_items(n));
   SW_ASSIGN_OR_RETURN(Value * v, make(Kind::Tuple));
   v->items.assign(stack_.end() - static_cast<std::ptrdiff_t>(n), stack_.end());
   stack_.resize(stack_.size() - n);

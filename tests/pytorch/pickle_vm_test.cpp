@@ -110,5 +110,23 @@ TEST(PickleVm, MemoAndContainerOpcodes) {
   EXPECT_EQ(run("}K\x01s").error().kind(), ErrorKind::InvalidPickle);
 }
 
+// Every opcode that fills a container counts its items against max_items: LIST / TUPLE / DICT /
+// FROZENSET from a MARK and TUPLE1-3 as well as APPEND(S) / SETITEM(S) / ADDITEMS.
+TEST(PickleVm, EveryContainerOpcodeCountsItems) {
+  PickleOptions options;
+  options.limits.max_items = 4;
+  const std::string five = "(K\x01K\x02K\x03K\x04K\x05";
+  for (const std::string& body : {five + "l", five + "t", five + "\x91", "(K\x01K\x02K\x03K\x04K\x05K\x06" "d"s,
+                                  "K\x01K\x02\x86K\x03K\x04K\x05\x87\x86"s, "](K\x01K\x02K\x03K\x04K\x05" "e"s}) {
+    auto result = run(body, options);
+    ASSERT_FALSE(result.is_ok()) << body;
+    EXPECT_EQ(result.error().kind(), ErrorKind::ResourceLimit) << body;
+    EXPECT_NE(result.error().message().find("pickle exceeds the limit on container items"), std::string::npos)
+        << result.error().message();
+  }
+  EXPECT_TRUE(run("(K\x01K\x02K\x03K\x04l", options).is_ok());
+  EXPECT_TRUE(run("K\x01K\x02\x86K\x03\x86", options).is_ok());  // (1, 2) then ((1, 2), 3): 4 items
+}
+
 }  // namespace
 }  // namespace safeweights::pytorch
