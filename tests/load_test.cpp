@@ -358,6 +358,84 @@ TEST(DevicePipelineFailures, ADeviceThatCannotRegisterGetsEverythingStaged) {
   expect_loaded(*plan, {static_cast<const std::byte*>(loaded->data()), static_cast<std::size_t>(loaded->size)});
 }
 
+// ---- the pinned staging budget ----
+
+// A plan of whole-file ranges and tensor-parallel slices (which stagers read in one piece), so that
+// every strategy stages something, GpuDirect included.
+struct MixedPlan {
+  TempDir dir;
+  std::unique_ptr<TensorFile> file;
+  std::optional<LoadPlan> plan;
+  MixedPlan() {
+    write_tensors(dir.file("m.safetensors"), {{"w", TensorType::F32, {64, 96}}, {"v", TensorType::F32, {300, 100}}});
+    file = open_any(dir.file("m.safetensors"));
+    LoaderOptions options;
+    options.shard = TensorShard{1, 0, 2};  // slices along dimension 1: 64 rows of 48 floats each
+    options.chunk_bytes = 4096;            // shard chunks of 21 rows (4032 bytes)
+    options.threads = 6;
+    auto made = LoadPlan::make(*file, options);
+    EXPECT_TRUE(IsOk(made.status()));
+    if (made.is_ok()) plan = std::move(*made);
+  }
+};
+
+TEST(PinnedBudget, EveryStrategyStaysWithinTheStagingBudget) {
+  MixedPlan mixed;
+  OneTensor one(16384);
+  ASSERT_TRUE(mixed.plan && one.plan);
+  for (const LoadPlan* plan : {&*one.plan, &*mixed.plan}) {
+    const auto host = load_host(*plan);
+    ASSERT_TRUE(IsOk(host.status()));
+    for (DeviceStrategy strategy : {DeviceStrategy::Staging, DeviceStrategy::Register, DeviceStrategy::Hybrid,
+                                    DeviceStrategy::GpuDirect}) {
+      // Budgets below one buffer per stager plus the fallback, of exactly that, of a few, and the default.
+      for (std::uint64_t staging : {8192ull, 12288ull, 40960ull, 0ull}) {
+        auto device = load::make_host_device({.file_read = FileReadPath::Emulated});
+        // A warm cache of buffers of another size, which the load must not keep beside its own.
+        ASSERT_TRUE(IsOk(load_to_device(*plan, device, {.strategy = strategy, .buffer_bytes = 20480}).status()));
+        load::reset_host_pinned_peak();
+        const std::uint64_t before = load::host_pinned_bytes_in_use();
+        const DeviceLoadOptions dopt{.strategy = strategy, .buffer_bytes = 16384, .staging_bytes = staging};
+        auto loaded = load_to_device(*plan, device, dopt);
+        ASSERT_TRUE(IsOk(loaded.status())) << strategy_name(strategy) << " staging " << staging;
+        const std::uint64_t budget = staging ? staging : 2ull * 6 * 16384;
+        EXPECT_LE(load::host_pinned_peak(), std::max(before, budget)) << strategy_name(strategy) << " staging " << staging;
+        EXPECT_LE(load::host_pinned_bytes_in_use(), budget) << strategy_name(strategy) << " staging " << staging;
+        for (const PlacedTensor& t : plan->tensors()) {
+          const auto want = host->bytes_of(t);
+          EXPECT_EQ(0, std::memcmp(want.data(), static_cast<const std::byte*>(loaded->data()) + t.offset, want.size()))
+              << t.entry.name << " " << strategy_name(strategy) << " staging " << staging;
+        }
+      }
+    }
+  }
+}
+
+TEST(PinnedBudget, AStagingBudgetBelowOneBufferFailsBeforeAllocating) {
+  MixedPlan mixed;
+  ASSERT_TRUE(mixed.plan);
+  const std::uint64_t device_before = load::host_device_bytes_in_use();
+  const std::uint64_t pinned_before = load::host_pinned_bytes_in_use();
+  auto device = load::make_host_device({.file_read = FileReadPath::Emulated});
+  for (DeviceStrategy strategy : {DeviceStrategy::Staging, DeviceStrategy::Register, DeviceStrategy::Hybrid,
+                                  DeviceStrategy::GpuDirect}) {
+    // Below 4 KiB: not even one buffer. 4 KiB: one buffer, too small for Hybrid's stager and fallback.
+    for (std::uint64_t staging : {2048ull, 4096ull}) {
+      load::reset_host_pinned_peak();
+      auto loaded = load_to_device(*mixed.plan, device, {.strategy = strategy, .staging_bytes = staging});
+      if (staging == 4096 && strategy != DeviceStrategy::Hybrid) {
+        ASSERT_TRUE(IsOk(loaded.status())) << strategy_name(strategy);
+        EXPECT_LE(load::host_pinned_peak(), pinned_before + staging);
+        continue;
+      }
+      ASSERT_TRUE(IsKind(loaded.status(), ErrorKind::ResourceLimit)) << strategy_name(strategy) << " staging " << staging;
+      EXPECT_NE(loaded.error().message().find("pinned staging memory"), std::string::npos) << loaded.error().message();
+      EXPECT_EQ(load::host_device_bytes_in_use(), device_before);
+      EXPECT_LE(load::host_pinned_peak(), pinned_before + 4096);  // only what an earlier iteration cached
+    }
+  }
+}
+
 TEST(DevicePipelineFailures, AFailedCopyFreesEverythingTheLoadTook) {
   OneTensor one(16384);
   ASSERT_TRUE(one.plan);

@@ -26,14 +26,21 @@
 // DeviceStrategy::Auto picks what measured fastest (docs/PERFORMANCE.md): GpuDirect for files read
 // from the disk when the device has a Dma path, Staging otherwise.
 //
-// Budgets: pinned staging memory (DeviceLoadOptions::staging_bytes), device memory (the device's free
-// memory, or DeviceLoadOptions::device_memory_limit): a load that would exceed one fails with
-// ResourceLimit before it starts. Every runtime call is checked (DeviceError naming the call and the
+// Budgets: pinned staging memory (DeviceLoadOptions::staging_bytes) and device memory (the device's
+// free memory, or DeviceLoadOptions::device_memory_limit). A load counts the pinned buffers it could
+// hold at once (stagers x buffers each x buffer size, plus the registering thread's fallback buffer,
+// plus the GpuDirect workers' stagers when some chunks must be staged) and fits them within the
+// budget with fewer stagers, one buffer per stager, or smaller buffers (not below the largest shard
+// chunk, which is read in one piece, nor below 4 KiB); when even that does not fit, and when the plan
+// does not fit in device memory, the load fails with ResourceLimit before it allocates anything.
+// cuFile's own bounce buffers (FileReadPath::Emulated) are the driver's, outside this budget. Every runtime call is checked (DeviceError naming the call and the
 // runtime's message); a failed or interrupted load waits for its copies in flight, unregisters what it
 // registered, and frees the device memory it allocated.
 //
-// Thread safety: a Device may be used by several threads and loads at once. Pinned staging buffers
-// are cached by the Device between loads (the first load pays for page-locking them).
+// Thread safety: a Device may be used by several threads and loads at once (each within its own
+// budget). Pinned staging buffers are cached by the Device between loads (the first load pays for
+// page-locking them); a load first frees the cached buffers it will not use, so the cache never holds
+// more than the last loads' budgets.
 #pragma once
 
 #include <cstddef>
@@ -105,6 +112,9 @@ class Device {
   // Pinned staging buffers of `size` bytes, reused across loads; give them back with return_staging.
   Result<std::byte*> take_staging(std::size_t size);
   void return_staging(std::byte* buffer, std::size_t size) noexcept;
+  // Frees the cached buffers that are not of `size`, and those of `size` beyond `keep`: a load calls it
+  // before it starts, so that the cache and the load's buffers together stay within its budget.
+  void trim_staging(std::size_t size, std::size_t keep) noexcept;
 
  protected:
   explicit Device(std::string name) : name_(std::move(name)) {}
@@ -121,9 +131,10 @@ enum class DeviceStrategy : std::uint8_t { Auto, Staging, Register, Hybrid, GpuD
 
 struct DeviceLoadOptions {
   DeviceStrategy strategy = DeviceStrategy::Auto;
-  std::uint64_t buffer_bytes = 0;          // one staging buffer or one GpuDirect read (0: 4 MiB); a shard
-                                           // chunk gets a staging buffer its size
-  std::uint64_t staging_bytes = 0;         // pinned staging in all; 0: two buffers per thread, at most 1 GiB
+  std::uint64_t buffer_bytes = 0;          // one staging buffer or one GpuDirect read (0: 4 MiB); at least
+                                           // the largest shard chunk; smaller when staging_bytes requires
+  std::uint64_t staging_bytes = 0;         // pinned staging in all, a hard limit (ResourceLimit when even
+                                           // one buffer does not fit); 0: two buffers per thread, at most 1 GiB
   std::uint64_t device_memory_limit = 0;   // 0: the device's free memory
   std::uint64_t register_bytes = 0;        // registration: contiguous chunks page-locked at once (0: 256 MiB)
 };

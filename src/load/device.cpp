@@ -41,6 +41,19 @@ Result<std::byte*> Device::take_staging(std::size_t size) {
   return allocate_pinned(size);
 }
 
+void Device::trim_staging(std::size_t size, std::size_t keep) noexcept {
+  std::vector<std::pair<std::byte*, std::size_t>> dropped;
+  {
+    std::lock_guard<std::mutex> lock(staging_mu_);
+    std::size_t kept = 0;
+    auto it = std::stable_partition(staging_.begin(), staging_.end(),
+                                    [&](const auto& b) { return b.second == size && kept++ < keep; });
+    dropped.assign(it, staging_.end());
+    staging_.erase(it, staging_.end());
+  }
+  for (const auto& [p, bytes] : dropped) release_pinned(p);  // outside the lock: unpinning is slow
+}
+
 void Device::return_staging(std::byte* buffer, std::size_t size) noexcept {
   std::lock_guard<std::mutex> lock(staging_mu_);
   staging_.emplace_back(buffer, size);

@@ -136,35 +136,37 @@ class Stager {
 
 class DeviceLoader {
  public:
-  DeviceLoader(const LoadPlan& plan, Device& device, std::byte* dst, const DeviceLoadOptions& options)
-      : plan_(plan), device_(device), dst_(dst), options_(options), reader_(plan), queue_(plan.chunks().size()) {}
+  DeviceLoader(const LoadPlan& plan, Device& device, const DeviceLoadOptions& options)
+      : plan_(plan), device_(device), options_(options), reader_(plan), queue_(plan.chunks().size()) {}
 
   ~DeviceLoader() {
     for (const auto& [source, file] : files_) device_.close_file(file.handle);
   }
 
-  Result<DeviceLoadStats> run() {
-    const unsigned threads = std::max(1u, load::loader_threads(plan_.options()));
-    // Staging buffers small enough to stay in the CPU's caches until the copy engine reads them
-    // (measured: 4 MiB beats 1-2 MiB, which pay per-copy costs, and 8-64 MiB, which go through DRAM
-    // twice); large enough for the largest shard chunk, which is read in one piece.
-    // The same size serves O_DIRECT reads from the disk best too (measured: 4 MiB pieces from 16
-    // threads beat 16 and 64 MiB ones, and dd's 16 MiB sequential reads).
-    buffer_bytes_ = static_cast<std::size_t>(options_.buffer_bytes ? options_.buffer_bytes : kBufferBytes);
-    for (const LoadChunk& c : plan_.chunks())
-      if (c.tensor >= 0) buffer_bytes_ = std::max(buffer_bytes_, static_cast<std::size_t>(c.length));
-    const std::uint64_t budget = options_.staging_bytes ? options_.staging_bytes : std::min<std::uint64_t>(kMaxStaging, 2ull * threads * buffer_bytes_);
-    // Two buffers per stager (one filling while the other's copy runs); at least one stager.
-    const unsigned stagers = static_cast<unsigned>(std::max<std::uint64_t>(1, std::min<std::uint64_t>(threads, budget / (2 * buffer_bytes_))));
-    slots_per_stager_ = budget >= 2 * buffer_bytes_ ? 2 : 1;
+  // Decides the strategy and fits the staging within its budget; allocates nothing.
+  Status prepare() {
+    threads_ = std::max(1u, load::loader_threads(plan_.options()));
     stats_.direct = reader_.direct();
     stats_.strategy = resolve_strategy();
-    const bool file_reads = stats_.strategy == DeviceStrategy::GpuDirect;
-    if (file_reads) SW_RETURN_IF_ERROR(open_files());
+    if (stats_.strategy == DeviceStrategy::GpuDirect) SW_RETURN_IF_ERROR(open_files());
     const bool registering = stats_.strategy == DeviceStrategy::Register || stats_.strategy == DeviceStrategy::Hybrid;
-    const unsigned workers = file_reads                                       ? threads
+    SW_ASSIGN_OR_RETURN(staging_, fit_staging(threads_, registering, stats_.strategy == DeviceStrategy::GpuDirect));
+    return Status::ok();
+  }
+
+  // Loads into dst, after prepare().
+  Result<DeviceLoadStats> run(std::byte* dst) {
+    dst_ = dst;
+    if (plan_.chunks().empty()) return DeviceLoadStats{};
+    const bool file_reads = stats_.strategy == DeviceStrategy::GpuDirect;
+    const bool registering = stats_.strategy == DeviceStrategy::Register || stats_.strategy == DeviceStrategy::Hybrid;
+    buffer_bytes_ = staging_.buffer_bytes;
+    slots_per_stager_ = staging_.slots;
+    // The cache keeps only what this load may use: with it, the pinned total stays within the budget.
+    device_.trim_staging(buffer_bytes_, staging_.buffers);
+    const unsigned workers = file_reads                                       ? (staged_chunks_ ? staging_.stagers : threads_)
                              : stats_.strategy == DeviceStrategy::Register ? 1
-                                                                           : stagers + (registering ? 1 : 0);
+                                                                           : staging_.stagers + (registering ? 1 : 0);
 
     Status status = parallel_for(workers, workers, [&](std::size_t w) {
       Status s = file_reads                ? read_file_chunks(static_cast<unsigned>(w))
@@ -191,6 +193,52 @@ class DeviceLoader {
     void* handle;
     std::uint64_t offset;  // of the source's first byte in the file
   };
+
+  struct Staging {
+    std::size_t buffer_bytes;
+    std::size_t slots;  // buffers per stager
+    unsigned stagers;   // threads with a ring of buffers (0: only the registering thread's fallback)
+    std::size_t buffers;  // the most this load holds at once
+  };
+
+  // The staging ring within the pinned budget: the pinned bytes this load may hold at once are
+  // (stagers x slots + the registering thread's fallback) x buffer_bytes. Prefers two buffers per
+  // stager (one filling while the other's copy runs) and as many stagers as threads; then fewer
+  // stagers, one buffer each, and smaller buffers. ResourceLimit when the smallest ring does not fit.
+  Result<Staging> fit_staging(unsigned threads, bool registering, bool file_reads) {
+    // Staging buffers small enough to stay in the CPU's caches until the copy engine reads them
+    // (measured: 4 MiB beats 1-2 MiB, which pay per-copy costs, and 8-64 MiB, which go through DRAM
+    // twice); large enough for the largest shard chunk, which is read in one piece.
+    // The same size serves O_DIRECT reads from the disk best too (measured: 4 MiB pieces from 16
+    // threads beat 16 and 64 MiB ones, and dd's 16 MiB sequential reads).
+    std::uint64_t smallest = load::kDirectAlign;
+    for (const LoadChunk& c : plan_.chunks()) {
+      if (c.tensor >= 0) smallest = std::max(smallest, c.length);
+      // GpuDirect stages what the device does not read from a file: shard slices, other sources.
+      if (file_reads && (c.tensor >= 0 || !files_.contains(c.source))) staged_chunks_ = true;
+    }
+    std::uint64_t buffer = std::max(smallest, options_.buffer_bytes ? options_.buffer_bytes : kBufferBytes);
+    const std::uint64_t budget =
+        options_.staging_bytes ? options_.staging_bytes : std::min<std::uint64_t>(kMaxStaging, 2ull * threads * buffer);
+    const bool stagers_needed = !file_reads ? stats_.strategy != DeviceStrategy::Register : staged_chunks_;
+    const std::uint64_t fallback = registering ? 1 : 0;
+    const std::uint64_t least = (stagers_needed ? 1 : 0) + fallback;  // buffers of the smallest ring
+    if (least == 0) return Staging{static_cast<std::size_t>(buffer), 2, threads, 0};  // nothing is staged
+    if (budget / buffer < least) buffer = budget / least / load::kDirectAlign * load::kDirectAlign;
+    if (buffer < smallest)
+      return Error(ErrorKind::ResourceLimit,
+                   "loading to the device needs " + std::to_string(least * smallest) + " bytes of pinned staging memory (" +
+                       std::to_string(least) + " buffer(s) of " + std::to_string(smallest) +
+                       " bytes, the largest shard chunk or 4 KiB); the staging budget is " + std::to_string(budget) +
+                       " bytes")
+          .with_file(device_.name());
+    const std::uint64_t free = budget / buffer - fallback;  // buffers left for stagers
+    const auto size = static_cast<std::size_t>(buffer);
+    if (!stagers_needed) return Staging{size, 1, 0, 1};
+    if (free < 2) return Staging{size, 1, 1, static_cast<std::size_t>(1 + fallback)};
+    const auto stagers = static_cast<unsigned>(std::min<std::uint64_t>(threads, free / 2));
+    return Staging{size, 2, stagers, static_cast<std::size_t>(2 * stagers + fallback)};
+  }
 
   DeviceStrategy resolve_strategy() {
     DeviceStrategy s = options_.strategy;
@@ -327,12 +375,15 @@ class DeviceLoader {
 
   const LoadPlan& plan_;
   Device& device_;
-  std::byte* dst_;
+  std::byte* dst_ = nullptr;
   const DeviceLoadOptions& options_;
   const load::ChunkReader reader_;
   ChunkQueue queue_;
   std::size_t buffer_bytes_ = kBufferBytes;
   std::size_t slots_per_stager_ = 2;
+  bool staged_chunks_ = false;  // GpuDirect: some chunks go through stagers
+  unsigned threads_ = 1;
+  Staging staging_{};
   DeviceLoadStats stats_;
   std::atomic<std::uint64_t> registered_bytes_{0};
   std::atomic<std::uint64_t> file_read_bytes_{0};
@@ -360,18 +411,21 @@ Result<DeviceLoadStats> load_to_device(const LoadPlan& plan, Device& device, voi
   if (dst_size != plan.size())
     return Error(ErrorKind::InvalidArgument, "device destination has " + std::to_string(dst_size) + " bytes, the plan needs " +
                                                  std::to_string(plan.size()));
-  if (plan.chunks().empty()) return DeviceLoadStats{};
-  DeviceLoader loader(plan, device, static_cast<std::byte*>(dst), options);
-  return loader.run();
+  DeviceLoader loader(plan, device, options);
+  SW_RETURN_IF_ERROR(loader.prepare());
+  return loader.run(static_cast<std::byte*>(dst));
 }
 
 Result<DeviceLoad> load_to_device(const LoadPlan& plan, const std::shared_ptr<Device>& device, const DeviceLoadOptions& options) {
   SW_RETURN_IF_ERROR(check_device_memory(plan, *device, options));
+  // Both budgets are checked before the device memory is taken.
+  DeviceLoader loader(plan, *device, options);
+  SW_RETURN_IF_ERROR(loader.prepare());
   SW_ASSIGN_OR_RETURN(void* raw, device->allocate(plan.size()));
   // Freed with the last reference, and at once if the load fails.
   std::shared_ptr<void> memory(raw, [device](void* p) { device->release(p); });
   DeviceLoad out{memory, plan.size(), {}};
-  SW_ASSIGN_OR_RETURN(out.stats, load_to_device(plan, *device, raw, plan.size(), options));
+  SW_ASSIGN_OR_RETURN(out.stats, loader.run(static_cast<std::byte*>(raw)));
   return out;
 }
 

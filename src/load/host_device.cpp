@@ -20,6 +20,7 @@ namespace {
 
 std::atomic<std::uint64_t> g_device_bytes{0};
 std::atomic<std::uint64_t> g_pinned_bytes{0};
+std::atomic<std::uint64_t> g_pinned_peak{0};
 
 // Memory handed out with its size in front, so that release() knows what to count back.
 constexpr std::size_t kHeader = 64;
@@ -115,7 +116,16 @@ class HostDevice final : public Device {
   }
   void release(void* memory) noexcept override { give_back(memory, g_device_bytes); }
   Result<std::uint64_t> free_memory() override { return options_.memory ? options_.memory : memory_budget(); }
-  Result<std::byte*> allocate_pinned(std::size_t bytes) override { return take(bytes, g_pinned_bytes, "staging memory"); }
+  Result<std::byte*> allocate_pinned(std::size_t bytes) override {
+    auto p = take(bytes, g_pinned_bytes, "staging memory");
+    if (p.is_ok()) {
+      const std::uint64_t now = g_pinned_bytes.load();
+      std::uint64_t peak = g_pinned_peak.load();
+      while (now > peak && !g_pinned_peak.compare_exchange_weak(peak, now)) {
+      }
+    }
+    return p;
+  }
   void release_pinned(std::byte* memory) noexcept override { give_back(memory, g_pinned_bytes); }
   unsigned streams() const noexcept override { return static_cast<unsigned>(streams_.size()); }
 
@@ -197,5 +207,7 @@ class HostDevice final : public Device {
 std::shared_ptr<Device> make_host_device(const HostDeviceOptions& options) { return std::make_shared<HostDevice>(options); }
 std::uint64_t host_device_bytes_in_use() noexcept { return g_device_bytes.load(); }
 std::uint64_t host_pinned_bytes_in_use() noexcept { return g_pinned_bytes.load(); }
+std::uint64_t host_pinned_peak() noexcept { return g_pinned_peak.load(); }
+void reset_host_pinned_peak() noexcept { g_pinned_peak = g_pinned_bytes.load(); }
 
 }  // namespace safeweights::load

@@ -30,5 +30,9 @@ std::shared_ptr<Device> make_host_device(const HostDeviceOptions& options = {});
 // devices of the process together): lets tests check that a failed load frees what it took.
 std::uint64_t host_device_bytes_in_use() noexcept;
 std::uint64_t host_pinned_bytes_in_use() noexcept;
+// The most pinned bytes in use at once since the last reset_host_pinned_peak() (which sets it to
+// what is in use now): lets tests check that a load keeps within its staging budget.
+std::uint64_t host_pinned_peak() noexcept;
+void reset_host_pinned_peak() noexcept;
 
 }  // namespace safeweights::load
