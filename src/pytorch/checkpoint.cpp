@@ -299,9 +299,35 @@ Result<std::string> small_record(const zip::Archive& archive, const zip::Entry& 
   return text;
 }
 
+Error torchscript() { return Error(ErrorKind::NotSupported, "a TorchScript archive (torch.jit.save), not a torch.save checkpoint"); }
+
+// A member only TorchScript archives have, by its name under the root folder.
+bool torchscript_member(std::string_view rest) { return rest == "constants.pkl" || rest.starts_with("code/") || rest.starts_with(".data/"); }
+
+// The first local header's member name, from the file's first bytes.
+std::string_view first_member(std::span<const std::byte> head) {
+  constexpr std::size_t kNameAt = 30;
+  if (head.size() < kNameAt) return {};
+  const std::size_t length = le::u16(head.data() + 26);
+  if (head.size() < kNameAt + length) return {};
+  return {reinterpret_cast<const char*>(head.data() + kNameAt), length};
+}
+
 Status read_zip(CheckpointFile& out, const SourcePtr& file, const PickleOptions& options,
-                std::unordered_map<std::string, StorageBytes>& bytes, bool& swap) {
-  SW_ASSIGN_OR_RETURN(zip::Archive archive, zip::Archive::open(file, zip::ArchivePolicy::Container));
+                std::unordered_map<std::string, StorageBytes>& bytes, bool& swap, std::string_view first_local) {
+  auto opened = zip::Archive::open(file, zip::ArchivePolicy::Container);
+  if (!opened.is_ok()) {
+    // torch.jit.save compresses its code/ members, which the Container policy refuses: name the
+    // archive by its first member (data/0 before data.pkl: storages first, as torch.save never does)
+    // rather than by the first compressed entry.
+    const std::size_t slash = first_local.find('/');
+    if (slash != std::string_view::npos && slash > 0) {
+      const std::string_view rest = first_local.substr(slash + 1);
+      if (torchscript_member(rest) || rest.starts_with("data/")) return torchscript();
+    }
+    return std::move(opened).error();
+  }
+  zip::Archive archive = std::move(opened).value();
   if (archive.entries().empty()) return bad("empty ZIP archive");
   const std::string first(archive.entries().front().name);
   const std::size_t slash = first.find('/');
@@ -310,8 +336,7 @@ Status read_zip(CheckpointFile& out, const SourcePtr& file, const PickleOptions&
   for (const zip::Entry& e : archive.entries()) {
     if (e.name.compare(0, root.size(), root) != 0) return bad("archive member `" + std::string(e.name) + "` is outside the root folder `" + root + "`");
     const std::string_view rest = std::string_view(e.name).substr(root.size());
-    if (rest == "constants.pkl" || rest.starts_with("code/"))
-      return Error(ErrorKind::NotSupported, "a TorchScript archive (torch.jit.save), not a torch.save checkpoint");
+    if (torchscript_member(rest)) return torchscript();
   }
   const zip::Entry* pkl = archive.find(root + "data.pkl");
   if (!pkl) return bad("no " + root + "data.pkl in the archive");
@@ -386,7 +411,7 @@ Status read_container(CheckpointFile& out, const SourcePtr& file, const PickleOp
   const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(sizeof head_buf, file->size()));
   SW_RETURN_IF_ERROR(file->read_at(0, std::span(head_buf, n)));
   const std::span<const std::byte> head(head_buf, n);
-  if (at(head, 0, "PK\x03\x04")) return read_zip(out, file, options, bytes, swap);
+  if (at(head, 0, "PK\x03\x04")) return read_zip(out, file, options, bytes, swap, first_member(head));
   if (at(head, 0, std::string_view("\x80\x02\x8a\x0a", 4)) && at(head, 4, kLegacyMagic)) return read_legacy(out, file, options, bytes);
   if (at(head, 257, "ustar")) return Error(ErrorKind::NotSupported, "a tar-format PyTorch checkpoint (torch < 0.4), which is not supported");
   if (at(head, 0, "PYTORCH1")) return Error(ErrorKind::NotSupported, "a PyTorch preview-release (PYTORCH1) archive, which is not supported");

@@ -18,15 +18,20 @@ bool starts_with_bytes(std::span<const std::byte> head, std::initializer_list<un
   return std::equal(bytes.begin(), bytes.end(), head.begin(), [](unsigned char a, std::byte b) { return std::byte{a} == b; });
 }
 
-// torch.save's ZIP format: the first member is "<root>/data.pkl".
+// torch's ZIP writer: torch.save puts "<root>/data.pkl" first; torch.jit.save (TorchScript, refused
+// by name when read) starts with "<root>/data/<key>", "<root>/code/...", "<root>/constants.pkl" or
+// "<root>/.data/...". Any of them under a root folder claims the archive (above DDUF's ZIP magic).
 bool is_torch_zip(std::span<const std::byte> head) {
   constexpr std::size_t kNameAt = 30;  // fixed part of a local file header
   if (!starts_with_bytes(head, {'P', 'K', 3, 4}) || head.size() < kNameAt) return false;
   const std::size_t name_length = le::u16(head.data() + 26);
   if (head.size() < kNameAt + name_length) return false;
   const std::string_view name(reinterpret_cast<const char*>(head.data() + kNameAt), name_length);
-  constexpr std::string_view kPickle = "/data.pkl";
-  return name.size() > kPickle.size() && name.substr(name.size() - kPickle.size()) == kPickle;
+  const std::size_t slash = name.find('/');
+  if (slash == std::string_view::npos || slash == 0) return false;
+  const std::string_view rest = name.substr(slash + 1);
+  return rest == "data.pkl" || rest == "constants.pkl" || (rest.size() > 5 && rest.starts_with("data/")) ||
+         rest.starts_with("code/") || rest.starts_with(".data/");
 }
 
 // The legacy format (before torch 1.6) opens with a protocol-2 pickle of the magic number

@@ -83,6 +83,16 @@ def torch_zip(data_pkl, storages=None, root="archive", extra=None, byteorder=b"l
     return buf.getvalue()
 
 
+def torchscript_zip():
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_STORED) as z:
+        z.writestr("m/data/0", struct.pack("<4f", 1, 2, 3, 4))
+        z.writestr("m/data.pkl", one_tensor())
+        z.writestr("m/code/__torch__/m.py", b"class M(Module):\n  pass\n" * 8, compress_type=zipfile.ZIP_DEFLATED)
+        z.writestr("m/constants.pkl", pickle(b")"))
+    return buf.getvalue()
+
+
 LEGACY_MAGIC = PROTO2 + b"\x8a\x0a" + (0x1950A86A20F9469CFC6C).to_bytes(10, "little") + b"."
 LEGACY_PROTOCOL = PROTO2 + b"M\xe9\x03."
 LEGACY_SYS_INFO = pickle(b"}(" + s("protocol_version") + b"M\xe9\x03" + s("little_endian") + b"\x88u")
@@ -170,6 +180,8 @@ def malformed_corpus():
         "self_containing_list.pt": (torch_zip(pickle(b"}" + w + b"]q\x00h\x00as")), "InvalidCheckpoint"),
         "member_outside_root.pt": (torch_zip(one_tensor(), extra={"elsewhere/x": b"1"}), "InvalidCheckpoint"),
         "torchscript.pt": (torch_zip(one_tensor(), extra={"archive/constants.pkl": pickle(b")")}), "NotSupported"),
+        # torch.jit.save's layout: storages first, data.pkl after, code/ compressed.
+        "torchscript_compressed.pt": (torchscript_zip(), "NotSupported"),
         "quantized.pt": (torch_zip(pickle(state_dict((w, glob("torch._utils", "_rebuild_qtensor") + b")R")))), "NotSupported"),
         "conj_bit.pt": (torch_zip(one_tensor(extra=b"}(" + s("conj") + b"\x88u")), "NotSupported"),
         "complex128_storage.pt": (torch_zip(pickle(state_dict((w, tensor(storage_pid("ComplexDoubleStorage")))))), "NotSupported"),

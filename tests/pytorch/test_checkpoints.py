@@ -404,6 +404,21 @@ def test_torch(cli, tmp, torch):
     check(err.get("kind") == "UnsafePickle" and "posix.system" in err.get("message", ""), f"hidden __reduce__: {result}")
     check(not os.path.exists(canary), "the hidden __reduce__ created its canary")
 
+    # A TorchScript archive (torch.jit.save: storages first, compressed code/ members) is ours to
+    # detect, not DDUF's, and refused by name by every command, leaving no output.
+    path = os.path.join(tmp, "scripted.pt")
+    torch.jit.save(torch.jit.script(torch.nn.Linear(2, 2)), path)
+    result = validate(cli, path)
+    err = result.get("error") or {}
+    check(result["format"] == "pytorch" and err.get("kind") == "NotSupported" and "TorchScript" in err.get("message", ""),
+          f"TorchScript: {result}")
+    for args in (["inspect", path], ["cat", path, "weight"]):
+        out = run(cli, *args)
+        check(out.returncode == 1 and b"NotSupported" in out.stderr and b"TorchScript" in out.stderr, f"{args}: {out.stderr}")
+    for out in (path + ".safetensors", path + ".gguf"):
+        conv = run(cli, "convert", path, out)
+        check(conv.returncode == 1 and b"TorchScript" in conv.stderr and not os.path.exists(out), f"convert TorchScript: {conv.stderr}")
+
 
 def main():
     ap = argparse.ArgumentParser()
