@@ -3,6 +3,7 @@
 #include "pytorch/format.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "core/little_endian.h"
 #include "core/status_macros.h"
@@ -38,6 +39,12 @@ bool is_torch_zip(std::span<const std::byte> head) {
 // 0x1950a86a20f9469cfc6c: PROTO 2, LONG1 of 10 bytes.
 bool is_legacy_stream(std::span<const std::byte> head) {
   return starts_with_bytes(head, {0x80, 0x02, 0x8a, 0x0a, 0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19});
+}
+
+// torch.save's tar format (torch < 0.4, refused by name when read): a POSIX tar, `ustar` at byte 257.
+bool is_tar(std::span<const std::byte> head) {
+  constexpr std::string_view kUstar = "ustar";
+  return head.size() >= 257 + kUstar.size() && std::memcmp(head.data() + 257, kUstar.data(), kUstar.size()) == 0;
 }
 
 bool has_checkpoint_name(std::string_view path) {
@@ -109,6 +116,7 @@ class PytorchFormat final : public Format {
   std::string_view name() const noexcept override { return "pytorch"; }
   int detect(std::span<const std::byte> head, std::uint64_t, std::string_view path) const override {
     if (is_torch_zip(head) || is_legacy_stream(head)) return 4;  // magic bytes and structure: above DDUF's ZIP magic
+    if (is_tar(head)) return 3;  // tar magic, any name: no other format reads tar
     return has_checkpoint_name(path) ? 1 : 0;
   }
   Result<std::string> validate(const std::string& path, const FormatOptions& options) const override {

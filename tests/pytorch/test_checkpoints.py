@@ -67,6 +67,13 @@ def test_malformed_corpus(cli, tmp):
         out = os.path.join(tmp, name + ".safetensors")
         conv = run(cli, "convert", os.path.join(corpus, name), out)
         check(conv.returncode == 1 and not os.path.exists(out), f"corpus {name}: convert must fail and leave no output")
+    # Containers are recognised by content, not by name: the tar checkpoint and the TorchScript archive
+    # under names no checkpoint has.
+    for name, renamed in (("tar_format.pt", "checkpoint.tar"), ("torchscript_compressed.pt", "scripted.zip")):
+        path = os.path.join(tmp, renamed)
+        os.replace(os.path.join(corpus, name), path)
+        result = validate(cli, path)
+        check(result["format"] == "pytorch" and (result.get("error") or {}).get("kind") == "NotSupported", f"{renamed}: {result}")
 
 
 def test_hostile_pickles(cli, tmp):
