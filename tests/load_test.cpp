@@ -169,6 +169,26 @@ TEST(HostLoad, LoadIntoChecksTheDestinationSize) {
   EXPECT_TRUE(IsKind(load_into(*plan, small), ErrorKind::InvalidArgument));
 }
 
+TEST(HostLoad, AMemoryLimitBelowThePlanFailsBeforeAllocating) {
+  TempDir dir;
+  write_tensors(dir.file("a.safetensors"), {{"w", TensorType::F32, {300, 1000}}});
+  auto file = open_any(dir.file("a.safetensors"));
+  LoaderOptions options;
+  options.memory_limit = 4096;
+  auto plan = LoadPlan::make(*file, options);
+  ASSERT_TRUE(IsOk(plan.status()));
+  auto loaded = load_host(*plan);
+  ASSERT_TRUE(IsKind(loaded.status(), ErrorKind::ResourceLimit));
+  EXPECT_NE(loaded.error().message().find(std::to_string(plan->size()) + " bytes of host memory"), std::string::npos) << loaded.error().message();
+  EXPECT_NE(loaded.error().message().find("memory limit is 4096 bytes"), std::string::npos) << loaded.error().message();
+  options.memory_limit = plan->size();  // exactly enough
+  auto fits = LoadPlan::make(*file, options);
+  ASSERT_TRUE(IsOk(fits.status()));
+  auto ok = load_host(*fits);
+  ASSERT_TRUE(IsOk(ok.status()));
+  expect_loaded(*fits, {ok->buffer.get(), static_cast<std::size_t>(ok->size)});
+}
+
 TEST(HostLoad, AFileTruncatedBeforeTheLoadIsAnIoError) {
   TempDir dir;
   write_tensors(dir.file("a.safetensors"), {{"w", TensorType::F32, {1000, 100}}});

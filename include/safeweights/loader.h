@@ -21,8 +21,9 @@
 // dimensions and at least `world` rows along `dim` is split along it as numpy.array_split does, and
 // only this rank's part is read; the other tensors are read whole (replicated).
 //
-// Memory. The owned destination comes from allocate_uninitialized (the memory budget; ResourceLimit
-// beyond it); loading itself allocates only small bookkeeping. A failed load leaves the caller's
+// Memory. The owned destination comes from allocate_uninitialized: load_host fails with ResourceLimit,
+// before allocating, when the plan needs more than LoaderOptions::memory_limit or the process's memory
+// budget (the smaller when both are set); loading itself allocates only small bookkeeping. A failed load leaves the caller's
 // buffer with unspecified contents and frees what it took.
 //
 // Thread safety: a LoadPlan is immutable and may be used by several loads at once; it refers to the
@@ -60,6 +61,8 @@ struct LoaderOptions {
   std::uint64_t chunk_bytes = 0;     // 0: 16 MiB; rounded up to a multiple of 4 KiB
   ReadMode read = ReadMode::Auto;
   std::optional<TensorShard> shard;  // tensor-parallel loading
+  std::uint64_t memory_limit = 0;    // load_host: the most host memory the destination may take (0: the
+                                     // process's memory budget, memory_budget())
 };
 
 // Where one tensor landed in the destination.
@@ -122,7 +125,8 @@ struct HostLoad {
 // Reads the plan into dst (dst.size() == plan.size(); InvalidArgument otherwise). Bytes of dst that no
 // tensor covers (alignment padding) are left as they were.
 Status load_into(const LoadPlan& plan, std::span<std::byte> dst);
-// The same into an owned allocation (ResourceLimit beyond the memory budget).
+// The same into an owned allocation (ResourceLimit, before allocating, beyond LoaderOptions::memory_limit
+// or the memory budget).
 Result<HostLoad> load_host(const LoadPlan& plan);
 
 }  // namespace safeweights

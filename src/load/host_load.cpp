@@ -9,6 +9,7 @@
 #include "load/chunk_reader.h"
 #include "safeweights/cancel.h"
 #include "safeweights/loader.h"
+#include "safeweights/source.h"
 
 namespace safeweights {
 
@@ -28,6 +29,12 @@ Status load_into(const LoadPlan& plan, std::span<std::byte> dst) {
 }
 
 Result<HostLoad> load_host(const LoadPlan& plan) {
+  const std::uint64_t budget = memory_budget();
+  const std::uint64_t limit = plan.options().memory_limit ? std::min(plan.options().memory_limit, budget) : budget;
+  if (plan.size() > limit)
+    return Error(ErrorKind::ResourceLimit, "loading needs " + std::to_string(plan.size()) + " bytes of host memory; the " +
+                                               (limit == budget ? "process's memory budget" : "load's memory limit") +
+                                               " is " + std::to_string(limit) + " bytes");
   // Page-aligned, so that O_DIRECT can read into it.
   auto memory = allocate_uninitialized(plan.size() + load::kDirectAlign, "the loaded tensors");
   if (!memory.is_ok()) return std::move(memory).status();
