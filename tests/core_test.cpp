@@ -58,6 +58,31 @@ TEST(TensorTypeTable, SafetensorsLookupIsExactAndNeverAcceptsAnotherFormatsNames
     EXPECT_FALSE(st::type_from_code(bad).has_value()) << bad;
   EXPECT_FALSE(st::can_store(TensorType::Q8_0));
   EXPECT_EQ(st::type_code(TensorType::Q4_K), "");
+  // Every code with one byte changed, dropped or added (NUL included) is refused unless it spells
+  // another code: the lookup compares whole codes, never a hash or a prefix.
+  std::set<std::string> codes;
+  for (const auto& info : safeweights::tensor_type_table()) {
+    if (st::can_store(info.type)) codes.insert(std::string(st::type_code(info.type)));
+  }
+  auto expect_exact = [&](const std::string& s) {
+    const auto type = st::type_from_code(s);
+    if (codes.count(s)) {
+      ASSERT_TRUE(type.has_value()) << s;
+      EXPECT_EQ(st::type_code(*type), s);
+    } else {
+      EXPECT_FALSE(type.has_value()) << s;
+    }
+  };
+  for (const std::string& code : codes) {
+    for (std::size_t i = 0; i <= code.size(); ++i) {
+      static constexpr char kBytes[] = "\0_0123456789ABCEFIMNUZbf\xff";
+      for (const char c : std::string(kBytes, sizeof kBytes - 1)) {
+        if (i < code.size()) expect_exact(code.substr(0, i) + c + code.substr(i + 1));  // changed
+        expect_exact(code.substr(0, i) + c + code.substr(i));                          // added
+      }
+      if (i < code.size()) expect_exact(code.substr(0, i) + code.substr(i + 1));  // dropped
+    }
+  }
 }
 
 TEST(TensorTypeTable, BlockTypesFromGgml) {

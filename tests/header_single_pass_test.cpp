@@ -60,6 +60,21 @@ TEST(HeaderSinglePass, TheFirstSchemaErrorIsReported) {
   EXPECT_EQ(message_of(R"({"t":{"shape":[1],"data_offsets":[0,4]}})"), "missing field `dtype`");
 }
 
+// What reading entry `t` (between a metadata entry and a tensor `u` of 1 byte at 24) gives: the
+// tensors, or the error.
+std::string outcome(const std::string& entry) {
+  const std::string json = R"({"__metadata__":{"k":"v"},"t":)" + entry + R"(,"u":{"dtype":"U8","shape":[1],"data_offsets":[24,25]}})";
+  auto r = st::Header::parse(*mem(st_file(json, 25)));
+  if (!r.is_ok()) return std::string(safeweights::error_kind_name(r.error().kind())) + ": " + r.error().message() + " @" + r.error().context().tensor;
+  std::string out;
+  for (const auto& t : r.value().tensors()) {
+    out += std::string(t.name) + " " + std::string(st::type_code(t.dtype)) + " [";
+    for (auto d : t.shape) out += std::to_string(d) + ",";
+    out += "] " + std::to_string(t.begin) + "-" + std::to_string(t.end) + "; ";
+  }
+  return out;
+}
+
 // The reader takes entries spelled as the reference writes them ({"dtype":"F32","shape":[2],
 // "data_offsets":[0,8]}) by exact matching, and any other spelling the general way. Each entry below
 // deviates somewhere along the exact match, so that path gives up part-way; a space after its '{'
@@ -100,23 +115,30 @@ TEST(HeaderSinglePass, TheReferenceSpellingReadsAsAnyOther) {
       R"({"dtype":"F32)",
       R"({"dtype":{"F32":null},"shape":[6],"data_offsets":[0,24]})",
   };
-  auto outcome = [](const std::string& entry) {
-    const std::string json = R"({"__metadata__":{"k":"v"},"t":)" + entry + R"(,"u":{"dtype":"U8","shape":[1],"data_offsets":[24,25]}})";
-    auto r = st::Header::parse(*mem(st_file(json, 25)));
-    if (!r.is_ok()) return std::string(safeweights::error_kind_name(r.error().kind())) + ": " + r.error().message() + " @" + r.error().context().tensor;
-    std::string out;
-    for (const auto& t : r.value().tensors()) {
-      out += std::string(t.name) + " " + std::string(st::type_code(t.dtype)) + " [";
-      for (auto d : t.shape) out += std::to_string(d) + ",";
-      out += "] " + std::to_string(t.begin) + "-" + std::to_string(t.end) + "; ";
-    }
-    return out;
-  };
   for (const std::string& entry : entries) {
     const std::string general = "{ " + entry.substr(1);
     EXPECT_EQ(outcome(entry), outcome(general)) << entry;
   }
   EXPECT_EQ(outcome(entries[0]), "t F32 [2,3,] 0-24; u U8 [1,] 24-25; ");
+}
+
+// The exact path reads numbers eight digits at a time; every length, up to past what 64 bits hold,
+// in every place a number stands, reads as the general path reads it.
+TEST(HeaderSinglePass, NumbersOfEveryLengthReadAsTheGeneralPathReadsThem) {
+  const std::string digits = "98765432109876543210987";
+  for (std::size_t n = 1; n <= digits.size(); ++n) {
+    for (const std::string& number : {digits.substr(0, n), "1" + std::string(n - 1, '0'), std::string(n, '9')}) {
+      for (const std::string& entry : {R"({"dtype":"U8","shape":[)" + number + R"(],"data_offsets":[0,24]})",
+                                       R"({"dtype":"U8","shape":[)" + number + R"(,1],"data_offsets":[0,24]})",
+                                       R"({"dtype":"U8","shape":[24],"data_offsets":[)" + number + R"(,24]})",
+                                       R"({"dtype":"U8","shape":[24],"data_offsets":[0,)" + number + R"(]})"}) {
+        const std::string general = "{ " + entry.substr(1);
+        EXPECT_EQ(outcome(entry), outcome(general)) << entry;
+      }
+    }
+  }
+  EXPECT_EQ(outcome(R"({"dtype":"U8","shape":[1234567890123456789],"data_offsets":[0,24]})"),
+            "TensorInvalidInfo: shape and dtype need 1234567890123456789 bytes but data_offsets span 24 @t");
 }
 
 }  // namespace
