@@ -79,6 +79,13 @@ Status run_pytorch(const ConvertCli& opt, bool folder) {
   options.read.key = checkpoint_cli().key;
   options.read.backend = parse_backend(opt.backend);
   options.progress = terminal_progress();
+  if (options.read.key.empty()) {  // say which level the tensors come from when it was chosen for the user
+    options.opened = [said = std::string()](const std::string&, const std::string& key) mutable {
+      if (key.empty() || key == said) return;
+      std::fprintf(stderr, "reading the tensors under top-level key `%s` (use --key to choose another)\n", printable(key).c_str());
+      said = key;
+    };
+  }
   Status s;
   if (folder) {
     auto files = pytorch::convert_folder(opt.input, opt.output, options);

@@ -67,6 +67,9 @@ struct ConvertOptions {
   // recorded in `__metadata__` as "name": "kept name".
   bool dedup = false;
   bool durable = false;
+  // Called once each checkpoint is open with its path and the top-level key its tensors are read
+  // under (Checkpoint::opened_key(); empty for the whole object), before anything is written.
+  std::function<void(const std::string& input, const std::string& key)> opened;
   // Called after each tensor with the tensors and bytes done so far.
   std::function<void(std::size_t tensors, std::uint64_t bytes)> progress;
 };

@@ -110,6 +110,21 @@ class Walker {
   std::uint64_t name_bytes_ = 0;
 };
 
+// What a value is, for messages.
+std::string kind_text(Kind kind) {
+  switch (kind) {
+    case Kind::None: return "None";
+    case Kind::Bool: return "a bool";
+    case Kind::Int:
+    case Kind::BigInt: return "an int";
+    case Kind::Float: return "a float";
+    case Kind::Str: return "a string";
+    case Kind::Bytes: return "bytes";
+    case Kind::Set: return "a set";
+    default: return "a value that is not a container";
+  }
+}
+
 // The value the tensors are read from, and the key it was found under.
 Result<std::pair<const Value*, std::string>> select_root(const Value* root, const std::string& key) {
   auto lookup = [&](std::string_view k) -> const Value* {
@@ -119,8 +134,11 @@ Result<std::pair<const Value*, std::string>> select_root(const Value* root, cons
     return nullptr;
   };
   if (!key.empty()) {
-    if (const Value* v = lookup(key)) return std::make_pair(v, key);
-    return Error(ErrorKind::TensorNotFound, "the checkpoint has no top-level key `" + key + "`");
+    const Value* v = lookup(key);
+    if (!v) return Error(ErrorKind::TensorNotFound, "the checkpoint has no top-level key `" + key + "`");
+    if (v->kind != Kind::Dict && v->kind != Kind::List && v->kind != Kind::Tuple && v->kind != Kind::Tensor)
+      return Error(ErrorKind::InvalidArgument, "top-level key `" + key + "` holds " + kind_text(v->kind) + ", not a dict of tensors");
+    return std::make_pair(v, key);
   }
   for (std::string_view k : {"state_dict", "model", "module"})
     if (const Value* v = lookup(k); v && v->kind == Kind::Dict) return std::make_pair(v, std::string(k));

@@ -109,6 +109,7 @@ struct Written {
 
 Result<Written> convert_file(const std::string& input, const std::string& output, const ConvertOptions& options) {
   SW_ASSIGN_OR_RETURN(std::unique_ptr<Checkpoint> checkpoint, open_checkpoint(input, options.read));
+  if (options.opened) options.opened(input, checkpoint->opened_key());
   const Selection selection = select(*checkpoint, options.dedup);
   Written written;
   for (const TensorEntry& e : selection.tensors()) {

@@ -183,6 +183,29 @@ def test_hand_built(cli, tmp):
             check(got == want, f"{name}: {got} != {want}")
 
 
+def test_top_level_key(cli, tmp):
+    """convert says which top-level key it read the tensors under; --key naming a value that holds no
+    tensors is an InvalidArgument error, not an empty output."""
+    P = pickles
+    path = os.path.join(tmp, "keyed.pt")
+    with open(path, "wb") as f:
+        f.write(P.torch_zip(P.pickle(P.state_dict((P.s("epoch"), P.i(3)), (P.s("model"), P.state_dict((P.s("w"), P.tensor(P.storage_pid()))))))))
+    out = path + ".safetensors"
+    conv = run(cli, "convert", path, out)
+    check(conv.returncode == 0 and b"reading the tensors under top-level key `model` (use --key to choose another)" in conv.stderr,
+          f"convert must name the key it chose: {conv.stderr}")
+    check(os.path.exists(out) and list(read_safetensors(out)[0]) == ["w"], "keyed convert")
+    os.remove(out)
+    conv = run(cli, "convert", "--key", "model", path, out)
+    check(conv.returncode == 0 and b"top-level key" not in conv.stderr, f"--key model: {conv.stderr}")
+    os.remove(out)
+    for code, args in ((2, ["convert", "--key", "epoch", path, out]), (1, ["validate", "--key", "epoch", path])):
+        conv = run(cli, *args)
+        check(conv.returncode == code and b"InvalidArgument" in conv.stderr + conv.stdout and b"`epoch` holds an int" in conv.stderr + conv.stdout,
+              f"{args}: {conv.stdout} {conv.stderr}")
+    check(not os.path.exists(out), "--key epoch left an output")
+
+
 # --- real torch ---------------------------------------------------------------------------------------
 
 def torch_bytes(torch, t):
@@ -436,6 +459,7 @@ def main():
         test_malformed_corpus(args.cli, tmp)
         test_hostile_pickles(args.cli, tmp)
         test_hand_built(args.cli, tmp)
+        test_top_level_key(args.cli, tmp)
         try:
             import torch
         except ImportError:
