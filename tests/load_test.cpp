@@ -1,6 +1,7 @@
 // The loaders (safeweights/loader.h, safeweights/device.h): placement, host loads in every read mode,
 // tensor-parallel shards, and the device pipeline run on the host device (engine threads), including
 // its failure paths. Every load is compared with per-tensor reads of the same file.
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -453,6 +454,24 @@ TEST(PinnedBudget, AStagingBudgetBelowOneBufferFailsBeforeAllocating) {
       EXPECT_EQ(load::host_device_bytes_in_use(), device_before);
       EXPECT_LE(load::host_pinned_peak(), pinned_before + 4096);  // only what an earlier iteration cached
     }
+  }
+}
+
+TEST(DevicePipeline, DirectReadsGoIntoTheStagingBuffersWithODirect) {
+  OneTensor one(65536, ReadMode::Direct);
+  ASSERT_TRUE(one.plan);
+  const int probe = ::open(one.path().c_str(), O_RDONLY | O_DIRECT);
+  if (probe < 0) GTEST_SKIP() << "the test folder's file system refuses O_DIRECT";
+  ::close(probe);
+  // The host device's pinned buffers are page-aligned like CUDA's, so whole blocks are read directly
+  // (an unaligned buffer would send every byte through pread); only the file's last partial block is not.
+  for (std::uint64_t buffer : {16384ull, 0ull}) {
+    auto loaded = load_to_device(*one.plan, load::make_host_device(), {.strategy = DeviceStrategy::Staging, .buffer_bytes = buffer});
+    ASSERT_TRUE(IsOk(loaded.status()));
+    EXPECT_TRUE(loaded->stats.direct);
+    EXPECT_GT(loaded->stats.direct_bytes + 4096, one.plan->read_bytes()) << "buffer " << buffer;
+    EXPECT_LE(loaded->stats.direct_bytes, one.plan->read_bytes());
+    expect_loaded(*one.plan, {static_cast<const std::byte*>(loaded->data()), static_cast<std::size_t>(loaded->size)});
   }
 }
 

@@ -145,7 +145,9 @@ struct DeviceLoadStats {
   std::uint64_t staged_bytes = 0;      // through pinned buffers
   std::uint64_t registered_bytes = 0;  // copied from registered pages
   std::uint64_t file_read_bytes = 0;   // read by the device itself (GpuDirect)
-  bool direct = false;                 // some chunks were read with O_DIRECT
+  bool direct = false;                 // some sources were opened with O_DIRECT
+  std::uint64_t direct_bytes = 0;      // read with O_DIRECT into staging buffers (the rest of a direct
+                                       // source's bytes: pread, where offsets or buffers were unaligned)
   double register_seconds = 0;         // spent page-locking (cudaHostRegister)
   double unregister_seconds = 0;       // spent unlocking at the end
 };

@@ -122,6 +122,7 @@ Status ChunkReader::read_direct(int fd, std::uint64_t file_offset, const LoadChu
       done += static_cast<std::uint64_t>(n);
     }
   }
+  direct_bytes_ += done;
   if (done == dst.size()) return Status::ok();
   return chunk.source->read_at(chunk.offset + done, dst.subspan(static_cast<std::size_t>(done)));
 }

@@ -9,6 +9,7 @@
 // Thread safety: read() may be called from many threads at once.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -36,6 +37,9 @@ class ChunkReader {
   Status read(const LoadChunk& chunk, std::span<std::byte> dst) const;
   // Whether any source is read with O_DIRECT.
   bool direct() const noexcept { return !direct_fds_.empty(); }
+  // Bytes read with O_DIRECT so far (the rest of a direct source's bytes went through pread: pieces
+  // whose file offset or destination is not 4 KiB aligned, and reads O_DIRECT refused).
+  std::uint64_t direct_bytes() const noexcept { return direct_bytes_.load(); }
   // The descriptor `source` is read through (its O_DIRECT one when it is read directly) and the file
   // offset of its first byte; nullopt for a source that is not a region of a local file.
   std::optional<ByteSource::FileRegion> file_of(const ByteSource* source) const;
@@ -45,6 +49,7 @@ class ChunkReader {
 
   const LoadPlan& plan_;
   std::unordered_map<const ByteSource*, int> direct_fds_;  // O_DIRECT descriptor per source
+  mutable std::atomic<std::uint64_t> direct_bytes_{0};
 };
 
 // Share of the pages of [offset, offset + length) of `source` that are in the page cache (1 when it

@@ -184,6 +184,7 @@ class DeviceLoader {
     stats_.registered_bytes = registered_bytes_.load();
     stats_.file_read_bytes = file_read_bytes_.load();
     stats_.register_seconds = register_seconds_;
+    stats_.direct_bytes = reader_.direct_bytes();
     stats_.staged_bytes = plan_.read_bytes() - stats_.registered_bytes - stats_.file_read_bytes;
     return stats_;
   }

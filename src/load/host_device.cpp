@@ -22,25 +22,33 @@ std::atomic<std::uint64_t> g_device_bytes{0};
 std::atomic<std::uint64_t> g_pinned_bytes{0};
 std::atomic<std::uint64_t> g_pinned_peak{0};
 
-// Memory handed out with its size in front, so that release() knows what to count back.
-constexpr std::size_t kHeader = 64;
+// Memory handed out page-aligned, as cudaMallocHost and cudaMalloc give it (so that O_DIRECT reads into
+// staging buffers run here as on a GPU), with its size and the allocation's start just in front, so
+// that release() knows what to count back and what to free.
+constexpr std::size_t kAlign = 4096;
+struct Header {
+  std::byte* base;
+  std::uint64_t bytes;
+};
 
 Result<std::byte*> take(std::uint64_t bytes, std::atomic<std::uint64_t>& counter, std::string_view what) {
-  auto memory = allocate_uninitialized(bytes + kHeader, what);
+  auto memory = allocate_uninitialized(bytes + kAlign + sizeof(Header), what);
   if (!memory.is_ok()) return std::move(memory).status();
   std::byte* base = memory->release();
-  std::memcpy(base, &bytes, sizeof bytes);
+  const auto first = reinterpret_cast<std::uintptr_t>(base) + sizeof(Header);
+  std::byte* p = base + ((first + kAlign - 1) / kAlign * kAlign - reinterpret_cast<std::uintptr_t>(base));
+  const Header header{base, bytes};
+  std::memcpy(p - sizeof(Header), &header, sizeof header);
   counter += bytes;
-  return base + kHeader;
+  return p;
 }
 
 void give_back(void* p, std::atomic<std::uint64_t>& counter) noexcept {
   if (p == nullptr) return;
-  std::byte* base = static_cast<std::byte*>(p) - kHeader;
-  std::uint64_t bytes = 0;
-  std::memcpy(&bytes, base, sizeof bytes);
-  counter -= bytes;
-  delete[] base;
+  Header header;
+  std::memcpy(&header, static_cast<std::byte*>(p) - sizeof(Header), sizeof header);
+  counter -= header.bytes;
+  delete[] header.base;
 }
 
 struct HostEvent {

@@ -1,6 +1,7 @@
 // The "host" device (safeweights/device.h): device memory is host memory, and each stream is an engine
 // thread that runs its queued copies and event signals in order, so the staging pipeline runs for real
-// (asynchronously, with buffer reuse gated by events) on machines without a GPU. Internal; the options
+// (asynchronously, with buffer reuse gated by events) on machines without a GPU. Its pinned and device
+// memory is page-aligned, as CUDA's is, so O_DIRECT reads into staging buffers run here too. Internal; the options
 // let tests inject failures.
 //
 // Thread safety: as Device.
