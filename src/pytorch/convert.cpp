@@ -170,15 +170,31 @@ std::string index_json(const std::map<std::string, std::string>& metadata, const
 }
 
 // Removes the files a failed folder conversion committed (added only once committed, so a file that
-// was there before and is left untouched by a failed write is never removed), unless disarmed.
+// was there before and is left untouched by a failed write is never removed), then the folders it
+// created (innermost first, each only if empty), unless disarmed.
 struct Cleanup {
   std::vector<std::string> files;
+  std::vector<std::filesystem::path> created;  // innermost first
   bool armed = true;
   ~Cleanup() {
-    if (armed)
-      for (const std::string& f : files) std::remove(f.c_str());
+    if (!armed) return;
+    for (const std::string& f : files) std::remove(f.c_str());
+    std::error_code ec;
+    for (const auto& dir : created)
+      if (!std::filesystem::remove(dir, ec)) break;
   }
 };
+
+// The folders create_directories(folder) would create, innermost first.
+std::vector<std::filesystem::path> missing_folders(const std::filesystem::path& folder) {
+  std::vector<std::filesystem::path> out;
+  std::error_code ec;
+  for (std::filesystem::path p = folder.lexically_normal(); !p.empty() && !std::filesystem::exists(p, ec) && !ec; p = p.parent_path()) {
+    if (p.has_filename()) out.push_back(p);
+    if (p == p.parent_path()) break;
+  }
+  return out;
+}
 
 }  // namespace
 
@@ -195,9 +211,10 @@ Result<std::vector<std::string>> convert_folder(const std::string& input_folder,
   const bool sharded = fs::exists(index_path, ec);
   if (!sharded && !fs::exists(single, ec))
     return Error(ErrorKind::FileNotFound, "neither pytorch_model.bin nor pytorch_model.bin.index.json in the folder").with_file(input_folder);
+  Cleanup cleanup;
+  cleanup.created = missing_folders(output_folder);
   fs::create_directories(output_folder, ec);
   if (ec) return Error(ErrorKind::IoError, "cannot create the output folder: " + ec.message()).with_file(output_folder);
-  Cleanup cleanup;
   std::vector<std::string> written_files;
   if (!sharded) {
     SW_RETURN_IF_ERROR(convert_file(single, output_folder + "/model.safetensors", options).status());

@@ -418,7 +418,15 @@ def test_torch(cli, tmp, torch):
     out = sharded + "_bad"
     conv = run(cli, "convert", sharded, out)
     check(conv.returncode == 1 and b"InvalidIndex" in conv.stderr, f"bad index: {conv.stderr}")
-    check(not os.path.isdir(out) or os.listdir(out) == [], f"bad index left {os.listdir(out)}")
+    check(not os.path.exists(out), f"bad index left {out}")
+    # An output folder that was there before stays (empty), and so do its files.
+    os.makedirs(out)
+    with open(os.path.join(out, "keep"), "w") as f:
+        f.write("x")
+    check(run(cli, "convert", sharded, out).returncode == 1 and os.listdir(out) == ["keep"], f"existing folder: {os.listdir(out)}")
+    nested = os.path.join(tmp, "new_parent", "out")
+    check(run(cli, "convert", sharded, nested).returncode == 1 and not os.path.exists(os.path.dirname(nested)),
+          "a refused conversion left the folders it created")
 
     # A __reduce__ hidden in a real state dict: torch.save writes the payload; we refuse it by name.
     canary = os.path.join(tmp, "canary_reduce")
