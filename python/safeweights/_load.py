@@ -48,6 +48,10 @@ def load_plan(plan, device) -> dict:
     """The plan's tensors as torch tensors on `device` (CPU or CUDA), in the plan's order."""
     import torch  # noqa: PLC0415
 
+    placed = plan.tensors()
+    for name, code, *_ in placed:  # before anything is allocated or read
+        if code not in TABLE:
+            raise SafetensorError(f"tensor {name} is {code}: it has no torch dtype (convert the file to dequantize it)")
     dev = torch_device(device) if is_cuda(device) else torch.device("cpu")
     size = max(plan.size, 1)
     buf = torch.empty((size + 63) // 64 * 64, dtype=torch.uint8, device=dev)
@@ -60,7 +64,7 @@ def load_plan(plan, device) -> dict:
             plan.load_device(buf.data_ptr(), plan.size, index)
     else:
         plan.load_into(buf.data_ptr(), plan.size)
-    return _views(torch, buf, plan.tensors())
+    return _views(torch, buf, placed)
 
 
 def _views(torch, buf, placed) -> dict:
@@ -74,9 +78,7 @@ def _views(torch, buf, placed) -> dict:
     while i < n:
         name, code, shape, strides, offset, nbytes = placed[i]
         view = typed.get(code)
-        if view is None:
-            if code not in TABLE:
-                raise SafetensorError(f"tensor {name} is {code}: it has no torch dtype (convert the file to dequantize it)")
+        if view is None:  # every code is in TABLE: load_plan checked
             v = buf.view(torch_dtype(code))
             view = typed[code] = (v, v.element_size())
         if code == "F4":  # two to a byte in torch: the last dimension halved

@@ -111,7 +111,9 @@ def test_runs_of_same_shape_tensors_come_out_as_separate_correct_views(tmp_path)
     assert torch.equal(got["t01"], want["t01"])
 
 
-def test_load_tensors_reads_a_gguf_file_written_by_convert(tmp_path):
+def converted_gguf(tmp_path, *convert_args):
+    """A small safetensors file and its GGUF conversion by the CLI (``convert_args`` added, e.g.
+    ``--type q8_0``): (safetensors path, GGUF path). Skips where the CLI is not built."""
     cli = os.environ.get("SAFEWEIGHTS_CLI")
     if not cli:
         pytest.skip("SAFEWEIGHTS_CLI is not set")
@@ -123,13 +125,26 @@ def test_load_tensors_reads_a_gguf_file_written_by_convert(tmp_path):
         ("c", "I32", [2, 3], rng.integers(-5, 5, (2, 3)).astype("<i4").tobytes()),
     ]))
     gguf = tmp_path / "m.gguf"
-    subprocess.run([cli, "convert", str(src), str(gguf)], check=True, capture_output=True, timeout=60)
+    subprocess.run([cli, "convert", str(src), str(gguf), *convert_args], check=True, capture_output=True, timeout=60)
+    return src, gguf
+
+
+def test_load_tensors_reads_a_gguf_file_written_by_convert(tmp_path):
+    src, gguf = converted_gguf(tmp_path)
     got, want = swt.load_tensors(gguf), swt.load_file(src)
     assert sorted(got) == sorted(want)
     for name in want:
         assert got[name].dtype == want[name].dtype and torch.equal(got[name], want[name]), name
     part = swt.load_tensors(gguf, shard=(1, 0, 2))
     assert torch.equal(part["a"], torch.tensor_split(want["a"], 2, 1)[0])
+
+
+def test_a_quantized_gguf_raises_safetensor_error_naming_the_tensor_and_its_type(tmp_path):
+    _, gguf = converted_gguf(tmp_path, "--type", "q8_0")
+    quantized = [t for t in safeweights.inspect(str(gguf))["tensors"] if t["type"] == "Q8_0"]
+    assert quantized, "convert --type q8_0 quantized nothing"
+    with pytest.raises(safeweights.SafetensorError, match=rf"tensor {quantized[0]['name']} is Q8_0: it has no torch dtype"):
+        swt.load_tensors(gguf)
 
 
 def test_load_tensors_reads_a_split_gguf_from_any_of_its_files(tmp_path):
@@ -173,6 +188,16 @@ def test_cuda_loads_equal_the_cpu_load(tmp_path):
     part = swt.load_file(path, device="cuda:0", shard=(1, 1, 2))
     assert torch.equal(part["w3"].cpu(), torch.tensor_split(cpu["w3"], 2, 1)[1])
     assert torch.equal(swt.load_tensors(path, device="cuda:0")["ids"].cpu(), cpu["ids"])
+
+
+@cuda
+def test_an_unquantized_gguf_loads_onto_the_device_equal_to_the_cpu_load(tmp_path):
+    _, gguf = converted_gguf(tmp_path)
+    cpu = swt.load_tensors(gguf)
+    got = swt.load_tensors(gguf, device="cuda:0")
+    assert list(got) == list(cpu)
+    for name, t in cpu.items():
+        assert got[name].is_cuda and got[name].dtype == t.dtype and torch.equal(got[name].cpu(), t), name
 
 
 @cuda
