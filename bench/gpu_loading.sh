@@ -1,7 +1,14 @@
 #!/bin/bash
 # Loading benchmarks on the GPU machine, in one go: builds safeweights there (shared/device/README.md),
-# writes the benchmark files, checks and times every loading path against its physical reference in
-# the same run, and prints a table. Results: $OUT/results.jsonl (one JSON object per run), logs in $OUT.
+# runs the loader's Python tests (tests/python/test_loading.py: its CUDA tests run there) and stops if
+# they fail, writes the benchmark files, times every loading path against its physical reference in the
+# same run (the load after the timed passes is copied back and compared with a CPU load: "verified"),
+# and prints a table. Results: $OUT/results.jsonl (one JSON object per run), logs in $OUT.
+#
+# The build: .device-debs/build-on-device.sh with the Debian packages of .device-debs (shared/device/
+# README.md says how to make that folder); without the script there, shared/device/build-on-device.sh
+# (in the checkout or beside it) with those packages; without packages, a plain configure and build
+# (scripts/build.sh's), for a machine that has the -dev packages installed.
 #
 #   bash bench/gpu_loading.sh [explore|gpudirect|cold|report]   # from the checkout's root, on the GPU machine
 #
@@ -18,12 +25,36 @@ DATA=${DATA:-/var/tmp/swdata}
 mkdir -p "$OUT" "$DATA"
 : > "$OUT/results.jsonl"
 
-if ! bash .device-debs/build-on-device.sh .device-debs /tmp/swbuild -DSAFEWEIGHTS_ALLOW_STATIC_LIBSTDCXX=ON > "$OUT/build.log" 2>&1; then
+build_safeweights() {  # into /tmp/swbuild
+  local script
+  for script in .device-debs/build-on-device.sh shared/device/build-on-device.sh ../shared/device/build-on-device.sh; do
+    if [ -f "$script" ] && compgen -G ".device-debs/*.deb" > /dev/null; then
+      echo "build: $script with .device-debs"
+      bash "$script" .device-debs /tmp/swbuild -DSAFEWEIGHTS_ALLOW_STATIC_LIBSTDCXX=ON
+      return
+    fi
+  done
+  echo "build: no build-on-device.sh with .device-debs packages; plain configure (needs the -dev packages)"
+  cmake -S . -B /tmp/swbuild -G Ninja -DCMAKE_BUILD_TYPE=Release -DSAFEWEIGHTS_BUILD_BENCH=OFF \
+    -DSAFEWEIGHTS_PYTHON="$(command -v python3)" -DPython3_EXECUTABLE="$(command -v python3)" \
+    -DSAFEWEIGHTS_ALLOW_STATIC_LIBSTDCXX=ON && cmake --build /tmp/swbuild -j"$(nproc)"
+}
+if ! build_safeweights > "$OUT/build.log" 2>&1; then
   tail -40 "$OUT/build.log"; exit 1
 fi
 export LD_LIBRARY_PATH=/tmp/deps/usr/lib/x86_64-linux-gnu:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 export PYTHONPATH=/tmp/swbuild/python
 SW=/tmp/swbuild/safeweights
+
+# The loader's tests before any timing: the C++ ones where the build has them (the Debian-package build
+# turns tests off: no GoogleTest there), the Python ones (CUDA loads included) always.
+if [ -x /tmp/swbuild/tests/safeweights_load_tests ] && ! /tmp/swbuild/tests/safeweights_load_tests > "$OUT/load_tests.log" 2>&1; then
+  tail -40 "$OUT/load_tests.log"; echo "loader tests failed: no timings"; exit 1
+fi
+if ! (cd tests/python && SAFEWEIGHTS_CLI=$SW python3 -m pytest -q -p no:cacheprovider -rs test_loading.py) > "$OUT/python_tests.log" 2>&1; then
+  tail -40 "$OUT/python_tests.log"; echo "loader tests failed: no timings"; exit 1
+fi
+tail -3 "$OUT/python_tests.log"
 { nvidia-smi --query-gpu=name,memory.total,pcie.link.gen.current,pcie.link.width.current --format=csv; nproc; free -g; } > "$OUT/machine.txt" 2>&1
 
 make_file() {  # kind path [gib]
@@ -59,7 +90,7 @@ if [ "$mode" = explore ]; then
   run "hybrid t14 c4 r512" --device cuda:0 --strategy hybrid --threads 14 --chunk-mib 4 --register-mib 512 --passes 3 "$big"
   run "small staging t16 c2" --device cuda:0 --strategy staging --threads 16 --chunk-mib 2 --passes 3 "$DATA/small.safetensors"
 elif [ "$mode" = gpudirect ]; then
-  # cuFile against staging, warm and cold, and the loader's tests on a real GPU.
+  # cuFile against staging, warm and cold.
   cold=$DATA/cold2.safetensors
   run "warm staging" --device cuda:0 --passes 3 "$big"
   for b in 4 16 64; do run "warm gpudirect b$b" --device cuda:0 --strategy gpudirect --buffer-mib $b --passes 3 "$big"; done

@@ -67,3 +67,10 @@ def test_gpudirect_on_a_device_that_cannot_read_files_says_so(model):
 def test_a_bad_device_name_is_refused(model):
     code, _, err = bench("--device", "gpu0", model)
     assert code == 1 and "InvalidArgument" in err
+
+
+def test_the_gpu_loading_script_parses():
+    """bench/gpu_loading.sh runs only on the GPU machine; here at least bash must accept it."""
+    script = os.path.join(os.path.dirname(__file__), "..", "..", "bench", "gpu_loading.sh")
+    r = subprocess.run(["bash", "-n", script], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
