@@ -55,6 +55,9 @@ def cases(args) -> dict[str, tuple[list[str], dict[str, str]]]:
     for label, tool in tools:
         for tag, path in (("700", args.f700), ("20k", args.f20k)):
             c[f"{label}: bench_fresh_parse, first parse {tag}"] = ([tool, "parse", path, "0"], plain)
+    if args.rust_parse_tool:
+        for tag, path in (("700", args.f700), ("20k", args.f20k)):
+            c[f"rust: reference_parse, first parse {tag}"] = ([args.rust_parse_tool, path, "0"], plain)
     c["python: bare interpreter (reference)"] = ([args.python, "-c", "pass"], plain)
     if args.ref_python:
         c["python: import safetensors (reference wheel)"] = ([args.ref_python, "-c", "import safetensors"], ref_py)
@@ -85,6 +88,7 @@ def main() -> None:
     p.add_argument("--base-cli", help="another build of the CLI (e.g. the branch point), measured alongside")
     p.add_argument("--parse-tool", required=True, help="bench_fresh_parse")
     p.add_argument("--base-parse-tool", help="bench_fresh_parse built against another library build")
+    p.add_argument("--rust-parse-tool", help="bench/rust_reference's reference_parse (the reference's parse in Rust)")
     p.add_argument("--hello", required=True, help="a plain C++ hello-world binary")
     p.add_argument("--python", default=sys.executable)
     p.add_argument("--pythonpath", required=True, help="where the built safeweights package lies")
@@ -128,6 +132,8 @@ def main() -> None:
     ratio("ours: safeweights validate 700", "base: safeweights validate 700")
     ratio("ours: safeweights --version", "base: safeweights --version")
     ratio("ours: bench_fresh_parse, first parse 20k", "base: bench_fresh_parse, first parse 20k", inner)
+    for tag in ("700", "20k"):
+        ratio(f"ours: bench_fresh_parse, first parse {tag}", f"rust: reference_parse, first parse {tag}", inner)
     for tag in ("700", "20k"):
         ratio(f"python {tag}: safeweights import+safe_open+keys", f"python {tag}: reference wheel import+safe_open+keys")
         ratio(f"python {tag}: safeweights first safe_open", f"python {tag}: reference wheel first safe_open", inner)
