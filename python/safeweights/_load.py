@@ -1,7 +1,8 @@
 """Loading through the library's loaders into memory torch allocates: one allocation per load, on the
 CPU or a CUDA device, with every tensor a view into it (no per-tensor ``.to()``).
 
-A CUDA load reads the file with the library's threads into pinned staging buffers and copies them to
+A CUDA load needs a CUDA device that torch can use (SafetensorError, kind DeviceError, without one, before
+anything is allocated or read). It reads the file with the library's threads into pinned staging buffers and copies them to
 the device on its own streams; it waits for every copy before returning, and waits for the work
 already queued on torch's current stream first (the allocation may reuse memory that work still
 uses). The tensors of one load share one storage: the memory is freed when the last of them goes.
@@ -53,6 +54,12 @@ def load_plan(plan, device) -> dict:
         if code not in TABLE:
             raise SafetensorError(f"tensor {name} is {code}: it has no torch dtype (convert the file to dequantize it)")
     dev = torch_device(device) if is_cuda(device) else torch.device("cpu")
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        # torch's own error here would be an AssertionError (a CPU-only build) or a RuntimeError (no GPU).
+        why = "torch was built without CUDA" if torch.version.cuda is None else "torch sees no CUDA device"
+        error = SafetensorError(f"cannot load onto {dev}: {why} (torch {torch.__version__})")
+        error.kind = "DeviceError"
+        raise error
     size = max(plan.size, 1)
     buf = torch.empty((size + 63) // 64 * 64, dtype=torch.uint8, device=dev)
     if dev.type == "cuda":

@@ -2,8 +2,10 @@
 
 Loading with the default ``backend="mmap"`` returns tensors that view the file's mapping, mapped
 copy-on-write: they are writable, an in-place update copies just the touched pages into private memory,
-and the file never changes. ``tensor.clone()`` gives independent memory. ``device="cuda"`` (or any
-torch device) moves each tensor there after the zero-copy read.
+and the file never changes. ``tensor.clone()`` gives independent memory. ``device="cuda"`` (or
+``"cuda:N"``, an int, a CUDA ``torch.device``) loads every tensor with the library's loader into one
+device allocation, with no zero-copy read or per-tensor ``.to()`` on the way (docs/PYTHON.md,
+"Loading"); without a CUDA device torch can use, that raises SafetensorError (kind ``DeviceError``).
 
 Saving follows the reference's rules and messages: no sparse or non-contiguous tensors, no tensors
 sharing memory (use ``save_model``, which removes the aliases and records them in the metadata).

@@ -1,6 +1,8 @@
 """The library's loaders from Python (docs/PYTHON.md, "Loading"): safeweights.torch.load_file with
 shard=(dim, rank, world), load_tensors for any supported format, CUDA device loads (skipped without a
-GPU), and tensor-parallel loading under torchrun with two CPU processes (gloo).
+GPU; without one, the SafetensorError a CUDA load raises), and tensor-parallel loading with two CPU
+processes (gloo) started by torchrun, or, where torchrun itself fails (Debian 12's torch 1.13 on Python
+3.11), with torchrun's environment by the test itself.
 
 Expected values come from torch itself: torch.tensor_split of the whole tensor, torch.load of the
 checkpoint, the CPU load for the device load."""
@@ -207,6 +209,21 @@ def test_an_unquantized_gguf_loads_onto_the_device_equal_to_the_cpu_load(tmp_pat
     assert list(got) == list(cpu)
     for name, t in cpu.items():
         assert got[name].is_cuda and got[name].dtype == t.dtype and torch.equal(got[name].cpu(), t), name
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA device is available")
+@pytest.mark.parametrize("device", ["cuda", "cuda:0", 0])
+def test_without_cuda_a_cuda_load_raises_a_device_error(tmp_path, device):
+    path = tp_file(tmp_path)
+
+    def through_safe_open():
+        with swt.safe_open(path, "pt", device=device) as f:
+            return f.get_tensors()
+
+    for load in (lambda: swt.load_file(path, device=device), lambda: swt.load_tensors(path, device=device), through_safe_open):
+        with pytest.raises(safeweights.SafetensorError, match="cannot load onto cuda") as e:
+            load()
+        assert e.value.kind == "DeviceError"
 
 
 @cuda

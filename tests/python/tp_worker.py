@@ -1,5 +1,5 @@
-"""One process of the tensor-parallel test (test_loading.py runs two of them under torchrun, on the CPU
-with gloo): each loads its shard of every tensor, rank 0 gathers the shards and checks that, joined
+"""One process of the tensor-parallel test (test_loading.py runs two of them on the CPU with gloo,
+under torchrun, or with torchrun's environment where torchrun itself fails: Debian 12's torch 1.13): each loads its shard of every tensor, rank 0 gathers the shards and checks that, joined
 along the shard dimension, they equal the whole tensors loaded without sharding."""
 import sys
 
