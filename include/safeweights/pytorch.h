@@ -61,6 +61,12 @@ class Checkpoint : public TensorFile {
 Result<std::unique_ptr<Checkpoint>> open_checkpoint(const std::string& path, const CheckpointOptions& options = {});
 Result<std::unique_ptr<Checkpoint>> open_checkpoint(SourcePtr source, const CheckpointOptions& options = {});
 
+// A sharded checkpoint: `pytorch_model.bin.index.json` (transformers' index, naming .bin shards) and
+// the shards it names beside it, opened through options.resolver, as one Checkpoint (container()
+// "index"; shared() per shard). Strict as the folder converter: a shard must be a plain file name,
+// and each must hold exactly the tensors the index lists for it (InvalidIndex otherwise).
+Result<std::unique_ptr<Checkpoint>> open_checkpoint_index(const std::string& index_path, const CheckpointOptions& options = {});
+
 struct ConvertOptions {
   CheckpointOptions read;
   // Keep one copy per shared storage: names that are the same tensor as a kept one are left out and

@@ -5,12 +5,15 @@
 #include <algorithm>
 #include <cstring>
 #include <deque>
+#include <map>
+#include <set>
 #include <unordered_map>
 #include <unordered_set>
 
 #include "core/little_endian.h"
 #include "core/status_macros.h"
 #include "json/json_parse.h"
+#include "pytorch/index.h"
 #include "pytorch/pickle_vm.h"
 #include "pytorch/strided_source.h"
 #include "safeweights/cancel.h"
@@ -147,7 +150,9 @@ Result<std::pair<const Value*, std::string>> select_root(const Value* root, cons
 
 // --- the TensorFile ---
 
-class CheckpointFile final : public Checkpoint {
+// What a checkpoint and a sharded one (open_checkpoint_index) both are: entries found by name, the key
+// they were read under, the groups sharing a storage.
+class ListedCheckpoint : public Checkpoint {
  public:
   std::string_view format() const noexcept override { return "pytorch"; }
   const std::string& name() const noexcept override { return name_; }
@@ -157,9 +162,23 @@ class CheckpointFile final : public Checkpoint {
     return it == index_.end() ? nullptr : &entries_[it->second];
   }
   const MetadataEntries* metadata() const noexcept override { return &metadata_; }
-  std::string_view container() const noexcept override { return container_; }
   const std::string& opened_key() const noexcept override { return key_; }
   const std::vector<std::vector<std::string_view>>& shared() const noexcept override { return shared_; }
+
+  std::string name_;
+  std::string key_;
+  MetadataEntries metadata_{{"format", "pt"}};
+  std::vector<TensorEntry> entries_;
+  std::unordered_map<std::string_view, std::size_t> index_;
+  std::vector<std::vector<std::string_view>> shared_;
+
+ protected:
+  std::size_t index_of(const TensorEntry& e) const noexcept { return static_cast<std::size_t>(&e - entries_.data()); }
+};
+
+class CheckpointFile final : public ListedCheckpoint {
+ public:
+  std::string_view container() const noexcept override { return container_; }
   bool covers_storage(const TensorEntry& e) const noexcept override { return extra_[index_of(e)].covers; }
   std::string_view storage_of(const TensorEntry& e) const noexcept override { return extra_[index_of(e)].storage; }
 
@@ -172,22 +191,15 @@ class CheckpointFile final : public Checkpoint {
   // Builds entries from the tensors found, in file order of their bytes.
   Status build(std::vector<Found>& found, const std::unordered_map<std::string, StorageBytes>& bytes, bool swap);
 
-  std::string name_;
   std::string container_;
-  std::string key_;
-  MetadataEntries metadata_{{"format", "pt"}};
   std::unique_ptr<Pickle> pickle_;
   SourcePtr file_;
-  std::vector<TensorEntry> entries_;
   std::vector<Extra> extra_;
   std::deque<std::string> names_;
   std::deque<std::vector<std::uint64_t>> shapes_;
   std::vector<SourcePtr> sources_;  // storages and strided views: what entries' sources point to
-  std::unordered_map<std::string_view, std::size_t> index_;
-  std::vector<std::vector<std::string_view>> shared_;
 
  private:
-  std::size_t index_of(const TensorEntry& e) const noexcept { return static_cast<std::size_t>(&e - entries_.data()); }
   Status add(const Found& f, const StorageBytes& storage, bool swap);
 };
 
@@ -459,6 +471,91 @@ Result<std::unique_ptr<Checkpoint>> open_checkpoint(SourcePtr file, const Checkp
     return fail(Error(ErrorKind::ResourceLimit, "out of memory while reading the checkpoint"));
   }
   return std::unique_ptr<Checkpoint>(std::move(out));
+}
+
+namespace {
+
+// A sharded checkpoint: the shards' tensors as one namespace, each entry kept by its shard.
+class IndexFile final : public ListedCheckpoint {
+ public:
+  std::string_view container() const noexcept override { return "index"; }
+  bool covers_storage(const TensorEntry& e) const noexcept override { return shard_of(e).covers_storage(*shard_of(e).find(e.name)); }
+  std::string_view storage_of(const TensorEntry& e) const noexcept override { return storage_[index_of(e)]; }
+
+  std::vector<std::unique_ptr<Checkpoint>> shards_;
+  std::vector<std::size_t> shard_;     // per entry: which shard holds it
+  std::vector<std::string> storage_;   // per entry: "shard file:storage key", unique across shards
+
+ private:
+  const Checkpoint& shard_of(const TensorEntry& e) const noexcept { return *shards_[shard_[index_of(e)]]; }
+};
+
+}  // namespace
+
+Result<safetensors::RawIndex> read_bin_index(const std::string& path, const Resolver& resolver) {
+  constexpr std::uint64_t kMaxIndex = 256u << 20;
+  SW_ASSIGN_OR_RETURN(SourcePtr source, resolver.open(path, FileBackend::Pread));
+  if (source->size() > kMaxIndex) return Error(ErrorKind::ResourceLimit, "index larger than 256 MiB").with_file(path);
+  std::string text(static_cast<std::size_t>(source->size()), '\0');
+  SW_RETURN_IF_ERROR(source->read_at(0, std::as_writable_bytes(std::span(text))));
+  safetensors::RawIndex index;
+  if (Status s = safetensors::parse_index_json(text, index); !s.is_ok()) return std::move(s.error().with_file(path));
+  return index;
+}
+
+Status check_shard_name(const std::string& shard) {
+  if (shard.empty() || shard.find('/') != std::string::npos || shard.find('\\') != std::string::npos || shard == "." || shard == "..")
+    return Error(ErrorKind::InvalidIndex, "shard `" + shard + "` is not a file name in the folder");
+  return Status::ok();
+}
+
+Result<std::unique_ptr<Checkpoint>> open_checkpoint_index(const std::string& index_path, const CheckpointOptions& options) {
+  const Resolver& resolver = options.resolver ? *options.resolver : plain_resolver();
+  SW_ASSIGN_OR_RETURN(safetensors::RawIndex index, read_bin_index(index_path, resolver));
+  auto out = std::make_unique<IndexFile>();
+  out->name_ = index_path;
+  std::map<std::string, std::set<std::string_view>> listed;  // shard file -> tensors the index puts there
+  for (const auto& [tensor, file] : index.weight_map) listed[file].insert(tensor);
+  for (const auto& [file, names] : listed) {
+    if (Status s = check_shard_name(file); !s.is_ok()) return std::move(s.error().with_file(index_path));
+    SW_ASSIGN_OR_RETURN(std::unique_ptr<Checkpoint> shard, open_checkpoint(sibling_name(index_path, file), options));
+    if (!shard->opened_key().empty()) out->key_ = shard->opened_key();
+    for (const TensorEntry& e : shard->tensors()) {
+      if (!names.contains(e.name))
+        return Error(ErrorKind::InvalidIndex, "tensor `" + std::string(e.name) + "` of shard `" + file + "` is not listed for it in the index").with_file(index_path);
+      out->entries_.push_back(e);
+      out->shard_.push_back(out->shards_.size());
+      out->storage_.push_back(file + ":" + std::string(shard->storage_of(e)));
+    }
+    for (std::string_view n : names)
+      if (!shard->find(n))
+        return Error(ErrorKind::InvalidIndex, "the index lists `" + std::string(n) + "` in `" + file + "`, which does not hold it").with_file(index_path);
+    for (const auto& group : shard->shared()) out->shared_.push_back(group);
+    out->shards_.push_back(std::move(shard));
+  }
+  for (std::size_t i = 0; i < out->entries_.size(); ++i) out->index_.emplace(out->entries_[i].name, i);
+  return std::unique_ptr<Checkpoint>(std::move(out));
+}
+
+bool is_bin_index(std::span<const std::byte> head, std::string_view path) {
+  if (!path.ends_with(kBinIndexSuffix)) return false;
+  for (std::byte b : head) {
+    const char c = static_cast<char>(b);
+    if (c != ' ' && c != '\n' && c != '\r' && c != '\t') return c == '{';
+  }
+  return false;
+}
+
+Result<std::unique_ptr<Checkpoint>> open_checkpoint_or_index(const std::string& path, const CheckpointOptions& options) {
+  const Resolver& resolver = options.resolver ? *options.resolver : plain_resolver();
+  SW_ASSIGN_OR_RETURN(SourcePtr source, resolver.open(path, options.backend));
+  if (path.ends_with(kBinIndexSuffix)) {  // the index, or a checkpoint under an index's name: by content
+    std::byte head[64];
+    const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(sizeof head, source->size()));
+    SW_RETURN_IF_ERROR(source->read_at(0, std::span(head, n)));
+    if (is_bin_index(std::span(head, n), path)) return open_checkpoint_index(path, options);
+  }
+  return open_checkpoint(std::move(source), options);
 }
 
 Result<std::unique_ptr<Checkpoint>> open_checkpoint(const std::string& path, const CheckpointOptions& options) {

@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "core/status_macros.h"
+#include "pytorch/index.h"
 #include "safeweights/cancel.h"
 #include "safeweights/pytorch.h"
 #include "safeweights/atomic_file.h"
@@ -108,7 +109,7 @@ struct Written {
 };
 
 Result<Written> convert_file(const std::string& input, const std::string& output, const ConvertOptions& options) {
-  SW_ASSIGN_OR_RETURN(std::unique_ptr<Checkpoint> checkpoint, open_checkpoint(input, options.read));
+  SW_ASSIGN_OR_RETURN(std::unique_ptr<Checkpoint> checkpoint, open_checkpoint_or_index(input, options.read));
   if (options.opened) options.opened(input, checkpoint->opened_key());
   const Selection selection = select(*checkpoint, options.dedup);
   Written written;
@@ -129,23 +130,10 @@ Result<Written> convert_file(const std::string& input, const std::string& output
   return written;
 }
 
-// The index of a folder's shards: tensor -> shard file, and the index's metadata.
-Result<safetensors::RawIndex> read_bin_index(const std::string& path) {
-  constexpr std::uint64_t kMaxIndex = 256u << 20;
-  SW_ASSIGN_OR_RETURN(SourcePtr source, open_file(path, FileBackend::Pread));
-  if (source->size() > kMaxIndex) return Error(ErrorKind::ResourceLimit, "index larger than 256 MiB").with_file(path);
-  std::string text(static_cast<std::size_t>(source->size()), '\0');
-  SW_RETURN_IF_ERROR(source->read_at(0, std::as_writable_bytes(std::span(text))));
-  safetensors::RawIndex index;
-  if (Status s = safetensors::parse_index_json(text, index); !s.is_ok()) return std::move(s.error().with_file(path));
-  return index;
-}
-
 // pytorch_model-00001-of-00002.bin -> model-00001-of-00002.safetensors (what the Hub's conversion names them).
 Result<std::string> safetensors_name(const std::string& bin) {
   constexpr std::string_view kPrefix = "pytorch_model", kExt = ".bin";
-  if (bin.empty() || bin.find('/') != std::string::npos || bin.find('\\') != std::string::npos || bin == "." || bin == "..")
-    return Error(ErrorKind::InvalidIndex, "shard `" + bin + "` is not a file name in the folder");
+  SW_RETURN_IF_ERROR(check_shard_name(bin));
   std::string out = bin;
   if (out.starts_with(kPrefix)) out = "model" + out.substr(kPrefix.size());
   if (out.ends_with(kExt)) out.resize(out.size() - kExt.size());
@@ -221,7 +209,7 @@ Result<std::vector<std::string>> convert_folder(const std::string& input_folder,
     cleanup.armed = false;
     return std::vector<std::string>{"model.safetensors"};
   }
-  SW_ASSIGN_OR_RETURN(safetensors::RawIndex index, read_bin_index(index_path));
+  SW_ASSIGN_OR_RETURN(safetensors::RawIndex index, read_bin_index(index_path, plain_resolver()));
   std::map<std::string, std::set<std::string>> shards;  // shard file -> tensors the index puts there
   for (const auto& [tensor, file] : index.weight_map) shards[file].insert(tensor);
   std::map<std::string, std::string> weight_map;

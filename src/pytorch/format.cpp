@@ -7,6 +7,7 @@
 
 #include "core/little_endian.h"
 #include "core/status_macros.h"
+#include "pytorch/index.h"
 #include "safeweights/pytorch.h"
 #include "safeweights/text.h"
 #include "safeweights/zip.h"
@@ -64,9 +65,7 @@ CheckpointOptions checkpoint_options(const FormatOptions& options) {
 }
 
 Result<std::unique_ptr<Checkpoint>> open_with(const std::string& path, const FormatOptions& options) {
-  auto source = resolver_of(options).open(path, options.backend);
-  if (!source.is_ok()) return std::move(source).error();
-  return open_checkpoint(std::move(source).value(), checkpoint_options(options));
+  return open_checkpoint_or_index(path, checkpoint_options(options));
 }
 
 std::string where_read(const Checkpoint& c) {
@@ -116,6 +115,7 @@ class PytorchFormat final : public Format {
   std::string_view name() const noexcept override { return "pytorch"; }
   int detect(std::span<const std::byte> head, std::uint64_t, std::string_view path) const override {
     if (is_torch_zip(head) || is_legacy_stream(head)) return 4;  // magic bytes and structure: above DDUF's ZIP magic
+    if (is_bin_index(head, path)) return 3;  // above the safetensors index, which would read the shards as safetensors
     if (is_tar(head)) return 3;  // tar magic, any name: no other format reads tar
     return has_checkpoint_name(path) ? 1 : 0;
   }

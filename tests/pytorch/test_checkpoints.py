@@ -412,12 +412,30 @@ def test_torch(cli, tmp, torch):
             index = json.load(open(os.path.join(out, "model.safetensors.index.json")))
             check(index["weight_map"] == {n: got[n][0] for n in names}, f"index {index}")
             check(index["metadata"]["total_size"] == sum(len(got[n][1]) for n in names), f"total_size {index['metadata']}")
+    # The index read as one checkpoint by validate, inspect and cat (not sent to the safetensors reader).
+    index_path = os.path.join(sharded, "pytorch_model.bin.index.json")
+    result = validate(cli, index_path)
+    check(result["format"] == "pytorch" and result["valid"], f"validate index: {result}")
+    listed = run(cli, "inspect", "--json", index_path)
+    inspected = json.loads(listed.stdout) if listed.returncode == 0 else {}
+    check(inspected.get("container") == "index" and sorted(t["name"] for t in inspected.get("tensors", [])) == sorted(names),
+          f"inspect index: {listed.stdout} {listed.stderr}")
+    for n in names:
+        cat = run(cli, "cat", index_path, n)
+        check(cat.returncode == 0 and cat.stdout == torch_bytes(torch, sd[n]), f"cat index {n}: {cat.stderr}")
+    conv = run(cli, "convert", index_path, os.path.join(tmp, "from_index.safetensors"))
+    check(conv.returncode == 0, f"convert index: {conv.stderr}")
+    if conv.returncode == 0:
+        tensors, _ = read_safetensors(os.path.join(tmp, "from_index.safetensors"))
+        check({n: t[2] for n, t in tensors.items()} == {n: torch_bytes(torch, sd[n]) for n in names}, "convert index: tensors differ")
     # A shard holding a tensor its index does not list: refused, and nothing is left behind.
     with open(os.path.join(sharded, "pytorch_model.bin.index.json"), "w") as f:
         json.dump({"metadata": {}, "weight_map": {n: weight_map[n] for n in names[1:]}}, f)
     out = sharded + "_bad"
     conv = run(cli, "convert", sharded, out)
     check(conv.returncode == 1 and b"InvalidIndex" in conv.stderr, f"bad index: {conv.stderr}")
+    result = validate(cli, index_path)
+    check(result["format"] == "pytorch" and (result.get("error") or {}).get("kind") == "InvalidIndex", f"validate bad index: {result}")
     check(not os.path.exists(out), f"bad index left {out}")
     # An output folder that was there before stays (empty), and so do its files.
     os.makedirs(out)
