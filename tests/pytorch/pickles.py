@@ -93,6 +93,14 @@ def torchscript_zip():
     return buf.getvalue()
 
 
+def zip_of(members):
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_STORED) as z:
+        for name, data in members.items():
+            z.writestr(name, data)
+    return buf.getvalue()
+
+
 LEGACY_MAGIC = PROTO2 + b"\x8a\x0a" + (0x1950A86A20F9469CFC6C).to_bytes(10, "little") + b"."
 LEGACY_PROTOCOL = PROTO2 + b"M\xe9\x03."
 LEGACY_SYS_INFO = pickle(b"}(" + s("protocol_version") + b"M\xe9\x03" + s("little_endian") + b"\x88u")
@@ -146,6 +154,7 @@ def hostile_legacy(canary):
 # --- the malformed corpus: file name -> (bytes, expected error kind) -----------------------------------
 
 def malformed_corpus():
+    """file name -> (bytes, error kind[, text the message must contain])"""
     w = s("w")
     f32 = struct.pack("<4f", 1, 2, 3, 4)
     tar = io.BytesIO()
@@ -181,7 +190,7 @@ def malformed_corpus():
         "member_outside_root.pt": (torch_zip(one_tensor(), extra={"elsewhere/x": b"1"}), "InvalidCheckpoint"),
         "torchscript.pt": (torch_zip(one_tensor(), extra={"archive/constants.pkl": pickle(b")")}), "NotSupported"),
         # torch.jit.save's layout: storages first, data.pkl after, code/ compressed.
-        "torchscript_compressed.pt": (torchscript_zip(), "NotSupported"),
+        "torchscript_compressed.pt": (torchscript_zip(), "NotSupported", "TorchScript"),
         "quantized.pt": (torch_zip(pickle(state_dict((w, glob("torch._utils", "_rebuild_qtensor") + b")R")))), "NotSupported"),
         "conj_bit.pt": (torch_zip(one_tensor(extra=b"}(" + s("conj") + b"\x88u")), "NotSupported"),
         "complex128_storage.pt": (torch_zip(pickle(state_dict((w, tensor(storage_pid("ComplexDoubleStorage")))))), "NotSupported"),
@@ -195,6 +204,30 @@ def malformed_corpus():
             b"}q" + bytes([k + 1]) + s("a") + b"h" + bytes([k]) + b"s" + s("b") + b"h" + bytes([k]) + b"s0"
             for k in range(40)) + b"h\x28")), "ResourceLimit"),
         "preview_pytorch1.pt": (b"PYTORCH1" + bytes(64), "NotSupported"),
+        # Limits: 1,048,576 values on the stack; 4,194,304 memo entries; 64 levels of containers.
+        "stack_limit.pt": (torch_zip(pickle(b"N" * ((1 << 20) + 1))), "ResourceLimit", "limit on stack depth"),
+        "memo_limit.pt": (torch_zip(pickle(b"N" + b"\x94" * ((1 << 22) + 1))), "ResourceLimit", "limit on memo entries"),
+        "nesting_65.pt": (torch_zip(pickle((b"}(" + w) * 65 + tensor(storage_pid()) + b"u" * 65)), "ResourceLimit", "nested more than 64 deep"),
+        # Malformed opcodes and arguments.
+        "pop_mark_without_mark.pt": (torch_zip(pickle(b"N1")), "InvalidPickle", "no MARK to pop to"),
+        "stack_global_ints.pt": (torch_zip(pickle(b"K\x01K\x02\x93")), "InvalidPickle", "STACK_GLOBAL of non-strings"),
+        "reduce_on_int.pt": (torch_zip(pickle(b"K\x01)R")), "UnsafePickle", "REDUCE on a value that is not a global"),
+        "reduce_args_not_tuple.pt": (torch_zip(pickle(glob("collections", "OrderedDict") + b"K\x01R")), "InvalidPickle", "REDUCE arguments are not a tuple"),
+        "dict_odd.pt": (torch_zip(pickle(b"(" + w + b"d")), "InvalidPickle", "DICT with an odd number of items"),
+        "ext2.pt": (torch_zip(pickle(b"\x83\x01\x00")), "UnsafePickle", "opcode EXT2"),
+        "ext4.pt": (torch_zip(pickle(b"\x84\x01\x00\x00\x00")), "UnsafePickle", "opcode EXT4"),
+        "persid_text.pt": (torch_zip(pickle(b"P0\n")), "UnsafePickle", "opcode PERSID"),
+        "frame_past_end.pt": (torch_zip(b"\x80\x04\x95" + struct.pack("<Q", 100) + b"N."), "InvalidPickle", "FRAME longer than the pickle"),
+        # Checkpoint rules.
+        "name_not_utf8.pt": (torch_zip(pickle(state_dict((b"\x8c\x01\xff", tensor(storage_pid()))))), "InvalidCheckpoint", "not valid UTF-8"),
+        "zip_without_data_pkl.pt": (zip_of({"archive/data/0": f32, "archive/version": b"3\n"}), "InvalidCheckpoint", "no archive/data.pkl"),
+        "legacy_sys_info_not_dict.pt": (LEGACY_MAGIC + LEGACY_PROTOCOL + pickle(b"N") + legacy_tensor_dict(), "InvalidCheckpoint", "sys_info is not a dict"),
+        "legacy_keys_not_list.pt": (LEGACY_MAGIC + LEGACY_PROTOCOL + LEGACY_SYS_INFO + legacy_tensor_dict() + pickle(b"N"), "InvalidCheckpoint", "key list is not a list"),
+        "legacy_key_not_str.pt": (LEGACY_MAGIC + LEGACY_PROTOCOL + LEGACY_SYS_INFO + legacy_tensor_dict() + pickle(b"(K\x01l"), "InvalidCheckpoint", "storage key is not a string"),
+        # _rebuild_tensor_v3 names its dtype; over a typed storage of another dtype the two disagree.
+        "v3_dtype_vs_storage.pt": (torch_zip(pickle(state_dict((w, glob("torch._utils", "_rebuild_tensor_v3") + tup(
+            storage_pid(), i(0), tup(i(4)), tup(i(1)), b"\x89", glob("collections", "OrderedDict") + b")R",
+            glob("torch", "int32")) + b"R")))), "InvalidCheckpoint", "dtype differs from its typed storage"),
     }
     return c
 
@@ -210,11 +243,11 @@ def shared_list_pickle(n=100_000, m=10_000):
 def fuzz_seeds():
     seeds = {"one_tensor": one_tensor(), "legacy_object": legacy_tensor_dict(),
              "legacy_magic": LEGACY_MAGIC, "sys_info": LEGACY_SYS_INFO}
-    for name, (data, _) in malformed_corpus().items():
+    for name, (data, *_) in malformed_corpus().items():
         if not name.startswith("legacy") and data.startswith(b"PK"):
             with zipfile.ZipFile(io.BytesIO(data)) as z:
                 names = [n for n in z.namelist() if n.endswith("data.pkl")]
-                if names:
+                if names and z.getinfo(names[0]).file_size <= 64 << 10:  # the limit files (MBs) are no seeds
                     seeds[name[:-3]] = z.read(names[0])
     for name, (data, _) in hostile_payloads("/nonexistent/canary").items():
         seeds["hostile_" + name] = data
@@ -226,7 +259,7 @@ def main(argv):
     os.makedirs(out, exist_ok=True)
     if mode == "--corpus":
         lines = []
-        for name, (data, kind) in sorted(malformed_corpus().items()):
+        for name, (data, kind, *_) in sorted(malformed_corpus().items()):
             with open(os.path.join(out, name), "wb") as f:
                 f.write(data)
             lines.append(f"{name}\t{kind}")

@@ -58,11 +58,13 @@ def read_safetensors(path):
 def test_malformed_corpus(cli, tmp):
     corpus = os.path.join(tmp, "corpus")
     pickles.main(["", "--corpus", corpus])
+    texts = {name: entry[2] for name, entry in pickles.malformed_corpus().items() if len(entry) > 2}
     for line in open(os.path.join(corpus, "expected")):
         name, kind = line.split()
         result = validate(cli, os.path.join(corpus, name))
         got = (result.get("error") or {}).get("kind")
         check(result["format"] == "pytorch" and got == kind, f"corpus {name}: expected {kind}, got {got} ({result})")
+        check(texts.get(name, "") in (result.get("error") or {}).get("message", ""), f"corpus {name}: message must say {texts.get(name)!r}: {result}")
         check(not os.path.exists(os.path.join(corpus, name + ".safetensors")), name)
         out = os.path.join(tmp, name + ".safetensors")
         conv = run(cli, "convert", os.path.join(corpus, name), out)
