@@ -137,8 +137,11 @@ def hostile_payloads(canary):
         "inst": (pickle(b"(" + cmd + b"ios\nsystem\n"), "INST"),
         "obj": (pickle(b"(" + glob("collections", "OrderedDict") + b"o"), "OBJ"),
         "stack_global": (pickle(b"\x8c\x02os\x94\x8c\x06system\x94\x93" + tup(cmd) + b"R"), "os.system"),
-        # The global is memoised under a harmless-looking entry, popped, then fetched again and called.
-        "memo_binget": (pickle(b"}" + glob("os", "system") + b"q\x010" + w + b"h\x01" + tup(cmd) + b"Rs"), "os.system"),
+        # The module and name arrive as harmless strings memoised and popped, are fetched back with
+        # BINGET and composed with STACK_GLOBAL: refused there, however the strings were made.
+        "memo_binget": (pickle(b"}" + s("os") + b"q\x010" + s("system") + b"q\x020" + w + b"h\x01h\x02\x93" + tup(cmd) + b"Rs"), "os.system"),
+        # A refused global memoised straight away never gets as far as the memo.
+        "memo_global": (pickle(b"}" + glob("os", "system") + b"q\x010" + w + b"h\x01" + tup(cmd) + b"Rs"), "os.system"),
         "unknown_module_value": (pickle(state_dict((w, good), (s("cfg"), glob("mymodule", "Config"))))  , "mymodule.Config"),
         "reduce_inside_state_dict": (pickle(state_dict((w, good), (s("x"), call("os", "system")))), "os.system"),
         "newobj": (pickle(glob("collections", "OrderedDict") + b")\x81"), "NEWOBJ"),
