@@ -3,10 +3,11 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <set>
+#include <span>
 
 #include "core/status_macros.h"
 #include "io/read_util.h"
+#include "json/dom.h"
 #include "json/json_parse.h"
 
 namespace safeweights::dduf {
@@ -80,37 +81,41 @@ Status check_strict_name(std::string_view raw) {
   return Status::ok();
 }
 
+// The component folders of `names` (what comes before a '/'), each once, sorted (so the first error
+// found among them does not depend on the archive's order).
+std::vector<std::string_view> folders_of(std::span<const std::string_view> names) {
+  json::KeySet folders;
+  for (std::string_view n : names) {
+    if (const auto slash = n.find('/'); slash != std::string_view::npos) folders.insert(n.substr(0, slash));
+  }
+  std::vector<std::string_view> sorted = folders.keys();
+  std::sort(sorted.begin(), sorted.end());
+  return sorted;
+}
+
 // Names that a folder cannot hold together: a root file with the name of a component folder (such as a
 // folder `model_index.json/`). The reference keys entries by name and accepts this; unpacking cannot.
-Status check_file_folder_clash(const std::vector<std::string>& names) {
-  std::set<std::string_view> files, folders;
-  for (const std::string& n : names) {
-    auto slash = n.find('/');
-    if (slash == std::string::npos) {
-      files.insert(n);
-    } else {
-      folders.insert(std::string_view(n).substr(0, slash));
-    }
+// `folders`: folders_of(names).
+Status check_file_folder_clash(std::span<const std::string_view> names, std::span<const std::string_view> folders) {
+  json::KeySet files;
+  files.reserve(names.size());
+  for (std::string_view n : names) {
+    if (n.find('/') == std::string_view::npos) files.insert(n);
   }
   for (std::string_view f : folders) {
-    if (files.count(f)) return corrupted("'" + std::string(f) + "' is both a file and a folder").with_entry(f);
+    if (files.contains(f)) return corrupted("'" + std::string(f) + "' is both a file and a folder").with_entry(f);
   }
   return Status::ok();
 }
 
-bool has_extension(std::string_view name, std::string_view ext) {
-  return name.size() >= ext.size() && name.substr(name.size() - ext.size()) == ext;
-}
-
-}  // namespace
-
-Result<std::string> validate_entry_name(std::string_view name) {
+// validate_entry_name without a copy: the name with its outer slashes removed, a view into `name`.
+Result<std::string_view> checked_entry_name(std::string_view name) {
   // "." + name.split(".")[-1]: a name without a dot is its own extension, so a bare `json` passes.
-  std::size_t dot = name.rfind('.');
-  std::string ext = "." + std::string(dot == std::string_view::npos ? name : name.substr(dot + 1));
-  if (std::find(kAllowedExtensions.begin(), kAllowedExtensions.end(), ext) == kAllowedExtensions.end()) {
-    return Error(ErrorKind::DDUFInvalidEntryName, "File type not allowed: " + std::string(name));
-  }
+  const std::size_t dot = name.rfind('.');
+  const std::string_view after_dot = dot == std::string_view::npos ? name : name.substr(dot + 1);
+  const bool allowed = std::any_of(kAllowedExtensions.begin(), kAllowedExtensions.end(),
+                                   [&](std::string_view ext) { return ext.substr(1) == after_dot; });
+  if (!allowed) return Error(ErrorKind::DDUFInvalidEntryName, "File type not allowed: " + std::string(name));
   if (name.find('\\') != std::string_view::npos) {
     return Error(ErrorKind::DDUFInvalidEntryName, "Entry names must use UNIX separators ('/'). Got " + std::string(name) + ".");
   }
@@ -120,10 +125,18 @@ Result<std::string> validate_entry_name(std::string_view name) {
   if (std::count(stripped.begin(), stripped.end(), '/') > 1) {
     return Error(ErrorKind::DDUFInvalidEntryName, "DDUF only supports 1 level of directory. Got " + std::string(name) + ".");
   }
-  return std::string(stripped);
+  return stripped;
 }
 
-Status validate_structure(std::string_view model_index, const std::vector<std::string>& names) {
+std::vector<std::string_view> views_of(const std::vector<std::string>& names) { return {names.begin(), names.end()}; }
+
+bool has_extension(std::string_view name, std::string_view ext) {
+  return name.size() >= ext.size() && name.substr(name.size() - ext.size()) == ext;
+}
+
+// `folders`: folders_of(names).
+Status check_structure(std::string_view model_index, std::span<const std::string_view> names,
+                       std::span<const std::string_view> folders) {
   json::TopLevel top;
   if (auto s = json::read_top_level(model_index, top); !s.is_ok()) {
     return corrupted("Invalid 'model_index.json': " + s.error().message());
@@ -131,22 +144,35 @@ Status validate_structure(std::string_view model_index, const std::vector<std::s
   if (top.python_type != "dict") {
     return corrupted("Invalid 'model_index.json' content. Must be a dictionary. Got <class '" + top.python_type + "'>.");
   }
-  std::set<std::string, std::less<>> keys(top.keys.begin(), top.keys.end());
-  std::set<std::string, std::less<>> folders;
-  for (const std::string& n : names) {
-    auto slash = n.find('/');
-    if (slash != std::string::npos) folders.insert(n.substr(0, slash));
-  }
-  std::set<std::string, std::less<>> present(names.begin(), names.end());
-  for (const std::string& folder : folders) {
-    if (!keys.count(folder)) return corrupted("Missing required entry '" + folder + "' in 'model_index.json'.");
+  json::KeySet keys, present;
+  for (const std::string& k : top.keys) keys.insert(k);
+  present.reserve(names.size());
+  for (std::string_view n : names) present.insert(n);
+  std::string config;
+  for (std::string_view folder : folders) {
+    if (!keys.contains(folder)) return corrupted("Missing required entry '" + std::string(folder) + "' in 'model_index.json'.");
     bool has_config = false;
-    for (auto cfg : kFolderConfigFiles) has_config = has_config || present.count(folder + "/" + std::string(cfg));
+    for (auto cfg : kFolderConfigFiles) {
+      config.assign(folder).append("/").append(cfg);
+      has_config = has_config || present.contains(config);
+    }
     if (!has_config) {
-      return corrupted("Missing required file in folder '" + folder + "'. Must contains at least one of " + config_file_list() + ".");
+      return corrupted("Missing required file in folder '" + std::string(folder) + "'. Must contains at least one of " + config_file_list() + ".");
     }
   }
   return Status::ok();
+}
+
+}  // namespace
+
+Result<std::string> validate_entry_name(std::string_view name) {
+  SW_ASSIGN_OR_RETURN(std::string_view stripped, checked_entry_name(name));
+  return std::string(stripped);
+}
+
+Status validate_structure(std::string_view model_index, const std::vector<std::string>& names) {
+  const std::vector<std::string_view> views = views_of(names);
+  return check_structure(model_index, views, folders_of(views));
 }
 
 Result<Reader> Reader::open(const std::string& path, FileBackend backend) {
@@ -162,12 +188,13 @@ Result<Reader> Reader::open(SourcePtr source) {
 
   // Per entry, in central-directory order: stored only, then the name rules.
   std::optional<Error> strict;
-  std::vector<std::string> names;
+  // Names are views into the archive's one copy of the central directory, which the Reader keeps.
+  std::vector<std::string_view> names;
   names.reserve(reader.archive_.entries().size());
   reader.entries_.reserve(reader.archive_.entries().size());
   for (const zip::Entry& e : reader.archive_.entries()) {
     if (e.method != 0) return fail(corrupted("Data must not be compressed in DDUF file.").with_entry(e.name));
-    auto valid = validate_entry_name(e.name);
+    auto valid = checked_entry_name(e.name);
     if (!valid.is_ok()) {
       return fail(Error(ErrorKind::DDUFInvalidEntryName, "Invalid entry name in DDUF file: " + std::string(e.name) + " (" + valid.error().message() + ")")
                       .with_entry(e.name));
@@ -176,7 +203,7 @@ Result<Reader> Reader::open(SourcePtr source) {
       if (auto s = check_strict_name(e.name); !s.is_ok()) strict = std::move(s.error().with_entry(e.name));
     }
     reader.entries_.push_back({std::string(e.name), e.data_offset, e.size});
-    names.emplace_back(e.name);
+    names.push_back(e.name);
   }
   const zip::Entry* index = reader.archive_.find(kModelIndex);
   if (!index) return fail(corrupted("Missing required 'model_index.json' entry in DDUF file."));
@@ -184,22 +211,18 @@ Result<Reader> Reader::open(SourcePtr source) {
   reader.model_index_.resize(static_cast<std::size_t>(index->size));
   SW_RETURN_IF_ERROR(reader.archive_.source()->read_at(
       index->data_offset, std::as_writable_bytes(std::span<char>(reader.model_index_.data(), reader.model_index_.size()))));
-  if (auto s = validate_structure(reader.model_index_, names); !s.is_ok()) return fail(std::move(s.error().with_entry(kModelIndex)));
+  const std::vector<std::string_view> folders = folders_of(names);
+  if (auto s = check_structure(reader.model_index_, names, folders); !s.is_ok()) return fail(std::move(s.error().with_entry(kModelIndex)));
 
   // Our stricter rules, only now: everything that would stop `unpack` is found here.
   if (strict) return fail(std::move(*strict));
-  if (auto s = check_file_folder_clash(names); !s.is_ok()) return fail(std::move(s.error()));
+  if (auto s = check_file_folder_clash(names, folders); !s.is_ok()) return fail(std::move(s.error()));
   json::TopLevel top;
   (void)json::read_top_level(reader.model_index_, top);  // already validated above
   if (top.duplicate_key) {
     return fail(Error(ErrorKind::DuplicateKey, "model_index.json repeats the key '" + *top.duplicate_key + "'").with_entry(kModelIndex));
   }
-  std::set<std::string> components;
-  for (const std::string& n : names) {
-    auto slash = n.find('/');
-    if (slash != std::string::npos) components.insert(n.substr(0, slash));
-  }
-  reader.components_.assign(components.begin(), components.end());
+  reader.components_.assign(folders.begin(), folders.end());
   return reader;
 }
 
@@ -352,10 +375,11 @@ Status Exporter::add_stream(std::string_view name, std::uint64_t size, const zip
 Status Exporter::finish() {
   if (failed_) return Error(failed_->kind(), "an earlier entry failed: " + failed_->message());
   if (!have_index_) return export_error("Missing required 'model_index.json' entry in DDUF file.").with_file(writer_.path());
-  if (auto s = validate_structure(model_index_, names_); !s.is_ok()) {
+  const std::vector<std::string_view> names = views_of(names_), folders = folders_of(names);
+  if (auto s = check_structure(model_index_, names, folders); !s.is_ok()) {
     return export_error("Invalid DDUF file structure. " + s.error().message()).with_file(writer_.path());
   }
-  if (auto s = check_file_folder_clash(names_); !s.is_ok()) {
+  if (auto s = check_file_folder_clash(names, folders); !s.is_ok()) {
     return export_error("Invalid DDUF file structure. " + s.error().message()).with_file(writer_.path());
   }
   return writer_.finish();

@@ -5,6 +5,7 @@
 
 #include <simdjson.h>
 
+#include <algorithm>
 #include <memory>
 #include <optional>
 #include <string>
@@ -81,6 +82,16 @@ class KeySet {
     if (keys_.size() * 2 > slots_.size()) rehash(slots_.size() * 2);
     return true;
   }
+  bool contains(std::string_view key) const {
+    if (slots_.empty()) return std::find(keys_.begin(), keys_.end(), key) != keys_.end();
+    const std::size_t mask = slots_.size() - 1;
+    for (std::size_t i = hash_key(key, seed()) & mask;; i = (i + 1) & mask) {
+      if (slots_[i] == 0) return false;
+      if (keys_[slots_[i] - 1] == key) return true;
+    }
+  }
+  // The keys, in the order they were first inserted.
+  const std::vector<std::string_view>& keys() const noexcept { return keys_; }
 
  private:
   static constexpr std::size_t kPairwise = 16;
