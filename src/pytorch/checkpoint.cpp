@@ -331,8 +331,9 @@ Result<std::string> small_record(const zip::Archive& archive, const zip::Entry& 
 
 Error torchscript() { return Error(ErrorKind::NotSupported, "a TorchScript archive (torch.jit.save), not a torch.save checkpoint"); }
 
-// A member only TorchScript archives have, by its name under the root folder.
-bool torchscript_member(std::string_view rest) { return rest == "constants.pkl" || rest.starts_with("code/") || rest.starts_with(".data/"); }
+// A member only TorchScript archives have, by its name under the root folder. Not ".data/": torch.save
+// itself writes ".data/serialization_id" since torch 2.x.
+bool torchscript_member(std::string_view rest) { return rest == "constants.pkl" || rest.starts_with("code/"); }
 
 // The first local header's member name, from the file's first bytes.
 std::string_view first_member(std::span<const std::byte> head) {
