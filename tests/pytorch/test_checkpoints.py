@@ -164,9 +164,13 @@ def test_hand_built(cli, tmp):
                                       P.tensor(P.storage_pid()) + b"u."),
                           {"w": ("F32", [4], struct.pack("<4f", 1, 2, 3, 4))}),
     }
-    # A list of 200k ints referenced 20k times: 4e9 item scans if each reference were scanned (9 s
-    # before the walk remembered each container's tensor holders); linear now.
-    cases["shared_int_list"] = (P.torch_zip(P.shared_list_pickle(200_000, 20_000)), {"w": ("F32", [4], struct.pack("<4f", 1, 2, 3, 4))})
+    # A list of 200k ints referenced 200k times: 4e10 item scans if each reference were scanned (a
+    # tenth of that took 9 s before the walk remembered each container's tensor holders); linear now
+    # (0.1 s). The bound only tells linear from quadratic, with room for a loaded machine.
+    cases["shared_int_list"] = (P.torch_zip(P.shared_list_pickle(200_000, 200_000)), {"w": ("F32", [4], struct.pack("<4f", 1, 2, 3, 4))})
+    # torch 2.x's torch.save adds <root>/.data/serialization_id: a checkpoint, not TorchScript.
+    cases["torch2_serialization_id"] = (P.torch_zip(P.one_tensor(), extra={"archive/.data/serialization_id": b"0123456789"}),
+                                        {"w": ("F32", [4], struct.pack("<4f", 1, 2, 3, 4))})
     for name, (data, want) in cases.items():
         path = os.path.join(tmp, f"hand_{name}.pt")
         with open(path, "wb") as f:
@@ -175,7 +179,7 @@ def test_hand_built(cli, tmp):
         result = validate(cli, path)
         elapsed = time.monotonic() - started
         check(result["valid"], f"{name}: {result}")
-        check(elapsed < 2, f"{name}: validate took {elapsed:.1f} s")
+        check(elapsed < 30, f"{name}: validate took {elapsed:.1f} s")
         out = path + ".safetensors"
         conv = run(cli, "convert", path, out)
         check(conv.returncode == 0, f"{name}: convert {conv.stderr}")
@@ -209,6 +213,43 @@ def test_top_level_key(cli, tmp):
 
 
 # --- real torch ---------------------------------------------------------------------------------------
+
+def run_on_terminal(*argv):
+    """Runs argv with stderr on a pseudo-terminal: (exit status, stdout, what reached the terminal)."""
+    import pty
+
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=slave)
+    os.close(slave)
+    seen = b""
+    while True:
+        try:
+            chunk = os.read(master, 4096)
+        except OSError:  # EIO: the child's side closed
+            break
+        if not chunk:
+            break
+        seen += chunk
+    stdout = proc.stdout.read()
+    proc.wait(timeout=60)
+    os.close(master)
+    return proc.returncode, stdout, seen
+
+
+def test_progress(cli, tmp):
+    """convert shows its progress when stderr is a terminal, and writes none to a pipe or file: the
+    PyTorch converter, then the general one (that .safetensors to GGUF)."""
+    P = pickles
+    path = os.path.join(tmp, "progress.pt")
+    with open(path, "wb") as f:
+        f.write(P.torch_zip(P.one_tensor()))
+    for source, out in ((path, path + ".safetensors"), (path + ".safetensors", path + ".gguf")):
+        status, _, terminal = run_on_terminal(cli, "convert", source, out)
+        check(status == 0 and b"converted 1 tensors" in terminal, f"progress on a terminal: {status} {terminal!r}")
+        os.remove(out)
+        piped = run(cli, "convert", source, out)
+        check(piped.returncode == 0 and b"converted" not in piped.stderr, f"no progress into a pipe: {piped.stderr!r}")
+
 
 def torch_bytes(torch, t):
     t = t.detach().contiguous()
@@ -488,6 +529,7 @@ def main():
         test_hostile_pickles(args.cli, tmp)
         test_hand_built(args.cli, tmp)
         test_top_level_key(args.cli, tmp)
+        test_progress(args.cli, tmp)
         try:
             import torch
         except ImportError:
