@@ -49,7 +49,7 @@ inline std::uint64_t hash_key(std::string_view s, std::uint64_t seed) noexcept {
   constexpr std::uint64_t k0 = 0xa0761d6478bd642full, k1 = 0xe7037ed1a0b428dbull;
   const char* p = s.data();
   const std::size_t n = s.size();
-  const std::uint64_t secret = seed ^ k1;
+  const std::uint64_t secret = fold_mul(seed ^ k0, k1);  // mixed, so no block pair collides for every seed
   auto load64 = [](const char* q) {
     std::uint64_t v;
     std::memcpy(&v, q, 8);
@@ -78,6 +78,12 @@ inline std::uint64_t hash_key(std::string_view s, std::uint64_t seed) noexcept {
   }
   return fold_mul(fold_mul(a ^ secret, b ^ h) ^ k0, h ^ seed ^ k1);
 }
+
+// The hasher for unordered containers keyed by names a file chose: hash_key under the process's seed
+// (std::hash's fixed seed lets a file author make every name collide).
+struct SeededHash {
+  std::size_t operator()(std::string_view s) const noexcept { return hash_key(s, hash_seed()); }
+};
 
 // Whether `text` is valid UTF-8 (SIMD).
 bool is_valid_utf8(std::string_view text) noexcept;

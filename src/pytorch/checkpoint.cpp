@@ -169,7 +169,7 @@ class ListedCheckpoint : public Checkpoint {
   std::string key_;
   MetadataEntries metadata_{{"format", "pt"}};
   std::vector<TensorEntry> entries_;
-  std::unordered_map<std::string_view, std::size_t> index_;
+  std::unordered_map<std::string_view, std::size_t, json::SeededHash> index_;
   std::vector<std::vector<std::string_view>> shared_;
 
  protected:
@@ -272,7 +272,7 @@ Status CheckpointFile::build(std::vector<Found>& found, const std::unordered_map
   }
   entries_ = std::move(entries);
   extra_ = std::move(extra);
-  std::unordered_map<std::string_view, std::size_t> group_of;
+  std::unordered_map<std::string_view, std::size_t, json::SeededHash> group_of;
   std::vector<std::vector<std::string_view>> groups;
   for (std::size_t i = 0; i < entries_.size(); ++i) {
     if (!index_.emplace(entries_[i].name, i).second) return bad("two tensors named `" + std::string(entries_[i].name) + "`");
@@ -350,9 +350,9 @@ Status read_zip(CheckpointFile& out, const SourcePtr& file, const PickleOptions&
   if (!opened.is_ok()) {
     // torch.jit.save compresses its code/ members, which the Container policy refuses: name the
     // archive by its first member (data/0 before data.pkl: storages first, as torch.save never does)
-    // rather than by the first compressed entry.
+    // rather than by the first compressed entry. Any other failure (truncated, corrupt) keeps its own error.
     const std::size_t slash = first_local.find('/');
-    if (slash != std::string_view::npos && slash > 0) {
+    if (opened.error().kind() == ErrorKind::ZipUnsupported && slash != std::string_view::npos && slash > 0) {
       const std::string_view rest = first_local.substr(slash + 1);
       if (torchscript_member(rest) || rest.starts_with("data/")) return torchscript();
     }
@@ -413,7 +413,7 @@ Status read_legacy(CheckpointFile& out, const SourcePtr& file, PickleOptions opt
   SW_ASSIGN_OR_RETURN(out.pickle_, next("object", PidForm::Legacy));
   SW_ASSIGN_OR_RETURN(auto keys, next("storage keys", PidForm::Zip));
   if (keys->root()->kind != Kind::List) return bad("legacy storage key list is not a list");
-  std::unordered_map<std::string_view, const StorageInfo*> declared;
+  std::unordered_map<std::string_view, const StorageInfo*, json::SeededHash> declared;
   for (const Value* s : out.pickle_->storages()) declared.emplace(s->storage->key, s->storage);
   for (const Value* key : keys->root()->items) {
     if (key->kind != Kind::Str) return bad("legacy storage key is not a string");
@@ -505,7 +505,7 @@ Result<safetensors::RawIndex> read_bin_index(const std::string& path, const Reso
 }
 
 Status check_shard_name(const std::string& shard) {
-  if (shard.empty() || shard.find('/') != std::string::npos || shard.find('\\') != std::string::npos || shard == "." || shard == "..")
+  if (shard.empty() || shard.find_first_of(std::string_view("/\\\0", 3)) != std::string::npos || shard == "." || shard == "..")
     return Error(ErrorKind::InvalidIndex, "shard `" + shard + "` is not a file name in the folder");
   return Status::ok();
 }

@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "core/status_macros.h"
+#include "json/json_parse.h"
 #include "pytorch/index.h"
 #include "safeweights/cancel.h"
 #include "safeweights/pytorch.h"
@@ -40,7 +41,7 @@ class Selection final : public TensorFile {
   const Checkpoint& from_;
   std::vector<TensorEntry> entries_;
   MetadataEntries metadata_;
-  std::unordered_map<std::string_view, std::size_t> index_;
+  std::unordered_map<std::string_view, std::size_t, json::SeededHash> index_;
 };
 
 // A name is an alias when it is the same tensor as the kept one of its storage: both cover the whole
@@ -50,7 +51,7 @@ Selection select(const Checkpoint& c, bool dedup) {
   MetadataEntries metadata = c.metadata() ? *c.metadata() : MetadataEntries{};
   std::vector<TensorEntry> kept;
   if (!dedup) return Selection(c, std::vector<TensorEntry>(c.tensors().begin(), c.tensors().end()), metadata);
-  std::unordered_map<std::string_view, const TensorEntry*> keeper;  // storage -> kept entry
+  std::unordered_map<std::string_view, const TensorEntry*, json::SeededHash> keeper;  // storage -> kept entry
   for (const TensorEntry& e : c.tensors()) {
     if (!c.covers_storage(e)) continue;
     auto [it, fresh] = keeper.emplace(c.storage_of(e), &e);
@@ -108,8 +109,11 @@ struct Written {
   std::uint64_t bytes = 0;
 };
 
-Result<Written> convert_file(const std::string& input, const std::string& output, const ConvertOptions& options) {
-  SW_ASSIGN_OR_RETURN(std::unique_ptr<Checkpoint> checkpoint, open_checkpoint_or_index(input, options.read));
+// `shard`: one file of a folder's index, which must be a checkpoint itself (never another index).
+Result<Written> convert_file(const std::string& input, const std::string& output, const ConvertOptions& options,
+                             bool shard = false) {
+  SW_ASSIGN_OR_RETURN(std::unique_ptr<Checkpoint> checkpoint,
+                      shard ? open_checkpoint(input, options.read) : open_checkpoint_or_index(input, options.read));
   if (options.opened) options.opened(input, checkpoint->opened_key());
   const Selection selection = select(*checkpoint, options.dedup);
   Written written;
@@ -173,12 +177,15 @@ struct Cleanup {
   }
 };
 
-// The folders create_directories(folder) would create, innermost first.
+// The folders create_directories(folder) would create, innermost first. The path as given, not its
+// lexical normal form: for `out/../x` create_directories makes `out` too.
 std::vector<std::filesystem::path> missing_folders(const std::filesystem::path& folder) {
   std::vector<std::filesystem::path> out;
   std::error_code ec;
-  for (std::filesystem::path p = folder.lexically_normal(); !p.empty() && !std::filesystem::exists(p, ec) && !ec; p = p.parent_path()) {
-    if (p.has_filename()) out.push_back(p);
+  std::filesystem::path start = folder;
+  while (!start.empty() && !start.has_filename()) start = start.parent_path();  // a trailing '/'
+  for (std::filesystem::path p = start; !p.empty() && !std::filesystem::exists(p, ec) && !ec; p = p.parent_path()) {
+    if (p.has_filename() && p.filename() != "." && p.filename() != "..") out.push_back(p);  // `x/..` is not made
     if (p == p.parent_path()) break;
   }
   return out;
@@ -216,7 +223,7 @@ Result<std::vector<std::string>> convert_folder(const std::string& input_folder,
   std::uint64_t total = 0;
   for (const auto& [bin, listed] : shards) {
     SW_ASSIGN_OR_RETURN(std::string name, safetensors_name(bin));
-    auto done = convert_file(input_folder + "/" + bin, output_folder + "/" + name, options);
+    auto done = convert_file(input_folder + "/" + bin, output_folder + "/" + name, options, /*shard=*/true);
     if (!done.is_ok()) return std::move(done).error();
     cleanup.files.push_back(output_folder + "/" + name);
     for (const std::string& tensor : done->names) {

@@ -42,10 +42,26 @@ bool is_legacy_stream(std::span<const std::byte> head) {
   return starts_with_bytes(head, {0x80, 0x02, 0x8a, 0x0a, 0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19});
 }
 
-// torch.save's tar format (torch < 0.4, refused by name when read): a POSIX tar, `ustar` at byte 257.
+// torch.save's tar format (torch < 0.4, refused by name when read): a POSIX tar, `ustar` at byte 257
+// and the header's checksum right (the octal field at 148 is the sum of the 512 header bytes with the
+// field itself counted as spaces). The magic alone is not enough: a safetensors header can hold
+// "ustar" at byte 257 in a tensor name.
 bool is_tar(std::span<const std::byte> head) {
   constexpr std::string_view kUstar = "ustar";
-  return head.size() >= 257 + kUstar.size() && std::memcmp(head.data() + 257, kUstar.data(), kUstar.size()) == 0;
+  constexpr std::size_t kBlock = 512, kSumAt = 148, kSumBytes = 8;
+  if (head.size() < kBlock || std::memcmp(head.data() + 257, kUstar.data(), kUstar.size()) != 0) return false;
+  std::uint32_t sum = 0;
+  for (std::size_t i = 0; i < kBlock; ++i) sum += (i >= kSumAt && i < kSumAt + kSumBytes) ? ' ' : static_cast<unsigned>(head[i]);
+  std::uint32_t recorded = 0;
+  std::size_t i = kSumAt;
+  while (i < kSumAt + kSumBytes && head[i] == std::byte{' '}) ++i;  // leading spaces
+  const std::size_t digits_at = i;
+  for (; i < kSumAt + kSumBytes && head[i] >= std::byte{'0'} && head[i] <= std::byte{'7'}; ++i) recorded = recorded * 8 + static_cast<unsigned>(head[i]) - '0';
+  if (i == digits_at) return false;
+  for (; i < kSumAt + kSumBytes; ++i) {  // then NULs or spaces only
+    if (head[i] != std::byte{0} && head[i] != std::byte{' '}) return false;
+  }
+  return recorded == sum;
 }
 
 bool has_checkpoint_name(std::string_view path) {

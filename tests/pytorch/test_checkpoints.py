@@ -214,6 +214,43 @@ def test_top_level_key(cli, tmp):
 
 # --- real torch ---------------------------------------------------------------------------------------
 
+def test_index_and_detection_edges(cli, tmp):
+    """Hand-built, no torch needed: an index's shard names may not hold a NUL or name another index; a
+    refused folder conversion leaves no folder, also through `..`; a safetensors file with "ustar" at
+    byte 257 stays safetensors (tar is told by its header checksum, not the magic alone)."""
+    P = pickles
+    folder = os.path.join(tmp, "edge_index")
+    os.makedirs(folder)
+    shard = "pytorch_model-00001-of-00001.bin"
+    with open(os.path.join(folder, shard), "wb") as f:
+        f.write(P.torch_zip(P.one_tensor()))
+    index_path = os.path.join(folder, "pytorch_model.bin.index.json")
+    with open(os.path.join(folder, "inner.bin.index.json"), "w") as f:
+        json.dump({"weight_map": {"w": shard}}, f)
+    for label, named in (("a NUL in a shard name", shard + "\0"), ("an index as a shard", "inner.bin.index.json")):
+        with open(index_path, "w") as f:
+            json.dump({"weight_map": {"w": named}}, f)
+        for out in (os.path.join(tmp, "edge_out"), os.path.join(tmp, "edge_new", "..", "edge_other")):
+            conv = run(cli, "convert", folder, out)
+            check(conv.returncode != 0, f"{label}: convert accepted it")
+            check(not os.path.exists(out) and not os.path.exists(os.path.join(tmp, "edge_new")),
+                  f"{label}: a refused conversion left a folder ({out})")
+        result = validate(cli, index_path)
+        check(not result["valid"], f"{label}: validate {result}")
+    check(sorted(os.listdir(folder)) == sorted([shard, "inner.bin.index.json", "pytorch_model.bin.index.json"]),
+          f"the input folder changed: {os.listdir(folder)}")
+
+    name = "a" * 247 + "ustar" + "b" * 8  # the name starts at file offset 10, so "ustar" lands at 257
+    header = json.dumps({name: {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}}, separators=(",", ":")).encode()
+    path = os.path.join(tmp, "ustar_name.safetensors")
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(header)) + header + struct.pack("<f", 1.0))
+    with open(path, "rb") as f:
+        check(f.read()[257:262] == b"ustar", "the test file must hold ustar at 257")
+    result = validate(cli, path)
+    check(result["format"] == "safetensors" and result["valid"], f"ustar in a tensor name: {result}")
+
+
 def run_on_terminal(*argv):
     """Runs argv with stderr on a pseudo-terminal: (exit status, stdout, what reached the terminal)."""
     import pty
@@ -530,6 +567,7 @@ def main():
         test_hand_built(args.cli, tmp)
         test_top_level_key(args.cli, tmp)
         test_progress(args.cli, tmp)
+        test_index_and_detection_edges(args.cli, tmp)
         try:
             import torch
         except ImportError:
