@@ -457,6 +457,19 @@ TEST(PinnedBudget, AStagingBudgetBelowOneBufferFailsBeforeAllocating) {
   }
 }
 
+// An empty plan has nothing to stage, open or read: it loads under any budget and strategy, as it did
+// before the budget was checked up front.
+TEST(PinnedBudget, AnEmptyPlanNeedsNoStaging) {
+  auto plan = LoadPlan::make(std::span<const TensorEntry>{});
+  ASSERT_TRUE(IsOk(plan.status()));
+  auto device = load::make_host_device({.file_read = FileReadPath::Emulated});
+  for (DeviceStrategy strategy : {DeviceStrategy::Staging, DeviceStrategy::Register, DeviceStrategy::Hybrid,
+                                  DeviceStrategy::GpuDirect}) {
+    auto loaded = load_to_device(*plan, device, {.strategy = strategy, .staging_bytes = 1024});
+    EXPECT_TRUE(IsOk(loaded.status())) << strategy_name(strategy) << ": " << loaded.status().to_string();
+  }
+}
+
 TEST(DevicePipeline, DirectReadsGoIntoTheStagingBuffersWithODirect) {
   OneTensor one(65536, ReadMode::Direct);
   ASSERT_TRUE(one.plan);

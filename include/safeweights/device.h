@@ -134,7 +134,8 @@ struct DeviceLoadOptions {
   std::uint64_t buffer_bytes = 0;          // one staging buffer or one GpuDirect read (0: 4 MiB); at least
                                            // the largest shard chunk; smaller when staging_bytes requires
   std::uint64_t staging_bytes = 0;         // pinned staging in all, a hard limit (ResourceLimit when even
-                                           // one buffer does not fit); 0: two buffers per thread, at most 1 GiB
+                                           // one buffer does not fit); 0: two buffers per thread, at most 1 GiB,
+                                           // or the smallest ring that holds the largest shard chunk if more
   std::uint64_t device_memory_limit = 0;   // 0: the device's free memory
   std::uint64_t register_bytes = 0;        // registration: contiguous chunks page-locked at once (0: 256 MiB)
 };

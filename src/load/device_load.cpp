@@ -145,6 +145,7 @@ class DeviceLoader {
 
   // Decides the strategy and fits the staging within its budget; allocates nothing.
   Status prepare() {
+    if (plan_.chunks().empty()) return Status::ok();  // nothing to read, stage or open: run() returns at once
     threads_ = std::max(1u, load::loader_threads(plan_.options()));
     stats_.direct = reader_.direct();
     stats_.strategy = resolve_strategy();
@@ -219,11 +220,14 @@ class DeviceLoader {
       if (file_reads && (c.tensor >= 0 || !files_.contains(c.source))) staged_chunks_ = true;
     }
     std::uint64_t buffer = std::max(smallest, options_.buffer_bytes ? options_.buffer_bytes : kBufferBytes);
-    const std::uint64_t budget =
-        options_.staging_bytes ? options_.staging_bytes : std::min<std::uint64_t>(kMaxStaging, 2ull * threads * buffer);
     const bool stagers_needed = !file_reads ? stats_.strategy != DeviceStrategy::Register : staged_chunks_;
     const std::uint64_t fallback = registering ? 1 : 0;
     const std::uint64_t least = (stagers_needed ? 1 : 0) + fallback;  // buffers of the smallest ring
+    // Without a budget from the caller, the default never refuses a load: a shard chunk larger than
+    // the default's share still gets the smallest ring that holds it.
+    const std::uint64_t budget = options_.staging_bytes
+                                     ? options_.staging_bytes
+                                     : std::max(std::min<std::uint64_t>(kMaxStaging, 2ull * threads * buffer), least * smallest);
     if (least == 0) return Staging{static_cast<std::size_t>(buffer), 2, threads, 0};  // nothing is staged
     if (budget / buffer < least) buffer = budget / least / load::kDirectAlign * load::kDirectAlign;
     if (buffer < smallest)
