@@ -32,9 +32,11 @@
 #include <string>
 
 #include "safeweights/error.h"
+#include "safeweights/export.h"
 #include "safeweights/source.h"
 
 namespace safeweights {
+SAFEWEIGHTS_API_BEGIN
 
 struct AtomicFileOptions {
   // Reserve this many bytes up front (fallocate), so a full disk fails before any data is written.
@@ -110,4 +112,5 @@ void remove_uncommitted_files() noexcept;
 // dies of it at once, as the shell expects). For programs (the CLI), not for libraries' hosts.
 void install_cleanup_signal_handlers() noexcept;
 
+SAFEWEIGHTS_API_END
 }  // namespace safeweights

@@ -19,8 +19,10 @@
 #include <chrono>
 
 #include "safeweights/error.h"
+#include "safeweights/export.h"
 
 namespace safeweights {
+SAFEWEIGHTS_API_BEGIN
 
 // The longest a check_cancelled() caller goes without asking the poll hook.
 inline constexpr std::chrono::milliseconds kPollInterval{50};
@@ -37,4 +39,5 @@ void set_cancel_poll(CancelPoll poll) noexcept;
 // load, plus a clock read when a poll hook is installed.
 Status check_cancelled();
 
+SAFEWEIGHTS_API_END
 }  // namespace safeweights

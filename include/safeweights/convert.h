@@ -17,12 +17,14 @@
 #include <vector>
 
 #include "safeweights/error.h"
+#include "safeweights/export.h"
 #include "safeweights/format.h"
 #include "safeweights/gguf.h"
 #include "safeweights/tensor_file.h"
 #include "safeweights/tensor_type.h"
 
 namespace safeweights {
+SAFEWEIGHTS_API_BEGIN
 
 // A tensor to write: which input tensor, under which name, and whether its rows are reordered the way
 // llama.cpp's converter permutes attention Q/K weights for rotary embeddings (0: as stored; n: with n
@@ -88,4 +90,5 @@ Result<TensorDiff> compare_tensors(const TensorEntry& a, const TensorEntry& b);
 Result<std::unique_ptr<TensorFile>> open_tensors(const std::string& path, const std::string& entry = {},
                                                  const FormatOptions& options = {});
 
+SAFEWEIGHTS_API_END
 }  // namespace safeweights

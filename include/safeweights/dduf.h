@@ -29,11 +29,13 @@
 #include <vector>
 
 #include "safeweights/error.h"
+#include "safeweights/export.h"
 #include "safeweights/safetensors.h"
 #include "safeweights/source.h"
 #include "safeweights/zip.h"
 
 namespace safeweights::dduf {
+SAFEWEIGHTS_API_BEGIN
 
 inline constexpr std::array<std::string_view, 4> kAllowedExtensions = {".json", ".model", ".safetensors", ".txt"};
 inline constexpr std::array<std::string_view, 4> kFolderConfigFiles = {
@@ -143,4 +145,5 @@ Status pack_folder(const std::string& folder, const std::string& path, const Pac
 // can leave.
 Status unpack(const Reader& reader, const std::string& folder, unsigned threads = 0, bool replace = false);
 
+SAFEWEIGHTS_API_END
 }  // namespace safeweights::dduf

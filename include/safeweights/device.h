@@ -53,9 +53,11 @@
 #include <vector>
 
 #include "safeweights/error.h"
+#include "safeweights/export.h"
 #include "safeweights/loader.h"
 
 namespace safeweights {
+SAFEWEIGHTS_API_BEGIN
 
 // How a device reads files into its memory: not at all, through host bounce buffers of the device
 // library's own, or by DMA from the storage with no copy through host memory.
@@ -173,4 +175,5 @@ std::string_view strategy_name(DeviceStrategy strategy) noexcept;
 Result<DeviceStrategy> parse_strategy(std::string_view name);
 std::string_view file_read_path_name(FileReadPath path) noexcept;
 
+SAFEWEIGHTS_API_END
 }  // namespace safeweights

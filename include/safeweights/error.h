@@ -19,7 +19,10 @@
 #include <utility>
 #include <variant>
 
+#include "safeweights/export.h"
+
 namespace safeweights {
+SAFEWEIGHTS_API_BEGIN
 
 // X-macro: (Name, one-line meaning). Append only; never renumber or rename.
 #define SAFEWEIGHTS_ERROR_KINDS(X)                                                                      \
@@ -191,4 +194,5 @@ class [[nodiscard]] Result {
   std::variant<T, Error> v_;
 };
 
+SAFEWEIGHTS_API_END
 }  // namespace safeweights

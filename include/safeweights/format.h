@@ -18,11 +18,13 @@
 #include <string_view>
 
 #include "safeweights/error.h"
+#include "safeweights/export.h"
 #include "safeweights/resolver.h"
 #include "safeweights/source.h"
 #include "safeweights/tensor_file.h"
 
 namespace safeweights {
+SAFEWEIGHTS_API_BEGIN
 
 struct FormatOptions {
   FileBackend backend = FileBackend::Mmap;
@@ -88,4 +90,5 @@ Result<const Format*> detect_format(const std::string& path, const FormatOptions
 // The resolver of `options`, or the default one.
 const Resolver& resolver_of(const FormatOptions& options);
 
+SAFEWEIGHTS_API_END
 }  // namespace safeweights

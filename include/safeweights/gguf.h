@@ -29,12 +29,14 @@
 #include <vector>
 
 #include "safeweights/error.h"
+#include "safeweights/export.h"
 #include "safeweights/resolver.h"
 #include "safeweights/source.h"
 #include "safeweights/tensor_file.h"
 #include "safeweights/tensor_type.h"
 
 namespace safeweights::gguf {
+SAFEWEIGHTS_API_BEGIN
 
 // GGUF metadata value types, with their ids in the file.
 enum class ValueType : std::uint32_t {
@@ -251,4 +253,5 @@ class SplitWriter final : public TensorSink {
   std::unique_ptr<Impl> impl_;
 };
 
+SAFEWEIGHTS_API_END
 }  // namespace safeweights::gguf

@@ -20,11 +20,13 @@
 
 #include "safeweights/convert.h"
 #include "safeweights/error.h"
+#include "safeweights/export.h"
 #include "safeweights/gguf.h"
 #include "safeweights/tensor_file.h"
 #include "safeweights/tensor_type.h"
 
 namespace safeweights::hf {
+SAFEWEIGHTS_API_BEGIN
 
 // Whether `folder` holds a config.json whose "architectures" names LlamaForCausalLM or
 // MistralForCausalLM. False for anything unreadable (the converter's errors say why later).
@@ -59,4 +61,5 @@ Result<LlamaPlan> plan(const std::string& folder, const TensorFile& weights, std
 Result<ConvertReport> convert_folder_to_gguf(const std::string& folder, const std::string& output_path,
                                              ConvertOptions options, const LlamaOptions& llama = {});
 
+SAFEWEIGHTS_API_END
 }  // namespace safeweights::hf

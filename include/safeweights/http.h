@@ -29,9 +29,11 @@
 #include <vector>
 
 #include "safeweights/error.h"
+#include "safeweights/export.h"
 #include "safeweights/source.h"
 
 namespace safeweights {
+SAFEWEIGHTS_API_BEGIN
 
 // True when `s` starts with http:// or https:// (scheme case-insensitive).
 bool is_url(std::string_view s) noexcept;
@@ -94,4 +96,5 @@ Result<SourcePtr> open_url(const std::string& url, const HttpOptions& options = 
 Result<SourcePtr> open_source(const std::string& path_or_url, FileBackend backend = FileBackend::Mmap,
                               const HttpOptions& options = {});
 
+SAFEWEIGHTS_API_END
 }  // namespace safeweights

@@ -38,10 +38,12 @@
 #include <vector>
 
 #include "safeweights/error.h"
+#include "safeweights/export.h"
 #include "safeweights/slice.h"
 #include "safeweights/tensor_file.h"
 
 namespace safeweights {
+SAFEWEIGHTS_API_BEGIN
 
 enum class ReadMode : std::uint8_t {
   Auto,    // O_DIRECT when most of the data is not in the page cache, else pread
@@ -129,4 +131,5 @@ Status load_into(const LoadPlan& plan, std::span<std::byte> dst);
 // or the memory budget).
 Result<HostLoad> load_host(const LoadPlan& plan);
 
+SAFEWEIGHTS_API_END
 }  // namespace safeweights

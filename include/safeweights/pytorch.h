@@ -23,11 +23,13 @@
 #include <vector>
 
 #include "safeweights/error.h"
+#include "safeweights/export.h"
 #include "safeweights/resolver.h"
 #include "safeweights/source.h"
 #include "safeweights/tensor_file.h"
 
 namespace safeweights::pytorch {
+SAFEWEIGHTS_API_BEGIN
 
 struct CheckpointOptions {
   // Keep globals outside the allowlist as inert placeholders (training checkpoints with extra state);
@@ -93,4 +95,5 @@ Status convert_to_safetensors(const std::string& input, const std::string& outpu
 Result<std::vector<std::string>> convert_folder(const std::string& input_folder, const std::string& output_folder,
                                                 const ConvertOptions& options = {});
 
+SAFEWEIGHTS_API_END
 }  // namespace safeweights::pytorch

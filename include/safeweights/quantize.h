@@ -28,9 +28,11 @@
 #include <span>
 
 #include "safeweights/error.h"
+#include "safeweights/export.h"
 #include "safeweights/tensor_type.h"
 
 namespace safeweights {
+SAFEWEIGHTS_API_BEGIN
 
 bool can_quantize(TensorType type) noexcept;
 bool can_dequantize(TensorType type) noexcept;
@@ -41,4 +43,5 @@ Status quantize(TensorType type, std::span<const float> src, std::span<std::byte
 // dst.size() elements are decoded from src, which must hold exactly that many elements of `type`.
 Status dequantize(TensorType type, std::span<const std::byte> src, std::span<float> dst);
 
+SAFEWEIGHTS_API_END
 }  // namespace safeweights

@@ -15,10 +15,12 @@
 #include <string_view>
 
 #include "safeweights/error.h"
+#include "safeweights/export.h"
 #include "safeweights/http.h"
 #include "safeweights/source.h"
 
 namespace safeweights {
+SAFEWEIGHTS_API_BEGIN
 
 class Resolver {
  public:
@@ -39,4 +41,5 @@ const Resolver& plain_resolver();
 // "a/c"; "https://h/x/b.json?q" + "c" gives "https://h/x/c".
 std::string sibling_name(std::string_view base, std::string_view file);
 
+SAFEWEIGHTS_API_END
 }  // namespace safeweights

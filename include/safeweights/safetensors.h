@@ -24,13 +24,15 @@
 #include <utility>
 #include <vector>
 
-#include "safeweights/tensor_type.h"
 #include "safeweights/error.h"
+#include "safeweights/export.h"
 #include "safeweights/slice.h"
 #include "safeweights/source.h"
 #include "safeweights/tensor_file.h"
+#include "safeweights/tensor_type.h"
 
 namespace safeweights::safetensors {
+SAFEWEIGHTS_API_BEGIN
 
 // The reference's cap on the JSON header length N (decimal, not MiB).
 inline constexpr std::uint64_t kMaxHeaderSize = 100'000'000;
@@ -215,4 +217,5 @@ class Reader {
   std::shared_ptr<const Header> header_;
 };
 
+SAFEWEIGHTS_API_END
 }  // namespace safeweights::safetensors

@@ -26,11 +26,13 @@
 #include <vector>
 
 #include "safeweights/atomic_file.h"
-#include "safeweights/tensor_type.h"
 #include "safeweights/error.h"
+#include "safeweights/export.h"
 #include "safeweights/safetensors.h"
+#include "safeweights/tensor_type.h"
 
 namespace safeweights::safetensors {
+SAFEWEIGHTS_API_BEGIN
 
 using safeweights::TensorDecl;  // tensor_file.h: one declaration type for every writer
 
@@ -127,4 +129,5 @@ class StreamWriter final : public TensorSink {
   bool finished_ = false;
 };
 
+SAFEWEIGHTS_API_END
 }  // namespace safeweights::safetensors

@@ -20,11 +20,13 @@
 #include <string_view>
 #include <vector>
 
+#include "safeweights/export.h"
 #include "safeweights/resolver.h"
 #include "safeweights/safetensors.h"
 #include "safeweights/safetensors_writer.h"
 
 namespace safeweights::safetensors {
+SAFEWEIGHTS_API_BEGIN
 
 class ShardedReader {
  public:
@@ -73,4 +75,5 @@ struct ShardedWriteResult {
 Result<ShardedWriteResult> write_sharded(const std::string& folder, std::span<const TensorData> tensors,
                                          const ShardOptions& options = {});
 
+SAFEWEIGHTS_API_END
 }  // namespace safeweights::safetensors

@@ -19,11 +19,13 @@
 #include <string_view>
 #include <vector>
 
-#include "safeweights/tensor_type.h"
 #include "safeweights/error.h"
+#include "safeweights/export.h"
 #include "safeweights/source.h"
+#include "safeweights/tensor_type.h"
 
 namespace safeweights {
+SAFEWEIGHTS_API_BEGIN
 
 struct SliceItem {
   enum class Kind : std::uint8_t { Index, Range, Ellipsis, NewAxis };
@@ -137,4 +139,5 @@ bool SlicePlan::for_each_run(Visit&& visit) const {
   return true;
 }
 
+SAFEWEIGHTS_API_END
 }  // namespace safeweights

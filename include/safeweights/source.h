@@ -21,8 +21,10 @@
 #include <vector>
 
 #include "safeweights/error.h"
+#include "safeweights/export.h"
 
 namespace safeweights {
+SAFEWEIGHTS_API_BEGIN
 
 struct ByteRange {
   std::uint64_t offset = 0;
@@ -148,4 +150,5 @@ SourcePtr owned_memory_source(std::vector<std::byte> bytes, std::string name = "
 Result<SourcePtr> subrange_source(SourcePtr parent, std::uint64_t offset, std::uint64_t length,
                                   std::string name);
 
+SAFEWEIGHTS_API_END
 }  // namespace safeweights

@@ -23,11 +23,13 @@
 #include <vector>
 
 #include "safeweights/error.h"
+#include "safeweights/export.h"
 #include "safeweights/slice.h"
 #include "safeweights/source.h"
 #include "safeweights/tensor_type.h"
 
 namespace safeweights {
+SAFEWEIGHTS_API_BEGIN
 
 // A tensor, as every reader describes it.
 struct TensorEntry {
@@ -101,4 +103,5 @@ Status copy_tensor(const TensorEntry& entry, std::string_view name, TensorSink& 
 // copy_tensor of every tensor of `from` under its own name, then finish().
 Status copy_tensors(const TensorFile& from, TensorSink& to);
 
+SAFEWEIGHTS_API_END
 }  // namespace safeweights

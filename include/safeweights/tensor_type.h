@@ -24,8 +24,10 @@
 #include <string_view>
 
 #include "safeweights/error.h"
+#include "safeweights/export.h"
 
 namespace safeweights {
+SAFEWEIGHTS_API_BEGIN
 
 enum class TensorType : std::uint8_t {
   // Plain types: the safetensors dtypes.
@@ -115,4 +117,5 @@ Result<std::uint64_t> tensor_nbytes(TensorType type, std::span<const std::uint64
 // Product of the shape (1 for a scalar). Precondition: the shape passed tensor_nbytes (no overflow).
 std::uint64_t num_elements(std::span<const std::uint64_t> shape) noexcept;
 
+SAFEWEIGHTS_API_END
 }  // namespace safeweights

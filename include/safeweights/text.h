@@ -10,8 +10,10 @@
 #include <string_view>
 
 #include "safeweights/error.h"
+#include "safeweights/export.h"
 
 namespace safeweights {
+SAFEWEIGHTS_API_BEGIN
 
 // `s` as a JSON string with serde_json's escaping; bytes that are not valid UTF-8 (names and messages
 // from a hostile file can hold them) each become U+FFFD, so the output is always valid JSON.
@@ -33,4 +35,5 @@ void append_format(std::string& out, const char* format, ...) __attribute__((for
 // "[2, 3]".
 std::string shape_string(std::span<const std::uint64_t> shape);
 
+SAFEWEIGHTS_API_END
 }  // namespace safeweights

@@ -44,9 +44,11 @@
 
 #include "safeweights/atomic_file.h"
 #include "safeweights/error.h"
+#include "safeweights/export.h"
 #include "safeweights/source.h"
 
 namespace safeweights::zip {
+SAFEWEIGHTS_API_BEGIN
 
 struct Entry {
   // A view into the archive's one copy of its central directory (valid as long as the Archive; a
@@ -166,4 +168,5 @@ class Writer {
   std::optional<Error> failed_;
 };
 
+SAFEWEIGHTS_API_END
 }  // namespace safeweights::zip

@@ -1,6 +1,7 @@
 // The SIGBUS guard for reads from mappings (see fault_guard.h).
 #include "core/fault_guard.h"
 
+#include <atomic>
 #include <csetjmp>
 #include <csignal>
 #include <cstring>
@@ -56,7 +57,12 @@ bool run_guarded(void (*fn)(void*), void* ctx) noexcept {
     return false;
   }
   t_section = &section;
+  // The handler reads t_section, which the compiler cannot see: without the fences, once fn is inlined
+  // (run_guarded is internal, so GCC clones it per callback) the store above is dead to it and is dropped,
+  // and a fault inside fn finds no section.
+  std::atomic_signal_fence(std::memory_order_seq_cst);
   fn(ctx);
+  std::atomic_signal_fence(std::memory_order_seq_cst);
   t_section = outer;
   return true;
 }

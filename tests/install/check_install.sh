@@ -40,6 +40,13 @@ for f in "${expect[@]}"; do [[ -e $prefix/$f ]] || fail "not installed: $f"; don
 if grep -n '#include "' "$prefix"/include/safeweights/*.h | grep -v '#include "safeweights/'; then
   fail "an installed header includes a file that is not installed"
 fi
+# Every installed header declares its API inside the export region (include/safeweights/export.h): the
+# library is compiled with hidden visibility, so a declaration outside it would not be exported.
+for h in "$prefix"/include/safeweights/*.h; do
+  [[ $(basename "$h") == export.h ]] && continue
+  [[ $(grep -c '^SAFEWEIGHTS_API_BEGIN$' "$h") == 1 && $(grep -c '^SAFEWEIGHTS_API_END$' "$h") == 1 ]] ||
+    fail "$(basename "$h"): no SAFEWEIGHTS_API_BEGIN / SAFEWEIGHTS_API_END region"
+done
 
 step "a small safetensors file and the expected output (python3)"
 python3 - "$tmp/model.safetensors" "$tmp/expected.txt" <<'PY'
