@@ -11,6 +11,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "safeweights/cancel.h"
@@ -147,11 +148,60 @@ TEST(ErrorKinds, NamesRoundTrip) {
   }
   EXPECT_EQ(safeweights::error_kind_name(K::InvalidHeaderDeserialization), "InvalidHeaderDeserialization");
   EXPECT_EQ(safeweights::error_kind_name(K::MetadataIncompleteBuffer), "MetadataIncompleteBuffer");
-  // Values are part of the ABI: appended kinds never move the ones before them.
-  EXPECT_EQ(static_cast<int>(K::IoError), 0);
-  EXPECT_EQ(static_cast<int>(K::NotSupported), 37);
-  EXPECT_EQ(static_cast<int>(K::InvalidGguf), 44);
-  EXPECT_EQ(static_cast<int>(K::DeviceError), 45);
+  // Values are part of the ABI: every released kind keeps its number (this list only grows).
+  const std::vector<std::pair<std::string, int>> released = {
+      {"IoError", 0},
+      {"FileNotFound", 1},
+      {"InvalidArgument", 2},
+      {"OutOfRange", 3},
+      {"UnknownFormat", 4},
+      {"ResourceLimit", 5},
+      {"HeaderTooSmall", 6},
+      {"HeaderTooLarge", 7},
+      {"InvalidHeaderLength", 8},
+      {"InvalidHeader", 9},
+      {"InvalidHeaderDeserialization", 10},
+      {"InvalidOffset", 11},
+      {"TensorInvalidInfo", 12},
+      {"MetadataIncompleteBuffer", 13},
+      {"ValidationOverflow", 14},
+      {"MisalignedSlice", 15},
+      {"TensorNotFound", 16},
+      {"InvalidTensorView", 17},
+      {"DuplicateKey", 18},
+      {"NonCanonicalEntry", 19},
+      {"UnknownField", 20},
+      {"ReservedTensorName", 21},
+      {"InvalidSliceSpec", 22},
+      {"TooManySlices", 23},
+      {"SliceOutOfRange", 24},
+      {"InvalidIndex", 25},
+      {"ShardMismatch", 26},
+      {"BadZipFile", 27},
+      {"ZipUnsupported", 28},
+      {"CrcMismatch", 29},
+      {"DDUFCorruptedFile", 30},
+      {"DDUFInvalidEntryName", 31},
+      {"DDUFExport", 32},
+      {"HttpError", 33},
+      {"RemoteChanged", 34},
+      {"InvalidBlockShape", 35},
+      {"ZipWrite", 36},
+      {"NotSupported", 37},
+      {"Interrupted", 38},
+      {"Timeout", 39},
+      {"UnsafePath", 40},
+      {"InvalidPickle", 41},
+      {"UnsafePickle", 42},
+      {"InvalidCheckpoint", 43},
+      {"InvalidGguf", 44},
+      {"DeviceError", 45}};
+  for (const auto& [name, value] : released) {
+    auto kind = safeweights::error_kind_from_name(name);
+    ASSERT_TRUE(kind.has_value()) << name;
+    EXPECT_EQ(static_cast<int>(*kind), value) << name;
+  }
+  EXPECT_EQ(released.size(), seen.size()) << "a new kind: add it to the list above with its number";
   EXPECT_FALSE(safeweights::error_kind_from_name("invalidoffset").has_value());
   EXPECT_FALSE(safeweights::error_kind_from_name("").has_value());
 }

@@ -24,73 +24,74 @@
 namespace safeweights {
 SAFEWEIGHTS_API_BEGIN
 
-// X-macro: (Name, one-line meaning). Append only; never renumber or rename.
-#define SAFEWEIGHTS_ERROR_KINDS(X)                                                                      \
-  /* generic */                                                                                          \
-  X(IoError, "an operating-system I/O call failed")                                                     \
-  X(FileNotFound, "the file does not exist or cannot be opened")                                        \
-  X(InvalidArgument, "the caller passed an invalid argument")                                           \
-  X(OutOfRange, "a read outside the bounds of the input")                                               \
-  X(UnknownFormat, "the input is not in a format this tool recognises")                                 \
-  X(ResourceLimit, "the input asks for more memory or work than the configured limit")                  \
-  /* safetensors: the reference implementation's variant names */                                      \
-  X(HeaderTooSmall, "file shorter than the 8-byte header length")                                       \
-  X(HeaderTooLarge, "header length above 100,000,000 bytes")                                            \
-  X(InvalidHeaderLength, "header length runs past the end of the file")                                 \
-  X(InvalidHeader, "header is not valid UTF-8")                                                         \
-  X(InvalidHeaderDeserialization, "header is not valid JSON of the safetensors schema")                 \
-  X(InvalidOffset, "data_offsets not contiguous from 0 (hole, overlap or reversed range)")              \
-  X(TensorInvalidInfo, "byte length does not match shape and dtype")                                    \
-  X(MetadataIncompleteBuffer, "data section does not end exactly at the end of the file")              \
-  X(ValidationOverflow, "shape x dtype size overflows 64 bits")                                         \
-  X(MisalignedSlice, "sub-byte data does not start or end on a byte boundary")                          \
-  X(TensorNotFound, "no tensor of that name")                                                           \
-  X(InvalidTensorView, "data length does not match shape and dtype")                                    \
-  /* safetensors: our stricter rules (checked after every reference rule) */                           \
-  X(DuplicateKey, "a JSON object repeats a key")                                                        \
-  X(NonCanonicalEntry, "tensor entry or dtype in a non-standard JSON form (array or object)")           \
-  X(UnknownField, "tensor entry has a field other than dtype, shape and data_offsets (strict mode)")    \
-  X(ReservedTensorName, "a tensor may not be named __metadata__")                                       \
-  /* slicing */                                                                                          \
-  X(InvalidSliceSpec, "slice syntax error or zero step")                                                \
-  X(TooManySlices, "more indices than tensor dimensions")                                               \
-  X(SliceOutOfRange, "integer index outside its dimension")                                             \
-  /* sharded checkpoints */                                                                              \
-  X(InvalidIndex, "a *.safetensors.index.json file is malformed")                                       \
-  X(ShardMismatch, "index and shard files disagree about a tensor")                                    \
-  /* ZIP archives */                                                                                     \
-  X(BadZipFile, "the ZIP structure is malformed, inconsistent or ambiguous")                            \
-  X(ZipUnsupported, "a ZIP feature outside what is accepted (encryption, multi-disk, data descriptor)")  \
-  X(CrcMismatch, "an entry's bytes do not match its CRC-32")                                            \
-  /* DDUF: the reference's error classes */                                                             \
-  X(DDUFCorruptedFile, "the archive breaks a DDUF rule (compression, model_index.json, folders)")       \
-  X(DDUFInvalidEntryName, "an entry name breaks the DDUF naming rules")                                 \
-  X(DDUFExport, "a DDUF cannot be written from these entries")                                        \
-  /* remote files (HTTP) */                                                                             \
-  X(HttpError, "an HTTP server refused a request or answered outside the protocol")                    \
-  X(RemoteChanged, "a remote file changed between requests (ETag, Last-Modified or size)")            \
-  /* the type model */                                                                                   \
-  X(InvalidBlockShape, "a block-quantized tensor's innermost dimension is not a multiple of its block") \
-  /* ZIP writing (appended after the HTTP kinds: kinds are never renumbered) */                         \
-  X(ZipWrite, "a ZIP archive cannot be written as asked (an entry's source ended early)")              \
-  /* formats */                                                                                          \
-  X(NotSupported, "a recognised format or feature that this version cannot read yet")                \
-  /* interruption and deadlines */                                                                       \
-  X(Interrupted, "the operation was cancelled (Ctrl-C, SIGTERM, or the caller asked)")                 \
-  X(Timeout, "a remote read missed its deadline or stayed below the minimum transfer rate")             \
-  /* writes that would leave their target */                                                            \
-  X(UnsafePath, "a write would leave its target folder, follow a symlink or replace what it must not")  \
-  /* PyTorch checkpoints */                                                                              \
-  X(InvalidPickle, "a pickle stream is malformed or exceeds a limit")                                   \
-  X(UnsafePickle, "a pickle names a global, callable or opcode outside the allowlist")                  \
-  X(InvalidCheckpoint, "a PyTorch checkpoint's container, storages or tensors are inconsistent")        \
-  /* GGUF */                                                                                             \
-  X(InvalidGguf, "a GGUF file breaks a rule of the format")                                             \
-  /* Loading to devices */                                                                              \
-  X(DeviceError, "a GPU runtime call failed, or the device or its runtime is unavailable")
+// X-macro: (Name, value, one-line meaning). The value is the kind's number in every release (it is what
+// ErrorKind holds and what bindings may store): append only, with the next number; never renumber or rename.
+#define SAFEWEIGHTS_ERROR_KINDS(X)                                                                          \
+  /* generic */                                                                                             \
+  X(IoError, 0, "an operating-system I/O call failed")                                                      \
+  X(FileNotFound, 1, "the file does not exist or cannot be opened")                                         \
+  X(InvalidArgument, 2, "the caller passed an invalid argument")                                            \
+  X(OutOfRange, 3, "a read outside the bounds of the input")                                                \
+  X(UnknownFormat, 4, "the input is not in a format this tool recognises")                                  \
+  X(ResourceLimit, 5, "the input asks for more memory or work than the configured limit")                   \
+  /* safetensors: the reference implementation's variant names */                                           \
+  X(HeaderTooSmall, 6, "file shorter than the 8-byte header length")                                        \
+  X(HeaderTooLarge, 7, "header length above 100,000,000 bytes")                                             \
+  X(InvalidHeaderLength, 8, "header length runs past the end of the file")                                  \
+  X(InvalidHeader, 9, "header is not valid UTF-8")                                                          \
+  X(InvalidHeaderDeserialization, 10, "header is not valid JSON of the safetensors schema")                 \
+  X(InvalidOffset, 11, "data_offsets not contiguous from 0 (hole, overlap or reversed range)")              \
+  X(TensorInvalidInfo, 12, "byte length does not match shape and dtype")                                    \
+  X(MetadataIncompleteBuffer, 13, "data section does not end exactly at the end of the file")               \
+  X(ValidationOverflow, 14, "shape x dtype size overflows 64 bits")                                         \
+  X(MisalignedSlice, 15, "sub-byte data does not start or end on a byte boundary")                          \
+  X(TensorNotFound, 16, "no tensor of that name")                                                           \
+  X(InvalidTensorView, 17, "data length does not match shape and dtype")                                    \
+  /* safetensors: our stricter rules (checked after every reference rule) */                                \
+  X(DuplicateKey, 18, "a JSON object repeats a key")                                                        \
+  X(NonCanonicalEntry, 19, "tensor entry or dtype in a non-standard JSON form (array or object)")           \
+  X(UnknownField, 20, "tensor entry has a field other than dtype, shape and data_offsets (strict mode)")    \
+  X(ReservedTensorName, 21, "a tensor may not be named __metadata__")                                       \
+  /* slicing */                                                                                             \
+  X(InvalidSliceSpec, 22, "slice syntax error or zero step")                                                \
+  X(TooManySlices, 23, "more indices than tensor dimensions")                                               \
+  X(SliceOutOfRange, 24, "integer index outside its dimension")                                             \
+  /* sharded checkpoints */                                                                                 \
+  X(InvalidIndex, 25, "a *.safetensors.index.json file is malformed")                                       \
+  X(ShardMismatch, 26, "index and shard files disagree about a tensor")                                     \
+  /* ZIP archives */                                                                                        \
+  X(BadZipFile, 27, "the ZIP structure is malformed, inconsistent or ambiguous")                            \
+  X(ZipUnsupported, 28, "a ZIP feature outside what is accepted (encryption, multi-disk, data descriptor)") \
+  X(CrcMismatch, 29, "an entry's bytes do not match its CRC-32")                                            \
+  /* DDUF: the reference's error classes */                                                                 \
+  X(DDUFCorruptedFile, 30, "the archive breaks a DDUF rule (compression, model_index.json, folders)")       \
+  X(DDUFInvalidEntryName, 31, "an entry name breaks the DDUF naming rules")                                 \
+  X(DDUFExport, 32, "a DDUF cannot be written from these entries")                                          \
+  /* remote files (HTTP) */                                                                                 \
+  X(HttpError, 33, "an HTTP server refused a request or answered outside the protocol")                     \
+  X(RemoteChanged, 34, "a remote file changed between requests (ETag, Last-Modified or size)")              \
+  /* the type model */                                                                                      \
+  X(InvalidBlockShape, 35, "a block-quantized tensor's innermost dimension is not a multiple of its block") \
+  /* ZIP writing (appended after the HTTP kinds: kinds are never renumbered) */                             \
+  X(ZipWrite, 36, "a ZIP archive cannot be written as asked (an entry's source ended early)")               \
+  /* formats */                                                                                             \
+  X(NotSupported, 37, "a recognised format or feature that this version cannot read yet")                   \
+  /* interruption and deadlines */                                                                          \
+  X(Interrupted, 38, "the operation was cancelled (Ctrl-C, SIGTERM, or the caller asked)")                  \
+  X(Timeout, 39, "a remote read missed its deadline or stayed below the minimum transfer rate")             \
+  /* writes that would leave their target */                                                                \
+  X(UnsafePath, 40, "a write would leave its target folder, follow a symlink or replace what it must not")  \
+  /* PyTorch checkpoints */                                                                                 \
+  X(InvalidPickle, 41, "a pickle stream is malformed or exceeds a limit")                                   \
+  X(UnsafePickle, 42, "a pickle names a global, callable or opcode outside the allowlist")                  \
+  X(InvalidCheckpoint, 43, "a PyTorch checkpoint's container, storages or tensors are inconsistent")        \
+  /* GGUF */                                                                                                \
+  X(InvalidGguf, 44, "a GGUF file breaks a rule of the format")                                             \
+  /* Loading to devices */                                                                                  \
+  X(DeviceError, 45, "a GPU runtime call failed, or the device or its runtime is unavailable")
 
 enum class ErrorKind : std::uint16_t {
-#define SAFEWEIGHTS_X(name, doc) name,
+#define SAFEWEIGHTS_X(name, value, doc) name = value,
   SAFEWEIGHTS_ERROR_KINDS(SAFEWEIGHTS_X)
 #undef SAFEWEIGHTS_X
 };
@@ -119,11 +120,16 @@ class Error {
   const ErrorContext& context() const noexcept { return context_; }
 
   // Context setters return *this so that errors can be annotated while propagating. A setter never
-  // overwrites a field already set closer to the failure.
-  Error& with_file(std::string_view file);
-  Error& with_entry(std::string_view entry);
-  Error& with_tensor(std::string_view tensor);
-  Error& with_offset(std::uint64_t offset);
+  // overwrites a field already set closer to the failure. On an rvalue they return an rvalue, so an
+  // annotated error is moved, not copied, into the Status or Result it is returned as (see error_of).
+  Error& with_file(std::string_view file) &;
+  Error& with_entry(std::string_view entry) &;
+  Error& with_tensor(std::string_view tensor) &;
+  Error& with_offset(std::uint64_t offset) &;
+  Error&& with_file(std::string_view file) && { return std::move(with_file(file)); }
+  Error&& with_entry(std::string_view entry) && { return std::move(with_entry(entry)); }
+  Error&& with_tensor(std::string_view tensor) && { return std::move(with_tensor(tensor)); }
+  Error&& with_offset(std::uint64_t offset) && { return std::move(with_offset(offset)); }
 
   // "model.safetensors: InvalidOffset: ... (tensor `w`, byte 1234)".
   std::string to_string() const;
@@ -193,6 +199,15 @@ class [[nodiscard]] Result {
  private:
   std::variant<T, Error> v_;
 };
+
+// The error of a failed Status or Result, moved out of it: the one way to return a failure with the
+// context known here added, e.g. `if (!r.is_ok()) return error_of(r).with_file(path);`.
+// Precondition: !failed.is_ok(). `failed` is left in a moved-from state.
+inline Error error_of(Status& failed) { return std::move(failed).error(); }
+template <typename T>
+Error error_of(Result<T>& failed) {
+  return std::move(failed).error();
+}
 
 SAFEWEIGHTS_API_END
 }  // namespace safeweights

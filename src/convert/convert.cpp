@@ -380,7 +380,7 @@ class TensorConverter {
 Result<ConvertReport> convert(const TensorFile& input, const std::string& output_path, const ConvertOptions& options) {
   SW_ASSIGN_OR_RETURN(const OutFormat out, output_format(output_path));
   auto jobs = plan_jobs(input, options, out);
-  if (!jobs.is_ok()) return std::move(jobs.error().with_file(input.name()));
+  if (!jobs.is_ok()) return error_of(jobs).with_file(input.name());
   if (options.split.enabled() && out != OutFormat::Gguf)
     return Error(ErrorKind::InvalidArgument, "split outputs are GGUF files (llama.cpp's split naming): write a .gguf").with_file(output_path);
   ConvertReport report;
@@ -392,7 +392,7 @@ Result<ConvertReport> convert(const TensorFile& input, const std::string& output
   for (const Job& job : *jobs) {
     const TensorEntry& e = *job.entry;
     if (Status s = TensorConverter(job, *sink, threads, scratch).run(); !s.is_ok())
-      return std::move(s.error().with_file(input.name()).with_tensor(e.name));
+      return error_of(s).with_file(input.name()).with_tensor(e.name);
     // Done with its pages: a mapped input then holds about one tensor in memory.
     e.source->hint({e.offset, e.nbytes}, AccessHint::DontNeed);
     const std::uint64_t nbytes = *tensor_nbytes(job.to, e.shape);

@@ -96,8 +96,8 @@ Result<TensorDiff> compare_tensors(const TensorEntry& a, const TensorEntry& b) {
   for (std::uint64_t e0 = 0; e0 < n; e0 += piece) {
     SW_RETURN_IF_ERROR(check_cancelled());
     const std::uint64_t e1 = std::min(n, e0 + piece);
-    if (Status s = da.read(e0, e1, va); !s.is_ok()) return std::move(s.error().with_tensor(a.name));
-    if (Status s = db.read(e0, e1, vb); !s.is_ok()) return std::move(s.error().with_tensor(b.name));
+    if (Status s = da.read(e0, e1, va); !s.is_ok()) return error_of(s).with_tensor(a.name);
+    if (Status s = db.read(e0, e1, vb); !s.is_ok()) return error_of(s).with_tensor(b.name);
     for (std::size_t i = 0; i < va.size(); ++i) sums.add(va[i], vb[i]);
   }
   // Done with their pages: comparing mapped files then holds about one tensor of each in memory.

@@ -11,10 +11,21 @@ struct KindEntry {
 };
 
 constexpr std::array kKinds = {
-#define SAFEWEIGHTS_X(name, doc) KindEntry{#name, doc},
+#define SAFEWEIGHTS_X(name, value, doc) KindEntry{#name, doc},
     SAFEWEIGHTS_ERROR_KINDS(SAFEWEIGHTS_X)
 #undef SAFEWEIGHTS_X
 };
+
+// The table is indexed by value: the kinds must be numbered 0, 1, 2, ... in the order they are listed.
+constexpr bool kinds_are_dense() {
+  std::size_t i = 0;
+  bool dense = true;
+#define SAFEWEIGHTS_X(name, value, doc) dense = dense && static_cast<std::size_t>(value) == i++;
+  SAFEWEIGHTS_ERROR_KINDS(SAFEWEIGHTS_X)
+#undef SAFEWEIGHTS_X
+  return dense && i == kKinds.size();
+}
+static_assert(kinds_are_dense(), "ErrorKind values must be 0, 1, 2, ... in list order");
 
 }  // namespace
 
@@ -35,19 +46,19 @@ std::optional<ErrorKind> error_kind_from_name(std::string_view name) noexcept {
   return std::nullopt;
 }
 
-Error& Error::with_file(std::string_view file) {
+Error& Error::with_file(std::string_view file) & {
   if (context_.file.empty()) context_.file = file;
   return *this;
 }
-Error& Error::with_entry(std::string_view entry) {
+Error& Error::with_entry(std::string_view entry) & {
   if (context_.entry.empty()) context_.entry = entry;
   return *this;
 }
-Error& Error::with_tensor(std::string_view tensor) {
+Error& Error::with_tensor(std::string_view tensor) & {
   if (context_.tensor.empty()) context_.tensor = tensor;
   return *this;
 }
-Error& Error::with_offset(std::uint64_t offset) {
+Error& Error::with_offset(std::uint64_t offset) & {
   if (!context_.offset) context_.offset = offset;
   return *this;
 }

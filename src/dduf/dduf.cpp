@@ -200,7 +200,7 @@ Result<Reader> Reader::open(SourcePtr source) {
                       .with_entry(e.name));
     }
     if (!strict) {
-      if (auto s = check_strict_name(e.name); !s.is_ok()) strict = std::move(s.error().with_entry(e.name));
+      if (auto s = check_strict_name(e.name); !s.is_ok()) strict = error_of(s).with_entry(e.name);
     }
     reader.entries_.push_back({std::string(e.name), e.data_offset, e.size});
     names.push_back(e.name);
@@ -212,7 +212,7 @@ Result<Reader> Reader::open(SourcePtr source) {
   SW_RETURN_IF_ERROR(reader.archive_.source()->read_at(
       index->data_offset, std::as_writable_bytes(std::span<char>(reader.model_index_.data(), reader.model_index_.size()))));
   const std::vector<std::string_view> folders = folders_of(names);
-  if (auto s = check_structure(reader.model_index_, names, folders); !s.is_ok()) return fail(std::move(s.error().with_entry(kModelIndex)));
+  if (auto s = check_structure(reader.model_index_, names, folders); !s.is_ok()) return fail(error_of(s).with_entry(kModelIndex));
 
   // Our stricter rules, only now: everything that would stop `unpack` is found here.
   if (strict) return fail(std::move(*strict));
@@ -266,7 +266,7 @@ Status Reader::verify(const VerifyOptions& options) const {
     } else if (has_extension(e.filename, ".json")) {
       SW_ASSIGN_OR_RETURN(SourcePtr src, open_entry(e.filename));
       auto read = read_small(*src, kMaxJsonEntry);
-      if (!read.is_ok()) return std::move(read.error().with_file(name()).with_entry(e.filename));
+      if (!read.is_ok()) return error_of(read).with_file(name()).with_entry(e.filename);
       const std::string text = std::move(read).value();
       if (auto s = json::validate_json(text); !s.is_ok()) {
         return Error(ErrorKind::DDUFCorruptedFile, "entry is not valid JSON: " + s.error().message()).with_file(name()).with_entry(e.filename);
@@ -304,7 +304,7 @@ Result<std::string> Exporter::admit(std::string_view name) {
   if (written_.count(stored)) {
     return export_error("Can't add duplicate entry: " + std::string(name)).with_file(writer_.path()).with_entry(name);
   }
-  if (auto s = check_strict_name(stored); !s.is_ok()) return std::move(s.error().with_file(writer_.path()));
+  if (auto s = check_strict_name(stored); !s.is_ok()) return error_of(s).with_file(writer_.path());
   return stored;
 }
 
@@ -412,7 +412,7 @@ Status pack_folder(const std::string& folder, const std::string& path, const Pac
   for (const auto& [name, file] : files) {
     auto valid = validate_entry_name(name);
     if (!valid.is_ok()) return Error(ErrorKind::DDUFInvalidEntryName, "Invalid entry name: " + name + " (" + valid.error().message() + ")").with_file(folder);
-    if (auto s = check_strict_name(name); !s.is_ok()) return std::move(s.error().with_file(folder));
+    if (auto s = check_strict_name(name); !s.is_ok()) return error_of(s).with_file(folder);
     names.push_back(name);
   }
   if (files.empty() || files.front().first != kModelIndex) return export_error("Missing required 'model_index.json' entry in DDUF file.").with_file(folder);

@@ -17,7 +17,7 @@ namespace safeweights::gguf {
 namespace {
 
 Error invalid(std::string message, std::uint64_t offset) {
-  return std::move(Error(ErrorKind::InvalidGguf, std::move(message)).with_offset(offset));
+  return Error(ErrorKind::InvalidGguf, std::move(message)).with_offset(offset);
 }
 
 // The header bytes, copied from the source as parsing needs them (so over HTTP only the header is

@@ -16,7 +16,7 @@ constexpr std::string_view kSuffix = ".gguf";
 constexpr std::size_t kDigits = 5;  // llama.cpp's "%05d"; split.count is at most 65535
 
 Error invalid_split(const std::string& file, std::string message) {
-  return std::move(Error(ErrorKind::InvalidGguf, std::move(message)).with_file(file));
+  return Error(ErrorKind::InvalidGguf, std::move(message)).with_file(file);
 }
 
 std::optional<std::uint32_t> five_digits(std::string_view s) {

@@ -192,7 +192,7 @@ Status Writer::Impl::write_chunk(std::string_view name, std::span<const std::byt
 
 Status Writer::Impl::copy_chunk(std::string_view name, const ByteSource& source, std::uint64_t offset, std::uint64_t length) {
   SW_ASSIGN_OR_RETURN(Slot * s, next_chunk(name, length));
-  if (Status st = file.copy_from(s->offset + s->written, source, offset, length); !st.is_ok()) return std::move(st.error().with_tensor(name));
+  if (Status st = file.copy_from(s->offset + s->written, source, offset, length); !st.is_ok()) return error_of(st).with_tensor(name);
   s->written += length;
   return Status::ok();
 }
@@ -245,10 +245,10 @@ Result<std::vector<std::size_t>> plan_splits(const std::vector<TensorDecl>& tens
   std::uint64_t bytes = 0, count = 0;
   for (std::size_t i = 0; i < tensors.size(); ++i) {
     auto nbytes = tensor_nbytes(tensors[i].dtype, tensors[i].shape);
-    if (!nbytes.is_ok()) return std::move(nbytes.error().with_tensor(tensors[i].name));
+    if (!nbytes.is_ok()) return error_of(nbytes).with_tensor(tensors[i].name);
     std::uint64_t padded = 0, next = 0;
     if (!align_up(*nbytes, alignment, padded) || __builtin_add_overflow(bytes, padded, &next))
-      return std::move(Error(ErrorKind::ValidationOverflow, "the data section's size overflows 64 bits").with_tensor(tensors[i].name));
+      return Error(ErrorKind::ValidationOverflow, "the data section's size overflows 64 bits").with_tensor(tensors[i].name);
     const bool full = count != 0 && ((split.max_tensors != 0 && count >= split.max_tensors) ||
                                      (split.max_bytes != 0 && next > split.max_bytes));
     if (full) {

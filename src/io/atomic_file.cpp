@@ -303,7 +303,7 @@ Status AtomicFile::truncate(std::uint64_t size) {
 
 Status AtomicFile::commit() {
   if (fd_ < 0) return Error(ErrorKind::InvalidArgument, "file already committed or abandoned").with_file(target_);
-  if (Status s = check_cancelled(); !s.is_ok()) return std::move(s.error().with_file(target_));
+  if (Status s = check_cancelled(); !s.is_ok()) return error_of(s).with_file(target_);
   return commit_unchecked();
 }
 

@@ -240,7 +240,7 @@ struct Exchange : ExchangeRequest {
 };
 
 Error http_error(const Exchange& x, ErrorKind kind, std::string message) {
-  return std::move(Error(kind, std::move(message)).with_file(*x.name).with_offset(x.offset + x.received));
+  return Error(kind, std::move(message)).with_file(*x.name).with_offset(x.offset + x.received);
 }
 
 // How one attempt at a request ended: with its outcome (success, or an error no retry would change),
@@ -1038,7 +1038,7 @@ Result<SourcePtr> open_url(const std::string& url, const HttpOptions& options) {
   if (curl::api(&why) == nullptr) return Error(ErrorKind::IoError, why).with_file(url);
   HttpOptions resolved = options;
   auto timeout = resolve_timeout(options.timeout_s);
-  if (!timeout.is_ok()) return std::move(timeout.error().with_file(url));
+  if (!timeout.is_ok()) return error_of(timeout).with_file(url);
   resolved.timeout_s = *timeout;
   auto source = std::make_shared<HttpSource>(url, resolved);
   SW_RETURN_IF_ERROR(source->init());

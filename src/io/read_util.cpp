@@ -28,7 +28,7 @@ Result<std::string> read_small(const ByteSource& source, std::uint64_t cap) {
 Result<std::string> read_small_file(const std::string& path, std::uint64_t cap) {
   SW_ASSIGN_OR_RETURN(SourcePtr source, open_file(path, FileBackend::Pread));
   auto text = read_small(*source, cap);
-  if (!text.is_ok()) return std::move(text.error().with_file(path));
+  if (!text.is_ok()) return error_of(text).with_file(path);
   return text;
 }
 

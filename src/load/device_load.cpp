@@ -271,7 +271,7 @@ class DeviceLoader {
       if (handle.is_ok()) {
         files_.emplace(c.source, DeviceFile{*handle, region->offset});
       } else if (handle.error().kind() != ErrorKind::NotSupported) {
-        return std::move(handle).error().with_file(c.source->name());
+        return error_of(handle).with_file(c.source->name());
       }
     }
     return Status::ok();
@@ -297,7 +297,7 @@ class DeviceLoader {
           const std::uint64_t n = std::min(piece, c.length - at);
           Status s = device_.read_file(file->second.handle, file->second.offset + c.offset + at, dst_ + c.dst + at,
                                        static_cast<std::size_t>(n));
-          if (!s.is_ok()) return std::move(s).error().with_file(c.source->name()).with_offset(c.offset + at);
+          if (!s.is_ok()) return error_of(s).with_file(c.source->name()).with_offset(c.offset + at);
           file_read_bytes_ += n;
         }
       }

@@ -148,7 +148,7 @@ class PlanBuilder {
     t.shape[s.dim] = last - first;
     t.sharded = true;
     auto nbytes = tensor_nbytes(t.entry.type, t.shape);
-    if (!nbytes.is_ok()) return std::move(nbytes.error().with_tensor(std::string(t.entry.name)));
+    if (!nbytes.is_ok()) return error_of(nbytes).with_tensor(std::string(t.entry.name));
     t.nbytes = *nbytes;
     t.offset = align_up(cursor_, kPackAlign);
     cursor_ = t.offset + t.nbytes;
@@ -194,7 +194,7 @@ Result<LoadPlan> LoadPlan::make(std::span<const TensorEntry> entries, const Load
 
 Result<LoadPlan> LoadPlan::make(const TensorFile& file, const LoaderOptions& options) {
   auto plan = make(file.tensors(), options);
-  if (!plan.is_ok()) return std::move(plan.error().with_file(file.name()));
+  if (!plan.is_ok()) return error_of(plan).with_file(file.name());
   return plan;
 }
 

@@ -24,13 +24,13 @@ Status TensorFile::read(const TensorEntry& entry, std::span<std::byte> dst) {
                                                  std::to_string(entry.nbytes))
         .with_tensor(entry.name);
   }
-  if (Status s = entry.source->read_at(entry.offset, dst); !s.is_ok()) return std::move(s.error().with_tensor(entry.name));
+  if (Status s = entry.source->read_at(entry.offset, dst); !s.is_ok()) return error_of(s).with_tensor(entry.name);
   return Status::ok();
 }
 
 Result<SlicePlan> TensorFile::plan_slice(const TensorEntry& entry, const SliceSpec& spec) {
   auto plan = safeweights::plan_slice(entry.shape, entry.type, spec, entry.offset);
-  if (!plan.is_ok()) return std::move(plan.error().with_file(entry.source->name()).with_tensor(entry.name));
+  if (!plan.is_ok()) return error_of(plan).with_file(entry.source->name()).with_tensor(entry.name);
   return plan;
 }
 

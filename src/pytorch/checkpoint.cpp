@@ -500,7 +500,7 @@ Result<safetensors::RawIndex> read_bin_index(const std::string& path, const Reso
   std::string text(static_cast<std::size_t>(source->size()), '\0');
   SW_RETURN_IF_ERROR(source->read_at(0, std::as_writable_bytes(std::span(text))));
   safetensors::RawIndex index;
-  if (Status s = safetensors::parse_index_json(text, index); !s.is_ok()) return std::move(s.error().with_file(path));
+  if (Status s = safetensors::parse_index_json(text, index); !s.is_ok()) return error_of(s).with_file(path);
   return index;
 }
 
@@ -518,7 +518,7 @@ Result<std::unique_ptr<Checkpoint>> open_checkpoint_index(const std::string& ind
   std::map<std::string, std::set<std::string_view>> listed;  // shard file -> tensors the index puts there
   for (const auto& [tensor, file] : index.weight_map) listed[file].insert(tensor);
   for (const auto& [file, names] : listed) {
-    if (Status s = check_shard_name(file); !s.is_ok()) return std::move(s.error().with_file(index_path));
+    if (Status s = check_shard_name(file); !s.is_ok()) return error_of(s).with_file(index_path);
     SW_ASSIGN_OR_RETURN(std::unique_ptr<Checkpoint> shard, open_checkpoint(sibling_name(index_path, file), options));
     if (!shard->opened_key().empty()) out->key_ = shard->opened_key();
     for (const TensorEntry& e : shard->tensors()) {

@@ -130,7 +130,7 @@ Result<Written> convert_file(const std::string& input, const std::string& output
   SW_ASSIGN_OR_RETURN(safetensors::StreamWriter writer,
                       safetensors::StreamWriter::create(output, std::move(decls), *selection.metadata(), write));
   ProgressSink sink(writer, selection, options);
-  if (Status s = copy_tensors(selection, sink); !s.is_ok()) return std::move(s.error().with_file(input));
+  if (Status s = copy_tensors(selection, sink); !s.is_ok()) return error_of(s).with_file(input);
   return written;
 }
 

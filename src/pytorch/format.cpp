@@ -142,7 +142,7 @@ class PytorchFormat final : public Format {
     if (options.crc && checkpoint->container() == "zip") {
       SW_ASSIGN_OR_RETURN(SourcePtr source, resolver_of(options).open(path, options.backend));
       SW_ASSIGN_OR_RETURN(zip::Archive archive, zip::Archive::open(source, zip::ArchivePolicy::Container));
-      if (Status s = archive.verify_all_crcs(); !s.is_ok()) return std::move(s.error().with_file(path));
+      if (Status s = archive.verify_all_crcs(); !s.is_ok()) return error_of(s).with_file(path);
     }
     return std::to_string(checkpoint->tensors().size()) + " tensors, " + human_bytes(bytes) + " of data" + where_read(*checkpoint);
   }

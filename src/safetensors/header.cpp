@@ -182,7 +182,7 @@ class HeaderBuilder {
       }
       running = info.end;
       auto nbytes = tensor_nbytes(info.dtype, info.shape);
-      if (!nbytes.is_ok()) return std::move(nbytes.error().with_tensor(info.name));
+      if (!nbytes.is_ok()) return error_of(nbytes).with_tensor(info.name);
       if (info.end - info.begin != nbytes.value()) {
         return invalid(ErrorKind::TensorInvalidInfo, "shape and dtype need " + std::to_string(nbytes.value()) +
                                                          " bytes but data_offsets span " +

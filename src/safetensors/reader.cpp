@@ -46,7 +46,7 @@ Status Reader::read(const TensorInfo& info, std::span<std::byte> dst) const {
 Result<std::vector<std::byte>> Reader::read_owned(std::string_view name) const {
   SW_ASSIGN_OR_RETURN(TensorView v, tensor(name));
   auto out = allocate_bytes(v.info->nbytes(), "tensor `" + std::string(name) + "`");
-  if (!out.is_ok()) return std::move(out.error().with_file(source_->name()));
+  if (!out.is_ok()) return error_of(out).with_file(source_->name());
   SW_RETURN_IF_ERROR(read(*v.info, *out));
   return out;
 }
@@ -69,7 +69,7 @@ Result<LoadedTensors> Reader::load_all(const LoadOptions& options) const {
   LoadedTensors out;
   out.size = header_->data_size();
   auto buffer = allocate_uninitialized(out.size, "the data section");
-  if (!buffer.is_ok()) return std::move(buffer.error().with_file(source_->name()));
+  if (!buffer.is_ok()) return error_of(buffer).with_file(source_->name());
   out.buffer = std::shared_ptr<std::byte[]>(std::move(*buffer));
   SW_RETURN_IF_ERROR(load_into({out.buffer.get(), static_cast<std::size_t>(out.size)}, options));
   return out;

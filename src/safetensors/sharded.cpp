@@ -37,7 +37,7 @@ Result<ShardedReader> ShardedReader::open(const std::string& index_path, const R
                                           const ReadOptions& options) {
   SW_ASSIGN_OR_RETURN(SourcePtr index_source, resolver.open(index_path, FileBackend::Pread));
   auto text = read_small(*index_source, kMaxIndexSize);
-  if (!text.is_ok()) return std::move(text.error().with_file(index_path));
+  if (!text.is_ok()) return error_of(text).with_file(index_path);
 
   RawIndex raw;
   if (auto s = parse_index_json(*text, raw); !s.is_ok()) {
@@ -48,7 +48,7 @@ Result<ShardedReader> ShardedReader::open(const std::string& index_path, const R
   ShardedReader reader;
   std::unordered_map<std::string, std::size_t> shard_index;
   for (const auto& [tensor, file] : raw.weight_map) {
-    if (auto s = check_shard_name(file); !s.is_ok()) return std::move(s.error().with_file(index_path).with_tensor(tensor));
+    if (auto s = check_shard_name(file); !s.is_ok()) return error_of(s).with_file(index_path).with_tensor(tensor);
     auto [it, inserted] = shard_index.emplace(file, reader.shard_files_.size());
     if (inserted) reader.shard_files_.push_back(file);
     reader.shard_of_.emplace(tensor, it->second);

@@ -45,7 +45,7 @@ Result<Layout> Layout::plan(std::span<const TensorDecl> tensors, const Metadata&
             .with_tensor(t.name);
       }
       auto nbytes = tensor_nbytes(t.dtype, t.shape);
-      if (!nbytes.is_ok()) return std::move(nbytes.error().with_tensor(t.name));
+      if (!nbytes.is_ok()) return error_of(nbytes).with_tensor(t.name);
       sizes[i] = nbytes.value();
     }
   }
@@ -174,7 +174,7 @@ Result<std::vector<std::byte>> serialize(std::span<const TensorData> tensors, co
 Result<AtomicFile> write_uncommitted(const std::string& path, std::span<const TensorData> tensors,
                                      const Metadata& metadata, const WriteOptions& options) {
   auto layout = plan_data(tensors, metadata);
-  if (!layout.is_ok()) return std::move(layout.error().with_file(path));
+  if (!layout.is_ok()) return error_of(layout).with_file(path);
   SW_ASSIGN_OR_RETURN(AtomicFile file, AtomicFile::create(path, {layout->file_size(), options.durable}));
   SW_RETURN_IF_ERROR(file.append(std::as_bytes(std::span<const char>(layout->prefix().data(), layout->prefix().size()))));
   // In file order, straight from the caller's buffers, so the file grows sequentially.
@@ -195,7 +195,7 @@ StreamWriter::StreamWriter(AtomicFile file, std::vector<TensorDecl> decls, Layou
 Result<StreamWriter> StreamWriter::create(const std::string& path, std::vector<TensorDecl> tensors,
                                           const Metadata& metadata, const WriteOptions& options) {
   auto layout = Layout::plan(tensors, metadata);
-  if (!layout.is_ok()) return std::move(layout.error().with_file(path));
+  if (!layout.is_ok()) return error_of(layout).with_file(path);
   AtomicFileOptions file_options;
   file_options.preallocate = layout->file_size();
   file_options.durable = options.durable;
@@ -253,7 +253,7 @@ Status StreamWriter::write_chunk(std::string_view name, std::span<const std::byt
 
 Status StreamWriter::copy_chunk(std::string_view name, const ByteSource& source, std::uint64_t offset, std::uint64_t length) {
   SW_ASSIGN_OR_RETURN(const auto next, next_chunk(name, length));
-  if (Status s = file_.copy_from(next.second, source, offset, length); !s.is_ok()) return std::move(s.error().with_tensor(name));
+  if (Status s = file_.copy_from(next.second, source, offset, length); !s.is_ok()) return error_of(s).with_tensor(name);
   written_[next.first] += length;
   return Status::ok();
 }

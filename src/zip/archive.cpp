@@ -449,7 +449,7 @@ Status check_local_header(Entry& e, std::span<const std::byte> fixed, std::uint6
 
 Status with_entry_context(Status s, const Entry& e) {
   if (s.is_ok()) return s;
-  return std::move(s.error().with_entry(e.name).with_offset(e.header_offset));
+  return error_of(s).with_entry(e.name).with_offset(e.header_offset);
 }
 
 // A mapped archive is checked in place.
@@ -644,7 +644,7 @@ Result<Archive> Archive::open(SourcePtr source, const ArchiveLimits& limits) {
 Result<Archive> Archive::open(SourcePtr source, ArchivePolicy policy, const ArchiveLimits& limits) {
   Archive archive;
   Status opened = archive.read_structure(*source, policy, limits);
-  if (!opened.is_ok()) return std::move(opened.error().with_file(source->name()));
+  if (!opened.is_ok()) return error_of(opened).with_file(source->name());
   archive.source_ = std::move(source);
   return archive;
 }
