@@ -287,30 +287,69 @@ TEST_F(MappingShrinks, ViewsOutsideTheLibraryStillFault) {
   EXPECT_EQ(WTERMSIG(status), SIGBUS);
 }
 
-// `cat --slice` streams: truncate the file while the CLI is blocked writing its first piece to a pipe;
-// it must then fail with the input named, not die of SIGBUS (nor succeed with bytes it never had).
-TEST(MappingShrinksCli, CatSliceOnAFileTruncatedUnderIt) {
-  TempDir dir;
-  const std::string path = dir.file("t.safetensors");
-  const std::uint64_t data_start = sparse_safetensors(path, {40960, 4096});  // 160 MiB
+// `cat --slice` streams its output in pieces. Runs `cat --slice` on a 160 MiB file and truncates the file while the CLI is blocked writing its first
+// piece to a pipe. `env`: one NAME=VALUE for the child, or null.
+Outcome cat_slice_truncated_under_it(const TempDir& dir, const std::string& path, const char* env) {
+  const std::uint64_t data_start = sparse_safetensors(path, {40960, 4096});
   int fds[2];
-  ASSERT_EQ(::pipe(fds), 0);
+  EXPECT_EQ(::pipe(fds), 0);
   const std::string err = dir.file("err.txt");
-  pid_t pid = spawn_cli({"cat", path, "t", "--slice", "::2"}, fds[1], err);
+  pid_t pid = spawn_cli({"cat", path, "t", "--slice", "::2"}, fds[1], err, -1, 0, env);
   ::close(fds[1]);
   char byte;
-  ASSERT_EQ(::read(fds[0], &byte, 1), 1);  // the first piece is read and being written
-  ASSERT_EQ(::truncate(path.c_str(), static_cast<off_t>(data_start)), 0);
+  EXPECT_EQ(::read(fds[0], &byte, 1), 1);  // the first piece is read and being written
+  EXPECT_EQ(::truncate(path.c_str(), static_cast<off_t>(data_start)), 0);
   std::vector<char> sink(1u << 20);
   while (::read(fds[0], sink.data(), sink.size()) > 0) {
   }
   ::close(fds[0]);
-  Outcome o = wait_for(pid, err);
+  return wait_for(pid, err);
+}
+
+// It must then fail with the input named, not die of SIGBUS (nor succeed with bytes it never had).
+TEST(MappingShrinksCli, CatSliceOnAFileTruncatedUnderIt) {
+  TempDir dir;
+  const std::string path = dir.file("t.safetensors");
+  Outcome o = cat_slice_truncated_under_it(dir, path, nullptr);
   EXPECT_EQ(o.signal, 0) << o.err;
   EXPECT_NE(o.exit_code, 0) << o.err;
   EXPECT_NE(o.err.find("IoError"), std::string::npos) << o.err;
   EXPECT_NE(o.err.find(path), std::string::npos) << o.err;
   EXPECT_NE(o.err.find("end of file"), std::string::npos) << o.err;
+}
+
+// With the guard turned off (source.h), the library installs no handler: the same read is SIGBUS for the
+// process, as with any mapping.
+TEST(MappingShrinksCli, WithoutTheGuardTheSameReadIsSigbus) {
+  TempDir dir;
+  const std::string path = dir.file("t.safetensors");
+  Outcome o = cat_slice_truncated_under_it(dir, path, "SAFEWEIGHTS_NO_FAULT_GUARD=1");
+  if (kAddressSanitizer) {  // ASan's own SIGBUS handler reports and exits
+    EXPECT_NE(o.exit_code, 0) << o.err;
+    return;
+  }
+  EXPECT_EQ(o.signal, SIGBUS) << "exit " << o.exit_code << ": " << o.err;
+}
+
+TEST_F(MappingShrinks, GuardSwitchTurnsReadsIntoFaults) {
+  ASSERT_EQ(::truncate(path.c_str(), 4096), 0);
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    safeweights::set_mapping_fault_guard(false);
+    if (safeweights::mapping_fault_guard()) ::_exit(3);
+    std::vector<std::byte> dst(16);
+    Status s = source->read_at(kPastTheEnd, dst);  // faults: nothing catches it
+    ::_exit(s.is_ok() ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  if (kAddressSanitizer) {  // ASan's own SIGBUS handler reports and exits (1), like a caught read would
+    EXPECT_FALSE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    return;
+  }
+  ASSERT_TRUE(WIFSIGNALED(status)) << "exit " << WEXITSTATUS(status);
+  EXPECT_EQ(WTERMSIG(status), SIGBUS);
+  EXPECT_TRUE(safeweights::mapping_fault_guard());  // the parent's switch is untouched
 }
 
 // ---- sizes declared by the input -----------------------------------------------------------------------

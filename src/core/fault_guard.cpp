@@ -4,6 +4,7 @@
 #include <atomic>
 #include <csetjmp>
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 
@@ -12,6 +13,8 @@ namespace {
 
 struct sigaction g_previous {};
 std::once_flag g_installed;
+// -1: not decided yet (the environment is read on first use), 0: off, 1: on.
+std::atomic<int> g_enabled{-1};
 // The innermost guarded section of this thread, or null. Set before the guarded code runs, so its
 // storage exists by the time the handler reads it (no lazy TLS allocation inside the handler).
 thread_local sigjmp_buf* t_section = nullptr;
@@ -46,9 +49,28 @@ void install() {
   ::sigaction(SIGBUS, &sa, &g_previous);
 }
 
+bool guard_enabled() noexcept {
+  int enabled = g_enabled.load(std::memory_order_relaxed);
+  if (enabled < 0) {
+    const char* env = std::getenv("SAFEWEIGHTS_NO_FAULT_GUARD");
+    int from_env = (env != nullptr && *env != '\0' && std::strcmp(env, "0") != 0) ? 0 : 1;
+    // A caller's set_mapping_fault_guard() made first wins over the environment.
+    g_enabled.compare_exchange_strong(enabled, from_env, std::memory_order_relaxed);
+    enabled = g_enabled.load(std::memory_order_relaxed);
+  }
+  return enabled == 1;
+}
+
 }  // namespace
 
+void set_mapping_fault_guard(bool enabled) noexcept { g_enabled.store(enabled ? 1 : 0, std::memory_order_relaxed); }
+bool mapping_fault_guard() noexcept { return guard_enabled(); }
+
 bool run_guarded(void (*fn)(void*), void* ctx) noexcept {
+  if (!guard_enabled()) {
+    fn(ctx);
+    return true;
+  }
   std::call_once(g_installed, install);
   sigjmp_buf section;
   sigjmp_buf* const outer = t_section;

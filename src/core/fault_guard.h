@@ -6,7 +6,9 @@
 // SIGBUS handler (installed once, on first use) jumps out of the section, which then reports an
 // IoError naming the file instead of the process dying. Faults outside a guarded section (a view the
 // caller holds, another library's mapping) go to whatever handler was installed before ours, or kill
-// the process as they would have without us.
+// the process as they would have without us. The guard can be turned off (set_mapping_fault_guard in
+// safeweights/source.h, or SAFEWEIGHTS_NO_FAULT_GUARD=1): then sections run unguarded and no handler is
+// installed.
 //
 // The work done inside a section must be plain copying or arithmetic over the mapped bytes: the jump
 // skips the rest of it, so it must not allocate, lock, or own anything with a destructor. The cost is
