@@ -84,11 +84,5 @@ struct TensorDiff {
 // counts differ; NotSupported for a type that cannot be decoded.
 Result<TensorDiff> compare_tensors(const TensorEntry& a, const TensorEntry& b);
 
-// Opens what convert() and diff read, through the format registry: a file of any registered format
-// (for a DDUF archive, its .safetensors member `entry`), or a Hugging Face model folder
-// (model.safetensors.index.json, else model.safetensors). FileNotFound for a folder with neither.
-Result<std::unique_ptr<TensorFile>> open_tensors(const std::string& path, const std::string& entry = {},
-                                                 const FormatOptions& options = {});
-
 SAFEWEIGHTS_API_END
 }  // namespace safeweights

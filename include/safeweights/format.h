@@ -87,6 +87,12 @@ const Format* find_format(std::string_view name) noexcept;
 // The format of the file at `path` (a path or URL). FileNotFound / IoError when it cannot be read.
 Result<const Format*> detect_format(const std::string& path, const FormatOptions& options = {});
 
+// Opens a file of any registered format (for a DDUF archive, its .safetensors member `entry`), or a
+// Hugging Face model folder (model.safetensors.index.json, else model.safetensors), as one TensorFile:
+// what convert(), diff and the loaders read. FileNotFound for a folder with neither.
+Result<std::unique_ptr<TensorFile>> open_tensors(const std::string& path, const std::string& entry = {},
+                                                 const FormatOptions& options = {});
+
 // The resolver of `options`, or the default one.
 const Resolver& resolver_of(const FormatOptions& options);
 

@@ -12,7 +12,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <filesystem>
 #include <memory>
 #include <numeric>
 #include <thread>
@@ -404,25 +403,6 @@ Result<ConvertReport> convert(const TensorFile& input, const std::string& output
   return report;
 }
 
-Result<std::unique_ptr<TensorFile>> open_tensors(const std::string& path, const std::string& entry, const FormatOptions& options) {
-  std::string file = path;
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) {
-    file.clear();
-    for (const char* name : {"model.safetensors.index.json", "model.safetensors"})
-      if (std::filesystem::exists(path + "/" + name, ec)) {
-        file = path + "/" + name;
-        break;
-      }
-    if (file.empty())
-      return Error(ErrorKind::FileNotFound, "neither model.safetensors.index.json nor model.safetensors in the folder").with_file(path);
-  }
-  SW_ASSIGN_OR_RETURN(const Format* format, detect_format(file, options));
-  std::vector<std::string> members;
-  if (!entry.empty()) members.push_back(entry);
-  return format->open(file, members, options);
-}
-
 std::optional<std::uint32_t> llama_file_type(TensorType t) noexcept {
   switch (t) {
     case TensorType::F32: return 0;
@@ -441,6 +421,5 @@ std::optional<std::uint32_t> llama_file_type(TensorType t) noexcept {
     default: return std::nullopt;
   }
 }
-
 
 }  // namespace safeweights

@@ -1,5 +1,7 @@
 // The list of formats: adding a format is its folder plus one line here.
 #include <array>
+#include <filesystem>
+#include <string>
 #include <vector>
 
 #include "core/status_macros.h"
@@ -52,6 +54,25 @@ Result<const Format*> detect_format(const std::string& path, const FormatOptions
     }
   }
   return best;
+}
+
+Result<std::unique_ptr<TensorFile>> open_tensors(const std::string& path, const std::string& entry, const FormatOptions& options) {
+  std::string file = path;
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    file.clear();
+    for (const char* name : {"model.safetensors.index.json", "model.safetensors"})
+      if (std::filesystem::exists(path + "/" + name, ec)) {
+        file = path + "/" + name;
+        break;
+      }
+    if (file.empty())
+      return Error(ErrorKind::FileNotFound, "neither model.safetensors.index.json nor model.safetensors in the folder").with_file(path);
+  }
+  SW_ASSIGN_OR_RETURN(const Format* format, detect_format(file, options));
+  std::vector<std::string> members;
+  if (!entry.empty()) members.push_back(entry);
+  return format->open(file, members, options);
 }
 
 }  // namespace safeweights
