@@ -125,7 +125,10 @@ Result<SliceSpec> SliceSpec::parse(std::string_view text) {
   std::string_view body = trim(text);
   // What goes between the brackets, never the brackets: `[0]` would read as a list index elsewhere.
   if (body.find_first_of("[]") != std::string_view::npos) {
-    return spec_error("`" + std::string(text) + "`: write what goes between numpy's brackets, without them (`0, 1:3`)");
+    std::string message = "`";
+    message += text;
+    message += "`: write what goes between numpy's brackets, without them (`0, 1:3`)";
+    return spec_error(std::move(message));
   }
   if (body.empty()) return spec;
   std::size_t start = 0;
@@ -154,8 +157,13 @@ std::string SliceSpec::to_string() const {
       case SliceItem::Kind::Ellipsis: out += "..."; break;
       case SliceItem::Kind::NewAxis: out += "None"; break;
       case SliceItem::Kind::Range:
-        out += render_int(it.start) + ":" + render_int(it.stop);
-        if (it.step) out += ":" + std::to_string(*it.step);
+        out += render_int(it.start);
+        out += ':';
+        out += render_int(it.stop);
+        if (it.step) {
+          out += ':';
+          out += std::to_string(*it.step);
+        }
         break;
     }
   }

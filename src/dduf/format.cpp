@@ -4,8 +4,10 @@
 
 #include <cctype>
 #include <memory>
+#include <utility>
 
 #include "core/status_macros.h"
+#include "json/json_writer.h"
 #include "safeweights/dduf.h"
 #include "safeweights/text.h"
 #include "safetensors/format.h"
@@ -25,18 +27,17 @@ Result<safetensors::Reader> open_member(const Reader& archive, std::string_view 
 }
 
 std::string inspect_json(const Reader& reader) {
-  std::string out = "{\"format\":\"dduf\",\"entries\":[";
-  bool first = true;
+  json::Writer w;
+  w.object().key("format").string("dduf").key("entries").array();
   for (const auto& e : reader.entries()) {
-    out += std::string(first ? "" : ",") + "{\"name\":" + json_quote(e.filename) + ",\"offset\":" + std::to_string(e.offset) +
-           ",\"length\":" + std::to_string(e.length) + "}";
-    first = false;
+    w.object().key("name").string(e.filename).key("offset").uint(e.offset).key("length").uint(e.length).end();
   }
   // model_index.json was validated as a JSON object; embed it as is, minus surrounding whitespace.
   std::string_view index = reader.model_index();
   while (!index.empty() && std::isspace(static_cast<unsigned char>(index.back()))) index.remove_suffix(1);
   while (!index.empty() && std::isspace(static_cast<unsigned char>(index.front()))) index.remove_prefix(1);
-  return out + "],\"components\":" + std::string(index) + "}\n";
+  w.end().key("components").raw(index).end();
+  return std::move(w.text()) + "\n";
 }
 
 std::string inspect_text(const Reader& reader, const std::string& path) {

@@ -2,9 +2,12 @@
 // docs/GGUF.md), open and cat through the reader (safeweights/gguf.h).
 #include "gguf/format.h"
 
+#include <utility>
+
 #include "core/little_endian.h"
 #include "core/status_macros.h"
 #include "gguf/layout.h"
+#include "json/json_writer.h"
 #include "safeweights/gguf.h"
 #include "safeweights/text.h"
 
@@ -21,42 +24,39 @@ Result<std::unique_ptr<GgufFile>> open_with(const std::string& path, const Forma
   return open(path, open_options);
 }
 
-std::string dims_json(std::span<const std::uint64_t> dims) {
-  std::string out = "[";
-  for (std::size_t i = 0; i < dims.size(); ++i) out += (i ? "," : "") + std::to_string(dims[i]);
-  return out + "]";
-}
-
 std::string inspect_json(const GgufFile& f) {
-  std::string out = "{\"format\":\"gguf\",\"version\":" + std::to_string(f.version()) + ",\"alignment\":" +
-                    std::to_string(f.alignment()) + ",\"data_offset\":" + std::to_string(f.data_offset()) + ",\"kv\":[";
-  bool first = true;
+  json::Writer w;
+  w.object().key("format").string("gguf").key("version").uint(f.version()).key("alignment").uint(f.alignment());
+  w.key("data_offset").uint(f.data_offset()).key("kv").array();
+  std::string value;
   for (const KeyValue& e : f.kv()) {
-    out += std::string(first ? "" : ",") + "{\"key\":" + json_quote(e.key) + ",\"type\":\"" + std::string(value_type_name(e.value.type)) + "\"";
-    if (e.value.type == ValueType::ARRAY) out += ",\"elem_type\":\"" + std::string(value_type_name(e.value.elem_type)) + "\"";
-    out += ",\"value\":";
-    append_value_json(out, e.value);
-    out += "}";
-    first = false;
+    w.object().key("key").string(e.key).key("type").string(value_type_name(e.value.type));
+    if (e.value.type == ValueType::ARRAY) w.key("elem_type").string(value_type_name(e.value.elem_type));
+    value.clear();
+    append_value_json(value, e.value);
+    w.key("value").raw(value).end();
   }
-  out += "]";
+  w.end();
   const bool split = f.split_count() > 1;
   if (split) {  // the files of a split model; each tensor then names its file, offsets relative to its data section
-    out += ",\"splits\":[";
-    for (std::size_t k = 0; k < f.split_count(); ++k)
-      out += std::string(k ? "," : "") + "{\"file\":" + json_quote(f.split(k).name()) + ",\"data_offset\":" +
-             std::to_string(f.split(k).data_offset()) + ",\"tensors\":" + std::to_string(f.split(k).tensors().size()) + "}";
-    out += "]";
+    w.key("splits").array();
+    for (std::size_t k = 0; k < f.split_count(); ++k) {
+      w.object().key("file").string(f.split(k).name()).key("data_offset").uint(f.split(k).data_offset());
+      w.key("tensors").uint(f.split(k).tensors().size()).end();
+    }
+    w.end();
   }
-  out += ",\"tensors\":[";
+  w.key("tensors").array();
   for (std::size_t i = 0; i < f.tensors().size(); ++i) {
     const TensorEntry& t = f.tensors()[i];
     const TensorInfo& info = f.infos()[i];
-    out += std::string(i ? "," : "") + "{\"name\":" + json_quote(t.name) + ",\"type\":\"" + std::string(ggml_type_name(info.ggml_type)) +
-           "\",\"ne\":" + dims_json(info.ne) + ",\"shape\":" + dims_json(t.shape) + ",\"offset\":" + std::to_string(info.offset) +
-           ",\"nbytes\":" + std::to_string(t.nbytes) + (split ? ",\"split\":" + std::to_string(f.split_of(i)) : "") + "}";
+    w.object().key("name").string(t.name).key("type").string(ggml_type_name(info.ggml_type)).key("ne").uints(info.ne);
+    w.key("shape").uints(t.shape).key("offset").uint(info.offset).key("nbytes").uint(t.nbytes);
+    if (split) w.key("split").uint(f.split_of(i));
+    w.end();
   }
-  return out + "]}\n";
+  w.end().end();
+  return std::move(w.text()) + "\n";
 }
 
 std::string value_text(const Value& v) {

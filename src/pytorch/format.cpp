@@ -4,9 +4,11 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
 #include "core/little_endian.h"
 #include "core/status_macros.h"
+#include "json/json_writer.h"
 #include "pytorch/index.h"
 #include "safeweights/pytorch.h"
 #include "safeweights/text.h"
@@ -85,42 +87,43 @@ Result<std::unique_ptr<Checkpoint>> open_with(const std::string& path, const For
 }
 
 std::string where_read(const Checkpoint& c) {
-  return c.opened_key().empty() ? std::string() : " under top-level key `" + c.opened_key() + "`";
-}
-
-std::string shape_json(std::span<const std::uint64_t> shape) {
-  std::string out = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i) out += (i ? "," : "") + std::to_string(shape[i]);
-  return out + "]";
+  return c.opened_key().empty() ? std::string() : " under top-level key `" + printable(c.opened_key()) + "`";
 }
 
 std::string inspect_json(const Checkpoint& c) {
-  std::string out = "{\"format\":\"pytorch\",\"container\":" + json_quote(c.container()) + ",\"key\":" +
-                    (c.opened_key().empty() ? std::string("null") : json_quote(c.opened_key())) + ",\"tensors\":[";
-  bool first = true;
+  json::Writer w;
+  w.object().key("format").string("pytorch").key("container").string(c.container()).key("key");
+  if (c.opened_key().empty()) {
+    w.null();
+  } else {
+    w.string(c.opened_key());
+  }
+  w.key("tensors").array();
   for (const TensorEntry& e : c.tensors()) {
-    out += std::string(first ? "" : ",") + "{\"name\":" + json_quote(e.name) + ",\"dtype\":" + json_quote(type_name(e.type)) +
-           ",\"shape\":" + shape_json(e.shape) + "}";
-    first = false;
+    w.object().key("name").string(e.name).key("dtype").string(type_name(e.type)).key("shape").uints(e.shape).end();
   }
-  out += "],\"shared\":[";
-  for (std::size_t g = 0; g < c.shared().size(); ++g) {
-    out += g ? ",[" : "[";
-    for (std::size_t i = 0; i < c.shared()[g].size(); ++i) out += (i ? "," : "") + json_quote(c.shared()[g][i]);
-    out += "]";
+  w.end().key("shared").array();
+  for (const auto& group : c.shared()) {
+    w.array();
+    for (std::string_view name : group) w.string(name);
+    w.end();
   }
-  return out + "]}\n";
+  w.end().end();
+  return std::move(w.text()) + "\n";
 }
 
 std::string inspect_text(const Checkpoint& c, const std::string& path) {
   std::string out;
-  append_format(out, "file:        %s\nformat:      pytorch (%s)\ntensors:     %zu%s\n\n", path.c_str(),
+  append_format(out, "file:        %s\nformat:      pytorch (%s)\ntensors:     %zu%s\n\n", printable(path).c_str(),
                 std::string(c.container()).c_str(), c.tensors().size(), where_read(c).c_str());
   for (const TensorEntry& e : c.tensors())
-    append_format(out, "%-6s %-20s %s\n", std::string(type_name(e.type)).c_str(), shape_string(e.shape).c_str(), std::string(e.name).c_str());
+    append_format(out, "%-6s %-20s %s\n", std::string(type_name(e.type)).c_str(), shape_string(e.shape).c_str(), printable(e.name).c_str());
   for (const auto& group : c.shared()) {
     out += "shared storage:";
-    for (std::string_view n : group) out += " " + std::string(n);
+    for (std::string_view n : group) {
+      out += ' ';
+      out += printable(n);
+    }
     out += "\n";
   }
   return out;

@@ -6,9 +6,11 @@
 #include <map>
 #include <memory>
 #include <vector>
+#include <utility>
 
 #include "core/little_endian.h"
 #include "core/status_macros.h"
+#include "json/json_writer.h"
 #include "safeweights/safetensors.h"
 #include "safeweights/sharded.h"
 #include "safeweights/text.h"
@@ -84,11 +86,18 @@ Result<ShardedReader> open_sharded(const std::string& path, const FormatOptions&
   return ShardedReader::open(path, resolver_of(options), options.backend, read_options(options));
 }
 
-std::string tensor_json(const TensorInfo& t) {
-  std::string out = "{\"name\":" + json_quote(t.name) + ",\"dtype\":" + json_quote(type_name(t.dtype)) + ",\"shape\":[";
-  for (std::size_t i = 0; i < t.shape.size(); ++i) out += (i ? "," : "") + std::to_string(t.shape[i]);
-  out += "],\"data_offsets\":[" + std::to_string(t.begin) + "," + std::to_string(t.end) + "]";
-  return out;
+// Opens a tensor's object and writes its fields; the caller may add more and ends it.
+void tensor_json(json::Writer& w, const TensorInfo& t) {
+  w.object().key("name").string(t.name).key("dtype").string(type_name(t.dtype)).key("shape").uints(t.shape);
+  w.key("data_offsets").array().uint(t.begin).uint(t.end).end();
+}
+
+// {"k":"v",...}: a string-to-string map in its order.
+template <typename Map>
+void string_map_json(json::Writer& w, const Map& map) {
+  w.object();
+  for (const auto& [k, v] : map) w.key(k).string(v);
+  w.end();
 }
 
 struct Totals {
@@ -139,22 +148,19 @@ std::string base_name(const std::string& name) { return name.substr(name.find_la
 std::string inspect_index(const ShardedReader& reader, const std::string& path, bool json) {
   std::string out;
   if (json) {
-    out = "{\"format\":\"safetensors-index\",\"shards\":[";
-    for (std::size_t i = 0; i < reader.shard_files().size(); ++i) out += (i ? "," : "") + json_quote(reader.shard_files()[i]);
-    out += "],\"metadata\":{";
-    bool first = true;
-    for (const auto& [k, v] : reader.index_metadata()) {
-      out += (first ? "" : ",") + json_quote(k) + ":" + json_quote(v);
-      first = false;
-    }
-    out += "},\"tensors\":[";
-    first = true;
+    json::Writer w;
+    w.object().key("format").string("safetensors-index").key("shards").array();
+    for (const auto& shard : reader.shard_files()) w.string(shard);
+    w.end().key("metadata");
+    string_map_json(w, reader.index_metadata());
+    w.key("tensors").array();
     for (const auto& name : reader.names()) {
       auto loc = reader.find(name);
-      out += (first ? "" : ",") + tensor_json(*loc->info) + ",\"shard\":" + json_quote(base_name(loc->shard->name())) + "}";
-      first = false;
+      tensor_json(w, *loc->info);
+      w.key("shard").string(base_name(loc->shard->name())).end();
     }
-    return out + "]}\n";
+    w.end().end();
+    return std::move(w.text()) + "\n";
   }
   append_format(out, "file:        %s\nformat:      safetensors-index\nshards:      %zu\ntensors:     %zu\n", printable(path).c_str(),
           reader.shards().size(), reader.names().size());
@@ -250,23 +256,20 @@ std::string inspect_file(const Reader& reader, const std::string& display, bool 
   const auto& h = reader.header();
   std::string out;
   if (json) {
-    out = "{\"format\":\"safetensors\",\"header_size\":" + std::to_string(h.header_size()) + ",\"metadata\":";
+    json::Writer w;
+    w.object().key("format").string("safetensors").key("header_size").uint(h.header_size()).key("metadata");
     if (!h.has_metadata()) {
-      out += "null";
+      w.null();
     } else {
-      out += "{";
-      for (std::size_t i = 0; i < h.metadata().size(); ++i) {
-        out += (i ? "," : "") + json_quote(h.metadata()[i].first) + ":" + json_quote(h.metadata()[i].second);
-      }
-      out += "}";
+      string_map_json(w, h.metadata());
     }
-    out += ",\"tensors\":[";
-    bool first = true;
+    w.key("tensors").array();
     for (const auto& t : h.tensors()) {
-      out += (first ? "" : ",") + tensor_json(t) + "}";
-      first = false;
+      tensor_json(w, t);
+      w.end();
     }
-    return out + "]}\n";
+    w.end().end();
+    return std::move(w.text()) + "\n";
   }
   append_format(out, "file:        %s\nformat:      safetensors\nheader:      %llu bytes\ntensors:     %zu\ndata:        %s\n",
           printable(display).c_str(), static_cast<unsigned long long>(h.header_size()), h.tensors().size(), human_bytes(h.data_size()).c_str());
