@@ -4,5 +4,8 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release "$@"
+# CI (CI=true) turns warnings in the library, the CLI and the Python glue into errors.
+werror=()
+[[ ${CI:-} == true ]] && werror=(-DSAFEWEIGHTS_WERROR=ON)
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release "${werror[@]}" "$@"
 cmake --build build -j"$(nproc)"

@@ -33,6 +33,9 @@ done
 if [[ "${CI:-}" == "true" ]]; then do_release=1 do_asan=1 do_fuzz=1; fi
 
 section() { printf '\n==================== %s ====================\n' "$*"; }
+# CI builds every tree warning-free (GCC for Release, clang for the sanitizer and fuzz trees).
+werror=()
+[[ ${CI:-} == true ]] && werror=(-DSAFEWEIGHTS_WERROR=ON)
 jobs=$(nproc)
 FUZZ_SECONDS=${FUZZ_SECONDS:-60}
 FUZZ_TARGETS=(fuzz_safetensors_header fuzz_slice fuzz_roundtrip fuzz_dduf fuzz_pickle fuzz_checkpoint fuzz_gguf fuzz_dequantize)
@@ -173,7 +176,7 @@ wheel_test() {
 asan_tests() {
   section "ASan + UBSan build (build-asan/)"
   CC="${SANITIZE_CC:-clang}" CXX="${SANITIZE_CXX:-clang++}" cmake -S . -B build-asan -G Ninja \
-    -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSAFEWEIGHTS_SANITIZE=ON -DSAFEWEIGHTS_BUILD_BENCH=OFF
+    -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSAFEWEIGHTS_SANITIZE=ON -DSAFEWEIGHTS_BUILD_BENCH=OFF "${werror[@]}"
   cmake --build build-asan -j"$jobs"
 
   section "unit tests (ASan + UBSan)"
@@ -222,7 +225,7 @@ fuzz_one() {
 fuzz_tests() {
   section "fuzz build (build-fuzz/, clang, libFuzzer + ASan + UBSan)"
   CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DSAFEWEIGHTS_BUILD_FUZZ=ON -DSAFEWEIGHTS_BUILD_TESTS=OFF -DSAFEWEIGHTS_BUILD_BENCH=OFF
+    -DSAFEWEIGHTS_BUILD_FUZZ=ON -DSAFEWEIGHTS_BUILD_TESTS=OFF -DSAFEWEIGHTS_BUILD_BENCH=OFF "${werror[@]}"
   cmake --build build-fuzz -j"$jobs" --target "${FUZZ_TARGETS[@]}"
 
   local failed=() target

@@ -333,8 +333,12 @@ TEST_P(DevicePipeline, EqualsTheHostLoadWithATightStagingRing) {
     auto loaded = load_to_device(*plan, device, dopt);
     ASSERT_TRUE(IsOk(loaded.status())) << "staging " << staging;
     EXPECT_EQ(loaded->stats.staged_bytes + loaded->stats.registered_bytes, plan->read_bytes());
-    if (GetParam() == DeviceStrategy::Staging) EXPECT_EQ(loaded->stats.registered_bytes, 0u);
-    if (GetParam() == DeviceStrategy::Register) EXPECT_GT(loaded->stats.registered_bytes, 0u);
+    if (GetParam() == DeviceStrategy::Staging) {
+      EXPECT_EQ(loaded->stats.registered_bytes, 0u);
+    }
+    if (GetParam() == DeviceStrategy::Register) {
+      EXPECT_GT(loaded->stats.registered_bytes, 0u);
+    }
     expect_loaded(*plan, {static_cast<const std::byte*>(loaded->data()), static_cast<std::size_t>(loaded->size)});
   }
 }

@@ -242,7 +242,7 @@ Status Parser::kvs(std::uint64_t count, std::vector<KeyValue>& out) {
     if (kv.key.empty()) return invalid("a key is empty", at);
     const std::uint64_t hash = seen.hash(kv.key);
     std::uint64_t& slot = seen.slot(kv.key, hash, key_of);
-    if (slot != 0) return std::move(invalid("duplicate key `" + kv.key + "`", at));
+    if (slot != 0) return invalid("duplicate key `" + kv.key + "`", at);
     slot = json::NameTable::make(hash, static_cast<std::uint32_t>(i));
     SW_ASSIGN_OR_RETURN(ValueType type, value_type("a value type", false));
     if (Status s = value(type, kv.value); !s.is_ok()) {

@@ -10,8 +10,6 @@
 namespace safeweights::quant {
 namespace {
 
-constexpr int kSuper = 256;
-
 // IQ4's sixteen levels, from ggml's published table.
 constexpr std::int8_t kIq4Levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
 

@@ -402,14 +402,17 @@ TEST(Corpus, EverySplitSetGivesTheKindInItsName) {
       auto f = gguf::open(e.path().string(), options);  // any file of a set opens (or refuses) the whole set
       if (name.rfind("valid--", 0) == 0) {
         ASSERT_TRUE(f.is_ok()) << name << ": " << f.error().to_string();
-        if (split) EXPECT_EQ((*f)->split_count(), split->count) << name;
+        if (split) {
+          EXPECT_EQ((*f)->split_count(), split->count) << name;
+        }
         continue;
       }
       ASSERT_FALSE(f.is_ok()) << name;
       EXPECT_EQ(f.error().kind(), expected_kind(name)) << name << ": " << f.error().to_string();
       EXPECT_EQ(f.error().context().file.rfind(set, 0), 0u) << name << ": " << f.error().to_string();  // a file of the set
-      if (f.error().kind() == ErrorKind::InvalidGguf && name.find("truncated") == std::string::npos)
+      if (f.error().kind() == ErrorKind::InvalidGguf && name.find("truncated") == std::string::npos) {
         EXPECT_NE(f.error().message().find("split"), std::string::npos) << f.error().to_string();
+      }
     }
   }
   EXPECT_GE(files, 30);
@@ -529,7 +532,9 @@ TEST(SplitWriter, LeavesNoFileUnlessEveryFileIsComplete) {
     auto w = gguf::SplitWriter::create(dir.file("m"), {}, split_tensors(), split);
     ASSERT_TRUE(w.is_ok());
     for (const TensorDecl& d : split_tensors())
-      if (d.name != "c") ASSERT_TRUE((*w)->write(d.name, pattern(*tensor_nbytes(d.dtype, d.shape), 0)).is_ok());
+      if (d.name != "c") {
+        ASSERT_TRUE((*w)->write(d.name, pattern(*tensor_nbytes(d.dtype, d.shape), 0)).is_ok());
+      }
     const Status s = (*w)->finish();  // "c", in file 3, is missing
     EXPECT_EQ(s.error().context().tensor, "c");
   }

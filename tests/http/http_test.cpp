@@ -332,7 +332,9 @@ TEST(HttpNginx, ReadScatter) {
   const auto before = stats->requests.load();
   ASSERT_TRUE((*src)->read_scatter(requests).is_ok());
   for (std::size_t i = 0; i < runs.size(); ++i) {
-    if (runs[i].second > 0) EXPECT_EQ(0, std::memcmp(bufs[i].data(), local.data() + runs[i].first, runs[i].second)) << "run " << i;
+    if (runs[i].second > 0) {
+      EXPECT_EQ(0, std::memcmp(bufs[i].data(), local.data() + runs[i].first, runs[i].second)) << "run " << i;
+    }
   }
   // 1 MiB in 256 KiB chunks (5, as it starts mid-chunk or 4), the tail, the two nearby runs and the two
   // adjacent ones: far fewer requests than one per run and chunk would be.
