@@ -2,11 +2,11 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
-#include <map>
-
+#include <memory>
 
 namespace safeweights::cli {
 
@@ -24,28 +24,9 @@ HttpCli& http_cli() {
   return options;
 }
 
-void add_http_options(CLI::App* cmd) {
-  cmd->add_option("--header", http_cli().headers,
-                  "HTTP(S) FILE: send this header, \"Name: value\" (repeatable; only to the URL's own host)");
-  cmd->add_flag("--stats", http_cli().stats, "print HTTP requests made and bytes transferred to stderr");
-  cmd->add_option("--cacert", http_cli().cacert, "HTTPS FILE: trust the CA certificates in this PEM file (default: the system's)")
-      ->check(CLI::ExistingFile);
-  cmd->add_option("--timeout", http_cli().timeout,
-                  std::string("HTTP(S) FILE: deadline of each request in seconds, retries included (0: none; default: $") +
-                      kHttpTimeoutEnv + ", else " + std::to_string(static_cast<int>(kDefaultHttpTimeoutS)) + ")")
-      ->check(CLI::NonNegativeNumber);
-}
-
 CheckpointCli& checkpoint_cli() {
   static CheckpointCli options;
   return options;
-}
-
-void add_checkpoint_options(CLI::App* cmd) {
-  cmd->add_flag("--allow-unknown", checkpoint_cli().allow_unknown,
-                "PyTorch FILE: keep globals outside the allowlist as inert placeholders (nothing is called)");
-  cmd->add_option("--key", checkpoint_cli().key,
-                  "PyTorch FILE: read the tensors under this top-level key (default: state_dict, model or module when present)");
 }
 
 void print_http_stats() {
@@ -82,6 +63,12 @@ FileBackend parse_backend(const std::string& name) { return name == "pread" ? Fi
 
 // Messages carry names and text from the input: escaped, so they cannot drive the terminal.
 void print_error(const Error& error) { std::fprintf(stderr, "safeweights: %s\n", printable(error.to_string()).c_str()); }
+
+int exit_status(const Status& status) {
+  if (status.is_ok()) return kExitOk;
+  print_error(status.error());
+  return status.error().kind() == ErrorKind::InvalidArgument ? kExitUsage : kExitInvalid;
+}
 
 bool write_all(int fd, std::span<const std::byte> bytes) {
   std::size_t done = 0;

@@ -1,9 +1,7 @@
 // Shared pieces of the `safeweights` command-line tool. Each command lives in its own cmd_*.cpp and is
 // a thin layer over the library's public API: formats are found and read through the format registry
-// (safeweights/format.h), never dispatched here.
+// (safeweights/format.h), never dispatched here. The command line itself is declared in main.cpp alone.
 #pragma once
-
-#include <CLI/CLI.hpp>
 
 #include <cstdint>
 #include <span>
@@ -25,7 +23,7 @@ inline constexpr int kExitInvalid = 1;  // an input is invalid, or the operation
 inline constexpr int kExitUsage = 2;    // bad command line
 
 // Remote inputs: the --header, --stats, --cacert and --timeout options every command taking a FILE has. One command runs
-// per process, so they live in one place that main() reads after the command.
+// per process, so they live in one place that main() fills and reads after the command.
 struct HttpCli {
   std::vector<std::string> headers;  // --header "Name: value" (repeatable)
   bool stats = false;                // --stats: print requests and bytes transferred to stderr
@@ -34,7 +32,6 @@ struct HttpCli {
   double timeout = -1;               // --timeout SECONDS: each request's deadline (<0: HttpOptions' default)
 };
 HttpCli& http_cli();
-void add_http_options(CLI::App* cmd);
 
 // PyTorch checkpoints: --key and --allow-unknown, for every command that reads a FILE (one command runs
 // per process, so they live in one place that input_options() reads).
@@ -43,7 +40,7 @@ struct CheckpointCli {
   bool allow_unknown = false;  // --allow-unknown: unknown globals become inert placeholders
 };
 CheckpointCli& checkpoint_cli();
-void add_checkpoint_options(CLI::App* cmd);
+
 // Prints "stats: N requests, M bytes transferred (R retries, D redirects)" on stderr when --stats was
 // given (for local files too: 0 requests).
 void print_http_stats();
@@ -57,17 +54,11 @@ FileBackend parse_backend(const std::string& name);
 // Prints "safeweights: <file>: <Kind>: <message> (tensor `x`, byte offset N)" on stderr.
 void print_error(const Error& error);
 
+// kExitOk for an ok status; otherwise prints the error and returns kExitUsage for InvalidArgument (the
+// request itself is wrong) and kExitInvalid for anything else.
+int exit_status(const Status& status);
+
 // Writes all bytes to a file descriptor; false on failure (EPIPE included).
 bool write_all(int fd, std::span<const std::byte> bytes);
-
-void add_validate_command(CLI::App& app, int& exit_code);
-void add_inspect_command(CLI::App& app, int& exit_code);
-void add_cat_command(CLI::App& app, int& exit_code);
-void add_bench_command(CLI::App& app, int& exit_code);
-void add_sample_command(CLI::App& app, int& exit_code);
-void add_pack_command(CLI::App& app, int& exit_code);
-void add_unpack_command(CLI::App& app, int& exit_code);
-void add_convert_command(CLI::App& app, int& exit_code);
-void add_diff_command(CLI::App& app, int& exit_code);
 
 }  // namespace safeweights::cli

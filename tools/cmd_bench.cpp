@@ -23,26 +23,13 @@
 #include <vector>
 
 #include "cli_common.h"
+#include "commands.h"
 #include "safeweights/device.h"
 #include "safeweights/format.h"
 #include "safeweights/loader.h"
 
 namespace safeweights::cli {
 namespace {
-
-struct BenchOptions {
-  std::string file;
-  bool json = false;
-  int passes = 7;
-  unsigned threads = 0;
-  std::string device;
-  bool cold = false;
-  std::string strategy = "auto";
-  std::string read = "auto";
-  std::uint64_t chunk_mib = 0;
-  std::uint64_t register_mib = 0;
-  std::uint64_t buffer_mib = 0;
-};
 
 using Clock = std::chrono::steady_clock;
 
@@ -123,7 +110,7 @@ struct Opened {
   LoadPlan plan;
 };
 
-Result<Opened> open_and_plan(const BenchOptions& opt) {
+Result<Opened> open_and_plan(const BenchArgs& opt) {
   const FormatOptions options = input_options();
   auto format = detect_format(opt.file, options);
   if (!format.is_ok()) return std::move(format).status();
@@ -146,13 +133,13 @@ std::uint64_t file_size(const std::string& path) {
   return end < 0 ? 0 : static_cast<std::uint64_t>(end);
 }
 
-unsigned effective_threads(const BenchOptions& opt) {
+unsigned effective_threads(const BenchArgs& opt) {
   return opt.threads ? opt.threads : std::max(1u, std::thread::hardware_concurrency());
 }
 
 // ---- host -------------------------------------------------------------------------------------------
 
-int run_host(const BenchOptions& opt) {
+int run_host(const BenchArgs& opt) {
   auto first = open_and_plan(opt);
   if (!first.is_ok()) {
     print_error(first.error());
@@ -272,7 +259,7 @@ Result<bool> verify(Device& device, const LoadPlan& plan, const void* loaded) {
   return true;
 }
 
-int run_device(const BenchOptions& opt) {
+int run_device(const BenchArgs& opt) {
   auto device = Device::open(opt.device);
   if (!device.is_ok()) {
     print_error(device.error());
@@ -286,7 +273,7 @@ int run_device(const BenchOptions& opt) {
   const LoadPlan& plan = opened->plan;
   const std::uint64_t bytes = plan.read_bytes();
   DeviceLoadOptions dopt;
-  dopt.strategy = parse_strategy(opt.strategy).value();  // CLI11 checked the name
+  dopt.strategy = parse_strategy(opt.strategy).value();  // the command line checked the name
   dopt.register_bytes = opt.register_mib << 20;
   dopt.buffer_bytes = opt.buffer_mib << 20;
   auto memory = (*device)->allocate(std::max<std::uint64_t>(plan.size(), 1));
@@ -351,24 +338,6 @@ int run_device(const BenchOptions& opt) {
 
 }  // namespace
 
-void add_bench_command(CLI::App& app, int& exit_code) {
-  auto opt = std::make_shared<BenchOptions>();
-  CLI::App* cmd = app.add_subcommand("bench", "Time a full load against physical references (read(), parallel pread, pinned host->device)");
-  cmd->add_option("FILE", opt->file, "a tensor file (safetensors, sharded index, GGUF, PyTorch checkpoint)")->required();
-  cmd->add_flag("--json", opt->json, "one JSON object (fields in README)");
-  cmd->add_option("--passes", opt->passes, "timed passes (the median is reported)")->check(CLI::Range(1, 1000));
-  cmd->add_option("--threads", opt->threads, "load threads (default: one per core)")->check(CLI::Range(0, 256));
-  cmd->add_option("--device", opt->device, "load into device memory: cuda, cuda:N, or host (the same pipeline in host memory)");
-  cmd->add_flag("--cold", opt->cold, "evict the file from the page cache before every pass");
-  cmd->add_option("--strategy", opt->strategy, "device loads: auto, staging, register, hybrid or gpudirect (cuFile)")
-      ->check(CLI::IsMember({"auto", "staging", "register", "hybrid", "gpudirect"}));
-  cmd->add_option("--read", opt->read, "auto, pread or direct (O_DIRECT)")->check(CLI::IsMember({"auto", "pread", "direct"}));
-  cmd->add_option("--chunk-mib", opt->chunk_mib, "read chunk in MiB (default 16)")->check(CLI::Range(0, 4096));
-  cmd->add_option("--register-mib", opt->register_mib, "device loads: MiB page-locked at once by registration (default 256)")
-      ->check(CLI::Range(0, 65536));
-  cmd->add_option("--buffer-mib", opt->buffer_mib, "device loads: one pinned staging buffer in MiB (default 4)")
-      ->check(CLI::Range(0, 1024));
-  cmd->callback([opt, &exit_code] { exit_code = opt->device.empty() ? run_host(*opt) : run_device(*opt); });
-}
+int run_bench(const BenchArgs& args) { return args.device.empty() ? run_host(args) : run_device(args); }
 
 }  // namespace safeweights::cli

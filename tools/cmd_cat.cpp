@@ -5,19 +5,11 @@
 #include <memory>
 
 #include "cli_common.h"
+#include "commands.h"
 #include "safeweights/atomic_file.h"
 
 namespace safeweights::cli {
 namespace {
-
-struct CatOptions {
-  std::string file;
-  std::vector<std::string> names;  // TENSOR, or (DDUF) ENTRY [TENSOR]
-  std::string slice;
-  bool has_slice = false;
-  std::string output;
-  std::string backend = "mmap";
-};
 
 // Where the bytes go: stdout, or a file that appears only once complete.
 class Sink {
@@ -50,7 +42,7 @@ Status copy_to_sink(const ByteSource& source, std::uint64_t offset, std::uint64_
 
 Status usage(std::string message) { return Error(ErrorKind::InvalidArgument, std::move(message)); }
 
-Status cat(const CatOptions& opt) {
+Status cat(const CatArgs& opt) {
   const FormatOptions options = input_options(opt.backend);
   auto format = detect_format(opt.file, options);
   if (!format.is_ok()) return std::move(format).status();
@@ -83,26 +75,6 @@ Status cat(const CatOptions& opt) {
 
 }  // namespace
 
-void add_cat_command(CLI::App& app, int& exit_code) {
-  auto opt = std::make_shared<CatOptions>();
-  CLI::App* cmd = app.add_subcommand("cat", "Write a tensor's (or a slice's) raw little-endian C-order bytes, or a DDUF entry's bytes");
-  cmd->add_option("FILE", opt->file, "a safetensors or DDUF file (a path or an http(s):// URL), or *.safetensors.index.json")->required();
-  cmd->add_option("NAME", opt->names, "TENSOR; for a DDUF file: ENTRY, or ENTRY TENSOR for a tensor of a .safetensors entry")
-      ->required()
-      ->expected(1, 2);
-  cmd->add_option("--slice", opt->slice, "numpy basic indexing, e.g. \"1:3, ::-2, 0\" or \"..., -1\"");
-  cmd->add_option("-o,--output", opt->output, "write to this file (atomically) instead of standard output");
-  cmd->add_option("--backend", opt->backend, "how files are read")->check(CLI::IsMember({"mmap", "pread"}));
-  add_http_options(cmd);
-  add_checkpoint_options(cmd);
-  cmd->callback([opt, cmd, &exit_code] {
-    opt->has_slice = cmd->count("--slice") > 0;
-    Status s = cat(*opt);
-    if (!s.is_ok()) {
-      print_error(s.error());
-      exit_code = s.error().kind() == ErrorKind::InvalidArgument ? kExitUsage : kExitInvalid;
-    }
-  });
-}
+int run_cat(const CatArgs& args) { return exit_status(cat(args)); }
 
 }  // namespace safeweights::cli

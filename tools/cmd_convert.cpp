@@ -12,6 +12,7 @@
 #include <memory>
 
 #include "cli_common.h"
+#include "commands.h"
 #include "safeweights/convert.h"
 #include "safeweights/hf_llama.h"
 #include "safeweights/pytorch.h"
@@ -19,22 +20,9 @@
 namespace safeweights::cli {
 namespace {
 
-struct ConvertCli {
-  std::string input;
-  std::string output;
-  std::string type;
-  unsigned threads = 0;
-  std::string entry;
-  bool dedup = false;
-  bool durable = false;
-  std::string split_max_size;
-  std::uint64_t split_max_tensors = 0;
-  std::string backend = "pread";
-};
-
 Status usage(std::string message) { return Error(ErrorKind::InvalidArgument, std::move(message)); }
 
-// --type: the names issue 11's contract lists, lower case.
+// --type: the output types offered, lower case: the float types and llama.cpp's usual quantizations.
 constexpr std::string_view kTypes[] = {"f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0",
                                        "q5_1", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k"};
 
@@ -71,7 +59,7 @@ void print_summary(const ConvertReport& report, const std::string& output) {
 }
 
 // The PyTorch converter's own paths: a folder of .bin shards, and .pt -> .safetensors (--dedup).
-Status run_pytorch(const ConvertCli& opt, bool folder) {
+Status run_pytorch(const ConvertArgs& opt, bool folder) {
   pytorch::ConvertOptions options;
   options.dedup = opt.dedup;
   options.durable = opt.durable;
@@ -105,7 +93,7 @@ bool is_bin_folder(const std::string& path) {
 }
 
 // --split-max-size / --split-max-tensors: a .gguf output as llama.cpp's split files.
-Status split_options(const ConvertCli& opt, gguf::SplitOptions& split) {
+Status split_options(const ConvertArgs& opt, gguf::SplitOptions& split) {
   if (!opt.split_max_size.empty()) {
     auto bytes = gguf::parse_split_size(opt.split_max_size);
     if (!bytes.is_ok()) return std::move(bytes).status();
@@ -116,7 +104,7 @@ Status split_options(const ConvertCli& opt, gguf::SplitOptions& split) {
   return Status::ok();
 }
 
-Status run(const ConvertCli& opt) {
+Status run_conversion(const ConvertArgs& opt) {
   ConvertOptions options;
   if (!opt.type.empty()) {
     options.type = parse_type(opt.type);
@@ -154,37 +142,6 @@ Status run(const ConvertCli& opt) {
 
 }  // namespace
 
-void add_convert_command(CLI::App& app, int& exit_code) {
-  auto opt = std::make_shared<ConvertCli>();
-  CLI::App* cmd = app.add_subcommand(
-      "convert", "Convert between safetensors, GGUF, DDUF entries, Hugging Face folders and PyTorch checkpoints, optionally changing the type");
-  cmd->add_option("INPUT", opt->input,
-                  "a safetensors file or index, a DDUF file (with --entry), a GGUF file, a Hugging Face model folder, or a PyTorch "
-                  "checkpoint (a folder of pytorch_model*.bin converts to a folder of safetensors shards)")
-      ->required();
-  cmd->add_option("OUTPUT", opt->output, "the file to write, atomically: .gguf or .safetensors (a folder for a folder of .bin shards)")->required();
-  cmd->add_option("--type", opt->type,
-                  "f32|f16|bf16|q8_0|q4_0|q4_1|q5_0|q5_1|q2_k|q3_k|q4_k|q5_k|q6_k: as llama.cpp, 1-D tensors stay F32, rows that are "
-                  "not whole blocks fall back to a type that fits, integers are kept");
-  cmd->add_option("--threads", opt->threads, "threads that quantize (default: every core, at most 8)");
-  cmd->add_option("--entry", opt->entry, "DDUF input: the .safetensors entry to convert");
-  cmd->add_flag("--dedup", opt->dedup, "PyTorch -> safetensors: write one copy of tensors that share storage; the others become aliases in __metadata__");
-  add_checkpoint_options(cmd);
-  cmd->add_flag("--durable", opt->durable, "fsync the output before renaming it into place");
-  cmd->add_option("--split-max-size", opt->split_max_size,
-                  "write OUT.gguf as llama.cpp's split files OUT-00001-of-0000N.gguf, each at most SIZE of tensor data (2G, 500M; "
-                  "decimal units K, M, G, or bytes)");
-  cmd->add_option("--split-max-tensors", opt->split_max_tensors, "write OUT.gguf as split files of at most N tensors each")
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--backend", opt->backend, "how the input is read: pread (default: chunks through one buffer) or mmap")
-      ->check(CLI::IsMember({"mmap", "pread"}));
-  cmd->callback([opt, &exit_code] {
-    Status s = run(*opt);
-    if (!s.is_ok()) {
-      print_error(s.error());
-      exit_code = s.error().kind() == ErrorKind::InvalidArgument ? kExitUsage : kExitInvalid;
-    }
-  });
-}
+int run_convert(const ConvertArgs& args) { return exit_status(run_conversion(args)); }
 
 }  // namespace safeweights::cli

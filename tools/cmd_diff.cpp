@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "cli_common.h"
+#include "commands.h"
 #include "safeweights/convert.h"
 
 namespace safeweights::cli {
@@ -15,13 +16,6 @@ namespace {
 
 constexpr int kExitDiffer = 1;
 constexpr int kExitError = 2;
-
-struct DiffCli {
-  std::string a, b;
-  std::string entry_a, entry_b;
-  bool json = false;
-  std::string backend = "mmap";
-};
 
 // One common tensor: its two declarations and, when the shapes agree, how the values differ.
 struct Row {
@@ -70,19 +64,26 @@ std::string number(double v) {
   return std::string(buf, r.ptr);
 }
 
+// The separator is appended on its own: GCC 12's -Wrestrict misfires on `(i ? "," : "") + std::string`.
 std::string json_shape(std::span<const std::uint64_t> shape) {
   std::string s = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? "," : "") + std::to_string(shape[i]);
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    if (i) s += ',';
+    s += std::to_string(shape[i]);
+  }
   return s + "]";
 }
 
 std::string names_json(const std::vector<std::string_view>& names) {
   std::string s = "[";
-  for (std::size_t i = 0; i < names.size(); ++i) s += (i ? "," : "") + json_quote(names[i]);
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    if (i) s += ',';
+    s += json_quote(names[i]);
+  }
   return s + "]";
 }
 
-void print_json(const DiffCli& opt, const Result_& r) {
+void print_json(const DiffArgs& opt, const Result_& r) {
   std::string s = "{\"a\":" + json_quote(opt.a) + ",\"b\":" + json_quote(opt.b) + ",\"same\":" + (r.same() ? "true" : "false") +
                   ",\"only_in_a\":" + names_json(r.only_a) + ",\"only_in_b\":" + names_json(r.only_b) + ",\"tensors\":[";
   for (std::size_t i = 0; i < r.rows.size(); ++i) {
@@ -125,7 +126,7 @@ void print_text(const Result_& r) {
               differ, r.only_a.size(), r.only_b.size());
 }
 
-Result<int> run(const DiffCli& opt) {
+Result<int> diff(const DiffArgs& opt) {
   const FormatOptions options = input_options(opt.backend);
   auto a = open_tensors(opt.a, opt.entry_a, options);
   if (!a.is_ok()) return a.error();
@@ -140,25 +141,11 @@ Result<int> run(const DiffCli& opt) {
 
 }  // namespace
 
-void add_diff_command(CLI::App& app, int& exit_code) {
-  auto opt = std::make_shared<DiffCli>();
-  CLI::App* cmd = app.add_subcommand("diff", "Compare two tensor files of any formats, tensor by tensor (exit 0 same, 1 different, 2 error)");
-  cmd->add_option("A", opt->a, "a tensor file of any supported format, or a Hugging Face folder")->required();
-  cmd->add_option("B", opt->b, "the file to compare it with")->required();
-  cmd->add_flag("--json", opt->json, "one JSON object: only_in_a, only_in_b, and per common tensor its types, shapes and statistics");
-  cmd->add_option("--entry-a", opt->entry_a, "A is a DDUF file: the .safetensors entry to compare");
-  cmd->add_option("--entry-b", opt->entry_b, "B is a DDUF file: the .safetensors entry to compare");
-  add_checkpoint_options(cmd);
-  cmd->add_option("--backend", opt->backend, "how inputs are read: mmap (default) or pread")->check(CLI::IsMember({"mmap", "pread"}));
-  cmd->callback([opt, &exit_code] {
-    auto r = run(*opt);
-    if (!r.is_ok()) {
-      print_error(r.error());
-      exit_code = kExitError;
-      return;
-    }
-    exit_code = *r;
-  });
+int run_diff(const DiffArgs& args) {
+  auto r = diff(args);
+  if (r.is_ok()) return *r;
+  print_error(r.error());
+  return kExitError;
 }
 
 }  // namespace safeweights::cli

@@ -2,9 +2,9 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <memory>
 
 #include "cli_common.h"
+#include "commands.h"
 #include "safeweights/safetensors_writer.h"
 
 namespace safeweights::cli {
@@ -33,7 +33,10 @@ std::uint16_t to_f16(float f) {  // exact for the small values used here
   return static_cast<std::uint16_t>(sign | (static_cast<std::uint32_t>(exp) << 10) | mant);
 }
 
-int run(const std::string& out) {
+}  // namespace
+
+int run_sample(const SampleArgs& args) {
+  const std::string& out = args.output;
   const std::uint64_t vocab = 16, hidden = 8;
   std::vector<float> embed(vocab * hidden);
   for (std::size_t i = 0; i < embed.size(); ++i) embed[i] = static_cast<float>(i) * 0.5f;
@@ -70,15 +73,6 @@ int run(const std::string& out) {
   }
   std::printf("wrote %s (%zu tensors)\n", printable(out).c_str(), tensors.size());
   return kExitOk;
-}
-
-}  // namespace
-
-void add_sample_command(CLI::App& app, int& exit_code) {
-  auto out = std::make_shared<std::string>();
-  CLI::App* cmd = app.add_subcommand("sample", "Write a small deterministic model file to try the other commands on");
-  cmd->add_option("OUT", *out, "output path (.safetensors)")->required();
-  cmd->callback([out, &exit_code] { exit_code = run(*out); });
 }
 
 }  // namespace safeweights::cli

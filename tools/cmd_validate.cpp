@@ -1,20 +1,11 @@
 // safeweights validate [--json] [--strict] FILE...
 #include <cstdio>
-#include <memory>
 
 #include "cli_common.h"
+#include "commands.h"
 
 namespace safeweights::cli {
 namespace {
-
-struct ValidateOptions {
-  std::vector<std::string> files;
-  bool json = false;
-  bool strict = false;
-  bool quick = false;
-  bool crc = false;
-  std::string backend = "mmap";
-};
 
 struct Outcome {
   const Format* format = nullptr;  // null when the file could not be read at all
@@ -22,7 +13,7 @@ struct Outcome {
   std::string summary;  // for valid files: "12 tensors, 1.2 GiB of data"
 };
 
-Outcome validate_one(const std::string& path, const ValidateOptions& opt) {
+Outcome validate_one(const std::string& path, const ValidateArgs& opt) {
   FormatOptions options = input_options(opt.backend);
   options.strict = opt.strict;
   // Over HTTP a CRC check downloads every entry: only on request.
@@ -34,7 +25,9 @@ Outcome validate_one(const std::string& path, const ValidateOptions& opt) {
   return {*format, Status::ok(), std::move(summary).value()};
 }
 
-int run(const ValidateOptions& opt) {
+}  // namespace
+
+int run_validate(const ValidateArgs& opt) {
   bool all_valid = true;
   for (const std::string& path : opt.files) {
     Outcome out = validate_one(path, opt);
@@ -55,22 +48,6 @@ int run(const ValidateOptions& opt) {
   }
   std::fflush(stdout);
   return all_valid ? kExitOk : kExitInvalid;
-}
-
-}  // namespace
-
-void add_validate_command(CLI::App& app, int& exit_code) {
-  auto opt = std::make_shared<ValidateOptions>();
-  CLI::App* cmd = app.add_subcommand("validate", "Check files against every rule of their format (DDUF: also every entry's CRC and contents); exit 0 if all are valid, 1 if any is not");
-  cmd->add_option("FILE", opt->files, "safetensors or DDUF files (paths or http(s):// URLs), or *.safetensors.index.json")->required();
-  cmd->add_flag("--quick", opt->quick, "DDUF: skip the CRC-32 check of every entry");
-  cmd->add_flag("--crc", opt->crc, "DDUF over HTTP(S): also check every entry's CRC-32 (downloads every entry; off by default for URLs)");
-  cmd->add_flag("--json", opt->json, "one JSON object per file per line: {file, format, valid, error: {kind, message, ...}}");
-  cmd->add_flag("--strict", opt->strict, "also reject tensor entries with fields other than dtype, shape, data_offsets");
-  cmd->add_option("--backend", opt->backend, "how files are read")->check(CLI::IsMember({"mmap", "pread"}));
-  add_http_options(cmd);
-  add_checkpoint_options(cmd);
-  cmd->callback([opt, &exit_code] { exit_code = run(*opt); });
 }
 
 }  // namespace safeweights::cli

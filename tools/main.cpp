@@ -1,28 +1,203 @@
-// safeweights: read, check and inspect model-weight files.
+// safeweights: read, check, inspect, pack and convert model-weight files.
+//
+// The command line: every subcommand, option, check and help text, bound to the plain structs of
+// commands.h whose run_* functions do the work. This is the only file that includes CLI11 (header-only,
+// and large): the commands compile without it.
 #include <CLI/CLI.hpp>
 
-#include <cstdio>
+#include <string>
 
 #include "cli_common.h"
+#include "commands.h"
 #include "safeweights/atomic_file.h"
 
+namespace safeweights::cli {
+namespace {
+
+// What validate, inspect and cat accept: every registered format.
+const std::string kAnyFormat =
+    "safetensors (or a *.safetensors.index.json of shards), DDUF, GGUF, a PyTorch checkpoint (or a pytorch_model.bin.index.json "
+    "of shards)";
+
+void add_backend_option(CLI::App* cmd, std::string& backend, const std::string& help) {
+  cmd->add_option("--backend", backend, help)->check(CLI::IsMember({"mmap", "pread"}));
+}
+
+void add_http_options(CLI::App* cmd) {
+  HttpCli& http = http_cli();
+  cmd->add_option("--header", http.headers,
+                  "HTTP(S) FILE: send this header, \"Name: value\" (repeatable; only to the URL's own host)");
+  cmd->add_flag("--stats", http.stats, "print HTTP requests made and bytes transferred to stderr");
+  cmd->add_option("--cacert", http.cacert, "HTTPS FILE: trust the CA certificates in this PEM file (default: the system's)")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--timeout", http.timeout,
+                  std::string("HTTP(S) FILE: deadline of each request in seconds, retries included (0: none; default: $") +
+                      kHttpTimeoutEnv + ", else " + std::to_string(static_cast<int>(kDefaultHttpTimeoutS)) + ")")
+      ->check(CLI::NonNegativeNumber);
+}
+
+void add_checkpoint_options(CLI::App* cmd) {
+  CheckpointCli& checkpoint = checkpoint_cli();
+  cmd->add_flag("--allow-unknown", checkpoint.allow_unknown,
+                "PyTorch FILE: keep globals outside the allowlist as inert placeholders (nothing is called)");
+  cmd->add_option("--key", checkpoint.key,
+                  "PyTorch FILE: read the tensors under this top-level key (default: state_dict, model or module when present)");
+}
+
+// The options validate, inspect and cat end with: how the FILE is read, locally or remotely.
+void add_input_options(CLI::App* cmd, std::string& backend) {
+  add_backend_option(cmd, backend, "how files are read");
+  add_http_options(cmd);
+  add_checkpoint_options(cmd);
+}
+
+void add_validate(CLI::App& app, ValidateArgs& args, int& exit_code) {
+  CLI::App* cmd = app.add_subcommand("validate", "Check files against every rule of their format (DDUF: also every entry's CRC and contents); exit 0 if all are valid, 1 if any is not");
+  cmd->add_option("FILE", args.files, "files (paths or http(s):// URLs) of any supported format: " + kAnyFormat)->required();
+  cmd->add_flag("--quick", args.quick, "DDUF: skip the CRC-32 check of every entry");
+  cmd->add_flag("--crc", args.crc, "DDUF over HTTP(S): also check every entry's CRC-32 (downloads every entry; off by default for URLs)");
+  cmd->add_flag("--json", args.json, "one JSON object per file per line: {file, format, valid, error: {kind, message, ...}}");
+  cmd->add_flag("--strict", args.strict, "also reject tensor entries with fields other than dtype, shape, data_offsets");
+  add_input_options(cmd, args.backend);
+  cmd->callback([&args, &exit_code] { exit_code = run_validate(args); });
+}
+
+void add_inspect(CLI::App& app, InspectArgs& args, int& exit_code) {
+  CLI::App* cmd = app.add_subcommand("inspect", "Show a file's tensors (name, dtype, shape, size), totals by dtype and metadata");
+  cmd->add_option("FILE", args.file, "a file (a path or an http(s):// URL) of any supported format: " + kAnyFormat)->required();
+  cmd->add_option("ENTRY", args.entry, "DDUF: a .safetensors entry to inspect as a safetensors file");
+  cmd->add_flag("--json", args.json, "machine-readable: {format, header_size, metadata, tensors: [{name, dtype, shape, data_offsets}]}; DDUF: {format, entries: [{name, offset, length}], components}");
+  add_input_options(cmd, args.backend);
+  cmd->callback([&args, &exit_code] { exit_code = run_inspect(args); });
+}
+
+void add_cat(CLI::App& app, CatArgs& args, int& exit_code) {
+  CLI::App* cmd = app.add_subcommand("cat", "Write a tensor's (or a slice's) raw little-endian C-order bytes, or a DDUF entry's bytes");
+  cmd->add_option("FILE", args.file, "a file (a path or an http(s):// URL) of any supported format: " + kAnyFormat)->required();
+  cmd->add_option("NAME", args.names, "TENSOR; for a DDUF file: ENTRY, or ENTRY TENSOR for a tensor of a .safetensors entry")
+      ->required()
+      ->expected(1, 2);
+  cmd->add_option("--slice", args.slice, "numpy basic indexing, e.g. \"1:3, ::-2, 0\" or \"..., -1\"");
+  cmd->add_option("-o,--output", args.output, "write to this file (atomically) instead of standard output");
+  add_input_options(cmd, args.backend);
+  cmd->callback([&args, cmd, &exit_code] {
+    args.has_slice = cmd->count("--slice") > 0;
+    exit_code = run_cat(args);
+  });
+}
+
+void add_bench(CLI::App& app, BenchArgs& args, int& exit_code) {
+  CLI::App* cmd = app.add_subcommand("bench", "Time a full load against physical references (read(), parallel pread, pinned host->device)");
+  cmd->add_option("FILE", args.file, "a tensor file (safetensors, sharded index, GGUF, PyTorch checkpoint)")->required();
+  cmd->add_flag("--json", args.json, "one JSON object (fields in README)");
+  cmd->add_option("--passes", args.passes, "timed passes (the median is reported)")->check(CLI::Range(1, 1000));
+  cmd->add_option("--threads", args.threads, "load threads (default: one per core)")->check(CLI::Range(0, 256));
+  cmd->add_option("--device", args.device, "load into device memory: cuda, cuda:N, or host (the same pipeline in host memory)");
+  cmd->add_flag("--cold", args.cold, "evict the file from the page cache before every pass");
+  cmd->add_option("--strategy", args.strategy, "device loads: auto, staging, register, hybrid or gpudirect (cuFile)")
+      ->check(CLI::IsMember({"auto", "staging", "register", "hybrid", "gpudirect"}));
+  cmd->add_option("--read", args.read, "auto, pread or direct (O_DIRECT)")->check(CLI::IsMember({"auto", "pread", "direct"}));
+  cmd->add_option("--chunk-mib", args.chunk_mib, "read chunk in MiB (default 16)")->check(CLI::Range(0, 4096));
+  cmd->add_option("--register-mib", args.register_mib, "device loads: MiB page-locked at once by registration (default 256)")
+      ->check(CLI::Range(0, 65536));
+  cmd->add_option("--buffer-mib", args.buffer_mib, "device loads: one pinned staging buffer in MiB (default 4)")
+      ->check(CLI::Range(0, 1024));
+  cmd->callback([&args, &exit_code] { exit_code = run_bench(args); });
+}
+
+void add_sample(CLI::App& app, SampleArgs& args, int& exit_code) {
+  CLI::App* cmd = app.add_subcommand("sample", "Write a small deterministic model file to try the other commands on");
+  cmd->add_option("OUT", args.output, "output path (.safetensors)")->required();
+  cmd->callback([&args, &exit_code] { exit_code = run_sample(args); });
+}
+
+void add_pack(CLI::App& app, PackArgs& args, int& exit_code) {
+  CLI::App* cmd = app.add_subcommand("pack", "Pack a diffusers folder into a DDUF file (checked before the first byte is written)");
+  cmd->add_option("FOLDER", args.folder, "folder with model_index.json and one folder per component")->required();
+  cmd->add_option("OUT", args.output, "the .dduf file to write (atomically)")->required();
+  cmd->add_option("--align", args.align, "start each .safetensors entry's data on this boundary (power of two, 0 for none)")
+      ->check(CLI::Range(0u, 32768u));
+  cmd->add_flag("--reference-layout", args.reference_layout, "write huggingface_hub's exact layout (no alignment padding)");
+  cmd->callback([&args, &exit_code] { exit_code = run_pack(args); });
+}
+
+void add_unpack(CLI::App& app, UnpackArgs& args, int& exit_code) {
+  CLI::App* cmd = app.add_subcommand("unpack", "Write a DDUF file's entries into a diffusers folder (all or nothing, CRCs checked)");
+  cmd->add_option("FILE", args.file, "a .dduf file (a path or an http(s):// URL)")->required();
+  cmd->add_option("FOLDER", args.folder, "the folder to write (created if missing; must be empty unless --force)")->required();
+  cmd->add_flag("--force", args.force, "replace a non-empty FOLDER as a whole (none of its old files remain)");
+  add_http_options(cmd);
+  cmd->callback([&args, &exit_code] { exit_code = run_unpack(args); });
+}
+
+void add_convert(CLI::App& app, ConvertArgs& args, int& exit_code) {
+  CLI::App* cmd = app.add_subcommand(
+      "convert", "Convert between safetensors, GGUF, DDUF entries, Hugging Face folders and PyTorch checkpoints, optionally changing the type");
+  cmd->add_option("INPUT", args.input,
+                  "a safetensors file or index, a DDUF file (with --entry), a GGUF file, a Hugging Face model folder, or a PyTorch "
+                  "checkpoint (a folder of pytorch_model*.bin converts to a folder of safetensors shards)")
+      ->required();
+  cmd->add_option("OUTPUT", args.output, "the file to write, atomically: .gguf or .safetensors (a folder for a folder of .bin shards)")->required();
+  cmd->add_option("--type", args.type,
+                  "f32|f16|bf16|q8_0|q4_0|q4_1|q5_0|q5_1|q2_k|q3_k|q4_k|q5_k|q6_k: as llama.cpp, 1-D tensors stay F32, rows that are "
+                  "not whole blocks fall back to a type that fits, integers are kept");
+  cmd->add_option("--threads", args.threads, "threads that quantize (default: one per core)");
+  cmd->add_option("--entry", args.entry, "DDUF input: the .safetensors entry to convert");
+  cmd->add_flag("--dedup", args.dedup, "PyTorch -> safetensors: write one copy of tensors that share storage; the others become aliases in __metadata__");
+  add_checkpoint_options(cmd);
+  cmd->add_flag("--durable", args.durable, "fsync the output before renaming it into place");
+  cmd->add_option("--split-max-size", args.split_max_size,
+                  "write OUT.gguf as llama.cpp's split files OUT-00001-of-0000N.gguf, each at most SIZE of tensor data (2G, 500M; "
+                  "decimal units K, M, G, or bytes)");
+  cmd->add_option("--split-max-tensors", args.split_max_tensors, "write OUT.gguf as split files of at most N tensors each")
+      ->check(CLI::PositiveNumber);
+  add_backend_option(cmd, args.backend, "how the input is read: pread (default: chunks through one buffer) or mmap");
+  cmd->callback([&args, &exit_code] { exit_code = run_convert(args); });
+}
+
+void add_diff(CLI::App& app, DiffArgs& args, int& exit_code) {
+  CLI::App* cmd = app.add_subcommand("diff", "Compare two tensor files of any formats, tensor by tensor (exit 0 same, 1 different, 2 error)");
+  cmd->add_option("A", args.a, "a tensor file of any supported format, or a Hugging Face folder")->required();
+  cmd->add_option("B", args.b, "the file to compare it with")->required();
+  cmd->add_flag("--json", args.json, "one JSON object: only_in_a, only_in_b, and per common tensor its types, shapes and statistics");
+  cmd->add_option("--entry-a", args.entry_a, "A is a DDUF file: the .safetensors entry to compare");
+  cmd->add_option("--entry-b", args.entry_b, "B is a DDUF file: the .safetensors entry to compare");
+  add_checkpoint_options(cmd);
+  add_backend_option(cmd, args.backend, "how inputs are read: mmap (default) or pread");
+  cmd->callback([&args, &exit_code] { exit_code = run_diff(args); });
+}
+
+}  // namespace
+}  // namespace safeweights::cli
+
 int main(int argc, char** argv) {
+  using namespace safeweights::cli;
   // Ctrl-C and SIGTERM end the CLI at once, removing any named temporary file first (nameless ones
   // vanish with the process).
   safeweights::install_cleanup_signal_handlers();
-  CLI::App app{"safeweights: read, check, inspect, pack and convert model-weight files (safetensors, DDUF, PyTorch)", "safeweights"};
+  CLI::App app{"safeweights: read, check, inspect, pack and convert model-weight files (safetensors, DDUF, GGUF, PyTorch)", "safeweights"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "safeweights 0.1.0");
-  int exit_code = safeweights::cli::kExitOk;
-  safeweights::cli::add_validate_command(app, exit_code);
-  safeweights::cli::add_inspect_command(app, exit_code);
-  safeweights::cli::add_cat_command(app, exit_code);
-  safeweights::cli::add_bench_command(app, exit_code);
-  safeweights::cli::add_sample_command(app, exit_code);
-  safeweights::cli::add_pack_command(app, exit_code);
-  safeweights::cli::add_unpack_command(app, exit_code);
-  safeweights::cli::add_convert_command(app, exit_code);
-  safeweights::cli::add_diff_command(app, exit_code);
+  int exit_code = kExitOk;
+  // One command runs per process: each has its options here, and its callback runs it after the parse.
+  ValidateArgs validate;
+  InspectArgs inspect;
+  CatArgs cat;
+  BenchArgs bench;
+  SampleArgs sample;
+  PackArgs pack;
+  UnpackArgs unpack;
+  ConvertArgs convert;
+  DiffArgs diff;
+  add_validate(app, validate, exit_code);
+  add_inspect(app, inspect, exit_code);
+  add_cat(app, cat, exit_code);
+  add_bench(app, bench, exit_code);
+  add_sample(app, sample, exit_code);
+  add_pack(app, pack, exit_code);
+  add_unpack(app, unpack, exit_code);
+  add_convert(app, convert, exit_code);
+  add_diff(app, diff, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -33,8 +208,8 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     app.exit(e);  // prints the message and a hint
-    return safeweights::cli::kExitUsage;
+    return kExitUsage;
   }
-  safeweights::cli::print_http_stats();
+  print_http_stats();
   return exit_code;
 }
