@@ -47,7 +47,7 @@ struct LlamaPlan {
   std::vector<ConvertTensor> tensors;
 };
 
-// Plans the conversion of `folder`, whose weights are `weights` (open_tensors(folder), convert.h), to
+// Plans the conversion of `folder`, whose weights are `weights` (open_tensors(folder), format.h), to
 // `type` (none: every tensor keeps its type; general.file_type then follows the weights' matrices).
 // NotSupported for what llama.cpp's Llama architecture cannot hold as written here (mixture of experts,
 // rope scaling other than linear, a tensor it has no name for); InvalidArgument for a malformed or

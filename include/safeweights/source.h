@@ -135,18 +135,19 @@ enum class FileBackend {
   MmapPrivate,
 };
 
-// The mapping fault guard: a process-wide side effect of the Mmap backends, and how to opt out.
+// The mapping fault guard: a process-wide side effect, and how to opt out.
 //
 // A file that another process truncates while it is mapped makes a read past its new end raise SIGBUS.
 // So that such a read is an IoError naming the file instead of the end of the process, the library
-// installs a SIGBUS handler (sigaction, once, on the first read it makes from a mapping) and runs each of
-// its own reads from a mapping inside a guarded section the handler jumps out of. Faults outside a
+// installs a SIGBUS handler (sigaction, once, on the first read it makes from a mapping or from memory:
+// an Mmap source, or a memory_source, whose bytes may be a caller's mapping) and runs each of its own
+// such reads inside a guarded section the handler jumps out of. Faults outside a
 // section (a view the caller holds, another library's mapping) are passed to the handler installed before
 // ours, or end the process as they would have without us.
 //
 // A host that owns SIGBUS (a runtime with its own handler, a crash reporter) can opt out:
-// set_mapping_fault_guard(false), or SAFEWEIGHTS_NO_FAULT_GUARD=1 in the environment (read once, on the
-// first mapped read). Then no handler is installed, and a mapped file that shrinks under a read is SIGBUS
+// set_mapping_fault_guard(false), or SAFEWEIGHTS_NO_FAULT_GUARD=1 in the environment (read once, when
+// the library is loaded). Then no handler is installed, and a mapped file that shrinks under a read is SIGBUS
 // for the process, as with any mmap (the Pread backend never maps, so it never faults). Turning the
 // guard off after the handler was installed leaves the handler in place, passing every fault on.
 void set_mapping_fault_guard(bool enabled) noexcept;

@@ -49,13 +49,18 @@ void install() {
   ::sigaction(SIGBUS, &sa, &g_previous);
 }
 
+// SAFEWEIGHTS_NO_FAULT_GUARD=1 turns the guard off. Read once, while the library is initialised (before
+// main, on one thread), so no read of the environment can race with a host's setenv later.
+const bool g_env_turns_guard_off = [] {
+  const char* env = std::getenv("SAFEWEIGHTS_NO_FAULT_GUARD");
+  return env != nullptr && std::strcmp(env, "1") == 0;
+}();
+
 bool guard_enabled() noexcept {
   int enabled = g_enabled.load(std::memory_order_relaxed);
   if (enabled < 0) {
-    const char* env = std::getenv("SAFEWEIGHTS_NO_FAULT_GUARD");
-    int from_env = (env != nullptr && *env != '\0' && std::strcmp(env, "0") != 0) ? 0 : 1;
     // A caller's set_mapping_fault_guard() made first wins over the environment.
-    g_enabled.compare_exchange_strong(enabled, from_env, std::memory_order_relaxed);
+    g_enabled.compare_exchange_strong(enabled, g_env_turns_guard_off ? 0 : 1, std::memory_order_relaxed);
     enabled = g_enabled.load(std::memory_order_relaxed);
   }
   return enabled == 1;

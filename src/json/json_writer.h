@@ -1,5 +1,5 @@
 // JSON output exactly as the reference's serde_json writes it (compact: no spaces), and a writer that
-// places the commas and colons, for every JSON document the library builds (inspect, errors). Internal.
+// places the commas and colons (the inspect documents are built with it). Internal.
 //
 // Thread safety: a Writer has one owner; the functions are pure.
 #pragma once
