@@ -47,7 +47,7 @@ int write_file(const std::string& path, int count, int vocab) {
   std::vector<TensorDecl> decls;
   for (int i = 0; i < count; ++i)
     decls.push_back({"blk." + std::to_string(i / 8) + "." + kParts[i % 8] + ".weight", TensorType::Q8_0, {32, 64}});
-  auto w = gguf::Writer::create(path, vocabulary(vocab), decls);
+  auto w = gguf::create(path, vocabulary(vocab), decls);
   if (!w.is_ok()) return std::fprintf(stderr, "%s\n", w.error().to_string().c_str()), 1;
   const std::vector<std::byte> block(2 * 34 * 32, std::byte{0x11});
   for (const TensorDecl& d : decls)

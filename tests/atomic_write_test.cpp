@@ -1,8 +1,9 @@
-// Atomic writes (AtomicFile, write_file, StreamWriter): permissions, replacement, failure leaves the old
+// Atomic writes (AtomicFile, write_file, the safetensors sink): permissions, replacement, failure leaves the old
 // target and no temporary files, and streaming in any order produces the bytes of serialize().
 #include <gtest/gtest.h>
 
 #include <csignal>
+#include <functional>
 #include <cstring>
 #include <random>
 #include <string>
@@ -16,6 +17,7 @@
 
 #include "safeweights/atomic_file.h"
 #include "safeweights/cancel.h"
+#include "safeweights/gguf.h"
 #include "safeweights/safetensors_writer.h"
 #include "safeweights/sharded.h"
 #include "test_util.h"
@@ -27,7 +29,6 @@ namespace st = safeweights::safetensors;
 using K = safeweights::ErrorKind;
 using safeweights::AtomicFile;
 using st::MetadataEntries;
-using st::StreamWriter;
 using st::TensorData;
 using st::TensorDecl;
 
@@ -111,15 +112,15 @@ TEST(AtomicWrite, NewFileModeFollowsUmask002) {
   EXPECT_EQ(mode_of(p), 0664u) << std::oct << mode_of(p);
 }
 
-TEST(AtomicWrite, StreamWriterAndAtomicFileModesFollowUmask) {
+TEST(AtomicWrite, SinkAndAtomicFileModesFollowUmask) {
   UmaskGuard g(027);
   TempDir dir;
   Model m = small_model();
   {
-    auto w = StreamWriter::create(dir.file("s.safetensors"), m.decls);
+    auto w = st::create(dir.file("s.safetensors"), m.decls);
     ASSERT_TRUE(IsOk(w));
-    for (std::size_t i = 0; i < m.decls.size(); ++i) ASSERT_TRUE(IsOk(w->write(m.decls[i].name, m.bytes[i])));
-    ASSERT_TRUE(IsOk(w->finish()));
+    for (std::size_t i = 0; i < m.decls.size(); ++i) ASSERT_TRUE(IsOk((*w)->write(m.decls[i].name, m.bytes[i])));
+    ASSERT_TRUE(IsOk((*w)->finish()));
   }
   EXPECT_EQ(mode_of(dir.file("s.safetensors")), 0640u) << std::oct << mode_of(dir.file("s.safetensors"));
   {
@@ -498,27 +499,27 @@ TEST(AtomicFileTest, CreateInMissingFolderFails) {
 
 // ---- failures leave the target untouched ------------------------------------------------------------
 
-TEST(AtomicWrite, UnfinishedStreamWriterLeavesNothing) {
+TEST(AtomicWrite, UnfinishedSinkLeavesNothing) {
   TempDir dir;
   Model m = small_model();
   const std::string p = dir.file("m.safetensors");
   {
-    auto w = StreamWriter::create(p, m.decls);
+    auto w = st::create(p, m.decls);
     ASSERT_TRUE(IsOk(w));
-    ASSERT_TRUE(IsOk(w->write("w", m.bytes[0])));
+    ASSERT_TRUE(IsOk((*w)->write("w", m.bytes[0])));
   }
   EXPECT_TRUE(dir.list().empty());
 }
 
-TEST(AtomicWrite, UnfinishedStreamWriterKeepsOldTarget) {
+TEST(AtomicWrite, UnfinishedSinkKeepsOldTarget) {
   TempDir dir;
   Model m = small_model();
   const std::string p = dir.file("m.safetensors");
   write_file_bytes(p, "precious old bytes");
   {
-    auto w = StreamWriter::create(p, m.decls, MetadataEntries{{"a", "b"}});
+    auto w = st::create(p, m.decls, MetadataEntries{{"a", "b"}});
     ASSERT_TRUE(IsOk(w));
-    for (std::size_t i = 0; i + 1 < m.decls.size(); ++i) ASSERT_TRUE(IsOk(w->write(m.decls[i].name, m.bytes[i])));
+    for (std::size_t i = 0; i + 1 < m.decls.size(); ++i) ASSERT_TRUE(IsOk((*w)->write(m.decls[i].name, m.bytes[i])));
   }
   EXPECT_EQ(read_file_bytes(p), "precious old bytes");
   EXPECT_EQ(dir.list(), std::vector<std::string>{"m.safetensors"});
@@ -530,10 +531,10 @@ TEST(AtomicWrite, FinishWithMissingTensorFails) {
   const std::string p = dir.file("m.safetensors");
   write_file_bytes(p, "precious old bytes");
   {
-    auto w = StreamWriter::create(p, m.decls);
+    auto w = st::create(p, m.decls);
     ASSERT_TRUE(IsOk(w));
-    for (std::size_t i = 1; i < m.decls.size(); ++i) ASSERT_TRUE(IsOk(w->write(m.decls[i].name, m.bytes[i])));
-    EXPECT_TRUE(IsKind(w->finish(), K::InvalidArgument));
+    for (std::size_t i = 1; i < m.decls.size(); ++i) ASSERT_TRUE(IsOk((*w)->write(m.decls[i].name, m.bytes[i])));
+    EXPECT_TRUE(IsKind((*w)->finish(), K::InvalidArgument));
     EXPECT_EQ(read_file_bytes(p), "precious old bytes");
   }
   EXPECT_EQ(read_file_bytes(p), "precious old bytes");
@@ -545,11 +546,11 @@ TEST(AtomicWrite, FinishWithPartialChunkFails) {
   Model m = small_model();
   const std::string p = dir.file("m.safetensors");
   {
-    auto w = StreamWriter::create(p, m.decls);
+    auto w = st::create(p, m.decls);
     ASSERT_TRUE(IsOk(w));
-    for (std::size_t i = 1; i < m.decls.size(); ++i) ASSERT_TRUE(IsOk(w->write(m.decls[i].name, m.bytes[i])));
-    ASSERT_TRUE(IsOk(w->write_chunk("w", std::span(m.bytes[0]).first(m.bytes[0].size() - 1))));
-    EXPECT_TRUE(IsKind(w->finish(), K::InvalidArgument));
+    for (std::size_t i = 1; i < m.decls.size(); ++i) ASSERT_TRUE(IsOk((*w)->write(m.decls[i].name, m.bytes[i])));
+    ASSERT_TRUE(IsOk((*w)->write_chunk("w", std::span(m.bytes[0]).first(m.bytes[0].size() - 1))));
+    EXPECT_TRUE(IsKind((*w)->finish(), K::InvalidArgument));
   }
   EXPECT_TRUE(dir.list().empty());
 }
@@ -562,7 +563,7 @@ TEST(AtomicWrite, InvalidInputCreatesNothing) {
   auto tv = m.data();
   write_file_bytes(dir.file("m.safetensors"), "old");
   EXPECT_TRUE(IsKind(st::write_file(dir.file("m.safetensors"), tv), K::DuplicateKey));
-  EXPECT_TRUE(IsKind(StreamWriter::create(dir.file("m.safetensors"), m.decls), K::DuplicateKey));
+  EXPECT_TRUE(IsKind(st::create(dir.file("m.safetensors"), m.decls), K::DuplicateKey));
   EXPECT_EQ(read_file_bytes(dir.file("m.safetensors")), "old");
   EXPECT_EQ(dir.list(), std::vector<std::string>{"m.safetensors"});
 }
@@ -584,11 +585,11 @@ TEST(AtomicWrite, FailingWriteKeepsOldTargetAndRemovesTemp) {
   lim.rlim_cur = 1 << 16;
   ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &lim), 0);
   auto s = st::write_file(p, tv);
-  auto w = StreamWriter::create(p, m.decls);
+  auto w = st::create(p, m.decls);
   safeweights::Status ws;
   if (w.is_ok()) {
-    ws = w->write("w", m.bytes[0]);
-    if (ws.is_ok()) ws = w->finish();
+    ws = (*w)->write("w", m.bytes[0]);
+    if (ws.is_ok()) ws = (*w)->finish();
   }
   const bool w_failed = !w.is_ok() || !ws.is_ok();
   { auto drop = std::move(w); }
@@ -597,7 +598,7 @@ TEST(AtomicWrite, FailingWriteKeepsOldTargetAndRemovesTemp) {
   ASSERT_FALSE(s.is_ok()) << "write_file beyond RLIMIT_FSIZE succeeded";
   EXPECT_EQ(s.error().kind(), K::IoError) << describe(s.error());
   EXPECT_EQ(s.error().context().file.empty(), false) << describe(s.error());
-  EXPECT_TRUE(w_failed) << "StreamWriter beyond RLIMIT_FSIZE succeeded";
+  EXPECT_TRUE(w_failed) << "the sink beyond RLIMIT_FSIZE succeeded";
   EXPECT_EQ(read_file_bytes(p), "old");
   EXPECT_EQ(dir.list(), std::vector<std::string>{"big.safetensors"});
 }
@@ -637,107 +638,128 @@ TEST(AtomicWrite, FullDiskKeepsOldTarget) {
   }
 }
 
-// ---- StreamWriter ------------------------------------------------------------------------------------
+// ---- the safetensors sink (st::create) ------------------------------------------------------------------------------------
 
-TEST(StreamWriterTest, OutOfOrderChunksAreByteIdenticalToSerialize) {
+TEST(SafetensorsSink, OutOfOrderChunksAreByteIdenticalToSerialize) {
   std::mt19937 rng(test_seed(1234));
   for (int round = 0; round < 20; ++round) {
     TempDir dir;
     Model m = small_model();
     const st::Metadata md = round % 2 ? st::Metadata(MetadataEntries{{"format", "pt"}, {"a", "1"}}) : st::Metadata();
     const std::string p = dir.file("m.safetensors");
-    auto w = StreamWriter::create(p, m.decls, md);
+    auto w = st::create(p, m.decls, md);
     ASSERT_TRUE(IsOk(w));
-    EXPECT_EQ(w->layout().file_size(), serialize_model(m, md).size());
+    EXPECT_EQ(st::Layout::plan(m.decls, md)->file_size(), serialize_model(m, md).size());
     std::vector<std::size_t> order(m.decls.size());
     for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
     std::shuffle(order.begin(), order.end(), rng);
     for (std::size_t i : order) {
       const auto& b = m.bytes[i];
       if (rng() % 2 == 0) {
-        ASSERT_TRUE(IsOk(w->write(m.decls[i].name, b)));
+        ASSERT_TRUE(IsOk((*w)->write(m.decls[i].name, b)));
         continue;
       }
       std::size_t off = 0;
       while (off < b.size()) {
         const std::size_t n = std::min<std::size_t>(b.size() - off, 1 + rng() % 7);
-        ASSERT_TRUE(IsOk(w->write_chunk(m.decls[i].name, std::span(b).subspan(off, n))));
+        ASSERT_TRUE(IsOk((*w)->write_chunk(m.decls[i].name, std::span(b).subspan(off, n))));
         off += n;
       }
       if (b.empty() && rng() % 2) {
-        ASSERT_TRUE(IsOk(w->write_chunk(m.decls[i].name, {})));
+        ASSERT_TRUE(IsOk((*w)->write_chunk(m.decls[i].name, {})));
       }
     }
-    ASSERT_TRUE(IsOk(w->finish()));
+    ASSERT_TRUE(IsOk((*w)->finish()));
     EXPECT_EQ(read_file_bytes(p), serialize_model(m, md)) << "round " << round;
     EXPECT_EQ(dir.list(), std::vector<std::string>{"m.safetensors"});
   }
 }
 
-TEST(StreamWriterTest, ZeroSizedTensorsNeedNoWrite) {
+TEST(SafetensorsSink, ZeroSizedTensorsNeedNoWrite) {
   TempDir dir;
   Model m;
   m.decls = {{"e", TensorType::F32, {0}}, {"x", TensorType::U8, {2}}};
   m.bytes = {{}, pattern(2, 3)};
-  auto w = StreamWriter::create(dir.file("m.safetensors"), m.decls);
+  auto w = st::create(dir.file("m.safetensors"), m.decls);
   ASSERT_TRUE(IsOk(w));
-  ASSERT_TRUE(IsOk(w->write("x", m.bytes[1])));
-  ASSERT_TRUE(IsOk(w->finish()));
+  ASSERT_TRUE(IsOk((*w)->write("x", m.bytes[1])));
+  ASSERT_TRUE(IsOk((*w)->finish()));
   EXPECT_EQ(read_file_bytes(dir.file("m.safetensors")), serialize_model(m));
 }
 
-TEST(StreamWriterTest, MisuseIsInvalidArgument) {
+TEST(SafetensorsSink, MisuseIsInvalidArgument) {
   TempDir dir;
   Model m = small_model();
-  auto w = StreamWriter::create(dir.file("m.safetensors"), m.decls);
+  auto w = st::create(dir.file("m.safetensors"), m.decls);
   ASSERT_TRUE(IsOk(w));
   // Unknown name.
-  EXPECT_TRUE(IsKind(w->write("nope", m.bytes[0]), K::InvalidArgument));
-  EXPECT_TRUE(IsKind(w->write_chunk("nope", m.bytes[0]), K::InvalidArgument));
+  EXPECT_TRUE(IsKind((*w)->write("nope", m.bytes[0]), K::InvalidArgument));
+  EXPECT_TRUE(IsKind((*w)->write_chunk("nope", m.bytes[0]), K::InvalidArgument));
   // Wrong size (too short, too long).
-  EXPECT_TRUE(IsKind(w->write("w", std::span(m.bytes[0]).first(4)), K::InvalidArgument));
+  EXPECT_TRUE(IsKind((*w)->write("w", std::span(m.bytes[0]).first(4)), K::InvalidArgument));
   auto longer = m.bytes[0];
   longer.push_back(std::byte{0});
-  EXPECT_TRUE(IsKind(w->write("w", longer), K::InvalidArgument));
+  EXPECT_TRUE(IsKind((*w)->write("w", longer), K::InvalidArgument));
   // Chunks that overrun the tensor.
-  ASSERT_TRUE(IsOk(w->write_chunk("s", std::span(m.bytes[3]).first(3))));
-  EXPECT_TRUE(IsKind(w->write_chunk("s", std::span(m.bytes[3]).first(3)), K::InvalidArgument));
-  ASSERT_TRUE(IsOk(w->write_chunk("s", std::span(m.bytes[3]).subspan(3))));
+  ASSERT_TRUE(IsOk((*w)->write_chunk("s", std::span(m.bytes[3]).first(3))));
+  EXPECT_TRUE(IsKind((*w)->write_chunk("s", std::span(m.bytes[3]).first(3)), K::InvalidArgument));
+  ASSERT_TRUE(IsOk((*w)->write_chunk("s", std::span(m.bytes[3]).subspan(3))));
   // Written twice (whole, and a chunk after completion).
-  ASSERT_TRUE(IsOk(w->write("w", m.bytes[0])));
-  EXPECT_TRUE(IsKind(w->write("w", m.bytes[0]), K::InvalidArgument));
-  EXPECT_TRUE(IsKind(w->write_chunk("w", std::span(m.bytes[0]).first(1)), K::InvalidArgument));
-  EXPECT_TRUE(IsKind(w->write_chunk("s", std::span(m.bytes[3]).first(1)), K::InvalidArgument));
+  ASSERT_TRUE(IsOk((*w)->write("w", m.bytes[0])));
+  EXPECT_TRUE(IsKind((*w)->write("w", m.bytes[0]), K::InvalidArgument));
+  EXPECT_TRUE(IsKind((*w)->write_chunk("w", std::span(m.bytes[0]).first(1)), K::InvalidArgument));
+  EXPECT_TRUE(IsKind((*w)->write_chunk("s", std::span(m.bytes[3]).first(1)), K::InvalidArgument));
   // A whole write after a partial chunk.
-  ASSERT_TRUE(IsOk(w->write_chunk("b", std::span(m.bytes[1]).first(2))));
-  EXPECT_TRUE(IsKind(w->write("b", m.bytes[1]), K::InvalidArgument));
-  ASSERT_TRUE(IsOk(w->write_chunk("b", std::span(m.bytes[1]).subspan(2))));
-  ASSERT_TRUE(IsOk(w->write("h", m.bytes[4])));
+  ASSERT_TRUE(IsOk((*w)->write_chunk("b", std::span(m.bytes[1]).first(2))));
+  EXPECT_TRUE(IsKind((*w)->write("b", m.bytes[1]), K::InvalidArgument));
+  ASSERT_TRUE(IsOk((*w)->write_chunk("b", std::span(m.bytes[1]).subspan(2))));
+  ASSERT_TRUE(IsOk((*w)->write("h", m.bytes[4])));
   // The errors above did not corrupt anything.
-  ASSERT_TRUE(IsOk(w->finish()));
+  ASSERT_TRUE(IsOk((*w)->finish()));
   EXPECT_EQ(read_file_bytes(dir.file("m.safetensors")), serialize_model(m));
 }
 
-TEST(StreamWriterTest, CreateRefusesWhatLayoutRefuses) {
+TEST(SafetensorsSink, CreateRefusesWhatLayoutRefuses) {
   TempDir dir;
-  EXPECT_TRUE(IsKind(StreamWriter::create(dir.file("a"), {{"__metadata__", TensorType::F32, {1}}}), K::ReservedTensorName));
-  EXPECT_TRUE(IsKind(StreamWriter::create(dir.file("a"), {{"x", TensorType::F4, {3}}}), K::MisalignedSlice));
-  EXPECT_TRUE(IsKind(StreamWriter::create(dir.file("a"), {{"x", TensorType::F32, {1}}}, MetadataEntries{{"k", "1"}, {"k", "2"}}),
+  EXPECT_TRUE(IsKind(st::create(dir.file("a"), {{"__metadata__", TensorType::F32, {1}}}), K::ReservedTensorName));
+  EXPECT_TRUE(IsKind(st::create(dir.file("a"), {{"x", TensorType::F4, {3}}}), K::MisalignedSlice));
+  EXPECT_TRUE(IsKind(st::create(dir.file("a"), {{"x", TensorType::F32, {1}}}, MetadataEntries{{"k", "1"}, {"k", "2"}}),
                      K::DuplicateKey));
   EXPECT_TRUE(dir.list().empty());
 }
 
-TEST(StreamWriterTest, MoveKeepsState) {
-  TempDir dir;
-  Model m = small_model();
-  auto w = StreamWriter::create(dir.file("m.safetensors"), m.decls);
-  ASSERT_TRUE(IsOk(w));
-  ASSERT_TRUE(IsOk(w->write("w", m.bytes[0])));
-  StreamWriter moved = std::move(*w);
-  EXPECT_TRUE(IsKind(moved.write("w", m.bytes[0]), K::InvalidArgument));
-  for (std::size_t i = 1; i < m.decls.size(); ++i) ASSERT_TRUE(IsOk(moved.write(m.decls[i].name, m.bytes[i])));
-  ASSERT_TRUE(IsOk(moved.finish()));
-  EXPECT_EQ(read_file_bytes(dir.file("m.safetensors")), serialize_model(m));
+// Every format's sink is the same planned-file sink: the same refusals, with the same messages, naming
+// the output and the tensor; an incomplete tensor at finish leaves nothing behind.
+TEST(PlannedSinks, RefuseMisuseAlikeInEveryFormat) {
+  using Create = std::function<safeweights::Result<std::unique_ptr<safeweights::TensorSink>>(const std::string&, std::vector<TensorDecl>)>;
+  const std::vector<std::pair<std::string, Create>> formats = {
+      {"m.safetensors", [](const std::string& p, std::vector<TensorDecl> d) { return st::create(p, std::move(d)); }},
+      {"m.gguf", [](const std::string& p, std::vector<TensorDecl> d) { return safeweights::gguf::create(p, {}, std::move(d)); }},
+  };
+  for (const auto& [name, create] : formats) {
+    SCOPED_TRACE(name);
+    TempDir dir;
+    const std::string p = dir.file(name);
+    auto w = create(p, {{"a", safeweights::TensorType::F32, {4}}, {"b", safeweights::TensorType::I8, {3}}});
+    ASSERT_TRUE(IsOk(w));
+    safeweights::TensorSink& sink = **w;
+    const std::vector<std::byte> a(16, std::byte{1}), b(3, std::byte{2});
+    auto expect_misuse = [&](const safeweights::Status& s, const std::string& message, const std::string& tensor) {
+      ASSERT_TRUE(IsKind(s, K::InvalidArgument));
+      EXPECT_EQ(s.error().message(), message);
+      EXPECT_EQ(s.error().context().file, p);
+      EXPECT_EQ(s.error().context().tensor, tensor);
+    };
+    expect_misuse(sink.write("nope", a), "tensor was not declared when the writer was created", "nope");
+    expect_misuse(sink.write("a", std::span(a).first(4)), "tensor needs 16 bytes, got 4", "a");
+    ASSERT_TRUE(IsOk(sink.write("a", a)));
+    expect_misuse(sink.write("a", a), "tensor already written", "a");
+    expect_misuse(sink.write_chunk("a", std::span(a).first(1)), "more bytes than the tensor holds (16)", "a");
+    ASSERT_TRUE(IsOk(sink.write_chunk("b", std::span(b).first(1))));
+    expect_misuse(sink.finish(), "tensor incomplete: 1 of 3 bytes written", "b");
+    EXPECT_TRUE(dir.list().empty());
+    expect_misuse(sink.finish(), "writer already finished", "");
+  }
 }
 
 }  // namespace

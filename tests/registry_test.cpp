@@ -142,9 +142,9 @@ TEST(TensorFileView, CopyThroughASinkReproducesTheFile) {
   auto file = sw::find_format("safetensors")->open(dir.file("in.safetensors"), {}, {}).value();
   std::vector<sw::TensorDecl> decls;
   for (const auto& e : file->tensors()) decls.push_back({std::string(e.name), e.type, {e.shape.begin(), e.shape.end()}});
-  auto sink = st::StreamWriter::create(dir.file("out.safetensors"), decls, *file->metadata());
+  auto sink = st::create(dir.file("out.safetensors"), decls, *file->metadata());
   ASSERT_TRUE(sink.is_ok());
-  sw::TensorSink& as_sink = *sink;
+  sw::TensorSink& as_sink = **sink;
   ASSERT_TRUE(sw::copy_tensors(*file, as_sink).is_ok());
   EXPECT_EQ(read_file_bytes(dir.file("out.safetensors")), read_file_bytes(dir.file("in.safetensors")));
 }

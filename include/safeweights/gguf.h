@@ -181,31 +181,16 @@ struct WriterOptions {
   bool durable = false;                         // fsync on commit
 };
 
-// A GGUF v3 writer. `tensors` declare the tensors in the order their bytes are laid out; shapes are
-// row-major (the file's ne is the reverse). InvalidArgument for a type GGUF cannot hold, a duplicate
-// key or name, a name over 63 bytes, more than 4 dimensions, an array of arrays or mixed types, or a
-// general.alignment key (use the option).
-class Writer final : public TensorSink {
- public:
-  static Result<std::unique_ptr<Writer>> create(const std::string& path, std::vector<KeyValue> kv,
-                                                std::vector<TensorDecl> tensors, const WriterOptions& options = {});
-  ~Writer() override;
-
-  Status write(std::string_view name, std::span<const std::byte> data) override;
-  Status write_chunk(std::string_view name, std::span<const std::byte> chunk) override;
-  // In the kernel when `source` is a local file (AtomicFile::copy_from).
-  Status copy_chunk(std::string_view name, const ByteSource& source, std::uint64_t offset, std::uint64_t length) override;
-  Status finish() override;
-
-  // OK when every declared tensor's bytes are written (what finish() checks before committing).
-  Status complete() const;
-
-  struct Impl;
-
- private:
-  explicit Writer(std::unique_ptr<Impl> impl);
-  std::unique_ptr<Impl> impl_;
-};
+// The GGUF v3 TensorSink: creates `path` with `kv` and the declared tensors (the header is written now;
+// `tensors` declare the tensors in the order their bytes are laid out; shapes are row-major, the file's
+// ne is the reverse), takes their bytes in any order, whole or in chunks (copy_chunk in the kernel from a
+// local file), and commits the file atomically on finish(). InvalidArgument for a type GGUF cannot hold,
+// a duplicate key or name, a name over 63 bytes, more than 4 dimensions, an array of arrays or mixed
+// types, or a general.alignment key (use the option); the sink's own refusals (an undeclared name, a
+// tensor written twice, wrong sizes, an incomplete tensor at finish) are InvalidArgument naming the path
+// and the tensor. An unfinished sink leaves no file behind.
+Result<std::unique_ptr<TensorSink>> create(const std::string& path, std::vector<KeyValue> kv, std::vector<TensorDecl> tensors,
+                                           const WriterOptions& options = {});
 
 // Where a split model is cut: before a tensor that would take the current file's tensor data (each
 // tensor padded to the alignment; the header not counted, as llama.cpp's gguf-split counts) over
@@ -226,7 +211,7 @@ Result<std::uint64_t> parse_split_size(std::string_view text);
 // only (and general.alignment when not 32), tensors in declaration order. Every file is written to a
 // temporary name; finish() renames them all into place only when every tensor of every file is
 // written (if a rename fails, the files already renamed are removed). Without finish(), or on any
-// error, no file is left. Same errors as Writer; InvalidArgument for split.* keys in `kv` or more than
+// error, no file is left. Same errors as create(); InvalidArgument for split.* keys in `kv` or more than
 // 65,535 files. Every file stays open until finish() (that is what lets it commit all or none), so a
 // split into N files needs N free descriptors: an IoError naming the file past the process's limit
 // (RLIMIT_NOFILE) otherwise.

@@ -8,11 +8,12 @@
 // deterministic choice). Where the reference writes unreadable files we write valid ones: empty
 // metadata with no tensors becomes `{"__metadata__":{}}`, and a tensor named `__metadata__` is refused.
 //
-// StreamWriter takes the tensors' names, dtypes and shapes up front and their bytes one tensor (or
-// chunk) at a time, in any order, so no more than one tensor need be in memory. It writes through an
-// AtomicFile: the target appears only when finish() succeeds; on any error it is left untouched.
+// create() takes the tensors' names, dtypes and shapes up front and returns a TensorSink that takes their
+// bytes one tensor (or chunk) at a time, in any order, so no more than one tensor need be in memory. It
+// writes through an AtomicFile: the target appears only when finish() succeeds; on any error it is left
+// untouched.
 //
-// Thread safety: Layout is an immutable value. A StreamWriter has a single owner.
+// Thread safety: Layout is an immutable value. A sink has a single owner.
 #pragma once
 
 #include <cstddef>
@@ -21,7 +22,7 @@
 #include <span>
 #include <string>
 #include <string_view>
-#include <unordered_map>
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -92,42 +93,13 @@ Result<std::vector<std::byte>> serialize(std::span<const TensorData> tensors, co
 Status write_file(const std::string& path, std::span<const TensorData> tensors,
                   const Metadata& metadata = {}, const WriteOptions& options = {});
 
-// The safetensors TensorSink.
-class StreamWriter final : public TensorSink {
- public:
-  static Result<StreamWriter> create(const std::string& path, std::vector<TensorDecl> tensors,
-                                     const Metadata& metadata = {}, const WriteOptions& options = {});
-
-  StreamWriter(StreamWriter&&) noexcept = default;
-  StreamWriter& operator=(StreamWriter&&) noexcept = default;
-  ~StreamWriter() override = default;  // an unfinished writer leaves no file behind
-
-  // A whole tensor (any order). InvalidArgument when the name is unknown, already written, or the
-  // size is wrong.
-  Status write(std::string_view name, std::span<const std::byte> data) override;
-  // Part of a tensor: chunks of one tensor must come in order, starting at 0, without gaps.
-  Status write_chunk(std::string_view name, std::span<const std::byte> chunk) override;
-  // In the kernel when `source` is a local file (AtomicFile::copy_from).
-  Status copy_chunk(std::string_view name, const ByteSource& source, std::uint64_t offset, std::uint64_t length) override;
-  // InvalidArgument if any tensor is incomplete; otherwise commits the file.
-  Status finish() override;
-
-  const Layout& layout() const noexcept { return layout_; }
-
- private:
-  StreamWriter(AtomicFile file, std::vector<TensorDecl> decls, Layout layout);
-  Result<std::size_t> lookup(std::string_view name) const;
-  // The index of tensor `name` and the file offset where its next `length` bytes go, checked.
-  Result<std::pair<std::size_t, std::uint64_t>> next_chunk(std::string_view name, std::uint64_t length);
-
-  AtomicFile file_;
-  std::vector<TensorDecl> decls_;
-  Layout layout_;
-  std::vector<std::uint64_t> written_;  // bytes written per declaration
-  // name -> declaration; views into decls_, whose strings never move (built on first use).
-  mutable std::unordered_map<std::string_view, std::size_t> by_name_;
-  bool finished_ = false;
-};
+// The safetensors TensorSink: creates `path` for the declared tensors (their order is the file's; the
+// header is written now), takes their bytes in any order, whole or in chunks (copy_chunk in the kernel
+// from a local file), and commits the file atomically on finish(). The refusals of Layout::plan, with the
+// path; the sink's own (an undeclared name, a tensor written twice, wrong sizes, an incomplete tensor at
+// finish) are InvalidArgument naming the path and the tensor. An unfinished sink leaves no file behind.
+Result<std::unique_ptr<TensorSink>> create(const std::string& path, std::vector<TensorDecl> tensors,
+                                           const Metadata& metadata = {}, const WriteOptions& options = {});
 
 SAFEWEIGHTS_API_END
 }  // namespace safeweights::safetensors

@@ -196,14 +196,11 @@ Result<std::unique_ptr<TensorSink>> open_sink(const TensorFile& input, const std
     wo.durable = options.durable;
     std::vector<gguf::KeyValue> kv = gguf_metadata(input, options, wo.alignment);
     if (options.split.enabled()) return open_split_sink(path, std::move(kv), std::move(decls), wo, options, files);
-    SW_ASSIGN_OR_RETURN(std::unique_ptr<gguf::Writer> w, gguf::Writer::create(path, std::move(kv), std::move(decls), wo));
-    return std::unique_ptr<TensorSink>(std::move(w));
+    return gguf::create(path, std::move(kv), std::move(decls), wo);
   }
   safetensors::WriteOptions wo;
   wo.durable = options.durable;
-  SW_ASSIGN_OR_RETURN(safetensors::StreamWriter w,
-                      safetensors::StreamWriter::create(path, std::move(decls), safetensors_metadata(input, options), wo));
-  return std::unique_ptr<TensorSink>(std::make_unique<safetensors::StreamWriter>(std::move(w)));
+  return safetensors::create(path, std::move(decls), safetensors_metadata(input, options), wo);
 }
 
 // ---- the transform -----------------------------------------------------------------------------

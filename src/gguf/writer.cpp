@@ -8,6 +8,7 @@
 #include "core/little_endian.h"
 #include "core/status_macros.h"
 #include "gguf/layout.h"
+#include "model/planned_sink.h"
 #include "safeweights/atomic_file.h"
 #include "safeweights/cancel.h"
 #include "safeweights/gguf.h"
@@ -73,67 +74,35 @@ Status check_kv(const std::vector<KeyValue>& kv, std::uint32_t alignment, bool& 
   return Status::ok();
 }
 
-}  // namespace
-
-struct Writer::Impl {
-  struct Slot {
-    std::uint64_t offset = 0;  // absolute
-    std::uint64_t nbytes = 0;
-    std::uint64_t written = 0;
-    bool whole = false;  // written with write()
-  };
-  AtomicFile file;
-  std::string path;
-  std::vector<TensorDecl> decls;
-  std::vector<Slot> slots;
-  std::unordered_map<std::string_view, std::size_t> index;
-
-  static Result<std::unique_ptr<Impl>> create(const std::string& path, const std::vector<KeyValue>& kv,
-                                              std::vector<TensorDecl> tensors, const WriterOptions& options);
-  Result<Slot*> slot(std::string_view name) {
-    auto it = index.find(name);
-    if (it == index.end()) return bad("no tensor `" + std::string(name) + "` was declared");
-    return &slots[it->second];
-  }
-  Status fail(Error e) { return std::move(e.with_file(path)); }
-  Status write(std::string_view name, std::span<const std::byte> data);
-  Status write_chunk(std::string_view name, std::span<const std::byte> chunk);
-  Status copy_chunk(std::string_view name, const ByteSource& source, std::uint64_t offset, std::uint64_t length);
-  // The slot of the next `length` bytes of tensor `name`, checked.
-  Result<Slot*> next_chunk(std::string_view name, std::uint64_t length) {
-    SW_ASSIGN_OR_RETURN(Slot * s, slot(name));
-    if (s->whole || length > s->nbytes - s->written) return fail(std::move(bad("more bytes than the tensor holds").with_tensor(name)));
-    return s;
-  }
-  Status complete() const {
-    for (std::size_t i = 0; i < slots.size(); ++i)
-      if (slots[i].written != slots[i].nbytes)
-        return std::move(bad("tensor not completely written").with_tensor(decls[i].name).with_file(path));
-    return Status::ok();
-  }
+// The header of a GGUF file and where each tensor's bytes go (absolute offsets), or the first refusal.
+struct PlannedFile {
+  std::string header;  // padded to the data section's start
+  std::vector<PlannedFileSink::Slot> slots;
+  std::uint64_t size = 0;
 };
 
-Result<std::unique_ptr<Writer::Impl>> Writer::Impl::create(const std::string& path, const std::vector<KeyValue>& kv,
-                                                           std::vector<TensorDecl> tensors, const WriterOptions& options) {
-  const auto fail = [&](Error e) { return Result<std::unique_ptr<Impl>>(std::move(e.with_file(path))); };
+Result<PlannedFile> plan_file(const std::vector<KeyValue>& kv, const std::vector<TensorDecl>& tensors, const WriterOptions& options) {
   const std::uint32_t a = options.alignment;
-  if (a == 0 || (a & (a - 1)) != 0) return fail(bad("the alignment must be a power of two"));
+  if (a == 0 || (a & (a - 1)) != 0) return bad("the alignment must be a power of two");
   bool write_alignment = false;
-  if (Status s = check_kv(kv, a, write_alignment); !s.is_ok()) return fail(std::move(s).error());
+  SW_RETURN_IF_ERROR(check_kv(kv, a, write_alignment));
 
-  std::string header(kMagic);
+  PlannedFile plan;
+  std::string& header = plan.header;
+  header = kMagic;
   le::append(header, kWriteVersion, 4);
   le::append(header, tensors.size(), 8);
   le::append(header, kv.size() + (write_alignment ? 1 : 0), 8);
   if (write_alignment) put_kv(header, kAlignmentKey, Value::u32(a));
   for (const KeyValue& e : kv) put_kv(header, e.key, e.value);
 
-  std::vector<Impl::Slot> slots(tensors.size());
+  plan.slots.resize(tensors.size());
   std::uint64_t data_size = 0;
   std::unordered_set<std::string_view> names;
   for (std::size_t i = 0; i < tensors.size(); ++i) {
     const TensorDecl& t = tensors[i];
-    const auto tensor_fail = [&](Error e) { return fail(std::move(e.with_tensor(t.name))); };
+    PlannedFileSink::Slot& slot = plan.slots[i];
+    const auto tensor_fail = [&](Error e) { return Result<PlannedFile>(e.with_tensor(t.name)); };
     if (t.name.size() > kMaxTensorName) return tensor_fail(bad("a GGUF tensor name has at most 63 bytes"));
     if (!names.insert(t.name).second) return tensor_fail(bad("duplicate tensor name"));
     if (t.shape.size() > kMaxDims) return tensor_fail(bad("a GGUF tensor has at most 4 dimensions"));
@@ -144,78 +113,38 @@ Result<std::unique_ptr<Writer::Impl>> Writer::Impl::create(const std::string& pa
     for (std::uint64_t d : t.shape)
       if (d > static_cast<std::uint64_t>(INT64_MAX)) return tensor_fail(bad("a dimension is over 2^63 - 1"));
     std::uint64_t padded = 0;
-    if (!align_up(*nbytes, a, padded) || __builtin_add_overflow(data_size, padded, &slots[i].offset))
+    if (!align_up(*nbytes, a, padded) || __builtin_add_overflow(data_size, padded, &slot.offset))
       return tensor_fail(Error(ErrorKind::ValidationOverflow, "the data section's size overflows 64 bits"));
-    std::swap(slots[i].offset, data_size);  // offset = the running sum before this tensor
-    slots[i].nbytes = *nbytes;
+    std::swap(slot.offset, data_size);  // offset = the running sum before this tensor
+    slot.nbytes = *nbytes;
     put_string(header, t.name);
     le::append(header, t.shape.size(), 4);
     for (auto d = t.shape.rbegin(); d != t.shape.rend(); ++d) le::append(header, *d, 8);
     le::append(header, *id, 4);
-    le::append(header, slots[i].offset, 8);
+    le::append(header, slot.offset, 8);
   }
-  std::uint64_t data_offset = 0, total = 0;
-  if (!align_up(header.size(), a, data_offset) || __builtin_add_overflow(data_offset, data_size, &total))
-    return fail(Error(ErrorKind::ValidationOverflow, "the file's size overflows 64 bits"));
+  std::uint64_t data_offset = 0;
+  if (!align_up(header.size(), a, data_offset) || __builtin_add_overflow(data_offset, data_size, &plan.size))
+    return Error(ErrorKind::ValidationOverflow, "the file's size overflows 64 bits");
   header.resize(static_cast<std::size_t>(data_offset), '\0');
-  for (Impl::Slot& s : slots) s.offset += data_offset;
-
-  AtomicFileOptions file_options;
-  file_options.preallocate = total;
-  file_options.durable = options.durable;
-  SW_ASSIGN_OR_RETURN(AtomicFile file, AtomicFile::create(path, file_options));
-  SW_RETURN_IF_ERROR(file.append(std::as_bytes(std::span(header))));
-  SW_RETURN_IF_ERROR(file.truncate(total));
-
-  auto impl = std::make_unique<Impl>(Impl{std::move(file), path, std::move(tensors), std::move(slots), {}});
-  for (std::size_t i = 0; i < impl->decls.size(); ++i) impl->index.emplace(impl->decls[i].name, i);
-  return impl;
+  for (PlannedFileSink::Slot& slot : plan.slots) slot.offset += data_offset;
+  return plan;
 }
 
-Status Writer::Impl::write(std::string_view name, std::span<const std::byte> data) {
-  SW_ASSIGN_OR_RETURN(Slot * s, slot(name));
-  if (s->written != 0 || s->whole) return fail(std::move(bad("already written").with_tensor(name)));
-  if (data.size() != s->nbytes)
-    return fail(std::move(bad("expected " + std::to_string(s->nbytes) + " bytes, got " + std::to_string(data.size())).with_tensor(name)));
-  SW_RETURN_IF_ERROR(file.pwrite(s->offset, data));
-  s->written = s->nbytes;
-  s->whole = true;
-  return Status::ok();
+Result<std::unique_ptr<PlannedFileSink>> create_file(const std::string& path, const std::vector<KeyValue>& kv,
+                                                     std::vector<TensorDecl> tensors, const WriterOptions& options) {
+  auto plan = plan_file(kv, tensors, options);
+  if (!plan.is_ok()) return error_of(plan).with_file(path);
+  return PlannedFileSink::create(path, std::move(tensors), std::move(plan->slots), std::as_bytes(std::span(plan->header)),
+                                 plan->size, options.durable);
 }
 
-Status Writer::Impl::write_chunk(std::string_view name, std::span<const std::byte> chunk) {
-  SW_ASSIGN_OR_RETURN(Slot * s, next_chunk(name, chunk.size()));
-  SW_RETURN_IF_ERROR(file.pwrite(s->offset + s->written, chunk));
-  s->written += chunk.size();
-  return Status::ok();
-}
+}  // namespace
 
-Status Writer::Impl::copy_chunk(std::string_view name, const ByteSource& source, std::uint64_t offset, std::uint64_t length) {
-  SW_ASSIGN_OR_RETURN(Slot * s, next_chunk(name, length));
-  if (Status st = file.copy_from(s->offset + s->written, source, offset, length); !st.is_ok()) return error_of(st).with_tensor(name);
-  s->written += length;
-  return Status::ok();
-}
-
-Result<std::unique_ptr<Writer>> Writer::create(const std::string& path, std::vector<KeyValue> kv, std::vector<TensorDecl> tensors,
-                                               const WriterOptions& options) {
-  SW_ASSIGN_OR_RETURN(std::unique_ptr<Impl> impl, Impl::create(path, kv, std::move(tensors), options));
-  return std::unique_ptr<Writer>(new Writer(std::move(impl)));
-}
-
-Writer::Writer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-Writer::~Writer() = default;
-
-Status Writer::write(std::string_view name, std::span<const std::byte> data) { return impl_->write(name, data); }
-Status Writer::write_chunk(std::string_view name, std::span<const std::byte> chunk) { return impl_->write_chunk(name, chunk); }
-Status Writer::copy_chunk(std::string_view name, const ByteSource& source, std::uint64_t offset, std::uint64_t length) {
-  return impl_->copy_chunk(name, source, offset, length);
-}
-Status Writer::complete() const { return impl_->complete(); }
-
-Status Writer::finish() {
-  SW_RETURN_IF_ERROR(impl_->complete());
-  return impl_->file.commit();
+Result<std::unique_ptr<TensorSink>> create(const std::string& path, std::vector<KeyValue> kv, std::vector<TensorDecl> tensors,
+                                           const WriterOptions& options) {
+  SW_ASSIGN_OR_RETURN(auto sink, create_file(path, kv, std::move(tensors), options));
+  return std::unique_ptr<TensorSink>(std::move(sink));
 }
 
 }  // namespace safeweights::gguf
@@ -225,14 +154,19 @@ Status Writer::finish() {
 namespace safeweights::gguf {
 
 struct SplitWriter::Impl {
-  std::vector<std::unique_ptr<Writer::Impl>> parts;
+  std::vector<std::unique_ptr<PlannedFileSink>> parts;
   std::vector<std::string> paths;
   std::unordered_map<std::string_view, std::size_t> part_of;  // tensor name -> part
   std::vector<TensorDecl> names;                               // owns the names part_of views
 
-  Result<Writer::Impl*> part(std::string_view name) {
+  std::string prefix;
+
+  // The part tensor `name` is in.
+  Result<PlannedFileSink*> part(std::string_view name) {
     auto it = part_of.find(name);
-    if (it == part_of.end()) return bad("no tensor `" + std::string(name) + "` was declared");
+    if (it == part_of.end()) {
+      return bad("tensor was not declared when the writer was created").with_file(prefix).with_tensor(name);
+    }
     return parts[it->second].get();
   }
 };
@@ -278,6 +212,7 @@ Result<std::unique_ptr<SplitWriter>> SplitWriter::create(const std::string& pref
   const std::uint32_t a = options.alignment;
   if (a == 0 || (a & (a - 1)) != 0) return fail(bad("the alignment must be a power of two"));
   auto impl = std::make_unique<Impl>();
+  impl->prefix = prefix;
   impl->names = tensors;
   for (std::size_t i = 0; i < impl->names.size(); ++i)
     if (!impl->part_of.emplace(impl->names[i].name, 0).second) return fail(std::move(bad("duplicate tensor name").with_tensor(impl->names[i].name)));
@@ -295,7 +230,7 @@ Result<std::unique_ptr<SplitWriter>> SplitWriter::create(const std::string& pref
                                          std::make_move_iterator(tensors.begin() + static_cast<std::ptrdiff_t>(end)));
     for (std::size_t i = begin; i < end; ++i) impl->part_of[impl->names[i].name] = k;
     impl->paths.push_back(split_file_name(prefix, k + 1, count));
-    SW_ASSIGN_OR_RETURN(auto part, Writer::Impl::create(impl->paths.back(), part_kv, std::move(part_tensors), options));
+    SW_ASSIGN_OR_RETURN(auto part, create_file(impl->paths.back(), part_kv, std::move(part_tensors), options));
     impl->parts.push_back(std::move(part));
   }
   return std::unique_ptr<SplitWriter>(new SplitWriter(std::move(impl)));
@@ -307,17 +242,17 @@ SplitWriter::~SplitWriter() = default;
 const std::vector<std::string>& SplitWriter::paths() const noexcept { return impl_->paths; }
 
 Status SplitWriter::write(std::string_view name, std::span<const std::byte> data) {
-  SW_ASSIGN_OR_RETURN(Writer::Impl * part, impl_->part(name));
+  SW_ASSIGN_OR_RETURN(PlannedFileSink * part, impl_->part(name));
   return part->write(name, data);
 }
 
 Status SplitWriter::write_chunk(std::string_view name, std::span<const std::byte> chunk) {
-  SW_ASSIGN_OR_RETURN(Writer::Impl * part, impl_->part(name));
+  SW_ASSIGN_OR_RETURN(PlannedFileSink * part, impl_->part(name));
   return part->write_chunk(name, chunk);
 }
 
 Status SplitWriter::copy_chunk(std::string_view name, const ByteSource& source, std::uint64_t offset, std::uint64_t length) {
-  SW_ASSIGN_OR_RETURN(Writer::Impl * part, impl_->part(name));
+  SW_ASSIGN_OR_RETURN(PlannedFileSink * part, impl_->part(name));
   return part->copy_chunk(name, source, offset, length);
 }
 
@@ -327,7 +262,7 @@ Status SplitWriter::finish() {
   for (const auto& part : impl_->parts) SW_RETURN_IF_ERROR(part->complete());
   SW_RETURN_IF_ERROR(check_cancelled());
   for (std::size_t k = 0; k < impl_->parts.size(); ++k) {
-    Status s = AtomicFile::commit_all(std::span(&impl_->parts[k]->file, 1));
+    Status s = AtomicFile::commit_all(std::span(&impl_->parts[k]->file(), 1));
     if (!s.is_ok()) {
       for (std::size_t j = 0; j < k; ++j) ::unlink(impl_->paths[j].c_str());
       return s;

@@ -1,5 +1,5 @@
 // Checkpoint -> safetensors: the reader's entries (already contiguous little-endian bytes) declared
-// to the safetensors StreamWriter and copied with copy_tensors; --dedup leaves out names that are the
+// to the safetensors sink (safetensors::create) and copied with copy_tensors; --dedup leaves out names that are the
 // same tensor as a kept one and records them in the metadata.
 #include <algorithm>
 #include <cstdio>
@@ -127,9 +127,9 @@ Result<Written> convert_file(const std::string& input, const std::string& output
     decls.push_back({std::string(e.name), e.type, std::vector<std::uint64_t>(e.shape.begin(), e.shape.end())});
   safetensors::WriteOptions write;
   write.durable = options.durable;
-  SW_ASSIGN_OR_RETURN(safetensors::StreamWriter writer,
-                      safetensors::StreamWriter::create(output, std::move(decls), *selection.metadata(), write));
-  ProgressSink sink(writer, selection, options);
+  SW_ASSIGN_OR_RETURN(std::unique_ptr<TensorSink> writer,
+                      safetensors::create(output, std::move(decls), *selection.metadata(), write));
+  ProgressSink sink(*writer, selection, options);
   if (Status s = copy_tensors(selection, sink); !s.is_ok()) return error_of(s).with_file(input);
   return written;
 }

@@ -1,14 +1,16 @@
-// The byte-exact writer: Layout decides every byte of the header, StreamWriter fills in the data.
+// The byte-exact writer: Layout decides every byte of the header; write_file fills in the data from
+// memory, create()'s sink (a PlannedFileSink) one tensor or chunk at a time.
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <numeric>
-#include <unordered_map>
 #include <unordered_set>
 
 #include "core/little_endian.h"
 #include "core/status_macros.h"
 #include "json/json_parse.h"
 #include "json/json_writer.h"
+#include "model/planned_sink.h"
 #include "safeweights/safetensors_writer.h"
 #include "safetensors/rules.h"
 
@@ -189,91 +191,19 @@ Status write_file(const std::string& path, std::span<const TensorData> tensors, 
   return file.commit();
 }
 
-StreamWriter::StreamWriter(AtomicFile file, std::vector<TensorDecl> decls, Layout layout)
-    : file_(std::move(file)), decls_(std::move(decls)), layout_(std::move(layout)), written_(decls_.size(), 0) {}
-
-Result<StreamWriter> StreamWriter::create(const std::string& path, std::vector<TensorDecl> tensors,
-                                          const Metadata& metadata, const WriteOptions& options) {
+Result<std::unique_ptr<TensorSink>> create(const std::string& path, std::vector<TensorDecl> tensors, const Metadata& metadata,
+                                           const WriteOptions& options) {
   auto layout = Layout::plan(tensors, metadata);
   if (!layout.is_ok()) return error_of(layout).with_file(path);
-  AtomicFileOptions file_options;
-  file_options.preallocate = layout->file_size();
-  file_options.durable = options.durable;
-  SW_ASSIGN_OR_RETURN(AtomicFile file, AtomicFile::create(path, file_options));
-  SW_RETURN_IF_ERROR(file.append(std::as_bytes(std::span<const char>(layout->prefix().data(), layout->prefix().size()))));
-  return StreamWriter(std::move(file), std::move(tensors), std::move(layout).value());
-}
-
-Result<std::size_t> StreamWriter::lookup(std::string_view name) const {
-  if (by_name_.empty() && !decls_.empty()) {
-    by_name_.reserve(decls_.size());
-    for (std::size_t i = 0; i < decls_.size(); ++i) by_name_.emplace(decls_[i].name, i);
+  const std::string& prefix = layout->prefix();
+  std::vector<PlannedFileSink::Slot> slots(tensors.size());
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    const auto& p = layout->placement_of(i);
+    slots[i] = {prefix.size() + p.begin, p.end - p.begin};
   }
-  auto it = by_name_.find(name);
-  if (it != by_name_.end()) return it->second;
-  return Error(ErrorKind::InvalidArgument, "tensor was not declared when the writer was created")
-      .with_file(file_.target())
-      .with_tensor(name);
-}
-
-Status StreamWriter::write(std::string_view name, std::span<const std::byte> data) {
-  SW_ASSIGN_OR_RETURN(std::size_t i, lookup(name));
-  if (written_[i] != 0) {
-    return Error(ErrorKind::InvalidArgument, "tensor already written").with_file(file_.target()).with_tensor(name);
-  }
-  const auto& p = layout_.placement_of(i);
-  if (data.size() != p.end - p.begin) {
-    return Error(ErrorKind::InvalidArgument, "tensor needs " + std::to_string(p.end - p.begin) + " bytes, got " +
-                                                 std::to_string(data.size()))
-        .with_file(file_.target())
-        .with_tensor(name);
-  }
-  return write_chunk(name, data);
-}
-
-Result<std::pair<std::size_t, std::uint64_t>> StreamWriter::next_chunk(std::string_view name, std::uint64_t length) {
-  if (finished_) return Error(ErrorKind::InvalidArgument, "writer already finished").with_file(file_.target());
-  SW_ASSIGN_OR_RETURN(std::size_t i, lookup(name));
-  const auto& p = layout_.placement_of(i);
-  const std::uint64_t size = p.end - p.begin;
-  if (length > size - written_[i]) {
-    return Error(ErrorKind::InvalidArgument, "more bytes than the tensor holds (" + std::to_string(size) + ")")
-        .with_file(file_.target())
-        .with_tensor(name);
-  }
-  return std::pair{i, layout_.prefix().size() + p.begin + written_[i]};
-}
-
-Status StreamWriter::write_chunk(std::string_view name, std::span<const std::byte> chunk) {
-  SW_ASSIGN_OR_RETURN(const auto next, next_chunk(name, chunk.size()));
-  SW_RETURN_IF_ERROR(file_.pwrite(next.second, chunk));
-  written_[next.first] += chunk.size();
-  return Status::ok();
-}
-
-Status StreamWriter::copy_chunk(std::string_view name, const ByteSource& source, std::uint64_t offset, std::uint64_t length) {
-  SW_ASSIGN_OR_RETURN(const auto next, next_chunk(name, length));
-  if (Status s = file_.copy_from(next.second, source, offset, length); !s.is_ok()) return error_of(s).with_tensor(name);
-  written_[next.first] += length;
-  return Status::ok();
-}
-
-Status StreamWriter::finish() {
-  if (finished_) return Error(ErrorKind::InvalidArgument, "writer already finished").with_file(file_.target());
-  for (std::size_t i = 0; i < decls_.size(); ++i) {
-    const auto& p = layout_.placement_of(i);
-    if (written_[i] != p.end - p.begin) {
-      file_.abandon();
-      finished_ = true;
-      return Error(ErrorKind::InvalidArgument, "tensor incomplete: " + std::to_string(written_[i]) + " of " +
-                                                   std::to_string(p.end - p.begin) + " bytes written")
-          .with_file(file_.target())
-          .with_tensor(decls_[i].name);
-    }
-  }
-  finished_ = true;
-  SW_RETURN_IF_ERROR(file_.truncate(layout_.file_size()));
-  return file_.commit();
+  SW_ASSIGN_OR_RETURN(auto sink, PlannedFileSink::create(path, std::move(tensors), std::move(slots),
+                                                         std::as_bytes(std::span(prefix)), layout->file_size(), options.durable));
+  return std::unique_ptr<TensorSink>(std::move(sink));
 }
 
 }  // namespace safeweights::safetensors

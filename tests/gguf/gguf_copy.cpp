@@ -23,7 +23,7 @@ int main(int argc, char** argv) {
     decls.push_back(TensorDecl{std::string(t.name), t.type, std::vector<std::uint64_t>(t.shape.begin(), t.shape.end())});
   gguf::WriterOptions options;
   options.alignment = f.alignment();
-  auto out = gguf::Writer::create(argv[2], std::move(kv), std::move(decls), options);
+  auto out = gguf::create(argv[2], std::move(kv), std::move(decls), options);
   Status s = out.is_ok() ? copy_tensors(f, **out) : out.status();  // copy_tensors finishes the sink
   if (!s.is_ok()) {
     std::fprintf(stderr, "%s\n", s.to_string().c_str());

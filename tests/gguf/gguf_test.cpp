@@ -98,7 +98,7 @@ std::vector<TensorDecl> some_tensors() {
 
 Status write_file(const std::string& path, std::vector<KeyValue> kv, const std::vector<TensorDecl>& decls,
                   gguf::WriterOptions options = {}) {
-  auto w = gguf::Writer::create(path, std::move(kv), decls, options);
+  auto w = gguf::create(path, std::move(kv), decls, options);
   if (!w.is_ok()) return w.status();
   for (std::size_t i = decls.size(); i-- > 0;) {  // any order
     auto n = tensor_nbytes(decls[i].dtype, decls[i].shape);
@@ -214,7 +214,7 @@ TEST(Writer, RefusesWhatGgufCannotHoldAndLeavesNothing) {
   swt::TempDir dir;
   const std::string out = dir.file("x.gguf");
   const auto refused = [&](std::vector<KeyValue> kv, std::vector<TensorDecl> decls, gguf::WriterOptions o = {}) {
-    return gguf::Writer::create(out, std::move(kv), std::move(decls), o).status();
+    return gguf::create(out, std::move(kv), std::move(decls), o).status();
   };
   EXPECT_TRUE(swt::IsKind(refused({}, {{"u", TensorType::U32, {2}}}), ErrorKind::InvalidArgument));
   EXPECT_TRUE(swt::IsKind(refused({}, {{"w", TensorType::F32, {2}}, {"w", TensorType::F32, {2}}}), ErrorKind::InvalidArgument));
@@ -229,7 +229,7 @@ TEST(Writer, RefusesWhatGgufCannotHoldAndLeavesNothing) {
   odd.alignment = 48;
   EXPECT_TRUE(swt::IsKind(refused({}, {}, odd), ErrorKind::InvalidArgument));
   {
-    auto w = gguf::Writer::create(out, {}, {{"w", TensorType::F32, {4}}});
+    auto w = gguf::create(out, {}, {{"w", TensorType::F32, {4}}});
     ASSERT_TRUE(w.is_ok());
     EXPECT_TRUE(swt::IsKind((*w)->write("w", pattern(15, 0)), ErrorKind::InvalidArgument));
     EXPECT_TRUE(swt::IsKind((*w)->write("nope", pattern(16, 0)), ErrorKind::InvalidArgument));
@@ -247,7 +247,7 @@ TEST(Writer, ChunksAndCopyTensorsReproduceAFile) {
   ASSERT_TRUE(in.is_ok());
   std::vector<TensorDecl> decls;
   for (const TensorEntry& t : (*in)->tensors()) decls.push_back({std::string(t.name), t.type, {t.shape.begin(), t.shape.end()}});
-  auto w = gguf::Writer::create(dir.file("b.gguf"), {(*in)->kv().begin(), (*in)->kv().end()}, decls);
+  auto w = gguf::create(dir.file("b.gguf"), {(*in)->kv().begin(), (*in)->kv().end()}, decls);
   ASSERT_TRUE(w.is_ok());
   ASSERT_TRUE(copy_tensors(**in, **w).is_ok());  // finishes the sink
   EXPECT_EQ(swt::read_file_bytes(dir.file("a.gguf")), swt::read_file_bytes(dir.file("b.gguf")));
