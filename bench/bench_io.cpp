@@ -5,14 +5,15 @@
 // Creates DIR/safeweights_bench_io.safetensors (the Llama-like 700-tensor layout of synthetic.h,
 // 2.12 GB with the default 58 layers; reused when it is already there with the right size), reads
 // it once so the page cache is warm, then runs N passes (default 7). Each pass measures, in order:
-//   load_all (mmap)    Reader::open(path, Mmap) + load_all(): open, parse, copy all data to owned memory
-//   load_all (pread)   the same with FileBackend::Pread
-//   load_all (1 thr)   the mmap one with LoadOptions{.threads = 1}
+//   load_host (mmap)   open_tensors(path) (Mmap) + LoadPlan::make + load_host(): open, parse, plan, read
+//                      all data into owned memory with the library's one loader (loader.h)
+//   load_host (pread)  the same with FileBackend::Pread
+//   load_host (1 thr)  the mmap one with LoaderOptions::threads = 1
 //   read() fresh       open() + read() loop of the whole file into a buffer mmap'ed just before and
-//                      never touched: the physical reference for load_all, which also fills fresh pages
+//                      never touched: the physical reference for load_host, which also fills fresh pages
 //   read() touched     the same into a buffer already written once (page-cache copy ceiling; info)
 //   pread() 2 threads  two threads each pread() half of the file into a fresh buffer: the reference
-//                      at the parallelism load_all uses by default on this 2-core machine (info)
+//                      at the parallelism load_host uses by default on this 2-core machine (info)
 //   mmap + touch       Reader::open(path, Mmap) + one byte read from every 4 KiB page via TensorView
 //   write_file         safetensors::write_file of all tensors (from memory) to DIR, no fsync
 //   cp                 `cp FILE DIR/...` of the same file (physical reference for write_file)
@@ -49,6 +50,8 @@
 #include <thread>
 #include <vector>
 
+#include "safeweights/format.h"
+#include "safeweights/loader.h"
 #include "safeweights/safetensors.h"
 #include "safeweights/safetensors_writer.h"
 #include "synthetic.h"
@@ -258,21 +261,21 @@ int main(int argc, char** argv) {
   // Warm the page cache, and keep one loaded copy as the source for write_file.
   std::byte* touched = fresh_buffer(file_bytes);
   read_whole_file(input, touched, file_bytes);
-  auto source_reader = safetensors::Reader::open(input);
-  check(source_reader.status(), "open input");
-  auto source_loaded = source_reader->load_all();
+  auto source_file = open_tensors(input);
+  check(source_file.status(), "open input");
+  auto source_plan = LoadPlan::make(**source_file);
+  check(source_plan.status(), "plan input");
+  auto source_loaded = load_host(*source_plan);
   check(source_loaded.status(), "load input");
   std::vector<safetensors::TensorData> to_write;
-  for (const auto& info : source_reader->header().tensors()) {
-    to_write.push_back({std::string(info.name), info.dtype,
-                        std::vector<std::uint64_t>(info.shape.begin(), info.shape.end()),
-                        source_loaded->bytes_of(info)});
+  for (const PlacedTensor& t : source_plan->tensors()) {
+    to_write.push_back({std::string(t.entry.name), t.entry.type, t.shape, source_loaded->bytes_of(t)});
   }
 
   std::vector<Row> rows = {
-      {"load_all (mmap backend, default threads)", data_bytes, {}},
-      {"load_all (pread backend, default threads)", data_bytes, {}},
-      {"load_all (mmap backend, 1 thread)", data_bytes, {}},
+      {"load_host (mmap backend, default threads)", data_bytes, {}},
+      {"load_host (pread backend, default threads)", data_bytes, {}},
+      {"load_host (mmap backend, 1 thread)", data_bytes, {}},
       {"read() loop into fresh buffer", file_bytes, {}},
       {"read() loop into touched buffer", file_bytes, {}},
       {"pread() 2 threads into fresh buffer", file_bytes, {}},
@@ -285,10 +288,16 @@ int main(int argc, char** argv) {
   // Each measurement is self-contained: it allocates (fresh) what it needs and removes what it writes.
   auto load = [&](FileBackend backend, unsigned threads) {
     const auto t0 = Clock::now();
-    auto reader = safetensors::Reader::open(input, backend);
-    check(reader.status(), "open");
-    auto loaded = reader->load_all(safetensors::LoadOptions{threads});
-    check(loaded.status(), "load_all");
+    FormatOptions open_options;
+    open_options.backend = backend;
+    auto file = open_tensors(input, {}, open_options);
+    check(file.status(), "open");
+    LoaderOptions load_options;
+    load_options.threads = threads;
+    auto plan = LoadPlan::make(**file, load_options);
+    check(plan.status(), "plan");
+    auto loaded = load_host(*plan);
+    check(loaded.status(), "load_host");
     const double s = seconds_since(t0);
     sink = sink + std::to_integer<std::uint64_t>(loaded->buffer[loaded->size / 2]);
     return s;  // the buffer is freed after the clock stopped
@@ -377,11 +386,11 @@ int main(int argc, char** argv) {
   }
   auto rate = [&](std::size_t i) { return rows[i].bytes / med[i]; };
   std::printf("\n| ratio (throughput, medians) | value |\n|---|---:|\n");
-  std::printf("| load_all mmap / read() fresh (target >= 0.9) | %.2f |\n", rate(0) / rate(3));
-  std::printf("| load_all pread / read() fresh | %.2f |\n", rate(1) / rate(3));
-  std::printf("| load_all mmap 1 thread / read() fresh | %.2f |\n", rate(2) / rate(3));
-  std::printf("| load_all mmap / read() touched | %.2f |\n", rate(0) / rate(4));
-  std::printf("| load_all mmap / pread() 2 threads fresh | %.2f |\n", rate(0) / rate(5));
+  std::printf("| load_host mmap / read() fresh (target >= 0.9) | %.2f |\n", rate(0) / rate(3));
+  std::printf("| load_host pread / read() fresh | %.2f |\n", rate(1) / rate(3));
+  std::printf("| load_host mmap 1 thread / read() fresh | %.2f |\n", rate(2) / rate(3));
+  std::printf("| load_host mmap / read() touched | %.2f |\n", rate(0) / rate(4));
+  std::printf("| load_host mmap / pread() 2 threads fresh | %.2f |\n", rate(0) / rate(5));
   std::printf("| write_file / cp | %.2f |\n", rate(7) / rate(8));
   std::printf("\n(sink %llu)\n", static_cast<unsigned long long>(sink));
   return 0;

@@ -7,8 +7,10 @@
 #include <random>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "safeweights/loader.h"
 #include "safeweights/safetensors_writer.h"
 #include "test_util.h"
 
@@ -35,6 +37,11 @@ struct Case {
     std::vector<TensorData> v;
     for (const auto& t : tensors) v.push_back({t.name, t.dtype, t.shape, t.bytes});
     return v;
+  }
+  const Owned* find(std::string_view name) const {
+    for (const auto& t : tensors)
+      if (t.name == name) return &t;
+    return nullptr;
   }
 };
 
@@ -254,7 +261,9 @@ TEST(RoundTrip, RandomTensorsAndMetadata) {
   EXPECT_GT(scalars, 20);
 }
 
-TEST(RoundTrip, LoadAllMatchesPerTensorReads) {
+// The loader (loader.h) over a Reader's entries: every tensor's bytes as written, for every backend and
+// thread count.
+TEST(RoundTrip, LoadHostMatchesPerTensorReads) {
   std::mt19937_64 rng(test_seed(77));
   TempDir dir;
   for (int iter = 0; iter < 20; ++iter) {
@@ -265,16 +274,20 @@ TEST(RoundTrip, LoadAllMatchesPerTensorReads) {
     for (auto backend : {safeweights::FileBackend::Mmap, safeweights::FileBackend::Pread}) {
       auto r = st::Reader::open(path, backend);
       ASSERT_TRUE(IsOk(r));
+      std::vector<safeweights::TensorEntry> entries;
+      for (const auto& info : r->header().tensors()) entries.push_back(r->entry(info));
       for (unsigned threads : {0u, 1u, 3u}) {
-        st::LoadOptions lo;
+        safeweights::LoaderOptions lo;
         lo.threads = threads;
-        auto all = r->load_all(lo);
+        auto plan = safeweights::LoadPlan::make(entries, lo);
+        ASSERT_TRUE(IsOk(plan));
+        auto all = safeweights::load_host(*plan);
         ASSERT_TRUE(IsOk(all));
-        EXPECT_EQ(all->size, r->header().data_size());
-        for (const auto& t : c.tensors) {
-          const auto* info = r->header().find(t.name);
-          ASSERT_NE(info, nullptr);
-          EXPECT_EQ(to_string(all->bytes_of(*info)), to_string(t.bytes));
+        ASSERT_EQ(plan->tensors().size(), c.tensors.size());
+        for (const safeweights::PlacedTensor& placed : plan->tensors()) {
+          const auto* t = c.find(placed.entry.name);
+          ASSERT_NE(t, nullptr) << placed.entry.name;
+          EXPECT_EQ(to_string(all->bytes_of(placed)), to_string(t->bytes));
         }
       }
     }

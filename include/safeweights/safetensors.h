@@ -8,7 +8,7 @@
 //
 // Reader couples a Header with the ByteSource it came from. On a mapped source, tensor(name) is a
 // pointer into the mapping (no copy); on a pread source the bytes are read on demand into memory the
-// caller gives (read()) or the caller asks to own (read_owned(), load_all()).
+// caller gives (read()) or the caller asks to own (read_owned()); the loader (loader.h) reads them all.
 //
 // Thread safety: Header and Reader are immutable after construction; every const method may be
 // called concurrently. Views stay valid as long as the Reader (or its source) lives.
@@ -164,19 +164,6 @@ struct TensorView {
   bool is_mapped() const noexcept { return data.data() != nullptr || info->nbytes() == 0; }
 };
 
-// One owned allocation holding every tensor of a file, in file order.
-struct LoadedTensors {
-  std::shared_ptr<std::byte[]> buffer;  // data section; tensor i's bytes are at info.begin
-  std::uint64_t size = 0;
-  std::span<const std::byte> bytes_of(const TensorInfo& info) const noexcept {
-    return {buffer.get() + info.begin, static_cast<std::size_t>(info.nbytes())};
-  }
-};
-
-struct LoadOptions {
-  unsigned threads = 0;  // 0: one per core, at most 8
-};
-
 class Reader {
  public:
   static Result<Reader> open(const std::string& path, FileBackend backend = FileBackend::Mmap,
@@ -203,12 +190,8 @@ class Reader {
   // Slices a tensor: the plan's offsets are absolute in source(); read it with read_slice().
   Result<SlicePlan> plan_slice(const TensorInfo& info, const SliceSpec& spec) const;
   Status read_slice(const SlicePlan& plan, std::span<std::byte> dst) const;
-
-  // Reads the whole data section into one owned buffer with large parallel reads.
-  Result<LoadedTensors> load_all(const LoadOptions& options = {}) const;
-  // The same into memory the caller provides (dst.size() == header().data_size()), e.g. a reused or
-  // pinned buffer.
-  Status load_into(std::span<std::byte> dst, const LoadOptions& options = {}) const;
+  // Loading every tensor at once is the loader's (safeweights/loader.h): LoadPlan::make of the file's
+  // entries, then load_host or load_into.
 
  private:
   Reader(SourcePtr source, std::shared_ptr<const Header> header)

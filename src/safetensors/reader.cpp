@@ -1,7 +1,3 @@
-#include <algorithm>
-#include <cstring>
-
-#include "core/parallel.h"
 #include "core/status_macros.h"
 #include "safeweights/safetensors.h"
 
@@ -63,36 +59,6 @@ Result<SlicePlan> Reader::plan_slice(const TensorInfo& info, const SliceSpec& sp
 
 Status Reader::read_slice(const SlicePlan& plan, std::span<std::byte> dst) const {
   return safeweights::read_slice(*source_, plan, dst);
-}
-
-Result<LoadedTensors> Reader::load_all(const LoadOptions& options) const {
-  LoadedTensors out;
-  out.size = header_->data_size();
-  auto buffer = allocate_uninitialized(out.size, "the data section");
-  if (!buffer.is_ok()) return error_of(buffer).with_file(source_->name());
-  out.buffer = std::shared_ptr<std::byte[]>(std::move(*buffer));
-  SW_RETURN_IF_ERROR(load_into({out.buffer.get(), static_cast<std::size_t>(out.size)}, options));
-  return out;
-}
-
-Status Reader::load_into(std::span<std::byte> dst, const LoadOptions& options) const {
-  const std::uint64_t size = header_->data_size();
-  const std::uint64_t start = header_->data_start();
-  if (dst.size() != size) {
-    return Error(ErrorKind::InvalidArgument, "destination has " + std::to_string(dst.size()) +
-                                                 " bytes, the data section has " + std::to_string(size))
-        .with_file(source_->name());
-  }
-  if (size == 0) return Status::ok();
-
-  constexpr std::uint64_t kChunk = 32u << 20;
-  source_->hint({start, size}, AccessHint::Sequential);
-  // Fixed-size chunks taken in turn by the threads; each chunk is one large read straight into dst.
-  return parallel_for((size + kChunk - 1) / kChunk, options.threads, [&](std::size_t c) {
-    const std::uint64_t off = c * kChunk;
-    const std::uint64_t len = std::min(kChunk, size - off);
-    return source_->read_at(start + off, dst.subspan(static_cast<std::size_t>(off), static_cast<std::size_t>(len)));
-  });
 }
 
 }  // namespace safeweights::safetensors
