@@ -48,7 +48,7 @@ SW=/tmp/swbuild/safeweights
 
 # The loader's tests before any timing: the C++ ones where the build has them (the Debian-package build
 # turns tests off: no GoogleTest there), the Python ones (CUDA loads included) always.
-if [ -x /tmp/swbuild/tests/safeweights_load_tests ] && ! /tmp/swbuild/tests/safeweights_load_tests > "$OUT/load_tests.log" 2>&1; then
+if [ -x /tmp/swbuild/tests/load/load_test ] && ! /tmp/swbuild/tests/load/load_test > "$OUT/load_tests.log" 2>&1; then
   tail -40 "$OUT/load_tests.log"; echo "loader tests failed: no timings"; exit 1
 fi
 if ! (cd tests/python && SAFEWEIGHTS_CLI=$SW python3 -m pytest -q -p no:cacheprovider -rs test_loading.py) > "$OUT/python_tests.log" 2>&1; then

@@ -9,7 +9,7 @@
 #include <map>
 #include <vector>
 
-#include "../test_util.h"
+#include "test_util.h"
 #include "safeweights/convert.h"
 #include "safeweights/safetensors_writer.h"
 

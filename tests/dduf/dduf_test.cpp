@@ -30,7 +30,7 @@
 #include <tuple>
 #include <vector>
 
-#include "../test_util.h"
+#include "test_util.h"
 #include "safeweights/atomic_file.h"
 #include "safeweights/dduf.h"
 #include "safeweights/error.h"

@@ -12,7 +12,7 @@
 #include <simdjson.h>
 #include <sys/resource.h>
 
-#include "../test_util.h"
+#include "test_util.h"
 #include "safeweights/convert.h"
 #include "safeweights/format.h"
 #include "safeweights/gguf.h"

@@ -6,7 +6,7 @@
 
 #include <map>
 
-#include "../test_util.h"
+#include "test_util.h"
 #include "hf/hf_files.h"
 #include "safeweights/hf_llama.h"
 
