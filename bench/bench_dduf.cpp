@@ -60,9 +60,7 @@ int run_shell(const std::string& command) {
 }
 std::string quote(const std::string& s) { return "'" + s + "'"; }
 
-void write_text(const fs::path& path, const std::string& text) {
-  std::ofstream(path) << text;
-}
+void write_text(const fs::path& path, const std::string& text) { std::ofstream(path) << text; }
 
 // One safetensors file of about `bytes` bytes: F16 tensors of 8 MiB with a non-trivial pattern.
 void write_weights(const fs::path& path, std::uint64_t bytes) {
@@ -79,10 +77,9 @@ void write_weights(const fs::path& path, std::uint64_t bytes) {
 void build_folder(const fs::path& root, std::uint64_t total) {
   fs::remove_all(root);
   for (const char* c : {"unet", "vae", "text_encoder", "tokenizer", "scheduler"}) fs::create_directories(root / c);
-  write_text(root / "model_index.json",
-             R"({"_class_name":"StableDiffusionPipeline","unet":["diffusers","UNet2DConditionModel"],)"
-             R"("vae":["diffusers","AutoencoderKL"],"text_encoder":["transformers","CLIPTextModel"],)"
-             R"("tokenizer":["transformers","CLIPTokenizer"],"scheduler":["diffusers","PNDMScheduler"]})");
+  write_text(root / "model_index.json", R"({"_class_name":"StableDiffusionPipeline","unet":["diffusers","UNet2DConditionModel"],)"
+                                        R"("vae":["diffusers","AutoencoderKL"],"text_encoder":["transformers","CLIPTextModel"],)"
+                                        R"("tokenizer":["transformers","CLIPTokenizer"],"scheduler":["diffusers","PNDMScheduler"]})");
   for (const char* c : {"unet", "vae", "text_encoder"}) write_text(root / c / "config.json", R"({"sample_size":64})");
   write_weights(root / "unet" / "diffusion_pytorch_model.safetensors", total * 70 / 100);
   write_weights(root / "vae" / "diffusion_pytorch_model.safetensors", total * 8 / 100);
@@ -162,8 +159,7 @@ std::string machine() {
     }
   }
   return cpu + ", " + std::to_string(sysconf(_SC_NPROCESSORS_ONLN)) + " cores, " +
-         std::to_string(static_cast<long long>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE) / (1 << 30)) + " GiB, " +
-         u.sysname + " " + u.release;
+         std::to_string(static_cast<long long>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE) / (1 << 30)) + " GiB, " + u.sysname + " " + u.release;
 }
 
 }  // namespace
@@ -179,11 +175,16 @@ int main(int argc, char** argv) {
       if (i + 1 >= argc) die("missing value for " + a);
       return argv[++i];
     };
-    if (a == "--dir") dir = next();
-    else if (a == "--passes") passes = std::stoi(next());
-    else if (a == "--mb") mb = std::stoull(next());
-    else if (a == "--entries") many = std::stoi(next());
-    else die("unknown argument " + a + " (see the comment at the top of bench/bench_dduf.cpp)");
+    if (a == "--dir")
+      dir = next();
+    else if (a == "--passes")
+      passes = std::stoi(next());
+    else if (a == "--mb")
+      mb = std::stoull(next());
+    else if (a == "--entries")
+      many = std::stoi(next());
+    else
+      die("unknown argument " + a + " (see the comment at the top of bench/bench_dduf.cpp)");
   }
   const fs::path root = fs::path(dir) / "safeweights_bench_dduf";
   const fs::path folder = root / "pipeline";
@@ -267,8 +268,8 @@ int main(int argc, char** argv) {
 
   const double pack = median(pack_s), cp = median(cp_s), view = median(view_s), cat = median(cat_s);
   std::printf("machine: %s\n", machine().c_str());
-  std::printf("folder: %.3f GB in %d files; archive %.3f GB; %d passes; medians; GB = 1e9 bytes\n\n",
-              static_cast<double>(bytes) / 1e9, files, static_cast<double>(archive_bytes) / 1e9, passes);
+  std::printf("folder: %.3f GB in %d files; archive %.3f GB; %d passes; medians; GB = 1e9 bytes\n\n", static_cast<double>(bytes) / 1e9, files,
+              static_cast<double>(archive_bytes) / 1e9, passes);
   std::printf("| measurement | median | rate | vs reference |\n|---|---|---|---|\n");
   std::printf("| pack (aligned, CRC, sync) | %.3f s | %.2f GB/s | %.2fx cp -r |\n", pack, static_cast<double>(bytes) / pack / 1e9, cp / pack);
   std::printf("| cp -r + sync (reference) | %.3f s | %.2f GB/s | 1.00x |\n", cp, static_cast<double>(bytes) / cp / 1e9);

@@ -75,8 +75,7 @@ int parse_file(const std::string& path, int warm_rounds) {
   std::vector<double> warm;
   for (int i = 0; i < warm_rounds; ++i) warm.push_back(parse_ms(**source));
   std::sort(warm.begin(), warm.end());
-  std::printf("first_ms=%.3f first_minflt=%ld warm_median_ms=%.3f\n", first, first_faults,
-              warm.empty() ? 0.0 : warm[warm.size() / 2]);
+  std::printf("first_ms=%.3f first_minflt=%ld warm_median_ms=%.3f\n", first, first_faults, warm.empty() ? 0.0 : warm[warm.size() / 2]);
   return 0;
 }
 

@@ -45,8 +45,7 @@ std::vector<gguf::KeyValue> vocabulary(int n) {
 int write_file(const std::string& path, int count, int vocab) {
   static const char* kParts[] = {"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down", "attn_norm"};
   std::vector<TensorDecl> decls;
-  for (int i = 0; i < count; ++i)
-    decls.push_back({"blk." + std::to_string(i / 8) + "." + kParts[i % 8] + ".weight", TensorType::Q8_0, {32, 64}});
+  for (int i = 0; i < count; ++i) decls.push_back({"blk." + std::to_string(i / 8) + "." + kParts[i % 8] + ".weight", TensorType::Q8_0, {32, 64}});
   auto w = gguf::create(path, vocabulary(vocab), decls);
   if (!w.is_ok()) return std::fprintf(stderr, "%s\n", w.error().to_string().c_str()), 1;
   const std::vector<std::byte> block(2 * 34 * 32, std::byte{0x11});
@@ -62,10 +61,14 @@ int main(int argc, char** argv) {
   std::string dir = std::filesystem::temp_directory_path().string();
   int count = 20000, runs = 50, vocab = 32000;
   for (int i = 1; i + 1 < argc; i += 2) {
-    if (!std::strcmp(argv[i], "--dir")) dir = argv[i + 1];
-    else if (!std::strcmp(argv[i], "--tensors")) count = std::atoi(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--runs")) runs = std::atoi(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--vocab")) vocab = std::atoi(argv[i + 1]);
+    if (!std::strcmp(argv[i], "--dir"))
+      dir = argv[i + 1];
+    else if (!std::strcmp(argv[i], "--tensors"))
+      count = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--runs"))
+      runs = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--vocab"))
+      vocab = std::atoi(argv[i + 1]);
   }
   const std::string path = dir + "/safeweights_bench.gguf";
   if (write_file(path, count, vocab) != 0) return 1;
@@ -74,16 +77,14 @@ int main(int argc, char** argv) {
     const auto t0 = std::chrono::steady_clock::now();
     auto f = gguf::open(path);
     const auto t1 = std::chrono::steady_clock::now();
-    if (!f.is_ok() || (*f)->tensors().size() != static_cast<std::size_t>(count))
-      return std::fprintf(stderr, "open failed\n"), 1;
+    if (!f.is_ok() || (*f)->tensors().size() != static_cast<std::size_t>(count)) return std::fprintf(stderr, "open failed\n"), 1;
     ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
   }
   std::sort(ms.begin(), ms.end());
   utsname u{};
   uname(&u);
   std::printf("machine: %s %s, %u hardware threads\n", u.sysname, u.machine, std::thread::hardware_concurrency());
-  std::printf("file: %d tensors, %d-token vocabulary, %ju bytes\n", count, vocab,
-              static_cast<std::uintmax_t>(std::filesystem::file_size(path)));
+  std::printf("file: %d tensors, %d-token vocabulary, %ju bytes\n", count, vocab, static_cast<std::uintmax_t>(std::filesystem::file_size(path)));
   std::printf("gguf::open (all rules): median %.2f ms, min %.2f ms over %d runs\n", ms[ms.size() / 2], ms.front(), runs);
   std::filesystem::remove(path);
   return 0;

@@ -83,13 +83,11 @@ const SynthFile& synth(int tensors) {
     // Fail loudly rather than benchmark an error path.
     auto header = safetensors::Header::parse(*slot->mapped);
     if (!header.is_ok()) {
-      std::fprintf(stderr, "synthetic header with %d tensors does not parse: %s\n", tensors,
-                   header.error().to_string().c_str());
+      std::fprintf(stderr, "synthetic header with %d tensors does not parse: %s\n", tensors, header.error().to_string().c_str());
       std::exit(1);
     }
     if (header->tensors().size() != slot->tensors) {
-      std::fprintf(stderr, "synthetic header: %zu tensors parsed, %zu written\n", header->tensors().size(),
-                   slot->tensors);
+      std::fprintf(stderr, "synthetic header: %zu tensors parsed, %zu written\n", header->tensors().size(), slot->tensors);
       std::exit(1);
     }
   }
@@ -101,8 +99,8 @@ void add_counters(benchmark::State& state, const SynthFile& f) {
   state.counters["header_MB"] = static_cast<double>(f.prefix.size()) / 1e6;
   state.counters["declared_GB"] = static_cast<double>(f.file_size) / 1e9;
   // Seconds per tensor (printed with an SI prefix: "220ns").
-  state.counters["per_tensor"] = benchmark::Counter(
-      static_cast<double>(f.tensors), benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+  state.counters["per_tensor"] =
+      benchmark::Counter(static_cast<double>(f.tensors), benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * f.prefix.size()));
 }
 
@@ -152,7 +150,6 @@ void BM_json_floor(benchmark::State& state) {
 BENCHMARK(BM_parse_mapped)->Arg(700)->Arg(20000)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_parse_unmapped)->Arg(700)->Arg(20000)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_json_floor)->Arg(700)->Arg(20000)->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_parse_scaling)->Arg(5000)->Arg(10000)->Arg(20000)->Arg(40000)->Complexity(benchmark::oN)
-    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_parse_scaling)->Arg(5000)->Arg(10000)->Arg(20000)->Arg(40000)->Complexity(benchmark::oN)->Unit(benchmark::kMillisecond);
 
 BENCHMARK_MAIN();

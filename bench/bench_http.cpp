@@ -47,10 +47,14 @@ int main(int argc, char** argv) {
   std::uint64_t mb = 1024;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string a = argv[i];
-    if (a == "--dir") dir = argv[i + 1];
-    else if (a == "--passes") passes = std::max(1, std::atoi(argv[i + 1]));
-    else if (a == "--mb") mb = std::max(1, std::atoi(argv[i + 1]));
-    else die("unknown argument " + a);
+    if (a == "--dir")
+      dir = argv[i + 1];
+    else if (a == "--passes")
+      passes = std::max(1, std::atoi(argv[i + 1]));
+    else if (a == "--mb")
+      mb = std::max(1, std::atoi(argv[i + 1]));
+    else
+      die("unknown argument " + a);
   }
   swhttp::Servers servers;
   std::string tmpl = dir + "/safeweights-http-XXXXXX";
@@ -65,7 +69,8 @@ int main(int argc, char** argv) {
     std::vector<std::uint64_t> block(1 << 17);  // 1 MiB
     for (std::uint64_t done = 0; done < offset + length; done += 8 * block.size()) {
       for (auto& w : block) w = rng();
-      out.write(reinterpret_cast<const char*>(block.data()), static_cast<std::streamsize>(std::min<std::uint64_t>(8 * block.size(), offset + length - done)));
+      out.write(reinterpret_cast<const char*>(block.data()),
+                static_cast<std::streamsize>(std::min<std::uint64_t>(8 * block.size(), offset + length - done)));
     }
     if (!out) die("cannot write the test file");
   }
@@ -74,8 +79,8 @@ int main(int argc, char** argv) {
     die(servers.problem);
   }
   const std::string url = servers.nginx_url("big.bin");
-  std::printf("bench_http: %llu MiB range of a %llu-byte file, nginx on 127.0.0.1:%d, %d passes\n",
-              static_cast<unsigned long long>(mb), static_cast<unsigned long long>(offset + length), servers.nginx_port, passes);
+  std::printf("bench_http: %llu MiB range of a %llu-byte file, nginx on 127.0.0.1:%d, %d passes\n", static_cast<unsigned long long>(mb),
+              static_cast<unsigned long long>(offset + length), servers.nginx_port, passes);
 
   std::vector<std::byte> buffer(length);  // zero-filled: every page is faulted in before timing
   const std::vector<unsigned> parallels = {1, 4, 8};
@@ -100,8 +105,10 @@ int main(int argc, char** argv) {
         ours_s[k].push_back(std::chrono::duration<double>(Clock::now() - t0).count());
       }
     };
-    if (pass % 2 == 0) run_curl(), run_ours();
-    else run_ours(), run_curl();
+    if (pass % 2 == 0)
+      run_curl(), run_ours();
+    else
+      run_ours(), run_curl();
   }
   // The bytes are the file's bytes.
   {

@@ -72,9 +72,7 @@ void check(const Status& s, const char* what) {
   if (!s.is_ok()) die(std::string(what) + ": " + s.error().to_string());
 }
 
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -83,7 +81,7 @@ double median(std::vector<double> v) {
 }
 
 std::uint64_t file_size_of(const std::string& path) {
-  struct stat st{};
+  struct stat st {};
   return stat(path.c_str(), &st) == 0 ? static_cast<std::uint64_t>(st.st_size) : 0;
 }
 
@@ -127,8 +125,7 @@ void pread_two_threads(const std::string& path, std::byte* dst, std::uint64_t si
 
 // Makes `bytes` of free memory quick to use again: writes and deletes a scratch file of that size in
 // `dir` (page-cache memory) and touches and frees an anonymous buffer of that size.
-void prewarm_free_memory(const std::string& scratch, const std::byte* data, std::uint64_t data_size,
-                         std::uint64_t bytes) {
+void prewarm_free_memory(const std::string& scratch, const std::byte* data, std::uint64_t data_size, std::uint64_t bytes) {
   const int fd = ::open(scratch.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0) die("create " + scratch);
   for (std::uint64_t off = 0; off < bytes;) {
@@ -167,7 +164,7 @@ std::string first_line_with(const char* path, const char* key) {
 }
 
 std::string fs_name(const std::string& dir) {
-  struct statfs s{};
+  struct statfs s {};
   if (statfs(dir.c_str(), &s) != 0) return "?";
   switch (static_cast<unsigned long>(s.f_type)) {
     case 0xEF53: return "ext4";
@@ -216,15 +213,21 @@ int main(int argc, char** argv) {
       if (i + 1 >= argc) die("missing value after " + a);
       return argv[++i];
     };
-    if (a == "--dir") dir = next();
-    else if (a == "--passes") passes = std::atoi(next().c_str());
-    else if (a == "--layers") layers = std::atoi(next().c_str());
-    else if (a == "--remove-input") remove_input = true;
-    else if (a == "--no-prewarm") prewarm = false;
+    if (a == "--dir")
+      dir = next();
+    else if (a == "--passes")
+      passes = std::atoi(next().c_str());
+    else if (a == "--layers")
+      layers = std::atoi(next().c_str());
+    else if (a == "--remove-input")
+      remove_input = true;
+    else if (a == "--no-prewarm")
+      prewarm = false;
     else if (a == "-h" || a == "--help") {
       std::printf("usage: bench_io [--dir DIR] [--passes N] [--layers L] [--no-prewarm] [--remove-input]\n");
       return 0;
-    } else die("unknown argument " + a);
+    } else
+      die("unknown argument " + a);
   }
   if (passes < 1 || layers < 1) die("--passes and --layers must be positive");
 
@@ -336,8 +339,7 @@ int main(int argc, char** argv) {
       },
       [&] {
         const auto t0 = Clock::now();
-        check(safetensors::write_file(out_write, to_write, safetensors::MetadataEntries{{"format", "pt"}}),
-              "write_file");
+        check(safetensors::write_file(out_write, to_write, safetensors::MetadataEntries{{"format", "pt"}}), "write_file");
         const double s = seconds_since(t0);
         if (file_size_of(out_write) != file_bytes) die("write_file produced a file of a different size");
         std::remove(out_write.c_str());  // drops its dirty pages before the next measurement
@@ -369,19 +371,17 @@ int main(int argc, char** argv) {
 
   utsname u{};
   uname(&u);
-  std::printf("\n## bench_io: %zu tensors, %.3f GB data, %.3f GB file, %d passes, page cache warm, prewarm %s\n\n",
-              layout.size(), data_bytes / 1e9, file_bytes / 1e9, passes, prewarm ? "on" : "off");
-  std::printf("machine: %u cores (nproc %ld), %s, MemTotal %s, kernel %s, %s on %s\n\n",
-              std::thread::hardware_concurrency(), sysconf(_SC_NPROCESSORS_ONLN),
-              first_line_with("/proc/cpuinfo", "model name").c_str(),
+  std::printf("\n## bench_io: %zu tensors, %.3f GB data, %.3f GB file, %d passes, page cache warm, prewarm %s\n\n", layout.size(), data_bytes / 1e9,
+              file_bytes / 1e9, passes, prewarm ? "on" : "off");
+  std::printf("machine: %u cores (nproc %ld), %s, MemTotal %s, kernel %s, %s on %s\n\n", std::thread::hardware_concurrency(),
+              sysconf(_SC_NPROCESSORS_ONLN), first_line_with("/proc/cpuinfo", "model name").c_str(),
               first_line_with("/proc/meminfo", "MemTotal").c_str(), u.release, dir.c_str(), fs_name(dir).c_str());
   std::printf("| measurement | median ms | min ms | max ms | GB/s (median) |\n|---|---:|---:|---:|---:|\n");
   std::vector<double> med;
   for (const Row& r : rows) {
     const double m = median(r.secs);
     med.push_back(m);
-    std::printf("| %s | %.1f | %.1f | %.1f | %.2f |\n", r.name.c_str(), m * 1e3,
-                *std::min_element(r.secs.begin(), r.secs.end()) * 1e3,
+    std::printf("| %s | %.1f | %.1f | %.1f | %.2f |\n", r.name.c_str(), m * 1e3, *std::min_element(r.secs.begin(), r.secs.end()) * 1e3,
                 *std::max_element(r.secs.begin(), r.secs.end()) * 1e3, r.bytes / m / 1e9);
   }
   auto rate = [&](std::size_t i) { return rows[i].bytes / med[i]; };

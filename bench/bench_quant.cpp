@@ -54,11 +54,9 @@ void BM_Dequantize(benchmark::State& state, TensorType type) {
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * kRow * sizeof(float)));
 }
 
-const TensorType kTypes[] = {TensorType::F16,  TensorType::BF16, TensorType::Q8_0,   TensorType::Q4_0,
-                             TensorType::Q4_1, TensorType::Q5_0, TensorType::Q5_1,   TensorType::Q2_K,
-                             TensorType::Q3_K, TensorType::Q4_K, TensorType::Q5_K,   TensorType::Q6_K,
-                             TensorType::Q8_K, TensorType::IQ4_NL, TensorType::IQ4_XS, TensorType::TQ1_0,
-                             TensorType::TQ2_0, TensorType::MXFP4};
+const TensorType kTypes[] = {TensorType::F16,  TensorType::BF16,   TensorType::Q8_0,   TensorType::Q4_0,  TensorType::Q4_1,  TensorType::Q5_0,
+                             TensorType::Q5_1, TensorType::Q2_K,   TensorType::Q3_K,   TensorType::Q4_K,  TensorType::Q5_K,  TensorType::Q6_K,
+                             TensorType::Q8_K, TensorType::IQ4_NL, TensorType::IQ4_XS, TensorType::TQ1_0, TensorType::TQ2_0, TensorType::MXFP4};
 
 const bool registered = [] {
   for (TensorType type : kTypes) {

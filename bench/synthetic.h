@@ -74,8 +74,7 @@ inline std::vector<SynthTensor> moe_like(int count) {
   t.reserve(static_cast<std::size_t>(count));
   for (int k = 0; k < count; ++k) {
     const int layer = k / 192, expert = (k % 192) / 3, proj = k % 3;
-    t.push_back({"model.layers." + std::to_string(layer) + ".mlp.experts." + std::to_string(expert) + "." +
-                     kProj[proj] + ".weight",
+    t.push_back({"model.layers." + std::to_string(layer) + ".mlp.experts." + std::to_string(expert) + "." + kProj[proj] + ".weight",
                  safeweights::TensorType::BF16,
                  {64, 128}});
   }

@@ -30,22 +30,21 @@ inline const std::vector<safeweights::TensorType>& storable_types() {
 }
 
 // Aborts (so libFuzzer records the input) with a message when an invariant does not hold.
-#define FUZZ_CHECK(cond)                                                                  \
-  do {                                                                                    \
-    if (!(cond)) {                                                                        \
-      std::fprintf(stderr, "%s:%d: invariant failed: %s\n", __FILE__, __LINE__, #cond);  \
-      std::abort();                                                                       \
-    }                                                                                     \
+#define FUZZ_CHECK(cond)                                                                \
+  do {                                                                                  \
+    if (!(cond)) {                                                                      \
+      std::fprintf(stderr, "%s:%d: invariant failed: %s\n", __FILE__, __LINE__, #cond); \
+      std::abort();                                                                     \
+    }                                                                                   \
   } while (0)
 
-#define FUZZ_CHECK_OK(status_expr)                                                            \
-  do {                                                                                        \
-    const auto& fuzz_status_ = (status_expr);                                                 \
-    if (!fuzz_status_.is_ok()) {                                                              \
-      std::fprintf(stderr, "%s:%d: unexpected error from %s: %s\n", __FILE__, __LINE__,       \
-                   #status_expr, fuzz_status_.error().to_string().c_str());                   \
-      std::abort();                                                                           \
-    }                                                                                         \
+#define FUZZ_CHECK_OK(status_expr)                                                                                                               \
+  do {                                                                                                                                           \
+    const auto& fuzz_status_ = (status_expr);                                                                                                    \
+    if (!fuzz_status_.is_ok()) {                                                                                                                 \
+      std::fprintf(stderr, "%s:%d: unexpected error from %s: %s\n", __FILE__, __LINE__, #status_expr, fuzz_status_.error().to_string().c_str()); \
+      std::abort();                                                                                                                              \
+    }                                                                                                                                            \
   } while (0)
 
 // A source over a private copy of some bytes that is NOT mapped (mapped() returns null), so the
@@ -69,8 +68,6 @@ class UnmappedSource final : public safeweights::ByteSource {
   std::vector<std::byte> bytes_;
 };
 
-inline std::span<const std::byte> as_bytes(const std::uint8_t* data, std::size_t size) {
-  return {reinterpret_cast<const std::byte*>(data), size};
-}
+inline std::span<const std::byte> as_bytes(const std::uint8_t* data, std::size_t size) { return {reinterpret_cast<const std::byte*>(data), size}; }
 
 }  // namespace fuzz

@@ -75,8 +75,7 @@ bool round_trips(TensorType type, const std::byte* block) {
       }
       return best_code == 0;
     }
-    default:
-      return false;
+    default: return false;
   }
 }
 

@@ -27,10 +27,38 @@ namespace {
 
 // Valid UTF-8 text from a palette that stresses JSON escaping.
 std::string make_text(FuzzedDataProvider& fdp, std::size_t max_chars) {
-  static const char* const kPieces[] = {
-      "a", "b", "z", "0", "9", ".", "_", "-", "/", " ", "\"", "\\", "\n", "\t", "\x01", "\x1f",
-      "\x7f", "__metadata__", "weight", "model.layers.", "\xc3\xa9", "\xe4\xb8\xad", "\xf0\x9f\x98\x80",
-      "\xe2\x80\xa8", "\xef\xbb\xbf", "{", "}", "[", "]", ":", ",", "u0000"};
+  static const char* const kPieces[] = {"a",
+                                        "b",
+                                        "z",
+                                        "0",
+                                        "9",
+                                        ".",
+                                        "_",
+                                        "-",
+                                        "/",
+                                        " ",
+                                        "\"",
+                                        "\\",
+                                        "\n",
+                                        "\t",
+                                        "\x01",
+                                        "\x1f",
+                                        "\x7f",
+                                        "__metadata__",
+                                        "weight",
+                                        "model.layers.",
+                                        "\xc3\xa9",
+                                        "\xe4\xb8\xad",
+                                        "\xf0\x9f\x98\x80",
+                                        "\xe2\x80\xa8",
+                                        "\xef\xbb\xbf",
+                                        "{",
+                                        "}",
+                                        "[",
+                                        "]",
+                                        ":",
+                                        ",",
+                                        "u0000"};
   constexpr std::size_t kCount = sizeof(kPieces) / sizeof(kPieces[0]);
   std::string s;
   const std::size_t n = fdp.ConsumeIntegralInRange<std::size_t>(0, max_chars);
@@ -92,9 +120,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   auto bytes = serialize(tensors, c.metadata);
   if (!bytes.is_ok()) {
     const ErrorKind kind = bytes.error().kind();
-    FUZZ_CHECK(kind == ErrorKind::DuplicateKey || kind == ErrorKind::ReservedTensorName ||
-               kind == ErrorKind::MisalignedSlice || kind == ErrorKind::ValidationOverflow ||
-               kind == ErrorKind::InvalidTensorView || kind == ErrorKind::TensorInvalidInfo ||
+    FUZZ_CHECK(kind == ErrorKind::DuplicateKey || kind == ErrorKind::ReservedTensorName || kind == ErrorKind::MisalignedSlice ||
+               kind == ErrorKind::ValidationOverflow || kind == ErrorKind::InvalidTensorView || kind == ErrorKind::TensorInvalidInfo ||
                kind == ErrorKind::InvalidArgument);
     return 0;
   }
@@ -146,8 +173,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     std::map<std::string, std::string> got(header->metadata().begin(), header->metadata().end());
     FUZZ_CHECK(want == got);
     // Keys are written sorted.
-    FUZZ_CHECK(std::is_sorted(header->metadata().begin(), header->metadata().end(),
-                              [](const auto& a, const auto& b) { return a.first < b.first; }));
+    FUZZ_CHECK(std::is_sorted(header->metadata().begin(), header->metadata().end(), [](const auto& a, const auto& b) { return a.first < b.first; }));
   } else if (!c.metadata) {
     FUZZ_CHECK(!header->has_metadata() || count == 0);
   }

@@ -156,8 +156,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const ErrorKind strict_kind = strict_header.error().kind();
     FUZZ_CHECK(strict_kind == kind ||
                (strict_kind == ErrorKind::UnknownField &&
-                (kind == ErrorKind::DuplicateKey || kind == ErrorKind::NonCanonicalEntry ||
-                 kind == ErrorKind::ReservedTensorName)));
+                (kind == ErrorKind::DuplicateKey || kind == ErrorKind::NonCanonicalEntry || kind == ErrorKind::ReservedTensorName)));
     // The unmapped path must reach the same verdict.
     fuzz::UnmappedSource unmapped(input);
     auto again = Header::parse(unmapped);

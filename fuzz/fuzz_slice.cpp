@@ -87,8 +87,7 @@ Model model_slice(const std::vector<std::uint64_t>& shape, const SliceSpec& spec
   }
   std::vector<SliceItem> items = spec.items;
   const std::size_t fill = shape.size() - consuming;
-  auto ell = std::find_if(items.begin(), items.end(),
-                          [](const SliceItem& it) { return it.kind == SliceItem::Kind::Ellipsis; });
+  auto ell = std::find_if(items.begin(), items.end(), [](const SliceItem& it) { return it.kind == SliceItem::Kind::Ellipsis; });
   if (ell != items.end()) {
     const std::size_t at = static_cast<std::size_t>(ell - items.begin());
     items.erase(ell);
@@ -99,9 +98,7 @@ Model model_slice(const std::vector<std::uint64_t>& shape, const SliceSpec& spec
   std::size_t dim = 0;
   for (const SliceItem& it : items) {
     switch (it.kind) {
-      case SliceItem::Kind::NewAxis:
-        m.axes.push_back(OutAxis{});
-        break;
+      case SliceItem::Kind::NewAxis: m.axes.push_back(OutAxis{}); break;
       case SliceItem::Kind::Index: {
         const i128 n = shape[dim];
         i128 i = it.index;
@@ -123,8 +120,7 @@ Model model_slice(const std::vector<std::uint64_t>& shape, const SliceSpec& spec
         ++dim;
         break;
       }
-      case SliceItem::Kind::Ellipsis:
-        break;
+      case SliceItem::Kind::Ellipsis: break;
     }
   }
   FUZZ_CHECK(dim == shape.size());

@@ -8,6 +8,7 @@ PACKAGES=(
   libsimdjson-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev libdeflate-dev
   clang libclang-rt-14-dev   # libFuzzer and the sanitizer runtimes for clang
+  clang-format               # the tree's style (.clang-format), checked by scripts/test.sh
   python3 python3-numpy
   zip unzip                  # Info-ZIP, for the DDUF interoperability tests
   python3-dev pybind11-dev   # the Python package (python/)

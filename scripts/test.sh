@@ -60,7 +60,20 @@ run_ctest() {
   fi
 }
 
+# The C++ sources follow .clang-format (clang-format 14, Debian 12's): `clang-format -i FILE` fixes one.
+format_check() {
+  section "format (.clang-format)"
+  local files
+  mapfile -t files < <(git ls-files '*.cpp' '*.h')
+  if ! clang-format --dry-run --Werror "${files[@]}"; then
+    echo "format: the files above do not follow .clang-format (run: clang-format -i FILE)" >&2
+    return 1
+  fi
+  echo "format: ${#files[@]} files follow .clang-format"
+}
+
 release_tests() {
+  format_check
   section "Release build (build/)"
   current_torch_env_start
   bash scripts/build.sh

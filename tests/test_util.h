@@ -48,9 +48,9 @@ constexpr bool kAddressSanitizer = false;
 namespace swt {
 
 namespace fs = std::filesystem;
-using safeweights::TensorType;
 using safeweights::Error;
 using safeweights::ErrorKind;
+using safeweights::TensorType;
 
 // ---- bytes ---------------------------------------------------------------------------------------
 
@@ -96,9 +96,7 @@ inline std::vector<std::byte> to_bytes(std::string_view s) {
   for (std::size_t i = 0; i < s.size(); ++i) v[i] = static_cast<std::byte>(s[i]);
   return v;
 }
-inline std::string to_string(std::span<const std::byte> b) {
-  return std::string(reinterpret_cast<const char*>(b.data()), b.size());
-}
+inline std::string to_string(std::span<const std::byte> b) { return std::string(reinterpret_cast<const char*>(b.data()), b.size()); }
 
 // Printable rendering of bytes for failure messages.
 inline std::string hexdump(std::string_view s, std::size_t max = 160) {
@@ -138,14 +136,12 @@ inline std::string kind_name(ErrorKind k) { return std::string(safeweights::erro
 template <typename T>
 ::testing::AssertionResult IsKind(const safeweights::Result<T>& r, ErrorKind kind) {
   if (r.is_ok()) return ::testing::AssertionFailure() << "expected " << kind_name(kind) << ", got success";
-  if (r.error().kind() != kind)
-    return ::testing::AssertionFailure() << "expected " << kind_name(kind) << ", got " << describe(r.error());
+  if (r.error().kind() != kind) return ::testing::AssertionFailure() << "expected " << kind_name(kind) << ", got " << describe(r.error());
   return ::testing::AssertionSuccess();
 }
 inline ::testing::AssertionResult IsKind(const safeweights::Status& s, ErrorKind kind) {
   if (s.is_ok()) return ::testing::AssertionFailure() << "expected " << kind_name(kind) << ", got success";
-  if (s.error().kind() != kind)
-    return ::testing::AssertionFailure() << "expected " << kind_name(kind) << ", got " << describe(s.error());
+  if (s.error().kind() != kind) return ::testing::AssertionFailure() << "expected " << kind_name(kind) << ", got " << describe(s.error());
   return ::testing::AssertionSuccess();
 }
 template <typename T>
@@ -158,23 +154,20 @@ inline ::testing::AssertionResult IsOk(const safeweights::Status& s) {
   return ::testing::AssertionSuccess();
 }
 
-inline safeweights::Result<safeweights::safetensors::Header> parse(
-    std::string_view bytes, const safeweights::safetensors::ReadOptions& opt = {},
-    std::string name = "mem.safetensors") {
+inline safeweights::Result<safeweights::safetensors::Header> parse(std::string_view bytes, const safeweights::safetensors::ReadOptions& opt = {},
+                                                                   std::string name = "mem.safetensors") {
   auto src = mem(bytes, std::move(name));
   return safeweights::safetensors::Header::parse(*src, opt);
 }
 
 // Parses `bytes` and checks the kind; on failure prints the input too.
-inline ::testing::AssertionResult ParseFails(std::string_view bytes, ErrorKind kind,
-                                             const safeweights::safetensors::ReadOptions& opt = {}) {
+inline ::testing::AssertionResult ParseFails(std::string_view bytes, ErrorKind kind, const safeweights::safetensors::ReadOptions& opt = {}) {
   auto r = parse(bytes, opt);
   auto a = IsKind(r, kind);
   if (!a) a << "\n  input: " << hexdump(bytes, 400);
   return a;
 }
-inline ::testing::AssertionResult ParseOk(std::string_view bytes,
-                                          const safeweights::safetensors::ReadOptions& opt = {}) {
+inline ::testing::AssertionResult ParseOk(std::string_view bytes, const safeweights::safetensors::ReadOptions& opt = {}) {
   auto r = parse(bytes, opt);
   auto a = IsOk(r);
   if (!a) a << "\n  input: " << hexdump(bytes, 400);

@@ -36,7 +36,7 @@ HttpCli& http_cli();
 // PyTorch checkpoints: --key and --allow-unknown, for every command that reads a FILE (one command runs
 // per process, so they live in one place that input_options() reads).
 struct CheckpointCli {
-  std::string key;            // --key: read the tensors under this top-level key
+  std::string key;             // --key: read the tensors under this top-level key
   bool allow_unknown = false;  // --allow-unknown: unknown globals become inert placeholders
 };
 CheckpointCli& checkpoint_cli();

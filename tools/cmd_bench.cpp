@@ -133,9 +133,7 @@ std::uint64_t file_size(const std::string& path) {
   return end < 0 ? 0 : static_cast<std::uint64_t>(end);
 }
 
-unsigned effective_threads(const BenchArgs& opt) {
-  return opt.threads ? opt.threads : std::max(1u, std::thread::hardware_concurrency());
-}
+unsigned effective_threads(const BenchArgs& opt) { return opt.threads ? opt.threads : std::max(1u, std::thread::hardware_concurrency()); }
 
 // ---- host -------------------------------------------------------------------------------------------
 
@@ -202,9 +200,8 @@ int run_host(const BenchArgs& opt) {
         "{\"file\":%s,\"bytes\":%llu,\"tensors\":%zu,\"passes\":%d,\"threads\":%u,\"cache\":\"%s\",\"open_ms\":%.4f,"
         "\"load_ms\":%.3f,\"load_gbps\":%.3f,\"pread_gbps\":%.3f,\"read_ms\":%.3f,\"read_gbps\":%.3f,"
         "\"ratio\":%.3f,\"ratio_pread\":%.3f}\n",
-        json_quote(opt.file).c_str(), static_cast<unsigned long long>(size), tensors, opt.passes, threads, cache,
-        median(open_s) * 1e3, median(load_s) * 1e3, load_gbps, pread_gbps, median(read_s) * 1e3, read_gbps,
-        load_gbps / read_gbps, load_gbps / pread_gbps);
+        json_quote(opt.file).c_str(), static_cast<unsigned long long>(size), tensors, opt.passes, threads, cache, median(open_s) * 1e3,
+        median(load_s) * 1e3, load_gbps, pread_gbps, median(read_s) * 1e3, read_gbps, load_gbps / read_gbps, load_gbps / pread_gbps);
   } else {
     std::printf("file:              %s (%s, %zu tensors)\n", opt.file.c_str(), human_bytes(size).c_str(), tensors);
     std::printf("passes:            %d (medians; page cache %s; GB = 1e9 bytes; %u threads)\n", opt.passes, cache, threads);
@@ -230,8 +227,7 @@ Result<double> pinned_copy_seconds(Device& device, void* dst, std::uint64_t byte
   for (int pass = 0; pass < 3 && status.is_ok(); ++pass) {
     const auto t0 = Clock::now();
     for (std::uint64_t at = 0; at < bytes && status.is_ok(); at += piece)
-      status = device.copy_async(static_cast<std::byte*>(dst) + at, *pinned,
-                                 static_cast<std::size_t>(std::min<std::uint64_t>(piece, bytes - at)), 0);
+      status = device.copy_async(static_cast<std::byte*>(dst) + at, *pinned, static_cast<std::size_t>(std::min<std::uint64_t>(piece, bytes - at)), 0);
     if (status.is_ok()) status = device.synchronize();
     times.push_back(seconds_since(t0));
   }
@@ -319,15 +315,15 @@ int run_device(const BenchArgs& opt) {
         "\"strategy\":\"%s\",\"direct\":%s,\"registered_bytes\":%llu,\"file_read_bytes\":%llu,\"file_read_path\":\"%s\","
         "\"load_ms\":%.3f,\"load_gbps\":%.3f,"
         "\"h2d_pinned_gbps\":%.3f,\"ratio\":%.3f,\"verified\":%s,\"register_s\":%.4f,\"unregister_s\":%.4f}\n",
-        json_quote(opt.file).c_str(), static_cast<unsigned long long>(bytes), plan.tensors().size(),
-        json_quote((*device)->name()).c_str(), opt.passes, threads, cache, strategy.c_str(), stats.direct ? "true" : "false",
-        static_cast<unsigned long long>(stats.registered_bytes), static_cast<unsigned long long>(stats.file_read_bytes),
-        std::string(file_read_path_name((*device)->file_read_path())).c_str(), median(load_s) * 1e3, load_gbps, h2d_gbps,
-        load_gbps / h2d_gbps, *verified ? "true" : "false", stats.register_seconds, stats.unregister_seconds);
+        json_quote(opt.file).c_str(), static_cast<unsigned long long>(bytes), plan.tensors().size(), json_quote((*device)->name()).c_str(),
+        opt.passes, threads, cache, strategy.c_str(), stats.direct ? "true" : "false", static_cast<unsigned long long>(stats.registered_bytes),
+        static_cast<unsigned long long>(stats.file_read_bytes), std::string(file_read_path_name((*device)->file_read_path())).c_str(),
+        median(load_s) * 1e3, load_gbps, h2d_gbps, load_gbps / h2d_gbps, *verified ? "true" : "false", stats.register_seconds,
+        stats.unregister_seconds);
   } else {
     std::printf("file:            %s (%s, %zu tensors)\n", opt.file.c_str(), human_bytes(bytes).c_str(), plan.tensors().size());
-    std::printf("device:          %s (%s; %u threads; page cache %s%s)\n", (*device)->name().c_str(), strategy.c_str(),
-                threads, cache, stats.direct ? ", O_DIRECT" : "");
+    std::printf("device:          %s (%s; %u threads; page cache %s%s)\n", (*device)->name().c_str(), strategy.c_str(), threads, cache,
+                stats.direct ? ", O_DIRECT" : "");
     std::printf("load:            %.1f ms  %.2f GB/s  (median of %d)\n", median(load_s) * 1e3, load_gbps, opt.passes);
     std::printf("pinned H2D copy: %.2f GB/s  (the limit)\n", h2d_gbps);
     std::printf("ratio:           %.2fx\n", load_gbps / h2d_gbps);

@@ -66,8 +66,7 @@ Status cat(const CatArgs& opt) {
   auto plan = TensorFile::plan_slice(*target.tensor, *spec);
   if (!plan.is_ok()) return std::move(plan).status();
   // Streamed in pieces: memory follows the piece, not what the header declares.
-  if (Status s = copy_slice(*target.source, *plan, 64u << 20, [&](std::span<const std::byte> part) { return sink->write(part); });
-      !s.is_ok()) {
+  if (Status s = copy_slice(*target.source, *plan, 64u << 20, [&](std::span<const std::byte> part) { return sink->write(part); }); !s.is_ok()) {
     return s;
   }
   return sink->finish();

@@ -23,8 +23,7 @@ namespace {
 Status usage(std::string message) { return Error(ErrorKind::InvalidArgument, std::move(message)); }
 
 // --type: the output types offered, lower case: the float types and llama.cpp's usual quantizations.
-constexpr std::string_view kTypes[] = {"f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0",
-                                       "q5_1", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k"};
+constexpr std::string_view kTypes[] = {"f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k"};
 
 std::optional<TensorType> parse_type(std::string_view name) {
   for (const TensorTypeInfo& info : tensor_type_table()) {
@@ -37,9 +36,7 @@ std::optional<TensorType> parse_type(std::string_view name) {
 
 std::function<void(std::size_t, std::uint64_t)> terminal_progress() {
   if (!::isatty(STDERR_FILENO)) return {};
-  return [](std::size_t tensors, std::uint64_t bytes) {
-    std::fprintf(stderr, "\rconverted %zu tensors, %s", tensors, human_bytes(bytes).c_str());
-  };
+  return [](std::size_t tensors, std::uint64_t bytes) { std::fprintf(stderr, "\rconverted %zu tensors, %s", tensors, human_bytes(bytes).c_str()); };
 }
 
 // One line per tensor whose type was decided (changed, or kept against --type), then the totals by type.
@@ -48,8 +45,8 @@ void print_summary(const ConvertReport& report, const std::string& output) {
   for (const ConvertedTensor& t : report.tensors) {
     ++by_type[type_name(t.to)];
     if (t.from == t.to && t.note.empty()) continue;
-    std::printf("%s: %s -> %s%s\n", printable(t.name).c_str(), std::string(type_name(t.from)).c_str(),
-                std::string(type_name(t.to)).c_str(), t.note.empty() ? "" : (" (" + t.note + ")").c_str());
+    std::printf("%s: %s -> %s%s\n", printable(t.name).c_str(), std::string(type_name(t.from)).c_str(), std::string(type_name(t.to)).c_str(),
+                t.note.empty() ? "" : (" (" + t.note + ")").c_str());
   }
   std::string totals;
   for (const auto& [name, count] : by_type) totals += (totals.empty() ? "" : ", ") + std::to_string(count) + " " + std::string(name);

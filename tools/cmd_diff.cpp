@@ -22,9 +22,7 @@ struct Row {
   const TensorEntry* a = nullptr;
   const TensorEntry* b = nullptr;
   std::optional<TensorDiff> diff;
-  bool same() const {
-    return a->type == b->type && std::ranges::equal(a->shape, b->shape) && diff && diff->identical();
-  }
+  bool same() const { return a->type == b->type && std::ranges::equal(a->shape, b->shape) && diff && diff->identical(); }
 };
 
 struct Result_ {
@@ -122,8 +120,8 @@ void print_text(const Result_& r) {
     }
     std::printf("%s\n", line.c_str());
   }
-  std::printf("%s: %zu common tensors (%zu differ), %zu only in A, %zu only in B\n", r.same() ? "same" : "different", r.rows.size(),
-              differ, r.only_a.size(), r.only_b.size());
+  std::printf("%s: %zu common tensors (%zu differ), %zu only in A, %zu only in B\n", r.same() ? "same" : "different", r.rows.size(), differ,
+              r.only_a.size(), r.only_b.size());
 }
 
 Result<int> diff(const DiffArgs& opt) {
@@ -134,8 +132,10 @@ Result<int> diff(const DiffArgs& opt) {
   if (!b.is_ok()) return b.error();
   auto r = compare(**a, **b);
   if (!r.is_ok()) return r.error();
-  if (opt.json) print_json(opt, *r);
-  else print_text(*r);
+  if (opt.json)
+    print_json(opt, *r);
+  else
+    print_text(*r);
   return r->same() ? kExitOk : kExitDiffer;
 }
 

@@ -33,14 +33,12 @@ int run_validate(const ValidateArgs& opt) {
     Outcome out = validate_one(path, opt);
     all_valid = all_valid && out.status.is_ok();
     if (opt.json) {
-      std::string line = "{\"file\":" + json_quote(path) + ",\"format\":" +
-                         (out.format ? json_quote(out.format->name()) : std::string("null")) +
-                         ",\"valid\":" + (out.status.is_ok() ? "true" : "false") + ",\"error\":" +
-                         (out.status.is_ok() ? std::string("null") : error_json(out.status.error())) + "}";
+      std::string line = "{\"file\":" + json_quote(path) + ",\"format\":" + (out.format ? json_quote(out.format->name()) : std::string("null")) +
+                         ",\"valid\":" + (out.status.is_ok() ? "true" : "false") +
+                         ",\"error\":" + (out.status.is_ok() ? std::string("null") : error_json(out.status.error())) + "}";
       std::printf("%s\n", line.c_str());
     } else if (out.status.is_ok()) {
-      std::printf("%s: OK (%s, %s)\n", printable(path).c_str(), std::string(out.format->name()).c_str(),
-                  printable(out.summary).c_str());
+      std::printf("%s: OK (%s, %s)\n", printable(path).c_str(), std::string(out.format->name()).c_str(), printable(out.summary).c_str());
     } else {
       std::printf("%s: INVALID\n", printable(path).c_str());
       print_error(out.status.error());

@@ -25,14 +25,13 @@ void add_backend_option(CLI::App* cmd, std::string& backend, const std::string& 
 
 void add_http_options(CLI::App* cmd) {
   HttpCli& http = http_cli();
-  cmd->add_option("--header", http.headers,
-                  "HTTP(S) FILE: send this header, \"Name: value\" (repeatable; only to the URL's own host)");
+  cmd->add_option("--header", http.headers, "HTTP(S) FILE: send this header, \"Name: value\" (repeatable; only to the URL's own host)");
   cmd->add_flag("--stats", http.stats, "print HTTP requests made and bytes transferred to stderr");
   cmd->add_option("--cacert", http.cacert, "HTTPS FILE: trust the CA certificates in this PEM file (default: the system's)")
       ->check(CLI::ExistingFile);
   cmd->add_option("--timeout", http.timeout,
-                  std::string("HTTP(S) FILE: deadline of each request in seconds, retries included (0: none; default: $") +
-                      kHttpTimeoutEnv + ", else " + std::to_string(static_cast<int>(kDefaultHttpTimeoutS)) + ")")
+                  std::string("HTTP(S) FILE: deadline of each request in seconds, retries included (0: none; default: $") + kHttpTimeoutEnv +
+                      ", else " + std::to_string(static_cast<int>(kDefaultHttpTimeoutS)) + ")")
       ->check(CLI::NonNegativeNumber);
 }
 
@@ -52,7 +51,9 @@ void add_input_options(CLI::App* cmd, std::string& backend) {
 }
 
 void add_validate(CLI::App& app, ValidateArgs& args, int& exit_code) {
-  CLI::App* cmd = app.add_subcommand("validate", "Check files against every rule of their format (DDUF: also every entry's CRC and contents); exit 0 if all are valid, 1 if any is not");
+  CLI::App* cmd = app.add_subcommand(
+      "validate",
+      "Check files against every rule of their format (DDUF: also every entry's CRC and contents); exit 0 if all are valid, 1 if any is not");
   cmd->add_option("FILE", args.files, "files (paths or http(s):// URLs) of any supported format: " + kAnyFormat)->required();
   cmd->add_flag("--quick", args.quick, "DDUF: skip the CRC-32 check of every entry");
   cmd->add_flag("--crc", args.crc, "DDUF over HTTP(S): also check every entry's CRC-32 (downloads every entry; off by default for URLs)");
@@ -66,7 +67,9 @@ void add_inspect(CLI::App& app, InspectArgs& args, int& exit_code) {
   CLI::App* cmd = app.add_subcommand("inspect", "Show a file's tensors (name, dtype, shape, size), totals by dtype and metadata");
   cmd->add_option("FILE", args.file, "a file (a path or an http(s):// URL) of any supported format: " + kAnyFormat)->required();
   cmd->add_option("ENTRY", args.entry, "DDUF: a .safetensors entry to inspect as a safetensors file");
-  cmd->add_flag("--json", args.json, "machine-readable: {format, header_size, metadata, tensors: [{name, dtype, shape, data_offsets}]}; DDUF: {format, entries: [{name, offset, length}], components}");
+  cmd->add_flag("--json", args.json,
+                "machine-readable: {format, header_size, metadata, tensors: [{name, dtype, shape, data_offsets}]}; DDUF: {format, entries: [{name, "
+                "offset, length}], components}");
   add_input_options(cmd, args.backend);
   cmd->callback([&args, &exit_code] { exit_code = run_inspect(args); });
 }
@@ -100,8 +103,7 @@ void add_bench(CLI::App& app, BenchArgs& args, int& exit_code) {
   cmd->add_option("--chunk-mib", args.chunk_mib, "read chunk in MiB (default 16)")->check(CLI::Range(0, 4096));
   cmd->add_option("--register-mib", args.register_mib, "device loads: MiB page-locked at once by registration (default 256)")
       ->check(CLI::Range(0, 65536));
-  cmd->add_option("--buffer-mib", args.buffer_mib, "device loads: one pinned staging buffer in MiB (default 4)")
-      ->check(CLI::Range(0, 1024));
+  cmd->add_option("--buffer-mib", args.buffer_mib, "device loads: one pinned staging buffer in MiB (default 4)")->check(CLI::Range(0, 1024));
   cmd->callback([&args, &exit_code] { exit_code = run_bench(args); });
 }
 
@@ -143,7 +145,8 @@ void add_convert(CLI::App& app, ConvertArgs& args, int& exit_code) {
                   "not whole blocks fall back to a type that fits, integers are kept");
   cmd->add_option("--threads", args.threads, "threads that quantize (default: one per core)");
   cmd->add_option("--entry", args.entry, "DDUF input: the .safetensors entry to convert");
-  cmd->add_flag("--dedup", args.dedup, "PyTorch -> safetensors: write one copy of tensors that share storage; the others become aliases in __metadata__");
+  cmd->add_flag("--dedup", args.dedup,
+                "PyTorch -> safetensors: write one copy of tensors that share storage; the others become aliases in __metadata__");
   add_checkpoint_options(cmd);
   cmd->add_flag("--durable", args.durable, "fsync the output before renaming it into place");
   cmd->add_option("--split-max-size", args.split_max_size,

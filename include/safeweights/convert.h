@@ -36,13 +36,13 @@ struct ConvertTensor {
 };
 
 struct ConvertOptions {
-  std::optional<TensorType> type;            // none: every tensor keeps its type
-  unsigned threads = 0;                      // 0: every core
-  std::vector<ConvertTensor> tensors;        // empty: every input tensor, same name, file order
-  std::vector<gguf::KeyValue> gguf_kv;       // metadata of a GGUF output (beyond what convert() adds)
-  bool carry_metadata = true;                // the input's metadata into the output (docs/GGUF.md, "Conversion")
-  bool durable = false;                      // fsync before the rename
-  gguf::SplitOptions split;                  // a .gguf output written as llama.cpp's split files OUT-00001-of-0000N.gguf
+  std::optional<TensorType> type;       // none: every tensor keeps its type
+  unsigned threads = 0;                 // 0: every core
+  std::vector<ConvertTensor> tensors;   // empty: every input tensor, same name, file order
+  std::vector<gguf::KeyValue> gguf_kv;  // metadata of a GGUF output (beyond what convert() adds)
+  bool carry_metadata = true;           // the input's metadata into the output (docs/GGUF.md, "Conversion")
+  bool durable = false;                 // fsync before the rename
+  gguf::SplitOptions split;             // a .gguf output written as llama.cpp's split files OUT-00001-of-0000N.gguf
   std::function<void(std::size_t tensors_done, std::uint64_t bytes_done)> progress;
 };
 

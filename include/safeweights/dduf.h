@@ -38,8 +38,8 @@ namespace safeweights::dduf {
 SAFEWEIGHTS_API_BEGIN
 
 inline constexpr std::array<std::string_view, 4> kAllowedExtensions = {".json", ".model", ".safetensors", ".txt"};
-inline constexpr std::array<std::string_view, 4> kFolderConfigFiles = {
-    "config.json", "tokenizer_config.json", "preprocessor_config.json", "scheduler_config.json"};
+inline constexpr std::array<std::string_view, 4> kFolderConfigFiles = {"config.json", "tokenizer_config.json", "preprocessor_config.json",
+                                                                       "scheduler_config.json"};
 inline constexpr std::string_view kModelIndex = "model_index.json";
 
 // As huggingface_hub's DDUFEntry: where the entry's data starts in the archive, and its size.
@@ -73,8 +73,7 @@ class Reader {
   // The entry's bytes as a source of their own, zero-copy (InvalidArgument if absent).
   Result<SourcePtr> open_entry(std::string_view filename) const;
   // A .safetensors entry as a safetensors file (all of its rules apply), without copying.
-  Result<safetensors::Reader> open_safetensors(std::string_view filename,
-                                               const safetensors::ReadOptions& options = {}) const;
+  Result<safetensors::Reader> open_safetensors(std::string_view filename, const safetensors::ReadOptions& options = {}) const;
 
   // Deep checks that opening does not do: CRCs, safetensors entries, JSON entries.
   Status verify(const VerifyOptions& options = {}) const;

@@ -133,26 +133,26 @@ enum class DeviceStrategy : std::uint8_t { Auto, Staging, Register, Hybrid, GpuD
 
 struct DeviceLoadOptions {
   DeviceStrategy strategy = DeviceStrategy::Auto;
-  std::uint64_t buffer_bytes = 0;          // one staging buffer or one GpuDirect read (0: 4 MiB); at least
-                                           // the largest shard chunk; smaller when staging_bytes requires
-  std::uint64_t staging_bytes = 0;         // pinned staging in all, a hard limit (ResourceLimit when even
-                                           // one buffer does not fit); 0: two buffers per thread, at most 1 GiB,
-                                           // or the smallest ring that holds the largest shard chunk if more
-  std::uint64_t device_memory_limit = 0;   // 0: the device's free memory
-  std::uint64_t register_bytes = 0;        // registration: contiguous chunks page-locked at once (0: 256 MiB)
+  std::uint64_t buffer_bytes = 0;         // one staging buffer or one GpuDirect read (0: 4 MiB); at least
+                                          // the largest shard chunk; smaller when staging_bytes requires
+  std::uint64_t staging_bytes = 0;        // pinned staging in all, a hard limit (ResourceLimit when even
+                                          // one buffer does not fit); 0: two buffers per thread, at most 1 GiB,
+                                          // or the smallest ring that holds the largest shard chunk if more
+  std::uint64_t device_memory_limit = 0;  // 0: the device's free memory
+  std::uint64_t register_bytes = 0;       // registration: contiguous chunks page-locked at once (0: 256 MiB)
 };
 
 // What a load did.
 struct DeviceLoadStats {
   DeviceStrategy strategy = DeviceStrategy::Staging;  // what ran (Auto resolved)
-  std::uint64_t staged_bytes = 0;      // through pinned buffers
-  std::uint64_t registered_bytes = 0;  // copied from registered pages
-  std::uint64_t file_read_bytes = 0;   // read by the device itself (GpuDirect)
-  bool direct = false;                 // some sources were opened with O_DIRECT
-  std::uint64_t direct_bytes = 0;      // read with O_DIRECT into staging buffers (the rest of a direct
-                                       // source's bytes: pread, where offsets or buffers were unaligned)
-  double register_seconds = 0;         // spent page-locking (cudaHostRegister)
-  double unregister_seconds = 0;       // spent unlocking at the end
+  std::uint64_t staged_bytes = 0;                     // through pinned buffers
+  std::uint64_t registered_bytes = 0;                 // copied from registered pages
+  std::uint64_t file_read_bytes = 0;                  // read by the device itself (GpuDirect)
+  bool direct = false;                                // some sources were opened with O_DIRECT
+  std::uint64_t direct_bytes = 0;                     // read with O_DIRECT into staging buffers (the rest of a direct
+                                                      // source's bytes: pread, where offsets or buffers were unaligned)
+  double register_seconds = 0;                        // spent page-locking (cudaHostRegister)
+  double unregister_seconds = 0;                      // spent unlocking at the end
 };
 
 // Device memory holding a plan's destination; freed with the last reference.
@@ -167,8 +167,7 @@ struct DeviceLoad {
 Result<DeviceLoadStats> load_to_device(const LoadPlan& plan, Device& device, void* dst, std::uint64_t dst_size,
                                        const DeviceLoadOptions& options = {});
 // The same into one new device allocation.
-Result<DeviceLoad> load_to_device(const LoadPlan& plan, const std::shared_ptr<Device>& device,
-                                  const DeviceLoadOptions& options = {});
+Result<DeviceLoad> load_to_device(const LoadPlan& plan, const std::shared_ptr<Device>& device, const DeviceLoadOptions& options = {});
 
 std::string_view strategy_name(DeviceStrategy strategy) noexcept;
 // The strategy named by strategy_name; InvalidArgument for another name.

@@ -104,9 +104,9 @@ std::optional<ErrorKind> error_kind_from_name(std::string_view name) noexcept;
 
 // Where an error happened. Empty strings / nullopt mean "not known".
 struct ErrorContext {
-  std::string file;                   // path or URL of the outermost input
-  std::string entry;                  // archive entry (DDUF), when inside one
-  std::string tensor;                 // tensor name, when one is concerned
+  std::string file;                     // path or URL of the outermost input
+  std::string entry;                    // archive entry (DDUF), when inside one
+  std::string tensor;                   // tensor name, when one is concerned
   std::optional<std::uint64_t> offset;  // byte offset in `file`, when known
 };
 
@@ -172,7 +172,7 @@ class [[nodiscard]] Status {
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::in_place_index<0>, std::move(value)) {}     // NOLINT: implicit on purpose
+  Result(T value) : v_(std::in_place_index<0>, std::move(value)) {}      // NOLINT: implicit on purpose
   Result(Error error) : v_(std::in_place_index<1>, std::move(error)) {}  // NOLINT: implicit on purpose
   // Precondition: !status.is_ok().
   Result(Status status) : v_(std::in_place_index<1>, std::move(status).error()) {}  // NOLINT

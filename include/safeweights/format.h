@@ -67,14 +67,13 @@ class Format {
   // Checks every rule of the format; a one-line summary for a valid file ("12 tensors, 1.2 GiB of data").
   virtual Result<std::string> validate(const std::string& path, const FormatOptions& options) const = 0;
   // Describes the file: one JSON object (one shape per format, documented in README) or text for people.
-  virtual Result<std::string> inspect(const std::string& path, std::span<const std::string> members,
-                                      const FormatOptions& options, bool json) const = 0;
+  virtual Result<std::string> inspect(const std::string& path, std::span<const std::string> members, const FormatOptions& options,
+                                      bool json) const = 0;
   // The file's tensors, format-neutral. `members` names what to open inside an archive.
   virtual Result<std::unique_ptr<TensorFile>> open(const std::string& path, std::span<const std::string> members,
                                                    const FormatOptions& options) const = 0;
   // What `cat PATH NAMES...` writes. By default the one tensor named by names[0] of open(path).
-  virtual Result<CatTarget> locate(const std::string& path, std::span<const std::string> names,
-                                   const FormatOptions& options) const;
+  virtual Result<CatTarget> locate(const std::string& path, std::span<const std::string> names, const FormatOptions& options) const;
 };
 
 // The CatTarget of one tensor of an opened file (TensorNotFound when absent).
@@ -90,8 +89,7 @@ Result<const Format*> detect_format(const std::string& path, const FormatOptions
 // Opens a file of any registered format (for a DDUF archive, its .safetensors member `entry`), or a
 // Hugging Face model folder (model.safetensors.index.json, else model.safetensors), as one TensorFile:
 // what convert(), diff and the loaders read. FileNotFound for a folder with neither.
-Result<std::unique_ptr<TensorFile>> open_tensors(const std::string& path, const std::string& entry = {},
-                                                 const FormatOptions& options = {});
+Result<std::unique_ptr<TensorFile>> open_tensors(const std::string& path, const std::string& entry = {}, const FormatOptions& options = {});
 
 // The resolver of `options`, or the default one.
 const Resolver& resolver_of(const FormatOptions& options);

@@ -217,9 +217,8 @@ Result<std::uint64_t> parse_split_size(std::string_view text);
 // (RLIMIT_NOFILE) otherwise.
 class SplitWriter final : public TensorSink {
  public:
-  static Result<std::unique_ptr<SplitWriter>> create(const std::string& prefix, std::vector<KeyValue> kv,
-                                                     std::vector<TensorDecl> tensors, const SplitOptions& split,
-                                                     const WriterOptions& options = {});
+  static Result<std::unique_ptr<SplitWriter>> create(const std::string& prefix, std::vector<KeyValue> kv, std::vector<TensorDecl> tensors,
+                                                     const SplitOptions& split, const WriterOptions& options = {});
   ~SplitWriter() override;
 
   // The files, in order.

@@ -53,13 +53,12 @@ struct LlamaPlan {
 // rope scaling other than linear, a tensor it has no name for); InvalidArgument for a malformed or
 // out-of-range configuration, naming the file and key; TensorNotFound for a missing tensor;
 // FileNotFound when there is no tokenizer.
-Result<LlamaPlan> plan(const std::string& folder, const TensorFile& weights, std::optional<TensorType> type,
-                       const LlamaOptions& options = {});
+Result<LlamaPlan> plan(const std::string& folder, const TensorFile& weights, std::optional<TensorType> type, const LlamaOptions& options = {});
 
 // open_tensors(folder) + plan + convert(): `options` gives the type, threads, progress and durability;
 // its `tensors` and `gguf_kv` are replaced by the plan.
-Result<ConvertReport> convert_folder_to_gguf(const std::string& folder, const std::string& output_path,
-                                             ConvertOptions options, const LlamaOptions& llama = {});
+Result<ConvertReport> convert_folder_to_gguf(const std::string& folder, const std::string& output_path, ConvertOptions options,
+                                             const LlamaOptions& llama = {});
 
 SAFEWEIGHTS_API_END
 }  // namespace safeweights::hf

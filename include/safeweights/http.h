@@ -71,10 +71,10 @@ struct HttpOptions {
   // attempt, Timeout. 0: no minimum.
   std::uint64_t min_rate = 1024;
   long stall_timeout_s = 30;
-  int max_retries = 4;               // attempts after the first, per request
-  long backoff_initial_ms = 200;     // doubled after each retry, at most backoff_max_ms
+  int max_retries = 4;            // attempts after the first, per request
+  long backoff_initial_ms = 200;  // doubled after each retry, at most backoff_max_ms
   long backoff_max_ms = 5'000;
-  unsigned parallel = 8;             // requests in flight at most, per source
+  unsigned parallel = 8;                // requests in flight at most, per source
   std::uint64_t chunk_size = 8u << 20;  // large reads are split into requests of this size
   std::uint64_t readahead = 64u << 10;  // block size of the small-read cache; first request's size
   unsigned cache_blocks = 64;           // blocks the small-read cache keeps (least recently used go)
@@ -93,8 +93,7 @@ struct HttpOptions {
 Result<SourcePtr> open_url(const std::string& url, const HttpOptions& options = {});
 
 // A URL through open_url(), anything else through open_file().
-Result<SourcePtr> open_source(const std::string& path_or_url, FileBackend backend = FileBackend::Mmap,
-                              const HttpOptions& options = {});
+Result<SourcePtr> open_source(const std::string& path_or_url, FileBackend backend = FileBackend::Mmap, const HttpOptions& options = {});
 
 SAFEWEIGHTS_API_END
 }  // namespace safeweights

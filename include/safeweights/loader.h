@@ -59,8 +59,8 @@ struct TensorShard {
 };
 
 struct LoaderOptions {
-  unsigned threads = 0;              // 0: one per core
-  std::uint64_t chunk_bytes = 0;     // 0: 16 MiB; rounded up to a multiple of 4 KiB
+  unsigned threads = 0;           // 0: one per core
+  std::uint64_t chunk_bytes = 0;  // 0: 16 MiB; rounded up to a multiple of 4 KiB
   ReadMode read = ReadMode::Auto;
   std::optional<TensorShard> shard;  // tensor-parallel loading
   std::uint64_t memory_limit = 0;    // load_host: the most host memory the destination may take (0: the
@@ -69,11 +69,11 @@ struct LoaderOptions {
 
 // Where one tensor landed in the destination.
 struct PlacedTensor {
-  TensorEntry entry;                  // the source tensor
-  std::vector<std::uint64_t> shape;   // its shape, or its shard's
-  std::uint64_t offset = 0;           // of its first byte in the destination
-  std::uint64_t nbytes = 0;           // its bytes (or its shard's)
-  bool sharded = false;               // only this rank's part was read
+  TensorEntry entry;                 // the source tensor
+  std::vector<std::uint64_t> shape;  // its shape, or its shard's
+  std::uint64_t offset = 0;          // of its first byte in the destination
+  std::uint64_t nbytes = 0;          // its bytes (or its shard's)
+  bool sharded = false;              // only this rank's part was read
 };
 
 // One read of a plan: `length` bytes of `source` at `offset` to destination offset `dst`; or, when
@@ -119,9 +119,7 @@ class LoadPlan {
 struct HostLoad {
   std::shared_ptr<std::byte[]> buffer;
   std::uint64_t size = 0;
-  std::span<const std::byte> bytes_of(const PlacedTensor& t) const noexcept {
-    return {buffer.get() + t.offset, static_cast<std::size_t>(t.nbytes)};
-  }
+  std::span<const std::byte> bytes_of(const PlacedTensor& t) const noexcept { return {buffer.get() + t.offset, static_cast<std::size_t>(t.nbytes)}; }
 };
 
 // Reads the plan into dst (dst.size() == plan.size(); InvalidArgument otherwise). Bytes of dst that no

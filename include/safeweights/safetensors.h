@@ -158,16 +158,15 @@ class Header {
 // A tensor's place in its source, and its bytes when the source is mapped.
 struct TensorView {
   const TensorInfo* info = nullptr;
-  std::uint64_t offset = 0;          // absolute offset of the first byte in the source
-  std::span<const std::byte> data;   // the bytes, when mapped; data.data() == nullptr otherwise
+  std::uint64_t offset = 0;         // absolute offset of the first byte in the source
+  std::span<const std::byte> data;  // the bytes, when mapped; data.data() == nullptr otherwise
 
   bool is_mapped() const noexcept { return data.data() != nullptr || info->nbytes() == 0; }
 };
 
 class Reader {
  public:
-  static Result<Reader> open(const std::string& path, FileBackend backend = FileBackend::Mmap,
-                             const ReadOptions& options = {});
+  static Result<Reader> open(const std::string& path, FileBackend backend = FileBackend::Mmap, const ReadOptions& options = {});
   static Result<Reader> open(SourcePtr source, const ReadOptions& options = {});
 
   const Header& header() const noexcept { return *header_; }
@@ -194,8 +193,7 @@ class Reader {
   // entries, then load_host or load_into.
 
  private:
-  Reader(SourcePtr source, std::shared_ptr<const Header> header)
-      : source_(std::move(source)), header_(std::move(header)) {}
+  Reader(SourcePtr source, std::shared_ptr<const Header> header) : source_(std::move(source)), header_(std::move(header)) {}
   SourcePtr source_;
   std::shared_ptr<const Header> header_;
 };

@@ -90,16 +90,15 @@ void serialize_into(const Layout& layout, std::span<const TensorData> tensors, s
 // The whole file in memory.
 Result<std::vector<std::byte>> serialize(std::span<const TensorData> tensors, const Metadata& metadata = {});
 // Writes the file atomically (temp file + rename).
-Status write_file(const std::string& path, std::span<const TensorData> tensors,
-                  const Metadata& metadata = {}, const WriteOptions& options = {});
+Status write_file(const std::string& path, std::span<const TensorData> tensors, const Metadata& metadata = {}, const WriteOptions& options = {});
 
 // The safetensors TensorSink: creates `path` for the declared tensors (their order is the file's; the
 // header is written now), takes their bytes in any order, whole or in chunks (copy_chunk in the kernel
 // from a local file), and commits the file atomically on finish(). The refusals of Layout::plan, with the
 // path; the sink's own (an undeclared name, a tensor written twice, wrong sizes, an incomplete tensor at
 // finish) are InvalidArgument naming the path and the tensor. An unfinished sink leaves no file behind.
-Result<std::unique_ptr<TensorSink>> create(const std::string& path, std::vector<TensorDecl> tensors,
-                                           const Metadata& metadata = {}, const WriteOptions& options = {});
+Result<std::unique_ptr<TensorSink>> create(const std::string& path, std::vector<TensorDecl> tensors, const Metadata& metadata = {},
+                                           const WriteOptions& options = {});
 
 SAFEWEIGHTS_API_END
 }  // namespace safeweights::safetensors

@@ -30,12 +30,11 @@ SAFEWEIGHTS_API_BEGIN
 
 class ShardedReader {
  public:
-  static Result<ShardedReader> open(const std::string& index_path, FileBackend backend = FileBackend::Mmap,
-                                    const ReadOptions& options = {});
+  static Result<ShardedReader> open(const std::string& index_path, FileBackend backend = FileBackend::Mmap, const ReadOptions& options = {});
   // The same with the index and its shards opened through `resolver` (so over HTTP: shards are the
   // URLs beside the index's).
-  static Result<ShardedReader> open(const std::string& index_path, const Resolver& resolver,
-                                    FileBackend backend = FileBackend::Mmap, const ReadOptions& options = {});
+  static Result<ShardedReader> open(const std::string& index_path, const Resolver& resolver, FileBackend backend = FileBackend::Mmap,
+                                    const ReadOptions& options = {});
 
   struct Location {
     const Reader* shard;
@@ -60,7 +59,7 @@ class ShardedReader {
 
 struct ShardOptions {
   std::uint64_t max_shard_bytes = 5'000'000'000;  // transformers' default "5GB"
-  std::string prefix = "model";                    // model-00001-of-00002.safetensors
+  std::string prefix = "model";                   // model-00001-of-00002.safetensors
   Metadata shard_metadata = MetadataEntries{{"format", "pt"}};
   WriteOptions write;
 };
@@ -72,8 +71,7 @@ struct ShardedWriteResult {
 
 // Writes the tensors into `folder` (which must exist). With one shard the file is `{prefix}.safetensors`
 // and no index is written, as transformers does.
-Result<ShardedWriteResult> write_sharded(const std::string& folder, std::span<const TensorData> tensors,
-                                         const ShardOptions& options = {});
+Result<ShardedWriteResult> write_sharded(const std::string& folder, std::span<const TensorData> tensors, const ShardOptions& options = {});
 
 SAFEWEIGHTS_API_END
 }  // namespace safeweights::safetensors

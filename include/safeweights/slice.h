@@ -30,14 +30,13 @@ SAFEWEIGHTS_API_BEGIN
 struct SliceItem {
   enum class Kind : std::uint8_t { Index, Range, Ellipsis, NewAxis };
   Kind kind = Kind::Range;
-  std::int64_t index = 0;               // Kind::Index
-  std::optional<std::int64_t> start;    // Kind::Range; values beyond int64 are saturated when parsed
+  std::int64_t index = 0;             // Kind::Index
+  std::optional<std::int64_t> start;  // Kind::Range; values beyond int64 are saturated when parsed
   std::optional<std::int64_t> stop;
-  std::optional<std::int64_t> step;     // nullopt means 1; 0 is rejected by plan_slice
+  std::optional<std::int64_t> step;  // nullopt means 1; 0 is rejected by plan_slice
 
   static SliceItem at(std::int64_t i) { return {Kind::Index, i, {}, {}, {}}; }
-  static SliceItem range(std::optional<std::int64_t> start = {}, std::optional<std::int64_t> stop = {},
-                         std::optional<std::int64_t> step = {}) {
+  static SliceItem range(std::optional<std::int64_t> start = {}, std::optional<std::int64_t> stop = {}, std::optional<std::int64_t> step = {}) {
     return {Kind::Range, 0, start, stop, step};
   }
   static SliceItem ellipsis() { return {Kind::Ellipsis, 0, {}, {}, {}}; }
@@ -102,8 +101,7 @@ class SlicePlan {
   };
 
  private:
-  friend Result<SlicePlan> plan_slice(std::span<const std::uint64_t>, TensorType, const SliceSpec&,
-                                      std::uint64_t);
+  friend Result<SlicePlan> plan_slice(std::span<const std::uint64_t>, TensorType, const SliceSpec&, std::uint64_t);
   struct Loop {
     std::uint64_t count;
     std::int64_t step_bytes;  // signed: negative steps walk backwards
@@ -118,8 +116,7 @@ class SlicePlan {
 };
 
 // Applies `spec` to a tensor of `shape` and `dtype` whose first byte is at `base_offset` in its source.
-Result<SlicePlan> plan_slice(std::span<const std::uint64_t> shape, TensorType dtype, const SliceSpec& spec,
-                             std::uint64_t base_offset = 0);
+Result<SlicePlan> plan_slice(std::span<const std::uint64_t> shape, TensorType dtype, const SliceSpec& spec, std::uint64_t base_offset = 0);
 
 // Reads the plan's bytes from `source` into dst (dst.size() == plan.nbytes()), in result order.
 Status read_slice(const ByteSource& source, const SlicePlan& plan, std::span<std::byte> dst);

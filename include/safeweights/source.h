@@ -110,8 +110,7 @@ using ByteSink = std::function<Status(std::span<const std::byte>)>;
 // written out: a 2 GiB PyTorch conversion went from 0.78x to 0.87x of cp, medians, when its buffer went
 // from 16 MiB to this), 8 MiB for any other (an HTTP source pays a request per read).
 std::uint64_t copy_buffer_size(const ByteSource& source) noexcept;
-Status copy_range(const ByteSource& source, std::uint64_t offset, std::uint64_t length, std::uint64_t chunk,
-                  const ByteSink& sink);
+Status copy_range(const ByteSource& source, std::uint64_t offset, std::uint64_t length, std::uint64_t chunk, const ByteSink& sink);
 
 // Memory sized by an input or a request. Every buffer the library sizes from what a file or a server
 // declares, or from what a caller asks for, comes from these: a size beyond the budget, or an allocation
@@ -158,15 +157,13 @@ bool mapping_fault_guard() noexcept;
 Result<SourcePtr> open_file(const std::string& path, FileBackend backend = FileBackend::Mmap);
 
 // A source over memory the caller owns. `keepalive`, when given, is held as long as the source is.
-SourcePtr memory_source(std::span<const std::byte> bytes, std::string name = "<memory>",
-                        std::shared_ptr<const void> keepalive = nullptr);
+SourcePtr memory_source(std::span<const std::byte> bytes, std::string name = "<memory>", std::shared_ptr<const void> keepalive = nullptr);
 // A source that owns its bytes.
 SourcePtr owned_memory_source(std::vector<std::byte> bytes, std::string name = "<memory>");
 
 // The bytes [offset, offset + length) of `parent`, as a source of its own (it keeps `parent` alive).
 // Mapped when the parent is. OutOfRange when the range does not lie inside the parent.
-Result<SourcePtr> subrange_source(SourcePtr parent, std::uint64_t offset, std::uint64_t length,
-                                  std::string name);
+Result<SourcePtr> subrange_source(SourcePtr parent, std::uint64_t offset, std::uint64_t length, std::string name);
 
 SAFEWEIGHTS_API_END
 }  // namespace safeweights

@@ -89,9 +89,9 @@ enum class TypeClass : std::uint8_t { Bool, Unsigned, Signed, Float, Complex, Qu
 
 struct TensorTypeInfo {
   TensorType type;
-  std::string_view name;        // canonical name: "F32", "Q8_0"
+  std::string_view name;  // canonical name: "F32", "Q8_0"
   TypeClass cls;
-  std::uint16_t bits;           // plain types: bits per element (4 for F4, 64 for C64); block types: 0
+  std::uint16_t bits;            // plain types: bits per element (4 for F4, 64 for C64); block types: 0
   std::uint16_t block_elements;  // elements per block: 1 for plain types
   std::uint16_t block_bytes;     // bytes per block: 0 for plain types
 

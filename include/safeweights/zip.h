@@ -59,7 +59,7 @@ struct Entry {
   std::uint64_t size = 0;           // uncompressed size (== compressed size when stored)
   std::uint64_t compressed_size = 0;
   std::uint32_t crc32 = 0;
-  std::uint16_t method = 0;         // 0 = stored
+  std::uint16_t method = 0;  // 0 = stored
   std::uint16_t flags = 0;
   // Bytes of the data descriptor after the data (signature included), 0 without one.
   std::uint64_t descriptor_size = 0;
@@ -156,7 +156,6 @@ class Writer {
   Writer(AtomicFile file, WriterOptions options) : file_(std::move(file)), options_(std::move(options)) {}
   Status write_entry(std::string_view name, std::uint64_t size, const Producer& producer);
   Status write_entry_bytes(Entry& entry, const std::string& extra, const Producer& producer);
-
 
   AtomicFile file_;
   WriterOptions options_;

@@ -29,10 +29,9 @@ std::string utf8_arg(const py::handle& text, std::string_view what) {
       while (cut > 0 && (static_cast<unsigned char>(shown[cut]) & 0xC0) == 0x80) --cut;
       shown = shown.substr(0, cut) + "...";
     }
-    py::raise_from(cause, PyExc_ValueError,
-                   (std::string(what) + " " + shown +
-                    " is not valid UTF-8 (it holds a lone surrogate): names, keys and metadata must be valid UTF-8")
-                       .c_str());
+    py::raise_from(
+        cause, PyExc_ValueError,
+        (std::string(what) + " " + shown + " is not valid UTF-8 (it holds a lone surrogate): names, keys and metadata must be valid UTF-8").c_str());
     throw py::error_already_set();
   }
   return std::string(utf8, static_cast<std::size_t>(size));

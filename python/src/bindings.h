@@ -71,9 +71,7 @@ struct MappedBuffer {
 // the export is released with the GIL held.
 class HeldBuffer {
  public:
-  std::span<const std::byte> bytes() const {
-    return {static_cast<const std::byte*>(view_.buf), static_cast<std::size_t>(view_.len)};
-  }
+  std::span<const std::byte> bytes() const { return {static_cast<const std::byte*>(view_.buf), static_cast<std::size_t>(view_.len)}; }
 
  private:
   friend std::shared_ptr<const HeldBuffer> hold_buffer(const py::handle& object);

@@ -64,57 +64,59 @@ void register_dduf(py::module_& m) {
             return DDUFArchive(value_or_raise(std::move(reader), Domain::DDUFRead));
           },
           py::arg("path"))
-      .def("entries",
-           [](const DDUFArchive& a) {
-             py::list out;
-             for (const auto& e : a.reader().entries()) out.append(py::make_tuple(e.filename, e.offset, e.length));
-             return out;
-           },
-           "[(filename, offset, length)] in central-directory order")
-      .def("buffer",
-           [](const DDUFArchive& a, bool writable) -> py::object {
-             const SourcePtr& source = a.reader().archive().source();
-             if (source->mapped() == nullptr) return py::none();
-             return py::cast(MappedBuffer{source, writable});
-           },
-           py::arg("writable") = false)
-      .def("read",
-           [](const DDUFArchive& a, std::uint64_t offset, std::uint64_t length) {
-             const SourcePtr& source = a.reader().archive().source();
-             ok_or_raise(source->check_range(offset, length), Domain::DDUFRead);
-             if (length > static_cast<std::uint64_t>(PY_SSIZE_T_MAX)) throw std::bad_alloc();
-             PyObject* raw = PyBytes_FromStringAndSize(nullptr, static_cast<Py_ssize_t>(length));
-             if (raw == nullptr) throw py::error_already_set();
-             py::bytes out = py::reinterpret_steal<py::bytes>(raw);
-             std::span<std::byte> dst(reinterpret_cast<std::byte*>(PyBytes_AS_STRING(raw)), static_cast<std::size_t>(length));
-             Status s = without_gil([&] { return source->read_at(offset, dst); });
-             ok_or_raise(s, Domain::DDUFRead);
-             return out;
-           },
-           py::arg("offset"), py::arg("length"))
-      .def("open_safetensors",
-           [](const DDUFArchive& a, const py::handle& name_arg) {
-             const std::string name = utf8_arg(name_arg, "entry name");
-             Result<safetensors::Reader> reader = [&] {
-               py::gil_scoped_release nogil;
-               return a.reader().open_safetensors(name);
-             }();
-             if (!reader.is_ok() && reader.error().kind() == ErrorKind::InvalidArgument)
-               raise_error(reader.error(), Domain::DDUFRead);
-             return make_safe_file(value_or_raise(std::move(reader), Domain::Safetensors,
-                                                  "Error while deserializing header: "),
-                                   true);
-           },
-           py::arg("name"), "A .safetensors entry as a safe_open handle, zero-copy.")
-      .def("verify",
-           [](const DDUFArchive& a, bool crc, bool contents) {
-             dduf::VerifyOptions options;
-             options.crc = crc;
-             options.contents = contents;
-             Status s = without_gil([&] { return a.reader().verify(options); });
-             ok_or_raise(s, Domain::DDUFRead);
-           },
-           py::arg("crc") = true, py::arg("contents") = true)
+      .def(
+          "entries",
+          [](const DDUFArchive& a) {
+            py::list out;
+            for (const auto& e : a.reader().entries()) out.append(py::make_tuple(e.filename, e.offset, e.length));
+            return out;
+          },
+          "[(filename, offset, length)] in central-directory order")
+      .def(
+          "buffer",
+          [](const DDUFArchive& a, bool writable) -> py::object {
+            const SourcePtr& source = a.reader().archive().source();
+            if (source->mapped() == nullptr) return py::none();
+            return py::cast(MappedBuffer{source, writable});
+          },
+          py::arg("writable") = false)
+      .def(
+          "read",
+          [](const DDUFArchive& a, std::uint64_t offset, std::uint64_t length) {
+            const SourcePtr& source = a.reader().archive().source();
+            ok_or_raise(source->check_range(offset, length), Domain::DDUFRead);
+            if (length > static_cast<std::uint64_t>(PY_SSIZE_T_MAX)) throw std::bad_alloc();
+            PyObject* raw = PyBytes_FromStringAndSize(nullptr, static_cast<Py_ssize_t>(length));
+            if (raw == nullptr) throw py::error_already_set();
+            py::bytes out = py::reinterpret_steal<py::bytes>(raw);
+            std::span<std::byte> dst(reinterpret_cast<std::byte*>(PyBytes_AS_STRING(raw)), static_cast<std::size_t>(length));
+            Status s = without_gil([&] { return source->read_at(offset, dst); });
+            ok_or_raise(s, Domain::DDUFRead);
+            return out;
+          },
+          py::arg("offset"), py::arg("length"))
+      .def(
+          "open_safetensors",
+          [](const DDUFArchive& a, const py::handle& name_arg) {
+            const std::string name = utf8_arg(name_arg, "entry name");
+            Result<safetensors::Reader> reader = [&] {
+              py::gil_scoped_release nogil;
+              return a.reader().open_safetensors(name);
+            }();
+            if (!reader.is_ok() && reader.error().kind() == ErrorKind::InvalidArgument) raise_error(reader.error(), Domain::DDUFRead);
+            return make_safe_file(value_or_raise(std::move(reader), Domain::Safetensors, "Error while deserializing header: "), true);
+          },
+          py::arg("name"), "A .safetensors entry as a safe_open handle, zero-copy.")
+      .def(
+          "verify",
+          [](const DDUFArchive& a, bool crc, bool contents) {
+            dduf::VerifyOptions options;
+            options.crc = crc;
+            options.contents = contents;
+            Status s = without_gil([&] { return a.reader().verify(options); });
+            ok_or_raise(s, Domain::DDUFRead);
+          },
+          py::arg("crc") = true, py::arg("contents") = true)
       .def_property_readonly("name", [](const DDUFArchive& a) { return a.reader().name(); })
       .def_property_readonly("model_index", [](const DDUFArchive& a) { return a.reader().model_index(); });
 
@@ -130,22 +132,24 @@ void register_dduf(py::module_& m) {
             return DDUFExporter(value_or_raise(std::move(ex), Domain::DDUFExport));
           },
           py::arg("path"), py::arg("alignment"), py::arg("reference_layout"))
-      .def("add_bytes",
-           [](DDUFExporter& e, const py::handle& name_arg, py::object data) {
-             const std::string name = utf8_arg(name_arg, "entry name");
-             auto held = hold_buffer(data);
-             dduf::Exporter& ex = e.get();
-             ok_or_raise(without_gil([&] { return ex.add_bytes(name, held->bytes()); }), Domain::DDUFExport);
-           },
-           py::arg("name"), py::arg("data"))
-      .def("add_file",
-           [](DDUFExporter& e, const py::handle& name_arg, py::object path) {
-             const std::string name = utf8_arg(name_arg, "entry name");
-             const std::string p = path_arg(path);
-             dduf::Exporter& ex = e.get();
-             ok_or_raise(without_gil([&] { return ex.add_file(name, p); }), Domain::DDUFExport);
-           },
-           py::arg("name"), py::arg("path"))
+      .def(
+          "add_bytes",
+          [](DDUFExporter& e, const py::handle& name_arg, py::object data) {
+            const std::string name = utf8_arg(name_arg, "entry name");
+            auto held = hold_buffer(data);
+            dduf::Exporter& ex = e.get();
+            ok_or_raise(without_gil([&] { return ex.add_bytes(name, held->bytes()); }), Domain::DDUFExport);
+          },
+          py::arg("name"), py::arg("data"))
+      .def(
+          "add_file",
+          [](DDUFExporter& e, const py::handle& name_arg, py::object path) {
+            const std::string name = utf8_arg(name_arg, "entry name");
+            const std::string p = path_arg(path);
+            dduf::Exporter& ex = e.get();
+            ok_or_raise(without_gil([&] { return ex.add_file(name, p); }), Domain::DDUFExport);
+          },
+          py::arg("name"), py::arg("path"))
       .def("finish",
            [](DDUFExporter& e) {
              dduf::Exporter& ex = e.get();

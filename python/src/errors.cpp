@@ -48,12 +48,9 @@ bool remote_failure(const Error& error) {
   switch (error.kind()) {
     case ErrorKind::HttpError:
     case ErrorKind::RemoteChanged:
-    case ErrorKind::Timeout:
-      return true;
-    case ErrorKind::IoError:
-      return is_url(error.context().file);
-    default:
-      return false;
+    case ErrorKind::Timeout: return true;
+    case ErrorKind::IoError: return is_url(error.context().file);
+    default: return false;
   }
 }
 
@@ -90,9 +87,8 @@ void raise_error(const Error& error, Domain domain, std::string_view prefix) {
         py::object exc = make_exception(classes->dduf_corrupted, error.to_string(), &error);
         throw_exception(exc, &cause);
       }
-      const py::object& cls = (error.kind() == ErrorKind::BadZipFile || error.kind() == ErrorKind::ZipUnsupported)
-                                  ? classes->dduf_bad_zip
-                                  : classes->dduf_corrupted;
+      const py::object& cls =
+          (error.kind() == ErrorKind::BadZipFile || error.kind() == ErrorKind::ZipUnsupported) ? classes->dduf_bad_zip : classes->dduf_corrupted;
       throw_exception(make_exception(cls, std::string(prefix) + error.to_string(), &error));
     }
     case Domain::DDUFExport: {
@@ -102,8 +98,7 @@ void raise_error(const Error& error, Domain domain, std::string_view prefix) {
       }
       if (error.kind() == ErrorKind::DDUFCorruptedFile) {
         py::object cause = make_exception(classes->dduf_corrupted, error.message(), &error);
-        throw_exception(make_exception(classes->dduf_export, "Invalid DDUF file structure. " + error.message(), &error),
-                        &cause);
+        throw_exception(make_exception(classes->dduf_export, "Invalid DDUF file structure. " + error.message(), &error), &cause);
       }
       // The hub's messages are matched by callers: keep them first, context after.
       std::string message = error.message();
@@ -122,14 +117,12 @@ void raise_safetensor_error(const std::string& message) {
 void register_errors(py::module_& m) {
   m.def(
       "_set_error_classes",
-      [](py::object safetensor, py::object corrupted, py::object bad_zip, py::object export_error,
-         py::object invalid_name) {
+      [](py::object safetensor, py::object corrupted, py::object bad_zip, py::object export_error, py::object invalid_name) {
         if (classes == nullptr) classes = new ErrorClasses;
-        *classes = {std::move(safetensor), std::move(corrupted), std::move(export_error), std::move(invalid_name),
-                    std::move(bad_zip)};
+        *classes = {std::move(safetensor), std::move(corrupted), std::move(export_error), std::move(invalid_name), std::move(bad_zip)};
       },
-      py::arg("safetensor"), py::arg("dduf_corrupted"), py::arg("dduf_bad_zip"), py::arg("dduf_export"),
-      py::arg("dduf_invalid_name"), "Internal: called once by safeweights/_errors.py.");
+      py::arg("safetensor"), py::arg("dduf_corrupted"), py::arg("dduf_bad_zip"), py::arg("dduf_export"), py::arg("dduf_invalid_name"),
+      "Internal: called once by safeweights/_errors.py.");
   py::list kinds;
   for (int i = 0;; ++i) {
     std::string_view name = error_kind_name(static_cast<ErrorKind>(i));

@@ -30,9 +30,8 @@ FormatOptions options_for(bool strict, bool crc) {
 
 void register_formats(py::module_& m) {
   m.def(
-      "_detect_format",
-      [](const py::handle& path) { return std::string(detect_or_raise(path_arg(path), {}).name()); },
-      py::arg("path"), "The registry name of the file's format, found from its content.");
+      "_detect_format", [](const py::handle& path) { return std::string(detect_or_raise(path_arg(path), {}).name()); }, py::arg("path"),
+      "The registry name of the file's format, found from its content.");
   m.def(
       "_validate",
       [](const py::handle& path_object, bool strict, bool crc) {
@@ -42,8 +41,7 @@ void register_formats(py::module_& m) {
         auto summary = without_gil([&] { return format.validate(path, options); });
         return py::make_tuple(std::string(format.name()), value_or_raise(std::move(summary), domain_of(format)));
       },
-      py::arg("path"), py::arg("strict") = false, py::arg("crc") = true,
-      "(format, summary) for a valid file; raises the format's error otherwise.");
+      py::arg("path"), py::arg("strict") = false, py::arg("crc") = true, "(format, summary) for a valid file; raises the format's error otherwise.");
   m.def(
       "_inspect",
       [](const py::handle& path_object, const py::object& entry) {

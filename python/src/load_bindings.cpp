@@ -88,8 +88,7 @@ void register_loading(py::module_& m) {
                  strides[d] = py::int_(step);
                  step *= t.shape[d];
                }
-               out[i++] = py::make_tuple(std::string(t.entry.name), std::string(type_name(t.entry.type)), shape, strides,
-                                         t.offset, t.nbytes);
+               out[i++] = py::make_tuple(std::string(t.entry.name), std::string(type_name(t.entry.type)), shape, strides, t.offset, t.nbytes);
              }
              return out;
            })
@@ -108,8 +107,7 @@ void register_loading(py::module_& m) {
             auto stats = without_gil([&] { return load_to_device(p.plan, *d, reinterpret_cast<void*>(address), size); });
             return stats_dict(value_or_raise(std::move(stats), Domain::Safetensors));
           },
-          py::arg("address"), py::arg("size"), py::arg("device"),
-          "Loads into CUDA device memory at address (size bytes) on device number `device`.");
+          py::arg("address"), py::arg("size"), py::arg("device"), "Loads into CUDA device memory at address (size bytes) on device number `device`.");
 
   py::class_<TensorSet>(m, "_TensorSet", "The tensors of any supported file (internal; see safeweights.torch.load_tensors).")
       .def_static(
@@ -133,9 +131,8 @@ void register_loading(py::module_& m) {
       .def(
           "plan_load",
           [](const TensorSet& s, const std::optional<std::vector<std::string>>& names,
-             const std::optional<std::tuple<unsigned, std::uint64_t, std::uint64_t>>& shard, unsigned threads) {
-            return make_load_plan(s.keepalive(), select_entries(s.file(), names), shard, threads);
-          },
+             const std::optional<std::tuple<unsigned, std::uint64_t, std::uint64_t>>& shard,
+             unsigned threads) { return make_load_plan(s.keepalive(), select_entries(s.file(), names), shard, threads); },
           py::arg("names") = py::none(), py::arg("shard") = py::none(), py::arg("threads") = 0);
 }
 

@@ -28,8 +28,7 @@ void install_cancel_poll() {
   // The interpreter's main thread; without `threading` imported yet, no other thread can have
   // imported this module.
   py::object threading = py::module_::import("sys").attr("modules").attr("get")("threading");
-  main_thread = threading.is_none() ? PyThread_get_thread_ident()
-                                    : threading.attr("main_thread")().attr("ident").cast<unsigned long>();
+  main_thread = threading.is_none() ? PyThread_get_thread_ident() : threading.attr("main_thread")().attr("ident").cast<unsigned long>();
   set_cancel_poll(poll_python_signals);
 }
 
@@ -73,12 +72,11 @@ PYBIND11_MODULE(_safeweights, m) {
   m.doc() = "Native core of safeweights (internal: import safeweights instead).";
   m.attr("__version__") = SAFEWEIGHTS_VERSION;
 
-  py::class_<MappedBuffer>(m, "_MappedBuffer", py::buffer_protocol(),
-                           "A zero-copy byte buffer over a mapped file; keeps the mapping alive.")
+  py::class_<MappedBuffer>(m, "_MappedBuffer", py::buffer_protocol(), "A zero-copy byte buffer over a mapped file; keeps the mapping alive.")
       .def_buffer([](MappedBuffer& b) {
         auto size = static_cast<py::ssize_t>(b.source->size());
-        return py::buffer_info(const_cast<std::byte*>(b.source->mapped()), 1, py::format_descriptor<std::uint8_t>::format(),
-                               1, {size}, {static_cast<py::ssize_t>(1)}, !b.writable);
+        return py::buffer_info(const_cast<std::byte*>(b.source->mapped()), 1, py::format_descriptor<std::uint8_t>::format(), 1, {size},
+                               {static_cast<py::ssize_t>(1)}, !b.writable);
       })
       .def("__len__", [](const MappedBuffer& b) { return b.source->size(); })
       .def_property_readonly("writable", [](const MappedBuffer& b) { return b.writable; });

@@ -37,9 +37,7 @@ void register_quant(py::module_& m) {
         const std::uint64_t shape[1] = {floats.size()};
         auto size = tensor_nbytes(type, shape);  // when it fails, quantize() says why, naming the type
         std::string out(size.is_ok() ? size.value() : 0, '\0');
-        const Status status = without_gil([&] {
-          return quantize(type, floats, std::as_writable_bytes(std::span(out.data(), out.size())));
-        });
+        const Status status = without_gil([&] { return quantize(type, floats, std::as_writable_bytes(std::span(out.data(), out.size()))); });
         if (!status.is_ok()) raise_error(status.error(), Domain::Safetensors);
         return py::bytes(out);
       },
@@ -51,14 +49,11 @@ void register_quant(py::module_& m) {
         py::buffer_info view;
         const std::span<const std::byte> raw = bytes_of(data, view);
         std::string out(count * sizeof(float), '\0');
-        const Status status = without_gil([&] {
-          return dequantize(type, raw, std::span(reinterpret_cast<float*>(out.data()), count));
-        });
+        const Status status = without_gil([&] { return dequantize(type, raw, std::span(reinterpret_cast<float*>(out.data()), count)); });
         if (!status.is_ok()) raise_error(status.error(), Domain::Safetensors);
         return py::bytes(out);
       },
-      py::arg("type"), py::arg("data"), py::arg("count"),
-      "`count` elements of `type` -> float32 bytes (private; see quantize.h).");
+      py::arg("type"), py::arg("data"), py::arg("count"), "`count` elements of `type` -> float32 bytes (private; see quantize.h).");
 }
 
 }  // namespace safeweights::python

@@ -68,8 +68,8 @@ py::list shape_list(std::span<const std::uint64_t> shape) {
 }
 
 py::tuple info_tuple(const safetensors::Reader& reader, const safetensors::TensorInfo& info) {
-  return py::make_tuple(std::string(type_name(info.dtype)), shape_list(info.shape),
-                        py::int_(reader.header().data_start() + info.begin), py::int_(info.nbytes()));
+  return py::make_tuple(std::string(type_name(info.dtype)), shape_list(info.shape), py::int_(reader.header().data_start() + info.begin),
+                        py::int_(info.nbytes()));
 }
 
 // A bytearray of n bytes, not zero-filled (it is about to be overwritten).
@@ -101,11 +101,16 @@ SliceSpec slice_spec_from(const py::sequence& items) {
       if (t[i].is_none()) return std::nullopt;
       return t[i].cast<std::int64_t>();
     };
-    if (tag == "i") spec.items.push_back(SliceItem::at(t[1].cast<std::int64_t>()));
-    else if (tag == "s") spec.items.push_back(SliceItem::range(opt(1), opt(2), opt(3)));
-    else if (tag == "e") spec.items.push_back(SliceItem::ellipsis());
-    else if (tag == "n") spec.items.push_back(SliceItem::new_axis());
-    else throw py::value_error("bad slice item tag");
+    if (tag == "i")
+      spec.items.push_back(SliceItem::at(t[1].cast<std::int64_t>()));
+    else if (tag == "s")
+      spec.items.push_back(SliceItem::range(opt(1), opt(2), opt(3)));
+    else if (tag == "e")
+      spec.items.push_back(SliceItem::ellipsis());
+    else if (tag == "n")
+      spec.items.push_back(SliceItem::new_axis());
+    else
+      throw py::value_error("bad slice item tag");
   }
   return spec;
 }
@@ -129,8 +134,8 @@ std::string supported_dtype_names() {
   return out;
 }
 
-TensorSpec make_tensor_spec(const std::string& dtype_name_in, const std::vector<std::uint64_t>& shape,
-                            std::uintptr_t data_ptr, std::uint64_t data_len) {
+TensorSpec make_tensor_spec(const std::string& dtype_name_in, const std::vector<std::uint64_t>& shape, std::uintptr_t data_ptr,
+                            std::uint64_t data_len) {
   std::optional<TensorType> dtype = type_from_numpy_name(dtype_name_in);
   if (!dtype) dtype = type_from_torch_name(dtype_name_in);
   if (!dtype) raise_safetensor_error("Unknown dtype \"" + dtype_name_in + "\". Supported dtypes: " + supported_dtype_names());
@@ -156,18 +161,18 @@ SerializeInput serialize_input(const py::dict& tensor_dict, const std::optional<
   in.tensors.reserve(tensor_dict.size());
   for (auto [key, value] : tensor_dict) {
     if (!py::isinstance<TensorSpec>(value))
-      throw py::type_error("serialize expects a dict of str -> TensorSpec, got " +
-                           std::string(py::str(py::type::of(value).attr("__name__"))) + " for key " +
-                           std::string(py::repr(key)));
+      throw py::type_error("serialize expects a dict of str -> TensorSpec, got " + std::string(py::str(py::type::of(value).attr("__name__"))) +
+                           " for key " + std::string(py::repr(key)));
     const auto& spec = value.cast<const TensorSpec&>();
-    in.tensors.push_back({utf8_arg(key, "tensor name"), spec.dtype, spec.shape,
+    in.tensors.push_back({utf8_arg(key, "tensor name"),
+                          spec.dtype,
+                          spec.shape,
                           {reinterpret_cast<const std::byte*>(spec.data_ptr), static_cast<std::size_t>(spec.data_len)}});
   }
   if (metadata) {
     safetensors::MetadataEntries entries;
     for (auto [k, v] : *metadata) {
-      if (!py::isinstance<py::str>(k) || !py::isinstance<py::str>(v))
-        throw py::type_error("metadata must be a dict of str -> str");
+      if (!py::isinstance<py::str>(k) || !py::isinstance<py::str>(v)) throw py::type_error("metadata must be a dict of str -> str");
       entries.emplace_back(utf8_arg(k, "metadata key"), utf8_arg(v, "metadata value"));
     }
     in.metadata = std::move(entries);
@@ -231,77 +236,80 @@ void register_safetensors(py::module_& m) {
              for (const auto& [k, v] : r->header().metadata()) out[py::str(k)] = py::str(v);
              return out;
            })
-      .def("contains",
-           [](const SafeFile& f, const py::handle& name) {
-             return f.reader()->header().find(utf8_arg(name, "tensor name")) != nullptr;
-           },
-           py::arg("name"))
-      .def("info",
-           [](const SafeFile& f, const py::handle& name) {
-             auto r = f.reader();
-             return info_tuple(*r, find_tensor(*r, utf8_arg(name, "tensor name")));
-           },
-           py::arg("name"), "(dtype code, shape, absolute byte offset, byte length)")
-      .def("infos",
-           [](const SafeFile& f) {
-             auto r = f.reader();
-             py::list out(r->header().tensors().size());
-             std::size_t i = 0;
-             for (const auto& t : r->header().tensors()) {
-               out[i++] = py::make_tuple(py::str(t.name.data(), t.name.size()), std::string(type_name(t.dtype)),
-                                         shape_list(t.shape), py::int_(r->header().data_start() + t.begin),
-                                         py::int_(t.nbytes()));
-             }
-             return out;
-           },
-           "(name, dtype code, shape, absolute byte offset, byte length) for every tensor, in file order")
+      .def(
+          "contains", [](const SafeFile& f, const py::handle& name) { return f.reader()->header().find(utf8_arg(name, "tensor name")) != nullptr; },
+          py::arg("name"))
+      .def(
+          "info",
+          [](const SafeFile& f, const py::handle& name) {
+            auto r = f.reader();
+            return info_tuple(*r, find_tensor(*r, utf8_arg(name, "tensor name")));
+          },
+          py::arg("name"), "(dtype code, shape, absolute byte offset, byte length)")
+      .def(
+          "infos",
+          [](const SafeFile& f) {
+            auto r = f.reader();
+            py::list out(r->header().tensors().size());
+            std::size_t i = 0;
+            for (const auto& t : r->header().tensors()) {
+              out[i++] = py::make_tuple(py::str(t.name.data(), t.name.size()), std::string(type_name(t.dtype)), shape_list(t.shape),
+                                        py::int_(r->header().data_start() + t.begin), py::int_(t.nbytes()));
+            }
+            return out;
+          },
+          "(name, dtype code, shape, absolute byte offset, byte length) for every tensor, in file order")
       .def("data_range",
            [](const SafeFile& f) {
              auto r = f.reader();
              return py::make_tuple(r->header().data_start(), r->header().data_size());
            })
-      .def("buffer",
-           [](const SafeFile& f, bool writable) -> py::object {
-             auto r = f.reader();
-             if (r->source().mapped() == nullptr) return py::none();
-             if (writable && !f.writable_views()) return py::none();
-             return py::cast(MappedBuffer{r->source_ptr(), writable});
-           },
-           py::arg("writable") = false,
-           "The whole file as a zero-copy buffer when it is mapped, else None. writable=True only for "
-           "copy-on-write mappings (else None).")
-      .def("read",
-           [](const SafeFile& f, const py::handle& name) {
-             auto r = f.reader();
-             const auto& info = find_tensor(*r, utf8_arg(name, "tensor name"));
-             py::bytearray out = new_bytearray(info.nbytes());
-             auto dst = bytearray_span(out);
-             ok_or_raise(without_gil([&] { return r->read(info, dst); }), Domain::Safetensors);
-             return out;
-           },
-           py::arg("name"), "A copy of the tensor's bytes (GIL released while reading).")
-      .def("read_slice",
-           [](const SafeFile& f, const py::handle& name_arg, const py::sequence& items) {
-             auto r = f.reader();
-             const std::string name = utf8_arg(name_arg, "tensor name");
-             const auto& info = find_tensor(*r, name);
-             SliceSpec spec = slice_spec_from(items);
-             Result<SlicePlan> plan = r->plan_slice(info, spec);
-             if (!plan.is_ok()) plan.error().with_tensor(name);
-             SlicePlan p = value_or_raise(std::move(plan), Domain::Safetensors);
-             py::bytearray out = new_bytearray(p.nbytes());
-             auto dst = bytearray_span(out);
-             ok_or_raise(without_gil([&] { return r->read_slice(p, dst); }), Domain::Safetensors);
-             return py::make_tuple(shape_list(p.shape()), out);
-           },
-           py::arg("name"), py::arg("items"), "(result shape, bytearray) reading only the bytes the slice needs.")
-      .def("populate",
-           [](const SafeFile& f, std::uint64_t offset, std::uint64_t length) {
-             auto r = f.reader();
-             py::gil_scoped_release nogil;
-             r->source().hint({offset, length}, AccessHint::WillNeed);
-           },
-           py::arg("offset"), py::arg("length"), "Fault in a range of a mapped file ahead of use (GIL released).")
+      .def(
+          "buffer",
+          [](const SafeFile& f, bool writable) -> py::object {
+            auto r = f.reader();
+            if (r->source().mapped() == nullptr) return py::none();
+            if (writable && !f.writable_views()) return py::none();
+            return py::cast(MappedBuffer{r->source_ptr(), writable});
+          },
+          py::arg("writable") = false,
+          "The whole file as a zero-copy buffer when it is mapped, else None. writable=True only for "
+          "copy-on-write mappings (else None).")
+      .def(
+          "read",
+          [](const SafeFile& f, const py::handle& name) {
+            auto r = f.reader();
+            const auto& info = find_tensor(*r, utf8_arg(name, "tensor name"));
+            py::bytearray out = new_bytearray(info.nbytes());
+            auto dst = bytearray_span(out);
+            ok_or_raise(without_gil([&] { return r->read(info, dst); }), Domain::Safetensors);
+            return out;
+          },
+          py::arg("name"), "A copy of the tensor's bytes (GIL released while reading).")
+      .def(
+          "read_slice",
+          [](const SafeFile& f, const py::handle& name_arg, const py::sequence& items) {
+            auto r = f.reader();
+            const std::string name = utf8_arg(name_arg, "tensor name");
+            const auto& info = find_tensor(*r, name);
+            SliceSpec spec = slice_spec_from(items);
+            Result<SlicePlan> plan = r->plan_slice(info, spec);
+            if (!plan.is_ok()) plan.error().with_tensor(name);
+            SlicePlan p = value_or_raise(std::move(plan), Domain::Safetensors);
+            py::bytearray out = new_bytearray(p.nbytes());
+            auto dst = bytearray_span(out);
+            ok_or_raise(without_gil([&] { return r->read_slice(p, dst); }), Domain::Safetensors);
+            return py::make_tuple(shape_list(p.shape()), out);
+          },
+          py::arg("name"), py::arg("items"), "(result shape, bytearray) reading only the bytes the slice needs.")
+      .def(
+          "populate",
+          [](const SafeFile& f, std::uint64_t offset, std::uint64_t length) {
+            auto r = f.reader();
+            py::gil_scoped_release nogil;
+            r->source().hint({offset, length}, AccessHint::WillNeed);
+          },
+          py::arg("offset"), py::arg("length"), "Fault in a range of a mapped file ahead of use (GIL released).")
       .def_property_readonly("name", [](const SafeFile& f) { return f.reader()->name(); })
       .def(
           "plan_load",
@@ -326,8 +334,7 @@ void register_safetensors(py::module_& m) {
                          "A tensor to serialize: dtype name (numpy/torch spelling), shape, and the address and "
                          "length of its little-endian, C-order bytes. The caller keeps the memory alive until "
                          "serialize/serialize_file returns.")
-      .def(py::init(&make_tensor_spec), py::kw_only(), py::arg("dtype"), py::arg("shape"), py::arg("data_ptr"),
-           py::arg("data_len"))
+      .def(py::init(&make_tensor_spec), py::kw_only(), py::arg("dtype"), py::arg("shape"), py::arg("data_ptr"), py::arg("data_len"))
       .def_property_readonly("dtype", [](const TensorSpec& s) { return std::string(type_name(s.dtype)); })
       .def_property_readonly("shape", [](const TensorSpec& s) { return s.shape; })
       .def_property_readonly("data_ptr", [](const TensorSpec& s) { return s.data_ptr; })
@@ -349,8 +356,7 @@ void register_safetensors(py::module_& m) {
       "serialize",
       [](const py::dict& tensor_dict, std::optional<py::dict> metadata) {
         SerializeInput in = serialize_input(tensor_dict, metadata);
-        safetensors::Layout plan =
-            value_or_raise(safetensors::plan_data(in.tensors, in.metadata), Domain::Safetensors, "Error while serializing: ");
+        safetensors::Layout plan = value_or_raise(safetensors::plan_data(in.tensors, in.metadata), Domain::Safetensors, "Error while serializing: ");
         if (plan.file_size() > static_cast<std::uint64_t>(PY_SSIZE_T_MAX)) throw std::bad_alloc();
         PyObject* raw = PyBytes_FromStringAndSize(nullptr, static_cast<Py_ssize_t>(plan.file_size()));
         if (raw == nullptr) throw py::error_already_set();
@@ -384,8 +390,7 @@ void register_safetensors(py::module_& m) {
       "deserialize",
       [](py::object data) {
         auto held = hold_buffer(data);
-        Result<safetensors::Reader> reader =
-            without_gil([&] { return safetensors::Reader::open(memory_source(held->bytes(), "<bytes>")); });
+        Result<safetensors::Reader> reader = without_gil([&] { return safetensors::Reader::open(memory_source(held->bytes(), "<bytes>")); });
         auto r = value_or_raise(std::move(reader), Domain::Safetensors, "Error while deserializing: ");
         py::list out;
         for (const auto& t : r.header().tensors()) {
@@ -403,8 +408,7 @@ void register_safetensors(py::module_& m) {
   m.def("_dtype_table", [] {
     py::list out;
     for (const PythonDtypeName& d : kPythonDtypeNames)
-      out.append(py::make_tuple(std::string(safetensors::type_code(d.type)), type_bits(d.type), std::string(d.numpy),
-                                std::string(d.torch)));
+      out.append(py::make_tuple(std::string(safetensors::type_code(d.type)), type_bits(d.type), std::string(d.numpy), std::string(d.torch)));
     return out;
   });
 }

@@ -46,8 +46,7 @@ Result<OutFormat> output_format(const std::string& path) {
 
 bool is_number_kept(TensorType t) {
   const TypeClass c = type_info(t).cls;
-  return c == TypeClass::Bool || c == TypeClass::Unsigned || c == TypeClass::Signed || c == TypeClass::Complex ||
-         t == TensorType::F64;
+  return c == TypeClass::Bool || c == TypeClass::Unsigned || c == TypeClass::Signed || c == TypeClass::Complex || t == TensorType::F64;
 }
 
 std::uint32_t block_of(TensorType t) { return type_info(t).block_elements; }
@@ -101,8 +100,8 @@ Status choose_type(Job& job, const ConvertOptions& options, OutFormat out) {
   if (out == OutFormat::Gguf && !gguf::ggml_id(job.to))
     return Error(ErrorKind::NotSupported, "GGUF has no " + std::string(type_name(job.to)) + " type").with_tensor(e.name);
   if (out == OutFormat::Safetensors && type_info(job.to).is_block())
-    return Error(ErrorKind::InvalidArgument, "safetensors cannot hold " + std::string(type_name(job.to)) +
-                                                 " (write a .gguf, or --type f32, f16 or bf16)")
+    return Error(ErrorKind::InvalidArgument,
+                 "safetensors cannot hold " + std::string(type_name(job.to)) + " (write a .gguf, or --type f32, f16 or bf16)")
         .with_tensor(e.name);
   if (job.to != from && !can_dequantize(from))
     return Error(ErrorKind::NotSupported, "converting from " + std::string(type_name(from)) + " is not supported").with_tensor(e.name);
@@ -129,20 +128,19 @@ Result<std::vector<Job>> plan_jobs(const TensorFile& input, const ConvertOptions
 
 void set_kv(std::vector<gguf::KeyValue>& kv, gguf::KeyValue entry) {
   auto it = std::ranges::find(kv, entry.key, &gguf::KeyValue::key);
-  if (it != kv.end()) it->value = std::move(entry.value);
-  else kv.push_back(std::move(entry));
+  if (it != kv.end())
+    it->value = std::move(entry.value);
+  else
+    kv.push_back(std::move(entry));
 }
 
 // llama.cpp's split.* keys describe the files a model was written as, not the model: a split input's
 // keys are never carried (a split output gets its own from the split writer).
-bool is_split_key(std::string_view key) {
-  return key == gguf::kSplitNoKey || key == gguf::kSplitCountKey || key == gguf::kSplitTensorsCountKey;
-}
+bool is_split_key(std::string_view key) { return key == gguf::kSplitNoKey || key == gguf::kSplitCountKey || key == gguf::kSplitTensorsCountKey; }
 
 // A split GGUF output: OUT.gguf becomes OUT-00001-of-0000N.gguf, ...
-Result<std::unique_ptr<TensorSink>> open_split_sink(const std::string& path, std::vector<gguf::KeyValue> kv,
-                                                    std::vector<TensorDecl> decls, const gguf::WriterOptions& wo,
-                                                    const ConvertOptions& options, std::vector<std::string>& files) {
+Result<std::unique_ptr<TensorSink>> open_split_sink(const std::string& path, std::vector<gguf::KeyValue> kv, std::vector<TensorDecl> decls,
+                                                    const gguf::WriterOptions& wo, const ConvertOptions& options, std::vector<std::string>& files) {
   const std::string prefix = path.substr(0, path.size() - std::string_view(".gguf").size());
   SW_ASSIGN_OR_RETURN(auto w, gguf::SplitWriter::create(prefix, std::move(kv), std::move(decls), options.split, wo));
   files = w->paths();
@@ -185,9 +183,8 @@ safetensors::Metadata safetensors_metadata(const TensorFile& input, const Conver
   return std::nullopt;
 }
 
-Result<std::unique_ptr<TensorSink>> open_sink(const TensorFile& input, const std::string& path, OutFormat out,
-                                              const std::vector<Job>& jobs, const ConvertOptions& options,
-                                              std::vector<std::string>& files) {
+Result<std::unique_ptr<TensorSink>> open_sink(const TensorFile& input, const std::string& path, OutFormat out, const std::vector<Job>& jobs,
+                                              const ConvertOptions& options, std::vector<std::string>& files) {
   std::vector<TensorDecl> decls;
   decls.reserve(jobs.size());
   for (const Job& j : jobs) decls.push_back({j.name, j.to, std::vector<std::uint64_t>(j.entry->shape.begin(), j.entry->shape.end())});
@@ -218,7 +215,7 @@ struct Permutation {
 
 // Buffers reused from tensor to tensor.
 struct Scratch {
-  std::vector<std::byte> in[2];    // two pieces' input when it is read (or gathered), not viewed
+  std::vector<std::byte> in[2];  // two pieces' input when it is read (or gathered), not viewed
   // A piece's output: float-aligned (F32 is decoded into it directly).
   struct Output {
     std::vector<float> words;
@@ -387,8 +384,7 @@ Result<ConvertReport> convert(const TensorFile& input, const std::string& output
   std::size_t done = 0;
   for (const Job& job : *jobs) {
     const TensorEntry& e = *job.entry;
-    if (Status s = TensorConverter(job, *sink, threads, scratch).run(); !s.is_ok())
-      return error_of(s).with_file(input.name()).with_tensor(e.name);
+    if (Status s = TensorConverter(job, *sink, threads, scratch).run(); !s.is_ok()) return error_of(s).with_file(input.name()).with_tensor(e.name);
     // Done with its pages: a mapped input then holds about one tensor in memory.
     e.source->hint({e.offset, e.nbytes}, AccessHint::DontNeed);
     const std::uint64_t nbytes = *tensor_nbytes(job.to, e.shape);

@@ -20,8 +20,7 @@ inline Result<std::uint64_t> bytes_of(TensorType type, std::uint64_t elements) {
 }
 
 // Elements [e0, e1) of a tensor's bytes: a view of a mapping, or read into `buffer`.
-inline Result<std::span<const std::byte>> read_elements(const TensorEntry& e, std::uint64_t e0, std::uint64_t e1,
-                                                        std::vector<std::byte>& buffer) {
+inline Result<std::span<const std::byte>> read_elements(const TensorEntry& e, std::uint64_t e0, std::uint64_t e1, std::vector<std::byte>& buffer) {
   SW_ASSIGN_OR_RETURN(const std::uint64_t begin, bytes_of(e.type, e0));
   SW_ASSIGN_OR_RETURN(const std::uint64_t length, bytes_of(e.type, e1 - e0));
   if (auto v = e.source->view(e.offset + begin, length); v.data() != nullptr || length == 0) return v;

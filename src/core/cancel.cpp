@@ -26,8 +26,7 @@ bool linked_cancelled() noexcept {
 
 }  // namespace
 
-CancelLink::CancelLink(const std::atomic<bool>& flag, const CancelLink* parent) noexcept
-    : flag_(flag), parent_(parent), saved_(t_link) {
+CancelLink::CancelLink(const std::atomic<bool>& flag, const CancelLink* parent) noexcept : flag_(flag), parent_(parent), saved_(t_link) {
   t_link = this;
 }
 CancelLink::~CancelLink() { t_link = saved_; }

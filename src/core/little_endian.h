@@ -12,9 +12,21 @@ inline std::uint64_t load(const std::byte* p, int bytes) noexcept {
 #if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
   // One load for the common widths (the parsers' inner loops), whether or not `bytes` is a constant.
   switch (bytes) {
-    case 8: { std::uint64_t v; std::memcpy(&v, p, 8); return v; }
-    case 4: { std::uint32_t v; std::memcpy(&v, p, 4); return v; }
-    case 2: { std::uint16_t v; std::memcpy(&v, p, 2); return v; }
+    case 8: {
+      std::uint64_t v;
+      std::memcpy(&v, p, 8);
+      return v;
+    }
+    case 4: {
+      std::uint32_t v;
+      std::memcpy(&v, p, 4);
+      return v;
+    }
+    case 2: {
+      std::uint16_t v;
+      std::memcpy(&v, p, 2);
+      return v;
+    }
     case 1: return std::to_integer<std::uint64_t>(p[0]);
     default: break;
   }

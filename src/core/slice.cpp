@@ -79,10 +79,10 @@ Result<SliceItem> parse_item(std::string_view raw) {
 }
 
 struct Normalized {
-  std::uint64_t start;   // first index
-  std::int64_t step;     // signed step
-  std::uint64_t count;   // number of indices
-  bool keep;             // false for an integer index (the dimension is dropped)
+  std::uint64_t start;  // first index
+  std::int64_t step;    // signed step
+  std::uint64_t count;  // number of indices
+  bool keep;            // false for an integer index (the dimension is dropped)
 };
 
 // Python's slice.indices(len) followed by the length computation, in 128-bit arithmetic so that any
@@ -170,23 +170,24 @@ std::string SliceSpec::to_string() const {
   return out;
 }
 
-Result<SlicePlan> plan_slice(std::span<const std::uint64_t> shape, TensorType dtype, const SliceSpec& spec,
-                             std::uint64_t base_offset) {
+Result<SlicePlan> plan_slice(std::span<const std::uint64_t> shape, TensorType dtype, const SliceSpec& spec, std::uint64_t base_offset) {
   // Expand `...` and pad with full ranges so that every source dimension has one item.
   std::size_t consuming = 0;
   std::size_t ellipses = 0;
   for (const SliceItem& it : spec.items) {
-    if (it.kind == SliceItem::Kind::Ellipsis) ++ellipses;
-    else if (it.kind != SliceItem::Kind::NewAxis) ++consuming;
+    if (it.kind == SliceItem::Kind::Ellipsis)
+      ++ellipses;
+    else if (it.kind != SliceItem::Kind::NewAxis)
+      ++consuming;
     if (it.kind == SliceItem::Kind::Range && it.step && *it.step == 0) return spec_error("slice step cannot be zero");
   }
   if (ellipses > 1) return spec_error("an index can only have a single ellipsis ('...')");
   if (consuming > shape.size()) {
-    return Error(ErrorKind::TooManySlices, "too many indices: " + std::to_string(consuming) + " for a tensor of rank " +
-                                               std::to_string(shape.size()));
+    return Error(ErrorKind::TooManySlices,
+                 "too many indices: " + std::to_string(consuming) + " for a tensor of rank " + std::to_string(shape.size()));
   }
 
-  std::vector<Normalized> dims;  // one per source dimension
+  std::vector<Normalized> dims;                           // one per source dimension
   std::vector<int> new_axes_before(shape.size() + 1, 0);  // result dims of size 1 inserted before dim i
   dims.reserve(shape.size());
   std::size_t dim = 0;
@@ -202,8 +203,8 @@ Result<SlicePlan> plan_slice(std::span<const std::uint64_t> shape, TensorType dt
         i128 i = it.index;
         if (i < 0) i += shape[dim];
         if (i < 0 || i >= static_cast<i128>(shape[dim])) {
-          return Error(ErrorKind::SliceOutOfRange, "index " + std::to_string(it.index) + " is out of bounds for axis " +
-                                                       std::to_string(dim) + " with size " + std::to_string(shape[dim]));
+          return Error(ErrorKind::SliceOutOfRange, "index " + std::to_string(it.index) + " is out of bounds for axis " + std::to_string(dim) +
+                                                       " with size " + std::to_string(shape[dim]));
         }
         dims.push_back({static_cast<std::uint64_t>(i), 1, 1, false});
         ++dim;
@@ -224,7 +225,8 @@ Result<SlicePlan> plan_slice(std::span<const std::uint64_t> shape, TensorType dt
     for (int k = 0; k < new_axes_before[d]; ++k) plan.shape_.push_back(1);
     if (d == shape.size()) break;
     if (dims[d].keep) plan.shape_.push_back(dims[d].count);
-    if (dims[d].count == 0) empty = true;
+    if (dims[d].count == 0)
+      empty = true;
     else if (!empty && __builtin_mul_overflow(elements, dims[d].count, &elements)) {
       return Error(ErrorKind::ValidationOverflow, "slice element count overflows");
     }
@@ -245,9 +247,9 @@ Result<SlicePlan> plan_slice(std::span<const std::uint64_t> shape, TensorType dt
     const bool whole_rows = !shape.empty() && dims.back().keep && dims.back().start == 0 && dims.back().step == 1 &&
                             dims.back().count == shape.back() && shape.back() % type.block_elements == 0;
     if (!whole_rows) {
-      return Error(ErrorKind::InvalidSliceSpec,
-                   std::string(type.name) + " tensors can be sliced along their outer dimensions only: the innermost holds blocks of " +
-                       std::to_string(type.block_elements) + " elements");
+      return Error(ErrorKind::InvalidSliceSpec, std::string(type.name) +
+                                                    " tensors can be sliced along their outer dimensions only: the innermost holds blocks of " +
+                                                    std::to_string(type.block_elements) + " elements");
     }
     units.back() = shape.back() / type.block_elements;
     dims.back().count = units.back();
@@ -272,8 +274,7 @@ Result<SlicePlan> plan_slice(std::span<const std::uint64_t> shape, TensorType dt
   // The innermost dimensions selected in full (step 1, every index) form one contiguous run together
   // with the innermost partially-selected dimension when its step is 1.
   std::size_t inner = units.size();  // dims [inner, rank) are contiguous within a run
-  while (inner > 0 && dims[inner - 1].keep && dims[inner - 1].step == 1 && dims[inner - 1].start == 0 &&
-         dims[inner - 1].count == units[inner - 1]) {
+  while (inner > 0 && dims[inner - 1].keep && dims[inner - 1].step == 1 && dims[inner - 1].start == 0 && dims[inner - 1].count == units[inner - 1]) {
     --inner;
   }
   std::uint64_t run_bits = inner < units.size() ? stride[inner] * units[inner] : bits;
@@ -291,14 +292,12 @@ Result<SlicePlan> plan_slice(std::span<const std::uint64_t> shape, TensorType dt
     if (dims[d].count <= 1) continue;
     const std::int64_t step_bits = dims[d].step * static_cast<std::int64_t>(stride[d]);
     if (step_bits % 8 != 0) {
-      return Error(ErrorKind::MisalignedSlice, "slice of a " + std::string(type_name(dtype)) +
-                                                   " tensor does not fall on byte boundaries");
+      return Error(ErrorKind::MisalignedSlice, "slice of a " + std::string(type_name(dtype)) + " tensor does not fall on byte boundaries");
     }
     plan.loops_.push_back({dims[d].count, step_bits / 8});
   }
   if (first_bit % 8 != 0 || run_bits % 8 != 0) {
-    return Error(ErrorKind::MisalignedSlice,
-                 "slice of a " + std::string(type_name(dtype)) + " tensor does not fall on byte boundaries");
+    return Error(ErrorKind::MisalignedSlice, "slice of a " + std::string(type_name(dtype)) + " tensor does not fall on byte boundaries");
   }
   plan.run_bytes_ = run_bits / 8;
   plan.nbytes_ = total_bits / 8;
@@ -418,8 +417,7 @@ class Gather {
 // section (a file truncated under the mapping is an error, not SIGBUS), and nothing in it allocates.
 class MappedRuns {
  public:
-  MappedRuns(const ByteSource& source, const SlicePlan& plan)
-      : source_(source), base_(source.mapped()), runs_(plan), run_bytes_(plan.run_bytes()) {}
+  MappedRuns(const ByteSource& source, const SlicePlan& plan) : source_(source), base_(source.mapped()), runs_(plan), run_bytes_(plan.run_bytes()) {}
 
   // Fills dst with the next dst.size() bytes of the slice (the caller asks for no more than is left).
   Status fill(std::span<std::byte> dst) {
@@ -473,8 +471,8 @@ Status check_footprint(const ByteSource& source, const SlicePlan& plan) {
 
 Status read_slice(const ByteSource& source, const SlicePlan& plan, std::span<std::byte> dst) {
   if (dst.size() != plan.nbytes()) {
-    return Error(ErrorKind::InvalidArgument, "read_slice: destination has " + std::to_string(dst.size()) +
-                                                 " bytes, the slice needs " + std::to_string(plan.nbytes()));
+    return Error(ErrorKind::InvalidArgument,
+                 "read_slice: destination has " + std::to_string(dst.size()) + " bytes, the slice needs " + std::to_string(plan.nbytes()));
   }
   if (plan.nbytes() == 0) return Status::ok();
   SW_RETURN_IF_ERROR(check_footprint(source, plan));
@@ -494,8 +492,7 @@ Status read_slice(const ByteSource& source, const SlicePlan& plan, std::span<std
 Status copy_slice(const ByteSource& source, const SlicePlan& plan, std::uint64_t chunk, const ByteSink& sink) {
   if (plan.nbytes() == 0) return Status::ok();
   SW_RETURN_IF_ERROR(check_footprint(source, plan));
-  SW_ASSIGN_OR_RETURN(std::vector<std::byte> buffer,
-                      allocate_bytes(std::min(std::max<std::uint64_t>(chunk, 1), plan.nbytes()), "a slice buffer"));
+  SW_ASSIGN_OR_RETURN(std::vector<std::byte> buffer, allocate_bytes(std::min(std::max<std::uint64_t>(chunk, 1), plan.nbytes()), "a slice buffer"));
   if (source.mapped() != nullptr) {
     MappedRuns runs(source, plan);
     for (std::uint64_t done = 0; done < plan.nbytes();) {

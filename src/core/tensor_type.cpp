@@ -8,9 +8,7 @@ namespace {
 
 using C = TypeClass;
 
-constexpr TensorTypeInfo plain(TensorType t, std::string_view name, C cls, std::uint16_t bits) {
-  return {t, name, cls, bits, 1, 0};
-}
+constexpr TensorTypeInfo plain(TensorType t, std::string_view name, C cls, std::uint16_t bits) { return {t, name, cls, bits, 1, 0}; }
 constexpr TensorTypeInfo block(TensorType t, std::string_view name, std::uint16_t elements, std::uint16_t bytes) {
   return {t, name, C::Quantized, 0, elements, bytes};
 }
@@ -78,9 +76,7 @@ constexpr bool table_is_indexed_by_enum() {
 }
 static_assert(table_is_indexed_by_enum(), "kTable rows must follow the TensorType enum order");
 
-Error overflow() {
-  return Error(ErrorKind::ValidationOverflow, "overflow computing buffer size from shape and/or element type");
-}
+Error overflow() { return Error(ErrorKind::ValidationOverflow, "overflow computing buffer size from shape and/or element type"); }
 
 }  // namespace
 
@@ -96,10 +92,9 @@ Result<std::uint64_t> tensor_nbytes(TensorType type, std::span<const std::uint64
   }
   if (info.is_block()) {
     if (shape.empty() || shape.back() % info.block_elements != 0) {
-      return Error(ErrorKind::InvalidBlockShape,
-                   std::string(info.name) + " stores blocks of " + std::to_string(info.block_elements) +
-                       " elements along the innermost dimension, which is " +
-                       (shape.empty() ? std::string("absent (a 0-dim tensor)") : std::to_string(shape.back())));
+      return Error(ErrorKind::InvalidBlockShape, std::string(info.name) + " stores blocks of " + std::to_string(info.block_elements) +
+                                                     " elements along the innermost dimension, which is " +
+                                                     (shape.empty() ? std::string("absent (a 0-dim tensor)") : std::to_string(shape.back())));
     }
     std::uint64_t bytes = 0;
     if (__builtin_mul_overflow(elements / info.block_elements, std::uint64_t{info.block_bytes}, &bytes)) return overflow();
@@ -108,8 +103,7 @@ Result<std::uint64_t> tensor_nbytes(TensorType type, std::span<const std::uint64
   std::uint64_t bits = 0;
   if (__builtin_mul_overflow(elements, std::uint64_t{info.bits}, &bits)) return overflow();
   if (bits % 8 != 0) {
-    return Error(ErrorKind::MisalignedSlice, std::to_string(elements) + " elements of " + std::string(info.name) +
-                                                 " (" + std::to_string(info.bits) +
+    return Error(ErrorKind::MisalignedSlice, std::to_string(elements) + " elements of " + std::string(info.name) + " (" + std::to_string(info.bits) +
                                                  " bits each) do not fill a whole number of bytes");
   }
   return bits / 8;

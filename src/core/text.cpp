@@ -58,7 +58,7 @@ std::string printable(std::string_view s, LineBreaks line_breaks) {
       append_format(out, "\\x%02x", c);
       ++i;
     } else if (len == 2 && c == 0xC2 && static_cast<unsigned char>(s[i + 1]) < 0xA0) {  // U+0080..U+009F
-      append_format(out, "\\u{%02x}", static_cast<unsigned char>(s[i + 1]));  // C2 xx is U+00xx
+      append_format(out, "\\u{%02x}", static_cast<unsigned char>(s[i + 1]));            // C2 xx is U+00xx
       i += 2;
     } else {
       out.append(s.substr(i, len));
@@ -87,8 +87,10 @@ std::string human_bytes(std::uint64_t bytes) {
     ++unit;
   }
   char buf[32];
-  if (unit == 0) std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(bytes));
-  else std::snprintf(buf, sizeof buf, "%.1f %s", v, kUnits[unit]);
+  if (unit == 0)
+    std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(bytes));
+  else
+    std::snprintf(buf, sizeof buf, "%.1f %s", v, kUnits[unit]);
   return buf;
 }
 

@@ -107,10 +107,10 @@ struct Loop {
 
   std::mutex mu;
   std::condition_variable idle;
-  bool closed = false;      // the caller has finished its share; no helper may join any more
-  unsigned active = 0;      // helpers inside run()
+  bool closed = false;  // the caller has finished its share; no helper may join any more
+  unsigned active = 0;  // helpers inside run()
   std::size_t failed_index = SIZE_MAX;
-  Status failure;           // the failure with the lowest index so far
+  Status failure;  // the failure with the lowest index so far
 
   void record(std::size_t i, Status s) {
     if (s.error().kind() == ErrorKind::Interrupted) cancelled.store(true, std::memory_order_relaxed);

@@ -113,8 +113,8 @@ Result<std::string_view> checked_entry_name(std::string_view name) {
   // "." + name.split(".")[-1]: a name without a dot is its own extension, so a bare `json` passes.
   const std::size_t dot = name.rfind('.');
   const std::string_view after_dot = dot == std::string_view::npos ? name : name.substr(dot + 1);
-  const bool allowed = std::any_of(kAllowedExtensions.begin(), kAllowedExtensions.end(),
-                                   [&](std::string_view ext) { return ext.substr(1) == after_dot; });
+  const bool allowed =
+      std::any_of(kAllowedExtensions.begin(), kAllowedExtensions.end(), [&](std::string_view ext) { return ext.substr(1) == after_dot; });
   if (!allowed) return Error(ErrorKind::DDUFInvalidEntryName, "File type not allowed: " + std::string(name));
   if (name.find('\\') != std::string_view::npos) {
     return Error(ErrorKind::DDUFInvalidEntryName, "Entry names must use UNIX separators ('/'). Got " + std::string(name) + ".");
@@ -130,13 +130,10 @@ Result<std::string_view> checked_entry_name(std::string_view name) {
 
 std::vector<std::string_view> views_of(const std::vector<std::string>& names) { return {names.begin(), names.end()}; }
 
-bool has_extension(std::string_view name, std::string_view ext) {
-  return name.size() >= ext.size() && name.substr(name.size() - ext.size()) == ext;
-}
+bool has_extension(std::string_view name, std::string_view ext) { return name.size() >= ext.size() && name.substr(name.size() - ext.size()) == ext; }
 
 // `folders`: folders_of(names).
-Status check_structure(std::string_view model_index, std::span<const std::string_view> names,
-                       std::span<const std::string_view> folders) {
+Status check_structure(std::string_view model_index, std::span<const std::string_view> names, std::span<const std::string_view> folders) {
   json::TopLevel top;
   if (auto s = json::read_top_level(model_index, top); !s.is_ok()) {
     return corrupted("Invalid 'model_index.json': " + s.error().message());
@@ -196,8 +193,9 @@ Result<Reader> Reader::open(SourcePtr source) {
     if (e.method != 0) return fail(corrupted("Data must not be compressed in DDUF file.").with_entry(e.name));
     auto valid = checked_entry_name(e.name);
     if (!valid.is_ok()) {
-      return fail(Error(ErrorKind::DDUFInvalidEntryName, "Invalid entry name in DDUF file: " + std::string(e.name) + " (" + valid.error().message() + ")")
-                      .with_entry(e.name));
+      return fail(
+          Error(ErrorKind::DDUFInvalidEntryName, "Invalid entry name in DDUF file: " + std::string(e.name) + " (" + valid.error().message() + ")")
+              .with_entry(e.name));
     }
     if (!strict) {
       if (auto s = check_strict_name(e.name); !s.is_ok()) strict = error_of(s).with_entry(e.name);
@@ -411,16 +409,19 @@ Status pack_folder(const std::string& folder, const std::string& path, const Pac
   std::vector<std::string> names;
   for (const auto& [name, file] : files) {
     auto valid = validate_entry_name(name);
-    if (!valid.is_ok()) return Error(ErrorKind::DDUFInvalidEntryName, "Invalid entry name: " + name + " (" + valid.error().message() + ")").with_file(folder);
+    if (!valid.is_ok())
+      return Error(ErrorKind::DDUFInvalidEntryName, "Invalid entry name: " + name + " (" + valid.error().message() + ")").with_file(folder);
     if (auto s = check_strict_name(name); !s.is_ok()) return error_of(s).with_file(folder);
     names.push_back(name);
   }
-  if (files.empty() || files.front().first != kModelIndex) return export_error("Missing required 'model_index.json' entry in DDUF file.").with_file(folder);
+  if (files.empty() || files.front().first != kModelIndex)
+    return export_error("Missing required 'model_index.json' entry in DDUF file.").with_file(folder);
   {
     SW_ASSIGN_OR_RETURN(std::string text, read_model_index(files.front().second, folder));
     json::TopLevel top;
     if (!json::read_top_level(text, top).is_ok()) return export_error("Failed to parse 'model_index.json'.").with_file(folder);
-    if (auto s = validate_structure(text, names); !s.is_ok()) return export_error("Invalid DDUF file structure. " + s.error().message()).with_file(folder);
+    if (auto s = validate_structure(text, names); !s.is_ok())
+      return export_error("Invalid DDUF file structure. " + s.error().message()).with_file(folder);
   }
 
   PackOptions opts = options;

@@ -48,16 +48,14 @@ std::string inspect_text(const Reader& reader, const std::string& path) {
     name_w = std::max(name_w, e.filename.size());
   }
   std::string out = "file:        " + path + "\nformat:      dduf" + (reader.archive().uses_zip64() ? " (ZIP64)" : "") +
-                    "\nentries:     " + std::to_string(reader.entries().size()) + " (" + human_bytes(total) +
-                    " of data)\ncomponents:  ";
+                    "\nentries:     " + std::to_string(reader.entries().size()) + " (" + human_bytes(total) + " of data)\ncomponents:  ";
   for (std::size_t i = 0; i < reader.components().size(); ++i) out += (i ? ", " : "") + reader.components()[i];
   append_format(out, "\n\n%-*s  %14s  %12s  %s\n", static_cast<int>(name_w), "ENTRY", "OFFSET", "SIZE", "ALIGNMENT");
   for (const auto& e : reader.entries()) {
     std::uint64_t align = 1;
     while (align < 4096 && e.offset % (align * 2) == 0) align *= 2;
-    append_format(out, "%-*s  %14llu  %12s  %llu\n", static_cast<int>(name_w), e.filename.c_str(),
-                  static_cast<unsigned long long>(e.offset), human_bytes(e.length).c_str(),
-                  static_cast<unsigned long long>(e.offset == 0 ? 4096 : align));
+    append_format(out, "%-*s  %14llu  %12s  %llu\n", static_cast<int>(name_w), e.filename.c_str(), static_cast<unsigned long long>(e.offset),
+                  human_bytes(e.length).c_str(), static_cast<unsigned long long>(e.offset == 0 ? 4096 : align));
   }
   return out;
 }
@@ -83,11 +81,10 @@ class DdufFormat final : public Format {
     VerifyOptions verify;
     verify.crc = options.crc;
     SW_RETURN_IF_ERROR(reader.verify(verify));
-    return std::to_string(reader.entries().size()) + " entries, " + std::to_string(reader.components().size()) +
-           " components" + (verify.crc ? ", CRCs checked" : ", CRCs not checked");
+    return std::to_string(reader.entries().size()) + " entries, " + std::to_string(reader.components().size()) + " components" +
+           (verify.crc ? ", CRCs checked" : ", CRCs not checked");
   }
-  Result<std::string> inspect(const std::string& path, std::span<const std::string> members, const FormatOptions& options,
-                              bool json) const override {
+  Result<std::string> inspect(const std::string& path, std::span<const std::string> members, const FormatOptions& options, bool json) const override {
     SW_ASSIGN_OR_RETURN(Reader reader, open_archive(path, options));
     if (members.size() > 1) return needs_member(path, "inspect takes one .safetensors ENTRY");
     if (members.size() == 1) {
@@ -104,8 +101,7 @@ class DdufFormat final : public Format {
     return safetensors::tensor_file(std::move(member));
   }
   // ENTRY: the member's bytes; ENTRY TENSOR: a tensor of a .safetensors member.
-  Result<CatTarget> locate(const std::string& path, std::span<const std::string> names,
-                           const FormatOptions& options) const override {
+  Result<CatTarget> locate(const std::string& path, std::span<const std::string> names, const FormatOptions& options) const override {
     if (names.size() == 2) {
       SW_ASSIGN_OR_RETURN(std::unique_ptr<TensorFile> file, open(path, names.first(1), options));
       return cat_tensor(std::move(file), names[1]);

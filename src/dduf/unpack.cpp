@@ -70,9 +70,7 @@ Error io_error(const std::string& what, int err, const std::string& path) {
 }
 
 // The folder `name` under `dirfd`, never through a symlink at that name.
-int open_folder(int dirfd, const std::string& name) {
-  return ::openat(dirfd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-}
+int open_folder(int dirfd, const std::string& name) { return ::openat(dirfd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC); }
 
 std::vector<std::string> list_folder(int dirfd) {
   std::vector<std::string> names;
@@ -144,8 +142,7 @@ std::size_t nameless_budget() {
 // The staging folder and its component folders; removed with everything in it unless kept.
 class Staging {
  public:
-  Staging(int parent, const std::string& base, std::string path)
-      : parent_(parent), name_(staging_name(base)), path_(std::move(path)) {}
+  Staging(int parent, const std::string& base, std::string path) : parent_(parent), name_(staging_name(base)), path_(std::move(path)) {}
   Staging(const Staging&) = delete;
   Staging& operator=(const Staging&) = delete;
   ~Staging() {
@@ -195,8 +192,7 @@ Status write_entry(const Reader& reader, const Entry& entry, int fd, const std::
   const zip::Entry* ze = reader.archive().find(entry.filename);
   if (ze == nullptr) return Error(ErrorKind::InvalidArgument, "no entry named `" + entry.filename + "`").with_file(reader.name());
   // Reserve the space first: a full disk fails before the copy.
-  if (entry.length > 0 && ::fallocate(fd, 0, 0, static_cast<off_t>(entry.length)) != 0 && errno != EOPNOTSUPP &&
-      errno != ENOSYS && errno != EINVAL) {
+  if (entry.length > 0 && ::fallocate(fd, 0, 0, static_cast<off_t>(entry.length)) != 0 && errno != EOPNOTSUPP && errno != ENOSYS && errno != EINVAL) {
     return io_error("cannot reserve " + std::to_string(entry.length) + " bytes", errno, path);
   }
   std::uint64_t at = 0;

@@ -86,16 +86,15 @@ std::string inspect_text(const GgufFile& f, const std::string& path) {
   for (const TensorEntry& t : f.tensors()) bytes += t.nbytes;
   std::string out;
   append_format(out, "file:        %s\nformat:      gguf (version %u)\nalignment:   %u\ndata offset: %llu\ntensors:     %zu (%s)\n\n",
-                printable(path).c_str(), f.version(), f.alignment(), static_cast<unsigned long long>(f.data_offset()),
-                f.tensors().size(), human_bytes(bytes).c_str());
+                printable(path).c_str(), f.version(), f.alignment(), static_cast<unsigned long long>(f.data_offset()), f.tensors().size(),
+                human_bytes(bytes).c_str());
   if (f.split_count() > 1) {
     out.insert(out.size() - 1, "splits:      " + std::to_string(f.split_count()) + " files\n");
     for (std::size_t k = 0; k < f.split_count(); ++k)
       out.insert(out.size() - 1, "  " + printable(f.split(k).name()) + " (" + std::to_string(f.split(k).tensors().size()) + " tensors)\n");
   }
   for (const KeyValue& e : f.kv())
-    append_format(out, "%-40s %-8s %s\n", printable(e.key).c_str(), std::string(value_type_name(e.value.type)).c_str(),
-                  value_text(e.value).c_str());
+    append_format(out, "%-40s %-8s %s\n", printable(e.key).c_str(), std::string(value_type_name(e.value.type)).c_str(), value_text(e.value).c_str());
   if (!f.kv().empty()) out += "\n";
   for (std::size_t i = 0; i < f.tensors().size(); ++i) {
     const TensorEntry& t = f.tensors()[i];
@@ -126,12 +125,11 @@ class GgufFormat final : public Format {
     SW_ASSIGN_OR_RETURN(auto file, open_with(path, options));
     std::uint64_t bytes = 0;
     for (const TensorEntry& t : file->tensors()) bytes += t.nbytes;
-    return std::to_string(file->tensors().size()) + " tensors, " + human_bytes(bytes) + " of data, " +
-           std::to_string(file->kv().size()) + " keys (GGUF v" + std::to_string(file->version()) +
+    return std::to_string(file->tensors().size()) + " tensors, " + human_bytes(bytes) + " of data, " + std::to_string(file->kv().size()) +
+           " keys (GGUF v" + std::to_string(file->version()) +
            (file->split_count() > 1 ? ", " + std::to_string(file->split_count()) + " split files" : "") + ")";
   }
-  Result<std::string> inspect(const std::string& path, std::span<const std::string> members, const FormatOptions& options,
-                              bool json) const override {
+  Result<std::string> inspect(const std::string& path, std::span<const std::string> members, const FormatOptions& options, bool json) const override {
     SW_RETURN_IF_ERROR(no_members(path, members));
     SW_ASSIGN_OR_RETURN(auto file, open_with(path, options));
     return json ? inspect_json(*file) : inspect_text(*file, path);

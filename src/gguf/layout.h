@@ -12,8 +12,8 @@ namespace safeweights::gguf {
 inline constexpr std::string_view kMagic = "GGUF";
 inline constexpr std::uint32_t kWriteVersion = 3;
 inline constexpr std::string_view kAlignmentKey = "general.alignment";
-inline constexpr std::uint64_t kMaxKeyBytes = 65535;                  // the spec's limit
-inline constexpr std::uint64_t kMaxStringBytes = std::uint64_t{1} << 30;  // ggml's GGUF_MAX_STRING_LENGTH
+inline constexpr std::uint64_t kMaxKeyBytes = 65535;                        // the spec's limit
+inline constexpr std::uint64_t kMaxStringBytes = std::uint64_t{1} << 30;    // ggml's GGUF_MAX_STRING_LENGTH
 inline constexpr std::uint64_t kMaxArrayElements = std::uint64_t{1} << 30;  // ggml's GGUF_MAX_ARRAY_ELEMENTS
 
 // Bytes of one element of a fixed-size type; 0 for STRING and ARRAY; -1 for an unknown type id.

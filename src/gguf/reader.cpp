@@ -16,9 +16,7 @@
 namespace safeweights::gguf {
 namespace {
 
-Error invalid(std::string message, std::uint64_t offset) {
-  return Error(ErrorKind::InvalidGguf, std::move(message)).with_offset(offset);
-}
+Error invalid(std::string message, std::uint64_t offset) { return Error(ErrorKind::InvalidGguf, std::move(message)).with_offset(offset); }
 
 // The header bytes, copied from the source as parsing needs them (so over HTTP only the header is
 // fetched), with every read checked against what the file holds and the header budget. The copy grows
@@ -33,7 +31,8 @@ class Cursor {
   // Makes n more bytes readable. The copy never holds more than the file or the budget allows, so
   // bytes already copied need no other check.
   Status need(std::uint64_t n, std::string_view what) {
-    if (n <= filled_ - pos_) [[likely]] return Status::ok();
+    if (n <= filled_ - pos_) [[likely]]
+      return Status::ok();
     return grow(n, what);
   }
   // Preconditions: need() covered these bytes.
@@ -63,8 +62,7 @@ class Cursor {
       }
     }
     SW_ASSIGN_OR_RETURN(std::uint64_t length, uint(8, what));
-    if (length > max_length)
-      return invalid(std::string(what) + " of " + std::to_string(length) + " bytes is over " + std::string(limit_name), at);
+    if (length > max_length) return invalid(std::string(what) + " of " + std::to_string(length) + " bytes is over " + std::string(limit_name), at);
     SW_RETURN_IF_ERROR(need(length, what));
     last_length_ = length;
     pos_ += length;
@@ -81,8 +79,8 @@ class Cursor {
  private:
   [[gnu::noinline]] Status grow(std::uint64_t n, std::string_view what) {
     if (n > remaining())
-      return invalid("truncated: " + std::string(what) + " needs " + std::to_string(n) + " bytes at byte " +
-                         std::to_string(pos_) + " but the file has " + std::to_string(remaining()) + " left",
+      return invalid("truncated: " + std::string(what) + " needs " + std::to_string(n) + " bytes at byte " + std::to_string(pos_) +
+                         " but the file has " + std::to_string(remaining()) + " left",
                      pos_);
     if (pos_ + n > budget_)
       return Error(ErrorKind::ResourceLimit, "the GGUF header is larger than the limit of " + std::to_string(budget_) + " bytes");
@@ -110,8 +108,7 @@ class Budget {
  public:
   explicit Budget(std::uint64_t limit) : left_(limit) {}
   Status charge(std::uint64_t count, std::uint64_t each) {
-    if (each != 0 && count > left_ / each)
-      return Error(ErrorKind::ResourceLimit, "the GGUF metadata needs more memory than the limit allows");
+    if (each != 0 && count > left_ / each) return Error(ErrorKind::ResourceLimit, "the GGUF metadata needs more memory than the limit allows");
     left_ -= count * each;
     return Status::ok();
   }
@@ -122,8 +119,7 @@ class Budget {
 
 class Parser {
  public:
-  Parser(const ByteSource& source, const OpenOptions& options)
-      : cur_(source, options.max_header_bytes), budget_(options.max_header_bytes) {}
+  Parser(const ByteSource& source, const OpenOptions& options) : cur_(source, options.max_header_bytes), budget_(options.max_header_bytes) {}
 
   Status header(std::uint32_t& version, std::uint64_t& tensor_count, std::uint64_t& kv_count);
   // Also checks general.alignment where it stands.
@@ -148,23 +144,24 @@ class Parser {
 Status Parser::header(std::uint32_t& version, std::uint64_t& tensor_count, std::uint64_t& kv_count) {
   SW_RETURN_IF_ERROR(cur_.need(4, "the magic"));
   const std::string_view magic = cur_.take_bytes(4);
-  if (magic == "FUGG")
-    return Error(ErrorKind::NotSupported, "big-endian GGUF (magic FUGG): only little-endian files are read").with_offset(0);
+  if (magic == "FUGG") return Error(ErrorKind::NotSupported, "big-endian GGUF (magic FUGG): only little-endian files are read").with_offset(0);
   if (magic != kMagic) return invalid("not a GGUF file: the magic is not \"GGUF\"", 0);
   SW_ASSIGN_OR_RETURN(std::uint64_t v, cur_.uint(4, "the version"));
   version = static_cast<std::uint32_t>(v);
   if (version == 0) return invalid("version 0 is not a GGUF version", 4);
   if ((version & 0xFFFF) == 0)
-    return Error(ErrorKind::NotSupported, "the version reads as a byte-swapped number: a big-endian GGUF file; only "
-                                          "little-endian files are read").with_offset(4);
+    return Error(ErrorKind::NotSupported,
+                 "the version reads as a byte-swapped number: a big-endian GGUF file; only "
+                 "little-endian files are read")
+        .with_offset(4);
   if (version == 1) return Error(ErrorKind::NotSupported, "GGUF version 1 is no longer supported (ggml refuses it too)").with_offset(4);
   if (version > 3) return Error(ErrorKind::NotSupported, "GGUF version " + std::to_string(version) + " is newer than 3").with_offset(4);
   SW_ASSIGN_OR_RETURN(tensor_count, cur_.uint(8, "the tensor count"));
   SW_ASSIGN_OR_RETURN(kv_count, cur_.uint(8, "the key/value count"));
   // The smallest key/value pair takes 14 bytes (length, a 1-byte key, type, a 1-byte value).
   if (kv_count > cur_.remaining() / 14)
-    return invalid("the key/value count " + std::to_string(kv_count) + " cannot fit in the " +
-                       std::to_string(cur_.remaining()) + " bytes that remain", 16);
+    return invalid(
+        "the key/value count " + std::to_string(kv_count) + " cannot fit in the " + std::to_string(cur_.remaining()) + " bytes that remain", 16);
   return Status::ok();
 }
 
@@ -172,8 +169,7 @@ Result<ValueType> Parser::value_type(std::string_view what, bool in_array) {
   const std::uint64_t at = cur_.pos();
   SW_ASSIGN_OR_RETURN(std::uint64_t id, cur_.uint(4, what));
   if (value_width(static_cast<std::uint32_t>(id)) < 0) return invalid("unknown value type " + std::to_string(id), at);
-  if (in_array && id == static_cast<std::uint32_t>(ValueType::ARRAY))
-    return invalid("an array of arrays (ggml refuses nested arrays)", at);
+  if (in_array && id == static_cast<std::uint32_t>(ValueType::ARRAY)) return invalid("an array of arrays (ggml refuses nested arrays)", at);
   return static_cast<ValueType>(id);
 }
 
@@ -207,13 +203,12 @@ Status Parser::value(ValueType type, Value& out) {
   SW_ASSIGN_OR_RETURN(out.elem_type, value_type("an array's element type", true));
   const std::uint64_t count_at = cur_.pos();
   SW_ASSIGN_OR_RETURN(std::uint64_t count, cur_.uint(8, "an array's length"));
-  if (count > kMaxArrayElements)
-    return invalid("an array of " + std::to_string(count) + " elements is over ggml's limit of 2^30", count_at);
+  if (count > kMaxArrayElements) return invalid("an array of " + std::to_string(count) + " elements is over ggml's limit of 2^30", count_at);
   const int elem_width = value_width(static_cast<std::uint32_t>(out.elem_type));
   const std::uint64_t min_bytes = elem_width > 0 ? static_cast<std::uint64_t>(elem_width) : 8;
   if (count > cur_.remaining() / min_bytes)
-    return invalid("an array of " + std::to_string(count) + " elements cannot fit in the " +
-                       std::to_string(cur_.remaining()) + " bytes that remain", count_at);
+    return invalid("an array of " + std::to_string(count) + " elements cannot fit in the " + std::to_string(cur_.remaining()) + " bytes that remain",
+                   count_at);
   SW_RETURN_IF_ERROR(budget_.charge(count, sizeof(Value)));
   out.items.resize(static_cast<std::size_t>(count));
   if (elem_width > 0) {  // one bounds check for the whole array
@@ -255,8 +250,7 @@ Status Parser::kvs(std::uint64_t count, std::vector<KeyValue>& out) {
 }
 
 Status Parser::check_alignment(const Value& value, std::uint64_t at) {
-  if (value.type != ValueType::UINT32)
-    return invalid("general.alignment must be UINT32, not " + std::string(value_type_name(value.type)), at);
+  if (value.type != ValueType::UINT32) return invalid("general.alignment must be UINT32, not " + std::string(value_type_name(value.type)), at);
   const auto a = static_cast<std::uint32_t>(value.bits);
   if (a == 0 || (a & (a - 1)) != 0) return invalid("general.alignment is " + std::to_string(a) + ", not a power of two", at);
   alignment_ = a;
@@ -285,8 +279,10 @@ class File final : public GgufFile {
       metadata_.reserve(kv_.size());
       for (const KeyValue& e : kv_) {
         std::string text;
-        if (e.value.type == ValueType::STRING) text = e.value.str;
-        else append_value_json(text, e.value);
+        if (e.value.type == ValueType::STRING)
+          text = e.value.str;
+        else
+          append_value_json(text, e.value);
         metadata_.emplace_back(e.key, std::move(text));
       }
     });
@@ -325,8 +321,7 @@ Status read_tensor_info(Cursor& cur, Tensor& t, std::vector<std::uint64_t>& ne) 
   const auto name = [&] { return std::string(cur.bytes_at(t.name_at, t.name_length)); };
   const std::uint64_t dims_at = cur.pos();
   SW_ASSIGN_OR_RETURN(std::uint64_t n_dims, cur.uint(4, "a tensor's dimension count"));
-  if (n_dims > kMaxDims)
-    return invalid("tensor `" + name() + "` has " + std::to_string(n_dims) + " dimensions; ggml allows at most 4", dims_at);
+  if (n_dims > kMaxDims) return invalid("tensor `" + name() + "` has " + std::to_string(n_dims) + " dimensions; ggml allows at most 4", dims_at);
   t.n_dims = static_cast<std::size_t>(n_dims);
   t.dims_at = ne.size();
   SW_RETURN_IF_ERROR(cur.need(8 * n_dims + 12, "a tensor's dimensions, type and offset"));
@@ -342,11 +337,11 @@ Status read_tensor_info(Cursor& cur, Tensor& t, std::vector<std::uint64_t>& ne) 
   const std::optional<TensorType> type = type_from_ggml(t.ggml_type);
   if (!type) {
     const std::string_view removed = ggml_type_name(t.ggml_type);
-    return invalid("tensor `" + name() + "`: " +
-                       (removed.empty() ? "unknown ggml type id " + std::to_string(t.ggml_type)
-                                        : "ggml type " + std::string(removed) + " (id " + std::to_string(t.ggml_type) +
-                                              ") was removed from GGUF files"),
-                   type_at);
+    return invalid(
+        "tensor `" + name() + "`: " +
+            (removed.empty() ? "unknown ggml type id " + std::to_string(t.ggml_type)
+                             : "ggml type " + std::string(removed) + " (id " + std::to_string(t.ggml_type) + ") was removed from GGUF files"),
+        type_at);
   }
   t.type = *type;
   (void)at;
@@ -369,10 +364,9 @@ Result<std::unique_ptr<GgufFile>> open_one(SourcePtr source, const OpenOptions& 
 
   // The smallest tensor info takes 24 bytes (name length, n_dims, type, offset).
   if (tensor_count > cur.remaining() / 24)
-    return fail(invalid("the tensor count " + std::to_string(tensor_count) + " cannot fit in the " +
-                            std::to_string(cur.remaining()) + " bytes that remain", 8));
-  if (Status s = parser.budget().charge(tensor_count, sizeof(Tensor) + sizeof(TensorEntry) + sizeof(TensorInfo) + 64);
-      !s.is_ok())
+    return fail(invalid(
+        "the tensor count " + std::to_string(tensor_count) + " cannot fit in the " + std::to_string(cur.remaining()) + " bytes that remain", 8));
+  if (Status s = parser.budget().charge(tensor_count, sizeof(Tensor) + sizeof(TensorEntry) + sizeof(TensorInfo) + 64); !s.is_ok())
     return fail_s(std::move(s));
   std::vector<Tensor> tensors(static_cast<std::size_t>(tensor_count));
   file->ne_.reserve(static_cast<std::size_t>(tensor_count) * 2);
@@ -411,12 +405,11 @@ Result<std::unique_ptr<GgufFile>> open_one(SourcePtr source, const OpenOptions& 
     if (slot != 0) return tensor_error(Error(ErrorKind::InvalidGguf, "duplicate tensor name"));
     slot = json::NameTable::make(hash, static_cast<std::uint32_t>(i));
     if (t.offset != expected)
-      return tensor_error(Error(ErrorKind::InvalidGguf,
-                                "the tensor's offset is " + std::to_string(t.offset) + ", expected " + std::to_string(expected) +
-                                    " (tensors lie in order, each padded to " + std::to_string(file->alignment_) + " bytes)"));
+      return tensor_error(Error(ErrorKind::InvalidGguf, "the tensor's offset is " + std::to_string(t.offset) + ", expected " +
+                                                            std::to_string(expected) + " (tensors lie in order, each padded to " +
+                                                            std::to_string(file->alignment_) + " bytes)"));
     std::uint64_t begin = 0, end = 0, padded = 0;
-    if (__builtin_add_overflow(file->data_offset_, t.offset, &begin) || __builtin_add_overflow(begin, *nbytes, &end) ||
-        end > source->size())
+    if (__builtin_add_overflow(file->data_offset_, t.offset, &begin) || __builtin_add_overflow(begin, *nbytes, &end) || end > source->size())
       return tensor_error(Error(ErrorKind::InvalidGguf, "the tensor's " + std::to_string(*nbytes) + " bytes at data offset " +
                                                             std::to_string(t.offset) + " run past the end of the file (" +
                                                             std::to_string(source->size()) + " bytes)"));

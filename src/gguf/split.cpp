@@ -15,9 +15,7 @@ namespace {
 constexpr std::string_view kSuffix = ".gguf";
 constexpr std::size_t kDigits = 5;  // llama.cpp's "%05d"; split.count is at most 65535
 
-Error invalid_split(const std::string& file, std::string message) {
-  return Error(ErrorKind::InvalidGguf, std::move(message)).with_file(file);
-}
+Error invalid_split(const std::string& file, std::string message) { return Error(ErrorKind::InvalidGguf, std::move(message)).with_file(file); }
 
 std::optional<std::uint32_t> five_digits(std::string_view s) {
   if (s.size() != kDigits) return std::nullopt;
@@ -34,8 +32,8 @@ Result<std::optional<std::uint64_t>> split_key(const GgufFile& f, std::string_vi
   const Value* v = f.find_kv(key);
   if (!v) return std::optional<std::uint64_t>();
   if (v->type != type)
-    return invalid_split(f.name(), std::string(key) + " must be " + std::string(value_type_name(type)) + " (as llama.cpp's gguf-split writes it), not " +
-                                       std::string(value_type_name(v->type)));
+    return invalid_split(f.name(), std::string(key) + " must be " + std::string(value_type_name(type)) +
+                                       " (as llama.cpp's gguf-split writes it), not " + std::string(value_type_name(v->type)));
   return std::optional<std::uint64_t>(v->bits);
 }
 
@@ -151,7 +149,8 @@ std::optional<SplitName> parse_split_file_name(std::string_view name) {
 
 Result<std::uint64_t> parse_split_size(std::string_view text) {
   const auto bad = [&] {
-    return Error(ErrorKind::InvalidArgument, "split size `" + std::string(text) + "`: expected a positive number of bytes, or of K, M or G (10^3, 10^6, 10^9 bytes)");
+    return Error(ErrorKind::InvalidArgument,
+                 "split size `" + std::string(text) + "`: expected a positive number of bytes, or of K, M or G (10^3, 10^6, 10^9 bytes)");
   };
   std::uint64_t unit = 1;
   if (!text.empty() && (text.back() == 'K' || text.back() == 'M' || text.back() == 'G')) {
@@ -176,8 +175,8 @@ Result<std::unique_ptr<GgufFile>> open_split_model(std::unique_ptr<GgufFile> fil
   const auto parsed = parse_split_file_name(named);
   const std::string expected = split_file_name("PREFIX", static_cast<std::uint32_t>(keys.no + 1), static_cast<std::uint32_t>(keys.count));
   if (!parsed || parsed->number != keys.no + 1 || parsed->count != keys.count)
-    return invalid_split(named, "file " + std::to_string(keys.no + 1) + " of a split model (split.no " + std::to_string(keys.no) +
-                                    ", split.count " + std::to_string(keys.count) + ") must be named " + expected +
+    return invalid_split(named, "file " + std::to_string(keys.no + 1) + " of a split model (split.no " + std::to_string(keys.no) + ", split.count " +
+                                    std::to_string(keys.count) + ") must be named " + expected +
                                     " (llama.cpp's split naming) so that its other files can be found");
   const Resolver& resolver = options.resolver ? *options.resolver : plain_resolver();
   std::vector<std::unique_ptr<GgufFile>> parts;
@@ -193,22 +192,27 @@ Result<std::unique_ptr<GgufFile>> open_split_model(std::unique_ptr<GgufFile> fil
       auto source = resolver.open(path, options.backend);
       if (!source.is_ok()) {
         Error e = std::move(source).error();
-        return Error(e.kind(), "file " + std::to_string(k + 1) + " of the split model " + named + " cannot be opened: " + e.message()).with_file(path);
+        return Error(e.kind(), "file " + std::to_string(k + 1) + " of the split model " + named + " cannot be opened: " + e.message())
+            .with_file(path);
       }
       SW_ASSIGN_OR_RETURN(part, open_one(std::move(*source), options));
       SW_ASSIGN_OR_RETURN(SplitKeys other, read_split_keys(*part));
       if (other.count != keys.count)
         return invalid_split(path, "split.count is " + std::to_string(other.count) + " but " + named + " says " + std::to_string(keys.count));
-      if (other.no != k) return invalid_split(path, "split.no is " + std::to_string(other.no) + " in the file named as number " + std::to_string(k + 1) + " (split.no " + std::to_string(k) + ")");
+      if (other.no != k)
+        return invalid_split(path, "split.no is " + std::to_string(other.no) + " in the file named as number " + std::to_string(k + 1) +
+                                       " (split.no " + std::to_string(k) + ")");
       if (other.tensors != keys.tensors)
-        return invalid_split(path, "split.tensors.count is " + std::to_string(other.tensors) + " but " + named + " says " + std::to_string(keys.tensors));
+        return invalid_split(path,
+                             "split.tensors.count is " + std::to_string(other.tensors) + " but " + named + " says " + std::to_string(keys.tensors));
     }
     if (k != 0) SW_RETURN_IF_ERROR(check_other_kv(*part));
     total += part->tensors().size();
     parts.push_back(std::move(part));
   }
   if (total != static_cast<std::uint64_t>(keys.tensors))
-    return invalid_split(named, "the split files hold " + std::to_string(total) + " tensors but split.tensors.count is " + std::to_string(keys.tensors));
+    return invalid_split(named,
+                         "the split files hold " + std::to_string(total) + " tensors but split.tensors.count is " + std::to_string(keys.tensors));
   return SplitModel::join(std::move(parts), static_cast<std::size_t>(total));
 }
 

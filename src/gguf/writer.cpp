@@ -131,12 +131,12 @@ Result<PlannedFile> plan_file(const std::vector<KeyValue>& kv, const std::vector
   return plan;
 }
 
-Result<std::unique_ptr<PlannedFileSink>> create_file(const std::string& path, const std::vector<KeyValue>& kv,
-                                                     std::vector<TensorDecl> tensors, const WriterOptions& options) {
+Result<std::unique_ptr<PlannedFileSink>> create_file(const std::string& path, const std::vector<KeyValue>& kv, std::vector<TensorDecl> tensors,
+                                                     const WriterOptions& options) {
   auto plan = plan_file(kv, tensors, options);
   if (!plan.is_ok()) return error_of(plan).with_file(path);
-  return PlannedFileSink::create(path, std::move(tensors), std::move(plan->slots), std::as_bytes(std::span(plan->header)),
-                                 plan->size, options.durable);
+  return PlannedFileSink::create(path, std::move(tensors), std::move(plan->slots), std::as_bytes(std::span(plan->header)), plan->size,
+                                 options.durable);
 }
 
 }  // namespace
@@ -157,7 +157,7 @@ struct SplitWriter::Impl {
   std::vector<std::unique_ptr<PlannedFileSink>> parts;
   std::vector<std::string> paths;
   std::unordered_map<std::string_view, std::size_t> part_of;  // tensor name -> part
-  std::vector<TensorDecl> names;                               // owns the names part_of views
+  std::vector<TensorDecl> names;                              // owns the names part_of views
 
   std::string prefix;
 
@@ -183,8 +183,7 @@ Result<std::vector<std::size_t>> plan_splits(const std::vector<TensorDecl>& tens
     std::uint64_t padded = 0, next = 0;
     if (!align_up(*nbytes, alignment, padded) || __builtin_add_overflow(bytes, padded, &next))
       return Error(ErrorKind::ValidationOverflow, "the data section's size overflows 64 bits").with_tensor(tensors[i].name);
-    const bool full = count != 0 && ((split.max_tensors != 0 && count >= split.max_tensors) ||
-                                     (split.max_bytes != 0 && next > split.max_bytes));
+    const bool full = count != 0 && ((split.max_tensors != 0 && count >= split.max_tensors) || (split.max_bytes != 0 && next > split.max_bytes));
     if (full) {
       starts.push_back(i);
       bytes = padded;
@@ -194,16 +193,14 @@ Result<std::vector<std::size_t>> plan_splits(const std::vector<TensorDecl>& tens
       ++count;
     }
   }
-  if (starts.size() > kMaxSplits)
-    return bad("the model would need " + std::to_string(starts.size()) + " files; split.count allows at most 65535");
+  if (starts.size() > kMaxSplits) return bad("the model would need " + std::to_string(starts.size()) + " files; split.count allows at most 65535");
   return starts;
 }
 
 }  // namespace
 
-Result<std::unique_ptr<SplitWriter>> SplitWriter::create(const std::string& prefix, std::vector<KeyValue> kv,
-                                                         std::vector<TensorDecl> tensors, const SplitOptions& split,
-                                                         const WriterOptions& options) {
+Result<std::unique_ptr<SplitWriter>> SplitWriter::create(const std::string& prefix, std::vector<KeyValue> kv, std::vector<TensorDecl> tensors,
+                                                         const SplitOptions& split, const WriterOptions& options) {
   const auto fail = [&](Error e) { return Result<std::unique_ptr<SplitWriter>>(std::move(e.with_file(prefix))); };
   for (const KeyValue& e : kv)
     if (e.key == kSplitNoKey || e.key == kSplitCountKey || e.key == kSplitTensorsCountKey)

@@ -43,8 +43,8 @@ Status read_rope_scaling(const JsonFile& file, LlamaConfig& out) {
     return Status::ok();
   }
   if (kind == "default") return Status::ok();
-  return Error(ErrorKind::NotSupported, "rope_scaling of type " + json::quoted(kind) +
-                                            " is not converted (only linear scaling has a GGUF key without extra tensors)")
+  return Error(ErrorKind::NotSupported,
+               "rope_scaling of type " + json::quoted(kind) + " is not converted (only linear scaling has a GGUF key without extra tensors)")
       .with_file(file.path());
 }
 

@@ -52,8 +52,8 @@ class JsonFile {
     json::KeySet keys;
     for (auto field : json::as_object(object)) {
       if (!keys.insert(field.key)) {
-        return Error(ErrorKind::DuplicateKey, "key " + json::quoted(field.key) + " repeated" +
-                                                  (where.empty() ? std::string() : " in " + std::string(where)))
+        return Error(ErrorKind::DuplicateKey,
+                     "key " + json::quoted(field.key) + " repeated" + (where.empty() ? std::string() : " in " + std::string(where)))
             .with_file(path_);
       }
     }
@@ -68,8 +68,7 @@ class JsonFile {
   }
 
   // An integer in [lo, hi]; nullopt when absent.
-  Result<std::optional<std::int64_t>> integer(json::element object, std::string_view key, std::int64_t lo,
-                                              std::int64_t hi) const {
+  Result<std::optional<std::int64_t>> integer(json::element object, std::string_view key, std::int64_t lo, std::int64_t hi) const {
     auto e = member(object, key);
     if (!e) return std::optional<std::int64_t>();
     std::int64_t v = 0;

@@ -50,8 +50,7 @@ Status expect_shape(const TensorFile& weights, const TensorEntry& e, std::uint64
   if (e.shape.size() == 2 && e.shape[0] == rows && e.shape[1] == cols) return Status::ok();
   std::string got;
   for (auto d : e.shape) got += (got.empty() ? "" : ", ") + std::to_string(d);
-  return shape_error(weights, e.name, "shape [" + got + "], config.json implies [" + std::to_string(rows) + ", " +
-                                          std::to_string(cols) + "]");
+  return shape_error(weights, e.name, "shape [" + got + "], config.json implies [" + std::to_string(rows) + ", " + std::to_string(cols) + "]");
 }
 
 struct Planner {
@@ -67,8 +66,7 @@ struct Planner {
     const TensorEntry* e = weights.find(hf);
     if (!e) {
       if (!required) return Status::ok();
-      return Error(ErrorKind::TensorNotFound, "tensor " + hf + " is missing (llama.cpp needs " + gguf + ")")
-          .with_file(weights.name());
+      return Error(ErrorKind::TensorNotFound, "tensor " + hf + " is missing (llama.cpp needs " + gguf + ")").with_file(weights.name());
     }
     out.push_back({hf, std::move(gguf), permute});
     return Status::ok();
@@ -87,9 +85,7 @@ struct Planner {
     return check(hf + "self_attn.v_proj.weight", kv_heads() * head_dim(), c.hidden_size);
   }
 
-  Status check(const std::string& name, std::uint64_t rows, std::uint64_t cols) {
-    return expect_shape(weights, *weights.find(name), rows, cols);
-  }
+  Status check(const std::string& name, std::uint64_t rows, std::uint64_t cols) { return expect_shape(weights, *weights.find(name), rows, cols); }
 
   Status run() {
     SW_RETURN_IF_ERROR(add("model.embed_tokens.weight", "token_embd.weight", 0, true));
@@ -108,9 +104,7 @@ struct Planner {
     for (const ConvertTensor& t : out) planned.insert(t.source);
     for (const TensorEntry& e : weights.tensors()) {
       if (skipped(e.name) || planned.contains(e.name)) continue;
-      return Error(ErrorKind::NotSupported, "tensor has no name in llama.cpp's Llama architecture")
-          .with_file(weights.name())
-          .with_tensor(e.name);
+      return Error(ErrorKind::NotSupported, "tensor has no name in llama.cpp's Llama architecture").with_file(weights.name()).with_tensor(e.name);
     }
     return Status::ok();
   }
@@ -168,8 +162,7 @@ std::vector<KeyValue> hyper_parameters(const LlamaConfig& c, std::uint32_t ftype
 
 bool is_llama_folder(const std::string& folder) { return names_llama_architecture(folder); }
 
-Result<LlamaPlan> plan(const std::string& folder, const TensorFile& weights, std::optional<TensorType> type,
-                       const LlamaOptions& options) {
+Result<LlamaPlan> plan(const std::string& folder, const TensorFile& weights, std::optional<TensorType> type, const LlamaOptions& options) {
   SW_ASSIGN_OR_RETURN(LlamaConfig config, read_config(folder));
   Planner planner{config, weights, {}};
   SW_RETURN_IF_ERROR(planner.run());
@@ -186,8 +179,8 @@ Result<LlamaPlan> plan(const std::string& folder, const TensorFile& weights, std
   return out;
 }
 
-Result<ConvertReport> convert_folder_to_gguf(const std::string& folder, const std::string& output_path,
-                                             ConvertOptions options, const LlamaOptions& llama) {
+Result<ConvertReport> convert_folder_to_gguf(const std::string& folder, const std::string& output_path, ConvertOptions options,
+                                             const LlamaOptions& llama) {
   SW_ASSIGN_OR_RETURN(auto weights, open_tensors(folder, "", llama.read));
   SW_ASSIGN_OR_RETURN(LlamaPlan p, plan(folder, *weights, options.type, llama));
   options.tensors = std::move(p.tensors);

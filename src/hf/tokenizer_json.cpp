@@ -23,8 +23,7 @@ bool has_file(const std::string& path) {
 
 bool is_type(json::element e, std::string_view type) {
   auto t = JsonFile::member(e, "type");
-  return e.type() == json::element_type::OBJECT && t && t->type() == json::element_type::STRING &&
-         json::as_string(*t) == type;
+  return e.type() == json::element_type::OBJECT && t && t->type() == json::element_type::STRING && json::as_string(*t) == type;
 }
 
 bool bool_is(json::element e, std::string_view key, bool want) {
@@ -111,8 +110,7 @@ Result<BpeTokenizer> read_bpe(const JsonFile& file, json::element model) {
   BpeTokenizer bpe;
   SW_RETURN_IF_ERROR(file.check_unique(model, "model"));
   if (bool_is(model, "byte_fallback", true)) {
-    return Error(ErrorKind::NotSupported, "a BPE model with byte_fallback is not byte-level BPE (llama.cpp's gpt2 tokenizer)")
-        .with_file(file.path());
+    return Error(ErrorKind::NotSupported, "a BPE model with byte_fallback is not byte-level BPE (llama.cpp's gpt2 tokenizer)").with_file(file.path());
   }
   auto vocab = JsonFile::member(model, "vocab");
   if (!vocab || vocab->type() != json::element_type::OBJECT) return file.bad("model.vocab", "must be an object");
@@ -200,8 +198,7 @@ Result<TokenizerConfig> read_tokenizer_config(const std::string& folder) {
   SW_ASSIGN_OR_RETURN(out.add_prefix_space, file->boolean(root, "add_prefix_space"));
   if (auto t = JsonFile::member(root, "chat_template")) {
     if (t->type() != json::element_type::STRING) {
-      return Error(ErrorKind::NotSupported, "chat_template that is not one string (named templates) is not converted")
-          .with_file(file->path());
+      return Error(ErrorKind::NotSupported, "chat_template that is not one string (named templates) is not converted").with_file(file->path());
     }
     out.chat_template = std::string(json::as_string(*t));
   }
@@ -210,8 +207,7 @@ Result<TokenizerConfig> read_tokenizer_config(const std::string& folder) {
     SW_RETURN_IF_ERROR(file->check_unique(*decoder, "added_tokens_decoder"));
     for (auto field : json::as_object(*decoder)) {
       std::uint32_t id = 0;
-      const bool digits = !field.key.empty() && field.key.size() <= 7 &&
-                          field.key.find_first_not_of("0123456789") == std::string_view::npos;
+      const bool digits = !field.key.empty() && field.key.size() <= 7 && field.key.find_first_not_of("0123456789") == std::string_view::npos;
       if (digits) id = static_cast<std::uint32_t>(std::stoul(std::string(field.key)));
       if (!digits || id >= kMaxVocab) return file->bad("added_tokens_decoder", "has key " + json::quoted(field.key) + ", not a token id");
       SW_ASSIGN_OR_RETURN(auto t, read_added(*file, field.value, "added_tokens_decoder", id));

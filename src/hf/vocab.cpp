@@ -21,9 +21,8 @@ struct SpecialKind {
   std::string_view key;
 };
 constexpr SpecialKind kSpecialKinds[] = {
-    {"bos", "tokenizer.ggml.bos_token_id"},     {"eos", "tokenizer.ggml.eos_token_id"},
-    {"unk", "tokenizer.ggml.unknown_token_id"}, {"sep", "tokenizer.ggml.seperator_token_id"},
-    {"pad", "tokenizer.ggml.padding_token_id"}, {"mask", "tokenizer.ggml.mask_token_id"},
+    {"bos", "tokenizer.ggml.bos_token_id"},       {"eos", "tokenizer.ggml.eos_token_id"},     {"unk", "tokenizer.ggml.unknown_token_id"},
+    {"sep", "tokenizer.ggml.seperator_token_id"}, {"pad", "tokenizer.ggml.padding_token_id"}, {"mask", "tokenizer.ggml.mask_token_id"},
 };
 
 struct Vocab {
@@ -76,8 +75,8 @@ Vocab padded(std::uint32_t n, float score) {
 }
 
 Error out_of_vocab(const std::string& file, std::string_view what, std::uint64_t id, std::uint32_t n) {
-  return Error(ErrorKind::InvalidArgument, std::string(what) + " " + std::to_string(id) + " is not below config.json's vocab_size " +
-                                               std::to_string(n))
+  return Error(ErrorKind::InvalidArgument,
+               std::string(what) + " " + std::to_string(id) + " is not below config.json's vocab_size " + std::to_string(n))
       .with_file(file);
 }
 
@@ -144,8 +143,8 @@ Value scalar_array(ValueType type, const std::vector<T>& items, Make make) {
 // SpecialVocab: each kind's token text from tokenizer_config.json, looked up among tokenizer.json's
 // added tokens (the first with that content); else config.json's {kind}_token_id. Ids at or beyond
 // `n_vocab` (when known) are left out, as llama.cpp's converter leaves them out.
-void add_special(const LlamaConfig& c, const TokenizerJson& tj, const TokenizerConfig& tc,
-                 std::optional<std::uint32_t> n_vocab, std::vector<KeyValue>& kv) {
+void add_special(const LlamaConfig& c, const TokenizerJson& tj, const TokenizerConfig& tc, std::optional<std::uint32_t> n_vocab,
+                 std::vector<KeyValue>& kv) {
   std::unordered_map<std::string_view, std::uint64_t> ids;
   std::vector<std::string_view> order;
   auto set = [&](std::string_view type, std::uint64_t id) {
@@ -174,8 +173,7 @@ void add_special(const LlamaConfig& c, const TokenizerJson& tj, const TokenizerC
 
 }  // namespace
 
-Status add_vocabulary(const std::string& folder, const LlamaConfig& config, const LlamaOptions& options,
-                      std::vector<KeyValue>& kv) {
+Status add_vocabulary(const std::string& folder, const LlamaConfig& config, const LlamaOptions& options, std::vector<KeyValue>& kv) {
   SW_ASSIGN_OR_RETURN(TokenizerJson tj, read_tokenizer_json(folder));
   SW_ASSIGN_OR_RETURN(TokenizerConfig tc, read_tokenizer_config(folder));
   std::error_code ec;
@@ -204,9 +202,8 @@ Status add_vocabulary(const std::string& folder, const LlamaConfig& config, cons
     kv.push_back({"tokenizer.ggml.merges", string_array(std::move(tj.bpe->merges))});
     add_special(config, tj, tc, std::nullopt, kv);
   } else {
-    return Error(ErrorKind::FileNotFound,
-                 tj.present ? "tokenizer.json holds no BPE model and there is no tokenizer.model"
-                            : "no tokenizer.model (SentencePiece) or tokenizer.json (byte-level BPE)")
+    return Error(ErrorKind::FileNotFound, tj.present ? "tokenizer.json holds no BPE model and there is no tokenizer.model"
+                                                     : "no tokenizer.model (SentencePiece) or tokenizer.json (byte-level BPE)")
         .with_file(folder);
   }
   if (tc.add_prefix_space) kv.push_back({"tokenizer.ggml.add_space_prefix", Value::boolean(*tc.add_prefix_space)});

@@ -70,8 +70,7 @@ std::string base_of(const std::string& path) {
 
 std::string random_suffix() {
   static std::atomic<std::uint64_t> counter{0};
-  thread_local std::mt19937_64 rng(std::random_device{}() ^
-                                   static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()));
+  thread_local std::mt19937_64 rng(std::random_device{}() ^ static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()));
   std::uint64_t v = rng() ^ (counter.fetch_add(1) * 0x9E3779B97F4A7C15ull) ^ static_cast<std::uint64_t>(::getpid());
   static const char kDigits[] = "0123456789abcdefghijklmnopqrstuvwxyz";
   std::string s;
@@ -82,9 +81,7 @@ std::string random_suffix() {
   return s;
 }
 
-std::string temp_name_for(const std::string& target) {
-  return folder_of(target) + "/." + base_of(target) + ".sw-tmp-" + random_suffix();
-}
+std::string temp_name_for(const std::string& target) { return folder_of(target) + "/." + base_of(target) + ".sw-tmp-" + random_suffix(); }
 
 Error create_error(int err, const std::string& folder, const std::string& target) {
   ErrorKind kind = err == ENOENT ? ErrorKind::FileNotFound : ErrorKind::IoError;
@@ -106,9 +103,7 @@ bool nameless_files_allowed() {
   return v == nullptr || *v == '\0' || std::strcmp(v, "0") == 0;
 }
 
-int open_nameless(int dirfd, const std::string& folder) {
-  return ::openat(dirfd, folder.c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0666);
-}
+int open_nameless(int dirfd, const std::string& folder) { return ::openat(dirfd, folder.c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0666); }
 
 // Kernels or filesystems without O_TMPFILE say so with one of these (before 3.11 the flag reads as
 // O_DIRECTORY, hence EISDIR).
@@ -181,8 +176,7 @@ Result<AtomicFile> AtomicFile::create(const std::string& target, const AtomicFil
     int err = errno;
     // Filesystems without fallocate still work; only a real shortage of space is an error.
     if (err != EOPNOTSUPP && err != ENOSYS && err != EINVAL) {
-      return Error(ErrorKind::IoError, "cannot reserve " + std::to_string(options.preallocate) + " bytes: " + errno_text(err))
-          .with_file(target);
+      return Error(ErrorKind::IoError, "cannot reserve " + std::to_string(options.preallocate) + " bytes: " + errno_text(err)).with_file(target);
     }
   }
   return file;
@@ -254,9 +248,7 @@ namespace {
 constexpr std::uint64_t kKernelCopyStep = 64u << 20;
 
 // The errors with which copy_file_range says "not between these two files", not "the copy failed".
-bool kernel_cannot_copy(int err) {
-  return err == EXDEV || err == EINVAL || err == ENOSYS || err == EOPNOTSUPP || err == EBADF || err == ETXTBSY;
-}
+bool kernel_cannot_copy(int err) { return err == EXDEV || err == EINVAL || err == ENOSYS || err == EOPNOTSUPP || err == EBADF || err == ETXTBSY; }
 
 }  // namespace
 
@@ -340,9 +332,7 @@ Status AtomicFile::commit_named() {
 }
 
 Status AtomicFile::commit_nameless() {
-  auto failed = [&](const char* what, int err) {
-    return Error(ErrorKind::IoError, std::string(what) + ": " + errno_text(err)).with_file(target_);
-  };
+  auto failed = [&](const char* what, int err) { return Error(ErrorKind::IoError, std::string(what) + ": " + errno_text(err)).with_file(target_); };
   // A new target: the file gets its name in one step, and linkat never replaces a file that appeared
   // meanwhile (EEXIST: then replace it as below).
   if (link_nameless(fd_, AT_FDCWD, target_) == 0) {

@@ -51,8 +51,7 @@ Result<int> open_regular_file(const std::string& path, struct stat* info) {
   }
   if (!S_ISREG(st.st_mode)) {
     ::close(fd);
-    return Error(ErrorKind::IoError, S_ISDIR(st.st_mode) ? "is a directory" : "not a regular file")
-        .with_file(path);
+    return Error(ErrorKind::IoError, S_ISDIR(st.st_mode) ? "is a directory" : "not a regular file").with_file(path);
   }
   *info = st;
   return fd;
@@ -62,8 +61,8 @@ Result<int> open_regular_file(const std::string& path, struct stat* info) {
 Status check_file_size(int fd, std::uint64_t size, const std::string& name) {
   struct stat st {};
   if (fd < 0 || ::fstat(fd, &st) != 0 || static_cast<std::uint64_t>(st.st_size) >= size) return Status::ok();
-  return Error(ErrorKind::IoError, "unexpected end of file: the file shrank from " + std::to_string(size) + " to " +
-                                       std::to_string(st.st_size) + " bytes while it was read")
+  return Error(ErrorKind::IoError, "unexpected end of file: the file shrank from " + std::to_string(size) + " to " + std::to_string(st.st_size) +
+                                       " bytes while it was read")
       .with_file(name);
 }
 
@@ -171,8 +170,7 @@ class PreadSource final : public ByteSource {
 // by page, which is markedly faster for one-pass copies.
 class MappedSource final : public ByteSource {
  public:
-  MappedSource(std::string name, int fd, const std::byte* base, std::uint64_t size)
-      : name_(std::move(name)), fd_(fd), base_(base), size_(size) {}
+  MappedSource(std::string name, int fd, const std::byte* base, std::uint64_t size) : name_(std::move(name)), fd_(fd), base_(base), size_(size) {}
   ~MappedSource() override {
     if (size_ > 0) ::munmap(const_cast<std::byte*>(base_), static_cast<std::size_t>(size_));
   }
@@ -264,8 +262,7 @@ Result<SourcePtr> open_file(const std::string& path, FileBackend backend) {
   // Copy-on-write mappings reserve no swap up front (MAP_NORESERVE): only pages actually written are
   // charged, so mapping a file larger than RAM + swap still works as the read-only mapping does.
   const bool private_copy = backend == FileBackend::MmapPrivate;
-  void* base = private_copy ? ::mmap(nullptr, static_cast<std::size_t>(size), PROT_READ | PROT_WRITE,
-                                     MAP_PRIVATE | MAP_NORESERVE, fd, 0)
+  void* base = private_copy ? ::mmap(nullptr, static_cast<std::size_t>(size), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_NORESERVE, fd, 0)
                             : ::mmap(nullptr, static_cast<std::size_t>(size), PROT_READ, MAP_SHARED, fd, 0);
   if (base == MAP_FAILED) {
     int err = errno;

@@ -22,15 +22,11 @@ bool starts_with_nocase(std::string_view s, std::string_view prefix) noexcept {
 
 }  // namespace
 
-bool is_url(std::string_view s) noexcept {
-  return starts_with_nocase(s, "http://") || starts_with_nocase(s, "https://");
-}
+bool is_url(std::string_view s) noexcept { return starts_with_nocase(s, "http://") || starts_with_nocase(s, "https://"); }
 
 Result<SourcePtr> open_url(const std::string& url, const HttpOptions& /*options*/) {
   if (!is_url(url)) return Error(ErrorKind::InvalidArgument, "not an http:// or https:// URL").with_file(url);
-  return Error(ErrorKind::InvalidArgument,
-               "safeweights was built without HTTP support (SAFEWEIGHTS_WITH_HTTP=OFF): cannot open URLs")
-      .with_file(url);
+  return Error(ErrorKind::InvalidArgument, "safeweights was built without HTTP support (SAFEWEIGHTS_WITH_HTTP=OFF): cannot open URLs").with_file(url);
 }
 
 Result<SourcePtr> open_source(const std::string& path_or_url, FileBackend backend, const HttpOptions& options) {

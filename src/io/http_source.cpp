@@ -56,10 +56,8 @@ bool permanent_transport_error(CURLcode rc) {
     case CURLE_SSL_PINNEDPUBKEYNOTMATCH:
     case CURLE_SSL_CRL_BADFILE:
     case CURLE_UNSUPPORTED_PROTOCOL:
-    case CURLE_URL_MALFORMAT:
-      return true;
-    default:
-      return false;
+    case CURLE_URL_MALFORMAT: return true;
+    default: return false;
   }
 }
 
@@ -146,7 +144,9 @@ std::optional<Origin> origin_of(const std::string& url) {
 bool hf_token_host(const Origin& origin) {
   if (origin.scheme != "https") return false;
   const std::string& h = origin.host;
-  auto ends_with = [&](std::string_view suffix) { return h.size() >= suffix.size() && h.compare(h.size() - suffix.size(), suffix.size(), suffix) == 0; };
+  auto ends_with = [&](std::string_view suffix) {
+    return h.size() >= suffix.size() && h.compare(h.size() - suffix.size(), suffix.size(), suffix) == 0;
+  };
   if (h == "huggingface.co" || ends_with(".huggingface.co")) return true;
   if (const char* endpoint = std::getenv("HF_ENDPOINT"); endpoint != nullptr && *endpoint != '\0') {
     auto e = origin_of(endpoint);
@@ -230,13 +230,13 @@ struct Exchange : ExchangeRequest {
 
   // Body.
   bool body_started = false;
-  bool range_ignored = false;     // 200 to a ranged request: the body starts at byte 0
-  std::uint64_t skip = 0;         // body bytes still to discard before `offset` (range ignored)
-  std::uint64_t received = 0;     // bytes copied into dst
-  std::uint64_t discarded = 0;    // body bytes of a response not copied (error pages, redirects)
+  bool range_ignored = false;   // 200 to a ranged request: the body starts at byte 0
+  std::uint64_t skip = 0;       // body bytes still to discard before `offset` (range ignored)
+  std::uint64_t received = 0;   // bytes copied into dst
+  std::uint64_t discarded = 0;  // body bytes of a response not copied (error pages, redirects)
   std::uint64_t learned_size = 0;
-  bool complete = false;          // dst is full; a cut transfer after this is a success
-  std::optional<Error> error;     // the response broke a rule: not retried
+  bool complete = false;       // dst is full; a cut transfer after this is a success
+  std::optional<Error> error;  // the response broke a rule: not retried
 };
 
 Error http_error(const Exchange& x, ErrorKind kind, std::string message) {
@@ -247,11 +247,11 @@ Error http_error(const Exchange& x, ErrorKind kind, std::string message) {
 // or with a problem worth another attempt.
 struct Attempt {
   bool retry = false;
-  Status outcome;           // when !retry
-  std::string problem;      // when retry: what went wrong, for the message if every attempt fails
-  long status = 0;          // when retry: the HTTP status (0: none arrived); 5xx gives up as HttpError
-  bool too_slow = false;    // when retry: cut for the minimum rate; gives up as Timeout
-  std::uint64_t offset = 0; // when retry: the first byte still missing
+  Status outcome;              // when !retry
+  std::string problem;         // when retry: what went wrong, for the message if every attempt fails
+  long status = 0;             // when retry: the HTTP status (0: none arrived); 5xx gives up as HttpError
+  bool too_slow = false;       // when retry: cut for the minimum rate; gives up as Timeout
+  std::uint64_t offset = 0;    // when retry: the first byte still missing
   std::uint64_t progress = 0;  // when retry: bytes this attempt delivered that the next one need not ask for
   static Attempt ended(Status s) {
     Attempt a;
@@ -264,7 +264,8 @@ struct Attempt {
 void start_body(Exchange& x) {
   x.body_started = true;
   auto changed = [&](const std::string& what) {
-    x.error = http_error(x, ErrorKind::RemoteChanged, "the remote file changed between requests (" + what + "); refusing to mix bytes of two versions");
+    x.error =
+        http_error(x, ErrorKind::RemoteChanged, "the remote file changed between requests (" + what + "); refusing to mix bytes of two versions");
   };
   if (x.bad_content_length) {
     x.error = http_error(x, ErrorKind::HttpError, "malformed Content-Length header");
@@ -273,9 +274,9 @@ void start_body(Exchange& x) {
   // No encoding is asked for (no Accept-Encoding): an encoded body's bytes are not the file's, and
   // byte ranges of it mean nothing. Another attempt would get the same.
   if (!x.content_encoding.empty() && !iequals(x.content_encoding, "identity")) {
-    x.error = http_error(x, ErrorKind::HttpError,
-                         "the server sent an encoded body (Content-Encoding: " + x.content_encoding +
-                             ") that was not asked for: its bytes are not the file's");
+    x.error = http_error(
+        x, ErrorKind::HttpError,
+        "the server sent an encoded body (Content-Encoding: " + x.content_encoding + ") that was not asked for: its bytes are not the file's");
     return;
   }
   if (!x.opening) {
@@ -347,8 +348,7 @@ std::size_t on_header(char* data, std::size_t size, std::size_t count, void* use
   x.wire_bytes += n;
   x.header_bytes += n;
   if (x.header_bytes > kMaxHeaderBytes) {
-    x.error = http_error(x, ErrorKind::HttpError,
-                         "the server sent more than " + std::to_string(kMaxHeaderBytes >> 10) + " KiB of response headers");
+    x.error = http_error(x, ErrorKind::HttpError, "the server sent more than " + std::to_string(kMaxHeaderBytes >> 10) + " KiB of response headers");
     return 0;  // cut the transfer
   }
   std::string_view line(data, n);
@@ -438,8 +438,7 @@ std::string progress_of(const Exchange& x) {
 Error deadline_error(const Exchange& x) {
   return http_error(x, ErrorKind::Timeout,
                     "the request for bytes " + std::to_string(x.offset) + "-" + std::to_string(x.offset + x.dst.size() - 1) +
-                        " missed its deadline of " + seconds(x.options->timeout_s) + " (--timeout, " + kHttpTimeoutEnv +
-                        ") while " + progress_of(x));
+                        " missed its deadline of " + seconds(x.options->timeout_s) + " (--timeout, " + kHttpTimeoutEnv + ") while " + progress_of(x));
 }
 
 // libcurl calls this several times a second during a transfer, and about once a second while
@@ -459,8 +458,8 @@ int on_progress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
   if (o.min_rate > 0 && o.stall_timeout_s > 0 && now - x.window_start >= std::chrono::seconds(o.stall_timeout_s)) {
     const std::uint64_t got = x.wire_bytes - x.window_bytes;
     if (got < o.min_rate * static_cast<std::uint64_t>(o.stall_timeout_s)) {
-      x.too_slow = "below the minimum rate of " + std::to_string(o.min_rate) + " bytes/s over " +
-                   std::to_string(o.stall_timeout_s) + " s (" + std::to_string(got) + " bytes) while " + progress_of(x);
+      x.too_slow = "below the minimum rate of " + std::to_string(o.min_rate) + " bytes/s over " + std::to_string(o.stall_timeout_s) + " s (" +
+                   std::to_string(got) + " bytes) while " + progress_of(x);
       return 1;
     }
     x.window_start = now;
@@ -574,8 +573,7 @@ void HttpSource::give_handle(CURL* h) const {
   handles_.push_back(h);
 }
 
-Status HttpSource::perform_following_redirects(Exchange& x, std::string& url, CURLcode& rc,
-                                               std::string& curl_message) const {
+Status HttpSource::perform_following_redirects(Exchange& x, std::string& url, CURLcode& rc, std::string& curl_message) const {
   const ExchangeRequest request = x;
   int redirects = 0;
   for (;;) {
@@ -664,8 +662,8 @@ Attempt failed_attempt(const Exchange& x, CURLcode rc, const std::string& curl_m
   a.progress = x.received;
   if (rc == CURLE_OUT_OF_MEMORY && !x.headers_done) {
     // libcurl's answer to a header line over its 100 KiB limit; the server would send it again.
-    return Attempt::ended(http_error(x, ErrorKind::HttpError,
-                                     "the server sent a response header line longer than libcurl accepts (100 KiB): " + curl_message));
+    return Attempt::ended(
+        http_error(x, ErrorKind::HttpError, "the server sent a response header line longer than libcurl accepts (100 KiB): " + curl_message));
   }
   if (!x.too_slow.empty()) {
     a.too_slow = true;
@@ -709,8 +707,8 @@ Status HttpSource::with_retries(const std::function<Attempt(Clock::time_point de
     }
     const auto pause = std::chrono::milliseconds(backoff);
     if (deadline != Clock::time_point::max() && Clock::now() + pause >= deadline) {
-      return Error(ErrorKind::Timeout, "the request missed its deadline of " + seconds(options_.timeout_s) + " (--timeout, " +
-                                           kHttpTimeoutEnv + ") after " + tries + ": " + a.problem)
+      return Error(ErrorKind::Timeout, "the request missed its deadline of " + seconds(options_.timeout_s) + " (--timeout, " + kHttpTimeoutEnv +
+                                           ") after " + tries + ": " + a.problem)
           .with_file(name_)
           .with_offset(a.offset);
     }
@@ -750,10 +748,9 @@ Status HttpSource::same_as_cached(std::uint64_t offset, std::span<const std::byt
     const std::uint64_t lo = std::max(offset, i * bs), hi = std::min(end, i * bs + block->size());
     if (lo >= hi) continue;
     if (std::memcmp(got.data() + (lo - offset), block->data() + (lo - i * bs), static_cast<std::size_t>(hi - lo)) != 0) {
-      return Error(ErrorKind::RemoteChanged,
-                   "the remote file changed between requests (bytes " + std::to_string(lo) + "-" + std::to_string(hi - 1) +
-                       " differ from an earlier response; the server sends no ETag nor Last-Modified); refusing to mix "
-                       "bytes of two versions")
+      return Error(ErrorKind::RemoteChanged, "the remote file changed between requests (bytes " + std::to_string(lo) + "-" + std::to_string(hi - 1) +
+                                                 " differ from an earlier response; the server sends no ETag nor Last-Modified); refusing to mix "
+                                                 "bytes of two versions")
           .with_file(name_)
           .with_offset(lo);
     }
@@ -809,7 +806,8 @@ Status HttpSource::init() {
   if (!validated()) {
     if (options_.stats) options_.stats->unvalidated.fetch_add(1, std::memory_order_relaxed);
     if (options_.warn) {
-      options_.warn(name_ + ": the server sends no ETag nor Last-Modified: a change of the file between requests is "
+      options_.warn(name_ +
+                    ": the server sends no ETag nor Last-Modified: a change of the file between requests is "
                     "detected only where sizes or repeated bytes differ (docs/HTTP.md)");
     }
   }
@@ -938,8 +936,7 @@ Status HttpSource::read_scatter(std::span<const ReadRequest> requests) const {
     if (r.dst.empty()) continue;
     // A run that continues the previous one both in the file and in memory joins it: one request
     // straight into the caller's memory instead of two (read_ranges of adjacent ranges, for one).
-    if (!pieces.empty() && pieces.back().offset + pieces.back().length == r.offset &&
-        pieces.back().out + pieces.back().length == r.dst.data()) {
+    if (!pieces.empty() && pieces.back().offset + pieces.back().length == r.offset && pieces.back().out + pieces.back().length == r.dst.data()) {
       pieces.back().length += r.dst.size();
       continue;
     }
@@ -964,7 +961,7 @@ Status HttpSource::read_scatter(std::span<const ReadRequest> requests) const {
   // or one chunk of a large range fetched straight into the caller's memory.
   struct Job {
     std::uint64_t offset, length;
-    std::byte* direct;        // non-null: the bytes go here
+    std::byte* direct;         // non-null: the bytes go here
     std::size_t first, count;  // else: scattered to wanted[first, first + count)
   };
   std::vector<Job> jobs;

@@ -14,8 +14,7 @@ namespace {
 
 std::uint64_t read_budget() noexcept {
   const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
-  std::uint64_t budget = pages > 0 && page > 0 ? static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page)
-                                               : UINT64_MAX;
+  std::uint64_t budget = pages > 0 && page > 0 ? static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page) : UINT64_MAX;
   if (const char* env = std::getenv("SAFEWEIGHTS_MEMORY_LIMIT"); env != nullptr && *env != '\0') {
     char* end = nullptr;
     const unsigned long long limit = std::strtoull(env, &end, 10);
@@ -25,8 +24,7 @@ std::uint64_t read_budget() noexcept {
 }
 
 Error too_much(std::uint64_t size, std::string_view what, const char* why) {
-  return Error(ErrorKind::ResourceLimit, "cannot allocate " + std::to_string(size) + " bytes for " + std::string(what) +
-                                             ": " + why);
+  return Error(ErrorKind::ResourceLimit, "cannot allocate " + std::to_string(size) + " bytes for " + std::string(what) + ": " + why);
 }
 
 // ResourceLimit when `size` is over the budget or more than this process can address.

@@ -33,9 +33,7 @@ Status pread_exact(int fd, std::uint64_t offset, std::span<std::byte> dst, const
       return Error(ErrorKind::IoError, "read failed: " + errno_text(errno)).with_file(name).with_offset(offset + done);
     }
     if (got == 0) {
-      return Error(ErrorKind::IoError, "unexpected end of file (was it truncated while open?)")
-          .with_file(name)
-          .with_offset(offset + done);
+      return Error(ErrorKind::IoError, "unexpected end of file (was it truncated while open?)").with_file(name).with_offset(offset + done);
     }
     done += static_cast<std::size_t>(got);
   }
@@ -117,9 +115,8 @@ Status pwrite_exact(int fd, std::uint64_t offset, std::span<const std::byte> src
 Status ByteSource::check_range(std::uint64_t offset, std::uint64_t length) const {
   const std::uint64_t total = size();
   if (offset > total || length > total - offset) {
-    return Error(ErrorKind::OutOfRange, "read of " + std::to_string(length) + " bytes at offset " +
-                                            std::to_string(offset) + " runs past the end (size " +
-                                            std::to_string(total) + ")")
+    return Error(ErrorKind::OutOfRange, "read of " + std::to_string(length) + " bytes at offset " + std::to_string(offset) +
+                                            " runs past the end (size " + std::to_string(total) + ")")
         .with_file(name())
         .with_offset(offset);
   }

@@ -17,8 +17,8 @@ std::string describe_size(std::uint64_t bytes) {
 
 Result<std::string> read_small(const ByteSource& source, std::uint64_t cap) {
   if (source.size() > cap) {
-    return Error(ErrorKind::ResourceLimit, "larger than " + describe_size(cap) + " (" + std::to_string(source.size()) +
-                                               " bytes): refusing to read it into memory");
+    return Error(ErrorKind::ResourceLimit,
+                 "larger than " + describe_size(cap) + " (" + std::to_string(source.size()) + " bytes): refusing to read it into memory");
   }
   std::string text(static_cast<std::size_t>(source.size()), '\0');
   SW_RETURN_IF_ERROR(source.read_at(0, std::as_writable_bytes(std::span<char>(text.data(), text.size()))));
@@ -32,12 +32,9 @@ Result<std::string> read_small_file(const std::string& path, std::uint64_t cap) 
   return text;
 }
 
-std::uint64_t copy_buffer_size(const ByteSource& source) noexcept {
-  return source.file_region() ? std::uint64_t{256} << 10 : std::uint64_t{8} << 20;
-}
+std::uint64_t copy_buffer_size(const ByteSource& source) noexcept { return source.file_region() ? std::uint64_t{256} << 10 : std::uint64_t{8} << 20; }
 
-Status copy_range(const ByteSource& source, std::uint64_t offset, std::uint64_t length, std::uint64_t chunk,
-                  const ByteSink& sink) {
+Status copy_range(const ByteSource& source, std::uint64_t offset, std::uint64_t length, std::uint64_t chunk, const ByteSink& sink) {
   SW_RETURN_IF_ERROR(source.check_range(offset, length));
   if (auto view = source.view(offset, length); view.data() != nullptr || length == 0) {
     Status written = sink(view);

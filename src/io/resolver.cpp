@@ -44,9 +44,7 @@ const Resolver& plain_resolver() {
   return resolver;
 }
 
-std::shared_ptr<const Resolver> default_resolver(const HttpOptions& http) {
-  return std::make_shared<CachingResolver>(http);
-}
+std::shared_ptr<const Resolver> default_resolver(const HttpOptions& http) { return std::make_shared<CachingResolver>(http); }
 
 std::string sibling_name(std::string_view base, std::string_view file) {
   std::string_view folder = base;

@@ -42,11 +42,9 @@ std::string quoted(std::string_view s);
 
 // Parses `text`, which must have kJsonPadding readable bytes after it, with a parser reused per thread
 // (or, for a large document, one of its own, kept alive by `own`).
-simdjson::error_code parse_padded(std::string_view text, int max_depth, std::unique_ptr<simdjson::dom::parser>& own,
-                                  element& root);
+simdjson::error_code parse_padded(std::string_view text, int max_depth, std::unique_ptr<simdjson::dom::parser>& own, element& root);
 // The same for text without padding (copied once into a padded buffer).
-simdjson::error_code parse_document(std::string_view text, int max_depth, std::unique_ptr<simdjson::dom::parser>& own,
-                                    element& root);
+simdjson::error_code parse_document(std::string_view text, int max_depth, std::unique_ptr<simdjson::dom::parser>& own, element& root);
 
 // The keys of one object, to find repeats. Small objects (the usual 3-field tensor entry) are checked
 // pairwise; larger ones with an open-addressing table of indices under a seeded hash, so a hostile

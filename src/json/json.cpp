@@ -25,8 +25,7 @@ std::string quoted(std::string_view s) {
 }
 
 // `text` must have kJsonPadding readable bytes after it.
-simdjson::error_code parse_padded(std::string_view text, int max_depth, std::unique_ptr<simdjson::dom::parser>& own,
-                                  element& root) {
+simdjson::error_code parse_padded(std::string_view text, int max_depth, std::unique_ptr<simdjson::dom::parser>& own, element& root) {
   thread_local simdjson::dom::parser shared;
   simdjson::dom::parser* parser = &shared;
   if (text.size() > kReusableParserLimit) {
@@ -40,8 +39,7 @@ simdjson::error_code parse_padded(std::string_view text, int max_depth, std::uni
   return parser->parse(text.data(), text.size(), false).get(root);
 }
 
-simdjson::error_code parse_document(std::string_view text, int max_depth, std::unique_ptr<simdjson::dom::parser>& own,
-                                    element& root) {
+simdjson::error_code parse_document(std::string_view text, int max_depth, std::unique_ptr<simdjson::dom::parser>& own, element& root) {
   simdjson::padded_string copy(text.data(), text.size());
   return parse_padded(std::string_view(copy.data(), copy.size()), max_depth, own, root);
 }
@@ -86,8 +84,7 @@ Status read_top_level(std::string_view text, TopLevel& out) {
 std::uint64_t hash_seed() noexcept {
   static const std::uint64_t seed = [] {
     std::random_device rd;
-    return (std::uint64_t{rd()} << 32) ^ rd() ^
-           static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+    return (std::uint64_t{rd()} << 32) ^ rd() ^ static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
   }();
   return seed;
 }

@@ -117,8 +117,8 @@ class Pull {
     for (;;) {
       const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p_));
       const __m128i control = _mm_xor_si128(_mm_cmpeq_epi8(_mm_max_epu8(v, space), v), _mm_set1_epi8(-1));
-      const auto special = static_cast<unsigned>(_mm_movemask_epi8(
-          _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, backslash)), control)));
+      const auto special =
+          static_cast<unsigned>(_mm_movemask_epi8(_mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, backslash)), control)));
       if (special == 0) {
         p_ += 16;
         continue;
@@ -442,7 +442,9 @@ class Pull {
       ++p_;
       const char e = *p_++;
       switch (e) {
-        case '"': case '\\': case '/': *w++ = e; break;
+        case '"':
+        case '\\':
+        case '/': *w++ = e; break;
         case 'b': *w++ = '\b'; break;
         case 'f': *w++ = '\f'; break;
         case 'n': *w++ = '\n'; break;

@@ -72,8 +72,7 @@ ChunkReader::ChunkReader(const LoadPlan& plan) : plan_(plan) {
   for (const auto& [source, e] : extents) {
     const auto region = source->file_region();
     if (!region || direct_fds_.size() >= kMaxDirectFiles) continue;
-    if (mode == ReadMode::Auto && (e.bytes < kDirectMinimum || resident_share(*source, e.begin, e.end - e.begin) >= 0.5))
-      continue;
+    if (mode == ReadMode::Auto && (e.bytes < kDirectMinimum || resident_share(*source, e.begin, e.end - e.begin) >= 0.5)) continue;
     const int fd = open_direct(region->fd);
     if (fd >= 0) direct_fds_.emplace(source, fd);
   }

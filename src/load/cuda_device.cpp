@@ -90,13 +90,11 @@ const CudaApi& cuda_api() {
       return a;
     }
     const bool ok = resolve(a, a.GetDeviceCount, "cudaGetDeviceCount") && resolve(a, a.SetDevice, "cudaSetDevice") &&
-                    resolve(a, a.GetDevice, "cudaGetDevice") &&
-                    resolve(a, a.Malloc, "cudaMalloc") && resolve(a, a.Free, "cudaFree") &&
+                    resolve(a, a.GetDevice, "cudaGetDevice") && resolve(a, a.Malloc, "cudaMalloc") && resolve(a, a.Free, "cudaFree") &&
                     resolve(a, a.HostAlloc, "cudaHostAlloc") && resolve(a, a.FreeHost, "cudaFreeHost") &&
-                    resolve(a, a.StreamCreateWithFlags, "cudaStreamCreateWithFlags") &&
-                    resolve(a, a.StreamDestroy, "cudaStreamDestroy") && resolve(a, a.StreamSynchronize, "cudaStreamSynchronize") &&
-                    resolve(a, a.MemcpyAsync, "cudaMemcpyAsync") && resolve(a, a.Memcpy, "cudaMemcpy") &&
-                    resolve(a, a.EventCreateWithFlags, "cudaEventCreateWithFlags") &&
+                    resolve(a, a.StreamCreateWithFlags, "cudaStreamCreateWithFlags") && resolve(a, a.StreamDestroy, "cudaStreamDestroy") &&
+                    resolve(a, a.StreamSynchronize, "cudaStreamSynchronize") && resolve(a, a.MemcpyAsync, "cudaMemcpyAsync") &&
+                    resolve(a, a.Memcpy, "cudaMemcpy") && resolve(a, a.EventCreateWithFlags, "cudaEventCreateWithFlags") &&
                     resolve(a, a.EventDestroy, "cudaEventDestroy") && resolve(a, a.EventRecord, "cudaEventRecord") &&
                     resolve(a, a.EventSynchronize, "cudaEventSynchronize") && resolve(a, a.HostRegister, "cudaHostRegister") &&
                     resolve(a, a.HostUnregister, "cudaHostUnregister") && resolve(a, a.MemGetInfo, "cudaMemGetInfo") &&
@@ -128,8 +126,7 @@ struct CuFileDriverProps {
     std::size_t poll_thresh_size, max_direct_io_size;
     unsigned dstatusflags, dcontrolflags;
   } nvfs;
-  unsigned fflags, max_device_cache_size, per_buffer_cache_size, max_device_pinned_mem_size, max_batch_io_size,
-      max_batch_io_timeout_msecs;
+  unsigned fflags, max_device_cache_size, per_buffer_cache_size, max_device_pinned_mem_size, max_batch_io_size, max_batch_io_timeout_msecs;
 };
 constexpr int kCuFileHandleFd = 1;
 
@@ -145,8 +142,8 @@ struct CuFileApi {
 void* open_cufile() {
   std::vector<std::string> names;
   if (const char* path = std::getenv("SAFEWEIGHTS_CUFILE"); path && *path) names.emplace_back(path);
-  for (const char* n : {"libcufile.so.0", "libcufile.so", "/usr/local/cuda/lib64/libcufile.so.0",
-                        "/usr/local/cuda/targets/x86_64-linux/lib/libcufile.so.0"})
+  for (const char* n :
+       {"libcufile.so.0", "libcufile.so", "/usr/local/cuda/lib64/libcufile.so.0", "/usr/local/cuda/targets/x86_64-linux/lib/libcufile.so.0"})
     names.emplace_back(n);
   for (const std::string& n : names)
     if (void* h = ::dlopen(n.c_str(), RTLD_NOW | RTLD_LOCAL)) return h;
@@ -203,8 +200,7 @@ std::string cufile_failure(const std::string& call, CuFileError e) {
 
 class CudaDevice final : public Device {
  public:
-  CudaDevice(int index, std::vector<Stream> streams)
-      : Device("cuda:" + std::to_string(index)), index_(index), streams_(std::move(streams)) {}
+  CudaDevice(int index, std::vector<Stream> streams) : Device("cuda:" + std::to_string(index)), index_(index), streams_(std::move(streams)) {}
   ~CudaDevice() override {
     drop_staging();
     if (bind().is_ok())
@@ -300,8 +296,7 @@ class CudaDevice final : public Device {
   Result<void*> open_file(int fd) override {
     const CuFileApi& cf = cufile_library();
     if (cf.handle == nullptr)
-      return Error(ErrorKind::NotSupported, "cuFile (libcufile) could not be loaded; set SAFEWEIGHTS_CUFILE to its path")
-          .with_file(name());
+      return Error(ErrorKind::NotSupported, "cuFile (libcufile) could not be loaded; set SAFEWEIGHTS_CUFILE to its path").with_file(name());
     if (const CuFileDriver& d = cufile_driver(); d.opened.err != 0)
       return Error(ErrorKind::NotSupported, cufile_failure("cuFileDriverOpen", d.opened)).with_file(name());
     CuFileDescr descr{};

@@ -46,8 +46,7 @@ void Device::trim_staging(std::size_t size, std::size_t keep) noexcept {
   {
     std::lock_guard<std::mutex> lock(staging_mu_);
     std::size_t kept = 0;
-    auto it = std::stable_partition(staging_.begin(), staging_.end(),
-                                    [&](const auto& b) { return b.second == size && kept++ < keep; });
+    auto it = std::stable_partition(staging_.begin(), staging_.end(), [&](const auto& b) { return b.second == size && kept++ < keep; });
     dropped.assign(it, staging_.end());
     staging_.erase(it, staging_.end());
   }
@@ -65,9 +64,7 @@ void Device::drop_staging() noexcept {
   staging_.clear();
 }
 
-Result<void*> Device::open_file(int) {
-  return Error(ErrorKind::NotSupported, "this device cannot read files into its memory").with_file(name());
-}
+Result<void*> Device::open_file(int) { return Error(ErrorKind::NotSupported, "this device cannot read files into its memory").with_file(name()); }
 
 void Device::close_file(void*) noexcept {}
 
@@ -76,8 +73,8 @@ Status Device::read_file(void*, std::uint64_t, void*, std::size_t) {
 }
 
 namespace {
-constexpr DeviceStrategy kStrategies[] = {DeviceStrategy::Auto, DeviceStrategy::Staging, DeviceStrategy::Register,
-                                          DeviceStrategy::Hybrid, DeviceStrategy::GpuDirect};
+constexpr DeviceStrategy kStrategies[] = {DeviceStrategy::Auto, DeviceStrategy::Staging, DeviceStrategy::Register, DeviceStrategy::Hybrid,
+                                          DeviceStrategy::GpuDirect};
 }
 
 std::string_view strategy_name(DeviceStrategy strategy) noexcept {
@@ -94,8 +91,7 @@ std::string_view strategy_name(DeviceStrategy strategy) noexcept {
 Result<DeviceStrategy> parse_strategy(std::string_view name) {
   for (DeviceStrategy s : kStrategies)
     if (strategy_name(s) == name) return s;
-  return Error(ErrorKind::InvalidArgument,
-               "device strategy \"" + std::string(name) + "\": expected auto, staging, register, hybrid or gpudirect");
+  return Error(ErrorKind::InvalidArgument, "device strategy \"" + std::string(name) + "\": expected auto, staging, register, hybrid or gpudirect");
 }
 
 std::string_view file_read_path_name(FileReadPath path) noexcept {

@@ -76,8 +76,7 @@ struct Slot {
 // buffers are sized for the largest).
 class Stager {
  public:
-  Stager(Device& device, const load::ChunkReader& reader, std::byte* dst, std::size_t buffer_bytes, std::size_t slots,
-         unsigned stream)
+  Stager(Device& device, const load::ChunkReader& reader, std::byte* dst, std::size_t buffer_bytes, std::size_t slots, unsigned stream)
       : device_(device), reader_(reader), dst_(dst), buffer_bytes_(buffer_bytes), slots_(slots), stream_(stream) {}
 
   Status stage(const LoadChunk& chunk) {
@@ -165,12 +164,12 @@ class DeviceLoader {
     slots_per_stager_ = staging_.slots;
     // The cache keeps only what this load may use: with it, the pinned total stays within the budget.
     device_.trim_staging(buffer_bytes_, staging_.buffers);
-    const unsigned workers = file_reads                                       ? (staged_chunks_ ? staging_.stagers : threads_)
+    const unsigned workers = file_reads                                    ? (staged_chunks_ ? staging_.stagers : threads_)
                              : stats_.strategy == DeviceStrategy::Register ? 1
                                                                            : staging_.stagers + (registering ? 1 : 0);
 
     Status status = parallel_for(workers, workers, [&](std::size_t w) {
-      Status s = file_reads                ? read_file_chunks(static_cast<unsigned>(w))
+      Status s = file_reads              ? read_file_chunks(static_cast<unsigned>(w))
                  : registering && w == 0 ? register_chunks()
                                          : stage_chunks(static_cast<unsigned>(w));
       if (!s.is_ok()) queue_.stop();
@@ -198,8 +197,8 @@ class DeviceLoader {
 
   struct Staging {
     std::size_t buffer_bytes;
-    std::size_t slots;  // buffers per stager
-    unsigned stagers;   // threads with a ring of buffers (0: only the registering thread's fallback)
+    std::size_t slots;    // buffers per stager
+    unsigned stagers;     // threads with a ring of buffers (0: only the registering thread's fallback)
     std::size_t buffers;  // the most this load holds at once
   };
 
@@ -225,17 +224,15 @@ class DeviceLoader {
     const std::uint64_t least = (stagers_needed ? 1 : 0) + fallback;  // buffers of the smallest ring
     // Without a budget from the caller, the default never refuses a load: a shard chunk larger than
     // the default's share still gets the smallest ring that holds it.
-    const std::uint64_t budget = options_.staging_bytes
-                                     ? options_.staging_bytes
-                                     : std::max(std::min<std::uint64_t>(kMaxStaging, 2ull * threads * buffer), least * smallest);
+    const std::uint64_t budget =
+        options_.staging_bytes ? options_.staging_bytes : std::max(std::min<std::uint64_t>(kMaxStaging, 2ull * threads * buffer), least * smallest);
     if (least == 0) return Staging{static_cast<std::size_t>(buffer), 2, threads, 0};  // nothing is staged
     if (budget / buffer < least) buffer = budget / least / load::kDirectAlign * load::kDirectAlign;
     if (buffer < smallest)
-      return Error(ErrorKind::ResourceLimit,
-                   "loading to the device needs " + std::to_string(least * smallest) + " bytes of pinned staging memory (" +
-                       std::to_string(least) + " buffer(s) of " + std::to_string(smallest) +
-                       " bytes, the largest shard chunk or 4 KiB); the staging budget is " + std::to_string(budget) +
-                       " bytes")
+      return Error(ErrorKind::ResourceLimit, "loading to the device needs " + std::to_string(least * smallest) + " bytes of pinned staging memory (" +
+                                                 std::to_string(least) + " buffer(s) of " + std::to_string(smallest) +
+                                                 " bytes, the largest shard chunk or 4 KiB); the staging budget is " + std::to_string(budget) +
+                                                 " bytes")
           .with_file(device_.name());
     const std::uint64_t free = budget / buffer - fallback;  // buffers left for stagers
     const auto size = static_cast<std::size_t>(buffer);
@@ -295,8 +292,7 @@ class DeviceLoader {
         }
         for (std::uint64_t at = 0; at < c.length; at += piece) {
           const std::uint64_t n = std::min(piece, c.length - at);
-          Status s = device_.read_file(file->second.handle, file->second.offset + c.offset + at, dst_ + c.dst + at,
-                                       static_cast<std::size_t>(n));
+          Status s = device_.read_file(file->second.handle, file->second.offset + c.offset + at, dst_ + c.dst + at, static_cast<std::size_t>(n));
           if (!s.is_ok()) return error_of(s).with_file(c.source->name()).with_offset(c.offset + at);
           file_read_bytes_ += n;
         }
@@ -393,7 +389,7 @@ class DeviceLoader {
   std::atomic<std::uint64_t> registered_bytes_{0};
   std::atomic<std::uint64_t> file_read_bytes_{0};
   std::unordered_map<const ByteSource*, DeviceFile> files_;  // GpuDirect: opened before the workers start
-  double register_seconds_ = 0;  // only the registering thread adds to it
+  double register_seconds_ = 0;                              // only the registering thread adds to it
   std::mutex registered_mu_;
   std::vector<const std::byte*> registered_;
 };
@@ -403,19 +399,18 @@ Status check_device_memory(const LoadPlan& plan, Device& device, const DeviceLoa
   SW_ASSIGN_OR_RETURN(const std::uint64_t free, device.free_memory());
   const std::uint64_t limit = options.device_memory_limit ? std::min(options.device_memory_limit, free) : free;
   if (plan.size() > limit)
-    return Error(ErrorKind::ResourceLimit, "loading needs " + std::to_string(plan.size()) + " bytes of device memory; " +
-                                               std::to_string(limit) + " are available")
+    return Error(ErrorKind::ResourceLimit,
+                 "loading needs " + std::to_string(plan.size()) + " bytes of device memory; " + std::to_string(limit) + " are available")
         .with_file(device.name());
   return Status::ok();
 }
 
 }  // namespace
 
-Result<DeviceLoadStats> load_to_device(const LoadPlan& plan, Device& device, void* dst, std::uint64_t dst_size,
-                                       const DeviceLoadOptions& options) {
+Result<DeviceLoadStats> load_to_device(const LoadPlan& plan, Device& device, void* dst, std::uint64_t dst_size, const DeviceLoadOptions& options) {
   if (dst_size != plan.size())
-    return Error(ErrorKind::InvalidArgument, "device destination has " + std::to_string(dst_size) + " bytes, the plan needs " +
-                                                 std::to_string(plan.size()));
+    return Error(ErrorKind::InvalidArgument,
+                 "device destination has " + std::to_string(dst_size) + " bytes, the plan needs " + std::to_string(plan.size()));
   DeviceLoader loader(plan, device, options);
   SW_RETURN_IF_ERROR(loader.prepare());
   return loader.run(static_cast<std::byte*>(dst));

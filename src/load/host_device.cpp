@@ -129,8 +129,7 @@ class HostDevice final : public Device {
     if (p.is_ok()) {
       const std::uint64_t now = g_pinned_bytes.load();
       std::uint64_t peak = g_pinned_peak.load();
-      while (now > peak && !g_pinned_peak.compare_exchange_weak(peak, now)) {
-      }
+      while (now > peak && !g_pinned_peak.compare_exchange_weak(peak, now)) {}
     }
     return p;
   }
@@ -138,8 +137,7 @@ class HostDevice final : public Device {
   unsigned streams() const noexcept override { return static_cast<unsigned>(streams_.size()); }
 
   Status copy_async(void* dst, const std::byte* src, std::size_t n, unsigned stream) override {
-    if (options_.fail_copy_at != 0 && ++copies_ == options_.fail_copy_at)
-      return Error(ErrorKind::DeviceError, "copy_async: injected failure");
+    if (options_.fail_copy_at != 0 && ++copies_ == options_.fail_copy_at) return Error(ErrorKind::DeviceError, "copy_async: injected failure");
     streams_.at(stream)->push([dst, src, n] { std::memcpy(dst, src, n); });
     return Status::ok();
   }
@@ -198,8 +196,7 @@ class HostDevice final : public Device {
     delete static_cast<int*>(handle);
   }
   Status read_file(void* handle, std::uint64_t offset, void* dst, std::size_t n) override {
-    if (options_.fail_read_at != 0 && ++reads_ == options_.fail_read_at)
-      return Error(ErrorKind::DeviceError, "read_file: injected failure");
+    if (options_.fail_read_at != 0 && ++reads_ == options_.fail_read_at) return Error(ErrorKind::DeviceError, "read_file: injected failure");
     return pread_exact(*static_cast<int*>(handle), offset, {static_cast<std::byte*>(dst), n}, "");  // the loader names the file
   }
 

@@ -16,9 +16,9 @@ namespace safeweights::load {
 
 struct HostDeviceOptions {
   unsigned streams = 4;
-  std::uint64_t memory = 0;          // device memory reported free (0: the memory budget)
-  bool can_register = true;          // register_host succeeds (a no-op) or reports NotSupported
-  std::uint64_t fail_copy_at = 0;    // the n-th copy_async (1-based) fails with DeviceError; 0: never
+  std::uint64_t memory = 0;        // device memory reported free (0: the memory budget)
+  bool can_register = true;        // register_host succeeds (a no-op) or reports NotSupported
+  std::uint64_t fail_copy_at = 0;  // the n-th copy_async (1-based) fails with DeviceError; 0: never
   // read_file: pread into the device's memory, reported as this path (None: refused, as on a GPU
   // without cuFile); the n-th read_file (1-based) fails with DeviceError; 0: never.
   FileReadPath file_read = FileReadPath::None;

@@ -15,8 +15,8 @@ namespace safeweights {
 
 Status load_into(const LoadPlan& plan, std::span<std::byte> dst) {
   if (dst.size() != plan.size())
-    return Error(ErrorKind::InvalidArgument, "destination has " + std::to_string(dst.size()) + " bytes, the plan needs " +
-                                                 std::to_string(plan.size()));
+    return Error(ErrorKind::InvalidArgument,
+                 "destination has " + std::to_string(dst.size()) + " bytes, the plan needs " + std::to_string(plan.size()));
   const load::ChunkReader reader(plan);
   const auto chunks = plan.chunks();
   for (const LoadChunk& c : chunks)
@@ -33,8 +33,8 @@ Result<HostLoad> load_host(const LoadPlan& plan) {
   const std::uint64_t limit = plan.options().memory_limit ? std::min(plan.options().memory_limit, budget) : budget;
   if (plan.size() > limit)
     return Error(ErrorKind::ResourceLimit, "loading needs " + std::to_string(plan.size()) + " bytes of host memory; the " +
-                                               (limit == budget ? "process's memory budget" : "load's memory limit") +
-                                               " is " + std::to_string(limit) + " bytes");
+                                               (limit == budget ? "process's memory budget" : "load's memory limit") + " is " +
+                                               std::to_string(limit) + " bytes");
   // Page-aligned, so that O_DIRECT can read into it.
   auto memory = allocate_uninitialized(plan.size() + load::kDirectAlign, "the loaded tensors");
   if (!memory.is_ok()) return std::move(memory).status();

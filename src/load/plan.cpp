@@ -70,8 +70,7 @@ class PlanBuilder {
  private:
   Status check_shard(const TensorShard& s) {
     if (s.world == 0 || s.rank >= s.world)
-      return Error(ErrorKind::InvalidArgument, "shard rank " + std::to_string(s.rank) + " is not below world size " +
-                                                   std::to_string(s.world));
+      return Error(ErrorKind::InvalidArgument, "shard rank " + std::to_string(s.rank) + " is not below world size " + std::to_string(s.world));
     return Status::ok();
   }
 
@@ -158,8 +157,7 @@ class PlanBuilder {
       // Rows of dimension 0 are contiguous in the file: plain ranges.
       const std::uint64_t row = t.nbytes / t.shape[0];
       for (std::uint64_t at = 0; at < t.nbytes; at += plan_.chunk_bytes_)
-        add_range(*t.entry.source, t.entry.offset + first * row + at, std::min(plan_.chunk_bytes_, t.nbytes - at),
-                  t.offset + at);
+        add_range(*t.entry.source, t.entry.offset + first * row + at, std::min(plan_.chunk_bytes_, t.nbytes - at), t.offset + at);
       return Status::ok();
     }
     const std::uint64_t rows = t.shape[0];

@@ -6,9 +6,8 @@
 
 namespace safeweights {
 
-Result<std::unique_ptr<PlannedFileSink>> PlannedFileSink::create(const std::string& path, std::vector<TensorDecl> decls,
-                                                                 std::vector<Slot> slots, std::span<const std::byte> header,
-                                                                 std::uint64_t file_size, bool durable) {
+Result<std::unique_ptr<PlannedFileSink>> PlannedFileSink::create(const std::string& path, std::vector<TensorDecl> decls, std::vector<Slot> slots,
+                                                                 std::span<const std::byte> header, std::uint64_t file_size, bool durable) {
   AtomicFileOptions file_options;
   file_options.preallocate = file_size;
   file_options.durable = durable;
@@ -73,8 +72,7 @@ Status PlannedFileSink::copy_chunk(std::string_view name, const ByteSource& sour
 Status PlannedFileSink::complete() const {
   for (std::size_t i = 0; i < decls_.size(); ++i) {
     if (written_[i] != slots_[i].nbytes) {
-      return misuse("tensor incomplete: " + std::to_string(written_[i]) + " of " + std::to_string(slots_[i].nbytes) +
-                        " bytes written",
+      return misuse("tensor incomplete: " + std::to_string(written_[i]) + " of " + std::to_string(slots_[i].nbytes) + " bytes written",
                     decls_[i].name);
     }
   }

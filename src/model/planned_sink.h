@@ -37,9 +37,8 @@ class PlannedFileSink final : public TensorSink {
   // Creates the output (AtomicFile::create: preallocated to file_size), writes `header` at offset 0 and
   // sizes the file to file_size, so that bytes nobody writes (padding) read as zeros. `slots[i]` is
   // where decls[i] goes; the caller has checked that the slots lie inside the file.
-  static Result<std::unique_ptr<PlannedFileSink>> create(const std::string& path, std::vector<TensorDecl> decls,
-                                                         std::vector<Slot> slots, std::span<const std::byte> header,
-                                                         std::uint64_t file_size, bool durable);
+  static Result<std::unique_ptr<PlannedFileSink>> create(const std::string& path, std::vector<TensorDecl> decls, std::vector<Slot> slots,
+                                                         std::span<const std::byte> header, std::uint64_t file_size, bool durable);
 
   // InvalidArgument, naming the output and the tensor: an undeclared name, a tensor already written,
   // a size other than the declared one, more bytes than the tensor holds, use after finish().

@@ -16,11 +16,7 @@ namespace {
 
 const std::array<const Format*, 5>& registry() {
   static const std::array<const Format*, 5> kFormats = {
-      &safetensors::safetensors_format(),
-      &safetensors::index_format(),
-      &dduf::dduf_format(),
-      &pytorch::pytorch_format(),
-      &gguf::gguf_format(),
+      &safetensors::safetensors_format(), &safetensors::index_format(), &dduf::dduf_format(), &pytorch::pytorch_format(), &gguf::gguf_format(),
   };
   return kFormats;
 }
@@ -35,9 +31,7 @@ const Format* find_format(std::string_view name) noexcept {
   return nullptr;
 }
 
-const Resolver& resolver_of(const FormatOptions& options) {
-  return options.resolver ? *options.resolver : plain_resolver();
-}
+const Resolver& resolver_of(const FormatOptions& options) { return options.resolver ? *options.resolver : plain_resolver(); }
 
 Result<const Format*> detect_format(const std::string& path, const FormatOptions& options) {
   // Detection reads the first bytes only (over HTTP they come with the opening request).

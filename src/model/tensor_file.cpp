@@ -14,14 +14,12 @@ Result<const TensorEntry*> TensorFile::tensor(std::string_view name) const {
   return Error(ErrorKind::TensorNotFound, "no tensor named `" + std::string(name) + "`").with_file(this->name()).with_tensor(name);
 }
 
-std::span<const std::byte> TensorFile::view(const TensorEntry& entry) noexcept {
-  return entry.source->view(entry.offset, entry.nbytes);
-}
+std::span<const std::byte> TensorFile::view(const TensorEntry& entry) noexcept { return entry.source->view(entry.offset, entry.nbytes); }
 
 Status TensorFile::read(const TensorEntry& entry, std::span<std::byte> dst) {
   if (dst.size() != entry.nbytes) {
-    return Error(ErrorKind::InvalidArgument, "destination of " + std::to_string(dst.size()) + " bytes for a tensor of " +
-                                                 std::to_string(entry.nbytes))
+    return Error(ErrorKind::InvalidArgument,
+                 "destination of " + std::to_string(dst.size()) + " bytes for a tensor of " + std::to_string(entry.nbytes))
         .with_tensor(entry.name);
   }
   if (Status s = entry.source->read_at(entry.offset, dst); !s.is_ok()) return error_of(s).with_tensor(entry.name);
@@ -62,11 +60,9 @@ Result<CatTarget> cat_tensor(std::shared_ptr<const TensorFile> file, std::string
   return target;
 }
 
-Result<CatTarget> Format::locate(const std::string& path, std::span<const std::string> names,
-                                 const FormatOptions& options) const {
+Result<CatTarget> Format::locate(const std::string& path, std::span<const std::string> names, const FormatOptions& options) const {
   if (names.size() != 1) {
-    return Error(ErrorKind::InvalidArgument, "cat FILE TENSOR takes one tensor name (ENTRY TENSOR is for DDUF files)")
-        .with_file(path);
+    return Error(ErrorKind::InvalidArgument, "cat FILE TENSOR takes one tensor name (ENTRY TENSOR is for DDUF files)").with_file(path);
   }
   SW_ASSIGN_OR_RETURN(std::unique_ptr<TensorFile> file, open(path, {}, options));
   return cat_tensor(std::move(file), names[0]);

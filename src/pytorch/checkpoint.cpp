@@ -25,9 +25,9 @@ namespace {
 
 constexpr std::uint64_t kMaxPickleBytes = 1ull << 30;  // data.pkl; real ones are ~100 bytes per tensor
 constexpr std::size_t kMaxTensors = 1u << 20;
-constexpr int kMaxDepth = 64;                          // nesting of containers holding tensors
-constexpr std::uint64_t kMaxVisits = 1u << 20;         // containers walked (a shared one once per path): as many as tensors
-constexpr std::uint64_t kMaxNameBytes = 1ull << 30;    // bytes of all names composed on the walk
+constexpr int kMaxDepth = 64;                        // nesting of containers holding tensors
+constexpr std::uint64_t kMaxVisits = 1u << 20;       // containers walked (a shared one once per path): as many as tensors
+constexpr std::uint64_t kMaxNameBytes = 1ull << 30;  // bytes of all names composed on the walk
 constexpr std::string_view kLegacyMagic = "\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19";
 constexpr std::int64_t kLegacyProtocol = 1001;
 
@@ -72,7 +72,8 @@ class Walker {
     const bool dict = v->kind == Kind::Dict;
     if (!dict && v->kind != Kind::List && v->kind != Kind::Tuple) return Status::ok();  // values without tensors
     if (depth >= kMaxDepth) return Error(ErrorKind::ResourceLimit, "containers nested more than " + std::to_string(kMaxDepth) + " deep");
-    if (++visits_ > kMaxVisits) return Error(ErrorKind::ResourceLimit, "more than " + std::to_string(kMaxVisits) + " container visits (shared containers repeated)");
+    if (++visits_ > kMaxVisits)
+      return Error(ErrorKind::ResourceLimit, "more than " + std::to_string(kMaxVisits) + " container visits (shared containers repeated)");
     if (!on_path_.insert(v).second) return bad("a container holds itself");
     for (const std::size_t i : holders(v)) {
       std::string key;
@@ -344,8 +345,8 @@ std::string_view first_member(std::span<const std::byte> head) {
   return {reinterpret_cast<const char*>(head.data() + kNameAt), length};
 }
 
-Status read_zip(CheckpointFile& out, const SourcePtr& file, const PickleOptions& options,
-                std::unordered_map<std::string, StorageBytes>& bytes, bool& swap, std::string_view first_local) {
+Status read_zip(CheckpointFile& out, const SourcePtr& file, const PickleOptions& options, std::unordered_map<std::string, StorageBytes>& bytes,
+                bool& swap, std::string_view first_local) {
   auto opened = zip::Archive::open(file, zip::ArchivePolicy::Container);
   if (!opened.is_ok()) {
     // torch.jit.save compresses its code/ members, which the Container policy refuses: name the
@@ -365,7 +366,8 @@ Status read_zip(CheckpointFile& out, const SourcePtr& file, const PickleOptions&
   if (slash == std::string::npos || slash == 0) return bad("archive member `" + first + "` is not under a root folder");
   const std::string root = first.substr(0, slash + 1);
   for (const zip::Entry& e : archive.entries()) {
-    if (e.name.compare(0, root.size(), root) != 0) return bad("archive member `" + std::string(e.name) + "` is outside the root folder `" + root + "`");
+    if (e.name.compare(0, root.size(), root) != 0)
+      return bad("archive member `" + std::string(e.name) + "` is outside the root folder `" + root + "`");
     const std::string_view rest = std::string_view(e.name).substr(root.size());
     if (torchscript_member(rest)) return torchscript();
   }
@@ -383,7 +385,8 @@ Status read_zip(CheckpointFile& out, const SourcePtr& file, const PickleOptions&
     const zip::Entry* e = archive.find(root + "data/" + info.key);
     if (!e) return bad("storage `" + info.key + "` has no record " + root + "data/" + info.key);
     if (e->size != info.nbytes)
-      return bad("record " + std::string(e->name) + " holds " + std::to_string(e->size) + " bytes; its storage declares " + std::to_string(info.nbytes));
+      return bad("record " + std::string(e->name) + " holds " + std::to_string(e->size) + " bytes; its storage declares " +
+                 std::to_string(info.nbytes));
     SW_ASSIGN_OR_RETURN(SourcePtr source, archive.open_entry(*e));
     bytes[info.key] = {std::move(source), e->data_offset};
   }
@@ -393,8 +396,7 @@ Status read_zip(CheckpointFile& out, const SourcePtr& file, const PickleOptions&
 
 // The legacy stream: magic, protocol, sys_info, the object, the storage keys, then each storage as an
 // int64 element count and its bytes, in key-list order.
-Status read_legacy(CheckpointFile& out, const SourcePtr& file, PickleOptions options,
-                   std::unordered_map<std::string, StorageBytes>& bytes) {
+Status read_legacy(CheckpointFile& out, const SourcePtr& file, PickleOptions options, std::unordered_map<std::string, StorageBytes>& bytes) {
   std::uint64_t at = 0;
   auto next = [&](const char* what, PidForm pids) -> Result<std::unique_ptr<Pickle>> {
     options.name = std::string("the legacy stream's ") + what;
@@ -406,8 +408,7 @@ Status read_legacy(CheckpointFile& out, const SourcePtr& file, PickleOptions opt
   SW_ASSIGN_OR_RETURN(auto magic, next("magic number", PidForm::Zip));
   if (magic->root()->kind != Kind::BigInt || magic->root()->text != kLegacyMagic) return bad("bad legacy magic number");
   SW_ASSIGN_OR_RETURN(auto protocol, next("protocol version", PidForm::Zip));
-  if (protocol->root()->kind != Kind::Int || protocol->root()->integer != kLegacyProtocol)
-    return bad("legacy protocol version is not 1001");
+  if (protocol->root()->kind != Kind::Int || protocol->root()->integer != kLegacyProtocol) return bad("legacy protocol version is not 1001");
   SW_ASSIGN_OR_RETURN(auto sys_info, next("sys_info", PidForm::Zip));
   if (sys_info->root()->kind != Kind::Dict) return bad("legacy sys_info is not a dict");
   SW_ASSIGN_OR_RETURN(out.pickle_, next("object", PidForm::Legacy));
@@ -426,7 +427,10 @@ Status read_legacy(CheckpointFile& out, const SourcePtr& file, PickleOptions opt
     std::byte count_bytes[8];
     if (Status s = file->read_at(at, count_bytes); !s.is_ok()) return bad("legacy storage `" + name + "` is truncated").with_offset(at);
     const std::uint64_t count = le::u64(count_bytes);
-    if (count != info.nbytes / elsize) return bad("legacy storage `" + name + "` holds " + std::to_string(count) + " elements; the object declares " + std::to_string(info.nbytes / elsize)).with_offset(at);
+    if (count != info.nbytes / elsize)
+      return bad("legacy storage `" + name + "` holds " + std::to_string(count) + " elements; the object declares " +
+                 std::to_string(info.nbytes / elsize))
+          .with_offset(at);
     auto source = subrange_source(file, at + 8, info.nbytes, file->name() + "!" + name);
     if (!source.is_ok()) return bad("legacy storage `" + name + "` reaches past the end of the file").with_offset(at);
     bytes[name] = {std::move(source).value(), at + 8};
@@ -436,8 +440,8 @@ Status read_legacy(CheckpointFile& out, const SourcePtr& file, PickleOptions opt
   return Status::ok();
 }
 
-Status read_container(CheckpointFile& out, const SourcePtr& file, const PickleOptions& options,
-                      std::unordered_map<std::string, StorageBytes>& bytes, bool& swap) {
+Status read_container(CheckpointFile& out, const SourcePtr& file, const PickleOptions& options, std::unordered_map<std::string, StorageBytes>& bytes,
+                      bool& swap) {
   std::byte head_buf[512] = {};
   const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(sizeof head_buf, file->size()));
   SW_RETURN_IF_ERROR(file->read_at(0, std::span(head_buf, n)));
@@ -484,8 +488,8 @@ class IndexFile final : public ListedCheckpoint {
   std::string_view storage_of(const TensorEntry& e) const noexcept override { return storage_[index_of(e)]; }
 
   std::vector<std::unique_ptr<Checkpoint>> shards_;
-  std::vector<std::size_t> shard_;     // per entry: which shard holds it
-  std::vector<std::string> storage_;   // per entry: "shard file:storage key", unique across shards
+  std::vector<std::size_t> shard_;    // per entry: which shard holds it
+  std::vector<std::string> storage_;  // per entry: "shard file:storage key", unique across shards
 
  private:
   const Checkpoint& shard_of(const TensorEntry& e) const noexcept { return *shards_[shard_[index_of(e)]]; }
@@ -523,14 +527,16 @@ Result<std::unique_ptr<Checkpoint>> open_checkpoint_index(const std::string& ind
     if (!shard->opened_key().empty()) out->key_ = shard->opened_key();
     for (const TensorEntry& e : shard->tensors()) {
       if (!names.contains(e.name))
-        return Error(ErrorKind::InvalidIndex, "tensor `" + std::string(e.name) + "` of shard `" + file + "` is not listed for it in the index").with_file(index_path);
+        return Error(ErrorKind::InvalidIndex, "tensor `" + std::string(e.name) + "` of shard `" + file + "` is not listed for it in the index")
+            .with_file(index_path);
       out->entries_.push_back(e);
       out->shard_.push_back(out->shards_.size());
       out->storage_.push_back(file + ":" + std::string(shard->storage_of(e)));
     }
     for (std::string_view n : names)
       if (!shard->find(n))
-        return Error(ErrorKind::InvalidIndex, "the index lists `" + std::string(n) + "` in `" + file + "`, which does not hold it").with_file(index_path);
+        return Error(ErrorKind::InvalidIndex, "the index lists `" + std::string(n) + "` in `" + file + "`, which does not hold it")
+            .with_file(index_path);
     for (const auto& group : shard->shared()) out->shared_.push_back(group);
     out->shards_.push_back(std::move(shard));
   }

@@ -102,7 +102,6 @@ class ProgressSink final : public TensorSink {
   std::size_t tensors_ = 0;
 };
 
-
 // Converts one file; the names written and their bytes.
 struct Written {
   std::vector<std::string> names;
@@ -110,8 +109,7 @@ struct Written {
 };
 
 // `shard`: one file of a folder's index, which must be a checkpoint itself (never another index).
-Result<Written> convert_file(const std::string& input, const std::string& output, const ConvertOptions& options,
-                             bool shard = false) {
+Result<Written> convert_file(const std::string& input, const std::string& output, const ConvertOptions& options, bool shard = false) {
   SW_ASSIGN_OR_RETURN(std::unique_ptr<Checkpoint> checkpoint,
                       shard ? open_checkpoint(input, options.read) : open_checkpoint_or_index(input, options.read));
   if (options.opened) options.opened(input, checkpoint->opened_key());
@@ -127,8 +125,7 @@ Result<Written> convert_file(const std::string& input, const std::string& output
     decls.push_back({std::string(e.name), e.type, std::vector<std::uint64_t>(e.shape.begin(), e.shape.end())});
   safetensors::WriteOptions write;
   write.durable = options.durable;
-  SW_ASSIGN_OR_RETURN(std::unique_ptr<TensorSink> writer,
-                      safetensors::create(output, std::move(decls), *selection.metadata(), write));
+  SW_ASSIGN_OR_RETURN(std::unique_ptr<TensorSink> writer, safetensors::create(output, std::move(decls), *selection.metadata(), write));
   ProgressSink sink(*writer, selection, options);
   if (Status s = copy_tensors(selection, sink); !s.is_ok()) return error_of(s).with_file(input);
   return written;
@@ -197,8 +194,7 @@ Status convert_to_safetensors(const std::string& input, const std::string& outpu
   return convert_file(input, output, options).status();
 }
 
-Result<std::vector<std::string>> convert_folder(const std::string& input_folder, const std::string& output_folder,
-                                                const ConvertOptions& options) {
+Result<std::vector<std::string>> convert_folder(const std::string& input_folder, const std::string& output_folder, const ConvertOptions& options) {
   namespace fs = std::filesystem;
   std::error_code ec;
   const std::string index_path = input_folder + "/pytorch_model.bin.index.json";
@@ -228,7 +224,8 @@ Result<std::vector<std::string>> convert_folder(const std::string& input_folder,
     cleanup.files.push_back(output_folder + "/" + name);
     for (const std::string& tensor : done->names) {
       if (!listed.contains(tensor))
-        return Error(ErrorKind::InvalidIndex, "tensor `" + tensor + "` of shard `" + bin + "` is not listed for it in the index").with_file(index_path);
+        return Error(ErrorKind::InvalidIndex, "tensor `" + tensor + "` of shard `" + bin + "` is not listed for it in the index")
+            .with_file(index_path);
       weight_map[tensor] = name;
     }
     for (const std::string& tensor : listed)

@@ -34,8 +34,8 @@ bool is_torch_zip(std::span<const std::byte> head) {
   const std::size_t slash = name.find('/');
   if (slash == std::string_view::npos || slash == 0) return false;
   const std::string_view rest = name.substr(slash + 1);
-  return rest == "data.pkl" || rest == "constants.pkl" || (rest.size() > 5 && rest.starts_with("data/")) ||
-         rest.starts_with("code/") || rest.starts_with(".data/");
+  return rest == "data.pkl" || rest == "constants.pkl" || (rest.size() > 5 && rest.starts_with("data/")) || rest.starts_with("code/") ||
+         rest.starts_with(".data/");
 }
 
 // The legacy format (before torch 1.6) opens with a protocol-2 pickle of the magic number
@@ -58,7 +58,8 @@ bool is_tar(std::span<const std::byte> head) {
   std::size_t i = kSumAt;
   while (i < kSumAt + kSumBytes && head[i] == std::byte{' '}) ++i;  // leading spaces
   const std::size_t digits_at = i;
-  for (; i < kSumAt + kSumBytes && head[i] >= std::byte{'0'} && head[i] <= std::byte{'7'}; ++i) recorded = recorded * 8 + static_cast<unsigned>(head[i]) - '0';
+  for (; i < kSumAt + kSumBytes && head[i] >= std::byte{'0'} && head[i] <= std::byte{'7'}; ++i)
+    recorded = recorded * 8 + static_cast<unsigned>(head[i]) - '0';
   if (i == digits_at) return false;
   for (; i < kSumAt + kSumBytes; ++i) {  // then NULs or spaces only
     if (head[i] != std::byte{0} && head[i] != std::byte{' '}) return false;
@@ -134,8 +135,8 @@ class PytorchFormat final : public Format {
   std::string_view name() const noexcept override { return "pytorch"; }
   int detect(std::span<const std::byte> head, std::uint64_t, std::string_view path) const override {
     if (is_torch_zip(head) || is_legacy_stream(head)) return 4;  // magic bytes and structure: above DDUF's ZIP magic
-    if (is_bin_index(head, path)) return 3;  // above the safetensors index, which would read the shards as safetensors
-    if (is_tar(head)) return 3;  // tar magic, any name: no other format reads tar
+    if (is_bin_index(head, path)) return 3;                      // above the safetensors index, which would read the shards as safetensors
+    if (is_tar(head)) return 3;                                  // tar magic, any name: no other format reads tar
     return has_checkpoint_name(path) ? 1 : 0;
   }
   Result<std::string> validate(const std::string& path, const FormatOptions& options) const override {
@@ -149,8 +150,7 @@ class PytorchFormat final : public Format {
     }
     return std::to_string(checkpoint->tensors().size()) + " tensors, " + human_bytes(bytes) + " of data" + where_read(*checkpoint);
   }
-  Result<std::string> inspect(const std::string& path, std::span<const std::string> members, const FormatOptions& options,
-                              bool json) const override {
+  Result<std::string> inspect(const std::string& path, std::span<const std::string> members, const FormatOptions& options, bool json) const override {
     SW_RETURN_IF_ERROR(no_members(path, members));
     SW_ASSIGN_OR_RETURN(auto checkpoint, open_with(path, options));
     return json ? inspect_json(*checkpoint) : inspect_text(*checkpoint, path);

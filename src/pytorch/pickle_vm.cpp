@@ -50,17 +50,21 @@ constexpr std::array<DtypeName, 19> kDtypes = {{
 // Names torch allowlists that have no safetensors form: recognised so the error says so.
 constexpr std::array<std::string_view, 11> kUnsupportedTorch = {
     "ComplexDoubleStorage", "QInt8Storage", "QUInt8Storage", "QInt32Storage", "QUInt4x2Storage", "QUInt2x4Storage",
-    "complex128", "complex32", "qint8", "quint8", "qint32"};
-constexpr std::array<std::string_view, 8> kUnsupportedRebuild = {
-    "_rebuild_qtensor", "_rebuild_sparse_tensor", "_rebuild_nested_tensor", "_rebuild_meta_tensor_no_storage",
-    "_rebuild_wrapper_subclass", "_rebuild_device_tensor_from_numpy", "_rebuild_device_tensor_from_cpu_tensor",
-    "_rebuild_xla_tensor"};
+    "complex128",           "complex32",    "qint8",         "quint8",        "qint32"};
+constexpr std::array<std::string_view, 8> kUnsupportedRebuild = {"_rebuild_qtensor",
+                                                                 "_rebuild_sparse_tensor",
+                                                                 "_rebuild_nested_tensor",
+                                                                 "_rebuild_meta_tensor_no_storage",
+                                                                 "_rebuild_wrapper_subclass",
+                                                                 "_rebuild_device_tensor_from_numpy",
+                                                                 "_rebuild_device_tensor_from_cpu_tensor",
+                                                                 "_rebuild_xla_tensor"};
 
 // Modules no checkpoint has a reason to name: refused even in the permissive mode, where they would
 // be inert, because a file naming them is an attack rather than unusual.
-constexpr std::array<std::string_view, 16> kHostileModules = {
-    "os", "posix", "nt", "sys", "subprocess", "builtins", "runpy", "importlib", "pickle", "marshal", "shutil",
-    "socket", "pty", "ctypes", "code", "webbrowser"};
+constexpr std::array<std::string_view, 16> kHostileModules = {"os",    "posix",     "nt",     "sys",       "subprocess", "builtins",
+                                                              "runpy", "importlib", "pickle", "marshal",   "shutil",     "socket",
+                                                              "pty",   "ctypes",    "code",   "webbrowser"};
 
 struct Resolved {
   Callable callable = Callable::Unknown;
@@ -184,8 +188,7 @@ class Machine {
  private:
   // --- errors ---
   Error fail(ErrorKind kind, const std::string& message) const {
-    return Error(kind, message + " at byte " + std::to_string(op_at_) + " of " + opt_.name)
-        .with_offset(opt_.base_offset + op_at_);
+    return Error(kind, message + " at byte " + std::to_string(op_at_) + " of " + opt_.name).with_offset(opt_.base_offset + op_at_);
   }
   Error malformed(const std::string& message) const { return fail(ErrorKind::InvalidPickle, message); }
   Error unsafe(const std::string& message) const { return fail(ErrorKind::UnsafePickle, message); }
@@ -306,7 +309,7 @@ class Machine {
   std::vector<Value*> memo_dense_;
   std::unordered_map<std::uint64_t, Value*> memo_sparse_;
   std::map<std::tuple<std::string_view, std::uint64_t, std::uint64_t>, Value*> storages_;  // by key and view
-  std::unordered_map<std::string_view, const Value*, json::SeededHash> by_key_;  // the first reference to each key
+  std::unordered_map<std::string_view, const Value*, json::SeededHash> by_key_;            // the first reference to each key
   std::array<Value*, 256> small_ints_{};
   Value* none_ = nullptr;
   Value* bools_[2] = {nullptr, nullptr};
@@ -365,7 +368,8 @@ Status Machine::run() {
     SW_ASSIGN_OR_RETURN(std::uint64_t op, take_uint(1));
     SW_RETURN_IF_ERROR(step(static_cast<std::uint8_t>(op)));
   }
-  if (!marks_.empty() || stack_.size() != 1) return malformed("STOP with " + std::to_string(stack_.size()) + " values and " + std::to_string(marks_.size()) + " marks (one value expected)");
+  if (!marks_.empty() || stack_.size() != 1)
+    return malformed("STOP with " + std::to_string(stack_.size()) + " values and " + std::to_string(marks_.size()) + " marks (one value expected)");
   out_.root_ = stack_.back();
   out_.end_ = pos_;
   return Status::ok();
@@ -384,7 +388,7 @@ Status Machine::step(std::uint8_t op) {
       return Status::ok();
     }
     case '.': stopped_ = true; return Status::ok();  // STOP
-    case '(':  // MARK
+    case '(':                                        // MARK
       if (marks_.size() >= lim_.max_marks) return limit("open MARKs");
       marks_.push_back(stack_.size());
       return Status::ok();
@@ -398,11 +402,14 @@ Status Machine::step(std::uint8_t op) {
       SW_RETURN_IF_ERROR(above_mark().status());
       drop_mark();
       return Status::ok();
-    case '2': {                            // DUP
+    case '2': {  // DUP
       SW_ASSIGN_OR_RETURN(Value * v, top());
       return push(v);
     }
-    case 'N': { SW_ASSIGN_OR_RETURN(Value * v, make_shared_constant(none_, Kind::None)); return push(v); }
+    case 'N': {
+      SW_ASSIGN_OR_RETURN(Value * v, make_shared_constant(none_, Kind::None));
+      return push(v);
+    }
     case 0x88:
     case 0x89: {  // NEWTRUE, NEWFALSE
       SW_ASSIGN_OR_RETURN(Value * v, make_shared_constant(bools_[op == 0x88], Kind::Bool));
@@ -420,8 +427,14 @@ Status Machine::step(std::uint8_t op) {
       SW_ASSIGN_OR_RETURN(Value * v, make_int(static_cast<std::int64_t>(u)));
       return push(v);
     }
-    case 0x8a: { SW_ASSIGN_OR_RETURN(std::uint64_t n, take_uint(1)); return op_long(n); }  // LONG1
-    case 0x8b: { SW_ASSIGN_OR_RETURN(std::uint64_t n, take_uint(4)); return op_long(n); }  // LONG4
+    case 0x8a: {
+      SW_ASSIGN_OR_RETURN(std::uint64_t n, take_uint(1));
+      return op_long(n);
+    }  // LONG1
+    case 0x8b: {
+      SW_ASSIGN_OR_RETURN(std::uint64_t n, take_uint(4));
+      return op_long(n);
+    }            // LONG4
     case 'G': {  // BINFLOAT: big-endian IEEE double
       SW_ASSIGN_OR_RETURN(const std::byte* p, take(8));
       std::uint64_t u = 0;
@@ -449,19 +462,31 @@ Status Machine::step(std::uint8_t op) {
       SW_ASSIGN_OR_RETURN(Value * v, make(op == ']' ? Kind::List : op == '}' ? Kind::Dict : Kind::Set));
       return push(v);
     }
-    case 'l': return op_from_mark(Kind::List);    // LIST
-    case 0x91: return op_from_mark(Kind::Set);    // FROZENSET
-    case 'd': return op_from_mark(Kind::Dict);    // DICT
+    case 'l': return op_from_mark(Kind::List);      // LIST
+    case 0x91: return op_from_mark(Kind::Set);      // FROZENSET
+    case 'd': return op_from_mark(Kind::Dict);      // DICT
     case 'a': return op_extend(Kind::List, false);  // APPEND
     case 'e': return op_extend(Kind::List, true);   // APPENDS
     case 0x90: return op_extend(Kind::Set, true);   // ADDITEMS
     case 's': return op_extend(Kind::Dict, false);  // SETITEM
     case 'u': return op_extend(Kind::Dict, true);   // SETITEMS
-    case 'q': { SW_ASSIGN_OR_RETURN(std::uint64_t i, take_uint(1)); return op_memo_put(i); }  // BINPUT
-    case 'r': { SW_ASSIGN_OR_RETURN(std::uint64_t i, take_uint(4)); return op_memo_put(i); }  // LONG_BINPUT
-    case 0x94: return op_memo_put(memo_dense_.size() + memo_sparse_.size());                 // MEMOIZE
-    case 'h': { SW_ASSIGN_OR_RETURN(std::uint64_t i, take_uint(1)); return op_memo_get(i); }  // BINGET
-    case 'j': { SW_ASSIGN_OR_RETURN(std::uint64_t i, take_uint(4)); return op_memo_get(i); }  // LONG_BINGET
+    case 'q': {
+      SW_ASSIGN_OR_RETURN(std::uint64_t i, take_uint(1));
+      return op_memo_put(i);
+    }  // BINPUT
+    case 'r': {
+      SW_ASSIGN_OR_RETURN(std::uint64_t i, take_uint(4));
+      return op_memo_put(i);
+    }                                                                         // LONG_BINPUT
+    case 0x94: return op_memo_put(memo_dense_.size() + memo_sparse_.size());  // MEMOIZE
+    case 'h': {
+      SW_ASSIGN_OR_RETURN(std::uint64_t i, take_uint(1));
+      return op_memo_get(i);
+    }  // BINGET
+    case 'j': {
+      SW_ASSIGN_OR_RETURN(std::uint64_t i, take_uint(4));
+      return op_memo_get(i);
+    }            // LONG_BINGET
     case 'c': {  // GLOBAL
       SW_ASSIGN_OR_RETURN(std::string_view module, take_line());
       SW_ASSIGN_OR_RETURN(std::string_view name, take_line());
@@ -480,14 +505,22 @@ Status Machine::step(std::uint8_t op) {
     case 0x92: return op_newobj(true);
     case 'Q': return op_persid();
     case 'i':
-    case 'o':
-      return unsafe("opcode " + opcode_name(op) + " (calls a class with arguments) is refused");
-    case 0x82: case 0x83: case 0x84:
-    case 'P': case 'I': case 'L': case 'S': case 'V': case 'F': case 'g': case 'p':
-    case 0x96: case 0x97: case 0x98:
-      return unsafe("opcode " + opcode_name(op) + " is not in the set torch checkpoints use");
-    default:
-      return malformed("unknown opcode " + opcode_name(op));
+    case 'o': return unsafe("opcode " + opcode_name(op) + " (calls a class with arguments) is refused");
+    case 0x82:
+    case 0x83:
+    case 0x84:
+    case 'P':
+    case 'I':
+    case 'L':
+    case 'S':
+    case 'V':
+    case 'F':
+    case 'g':
+    case 'p':
+    case 0x96:
+    case 0x97:
+    case 0x98: return unsafe("opcode " + opcode_name(op) + " is not in the set torch checkpoints use");
+    default: return malformed("unknown opcode " + opcode_name(op));
   }
 }
 
@@ -496,8 +529,7 @@ Status Machine::op_long(std::uint64_t n) {
   const bool negative = n > 0 && (static_cast<unsigned char>(digits.back()) & 0x80) != 0;
   // Fits an int64 when the bytes past the 8th are sign extension and the 8th byte's sign agrees.
   bool fits = true;
-  for (std::size_t i = 8; i < digits.size(); ++i)
-    fits = fits && static_cast<unsigned char>(digits[i]) == (negative ? 0xFF : 0x00);
+  for (std::size_t i = 8; i < digits.size(); ++i) fits = fits && static_cast<unsigned char>(digits[i]) == (negative ? 0xFF : 0x00);
   if (digits.size() >= 8) fits = fits && ((static_cast<unsigned char>(digits[7]) & 0x80) != 0) == negative;
   if (!fits) {
     SW_ASSIGN_OR_RETURN(Value * v, make(Kind::BigInt));
@@ -534,7 +566,7 @@ Status Machine::op_tuple(std::size_t n) {
 // value, or all above the MARK) go into the container below them, straight from the stack.
 Status Machine::op_extend(Kind target, bool many) {
   const bool dict = target == Kind::Dict;
-  std::size_t from = 0;     // first item's place on the stack
+  std::size_t from = 0;       // first item's place on the stack
   std::size_t enclosing = 0;  // where the container's frame starts
   if (many) {
     SW_ASSIGN_OR_RETURN(std::span<Value* const> items, above_mark());
@@ -598,8 +630,7 @@ Status Machine::op_global(std::string_view module_in, std::string_view name) {
   std::optional<Resolved> resolved = resolve(module, name);
   if (!resolved) {
     const std::string_view root = module.substr(0, module.find('.'));
-    if (!opt_.allow_unknown || contains(kHostileModules, root))
-      return unsafe("global `" + scratch_ + "` is not in the allowlist");
+    if (!opt_.allow_unknown || contains(kHostileModules, root)) return unsafe("global `" + scratch_ + "` is not in the allowlist");
     out_.has_unknown_ = true;
     resolved = Resolved{};
   }
@@ -649,8 +680,7 @@ Status Machine::op_newobj(bool ex) {
 Status Machine::op_persid() {
   SW_ASSIGN_OR_RETURN(Value * pid, pop());
   const std::size_t arity = opt_.pids == PidForm::Zip ? 5 : 6;
-  if (pid->kind != Kind::Tuple || pid->items.size() != arity || pid->items[0]->kind != Kind::Str ||
-      pid->items[0]->text != "storage")
+  if (pid->kind != Kind::Tuple || pid->items.size() != arity || pid->items[0]->kind != Kind::Str || pid->items[0]->text != "storage")
     return malformed("persistent id is not a ('storage', ...) tuple of " + std::to_string(arity));
   const Value* type = pid->items[1];
   const Value* key = pid->items[2];
@@ -660,8 +690,7 @@ Status Machine::op_persid() {
       return fail(ErrorKind::NotSupported, "storage type `" + std::string(type->text) + "` has no safetensors dtype");
     return malformed("persistent id names no storage type");
   }
-  if (key->kind != Kind::Str || key->text.empty() || pid->items[3]->kind != Kind::Str || numel->kind != Kind::Int ||
-      numel->integer < 0)
+  if (key->kind != Kind::Str || key->text.empty() || pid->items[3]->kind != Kind::Str || numel->kind != Kind::Int || numel->integer < 0)
     return malformed("persistent id with a bad key, location or element count");
   const std::uint64_t elsize = type->storage->typed ? type_bits(type->storage->dtype) / 8 : 1;
   const auto count = static_cast<std::uint64_t>(numel->integer);
@@ -671,12 +700,13 @@ Status Machine::op_persid() {
   StorageInfo info{{}, type->storage->typed, type->storage->dtype, count * elsize, 0, count * elsize};
   if (arity == 6 && pid->items[5]->kind != Kind::None) {  // legacy storage view: (view_key, offset, size)
     const Value* view = pid->items[5];
-    if (view->kind != Kind::Tuple || view->items.size() != 3 || view->items[1]->kind != Kind::Int ||
-        view->items[2]->kind != Kind::Int || view->items[1]->integer < 0 || view->items[2]->integer < 0)
+    if (view->kind != Kind::Tuple || view->items.size() != 3 || view->items[1]->kind != Kind::Int || view->items[2]->kind != Kind::Int ||
+        view->items[1]->integer < 0 || view->items[2]->integer < 0)
       return malformed("storage view metadata is not (key, offset, size)");
     const auto off = static_cast<std::uint64_t>(view->items[1]->integer);
     const auto len = static_cast<std::uint64_t>(view->items[2]->integer);
-    if (off > count || len > count - off) return fail(ErrorKind::InvalidCheckpoint, "storage view outside its storage `" + std::string(key_text) + "`");
+    if (off > count || len > count - off)
+      return fail(ErrorKind::InvalidCheckpoint, "storage view outside its storage `" + std::string(key_text) + "`");
     info.view_offset = off * elsize;
     info.view_nbytes = len * elsize;
   }
@@ -707,25 +737,20 @@ Result<Value*> Machine::call(const Value& callable, const Value& args) {
     }
     case Callable::RebuildTensor:
     case Callable::RebuildTensorV2:
-    case Callable::RebuildTensorV3:
-      return rebuild_tensor(callable.callable, a);
+    case Callable::RebuildTensorV3: return rebuild_tensor(callable.callable, a);
     case Callable::RebuildParameter:
     case Callable::RebuildParameterWithState:
       // (data, requires_grad, backward_hooks[, state]): the parameter is its data.
-      if (a.size() != (callable.callable == Callable::RebuildParameter ? 3u : 4u) ||
-          (a[0]->kind != Kind::Tensor && a[0]->kind != Kind::Opaque))
+      if (a.size() != (callable.callable == Callable::RebuildParameter ? 3u : 4u) || (a[0]->kind != Kind::Tensor && a[0]->kind != Kind::Opaque))
         return malformed("bad arguments to `" + std::string(callable.text) + "`");
       return a[0];
-    case Callable::RebuildFromTypeV2:
-      return tensor_from_type(a);
+    case Callable::RebuildFromTypeV2: return tensor_from_type(a);
     case Callable::Size: {
       if (a.size() != 1 || a[0]->kind != Kind::Tuple) return malformed("bad arguments to torch.Size");
       return a[0];
     }
-    case Callable::InertValue:
-      return opaque(callable);
-    case Callable::CodecsEncode:
-      return latin1_bytes(a);
+    case Callable::InertValue: return opaque(callable);
+    case Callable::CodecsEncode: return latin1_bytes(a);
     case Callable::SetType: {
       if (a.size() > 1 || (a.size() == 1 && a[0]->kind != Kind::List && a[0]->kind != Kind::Tuple))
         return malformed("bad arguments to `" + std::string(callable.text) + "`");
@@ -743,12 +768,10 @@ Result<Value*> Machine::call(const Value& callable, const Value& args) {
     }
     case Callable::Unsupported:
       return fail(ErrorKind::NotSupported, "`" + std::string(callable.text) + "` (a tensor torch can store but safetensors cannot) is not supported");
-    case Callable::Unknown:
-      return opaque(callable);
+    case Callable::Unknown: return opaque(callable);
     case Callable::TensorClass:
     case Callable::StorageType:
-    case Callable::Dtype:
-      break;
+    case Callable::Dtype: break;
   }
   return unsafe("REDUCE of `" + std::string(callable.text) + "` is refused");
 }
@@ -796,8 +819,7 @@ Result<Value*> Machine::rebuild_tensor(Callable which, const std::vector<Value*>
   if (a.size() > meta && a[meta]->kind == Kind::Dict) {
     const auto& kv = a[meta]->items;
     for (std::size_t i = 0; i + 1 < kv.size(); i += 2)
-      if (kv[i]->kind == Kind::Str && (kv[i]->text == "conj" || kv[i]->text == "neg") && kv[i + 1]->kind == Kind::Bool &&
-          kv[i + 1]->boolean)
+      if (kv[i]->kind == Kind::Str && (kv[i]->text == "conj" || kv[i]->text == "neg") && kv[i + 1]->kind == Kind::Bool && kv[i + 1]->boolean)
         return fail(ErrorKind::NotSupported, "a tensor with its `" + std::string(kv[i]->text) + "` bit set is not supported");
   }
   SW_ASSIGN_OR_RETURN(Value * v, make(Kind::Tensor));
@@ -818,17 +840,14 @@ Result<Value*> Machine::tensor_from_type(const std::vector<Value*>& a) {
     case Callable::RebuildTensorV2:
     case Callable::RebuildTensorV3:
     case Callable::RebuildParameter:
-    case Callable::RebuildParameterWithState:
-      return call(*a[0], *a[2]);
-    default:
-      return unsafe("_rebuild_from_type_v2 with `" + std::string(a[0]->text) + "` is refused");
+    case Callable::RebuildParameterWithState: return call(*a[0], *a[2]);
+    default: return unsafe("_rebuild_from_type_v2 with `" + std::string(a[0]->text) + "` is refused");
   }
 }
 
 // _codecs.encode(text, "latin1"): how protocol 2 spells bytes. Code points above 255 are malformed.
 Result<Value*> Machine::latin1_bytes(const std::vector<Value*>& a) {
-  if (a.size() != 2 || a[0]->kind != Kind::Str || a[1]->kind != Kind::Str ||
-      (a[1]->text != "latin1" && a[1]->text != "latin-1"))
+  if (a.size() != 2 || a[0]->kind != Kind::Str || a[1]->kind != Kind::Str || (a[1]->text != "latin1" && a[1]->text != "latin-1"))
     return unsafe("_codecs.encode other than (str, \"latin1\") is refused");
   std::string& out = scratch_;
   out.clear();
@@ -850,8 +869,7 @@ Result<Value*> Machine::latin1_bytes(const std::vector<Value*>& a) {
   return v;
 }
 
-Result<std::unique_ptr<Pickle>> Pickle::run(std::span<const std::byte> bytes, const PickleOptions& options,
-                                            bool* truncated) {
+Result<std::unique_ptr<Pickle>> Pickle::run(std::span<const std::byte> bytes, const PickleOptions& options, bool* truncated) {
   auto pickle = std::make_unique<Pickle>();
   try {
     Machine machine(bytes, options, *pickle);

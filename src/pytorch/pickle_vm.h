@@ -29,14 +29,14 @@
 namespace safeweights::pytorch {
 
 struct PickleLimits {
-  std::uint64_t max_stack = 1u << 20;        // values on the stack, all marks together
-  std::uint64_t max_marks = 1u << 16;        // MARKs open at once
-  std::uint64_t max_memo = 1u << 22;         // memo entries
-  std::uint64_t max_objects = 1u << 22;      // values created
-  std::uint64_t max_items = 1u << 25;        // container items, all containers together
-  std::uint64_t max_string = 64u << 20;      // one str / bytes / long
-  std::uint64_t max_text = 512u << 20;       // all strs / bytes / longs together
-  std::uint32_t max_rank = 64;               // dimensions of a tensor
+  std::uint64_t max_stack = 1u << 20;    // values on the stack, all marks together
+  std::uint64_t max_marks = 1u << 16;    // MARKs open at once
+  std::uint64_t max_memo = 1u << 22;     // memo entries
+  std::uint64_t max_objects = 1u << 22;  // values created
+  std::uint64_t max_items = 1u << 25;    // container items, all containers together
+  std::uint64_t max_string = 64u << 20;  // one str / bytes / long
+  std::uint64_t max_text = 512u << 20;   // all strs / bytes / longs together
+  std::uint32_t max_rank = 64;           // dimensions of a tensor
 };
 
 enum class Kind : std::uint8_t { None, Bool, Int, BigInt, Float, Str, Bytes, Tuple, List, Dict, Set, Global, Storage, Tensor, Opaque };
@@ -102,8 +102,8 @@ class TextArena {
 // root storage's `nbytes` (the view is the whole storage except for legacy storage views).
 struct StorageInfo {
   std::string key;
-  bool typed = true;       // false for UntypedStorage (the tensor's dtype comes from _rebuild_tensor_v3)
-  TensorType dtype{};      // typed storages
+  bool typed = true;   // false for UntypedStorage (the tensor's dtype comes from _rebuild_tensor_v3)
+  TensorType dtype{};  // typed storages
   std::uint64_t nbytes = 0;
   std::uint64_t view_offset = 0;
   std::uint64_t view_nbytes = 0;
@@ -154,8 +154,7 @@ class Pickle {
   // NotSupported (allowlisted by torch but not convertible: quantized or sparse tensors, ...).
   // `truncated`, when given, says whether an error came from reaching the end of `bytes` (a caller
   // reading a stream in pieces then retries with more).
-  static Result<std::unique_ptr<Pickle>> run(std::span<const std::byte> bytes, const PickleOptions& options,
-                                             bool* truncated = nullptr);
+  static Result<std::unique_ptr<Pickle>> run(std::span<const std::byte> bytes, const PickleOptions& options, bool* truncated = nullptr);
 
   const Value* root() const noexcept { return root_; }
   // Bytes consumed: the offset just past STOP.

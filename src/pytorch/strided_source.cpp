@@ -95,8 +95,8 @@ class StridedSource final : public ByteSource {
   StridedLayout l_;
   std::uint64_t nbytes_;
   std::string name_;
-  std::uint64_t run_ = 1;     // elements per contiguous run
-  std::size_t inner_ = 0;     // dimensions outside the run
+  std::uint64_t run_ = 1;  // elements per contiguous run
+  std::size_t inner_ = 0;  // dimensions outside the run
 };
 
 }  // namespace

@@ -57,8 +57,6 @@ inline std::uint16_t f32_to_bf16(float value) noexcept {
   return static_cast<std::uint16_t>((bits & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded);
 }
 
-inline float bf16_to_f32(std::uint16_t value) noexcept {
-  return std::bit_cast<float>(static_cast<std::uint32_t>(value) << 16);
-}
+inline float bf16_to_f32(std::uint16_t value) noexcept { return std::bit_cast<float>(static_cast<std::uint32_t>(value) << 16); }
 
 }  // namespace safeweights::quant

@@ -33,8 +33,8 @@ inline const std::uint8_t* bytes(const std::byte* p) noexcept { return reinterpr
 
 // Scale and minimum for `n` values on codes 0..nmax, minimising the weighted |error| (use_mad) or
 // squared error over nstep+1 trial scales; returns the scale, stores -min in *neg_min.
-float search_scale_min(int n, int nmax, const float* x, const float* w, std::uint8_t* L, float* neg_min,
-                       float rmin, float rdelta, int nstep, bool use_mad) {
+float search_scale_min(int n, int nmax, const float* x, const float* w, std::uint8_t* L, float* neg_min, float rmin, float rdelta, int nstep,
+                       bool use_mad) {
   float min = x[0], max = x[0];
   float sum_w = w[0];
   float sum_x = sum_w * x[0];

@@ -176,8 +176,8 @@ void small_codes(const float* x, float id, std::int8_t* q) noexcept {
     const __m128 v = _mm_mul_ps(_mm_loadu_ps(x + 4 * i), vid);
     const __m128i t = _mm_cvttps_epi32(v);
     const __m128 frac = _mm_sub_ps(v, _mm_cvtepi32_ps(t));
-    const __m128i up = _mm_castps_si128(_mm_cmpge_ps(frac, half));           // -1 where frac >= 0.5
-    const __m128i down = _mm_castps_si128(_mm_cmple_ps(frac, minus_half));   // -1 where frac <= -0.5
+    const __m128i up = _mm_castps_si128(_mm_cmpge_ps(frac, half));          // -1 where frac >= 0.5
+    const __m128i down = _mm_castps_si128(_mm_cmple_ps(frac, minus_half));  // -1 where frac <= -0.5
     w[i] = _mm_add_epi32(_mm_sub_epi32(t, up), down);
   }
   const __m128i lo = _mm_packs_epi16(_mm_packs_epi32(w[0], w[1]), _mm_packs_epi32(w[2], w[3]));

@@ -82,9 +82,7 @@ void dequantize_tq2_0(const std::byte* src, float* y, std::size_t blocks) {
 // bits (e < 2 lands in float32's subnormals). Every product is exact, so any order gives ggml's value.
 constexpr std::int8_t kE2m1Doubled[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
 
-inline float e8m0_half(unsigned e) noexcept {
-  return std::bit_cast<float>(e < 2 ? (0x00200000u << e) : ((e - 1u) << 23));
-}
+inline float e8m0_half(unsigned e) noexcept { return std::bit_cast<float>(e < 2 ? (0x00200000u << e) : ((e - 1u) << 23)); }
 
 void dequantize_mxfp4(const std::byte* src, float* y, std::size_t blocks) {
   for (std::size_t b = 0; b < blocks; ++b, y += 32) {

@@ -86,12 +86,10 @@ Result<std::size_t> blocks_of(TensorType type, std::size_t elements, std::size_t
   const std::uint64_t shape[1] = {elements};
   auto need = tensor_nbytes(type, shape);
   if (!need.is_ok())
-    return Error(ErrorKind::InvalidArgument, std::string(what) + " " + std::string(info.name) + ": " +
-                                                 std::to_string(elements) + " elements are not whole blocks of " +
-                                                 std::to_string(info.block_elements));
+    return Error(ErrorKind::InvalidArgument, std::string(what) + " " + std::string(info.name) + ": " + std::to_string(elements) +
+                                                 " elements are not whole blocks of " + std::to_string(info.block_elements));
   if (need.value() != bytes)
-    return Error(ErrorKind::InvalidArgument, std::string(what) + " " + std::string(info.name) + ": " +
-                                                 std::to_string(elements) + " elements take " +
+    return Error(ErrorKind::InvalidArgument, std::string(what) + " " + std::string(info.name) + ": " + std::to_string(elements) + " elements take " +
                                                  std::to_string(need.value()) + " bytes, not " + std::to_string(bytes));
   return elements / info.block_elements;
 }

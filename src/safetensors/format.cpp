@@ -124,9 +124,8 @@ std::string tensor_table(const std::vector<const TensorInfo*>& rows, const std::
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const TensorInfo* t = rows[i];
     if (shards) append_format(out, "%-*s  ", static_cast<int>(shard_w), (*shards)[i].c_str());
-    append_format(out, "%-*s  %-11s  %-*s  %10s\n", static_cast<int>(name_w), names[i].c_str(),
-            std::string(type_name(t->dtype)).c_str(), static_cast<int>(shape_w), shape_string(t->shape).c_str(),
-            human_bytes(t->nbytes()).c_str());
+    append_format(out, "%-*s  %-11s  %-*s  %10s\n", static_cast<int>(name_w), names[i].c_str(), std::string(type_name(t->dtype)).c_str(),
+                  static_cast<int>(shape_w), shape_string(t->shape).c_str(), human_bytes(t->nbytes()).c_str());
     for (Totals* tot : {&by_dtype[t->dtype], &all}) {
       ++tot->tensors;
       tot->params += t->num_elements();
@@ -136,10 +135,10 @@ std::string tensor_table(const std::vector<const TensorInfo*>& rows, const std::
   out += "\nTotals by dtype:\n";
   for (const auto& [dtype, tot] : by_dtype) {
     append_format(out, "  %-11s %8llu tensors  %16llu params  %10s\n", std::string(type_name(dtype)).c_str(),
-            static_cast<unsigned long long>(tot.tensors), static_cast<unsigned long long>(tot.params), human_bytes(tot.bytes).c_str());
+                  static_cast<unsigned long long>(tot.tensors), static_cast<unsigned long long>(tot.params), human_bytes(tot.bytes).c_str());
   }
   append_format(out, "  %-11s %8llu tensors  %16llu params  %10s\n", "all", static_cast<unsigned long long>(all.tensors),
-          static_cast<unsigned long long>(all.params), human_bytes(all.bytes).c_str());
+                static_cast<unsigned long long>(all.params), human_bytes(all.bytes).c_str());
   return out;
 }
 
@@ -163,7 +162,7 @@ std::string inspect_index(const ShardedReader& reader, const std::string& path, 
     return std::move(w.text()) + "\n";
   }
   append_format(out, "file:        %s\nformat:      safetensors-index\nshards:      %zu\ntensors:     %zu\n", printable(path).c_str(),
-          reader.shards().size(), reader.names().size());
+                reader.shards().size(), reader.names().size());
   for (const auto& [k, v] : reader.index_metadata()) append_format(out, "index metadata: %s: %s\n", printable(k).c_str(), printable(v).c_str());
   out += "\n";
   std::vector<const TensorInfo*> rows;
@@ -199,8 +198,7 @@ class SafetensorsFormat final : public Format {
     const Header& h = reader.header();
     return std::to_string(h.tensors().size()) + " tensors, " + human_bytes(h.data_size()) + " of data";
   }
-  Result<std::string> inspect(const std::string& path, std::span<const std::string> members, const FormatOptions& options,
-                              bool json) const override {
+  Result<std::string> inspect(const std::string& path, std::span<const std::string> members, const FormatOptions& options, bool json) const override {
     SW_RETURN_IF_ERROR(no_members(path, members));
     SW_ASSIGN_OR_RETURN(Reader reader, open_reader(path, options));
     return inspect_file(reader, path, json);
@@ -236,13 +234,11 @@ class IndexFormat final : public Format {
     SW_ASSIGN_OR_RETURN(ShardedReader reader, open_sharded(path, options));
     return std::to_string(reader.names().size()) + " tensors in " + std::to_string(reader.shards().size()) + " shards";
   }
-  Result<std::string> inspect(const std::string& path, std::span<const std::string>, const FormatOptions& options,
-                              bool json) const override {
+  Result<std::string> inspect(const std::string& path, std::span<const std::string>, const FormatOptions& options, bool json) const override {
     SW_ASSIGN_OR_RETURN(ShardedReader reader, open_sharded(path, options));
     return inspect_index(reader, path, json);
   }
-  Result<std::unique_ptr<TensorFile>> open(const std::string& path, std::span<const std::string>,
-                                           const FormatOptions& options) const override {
+  Result<std::unique_ptr<TensorFile>> open(const std::string& path, std::span<const std::string>, const FormatOptions& options) const override {
     SW_ASSIGN_OR_RETURN(ShardedReader reader, open_sharded(path, options));
     return std::unique_ptr<TensorFile>(std::make_unique<ShardedFile>(std::move(reader), path));
   }
@@ -272,7 +268,7 @@ std::string inspect_file(const Reader& reader, const std::string& display, bool 
     return std::move(w.text()) + "\n";
   }
   append_format(out, "file:        %s\nformat:      safetensors\nheader:      %llu bytes\ntensors:     %zu\ndata:        %s\n",
-          printable(display).c_str(), static_cast<unsigned long long>(h.header_size()), h.tensors().size(), human_bytes(h.data_size()).c_str());
+                printable(display).c_str(), static_cast<unsigned long long>(h.header_size()), h.tensors().size(), human_bytes(h.data_size()).c_str());
   if (h.has_metadata()) {
     out += "metadata:\n";
     for (const auto& [k, v] : h.metadata()) append_format(out, "  %s: %s\n", printable(k).c_str(), printable(v).c_str());

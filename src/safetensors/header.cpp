@@ -103,7 +103,9 @@ class HeaderBuilder {
       }
     };
     explicit Storage(const Layout& l)
-        : dims_block{nullptr, l.dims_bytes}, entries_block{nullptr, l.entries_bytes}, arena(l.entries_at + l.entries_bytes),
+        : dims_block{nullptr, l.dims_bytes},
+          entries_block{nullptr, l.entries_bytes},
+          arena(l.entries_at + l.entries_bytes),
           raw(&entries_block, &dims_block) {
       dims_block.at = arena.data() + l.dims_at;
       entries_block.at = arena.data() + l.entries_at;
@@ -175,17 +177,15 @@ class HeaderBuilder {
     for (std::size_t p = 0; p < kept; ++p) {
       const TensorInfo& info = raw.entries[entry_at(p)];
       if (info.begin != running || info.end < info.begin) {
-        return invalid(ErrorKind::InvalidOffset,
-                       "invalid offset for tensor: data_offsets [" + std::to_string(info.begin) + ", " +
-                           std::to_string(info.end) + "] but the previous tensor ends at " + std::to_string(running))
+        return invalid(ErrorKind::InvalidOffset, "invalid offset for tensor: data_offsets [" + std::to_string(info.begin) + ", " +
+                                                     std::to_string(info.end) + "] but the previous tensor ends at " + std::to_string(running))
             .with_tensor(info.name);
       }
       running = info.end;
       auto nbytes = tensor_nbytes(info.dtype, info.shape);
       if (!nbytes.is_ok()) return error_of(nbytes).with_tensor(info.name);
       if (info.end - info.begin != nbytes.value()) {
-        return invalid(ErrorKind::TensorInvalidInfo, "shape and dtype need " + std::to_string(nbytes.value()) +
-                                                         " bytes but data_offsets span " +
+        return invalid(ErrorKind::TensorInvalidInfo, "shape and dtype need " + std::to_string(nbytes.value()) + " bytes but data_offsets span " +
                                                          std::to_string(info.end - info.begin))
             .with_tensor(info.name);
       }
@@ -206,10 +206,9 @@ class HeaderBuilder {
     const std::uint64_t data_start = 8 + n;
     std::uint64_t expected = 0;
     if (__builtin_add_overflow(running, data_start, &expected) || expected != source.size()) {
-      return invalid(ErrorKind::MetadataIncompleteBuffer,
-                     "incomplete metadata, file not fully covered: tensors end at byte " +
-                         (expected >= data_start ? std::to_string(expected) : std::string("(overflow)")) +
-                         " but the file has " + std::to_string(source.size()) + " bytes")
+      return invalid(ErrorKind::MetadataIncompleteBuffer, "incomplete metadata, file not fully covered: tensors end at byte " +
+                                                              (expected >= data_start ? std::to_string(expected) : std::string("(overflow)")) +
+                                                              " but the file has " + std::to_string(source.size()) + " bytes")
           .with_offset(std::min(expected, source.size()));
     }
     h.data_size_ = running;
@@ -273,13 +272,12 @@ Result<Header> Header::parse(const ByteSource& source, const ReadOptions& option
   const std::uint64_t n = le::u64(prefix);
 
   if (n > kMaxHeaderSize) {
-    return fail(Error(ErrorKind::HeaderTooLarge, "header too large: length field says " + std::to_string(n) +
-                                                     " bytes, the limit is " + std::to_string(kMaxHeaderSize))
+    return fail(Error(ErrorKind::HeaderTooLarge,
+                      "header too large: length field says " + std::to_string(n) + " bytes, the limit is " + std::to_string(kMaxHeaderSize))
                     .with_offset(0));
   }
   if (n > source.size() - 8) {
-    return fail(Error(ErrorKind::InvalidHeaderLength, "invalid header length: " + std::to_string(n) +
-                                                          " header bytes do not fit in a file of " +
+    return fail(Error(ErrorKind::InvalidHeaderLength, "invalid header length: " + std::to_string(n) + " header bytes do not fit in a file of " +
                                                           std::to_string(source.size()) + " bytes")
                     .with_offset(0));
   }
@@ -302,8 +300,7 @@ Result<Header> Header::parse(const ByteSource& source, const ReadOptions& option
   HeaderJsonOptions json_options;
   json_options.reject_unknown_fields = options.reject_unknown_fields;
   json_options.max_depth = kMaxJsonDepth - 1;  // serde_json fails on reaching its limit
-  if (auto status = parse_safetensors_header_padded(text, static_cast<std::size_t>(n), json_options, source, storage->raw);
-      !status.is_ok()) {
+  if (auto status = parse_safetensors_header_padded(text, static_cast<std::size_t>(n), json_options, source, storage->raw); !status.is_ok()) {
     Error e = std::move(status).error();
     if (!e.context().offset && e.context().tensor.empty()) e.with_offset(8);
     return fail(std::move(e));

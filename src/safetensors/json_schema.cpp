@@ -48,9 +48,7 @@ class HeaderReader {
   }
 
  private:
-  static Status syntax_error(simdjson::error_code e) {
-    return bad_json(std::string("invalid JSON in header: ") + simdjson::error_message(e));
-  }
+  static Status syntax_error(simdjson::error_code e) { return bad_json(std::string("invalid JSON in header: ") + simdjson::error_message(e)); }
   void schema(Error e) {
     if (!schema_error_) schema_error_ = std::move(e);
   }
@@ -264,8 +262,8 @@ class HeaderReader {
       }
     }
     entry.shape = std::span<const std::uint64_t>(out_.dims.data() + first_dim, out_.dims.size() - first_dim);
-    if (!in_.exact(",\"data_offsets\":[") || !in_.plain_u64(',', ',', entry.begin) || !in_.exact(",") ||
-        !in_.plain_u64(']', ']', entry.end) || !in_.exact("]}")) {
+    if (!in_.exact(",\"data_offsets\":[") || !in_.plain_u64(',', ',', entry.begin) || !in_.exact(",") || !in_.plain_u64(']', ']', entry.end) ||
+        !in_.exact("]}")) {
       return mismatch();
     }
     out_.entries.push_back(entry);
@@ -298,10 +296,7 @@ class HeaderReader {
       for (bool more = true;;) {
         if (!in_.next_element(more)) return false;
         if (!more) break;
-        const bool ok = count == 0 ? dtype(name, entry.dtype)
-                        : count == 1 ? shape(name, entry)
-                        : count == 2 ? offsets(name, entry)
-                                     : skip();
+        const bool ok = count == 0 ? dtype(name, entry.dtype) : count == 1 ? shape(name, entry) : count == 2 ? offsets(name, entry) : skip();
         if (!ok) return false;
         ++count;
       }
@@ -346,8 +341,7 @@ class HeaderReader {
       std::string_view value;
       if (!in_.string(value)) return false;
       if (out_.metadata.size() == out_.metadata.capacity()) out_.metadata.reserve(std::max(bound, out_.metadata.size() * 2));
-      out_.metadata.push_back({offset_of(key), static_cast<std::uint32_t>(key.size()), offset_of(value),
-                               static_cast<std::uint32_t>(value.size())});
+      out_.metadata.push_back({offset_of(key), static_cast<std::uint32_t>(key.size()), offset_of(value), static_cast<std::uint32_t>(value.size())});
     }
     note_duplicate_metadata_key(first);
     return true;
@@ -390,8 +384,7 @@ class HeaderReader {
 
 }  // namespace
 
-Status parse_safetensors_header_padded(char* text, std::size_t n, const HeaderJsonOptions& options,
-                                       const ByteSource& original, RawHeader& out) {
+Status parse_safetensors_header_padded(char* text, std::size_t n, const HeaderJsonOptions& options, const ByteSource& original, RawHeader& out) {
   if (!json::is_valid_utf8(std::string_view(text, n))) return Error(ErrorKind::InvalidHeader, "invalid UTF-8 in header");
   try {
     out.entries.reserve(RawHeader::entries_bound(n));
@@ -453,9 +446,7 @@ Status parse_index_json(std::string_view text, RawIndex& out) {
       KeySet keys;
       for (auto entry : as_object(field.value)) {
         if (!keys.insert(entry.key)) return Error(ErrorKind::DuplicateKey, "duplicate metadata key " + quoted(entry.key));
-        std::string value = entry.value.type() == element_type::STRING
-                                ? std::string(as_string(entry.value))
-                                : simdjson::minify(entry.value);
+        std::string value = entry.value.type() == element_type::STRING ? std::string(as_string(entry.value)) : simdjson::minify(entry.value);
         out.metadata.emplace_back(std::string(entry.key), std::move(value));
       }
     }

@@ -54,8 +54,7 @@ struct HeaderJsonOptions {
 // InvalidHeaderDeserialization (anything the reference's serde_json parse rejects), ResourceLimit.
 // `original` holds the same N bytes at offset 8 (the file): on a syntax error it is read again, in
 // pieces, for the errors simdjson finds before any other (an unclosed string, a control byte in one).
-Status parse_safetensors_header_padded(char* text, std::size_t n, const HeaderJsonOptions& options,
-                                       const ByteSource& original, RawHeader& out);
+Status parse_safetensors_header_padded(char* text, std::size_t n, const HeaderJsonOptions& options, const ByteSource& original, RawHeader& out);
 
 // A `*.safetensors.index.json`: {"metadata": {...}, "weight_map": {"tensor": "file", ...}}.
 struct RawIndex {

@@ -31,8 +31,7 @@ Result<TensorView> Reader::tensor(std::string_view name) const {
 
 Status Reader::read(const TensorInfo& info, std::span<std::byte> dst) const {
   if (dst.size() != info.nbytes()) {
-    return Error(ErrorKind::InvalidArgument, "destination has " + std::to_string(dst.size()) + " bytes, tensor has " +
-                                                 std::to_string(info.nbytes()))
+    return Error(ErrorKind::InvalidArgument, "destination has " + std::to_string(dst.size()) + " bytes, tensor has " + std::to_string(info.nbytes()))
         .with_file(source_->name())
         .with_tensor(info.name);
   }
@@ -57,8 +56,6 @@ Result<SlicePlan> Reader::plan_slice(const TensorInfo& info, const SliceSpec& sp
   return plan;
 }
 
-Status Reader::read_slice(const SlicePlan& plan, std::span<std::byte> dst) const {
-  return safeweights::read_slice(*source_, plan, dst);
-}
+Status Reader::read_slice(const SlicePlan& plan, std::span<std::byte> dst) const { return safeweights::read_slice(*source_, plan, dst); }
 
 }  // namespace safeweights::safetensors

@@ -18,8 +18,8 @@ namespace {
 
 // A shard must be a plain file name next to the index: no folders, no way out of the folder.
 Status check_shard_name(const std::string& name) {
-  if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos ||
-      name.find('\\') != std::string::npos || name.find('\0') != std::string::npos) {
+  if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos || name.find('\\') != std::string::npos ||
+      name.find('\0') != std::string::npos) {
     return Error(ErrorKind::InvalidIndex, "shard file name `" + name + "` must be a plain file name in the index's folder");
   }
   return Status::ok();
@@ -33,8 +33,7 @@ Result<ShardedReader> ShardedReader::open(const std::string& index_path, FileBac
   return open(index_path, plain_resolver(), backend, options);
 }
 
-Result<ShardedReader> ShardedReader::open(const std::string& index_path, const Resolver& resolver, FileBackend backend,
-                                          const ReadOptions& options) {
+Result<ShardedReader> ShardedReader::open(const std::string& index_path, const Resolver& resolver, FileBackend backend, const ReadOptions& options) {
   SW_ASSIGN_OR_RETURN(SourcePtr index_source, resolver.open(index_path, FileBackend::Pread));
   auto text = read_small(*index_source, kMaxIndexSize);
   if (!text.is_ok()) return error_of(text).with_file(index_path);
@@ -67,8 +66,7 @@ Result<ShardedReader> ShardedReader::open(const std::string& index_path, const R
   // Both directions: every listed tensor is in its shard, every shard tensor is listed for that shard.
   for (const auto& [tensor, shard] : reader.shard_of_) {
     if (!reader.shards_[shard].header().find(tensor)) {
-      return Error(ErrorKind::ShardMismatch, "the index lists this tensor in " + reader.shard_files_[shard] +
-                                                 ", which does not contain it")
+      return Error(ErrorKind::ShardMismatch, "the index lists this tensor in " + reader.shard_files_[shard] + ", which does not contain it")
           .with_file(index_path)
           .with_tensor(tensor);
     }
@@ -95,8 +93,7 @@ Result<ShardedReader::Location> ShardedReader::find(std::string_view name) const
   return Location{&shard, shard.header().find(name)};
 }
 
-Result<ShardedWriteResult> write_sharded(const std::string& folder, std::span<const TensorData> tensors,
-                                         const ShardOptions& options) {
+Result<ShardedWriteResult> write_sharded(const std::string& folder, std::span<const TensorData> tensors, const ShardOptions& options) {
   if (options.max_shard_bytes == 0) return Error(ErrorKind::InvalidArgument, "max_shard_bytes must be positive");
   // Names must be unique across the whole checkpoint, not just within each shard.
   {
@@ -166,8 +163,7 @@ Result<ShardedWriteResult> write_sharded(const std::string& folder, std::span<co
   json += "\n  }\n}\n";
   result.index_file = options.prefix + ".safetensors.index.json";
   auto file = AtomicFile::create(folder + "/" + result.index_file, {json.size(), options.write.durable});
-  Status s = file.is_ok() ? file->append(std::as_bytes(std::span<const char>(json.data(), json.size())))
-                          : std::move(file).status();
+  Status s = file.is_ok() ? file->append(std::as_bytes(std::span<const char>(json.data(), json.size()))) : std::move(file).status();
   if (!s.is_ok()) return std::move(s).error();
   // Shards and index are committed together (the index last), after one cancellation check.
   pending.push_back(std::move(file).value());

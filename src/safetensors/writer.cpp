@@ -35,16 +35,14 @@ Result<Layout> Layout::plan(std::span<const TensorDecl> tensors, const Metadata&
     for (std::size_t i = 0; i < tensors.size(); ++i) {
       const TensorDecl& t = tensors[i];
       if (t.name == "__metadata__") {
-        return Error(ErrorKind::ReservedTensorName, "a tensor may not be named `__metadata__`: the file could not be read back")
-            .with_tensor(t.name);
+        return Error(ErrorKind::ReservedTensorName, "a tensor may not be named `__metadata__`: the file could not be read back").with_tensor(t.name);
       }
       SW_RETURN_IF_ERROR(check_text(t.name, "tensor name"));
       if (!names.insert(t.name).second) {
         return Error(ErrorKind::DuplicateKey, "tensor name given more than once").with_tensor(t.name);
       }
       if (!can_store(t.dtype)) {
-        return Error(ErrorKind::InvalidArgument, "safetensors cannot store " + std::string(type_name(t.dtype)) + " tensors")
-            .with_tensor(t.name);
+        return Error(ErrorKind::InvalidArgument, "safetensors cannot store " + std::string(type_name(t.dtype)) + " tensors").with_tensor(t.name);
       }
       auto nbytes = tensor_nbytes(t.dtype, t.shape);
       if (!nbytes.is_ok()) return error_of(nbytes).with_tensor(t.name);
@@ -119,8 +117,7 @@ Result<Layout> Layout::plan(std::span<const TensorDecl> tensors, const Metadata&
 
   const std::size_t padded = (json.size() + 7) / 8 * 8;
   if (padded > kMaxHeaderSize) {
-    return Error(ErrorKind::HeaderTooLarge, "header too large: " + std::to_string(padded) + " bytes, the limit is " +
-                                                std::to_string(kMaxHeaderSize));
+    return Error(ErrorKind::HeaderTooLarge, "header too large: " + std::to_string(padded) + " bytes, the limit is " + std::to_string(kMaxHeaderSize));
   }
   json.resize(padded, ' ');
   std::uint64_t file_size = 0;
@@ -149,9 +146,8 @@ Result<Layout> plan_data(std::span<const TensorData> tensors, const Metadata& me
   for (std::size_t i = 0; i < tensors.size(); ++i) {
     const Layout::Placement& p = layout.placement_of(i);
     if (tensors[i].data.size() != p.end - p.begin) {
-      return Error(ErrorKind::InvalidTensorView, "data length " + std::to_string(tensors[i].data.size()) +
-                                                     " does not match shape and dtype (" + std::to_string(p.end - p.begin) +
-                                                     " bytes)")
+      return Error(ErrorKind::InvalidTensorView, "data length " + std::to_string(tensors[i].data.size()) + " does not match shape and dtype (" +
+                                                     std::to_string(p.end - p.begin) + " bytes)")
           .with_tensor(tensors[i].name);
     }
   }
@@ -173,8 +169,8 @@ Result<std::vector<std::byte>> serialize(std::span<const TensorData> tensors, co
   return out;
 }
 
-Result<AtomicFile> write_uncommitted(const std::string& path, std::span<const TensorData> tensors,
-                                     const Metadata& metadata, const WriteOptions& options) {
+Result<AtomicFile> write_uncommitted(const std::string& path, std::span<const TensorData> tensors, const Metadata& metadata,
+                                     const WriteOptions& options) {
   auto layout = plan_data(tensors, metadata);
   if (!layout.is_ok()) return error_of(layout).with_file(path);
   SW_ASSIGN_OR_RETURN(AtomicFile file, AtomicFile::create(path, {layout->file_size(), options.durable}));
@@ -185,8 +181,7 @@ Result<AtomicFile> write_uncommitted(const std::string& path, std::span<const Te
   return file;
 }
 
-Status write_file(const std::string& path, std::span<const TensorData> tensors, const Metadata& metadata,
-                  const WriteOptions& options) {
+Status write_file(const std::string& path, std::span<const TensorData> tensors, const Metadata& metadata, const WriteOptions& options) {
   SW_ASSIGN_OR_RETURN(AtomicFile file, write_uncommitted(path, tensors, metadata, options));
   return file.commit();
 }
@@ -201,8 +196,8 @@ Result<std::unique_ptr<TensorSink>> create(const std::string& path, std::vector<
     const auto& p = layout->placement_of(i);
     slots[i] = {prefix.size() + p.begin, p.end - p.begin};
   }
-  SW_ASSIGN_OR_RETURN(auto sink, PlannedFileSink::create(path, std::move(tensors), std::move(slots),
-                                                         std::as_bytes(std::span(prefix)), layout->file_size(), options.durable));
+  SW_ASSIGN_OR_RETURN(auto sink, PlannedFileSink::create(path, std::move(tensors), std::move(slots), std::as_bytes(std::span(prefix)),
+                                                         layout->file_size(), options.durable));
   return std::unique_ptr<TensorSink>(std::move(sink));
 }
 

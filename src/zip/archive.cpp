@@ -25,12 +25,12 @@ using records::DataDescriptor;
 using records::Decoded;
 using records::EndOfCentralDirectory;
 using records::ExtraBlockHeader;
+using records::kSaturated16;
+using records::kSaturated32;
 using records::LocalHeader;
 using records::Zip64EndOfCentralDirectory;
 using records::Zip64Extra;
 using records::Zip64Locator;
-using records::kSaturated16;
-using records::kSaturated32;
 
 constexpr std::uint16_t kUnicodePathExtraId = 0x7075;
 constexpr int kMaxVersionNeeded = 63;  // 6.3: what CPython's zipfile accepts
@@ -56,8 +56,7 @@ std::string hex16(std::uint16_t v) {
 }
 
 // Bytes of [offset, offset + length) from the source: a view when mapped, else copied into `buffer`.
-Result<std::span<const std::byte>> fetch(const ByteSource& src, std::uint64_t offset, std::uint64_t length,
-                                         std::vector<std::byte>& buffer) {
+Result<std::span<const std::byte>> fetch(const ByteSource& src, std::uint64_t offset, std::uint64_t length, std::vector<std::byte>& buffer) {
   SW_RETURN_IF_ERROR(src.check_range(offset, length));
   auto view = src.view(offset, length);
   if (view.data() != nullptr || length == 0) return view;
@@ -180,8 +179,8 @@ Result<EndRecords> locate_end_record(const ByteSource& src) {
       (void)records::decode(tail.subspan(static_cast<std::size_t>(last_signature)), last);
       const std::uint64_t comment_room = window - last_signature - kEocdSize;
       if (last.comment_length > comment_room) {
-        return bad("the end-of-central-directory record's comment length (" + std::to_string(last.comment_length) +
-                   ") runs " + std::to_string(last.comment_length - comment_room) + " bytes past the end of the file")
+        return bad("the end-of-central-directory record's comment length (" + std::to_string(last.comment_length) + ") runs " +
+                   std::to_string(last.comment_length - comment_room) + " bytes past the end of the file")
             .with_offset(size - window + last_signature);
       }
       return bad(std::to_string(comment_room - last.comment_length) +
@@ -204,8 +203,7 @@ Result<EndRecords> locate_end_record(const ByteSource& src) {
 }
 
 // The ZIP64 end record that `locator` (at locator_pos) points to, ending exactly at the locator.
-Result<Zip64EndOfCentralDirectory> read_zip64_end_record(const ByteSource& src, const Zip64Locator& locator,
-                                                         std::uint64_t locator_pos) {
+Result<Zip64EndOfCentralDirectory> read_zip64_end_record(const ByteSource& src, const Zip64Locator& locator, std::uint64_t locator_pos) {
   if (locator.eocd64_disk != 0 || locator.total_disks != 1) return unsupported("multi-disk archive (ZIP64 locator)").with_offset(locator_pos);
   const std::uint64_t z_pos = locator.eocd64_offset;
   if (z_pos > locator_pos || locator_pos - z_pos < Zip64EndOfCentralDirectory::kSize) {
@@ -236,12 +234,10 @@ Status read_zip64_end_records(const ByteSource& src, EndRecords& end) {
   Zip64Locator locator;
   if (records::decode(bytes, locator) != Decoded::Ok) return Status::ok();  // no ZIP64 records
   SW_ASSIGN_OR_RETURN(Zip64EndOfCentralDirectory z, read_zip64_end_record(src, locator, locator_pos));
-  auto agrees = [](std::uint64_t classic, std::uint64_t full, std::uint64_t saturated) {
-    return classic == full || classic == saturated;
-  };
-  if (!agrees(end.disk, 0, kSaturated16) || !agrees(end.cd_disk, 0, kSaturated16) ||
-      !agrees(end.count_on_disk, z.count_on_disk, kSaturated16) || !agrees(end.count, z.count, kSaturated16) ||
-      !agrees(end.cd_size, z.cd_size, kSaturated32) || !agrees(end.cd_offset, z.cd_offset, kSaturated32)) {
+  auto agrees = [](std::uint64_t classic, std::uint64_t full, std::uint64_t saturated) { return classic == full || classic == saturated; };
+  if (!agrees(end.disk, 0, kSaturated16) || !agrees(end.cd_disk, 0, kSaturated16) || !agrees(end.count_on_disk, z.count_on_disk, kSaturated16) ||
+      !agrees(end.count, z.count, kSaturated16) || !agrees(end.cd_size, z.cd_size, kSaturated32) ||
+      !agrees(end.cd_offset, z.cd_offset, kSaturated32)) {
     return bad("end-of-central-directory record disagrees with the ZIP64 end record").with_offset(end.eocd_pos);
   }
   end.disk = end.cd_disk = 0;
@@ -269,7 +265,8 @@ Status check_end_records(const EndRecords& end, const ArchiveLimits& limits) {
     return bad("central directory runs past the end records").with_offset(end.cd_offset);
   }
   if (cd_stop != end.cd_end) {
-    return bad(std::to_string(end.cd_end - cd_stop) + " unaccounted bytes between the central directory and the end records "
+    return bad(std::to_string(end.cd_end - cd_stop) +
+               " unaccounted bytes between the central directory and the end records "
                "(prepended data or a hidden gap)")
         .with_offset(cd_stop);
   }
@@ -393,9 +390,7 @@ bool local_header_inside(const Entry& e, std::uint64_t cd_offset) {
   return !__builtin_add_overflow(e.header_offset, LocalHeader::kSize, &fixed_end) && fixed_end <= cd_offset;
 }
 
-Error local_header_outside(const Entry& e) {
-  return bad("local header lies outside the entry area").with_entry(e.name).with_offset(e.header_offset);
-}
+Error local_header_outside(const Entry& e) { return bad("local header lies outside the entry area").with_entry(e.name).with_offset(e.header_offset); }
 
 // The local header's sizes (through its ZIP64 block when saturated), into usize / csize.
 Status resolve_local_sizes(const LocalHeader& h, const ExtraInfo& extra, std::uint64_t& usize, std::uint64_t& csize) {
@@ -456,9 +451,7 @@ Status with_entry_context(Status s, const Entry& e) {
 Status read_local_headers_mapped(const ByteSource& src, std::uint64_t cd_offset, std::vector<Entry>& entries) {
   for (Entry& e : entries) {
     if (!local_header_inside(e, cd_offset)) return local_header_outside(e);
-    auto variable = [&](std::uint64_t n) -> Result<std::span<const std::byte>> {
-      return src.view(e.header_offset + LocalHeader::kSize, n);
-    };
+    auto variable = [&](std::uint64_t n) -> Result<std::span<const std::byte>> { return src.view(e.header_offset + LocalHeader::kSize, n); };
     SW_RETURN_IF_ERROR(with_entry_context(check_local_header(e, src.view(e.header_offset, LocalHeader::kSize), cd_offset, variable), e));
   }
   return Status::ok();
@@ -543,9 +536,7 @@ Result<PendingDescriptor> place_descriptor(Entry& e, std::uint64_t data_end, std
   const std::uint64_t bare = e.descriptor_size;  // as check_local_header set it: no signature
   const bool zip64 = bare == DataDescriptor::encoded_size(true, false);
   const std::uint64_t gap = next - data_end;
-  auto fail = [&](std::string message) -> Result<PendingDescriptor> {
-    return bad(std::move(message)).with_entry(e.name).with_offset(data_end);
-  };
+  auto fail = [&](std::string message) -> Result<PendingDescriptor> { return bad(std::move(message)).with_entry(e.name).with_offset(data_end); };
   if (gap < bare) {
     return fail("data descriptor missing: " + std::to_string(gap) + " bytes after the entry's data, " + std::to_string(bare) + " needed");
   }
@@ -633,13 +624,9 @@ Status verify_descriptors(const ByteSource& src, std::span<const PendingDescript
 
 }  // namespace
 
-std::uint32_t crc32(std::uint32_t crc, std::span<const std::byte> bytes) noexcept {
-  return libdeflate_crc32(crc, bytes.data(), bytes.size());
-}
+std::uint32_t crc32(std::uint32_t crc, std::span<const std::byte> bytes) noexcept { return libdeflate_crc32(crc, bytes.data(), bytes.size()); }
 
-Result<Archive> Archive::open(SourcePtr source, const ArchiveLimits& limits) {
-  return open(std::move(source), ArchivePolicy::Strict, limits);
-}
+Result<Archive> Archive::open(SourcePtr source, const ArchiveLimits& limits) { return open(std::move(source), ArchivePolicy::Strict, limits); }
 
 Result<Archive> Archive::open(SourcePtr source, ArchivePolicy policy, const ArchiveLimits& limits) {
   Archive archive;
@@ -662,8 +649,7 @@ Status Archive::read_structure(const ByteSource& src, ArchivePolicy policy, cons
 }
 
 const Entry* Archive::find(std::string_view name) const noexcept {
-  auto it = std::lower_bound(sorted_.begin(), sorted_.end(), name,
-                             [&](std::size_t i, std::string_view n) { return entries_[i].name < n; });
+  auto it = std::lower_bound(sorted_.begin(), sorted_.end(), name, [&](std::size_t i, std::string_view n) { return entries_[i].name < n; });
   if (it == sorted_.end() || entries_[*it].name != name) return nullptr;
   return &entries_[*it];
 }

@@ -12,14 +12,14 @@ namespace {
 // The fields after the signature, in file order; each field's width is its type's size.
 template <class R, class V>
 constexpr void fields(R& r, V& v) requires std::is_same_v<std::remove_const_t<R>, LocalHeader> {
-  v(r.version_needed), v(r.flags), v(r.method), v(r.time), v(r.date), v(r.crc32), v(r.compressed_size), v(r.size),
-      v(r.name_length), v(r.extra_length);
+  v(r.version_needed), v(r.flags), v(r.method), v(r.time), v(r.date), v(r.crc32), v(r.compressed_size), v(r.size), v(r.name_length),
+      v(r.extra_length);
 }
 template <class R, class V>
 constexpr void fields(R& r, V& v) requires std::is_same_v<std::remove_const_t<R>, CentralHeader> {
-  v(r.version_made_by), v(r.version_needed), v(r.flags), v(r.method), v(r.time), v(r.date), v(r.crc32),
-      v(r.compressed_size), v(r.size), v(r.name_length), v(r.extra_length), v(r.comment_length), v(r.disk_start),
-      v(r.internal_attributes), v(r.external_attributes), v(r.header_offset);
+  v(r.version_made_by), v(r.version_needed), v(r.flags), v(r.method), v(r.time), v(r.date), v(r.crc32), v(r.compressed_size), v(r.size),
+      v(r.name_length), v(r.extra_length), v(r.comment_length), v(r.disk_start), v(r.internal_attributes), v(r.external_attributes),
+      v(r.header_offset);
 }
 template <class R, class V>
 constexpr void fields(R& r, V& v) requires std::is_same_v<std::remove_const_t<R>, EndOfCentralDirectory> {
@@ -27,8 +27,7 @@ constexpr void fields(R& r, V& v) requires std::is_same_v<std::remove_const_t<R>
 }
 template <class R, class V>
 constexpr void fields(R& r, V& v) requires std::is_same_v<std::remove_const_t<R>, Zip64EndOfCentralDirectory> {
-  v(r.record_size), v(r.version_made_by), v(r.version_needed), v(r.disk), v(r.cd_disk), v(r.count_on_disk), v(r.count),
-      v(r.cd_size), v(r.cd_offset);
+  v(r.record_size), v(r.version_made_by), v(r.version_needed), v(r.disk), v(r.cd_disk), v(r.count_on_disk), v(r.count), v(r.cd_size), v(r.cd_offset);
 }
 template <class R, class V>
 constexpr void fields(R& r, V& v) requires std::is_same_v<std::remove_const_t<R>, Zip64Locator> {
@@ -38,7 +37,9 @@ constexpr void fields(R& r, V& v) requires std::is_same_v<std::remove_const_t<R>
 struct FieldCounter {
   std::size_t bytes = 0;
   template <class T>
-  constexpr void operator()(const T&) { bytes += sizeof(T); }
+  constexpr void operator()(const T&) {
+    bytes += sizeof(T);
+  }
 };
 struct FieldDecoder {
   const std::byte* p;
@@ -51,7 +52,9 @@ struct FieldDecoder {
 struct FieldEncoder {
   std::string& out;
   template <class T>
-  void operator()(const T& field) { le::append(out, field, sizeof(T)); }
+  void operator()(const T& field) {
+    le::append(out, field, sizeof(T));
+  }
 };
 
 template <class R>
@@ -98,8 +101,8 @@ Decoded decode(std::span<const std::byte> bytes, ExtraBlockHeader& out) noexcept
   return Decoded::Ok;
 }
 
-Decoded decode(std::span<const std::byte> payload, bool want_size, bool want_compressed_size, bool want_header_offset,
-               bool want_disk_start, Zip64Extra& out) noexcept {
+Decoded decode(std::span<const std::byte> payload, bool want_size, bool want_compressed_size, bool want_header_offset, bool want_disk_start,
+               Zip64Extra& out) noexcept {
   if (payload.size() < Zip64Extra::payload_size(want_size, want_compressed_size, want_header_offset, want_disk_start)) {
     return Decoded::Truncated;
   }
@@ -143,8 +146,8 @@ void encode(const ExtraBlockHeader& record, std::string& out) {
 }
 
 void encode(const Zip64Extra& record, std::string& out) {
-  const std::size_t payload = Zip64Extra::payload_size(record.size.has_value(), record.compressed_size.has_value(),
-                                                       record.header_offset.has_value(), record.disk_start.has_value());
+  const std::size_t payload = Zip64Extra::payload_size(record.size.has_value(), record.compressed_size.has_value(), record.header_offset.has_value(),
+                                                       record.disk_start.has_value());
   encode(ExtraBlockHeader{Zip64Extra::kId, static_cast<std::uint16_t>(payload)}, out);
   if (record.size) le::append(out, *record.size, 8);
   if (record.compressed_size) le::append(out, *record.compressed_size, 8);

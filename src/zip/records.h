@@ -139,9 +139,7 @@ struct DataDescriptor {
   std::uint32_t crc32 = 0;
   std::uint64_t compressed_size = 0;
   std::uint64_t size = 0;
-  static constexpr std::size_t encoded_size(bool zip64, bool signature) noexcept {
-    return (signature ? 4 : 0) + 4 + (zip64 ? 16 : 8);
-  }
+  static constexpr std::size_t encoded_size(bool zip64, bool signature) noexcept { return (signature ? 4 : 0) + 4 + (zip64 ? 16 : 8); }
 };
 
 Decoded decode(std::span<const std::byte> bytes, LocalHeader& out) noexcept;
@@ -152,8 +150,8 @@ Decoded decode(std::span<const std::byte> bytes, Zip64Locator& out) noexcept;
 Decoded decode(std::span<const std::byte> bytes, ExtraBlockHeader& out) noexcept;
 // The payload of a ZIP64 block for a header whose saturated fields are the `want_*` ones. Truncated
 // when the payload is shorter than they need (a longer payload is the caller's to judge).
-Decoded decode(std::span<const std::byte> payload, bool want_size, bool want_compressed_size, bool want_header_offset,
-               bool want_disk_start, Zip64Extra& out) noexcept;
+Decoded decode(std::span<const std::byte> payload, bool want_size, bool want_compressed_size, bool want_header_offset, bool want_disk_start,
+               Zip64Extra& out) noexcept;
 // Exactly encoded_size(zip64, signature) bytes; BadSignature when `signature` but none is there.
 Decoded decode(std::span<const std::byte> bytes, bool zip64, bool signature, DataDescriptor& out) noexcept;
 

@@ -18,20 +18,20 @@ namespace {
 using records::CentralHeader;
 using records::EndOfCentralDirectory;
 using records::ExtraBlockHeader;
+using records::kSaturated16;
+using records::kSaturated32;
 using records::LocalHeader;
 using records::Zip64EndOfCentralDirectory;
 using records::Zip64Extra;
 using records::Zip64Locator;
-using records::kSaturated16;
-using records::kSaturated32;
 
-constexpr std::uint64_t kZip64Limit = (1ull << 31) - 1;  // CPython switches to ZIP64 above this
-constexpr std::uint16_t kVersion = 45;                    // 4.5: ZIP64
+constexpr std::uint64_t kZip64Limit = (1ull << 31) - 1;      // CPython switches to ZIP64 above this
+constexpr std::uint16_t kVersion = 45;                       // 4.5: ZIP64
 constexpr std::uint16_t kVersionMadeBy = 0x0300 | kVersion;  // Unix, 4.5
-constexpr std::uint16_t kDosDate1980 = 0x0021;            // 1980-01-01, time 00:00: deterministic output
+constexpr std::uint16_t kDosDate1980 = 0x0021;               // 1980-01-01, time 00:00: deterministic output
 constexpr std::uint32_t kExternalAttributes = 0600u << 16;
-constexpr std::uint16_t kAlignmentExtraId = 0xD935;       // Android's alignment block: u16 alignment + zeros
-constexpr std::size_t kChunk = 1u << 20;                  // small enough that CRC and write share the cache
+constexpr std::uint16_t kAlignmentExtraId = 0xD935;  // Android's alignment block: u16 alignment + zeros
+constexpr std::size_t kChunk = 1u << 20;             // small enough that CRC and write share the cache
 
 bool is_ascii(std::string_view s) {
   for (char c : s) {
@@ -200,9 +200,7 @@ Status Writer::add_file(std::string_view name, const std::string& source_path) {
   });
 }
 
-Status Writer::add_stream(std::string_view name, std::uint64_t size, const Producer& producer) {
-  return write_entry(name, size, producer);
-}
+Status Writer::add_stream(std::string_view name, std::uint64_t size, const Producer& producer) { return write_entry(name, size, producer); }
 
 Status Writer::finish() {
   if (failed_) return Error(failed_->kind(), "an earlier entry failed: " + failed_->message()).with_file(path());

@@ -116,8 +116,8 @@ TEST(Convert, BytesDoNotDependOnThreads) {
     state = state * 1664525u + 1013904223u;
     v = static_cast<std::uint16_t>(0x3c00u + (state >> 23));  // 2^-7 .. 2^2, both signs
   }
-  w[5 * kCols + 70] = 0x7fc0;      // NaN
-  w[1000 * kCols + 3] = 0xff80;    // -inf
+  w[5 * kCols + 70] = 0x7fc0;    // NaN
+  w[1000 * kCols + 3] = 0xff80;  // -inf
   std::vector<safetensors::TensorData> t = {{"w", TensorType::BF16, {kRows, kCols}, std::as_bytes(std::span(w))}};
   const std::string path = dir.file("big.safetensors");
   ASSERT_TRUE(safetensors::write_file(path, t).is_ok());
@@ -157,11 +157,11 @@ TEST(Convert, BytesDoNotDependOnThreads) {
 TEST(Compare, StatisticsAndNonFinite) {
   TempDir dir;
   const std::vector<float> a = {1, 2, NAN, INFINITY, 0}, b = {1, 4, NAN, -INFINITY, 0};
-  ASSERT_TRUE(safetensors::write_file(dir.file("a.safetensors"), std::vector<safetensors::TensorData>{
-                                                                      {"t", TensorType::F32, {5}, std::as_bytes(std::span(a))}})
+  ASSERT_TRUE(safetensors::write_file(dir.file("a.safetensors"),
+                                      std::vector<safetensors::TensorData>{{"t", TensorType::F32, {5}, std::as_bytes(std::span(a))}})
                   .is_ok());
-  ASSERT_TRUE(safetensors::write_file(dir.file("b.safetensors"), std::vector<safetensors::TensorData>{
-                                                                      {"t", TensorType::F32, {5}, std::as_bytes(std::span(b))}})
+  ASSERT_TRUE(safetensors::write_file(dir.file("b.safetensors"),
+                                      std::vector<safetensors::TensorData>{{"t", TensorType::F32, {5}, std::as_bytes(std::span(b))}})
                   .is_ok());
   auto fa = open_tensors(dir.file("a.safetensors"));
   auto fb = open_tensors(dir.file("b.safetensors"));

@@ -29,10 +29,9 @@ namespace st = safeweights::safetensors;
 TEST(TensorTypeTable, SafetensorsCodesInReferenceOrderWithBits) {
   // Reference §1.4, in declaration order.
   const std::vector<std::pair<std::string, int>> ref = {
-      {"BOOL", 8},     {"F4", 4},          {"F6_E2M3", 6},     {"F6_E3M2", 6}, {"U8", 8},   {"I8", 8},
-      {"F8_E5M2", 8},  {"F8_E4M3", 8},     {"F8_E8M0", 8},     {"F8_E4M3FNUZ", 8}, {"F8_E5M2FNUZ", 8},
-      {"I16", 16},     {"U16", 16},        {"F16", 16},        {"BF16", 16},   {"I32", 32}, {"U32", 32},
-      {"F32", 32},     {"C64", 64},        {"F64", 64},        {"I64", 64},    {"U64", 64}};
+      {"BOOL", 8},    {"F4", 4},          {"F6_E2M3", 6},     {"F6_E3M2", 6}, {"U8", 8},   {"I8", 8},   {"F8_E5M2", 8}, {"F8_E4M3", 8},
+      {"F8_E8M0", 8}, {"F8_E4M3FNUZ", 8}, {"F8_E5M2FNUZ", 8}, {"I16", 16},    {"U16", 16}, {"F16", 16}, {"BF16", 16},   {"I32", 32},
+      {"U32", 32},    {"F32", 32},        {"C64", 64},        {"F64", 64},    {"I64", 64}, {"U64", 64}};
   for (const auto& [code, bits] : ref) {
     const auto type = st::type_from_code(code);
     ASSERT_TRUE(type.has_value()) << code;
@@ -54,8 +53,8 @@ TEST(TensorTypeTable, SafetensorsCodesInReferenceOrderWithBits) {
 }
 
 TEST(TensorTypeTable, SafetensorsLookupIsExactAndNeverAcceptsAnotherFormatsNames) {
-  for (const char* bad : {"f32", "Bf16", "F32 ", " F32", "", "F128", "C128", "E8M0", "float32", "F8_E4M3FN",
-                          "Q8_0", "Q4_K", "IQ2_XXS", "MXFP4", "FloatStorage", "bfloat16"})
+  for (const char* bad : {"f32", "Bf16", "F32 ", " F32", "", "F128", "C128", "E8M0", "float32", "F8_E4M3FN", "Q8_0", "Q4_K", "IQ2_XXS", "MXFP4",
+                          "FloatStorage", "bfloat16"})
     EXPECT_FALSE(st::type_from_code(bad).has_value()) << bad;
   EXPECT_FALSE(st::can_store(TensorType::Q8_0));
   EXPECT_EQ(st::type_code(TensorType::Q4_K), "");
@@ -79,7 +78,7 @@ TEST(TensorTypeTable, SafetensorsLookupIsExactAndNeverAcceptsAnotherFormatsNames
       static constexpr char kBytes[] = "\0_0123456789ABCEFIMNUZbf\xff";
       for (const char c : std::string(kBytes, sizeof kBytes - 1)) {
         if (i < code.size()) expect_exact(code.substr(0, i) + c + code.substr(i + 1));  // changed
-        expect_exact(code.substr(0, i) + c + code.substr(i));                          // added
+        expect_exact(code.substr(0, i) + c + code.substr(i));                           // added
       }
       if (i < code.size()) expect_exact(code.substr(0, i) + code.substr(i + 1));  // dropped
     }
@@ -89,10 +88,10 @@ TEST(TensorTypeTable, SafetensorsLookupIsExactAndNeverAcceptsAnotherFormatsNames
 TEST(TensorTypeTable, BlockTypesFromGgml) {
   // shared/reference/gguf-and-pytorch.md A5: (block elements, bytes per block).
   const std::vector<std::tuple<TensorType, std::string, int, int>> ref = {
-      {TensorType::Q4_0, "Q4_0", 32, 18},   {TensorType::Q4_1, "Q4_1", 32, 20},  {TensorType::Q5_0, "Q5_0", 32, 22},
-      {TensorType::Q5_1, "Q5_1", 32, 24},   {TensorType::Q8_0, "Q8_0", 32, 34},  {TensorType::Q8_1, "Q8_1", 32, 36},
-      {TensorType::Q2_K, "Q2_K", 256, 84},  {TensorType::Q3_K, "Q3_K", 256, 110}, {TensorType::Q4_K, "Q4_K", 256, 144},
-      {TensorType::Q5_K, "Q5_K", 256, 176}, {TensorType::Q6_K, "Q6_K", 256, 210}, {TensorType::Q8_K, "Q8_K", 256, 292},
+      {TensorType::Q4_0, "Q4_0", 32, 18},     {TensorType::Q4_1, "Q4_1", 32, 20},    {TensorType::Q5_0, "Q5_0", 32, 22},
+      {TensorType::Q5_1, "Q5_1", 32, 24},     {TensorType::Q8_0, "Q8_0", 32, 34},    {TensorType::Q8_1, "Q8_1", 32, 36},
+      {TensorType::Q2_K, "Q2_K", 256, 84},    {TensorType::Q3_K, "Q3_K", 256, 110},  {TensorType::Q4_K, "Q4_K", 256, 144},
+      {TensorType::Q5_K, "Q5_K", 256, 176},   {TensorType::Q6_K, "Q6_K", 256, 210},  {TensorType::Q8_K, "Q8_K", 256, 292},
       {TensorType::IQ4_NL, "IQ4_NL", 32, 18}, {TensorType::TQ2_0, "TQ2_0", 256, 66}, {TensorType::MXFP4, "MXFP4", 32, 17}};
   for (const auto& [type, name, elements, bytes] : ref) {
     const auto& info = safeweights::type_info(type);
@@ -149,53 +148,52 @@ TEST(ErrorKinds, NamesRoundTrip) {
   EXPECT_EQ(safeweights::error_kind_name(K::InvalidHeaderDeserialization), "InvalidHeaderDeserialization");
   EXPECT_EQ(safeweights::error_kind_name(K::MetadataIncompleteBuffer), "MetadataIncompleteBuffer");
   // Values are part of the ABI: every released kind keeps its number (this list only grows).
-  const std::vector<std::pair<std::string, int>> released = {
-      {"IoError", 0},
-      {"FileNotFound", 1},
-      {"InvalidArgument", 2},
-      {"OutOfRange", 3},
-      {"UnknownFormat", 4},
-      {"ResourceLimit", 5},
-      {"HeaderTooSmall", 6},
-      {"HeaderTooLarge", 7},
-      {"InvalidHeaderLength", 8},
-      {"InvalidHeader", 9},
-      {"InvalidHeaderDeserialization", 10},
-      {"InvalidOffset", 11},
-      {"TensorInvalidInfo", 12},
-      {"MetadataIncompleteBuffer", 13},
-      {"ValidationOverflow", 14},
-      {"MisalignedSlice", 15},
-      {"TensorNotFound", 16},
-      {"InvalidTensorView", 17},
-      {"DuplicateKey", 18},
-      {"NonCanonicalEntry", 19},
-      {"UnknownField", 20},
-      {"ReservedTensorName", 21},
-      {"InvalidSliceSpec", 22},
-      {"TooManySlices", 23},
-      {"SliceOutOfRange", 24},
-      {"InvalidIndex", 25},
-      {"ShardMismatch", 26},
-      {"BadZipFile", 27},
-      {"ZipUnsupported", 28},
-      {"CrcMismatch", 29},
-      {"DDUFCorruptedFile", 30},
-      {"DDUFInvalidEntryName", 31},
-      {"DDUFExport", 32},
-      {"HttpError", 33},
-      {"RemoteChanged", 34},
-      {"InvalidBlockShape", 35},
-      {"ZipWrite", 36},
-      {"NotSupported", 37},
-      {"Interrupted", 38},
-      {"Timeout", 39},
-      {"UnsafePath", 40},
-      {"InvalidPickle", 41},
-      {"UnsafePickle", 42},
-      {"InvalidCheckpoint", 43},
-      {"InvalidGguf", 44},
-      {"DeviceError", 45}};
+  const std::vector<std::pair<std::string, int>> released = {{"IoError", 0},
+                                                             {"FileNotFound", 1},
+                                                             {"InvalidArgument", 2},
+                                                             {"OutOfRange", 3},
+                                                             {"UnknownFormat", 4},
+                                                             {"ResourceLimit", 5},
+                                                             {"HeaderTooSmall", 6},
+                                                             {"HeaderTooLarge", 7},
+                                                             {"InvalidHeaderLength", 8},
+                                                             {"InvalidHeader", 9},
+                                                             {"InvalidHeaderDeserialization", 10},
+                                                             {"InvalidOffset", 11},
+                                                             {"TensorInvalidInfo", 12},
+                                                             {"MetadataIncompleteBuffer", 13},
+                                                             {"ValidationOverflow", 14},
+                                                             {"MisalignedSlice", 15},
+                                                             {"TensorNotFound", 16},
+                                                             {"InvalidTensorView", 17},
+                                                             {"DuplicateKey", 18},
+                                                             {"NonCanonicalEntry", 19},
+                                                             {"UnknownField", 20},
+                                                             {"ReservedTensorName", 21},
+                                                             {"InvalidSliceSpec", 22},
+                                                             {"TooManySlices", 23},
+                                                             {"SliceOutOfRange", 24},
+                                                             {"InvalidIndex", 25},
+                                                             {"ShardMismatch", 26},
+                                                             {"BadZipFile", 27},
+                                                             {"ZipUnsupported", 28},
+                                                             {"CrcMismatch", 29},
+                                                             {"DDUFCorruptedFile", 30},
+                                                             {"DDUFInvalidEntryName", 31},
+                                                             {"DDUFExport", 32},
+                                                             {"HttpError", 33},
+                                                             {"RemoteChanged", 34},
+                                                             {"InvalidBlockShape", 35},
+                                                             {"ZipWrite", 36},
+                                                             {"NotSupported", 37},
+                                                             {"Interrupted", 38},
+                                                             {"Timeout", 39},
+                                                             {"UnsafePath", 40},
+                                                             {"InvalidPickle", 41},
+                                                             {"UnsafePickle", 42},
+                                                             {"InvalidCheckpoint", 43},
+                                                             {"InvalidGguf", 44},
+                                                             {"DeviceError", 45}};
   for (const auto& [name, value] : released) {
     auto kind = safeweights::error_kind_from_name(name);
     ASSERT_TRUE(kind.has_value()) << name;
@@ -464,7 +462,7 @@ TEST(Cancel, FlagIsSeenUntilCleared) {
 TEST(Cancel, PollHookIsAskedAtMostOncePerInterval) {
   g_polls = 0;
   safeweights::set_cancel_poll(&stop_after_first_poll);
-  EXPECT_TRUE(safeweights::check_cancelled().is_ok());  // first poll says go on
+  EXPECT_TRUE(safeweights::check_cancelled().is_ok());                                 // first poll says go on
   for (int i = 0; i < 1000; ++i) EXPECT_TRUE(safeweights::check_cancelled().is_ok());  // within the interval
   EXPECT_EQ(g_polls.load(), 1);
   std::this_thread::sleep_for(safeweights::kPollInterval + std::chrono::milliseconds(10));

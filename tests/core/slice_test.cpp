@@ -37,8 +37,8 @@ struct Model {
 };
 
 // Python's PySlice_AdjustIndices on one dimension; returns the selected indices.
-std::vector<std::uint64_t> python_range(std::uint64_t len_u, std::optional<std::int64_t> start_o,
-                                        std::optional<std::int64_t> stop_o, std::int64_t step64) {
+std::vector<std::uint64_t> python_range(std::uint64_t len_u, std::optional<std::int64_t> start_o, std::optional<std::int64_t> stop_o,
+                                        std::int64_t step64) {
   const i128 len = static_cast<i128>(len_u);
   const i128 step = step64;
   const i128 lower = step < 0 ? -1 : 0;
@@ -151,8 +151,7 @@ class RecordingSource : public safeweights::ByteSource {
   const std::string& name() const noexcept override { return name_; }
   std::uint64_t size() const noexcept override { return bytes_.size(); }
   safeweights::Status read_at(std::uint64_t offset, std::span<std::byte> dst) const override {
-    if (offset > bytes_.size() || dst.size() > bytes_.size() - offset)
-      return safeweights::Error(K::OutOfRange, "read past end");
+    if (offset > bytes_.size() || dst.size() > bytes_.size() - offset) return safeweights::Error(K::OutOfRange, "read past end");
     std::copy_n(bytes_.begin() + static_cast<std::ptrdiff_t>(offset), dst.size(), dst.begin());
     std::lock_guard<std::mutex> lock(mu_);
     if (!dst.empty()) {
@@ -244,8 +243,8 @@ TEST(SliceParse, Accepted) {
 }
 
 TEST(SliceParse, Rejected) {
-  for (const char* text : {"1:2:3:4", "a", "1.5", "1,,2", ",", ",1", "1 2", ":::", "--1", "[0", "[0]", "[]", "[1:2, 3]", "0]", "(0)", "..", "....",
-                           "none", "Nonee", "1:a", "1e3", "0x1", "\xe2\x80\xa6", "1;2", "-", "1-", ":-", "::-"}) {
+  for (const char* text : {"1:2:3:4", "a",  "1.5",  "1,,2", ",",     ",1",  "1 2", ":::", "--1",          "[0",  "[0]", "[]", "[1:2, 3]", "0]",
+                           "(0)",     "..", "....", "none", "Nonee", "1:a", "1e3", "0x1", "\xe2\x80\xa6", "1;2", "-",   "1-", ":-",       "::-"}) {
     EXPECT_TRUE(IsKind(parse_spec(text), K::InvalidSliceSpec)) << "'" << text << "'";
   }
 }
@@ -288,8 +287,7 @@ TEST(SliceParse, TwoEllipsesRejected) {
 
 // ---- planning errors ---------------------------------------------------------------------------------
 
-Result<safeweights::SlicePlan> plan(std::vector<std::uint64_t> shape, TensorType dt, std::string_view text,
-                                    std::uint64_t base = 0) {
+Result<safeweights::SlicePlan> plan(std::vector<std::uint64_t> shape, TensorType dt, std::string_view text, std::uint64_t base = 0) {
   auto spec = SliceSpec::parse(text);
   if (!spec.is_ok()) return std::move(spec).error();
   return safeweights::plan_slice(shape, dt, *spec, base);
@@ -521,8 +519,8 @@ TEST_F(SliceRandom, MatchesPythonSemantics) {
   ASSERT_NE(mapped_->mapped(), nullptr);
   ASSERT_EQ(pread_->mapped(), nullptr);
   std::mt19937_64 rng(test_seed(0x511ce));
-  const TensorType dtypes[] = {TensorType::U8, TensorType::I8, TensorType::BOOL, TensorType::F16, TensorType::BF16, TensorType::I16, TensorType::F32,
-                          TensorType::I32, TensorType::U32, TensorType::F64, TensorType::I64, TensorType::C64};
+  const TensorType dtypes[] = {TensorType::U8,  TensorType::I8,  TensorType::BOOL, TensorType::F16, TensorType::BF16, TensorType::I16,
+                               TensorType::F32, TensorType::I32, TensorType::U32,  TensorType::F64, TensorType::I64,  TensorType::C64};
   int ok_cases = 0, error_cases = 0, empty_results = 0, negative_steps = 0;
   for (int iter = 0; iter < 800; ++iter) {
     const TensorType dt = dtypes[rng() % std::size(dtypes)];

@@ -296,9 +296,7 @@ Status wait_until_cancelled() {
 
 std::atomic<std::thread::id> g_poll_thread;
 std::atomic<bool> g_poll_says_stop{false};
-bool stop_on_poll_thread() noexcept {
-  return std::this_thread::get_id() == g_poll_thread.load() && g_poll_says_stop.load();
-}
+bool stop_on_poll_thread() noexcept { return std::this_thread::get_id() == g_poll_thread.load() && g_poll_says_stop.load(); }
 
 }  // namespace
 

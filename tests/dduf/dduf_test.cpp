@@ -42,12 +42,12 @@
 namespace {
 
 namespace fs = std::filesystem;
-using safeweights::TensorType;
 using safeweights::Error;
 using safeweights::ErrorKind;
 using safeweights::FileBackend;
 using safeweights::Result;
 using safeweights::Status;
+using safeweights::TensorType;
 namespace dduf = safeweights::dduf;
 namespace zip = safeweights::zip;
 namespace st = safeweights::safetensors;
@@ -130,15 +130,15 @@ std::string describe(const Result<T>& r) {
   return r.is_ok() ? std::string("OK") : r.error().to_string();
 }
 
-#define EXPECT_OK(expr)                                      \
-  do {                                                       \
-    const auto& sw_value_ = (expr);                          \
-    EXPECT_TRUE(sw_value_.is_ok()) << describe(sw_value_);   \
+#define EXPECT_OK(expr)                                    \
+  do {                                                     \
+    const auto& sw_value_ = (expr);                        \
+    EXPECT_TRUE(sw_value_.is_ok()) << describe(sw_value_); \
   } while (0)
-#define ASSERT_OK(expr)                                      \
-  do {                                                       \
-    const auto& sw_value_ = (expr);                          \
-    ASSERT_TRUE(sw_value_.is_ok()) << describe(sw_value_);   \
+#define ASSERT_OK(expr)                                    \
+  do {                                                     \
+    const auto& sw_value_ = (expr);                        \
+    ASSERT_TRUE(sw_value_.is_ok()) << describe(sw_value_); \
   } while (0)
 
 // A failure of exactly `kind` whose message contains `text`.
@@ -147,8 +147,7 @@ template <typename R>
   if (r.is_ok()) return ::testing::AssertionFailure() << "succeeded; expected " << safeweights::error_kind_name(kind);
   const Error& e = r.error();
   if (e.kind() != kind) {
-    return ::testing::AssertionFailure() << "kind " << e.kind_name() << ", expected " << safeweights::error_kind_name(kind)
-                                         << ": " << e.to_string();
+    return ::testing::AssertionFailure() << "kind " << e.kind_name() << ", expected " << safeweights::error_kind_name(kind) << ": " << e.to_string();
   }
   if (!text.empty() && e.message().find(text) == std::string::npos) {
     return ::testing::AssertionFailure() << "message `" << e.message() << "` lacks `" << text << "`";
@@ -340,7 +339,8 @@ struct Pipeline {
   std::vector<std::string> skipped;
 };
 
-void write_safetensors(const fs::path& path, const std::vector<std::tuple<std::string, TensorType, std::vector<std::uint64_t>, std::string>>& tensors) {
+void write_safetensors(const fs::path& path,
+                       const std::vector<std::tuple<std::string, TensorType, std::vector<std::uint64_t>, std::string>>& tensors) {
   fs::create_directories(path.parent_path());
   std::vector<st::TensorData> data;
   for (const auto& [name, dtype, shape, bytes] : tensors) data.push_back({name, dtype, shape, bytes_of(bytes)});
@@ -369,8 +369,8 @@ Pipeline make_pipeline(const fs::path& dir, bool reverse = false) {
       {"README.md", "# not packed\n"},
       {"model.bin", "\x80\x02pickle"},
       {"vae/diffusion_pytorch_model.bin", "\x80\x02pickle"},
-      {"text_encoder/sub/config.json", "{}"},   // three path parts
-      {".json", "{}"},                          // no suffix (a dot file)
+      {"text_encoder/sub/config.json", "{}"},  // three path parts
+      {".json", "{}"},                         // no suffix (a dot file)
       {"vae/weights.SAFETENSORS", "upper case suffix"},
   };
   if (reverse) {
@@ -382,9 +382,8 @@ Pipeline make_pipeline(const fs::path& dir, bool reverse = false) {
                       {{"decoder.conv_in.weight", TensorType::F32, {4, 3, 3, 3}, tensor_bytes(4 * 3 * 3 * 3 * 4, 1)},
                        {"decoder.conv_in.bias", TensorType::F32, {4}, tensor_bytes(16, 2)},
                        {"encoder.odd", TensorType::U8, {3, 5}, tensor_bytes(15, 3)}});
-    write_safetensors(dir / "text_encoder/model.safetensors",
-                      {{"embeddings.weight", TensorType::BF16, {10, 8}, tensor_bytes(160, 4)},
-                       {"final_layer_norm.weight", TensorType::F16, {8}, tensor_bytes(16, 5)}});
+    write_safetensors(dir / "text_encoder/model.safetensors", {{"embeddings.weight", TensorType::BF16, {10, 8}, tensor_bytes(160, 4)},
+                                                               {"final_layer_norm.weight", TensorType::F16, {8}, tensor_bytes(16, 5)}});
   };
   if (!reverse) write_st();
   for (const auto& [name, content] : files) {
@@ -410,9 +409,7 @@ std::vector<std::string> expected_order(const Pipeline& p) {
   return names;  // std::map iterates sorted
 }
 
-bool ends_with(std::string_view s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
-}
+bool ends_with(std::string_view s, std::string_view suffix) { return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix; }
 
 // =====================================================================================================
 // huggingface_hub tests/test_dduf.py, TestUtils: entry names
@@ -436,9 +433,7 @@ TEST(EntryName, InvalidExtensions) {
 TEST(EntryName, NoWindowsPaths) {
   for (const char* name : {"encoder\\dummy.json", "C:\\dummy.json"}) {
     auto r = dduf::validate_entry_name(name);
-    EXPECT_TRUE(Fails(r, ErrorKind::DDUFInvalidEntryName,
-                      std::string("Entry names must use UNIX separators ('/'). Got ") + name + "."))
-        << name;
+    EXPECT_TRUE(Fails(r, ErrorKind::DDUFInvalidEntryName, std::string("Entry names must use UNIX separators ('/'). Got ") + name + ".")) << name;
   }
 }
 
@@ -482,10 +477,8 @@ TEST(Structure, Valid) {
 }
 
 TEST(Structure, NotADict) {
-  EXPECT_TRUE(Fails(dduf::validate_structure(R"(["not a dict"])", {"model_index.json"}), ErrorKind::DDUFCorruptedFile,
-                    "Must be a dictionary."));
-  EXPECT_TRUE(Fails(dduf::validate_structure(R"("a string")", {"model_index.json"}), ErrorKind::DDUFCorruptedFile,
-                    "Must be a dictionary."));
+  EXPECT_TRUE(Fails(dduf::validate_structure(R"(["not a dict"])", {"model_index.json"}), ErrorKind::DDUFCorruptedFile, "Must be a dictionary."));
+  EXPECT_TRUE(Fails(dduf::validate_structure(R"("a string")", {"model_index.json"}), ErrorKind::DDUFCorruptedFile, "Must be a dictionary."));
 }
 
 TEST(Structure, MissingFolder) {
@@ -494,8 +487,7 @@ TEST(Structure, MissingFolder) {
 }
 
 TEST(Structure, MissingConfigFile) {
-  EXPECT_TRUE(Fails(dduf::validate_structure(R"({"encoder": {}})",
-                                             {"model_index.json", "encoder/not_a_config.json", "encoder/model.safetensors"}),
+  EXPECT_TRUE(Fails(dduf::validate_structure(R"({"encoder": {}})", {"model_index.json", "encoder/not_a_config.json", "encoder/model.safetensors"}),
                     ErrorKind::DDUFCorruptedFile, "Missing required file in folder 'encoder'."));
 }
 
@@ -600,8 +592,7 @@ TEST_F(ExporterFailure, InvalidEntryName) {
     auto ex = dduf::Exporter::create(out().string());
     ASSERT_OK(ex);
     // The content path does not exist: the name is checked before the content is read.
-    EXPECT_TRUE(Fails(ex->add_file("config", (tmp / "does-not-exist.json").string()), ErrorKind::DDUFInvalidEntryName,
-                      "Invalid entry name"));
+    EXPECT_TRUE(Fails(ex->add_file("config", (tmp / "does-not-exist.json").string()), ErrorKind::DDUFInvalidEntryName, "Invalid entry name"));
     EXPECT_TRUE(Fails(ex->add_bytes("vae/model.bin", bytes_of("x")), ErrorKind::DDUFInvalidEntryName, "Invalid entry name"));
     EXPECT_TRUE(Fails(ex->add_bytes("a/b/c.json", bytes_of("x")), ErrorKind::DDUFInvalidEntryName, "Invalid entry name"));
     EXPECT_FALSE(fs::exists(out()));
@@ -625,10 +616,9 @@ TEST_F(ExporterFailure, ModelIndexNotJson) {
   {
     auto ex = dduf::Exporter::create(out().string());
     ASSERT_OK(ex);
-    EXPECT_TRUE(Fails(ex->add_bytes("model_index.json", bytes_of("not json")), ErrorKind::DDUFExport,
-                      "Failed to parse 'model_index.json'."));
-    EXPECT_TRUE(Fails(ex->add_file("model_index.json", (tmp / "src/bad.json").string()), ErrorKind::DDUFExport,
-                      "Failed to parse 'model_index.json'."));
+    EXPECT_TRUE(Fails(ex->add_bytes("model_index.json", bytes_of("not json")), ErrorKind::DDUFExport, "Failed to parse 'model_index.json'."));
+    EXPECT_TRUE(
+        Fails(ex->add_file("model_index.json", (tmp / "src/bad.json").string()), ErrorKind::DDUFExport, "Failed to parse 'model_index.json'."));
     std::string text = "[1, 2";
     std::size_t pos = 0;
     EXPECT_TRUE(Fails(ex->add_stream("model_index.json", text.size(),
@@ -762,8 +752,7 @@ TEST_F(ExporterFailure, PackFolderChecksBeforeWriting) {
       {{{"vae/config.json", "{}"}}, ErrorKind::DDUFExport, "Missing required 'model_index.json'"},
       {{{"model_index.json", "{nope"}, {"vae/config.json", "{}"}}, ErrorKind::DDUFExport, "Failed to parse 'model_index.json'."},
       {{{"model_index.json", "{}"}, {"vae/config.json", "{}"}}, ErrorKind::DDUFExport, "Missing required entry 'vae'"},
-      {{{"model_index.json", R"({"vae": 1})"}, {"vae/weights.safetensors", "x"}}, ErrorKind::DDUFExport,
-       "Missing required file in folder 'vae'."},
+      {{{"model_index.json", R"({"vae": 1})"}, {"vae/weights.safetensors", "x"}}, ErrorKind::DDUFExport, "Missing required file in folder 'vae'."},
       {{{"model_index.json", "[]"}}, ErrorKind::DDUFExport, "Must be a dictionary."},
       {{{"model_index.json", "{}"}, {"a\\b.json", "{}"}}, ErrorKind::DDUFInvalidEntryName, "UNIX separators"},
   };
@@ -878,16 +867,14 @@ TEST(Exporter, RoundTripOf65535And65536Entries) {
 TEST(Reader, ModelIndexRequired) {
   TempDir tmp;
   write_file(tmp / "a.dduf", build_zip({{"model.safetensors", "content"}}, ZipStyle::Plain).bytes);
-  EXPECT_TRUE(Fails(dduf::Reader::open((tmp / "a.dduf").string()), ErrorKind::DDUFCorruptedFile,
-                    "Missing required 'model_index.json' entry"));
+  EXPECT_TRUE(Fails(dduf::Reader::open((tmp / "a.dduf").string()), ErrorKind::DDUFCorruptedFile, "Missing required 'model_index.json' entry"));
 }
 
 TEST(Reader, ReferenceErrorOrder) {
   // Per entry in central-directory order: compression, then names; then model_index.json; then folders.
   TempDir tmp;
   write_file(tmp / "a.dduf", build_zip({{"vae/config.json", "{}"}, {"bad.bin", "x"}}, ZipStyle::Hub).bytes);
-  EXPECT_TRUE(Fails(dduf::Reader::open((tmp / "a.dduf").string()), ErrorKind::DDUFInvalidEntryName,
-                    "Invalid entry name in DDUF file: bad.bin"));
+  EXPECT_TRUE(Fails(dduf::Reader::open((tmp / "a.dduf").string()), ErrorKind::DDUFInvalidEntryName, "Invalid entry name in DDUF file: bad.bin"));
   write_file(tmp / "b.dduf", build_zip({{"model_index.json", "[]"}, {"vae/x.json", "{}"}}, ZipStyle::Hub).bytes);
   EXPECT_TRUE(Fails(dduf::Reader::open((tmp / "b.dduf").string()), ErrorKind::DDUFCorruptedFile, "Must be a dictionary."));
   // Our stricter rules come only after the reference's: `..` with a ".." key and a config file.
@@ -929,8 +916,8 @@ class PackFolder : public ::testing::Test {
 TEST(PackFolderSelection, ReferenceFixture) {
   TempDir tmp;
   const fs::path src = tmp / "folder";
-  for (const char* name : {"config.json", "model.safetensors", "model.bin", "encoder/config.json", "encoder/model.safetensors",
-                           "encoder/model.bin", "encoder/subdir/config.json"}) {
+  for (const char* name : {"config.json", "model.safetensors", "model.bin", "encoder/config.json", "encoder/model.safetensors", "encoder/model.bin",
+                           "encoder/subdir/config.json"}) {
     write_file(src / name, std::string("content of ") + name);
   }
   write_file(src / "model_index.json", R"({"encoder": ["transformers", "T5EncoderModel"]})");
@@ -941,8 +928,8 @@ TEST(PackFolderSelection, ReferenceFixture) {
   ASSERT_OK(reader);
   std::vector<std::string> names;
   for (const auto& e : reader->entries()) names.push_back(e.filename);
-  EXPECT_EQ(names, (std::vector<std::string>{"model_index.json", "config.json", "encoder/config.json", "encoder/model.safetensors",
-                                             "model.safetensors"}));
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"model_index.json", "config.json", "encoder/config.json", "encoder/model.safetensors", "model.safetensors"}));
 }
 
 TEST_F(PackFolder, EntriesContentsAndOrder) {
@@ -1412,7 +1399,7 @@ TEST(Zip64, WriterPastTheCPythonThreshold) {
   ASSERT_EQ(get(end, eocd, 4), 0x06054b50u);
   ASSERT_EQ(get(end, eocd - 20, 4), 0x07064b50u);  // the locator right before the classic record
   const std::size_t z = eocd - 20 - 56;
-  ASSERT_EQ(get(end, z, 4), 0x06064b50u);         // the ZIP64 end record right before the locator
+  ASSERT_EQ(get(end, z, 4), 0x06064b50u);  // the ZIP64 end record right before the locator
   EXPECT_EQ(get(end, eocd - 20 + 8, 8), end_at + z);
   EXPECT_EQ(get(end, z + 4, 8), 44u);
   EXPECT_EQ(get(end, z + 32, 8), 4u);
@@ -1531,8 +1518,7 @@ void write_archive(const fs::path& path) {
 // (one byte on `ready`): a signal then arrives at a known moment, in the middle of an entry.
 class StallingSource final : public safeweights::ByteSource {
  public:
-  StallingSource(safeweights::SourcePtr inner, std::uint64_t stall_at, int ready)
-      : inner_(std::move(inner)), stall_at_(stall_at), ready_(ready) {}
+  StallingSource(safeweights::SourcePtr inner, std::uint64_t stall_at, int ready) : inner_(std::move(inner)), stall_at_(stall_at), ready_(ready) {}
   const std::string& name() const noexcept override { return inner_->name(); }
   std::uint64_t size() const noexcept override { return inner_->size(); }
   Status read_at(std::uint64_t offset, std::span<std::byte> dst) const override {
@@ -1682,7 +1668,9 @@ TEST(Unpack, FailedWriteLeavesNothing) {
     if (pid == 0) {
       if (named) ::setenv("SAFEWEIGHTS_NAMED_TEMPFILES", "1", 1);
       std::signal(SIGXFSZ, SIG_IGN);
-      struct rlimit lim {4u << 20, 4u << 20};
+      struct rlimit lim {
+        4u << 20, 4u << 20
+      };
       if (::setrlimit(RLIMIT_FSIZE, &lim) != 0) std::_Exit(3);
       auto reader = dduf::Reader::open((tmp / "a.dduf").string());
       if (!reader.is_ok()) std::_Exit(3);
@@ -1751,27 +1739,50 @@ std::vector<CorpusFile> corpus_files() {
 TEST(Corpus, HasEveryRule) {
   std::set<std::string> present;
   for (const auto& f : corpus_files()) present.insert(f.file);
-  for (const char* required : {
-           "DDUFCorruptedFile--compressed-entry.dduf", "DDUFInvalidEntryName--directory-entry.dduf",
-           "DDUFInvalidEntryName--gguf-extension.dduf", "DDUFInvalidEntryName--bin-extension.dduf",
-           "DDUFInvalidEntryName--backslash.dduf", "DDUFInvalidEntryName--two-level-nesting.dduf",
-           "DDUFCorruptedFile--missing-model-index.dduf", "DDUFCorruptedFile--model-index-list.dduf",
-           "DDUFCorruptedFile--model-index-invalid-json.dduf", "DDUFCorruptedFile--folder-not-in-index.dduf",
-           "DDUFCorruptedFile--folder-without-config.dduf", "DDUFInvalidEntryName--dotdot-path-part.dduf",
-           "DDUFInvalidEntryName--empty-path-part.dduf", "BadZipFile--duplicate-names.dduf", "BadZipFile--prepended-junk.dduf",
-           "BadZipFile--trailing-garbage.dduf", "BadZipFile--gap-between-entries.dduf",
-           "BadZipFile--overlapping-entries-same-header.dduf", "BadZipFile--overlapping-entries-nested.dduf",
-           "BadZipFile--local-name-differs.dduf", "BadZipFile--local-signature-destroyed.dduf",
-           "BadZipFile--size-past-eof.dduf", "BadZipFile--size-into-central-directory.dduf",
-           "BadZipFile--eocd-count-too-small.dduf", "BadZipFile--comment-with-eocd-signature.dduf",
-           "ZipUnsupported--encryption-bit.dduf", "ZipUnsupported--data-descriptor-bit.dduf",
-           "ZipUnsupported--multi-disk-eocd.dduf", "BadZipFile--nul-in-name.dduf", "ZipUnsupported--version-needed-64.dduf",
-           "BadZipFile--zip64-extra-size-central.dduf", "BadZipFile--zip64-eocd-disagrees.dduf", "CrcMismatch--wrong-crc.dduf",
-           "InvalidHeaderLength--verify-safetensors-header-length.dduf", "DDUFCorruptedFile--verify-invalid-json-entry.dduf",
-           "valid--hub-layout.dduf", "valid--cpython-writestr-plain.dduf", "valid--info-zip-stored-no-dirs.dduf",
-           "valid--archive-comment.dduf", "DDUFCorruptedFile--root-file-and-folder-same-name.dduf",
-           "DDUFCorruptedFile--component-named-model-index.dduf", "DDUFInvalidEntryName--name-part-too-long.dduf",
-           "BadZipFile--comment-with-local-header-signature.dduf", "BadZipFile--eocd-comment-length-past-eof.dduf"}) {
+  for (const char* required : {"DDUFCorruptedFile--compressed-entry.dduf",
+                               "DDUFInvalidEntryName--directory-entry.dduf",
+                               "DDUFInvalidEntryName--gguf-extension.dduf",
+                               "DDUFInvalidEntryName--bin-extension.dduf",
+                               "DDUFInvalidEntryName--backslash.dduf",
+                               "DDUFInvalidEntryName--two-level-nesting.dduf",
+                               "DDUFCorruptedFile--missing-model-index.dduf",
+                               "DDUFCorruptedFile--model-index-list.dduf",
+                               "DDUFCorruptedFile--model-index-invalid-json.dduf",
+                               "DDUFCorruptedFile--folder-not-in-index.dduf",
+                               "DDUFCorruptedFile--folder-without-config.dduf",
+                               "DDUFInvalidEntryName--dotdot-path-part.dduf",
+                               "DDUFInvalidEntryName--empty-path-part.dduf",
+                               "BadZipFile--duplicate-names.dduf",
+                               "BadZipFile--prepended-junk.dduf",
+                               "BadZipFile--trailing-garbage.dduf",
+                               "BadZipFile--gap-between-entries.dduf",
+                               "BadZipFile--overlapping-entries-same-header.dduf",
+                               "BadZipFile--overlapping-entries-nested.dduf",
+                               "BadZipFile--local-name-differs.dduf",
+                               "BadZipFile--local-signature-destroyed.dduf",
+                               "BadZipFile--size-past-eof.dduf",
+                               "BadZipFile--size-into-central-directory.dduf",
+                               "BadZipFile--eocd-count-too-small.dduf",
+                               "BadZipFile--comment-with-eocd-signature.dduf",
+                               "ZipUnsupported--encryption-bit.dduf",
+                               "ZipUnsupported--data-descriptor-bit.dduf",
+                               "ZipUnsupported--multi-disk-eocd.dduf",
+                               "BadZipFile--nul-in-name.dduf",
+                               "ZipUnsupported--version-needed-64.dduf",
+                               "BadZipFile--zip64-extra-size-central.dduf",
+                               "BadZipFile--zip64-eocd-disagrees.dduf",
+                               "CrcMismatch--wrong-crc.dduf",
+                               "InvalidHeaderLength--verify-safetensors-header-length.dduf",
+                               "DDUFCorruptedFile--verify-invalid-json-entry.dduf",
+                               "valid--hub-layout.dduf",
+                               "valid--cpython-writestr-plain.dduf",
+                               "valid--info-zip-stored-no-dirs.dduf",
+                               "valid--archive-comment.dduf",
+                               "DDUFCorruptedFile--root-file-and-folder-same-name.dduf",
+                               "DDUFCorruptedFile--component-named-model-index.dduf",
+                               "DDUFInvalidEntryName--name-part-too-long.dduf",
+                               "BadZipFile--comment-with-local-header-signature.dduf",
+                               "BadZipFile--eocd-comment-length-past-eof.dduf"}) {
     EXPECT_TRUE(present.count(required)) << "corpus lacks " << required << " (run tests/dduf/make_corpus.py)";
   }
 }

@@ -96,8 +96,7 @@ std::vector<TensorDecl> some_tensors() {
   };
 }
 
-Status write_file(const std::string& path, std::vector<KeyValue> kv, const std::vector<TensorDecl>& decls,
-                  gguf::WriterOptions options = {}) {
+Status write_file(const std::string& path, std::vector<KeyValue> kv, const std::vector<TensorDecl>& decls, gguf::WriterOptions options = {}) {
   auto w = gguf::create(path, std::move(kv), decls, options);
   if (!w.is_ok()) return w.status();
   for (std::size_t i = decls.size(); i-- > 0;) {  // any order
@@ -261,8 +260,7 @@ class CountingSource final : public ByteSource {
   std::uint64_t size() const noexcept override { return inner_->size(); }
   Status read_at(std::uint64_t offset, std::span<std::byte> dst) const override {
     std::uint64_t end = offset + dst.size(), seen = furthest.load();
-    while (end > seen && !furthest.compare_exchange_weak(seen, end)) {
-    }
+    while (end > seen && !furthest.compare_exchange_weak(seen, end)) {}
     return inner_->read_at(offset, dst);
   }
   mutable std::atomic<std::uint64_t> furthest{0};
@@ -343,11 +341,11 @@ TEST(Registry, InspectJsonHasTheDocumentedShape) {
   auto text = (*format)->inspect(dir.file("m.gguf"), {}, {}, true);
   ASSERT_TRUE(text.is_ok());
   // Exact integers at the extremes and the shortest float forms, as text.
-  for (const char* part : {"\"key\":\"t.u64\",\"type\":\"UINT64\",\"value\":18446744073709551615",
-                           "\"key\":\"t.i64\",\"type\":\"INT64\",\"value\":-9223372036854775808",
-                           "\"key\":\"t.f32\",\"type\":\"FLOAT32\",\"value\":0.1", "\"value\":1e-300",
-                           "{\"key\":\"t.arr_i32\",\"type\":\"ARRAY\",\"elem_type\":\"INT32\",\"value\":[1,-2]}",
-                           "{\"name\":\"q8\",\"type\":\"Q8_0\",\"ne\":[64,2],\"shape\":[2,64],\"offset\":128,\"nbytes\":136}"})
+  for (const char* part :
+       {"\"key\":\"t.u64\",\"type\":\"UINT64\",\"value\":18446744073709551615", "\"key\":\"t.i64\",\"type\":\"INT64\",\"value\":-9223372036854775808",
+        "\"key\":\"t.f32\",\"type\":\"FLOAT32\",\"value\":0.1", "\"value\":1e-300",
+        "{\"key\":\"t.arr_i32\",\"type\":\"ARRAY\",\"elem_type\":\"INT32\",\"value\":[1,-2]}",
+        "{\"name\":\"q8\",\"type\":\"Q8_0\",\"ne\":[64,2],\"shape\":[2,64],\"offset\":128,\"nbytes\":136}"})
     EXPECT_NE(text->find(part), std::string::npos) << part;
   simdjson::dom::parser parser;
   simdjson::dom::element doc;
@@ -441,11 +439,11 @@ TEST(Corpus, SplitErrorsNameTheFileAndTheRule) {
 namespace {
 
 std::vector<TensorDecl> split_tensors() {
-  return {{"a", TensorType::F32, {10}},       // 40 bytes, 64 padded
-          {"b", TensorType::F32, {16}},       // 64
-          {"c", TensorType::Q8_0, {2, 32}},   // 68, 96 padded
-          {"d", TensorType::F16, {3}},        // 6, 32 padded
-          {"e", TensorType::F32, {100}}};     // 400, 416 padded
+  return {{"a", TensorType::F32, {10}},      // 40 bytes, 64 padded
+          {"b", TensorType::F32, {16}},      // 64
+          {"c", TensorType::Q8_0, {2, 32}},  // 68, 96 padded
+          {"d", TensorType::F16, {3}},       // 6, 32 padded
+          {"e", TensorType::F32, {100}}};    // 400, 416 padded
 }
 
 Result<std::vector<std::string>> write_split(const std::string& prefix, std::vector<KeyValue> kv, const std::vector<TensorDecl>& decls,
@@ -470,8 +468,8 @@ TEST(SplitWriter, CutsBySizeAsGgufSplitAndWritesItsKeys) {
   split.max_bytes = 128;  // padded sizes 64, 64 | 96, 32 | 416 (bigger than the limit: a file of its own)
   auto paths = write_split(dir.file("m"), kv, split_tensors(), split);
   ASSERT_TRUE(paths.is_ok()) << paths.error().to_string();
-  ASSERT_EQ(*paths, (std::vector<std::string>{dir.file("m-00001-of-00003.gguf"), dir.file("m-00002-of-00003.gguf"),
-                                               dir.file("m-00003-of-00003.gguf")}));
+  ASSERT_EQ(*paths,
+            (std::vector<std::string>{dir.file("m-00001-of-00003.gguf"), dir.file("m-00002-of-00003.gguf"), dir.file("m-00003-of-00003.gguf")}));
   const std::vector<std::vector<std::string>> expected_names = {{"a", "b"}, {"c", "d"}, {"e"}};
   for (std::size_t k = 0; k < 3; ++k) {
     // Each file on its own: the keys exactly as llama.cpp's gguf-split writes them.
@@ -596,8 +594,8 @@ TEST(SplitNames, AsLlamaCppSpellsThem) {
   EXPECT_EQ(n->prefix, "https://h/x/m");
   EXPECT_EQ(n->number, 2u);
   EXPECT_EQ(n->count, 5u);
-  for (const char* bad : {"m-00006-of-00005.gguf", "m-00000-of-00005.gguf", "m-0002-of-00005.gguf", "m-00002-of-00005.bin",
-                          "-00001-of-00001.gguf", "m-00002_of-00005.gguf"})
+  for (const char* bad : {"m-00006-of-00005.gguf", "m-00000-of-00005.gguf", "m-0002-of-00005.gguf", "m-00002-of-00005.bin", "-00001-of-00001.gguf",
+                          "m-00002_of-00005.gguf"})
     EXPECT_FALSE(gguf::parse_split_file_name(bad).has_value()) << bad;
   EXPECT_EQ(*gguf::parse_split_size("2G"), 2000000000u);
   EXPECT_EQ(*gguf::parse_split_size("500M"), 500000000u);
@@ -617,8 +615,8 @@ TEST(Split, RegistryAndConvertSeeOneModel) {
   to_split.split.max_tensors = 3;
   auto report = convert(**single, dir.file("s.gguf"), to_split);
   ASSERT_TRUE(report.is_ok()) << report.error().to_string();
-  EXPECT_EQ(report->files, (std::vector<std::string>{dir.file("s-00001-of-00003.gguf"), dir.file("s-00002-of-00003.gguf"),
-                                                      dir.file("s-00003-of-00003.gguf")}));
+  EXPECT_EQ(report->files,
+            (std::vector<std::string>{dir.file("s-00001-of-00003.gguf"), dir.file("s-00002-of-00003.gguf"), dir.file("s-00003-of-00003.gguf")}));
   EXPECT_FALSE(fs::exists(dir.file("s.gguf")));
   const std::string second = dir.file("s-00002-of-00003.gguf");
   auto model = open_tensors(second, "", {});

@@ -21,9 +21,15 @@ namespace {
 struct Folder {
   TempDir dir;
   std::map<std::string, std::string> config = {
-      {"architectures", R"(["LlamaForCausalLM"])"}, {"vocab_size", "6"},          {"hidden_size", "8"},
-      {"intermediate_size", "8"},                   {"num_hidden_layers", "1"},   {"num_attention_heads", "2"},
-      {"num_key_value_heads", "1"},                 {"max_position_embeddings", "32"}, {"rms_norm_eps", "1e-5"},
+      {"architectures", R"(["LlamaForCausalLM"])"},
+      {"vocab_size", "6"},
+      {"hidden_size", "8"},
+      {"intermediate_size", "8"},
+      {"num_hidden_layers", "1"},
+      {"num_attention_heads", "2"},
+      {"num_key_value_heads", "1"},
+      {"max_position_embeddings", "32"},
+      {"rms_norm_eps", "1e-5"},
   };
   std::map<std::string, std::vector<std::uint64_t>> tensors = {
       {"model.embed_tokens.weight", {6, 8}},
@@ -67,10 +73,10 @@ struct Folder {
       offset += n;
     }
     write_file_bytes(dir.file("model.safetensors"), st_file(header + "}", offset));
-    write_file_bytes(dir.file("tokenizer.json"),
-                     R"({"added_tokens":[{"id":4,"content":"<|bos|>","special":true}],"normalizer":null,)"
-                     R"("pre_tokenizer":)" + pre_tokenizer +
-                         R"(,"model":{"type":"BPE","vocab":)" + vocab + R"(,"merges":["a b"])" + model_extra + "}}");
+    write_file_bytes(dir.file("tokenizer.json"), R"({"added_tokens":[{"id":4,"content":"<|bos|>","special":true}],"normalizer":null,)"
+                                                 R"("pre_tokenizer":)" +
+                                                     pre_tokenizer + R"(,"model":{"type":"BPE","vocab":)" + vocab + R"(,"merges":["a b"])" +
+                                                     model_extra + "}}");
     write_file_bytes(dir.file("tokenizer_config.json"), R"({"bos_token":"<|bos|>","add_bos_token":true})");
   }
 
@@ -88,8 +94,7 @@ const gguf::Value* find(const hf::LlamaPlan& p, std::string_view key) {
   return nullptr;
 }
 
-::testing::AssertionResult FailsNaming(const Result<hf::LlamaPlan>& r, ErrorKind kind, std::string_view file,
-                                        std::string_view text) {
+::testing::AssertionResult FailsNaming(const Result<hf::LlamaPlan>& r, ErrorKind kind, std::string_view file, std::string_view text) {
   if (auto k = IsKind(r, kind); !k) return k;
   const std::string all = r.error().to_string();
   if (!r.error().context().file.ends_with(file)) return ::testing::AssertionFailure() << "file not named: " << all;
@@ -103,10 +108,9 @@ TEST(HfLlama, ValidFolderPlansLlamaCppNamesAndPermutations) {
   ASSERT_TRUE(IsOk(p));
   std::vector<std::string> names;
   for (const auto& t : p->tensors) names.push_back(t.name);
-  const std::vector<std::string> want = {
-      "token_embd.weight",   "blk.0.attn_norm.weight", "blk.0.attn_q.weight",   "blk.0.attn_k.weight",
-      "blk.0.attn_v.weight", "blk.0.attn_output.weight", "blk.0.ffn_norm.weight", "blk.0.ffn_gate.weight",
-      "blk.0.ffn_up.weight", "blk.0.ffn_down.weight",  "output_norm.weight"};  // tied: no output.weight
+  const std::vector<std::string> want = {"token_embd.weight",   "blk.0.attn_norm.weight",   "blk.0.attn_q.weight",   "blk.0.attn_k.weight",
+                                         "blk.0.attn_v.weight", "blk.0.attn_output.weight", "blk.0.ffn_norm.weight", "blk.0.ffn_gate.weight",
+                                         "blk.0.ffn_up.weight", "blk.0.ffn_down.weight",    "output_norm.weight"};  // tied: no output.weight
   EXPECT_EQ(names, want);
   EXPECT_EQ(p->tensors[2].permute_heads, 2u);  // q: the query heads
   EXPECT_EQ(p->tensors[3].permute_heads, 1u);  // k: the key/value heads
@@ -281,9 +285,8 @@ std::string piece(const std::string& text, float score, int type) {
 }
 
 TEST(HfSentencePiece, ReadsPiecesAndSkipsOtherFields) {
-  const std::string model = ld(1, piece("<unk>", 0, 2)) + ld(1, piece("\xE2\x96\x81the", -1.5f, 1)) +
-                            ld(2, varint(3 << 3) + varint(2)) + varint(7 << 3) + varint(300) +
-                            ld(1, ld(1, "x"));  // type and score default: NORMAL, 0
+  const std::string model = ld(1, piece("<unk>", 0, 2)) + ld(1, piece("\xE2\x96\x81the", -1.5f, 1)) + ld(2, varint(3 << 3) + varint(2)) +
+                            varint(7 << 3) + varint(300) + ld(1, ld(1, "x"));  // type and score default: NORMAL, 0
   auto p = hf::parse_sentencepiece(model, "tokenizer.model");
   ASSERT_TRUE(IsOk(p));
   ASSERT_EQ(p->size(), 3u);
@@ -323,8 +326,7 @@ TEST(HfSentencePiece, SentencePieceFolderPadsToVocabSize) {
   f.write();
   fs::remove(f.dir.file("tokenizer.json"));
   write_file_bytes(f.dir.file("tokenizer.model"),
-                   ld(1, piece("<unk>", 0, 2)) + ld(1, piece("<s>", 0, 3)) + ld(1, piece("</s>", 0, 3)) +
-                       ld(1, piece("u", -2, 4)));
+                   ld(1, piece("<unk>", 0, 2)) + ld(1, piece("<s>", 0, 3)) + ld(1, piece("</s>", 0, 3)) + ld(1, piece("u", -2, 4)));
   auto weights = open_tensors(f.path());
   auto p = hf::plan(f.path(), **weights, TensorType::F16);
   ASSERT_TRUE(IsOk(p));

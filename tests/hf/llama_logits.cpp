@@ -24,8 +24,7 @@ int fail(const char* what) {
 
 int tokenize(const llama_vocab* vocab, const std::string& text) {
   std::vector<llama_token> ids(text.size() + 8);
-  const int n = llama_tokenize(vocab, text.data(), static_cast<int32_t>(text.size()), ids.data(),
-                               static_cast<int32_t>(ids.size()), false, false);
+  const int n = llama_tokenize(vocab, text.data(), static_cast<int32_t>(text.size()), ids.data(), static_cast<int32_t>(ids.size()), false, false);
   if (n < 0) return fail("tokenize failed");
   for (int i = 0; i < n; ++i) std::printf("%s%d", i ? " " : "", ids[i]);
   std::printf("\n");

@@ -323,8 +323,7 @@ TEST(HttpNginx, ReadScatter) {
   // Large runs (several 256 KiB chunks, in flight together), small nearby runs (one request, scattered),
   // a cached run (block 0), an empty run, and runs adjacent in the file but not in memory.
   const std::vector<std::pair<std::uint64_t, std::size_t>> runs = {
-      {200000, 1u << 20}, {local.size() - 10, 10}, {5, 100}, {2000000, 300}, {2000400, 50}, {0, 0},
-      {1500000, 4096}, {1504096, 4096}};
+      {200000, 1u << 20}, {local.size() - 10, 10}, {5, 100}, {2000000, 300}, {2000400, 50}, {0, 0}, {1500000, 4096}, {1504096, 4096}};
   std::vector<std::vector<std::byte>> bufs;
   for (const auto& r : runs) bufs.emplace_back(r.second);
   std::vector<ReadRequest> requests;
@@ -479,13 +478,13 @@ std::string fault(const std::string& file, const std::string& query) { return g-
 
 // https against the same nginx, whose certificate is self-signed for 127.0.0.1: refused by default,
 // trusted with its CA file, readable with verification off.
-#define REQUIRE_TLS()                                                                          \
-  do {                                                                                         \
-    REQUIRE_SERVERS();                                                                         \
-    if (g->tls_port < 0) {                                                                     \
+#define REQUIRE_TLS()                                                                              \
+  do {                                                                                             \
+    REQUIRE_SERVERS();                                                                             \
+    if (g->tls_port < 0) {                                                                         \
       if (swhttp::under_ci()) FAIL() << "no https listener: openssl could not make a certificate"; \
-      GTEST_SKIP() << "openssl is not installed: no https listener";                           \
-    }                                                                                          \
+      GTEST_SKIP() << "openssl is not installed: no https listener";                               \
+    }                                                                                              \
   } while (0)
 
 TEST(HttpTls, TrustedWithCaFileMatchesLocalFile) {
@@ -783,9 +782,8 @@ TEST(HttpLimits, EnvironmentSetsTheDeadline) {
 
 TEST(HttpLimits, WhatNoRetryCanFixFailsAtOnce) {
   REQUIRE_SERVERS();
-  const std::pair<std::string, std::string> cases[] = {{"bigheader=1&tag=n1", "header"},
-                                                       {"endless=1&tag=n2", "KiB of response headers"},
-                                                       {"gzip=1&tag=n3", "Content-Encoding: gzip"}};
+  const std::pair<std::string, std::string> cases[] = {
+      {"bigheader=1&tag=n1", "header"}, {"endless=1&tag=n2", "KiB of response headers"}, {"gzip=1&tag=n3", "Content-Encoding: gzip"}};
   for (const auto& [query, what] : cases) {
     auto stats = std::make_shared<HttpStats>();
     auto opts = test_options(stats);
@@ -866,7 +864,8 @@ TEST(HttpCli, InspectValidateCatMatchLocal) {
   EXPECT_EQ(a.code, 0) << a.err;
   EXPECT_EQ(a.out.size(), (3u << 20) + 17);
   EXPECT_TRUE(a.out == b.out);
-  CliRun s1 = cli("cat " + g->nginx_url("small.safetensors") + " a --slice '1:3, ::-2'"), s2 = cli("cat " + (g->www / "small.safetensors").string() + " a --slice '1:3, ::-2'");
+  CliRun s1 = cli("cat " + g->nginx_url("small.safetensors") + " a --slice '1:3, ::-2'"),
+         s2 = cli("cat " + (g->www / "small.safetensors").string() + " a --slice '1:3, ::-2'");
   EXPECT_EQ(s1.code, 0) << s1.err;
   EXPECT_EQ(s1.out, s2.out);
   CliRun e1 = cli("cat " + g->nginx_url("small.dduf") + " vae/config.json"), e2 = cli("cat " + (g->www / "small.dduf").string() + " vae/config.json");
@@ -945,9 +944,8 @@ TEST(HttpCli, GgufOverHttpReadsOnlyTheHeaders) {
 TEST(HttpCli, TimeoutOptionAndEnvironmentBoundARemoteRead) {
   REQUIRE_SERVERS();
   const std::string env = std::string(kHttpTimeoutEnv) + "=1";
-  const std::pair<std::string, std::string> runs[] = {
-      {"inspect --timeout 1 '" + fault("small.safetensors", "slowheaders=1&tag=c1") + "'", ""},
-      {"inspect '" + fault("small.safetensors", "trickle=1&tag=c2") + "'", env}};
+  const std::pair<std::string, std::string> runs[] = {{"inspect --timeout 1 '" + fault("small.safetensors", "slowheaders=1&tag=c1") + "'", ""},
+                                                      {"inspect '" + fault("small.safetensors", "trickle=1&tag=c2") + "'", env}};
   for (const auto& [args, how] : runs) {
     const auto t0 = std::chrono::steady_clock::now();
     CliRun r = cli(args, how);

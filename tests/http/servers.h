@@ -101,9 +101,7 @@ struct Servers {
   std::string nginx_url(const std::string& file) const { return "http://127.0.0.1:" + std::to_string(nginx_port) + "/" + file; }
   std::string fault_url(const std::string& path) const { return "http://127.0.0.1:" + std::to_string(fault_port) + path; }
   fs::path access_log() const { return dir / "access.log"; }
-  std::string nginx_https_url(const std::string& file) const {
-    return "https://127.0.0.1:" + std::to_string(tls_port) + "/" + file;
-  }
+  std::string nginx_https_url(const std::string& file) const { return "https://127.0.0.1:" + std::to_string(tls_port) + "/" + file; }
   fs::path ca_file() const { return dir / "cert.pem"; }
 
   // A throwaway self-signed certificate for 127.0.0.1 (openssl, Debian's), which is also the CA file
@@ -111,12 +109,11 @@ struct Servers {
   bool make_certificate() {
     const char* openssl = "/usr/bin/openssl";
     if (::access(openssl, X_OK) != 0) return false;
-    pid_t pid = spawn({openssl, "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-                       "-keyout", (dir / "key.pem").string(), "-out", ca_file().string(), "-days", "2", "-subj",
-                       "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"});
+    pid_t pid =
+        spawn({openssl, "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", (dir / "key.pem").string(),
+               "-out", ca_file().string(), "-days", "2", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"});
     int status = 0;
-    return pid > 0 && ::waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0 &&
-           fs::exists(ca_file());
+    return pid > 0 && ::waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0 && fs::exists(ca_file());
   }
 
   bool start_nginx() {
@@ -129,10 +126,9 @@ struct Servers {
     for (int attempt = 0; attempt < 5; ++attempt) {
       nginx_port = free_port();
       tls_port = tls ? free_port() : -1;
-      const std::string tls_listen =
-          tls ? " listen 127.0.0.1:" + std::to_string(tls_port) + " ssl; ssl_certificate " + ca_file().string() +
-                    "; ssl_certificate_key " + (dir / "key.pem").string() + ";"
-              : "";
+      const std::string tls_listen = tls ? " listen 127.0.0.1:" + std::to_string(tls_port) + " ssl; ssl_certificate " + ca_file().string() +
+                                               "; ssl_certificate_key " + (dir / "key.pem").string() + ";"
+                                         : "";
       const fs::path conf = dir / "nginx.conf", pid = dir / "nginx.pid";
       fs::remove(pid);
       std::ofstream(conf) << "daemon off;\nmaster_process off;\nworker_processes 1;\n"
@@ -140,10 +136,11 @@ struct Servers {
                           << "events { worker_connections 512; }\nhttp {\n"
                           << "  access_log " << access_log().string() << ";\n"
                           << "  client_body_temp_path " << (dir / "t1").string() << "; proxy_temp_path " << (dir / "t2").string()
-                          << "; fastcgi_temp_path " << (dir / "t3").string() << "; uwsgi_temp_path " << (dir / "t4").string()
-                          << "; scgi_temp_path " << (dir / "t5").string() << ";\n"
+                          << "; fastcgi_temp_path " << (dir / "t3").string() << "; uwsgi_temp_path " << (dir / "t4").string() << "; scgi_temp_path "
+                          << (dir / "t5").string() << ";\n"
                           << "  keepalive_requests 100000;\n"
-                          << "  server { listen 127.0.0.1:" << nginx_port << ";" << tls_listen << " root " << www.string()
+                          << "  server { listen 127.0.0.1:" << nginx_port << ";" << tls_listen << " root "
+                          << www.string()
                           // /auth/: only for "Authorization: Bearer tok" (where HF_TOKEN may go, and where not)
                           << "; location /auth/ { if ($http_authorization != \"Bearer tok\") { return 401; } } }\n}\n";
       nginx_pid = spawn({nginx, "-p", dir.string(), "-c", conf.string(), "-e", (dir / "error.log").string()});

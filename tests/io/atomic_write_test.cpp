@@ -39,7 +39,7 @@ struct UmaskGuard {
 };
 
 mode_t mode_of(const std::string& path) {
-  struct stat sb{};
+  struct stat sb {};
   if (::stat(path.c_str(), &sb) != 0) return static_cast<mode_t>(-1);
   return sb.st_mode & 07777;
 }
@@ -63,7 +63,11 @@ struct Model {
 
 Model small_model() {
   Model m;
-  m.decls = {{"w", TensorType::F32, {4, 8}}, {"b", TensorType::F16, {8}}, {"e", TensorType::I8, {0, 3}}, {"s", TensorType::U8, {5}}, {"h", TensorType::F4, {2, 4}}};
+  m.decls = {{"w", TensorType::F32, {4, 8}},
+             {"b", TensorType::F16, {8}},
+             {"e", TensorType::I8, {0, 3}},
+             {"s", TensorType::U8, {5}},
+             {"h", TensorType::F4, {2, 4}}};
   unsigned seed = 1;
   for (const auto& d : m.decls) {
     std::uint64_t n = 1;
@@ -305,8 +309,7 @@ TEST(AtomicFileTest, CommitAfterCancelIsInterrupted) {
 // (its file offset added), from memory (through a buffer), each landing where it was asked.
 std::string to_string(std::span<const std::byte> b) { return std::string(reinterpret_cast<const char*>(b.data()), b.size()); }
 
-void expect_copies_from(const std::string& target, const std::vector<safeweights::SourcePtr>& sources,
-                        const std::string& expected_tail) {
+void expect_copies_from(const std::string& target, const std::vector<safeweights::SourcePtr>& sources, const std::string& expected_tail) {
   auto f = AtomicFile::create(target);
   ASSERT_TRUE(IsOk(f));
   ASSERT_TRUE(IsOk(f->append(to_bytes("HEAD"))));
@@ -577,7 +580,7 @@ TEST(AtomicWrite, FailingWriteKeepsOldTargetAndRemovesTemp) {
   m.decls = {{"w", TensorType::U8, {1 << 20}}};
   m.bytes = {pattern(1 << 20, 5)};
   auto tv = m.data();
-  struct rlimit old{};
+  struct rlimit old {};
   ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &old), 0);
   if (old.rlim_max != RLIM_INFINITY && old.rlim_max < (1 << 16)) GTEST_SKIP() << "RLIMIT_FSIZE already tiny";
   auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
@@ -609,8 +612,7 @@ TEST(AtomicWrite, FullDiskKeepsOldTarget) {
   TempDir dir;
   const std::string mnt = dir.file("mnt");
   ASSERT_TRUE(fs::create_directory(mnt));
-  if (::mount("tmpfs", mnt.c_str(), "tmpfs", 0, "size=64k") != 0)
-    GTEST_SKIP() << "cannot mount tmpfs: " << std::strerror(errno);
+  if (::mount("tmpfs", mnt.c_str(), "tmpfs", 0, "size=64k") != 0) GTEST_SKIP() << "cannot mount tmpfs: " << std::strerror(errno);
   struct Unmount {
     std::string m;
     ~Unmount() { ::umount2(m.c_str(), MNT_DETACH); }
@@ -723,8 +725,7 @@ TEST(SafetensorsSink, CreateRefusesWhatLayoutRefuses) {
   TempDir dir;
   EXPECT_TRUE(IsKind(st::create(dir.file("a"), {{"__metadata__", TensorType::F32, {1}}}), K::ReservedTensorName));
   EXPECT_TRUE(IsKind(st::create(dir.file("a"), {{"x", TensorType::F4, {3}}}), K::MisalignedSlice));
-  EXPECT_TRUE(IsKind(st::create(dir.file("a"), {{"x", TensorType::F32, {1}}}, MetadataEntries{{"k", "1"}, {"k", "2"}}),
-                     K::DuplicateKey));
+  EXPECT_TRUE(IsKind(st::create(dir.file("a"), {{"x", TensorType::F32, {1}}}, MetadataEntries{{"k", "1"}, {"k", "2"}}), K::DuplicateKey));
   EXPECT_TRUE(dir.list().empty());
 }
 

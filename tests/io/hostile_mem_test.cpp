@@ -90,8 +90,8 @@ struct Outcome {
 
 // Runs the CLI with `args` in a child: stdout to `out_fd` (or /dev/null when -1), stderr captured,
 // and resource `limit` (RLIMIT_*) lowered to `value` when given.
-pid_t spawn_cli(const std::vector<std::string>& args, int out_fd, const std::string& err_path, int limit = -1,
-                rlim_t value = 0, const char* env = nullptr) {
+pid_t spawn_cli(const std::vector<std::string>& args, int out_fd, const std::string& err_path, int limit = -1, rlim_t value = 0,
+                const char* env = nullptr) {
   // SAFEWEIGHTS_TEST_CLI runs another build's binary (to see these tests fail on an older one).
   const char* cli = std::getenv("SAFEWEIGHTS_TEST_CLI");
   std::vector<std::string> all = {cli != nullptr ? cli : SAFEWEIGHTS_CLI};
@@ -127,8 +127,7 @@ Outcome wait_for(pid_t pid, const std::string& err_path) {
   return o;
 }
 
-Outcome run_cli(const std::vector<std::string>& args, const std::string& err_path, int limit = -1, rlim_t value = 0,
-                const char* env = nullptr) {
+Outcome run_cli(const std::vector<std::string>& args, const std::string& err_path, int limit = -1, rlim_t value = 0, const char* env = nullptr) {
   return wait_for(spawn_cli(args, -1, err_path, limit, value, env), err_path);
 }
 
@@ -300,8 +299,7 @@ Outcome cat_slice_truncated_under_it(const TempDir& dir, const std::string& path
   EXPECT_EQ(::read(fds[0], &byte, 1), 1);  // the first piece is read and being written
   EXPECT_EQ(::truncate(path.c_str(), static_cast<off_t>(data_start)), 0);
   std::vector<char> sink(1u << 20);
-  while (::read(fds[0], sink.data(), sink.size()) > 0) {
-  }
+  while (::read(fds[0], sink.data(), sink.size()) > 0) {}
   ::close(fds[0]);
   return wait_for(pid, err);
 }

@@ -45,8 +45,7 @@ void write_tensors(const std::string& path, const std::vector<Spec>& specs, std:
     }
     data.push_back(std::move(bytes));
   }
-  for (std::size_t i = 0; i < specs.size(); ++i)
-    tensors.push_back({specs[i].name, specs[i].type, specs[i].shape, data[i]});
+  for (std::size_t i = 0; i < specs.size(); ++i) tensors.push_back({specs[i].name, specs[i].type, specs[i].shape, data[i]});
   ASSERT_TRUE(IsOk(safetensors::write_file(path, tensors)));
 }
 
@@ -218,8 +217,8 @@ TEST(HostLoad, ACancelledLoadIsInterrupted) {
 // ---- tensor-parallel shards ------------------------------------------------------------------------
 
 // Rows [first, last) along `dim` of a row-major tensor, computed from the whole tensor's bytes.
-std::vector<std::byte> slice_along(std::span<const std::byte> whole, const std::vector<std::uint64_t>& shape,
-                                   std::uint64_t elem, unsigned dim, std::uint64_t first, std::uint64_t last) {
+std::vector<std::byte> slice_along(std::span<const std::byte> whole, const std::vector<std::uint64_t>& shape, std::uint64_t elem, unsigned dim,
+                                   std::uint64_t first, std::uint64_t last) {
   std::uint64_t outer = 1, inner = elem;
   for (unsigned d = 0; d < dim; ++d) outer *= shape[d];
   for (std::size_t d = dim + 1; d < shape.size(); ++d) inner *= shape[d];
@@ -233,8 +232,8 @@ std::vector<std::byte> slice_along(std::span<const std::byte> whole, const std::
 
 TEST(ShardedLoad, EachRankReadsItsArraySplitPartAlongAnyDimension) {
   TempDir dir;
-  std::vector<Spec> specs = {{"w3", TensorType::F32, {5, 7, 9}}, {"w2", TensorType::BF16, {10, 6}},
-                             {"bias", TensorType::F32, {2}}, {"scalar", TensorType::I64, {}}};
+  std::vector<Spec> specs = {
+      {"w3", TensorType::F32, {5, 7, 9}}, {"w2", TensorType::BF16, {10, 6}}, {"bias", TensorType::F32, {2}}, {"scalar", TensorType::I64, {}}};
   write_tensors(dir.file("tp.safetensors"), specs);
   auto file = open_any(dir.file("tp.safetensors"));
   for (unsigned dim = 0; dim < 3; ++dim) {
@@ -344,8 +343,7 @@ TEST_P(DevicePipeline, EqualsTheHostLoadWithATightStagingRing) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Strategies, DevicePipeline,
-                         ::testing::Values(DeviceStrategy::Auto, DeviceStrategy::Staging, DeviceStrategy::Register,
-                                           DeviceStrategy::Hybrid));
+                         ::testing::Values(DeviceStrategy::Auto, DeviceStrategy::Staging, DeviceStrategy::Register, DeviceStrategy::Hybrid));
 
 TEST(DevicePipelineShards, EachRankOnTheDeviceEqualsItsHostLoad) {
   TempDir dir;
@@ -411,8 +409,7 @@ TEST(PinnedBudget, EveryStrategyStaysWithinTheStagingBudget) {
   for (const LoadPlan* plan : {&*one.plan, &*mixed.plan}) {
     const auto host = load_host(*plan);
     ASSERT_TRUE(IsOk(host.status()));
-    for (DeviceStrategy strategy : {DeviceStrategy::Staging, DeviceStrategy::Register, DeviceStrategy::Hybrid,
-                                    DeviceStrategy::GpuDirect}) {
+    for (DeviceStrategy strategy : {DeviceStrategy::Staging, DeviceStrategy::Register, DeviceStrategy::Hybrid, DeviceStrategy::GpuDirect}) {
       // Budgets below one buffer per stager plus the fallback, of exactly that, of a few, and the default.
       for (std::uint64_t staging : {8192ull, 12288ull, 40960ull, 0ull}) {
         auto device = load::make_host_device({.file_read = FileReadPath::Emulated});
@@ -442,8 +439,7 @@ TEST(PinnedBudget, AStagingBudgetBelowOneBufferFailsBeforeAllocating) {
   const std::uint64_t device_before = load::host_device_bytes_in_use();
   const std::uint64_t pinned_before = load::host_pinned_bytes_in_use();
   auto device = load::make_host_device({.file_read = FileReadPath::Emulated});
-  for (DeviceStrategy strategy : {DeviceStrategy::Staging, DeviceStrategy::Register, DeviceStrategy::Hybrid,
-                                  DeviceStrategy::GpuDirect}) {
+  for (DeviceStrategy strategy : {DeviceStrategy::Staging, DeviceStrategy::Register, DeviceStrategy::Hybrid, DeviceStrategy::GpuDirect}) {
     // Below 4 KiB: not even one buffer. 4 KiB: one buffer, too small for Hybrid's stager and fallback.
     for (std::uint64_t staging : {2048ull, 4096ull}) {
       load::reset_host_pinned_peak();
@@ -467,8 +463,7 @@ TEST(PinnedBudget, AnEmptyPlanNeedsNoStaging) {
   auto plan = LoadPlan::make(std::span<const TensorEntry>{});
   ASSERT_TRUE(IsOk(plan.status()));
   auto device = load::make_host_device({.file_read = FileReadPath::Emulated});
-  for (DeviceStrategy strategy : {DeviceStrategy::Staging, DeviceStrategy::Register, DeviceStrategy::Hybrid,
-                                  DeviceStrategy::GpuDirect}) {
+  for (DeviceStrategy strategy : {DeviceStrategy::Staging, DeviceStrategy::Register, DeviceStrategy::Hybrid, DeviceStrategy::GpuDirect}) {
     auto loaded = load_to_device(*plan, device, {.strategy = strategy, .staging_bytes = 1024});
     EXPECT_TRUE(IsOk(loaded.status())) << strategy_name(strategy) << ": " << loaded.status().to_string();
   }
@@ -580,8 +575,8 @@ TEST(GpuDirect, FileRangesAreReadByTheDeviceAndSliceChunksAreStaged) {
     ASSERT_TRUE(IsOk(plan.status()));
     // Pieces smaller than a chunk, and the default piece.
     for (std::uint64_t piece : {4096ull, 0ull}) {
-      auto loaded = load_to_device(*plan, load::make_host_device({.file_read = path}),
-                                   {.strategy = DeviceStrategy::GpuDirect, .buffer_bytes = piece});
+      auto loaded =
+          load_to_device(*plan, load::make_host_device({.file_read = path}), {.strategy = DeviceStrategy::GpuDirect, .buffer_bytes = piece});
       ASSERT_TRUE(IsOk(loaded.status()));
       EXPECT_EQ(loaded->stats.strategy, DeviceStrategy::GpuDirect);
       EXPECT_EQ(loaded->stats.file_read_bytes, plan->read_bytes());
@@ -598,8 +593,7 @@ TEST(GpuDirect, FileRangesAreReadByTheDeviceAndSliceChunksAreStaged) {
   ASSERT_TRUE(IsOk(plan.status()));
   auto host = load_host(*plan);
   ASSERT_TRUE(IsOk(host.status()));
-  auto loaded = load_to_device(*plan, load::make_host_device({.file_read = FileReadPath::Emulated}),
-                               {.strategy = DeviceStrategy::GpuDirect});
+  auto loaded = load_to_device(*plan, load::make_host_device({.file_read = FileReadPath::Emulated}), {.strategy = DeviceStrategy::GpuDirect});
   ASSERT_TRUE(IsOk(loaded.status()));
   EXPECT_GT(loaded->stats.staged_bytes, 0u);
   EXPECT_EQ(loaded->stats.staged_bytes + loaded->stats.file_read_bytes, plan->read_bytes());
@@ -652,8 +646,7 @@ TEST(GpuDirect, AFailedOrShortReadNamesTheFileAndFreesEverything) {
   }
   ASSERT_EQ(::truncate(one.path().c_str(), 500000), 0);
   {
-    auto loaded = load_to_device(*one.plan, load::make_host_device({.file_read = FileReadPath::Emulated}),
-                                 {.strategy = DeviceStrategy::GpuDirect});
+    auto loaded = load_to_device(*one.plan, load::make_host_device({.file_read = FileReadPath::Emulated}), {.strategy = DeviceStrategy::GpuDirect});
     EXPECT_TRUE(IsKind(loaded.status(), ErrorKind::IoError));
     EXPECT_EQ(load::host_device_bytes_in_use(), device_before);
   }
@@ -661,8 +654,8 @@ TEST(GpuDirect, AFailedOrShortReadNamesTheFileAndFreesEverything) {
 }
 
 TEST(Devices, StrategyNamesRoundTrip) {
-  for (DeviceStrategy s : {DeviceStrategy::Auto, DeviceStrategy::Staging, DeviceStrategy::Register, DeviceStrategy::Hybrid,
-                           DeviceStrategy::GpuDirect}) {
+  for (DeviceStrategy s :
+       {DeviceStrategy::Auto, DeviceStrategy::Staging, DeviceStrategy::Register, DeviceStrategy::Hybrid, DeviceStrategy::GpuDirect}) {
     auto parsed = parse_strategy(strategy_name(s));
     ASSERT_TRUE(IsOk(parsed.status()));
     EXPECT_EQ(*parsed, s);

@@ -31,8 +31,7 @@ std::vector<std::byte> bytes_of(std::string_view s) {
 // Three tensors of different types, and metadata.
 void write_sample(const std::string& path) {
   static const std::vector<std::byte> a = bytes_of("0123456789abcdef"), b = bytes_of("xy"), c = bytes_of("");
-  std::vector<st::TensorData> tensors = {{"w", TensorType::F32, {2, 2}, a}, {"b", TensorType::U8, {2}, b},
-                                         {"empty", TensorType::BF16, {0, 3}, c}};
+  std::vector<st::TensorData> tensors = {{"w", TensorType::F32, {2, 2}, a}, {"b", TensorType::U8, {2}, b}, {"empty", TensorType::BF16, {0, 3}, c}};
   ASSERT_TRUE(st::write_file(path, tensors, st::MetadataEntries{{"format", "pt"}}).is_ok());
 }
 

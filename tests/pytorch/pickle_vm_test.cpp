@@ -92,8 +92,8 @@ TEST(PickleVm, TextArenaKeepsEveryString) {
 TEST(PickleVm, MemoAndContainerOpcodes) {
   // {1: [7, 8], "k": 9}: the dict memoised at 0 (in order), 7 at 1000 (out of order), 8 by MEMOIZE
   // (index 2, the memo's size), then 7 and 8 fetched again and appended.
-  const std::string body = "}q\x00K\x01]K\x07r\xe8\x03\x00\x00"s + "0" + "K\x08\x94" + "0" +
-                           "(j\xe8\x03\x00\x00h\x02"s + "es" + binunicode("k") + "K\x09s";
+  const std::string body =
+      "}q\x00K\x01]K\x07r\xe8\x03\x00\x00"s + "0" + "K\x08\x94" + "0" + "(j\xe8\x03\x00\x00h\x02"s + "es" + binunicode("k") + "K\x09s";
   auto result = run(body);
   ASSERT_TRUE(result.is_ok()) << result.error().message();
   const Value* dict = (*result)->root();
@@ -106,7 +106,11 @@ TEST(PickleVm, MemoAndContainerOpcodes) {
   EXPECT_EQ(dict->items[2]->text, "k");
   EXPECT_EQ(dict->items[3]->integer, 9);
   // APPENDS with nothing under its MARK, SETITEM with one value: malformed, not a crash.
-  EXPECT_EQ(run("(K\x01" "e").error().kind(), ErrorKind::InvalidPickle);
+  EXPECT_EQ(run("(K\x01"
+                "e")
+                .error()
+                .kind(),
+            ErrorKind::InvalidPickle);
   EXPECT_EQ(run("}K\x01s").error().kind(), ErrorKind::InvalidPickle);
 }
 
@@ -116,13 +120,16 @@ TEST(PickleVm, EveryContainerOpcodeCountsItems) {
   PickleOptions options;
   options.limits.max_items = 4;
   const std::string five = "(K\x01K\x02K\x03K\x04K\x05";
-  for (const std::string& body : {five + "l", five + "t", five + "\x91", "(K\x01K\x02K\x03K\x04K\x05K\x06" "d"s,
-                                  "K\x01K\x02\x86K\x03K\x04K\x05\x87\x86"s, "](K\x01K\x02K\x03K\x04K\x05" "e"s}) {
+  for (const std::string& body : {five + "l", five + "t", five + "\x91",
+                                  "(K\x01K\x02K\x03K\x04K\x05K\x06"
+                                  "d"s,
+                                  "K\x01K\x02\x86K\x03K\x04K\x05\x87\x86"s,
+                                  "](K\x01K\x02K\x03K\x04K\x05"
+                                  "e"s}) {
     auto result = run(body, options);
     ASSERT_FALSE(result.is_ok()) << body;
     EXPECT_EQ(result.error().kind(), ErrorKind::ResourceLimit) << body;
-    EXPECT_NE(result.error().message().find("pickle exceeds the limit on container items"), std::string::npos)
-        << result.error().message();
+    EXPECT_NE(result.error().message().find("pickle exceeds the limit on container items"), std::string::npos) << result.error().message();
   }
   EXPECT_TRUE(run("(K\x01K\x02K\x03K\x04l", options).is_ok());
   EXPECT_TRUE(run("K\x01K\x02\x86K\x03\x86", options).is_ok());  // (1, 2) then ((1, 2), 3): 4 items

@@ -33,12 +33,12 @@ struct Pair {
 };
 
 const Pair kTypes[] = {
-    {TensorType::F16, GGML_TYPE_F16},       {TensorType::BF16, GGML_TYPE_BF16},     {TensorType::Q4_0, GGML_TYPE_Q4_0},
-    {TensorType::Q4_1, GGML_TYPE_Q4_1},     {TensorType::Q5_0, GGML_TYPE_Q5_0},     {TensorType::Q5_1, GGML_TYPE_Q5_1},
-    {TensorType::Q8_0, GGML_TYPE_Q8_0},     {TensorType::Q8_1, GGML_TYPE_Q8_1},     {TensorType::Q2_K, GGML_TYPE_Q2_K},
-    {TensorType::Q3_K, GGML_TYPE_Q3_K},     {TensorType::Q4_K, GGML_TYPE_Q4_K},     {TensorType::Q5_K, GGML_TYPE_Q5_K},
-    {TensorType::Q6_K, GGML_TYPE_Q6_K},     {TensorType::Q8_K, GGML_TYPE_Q8_K},     {TensorType::IQ4_NL, GGML_TYPE_IQ4_NL},
-    {TensorType::IQ4_XS, GGML_TYPE_IQ4_XS}, {TensorType::TQ1_0, GGML_TYPE_TQ1_0},   {TensorType::TQ2_0, GGML_TYPE_TQ2_0},
+    {TensorType::F16, GGML_TYPE_F16},       {TensorType::BF16, GGML_TYPE_BF16},   {TensorType::Q4_0, GGML_TYPE_Q4_0},
+    {TensorType::Q4_1, GGML_TYPE_Q4_1},     {TensorType::Q5_0, GGML_TYPE_Q5_0},   {TensorType::Q5_1, GGML_TYPE_Q5_1},
+    {TensorType::Q8_0, GGML_TYPE_Q8_0},     {TensorType::Q8_1, GGML_TYPE_Q8_1},   {TensorType::Q2_K, GGML_TYPE_Q2_K},
+    {TensorType::Q3_K, GGML_TYPE_Q3_K},     {TensorType::Q4_K, GGML_TYPE_Q4_K},   {TensorType::Q5_K, GGML_TYPE_Q5_K},
+    {TensorType::Q6_K, GGML_TYPE_Q6_K},     {TensorType::Q8_K, GGML_TYPE_Q8_K},   {TensorType::IQ4_NL, GGML_TYPE_IQ4_NL},
+    {TensorType::IQ4_XS, GGML_TYPE_IQ4_XS}, {TensorType::TQ1_0, GGML_TYPE_TQ1_0}, {TensorType::TQ2_0, GGML_TYPE_TQ2_0},
 };
 
 constexpr std::size_t kRow = 1024;  // a multiple of every block
@@ -54,7 +54,8 @@ std::vector<std::vector<float>> input_rows(std::mt19937& rng) {
     for (int rep = 0; rep < 4; ++rep) {
       std::vector<float> row(kRow);
       for (auto& v : row) v = (rep % 2 ? uniform(rng) : normal(rng)) * scale;
-      if (rep == 3) for (auto& v : row) v = std::fabs(v) + scale;  // all positive: the min is not 0
+      if (rep == 3)
+        for (auto& v : row) v = std::fabs(v) + scale;  // all positive: the min is not 0
       rows.push_back(row);
     }
   }
@@ -64,9 +65,24 @@ std::vector<std::vector<float>> input_rows(std::mt19937& rng) {
     rows.push_back(row);
   }
   const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
-  const float specials[] = {0.0f, -0.0f, 1.0f, -1.0f, nan, -nan, inf, -inf, std::numeric_limits<float>::max(),
-                            -std::numeric_limits<float>::max(), std::numeric_limits<float>::denorm_min(), 1e-45f,
-                            65504.0f, 65520.0f, 0x1p-24f, 0x1p-25f, 5.0f, 0.5f};
+  const float specials[] = {0.0f,
+                            -0.0f,
+                            1.0f,
+                            -1.0f,
+                            nan,
+                            -nan,
+                            inf,
+                            -inf,
+                            std::numeric_limits<float>::max(),
+                            -std::numeric_limits<float>::max(),
+                            std::numeric_limits<float>::denorm_min(),
+                            1e-45f,
+                            65504.0f,
+                            65520.0f,
+                            0x1p-24f,
+                            0x1p-25f,
+                            5.0f,
+                            0.5f};
   for (float s : specials) {
     rows.push_back(std::vector<float>(kRow, s));  // a constant row
     std::vector<float> row(kRow);
@@ -90,8 +106,7 @@ std::vector<std::vector<float>> input_rows(std::mt19937& rng) {
     std::vector<float> row(kRow);
     for (auto& v : row) {
       const auto bits = static_cast<std::uint32_t>(rng());
-      v = std::isnan(std::bit_cast<float>(bits)) ? std::bit_cast<float>((bits & 0x80000000u) | 0x7fc00000u)
-                                                 : std::bit_cast<float>(bits);
+      v = std::isnan(std::bit_cast<float>(bits)) ? std::bit_cast<float>((bits & 0x80000000u) | 0x7fc00000u) : std::bit_cast<float>(bits);
     }
     rows.push_back(row);
   }
@@ -162,8 +177,8 @@ int main() {
           if (q_diff++ == 0) {
             std::size_t i = 0;
             while (i < bytes && ours[i] == theirs[i]) ++i;
-            std::printf("  %s quantize: input row %zu, first differing byte %zu (ours %02x, ggml %02x)\n",
-                        ggml_type_name(p.theirs), q_rows - 1, i, i < bytes ? ours[i] : 0, i < bytes ? theirs[i] : 0);
+            std::printf("  %s quantize: input row %zu, first differing byte %zu (ours %02x, ggml %02x)\n", ggml_type_name(p.theirs), q_rows - 1, i,
+                        i < bytes ? ours[i] : 0, i < bytes ? theirs[i] : 0);
           }
         }
         dequant_both(theirs);  // ggml's own blocks read back
@@ -196,9 +211,7 @@ int main() {
       return static_cast<double>(normal_row.size() * sizeof(float)) / best / 1e6;
     };
     const double theirs = rate([&] { ggml_quantize(p.theirs, normal_row.data(), out.data(), normal_row.size()); });
-    const double ours = rate([&] {
-      (void)safeweights::quantize(p.ours, normal_row, std::as_writable_bytes(std::span(out)));
-    });
+    const double ours = rate([&] { (void)safeweights::quantize(p.ours, normal_row, std::as_writable_bytes(std::span(out))); });
     std::printf("%-8s %14.0f %14.0f\n", ggml_type_name(p.theirs), theirs, ours);
   }
   ggml_free(ctx);

@@ -61,16 +61,16 @@ TEST(QuantF16, KnownAnswers) {
   EXPECT_EQ(half_bits(TensorType::F16, -2.0f), 0xc000);
   EXPECT_EQ(half_bits(TensorType::F16, 0.0f), 0x0000);
   EXPECT_EQ(half_bits(TensorType::F16, -0.0f), 0x8000);
-  EXPECT_EQ(half_bits(TensorType::F16, 65504.0f), 0x7bff);       // largest half
-  EXPECT_EQ(half_bits(TensorType::F16, 65519.996f), 0x7bff);     // just under the tie with infinity
-  EXPECT_EQ(half_bits(TensorType::F16, 65520.0f), 0x7c00);       // the tie rounds to even: infinity
-  EXPECT_EQ(half_bits(TensorType::F16, 1.0f + 0x1p-11f), 0x3c00);         // tie, kept part even: down
-  EXPECT_EQ(half_bits(TensorType::F16, 1.0f + 3 * 0x1p-11f), 0x3c02);     // tie, kept part odd: up
+  EXPECT_EQ(half_bits(TensorType::F16, 65504.0f), 0x7bff);                    // largest half
+  EXPECT_EQ(half_bits(TensorType::F16, 65519.996f), 0x7bff);                  // just under the tie with infinity
+  EXPECT_EQ(half_bits(TensorType::F16, 65520.0f), 0x7c00);                    // the tie rounds to even: infinity
+  EXPECT_EQ(half_bits(TensorType::F16, 1.0f + 0x1p-11f), 0x3c00);             // tie, kept part even: down
+  EXPECT_EQ(half_bits(TensorType::F16, 1.0f + 3 * 0x1p-11f), 0x3c02);         // tie, kept part odd: up
   EXPECT_EQ(half_bits(TensorType::F16, 1.0f + 0x1p-11f + 0x1p-23f), 0x3c01);  // above the tie: up
-  EXPECT_EQ(half_bits(TensorType::F16, 0x1p-24f), 0x0001);       // least subnormal
-  EXPECT_EQ(half_bits(TensorType::F16, 0x1p-25f), 0x0000);       // half of it: tie to even 0
+  EXPECT_EQ(half_bits(TensorType::F16, 0x1p-24f), 0x0001);                    // least subnormal
+  EXPECT_EQ(half_bits(TensorType::F16, 0x1p-25f), 0x0000);                    // half of it: tie to even 0
   EXPECT_EQ(half_bits(TensorType::F16, std::nextafter(0x1p-25f, 1.0f)), 0x0001);
-  EXPECT_EQ(half_bits(TensorType::F16, 3 * 0x1p-25f), 0x0002);   // 1.5 units: tie to even 2
+  EXPECT_EQ(half_bits(TensorType::F16, 3 * 0x1p-25f), 0x0002);         // 1.5 units: tie to even 2
   EXPECT_EQ(half_bits(TensorType::F16, 0x1p-14f - 0x1p-25f), 0x0400);  // rounds up into the least normal
   EXPECT_EQ(half_bits(TensorType::F16, 1e-30f), 0x0000);
   EXPECT_EQ(half_bits(TensorType::F16, -1e-30f), 0x8000);
@@ -137,7 +137,8 @@ TEST(QuantF16, MatchesTheCpuConversion) {
   std::vector<float> values;
   for (std::uint64_t bits = 0; bits <= 0xffffffffu; bits += 4093) values.push_back(from_bits(static_cast<std::uint32_t>(bits)));
   for (std::uint32_t h = 0; h < 0x7c00; ++h) {  // every half midpoint and its neighbours
-    const std::uint32_t mid = std::bit_cast<std::uint32_t>(std::bit_cast<float>(widened_bits(TensorType::F16, static_cast<std::uint16_t>(h)))) + 0x1000u;
+    const std::uint32_t mid =
+        std::bit_cast<std::uint32_t>(std::bit_cast<float>(widened_bits(TensorType::F16, static_cast<std::uint16_t>(h)))) + 0x1000u;
     for (std::uint32_t d : {mid - 1, mid, mid + 1}) values.push_back(from_bits(d));
   }
   auto bytes = quantized(TensorType::F16, values);
@@ -155,12 +156,12 @@ TEST(QuantF16, MatchesTheCpuConversion) {
 
 TEST(QuantBF16, KnownAnswers) {
   EXPECT_EQ(half_bits(TensorType::BF16, 1.0f), 0x3f80);
-  EXPECT_EQ(half_bits(TensorType::BF16, from_bits(0x3f808000)), 0x3f80);  // tie, even: down
-  EXPECT_EQ(half_bits(TensorType::BF16, from_bits(0x3f818000)), 0x3f82);  // tie, odd: up
-  EXPECT_EQ(half_bits(TensorType::BF16, from_bits(0x3f808001)), 0x3f81);  // above the tie: up
-  EXPECT_EQ(half_bits(TensorType::BF16, from_bits(0x00008000)), 0x0000);  // subnormal tie: down, not flushed
-  EXPECT_EQ(half_bits(TensorType::BF16, from_bits(0x00018000)), 0x0002);  // subnormal tie, odd: up
-  EXPECT_EQ(half_bits(TensorType::BF16, from_bits(0x00010000)), 0x0001);  // least subnormal kept
+  EXPECT_EQ(half_bits(TensorType::BF16, from_bits(0x3f808000)), 0x3f80);              // tie, even: down
+  EXPECT_EQ(half_bits(TensorType::BF16, from_bits(0x3f818000)), 0x3f82);              // tie, odd: up
+  EXPECT_EQ(half_bits(TensorType::BF16, from_bits(0x3f808001)), 0x3f81);              // above the tie: up
+  EXPECT_EQ(half_bits(TensorType::BF16, from_bits(0x00008000)), 0x0000);              // subnormal tie: down, not flushed
+  EXPECT_EQ(half_bits(TensorType::BF16, from_bits(0x00018000)), 0x0002);              // subnormal tie, odd: up
+  EXPECT_EQ(half_bits(TensorType::BF16, from_bits(0x00010000)), 0x0001);              // least subnormal kept
   EXPECT_EQ(half_bits(TensorType::BF16, std::numeric_limits<float>::max()), 0x7f80);  // rounds to infinity
   EXPECT_EQ(half_bits(TensorType::BF16, -std::numeric_limits<float>::infinity()), 0xff80);
   EXPECT_EQ(half_bits(TensorType::BF16, from_bits(0x7f800001)), 0x7fc0);  // signalling NaN made quiet
@@ -169,8 +170,7 @@ TEST(QuantBF16, KnownAnswers) {
 }
 
 TEST(QuantBF16, WideningIsExactForEveryValue) {
-  for (std::uint32_t h = 0; h < 0x10000; ++h)
-    EXPECT_EQ(widened_bits(TensorType::BF16, static_cast<std::uint16_t>(h)), h << 16);
+  for (std::uint32_t h = 0; h < 0x10000; ++h) EXPECT_EQ(widened_bits(TensorType::BF16, static_cast<std::uint16_t>(h)), h << 16);
 }
 
 // ---- block types: known answers ---------------------------------------------------------------------
@@ -213,16 +213,16 @@ TEST(QuantQ4_0, KnownAnswer) {
   y[0] = 8, y[1] = -8;
   auto flipped = u8(quantized(TensorType::Q4_0, y));
   EXPECT_EQ(flipped[0], 0x00);
-  EXPECT_EQ(flipped[1], 0xbc);                // d = -1
-  EXPECT_EQ(flipped[2], 0x80);                // x = 8 -> 0, the zero at 16 -> 8
-  EXPECT_EQ(flipped[3] & 0xf, 15);            // x = -8 -> trunc(16.5) = 16, capped to 15
+  EXPECT_EQ(flipped[1], 0xbc);      // d = -1
+  EXPECT_EQ(flipped[2], 0x80);      // x = 8 -> 0, the zero at 16 -> 8
+  EXPECT_EQ(flipped[3] & 0xf, 15);  // x = -8 -> trunc(16.5) = 16, capped to 15
 }
 
 // Q4_1: d = (max - min) / 15, m = min, q = min(15, trunc((x - min)/d + 0.5)).
 TEST(QuantQ4_1, KnownAnswer) {
   std::vector<float> x(32);
   for (int j = 0; j < 32; ++j) x[j] = static_cast<float>(j % 16) - 1.0f;  // -1 .. 14: d = 1, m = -1
-  x[5] = 3.5f;                                                               // a tie: rounds up to 5
+  x[5] = 3.5f;                                                            // a tie: rounds up to 5
   auto got = u8(quantized(TensorType::Q4_1, x));
   ASSERT_EQ(got.size(), 20u);
   EXPECT_EQ(got[0], 0x00);
@@ -240,10 +240,10 @@ TEST(QuantQ5, KnownAnswers) {
   std::uint32_t qh = q50[2] | (q50[3] << 8) | (q50[4] << 16) | (static_cast<std::uint32_t>(q50[5]) << 24);
   EXPECT_EQ(q50[0], 0x00);
   EXPECT_EQ(q50[1], 0x3c);
-  EXPECT_EQ(qh, 0xfffffffeu);        // every code but element 0's (0) is >= 16
-  EXPECT_EQ(q50[6 + 0], 0x00);       // codes 0 and 16 (element 16 is 0)
-  EXPECT_EQ(q50[6 + 1], 0x0f);       // 31 & 15 and 16 & 15
-  EXPECT_EQ(q50[6 + 4], 0x10);       // element 4 (0 -> 16) and element 20 (1 -> 17)
+  EXPECT_EQ(qh, 0xfffffffeu);   // every code but element 0's (0) is >= 16
+  EXPECT_EQ(q50[6 + 0], 0x00);  // codes 0 and 16 (element 16 is 0)
+  EXPECT_EQ(q50[6 + 1], 0x0f);  // 31 & 15 and 16 & 15
+  EXPECT_EQ(q50[6 + 4], 0x10);  // element 4 (0 -> 16) and element 20 (1 -> 17)
   std::vector<float> y(32);
   for (int j = 0; j < 32; ++j) y[j] = static_cast<float>(j);  // Q5_1: d = 1, m = 0, codes = values
   auto q51 = u8(quantized(TensorType::Q5_1, y));
@@ -254,8 +254,8 @@ TEST(QuantQ5, KnownAnswers) {
 
 // Blocks of zeros come out as zero bytes (and d = 0) in every type, and read back as zeros.
 TEST(QuantBlocks, ZeroBlocksAreZeroBytes) {
-  for (TensorType type : {TensorType::Q4_1, TensorType::Q5_1, TensorType::Q8_0, TensorType::Q2_K, TensorType::Q3_K,
-                          TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K, TensorType::Q8_K}) {
+  for (TensorType type : {TensorType::Q4_1, TensorType::Q5_1, TensorType::Q8_0, TensorType::Q2_K, TensorType::Q3_K, TensorType::Q4_K,
+                          TensorType::Q5_K, TensorType::Q6_K, TensorType::Q8_K}) {
     std::vector<float> zeros(256, 0.0f);
     auto bytes = quantized(type, zeros);
     for (std::byte b : bytes) ASSERT_EQ(std::to_integer<int>(b), 0) << sw::type_name(type);
@@ -273,7 +273,7 @@ TEST(QuantBlocks, NonFiniteInputFollowsGgml) {
   x[3] = std::numeric_limits<float>::infinity();
   auto q = u8(quantized(TensorType::Q8_0, x));
   EXPECT_EQ(q[0], 0x00);
-  EXPECT_EQ(q[1], 0x7c);  // d = +inf
+  EXPECT_EQ(q[1], 0x7c);                                     // d = +inf
   for (int j = 0; j < 32; ++j) EXPECT_EQ(q[2 + j], 0) << j;  // x * (1/inf) = 0, inf * 0 = NaN -> 0
   std::vector<float> y(32, 2.0f);
   y[0] = std::numeric_limits<float>::quiet_NaN();  // ggml's MAX(a, b) takes the NaN, then drops it
@@ -290,11 +290,11 @@ TEST(QuantBlocks, NonFiniteInputFollowsGgml) {
   z[10] = std::numeric_limits<float>::quiet_NaN();
   z[20] = 127.0f;
   q = u8(quantized(TensorType::Q8_0, z));
-  EXPECT_EQ(q[1], 0x3c);       // d = 1, not 200 / 127
-  EXPECT_EQ(q[2 + 5], 200);    // 200 / 1, its low byte
+  EXPECT_EQ(q[1], 0x3c);     // d = 1, not 200 / 127
+  EXPECT_EQ(q[2 + 5], 200);  // 200 / 1, its low byte
   EXPECT_EQ(q[2 + 10], 0);
   EXPECT_EQ(q[2 + 20], 127);
-  z[5] = 3e9f;                 // beyond int32: cvttss2si's INT32_MIN, low byte 0
+  z[5] = 3e9f;  // beyond int32: cvttss2si's INT32_MIN, low byte 0
   q = u8(quantized(TensorType::Q8_0, z));
   EXPECT_EQ(q[2 + 5], 0);
   // Float32 subnormals: d = 1e-40 / 127 is 0 in float16 and 1/d overflows, every code reads 0.
@@ -304,9 +304,8 @@ TEST(QuantBlocks, NonFiniteInputFollowsGgml) {
   std::vector<float> wild(256);
   for (int j = 0; j < 256; ++j)
     wild[j] = j % 3 == 0 ? std::numeric_limits<float>::quiet_NaN() : (j % 3 == 1 ? -std::numeric_limits<float>::infinity() : 1e38f);
-  for (TensorType type : {TensorType::Q4_0, TensorType::Q4_1, TensorType::Q5_0, TensorType::Q5_1, TensorType::Q8_0,
-                          TensorType::Q8_1, TensorType::Q2_K, TensorType::Q3_K, TensorType::Q4_K, TensorType::Q5_K,
-                          TensorType::Q6_K, TensorType::Q8_K})
+  for (TensorType type : {TensorType::Q4_0, TensorType::Q4_1, TensorType::Q5_0, TensorType::Q5_1, TensorType::Q8_0, TensorType::Q8_1,
+                          TensorType::Q2_K, TensorType::Q3_K, TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K, TensorType::Q8_K})
     quantized(type, wild);
 }
 
@@ -380,10 +379,9 @@ TEST(QuantBlocks, RoundTripErrorIsBounded) {
   const struct {
     TensorType type;
     double bound;
-  } cases[] = {{TensorType::F16, 0.001}, {TensorType::BF16, 0.005}, {TensorType::Q8_0, 0.01}, {TensorType::Q8_1, 0.01},
-               {TensorType::Q8_K, 0.01}, {TensorType::Q6_K, 0.03}, {TensorType::Q5_0, 0.06}, {TensorType::Q5_1, 0.06},
-               {TensorType::Q5_K, 0.06}, {TensorType::Q4_0, 0.12}, {TensorType::Q4_1, 0.12}, {TensorType::Q4_K, 0.12},
-               {TensorType::Q3_K, 0.25}, {TensorType::Q2_K, 0.45}};
+  } cases[] = {{TensorType::F16, 0.001}, {TensorType::BF16, 0.005}, {TensorType::Q8_0, 0.01}, {TensorType::Q8_1, 0.01}, {TensorType::Q8_K, 0.01},
+               {TensorType::Q6_K, 0.03}, {TensorType::Q5_0, 0.06},  {TensorType::Q5_1, 0.06}, {TensorType::Q5_K, 0.06}, {TensorType::Q4_0, 0.12},
+               {TensorType::Q4_1, 0.12}, {TensorType::Q4_K, 0.12},  {TensorType::Q3_K, 0.25}, {TensorType::Q2_K, 0.45}};
   std::mt19937 rng(7);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   std::vector<float> x(256 * 64);
@@ -426,9 +424,9 @@ TEST(QuantQ8_0, RequantizingIsStable) {
 }
 
 TEST(QuantBlocks, SupportedTypesAreListed) {
-  for (TensorType type : {TensorType::F32, TensorType::F16, TensorType::BF16, TensorType::Q4_0, TensorType::Q4_1,
-                          TensorType::Q5_0, TensorType::Q5_1, TensorType::Q8_0, TensorType::Q8_1, TensorType::Q2_K,
-                          TensorType::Q3_K, TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K, TensorType::Q8_K}) {
+  for (TensorType type :
+       {TensorType::F32, TensorType::F16, TensorType::BF16, TensorType::Q4_0, TensorType::Q4_1, TensorType::Q5_0, TensorType::Q5_1, TensorType::Q8_0,
+        TensorType::Q8_1, TensorType::Q2_K, TensorType::Q3_K, TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K, TensorType::Q8_K}) {
     EXPECT_TRUE(sw::can_quantize(type)) << sw::type_name(type);
     EXPECT_TRUE(sw::can_dequantize(type)) << sw::type_name(type);
   }
@@ -436,8 +434,8 @@ TEST(QuantBlocks, SupportedTypesAreListed) {
     EXPECT_FALSE(sw::can_quantize(type)) << sw::type_name(type);
     EXPECT_TRUE(sw::can_dequantize(type)) << sw::type_name(type);
   }
-  for (TensorType type : {TensorType::IQ2_XXS, TensorType::IQ2_XS, TensorType::IQ3_XXS, TensorType::IQ1_S,
-                          TensorType::IQ3_S, TensorType::IQ2_S, TensorType::IQ1_M, TensorType::NVFP4}) {
+  for (TensorType type : {TensorType::IQ2_XXS, TensorType::IQ2_XS, TensorType::IQ3_XXS, TensorType::IQ1_S, TensorType::IQ3_S, TensorType::IQ2_S,
+                          TensorType::IQ1_M, TensorType::NVFP4}) {
     EXPECT_FALSE(sw::can_quantize(type)) << sw::type_name(type);
     EXPECT_FALSE(sw::can_dequantize(type)) << sw::type_name(type);
   }

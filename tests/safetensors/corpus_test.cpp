@@ -62,9 +62,9 @@ TEST(Corpus, FolderIsComplete) {
     kinds.insert(f.kind);
   }
   EXPECT_GE(valid, 5u);
-  for (const char* k : {"HeaderTooSmall", "HeaderTooLarge", "InvalidHeaderLength", "InvalidHeader",
-                        "InvalidHeaderDeserialization", "InvalidOffset", "TensorInvalidInfo", "MetadataIncompleteBuffer",
-                        "ValidationOverflow", "MisalignedSlice", "DuplicateKey", "NonCanonicalEntry", "UnknownField"})
+  for (const char* k : {"HeaderTooSmall", "HeaderTooLarge", "InvalidHeaderLength", "InvalidHeader", "InvalidHeaderDeserialization", "InvalidOffset",
+                        "TensorInvalidInfo", "MetadataIncompleteBuffer", "ValidationOverflow", "MisalignedSlice", "DuplicateKey", "NonCanonicalEntry",
+                        "UnknownField"})
     EXPECT_TRUE(kinds.count(k)) << "no corpus file for " << k;
 }
 
@@ -74,8 +74,7 @@ TEST_P(CorpusFileTest, HasTheKindInItsName) {
   const CorpusFile& f = GetParam();
   const std::string bytes = read_file_bytes(f.path);
   const bool unknown_field_only = f.kind == "UnknownField" || f.name.rfind("valid--unknown-", 0) == 0;
-  const std::optional<K> expected =
-      (f.kind == "valid" || f.kind == "UnknownField") ? std::nullopt : safeweights::error_kind_from_name(f.kind);
+  const std::optional<K> expected = (f.kind == "valid" || f.kind == "UnknownField") ? std::nullopt : safeweights::error_kind_from_name(f.kind);
   ASSERT_TRUE(f.kind == "valid" || safeweights::error_kind_from_name(f.kind).has_value()) << f.name;
 
   st::ReadOptions strict;

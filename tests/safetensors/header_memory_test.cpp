@@ -23,7 +23,6 @@ namespace {
 
 namespace st = safeweights::safetensors;
 
-
 constexpr std::uint64_t kTarget = 98'000'000;  // header bytes, just under the reference's cap
 
 // Writes a file whose header is `open` + entries from `entry(i)` until the header reaches kTarget
@@ -75,8 +74,10 @@ long long open_peak_bytes(const std::string& path) {
       const long before = status_kb("VmRSS:");
       auto r = st::Reader::open(path, safeweights::FileBackend::Pread);
       const long peak = status_kb("VmHWM:");
-      if (r.is_ok()) result = (peak - before) * 1024LL;
-      else std::fprintf(stderr, "%s\n", r.error().to_string().c_str());
+      if (r.is_ok())
+        result = (peak - before) * 1024LL;
+      else
+        std::fprintf(stderr, "%s\n", r.error().to_string().c_str());
     }
     (void)!::write(pipefd[1], &result, sizeof result);
     ::_exit(0);
@@ -109,14 +110,13 @@ class HeaderMemory : public ::testing::Test {
 };
 
 std::string tensor_entry(std::uint64_t i) {
-  return "\"t" + std::to_string(i) + "\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[" +
-         std::to_string(4 * i) + "," + std::to_string(4 * i + 4) + "]}";
+  return "\"t" + std::to_string(i) + "\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[" + std::to_string(4 * i) + "," +
+         std::to_string(4 * i + 4) + "]}";
 }
 
 TEST_F(HeaderMemory, EightMillionMetadataEntries) {
   const auto n = write_header(
-      path_, [](std::uint64_t i) { return "\"" + std::to_string(i) + "\":\"\""; }, [](std::uint64_t) { return 0; },
-      "{\"__metadata__\":{", "}}");
+      path_, [](std::uint64_t i) { return "\"" + std::to_string(i) + "\":\"\""; }, [](std::uint64_t) { return 0; }, "{\"__metadata__\":{", "}}");
   expect_small_multiple(n);
 }
 

@@ -21,9 +21,7 @@ using K = safeweights::ErrorKind;
 constexpr std::uint64_t kU64Max = ~std::uint64_t{0};
 
 // {"name": entry}
-std::string obj1(std::string_view name, std::string_view ent) {
-  return "{\"" + std::string(name) + "\":" + std::string(ent) + "}";
-}
+std::string obj1(std::string_view name, std::string_view ent) { return "{\"" + std::string(name) + "\":" + std::string(ent) + "}"; }
 // A valid one-tensor file: t F32 [2] [0,8] + 8 bytes.
 std::string valid_json() { return obj1("t", entry("F32", "2", 0, 8)); }
 
@@ -41,12 +39,8 @@ std::vector<RuleCase> cases() {
     v.push_back({std::move(name), std::move(bytes), k, false, std::move(tensor)});
   };
   auto ok = [&](std::string name, std::string bytes) { v.push_back({std::move(name), std::move(bytes), {}}); };
-  auto json_fail = [&](std::string name, std::string json, K k, std::uint64_t data = 0) {
-    fail(std::move(name), st_file(json, data), k);
-  };
-  auto json_ok = [&](std::string name, std::string json, std::uint64_t data = 0) {
-    ok(std::move(name), st_file(json, data));
-  };
+  auto json_fail = [&](std::string name, std::string json, K k, std::uint64_t data = 0) { fail(std::move(name), st_file(json, data), k); };
+  auto json_ok = [&](std::string name, std::string json, std::uint64_t data = 0) { ok(std::move(name), st_file(json, data)); };
 
   // ---- §1.2 steps 1-4: length prefix --------------------------------------------------------------
   for (int n = 0; n < 8; ++n) fail("TooSmall_" + std::to_string(n) + "_bytes", std::string(static_cast<std::size_t>(n), '\0'), K::HeaderTooSmall);
@@ -104,21 +98,17 @@ std::vector<RuleCase> cases() {
   json_fail("Json_nbsp_is_not_whitespace", "\xc2\xa0{}", K::InvalidHeaderDeserialization);
   json_ok("Json_leading_and_trailing_whitespace", "\x09\x0a{}\x0d\x20");
   json_ok("Json_reference_padding", "{}      ");
-  json_ok("Json_whitespace_everywhere",
-          " {\n\t\"t\" :\r{ \"dtype\" : \"F32\" , \"shape\" : [ 2 ] , \"data_offsets\" : [ 0 , 8 ] } }\n", 8);
+  json_ok("Json_whitespace_everywhere", " {\n\t\"t\" :\r{ \"dtype\" : \"F32\" , \"shape\" : [ 2 ] , \"data_offsets\" : [ 0 , 8 ] } }\n", 8);
   json_ok("Json_leading_whitespace_with_tensor", "\n\n\n\n" + valid_json(), 8);
 
   // ---- §1.3: strings ------------------------------------------------------------------------------
   json_fail("String_raw_control_char_in_name", obj1("a\x01", entry("F32", "2", 0, 8)), K::InvalidHeaderDeserialization, 8);
   json_fail("String_raw_newline_in_name", obj1("a\nb", entry("F32", "2", 0, 8)), K::InvalidHeaderDeserialization, 8);
-  json_fail("String_raw_tab_in_metadata",
-            "{\"__metadata__\":{\"k\":\"a\tb\"}}", K::InvalidHeaderDeserialization);
+  json_fail("String_raw_tab_in_metadata", "{\"__metadata__\":{\"k\":\"a\tb\"}}", K::InvalidHeaderDeserialization);
   json_fail("String_lone_high_surrogate", obj1("\\ud800", entry("F32", "2", 0, 8)), K::InvalidHeaderDeserialization, 8);
   json_fail("String_lone_low_surrogate", obj1("\\udc00", entry("F32", "2", 0, 8)), K::InvalidHeaderDeserialization, 8);
-  json_fail("String_high_surrogate_then_letter", obj1("\\ud800\\u0041", entry("F32", "2", 0, 8)),
-            K::InvalidHeaderDeserialization, 8);
-  json_fail("String_lone_surrogate_in_metadata", "{\"__metadata__\":{\"k\":\"\\ud800\"}}",
-            K::InvalidHeaderDeserialization);
+  json_fail("String_high_surrogate_then_letter", obj1("\\ud800\\u0041", entry("F32", "2", 0, 8)), K::InvalidHeaderDeserialization, 8);
+  json_fail("String_lone_surrogate_in_metadata", "{\"__metadata__\":{\"k\":\"\\ud800\"}}", K::InvalidHeaderDeserialization);
   json_fail("String_bad_escape_x", obj1("\\x41", entry("F32", "2", 0, 8)), K::InvalidHeaderDeserialization, 8);
   json_fail("String_bad_escape_quote", obj1("\\'", entry("F32", "2", 0, 8)), K::InvalidHeaderDeserialization, 8);
   json_fail("String_short_unicode_escape", obj1("\\u12", entry("F32", "2", 0, 8)), K::InvalidHeaderDeserialization, 8);
@@ -140,15 +130,11 @@ std::vector<RuleCase> cases() {
   json_fail("Metadata_is_string", "{\"__metadata__\":\"pt\"}", K::InvalidHeaderDeserialization);
   json_fail("Metadata_is_number", "{\"__metadata__\":0}", K::InvalidHeaderDeserialization);
   // A tensor named __metadata__ (issue #849) is read as metadata, whose values must be strings.
-  json_fail("Metadata_tensor_named_metadata", obj1("__metadata__", entry("F32", "1", 0, 4)),
-            K::InvalidHeaderDeserialization, 4);
+  json_fail("Metadata_tensor_named_metadata", obj1("__metadata__", entry("F32", "1", 0, 4)), K::InvalidHeaderDeserialization, 4);
   json_fail("Metadata_duplicate", "{\"__metadata__\":{},\"__metadata__\":{}}", K::InvalidHeaderDeserialization);
-  json_fail("Metadata_duplicate_null_first", "{\"__metadata__\":null,\"__metadata__\":{\"a\":\"b\"}}",
-            K::InvalidHeaderDeserialization);
-  json_fail("Metadata_duplicate_by_escape", "{\"__metadata__\":{},\"\\u005f_metadata__\":{}}",
-            K::InvalidHeaderDeserialization);
-  json_fail("Metadata_duplicate_far_apart",
-            "{\"__metadata__\":{\"a\":\"b\"},\"t\":" + entry("F32", "2", 0, 8) + ",\"__metadata__\":{}}",
+  json_fail("Metadata_duplicate_null_first", "{\"__metadata__\":null,\"__metadata__\":{\"a\":\"b\"}}", K::InvalidHeaderDeserialization);
+  json_fail("Metadata_duplicate_by_escape", "{\"__metadata__\":{},\"\\u005f_metadata__\":{}}", K::InvalidHeaderDeserialization);
+  json_fail("Metadata_duplicate_far_apart", "{\"__metadata__\":{\"a\":\"b\"},\"t\":" + entry("F32", "2", 0, 8) + ",\"__metadata__\":{}}",
             K::InvalidHeaderDeserialization, 8);
   json_ok("Metadata_after_tensors", "{\"t\":" + entry("F32", "2", 0, 8) + ",\"__metadata__\":{\"a\":\"b\"}}", 8);
 
@@ -161,11 +147,9 @@ std::vector<RuleCase> cases() {
             K::InvalidHeaderDeserialization, 8);
   json_fail("Entry_duplicate_shape", obj1("t", "{\"dtype\":\"F32\",\"shape\":[2],\"shape\":[2],\"data_offsets\":[0,8]}"),
             K::InvalidHeaderDeserialization, 8);
-  json_fail("Entry_duplicate_offsets",
-            obj1("t", "{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8],\"data_offsets\":[0,8]}"),
+  json_fail("Entry_duplicate_offsets", obj1("t", "{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8],\"data_offsets\":[0,8]}"),
             K::InvalidHeaderDeserialization, 8);
-  json_fail("Entry_duplicate_field_by_escape",
-            obj1("t", "{\"dtype\":\"F32\",\"\\u0064type\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}"),
+  json_fail("Entry_duplicate_field_by_escape", obj1("t", "{\"dtype\":\"F32\",\"\\u0064type\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}"),
             K::InvalidHeaderDeserialization, 8);
   json_fail("Entry_is_string", obj1("t", "\"F32\""), K::InvalidHeaderDeserialization);
   json_fail("Entry_is_number", obj1("t", "1"), K::InvalidHeaderDeserialization);
@@ -178,25 +162,19 @@ std::vector<RuleCase> cases() {
   json_fail("Dtype_with_space", obj1("t", entry("F32 ", "2", 0, 8)), K::InvalidHeaderDeserialization, 8);
   json_fail("Dtype_empty", obj1("t", entry("", "2", 0, 8)), K::InvalidHeaderDeserialization, 8);
   json_fail("Dtype_old_E8M0_alias", obj1("t", entry("E8M0", "8", 0, 8)), K::InvalidHeaderDeserialization, 8);
-  json_fail("Dtype_is_number", obj1("t", "{\"dtype\":17,\"shape\":[2],\"data_offsets\":[0,8]}"),
+  json_fail("Dtype_is_number", obj1("t", "{\"dtype\":17,\"shape\":[2],\"data_offsets\":[0,8]}"), K::InvalidHeaderDeserialization, 8);
+  json_fail("Dtype_is_null", obj1("t", "{\"dtype\":null,\"shape\":[2],\"data_offsets\":[0,8]}"), K::InvalidHeaderDeserialization, 8);
+  json_fail("Dtype_is_array", obj1("t", "{\"dtype\":[\"F32\"],\"shape\":[2],\"data_offsets\":[0,8]}"), K::InvalidHeaderDeserialization, 8);
+  json_fail("Dtype_object_form_two_keys", obj1("t", "{\"dtype\":{\"F32\":null,\"I32\":null},\"shape\":[2],\"data_offsets\":[0,8]}"),
             K::InvalidHeaderDeserialization, 8);
-  json_fail("Dtype_is_null", obj1("t", "{\"dtype\":null,\"shape\":[2],\"data_offsets\":[0,8]}"),
+  json_fail("Dtype_object_form_non_null_value", obj1("t", "{\"dtype\":{\"F32\":1},\"shape\":[2],\"data_offsets\":[0,8]}"),
             K::InvalidHeaderDeserialization, 8);
-  json_fail("Dtype_is_array", obj1("t", "{\"dtype\":[\"F32\"],\"shape\":[2],\"data_offsets\":[0,8]}"),
+  json_fail("Dtype_object_form_unknown_variant", obj1("t", "{\"dtype\":{\"F33\":null},\"shape\":[2],\"data_offsets\":[0,8]}"),
             K::InvalidHeaderDeserialization, 8);
-  json_fail("Dtype_object_form_two_keys",
-            obj1("t", "{\"dtype\":{\"F32\":null,\"I32\":null},\"shape\":[2],\"data_offsets\":[0,8]}"),
-            K::InvalidHeaderDeserialization, 8);
-  json_fail("Dtype_object_form_non_null_value",
-            obj1("t", "{\"dtype\":{\"F32\":1},\"shape\":[2],\"data_offsets\":[0,8]}"), K::InvalidHeaderDeserialization, 8);
-  json_fail("Dtype_object_form_unknown_variant",
-            obj1("t", "{\"dtype\":{\"F33\":null},\"shape\":[2],\"data_offsets\":[0,8]}"), K::InvalidHeaderDeserialization, 8);
-  json_fail("Dtype_object_form_empty", obj1("t", "{\"dtype\":{},\"shape\":[2],\"data_offsets\":[0,8]}"),
-            K::InvalidHeaderDeserialization, 8);
+  json_fail("Dtype_object_form_empty", obj1("t", "{\"dtype\":{},\"shape\":[2],\"data_offsets\":[0,8]}"), K::InvalidHeaderDeserialization, 8);
   json_ok("Entry_fields_in_any_order", obj1("t", "{\"data_offsets\":[0,8],\"shape\":[2],\"dtype\":\"F32\"}"), 8);
   json_ok("Entry_escaped_dtype_value", obj1("t", "{\"dtype\":\"\\u0046\\u0033\\u0032\",\"shape\":[2],\"data_offsets\":[0,8]}"), 8);
-  json_ok("Entry_escaped_field_names",
-          obj1("t", "{\"\\u0064type\":\"F32\",\"\\u0073hape\":[2],\"data\\u005foffsets\":[0,8]}"), 8);
+  json_ok("Entry_escaped_field_names", obj1("t", "{\"\\u0064type\":\"F32\",\"\\u0073hape\":[2],\"data\\u005foffsets\":[0,8]}"), 8);
   json_fail("Entry_escaped_dtype_value_wrong", obj1("t", "{\"dtype\":\"\\u0066\\u0033\\u0032\",\"shape\":[2],\"data_offsets\":[0,8]}"),
             K::InvalidHeaderDeserialization, 8);
   {
@@ -204,39 +182,31 @@ std::vector<RuleCase> cases() {
     for (int k = 0; k < 1000; ++k) ones += k ? ",1" : "1";
     json_ok("Shape_rank_1000", obj1("t", entry("U8", ones, 0, 1)), 1);
   }
-  json_fail("Shape_is_number", obj1("t", "{\"dtype\":\"F32\",\"shape\":2,\"data_offsets\":[0,8]}"),
-            K::InvalidHeaderDeserialization, 8);
-  json_fail("Shape_is_null", obj1("t", "{\"dtype\":\"F32\",\"shape\":null,\"data_offsets\":[0,8]}"),
-            K::InvalidHeaderDeserialization, 8);
+  json_fail("Shape_is_number", obj1("t", "{\"dtype\":\"F32\",\"shape\":2,\"data_offsets\":[0,8]}"), K::InvalidHeaderDeserialization, 8);
+  json_fail("Shape_is_null", obj1("t", "{\"dtype\":\"F32\",\"shape\":null,\"data_offsets\":[0,8]}"), K::InvalidHeaderDeserialization, 8);
   json_fail("Shape_nested_array", obj1("t", entry("F32", "[2]", 0, 8)), K::InvalidHeaderDeserialization, 8);
   json_fail("Offsets_length_0", obj1("t", entry("F32", "2", "")), K::InvalidHeaderDeserialization, 8);
   json_fail("Offsets_length_1", obj1("t", entry("F32", "2", "8")), K::InvalidHeaderDeserialization, 8);
   json_fail("Offsets_length_3", obj1("t", entry("F32", "2", "0,8,8")), K::InvalidHeaderDeserialization, 8);
-  json_fail("Offsets_is_object", obj1("t", "{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":{\"0\":0,\"1\":8}}"),
-            K::InvalidHeaderDeserialization, 8);
-  json_fail("Offsets_is_null", obj1("t", "{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":null}"),
-            K::InvalidHeaderDeserialization, 8);
+  json_fail("Offsets_is_object", obj1("t", "{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":{\"0\":0,\"1\":8}}"), K::InvalidHeaderDeserialization,
+            8);
+  json_fail("Offsets_is_null", obj1("t", "{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":null}"), K::InvalidHeaderDeserialization, 8);
 
   // ---- §1.3: integers (serde usize) ----------------------------------------------------------------
-  const char* bad_numbers[] = {"-1", "-0", "1.0", "1e3", "1E3", "01", "00", "18446744073709551616",
-                               "99999999999999999999999", "0.5", "2e0", "-1e3", "+1", "true", "null", "\"2\"", "0x2",
-                               "Infinity", "NaN", ".5"};
+  const char* bad_numbers[] = {
+      "-1",   "-0",   "1.0",   "1e3", "1E3",      "01",  "00", "18446744073709551616", "99999999999999999999999", "0.5", "2e0", "-1e3", "+1",
+      "true", "null", "\"2\"", "0x2", "Infinity", "NaN", ".5"};
   int i = 0;
   for (const char* n : bad_numbers) {
     const std::string idx = std::to_string(i++);
     json_fail("Number_in_shape_" + idx, obj1("t", entry("F32", n, 0, 8)), K::InvalidHeaderDeserialization, 8);
-    json_fail("Number_in_shape_second_" + idx, obj1("t", entry("F32", std::string("2,") + n, 0, 8)),
-              K::InvalidHeaderDeserialization, 8);
-    json_fail("Number_in_begin_" + idx, obj1("t", entry("F32", "2", std::string(n) + ",8")),
-              K::InvalidHeaderDeserialization, 8);
-    json_fail("Number_in_end_" + idx, obj1("t", entry("F32", "2", std::string("0,") + n)),
-              K::InvalidHeaderDeserialization, 8);
+    json_fail("Number_in_shape_second_" + idx, obj1("t", entry("F32", std::string("2,") + n, 0, 8)), K::InvalidHeaderDeserialization, 8);
+    json_fail("Number_in_begin_" + idx, obj1("t", entry("F32", "2", std::string(n) + ",8")), K::InvalidHeaderDeserialization, 8);
+    json_fail("Number_in_end_" + idx, obj1("t", entry("F32", "2", std::string("0,") + n)), K::InvalidHeaderDeserialization, 8);
   }
   // u64::MAX is a valid usize; it then fails validation.
-  fail("Number_u64_max_in_shape_overflows", st_file(obj1("t", entry("F32", "18446744073709551615", 0, 8)), 8),
-       K::ValidationOverflow, "t");
-  fail("Number_u64_max_in_end", st_file(obj1("t", entry("U8", "1", "0,18446744073709551615")), 1),
-       K::TensorInvalidInfo, "t");
+  fail("Number_u64_max_in_shape_overflows", st_file(obj1("t", entry("F32", "18446744073709551615", 0, 8)), 8), K::ValidationOverflow, "t");
+  fail("Number_u64_max_in_end", st_file(obj1("t", entry("U8", "1", "0,18446744073709551615")), 1), K::TensorInvalidInfo, "t");
   json_ok("Number_zero_dims", obj1("t", entry("F32", "0,0", 0, 0)));
 
   // ---- §1.5: per-tensor validation -----------------------------------------------------------------
@@ -250,43 +220,32 @@ std::vector<RuleCase> cases() {
     j += "}";
     json_fail("Validate_json_attack", j, K::InvalidOffset, 16);
   }
-  fail("Validate_hole", st_file("{\"a\":" + entry("F32", "1", 0, 4) + ",\"b\":" + entry("F32", "1", 8, 12) + "}", 12),
-       K::InvalidOffset, "b");
-  fail("Validate_overlap", st_file("{\"a\":" + entry("F32", "2", 0, 8) + ",\"b\":" + entry("F32", "2", 4, 12) + "}", 12),
-       K::InvalidOffset, "b");
+  fail("Validate_hole", st_file("{\"a\":" + entry("F32", "1", 0, 4) + ",\"b\":" + entry("F32", "1", 8, 12) + "}", 12), K::InvalidOffset, "b");
+  fail("Validate_overlap", st_file("{\"a\":" + entry("F32", "2", 0, 8) + ",\"b\":" + entry("F32", "2", 4, 12) + "}", 12), K::InvalidOffset, "b");
   fail("Validate_not_starting_at_0", st_file(obj1("a", entry("F32", "1", 4, 8)), 8), K::InvalidOffset, "a");
-  fail("Validate_end_before_begin",
-       st_file("{\"a\":" + entry("F32", "1", 0, 4) + ",\"b\":" + entry("F32", "1", 4, 2) + "}", 4), K::InvalidOffset, "b");
-  fail("Validate_zero_sized_inside_other",
-       st_file("{\"a\":" + entry("F32", "2", 0, 8) + ",\"z\":" + entry("F32", "0", 4, 4) + "}", 8), K::InvalidOffset, "z");
-  fail("Validate_duplicate_range",
-       st_file("{\"a\":" + entry("F32", "1", 0, 4) + ",\"b\":" + entry("F32", "1", 0, 4) + "}", 8), K::InvalidOffset);
+  fail("Validate_end_before_begin", st_file("{\"a\":" + entry("F32", "1", 0, 4) + ",\"b\":" + entry("F32", "1", 4, 2) + "}", 4), K::InvalidOffset,
+       "b");
+  fail("Validate_zero_sized_inside_other", st_file("{\"a\":" + entry("F32", "2", 0, 8) + ",\"z\":" + entry("F32", "0", 4, 4) + "}", 8),
+       K::InvalidOffset, "z");
+  fail("Validate_duplicate_range", st_file("{\"a\":" + entry("F32", "1", 0, 4) + ",\"b\":" + entry("F32", "1", 0, 4) + "}", 8), K::InvalidOffset);
   // Sorting is by (begin, end): z (0,0) precedes a (0,4) whatever the JSON order.
   json_ok("Validate_sort_by_begin_then_end", "{\"a\":" + entry("F32", "1", 0, 4) + ",\"z\":" + entry("F32", "0", 0, 0) + "}", 4);
-  json_ok("Validate_json_order_irrelevant",
-          "{\"b\":" + entry("F32", "1", 4, 8) + ",\"a\":" + entry("F32", "1", 0, 4) + "}", 8);
+  json_ok("Validate_json_order_irrelevant", "{\"b\":" + entry("F32", "1", 4, 8) + ",\"a\":" + entry("F32", "1", 0, 4) + "}", 8);
   fail("Validate_invalid_info_2x2_i32", st_file(obj1("t", entry("I32", "2,2", 0, 4)), 4), K::TensorInvalidInfo, "t");
   fail("Validate_invalid_info_too_long", st_file(obj1("t", entry("I32", "2,2", 0, 20)), 20), K::TensorInvalidInfo, "t");
   fail("Validate_invalid_info_rank0", st_file(obj1("t", entry("I32", "", 0, 8)), 8), K::TensorInvalidInfo, "t");
-  fail("Validate_invalid_info_zero_sized_with_bytes", st_file(obj1("t", entry("F32", "2,0", 0, 4)), 4),
-       K::TensorInvalidInfo, "t");
-  fail("Validate_overflow_2_x_2pow64m2", st_file(obj1("t", entry("F32", "2,18446744073709551614", 0, 8)), 8),
-       K::ValidationOverflow, "t");
-  fail("Validate_overflow_2_x_2pow63m1", st_file(obj1("t", entry("F32", "2,9223372036854775807", 0, 8)), 8),
-       K::ValidationOverflow, "t");
-  fail("Validate_overflow_bits_u8_2pow61", st_file(obj1("t", entry("U8", "2305843009213693952", 0, 8)), 8),
-       K::ValidationOverflow, "t");
-  fail("Validate_no_overflow_u8_2pow61m1", st_file(obj1("t", entry("U8", "2305843009213693951", 0, 8)), 8),
-       K::TensorInvalidInfo, "t");
+  fail("Validate_invalid_info_zero_sized_with_bytes", st_file(obj1("t", entry("F32", "2,0", 0, 4)), 4), K::TensorInvalidInfo, "t");
+  fail("Validate_overflow_2_x_2pow64m2", st_file(obj1("t", entry("F32", "2,18446744073709551614", 0, 8)), 8), K::ValidationOverflow, "t");
+  fail("Validate_overflow_2_x_2pow63m1", st_file(obj1("t", entry("F32", "2,9223372036854775807", 0, 8)), 8), K::ValidationOverflow, "t");
+  fail("Validate_overflow_bits_u8_2pow61", st_file(obj1("t", entry("U8", "2305843009213693952", 0, 8)), 8), K::ValidationOverflow, "t");
+  fail("Validate_no_overflow_u8_2pow61m1", st_file(obj1("t", entry("U8", "2305843009213693951", 0, 8)), 8), K::TensorInvalidInfo, "t");
   // The product is folded left to right with checked multiplication: an overflow before a zero dim
   // still overflows, a zero dim first keeps the product at 0.
-  fail("Validate_overflow_before_zero_dim", st_file(obj1("t", entry("F64", "18446744073709551615,2,0", 0, 0))),
-       K::ValidationOverflow, "t");
+  fail("Validate_overflow_before_zero_dim", st_file(obj1("t", entry("F64", "18446744073709551615,2,0", 0, 0))), K::ValidationOverflow, "t");
   json_ok("Validate_zero_dim_before_huge", obj1("t", entry("F64", "0,18446744073709551615,2", 0, 0)));
   fail("Validate_f4_1x3_misaligned", st_file(obj1("t", entry("F4", "1,3", 0, 2)), 2), K::MisalignedSlice, "t");
   fail("Validate_f4_rank0_misaligned", st_file(obj1("t", entry("F4", "", 0, 1)), 1), K::MisalignedSlice, "t");
-  fail("Validate_f4_misaligned_before_invalid_info", st_file(obj1("t", entry("F4", "3", 0, 100)), 100),
-       K::MisalignedSlice, "t");
+  fail("Validate_f4_misaligned_before_invalid_info", st_file(obj1("t", entry("F4", "3", 0, 100)), 100), K::MisalignedSlice, "t");
   json_ok("Validate_f4_3x2", obj1("t", entry("F4", "3,2", 0, 3)), 3);
   json_ok("Validate_f4_1x2", obj1("t", entry("F4", "1,2", 0, 1)), 1);
   fail("Validate_f6_e2m3_2_elems", st_file(obj1("t", entry("F6_E2M3", "2", 0, 2)), 2), K::MisalignedSlice, "t");
@@ -303,26 +262,20 @@ std::vector<RuleCase> cases() {
   json_ok("Validate_zero_tensors", "{}");
   json_ok("Validate_unpadded_odd_header", obj1("t", entry("U8", "3", 0, 3)), 3);
   // Order of rules: the first failing tensor in sorted order decides.
-  fail("Order_invalid_info_before_hole",
-       st_file("{\"a\":" + entry("I32", "2,2", 0, 4) + ",\"b\":" + entry("F32", "1", 8, 12) + "}", 12),
+  fail("Order_invalid_info_before_hole", st_file("{\"a\":" + entry("I32", "2,2", 0, 4) + ",\"b\":" + entry("F32", "1", 8, 12) + "}", 12),
        K::TensorInvalidInfo, "a");
   fail("Order_hole_before_invalid_info",
-       st_file("{\"a\":" + entry("F32", "1", 0, 4) + ",\"b\":" + entry("F32", "1", 8, 12) + ",\"c\":" +
-                   entry("I32", "2,2", 12, 14) + "}",
-               14),
+       st_file("{\"a\":" + entry("F32", "1", 0, 4) + ",\"b\":" + entry("F32", "1", 8, 12) + ",\"c\":" + entry("I32", "2,2", 12, 14) + "}", 14),
        K::InvalidOffset, "b");
-  fail("Order_offset_before_overflow_same_tensor", st_file(obj1("t", entry("F32", "2,18446744073709551614", 4, 8)), 8),
-       K::InvalidOffset, "t");
-  fail("Order_overflow_before_misaligned", st_file(obj1("t", entry("F4", "3,9223372036854775807", 0, 1)), 1),
-       K::ValidationOverflow, "t");
+  fail("Order_offset_before_overflow_same_tensor", st_file(obj1("t", entry("F32", "2,18446744073709551614", 4, 8)), 8), K::InvalidOffset, "t");
+  fail("Order_overflow_before_misaligned", st_file(obj1("t", entry("F4", "3,9223372036854775807", 0, 1)), 1), K::ValidationOverflow, "t");
   // Schema errors anywhere beat validation errors.
-  json_fail("Order_schema_beats_offsets",
-            "{\"a\":" + entry("F32", "1", 4, 8) + ",\"b\":" + entry("F99", "1", 0, 4) + "}", K::InvalidHeaderDeserialization, 8);
+  json_fail("Order_schema_beats_offsets", "{\"a\":" + entry("F32", "1", 4, 8) + ",\"b\":" + entry("F99", "1", 0, 4) + "}",
+            K::InvalidHeaderDeserialization, 8);
 
   // ---- §1.2 step 9: the data must end exactly at the end of the file --------------------------------
   fail("Incomplete_trailing_byte", st_file(valid_json(), 9), K::MetadataIncompleteBuffer);
-  fail("Incomplete_trailing_polyglot", st_file(valid_json(), 8) + "PK\x05\x06" + std::string(18, '\0'),
-       K::MetadataIncompleteBuffer);
+  fail("Incomplete_trailing_polyglot", st_file(valid_json(), 8) + "PK\x05\x06" + std::string(18, '\0'), K::MetadataIncompleteBuffer);
   fail("Incomplete_missing_2_bytes", st_file(valid_json(), 6), K::MetadataIncompleteBuffer);
   fail("Incomplete_no_data_at_all", st_file(valid_json(), 0), K::MetadataIncompleteBuffer);
   fail("Incomplete_zero_tensors_with_data", st_file("{}", 1), K::MetadataIncompleteBuffer);
@@ -332,45 +285,42 @@ std::vector<RuleCase> cases() {
   // ---- unknown fields (ignored by the reference) ---------------------------------------------------
   json_ok("Unknown_field_accepted", obj1("t", "{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8],\"extra\":1}"), 8);
   json_ok("Unknown_field_first", obj1("t", "{\"x\":{\"y\":[1,2,{}]},\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}"), 8);
-  v.push_back({"Unknown_field_strict", st_file(obj1("t", "{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8],\"extra\":1}"), 8),
-               K::UnknownField, true, "t"});
+  v.push_back({"Unknown_field_strict", st_file(obj1("t", "{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8],\"extra\":1}"), 8), K::UnknownField,
+               true, "t"});
   v.push_back({"Unknown_field_strict_reference_error_first",
-               st_file(obj1("t", "{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12],\"extra\":1}"), 12),
-               K::InvalidOffset, true, "t"});
+               st_file(obj1("t", "{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12],\"extra\":1}"), 12), K::InvalidOffset, true, "t"});
   v.push_back({"Unknown_field_strict_valid_file_ok", st_file(valid_json(), 8), std::nullopt, true});
-  v.push_back({"Unknown_field_strict_metadata_is_fine",
-               st_file("{\"__metadata__\":{\"x\":\"y\"},\"t\":" + entry("F32", "2", 0, 8) + "}", 8), std::nullopt, true});
+  v.push_back({"Unknown_field_strict_metadata_is_fine", st_file("{\"__metadata__\":{\"x\":\"y\"},\"t\":" + entry("F32", "2", 0, 8) + "}", 8),
+               std::nullopt, true});
   json_fail("Unknown_field_invalid_json_inside", obj1("t", "{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8],\"x\":[1,]}"),
             K::InvalidHeaderDeserialization, 8);
-  json_fail("Unknown_field_lone_surrogate_inside",
-            obj1("t", "{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8],\"x\":\"\\udfff\"}"), K::InvalidHeaderDeserialization, 8);
-  json_fail("Unknown_field_bad_number_inside",
-            obj1("t", "{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8],\"x\":01}"), K::InvalidHeaderDeserialization, 8);
+  json_fail("Unknown_field_lone_surrogate_inside", obj1("t", "{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8],\"x\":\"\\udfff\"}"),
+            K::InvalidHeaderDeserialization, 8);
+  json_fail("Unknown_field_bad_number_inside", obj1("t", "{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8],\"x\":01}"),
+            K::InvalidHeaderDeserialization, 8);
 
   // ---- our stricter rules: only after every reference rule passes ----------------------------------
-  json_fail("Strict_duplicate_tensor_last_wins_valid",
-            "{\"a\":" + entry("F32", "1", 0, 4) + ",\"a\":" + entry("F32", "1", 0, 4) + "}", K::DuplicateKey, 4);
+  json_fail("Strict_duplicate_tensor_last_wins_valid", "{\"a\":" + entry("F32", "1", 0, 4) + ",\"a\":" + entry("F32", "1", 0, 4) + "}",
+            K::DuplicateKey, 4);
   json_fail("Strict_duplicate_tensor_last_wins_valid_different_dtype",
             "{\"a\":" + entry("F32", "1", 0, 4) + ",\"a\":" + entry("I32", "1", 0, 4) + "}", K::DuplicateKey, 4);
   // Last wins leaves a at [4,8]: a hole at 0, the reference's InvalidOffset (issue #401).
-  fail("Strict_duplicate_tensor_last_wins_hole",
-       st_file("{\"a\":" + entry("F32", "1", 0, 4) + ",\"a\":" + entry("F32", "1", 4, 8) + "}", 8), K::InvalidOffset, "a");
+  fail("Strict_duplicate_tensor_last_wins_hole", st_file("{\"a\":" + entry("F32", "1", 0, 4) + ",\"a\":" + entry("F32", "1", 4, 8) + "}", 8),
+       K::InvalidOffset, "a");
   // First wins would be valid here; last wins is [0,8] over 4 bytes of data.
-  json_fail("Strict_duplicate_tensor_last_wins_incomplete",
-            "{\"a\":" + entry("F32", "1", 0, 4) + ",\"a\":" + entry("F32", "2", 0, 8) + "}", K::MetadataIncompleteBuffer, 4);
+  json_fail("Strict_duplicate_tensor_last_wins_incomplete", "{\"a\":" + entry("F32", "1", 0, 4) + ",\"a\":" + entry("F32", "2", 0, 8) + "}",
+            K::MetadataIncompleteBuffer, 4);
   // Every duplicate is deserialized by the reference, so a bad earlier entry is a schema error.
-  json_fail("Strict_duplicate_tensor_bad_first_entry",
-            "{\"a\":" + entry("X32", "1", 0, 4) + ",\"a\":" + entry("F32", "1", 0, 4) + "}", K::InvalidHeaderDeserialization, 4);
-  json_fail("Strict_duplicate_tensor_by_escape",
-            "{\"a\":" + entry("F32", "1", 0, 4) + ",\"\\u0061\":" + entry("F32", "1", 0, 4) + "}", K::DuplicateKey, 4);
+  json_fail("Strict_duplicate_tensor_bad_first_entry", "{\"a\":" + entry("X32", "1", 0, 4) + ",\"a\":" + entry("F32", "1", 0, 4) + "}",
+            K::InvalidHeaderDeserialization, 4);
+  json_fail("Strict_duplicate_tensor_by_escape", "{\"a\":" + entry("F32", "1", 0, 4) + ",\"\\u0061\":" + entry("F32", "1", 0, 4) + "}",
+            K::DuplicateKey, 4);
   json_fail("Strict_duplicate_metadata_key", "{\"__metadata__\":{\"k\":\"1\",\"k\":\"2\"}}", K::DuplicateKey);
   json_fail("Strict_duplicate_metadata_key_by_escape", "{\"__metadata__\":{\"k\":\"1\",\"\\u006b\":\"2\"}}", K::DuplicateKey);
-  json_fail("Strict_duplicate_metadata_key_non_string", "{\"__metadata__\":{\"k\":\"1\",\"k\":2}}",
-            K::InvalidHeaderDeserialization);
-  json_fail("Strict_duplicate_metadata_key_and_incomplete", "{\"__metadata__\":{\"k\":\"1\",\"k\":\"2\"}}",
-            K::MetadataIncompleteBuffer, 1);
-  json_fail("Strict_duplicate_unknown_field",
-            obj1("t", "{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8],\"x\":1,\"x\":2}"), K::DuplicateKey, 8);
+  json_fail("Strict_duplicate_metadata_key_non_string", "{\"__metadata__\":{\"k\":\"1\",\"k\":2}}", K::InvalidHeaderDeserialization);
+  json_fail("Strict_duplicate_metadata_key_and_incomplete", "{\"__metadata__\":{\"k\":\"1\",\"k\":\"2\"}}", K::MetadataIncompleteBuffer, 1);
+  json_fail("Strict_duplicate_unknown_field", obj1("t", "{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8],\"x\":1,\"x\":2}"), K::DuplicateKey,
+            8);
   json_fail("Strict_duplicate_key_nested_in_unknown_field",
             obj1("t", "{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8],\"x\":{\"y\":1,\"y\":1}}"), K::DuplicateKey, 8);
   json_fail("Strict_array_form_entry", obj1("t", "[\"F32\",[2],[0,8]]"), K::NonCanonicalEntry, 8);
@@ -380,12 +330,11 @@ std::vector<RuleCase> cases() {
   json_fail("Strict_array_form_entry_too_long", obj1("t", "[\"F32\",[2],[0,8],1]"), K::InvalidHeaderDeserialization, 8);
   json_fail("Strict_array_form_entry_bad_dtype", obj1("t", "[\"F31\",[2],[0,8]]"), K::InvalidHeaderDeserialization, 8);
   json_fail("Strict_array_form_empty", obj1("t", "[]"), K::InvalidHeaderDeserialization);
-  json_fail("Strict_object_form_dtype", obj1("t", "{\"dtype\":{\"F32\":null},\"shape\":[2],\"data_offsets\":[0,8]}"),
-            K::NonCanonicalEntry, 8);
-  json_fail("Strict_object_form_dtype_invalid_info",
-            obj1("t", "{\"dtype\":{\"F32\":null},\"shape\":[2],\"data_offsets\":[0,4]}"), K::TensorInvalidInfo, 4);
-  json_fail("Strict_object_form_dtype_incomplete",
-            obj1("t", "{\"dtype\":{\"F32\":null},\"shape\":[2],\"data_offsets\":[0,8]}"), K::MetadataIncompleteBuffer, 9);
+  json_fail("Strict_object_form_dtype", obj1("t", "{\"dtype\":{\"F32\":null},\"shape\":[2],\"data_offsets\":[0,8]}"), K::NonCanonicalEntry, 8);
+  json_fail("Strict_object_form_dtype_invalid_info", obj1("t", "{\"dtype\":{\"F32\":null},\"shape\":[2],\"data_offsets\":[0,4]}"),
+            K::TensorInvalidInfo, 4);
+  json_fail("Strict_object_form_dtype_incomplete", obj1("t", "{\"dtype\":{\"F32\":null},\"shape\":[2],\"data_offsets\":[0,8]}"),
+            K::MetadataIncompleteBuffer, 9);
   return v;
 }
 
@@ -446,10 +395,9 @@ TEST(HeaderParse, NoMetadata) {
 }
 
 TEST(HeaderParse, MetadataValuesInFileOrderAndUnescaped) {
-  auto r = parse(st_file(
-      "{\"t\":" + entry("U8", "1", 0, 1) +
-          ",\"__metadata__\":{\"z\":\"1\",\"a\":\"x\\\"y\\\\z\\n\\u00e9\\ud83d\\ude00\",\"\":\"\",\"m\":\"\\u0000\"}}",
-      1));
+  auto r = parse(st_file("{\"t\":" + entry("U8", "1", 0, 1) +
+                             ",\"__metadata__\":{\"z\":\"1\",\"a\":\"x\\\"y\\\\z\\n\\u00e9\\ud83d\\ude00\",\"\":\"\",\"m\":\"\\u0000\"}}",
+                         1));
   ASSERT_TRUE(IsOk(r));
   ASSERT_TRUE(r->has_metadata());
   const auto& md = r->metadata();
@@ -477,8 +425,8 @@ TEST(HeaderParse, MetadataKeyWrittenWithEscapeIsMetadata) {
 
 TEST(HeaderParse, TensorsInOffsetOrderWithInfo) {
   // JSON order c, a, b, z; offset order z(0,0) a(0,8) b(8,10) c(10,10).
-  const std::string j = "{\"c\":" + entry("I8", "0", 10, 10) + ",\"a\":" + entry("F32", "2", 0, 8) +
-                        ",\"b\":" + entry("BF16", "", 8, 10) + ",\"z\":" + entry("F64", "3,0,2", 0, 0) + "}";
+  const std::string j = "{\"c\":" + entry("I8", "0", 10, 10) + ",\"a\":" + entry("F32", "2", 0, 8) + ",\"b\":" + entry("BF16", "", 8, 10) +
+                        ",\"z\":" + entry("F64", "3,0,2", 0, 0) + "}";
   auto r = parse(st_file(j, 10));
   ASSERT_TRUE(IsOk(r));
   const auto ts = r->tensors();
@@ -634,8 +582,7 @@ TEST(JsonDepth, UnclosedDeepNestingIsRejected) {
 // ---- error context ---------------------------------------------------------------------------------
 
 TEST(HeaderErrors, ToStringMentionsFileKindAndTensor) {
-  auto r = parse(st_file("{\"a\":" + entry("F32", "1", 0, 4) + ",\"weird\":" + entry("F32", "1", 8, 12) + "}", 12),
-                 {}, "model.safetensors");
+  auto r = parse(st_file("{\"a\":" + entry("F32", "1", 0, 4) + ",\"weird\":" + entry("F32", "1", 8, 12) + "}", 12), {}, "model.safetensors");
   ASSERT_TRUE(IsKind(r, K::InvalidOffset));
   EXPECT_EQ(r.error().context().tensor, "weird");
   const std::string s = r.error().to_string();
@@ -653,10 +600,8 @@ TEST(HeaderErrors, DuplicateTensorNameIsInContext) {
 TEST(HeaderErrors, UnknownFieldNamesTheTensor) {
   ReadOptions strict;
   strict.reject_unknown_fields = true;
-  auto r = parse(st_file("{\"ok\":" + entry("F32", "1", 0, 4) +
-                             ",\"bad\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8],\"note\":\"x\"}}",
-                         8),
-                 strict);
+  auto r = parse(
+      st_file("{\"ok\":" + entry("F32", "1", 0, 4) + ",\"bad\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8],\"note\":\"x\"}}", 8), strict);
   ASSERT_TRUE(IsKind(r, K::UnknownField));
   EXPECT_EQ(r.error().context().tensor, "bad");
 }

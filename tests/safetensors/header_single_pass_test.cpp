@@ -42,15 +42,13 @@ TEST(HeaderSinglePass, FirstStageErrorsComeBeforeEarlierOnes) {
 TEST(HeaderSinglePass, NumbersAsSimdjsonReadsThem) {
   const std::string big = R"({"t":{"dtype":"F32","shape":[18446744073709551616],"data_offsets":[0,4]}})";
   EXPECT_EQ(message_of(big), syntax(simdjson::NUMBER_ERROR));
-  EXPECT_EQ(message_of(R"({"t":{"dtype":"F32","shape":[1],"data_offsets":[0,4],"x":-9223372036854775809}})"),
-            syntax(simdjson::NUMBER_ERROR));
+  EXPECT_EQ(message_of(R"({"t":{"dtype":"F32","shape":[1],"data_offsets":[0,4],"x":-9223372036854775809}})"), syntax(simdjson::NUMBER_ERROR));
   EXPECT_EQ(message_of(R"({"t":{"dtype":"F32","shape":[1],"data_offsets":[0,4],"x":1e999}})"), syntax(simdjson::NUMBER_ERROR));
   EXPECT_EQ(message_of(R"({"t":{"dtype":"F32","shape":[1.0],"data_offsets":[0,4]}})"), "shape must hold non-negative integers");
 }
 
 TEST(HeaderSinglePass, NegativeZeroBeatsSchemaErrors) {
-  EXPECT_EQ(message_of(R"({"t":{"dtype":"X","shape":[-0],"data_offsets":[0,4]}})"),
-            "invalid JSON in header: -0 is not an unsigned integer");
+  EXPECT_EQ(message_of(R"({"t":{"dtype":"X","shape":[-0],"data_offsets":[0,4]}})"), "invalid JSON in header: -0 is not an unsigned integer");
 }
 
 TEST(HeaderSinglePass, TheFirstSchemaErrorIsReported) {

@@ -49,9 +49,37 @@ struct Case {
 // UTF-8 (2, 3 and 4 bytes, U+2028, BOM, a character whose escape is a surrogate pair).
 const std::vector<std::string>& name_pieces() {
   static const std::vector<std::string> pieces = [] {
-    std::vector<std::string> p = {"a", "b", "z", "A", "Z", "0", "9", ".", "_", "-", " ", "\"", "\\", "/", "\x7f",
-                                  "\xc3\xa9", "\xc3\x9f", "\xe4\xb8\xad", "\xe2\x80\xa8", "\xef\xbb\xbf", "\xf0\x9f\x98\x80",
-                                  "\xf4\x8f\xbf\xbf", "layer", "weight", "__", "{", "}", ":", ",", "[", "]"};
+    std::vector<std::string> p = {"a",
+                                  "b",
+                                  "z",
+                                  "A",
+                                  "Z",
+                                  "0",
+                                  "9",
+                                  ".",
+                                  "_",
+                                  "-",
+                                  " ",
+                                  "\"",
+                                  "\\",
+                                  "/",
+                                  "\x7f",
+                                  "\xc3\xa9",
+                                  "\xc3\x9f",
+                                  "\xe4\xb8\xad",
+                                  "\xe2\x80\xa8",
+                                  "\xef\xbb\xbf",
+                                  "\xf0\x9f\x98\x80",
+                                  "\xf4\x8f\xbf\xbf",
+                                  "layer",
+                                  "weight",
+                                  "__",
+                                  "{",
+                                  "}",
+                                  ":",
+                                  ",",
+                                  "[",
+                                  "]"};
     for (int c = 0; c < 0x20; ++c) p.push_back(std::string(1, static_cast<char>(c)));
     return p;
   }();

@@ -97,8 +97,7 @@ TEST(ShardedWrite, GreedySplitIndexAndReadBack) {
   opt.max_shard_bytes = 48;
   auto res = st::write_sharded(dir.path(), tv, opt);
   ASSERT_TRUE(IsOk(res));
-  const std::vector<std::string> files = {"model-00001-of-00003.safetensors", "model-00002-of-00003.safetensors",
-                                          "model-00003-of-00003.safetensors"};
+  const std::vector<std::string> files = {"model-00001-of-00003.safetensors", "model-00002-of-00003.safetensors", "model-00003-of-00003.safetensors"};
   EXPECT_EQ(res->files, files);
   EXPECT_EQ(res->index_file, "model.safetensors.index.json");
   auto listing = files;
@@ -108,8 +107,7 @@ TEST(ShardedWrite, GreedySplitIndexAndReadBack) {
 
   const Index idx = read_index(dir.file("model.safetensors.index.json"));
   EXPECT_EQ(idx.total_size, 104u);
-  const std::map<std::string, std::string> expected_map = {
-      {"a", files[0]}, {"b", files[0]}, {"c", files[1]}, {"d", files[1]}, {"e", files[2]}};
+  const std::map<std::string, std::string> expected_map = {{"a", files[0]}, {"b", files[0]}, {"c", files[1]}, {"d", files[1]}, {"e", files[2]}};
   EXPECT_EQ(idx.weight_map, expected_map);
 
   // Each shard is an ordinary safetensors file with the default shard metadata.
@@ -129,8 +127,7 @@ TEST(ShardedWrite, GreedySplitIndexAndReadBack) {
   ASSERT_TRUE(IsOk(sr));
   EXPECT_EQ(sr->shards().size(), 3u);
   EXPECT_EQ(sr->shard_files().size(), 3u);
-  EXPECT_EQ(std::set<std::string>(sr->shard_files().begin(), sr->shard_files().end()),
-            std::set<std::string>(files.begin(), files.end()));
+  EXPECT_EQ(std::set<std::string>(sr->shard_files().begin(), sr->shard_files().end()), std::set<std::string>(files.begin(), files.end()));
   ASSERT_TRUE(sr->index_metadata().count("total_size"));
   EXPECT_EQ(sr->index_metadata().at("total_size"), "104");
   check_reads_back(*sr, in);
@@ -243,8 +240,7 @@ TEST_F(ShardedRead, HandMadeIndexOpens) {
   ASSERT_TRUE(r->index_metadata().count("nested"));
   // Non-string values are kept as JSON text; compare without whitespace.
   std::string nested = r->index_metadata().at("nested");
-  nested.erase(std::remove_if(nested.begin(), nested.end(), [](char c) { return std::isspace(static_cast<unsigned char>(c)); }),
-               nested.end());
+  nested.erase(std::remove_if(nested.begin(), nested.end(), [](char c) { return std::isspace(static_cast<unsigned char>(c)); }), nested.end());
   EXPECT_EQ(nested, "{\"a\":[1,2]}");
 }
 
@@ -267,9 +263,8 @@ TEST_F(ShardedRead, ShardNameMustBeAPlainFileName) {
   // Put a real copy one level up and in a subfolder so that only the name rule can refuse these.
   fs::create_directory(dir_.file("sub"));
   fs::copy_file(dir_.file(kS2), dir_.file(std::string("sub/") + kS2));
-  for (const std::string& bad : {std::string("../") + fs::path(dir_.path()).filename().string() + "/" + kS2,
-                                 std::string("sub/") + kS2, dir_.file(kS2), std::string("./") + kS2, std::string(".."),
-                                 std::string(""), std::string(".")}) {
+  for (const std::string& bad : {std::string("../") + fs::path(dir_.path()).filename().string() + "/" + kS2, std::string("sub/") + kS2,
+                                 dir_.file(kS2), std::string("./") + kS2, std::string(".."), std::string(""), std::string(".")}) {
     const std::string m = std::string("{\"x\":\"") + kS1 + "\",\"y\":\"" + kS1 + "\",\"z\":\"" + bad + "\"}";
     EXPECT_TRUE(IsKind(ShardedReader::open(index(m)), K::InvalidIndex)) << "shard name '" << bad << "'";
   }
@@ -277,11 +272,10 @@ TEST_F(ShardedRead, ShardNameMustBeAPlainFileName) {
 
 TEST_F(ShardedRead, MalformedIndex) {
   for (const std::string& text :
-       {std::string(""), std::string("{"), std::string("[]"), std::string("null"), std::string("{}"),
-        std::string("{\"metadata\":{}}"), std::string("{\"weight_map\":[]}"), std::string("{\"weight_map\":\"x\"}"),
-        std::string("{\"weight_map\":{\"x\":1}}"), std::string("{\"weight_map\":{\"x\":null}}"),
-        std::string("{\"weight_map\":{\"x\":\"") + kS1 + "\"},}", std::string("{\"weight_map\":{}} trailing"),
-        std::string("\xff\xfe{}")}) {
+       {std::string(""), std::string("{"), std::string("[]"), std::string("null"), std::string("{}"), std::string("{\"metadata\":{}}"),
+        std::string("{\"weight_map\":[]}"), std::string("{\"weight_map\":\"x\"}"), std::string("{\"weight_map\":{\"x\":1}}"),
+        std::string("{\"weight_map\":{\"x\":null}}"), std::string("{\"weight_map\":{\"x\":\"") + kS1 + "\"},}",
+        std::string("{\"weight_map\":{}} trailing"), std::string("\xff\xfe{}")}) {
     EXPECT_TRUE(IsKind(ShardedReader::open(raw_index(text)), K::InvalidIndex)) << "index: " << hexdump(text);
   }
 }
@@ -303,8 +297,6 @@ TEST_F(ShardedRead, CorruptShardReportsItsOwnKind) {
   EXPECT_NE(r.error().context().file.find(kS2), std::string::npos) << describe(r.error());
 }
 
-TEST_F(ShardedRead, MissingIndexFile) {
-  EXPECT_TRUE(IsKind(ShardedReader::open(dir_.file("nope.safetensors.index.json")), K::FileNotFound));
-}
+TEST_F(ShardedRead, MissingIndexFile) { EXPECT_TRUE(IsKind(ShardedReader::open(dir_.file("nope.safetensors.index.json")), K::FileNotFound)); }
 
 }  // namespace

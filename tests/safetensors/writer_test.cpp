@@ -73,8 +73,7 @@ std::string serialize_str(const std::vector<Owned>& tensors, const Metadata& md 
 }
 
 // Serializes, compares with `expected` byte for byte, and reads the bytes back.
-void check_vector(const std::vector<Owned>& tensors, const Metadata& md, const std::string& expected,
-                  std::uint64_t expected_n) {
+void check_vector(const std::vector<Owned>& tensors, const Metadata& md, const std::string& expected, std::uint64_t expected_n) {
   ASSERT_EQ(expected.size() >= 8, true);
   const std::string got = serialize_str(tensors, md);
   EXPECT_EQ(hexdump(got, 1000), hexdump(expected, 1000));
@@ -120,8 +119,7 @@ TEST(WriterVectors, I32AndF16ForcesAlignmentAndIsOrderIndependent) {
 }
 
 TEST(WriterVectors, MetadataFrameworkPt) {
-  const std::string json =
-      R"({"__metadata__":{"framework":"pt"},"test1":{"dtype":"I32","shape":[2,2],"data_offsets":[0,16]}})";
+  const std::string json = R"({"__metadata__":{"framework":"pt"},"test1":{"dtype":"I32","shape":[2,2],"data_offsets":[0,16]}})";
   ASSERT_EQ(json.size(), 95u);
   const std::string expected = expected_file(json, 1, zeros(16));
   ASSERT_EQ(expected[0], '`');
@@ -186,8 +184,8 @@ TEST(WriterVectors, EmptyMetadataNoTensorsIsValidJson) {
 TEST(WriterVectors, EmptyMetadataWithTensor) {
   const std::string json = R"({"__metadata__":{},"t":{"dtype":"U8","shape":[3],"data_offsets":[0,3]}})";
   const auto data = hexbytes({1, 2, 3});
-  check_vector({{"t", TensorType::U8, {3}, data}}, MetadataEntries{},
-               expected_file(json, (8 - json.size() % 8) % 8, data), json.size() + (8 - json.size() % 8) % 8);
+  check_vector({{"t", TensorType::U8, {3}, data}}, MetadataEntries{}, expected_file(json, (8 - json.size() % 8) % 8, data),
+               json.size() + (8 - json.size() % 8) % 8);
 }
 
 TEST(WriterVectors, ScalarAndZeroSized) {
@@ -207,9 +205,9 @@ TEST(WriterVectors, ScalarAndZeroSized) {
 
 TEST(WriterOrder, DtypeDescendingThenName) {
   // Reference §2.1's effective write order, written out independently of the enum.
-  const std::vector<std::string> expected = {"U64", "I64", "F64", "C64", "F32", "U32", "I32", "BF16",
-                                             "F16", "U16", "I16", "F8_E5M2FNUZ", "F8_E4M3FNUZ", "F8_E8M0",
-                                             "F8_E4M3", "F8_E5M2", "I8", "U8", "F6_E3M2", "F6_E2M3", "F4", "BOOL"};
+  const std::vector<std::string> expected = {"U64", "I64", "F64",     "C64",         "F32",         "U32",     "I32",     "BF16",
+                                             "F16", "U16", "I16",     "F8_E5M2FNUZ", "F8_E4M3FNUZ", "F8_E8M0", "F8_E4M3", "F8_E5M2",
+                                             "I8",  "U8",  "F6_E3M2", "F6_E2M3",     "F4",          "BOOL"};
   std::vector<Owned> in;
   for (TensorType d : all_dtypes()) {
     const auto n = byte_size(d, 8).value();
@@ -324,8 +322,7 @@ TEST(WriterJson, EveryControlByteEscape) {
 
 TEST(WriterJson, MetadataSortedAndEscaped) {
   MetadataEntries md = {{"b", "1"}, {"a", "x\"y\n"}, {"B", "\\"}, {"\xc3\xa9", "\xe4\xb8\xad"}, {"", ""}};
-  const std::string json =
-      "{\"__metadata__\":{\"\":\"\",\"B\":\"\\\\\",\"a\":\"x\\\"y\\n\",\"b\":\"1\",\"\xc3\xa9\":\"\xe4\xb8\xad\"}}";
+  const std::string json = "{\"__metadata__\":{\"\":\"\",\"B\":\"\\\\\",\"a\":\"x\\\"y\\n\",\"b\":\"1\",\"\xc3\xa9\":\"\xe4\xb8\xad\"}}";
   check_vector({}, md, expected_file(json, (8 - json.size() % 8) % 8, {}), json.size() + (8 - json.size() % 8) % 8);
 }
 
@@ -395,8 +392,8 @@ TEST(WriterRefuses, DuplicateMetadataKeys) {
 
 TEST(WriterRefuses, InvalidUtf8NamesAndMetadata) {
   // The reader would reject such a file with InvalidHeader, so the writer must not write it.
-  for (const std::string& bad : {std::string("\xff"), std::string("a\xc0\xaf"), std::string("\xed\xa0\x80"),
-                                std::string("\xf4\x90\x80\x80"), std::string("x\xe2\x82")}) {
+  for (const std::string& bad :
+       {std::string("\xff"), std::string("a\xc0\xaf"), std::string("\xed\xa0\x80"), std::string("\xf4\x90\x80\x80"), std::string("x\xe2\x82")}) {
     std::vector<Owned> in = {{bad, TensorType::U8, {1}, zeros(1)}};
     auto tv = views(in);
     auto r = st::serialize(tv, {});

@@ -80,8 +80,8 @@ void write_file(const fs::path& path, std::string_view bytes) {
 ::testing::AssertionResult FailsWith(const Result<zip::Archive>& r, ErrorKind kind, std::string_view needle = {}) {
   if (r.is_ok()) return ::testing::AssertionFailure() << "opened, expected " << safeweights::error_kind_name(kind);
   if (r.error().kind() != kind || r.error().message().find(needle) == std::string::npos) {
-    return ::testing::AssertionFailure() << "got " << r.error().to_string() << ", expected " << safeweights::error_kind_name(kind)
-                                         << " containing '" << needle << "'";
+    return ::testing::AssertionFailure() << "got " << r.error().to_string() << ", expected " << safeweights::error_kind_name(kind) << " containing '"
+                                         << needle << "'";
   }
   return ::testing::AssertionSuccess();
 }
@@ -94,15 +94,15 @@ struct TestEntry {
   std::string name;
   std::string data;
   Descriptor descriptor = Descriptor::None;
-  bool zip64 = false;             // local ZIP64 block (CPython's form: saturated fields, zero sizes) and 8-byte descriptor sizes
-  bool miniz_zip64 = false;       // miniz's form: zero local sizes, a ZIP64 block holding only the header offset
-  bool local_values = false;      // with a descriptor: the local header carries CRC and sizes anyway
-  bool flag_without_descriptor = false;  // flag bit 3 set but no descriptor written
-  bool descriptor_without_flag = false;  // descriptor written but flag bit 3 clear
+  bool zip64 = false;                            // local ZIP64 block (CPython's form: saturated fields, zero sizes) and 8-byte descriptor sizes
+  bool miniz_zip64 = false;                      // miniz's form: zero local sizes, a ZIP64 block holding only the header offset
+  bool local_values = false;                     // with a descriptor: the local header carries CRC and sizes anyway
+  bool flag_without_descriptor = false;          // flag bit 3 set but no descriptor written
+  bool descriptor_without_flag = false;          // descriptor written but flag bit 3 clear
   std::optional<std::uint32_t> descriptor_crc;   // a wrong value to write
   std::optional<std::uint64_t> descriptor_size;  // a wrong uncompressed size to write
   std::optional<bool> descriptor_zip64;          // descriptor size width other than the local header implies
-  std::string after;              // bytes after the entry (and its descriptor)
+  std::string after;                             // bytes after the entry (and its descriptor)
 };
 
 struct Built {
@@ -129,9 +129,9 @@ Built build_zip(const std::vector<TestEntry>& entries) {
     put(b.bytes, 0x04034b50, 4);
     put(b.bytes, e.zip64 ? 45 : 20, 2);
     put(b.bytes, flags, 2);
-    put(b.bytes, 0, 2);       // stored
-    put(b.bytes, 0, 2);       // time
-    put(b.bytes, 0x21, 2);    // date
+    put(b.bytes, 0, 2);     // stored
+    put(b.bytes, 0, 2);     // time
+    put(b.bytes, 0x21, 2);  // date
     put(b.bytes, deferred ? 0 : crc, 4);
     const std::uint64_t local_size = e.zip64 ? 0xFFFFFFFF : (deferred ? 0 : e.data.size());
     put(b.bytes, local_size, 4), put(b.bytes, local_size, 4);
@@ -235,8 +235,8 @@ TEST(ContainerPolicy, Zip64Descriptor) {
 TEST(ContainerPolicy, MinizZip64Form) {
   // What miniz writes for an entry at or past 4 GiB: zero local CRC and sizes, a local ZIP64 block with
   // the header offset only, an 8-byte-size descriptor.
-  Built b = build_zip({{.name = "x", .data = "1"}, {.name = "y", .data = payload(50, 'm'), .descriptor = Descriptor::WithSignature,
-                                                     .miniz_zip64 = true}});
+  Built b =
+      build_zip({{.name = "x", .data = "1"}, {.name = "y", .data = payload(50, 'm'), .descriptor = Descriptor::WithSignature, .miniz_zip64 = true}});
   auto archive = open_both(b.bytes, ArchivePolicy::Container);
   ASSERT_TRUE(archive.is_ok()) << archive.error().to_string();
   EXPECT_EQ(archive->entries()[1].descriptor_size, 24u);
@@ -258,33 +258,55 @@ struct BadCase {
 TEST(ContainerPolicy, MalformedDescriptors) {
   const std::string d = payload(64, 'd');
   const std::vector<BadCase> cases = {
-      {"descriptor missing", {{.name = "a", .data = d, .flag_without_descriptor = true}, {.name = "b", .data = "x"}},
-       ErrorKind::BadZipFile, "data descriptor missing"},
-      {"descriptor missing at the end", {{.name = "a", .data = d, .flag_without_descriptor = true}}, ErrorKind::BadZipFile,
+      {"descriptor missing",
+       {{.name = "a", .data = d, .flag_without_descriptor = true}, {.name = "b", .data = "x"}},
+       ErrorKind::BadZipFile,
        "data descriptor missing"},
-      {"descriptor CRC differs", {{.name = "a", .data = d, .descriptor = Descriptor::WithSignature, .descriptor_crc = 0x12345678}},
-       ErrorKind::BadZipFile, "data descriptor CRC differs"},
-      {"bare descriptor CRC differs", {{.name = "a", .data = d, .descriptor = Descriptor::Bare, .descriptor_crc = 1}},
-       ErrorKind::BadZipFile, "data descriptor CRC differs"},
-      {"descriptor size differs", {{.name = "a", .data = d, .descriptor = Descriptor::WithSignature, .descriptor_size = 65}},
-       ErrorKind::BadZipFile, "data descriptor sizes differ"},
-      {"zip64 descriptor size differs", {{.name = "a", .data = d, .descriptor = Descriptor::Bare, .zip64 = true, .descriptor_size = 1ull << 33}},
-       ErrorKind::BadZipFile, "data descriptor sizes differ"},
-      {"garbage after the descriptor", {{.name = "a", .data = d, .descriptor = Descriptor::WithSignature, .after = "JUNK"}, {.name = "b", .data = "x"}},
-       ErrorKind::BadZipFile, "unaccounted bytes after the data descriptor"},
-      {"garbage before the central directory", {{.name = "a", .data = d, .descriptor = Descriptor::WithSignature, .after = std::string(9, 'j')}},
-       ErrorKind::BadZipFile, "unaccounted bytes after the data descriptor"},
-      {"odd gap", {{.name = "a", .data = d, .descriptor = Descriptor::Bare, .after = "xx"}}, ErrorKind::BadZipFile,
-       "neither a data descriptor"},
-      {"4 bytes that are not a signature", {{.name = "a", .data = d, .descriptor = Descriptor::Bare, .after = "ABCD"}, {.name = "b", .data = "x"}},
-       ErrorKind::BadZipFile, "no descriptor signature"},
-      {"4-byte sizes after a ZIP64 local header", {{.name = "a", .data = d, .descriptor = Descriptor::WithSignature, .zip64 = true,
-                                                    .descriptor_zip64 = false}},
-       ErrorKind::BadZipFile, "data descriptor missing"},
-      {"8-byte sizes without a ZIP64 local header", {{.name = "a", .data = d, .descriptor = Descriptor::WithSignature, .descriptor_zip64 = true}},
-       ErrorKind::BadZipFile, "8 unaccounted bytes after the data descriptor"},
-      {"descriptor without the flag", {{.name = "a", .data = d, .descriptor = Descriptor::WithSignature, .descriptor_without_flag = true}},
-       ErrorKind::BadZipFile, "unaccounted bytes before the central directory"},
+      {"descriptor missing at the end",
+       {{.name = "a", .data = d, .flag_without_descriptor = true}},
+       ErrorKind::BadZipFile,
+       "data descriptor missing"},
+      {"descriptor CRC differs",
+       {{.name = "a", .data = d, .descriptor = Descriptor::WithSignature, .descriptor_crc = 0x12345678}},
+       ErrorKind::BadZipFile,
+       "data descriptor CRC differs"},
+      {"bare descriptor CRC differs",
+       {{.name = "a", .data = d, .descriptor = Descriptor::Bare, .descriptor_crc = 1}},
+       ErrorKind::BadZipFile,
+       "data descriptor CRC differs"},
+      {"descriptor size differs",
+       {{.name = "a", .data = d, .descriptor = Descriptor::WithSignature, .descriptor_size = 65}},
+       ErrorKind::BadZipFile,
+       "data descriptor sizes differ"},
+      {"zip64 descriptor size differs",
+       {{.name = "a", .data = d, .descriptor = Descriptor::Bare, .zip64 = true, .descriptor_size = 1ull << 33}},
+       ErrorKind::BadZipFile,
+       "data descriptor sizes differ"},
+      {"garbage after the descriptor",
+       {{.name = "a", .data = d, .descriptor = Descriptor::WithSignature, .after = "JUNK"}, {.name = "b", .data = "x"}},
+       ErrorKind::BadZipFile,
+       "unaccounted bytes after the data descriptor"},
+      {"garbage before the central directory",
+       {{.name = "a", .data = d, .descriptor = Descriptor::WithSignature, .after = std::string(9, 'j')}},
+       ErrorKind::BadZipFile,
+       "unaccounted bytes after the data descriptor"},
+      {"odd gap", {{.name = "a", .data = d, .descriptor = Descriptor::Bare, .after = "xx"}}, ErrorKind::BadZipFile, "neither a data descriptor"},
+      {"4 bytes that are not a signature",
+       {{.name = "a", .data = d, .descriptor = Descriptor::Bare, .after = "ABCD"}, {.name = "b", .data = "x"}},
+       ErrorKind::BadZipFile,
+       "no descriptor signature"},
+      {"4-byte sizes after a ZIP64 local header",
+       {{.name = "a", .data = d, .descriptor = Descriptor::WithSignature, .zip64 = true, .descriptor_zip64 = false}},
+       ErrorKind::BadZipFile,
+       "data descriptor missing"},
+      {"8-byte sizes without a ZIP64 local header",
+       {{.name = "a", .data = d, .descriptor = Descriptor::WithSignature, .descriptor_zip64 = true}},
+       ErrorKind::BadZipFile,
+       "8 unaccounted bytes after the data descriptor"},
+      {"descriptor without the flag",
+       {{.name = "a", .data = d, .descriptor = Descriptor::WithSignature, .descriptor_without_flag = true}},
+       ErrorKind::BadZipFile,
+       "unaccounted bytes before the central directory"},
   };
   for (const BadCase& c : cases) {
     SCOPED_TRACE(c.what);
@@ -326,7 +348,7 @@ TEST(ZipErrors, ExtraFieldIdPrintedInHex) {
   std::string extra;
   put(extra, 0xABCD, 2), put(extra, 10, 2);
   b.bytes.insert(cd + 46 + 1, extra);
-  b.bytes[cd + 30] = 4;                                     // extra length
+  b.bytes[cd + 30] = 4;                                               // extra length
   b.bytes[b.bytes.size() - 22 + 12] = static_cast<char>(46 + 1 + 4);  // central directory size
   auto r = open_both(b.bytes, ArchivePolicy::Strict);
   EXPECT_TRUE(FailsWith(r, ErrorKind::BadZipFile, "block 0xABCD runs past its end"));

@@ -14,8 +14,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   auto format = safeweights::detect_format(argv[1]);
-  auto file = format.is_ok() ? (*format)->open(argv[1], {}, {})
-                             : safeweights::Result<std::unique_ptr<safeweights::TensorFile>>(format.error());
+  auto file = format.is_ok() ? (*format)->open(argv[1], {}, {}) : safeweights::Result<std::unique_ptr<safeweights::TensorFile>>(format.error());
   if (!file.is_ok()) {
     std::cerr << file.error().to_string() << "\n";
     return 1;
