@@ -77,6 +77,57 @@ check_output() {  # NAME COMMAND...
 }
 needed() { readelf -d "$1" | grep -c 'NEEDED.*libsafeweights' || true; }
 
+# The programs of docs/API.md, as a user runs them: write a file, read a tensor of it, convert it to GGUF
+# and read the same tensor there, load every tensor. The file written is checked by python3 (its own
+# reading of the format), and every output against what python3 computes from it. The page shows each
+# program exactly as it is built here.
+check_examples() {  # NAME DIR
+  local name=$1 dir=$2 ex
+  for ex in write_file read_tensor convert_file load_host; do
+    python3 - "$here/../../docs/API.md" "$here/examples/$ex.cpp" <<'PY' || fail "docs/API.md does not show examples/$ex.cpp as it is"
+import sys
+sys.exit(0 if open(sys.argv[2]).read() in open(sys.argv[1]).read() else 1)
+PY
+  done
+  local out=$tmp/$name-examples
+  mkdir -p "$out"
+  "$dir/write_file" "$out/ex.safetensors" >/dev/null || fail "$name: write_file"
+  python3 - "$out/ex.safetensors" "$out/expected.txt" <<'PY' || fail "$name: write_file wrote an unexpected file"
+import json, struct, sys
+raw = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+header = json.loads(raw[8:8 + n])
+data = raw[8 + n:]
+assert header.pop("__metadata__") == {"format": "pt"}
+assert sorted(header) == ["embed", "ids"]
+def tensor(name):
+    t = header[name]
+    b, e = t["data_offsets"]
+    return t, data[b:e]
+embed, embed_bytes = tensor("embed")
+ids, ids_bytes = tensor("ids")
+assert embed["dtype"] == "F32" and embed["shape"] == [2, 3]
+assert ids["dtype"] == "I64" and ids["shape"] == [3] and struct.unpack("<3q", ids_bytes) == (7, -1, 42)
+values = " ".join("%g" % v for v in struct.unpack("<6f", embed_bytes))
+with open(sys.argv[2], "w") as f:
+    for fmt in ("safetensors", "gguf"):
+        f.write(f"embed ({fmt}): F32 [2, 3], 24 bytes: {values}\n")
+    f.write("embed: F32 -> F32\nids: I64 -> I64\n")
+    f.write(f"embed F32 [2, 3]: 24 bytes, byte sum {sum(embed_bytes)}\n")
+    f.write(f"ids I64 [3]: 24 bytes, byte sum {sum(ids_bytes)}\n")
+PY
+  {
+    "$dir/read_tensor" "$out/ex.safetensors" embed
+    "$dir/read_tensor" "$out/ex.gguf" embed 2>/dev/null && fail "$name: read_tensor read a file not written yet"
+    "$dir/convert_file" "$out/ex.safetensors" "$out/ex.gguf" >"$out/convert.txt" || fail "$name: convert_file"
+    "$dir/read_tensor" "$out/ex.gguf" embed
+    sort "$out/convert.txt"
+    "$dir/load_host" "$out/ex.safetensors" | sort
+  } >"$out/got.txt" || fail "$name: an example failed"
+  diff -u "$out/expected.txt" "$out/got.txt" || fail "$name: the examples printed something else"
+  echo "$name: the docs/API.md programs ran as documented"
+}
+
 consumer_cmake() {  # NAME CONSUMER_STATIC
   local name=$1 static=$2
   step "find_package consumer ($name)"
@@ -86,6 +137,7 @@ consumer_cmake() {  # NAME CONSUMER_STATIC
   grep 'safeweights .* from' "$tmp/$name.log" || true
   nice "$cmake" --build "$tmp/$name" >>"$tmp/$name.log" 2>&1 || { cat "$tmp/$name.log"; fail "$name: build"; }
   check_output "$name" "$tmp/$name/consumer"
+  check_examples "$name" "$tmp/$name"
 }
 
 if [[ $shared == ON ]]; then
