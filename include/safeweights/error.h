@@ -61,7 +61,7 @@ SAFEWEIGHTS_API_BEGIN
   X(ShardMismatch, 26, "index and shard files disagree about a tensor")                                     \
   /* ZIP archives */                                                                                        \
   X(BadZipFile, 27, "the ZIP structure is malformed, inconsistent or ambiguous")                            \
-  X(ZipUnsupported, 28, "a ZIP feature outside what is accepted (encryption, multi-disk, data descriptor)") \
+  X(ZipUnsupported, 28, "a ZIP feature not accepted here (encryption, multi-disk, DDUF data descriptors)")  \
   X(CrcMismatch, 29, "an entry's bytes do not match its CRC-32")                                            \
   /* DDUF: the reference's error classes */                                                                 \
   X(DDUFCorruptedFile, 30, "the archive breaks a DDUF rule (compression, model_index.json, folders)")       \

@@ -2,9 +2,9 @@
 //
 // Every reader exposes its tensors as TensorEntry values (name, type, shape, and where the bytes are:
 // a ByteSource, an offset in it, a length) through a TensorFile, whatever the format: one safetensors
-// file, a sharded checkpoint, a .safetensors entry of a DDUF archive, and later GGUF and PyTorch
-// checkpoints. Every writer implements TensorSink: the tensors' names, types and shapes (and the file's
-// metadata) are declared when the sink is created, then their bytes arrive one tensor or chunk at a
+// file, a sharded checkpoint, a .safetensors entry of a DDUF archive, a GGUF file or split model, a
+// PyTorch checkpoint. Every writer implements TensorSink: the tensors' names, types and shapes (and the
+// file's metadata) are declared when the sink is created, then their bytes arrive one tensor or chunk at a
 // time, in any order, and finish() commits the output atomically. Conversion between formats is
 // TensorFile -> per-tensor transform -> TensorSink, so no format knows another.
 //

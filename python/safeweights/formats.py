@@ -14,7 +14,7 @@ from . import _safeweights
 
 
 def detect_format(path) -> str:
-    """The file's format: "safetensors", "safetensors-index", "dduf" or "pytorch"."""
+    """The file's format: "safetensors", "safetensors-index", "dduf", "pytorch" or "gguf"."""
     return _safeweights._detect_format(path)
 
 

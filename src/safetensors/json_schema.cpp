@@ -1,6 +1,7 @@
-// The safetensors header schema on simdjson's DOM parser (full RFC 8259 validation, runtime-dispatched
-// SIMD kernels). What serde_json rejects in the reference, this rejects with the same kind; rules
-// stricter than the reference are recorded in strict_violation and reported later.
+// The safetensors JSON schemas: the header, read in one pass by json::Pull (no tree is built; every
+// entry goes straight into the Header's arrays), and the sharded index (*.safetensors.index.json) on
+// simdjson's DOM. What serde_json rejects in the reference, these reject with the same kind; rules
+// stricter than the reference are recorded in strict_violation and reported after every reference rule.
 #include <algorithm>
 #include <cstring>
 
