@@ -57,7 +57,7 @@ void add_validate(CLI::App& app, ValidateArgs& args, int& exit_code) {
   cmd->add_option("FILE", args.files, "files (paths or http(s):// URLs) of any supported format: " + kAnyFormat)->required();
   cmd->add_flag("--quick", args.quick, "DDUF: skip the CRC-32 check of every entry");
   cmd->add_flag("--crc", args.crc, "DDUF over HTTP(S): also check every entry's CRC-32 (downloads every entry; off by default for URLs)");
-  cmd->add_flag("--json", args.json, "one JSON object per file per line: {file, format, valid, error: {kind, message, ...}}");
+  cmd->add_flag("--json", args.json, "one JSON object per file per line: {file, format, valid, error: {kind, rule, message, ...}}");
   cmd->add_flag("--strict", args.strict, "also reject tensor entries with fields other than dtype, shape, data_offsets");
   add_input_options(cmd, args.backend);
   cmd->callback([&args, &exit_code] { exit_code = run_validate(args); });

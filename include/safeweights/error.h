@@ -90,6 +90,41 @@ SAFEWEIGHTS_API_BEGIN
   /* Loading to devices */                                                                                  \
   X(DeviceError, 45, "a GPU runtime call failed, or the device or its runtime is unavailable")
 
+// Rules: which rule of a format an error broke, for kinds that cover many rules (InvalidGguf). A kind
+// says what sort of failure it is; a rule says exactly which check, with a stable code callers may match
+// ("gguf.truncated"). X-macro: (Name, value, code, one-line meaning), the same promise as the kinds:
+// append only, never renumber, rename or change a code. Formats whose kinds already name each rule
+// (safetensors) leave the rule Unspecified.
+#define SAFEWEIGHTS_ERROR_RULES(X)                                                                                  \
+  X(Unspecified, 0, "", "no rule code: the kind says what failed")                                                  \
+  /* GGUF (docs/GGUF.md, "Rules"); every InvalidGguf error carries one */                                           \
+  X(GgufMagic, 1, "gguf.magic", "the file does not start with the magic GGUF")                                      \
+  X(GgufVersion, 2, "gguf.version", "the version is not one that GGUF defines")                                     \
+  X(GgufTruncated, 3, "gguf.truncated", "the header ends inside a value it declares")                               \
+  X(GgufLength, 4, "gguf.length", "a string or an array is longer than ggml allows")                                \
+  X(GgufCount, 5, "gguf.count", "a declared count cannot fit in the bytes that remain")                             \
+  X(GgufValueType, 6, "gguf.value-type", "an unknown value type, or an array of arrays")                            \
+  X(GgufBool, 7, "gguf.bool", "a BOOL value that is not 0 or 1")                                                    \
+  X(GgufKey, 8, "gguf.key", "an empty or repeated key")                                                             \
+  X(GgufAlignment, 9, "gguf.alignment", "general.alignment is not a UINT32 power of two")                           \
+  X(GgufDimensions, 10, "gguf.dimensions", "a tensor with more than 4 dimensions, or one negative as ggml's int64") \
+  X(GgufTensorType, 11, "gguf.tensor-type", "a tensor type id that is unknown or was removed from GGUF")            \
+  X(GgufTensorName, 12, "gguf.tensor-name", "a repeated tensor name")                                               \
+  X(GgufTensorOffset, 13, "gguf.tensor-offset", "a tensor not where ggml puts it, or its bytes past the end")       \
+  X(GgufSplit, 14, "gguf.split", "the files of a split model disagree, or a split key is wrong")
+
+enum class ErrorRule : std::uint16_t {
+#define SAFEWEIGHTS_X(name, value, code, doc) name = value,
+  SAFEWEIGHTS_ERROR_RULES(SAFEWEIGHTS_X)
+#undef SAFEWEIGHTS_X
+};
+
+// A rule's stable code ("gguf.truncated"; empty for Unspecified) and its one-line meaning.
+std::string_view error_rule_code(ErrorRule rule) noexcept;
+std::string_view error_rule_description(ErrorRule rule) noexcept;
+// Inverse of error_rule_code; nullopt for an unknown code.
+std::optional<ErrorRule> error_rule_from_code(std::string_view code) noexcept;
+
 enum class ErrorKind : std::uint16_t {
 #define SAFEWEIGHTS_X(name, value, doc) name = value,
   SAFEWEIGHTS_ERROR_KINDS(SAFEWEIGHTS_X)
@@ -116,6 +151,8 @@ class Error {
 
   ErrorKind kind() const noexcept { return kind_; }
   std::string_view kind_name() const noexcept { return error_kind_name(kind_); }
+  // The rule broken, when the kind covers several (ErrorRule::Unspecified otherwise).
+  ErrorRule rule() const noexcept { return rule_; }
   const std::string& message() const noexcept { return message_; }
   const ErrorContext& context() const noexcept { return context_; }
 
@@ -130,12 +167,15 @@ class Error {
   Error&& with_entry(std::string_view entry) && { return std::move(with_entry(entry)); }
   Error&& with_tensor(std::string_view tensor) && { return std::move(with_tensor(tensor)); }
   Error&& with_offset(std::uint64_t offset) && { return std::move(with_offset(offset)); }
+  Error& with_rule(ErrorRule rule) &;
+  Error&& with_rule(ErrorRule rule) && { return std::move(with_rule(rule)); }
 
   // "model.safetensors: InvalidOffset: ... (tensor `w`, byte 1234)".
   std::string to_string() const;
 
  private:
   ErrorKind kind_;
+  ErrorRule rule_ = ErrorRule::Unspecified;
   std::string message_;
   ErrorContext context_;
 };

@@ -1,8 +1,9 @@
 """The exception classes of safeweights, shared by every module.
 
 Every exception raised for a bad file carries, besides its message, the library's stable error kind
-and where the problem is: ``kind`` (e.g. ``"InvalidOffset"``), ``file``, ``entry`` (DDUF entry),
-``tensor`` and ``offset`` (byte offset), each ``None`` when not known.
+and where the problem is: ``kind`` (e.g. ``"InvalidOffset"``), ``rule`` (the exact rule broken, for a kind
+that covers several, e.g. ``"gguf.truncated"``), ``file``, ``entry`` (DDUF entry), ``tensor`` and
+``offset`` (byte offset), each ``None`` when not known.
 
 The DDUF classes derive from huggingface_hub's when that package is installed, so ``except`` clauses
 written for the hub keep working after switching the import.
@@ -23,6 +24,7 @@ class SafetensorError(Exception):
     """A safetensors file breaks a rule, or an operation on one fails."""
 
     kind: str | None = None
+    rule: str | None = None
     file: str | None = None
     entry: str | None = None
     tensor: str | None = None
@@ -76,7 +78,7 @@ else:
 
 
 def _default_context(cls) -> None:
-    for attr in ("kind", "file", "entry", "tensor", "offset"):
+    for attr in ("kind", "rule", "file", "entry", "tensor", "offset"):
         if not hasattr(cls, attr):
             setattr(cls, attr, None)
 

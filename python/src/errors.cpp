@@ -27,6 +27,8 @@ py::object make_exception(const py::object& cls, const std::string& message, con
   if (error != nullptr) {
     const ErrorContext& c = error->context();
     exc.attr("kind") = std::string(error->kind_name());
+    exc.attr("rule") =
+        error->rule() == ErrorRule::Unspecified ? py::object(py::none()) : py::object(py::str(std::string(error_rule_code(error->rule()))));
     exc.attr("file") = c.file.empty() ? py::object(py::none()) : py::object(to_str(c.file));
     exc.attr("entry") = c.entry.empty() ? py::object(py::none()) : py::object(to_str(c.entry));
     exc.attr("tensor") = c.tensor.empty() ? py::object(py::none()) : py::object(to_str(c.tensor));

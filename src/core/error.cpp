@@ -27,7 +27,46 @@ constexpr bool kinds_are_dense() {
 }
 static_assert(kinds_are_dense(), "ErrorKind values must be 0, 1, 2, ... in list order");
 
+struct RuleEntry {
+  std::string_view code;
+  std::string_view description;
+};
+
+constexpr std::array kRules = {
+#define SAFEWEIGHTS_X(name, value, code, doc) RuleEntry{code, doc},
+    SAFEWEIGHTS_ERROR_RULES(SAFEWEIGHTS_X)
+#undef SAFEWEIGHTS_X
+};
+
+// Indexed by value, as the kinds are.
+constexpr bool rules_are_dense() {
+  std::size_t i = 0;
+  bool dense = true;
+#define SAFEWEIGHTS_X(name, value, code, doc) dense = dense && static_cast<std::size_t>(value) == i++;
+  SAFEWEIGHTS_ERROR_RULES(SAFEWEIGHTS_X)
+#undef SAFEWEIGHTS_X
+  return dense && i == kRules.size();
+}
+static_assert(rules_are_dense(), "ErrorRule values must be 0, 1, 2, ... in list order");
+
 }  // namespace
+
+std::string_view error_rule_code(ErrorRule rule) noexcept {
+  auto i = static_cast<std::size_t>(rule);
+  return i < kRules.size() ? kRules[i].code : std::string_view();
+}
+
+std::string_view error_rule_description(ErrorRule rule) noexcept {
+  auto i = static_cast<std::size_t>(rule);
+  return i < kRules.size() ? kRules[i].description : std::string_view();
+}
+
+std::optional<ErrorRule> error_rule_from_code(std::string_view code) noexcept {
+  for (std::size_t i = 1; i < kRules.size(); ++i) {
+    if (kRules[i].code == code) return static_cast<ErrorRule>(i);
+  }
+  return std::nullopt;
+}
 
 std::string_view error_kind_name(ErrorKind kind) noexcept {
   auto i = static_cast<std::size_t>(kind);
@@ -56,6 +95,10 @@ Error& Error::with_entry(std::string_view entry) & {
 }
 Error& Error::with_tensor(std::string_view tensor) & {
   if (context_.tensor.empty()) context_.tensor = tensor;
+  return *this;
+}
+Error& Error::with_rule(ErrorRule rule) & {
+  if (rule_ == ErrorRule::Unspecified) rule_ = rule;
   return *this;
 }
 Error& Error::with_offset(std::uint64_t offset) & {

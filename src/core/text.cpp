@@ -69,7 +69,9 @@ std::string printable(std::string_view s, LineBreaks line_breaks) {
 }
 
 std::string error_json(const Error& error) {
-  std::string out = "{\"kind\":" + json_quote(error.kind_name()) + ",\"message\":" + json_quote(error.message());
+  std::string out = "{\"kind\":" + json_quote(error.kind_name());
+  if (error.rule() != ErrorRule::Unspecified) out += ",\"rule\":" + json_quote(error_rule_code(error.rule()));
+  out += ",\"message\":" + json_quote(error.message());
   const ErrorContext& ctx = error.context();
   if (!ctx.entry.empty()) out += ",\"entry\":" + json_quote(ctx.entry);
   if (!ctx.tensor.empty()) out += ",\"tensor\":" + json_quote(ctx.tensor);

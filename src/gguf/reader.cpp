@@ -16,7 +16,10 @@
 namespace safeweights::gguf {
 namespace {
 
-Error invalid(std::string message, std::uint64_t offset) { return Error(ErrorKind::InvalidGguf, std::move(message)).with_offset(offset); }
+// Every InvalidGguf error names the rule it broke (ErrorRule, docs/GGUF.md "Rules").
+Error invalid(ErrorRule rule, std::string message, std::uint64_t offset) {
+  return Error(ErrorKind::InvalidGguf, std::move(message)).with_rule(rule).with_offset(offset);
+}
 
 // The header bytes, copied from the source as parsing needs them (so over HTTP only the header is
 // fetched), with every read checked against what the file holds and the header budget. The copy grows
@@ -62,7 +65,8 @@ class Cursor {
       }
     }
     SW_ASSIGN_OR_RETURN(std::uint64_t length, uint(8, what));
-    if (length > max_length) return invalid(std::string(what) + " of " + std::to_string(length) + " bytes is over " + std::string(limit_name), at);
+    if (length > max_length)
+      return invalid(ErrorRule::GgufLength, std::string(what) + " of " + std::to_string(length) + " bytes is over " + std::string(limit_name), at);
     SW_RETURN_IF_ERROR(need(length, what));
     last_length_ = length;
     pos_ += length;
@@ -79,7 +83,8 @@ class Cursor {
  private:
   [[gnu::noinline]] Status grow(std::uint64_t n, std::string_view what) {
     if (n > remaining())
-      return invalid("truncated: " + std::string(what) + " needs " + std::to_string(n) + " bytes at byte " + std::to_string(pos_) +
+      return invalid(ErrorRule::GgufTruncated,
+                     "truncated: " + std::string(what) + " needs " + std::to_string(n) + " bytes at byte " + std::to_string(pos_) +
                          " but the file has " + std::to_string(remaining()) + " left",
                      pos_);
     if (pos_ + n > budget_)
@@ -145,10 +150,10 @@ Status Parser::header(std::uint32_t& version, std::uint64_t& tensor_count, std::
   SW_RETURN_IF_ERROR(cur_.need(4, "the magic"));
   const std::string_view magic = cur_.take_bytes(4);
   if (magic == "FUGG") return Error(ErrorKind::NotSupported, "big-endian GGUF (magic FUGG): only little-endian files are read").with_offset(0);
-  if (magic != kMagic) return invalid("not a GGUF file: the magic is not \"GGUF\"", 0);
+  if (magic != kMagic) return invalid(ErrorRule::GgufMagic, "not a GGUF file: the magic is not \"GGUF\"", 0);
   SW_ASSIGN_OR_RETURN(std::uint64_t v, cur_.uint(4, "the version"));
   version = static_cast<std::uint32_t>(v);
-  if (version == 0) return invalid("version 0 is not a GGUF version", 4);
+  if (version == 0) return invalid(ErrorRule::GgufVersion, "version 0 is not a GGUF version", 4);
   if ((version & 0xFFFF) == 0)
     return Error(ErrorKind::NotSupported,
                  "the version reads as a byte-swapped number: a big-endian GGUF file; only "
@@ -161,6 +166,7 @@ Status Parser::header(std::uint32_t& version, std::uint64_t& tensor_count, std::
   // The smallest key/value pair takes 14 bytes (length, a 1-byte key, type, a 1-byte value).
   if (kv_count > cur_.remaining() / 14)
     return invalid(
+        ErrorRule::GgufCount,
         "the key/value count " + std::to_string(kv_count) + " cannot fit in the " + std::to_string(cur_.remaining()) + " bytes that remain", 16);
   return Status::ok();
 }
@@ -168,8 +174,9 @@ Status Parser::header(std::uint32_t& version, std::uint64_t& tensor_count, std::
 Result<ValueType> Parser::value_type(std::string_view what, bool in_array) {
   const std::uint64_t at = cur_.pos();
   SW_ASSIGN_OR_RETURN(std::uint64_t id, cur_.uint(4, what));
-  if (value_width(static_cast<std::uint32_t>(id)) < 0) return invalid("unknown value type " + std::to_string(id), at);
-  if (in_array && id == static_cast<std::uint32_t>(ValueType::ARRAY)) return invalid("an array of arrays (ggml refuses nested arrays)", at);
+  if (value_width(static_cast<std::uint32_t>(id)) < 0) return invalid(ErrorRule::GgufValueType, "unknown value type " + std::to_string(id), at);
+  if (in_array && id == static_cast<std::uint32_t>(ValueType::ARRAY))
+    return invalid(ErrorRule::GgufValueType, "an array of arrays (ggml refuses nested arrays)", at);
   return static_cast<ValueType>(id);
 }
 
@@ -183,7 +190,7 @@ bool Parser::take_scalar(ValueType type, int width, Value& out) noexcept {
 
 Status Parser::scalar(ValueType type, int width, Value& out) {
   const std::uint64_t at = cur_.pos();
-  if (!take_scalar(type, width, out)) return invalid("a BOOL value is " + std::to_string(out.bits) + ", not 0 or 1", at);
+  if (!take_scalar(type, width, out)) return invalid(ErrorRule::GgufBool, "a BOOL value is " + std::to_string(out.bits) + ", not 0 or 1", at);
   return Status::ok();
 }
 
@@ -203,11 +210,13 @@ Status Parser::value(ValueType type, Value& out) {
   SW_ASSIGN_OR_RETURN(out.elem_type, value_type("an array's element type", true));
   const std::uint64_t count_at = cur_.pos();
   SW_ASSIGN_OR_RETURN(std::uint64_t count, cur_.uint(8, "an array's length"));
-  if (count > kMaxArrayElements) return invalid("an array of " + std::to_string(count) + " elements is over ggml's limit of 2^30", count_at);
+  if (count > kMaxArrayElements)
+    return invalid(ErrorRule::GgufLength, "an array of " + std::to_string(count) + " elements is over ggml's limit of 2^30", count_at);
   const int elem_width = value_width(static_cast<std::uint32_t>(out.elem_type));
   const std::uint64_t min_bytes = elem_width > 0 ? static_cast<std::uint64_t>(elem_width) : 8;
   if (count > cur_.remaining() / min_bytes)
-    return invalid("an array of " + std::to_string(count) + " elements cannot fit in the " + std::to_string(cur_.remaining()) + " bytes that remain",
+    return invalid(ErrorRule::GgufCount,
+                   "an array of " + std::to_string(count) + " elements cannot fit in the " + std::to_string(cur_.remaining()) + " bytes that remain",
                    count_at);
   SW_RETURN_IF_ERROR(budget_.charge(count, sizeof(Value)));
   out.items.resize(static_cast<std::size_t>(count));
@@ -234,14 +243,15 @@ Status Parser::kvs(std::uint64_t count, std::vector<KeyValue>& out) {
     const std::uint64_t at = cur_.pos();
     SW_ASSIGN_OR_RETURN(std::uint64_t from, cur_.string("a key", kMaxKeyBytes, "the limit of 65535 bytes"));
     kv.key.assign(cur_.bytes_at(from, cur_.last_length()));
-    if (kv.key.empty()) return invalid("a key is empty", at);
+    if (kv.key.empty()) return invalid(ErrorRule::GgufKey, "a key is empty", at);
     const std::uint64_t hash = seen.hash(kv.key);
     std::uint64_t& slot = seen.slot(kv.key, hash, key_of);
-    if (slot != 0) return invalid("duplicate key `" + kv.key + "`", at);
+    if (slot != 0) return invalid(ErrorRule::GgufKey, "duplicate key `" + kv.key + "`", at);
     slot = json::NameTable::make(hash, static_cast<std::uint32_t>(i));
     SW_ASSIGN_OR_RETURN(ValueType type, value_type("a value type", false));
     if (Status s = value(type, kv.value); !s.is_ok()) {
-      if (s.error().kind() == ErrorKind::InvalidGguf) return invalid("key `" + kv.key + "`: " + s.error().message(), *s.error().context().offset);
+      if (s.error().kind() == ErrorKind::InvalidGguf)
+        return invalid(s.error().rule(), "key `" + kv.key + "`: " + s.error().message(), *s.error().context().offset);
       return s;
     }
     if (kv.key == kAlignmentKey) SW_RETURN_IF_ERROR(check_alignment(kv.value, at));
@@ -250,9 +260,11 @@ Status Parser::kvs(std::uint64_t count, std::vector<KeyValue>& out) {
 }
 
 Status Parser::check_alignment(const Value& value, std::uint64_t at) {
-  if (value.type != ValueType::UINT32) return invalid("general.alignment must be UINT32, not " + std::string(value_type_name(value.type)), at);
+  if (value.type != ValueType::UINT32)
+    return invalid(ErrorRule::GgufAlignment, "general.alignment must be UINT32, not " + std::string(value_type_name(value.type)), at);
   const auto a = static_cast<std::uint32_t>(value.bits);
-  if (a == 0 || (a & (a - 1)) != 0) return invalid("general.alignment is " + std::to_string(a) + ", not a power of two", at);
+  if (a == 0 || (a & (a - 1)) != 0)
+    return invalid(ErrorRule::GgufAlignment, "general.alignment is " + std::to_string(a) + ", not a power of two", at);
   alignment_ = a;
   return Status::ok();
 }
@@ -321,14 +333,17 @@ Status read_tensor_info(Cursor& cur, Tensor& t, std::vector<std::uint64_t>& ne) 
   const auto name = [&] { return std::string(cur.bytes_at(t.name_at, t.name_length)); };
   const std::uint64_t dims_at = cur.pos();
   SW_ASSIGN_OR_RETURN(std::uint64_t n_dims, cur.uint(4, "a tensor's dimension count"));
-  if (n_dims > kMaxDims) return invalid("tensor `" + name() + "` has " + std::to_string(n_dims) + " dimensions; ggml allows at most 4", dims_at);
+  if (n_dims > kMaxDims)
+    return invalid(ErrorRule::GgufDimensions, "tensor `" + name() + "` has " + std::to_string(n_dims) + " dimensions; ggml allows at most 4",
+                   dims_at);
   t.n_dims = static_cast<std::size_t>(n_dims);
   t.dims_at = ne.size();
   SW_RETURN_IF_ERROR(cur.need(8 * n_dims + 12, "a tensor's dimensions, type and offset"));
   for (std::size_t d = 0; d < t.n_dims; ++d) {
     const std::uint64_t v = cur.take_uint(8);
     if (v > static_cast<std::uint64_t>(INT64_MAX))
-      return invalid("tensor `" + name() + "` dimension " + std::to_string(d) + " is negative as ggml's int64", dims_at + 4 + 8 * d);
+      return invalid(ErrorRule::GgufDimensions, "tensor `" + name() + "` dimension " + std::to_string(d) + " is negative as ggml's int64",
+                     dims_at + 4 + 8 * d);
     ne.push_back(v);
   }
   const std::uint64_t type_at = cur.pos();
@@ -338,6 +353,7 @@ Status read_tensor_info(Cursor& cur, Tensor& t, std::vector<std::uint64_t>& ne) 
   if (!type) {
     const std::string_view removed = ggml_type_name(t.ggml_type);
     return invalid(
+        ErrorRule::GgufTensorType,
         "tensor `" + name() + "`: " +
             (removed.empty() ? "unknown ggml type id " + std::to_string(t.ggml_type)
                              : "ggml type " + std::string(removed) + " (id " + std::to_string(t.ggml_type) + ") was removed from GGUF files"),
@@ -365,6 +381,7 @@ Result<std::unique_ptr<GgufFile>> open_one(SourcePtr source, const OpenOptions& 
   // The smallest tensor info takes 24 bytes (name length, n_dims, type, offset).
   if (tensor_count > cur.remaining() / 24)
     return fail(invalid(
+        ErrorRule::GgufCount,
         "the tensor count " + std::to_string(tensor_count) + " cannot fit in the " + std::to_string(cur.remaining()) + " bytes that remain", 8));
   if (Status s = parser.budget().charge(tensor_count, sizeof(Tensor) + sizeof(TensorEntry) + sizeof(TensorInfo) + 64); !s.is_ok())
     return fail_s(std::move(s));
@@ -380,7 +397,8 @@ Result<std::unique_ptr<GgufFile>> open_one(SourcePtr source, const OpenOptions& 
   }
   const std::uint64_t header_end = cur.pos();
   file->header_ = cur.release();
-  if (!align_up(header_end, file->alignment_, file->data_offset_)) return fail(invalid("the data section starts past 2^64", header_end));
+  if (!align_up(header_end, file->alignment_, file->data_offset_))
+    return fail(invalid(ErrorRule::GgufTensorOffset, "the data section starts past 2^64", header_end));
 
   // Shapes (row-major, the reverse of ne), sizes, names, offsets.
   file->shapes_.resize(file->ne_.size());
@@ -402,17 +420,19 @@ Result<std::unique_ptr<GgufFile>> open_one(SourcePtr source, const OpenOptions& 
       return tensor_error(Error(ErrorKind::ValidationOverflow, "the element count is over ggml's int64 limit"));
     const std::uint64_t hash = file->index_.hash(name);
     std::uint64_t& slot = file->index_.slot(name, hash, name_of);
-    if (slot != 0) return tensor_error(Error(ErrorKind::InvalidGguf, "duplicate tensor name"));
+    if (slot != 0) return tensor_error(Error(ErrorKind::InvalidGguf, "duplicate tensor name").with_rule(ErrorRule::GgufTensorName));
     slot = json::NameTable::make(hash, static_cast<std::uint32_t>(i));
     if (t.offset != expected)
       return tensor_error(Error(ErrorKind::InvalidGguf, "the tensor's offset is " + std::to_string(t.offset) + ", expected " +
                                                             std::to_string(expected) + " (tensors lie in order, each padded to " +
-                                                            std::to_string(file->alignment_) + " bytes)"));
+                                                            std::to_string(file->alignment_) + " bytes)")
+                              .with_rule(ErrorRule::GgufTensorOffset));
     std::uint64_t begin = 0, end = 0, padded = 0;
     if (__builtin_add_overflow(file->data_offset_, t.offset, &begin) || __builtin_add_overflow(begin, *nbytes, &end) || end > source->size())
       return tensor_error(Error(ErrorKind::InvalidGguf, "the tensor's " + std::to_string(*nbytes) + " bytes at data offset " +
                                                             std::to_string(t.offset) + " run past the end of the file (" +
-                                                            std::to_string(source->size()) + " bytes)"));
+                                                            std::to_string(source->size()) + " bytes)")
+                              .with_rule(ErrorRule::GgufTensorOffset));
     if (!align_up(*nbytes, file->alignment_, padded) || __builtin_add_overflow(expected, padded, &expected))
       return tensor_error(Error(ErrorKind::ValidationOverflow, "the data section's size overflows 64 bits"));
     file->entries_[i] = TensorEntry{name, t.type, shape, source.get(), begin, *nbytes};

@@ -15,7 +15,9 @@ namespace {
 constexpr std::string_view kSuffix = ".gguf";
 constexpr std::size_t kDigits = 5;  // llama.cpp's "%05d"; split.count is at most 65535
 
-Error invalid_split(const std::string& file, std::string message) { return Error(ErrorKind::InvalidGguf, std::move(message)).with_file(file); }
+Error invalid_split(const std::string& file, std::string message) {
+  return Error(ErrorKind::InvalidGguf, std::move(message)).with_rule(ErrorRule::GgufSplit).with_file(file);
+}
 
 std::optional<std::uint32_t> five_digits(std::string_view s) {
   if (s.size() != kDigits) return std::nullopt;

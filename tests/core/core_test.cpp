@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "safeweights/cancel.h"
+#include "safeweights/text.h"
 #include "safeweights/safetensors_writer.h"
 #include "test_util.h"
 
@@ -202,6 +203,33 @@ TEST(ErrorKinds, NamesRoundTrip) {
   EXPECT_EQ(released.size(), seen.size()) << "a new kind: add it to the list above with its number";
   EXPECT_FALSE(safeweights::error_kind_from_name("invalidoffset").has_value());
   EXPECT_FALSE(safeweights::error_kind_from_name("").has_value());
+}
+
+TEST(ErrorRules, CodesRoundTripAndKeepTheirNumbers) {
+  // Every released rule keeps its code and number (this list only grows).
+  const std::vector<std::pair<std::string, int>> released = {{"gguf.magic", 1},          {"gguf.version", 2},      {"gguf.truncated", 3},
+                                                             {"gguf.length", 4},         {"gguf.count", 5},        {"gguf.value-type", 6},
+                                                             {"gguf.bool", 7},           {"gguf.key", 8},          {"gguf.alignment", 9},
+                                                             {"gguf.dimensions", 10},    {"gguf.tensor-type", 11}, {"gguf.tensor-name", 12},
+                                                             {"gguf.tensor-offset", 13}, {"gguf.split", 14}};
+  std::set<std::string> seen;
+  for (const auto& [code, value] : released) {
+    auto rule = safeweights::error_rule_from_code(code);
+    ASSERT_TRUE(rule.has_value()) << code;
+    EXPECT_EQ(static_cast<int>(*rule), value) << code;
+    EXPECT_EQ(safeweights::error_rule_code(*rule), code);
+    EXPECT_FALSE(safeweights::error_rule_description(*rule).empty()) << code;
+    EXPECT_TRUE(seen.insert(code).second) << code;
+  }
+  EXPECT_EQ(safeweights::error_rule_code(safeweights::ErrorRule::Unspecified), "");
+  EXPECT_FALSE(safeweights::error_rule_from_code("").has_value());
+  EXPECT_EQ(safeweights::error_rule_code(static_cast<safeweights::ErrorRule>(released.size() + 1)), "");
+  // A rule set closer to the failure is kept, as the context is; --json prints it.
+  safeweights::Error e(K::InvalidGguf, "bad");
+  e.with_rule(safeweights::ErrorRule::GgufTruncated).with_rule(safeweights::ErrorRule::GgufKey);
+  EXPECT_EQ(e.rule(), safeweights::ErrorRule::GgufTruncated);
+  EXPECT_NE(safeweights::error_json(e).find("\"rule\":\"gguf.truncated\""), std::string::npos) << safeweights::error_json(e);
+  EXPECT_EQ(safeweights::error_json(safeweights::Error(K::InvalidOffset, "x")).find("rule"), std::string::npos);
 }
 
 TEST(ErrorKinds, ContextIsNotOverwritten) {

@@ -8,6 +8,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
 #include <filesystem>
 #include <simdjson.h>
 #include <sys/resource.h>
@@ -111,6 +115,43 @@ ErrorKind expected_kind(const std::string& file) {
   return *error_kind_from_name(kind);
 }
 
+// The rule (ErrorRule's code) an InvalidGguf corpus file breaks, from its name: the first entry whose
+// text the name contains.
+std::string expected_rule(const std::string& name) {
+  static const std::vector<std::pair<std::string_view, std::string_view>> kByName = {
+      // Declared counts checked against the bytes left before anything is read or allocated.
+      {"-count-past-end", "gguf.count"},
+      {"--array-past-end", "gguf.count"},
+      {"--string-array-past-end", "gguf.count"},
+      {"--truncated-tensor-info", "gguf.count"},
+      // A length beyond ggml's limit is refused before the file's end is looked at.
+      {"--key-past-end", "gguf.length"},
+      {"-over-", "gguf.length"},
+      // Tensor data are checked where ggml puts them: past the end is a misplaced tensor.
+      {"--tensor-data-past-end", "gguf.tensor-offset"},
+      {"--split-other-file-truncated", "gguf.tensor-offset"},
+      {"-truncated", "gguf.truncated"},
+      {"-past-end", "gguf.truncated"},
+      {"--split-", "gguf.split"},
+      {"--alignment-", "gguf.alignment"},
+      {"--bad-magic", "gguf.magic"},
+      {"--version-", "gguf.version"},
+      {"--bool-", "gguf.bool"},
+      {"-key", "gguf.key"},
+      {"--duplicate-tensor", "gguf.tensor-name"},
+      {"-dimension", "gguf.dimensions"},
+      {"--nested-array", "gguf.value-type"},
+      {"-type-id", "gguf.tensor-type"},
+      {"--removed-type", "gguf.tensor-type"},
+      {"--unknown-", "gguf.value-type"},
+      {"--offset", "gguf.tensor-offset"},
+  };
+
+  for (const auto& [part, rule] : kByName)
+    if (name.find(part) != std::string::npos) return std::string(rule);
+  return "?";
+}
+
 }  // namespace
 
 TEST(Corpus, EveryFileGivesTheKindInItsName) {
@@ -129,6 +170,9 @@ TEST(Corpus, EveryFileGivesTheKindInItsName) {
       }
       ASSERT_FALSE(f.is_ok()) << name;
       EXPECT_EQ(f.error().kind(), expected_kind(name)) << name << ": " << f.error().to_string();
+      if (f.error().kind() == ErrorKind::InvalidGguf) {  // every InvalidGguf error says which rule it broke
+        EXPECT_EQ(error_rule_code(f.error().rule()), expected_rule(name)) << name << ": " << f.error().to_string();
+      }
       EXPECT_EQ(f.error().context().file, e.path().string()) << name;
       EXPECT_TRUE(f.error().context().offset.has_value()) << name << ": " << f.error().to_string();
     }
@@ -408,6 +452,9 @@ TEST(Corpus, EverySplitSetGivesTheKindInItsName) {
       ASSERT_FALSE(f.is_ok()) << name;
       EXPECT_EQ(f.error().kind(), expected_kind(name)) << name << ": " << f.error().to_string();
       EXPECT_EQ(f.error().context().file.rfind(set, 0), 0u) << name << ": " << f.error().to_string();  // a file of the set
+      if (f.error().kind() == ErrorKind::InvalidGguf) {
+        EXPECT_EQ(error_rule_code(f.error().rule()), expected_rule(name)) << name << ": " << f.error().to_string();
+      }
       if (f.error().kind() == ErrorKind::InvalidGguf && name.find("truncated") == std::string::npos) {
         EXPECT_NE(f.error().message().find("split"), std::string::npos) << f.error().to_string();
       }

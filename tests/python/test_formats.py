@@ -80,6 +80,26 @@ def test_errors_are_the_formats_own_classes_with_kinds(tmp_path):
         safeweights.detect_format(tmp_path / "absent")
 
 
+def test_errors_of_a_kind_with_many_rules_name_the_rule(tmp_path):
+    # A GGUF header that declares more tensors than its bytes can hold: InvalidGguf, rule gguf.count.
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(b"GGUF" + struct.pack("<IQQ", 3, 1 << 40, 0))
+    with pytest.raises(SafetensorError) as e:
+        safeweights.validate(bad)
+    assert (e.value.kind, e.value.rule) == ("InvalidGguf", "gguf.count"), str(e.value)
+    truncated = tmp_path / "truncated.gguf"
+    truncated.write_bytes(b"GGUF" + struct.pack("<I", 3))
+    with pytest.raises(SafetensorError) as e:
+        safeweights.validate(truncated)
+    assert (e.value.kind, e.value.rule) == ("InvalidGguf", "gguf.truncated"), str(e.value)
+    # Kinds that are one rule each carry none.
+    other = tmp_path / "bad.safetensors"
+    other.write_bytes(b"\x05")
+    with pytest.raises(SafetensorError) as e:
+        safeweights.validate(other)
+    assert e.value.rule is None
+
+
 def test_torch_save_is_recognised_and_read(tmp_path):
     torch = pytest.importorskip("torch")
     path = tmp_path / "ckpt.bin"
