@@ -131,10 +131,16 @@ void check_reader(const Reader& reader, std::span<const std::byte> input, bool m
   FUZZ_CHECK_OK(plan.status());
   auto loaded = load_host(*plan);
   FUZZ_CHECK_OK(loaded.status());
-  for (const PlacedTensor& placed : plan->tensors()) {
+  // Checked against the header's own offsets (not the entries' offsets, which Reader::entry computes).
+  FUZZ_CHECK(plan->tensors().size() == header.tensors().size());
+  for (std::size_t i = 0; i < plan->tensors().size(); ++i) {
+    const PlacedTensor& placed = plan->tensors()[i];
+    const TensorInfo& info = header.tensors()[i];
+    const std::uint64_t at = header.data_start() + info.begin;
+    FUZZ_CHECK(placed.entry.offset == at && placed.entry.nbytes == info.nbytes());
     const std::span<const std::byte> got = loaded->bytes_of(placed);
-    FUZZ_CHECK(got.size() == placed.entry.nbytes);
-    FUZZ_CHECK(got.empty() || std::memcmp(got.data(), input.data() + placed.entry.offset, got.size()) == 0);
+    FUZZ_CHECK(got.size() == info.nbytes());
+    FUZZ_CHECK(got.empty() || std::memcmp(got.data(), input.data() + at, got.size()) == 0);
   }
 }
 

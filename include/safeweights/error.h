@@ -97,7 +97,7 @@ SAFEWEIGHTS_API_BEGIN
 // (safetensors) leave the rule Unspecified.
 #define SAFEWEIGHTS_ERROR_RULES(X)                                                                                  \
   X(Unspecified, 0, "", "no rule code: the kind says what failed")                                                  \
-  /* GGUF (docs/GGUF.md, "Rules"); every InvalidGguf error carries one */                                           \
+  /* GGUF: every InvalidGguf error has one (docs/GGUF.md, "Rules checked") */                                       \
   X(GgufMagic, 1, "gguf.magic", "the file does not start with the magic GGUF")                                      \
   X(GgufVersion, 2, "gguf.version", "the version is not one that GGUF defines")                                     \
   X(GgufTruncated, 3, "gguf.truncated", "the header ends inside a value it declares")                               \

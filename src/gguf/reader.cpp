@@ -16,7 +16,7 @@
 namespace safeweights::gguf {
 namespace {
 
-// Every InvalidGguf error names the rule it broke (ErrorRule, docs/GGUF.md "Rules").
+// Every InvalidGguf error names the rule it broke (ErrorRule, docs/GGUF.md "Rules checked").
 Error invalid(ErrorRule rule, std::string message, std::uint64_t offset) {
   return Error(ErrorKind::InvalidGguf, std::move(message)).with_rule(rule).with_offset(offset);
 }

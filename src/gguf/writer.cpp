@@ -160,9 +160,12 @@ struct SplitWriter::Impl {
   std::vector<TensorDecl> names;                              // owns the names part_of views
 
   std::string prefix;
+  bool finished = false;  // finish() was called: every later call is refused, as a single sink's is
 
+  Error finished_error() const { return bad("writer already finished").with_file(prefix); }
   // The part tensor `name` is in.
   Result<PlannedFileSink*> part(std::string_view name) {
+    if (finished) return finished_error();
     auto it = part_of.find(name);
     if (it == part_of.end()) {
       return bad("tensor was not declared when the writer was created").with_file(prefix).with_tensor(name);
@@ -253,10 +256,18 @@ Status SplitWriter::copy_chunk(std::string_view name, const ByteSource& source, 
   return part->copy_chunk(name, source, offset, length);
 }
 
-// Every file complete first; then the renames, one cancellation check for the group; a failure in the
-// middle removes the files already renamed, so a split set is never left partly written.
+// Every file complete first (else every file is discarded at once, as a single sink discards its own);
+// then the renames, one cancellation check for the group; a failure in the middle removes the files
+// already renamed, so a split set is never left partly written.
 Status SplitWriter::finish() {
-  for (const auto& part : impl_->parts) SW_RETURN_IF_ERROR(part->complete());
+  if (impl_->finished) return impl_->finished_error();
+  impl_->finished = true;
+  for (const auto& part : impl_->parts) {
+    if (Status s = part->complete(); !s.is_ok()) {
+      for (const auto& p : impl_->parts) p->file().abandon();
+      return s;
+    }
+  }
   SW_RETURN_IF_ERROR(check_cancelled());
   for (std::size_t k = 0; k < impl_->parts.size(); ++k) {
     Status s = AtomicFile::commit_all(std::span(&impl_->parts[k]->file(), 1));

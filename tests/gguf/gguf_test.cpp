@@ -582,6 +582,13 @@ TEST(SplitWriter, LeavesNoFileUnlessEveryFileIsComplete) {
       }
     const Status s = (*w)->finish();  // "c", in file 3, is missing
     EXPECT_EQ(s.error().context().tensor, "c");
+    EXPECT_EQ(s.error().message(), "tensor incomplete: 0 of 68 bytes written") << s.error().to_string();
+    // Discarded at once, as a single sink is, and done: writing "c" now cannot revive the set.
+    EXPECT_TRUE(fs::is_empty(dir.path()));
+    const Status late = (*w)->write("c", pattern(8, 0));
+    ASSERT_TRUE(swt::IsKind(late, ErrorKind::InvalidArgument));
+    EXPECT_EQ(late.error().message(), "writer already finished");
+    EXPECT_EQ((*w)->finish().error().message(), "writer already finished");
   }
   EXPECT_TRUE(fs::is_empty(dir.path()));
   // Not finished: nothing either.
