@@ -14,7 +14,7 @@
 //   read() touched     the same into a buffer already written once (page-cache copy ceiling; info)
 //   pread() 2 threads  two threads each pread() half of the file into a fresh buffer: the reference
 //                      at the parallelism load_host uses by default on this 2-core machine (info)
-//   mmap + touch       Reader::open(path, Mmap) + one byte read from every 4 KiB page via TensorView
+//   mmap + touch       Reader::open(path, Mmap) + one byte read from every 4 KiB page via TensorEntry::view
 //   write_file         safetensors::write_file of all tensors (from memory) to DIR, no fsync
 //   cp                 `cp FILE DIR/...` of the same file (physical reference for write_file)
 // The order of the measurements rotates from pass to pass, sync() runs before each and outputs are
@@ -329,9 +329,9 @@ int main(int argc, char** argv) {
         auto reader = safetensors::Reader::open(input, FileBackend::Mmap);
         check(reader.status(), "open");
         std::uint64_t sum = 0;
-        for (const auto& info : reader->header().tensors()) {
-          const auto view = reader->view(info);
-          for (std::size_t i = 0; i < view.data.size(); i += 4096) sum += std::to_integer<std::uint64_t>(view.data[i]);
+        for (const TensorEntry& entry : reader->tensors()) {
+          const auto view = entry.view();
+          for (std::size_t i = 0; i < view.size(); i += 4096) sum += std::to_integer<std::uint64_t>(view[i]);
         }
         const double s = seconds_since(t0);
         sink = sink + sum;

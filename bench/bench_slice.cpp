@@ -64,9 +64,9 @@ int main(int argc, char** argv) {
 
   auto reader = safetensors::Reader::open(path);
   check(reader.status());
-  const auto& info = *reader->tensor("big").value().info;
+  const TensorEntry& info = *reader->tensor("big").value();
   std::vector<std::byte> out(big.size());
-  check(reader->read(info, out));  // warm
+  check(info.read(out));  // warm
 
   struct Case {
     const char* name;
@@ -76,20 +76,20 @@ int main(int argc, char** argv) {
   for (const Case& c : cases) {
     auto spec = SliceSpec::parse(c.spec);
     check(spec.status());
-    auto plan = reader->plan_slice(info, *spec);
+    auto plan = info.plan_slice(*spec);
     check(plan.status());
     std::vector<double> ms;
     for (int p = 0; p < passes; ++p) {
-      ms.push_back(time_ms([&] { check(reader->read_slice(*plan, std::span(out).first(plan->nbytes()))); }));
+      ms.push_back(time_ms([&] { check(info.read_slice(*plan, std::span(out).first(plan->nbytes()))); }));
     }
     std::printf("%-12s %8.3f ms  (%llu runs)\n", c.name, median(ms), static_cast<unsigned long long>(plan->run_count()));
   }
-  std::vector<const safetensors::TensorInfo*> infos;
-  for (int i = 0; i < 4096; ++i) infos.push_back(reader->tensor("s" + std::to_string(i)).value().info);
+  std::vector<const TensorEntry*> infos;
+  for (int i = 0; i < 4096; ++i) infos.push_back(reader->tensor("s" + std::to_string(i)).value());
   std::vector<double> ms;
   for (int p = 0; p < passes; ++p) {
     ms.push_back(time_ms([&] {
-      for (const safetensors::TensorInfo* t : infos) check(reader->read(*t, std::span(out).first(t->nbytes())));
+      for (const TensorEntry* t : infos) check(t->read(std::span(out).first(t->nbytes)));
     }));
   }
   std::printf("%-12s %8.3f ms  (4096 reads of 256 bytes)\n", "small reads", median(ms));

@@ -19,7 +19,7 @@ std::vector<std::vector<std::byte>> read_all(const TensorFile& file) {
   for (const TensorEntry& e : file.tensors()) {
     if (e.nbytes > (1u << 24)) continue;  // bounded by the input's storages, but keep runs fast
     std::vector<std::byte> bytes(e.nbytes);
-    FUZZ_CHECK_OK(TensorFile::read(e, bytes));
+    FUZZ_CHECK_OK(e.read(bytes));
     out.push_back(std::move(bytes));
   }
   return out;

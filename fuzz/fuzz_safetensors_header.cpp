@@ -3,7 +3,7 @@
 // Header::parse must either fail cleanly or return a header whose invariants hold: tensors contiguous
 // from offset 0 in data-offset order, each tensor's byte length equal to its shape x dtype size, the
 // data section ending exactly at the end of the input. For an accepted file, every tensor is then
-// read through the zero-copy view, through Reader::read (mapped and unmapped sources) and through a
+// read through its entry: the zero-copy view, read() (mapped and unmapped sources) and a
 // couple of slices, and all of them must agree with the bytes of the input.
 #include <algorithm>
 #include <cstddef>
@@ -52,72 +52,76 @@ void check_header(const Header& header, std::size_t size) {
 }
 
 // Reads a slice and, for the cases whose result is easy to predict, compares it with `whole`.
-void check_slices(const Reader& reader, const TensorInfo& info, std::span<const std::byte> whole) {
+void check_slices(const TensorEntry& entry, std::span<const std::byte> whole) {
   // "" (everything) must give back the whole tensor, in order.
   if (auto spec = SliceSpec::parse(""); spec.is_ok()) {
-    auto plan = reader.plan_slice(info, *spec);
+    auto plan = entry.plan_slice(*spec);
     if (plan.is_ok()) {
-      FUZZ_CHECK(plan->nbytes() == info.nbytes());
+      FUZZ_CHECK(plan->nbytes() == entry.nbytes);
       std::vector<std::byte> out(plan->nbytes());
-      FUZZ_CHECK_OK(reader.read_slice(*plan, out));
+      FUZZ_CHECK_OK(entry.read_slice(*plan, out));
       FUZZ_CHECK(out.empty() || std::memcmp(out.data(), whole.data(), out.size()) == 0);
     } else {
-      FUZZ_CHECK(type_bits(info.dtype) < 8);  // only sub-byte types can refuse a full slice
+      FUZZ_CHECK(type_bits(entry.type) < 8);  // only sub-byte types can refuse a full slice
     }
   } else {
     FUZZ_CHECK(false);
   }
-  if (info.shape.empty()) return;
+  if (entry.shape.empty()) return;
   // ":1" on the first axis is a prefix of the tensor's bytes.
   auto head = SliceSpec::parse(":1");
   FUZZ_CHECK(head.is_ok());
-  if (auto plan = reader.plan_slice(info, *head); plan.is_ok()) {
-    FUZZ_CHECK(plan->nbytes() <= info.nbytes());
+  if (auto plan = entry.plan_slice(*head); plan.is_ok()) {
+    FUZZ_CHECK(plan->nbytes() <= entry.nbytes);
     std::vector<std::byte> out(plan->nbytes());
-    FUZZ_CHECK_OK(reader.read_slice(*plan, out));
+    FUZZ_CHECK_OK(entry.read_slice(*plan, out));
     FUZZ_CHECK(out.empty() || std::memcmp(out.data(), whole.data(), out.size()) == 0);
   }
   // A reversed, strided slice of the last axis: only checked for staying in bounds and being readable.
   auto rev = SliceSpec::parse("..., ::-2");
   FUZZ_CHECK(rev.is_ok());
-  if (auto plan = reader.plan_slice(info, *rev); plan.is_ok()) {
-    FUZZ_CHECK(plan->nbytes() <= info.nbytes());
-    const std::uint64_t lo = reader.header().data_start() + info.begin;
-    const std::uint64_t hi = reader.header().data_start() + info.end;
+  if (auto plan = entry.plan_slice(*rev); plan.is_ok()) {
+    FUZZ_CHECK(plan->nbytes() <= entry.nbytes);
+    const std::uint64_t lo = entry.offset;
+    const std::uint64_t hi = entry.offset + entry.nbytes;
     plan->for_each_run([&](std::uint64_t offset, std::uint64_t length) {
       FUZZ_CHECK(offset >= lo && offset <= hi && length <= hi - offset);
       return true;
     });
     std::vector<std::byte> out(plan->nbytes());
-    FUZZ_CHECK_OK(reader.read_slice(*plan, out));
+    FUZZ_CHECK_OK(entry.read_slice(*plan, out));
   }
 }
 
 void check_reader(const Reader& reader, std::span<const std::byte> input, bool mapped) {
   const Header& header = reader.header();
-  for (const TensorInfo& info : header.tensors()) {
-    const TensorView view = reader.view(info);
-    FUZZ_CHECK(view.info == &info);
-    FUZZ_CHECK(view.offset == header.data_start() + info.begin);
-    const std::span<const std::byte> expected = input.subspan(view.offset, info.nbytes());
+  const std::span<const TensorEntry> entries_in_order = reader.tensors();
+  FUZZ_CHECK(entries_in_order.size() == header.tensors().size());
+  for (std::size_t i = 0; i < entries_in_order.size(); ++i) {
+    const TensorInfo& info = header.tensors()[i];
+    const TensorEntry& entry = entries_in_order[i];
+    FUZZ_CHECK(entry.name == info.name && entry.type == info.dtype && entry.nbytes == info.nbytes());
+    FUZZ_CHECK(entry.source == &reader.source());
+    FUZZ_CHECK(entry.offset == header.data_start() + info.begin);
+    const std::span<const std::byte> expected = input.subspan(entry.offset, info.nbytes());
+    const std::span<const std::byte> view = entry.view();
     if (mapped) {
-      FUZZ_CHECK(view.is_mapped());
-      FUZZ_CHECK(view.data.size() == info.nbytes());
-      if (!view.data.empty()) {
-        FUZZ_CHECK(view.data.data() == input.data() + view.offset);  // zero-copy: points into the input
+      FUZZ_CHECK(view.size() == info.nbytes());
+      if (!view.empty()) {
+        FUZZ_CHECK(view.data() == input.data() + entry.offset);  // zero-copy: points into the input
       }
     } else {
-      FUZZ_CHECK(view.data.data() == nullptr);
+      FUZZ_CHECK(view.data() == nullptr);
     }
     std::vector<std::byte> copy(info.nbytes());
-    FUZZ_CHECK_OK(reader.read(info, copy));
+    FUZZ_CHECK_OK(entry.read(copy));
     FUZZ_CHECK(copy.empty() || std::memcmp(copy.data(), expected.data(), copy.size()) == 0);
 
     auto by_name = reader.tensor(info.name);
     FUZZ_CHECK(by_name.is_ok());
-    FUZZ_CHECK(by_name->info == &info);
+    FUZZ_CHECK(*by_name == &entry);
 
-    check_slices(reader, info, expected);
+    check_slices(entry, expected);
   }
   auto missing = reader.tensor("\x01no such tensor\x02");
   FUZZ_CHECK(!missing.is_ok());

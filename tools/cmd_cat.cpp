@@ -63,7 +63,7 @@ Status cat(const CatArgs& opt) {
   }
   auto spec = SliceSpec::parse(opt.slice);
   if (!spec.is_ok()) return std::move(spec.error().with_file(target.source->name()).with_tensor(target.tensor->name));
-  auto plan = TensorFile::plan_slice(*target.tensor, *spec);
+  auto plan = target.tensor->plan_slice(*spec);
   if (!plan.is_ok()) return std::move(plan).status();
   // Streamed in pieces: memory follows the piece, not what the header declares.
   if (Status s = copy_slice(*target.source, *plan, 64u << 20, [&](std::span<const std::byte> part) { return sink->write(part); }); !s.is_ok()) {

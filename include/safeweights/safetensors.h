@@ -6,9 +6,10 @@
 // and optionally unknown fields), which only inputs the reference accepts can reach. A parsed Header
 // is immutable and trusted: nothing downstream re-checks it.
 //
-// Reader couples a Header with the ByteSource it came from. On a mapped source, tensor(name) is a
-// pointer into the mapping (no copy); on a pread source the bytes are read on demand into memory the
-// caller gives (read()) or the caller asks to own (read_owned()); the loader (loader.h) reads them all.
+// Reader couples a Header with the ByteSource it came from and is the file's TensorFile: on a mapped
+// source an entry's view() points into the mapping (no copy); on a pread source the bytes are read on
+// demand into memory the caller gives (read()) or the caller asks to own (read_owned()); the loader
+// (loader.h) reads them all.
 //
 // Thread safety: Header and Reader are immutable after construction; every const method may be
 // called concurrently. Views stay valid as long as the Reader (or its source) lives.
@@ -155,16 +156,9 @@ class Header {
   bool has_metadata_ = false;
 };
 
-// A tensor's place in its source, and its bytes when the source is mapped.
-struct TensorView {
-  const TensorInfo* info = nullptr;
-  std::uint64_t offset = 0;         // absolute offset of the first byte in the source
-  std::span<const std::byte> data;  // the bytes, when mapped; data.data() == nullptr otherwise
-
-  bool is_mapped() const noexcept { return data.data() != nullptr || info->nbytes() == 0; }
-};
-
-class Reader {
+// One safetensors file (a path, a URL, or a member of an archive) as a TensorFile. Its TensorEntry list
+// and its metadata are built on first use, so that open() costs no more than Header::parse.
+class Reader final : public TensorFile {
  public:
   static Result<Reader> open(const std::string& path, FileBackend backend = FileBackend::Mmap, const ReadOptions& options = {});
   static Result<Reader> open(SourcePtr source, const ReadOptions& options = {});
@@ -172,30 +166,27 @@ class Reader {
   const Header& header() const noexcept { return *header_; }
   const ByteSource& source() const noexcept { return *source_; }
   const SourcePtr& source_ptr() const noexcept { return source_; }
-  const std::string& name() const noexcept { return source_->name(); }
 
-  // TensorNotFound when the name is absent.
-  Result<TensorView> tensor(std::string_view name) const;
-  TensorView view(const TensorInfo& info) const noexcept;
-  // The tensor as every format describes it (safeweights/tensor_file.h): valid while this Reader lives.
+  std::string_view format() const noexcept override { return "safetensors"; }
+  const std::string& name() const noexcept override { return source_->name(); }
+  std::span<const TensorEntry> tensors() const noexcept override;
+  const TensorEntry* find(std::string_view name) const noexcept override;
+  const MetadataEntries* metadata() const noexcept override;
+
+  // The tensor of a header record as every format describes it (safeweights/tensor_file.h), without
+  // building the entry list: valid while this Reader lives.
   TensorEntry entry(const TensorInfo& info) const noexcept {
     return {info.name, info.dtype, info.shape, source_.get(), header_->data_start() + info.begin, info.nbytes()};
   }
-
-  // Copies a tensor into dst (dst.size() == info.nbytes()).
-  Status read(const TensorInfo& info, std::span<std::byte> dst) const;
-  Result<std::vector<std::byte>> read_owned(std::string_view name) const;
-
-  // Slices a tensor: the plan's offsets are absolute in source(); read it with read_slice().
-  Result<SlicePlan> plan_slice(const TensorInfo& info, const SliceSpec& spec) const;
-  Status read_slice(const SlicePlan& plan, std::span<std::byte> dst) const;
-  // Loading every tensor at once is the loader's (safeweights/loader.h): LoadPlan::make of the file's
-  // entries, then load_host or load_into.
+  // Loading every tensor at once is the loader's (safeweights/loader.h): LoadPlan::make of this file,
+  // then load_host or load_into.
 
  private:
-  Reader(SourcePtr source, std::shared_ptr<const Header> header) : source_(std::move(source)), header_(std::move(header)) {}
+  struct State;  // the Header and what is built from it on first use; shared by copies
+  Reader(SourcePtr source, std::shared_ptr<State> state);
   SourcePtr source_;
-  std::shared_ptr<const Header> header_;
+  std::shared_ptr<State> state_;
+  const Header* header_ = nullptr;  // in *state_
 };
 
 SAFEWEIGHTS_API_END

@@ -28,7 +28,8 @@
 namespace safeweights::safetensors {
 SAFEWEIGHTS_API_BEGIN
 
-class ShardedReader {
+// A sharded checkpoint as a TensorFile: every shard's tensors, shard after shard; the index's metadata.
+class ShardedReader final : public TensorFile {
  public:
   static Result<ShardedReader> open(const std::string& index_path, FileBackend backend = FileBackend::Mmap, const ReadOptions& options = {});
   // The same with the index and its shards opened through `resolver` (so over HTTP: shards are the
@@ -36,12 +37,18 @@ class ShardedReader {
   static Result<ShardedReader> open(const std::string& index_path, const Resolver& resolver, FileBackend backend = FileBackend::Mmap,
                                     const ReadOptions& options = {});
 
+  std::string_view format() const noexcept override { return "safetensors-index"; }
+  const std::string& name() const noexcept override { return name_; }  // the index's path
+  std::span<const TensorEntry> tensors() const noexcept override { return entries_; }
+  const TensorEntry* find(std::string_view name) const noexcept override;
+  const MetadataEntries* metadata() const noexcept override { return &metadata_; }
+
   struct Location {
     const Reader* shard;
     const TensorInfo* info;
   };
-  // TensorNotFound when absent.
-  Result<Location> find(std::string_view name) const;
+  // The shard that holds a tensor, and its record there. TensorNotFound when absent.
+  Result<Location> locate(std::string_view name) const;
   // All tensor names, sorted.
   const std::vector<std::string>& names() const noexcept { return names_; }
   const std::vector<Reader>& shards() const noexcept { return shards_; }
@@ -50,11 +57,15 @@ class ShardedReader {
   const std::map<std::string, std::string>& index_metadata() const noexcept { return index_metadata_; }
 
  private:
+  std::string name_;
   std::vector<Reader> shards_;
   std::vector<std::string> shard_files_;
   std::vector<std::string> names_;
   std::map<std::string, std::size_t, std::less<>> shard_of_;  // tensor name -> index into shards_
   std::map<std::string, std::string> index_metadata_;
+  std::vector<TensorEntry> entries_;
+  std::vector<std::size_t> first_;  // index in entries_ of each shard's first tensor
+  MetadataEntries metadata_;        // index_metadata_ in TensorFile's form
 };
 
 struct ShardOptions {

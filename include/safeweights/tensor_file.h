@@ -41,6 +41,17 @@ struct TensorEntry {
   std::uint64_t nbytes = 0;
 
   std::uint64_t num_elements() const noexcept { return safeweights::num_elements(shape); }
+
+  // The bytes without a copy when the source is mapped; an empty span with data() == nullptr otherwise.
+  std::span<const std::byte> view() const noexcept;
+  // Copies the bytes into dst (dst.size() == nbytes).
+  Status read(std::span<std::byte> dst) const;
+  // The bytes in memory of their own, allocated within the memory budget (allocate_bytes).
+  Result<std::vector<std::byte>> read_owned() const;
+  // Plans a slice (numpy basic indexing); the plan's offsets are absolute in `source`.
+  Result<SlicePlan> plan_slice(const SliceSpec& spec) const;
+  // Reads a plan of plan_slice() into dst (dst.size() == plan.nbytes()).
+  Status read_slice(const SlicePlan& plan, std::span<std::byte> dst) const;
 };
 
 // File-level metadata in file order: keys, and values as text (strings as they are).
@@ -63,13 +74,6 @@ class TensorFile {
 
   // TensorNotFound (naming the file) when absent.
   Result<const TensorEntry*> tensor(std::string_view name) const;
-  // The tensor's bytes without a copy when its source is mapped; an empty span with data() == nullptr
-  // otherwise.
-  static std::span<const std::byte> view(const TensorEntry& entry) noexcept;
-  // Copies the tensor's bytes into dst (dst.size() == entry.nbytes).
-  static Status read(const TensorEntry& entry, std::span<std::byte> dst);
-  // Plans a slice of the tensor (numpy basic indexing); offsets are absolute in entry.source.
-  static Result<SlicePlan> plan_slice(const TensorEntry& entry, const SliceSpec& spec);
 };
 
 // A tensor to be written: its declaration.

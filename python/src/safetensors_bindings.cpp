@@ -282,7 +282,10 @@ void register_safetensors(py::module_& m) {
             const auto& info = find_tensor(*r, utf8_arg(name, "tensor name"));
             py::bytearray out = new_bytearray(info.nbytes());
             auto dst = bytearray_span(out);
-            ok_or_raise(without_gil([&] { return r->read(info, dst); }), Domain::Safetensors);
+            // The source's error as it is (an IoError naming only the file raises OSError), not
+            // TensorEntry::read's, which adds the tensor.
+            const TensorEntry entry = r->entry(info);
+            ok_or_raise(without_gil([&] { return entry.source->read_at(entry.offset, dst); }), Domain::Safetensors);
             return out;
           },
           py::arg("name"), "A copy of the tensor's bytes (GIL released while reading).")
@@ -293,12 +296,13 @@ void register_safetensors(py::module_& m) {
             const std::string name = utf8_arg(name_arg, "tensor name");
             const auto& info = find_tensor(*r, name);
             SliceSpec spec = slice_spec_from(items);
-            Result<SlicePlan> plan = r->plan_slice(info, spec);
+            const TensorEntry entry = r->entry(info);
+            Result<SlicePlan> plan = entry.plan_slice(spec);
             if (!plan.is_ok()) plan.error().with_tensor(name);
             SlicePlan p = value_or_raise(std::move(plan), Domain::Safetensors);
             py::bytearray out = new_bytearray(p.nbytes());
             auto dst = bytearray_span(out);
-            ok_or_raise(without_gil([&] { return r->read_slice(p, dst); }), Domain::Safetensors);
+            ok_or_raise(without_gil([&] { return entry.read_slice(p, dst); }), Domain::Safetensors);
             return py::make_tuple(shape_list(p.shape()), out);
           },
           py::arg("name"), py::arg("items"), "(result shape, bytearray) reading only the bytes the slice needs.")
@@ -397,8 +401,8 @@ void register_safetensors(py::module_& m) {
           py::dict d;
           d["shape"] = shape_list(t.shape);
           d["dtype"] = std::string(type_name(t.dtype));
-          auto view = r.view(t);
-          d["data"] = py::bytearray(reinterpret_cast<const char*>(view.data.data()), view.data.size());
+          auto view = r.entry(t).view();
+          d["data"] = py::bytearray(reinterpret_cast<const char*>(view.data()), view.size());
           out.append(py::make_tuple(py::str(t.name.data(), t.name.size()), d));
         }
         return out;

@@ -98,7 +98,7 @@ class DdufFormat final : public Format {
     if (members.size() != 1) return needs_member(path, "name the .safetensors ENTRY to open");
     SW_ASSIGN_OR_RETURN(Reader reader, open_archive(path, options));
     SW_ASSIGN_OR_RETURN(safetensors::Reader member, open_member(reader, members[0], options));
-    return safetensors::tensor_file(std::move(member));
+    return std::unique_ptr<TensorFile>(std::make_unique<safetensors::Reader>(std::move(member)));
   }
   // ENTRY: the member's bytes; ENTRY TENSOR: a tensor of a .safetensors member.
   Result<CatTarget> locate(const std::string& path, std::span<const std::string> names, const FormatOptions& options) const override {

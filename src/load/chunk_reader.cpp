@@ -85,7 +85,7 @@ ChunkReader::~ChunkReader() {
 Status ChunkReader::read(const LoadChunk& chunk, std::span<std::byte> dst) const {
   if (chunk.tensor >= 0) {
     const PlacedTensor& t = plan_.tensors()[static_cast<std::size_t>(chunk.tensor)];
-    auto slice = TensorFile::plan_slice(t.entry, plan_.shard_spec(chunk));
+    auto slice = t.entry.plan_slice(plan_.shard_spec(chunk));
     if (!slice.is_ok()) return error_of(slice).with_tensor(t.entry.name);
     return read_slice(*chunk.source, *slice, dst);
   }

@@ -14,23 +14,31 @@ Result<const TensorEntry*> TensorFile::tensor(std::string_view name) const {
   return Error(ErrorKind::TensorNotFound, "no tensor named `" + std::string(name) + "`").with_file(this->name()).with_tensor(name);
 }
 
-std::span<const std::byte> TensorFile::view(const TensorEntry& entry) noexcept { return entry.source->view(entry.offset, entry.nbytes); }
+std::span<const std::byte> TensorEntry::view() const noexcept { return source->view(offset, nbytes); }
 
-Status TensorFile::read(const TensorEntry& entry, std::span<std::byte> dst) {
-  if (dst.size() != entry.nbytes) {
-    return Error(ErrorKind::InvalidArgument,
-                 "destination of " + std::to_string(dst.size()) + " bytes for a tensor of " + std::to_string(entry.nbytes))
-        .with_tensor(entry.name);
+Status TensorEntry::read(std::span<std::byte> dst) const {
+  if (dst.size() != nbytes) {
+    return Error(ErrorKind::InvalidArgument, "destination of " + std::to_string(dst.size()) + " bytes for a tensor of " + std::to_string(nbytes))
+        .with_tensor(name);
   }
-  if (Status s = entry.source->read_at(entry.offset, dst); !s.is_ok()) return error_of(s).with_tensor(entry.name);
+  if (Status s = source->read_at(offset, dst); !s.is_ok()) return error_of(s).with_tensor(name);
   return Status::ok();
 }
 
-Result<SlicePlan> TensorFile::plan_slice(const TensorEntry& entry, const SliceSpec& spec) {
-  auto plan = safeweights::plan_slice(entry.shape, entry.type, spec, entry.offset);
-  if (!plan.is_ok()) return error_of(plan).with_file(entry.source->name()).with_tensor(entry.name);
+Result<std::vector<std::byte>> TensorEntry::read_owned() const {
+  auto out = allocate_bytes(nbytes, "tensor `" + std::string(name) + "`");
+  if (!out.is_ok()) return error_of(out).with_file(source->name());
+  SW_RETURN_IF_ERROR(read(*out));
+  return out;
+}
+
+Result<SlicePlan> TensorEntry::plan_slice(const SliceSpec& spec) const {
+  auto plan = safeweights::plan_slice(shape, type, spec, offset);
+  if (!plan.is_ok()) return error_of(plan).with_file(source->name()).with_tensor(name);
   return plan;
 }
+
+Status TensorEntry::read_slice(const SlicePlan& plan, std::span<std::byte> dst) const { return safeweights::read_slice(*source, plan, dst); }
 
 Status TensorSink::copy_chunk(std::string_view name, const ByteSource& source, std::uint64_t offset, std::uint64_t length) {
   return copy_range(source, offset, length, copy_buffer_size(source), [&](std::span<const std::byte> part) -> Status {

@@ -1,5 +1,5 @@
-// safetensors in the format registry: detection, validate/inspect output, and the format-neutral
-// TensorFile over a Reader or a ShardedReader.
+// safetensors in the format registry: detection, validate/inspect output, and open (a Reader or a
+// ShardedReader, which are TensorFiles).
 #include "safetensors/format.h"
 
 #include <cstdio>
@@ -17,59 +17,6 @@
 
 namespace safeweights::safetensors {
 namespace {
-
-// One safetensors file (a path, a URL, or a member of an archive).
-class SafetensorsFile final : public TensorFile {
- public:
-  explicit SafetensorsFile(Reader reader) : reader_(std::move(reader)) {
-    const auto infos = reader_.header().tensors();
-    entries_.reserve(infos.size());
-    for (const TensorInfo& info : infos) entries_.push_back(reader_.entry(info));
-    if (reader_.header().has_metadata()) metadata_ = reader_.header().metadata().entries();
-  }
-  std::string_view format() const noexcept override { return "safetensors"; }
-  const std::string& name() const noexcept override { return reader_.name(); }
-  std::span<const TensorEntry> tensors() const noexcept override { return entries_; }
-  const TensorEntry* find(std::string_view name) const noexcept override {
-    const TensorInfo* info = reader_.header().find(name);
-    return info ? &entries_[static_cast<std::size_t>(info - reader_.header().tensors().data())] : nullptr;
-  }
-  const MetadataEntries* metadata() const noexcept override { return metadata_ ? &*metadata_ : nullptr; }
-
- private:
-  Reader reader_;
-  std::vector<TensorEntry> entries_;
-  std::optional<MetadataEntries> metadata_;
-};
-
-// A sharded checkpoint: every shard's tensors, shard after shard; the index's metadata.
-class ShardedFile final : public TensorFile {
- public:
-  ShardedFile(ShardedReader reader, std::string name) : reader_(std::move(reader)), name_(std::move(name)) {
-    for (const Reader& shard : reader_.shards()) {
-      first_.push_back(entries_.size());
-      for (const TensorInfo& info : shard.header().tensors()) entries_.push_back(shard.entry(info));
-    }
-    for (const auto& kv : reader_.index_metadata()) metadata_.push_back(kv);
-  }
-  std::string_view format() const noexcept override { return "safetensors-index"; }
-  const std::string& name() const noexcept override { return name_; }
-  std::span<const TensorEntry> tensors() const noexcept override { return entries_; }
-  const TensorEntry* find(std::string_view name) const noexcept override {
-    auto loc = reader_.find(name);
-    if (!loc.is_ok()) return nullptr;
-    const std::size_t shard = static_cast<std::size_t>(loc->shard - reader_.shards().data());
-    return &entries_[first_[shard] + static_cast<std::size_t>(loc->info - loc->shard->header().tensors().data())];
-  }
-  const MetadataEntries* metadata() const noexcept override { return &metadata_; }
-
- private:
-  ShardedReader reader_;
-  std::string name_;
-  std::vector<TensorEntry> entries_;
-  std::vector<std::size_t> first_;  // index in entries_ of each shard's first tensor
-  MetadataEntries metadata_;
-};
 
 ReadOptions read_options(const FormatOptions& options) {
   ReadOptions out;
@@ -154,7 +101,7 @@ std::string inspect_index(const ShardedReader& reader, const std::string& path, 
     string_map_json(w, reader.index_metadata());
     w.key("tensors").array();
     for (const auto& name : reader.names()) {
-      auto loc = reader.find(name);
+      auto loc = reader.locate(name);
       tensor_json(w, *loc->info);
       w.key("shard").string(base_name(loc->shard->name())).end();
     }
@@ -168,7 +115,7 @@ std::string inspect_index(const ShardedReader& reader, const std::string& path, 
   std::vector<const TensorInfo*> rows;
   std::vector<std::string> shards;
   for (const auto& name : reader.names()) {
-    auto loc = reader.find(name);
+    auto loc = reader.locate(name);
     rows.push_back(loc->info);
     shards.push_back(printable(base_name(loc->shard->name())));
   }
@@ -207,7 +154,7 @@ class SafetensorsFormat final : public Format {
                                            const FormatOptions& options) const override {
     SW_RETURN_IF_ERROR(no_members(path, members));
     SW_ASSIGN_OR_RETURN(Reader reader, open_reader(path, options));
-    return tensor_file(std::move(reader));
+    return std::unique_ptr<TensorFile>(std::make_unique<Reader>(std::move(reader)));
   }
 
  private:
@@ -240,13 +187,11 @@ class IndexFormat final : public Format {
   }
   Result<std::unique_ptr<TensorFile>> open(const std::string& path, std::span<const std::string>, const FormatOptions& options) const override {
     SW_ASSIGN_OR_RETURN(ShardedReader reader, open_sharded(path, options));
-    return std::unique_ptr<TensorFile>(std::make_unique<ShardedFile>(std::move(reader), path));
+    return std::unique_ptr<TensorFile>(std::make_unique<ShardedReader>(std::move(reader)));
   }
 };
 
 }  // namespace
-
-std::unique_ptr<TensorFile> tensor_file(Reader reader) { return std::make_unique<SafetensorsFile>(std::move(reader)); }
 
 std::string inspect_file(const Reader& reader, const std::string& display, bool json) {
   const auto& h = reader.header();

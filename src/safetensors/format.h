@@ -12,9 +12,6 @@ namespace safeweights::safetensors {
 const Format& safetensors_format();
 const Format& index_format();
 
-// The format-neutral view of an opened file.
-std::unique_ptr<TensorFile> tensor_file(class Reader reader);
-
 // The inspect output of one safetensors file (shared with archives that hold safetensors members);
 // `display` names it in the text form.
 std::string inspect_file(const class Reader& reader, const std::string& display, bool json);

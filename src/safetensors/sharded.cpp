@@ -45,6 +45,7 @@ Result<ShardedReader> ShardedReader::open(const std::string& index_path, const R
   }
 
   ShardedReader reader;
+  reader.name_ = index_path;
   std::unordered_map<std::string, std::size_t> shard_index;
   for (const auto& [tensor, file] : raw.weight_map) {
     if (auto s = check_shard_name(file); !s.is_ok()) return error_of(s).with_file(index_path).with_tensor(tensor);
@@ -81,16 +82,28 @@ Result<ShardedReader> ShardedReader::open(const std::string& index_path, const R
       }
     }
   }
+  for (const Reader& shard : reader.shards_) {
+    reader.first_.push_back(reader.entries_.size());
+    for (const TensorInfo& info : shard.header().tensors()) reader.entries_.push_back(shard.entry(info));
+  }
+  reader.metadata_.assign(reader.index_metadata_.begin(), reader.index_metadata_.end());
   return reader;
 }
 
-Result<ShardedReader::Location> ShardedReader::find(std::string_view name) const {
+Result<ShardedReader::Location> ShardedReader::locate(std::string_view name) const {
   auto it = shard_of_.find(name);
   if (it == shard_of_.end()) {
     return Error(ErrorKind::TensorNotFound, "tensor `" + std::string(name) + "` not found").with_tensor(name);
   }
   const Reader& shard = shards_[it->second];
   return Location{&shard, shard.header().find(name)};
+}
+
+const TensorEntry* ShardedReader::find(std::string_view name) const noexcept {
+  auto it = shard_of_.find(name);
+  if (it == shard_of_.end()) return nullptr;
+  const Header& header = shards_[it->second].header();
+  return &entries_[first_[it->second] + static_cast<std::size_t>(header.find(name) - header.tensors().data())];
 }
 
 Result<ShardedWriteResult> write_sharded(const std::string& folder, std::span<const TensorData> tensors, const ShardOptions& options) {

@@ -305,7 +305,7 @@ TEST(Sources, SubrangeSource) {
   ASSERT_TRUE(IsOk(inner));
   auto r = st::Reader::open(*inner);
   ASSERT_TRUE(IsOk(r));
-  auto v = r->read_owned("t");
+  auto v = r->tensor("t").value()->read_owned();
   ASSERT_TRUE(IsOk(v));
   EXPECT_EQ(to_string(*v), "zz");
   auto bad = safeweights::subrange_source(outer, 6, file.size() + 1, "outer!bad");

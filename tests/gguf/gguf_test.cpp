@@ -231,7 +231,7 @@ TEST(Writer, RoundTripsEveryValueTypeAndTensorType) {
     EXPECT_EQ(std::vector<std::uint64_t>(t.shape.begin(), t.shape.end()), decls[i].shape);
     EXPECT_EQ((*f)->infos()[i].offset, expected_offset);
     const auto want = pattern(static_cast<std::size_t>(t.nbytes), static_cast<int>(i));
-    auto view = TensorFile::view(t);
+    auto view = t.view();
     ASSERT_EQ(view.size(), want.size());
     EXPECT_TRUE(want.empty() || std::memcmp(view.data(), want.data(), want.size()) == 0) << t.name;
     expected_offset += (t.nbytes + 31) / 32 * 32;
@@ -323,9 +323,9 @@ TEST(Reader, ReadsOnlyTheHeaderFromAnUnmappedSource) {
   ASSERT_TRUE(f.is_ok()) << f.error().to_string();
   EXPECT_LE(counting->furthest.load(), 64u * 1024);
   EXPECT_EQ((*f)->tensors()[0].nbytes, 4u << 20);
-  EXPECT_EQ(TensorFile::view((*f)->tensors()[0]).data(), nullptr);  // not mapped: read() copies instead
+  EXPECT_EQ((*f)->tensors()[0].view().data(), nullptr);  // not mapped: read() copies instead
   std::vector<std::byte> got(4u << 20);
-  ASSERT_TRUE(TensorFile::read((*f)->tensors()[0], got).is_ok());
+  ASSERT_TRUE((*f)->tensors()[0].read(got).is_ok());
   EXPECT_EQ(got, pattern(got.size(), 0));
 }
 
@@ -563,7 +563,7 @@ TEST(SplitWriter, BytesAreDeterministicAndTheModelReadsBackFromAnyFile) {
       EXPECT_EQ((*f)->split_of(i), i / 2);
       EXPECT_EQ((*f)->find(t.name), &t);
       std::vector<std::byte> got(static_cast<std::size_t>(t.nbytes));
-      ASSERT_TRUE(TensorFile::read(t, got).is_ok());
+      ASSERT_TRUE(t.read(got).is_ok());
       EXPECT_EQ(got, pattern(got.size(), static_cast<int>(i))) << t.name;
     }
   }

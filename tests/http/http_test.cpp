@@ -280,8 +280,8 @@ std::uint64_t log_size() {
 void expect_same_tensors(const safetensors::Reader& remote, const safetensors::Reader& local) {
   ASSERT_EQ(remote.header().tensors().size(), local.header().tensors().size());
   for (const auto& t : local.header().tensors()) {
-    auto r = remote.read_owned(t.name);
-    auto l = local.read_owned(t.name);
+    auto r = remote.tensor(t.name).value()->read_owned();
+    auto l = local.tensor(t.name).value()->read_owned();
     ASSERT_TRUE(r.is_ok()) << r.error().to_string();
     ASSERT_TRUE(l.is_ok());
     EXPECT_TRUE(*r == *l) << t.name;
@@ -372,14 +372,15 @@ TEST(HttpNginx, ReadRangesAndSlices) {
   EXPECT_EQ(past.error().kind(), ErrorKind::OutOfRange);
   auto reader = safetensors::Reader::open(*src);
   auto local_reader = safetensors::Reader::open((g->www / "small.safetensors").string());
-  const auto* a = reader->header().find("a");
+  const safeweights::TensorEntry* a = reader->find("a");
+  const safeweights::TensorEntry* local_a = local_reader->find("a");
   auto spec = SliceSpec::parse("1:3, ::-2");
   ASSERT_TRUE(spec.is_ok());
-  auto plan = reader->plan_slice(*a, *spec);
-  auto local_plan = local_reader->plan_slice(*local_reader->header().find("a"), *spec);
+  auto plan = a->plan_slice(*spec);
+  auto local_plan = local_a->plan_slice(*spec);
   std::vector<std::byte> x(plan->nbytes()), y(local_plan->nbytes());
-  ASSERT_TRUE(reader->read_slice(*plan, x).is_ok());
-  ASSERT_TRUE(local_reader->read_slice(*local_plan, y).is_ok());
+  ASSERT_TRUE(a->read_slice(*plan, x).is_ok());
+  ASSERT_TRUE(local_a->read_slice(*local_plan, y).is_ok());
   EXPECT_EQ(x, y);
 }
 
@@ -588,9 +589,9 @@ TEST(HttpFaults, ServerIgnoringRangeIsStreamedNotBuffered) {
   auto local = safetensors::Reader::open((g->www / "small.safetensors").string());
   // Reading "a" (near the start) streams from byte 0 and stops: far less than the 3 MiB file.
   const std::uint64_t before = stats->bytes_received.load();
-  auto a = remote->read_owned("a");
+  auto a = remote->tensor("a").value()->read_owned();
   ASSERT_TRUE(a.is_ok()) << a.error().to_string();
-  EXPECT_EQ(*a, *local->read_owned("a"));
+  EXPECT_EQ(*a, *local->tensor("a").value()->read_owned());
   // libcurl's buffer holds what arrived before the cut; the rest of the file never does.
   EXPECT_LT(stats->bytes_received.load() - before, 2u << 20);
   expect_same_tensors(*remote, *local);
@@ -603,7 +604,7 @@ TEST(HttpFaults, FileChangingBetweenRequestsFailsClearly) {
     ASSERT_TRUE(src.is_ok()) << src.error().to_string();
     auto remote = safetensors::Reader::open(*src);  // header from the first response
     ASSERT_TRUE(remote.is_ok());
-    auto big = remote->read_owned("big");
+    auto big = remote->tensor("big").value()->read_owned();
     ASSERT_FALSE(big.is_ok()) << query;
     EXPECT_EQ(big.error().kind(), ErrorKind::RemoteChanged) << big.error().to_string();
     EXPECT_NE(big.error().to_string().find("small.safetensors"), std::string::npos);
@@ -629,7 +630,7 @@ TEST(HttpFaults, RedirectsKeepHeadersOnTheirOrigin) {
   ASSERT_TRUE(b.is_ok()) << b.error().to_string();
   auto reader = safetensors::Reader::open(*b);
   ASSERT_TRUE(reader.is_ok());
-  ASSERT_TRUE(reader->read_owned("big").is_ok());  // later requests go to the final URL, still without it
+  ASSERT_TRUE(reader->tensor("big").value()->read_owned().is_ok());  // later requests go to the final URL, still without it
   EXPECT_EQ(stats->redirects.load(), 1u);
   // To nginx on another port, same host name: another origin too.
   auto c = open_url(g->fault_url("/redirect?to=" + g->nginx_url("small.safetensors")), opts);
@@ -688,10 +689,10 @@ TEST(HttpFaults, WithoutValidatorsRepeatedBytesMustMatch) {
     EXPECT_NE(warnings[0].find("no ETag nor Last-Modified"), std::string::npos) << warnings[0];
     auto remote = safetensors::Reader::open(*src);
     ASSERT_TRUE(remote.is_ok());
-    auto big = remote->read_owned("big");
+    auto big = remote->tensor("big").value()->read_owned();
     if (!changes) {
       ASSERT_TRUE(big.is_ok()) << big.error().to_string();
-      EXPECT_EQ(*big, *local->read_owned("big"));
+      EXPECT_EQ(*big, *local->tensor("big").value()->read_owned());
       continue;
     }
     ASSERT_FALSE(big.is_ok());

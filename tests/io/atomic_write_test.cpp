@@ -165,18 +165,18 @@ TEST(AtomicWrite, ReplacementIsANewInode) {
   ASSERT_TRUE(IsOk(st::write_file(p, tv)));
   auto old_reader = st::Reader::open(p, safeweights::FileBackend::Mmap);
   ASSERT_TRUE(IsOk(old_reader));
-  auto before = old_reader->read_owned("w");
+  auto before = old_reader->tensor("w").value()->read_owned();
   ASSERT_TRUE(IsOk(before));
   Model m2 = small_model();
   m2.bytes[0] = pattern(m2.bytes[0].size(), 99);
   auto tv2 = m2.data();
   ASSERT_TRUE(IsOk(st::write_file(p, tv2)));
-  auto still = old_reader->read_owned("w");
+  auto still = old_reader->tensor("w").value()->read_owned();
   ASSERT_TRUE(IsOk(still));
   EXPECT_EQ(*still, *before);
   auto fresh = st::Reader::open(p);
   ASSERT_TRUE(IsOk(fresh));
-  auto now = fresh->read_owned("w");
+  auto now = fresh->tensor("w").value()->read_owned();
   ASSERT_TRUE(IsOk(now));
   EXPECT_EQ(*now, m2.bytes[0]);
 }

@@ -180,19 +180,19 @@ TEST(MappingShrinksFormats, SliceOfATruncatedFileIsAnIoError) {
   const std::uint64_t data_start = sparse_safetensors(path, {256, 4096});
   auto reader = safeweights::safetensors::Reader::open(path, FileBackend::Mmap);
   ASSERT_TRUE(IsOk(reader));
-  const auto& info = *reader->tensor("t").value().info;
+  const safeweights::TensorEntry& t = *reader->tensor("t").value();
   auto spec = safeweights::SliceSpec::parse("::2, 1:4000");
   ASSERT_TRUE(IsOk(spec));
-  auto plan = reader->plan_slice(info, *spec);
+  auto plan = t.plan_slice(*spec);
   ASSERT_TRUE(IsOk(plan));
   ASSERT_EQ(::truncate(path.c_str(), static_cast<off_t>(data_start)), 0);
   std::vector<std::byte> dst(static_cast<std::size_t>(plan->nbytes()));
-  Status s = reader->read_slice(*plan, dst);
+  Status s = t.read_slice(*plan, dst);
   ASSERT_TRUE(IsKind(s, ErrorKind::IoError));
   EXPECT_EQ(s.error().context().file, path);
   // A copy of the whole tensor (small reads from the mapping, large ones with pread) fails the same way.
-  std::vector<std::byte> all(static_cast<std::size_t>(info.nbytes()));
-  EXPECT_TRUE(IsKind(reader->read(info, all), ErrorKind::IoError));
+  std::vector<std::byte> all(static_cast<std::size_t>(t.nbytes));
+  EXPECT_TRUE(IsKind(t.read(all), ErrorKind::IoError));
 }
 
 // write(2) from a mapped page that no longer exists fails with EFAULT ("Bad address"): the error must

@@ -59,7 +59,7 @@ std::unique_ptr<TensorFile> open_any(const std::string& path) {
 
 std::vector<std::byte> read_tensor(const TensorEntry& e) {
   std::vector<std::byte> out(static_cast<std::size_t>(e.nbytes));
-  EXPECT_TRUE(IsOk(TensorFile::read(e, out)));
+  EXPECT_TRUE(IsOk(e.read(out)));
   return out;
 }
 

@@ -123,8 +123,8 @@ TEST(TensorFileView, SafetensorsEntriesMatchTheReader) {
     EXPECT_EQ(e->offset, reader.header().data_start() + info.begin);
     EXPECT_EQ(e->nbytes, info.nbytes());
     std::vector<std::byte> got(e->nbytes);
-    ASSERT_TRUE(sw::TensorFile::read(*e, got).is_ok());
-    auto view = sw::TensorFile::view(*e);
+    ASSERT_TRUE(e->read(got).is_ok());
+    auto view = e->view();
     EXPECT_TRUE(std::equal(got.begin(), got.end(), view.begin(), view.end()));
   }
   ASSERT_NE((*file)->metadata(), nullptr);
@@ -163,7 +163,7 @@ TEST(TensorFileView, ShardedAndDdufMembersLookTheSame) {
   EXPECT_EQ(u->type, TensorType::I16);
   EXPECT_NE(u->source->name().find("model-00002-of-00002.safetensors"), std::string::npos);
   std::vector<std::byte> got(u->nbytes);
-  ASSERT_TRUE(sw::TensorFile::read(*u, got).is_ok());
+  ASSERT_TRUE(u->read(got).is_ok());
   EXPECT_EQ(got, bytes_of("efgh"));
 
   write_sample(dir.file("unet.safetensors"));

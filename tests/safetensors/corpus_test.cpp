@@ -102,7 +102,7 @@ TEST_P(CorpusFileTest, HasTheKindInItsName) {
       // Every tensor of a valid file can be read, and agrees with the file's bytes.
       for (const auto& info : r->header().tensors()) {
         std::vector<std::byte> buf(info.nbytes());
-        ASSERT_TRUE(IsOk(r->read(info, buf))) << info.name;
+        ASSERT_TRUE(IsOk(r->entry(info).read(buf))) << info.name;
         EXPECT_EQ(to_string(buf), bytes.substr(r->header().data_start() + info.begin, info.nbytes()));
       }
     } else {

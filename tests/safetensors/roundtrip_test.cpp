@@ -199,30 +199,30 @@ void check_reader(const Case& c, const st::Reader& r, bool expect_mapped, const 
   for (const auto& t : c.tensors) {
     auto v = r.tensor(t.name);
     ASSERT_TRUE(IsOk(v)) << hexdump(t.name);
-    ASSERT_NE(v->info, nullptr);
-    EXPECT_EQ(v->info->name, t.name);
-    EXPECT_EQ(v->offset, r.header().data_start() + v->info->begin);
+    const safeweights::TensorEntry& e = **v;
+    EXPECT_EQ(e.name, t.name);
+    EXPECT_EQ(e.source, &r.source());
+    EXPECT_EQ(e.offset, r.header().data_start() + r.header().find(t.name)->begin);
+    EXPECT_EQ(e.nbytes, t.bytes.size());
+    const auto view = e.view();
     if (expect_mapped) {
-      EXPECT_TRUE(v->is_mapped());
       if (!t.bytes.empty()) {
         // Zero-copy: the view points into the mapping.
-        EXPECT_EQ(v->data.data(), base + v->offset);
-        EXPECT_EQ(v->data.size(), t.bytes.size());
-        EXPECT_EQ(to_string(v->data), to_string(t.bytes));
+        EXPECT_EQ(view.data(), base + e.offset);
+        EXPECT_EQ(view.size(), t.bytes.size());
+        EXPECT_EQ(to_string(view), to_string(t.bytes));
       }
     } else if (!t.bytes.empty()) {
-      EXPECT_EQ(v->data.data(), nullptr);
-      EXPECT_FALSE(v->is_mapped());
+      EXPECT_EQ(view.data(), nullptr);
     }
     std::vector<std::byte> buf(t.bytes.size());
-    ASSERT_TRUE(IsOk(r.read(*v->info, buf)));
+    ASSERT_TRUE(IsOk(e.read(buf)));
     EXPECT_EQ(buf, t.bytes);
-    auto owned = r.read_owned(t.name);
+    auto owned = e.read_owned();
     ASSERT_TRUE(IsOk(owned));
     EXPECT_EQ(*owned, t.bytes);
   }
   EXPECT_TRUE(IsKind(r.tensor("\xff no such tensor"), K::TensorNotFound));
-  EXPECT_TRUE(IsKind(r.read_owned("\xff no such tensor"), K::TensorNotFound));
 }
 
 TEST(RoundTrip, RandomTensorsAndMetadata) {
@@ -334,13 +334,13 @@ TEST(RoundTrip, ReaderOverMemorySourceIsZeroCopy) {
   ASSERT_TRUE(IsOk(r));
   auto v = r->tensor("w");
   ASSERT_TRUE(IsOk(v));
-  EXPECT_EQ(v->data.data(), owned->data() + v->offset);
-  EXPECT_EQ(to_string(v->data), to_string(w));
+  EXPECT_EQ((*v)->view().data(), owned->data() + (*v)->offset);
+  EXPECT_EQ(to_string((*v)->view()), to_string(w));
   EXPECT_EQ(r->name(), "buf");
   // The reader keeps the source (and its keepalive) alive.
   owned.reset();
   src.reset();
-  auto again = r->read_owned("w");
+  auto again = r->tensor("w").value()->read_owned();
   ASSERT_TRUE(IsOk(again));
   EXPECT_EQ(*again, w);
 }

@@ -75,17 +75,24 @@ void check_reads_back(const ShardedReader& r, const std::vector<Owned>& tensors)
   std::sort(names.begin(), names.end());
   EXPECT_EQ(r.names(), names);
   for (const auto& t : tensors) {
-    auto loc = r.find(t.name);
+    auto loc = r.locate(t.name);
     ASSERT_TRUE(IsOk(loc)) << t.name;
     ASSERT_NE(loc->shard, nullptr);
     ASSERT_NE(loc->info, nullptr);
     EXPECT_EQ(loc->info->name, t.name);
     EXPECT_EQ(loc->info->dtype, t.dtype);
-    std::vector<std::byte> buf(loc->info->nbytes());
-    ASSERT_TRUE(IsOk(loc->shard->read(*loc->info, buf)));
+    // The TensorFile's entry is the shard's.
+    auto e = r.tensor(t.name);
+    ASSERT_TRUE(IsOk(e)) << t.name;
+    EXPECT_EQ((*e)->source, &loc->shard->source());
+    EXPECT_EQ((*e)->offset, loc->shard->entry(*loc->info).offset);
+    std::vector<std::byte> buf((*e)->nbytes);
+    ASSERT_TRUE(IsOk((*e)->read(buf)));
     EXPECT_EQ(buf, t.bytes) << t.name;
   }
-  EXPECT_TRUE(IsKind(r.find("no such tensor"), K::TensorNotFound));
+  EXPECT_EQ(r.tensors().size(), tensors.size());
+  EXPECT_TRUE(IsKind(r.locate("no such tensor"), K::TensorNotFound));
+  EXPECT_TRUE(IsKind(r.tensor("no such tensor"), K::TensorNotFound));
 }
 
 TEST(ShardedWrite, GreedySplitIndexAndReadBack) {
@@ -131,8 +138,8 @@ TEST(ShardedWrite, GreedySplitIndexAndReadBack) {
   ASSERT_TRUE(sr->index_metadata().count("total_size"));
   EXPECT_EQ(sr->index_metadata().at("total_size"), "104");
   check_reads_back(*sr, in);
-  // find() names the right shard.
-  auto loc = sr->find("c");
+  // locate() names the right shard.
+  auto loc = sr->locate("c");
   ASSERT_TRUE(IsOk(loc));
   EXPECT_NE(loc->shard->name().find(files[1]), std::string::npos) << loc->shard->name();
 

@@ -479,7 +479,7 @@ TEST(WriterFile, WriteFileEqualsSerialize) {
   auto r = st::Reader::open(path);
   ASSERT_TRUE(IsOk(r));
   EXPECT_EQ(r->header().metadata_value("format"), std::optional<std::string_view>("pt"));
-  auto w = r->read_owned("w");
+  auto w = r->tensor("w").value()->read_owned();
   ASSERT_TRUE(IsOk(w));
   EXPECT_EQ(to_string(*w), to_string(in[0].bytes));
   EXPECT_EQ(dir.list(), std::vector<std::string>{"m.safetensors"});

@@ -23,7 +23,7 @@ int main(int argc, char** argv) {
   std::cout << "tensors: " << tensors.size() << "\n";
   for (const safeweights::TensorEntry& t : tensors) {
     std::vector<std::byte> bytes(t.nbytes);
-    if (auto s = safeweights::TensorFile::read(t, bytes); !s.is_ok()) {
+    if (auto s = t.read(bytes); !s.is_ok()) {
       std::cerr << s.to_string() << "\n";
       return 1;
     }

@@ -15,8 +15,8 @@ int main(int argc, char** argv) {
   auto tensor = (*file)->tensor(argv[2]);
   if (!tensor.is_ok()) return std::fprintf(stderr, "%s\n", tensor.error().to_string().c_str()), 1;
   const safeweights::TensorEntry& t = **tensor;
-  std::vector<std::byte> bytes(t.nbytes);  // or TensorFile::view(t): no copy when the file is mapped
-  if (auto s = safeweights::TensorFile::read(t, bytes); !s.is_ok()) return std::fprintf(stderr, "%s\n", s.to_string().c_str()), 1;
+  std::vector<std::byte> bytes(t.nbytes);  // or t.view(): no copy when the file is mapped
+  if (auto s = t.read(bytes); !s.is_ok()) return std::fprintf(stderr, "%s\n", s.to_string().c_str()), 1;
   std::printf("%s (%s): %s %s, %zu bytes:", argv[2], std::string((*file)->format()).c_str(), std::string(safeweights::type_name(t.type)).c_str(),
               safeweights::shape_string(t.shape).c_str(), bytes.size());
   for (std::size_t i = 0; t.type == safeweights::TensorType::F32 && i < bytes.size() / 4; ++i) {
