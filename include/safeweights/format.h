@@ -39,6 +39,8 @@ struct FormatOptions {
   // PyTorch checkpoints: read the tensors under this top-level key (empty: state_dict / model / module
   // when present).
   std::string checkpoint_key;
+  // GGUF: the header (metadata and tensor infos) may not be larger: a ResourceLimit error beyond.
+  std::uint64_t max_header_bytes = std::uint64_t{1} << 30;
 };
 
 // The bytes `cat` writes: a tensor (which can also be sliced) or an archive member.

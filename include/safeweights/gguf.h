@@ -30,6 +30,7 @@
 
 #include "safeweights/error.h"
 #include "safeweights/export.h"
+#include "safeweights/format.h"
 #include "safeweights/resolver.h"
 #include "safeweights/source.h"
 #include "safeweights/tensor_file.h"
@@ -116,17 +117,10 @@ inline constexpr std::size_t kMaxDims = 4;
 inline constexpr std::size_t kMaxTensorName = 63;  // bytes: ggml keeps names NUL-terminated in char[64]
 
 // A tensor as the file declares it, beside its format-neutral TensorEntry (same index).
-struct TensorInfo {
+struct TensorRecord {
   std::uint32_t ggml_type = 0;
   std::span<const std::uint64_t> ne;  // GGUF order: ne[0] the innermost dimension
   std::uint64_t offset = 0;           // relative to the data section
-};
-
-struct OpenOptions {
-  FileBackend backend = FileBackend::Mmap;
-  std::shared_ptr<const Resolver> resolver;  // plain files when null
-  // The header (metadata and tensor infos) may not be larger: a ResourceLimit error beyond.
-  std::uint64_t max_header_bytes = std::uint64_t{1} << 30;
 };
 
 class GgufFile : public TensorFile {
@@ -140,12 +134,12 @@ class GgufFile : public TensorFile {
   // nullptr when absent.
   virtual const Value* find_kv(std::string_view key) const noexcept = 0;
   // Per tensor, in tensors() order.
-  virtual std::span<const TensorInfo> infos() const noexcept = 0;
+  virtual std::span<const TensorRecord> infos() const noexcept = 0;
   // File 1's source for a split model (each TensorEntry names its own source).
   virtual const SourcePtr& source() const noexcept = 0;
 
   // A split model: its files in order (file 0 holds the metadata), and the file holding a tensor
-  // (index into tensors()). A single file is its own only split; TensorInfo offsets are relative to the
+  // (index into tensors()). A single file is its own only split; TensorRecord offsets are relative to the
   // data section of the split that holds the tensor.
   virtual std::size_t split_count() const noexcept { return 1; }
   virtual const GgufFile& split(std::size_t) const noexcept { return *this; }
@@ -173,8 +167,9 @@ std::optional<SplitName> parse_split_file_name(std::string_view name);
 // IoError / OutOfRange from the source. A file of a split model opens the whole model; its siblings are
 // opened through options.resolver (plain files when null) by the names split_file_name() gives, and a
 // missing one is FileNotFound naming it.
-Result<std::unique_ptr<GgufFile>> open(SourcePtr source, const OpenOptions& options = {});
-Result<std::unique_ptr<GgufFile>> open(const std::string& path, const OpenOptions& options = {});
+// FormatOptions used: backend, resolver, max_header_bytes.
+Result<std::unique_ptr<GgufFile>> open(SourcePtr source, const FormatOptions& options = {});
+Result<std::unique_ptr<GgufFile>> open(const std::string& path, const FormatOptions& options = {});
 
 struct WriterOptions {
   std::uint32_t alignment = kDefaultAlignment;  // a power of two; written as general.alignment when not 32

@@ -37,10 +37,8 @@ SAFEWEIGHTS_API_BEGIN
 
 using safeweights::TensorDecl;  // tensor_file.h: one declaration type for every writer
 
-struct TensorData {
-  std::string name;
-  TensorType dtype;
-  std::vector<std::uint64_t> shape;
+// A declaration with its bytes: {name, dtype, shape, data}.
+struct TensorData : TensorDecl {
   std::span<const std::byte> data;  // little-endian, C order; size must match shape x dtype
 };
 

@@ -17,13 +17,6 @@ namespace {
 // The human form shows this many items of an array, then the count of the rest.
 constexpr std::size_t kShownItems = 8;
 
-Result<std::unique_ptr<GgufFile>> open_with(const std::string& path, const FormatOptions& options) {
-  OpenOptions open_options;
-  open_options.backend = options.backend;
-  open_options.resolver = options.resolver;
-  return open(path, open_options);
-}
-
 std::string inspect_json(const GgufFile& f) {
   json::Writer w;
   w.object().key("format").string("gguf").key("version").uint(f.version()).key("alignment").uint(f.alignment());
@@ -49,7 +42,7 @@ std::string inspect_json(const GgufFile& f) {
   w.key("tensors").array();
   for (std::size_t i = 0; i < f.tensors().size(); ++i) {
     const TensorEntry& t = f.tensors()[i];
-    const TensorInfo& info = f.infos()[i];
+    const TensorRecord& info = f.infos()[i];
     w.object().key("name").string(t.name).key("type").string(ggml_type_name(info.ggml_type)).key("ne").uints(info.ne);
     w.key("shape").uints(t.shape).key("offset").uint(info.offset).key("nbytes").uint(t.nbytes);
     if (split) w.key("split").uint(f.split_of(i));
@@ -122,7 +115,7 @@ class GgufFormat final : public Format {
     return path.size() >= 5 && path.substr(path.size() - 5) == ".gguf" ? 1 : 0;
   }
   Result<std::string> validate(const std::string& path, const FormatOptions& options) const override {
-    SW_ASSIGN_OR_RETURN(auto file, open_with(path, options));
+    SW_ASSIGN_OR_RETURN(auto file, gguf::open(path, options));
     std::uint64_t bytes = 0;
     for (const TensorEntry& t : file->tensors()) bytes += t.nbytes;
     return std::to_string(file->tensors().size()) + " tensors, " + human_bytes(bytes) + " of data, " + std::to_string(file->kv().size()) +
@@ -131,13 +124,13 @@ class GgufFormat final : public Format {
   }
   Result<std::string> inspect(const std::string& path, std::span<const std::string> members, const FormatOptions& options, bool json) const override {
     SW_RETURN_IF_ERROR(no_members(path, members));
-    SW_ASSIGN_OR_RETURN(auto file, open_with(path, options));
+    SW_ASSIGN_OR_RETURN(auto file, gguf::open(path, options));
     return json ? inspect_json(*file) : inspect_text(*file, path);
   }
   Result<std::unique_ptr<TensorFile>> open(const std::string& path, std::span<const std::string> members,
                                            const FormatOptions& options) const override {
     SW_RETURN_IF_ERROR(no_members(path, members));
-    SW_ASSIGN_OR_RETURN(auto file, open_with(path, options));
+    SW_ASSIGN_OR_RETURN(auto file, gguf::open(path, options));
     return std::unique_ptr<TensorFile>(std::move(file));
   }
 };

@@ -124,7 +124,7 @@ class Budget {
 
 class Parser {
  public:
-  Parser(const ByteSource& source, const OpenOptions& options) : cur_(source, options.max_header_bytes), budget_(options.max_header_bytes) {}
+  Parser(const ByteSource& source, const FormatOptions& options) : cur_(source, options.max_header_bytes), budget_(options.max_header_bytes) {}
 
   Status header(std::uint32_t& version, std::uint64_t& tensor_count, std::uint64_t& kv_count);
   // Also checks general.alignment where it stands.
@@ -309,7 +309,7 @@ class File final : public GgufFile {
       if (e.key == key) return &e.value;
     return nullptr;
   }
-  std::span<const TensorInfo> infos() const noexcept override { return infos_; }
+  std::span<const TensorRecord> infos() const noexcept override { return infos_; }
   const SourcePtr& source() const noexcept override { return source_; }
 
   SourcePtr source_;
@@ -319,7 +319,7 @@ class File final : public GgufFile {
   std::unique_ptr<std::byte[]> header_;  // the copy the parser read (tensor names are views into it)
   std::vector<std::uint64_t> ne_, shapes_;
   std::vector<TensorEntry> entries_;
-  std::vector<TensorInfo> infos_;
+  std::vector<TensorRecord> infos_;
   json::NameTable index_;
   mutable std::once_flag metadata_once_;
   mutable MetadataEntries metadata_;
@@ -366,7 +366,7 @@ Status read_tensor_info(Cursor& cur, Tensor& t, std::vector<std::uint64_t>& ne) 
 
 }  // namespace
 
-Result<std::unique_ptr<GgufFile>> open_one(SourcePtr source, const OpenOptions& options) {
+Result<std::unique_ptr<GgufFile>> open_one(SourcePtr source, const FormatOptions& options) {
   auto file = std::make_unique<File>();
   Parser parser(*source, options);
   Cursor& cur = parser.cursor();
@@ -383,7 +383,7 @@ Result<std::unique_ptr<GgufFile>> open_one(SourcePtr source, const OpenOptions& 
     return fail(invalid(
         ErrorRule::GgufCount,
         "the tensor count " + std::to_string(tensor_count) + " cannot fit in the " + std::to_string(cur.remaining()) + " bytes that remain", 8));
-  if (Status s = parser.budget().charge(tensor_count, sizeof(Tensor) + sizeof(TensorEntry) + sizeof(TensorInfo) + 64); !s.is_ok())
+  if (Status s = parser.budget().charge(tensor_count, sizeof(Tensor) + sizeof(TensorEntry) + sizeof(TensorRecord) + 64); !s.is_ok())
     return fail_s(std::move(s));
   std::vector<Tensor> tensors(static_cast<std::size_t>(tensor_count));
   file->ne_.reserve(static_cast<std::size_t>(tensor_count) * 2);
@@ -436,19 +436,19 @@ Result<std::unique_ptr<GgufFile>> open_one(SourcePtr source, const OpenOptions& 
     if (!align_up(*nbytes, file->alignment_, padded) || __builtin_add_overflow(expected, padded, &expected))
       return tensor_error(Error(ErrorKind::ValidationOverflow, "the data section's size overflows 64 bits"));
     file->entries_[i] = TensorEntry{name, t.type, shape, source.get(), begin, *nbytes};
-    file->infos_[i] = TensorInfo{t.ggml_type, std::span<const std::uint64_t>(file->ne_.data() + t.dims_at, t.n_dims), t.offset};
+    file->infos_[i] = TensorRecord{t.ggml_type, std::span<const std::uint64_t>(file->ne_.data() + t.dims_at, t.n_dims), t.offset};
   }
   file->source_ = std::move(source);
   return std::unique_ptr<GgufFile>(std::move(file));
 }
 
-Result<std::unique_ptr<GgufFile>> open(SourcePtr source, const OpenOptions& options) {
+Result<std::unique_ptr<GgufFile>> open(SourcePtr source, const FormatOptions& options) {
   SW_ASSIGN_OR_RETURN(auto file, open_one(std::move(source), options));
   return open_split_model(std::move(file), options);
 }
 
-Result<std::unique_ptr<GgufFile>> open(const std::string& path, const OpenOptions& options) {
-  const Resolver& resolver = options.resolver ? *options.resolver : plain_resolver();
+Result<std::unique_ptr<GgufFile>> open(const std::string& path, const FormatOptions& options) {
+  const Resolver& resolver = resolver_of(options);
   SW_ASSIGN_OR_RETURN(SourcePtr source, resolver.open(path, options.backend));
   return open(std::move(source), options);
 }

@@ -79,7 +79,7 @@ class SplitModel final : public GgufFile {
   std::uint64_t data_offset() const noexcept override { return parts_[0]->data_offset(); }
   std::span<const KeyValue> kv() const noexcept override { return parts_[0]->kv(); }
   const Value* find_kv(std::string_view key) const noexcept override { return parts_[0]->find_kv(key); }
-  std::span<const TensorInfo> infos() const noexcept override { return infos_; }
+  std::span<const TensorRecord> infos() const noexcept override { return infos_; }
   const SourcePtr& source() const noexcept override { return parts_[0]->source(); }
   std::size_t split_count() const noexcept override { return parts_.size(); }
   const GgufFile& split(std::size_t i) const noexcept override { return *parts_[i]; }
@@ -116,7 +116,7 @@ class SplitModel final : public GgufFile {
   SplitModel() = default;
   std::vector<std::unique_ptr<GgufFile>> parts_;
   std::vector<TensorEntry> entries_;
-  std::vector<TensorInfo> infos_;
+  std::vector<TensorRecord> infos_;
   std::vector<std::size_t> part_of_;
   json::NameTable index_;
 };
@@ -170,7 +170,7 @@ Result<std::uint64_t> parse_split_size(std::string_view text) {
   return bytes;
 }
 
-Result<std::unique_ptr<GgufFile>> open_split_model(std::unique_ptr<GgufFile> file, const OpenOptions& options) {
+Result<std::unique_ptr<GgufFile>> open_split_model(std::unique_ptr<GgufFile> file, const FormatOptions& options) {
   SW_ASSIGN_OR_RETURN(SplitKeys keys, read_split_keys(*file));
   if (keys.count == 0) return file;
   const std::string named = file->name();
@@ -180,7 +180,7 @@ Result<std::unique_ptr<GgufFile>> open_split_model(std::unique_ptr<GgufFile> fil
     return invalid_split(named, "file " + std::to_string(keys.no + 1) + " of a split model (split.no " + std::to_string(keys.no) + ", split.count " +
                                     std::to_string(keys.count) + ") must be named " + expected +
                                     " (llama.cpp's split naming) so that its other files can be found");
-  const Resolver& resolver = options.resolver ? *options.resolver : plain_resolver();
+  const Resolver& resolver = resolver_of(options);
   std::vector<std::unique_ptr<GgufFile>> parts;
   parts.reserve(static_cast<std::size_t>(keys.count));  // at most 65535
   std::uint64_t total = 0;

@@ -9,9 +9,9 @@
 namespace safeweights::gguf {
 
 // One file, every single-file rule checked; split keys not looked at.
-Result<std::unique_ptr<GgufFile>> open_one(SourcePtr source, const OpenOptions& options);
+Result<std::unique_ptr<GgufFile>> open_one(SourcePtr source, const FormatOptions& options);
 // `file` itself when it is not part of a set of more than one file; else the whole model, every file
 // opened with open_one and checked against the others (docs/GGUF.md, "Split files").
-Result<std::unique_ptr<GgufFile>> open_split_model(std::unique_ptr<GgufFile> file, const OpenOptions& options);
+Result<std::unique_ptr<GgufFile>> open_split_model(std::unique_ptr<GgufFile> file, const FormatOptions& options);
 
 }  // namespace safeweights::gguf

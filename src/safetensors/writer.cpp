@@ -130,19 +130,8 @@ Result<Layout> Layout::plan(std::span<const TensorDecl> tensors, const Metadata&
   return layout;
 }
 
-namespace {
-
-std::vector<TensorDecl> decls_of(std::span<const TensorData> tensors) {
-  std::vector<TensorDecl> decls;
-  decls.reserve(tensors.size());
-  for (const TensorData& t : tensors) decls.push_back({t.name, t.dtype, t.shape});
-  return decls;
-}
-
-}  // namespace
-
 Result<Layout> plan_data(std::span<const TensorData> tensors, const Metadata& metadata) {
-  SW_ASSIGN_OR_RETURN(Layout layout, Layout::plan(decls_of(tensors), metadata));
+  SW_ASSIGN_OR_RETURN(Layout layout, Layout::plan(std::vector<TensorDecl>(tensors.begin(), tensors.end()), metadata));
   for (std::size_t i = 0; i < tensors.size(); ++i) {
     const Layout::Placement& p = layout.placement_of(i);
     if (tensors[i].data.size() != p.end - p.begin) {

@@ -161,7 +161,7 @@ TEST(Corpus, EveryFileGivesTheKindInItsName) {
     if (name.find("--split-") != std::string::npos) continue;  // sets of files: Corpus.EverySplitSetGivesTheKindInItsName
     ++files;
     for (FileBackend backend : {FileBackend::Mmap, FileBackend::Pread}) {
-      gguf::OpenOptions options;
+      FormatOptions options;
       options.backend = backend;
       auto f = gguf::open(e.path().string(), options);
       if (name.rfind("valid--", 0) == 0) {
@@ -439,7 +439,7 @@ TEST(Corpus, EverySplitSetGivesTheKindInItsName) {
     const std::string set = split ? split->prefix : e.path().string();
     if (!split || split->number == 1) ++rules;
     for (FileBackend backend : {FileBackend::Mmap, FileBackend::Pread}) {
-      gguf::OpenOptions options;
+      FormatOptions options;
       options.backend = backend;
       auto f = gguf::open(e.path().string(), options);  // any file of a set opens (or refuses) the whole set
       if (name.rfind("valid--", 0) == 0) {
