@@ -30,34 +30,39 @@ Error PlannedFileSink::misuse(std::string message, std::string_view tensor) cons
   return e;
 }
 
-Result<std::size_t> PlannedFileSink::next_chunk(std::string_view name, std::uint64_t length) {
+Result<std::size_t> PlannedFileSink::lookup(std::string_view name) const {
   if (finished_) return misuse("writer already finished", {});
   auto it = by_name_.find(name);
   if (it == by_name_.end()) return misuse("tensor was not declared when the writer was created", name);
-  const std::size_t i = it->second;
+  return it->second;
+}
+
+Result<std::size_t> PlannedFileSink::next_chunk(std::string_view name, std::uint64_t length) {
+  SW_ASSIGN_OR_RETURN(std::size_t i, lookup(name));
   if (length > slots_[i].nbytes - written_[i]) {
     return misuse("more bytes than the tensor holds (" + std::to_string(slots_[i].nbytes) + ")", name);
   }
   return i;
 }
 
+Status PlannedFileSink::put(std::size_t i, std::span<const std::byte> chunk) {
+  SW_RETURN_IF_ERROR(file_.pwrite(slots_[i].offset + written_[i], chunk));
+  written_[i] += chunk.size();
+  return Status::ok();
+}
+
 Status PlannedFileSink::write(std::string_view name, std::span<const std::byte> data) {
-  if (finished_) return misuse("writer already finished", {});
-  auto it = by_name_.find(name);
-  if (it == by_name_.end()) return misuse("tensor was not declared when the writer was created", name);
-  const std::size_t i = it->second;
+  SW_ASSIGN_OR_RETURN(std::size_t i, lookup(name));
   if (written_[i] != 0) return misuse("tensor already written", name);
   if (data.size() != slots_[i].nbytes) {
     return misuse("tensor needs " + std::to_string(slots_[i].nbytes) + " bytes, got " + std::to_string(data.size()), name);
   }
-  return write_chunk(name, data);
+  return put(i, data);
 }
 
 Status PlannedFileSink::write_chunk(std::string_view name, std::span<const std::byte> chunk) {
   SW_ASSIGN_OR_RETURN(std::size_t i, next_chunk(name, chunk.size()));
-  SW_RETURN_IF_ERROR(file_.pwrite(slots_[i].offset + written_[i], chunk));
-  written_[i] += chunk.size();
-  return Status::ok();
+  return put(i, chunk);
 }
 
 Status PlannedFileSink::copy_chunk(std::string_view name, const ByteSource& source, std::uint64_t offset, std::uint64_t length) {

@@ -59,8 +59,12 @@ class PlannedFileSink final : public TensorSink {
  private:
   PlannedFileSink(AtomicFile file, std::vector<TensorDecl> decls, std::vector<Slot> slots);
   Error misuse(std::string message, std::string_view tensor) const;
-  // The index of tensor `name`, checked for room for `length` more bytes.
+  // The index of tensor `name`: refuses use after finish() and an undeclared name.
+  Result<std::size_t> lookup(std::string_view name) const;
+  // lookup(), checked for room for `length` more bytes.
   Result<std::size_t> next_chunk(std::string_view name, std::uint64_t length);
+  // Writes the next bytes of declaration i (checked by the caller).
+  Status put(std::size_t i, std::span<const std::byte> chunk);
 
   AtomicFile file_;
   std::vector<TensorDecl> decls_;
