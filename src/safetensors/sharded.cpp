@@ -93,7 +93,8 @@ Result<ShardedReader> ShardedReader::open(const std::string& index_path, const R
 Result<ShardedReader::Location> ShardedReader::locate(std::string_view name) const {
   auto it = shard_of_.find(name);
   if (it == shard_of_.end()) {
-    return Error(ErrorKind::TensorNotFound, "tensor `" + std::string(name) + "` not found").with_tensor(name);
+    auto missing = tensor(name);  // TensorFile's TensorNotFound, naming the index
+    return error_of(missing);
   }
   const Reader& shard = shards_[it->second];
   return Location{&shard, shard.header().find(name)};

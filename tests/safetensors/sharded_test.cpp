@@ -91,7 +91,9 @@ void check_reads_back(const ShardedReader& r, const std::vector<Owned>& tensors)
     EXPECT_EQ(buf, t.bytes) << t.name;
   }
   EXPECT_EQ(r.tensors().size(), tensors.size());
-  EXPECT_TRUE(IsKind(r.locate("no such tensor"), K::TensorNotFound));
+  auto missing = r.locate("no such tensor");
+  ASSERT_TRUE(IsKind(missing, K::TensorNotFound));
+  EXPECT_EQ(missing.error().context().file, r.name());  // the index
   EXPECT_TRUE(IsKind(r.tensor("no such tensor"), K::TensorNotFound));
 }
 
