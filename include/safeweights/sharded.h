@@ -60,7 +60,7 @@ class ShardedReader {
 struct ShardOptions {
   std::uint64_t max_shard_bytes = 5'000'000'000;  // transformers' default "5GB"
   std::string prefix = "model";                   // model-00001-of-00002.safetensors
-  Metadata shard_metadata = MetadataEntries{{"format", "pt"}};
+  std::optional<MetadataEntries> shard_metadata = MetadataEntries{{"format", "pt"}};
   WriteOptions write;
 };
 

@@ -12,6 +12,7 @@
 #include "core/status_macros.h"
 #include "json/json_writer.h"
 #include "safeweights/safetensors.h"
+#include "safeweights/safetensors_writer.h"
 #include "safeweights/sharded.h"
 #include "safeweights/text.h"
 
@@ -25,7 +26,7 @@ class SafetensorsFile final : public TensorFile {
     const auto infos = reader_.header().tensors();
     entries_.reserve(infos.size());
     for (const TensorInfo& info : infos) entries_.push_back(reader_.entry(info));
-    if (reader_.header().has_metadata()) metadata_ = reader_.header().metadata().entries();
+    if (reader_.header().has_metadata()) metadata_ = Metadata::from_string_map(reader_.header().metadata().entries());
   }
   std::string_view format() const noexcept override { return "safetensors"; }
   const std::string& name() const noexcept override { return reader_.name(); }
@@ -34,12 +35,12 @@ class SafetensorsFile final : public TensorFile {
     const TensorInfo* info = reader_.header().find(name);
     return info ? &entries_[static_cast<std::size_t>(info - reader_.header().tensors().data())] : nullptr;
   }
-  const MetadataEntries* metadata() const noexcept override { return metadata_ ? &*metadata_ : nullptr; }
+  const Metadata* metadata() const noexcept override { return metadata_ ? &*metadata_ : nullptr; }
 
  private:
   Reader reader_;
   std::vector<TensorEntry> entries_;
-  std::optional<MetadataEntries> metadata_;
+  std::optional<Metadata> metadata_;
 };
 
 // A sharded checkpoint: every shard's tensors, shard after shard; the index's metadata.
@@ -50,7 +51,7 @@ class ShardedFile final : public TensorFile {
       first_.push_back(entries_.size());
       for (const TensorInfo& info : shard.header().tensors()) entries_.push_back(shard.entry(info));
     }
-    for (const auto& kv : reader_.index_metadata()) metadata_.push_back(kv);
+    metadata_ = Metadata::from_string_map(MetadataEntries(reader_.index_metadata().begin(), reader_.index_metadata().end()));
   }
   std::string_view format() const noexcept override { return "safetensors-index"; }
   const std::string& name() const noexcept override { return name_; }
@@ -61,14 +62,14 @@ class ShardedFile final : public TensorFile {
     const std::size_t shard = static_cast<std::size_t>(loc->shard - reader_.shards().data());
     return &entries_[first_[shard] + static_cast<std::size_t>(loc->info - loc->shard->header().tensors().data())];
   }
-  const MetadataEntries* metadata() const noexcept override { return &metadata_; }
+  const Metadata* metadata() const noexcept override { return &metadata_; }
 
  private:
   ShardedReader reader_;
   std::string name_;
   std::vector<TensorEntry> entries_;
   std::vector<std::size_t> first_;  // index in entries_ of each shard's first tensor
-  MetadataEntries metadata_;
+  Metadata metadata_;
 };
 
 ReadOptions read_options(const FormatOptions& options) {
@@ -208,6 +209,21 @@ class SafetensorsFormat final : public Format {
     SW_RETURN_IF_ERROR(no_members(path, members));
     SW_ASSIGN_OR_RETURN(Reader reader, open_reader(path, options));
     return tensor_file(std::move(reader));
+  }
+
+  std::span<const std::string_view> extensions() const noexcept override {
+    static constexpr std::string_view kExtensions[] = {".safetensors"};
+    return kExtensions;
+  }
+  Status can_hold(TensorType type) const override {
+    if (can_store(type) && !type_info(type).is_block()) return Status::ok();
+    return Error(ErrorKind::InvalidArgument,
+                 "safetensors cannot hold " + std::string(type_name(type)) + " (write a .gguf, or --type f32, f16 or bf16)");
+  }
+  // The metadata's string map (metadata.h) is the file's __metadata__.
+  Result<std::unique_ptr<TensorSink>> create(const std::string& path, std::vector<TensorDecl> tensors, const Metadata* metadata,
+                                             const WriteOptions& options) const override {
+    return safetensors::create(path, std::move(tensors), metadata ? metadata->to_string_map() : std::nullopt, options);
   }
 
  private:
