@@ -77,7 +77,7 @@ struct Case {
   std::vector<TensorType> dtypes;
   std::vector<std::vector<std::uint64_t>> shapes;
   std::vector<std::vector<std::byte>> data;
-  Metadata metadata;
+  std::optional<MetadataEntries> metadata;
 };
 
 std::vector<TensorData> tensor_data(const Case& c, const std::vector<std::size_t>& order) {

@@ -54,7 +54,7 @@ FormatOptions input_options(const std::string& backend) {
   FormatOptions options;
   options.backend = parse_backend(backend);
   options.resolver = resolver;
-  options.allow_unknown_globals = checkpoint_cli().allow_unknown;
+  options.allow_unknown = checkpoint_cli().allow_unknown;
   options.checkpoint_key = checkpoint_cli().key;
   return options;
 }

@@ -1,7 +1,6 @@
-// safeweights convert IN OUT [--type T] [--threads N] [--entry NAME]
-//   IN: safetensors file or index, DDUF (--entry), GGUF, a Hugging Face folder, a PyTorch checkpoint;
-//   OUT's extension picks the format (.safetensors, .gguf). A folder of .bin shards -> OUTFOLDER, and
-//   .pt -> .safetensors [--dedup], keep the PyTorch converter's own path.
+// safeweights convert IN OUT [--to FORMAT] [--type T] ...: open_tensors(IN) -> convert() into OUT, whose
+// extension (or --to) picks the format. A Hugging Face Llama folder into GGUF gets hf::plan as its plan;
+// a folder of .bin shards into a folder goes through convert_bin_folder.
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,8 +13,7 @@
 #include "cli_common.h"
 #include "commands.h"
 #include "safeweights/convert.h"
-#include "safeweights/hf_llama.h"
-#include "safeweights/pytorch.h"
+#include "safeweights/gguf.h"
 
 namespace safeweights::cli {
 namespace {
@@ -52,52 +50,28 @@ void print_summary(const ConvertReport& report, const std::string& output) {
   for (const auto& [name, count] : by_type) totals += (totals.empty() ? "" : ", ") + std::to_string(count) + " " + std::string(name);
   std::printf("wrote %s: %zu tensors (%s), %s\n", printable(output).c_str(), report.tensors.size(), totals.c_str(),
               human_bytes(report.bytes_written).c_str());
-  for (const std::string& file : report.files) std::printf("  %s\n", printable(file).c_str());
+  if (report.files.size() > 1)
+    for (const std::string& file : report.files) std::printf("  %s\n", printable(file).c_str());
 }
 
-// The PyTorch converter's own paths: a folder of .bin shards, and .pt -> .safetensors (--dedup).
-Status run_pytorch(const ConvertArgs& opt, bool folder) {
-  pytorch::ConvertOptions options;
-  options.dedup = opt.dedup;
-  options.durable = opt.durable;
-  options.read.allow_unknown = checkpoint_cli().allow_unknown;
-  options.read.key = checkpoint_cli().key;
-  options.read.backend = parse_backend(opt.backend);
-  options.progress = terminal_progress();
-  if (options.read.key.empty()) {  // say which level the tensors come from when it was chosen for the user
-    options.opened = [said = std::string()](const std::string&, const std::string& key) mutable {
-      if (key.empty() || key == said) return;
-      std::fprintf(stderr, "reading the tensors under top-level key `%s` (use --key to choose another)\n", printable(key).c_str());
-      said = key;
-    };
-  }
-  Status s;
-  if (folder) {
-    auto files = pytorch::convert_folder(opt.input, opt.output, options);
-    s = files.status();
-    if (files.is_ok())
-      for (const std::string& f : *files) std::printf("%s\n", (opt.output + "/" + f).c_str());
-  } else {
-    s = pytorch::convert_to_safetensors(opt.input, opt.output, options);
-  }
-  if (options.progress) std::fprintf(stderr, "\n");
-  return s;
+// Says which level of a PyTorch checkpoint the tensors come from when it was chosen for the user.
+std::function<void(const TensorFile&)> root_note() {
+  if (!checkpoint_cli().key.empty()) return {};
+  return [said = std::string()](const TensorFile& file) mutable {
+    if (file.root().empty() || file.root() == said) return;
+    std::fprintf(stderr, "reading the tensors under top-level key `%s` (use --key to choose another)\n", printable(file.root()).c_str());
+    said = file.root();
+  };
 }
 
-bool is_bin_folder(const std::string& path) {
-  std::error_code ec;
-  return std::filesystem::exists(path + "/pytorch_model.bin", ec) || std::filesystem::exists(path + "/pytorch_model.bin.index.json", ec);
-}
-
-// --split-max-size / --split-max-tensors: a .gguf output as llama.cpp's split files.
-Status split_options(const ConvertArgs& opt, gguf::SplitOptions& split) {
+// --split-max-size / --split-max-tensors: llama.cpp's split files.
+Status split_limits(const ConvertArgs& opt, SplitLimits& split) {
   if (!opt.split_max_size.empty()) {
     auto bytes = gguf::parse_split_size(opt.split_max_size);
     if (!bytes.is_ok()) return std::move(bytes).status();
     split.max_bytes = *bytes;
   }
   split.max_tensors = opt.split_max_tensors;
-  if (split.enabled() && !opt.output.ends_with(".gguf")) return usage("--split-max-size and --split-max-tensors write .gguf files");
   return Status::ok();
 }
 
@@ -107,30 +81,24 @@ Status run_conversion(const ConvertArgs& opt) {
     options.type = parse_type(opt.type);
     if (!options.type) return usage("--type " + opt.type + ": expected f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k or q6_k");
   }
+  options.threads = opt.threads;
+  options.dedup = opt.dedup;
+  options.to = opt.to;
+  options.write.durable = opt.durable;
+  if (Status s = split_limits(opt, options.write.split); !s.is_ok()) return s;
+  options.progress = terminal_progress();
+  const FormatOptions input = input_options(opt.backend);
   std::error_code ec;
   const bool folder = std::filesystem::is_directory(opt.input, ec);
-  if (folder && is_bin_folder(opt.input)) {
-    if (options.type) return usage("--type is for single-file outputs; a folder of .bin shards converts to safetensors shards as they are");
-    return run_pytorch(opt, true);
+  // A folder of .bin shards into a folder (an output no format claims): safetensors shards and their index.
+  if (folder && is_bin_folder(opt.input) && opt.to.empty() && !output_format(opt.output).is_ok()) {
+    auto files = convert_bin_folder(opt.input, opt.output, input, options, root_note());
+    if (options.progress) std::fprintf(stderr, "\n");
+    if (!files.is_ok()) return std::move(files).status();
+    for (const std::string& f : *files) std::printf("%s\n", (opt.output + "/" + f).c_str());
+    return Status::ok();
   }
-  const FormatOptions input = input_options(opt.backend);
-  if (!folder) {
-    auto format = detect_format(opt.input, input);
-    if (!format.is_ok()) return std::move(format).status();
-    if ((*format)->name() == "pytorch" && opt.output.ends_with(".safetensors") && !options.type) return run_pytorch(opt, false);
-  }
-  if (opt.dedup) return usage("--dedup is for PyTorch checkpoint -> .safetensors without --type");
-  options.threads = opt.threads;
-  options.durable = opt.durable;
-  if (Status s = split_options(opt, options.split); !s.is_ok()) return s;
-  options.progress = terminal_progress();
-  // A Hugging Face Llama-family folder into GGUF: llama.cpp's names, Q/K order, metadata and tokenizer.
-  const bool llama = folder && opt.output.ends_with(".gguf") && hf::is_llama_folder(opt.input);
-  auto file = llama ? Result<std::unique_ptr<TensorFile>>(nullptr) : open_tensors(opt.input, opt.entry, input);
-  if (!file.is_ok()) return std::move(file).status();
-  hf::LlamaOptions llama_options;
-  llama_options.read = input;
-  auto report = llama ? hf::convert_folder_to_gguf(opt.input, opt.output, options, llama_options) : convert(**file, opt.output, options);
+  auto report = convert_path(opt.input, opt.output, options, input, opt.entry, root_note());
   if (options.progress) std::fprintf(stderr, "\n");
   if (!report.is_ok()) return std::move(report).status();
   print_summary(*report, opt.output);

@@ -65,7 +65,7 @@ int run_sample(const SampleArgs& args) {
       {"model.causal_mask", TensorType::BOOL, {4, 4}, add(bytes_of(mask))},
       {"model.example_ids", TensorType::I64, {5}, add(bytes_of(ids))},
   };
-  safetensors::Metadata metadata = safetensors::MetadataEntries{{"format", "pt"}, {"created_by", "safeweights sample"}};
+  std::optional<MetadataEntries> metadata = safetensors::MetadataEntries{{"format", "pt"}, {"created_by", "safeweights sample"}};
   Status s = safetensors::write_file(out, tensors, metadata);
   if (!s.is_ok()) {
     print_error(s.error());

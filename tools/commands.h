@@ -80,10 +80,11 @@ struct UnpackArgs {
 };
 int run_unpack(const UnpackArgs& args);
 
-// safeweights convert IN OUT [--type T] [--threads N] [--entry NAME]
+// safeweights convert IN OUT [--to FORMAT] [--type T] [--threads N] [--entry NAME] [--dedup] [--split-max-size S] ...
 struct ConvertArgs {
   std::string input;
   std::string output;
+  std::string to;  // the output format's name; empty: by extension
   std::string type;
   unsigned threads = 0;  // 0: one per core
   std::string entry;

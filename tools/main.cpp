@@ -139,14 +139,17 @@ void add_convert(CLI::App& app, ConvertArgs& args, int& exit_code) {
                   "a safetensors file or index, a DDUF file (with --entry), a GGUF file, a Hugging Face model folder, or a PyTorch "
                   "checkpoint (a folder of pytorch_model*.bin converts to a folder of safetensors shards)")
       ->required();
-  cmd->add_option("OUTPUT", args.output, "the file to write, atomically: .gguf or .safetensors (a folder for a folder of .bin shards)")->required();
+  cmd->add_option("OUTPUT", args.output,
+                  "the file to write, atomically: its extension (.gguf, .safetensors) picks the format unless --to names it (a folder "
+                  "for a folder of .bin shards)")
+      ->required();
+  cmd->add_option("--to", args.to, "the output's format (gguf, safetensors) whatever its name");
   cmd->add_option("--type", args.type,
                   "f32|f16|bf16|q8_0|q4_0|q4_1|q5_0|q5_1|q2_k|q3_k|q4_k|q5_k|q6_k: as llama.cpp, 1-D tensors stay F32, rows that are "
                   "not whole blocks fall back to a type that fits, integers are kept");
   cmd->add_option("--threads", args.threads, "threads that quantize (default: one per core)");
   cmd->add_option("--entry", args.entry, "DDUF input: the .safetensors entry to convert");
-  cmd->add_flag("--dedup", args.dedup,
-                "PyTorch -> safetensors: write one copy of tensors that share storage; the others become aliases in __metadata__");
+  cmd->add_flag("--dedup", args.dedup, "PyTorch input: write one copy of tensors that share storage; the others become aliases in the metadata");
   add_checkpoint_options(cmd);
   cmd->add_flag("--durable", args.durable, "fsync the output before renaming it into place");
   cmd->add_option("--split-max-size", args.split_max_size,

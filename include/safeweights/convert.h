@@ -1,11 +1,16 @@
 // safeweights/convert.h — conversion between tensor-file formats, with optional type change.
 //
-// convert() reads every tensor (or the listed ones, renamed) of an opened TensorFile and writes them to
-// a new file whose format follows the output's extension (.safetensors, .gguf), one tensor in memory at a
-// time, atomically. A target type (F32, F16, BF16, or a ggml block type) follows llama.cpp's policy:
-// 1-D tensors stay F32, a tensor whose rows are not a whole number of blocks falls back to the nearest
-// type that fits, and every such decision is reported per tensor. Quantized inputs are dequantized with
-// ggml's reference dequantizers (safeweights/quantize.h).
+// convert() is a pipeline: a TensorFile (any format, open_tensors()) -> a plan (which tensors, renamed
+// and permuted; a type policy; one copy per shared storage) -> the TensorSink of the output's format
+// (Format::create, chosen by name or by the output's extension), one tensor in memory at a time,
+// atomically. The file's metadata goes along, typed and format-neutral (safeweights/metadata.h), with a
+// plan's own metadata set over it. A plan provider (hf::plan for a transformers Llama folder) returns a
+// ConvertPlan; convert() knows no format.
+//
+// A target type (F32, F16, BF16, or a ggml block type) follows llama.cpp's policy: 1-D tensors stay
+// F32, a tensor whose rows are not a whole number of blocks falls back to the nearest type that fits,
+// and every such decision is reported per tensor. Quantized inputs are dequantized with ggml's
+// reference dequantizers (safeweights/quantize.h).
 //
 // Thread safety: convert() may run concurrently on different outputs; it uses the shared thread pool.
 #pragma once
@@ -19,7 +24,7 @@
 #include "safeweights/error.h"
 #include "safeweights/export.h"
 #include "safeweights/format.h"
-#include "safeweights/gguf.h"
+#include "safeweights/metadata.h"
 #include "safeweights/tensor_file.h"
 #include "safeweights/tensor_type.h"
 
@@ -35,14 +40,23 @@ struct ConvertTensor {
   std::uint32_t permute_heads = 0;
 };
 
+// What to write: a plan provider's answer (hf::plan), or a caller's own.
+struct ConvertPlan {
+  std::vector<ConvertTensor> tensors;  // empty: every input tensor, same name, file order
+  Metadata metadata;                   // set over the carried metadata (a key replaced in place, else appended)
+};
+
 struct ConvertOptions {
-  std::optional<TensorType> type;       // none: every tensor keeps its type
-  unsigned threads = 0;                 // 0: every core
-  std::vector<ConvertTensor> tensors;   // empty: every input tensor, same name, file order
-  std::vector<gguf::KeyValue> gguf_kv;  // metadata of a GGUF output (beyond what convert() adds)
-  bool carry_metadata = true;           // the input's metadata into the output (docs/GGUF.md, "Conversion")
-  bool durable = false;                 // fsync before the rename
-  gguf::SplitOptions split;             // a .gguf output written as llama.cpp's split files OUT-00001-of-0000N.gguf
+  std::optional<TensorType> type;  // none: every tensor keeps its type
+  unsigned threads = 0;            // 0: every core
+  ConvertPlan plan;
+  bool carry_metadata = true;  // the input's metadata into the output (docs/GGUF.md, "Conversion")
+  // One copy per shared storage (TensorFile::storage_of): a name that is the same tensor as a kept one
+  // (the smallest name covering the whole storage, with the same type and shape) is left out and
+  // recorded in the string map as "name": "kept name". Only with an empty plan.tensors.
+  bool dedup = false;
+  std::string to;      // the output format's registry name; empty: the output's extension decides
+  WriteOptions write;  // durability, GGUF alignment, split files
   std::function<void(std::size_t tensors_done, std::uint64_t bytes_done)> progress;
 };
 
@@ -57,10 +71,31 @@ struct ConvertedTensor {
 struct ConvertReport {
   std::vector<ConvertedTensor> tensors;
   std::uint64_t bytes_written = 0;
-  std::vector<std::string> files;  // a split output's files, in order (empty for a single file)
+  std::vector<std::string> files;  // the files written, in order
 };
 
 Result<ConvertReport> convert(const TensorFile& input, const std::string& output_path, const ConvertOptions& options = {});
+
+// What the CLI's and Python's convert do: open_tensors(input, entry, read); `opened` sees the file first;
+// the plan of the plan provider that knows the input, when one does (a Hugging Face Llama-family folder
+// written as GGUF: hf::plan, safeweights/hf_llama.h); then convert(). The one place that knows the plan
+// providers.
+Result<ConvertReport> convert_path(const std::string& input, const std::string& output, ConvertOptions options, const FormatOptions& read = {},
+                                   const std::string& entry = {}, const std::function<void(const TensorFile&)>& opened = {});
+
+// Whether `folder` holds transformers' PyTorch weights: pytorch_model.bin or pytorch_model.bin.index.json.
+bool is_bin_folder(const std::string& folder);
+
+// Converts such a folder: `pytorch_model.bin`, or the shards named by `pytorch_model.bin.index.json`
+// (each shard must hold exactly the tensors the index lists for it), into `model.safetensors`, or one
+// `.safetensors` per shard (pytorch_model-0000i-of-0000N.bin -> model-0000i-of-0000N.safetensors) plus
+// `model.safetensors.index.json` (the input index's metadata, total_size recomputed, written last), in
+// `output_folder` (created if missing). Each file is convert() of one checkpoint (opened with `read`;
+// `opened` sees it first), so `options` gives the type, dedup, durability and progress; a tensor list,
+// another format or split files are refused. Each file is written atomically; on error the files this
+// call wrote are removed. Returns the names written, in order.
+Result<std::vector<std::string>> convert_bin_folder(const std::string& input_folder, const std::string& output_folder, const FormatOptions& read = {},
+                                                    const ConvertOptions& options = {}, const std::function<void(const TensorFile&)>& opened = {});
 
 // llama.cpp's general.file_type (its llama_ftype) for a target type, the K-quants as their _S mixes;
 // nullopt for a type llama.cpp has no file type for.

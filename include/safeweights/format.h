@@ -34,10 +34,11 @@ struct FormatOptions {
   bool crc = true;
   // How the file and the files beside it are opened; default_resolver() when null.
   std::shared_ptr<const Resolver> resolver;
-  // PyTorch checkpoints: keep globals outside the allowlist as inert placeholders (safeweights/pytorch.h).
-  bool allow_unknown_globals = false;
-  // PyTorch checkpoints: read the tensors under this top-level key (empty: state_dict / model / module
-  // when present).
+  // PyTorch checkpoints: keep globals outside the allowlist as inert placeholders (training checkpoints
+  // with extra state); modules such as os, subprocess and builtins are refused all the same.
+  bool allow_unknown = false;
+  // PyTorch checkpoints: read the tensors under this top-level key. Empty: under `state_dict`, `model`
+  // or `module` (the first present whose value is a dict) when there is one, else the whole object.
   std::string checkpoint_key;
   // GGUF: the header (metadata and tensor infos) may not be larger: a ResourceLimit error beyond.
   std::uint64_t max_header_bytes = std::uint64_t{1} << 30;
@@ -76,6 +77,16 @@ class Format {
                                                    const FormatOptions& options) const = 0;
   // What `cat PATH NAMES...` writes. By default the one tensor named by names[0] of open(path).
   virtual Result<CatTarget> locate(const std::string& path, std::span<const std::string> names, const FormatOptions& options) const;
+
+  // ---- writing: a format that writes files overrides all three ----
+  // The file-name extensions of its files (".gguf"); empty for a format that is not written.
+  virtual std::span<const std::string_view> extensions() const noexcept { return {}; }
+  // OK when its files can hold tensors of `type`; else its own refusal, naming the type.
+  virtual Status can_hold(TensorType type) const;
+  // The TensorSink that writes `path`: the declared tensors, and `metadata` (nullptr: none) mapped
+  // through the format's own table (safeweights/metadata.h). NotSupported for a format not written.
+  virtual Result<std::unique_ptr<TensorSink>> create(const std::string& path, std::vector<TensorDecl> tensors, const Metadata* metadata,
+                                                     const WriteOptions& options) const;
 };
 
 // The CatTarget of one tensor of an opened file (TensorNotFound when absent).
@@ -88,9 +99,15 @@ const Format* find_format(std::string_view name) noexcept;
 // The format of the file at `path` (a path or URL). FileNotFound / IoError when it cannot be read.
 Result<const Format*> detect_format(const std::string& path, const FormatOptions& options = {});
 
+// The format an output is written in: the one named `to` (InvalidArgument when no format of that
+// name writes files), else the one whose extension `path` ends with (InvalidArgument naming the path and
+// the extensions otherwise).
+Result<const Format*> output_format(const std::string& path, std::string_view to = {});
+
 // Opens a file of any registered format (for a DDUF archive, its .safetensors member `entry`), or a
-// Hugging Face model folder (model.safetensors.index.json, else model.safetensors), as one TensorFile:
-// what convert(), diff and the loaders read. FileNotFound for a folder with neither.
+// Hugging Face model folder (model.safetensors.index.json, model.safetensors, pytorch_model.bin.index.json
+// or pytorch_model.bin: the first present), as one TensorFile: what convert(), diff and the loaders read.
+// FileNotFound for a folder with none of them.
 Result<std::unique_ptr<TensorFile>> open_tensors(const std::string& path, const std::string& entry = {}, const FormatOptions& options = {});
 
 // The resolver of `options`, or the default one.

@@ -5,8 +5,8 @@
 // tokenizer.json, byte-level BPE; plus tokenizer_config.json) is planned as llama.cpp's converter does it:
 // llama.cpp's tensor names, the Q/K row permutation for its rotary embedding, the hyper-parameters under
 // llama.cpp's keys with the value types its loader demands, and the tokenizer as GGUF metadata. The plan
-// is handed to convert() (safeweights/convert.h), which writes the file. docs/GGUF.md says what is mapped
-// and which llama.cpp version the rules come from.
+// is handed to convert() (safeweights/convert.h, ConvertOptions::plan), which writes the file.
+// docs/GGUF.md says what is mapped and which llama.cpp version the rules come from.
 //
 // Every file of the folder is hostile input: JSON and protobuf files are read with size caps, numbers
 // are range-checked, and errors name the file and the key.
@@ -21,7 +21,6 @@
 #include "safeweights/convert.h"
 #include "safeweights/error.h"
 #include "safeweights/export.h"
-#include "safeweights/gguf.h"
 #include "safeweights/tensor_file.h"
 #include "safeweights/tensor_type.h"
 
@@ -36,29 +35,17 @@ struct LlamaOptions {
   // tokenizer.ggml.pre for a BPE tokenizer. Empty: recognised from tokenizer.json's pre-tokenizer
   // ("gpt-2" or "llama-bpe"); any other pre-tokenizer is refused unless it is named here.
   std::string bpe_pre;
-  // How the weights are opened (the CLI's --backend; the library's default maps them).
-  FormatOptions read;
-};
-
-// What convert() needs: the GGUF metadata (architecture, hyper-parameters, tokenizer) and the tensors
-// with their llama.cpp names and permutations.
-struct LlamaPlan {
-  std::vector<gguf::KeyValue> kv;
-  std::vector<ConvertTensor> tensors;
 };
 
 // Plans the conversion of `folder`, whose weights are `weights` (open_tensors(folder), format.h), to
-// `type` (none: every tensor keeps its type; general.file_type then follows the weights' matrices).
+// `type` (none: every tensor keeps its type; general.file_type then follows the weights' matrices): the
+// tensors with their llama.cpp names and permutations, and the GGUF metadata (architecture,
+// hyper-parameters, tokenizer), for ConvertOptions::plan.
 // NotSupported for what llama.cpp's Llama architecture cannot hold as written here (mixture of experts,
 // rope scaling other than linear, a tensor it has no name for); InvalidArgument for a malformed or
 // out-of-range configuration, naming the file and key; TensorNotFound for a missing tensor;
 // FileNotFound when there is no tokenizer.
-Result<LlamaPlan> plan(const std::string& folder, const TensorFile& weights, std::optional<TensorType> type, const LlamaOptions& options = {});
-
-// open_tensors(folder) + plan + convert(): `options` gives the type, threads, progress and durability;
-// its `tensors` and `gguf_kv` are replaced by the plan.
-Result<ConvertReport> convert_folder_to_gguf(const std::string& folder, const std::string& output_path, ConvertOptions options,
-                                             const LlamaOptions& llama = {});
+Result<ConvertPlan> plan(const std::string& folder, const TensorFile& weights, std::optional<TensorType> type, const LlamaOptions& options = {});
 
 SAFEWEIGHTS_API_END
 }  // namespace safeweights::hf

@@ -171,7 +171,7 @@ class Reader final : public TensorFile {
   const std::string& name() const noexcept override { return source_->name(); }
   std::span<const TensorEntry> tensors() const noexcept override;
   const TensorEntry* find(std::string_view name) const noexcept override;
-  const MetadataEntries* metadata() const noexcept override;
+  const Metadata* metadata() const noexcept override;
 
   // The tensor of a header record as every format describes it (safeweights/tensor_file.h), without
   // building the entry list: valid while this Reader lives.

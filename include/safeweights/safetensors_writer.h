@@ -43,14 +43,13 @@ struct TensorData : TensorDecl {
 };
 
 // nullopt: no `__metadata__`; an empty vector: `"__metadata__":{}`.
-using Metadata = std::optional<MetadataEntries>;
 
 class Layout {
  public:
   // DuplicateKey for repeated tensor names or metadata keys; ReservedTensorName for `__metadata__`;
   // ValidationOverflow / MisalignedSlice as the reader would report; HeaderTooLarge when the padded
   // header exceeds kMaxHeaderSize.
-  static Result<Layout> plan(std::span<const TensorDecl> tensors, const Metadata& metadata);
+  static Result<Layout> plan(std::span<const TensorDecl> tensors, const std::optional<MetadataEntries>& metadata);
 
   // The first 8 + N bytes of the file: length prefix, JSON, padding.
   const std::string& prefix() const noexcept { return prefix_; }
@@ -75,28 +74,25 @@ class Layout {
   std::vector<std::size_t> by_decl_;
 };
 
-struct WriteOptions {
-  bool durable = false;  // fsync file and folder before the rename
-};
-
 // The layout of these tensors, with each one's data length checked against its shape and dtype
 // (InvalidTensorView otherwise, the reference writer's kind). Every writer of TensorData plans
 // through this, so they all report the same kinds.
-Result<Layout> plan_data(std::span<const TensorData> tensors, const Metadata& metadata = {});
+Result<Layout> plan_data(std::span<const TensorData> tensors, const std::optional<MetadataEntries>& metadata = {});
 // Writes the whole file planned by plan_data() into dst (dst.size() == layout.file_size()).
 void serialize_into(const Layout& layout, std::span<const TensorData> tensors, std::span<std::byte> dst);
 // The whole file in memory.
-Result<std::vector<std::byte>> serialize(std::span<const TensorData> tensors, const Metadata& metadata = {});
+Result<std::vector<std::byte>> serialize(std::span<const TensorData> tensors, const std::optional<MetadataEntries>& metadata = {});
 // Writes the file atomically (temp file + rename).
-Status write_file(const std::string& path, std::span<const TensorData> tensors, const Metadata& metadata = {}, const WriteOptions& options = {});
+Status write_file(const std::string& path, std::span<const TensorData> tensors, const std::optional<MetadataEntries>& metadata = {},
+                  const WriteOptions& options = {});
 
 // The safetensors TensorSink: creates `path` for the declared tensors (their order is the file's; the
 // header is written now), takes their bytes in any order, whole or in chunks (copy_chunk in the kernel
 // from a local file), and commits the file atomically on finish(). The refusals of Layout::plan, with the
 // path; the sink's own (an undeclared name, a tensor written twice, wrong sizes, an incomplete tensor at
 // finish) are InvalidArgument naming the path and the tensor. An unfinished sink leaves no file behind.
-Result<std::unique_ptr<TensorSink>> create(const std::string& path, std::vector<TensorDecl> tensors, const Metadata& metadata = {},
-                                           const WriteOptions& options = {});
+Result<std::unique_ptr<TensorSink>> create(const std::string& path, std::vector<TensorDecl> tensors,
+                                           const std::optional<MetadataEntries>& metadata = {}, const WriteOptions& options = {});
 
 SAFEWEIGHTS_API_END
 }  // namespace safeweights::safetensors

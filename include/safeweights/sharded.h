@@ -41,7 +41,7 @@ class ShardedReader final : public TensorFile {
   const std::string& name() const noexcept override { return name_; }  // the index's path
   std::span<const TensorEntry> tensors() const noexcept override { return entries_; }
   const TensorEntry* find(std::string_view name) const noexcept override;
-  const MetadataEntries* metadata() const noexcept override { return &metadata_; }
+  const Metadata* metadata() const noexcept override { return &metadata_; }
 
   struct Location {
     const Reader* shard;
@@ -65,13 +65,13 @@ class ShardedReader final : public TensorFile {
   std::map<std::string, std::string> index_metadata_;
   std::vector<TensorEntry> entries_;
   std::vector<std::size_t> first_;  // index in entries_ of each shard's first tensor
-  MetadataEntries metadata_;        // index_metadata_ in TensorFile's form
+  Metadata metadata_;               // index_metadata_ in TensorFile's form
 };
 
 struct ShardOptions {
   std::uint64_t max_shard_bytes = 5'000'000'000;  // transformers' default "5GB"
   std::string prefix = "model";                   // model-00001-of-00002.safetensors
-  Metadata shard_metadata = MetadataEntries{{"format", "pt"}};
+  std::optional<MetadataEntries> shard_metadata = MetadataEntries{{"format", "pt"}};
   WriteOptions write;
 };
 

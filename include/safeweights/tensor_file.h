@@ -24,6 +24,7 @@
 
 #include "safeweights/error.h"
 #include "safeweights/export.h"
+#include "safeweights/metadata.h"
 #include "safeweights/slice.h"
 #include "safeweights/source.h"
 #include "safeweights/tensor_type.h"
@@ -54,9 +55,6 @@ struct TensorEntry {
   Status read_slice(const SlicePlan& plan, std::span<std::byte> dst) const;
 };
 
-// File-level metadata in file order: keys, and values as text (strings as they are).
-using MetadataEntries = std::vector<std::pair<std::string, std::string>>;
-
 class TensorFile {
  public:
   virtual ~TensorFile() = default;
@@ -69,8 +67,17 @@ class TensorFile {
   virtual std::span<const TensorEntry> tensors() const noexcept = 0;
   // nullptr when there is no tensor of that name.
   virtual const TensorEntry* find(std::string_view name) const noexcept = 0;
-  // The file's metadata; nullptr when the file has none (as opposed to an empty set).
-  virtual const MetadataEntries* metadata() const noexcept = 0;
+  // The file's metadata (safeweights/metadata.h: a string map's keys under `safetensors.`); nullptr when
+  // the file has none (as opposed to an empty set).
+  virtual const Metadata* metadata() const noexcept = 0;
+  // Where inside the file the tensors were read from (a PyTorch checkpoint: the top-level key chosen);
+  // empty: the whole file.
+  virtual std::string_view root() const noexcept { return {}; }
+  // The storage `entry` reads from: equal for two tensors that share bytes (PyTorch tied weights and
+  // views); empty when the format has no shared storage (every tensor its own).
+  virtual std::string_view storage_of(const TensorEntry&) const noexcept { return {}; }
+  // Whether `entry` is a plain copy of its whole storage (contiguous, from its first byte to its last).
+  virtual bool covers_storage(const TensorEntry&) const noexcept { return false; }
 
   // TensorNotFound (naming the file) when absent.
   Result<const TensorEntry*> tensor(std::string_view name) const;
@@ -99,6 +106,22 @@ class TensorSink {
   virtual Status copy_chunk(std::string_view name, const ByteSource& source, std::uint64_t offset, std::uint64_t length);
   // InvalidArgument if any tensor is incomplete; otherwise commits the output.
   virtual Status finish() = 0;
+  // The files finish() commits, in order (one, or a split model's files).
+  virtual std::span<const std::string> files() const noexcept = 0;
+};
+
+// Where a model written as several files is cut (GGUF: llama.cpp's split files). 0: no limit.
+struct SplitLimits {
+  std::uint64_t max_bytes = 0;    // tensor bytes per file
+  std::uint64_t max_tensors = 0;  // tensors per file
+  bool enabled() const noexcept { return max_bytes != 0 || max_tensors != 0; }
+};
+
+// How a writer creates its output; a format ignores what it has no use for, and refuses what it cannot do.
+struct WriteOptions {
+  bool durable = false;         // fsync before the rename
+  std::uint32_t alignment = 0;  // GGUF: the data alignment, a power of two; 0: the metadata's general.alignment, else 32
+  SplitLimits split;            // GGUF: llama.cpp's split files; other formats refuse it
 };
 
 // Copies one tensor's stored bytes into `to` as tensor `name` (declared with its type and shape)

@@ -17,7 +17,7 @@ from ._errors import (
 )
 from ._safe_open import PySafeSlice, _safe_open_handle, safe_open
 from ._safeweights import TensorSpec, deserialize, serialize, serialize_file
-from .formats import detect_format, inspect, validate
+from .formats import convert, detect_format, inspect, validate
 
 __version__ = _safeweights.__version__
 
@@ -41,6 +41,7 @@ __all__ = [
     "TensorSpec",
     "__version__",
     "_safe_open_handle",
+    "convert",
     "deserialize",
     "detect_format",
     "inspect",

@@ -9,6 +9,7 @@ from ._errors import DDUFExportError as DDUFExportError
 from ._errors import DDUFInvalidEntryNameError as DDUFInvalidEntryNameError
 from ._errors import SafetensorError as SafetensorError
 from ._errors import SliceIndexError as SliceIndexError
+from .formats import convert as convert
 from .formats import detect_format as detect_format
 from .formats import inspect as inspect
 from .formats import validate as validate

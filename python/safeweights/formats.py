@@ -1,4 +1,4 @@
-"""Any file the library reads, through its format registry: detect, validate, inspect.
+"""Any file the library reads, through its format registry: detect, validate, inspect, convert.
 
 The format is found from the file's content (magic bytes, then structure), never from its name, and
 every rule of that format is applied in C++. Paths (str, bytes, os.PathLike, as open() takes them) and
@@ -33,3 +33,33 @@ def inspect(path, entry: str | None = None) -> dict:
     import json  # noqa: PLC0415 (lazy, see above)
 
     return json.loads(_safeweights._inspect(path, entry))
+
+
+def convert(
+    input,
+    output,
+    *,
+    type: str | None = None,
+    to: str | None = None,
+    entry: str | None = None,
+    threads: int = 0,
+    dedup: bool = False,
+    durable: bool = False,
+    carry_metadata: bool = True,
+    split_max_bytes: int = 0,
+    split_max_tensors: int = 0,
+    allow_unknown: bool = False,
+    key: str | None = None,
+) -> dict:
+    """Converts ``input`` (any format the library reads, a Hugging Face model folder) into ``output``.
+
+    What ``safeweights convert`` does, with the same rules: ``output``'s extension (.safetensors, .gguf)
+    picks the format unless ``to`` names it; ``type`` ("f16", "q8_0", ...) follows llama.cpp's policy;
+    a Hugging Face Llama-family folder written as GGUF gets llama.cpp's names, metadata and tokenizer;
+    ``dedup`` keeps one copy of PyTorch tensors that share storage; ``split_max_*`` write llama.cpp's
+    split GGUF files; ``allow_unknown`` and ``key`` are for PyTorch checkpoints. The output is written
+    atomically. Returns {"tensors": [{"name", "from", "to", "note"}], "bytes_written", "files"}.
+    """
+    return _safeweights._convert(
+        input, output, type, to, entry, threads, dedup, durable, carry_metadata, split_max_bytes, split_max_tensors, allow_unknown, key
+    )

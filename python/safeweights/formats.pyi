@@ -6,3 +6,19 @@ _Path = Union[str, bytes, PathLike]
 def detect_format(path: _Path) -> str: ...
 def validate(path: _Path, *, strict: bool = ..., crc: bool = ...) -> str: ...
 def inspect(path: _Path, entry: Optional[str] = ...) -> Dict[str, Any]: ...
+def convert(
+    input: _Path,
+    output: _Path,
+    *,
+    type: Optional[str] = ...,
+    to: Optional[str] = ...,
+    entry: Optional[str] = ...,
+    threads: int = ...,
+    dedup: bool = ...,
+    durable: bool = ...,
+    carry_metadata: bool = ...,
+    split_max_bytes: int = ...,
+    split_max_tensors: int = ...,
+    allow_unknown: bool = ...,
+    key: Optional[str] = ...,
+) -> Dict[str, Any]: ...

@@ -95,6 +95,7 @@ Result<SourcePtr> open_input(const std::string& path_or_url, FileBackend backend
 void register_errors(py::module_& m);
 void register_safetensors(py::module_& m);
 void register_formats(py::module_& m);
+void register_convert(py::module_& m);
 void register_dduf(py::module_& m);
 void register_quant(py::module_& m);
 

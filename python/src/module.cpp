@@ -86,6 +86,7 @@ PYBIND11_MODULE(_safeweights, m) {
   safeweights::python::register_safetensors(m);
   safeweights::python::register_dduf(m);
   safeweights::python::register_formats(m);
+  safeweights::python::register_convert(m);
   safeweights::python::register_loading(m);
   safeweights::python::register_quant(m);
 }

@@ -153,7 +153,7 @@ TensorSpec make_tensor_spec(const std::string& dtype_name_in, const std::vector<
 struct SerializeInput {
   std::vector<std::string> names;
   std::vector<safetensors::TensorData> tensors;
-  safetensors::Metadata metadata;
+  std::optional<MetadataEntries> metadata;
 };
 
 SerializeInput serialize_input(const py::dict& tensor_dict, const std::optional<py::dict>& metadata) {

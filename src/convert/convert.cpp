@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <numeric>
 #include <thread>
@@ -20,9 +21,9 @@
 #include "convert/pieces.h"
 #include "core/parallel.h"
 #include "core/status_macros.h"
+#include "json/json_parse.h"
 #include "safeweights/cancel.h"
 #include "safeweights/quantize.h"
-#include "safeweights/safetensors_writer.h"
 
 namespace safeweights {
 namespace {
@@ -32,17 +33,6 @@ using convert_detail::read_elements;
 
 constexpr std::uint64_t kPieceElements = 4u << 20;  // elements per piece of a converted tensor
 constexpr std::uint64_t kTaskElements = 64u << 10;  // elements per pool task within a piece
-
-// The safetensors __metadata__ of a GGUF file is kept under this key prefix (docs/GGUF.md).
-constexpr std::string_view kMetadataPrefix = "safetensors.";
-
-enum class OutFormat { Safetensors, Gguf };
-
-Result<OutFormat> output_format(const std::string& path) {
-  if (path.ends_with(".gguf")) return OutFormat::Gguf;
-  if (path.ends_with(".safetensors")) return OutFormat::Safetensors;
-  return Error(ErrorKind::InvalidArgument, "the output's extension picks its format: .gguf or .safetensors").with_file(path);
-}
 
 bool is_number_kept(TensorType t) {
   const TypeClass c = type_info(t).cls;
@@ -76,14 +66,14 @@ struct Job {
 };
 
 // The output type of one tensor, and why it differs from the requested one.
-Status choose_type(Job& job, const ConvertOptions& options, OutFormat out) {
+Status choose_type(Job& job, const ConvertOptions& options, const Format& out) {
   const TensorEntry& e = *job.entry;
   const TensorType from = e.type;
   job.to = from;
   if (!options.type) {
-    if (out == OutFormat::Safetensors && type_info(from).is_block()) {
+    if (type_info(from).is_block() && !out.can_hold(from).is_ok()) {
       job.to = TensorType::F32;
-      job.note = "safetensors has no " + std::string(type_name(from)) + ": dequantized";
+      job.note = std::string(out.name()) + " has no " + std::string(type_name(from)) + ": dequantized";
     }
   } else if (const TensorType want = *options.type; is_number_kept(from)) {
     if (want != from) job.note = std::string(type_name(from)) + " is kept";
@@ -97,12 +87,7 @@ Status choose_type(Job& job, const ConvertOptions& options, OutFormat out) {
   } else {
     job.to = want;
   }
-  if (out == OutFormat::Gguf && !gguf::ggml_id(job.to))
-    return Error(ErrorKind::NotSupported, "GGUF has no " + std::string(type_name(job.to)) + " type").with_tensor(e.name);
-  if (out == OutFormat::Safetensors && type_info(job.to).is_block())
-    return Error(ErrorKind::InvalidArgument,
-                 "safetensors cannot hold " + std::string(type_name(job.to)) + " (write a .gguf, or --type f32, f16 or bf16)")
-        .with_tensor(e.name);
+  if (Status s = out.can_hold(job.to); !s.is_ok()) return error_of(s).with_tensor(e.name);
   if (job.to != from && !can_dequantize(from))
     return Error(ErrorKind::NotSupported, "converting from " + std::string(type_name(from)) + " is not supported").with_tensor(e.name);
   if (job.to != from && !can_quantize(job.to))
@@ -110,12 +95,36 @@ Status choose_type(Job& job, const ConvertOptions& options, OutFormat out) {
   return Status::ok();
 }
 
-Result<std::vector<Job>> plan_jobs(const TensorFile& input, const ConvertOptions& options, OutFormat out) {
+// ---- which tensors ------------------------------------------------------------------------------
+
+// With dedup, the tensors that are the same tensor as a kept one of their storage: both cover the whole
+// storage with the same type and shape. The kept one is the smallest such name (as safetensors'
+// convert.py chooses); views of other shapes are written with their own contents. Alias -> kept name.
+std::map<std::string, std::string> aliases_of(const TensorFile& input) {
+  std::unordered_map<std::string_view, const TensorEntry*, json::SeededHash> keeper;  // storage -> kept entry
+  for (const TensorEntry& e : input.tensors()) {
+    if (!input.covers_storage(e) || input.storage_of(e).empty()) continue;
+    auto [it, fresh] = keeper.emplace(input.storage_of(e), &e);
+    if (!fresh && e.name < it->second->name) it->second = &e;
+  }
+  std::map<std::string, std::string> aliases;
+  for (const TensorEntry& e : input.tensors()) {
+    auto it = keeper.find(input.storage_of(e));
+    const TensorEntry* k = it == keeper.end() ? nullptr : it->second;
+    if (k && k != &e && input.covers_storage(e) && k->type == e.type && std::ranges::equal(k->shape, e.shape))
+      aliases.emplace(std::string(e.name), std::string(k->name));
+  }
+  return aliases;
+}
+
+Result<std::vector<Job>> plan_jobs(const TensorFile& input, const ConvertOptions& options, const std::map<std::string, std::string>& aliases,
+                                   const Format& out) {
   std::vector<Job> jobs;
-  if (options.tensors.empty()) {
-    for (const TensorEntry& e : input.tensors()) jobs.push_back({&e, std::string(e.name), 0, {}, {}});
+  if (options.plan.tensors.empty()) {
+    for (const TensorEntry& e : input.tensors())
+      if (!aliases.contains(std::string(e.name))) jobs.push_back({&e, std::string(e.name), 0, {}, {}});
   } else {
-    for (const ConvertTensor& t : options.tensors) {
+    for (const ConvertTensor& t : options.plan.tensors) {
       SW_ASSIGN_OR_RETURN(const TensorEntry* e, input.tensor(t.source));
       jobs.push_back({e, t.name, t.permute_heads, {}, {}});
     }
@@ -124,80 +133,16 @@ Result<std::vector<Job>> plan_jobs(const TensorFile& input, const ConvertOptions
   return jobs;
 }
 
-// ---- metadata ----------------------------------------------------------------------------------
-
-void set_kv(std::vector<gguf::KeyValue>& kv, gguf::KeyValue entry) {
-  auto it = std::ranges::find(kv, entry.key, &gguf::KeyValue::key);
-  if (it != kv.end())
-    it->value = std::move(entry.value);
-  else
-    kv.push_back(std::move(entry));
-}
-
-// llama.cpp's split.* keys describe the files a model was written as, not the model: a split input's
-// keys are never carried (a split output gets its own from the split writer).
-bool is_split_key(std::string_view key) { return key == gguf::kSplitNoKey || key == gguf::kSplitCountKey || key == gguf::kSplitTensorsCountKey; }
-
-// A split GGUF output: OUT.gguf becomes OUT-00001-of-0000N.gguf, ...
-Result<std::unique_ptr<TensorSink>> open_split_sink(const std::string& path, std::vector<gguf::KeyValue> kv, std::vector<TensorDecl> decls,
-                                                    const gguf::WriterOptions& wo, const ConvertOptions& options, std::vector<std::string>& files) {
-  const std::string prefix = path.substr(0, path.size() - std::string_view(".gguf").size());
-  SW_ASSIGN_OR_RETURN(auto w, gguf::SplitWriter::create(prefix, std::move(kv), std::move(decls), options.split, wo));
-  files = w->paths();
-  return std::unique_ptr<TensorSink>(std::move(w));
-}
-
-// A GGUF input's pairs (general.alignment becomes the writer's option; general.file_type follows
-// --type), or another input's __metadata__ as STRING pairs under "safetensors."; then the caller's.
-std::vector<gguf::KeyValue> gguf_metadata(const TensorFile& input, const ConvertOptions& options, std::uint32_t& alignment) {
-  std::vector<gguf::KeyValue> kv;
-  if (!options.carry_metadata) {
-  } else if (const auto* g = dynamic_cast<const gguf::GgufFile*>(&input)) {
-    alignment = g->alignment();
-    for (const gguf::KeyValue& e : g->kv()) {
-      if (e.key == "general.alignment" || is_split_key(e.key)) continue;
-      kv.push_back(e);
-    }
-    const auto ftype = options.type ? llama_file_type(*options.type) : std::nullopt;
-    if (ftype && g->find_kv("general.file_type")) set_kv(kv, {"general.file_type", gguf::Value::u32(*ftype)});
-  } else if (const MetadataEntries* md = input.metadata()) {
-    for (const auto& [k, v] : *md) kv.push_back({std::string(kMetadataPrefix) + k, gguf::Value::string(v)});
-  }
-  for (const gguf::KeyValue& e : options.gguf_kv) set_kv(kv, e);
-  return kv;
-}
-
-// A safetensors input's __metadata__; from GGUF, the STRING pairs under "safetensors." (what
-// gguf_metadata wrote), the rest of a GGUF file's pairs having no safetensors form.
-safetensors::Metadata safetensors_metadata(const TensorFile& input, const ConvertOptions& options) {
-  if (!options.carry_metadata) return std::nullopt;
-  if (const auto* g = dynamic_cast<const gguf::GgufFile*>(&input)) {
-    MetadataEntries md;
-    for (const gguf::KeyValue& e : g->kv())
-      if (e.key.starts_with(kMetadataPrefix) && e.value.type == gguf::ValueType::STRING)
-        md.emplace_back(e.key.substr(kMetadataPrefix.size()), e.value.str);
-    if (md.empty()) return std::nullopt;
-    return md;
-  }
-  if (const MetadataEntries* md = input.metadata()) return *md;
-  return std::nullopt;
-}
-
-Result<std::unique_ptr<TensorSink>> open_sink(const TensorFile& input, const std::string& path, OutFormat out, const std::vector<Job>& jobs,
-                                              const ConvertOptions& options, std::vector<std::string>& files) {
-  std::vector<TensorDecl> decls;
-  decls.reserve(jobs.size());
-  for (const Job& j : jobs) decls.push_back({j.name, j.to, std::vector<std::uint64_t>(j.entry->shape.begin(), j.entry->shape.end())});
-  if (out == OutFormat::Gguf) {
-    gguf::WriterOptions wo;
-    wo.durable = options.durable;
-    std::vector<gguf::KeyValue> kv = gguf_metadata(input, options, wo.alignment);
-    if (options.split.enabled()) return open_split_sink(path, std::move(kv), std::move(decls), wo, options, files);
-    return gguf::create(path, std::move(kv), std::move(decls), wo);
-  }
-  safetensors::WriteOptions wo;
-  wo.durable = options.durable;
-  return safetensors::create(path, std::move(decls), safetensors_metadata(input, options), wo);
+// The output's metadata: the input's (unless not carried), general.file_type following the type, the
+// plan's set over it, and the aliases of a dedup as string-map entries.
+Metadata output_metadata(const TensorFile& input, const ConvertOptions& options, const std::map<std::string, std::string>& aliases) {
+  Metadata md;
+  if (options.carry_metadata && input.metadata()) md = *input.metadata();
+  const auto ftype = options.type ? llama_file_type(*options.type) : std::nullopt;
+  if (ftype && md.find("general.file_type")) md.set({"general.file_type", MetaValue::u32(*ftype)});
+  md.merge(options.plan.metadata);
+  for (const auto& [alias, kept] : aliases) md.set({std::string(kStringMapPrefix) + alias, MetaValue::string(kept)});
+  return md;
 }
 
 // ---- the transform -----------------------------------------------------------------------------
@@ -371,21 +316,28 @@ class TensorConverter {
 }  // namespace
 
 Result<ConvertReport> convert(const TensorFile& input, const std::string& output_path, const ConvertOptions& options) {
-  SW_ASSIGN_OR_RETURN(const OutFormat out, output_format(output_path));
-  auto jobs = plan_jobs(input, options, out);
+  SW_ASSIGN_OR_RETURN(const Format* out, output_format(output_path, options.to));
+  if (options.dedup && !options.plan.tensors.empty())
+    return Error(ErrorKind::InvalidArgument, "dedup keeps every tensor's own name: it takes no tensor list").with_file(input.name());
+  const std::map<std::string, std::string> aliases = options.dedup ? aliases_of(input) : std::map<std::string, std::string>{};
+  auto jobs = plan_jobs(input, options, aliases, *out);
   if (!jobs.is_ok()) return error_of(jobs).with_file(input.name());
-  if (options.split.enabled() && out != OutFormat::Gguf)
-    return Error(ErrorKind::InvalidArgument, "split outputs are GGUF files (llama.cpp's split naming): write a .gguf").with_file(output_path);
+  std::vector<TensorDecl> decls;
+  decls.reserve(jobs->size());
+  for (const Job& j : *jobs) decls.push_back({j.name, j.to, std::vector<std::uint64_t>(j.entry->shape.begin(), j.entry->shape.end())});
+  const Metadata metadata = output_metadata(input, options, aliases);
+  SW_ASSIGN_OR_RETURN(std::unique_ptr<TensorSink> sink, out->create(output_path, std::move(decls), &metadata, options.write));
   ConvertReport report;
-  SW_ASSIGN_OR_RETURN(std::unique_ptr<TensorSink> sink, open_sink(input, output_path, out, *jobs, options, report.files));
   Scratch scratch;
   // Every core, not parallel_for's default (at most 8, an I/O bound): quantizing is computation.
   const unsigned threads = options.threads != 0 ? options.threads : std::max(1u, std::thread::hardware_concurrency());
   std::size_t done = 0;
   for (const Job& job : *jobs) {
     const TensorEntry& e = *job.entry;
+    SW_RETURN_IF_ERROR(check_cancelled());
     if (Status s = TensorConverter(job, *sink, threads, scratch).run(); !s.is_ok()) return error_of(s).with_file(input.name()).with_tensor(e.name);
-    // Done with its pages: a mapped input then holds about one tensor in memory.
+    // Done with its pages: a mapped input then holds about one tensor in memory (they stay in the page
+    // cache, so a view of the same storage later faults them back cheaply).
     e.source->hint({e.offset, e.nbytes}, AccessHint::DontNeed);
     const std::uint64_t nbytes = *tensor_nbytes(job.to, e.shape);
     report.bytes_written += nbytes;
@@ -393,6 +345,8 @@ Result<ConvertReport> convert(const TensorFile& input, const std::string& output
     if (options.progress) options.progress(++done, report.bytes_written);
   }
   SW_RETURN_IF_ERROR(sink->finish());
+  const auto files = sink->files();
+  report.files.assign(files.begin(), files.end());
   return report;
 }
 

@@ -133,6 +133,34 @@ class GgufFormat final : public Format {
     SW_ASSIGN_OR_RETURN(auto file, gguf::open(path, options));
     return std::unique_ptr<TensorFile>(std::move(file));
   }
+
+  std::span<const std::string_view> extensions() const noexcept override {
+    static constexpr std::string_view kExtensions[] = {".gguf"};
+    return kExtensions;
+  }
+  Status can_hold(TensorType type) const override {
+    if (ggml_id(type)) return Status::ok();
+    return Error(ErrorKind::NotSupported, "GGUF has no " + std::string(type_name(type)) + " type");
+  }
+  // The metadata's entries as they are, but for what describes the files rather than the model:
+  // general.alignment becomes the writer's alignment (written first, as the writer places it) and
+  // llama.cpp's split.* keys are left to the split writer.
+  Result<std::unique_ptr<TensorSink>> create(const std::string& path, std::vector<TensorDecl> tensors, const Metadata* metadata,
+                                             const WriteOptions& options) const override {
+    WriteOptions o = options;
+    std::vector<KeyValue> kv;
+    if (metadata) {
+      for (const KeyValue& e : metadata->entries()) {
+        if (e.key == kAlignmentKey) {
+          if (o.alignment == 0 && e.value.type == ValueType::UINT32) o.alignment = static_cast<std::uint32_t>(e.value.bits);
+          continue;
+        }
+        if (e.key == kSplitNoKey || e.key == kSplitCountKey || e.key == kSplitTensorsCountKey) continue;
+        kv.push_back(e);
+      }
+    }
+    return gguf::create(path, std::move(kv), std::move(tensors), o);
+  }
 };
 
 }  // namespace

@@ -286,43 +286,24 @@ class File final : public GgufFile {
     const std::int64_t i = index_.find(name, [this](std::size_t j) { return entries_[j].name; });
     return i < 0 ? nullptr : &entries_[static_cast<std::size_t>(i)];
   }
-  const MetadataEntries* metadata() const noexcept override {
-    std::call_once(metadata_once_, [this] {
-      metadata_.reserve(kv_.size());
-      for (const KeyValue& e : kv_) {
-        std::string text;
-        if (e.value.type == ValueType::STRING)
-          text = e.value.str;
-        else
-          append_value_json(text, e.value);
-        metadata_.emplace_back(e.key, std::move(text));
-      }
-    });
-    return &metadata_;
-  }
+  const Metadata* metadata() const noexcept override { return &metadata_; }
   std::uint32_t version() const noexcept override { return version_; }
   std::uint32_t alignment() const noexcept override { return alignment_; }
   std::uint64_t data_offset() const noexcept override { return data_offset_; }
-  std::span<const KeyValue> kv() const noexcept override { return kv_; }
-  const Value* find_kv(std::string_view key) const noexcept override {
-    for (const KeyValue& e : kv_)
-      if (e.key == key) return &e.value;
-    return nullptr;
-  }
+  std::span<const KeyValue> kv() const noexcept override { return metadata_.entries(); }
+  const Value* find_kv(std::string_view key) const noexcept override { return metadata_.find(key); }
   std::span<const TensorRecord> infos() const noexcept override { return infos_; }
   const SourcePtr& source() const noexcept override { return source_; }
 
   SourcePtr source_;
   std::uint32_t version_ = 0, alignment_ = kDefaultAlignment;
   std::uint64_t data_offset_ = 0;
-  std::vector<KeyValue> kv_;
+  Metadata metadata_;                    // the key/value pairs, in file order
   std::unique_ptr<std::byte[]> header_;  // the copy the parser read (tensor names are views into it)
   std::vector<std::uint64_t> ne_, shapes_;
   std::vector<TensorEntry> entries_;
   std::vector<TensorRecord> infos_;
   json::NameTable index_;
-  mutable std::once_flag metadata_once_;
-  mutable MetadataEntries metadata_;
 };
 
 // One tensor info: name, dims, type, offset. Dims go to `ne` (GGUF order).
@@ -375,7 +356,9 @@ Result<std::unique_ptr<GgufFile>> open_one(SourcePtr source, const FormatOptions
 
   std::uint64_t tensor_count = 0, kv_count = 0;
   if (Status s = parser.header(file->version_, tensor_count, kv_count); !s.is_ok()) return fail_s(std::move(s));
-  if (Status s = parser.kvs(kv_count, file->kv_); !s.is_ok()) return fail_s(std::move(s));
+  std::vector<KeyValue> kv;
+  if (Status s = parser.kvs(kv_count, kv); !s.is_ok()) return fail_s(std::move(s));
+  file->metadata_ = Metadata(std::move(kv));
   file->alignment_ = parser.alignment();
 
   // The smallest tensor info takes 24 bytes (name length, n_dims, type, offset).

@@ -73,7 +73,7 @@ class SplitModel final : public GgufFile {
     const std::int64_t i = index_.find(name, [this](std::size_t j) { return entries_[j].name; });
     return i < 0 ? nullptr : &entries_[static_cast<std::size_t>(i)];
   }
-  const MetadataEntries* metadata() const noexcept override { return parts_[0]->metadata(); }
+  const Metadata* metadata() const noexcept override { return parts_[0]->metadata(); }
   std::uint32_t version() const noexcept override { return parts_[0]->version(); }
   std::uint32_t alignment() const noexcept override { return parts_[0]->alignment(); }
   std::uint64_t data_offset() const noexcept override { return parts_[0]->data_offset(); }

@@ -66,15 +66,7 @@ constexpr std::array<GgmlName, 43> kGgml = {{
     {"Q2_0", T::Q2_0},
 }};
 
-constexpr std::array<std::string_view, 13> kValueTypeNames = {"UINT8", "INT8",   "UINT16", "INT16",  "UINT32", "INT32",  "FLOAT32",
-                                                              "BOOL",  "STRING", "ARRAY",  "UINT64", "INT64",  "FLOAT64"};
-
 }  // namespace
-
-std::string_view value_type_name(ValueType type) noexcept {
-  const auto i = static_cast<std::size_t>(type);
-  return i < kValueTypeNames.size() ? kValueTypeNames[i] : std::string_view("?");
-}
 
 std::optional<TensorType> type_from_ggml(std::uint32_t id) noexcept { return id < kGgml.size() ? kGgml[id].type : std::nullopt; }
 
@@ -85,29 +77,6 @@ std::optional<std::uint32_t> ggml_id(TensorType type) noexcept {
 }
 
 std::string_view ggml_type_name(std::uint32_t id) noexcept { return id < kGgml.size() ? kGgml[id].name : std::string_view(); }
-
-Value Value::f32(float v) { return scalar(ValueType::FLOAT32, std::bit_cast<std::uint32_t>(v)); }
-Value Value::f64(double v) { return scalar(ValueType::FLOAT64, std::bit_cast<std::uint64_t>(v)); }
-
-Value Value::string(std::string v) {
-  Value out;
-  out.type = ValueType::STRING;
-  out.str = std::move(v);
-  return out;
-}
-
-Value Value::array(ValueType elem, std::vector<Value> items) {
-  Value out;
-  out.type = ValueType::ARRAY;
-  out.elem_type = elem;
-  out.items = std::move(items);
-  return out;
-}
-
-double Value::as_f64() const noexcept {
-  if (type == ValueType::FLOAT32) return std::bit_cast<float>(static_cast<std::uint32_t>(bits));
-  return std::bit_cast<double>(bits);
-}
 
 }  // namespace safeweights::gguf
 

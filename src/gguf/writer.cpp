@@ -2,6 +2,7 @@
 // their offsets through AtomicFile; padding is the zeros of a file sized up front.
 #include <unistd.h>
 
+#include <algorithm>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -81,8 +82,7 @@ struct PlannedFile {
   std::uint64_t size = 0;
 };
 
-Result<PlannedFile> plan_file(const std::vector<KeyValue>& kv, const std::vector<TensorDecl>& tensors, const WriterOptions& options) {
-  const std::uint32_t a = options.alignment;
+Result<PlannedFile> plan_file(const std::vector<KeyValue>& kv, const std::vector<TensorDecl>& tensors, std::uint32_t a) {
   if (a == 0 || (a & (a - 1)) != 0) return bad("the alignment must be a power of two");
   bool write_alignment = false;
   SW_RETURN_IF_ERROR(check_kv(kv, a, write_alignment));
@@ -132,52 +132,17 @@ Result<PlannedFile> plan_file(const std::vector<KeyValue>& kv, const std::vector
 }
 
 Result<std::unique_ptr<PlannedFileSink>> create_file(const std::string& path, const std::vector<KeyValue>& kv, std::vector<TensorDecl> tensors,
-                                                     const WriterOptions& options) {
-  auto plan = plan_file(kv, tensors, options);
+                                                     const WriteOptions& options) {
+  auto plan = plan_file(kv, tensors, options.alignment);
   if (!plan.is_ok()) return error_of(plan).with_file(path);
   return PlannedFileSink::create(path, std::move(tensors), std::move(plan->slots), std::as_bytes(std::span(plan->header)), plan->size,
                                  options.durable);
 }
 
-}  // namespace
-
-Result<std::unique_ptr<TensorSink>> create(const std::string& path, std::vector<KeyValue> kv, std::vector<TensorDecl> tensors,
-                                           const WriterOptions& options) {
-  SW_ASSIGN_OR_RETURN(auto sink, create_file(path, kv, std::move(tensors), options));
-  return std::unique_ptr<TensorSink>(std::move(sink));
-}
-
-}  // namespace safeweights::gguf
-
 // ---- split models ----------------------------------------------------------------------------------
 
-namespace safeweights::gguf {
-
-struct SplitWriter::Impl {
-  std::vector<std::unique_ptr<PlannedFileSink>> parts;
-  std::vector<std::string> paths;
-  std::unordered_map<std::string_view, std::size_t> part_of;  // tensor name -> part
-  std::vector<TensorDecl> names;                              // owns the names part_of views
-
-  std::string prefix;
-  bool finished = false;  // finish() was called: every later call is refused, as a single sink's is
-
-  Error finished_error() const { return bad("writer already finished").with_file(prefix); }
-  // The part tensor `name` is in.
-  Result<PlannedFileSink*> part(std::string_view name) {
-    if (finished) return finished_error();
-    auto it = part_of.find(name);
-    if (it == part_of.end()) {
-      return bad("tensor was not declared when the writer was created").with_file(prefix).with_tensor(name);
-    }
-    return parts[it->second].get();
-  }
-};
-
-namespace {
-
 // The first tensor of each file, as llama.cpp's gguf-split cuts: padded tensor bytes only.
-Result<std::vector<std::size_t>> plan_splits(const std::vector<TensorDecl>& tensors, const SplitOptions& split, std::uint32_t alignment) {
+Result<std::vector<std::size_t>> plan_splits(const std::vector<TensorDecl>& tensors, const SplitLimits& split, std::uint32_t alignment) {
   std::vector<std::size_t> starts{0};
   std::uint64_t bytes = 0, count = 0;
   for (std::size_t i = 0; i < tensors.size(); ++i) {
@@ -200,83 +165,114 @@ Result<std::vector<std::size_t>> plan_splits(const std::vector<TensorDecl>& tens
   return starts;
 }
 
+// A model written as llama.cpp's gguf-split writes it: one planned file per part, committed all or none.
+class SplitWriter final : public TensorSink {
+ public:
+  static Result<std::unique_ptr<TensorSink>> create(const std::string& prefix, std::vector<KeyValue> kv, std::vector<TensorDecl> tensors,
+                                                    const WriteOptions& options) {
+    const auto fail = [&](Error e) { return Result<std::unique_ptr<TensorSink>>(std::move(e.with_file(prefix))); };
+    for (const KeyValue& e : kv)
+      if (e.key == kSplitNoKey || e.key == kSplitCountKey || e.key == kSplitTensorsCountKey)
+        return fail(bad("the split writer writes `" + e.key + "` itself"));
+    if (tensors.size() > static_cast<std::size_t>(INT32_MAX)) return fail(bad("split.tensors.count is an INT32: at most 2^31 - 1 tensors"));
+    const std::uint32_t a = options.alignment;
+    if (a == 0 || (a & (a - 1)) != 0) return fail(bad("the alignment must be a power of two"));
+    auto w = std::unique_ptr<SplitWriter>(new SplitWriter);
+    w->prefix_ = prefix;
+    w->names_ = tensors;
+    for (std::size_t i = 0; i < w->names_.size(); ++i)
+      if (!w->part_of_.emplace(w->names_[i].name, 0).second) return fail(std::move(bad("duplicate tensor name").with_tensor(w->names_[i].name)));
+    auto starts = plan_splits(tensors, options.split, a);
+    if (!starts.is_ok()) return fail(std::move(starts).error());
+    const auto count = static_cast<std::uint32_t>(starts->size());
+    for (std::uint32_t k = 0; k < count; ++k) {
+      const std::size_t begin = (*starts)[k], end = k + 1 < count ? (*starts)[k + 1] : tensors.size();
+      std::vector<KeyValue> part_kv = k == 0 ? std::move(kv) : std::vector<KeyValue>{};
+      // llama.cpp's gguf-split order: split.count is set last (its value known only once every file is planned).
+      part_kv.push_back({std::string(kSplitNoKey), Value::u16(static_cast<std::uint16_t>(k))});
+      part_kv.push_back({std::string(kSplitTensorsCountKey), Value::i32(static_cast<std::int32_t>(tensors.size()))});
+      part_kv.push_back({std::string(kSplitCountKey), Value::u16(static_cast<std::uint16_t>(count))});
+      std::vector<TensorDecl> part_tensors(std::make_move_iterator(tensors.begin() + static_cast<std::ptrdiff_t>(begin)),
+                                           std::make_move_iterator(tensors.begin() + static_cast<std::ptrdiff_t>(end)));
+      for (std::size_t i = begin; i < end; ++i) w->part_of_[w->names_[i].name] = k;
+      w->paths_.push_back(split_file_name(prefix, k + 1, count));
+      SW_ASSIGN_OR_RETURN(auto part, create_file(w->paths_.back(), part_kv, std::move(part_tensors), options));
+      w->parts_.push_back(std::move(part));
+    }
+    return std::unique_ptr<TensorSink>(std::move(w));
+  }
+
+  Status write(std::string_view name, std::span<const std::byte> data) override {
+    SW_ASSIGN_OR_RETURN(PlannedFileSink * part, part(name));
+    return part->write(name, data);
+  }
+  Status write_chunk(std::string_view name, std::span<const std::byte> chunk) override {
+    SW_ASSIGN_OR_RETURN(PlannedFileSink * part, part(name));
+    return part->write_chunk(name, chunk);
+  }
+  Status copy_chunk(std::string_view name, const ByteSource& source, std::uint64_t offset, std::uint64_t length) override {
+    SW_ASSIGN_OR_RETURN(PlannedFileSink * part, part(name));
+    return part->copy_chunk(name, source, offset, length);
+  }
+  // Every file complete first (else every file is discarded at once, as a single sink discards its
+  // own); then the renames, one cancellation check for the group; a failure in the middle removes the
+  // files already renamed, so a split set is never left partly written.
+  Status finish() override {
+    if (finished_) return finished_error();
+    finished_ = true;
+    for (const auto& part : parts_) {
+      if (Status s = part->complete(); !s.is_ok()) {
+        for (const auto& p : parts_) p->file().abandon();
+        return s;
+      }
+    }
+    SW_RETURN_IF_ERROR(check_cancelled());
+    for (std::size_t k = 0; k < parts_.size(); ++k) {
+      Status s = AtomicFile::commit_all(std::span(&parts_[k]->file(), 1));
+      if (!s.is_ok()) {
+        for (std::size_t j = 0; j < k; ++j) ::unlink(paths_[j].c_str());
+        return s;
+      }
+    }
+    return Status::ok();
+  }
+  std::span<const std::string> files() const noexcept override { return paths_; }
+
+ private:
+  SplitWriter() = default;
+  Error finished_error() const { return bad("writer already finished").with_file(prefix_); }
+  // The part tensor `name` is in.
+  Result<PlannedFileSink*> part(std::string_view name) {
+    if (finished_) return finished_error();
+    auto it = part_of_.find(name);
+    if (it == part_of_.end()) return bad("tensor was not declared when the writer was created").with_file(prefix_).with_tensor(name);
+    return parts_[it->second].get();
+  }
+
+  std::vector<std::unique_ptr<PlannedFileSink>> parts_;
+  std::vector<std::string> paths_;
+  std::unordered_map<std::string_view, std::size_t> part_of_;  // tensor name -> part
+  std::vector<TensorDecl> names_;                              // owns the names part_of_ views
+  std::string prefix_;
+  bool finished_ = false;  // finish() was called: every later call is refused, as a single sink's is
+};
+
 }  // namespace
 
-Result<std::unique_ptr<SplitWriter>> SplitWriter::create(const std::string& prefix, std::vector<KeyValue> kv, std::vector<TensorDecl> tensors,
-                                                         const SplitOptions& split, const WriterOptions& options) {
-  const auto fail = [&](Error e) { return Result<std::unique_ptr<SplitWriter>>(std::move(e.with_file(prefix))); };
-  for (const KeyValue& e : kv)
-    if (e.key == kSplitNoKey || e.key == kSplitCountKey || e.key == kSplitTensorsCountKey)
-      return fail(bad("the split writer writes `" + e.key + "` itself"));
-  if (tensors.size() > static_cast<std::size_t>(INT32_MAX)) return fail(bad("split.tensors.count is an INT32: at most 2^31 - 1 tensors"));
-  const std::uint32_t a = options.alignment;
-  if (a == 0 || (a & (a - 1)) != 0) return fail(bad("the alignment must be a power of two"));
-  auto impl = std::make_unique<Impl>();
-  impl->prefix = prefix;
-  impl->names = tensors;
-  for (std::size_t i = 0; i < impl->names.size(); ++i)
-    if (!impl->part_of.emplace(impl->names[i].name, 0).second) return fail(std::move(bad("duplicate tensor name").with_tensor(impl->names[i].name)));
-  auto starts = plan_splits(tensors, split, a);
-  if (!starts.is_ok()) return fail(std::move(starts).error());
-  const auto count = static_cast<std::uint32_t>(starts->size());
-  for (std::uint32_t k = 0; k < count; ++k) {
-    const std::size_t begin = (*starts)[k], end = k + 1 < count ? (*starts)[k + 1] : tensors.size();
-    std::vector<KeyValue> part_kv = k == 0 ? std::move(kv) : std::vector<KeyValue>{};
-    // llama.cpp's gguf-split order: split.count is set last (its value known only once every file is planned).
-    part_kv.push_back({std::string(kSplitNoKey), Value::u16(static_cast<std::uint16_t>(k))});
-    part_kv.push_back({std::string(kSplitTensorsCountKey), Value::i32(static_cast<std::int32_t>(tensors.size()))});
-    part_kv.push_back({std::string(kSplitCountKey), Value::u16(static_cast<std::uint16_t>(count))});
-    std::vector<TensorDecl> part_tensors(std::make_move_iterator(tensors.begin() + static_cast<std::ptrdiff_t>(begin)),
-                                         std::make_move_iterator(tensors.begin() + static_cast<std::ptrdiff_t>(end)));
-    for (std::size_t i = begin; i < end; ++i) impl->part_of[impl->names[i].name] = k;
-    impl->paths.push_back(split_file_name(prefix, k + 1, count));
-    SW_ASSIGN_OR_RETURN(auto part, create_file(impl->paths.back(), part_kv, std::move(part_tensors), options));
-    impl->parts.push_back(std::move(part));
+Result<std::unique_ptr<TensorSink>> create(const std::string& path, std::vector<KeyValue> kv, std::vector<TensorDecl> tensors,
+                                           const WriteOptions& options) {
+  WriteOptions o = options;
+  if (o.alignment == 0) {  // the metadata's, else the default
+    auto it = std::ranges::find(kv, kAlignmentKey, &KeyValue::key);
+    o.alignment = it != kv.end() && it->value.type == ValueType::UINT32 ? static_cast<std::uint32_t>(it->value.bits) : kDefaultAlignment;
   }
-  return std::unique_ptr<SplitWriter>(new SplitWriter(std::move(impl)));
-}
-
-SplitWriter::SplitWriter(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-SplitWriter::~SplitWriter() = default;
-
-const std::vector<std::string>& SplitWriter::paths() const noexcept { return impl_->paths; }
-
-Status SplitWriter::write(std::string_view name, std::span<const std::byte> data) {
-  SW_ASSIGN_OR_RETURN(PlannedFileSink * part, impl_->part(name));
-  return part->write(name, data);
-}
-
-Status SplitWriter::write_chunk(std::string_view name, std::span<const std::byte> chunk) {
-  SW_ASSIGN_OR_RETURN(PlannedFileSink * part, impl_->part(name));
-  return part->write_chunk(name, chunk);
-}
-
-Status SplitWriter::copy_chunk(std::string_view name, const ByteSource& source, std::uint64_t offset, std::uint64_t length) {
-  SW_ASSIGN_OR_RETURN(PlannedFileSink * part, impl_->part(name));
-  return part->copy_chunk(name, source, offset, length);
-}
-
-// Every file complete first (else every file is discarded at once, as a single sink discards its own);
-// then the renames, one cancellation check for the group; a failure in the middle removes the files
-// already renamed, so a split set is never left partly written.
-Status SplitWriter::finish() {
-  if (impl_->finished) return impl_->finished_error();
-  impl_->finished = true;
-  for (const auto& part : impl_->parts) {
-    if (Status s = part->complete(); !s.is_ok()) {
-      for (const auto& p : impl_->parts) p->file().abandon();
-      return s;
-    }
+  if (o.split.enabled()) {
+    // OUT.gguf is written as OUT-00001-of-0000N.gguf, ...
+    const std::string prefix = path.ends_with(".gguf") ? path.substr(0, path.size() - 5) : path;
+    return SplitWriter::create(prefix, std::move(kv), std::move(tensors), o);
   }
-  SW_RETURN_IF_ERROR(check_cancelled());
-  for (std::size_t k = 0; k < impl_->parts.size(); ++k) {
-    Status s = AtomicFile::commit_all(std::span(&impl_->parts[k]->file(), 1));
-    if (!s.is_ok()) {
-      for (std::size_t j = 0; j < k; ++j) ::unlink(impl_->paths[j].c_str());
-      return s;
-    }
-  }
-  return Status::ok();
+  SW_ASSIGN_OR_RETURN(auto sink, create_file(path, kv, std::move(tensors), o));
+  return std::unique_ptr<TensorSink>(std::move(sink));
 }
 
 }  // namespace safeweights::gguf

@@ -162,7 +162,7 @@ std::vector<KeyValue> hyper_parameters(const LlamaConfig& c, std::uint32_t ftype
 
 bool is_llama_folder(const std::string& folder) { return names_llama_architecture(folder); }
 
-Result<LlamaPlan> plan(const std::string& folder, const TensorFile& weights, std::optional<TensorType> type, const LlamaOptions& options) {
+Result<ConvertPlan> plan(const std::string& folder, const TensorFile& weights, std::optional<TensorType> type, const LlamaOptions& options) {
   SW_ASSIGN_OR_RETURN(LlamaConfig config, read_config(folder));
   Planner planner{config, weights, {}};
   SW_RETURN_IF_ERROR(planner.run());
@@ -171,21 +171,13 @@ Result<LlamaPlan> plan(const std::string& folder, const TensorFile& weights, std
   if (!ftype) {
     return Error(ErrorKind::NotSupported, "llama.cpp has no file type for " + std::string(type_name(target))).with_file(weights.name());
   }
-  LlamaPlan out;
-  out.kv = hyper_parameters(config, *ftype, folder_name(folder));
-  SW_RETURN_IF_ERROR(add_vocabulary(folder, config, options, out.kv));
-  out.kv.push_back({"general.quantization_version", Value::u32(2)});
+  std::vector<KeyValue> kv = hyper_parameters(config, *ftype, folder_name(folder));
+  SW_RETURN_IF_ERROR(add_vocabulary(folder, config, options, kv));
+  kv.push_back({"general.quantization_version", Value::u32(2)});
+  ConvertPlan out;
+  out.metadata = Metadata(std::move(kv));
   out.tensors = std::move(planner.out);
   return out;
-}
-
-Result<ConvertReport> convert_folder_to_gguf(const std::string& folder, const std::string& output_path, ConvertOptions options,
-                                             const LlamaOptions& llama) {
-  SW_ASSIGN_OR_RETURN(auto weights, open_tensors(folder, "", llama.read));
-  SW_ASSIGN_OR_RETURN(LlamaPlan p, plan(folder, *weights, options.type, llama));
-  options.tensors = std::move(p.tensors);
-  options.gguf_kv = std::move(p.kv);
-  return convert(*weights, output_path, options);
 }
 
 }  // namespace safeweights::hf

@@ -48,6 +48,7 @@ class PlannedFileSink final : public TensorSink {
   Status copy_chunk(std::string_view name, const ByteSource& source, std::uint64_t offset, std::uint64_t length) override;
   // InvalidArgument (and nothing left behind) when a tensor is incomplete; otherwise commits the file.
   Status finish() override;
+  std::span<const std::string> files() const noexcept override { return {&file_.target(), 1}; }
 
   // OK when every declared tensor is complete: what finish() checks, without committing (a multi-file
   // writer checks every part before it commits any).

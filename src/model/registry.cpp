@@ -50,18 +50,42 @@ Result<const Format*> detect_format(const std::string& path, const FormatOptions
   return best;
 }
 
+Status Format::can_hold(TensorType) const { return Error(ErrorKind::NotSupported, std::string(name()) + " files are read, not written"); }
+
+Result<std::unique_ptr<TensorSink>> Format::create(const std::string& path, std::vector<TensorDecl>, const Metadata*, const WriteOptions&) const {
+  return Error(ErrorKind::NotSupported, std::string(name()) + " files are read, not written").with_file(path);
+}
+
+Result<const Format*> output_format(const std::string& path, std::string_view to) {
+  std::string known;  // the written formats' names or extensions, for the message
+  for (const Format* format : registry()) {
+    if (format->extensions().empty()) continue;
+    if (!to.empty() && format->name() == to) return format;
+    for (std::string_view ext : format->extensions()) {
+      if (to.empty() && path.ends_with(ext)) return format;
+      if (to.empty()) known += (known.empty() ? "" : " or ") + std::string(ext);
+    }
+    if (!to.empty()) known += (known.empty() ? "" : ", ") + std::string(format->name());
+  }
+  if (!to.empty()) return Error(ErrorKind::InvalidArgument, "no format named `" + std::string(to) + "` is written (" + known + ")");
+  return Error(ErrorKind::InvalidArgument, "the output's extension picks its format: " + known).with_file(path);
+}
+
 Result<std::unique_ptr<TensorFile>> open_tensors(const std::string& path, const std::string& entry, const FormatOptions& options) {
   std::string file = path;
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) {
     file.clear();
-    for (const char* name : {"model.safetensors.index.json", "model.safetensors"})
+    // transformers' names, in the order it prefers them.
+    for (const char* name : {"model.safetensors.index.json", "model.safetensors", "pytorch_model.bin.index.json", "pytorch_model.bin"})
       if (std::filesystem::exists(path + "/" + name, ec)) {
         file = path + "/" + name;
         break;
       }
     if (file.empty())
-      return Error(ErrorKind::FileNotFound, "neither model.safetensors.index.json nor model.safetensors in the folder").with_file(path);
+      return Error(ErrorKind::FileNotFound,
+                   "none of model.safetensors.index.json, model.safetensors, pytorch_model.bin.index.json, pytorch_model.bin in the folder")
+          .with_file(path);
   }
   SW_ASSIGN_OR_RETURN(const Format* format, detect_format(file, options));
   std::vector<std::string> members;

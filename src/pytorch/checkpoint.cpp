@@ -162,13 +162,13 @@ class ListedCheckpoint : public Checkpoint {
     auto it = index_.find(n);
     return it == index_.end() ? nullptr : &entries_[it->second];
   }
-  const MetadataEntries* metadata() const noexcept override { return &metadata_; }
-  const std::string& opened_key() const noexcept override { return key_; }
+  const Metadata* metadata() const noexcept override { return &metadata_; }
+  std::string_view root() const noexcept override { return key_; }
   const std::vector<std::vector<std::string_view>>& shared() const noexcept override { return shared_; }
 
   std::string name_;
   std::string key_;
-  MetadataEntries metadata_{{"format", "pt"}};
+  Metadata metadata_ = Metadata::from_string_map({{"format", "pt"}});
   std::vector<TensorEntry> entries_;
   std::unordered_map<std::string_view, std::size_t, json::SeededHash> index_;
   std::vector<std::vector<std::string_view>> shared_;
@@ -455,7 +455,7 @@ Status read_container(CheckpointFile& out, const SourcePtr& file, const PickleOp
 
 }  // namespace
 
-Result<std::unique_ptr<Checkpoint>> open_checkpoint(SourcePtr file, const CheckpointOptions& options) {
+Result<std::unique_ptr<Checkpoint>> open_checkpoint(SourcePtr file, const FormatOptions& options) {
   auto out = std::make_unique<CheckpointFile>();
   out->name_ = file->name();
   out->file_ = file;
@@ -466,7 +466,7 @@ Result<std::unique_ptr<Checkpoint>> open_checkpoint(SourcePtr file, const Checkp
     std::unordered_map<std::string, StorageBytes> bytes;
     bool swap = false;
     if (Status s = read_container(*out, file, pickle_options, bytes, swap); !s.is_ok()) return fail(std::move(s).error());
-    auto root = select_root(out->pickle_->root(), options.key);
+    auto root = select_root(out->pickle_->root(), options.checkpoint_key);
     if (!root.is_ok()) return fail(std::move(root).error());
     out->key_ = root->second;
     Walker walker;
@@ -514,8 +514,8 @@ Status check_shard_name(const std::string& shard) {
   return Status::ok();
 }
 
-Result<std::unique_ptr<Checkpoint>> open_checkpoint_index(const std::string& index_path, const CheckpointOptions& options) {
-  const Resolver& resolver = options.resolver ? *options.resolver : plain_resolver();
+Result<std::unique_ptr<Checkpoint>> open_checkpoint_index(const std::string& index_path, const FormatOptions& options) {
+  const Resolver& resolver = resolver_of(options);
   SW_ASSIGN_OR_RETURN(safetensors::RawIndex index, read_bin_index(index_path, resolver));
   auto out = std::make_unique<IndexFile>();
   out->name_ = index_path;
@@ -524,7 +524,7 @@ Result<std::unique_ptr<Checkpoint>> open_checkpoint_index(const std::string& ind
   for (const auto& [file, names] : listed) {
     if (Status s = check_shard_name(file); !s.is_ok()) return error_of(s).with_file(index_path);
     SW_ASSIGN_OR_RETURN(std::unique_ptr<Checkpoint> shard, open_checkpoint(sibling_name(index_path, file), options));
-    if (!shard->opened_key().empty()) out->key_ = shard->opened_key();
+    if (!shard->root().empty()) out->key_ = shard->root();
     for (const TensorEntry& e : shard->tensors()) {
       if (!names.contains(e.name))
         return Error(ErrorKind::InvalidIndex, "tensor `" + std::string(e.name) + "` of shard `" + file + "` is not listed for it in the index")
@@ -553,8 +553,8 @@ bool is_bin_index(std::span<const std::byte> head, std::string_view path) {
   return false;
 }
 
-Result<std::unique_ptr<Checkpoint>> open_checkpoint_or_index(const std::string& path, const CheckpointOptions& options) {
-  const Resolver& resolver = options.resolver ? *options.resolver : plain_resolver();
+Result<std::unique_ptr<Checkpoint>> open_checkpoint_or_index(const std::string& path, const FormatOptions& options) {
+  const Resolver& resolver = resolver_of(options);
   SW_ASSIGN_OR_RETURN(SourcePtr source, resolver.open(path, options.backend));
   if (path.ends_with(kBinIndexSuffix)) {  // the index, or a checkpoint under an index's name: by content
     std::byte head[64];
@@ -565,8 +565,8 @@ Result<std::unique_ptr<Checkpoint>> open_checkpoint_or_index(const std::string& 
   return open_checkpoint(std::move(source), options);
 }
 
-Result<std::unique_ptr<Checkpoint>> open_checkpoint(const std::string& path, const CheckpointOptions& options) {
-  const Resolver& resolver = options.resolver ? *options.resolver : plain_resolver();
+Result<std::unique_ptr<Checkpoint>> open_checkpoint(const std::string& path, const FormatOptions& options) {
+  const Resolver& resolver = resolver_of(options);
   auto source = resolver.open(path, options.backend);
   if (!source.is_ok()) return std::move(source).error();
   return open_checkpoint(std::move(source).value(), options);

@@ -74,30 +74,19 @@ bool has_checkpoint_name(std::string_view path) {
   return false;
 }
 
-CheckpointOptions checkpoint_options(const FormatOptions& options) {
-  CheckpointOptions out;
-  out.allow_unknown = options.allow_unknown_globals;
-  out.key = options.checkpoint_key;
-  out.backend = options.backend;
-  out.resolver = options.resolver;
-  return out;
-}
-
 Result<std::unique_ptr<Checkpoint>> open_with(const std::string& path, const FormatOptions& options) {
-  return open_checkpoint_or_index(path, checkpoint_options(options));
+  return open_checkpoint_or_index(path, options);
 }
 
-std::string where_read(const Checkpoint& c) {
-  return c.opened_key().empty() ? std::string() : " under top-level key `" + printable(c.opened_key()) + "`";
-}
+std::string where_read(const Checkpoint& c) { return c.root().empty() ? std::string() : " under top-level key `" + printable(c.root()) + "`"; }
 
 std::string inspect_json(const Checkpoint& c) {
   json::Writer w;
   w.object().key("format").string("pytorch").key("container").string(c.container()).key("key");
-  if (c.opened_key().empty()) {
+  if (c.root().empty()) {
     w.null();
   } else {
-    w.string(c.opened_key());
+    w.string(c.root());
   }
   w.key("tensors").array();
   for (const TensorEntry& e : c.tensors()) {

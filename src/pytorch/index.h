@@ -19,7 +19,7 @@ namespace safeweights::pytorch {
 inline constexpr std::string_view kBinIndexSuffix = ".bin.index.json";
 bool is_bin_index(std::span<const std::byte> head, std::string_view path);
 // open_checkpoint_index() for such an index, open_checkpoint() for anything else.
-Result<std::unique_ptr<Checkpoint>> open_checkpoint_or_index(const std::string& path, const CheckpointOptions& options);
+Result<std::unique_ptr<Checkpoint>> open_checkpoint_or_index(const std::string& path, const FormatOptions& options);
 
 // The index's weight map and metadata: InvalidIndex / DuplicateKey, ResourceLimit past 256 MiB.
 Result<safetensors::RawIndex> read_bin_index(const std::string& path, const Resolver& resolver);

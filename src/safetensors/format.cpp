@@ -12,6 +12,7 @@
 #include "core/status_macros.h"
 #include "json/json_writer.h"
 #include "safeweights/safetensors.h"
+#include "safeweights/safetensors_writer.h"
 #include "safeweights/sharded.h"
 #include "safeweights/text.h"
 
@@ -155,6 +156,21 @@ class SafetensorsFormat final : public Format {
     SW_RETURN_IF_ERROR(no_members(path, members));
     SW_ASSIGN_OR_RETURN(Reader reader, open_reader(path, options));
     return std::unique_ptr<TensorFile>(std::make_unique<Reader>(std::move(reader)));
+  }
+
+  std::span<const std::string_view> extensions() const noexcept override {
+    static constexpr std::string_view kExtensions[] = {".safetensors"};
+    return kExtensions;
+  }
+  Status can_hold(TensorType type) const override {
+    if (can_store(type) && !type_info(type).is_block()) return Status::ok();
+    return Error(ErrorKind::InvalidArgument,
+                 "safetensors cannot hold " + std::string(type_name(type)) + " (write a .gguf, or --type f32, f16 or bf16)");
+  }
+  // The metadata's string map (metadata.h) is the file's __metadata__.
+  Result<std::unique_ptr<TensorSink>> create(const std::string& path, std::vector<TensorDecl> tensors, const Metadata* metadata,
+                                             const WriteOptions& options) const override {
+    return safetensors::create(path, std::move(tensors), metadata ? metadata->to_string_map() : std::nullopt, options);
   }
 
  private:

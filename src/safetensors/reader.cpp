@@ -12,7 +12,7 @@ struct Reader::State {
   // Built on first use: a caller that only parses (Python's safe_open, validate) never pays for them.
   std::once_flag entries_once, metadata_once;
   std::vector<TensorEntry> entries;  // in the order of header.tensors()
-  std::optional<MetadataEntries> metadata;
+  std::optional<Metadata> metadata;
 };
 
 Reader::Reader(SourcePtr source, std::shared_ptr<State> state) : source_(std::move(source)), state_(std::move(state)), header_(&state_->header) {}
@@ -41,9 +41,9 @@ const TensorEntry* Reader::find(std::string_view name) const noexcept {
   return info ? &tensors()[static_cast<std::size_t>(info - header_->tensors().data())] : nullptr;
 }
 
-const MetadataEntries* Reader::metadata() const noexcept {
+const Metadata* Reader::metadata() const noexcept {
   if (!header_->has_metadata()) return nullptr;
-  std::call_once(state_->metadata_once, [&] { state_->metadata = header_->metadata().entries(); });
+  std::call_once(state_->metadata_once, [&] { state_->metadata = Metadata::from_string_map(header_->metadata().entries()); });
   return &*state_->metadata;
 }
 

@@ -17,7 +17,7 @@ int writer_sort_rank(TensorType type) noexcept;
 
 // Writes a complete file into a temporary file beside `path` without renaming it into place, so a
 // caller writing several files (shards) can commit them all only once every one has been written.
-Result<AtomicFile> write_uncommitted(const std::string& path, std::span<const TensorData> tensors, const Metadata& metadata,
+Result<AtomicFile> write_uncommitted(const std::string& path, std::span<const TensorData> tensors, const std::optional<MetadataEntries>& metadata,
                                      const WriteOptions& options);
 
 }  // namespace safeweights::safetensors

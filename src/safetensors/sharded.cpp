@@ -86,7 +86,7 @@ Result<ShardedReader> ShardedReader::open(const std::string& index_path, const R
     reader.first_.push_back(reader.entries_.size());
     for (const TensorInfo& info : shard.header().tensors()) reader.entries_.push_back(shard.entry(info));
   }
-  reader.metadata_.assign(reader.index_metadata_.begin(), reader.index_metadata_.end());
+  reader.metadata_ = Metadata::from_string_map(MetadataEntries(reader.index_metadata_.begin(), reader.index_metadata_.end()));
   return reader;
 }
 

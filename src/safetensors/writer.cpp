@@ -26,7 +26,7 @@ Status check_text(std::string_view text, std::string_view what) {
 
 }  // namespace
 
-Result<Layout> Layout::plan(std::span<const TensorDecl> tensors, const Metadata& metadata) {
+Result<Layout> Layout::plan(std::span<const TensorDecl> tensors, const std::optional<MetadataEntries>& metadata) {
   Layout layout;
   std::vector<std::uint64_t> sizes(tensors.size());
   {
@@ -130,7 +130,7 @@ Result<Layout> Layout::plan(std::span<const TensorDecl> tensors, const Metadata&
   return layout;
 }
 
-Result<Layout> plan_data(std::span<const TensorData> tensors, const Metadata& metadata) {
+Result<Layout> plan_data(std::span<const TensorData> tensors, const std::optional<MetadataEntries>& metadata) {
   SW_ASSIGN_OR_RETURN(Layout layout, Layout::plan(std::vector<TensorDecl>(tensors.begin(), tensors.end()), metadata));
   for (std::size_t i = 0; i < tensors.size(); ++i) {
     const Layout::Placement& p = layout.placement_of(i);
@@ -151,15 +151,27 @@ void serialize_into(const Layout& layout, std::span<const TensorData> tensors, s
   }
 }
 
-Result<std::vector<std::byte>> serialize(std::span<const TensorData> tensors, const Metadata& metadata) {
+Result<std::vector<std::byte>> serialize(std::span<const TensorData> tensors, const std::optional<MetadataEntries>& metadata) {
   SW_ASSIGN_OR_RETURN(Layout layout, plan_data(tensors, metadata));
   std::vector<std::byte> out(static_cast<std::size_t>(layout.file_size()));
   serialize_into(layout, tensors, out);
   return out;
 }
 
-Result<AtomicFile> write_uncommitted(const std::string& path, std::span<const TensorData> tensors, const Metadata& metadata,
+namespace {
+
+// One file always: a split model is a GGUF thing (llama.cpp's naming).
+Status check_options(const std::string& path, const WriteOptions& options) {
+  if (options.split.enabled())
+    return Error(ErrorKind::InvalidArgument, "split outputs are GGUF files (llama.cpp's split naming): write a .gguf").with_file(path);
+  return Status::ok();
+}
+
+}  // namespace
+
+Result<AtomicFile> write_uncommitted(const std::string& path, std::span<const TensorData> tensors, const std::optional<MetadataEntries>& metadata,
                                      const WriteOptions& options) {
+  SW_RETURN_IF_ERROR(check_options(path, options));
   auto layout = plan_data(tensors, metadata);
   if (!layout.is_ok()) return error_of(layout).with_file(path);
   SW_ASSIGN_OR_RETURN(AtomicFile file, AtomicFile::create(path, {layout->file_size(), options.durable}));
@@ -170,13 +182,15 @@ Result<AtomicFile> write_uncommitted(const std::string& path, std::span<const Te
   return file;
 }
 
-Status write_file(const std::string& path, std::span<const TensorData> tensors, const Metadata& metadata, const WriteOptions& options) {
+Status write_file(const std::string& path, std::span<const TensorData> tensors, const std::optional<MetadataEntries>& metadata,
+                  const WriteOptions& options) {
   SW_ASSIGN_OR_RETURN(AtomicFile file, write_uncommitted(path, tensors, metadata, options));
   return file.commit();
 }
 
-Result<std::unique_ptr<TensorSink>> create(const std::string& path, std::vector<TensorDecl> tensors, const Metadata& metadata,
+Result<std::unique_ptr<TensorSink>> create(const std::string& path, std::vector<TensorDecl> tensors, const std::optional<MetadataEntries>& metadata,
                                            const WriteOptions& options) {
+  SW_RETURN_IF_ERROR(check_options(path, options));
   auto layout = Layout::plan(tensors, metadata);
   if (!layout.is_ok()) return error_of(layout).with_file(path);
   const std::string& prefix = layout->prefix();

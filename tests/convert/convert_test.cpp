@@ -11,6 +11,7 @@
 
 #include "test_util.h"
 #include "safeweights/convert.h"
+#include "safeweights/gguf.h"
 #include "safeweights/safetensors_writer.h"
 
 namespace safeweights {
@@ -63,8 +64,8 @@ TEST(Convert, TensorListRenamesAndCarriesMetadataUnlessAsked) {
   auto in = open_input(dir);
   ASSERT_TRUE(in.is_ok());
   ConvertOptions options;
-  options.tensors = {{"v", "norm.weight", 0}};
-  options.gguf_kv = {{"safetensors.format", gguf::Value::string("gguf")}, {"general.architecture", gguf::Value::string("llama")}};
+  options.plan.tensors = {{"v", "norm.weight", 0}};
+  options.plan.metadata = Metadata({{"safetensors.format", MetaValue::string("gguf")}, {"general.architecture", MetaValue::string("llama")}});
   ASSERT_TRUE(convert(**in, dir.file("a.gguf"), options).is_ok());
   auto a = gguf::open(dir.file("a.gguf"));
   ASSERT_TRUE(a.is_ok());
@@ -76,7 +77,7 @@ TEST(Convert, TensorListRenamesAndCarriesMetadataUnlessAsked) {
   EXPECT_EQ((*a)->kv()[1].key, "general.architecture");
 
   options.carry_metadata = false;
-  options.gguf_kv.clear();
+  options.plan.metadata = {};
   ASSERT_TRUE(convert(**in, dir.file("b.gguf"), options).is_ok());
   auto b = gguf::open(dir.file("b.gguf"));
   ASSERT_TRUE(b.is_ok());
@@ -88,12 +89,12 @@ TEST(Convert, RefusalsLeaveNoFile) {
   auto in = open_input(dir);
   ASSERT_TRUE(in.is_ok());
   ConvertOptions missing;
-  missing.tensors = {{"nope", "x", 0}};
+  missing.plan.tensors = {{"nope", "x", 0}};
   auto r = convert(**in, dir.file("m.gguf"), missing);
   ASSERT_FALSE(r.is_ok());
   EXPECT_EQ(r.error().kind(), ErrorKind::TensorNotFound);
   ConvertOptions permute;
-  permute.tensors = {{"x", "x", 3}};  // 2 rows cannot hold 3 heads of row pairs
+  permute.plan.tensors = {{"x", "x", 3}};  // 2 rows cannot hold 3 heads of row pairs
   r = convert(**in, dir.file("p.gguf"), permute);
   ASSERT_FALSE(r.is_ok());
   EXPECT_EQ(r.error().kind(), ErrorKind::InvalidArgument);
@@ -134,7 +135,7 @@ TEST(Convert, BytesDoNotDependOnThreads) {
     q8[threads - 1] = swt::read_file_bytes(a);
     ConvertOptions keep;
     keep.threads = threads;
-    keep.tensors = {{"w", "w", kHeads}};
+    keep.plan.tensors = {{"w", "w", kHeads}};
     const std::string b = dir.file("p" + std::to_string(threads) + ".gguf");
     ASSERT_TRUE(convert(**in, b, keep).is_ok());
     permuted[threads - 1] = swt::read_file_bytes(b);

@@ -25,7 +25,7 @@ int main(int argc, char** argv) {
     t.source = arg.substr(0, eq);
     t.name = arg.substr(eq + 1, colon == std::string::npos ? std::string::npos : colon - eq - 1);
     if (colon != std::string::npos) t.permute_heads = static_cast<std::uint32_t>(std::stoul(arg.substr(colon + 1)));
-    options.tensors.push_back(std::move(t));
+    options.plan.tensors.push_back(std::move(t));
   }
   auto in = open_tensors(argv[1]);
   auto report = in.is_ok() ? convert(**in, argv[2], options) : Result<ConvertReport>(in.status());

@@ -21,7 +21,7 @@ int main(int argc, char** argv) {
   std::vector<TensorDecl> decls;
   for (const TensorEntry& t : f.tensors())
     decls.push_back(TensorDecl{std::string(t.name), t.type, std::vector<std::uint64_t>(t.shape.begin(), t.shape.end())});
-  gguf::WriterOptions options;
+  WriteOptions options;
   options.alignment = f.alignment();
   auto out = gguf::create(argv[2], std::move(kv), std::move(decls), options);
   Status s = out.is_ok() ? copy_tensors(f, **out) : out.status();  // copy_tensors finishes the sink

@@ -100,7 +100,7 @@ std::vector<TensorDecl> some_tensors() {
   };
 }
 
-Status write_file(const std::string& path, std::vector<KeyValue> kv, const std::vector<TensorDecl>& decls, gguf::WriterOptions options = {}) {
+Status write_file(const std::string& path, std::vector<KeyValue> kv, const std::vector<TensorDecl>& decls, WriteOptions options = {}) {
   auto w = gguf::create(path, std::move(kv), decls, options);
   if (!w.is_ok()) return w.status();
   for (std::size_t i = decls.size(); i-- > 0;) {  // any order
@@ -241,7 +241,7 @@ TEST(Writer, RoundTripsEveryValueTypeAndTensorType) {
 
 TEST(Writer, BytesAreDeterministicAndAlignmentIsWrittenFirst) {
   swt::TempDir dir;
-  gguf::WriterOptions options;
+  WriteOptions options;
   options.alignment = 64;
   ASSERT_TRUE(write_file(dir.file("a.gguf"), all_value_types(), some_tensors(), options).is_ok());
   ASSERT_TRUE(write_file(dir.file("b.gguf"), all_value_types(), some_tensors(), options).is_ok());
@@ -256,7 +256,7 @@ TEST(Writer, BytesAreDeterministicAndAlignmentIsWrittenFirst) {
 TEST(Writer, RefusesWhatGgufCannotHoldAndLeavesNothing) {
   swt::TempDir dir;
   const std::string out = dir.file("x.gguf");
-  const auto refused = [&](std::vector<KeyValue> kv, std::vector<TensorDecl> decls, gguf::WriterOptions o = {}) {
+  const auto refused = [&](std::vector<KeyValue> kv, std::vector<TensorDecl> decls, WriteOptions o = {}) {
     return gguf::create(out, std::move(kv), std::move(decls), o).status();
   };
   EXPECT_TRUE(swt::IsKind(refused({}, {{"u", TensorType::U32, {2}}}), ErrorKind::InvalidArgument));
@@ -267,8 +267,10 @@ TEST(Writer, RefusesWhatGgufCannotHoldAndLeavesNothing) {
   EXPECT_TRUE(swt::IsKind(refused({{"a", Value::u8(1)}, {"a", Value::u8(2)}}, {}), ErrorKind::InvalidArgument));
   EXPECT_TRUE(swt::IsKind(refused({{"a", Value::array(ValueType::UINT8, {Value::u16(1)})}}, {}), ErrorKind::InvalidArgument));
   EXPECT_TRUE(swt::IsKind(refused({{"a", Value::array(ValueType::ARRAY, {})}}, {}), ErrorKind::InvalidArgument));
-  EXPECT_TRUE(swt::IsKind(refused({{"general.alignment", Value::u32(64)}}, {}), ErrorKind::InvalidArgument));
-  gguf::WriterOptions odd;
+  WriteOptions thirty_two;
+  thirty_two.alignment = 32;
+  EXPECT_TRUE(swt::IsKind(refused({{"general.alignment", Value::u32(64)}}, {}, thirty_two), ErrorKind::InvalidArgument));
+  WriteOptions odd;
   odd.alignment = 48;
   EXPECT_TRUE(swt::IsKind(refused({}, {}, odd), ErrorKind::InvalidArgument));
   {
@@ -493,9 +495,15 @@ std::vector<TensorDecl> split_tensors() {
           {"e", TensorType::F32, {100}}};    // 400, 416 padded
 }
 
+WriteOptions split_into(SplitLimits split) {
+  WriteOptions options;
+  options.split = split;
+  return options;
+}
+
 Result<std::vector<std::string>> write_split(const std::string& prefix, std::vector<KeyValue> kv, const std::vector<TensorDecl>& decls,
-                                             gguf::SplitOptions split, bool finish = true) {
-  auto w = gguf::SplitWriter::create(prefix, std::move(kv), decls, split);
+                                             SplitLimits split, bool finish = true) {
+  auto w = gguf::create(prefix + ".gguf", std::move(kv), decls, split_into(split));
   if (!w.is_ok()) return w.error();
   for (std::size_t i = 0; i < decls.size(); ++i) {
     auto n = tensor_nbytes(decls[i].dtype, decls[i].shape);
@@ -503,7 +511,7 @@ Result<std::vector<std::string>> write_split(const std::string& prefix, std::vec
   }
   if (finish)
     if (Status s = (*w)->finish(); !s.is_ok()) return s.error();
-  return (*w)->paths();
+  return std::vector<std::string>((*w)->files().begin(), (*w)->files().end());
 }
 
 }  // namespace
@@ -511,7 +519,7 @@ Result<std::vector<std::string>> write_split(const std::string& prefix, std::vec
 TEST(SplitWriter, CutsBySizeAsGgufSplitAndWritesItsKeys) {
   swt::TempDir dir;
   const std::vector<KeyValue> kv = {{"general.architecture", Value::string("llama")}, {"x", Value::u8(1)}};
-  gguf::SplitOptions split;
+  SplitLimits split;
   split.max_bytes = 128;  // padded sizes 64, 64 | 96, 32 | 416 (bigger than the limit: a file of its own)
   auto paths = write_split(dir.file("m"), kv, split_tensors(), split);
   ASSERT_TRUE(paths.is_ok()) << paths.error().to_string();
@@ -533,7 +541,7 @@ TEST(SplitWriter, CutsBySizeAsGgufSplitAndWritesItsKeys) {
     EXPECT_EQ(names, expected_names[k]);
   }
   // By count: 2, 2, 1.
-  gguf::SplitOptions by_count;
+  SplitLimits by_count;
   by_count.max_tensors = 2;
   auto counted = write_split(dir.file("n"), {}, split_tensors(), by_count);
   ASSERT_TRUE(counted.is_ok());
@@ -543,7 +551,7 @@ TEST(SplitWriter, CutsBySizeAsGgufSplitAndWritesItsKeys) {
 
 TEST(SplitWriter, BytesAreDeterministicAndTheModelReadsBackFromAnyFile) {
   swt::TempDir dir;
-  gguf::SplitOptions split;
+  SplitLimits split;
   split.max_tensors = 2;
   ASSERT_TRUE(write_split(dir.file("a"), all_value_types(), some_tensors(), split).is_ok());
   ASSERT_TRUE(write_split(dir.file("b"), all_value_types(), some_tensors(), split).is_ok());
@@ -571,10 +579,10 @@ TEST(SplitWriter, BytesAreDeterministicAndTheModelReadsBackFromAnyFile) {
 
 TEST(SplitWriter, LeavesNoFileUnlessEveryFileIsComplete) {
   swt::TempDir dir;
-  gguf::SplitOptions split;
+  SplitLimits split;
   split.max_tensors = 1;
   {
-    auto w = gguf::SplitWriter::create(dir.file("m"), {}, split_tensors(), split);
+    auto w = gguf::create(dir.file("m") + ".gguf", {}, split_tensors(), split_into(split));
     ASSERT_TRUE(w.is_ok());
     for (const TensorDecl& d : split_tensors())
       if (d.name != "c") {
@@ -617,9 +625,9 @@ TEST(SplitWriter, NeedsADescriptorPerFileAndNamesTheFilePastTheLimit) {
   ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &low), 0);
   std::vector<TensorDecl> many;
   for (int i = 0; i < 40; ++i) many.push_back({"t" + std::to_string(i), TensorType::F32, {1}});
-  gguf::SplitOptions split;
+  SplitLimits split;
   split.max_tensors = 1;
-  auto w = gguf::SplitWriter::create(dir.file("m"), {}, many, split);
+  auto w = gguf::create(dir.file("m") + ".gguf", {}, many, split_into(split));
   ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &old), 0);
   ASSERT_FALSE(w.is_ok());
   EXPECT_EQ(w.error().kind(), ErrorKind::IoError) << w.error().to_string();
@@ -629,13 +637,13 @@ TEST(SplitWriter, NeedsADescriptorPerFileAndNamesTheFilePastTheLimit) {
 
 TEST(SplitWriter, RefusesSplitKeysAndTooManyFiles) {
   swt::TempDir dir;
-  gguf::SplitOptions split;
+  SplitLimits split;
   split.max_tensors = 1;
-  auto keys = gguf::SplitWriter::create(dir.file("m"), {{"split.count", Value::u16(2)}}, split_tensors(), split);
+  auto keys = gguf::create(dir.file("m") + ".gguf", {{"split.count", Value::u16(2)}}, split_tensors(), split_into(split));
   EXPECT_EQ(keys.error().kind(), ErrorKind::InvalidArgument);
   std::vector<TensorDecl> many;
   for (int i = 0; i < 65536; ++i) many.push_back({"t" + std::to_string(i), TensorType::F32, {1}});
-  auto too_many = gguf::SplitWriter::create(dir.file("m"), {}, many, split);
+  auto too_many = gguf::create(dir.file("m") + ".gguf", {}, many, split_into(split));
   EXPECT_EQ(too_many.error().kind(), ErrorKind::InvalidArgument);
   EXPECT_NE(too_many.error().message().find("65535"), std::string::npos);
   EXPECT_TRUE(fs::is_empty(dir.path()));
@@ -666,7 +674,7 @@ TEST(Split, RegistryAndConvertSeeOneModel) {
   ASSERT_TRUE(single.is_ok());
   // convert --split-max-tensors 3, then convert the split model back into one file: the same bytes.
   ConvertOptions to_split;
-  to_split.split.max_tensors = 3;
+  to_split.write.split.max_tensors = 3;
   auto report = convert(**single, dir.file("s.gguf"), to_split);
   ASSERT_TRUE(report.is_ok()) << report.error().to_string();
   EXPECT_EQ(report->files,

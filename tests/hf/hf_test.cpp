@@ -80,7 +80,7 @@ struct Folder {
     write_file_bytes(dir.file("tokenizer_config.json"), R"({"bos_token":"<|bos|>","add_bos_token":true})");
   }
 
-  Result<hf::LlamaPlan> plan(const hf::LlamaOptions& options = {}) {
+  Result<ConvertPlan> plan(const hf::LlamaOptions& options = {}) {
     write();
     auto weights = open_tensors(path());
     if (!weights.is_ok()) return std::move(weights).status();
@@ -88,13 +88,9 @@ struct Folder {
   }
 };
 
-const gguf::Value* find(const hf::LlamaPlan& p, std::string_view key) {
-  for (const auto& kv : p.kv)
-    if (kv.key == key) return &kv.value;
-  return nullptr;
-}
+const MetaValue* find(const ConvertPlan& p, std::string_view key) { return p.metadata.find(key); }
 
-::testing::AssertionResult FailsNaming(const Result<hf::LlamaPlan>& r, ErrorKind kind, std::string_view file, std::string_view text) {
+::testing::AssertionResult FailsNaming(const Result<ConvertPlan>& r, ErrorKind kind, std::string_view file, std::string_view text) {
   if (auto k = IsKind(r, kind); !k) return k;
   const std::string all = r.error().to_string();
   if (!r.error().context().file.ends_with(file)) return ::testing::AssertionFailure() << "file not named: " << all;
@@ -116,22 +112,22 @@ TEST(HfLlama, ValidFolderPlansLlamaCppNamesAndPermutations) {
   EXPECT_EQ(p->tensors[3].permute_heads, 1u);  // k: the key/value heads
   EXPECT_EQ(p->tensors[4].permute_heads, 0u);
   ASSERT_NE(find(*p, "llama.attention.head_count_kv"), nullptr);
-  EXPECT_EQ(*find(*p, "llama.attention.head_count_kv"), gguf::Value::u32(1));
-  EXPECT_EQ(*find(*p, "llama.rope.dimension_count"), gguf::Value::u32(4));
-  EXPECT_EQ(*find(*p, "llama.attention.layer_norm_rms_epsilon"), gguf::Value::f32(1e-5f));
-  EXPECT_EQ(*find(*p, "general.file_type"), gguf::Value::u32(0));
-  EXPECT_EQ(*find(*p, "tokenizer.ggml.model"), gguf::Value::string("gpt2"));
-  EXPECT_EQ(*find(*p, "tokenizer.ggml.pre"), gguf::Value::string("gpt-2"));
-  EXPECT_EQ(*find(*p, "tokenizer.ggml.bos_token_id"), gguf::Value::u32(4));
-  EXPECT_EQ(*find(*p, "tokenizer.ggml.add_bos_token"), gguf::Value::boolean(true));
-  const gguf::Value* tokens = find(*p, "tokenizer.ggml.tokens");
+  EXPECT_EQ(*find(*p, "llama.attention.head_count_kv"), MetaValue::u32(1));
+  EXPECT_EQ(*find(*p, "llama.rope.dimension_count"), MetaValue::u32(4));
+  EXPECT_EQ(*find(*p, "llama.attention.layer_norm_rms_epsilon"), MetaValue::f32(1e-5f));
+  EXPECT_EQ(*find(*p, "general.file_type"), MetaValue::u32(0));
+  EXPECT_EQ(*find(*p, "tokenizer.ggml.model"), MetaValue::string("gpt2"));
+  EXPECT_EQ(*find(*p, "tokenizer.ggml.pre"), MetaValue::string("gpt-2"));
+  EXPECT_EQ(*find(*p, "tokenizer.ggml.bos_token_id"), MetaValue::u32(4));
+  EXPECT_EQ(*find(*p, "tokenizer.ggml.add_bos_token"), MetaValue::boolean(true));
+  const MetaValue* tokens = find(*p, "tokenizer.ggml.tokens");
   ASSERT_NE(tokens, nullptr);
   ASSERT_EQ(tokens->items.size(), 6u);
   EXPECT_EQ(tokens->items[5].str, "[PAD5]");
-  const gguf::Value* types = find(*p, "tokenizer.ggml.token_type");
-  EXPECT_EQ(types->items[0], gguf::Value::i32(1));
-  EXPECT_EQ(types->items[4], gguf::Value::i32(3));  // special added token: CONTROL
-  EXPECT_EQ(types->items[5], gguf::Value::i32(5));  // padding: UNUSED
+  const MetaValue* types = find(*p, "tokenizer.ggml.token_type");
+  EXPECT_EQ(types->items[0], MetaValue::i32(1));
+  EXPECT_EQ(types->items[4], MetaValue::i32(3));  // special added token: CONTROL
+  EXPECT_EQ(types->items[5], MetaValue::i32(5));  // padding: UNUSED
   EXPECT_TRUE(hf::is_llama_folder(f.path()));
 }
 
@@ -186,8 +182,8 @@ TEST(HfLlama, LinearRopeScalingIsWritten) {
   f.config["rope_scaling"] = R"({"type":"linear","factor":2.0})";
   auto p = f.plan();
   ASSERT_TRUE(IsOk(p));
-  EXPECT_EQ(*find(*p, "llama.rope.scaling.type"), gguf::Value::string("linear"));
-  EXPECT_EQ(*find(*p, "llama.rope.scaling.factor"), gguf::Value::f32(2.0f));
+  EXPECT_EQ(*find(*p, "llama.rope.scaling.type"), MetaValue::string("linear"));
+  EXPECT_EQ(*find(*p, "llama.rope.scaling.factor"), MetaValue::f32(2.0f));
 }
 
 TEST(HfLlama, DuplicateAndMalformedJson) {
@@ -241,7 +237,7 @@ TEST(HfLlama, TokenizerRules) {
     named.bpe_pre = "default";
     auto p = f.plan(named);
     ASSERT_TRUE(IsOk(p));
-    EXPECT_EQ(*find(*p, "tokenizer.ggml.pre"), gguf::Value::string("default"));
+    EXPECT_EQ(*find(*p, "tokenizer.ggml.pre"), MetaValue::string("default"));
   }
   {
     Folder f;
@@ -330,15 +326,15 @@ TEST(HfSentencePiece, SentencePieceFolderPadsToVocabSize) {
   auto weights = open_tensors(f.path());
   auto p = hf::plan(f.path(), **weights, TensorType::F16);
   ASSERT_TRUE(IsOk(p));
-  EXPECT_EQ(*find(*p, "tokenizer.ggml.model"), gguf::Value::string("llama"));
-  EXPECT_EQ(*find(*p, "tokenizer.ggml.pre"), gguf::Value::string("default"));
-  EXPECT_EQ(*find(*p, "general.file_type"), gguf::Value::u32(1));
-  const gguf::Value* types = find(*p, "tokenizer.ggml.token_type");
-  const gguf::Value* scores = find(*p, "tokenizer.ggml.scores");
+  EXPECT_EQ(*find(*p, "tokenizer.ggml.model"), MetaValue::string("llama"));
+  EXPECT_EQ(*find(*p, "tokenizer.ggml.pre"), MetaValue::string("default"));
+  EXPECT_EQ(*find(*p, "general.file_type"), MetaValue::u32(1));
+  const MetaValue* types = find(*p, "tokenizer.ggml.token_type");
+  const MetaValue* scores = find(*p, "tokenizer.ggml.scores");
   ASSERT_EQ(types->items.size(), 6u);
-  EXPECT_EQ(types->items[3], gguf::Value::i32(1));  // USER_DEFINED piece: NORMAL, as llama.cpp's converter
-  EXPECT_EQ(types->items[4], gguf::Value::i32(5));
-  EXPECT_EQ(scores->items[4], gguf::Value::f32(-10000.0f));
+  EXPECT_EQ(types->items[3], MetaValue::i32(1));  // USER_DEFINED piece: NORMAL, as llama.cpp's converter
+  EXPECT_EQ(types->items[4], MetaValue::i32(5));
+  EXPECT_EQ(scores->items[4], MetaValue::f32(-10000.0f));
   // The special-token text is not looked up without tokenizer.json: no bos id from tokenizer_config.
   EXPECT_EQ(find(*p, "tokenizer.ggml.bos_token_id"), nullptr);
 }

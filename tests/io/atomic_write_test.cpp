@@ -77,7 +77,7 @@ Model small_model() {
   return m;
 }
 
-std::string serialize_model(const Model& m, const st::Metadata& md = {}) {
+std::string serialize_model(const Model& m, const std::optional<MetadataEntries>& md = {}) {
   auto tv = m.data();
   auto r = st::serialize(tv, md);
   EXPECT_TRUE(IsOk(r));
@@ -647,7 +647,7 @@ TEST(SafetensorsSink, OutOfOrderChunksAreByteIdenticalToSerialize) {
   for (int round = 0; round < 20; ++round) {
     TempDir dir;
     Model m = small_model();
-    const st::Metadata md = round % 2 ? st::Metadata(MetadataEntries{{"format", "pt"}, {"a", "1"}}) : st::Metadata();
+    const std::optional<MetadataEntries> md = round % 2 ? std::optional(MetadataEntries{{"format", "pt"}, {"a", "1"}}) : std::nullopt;
     const std::string p = dir.file("m.safetensors");
     auto w = st::create(p, m.decls, md);
     ASSERT_TRUE(IsOk(w));

@@ -128,7 +128,8 @@ TEST(TensorFileView, SafetensorsEntriesMatchTheReader) {
     EXPECT_TRUE(std::equal(got.begin(), got.end(), view.begin(), view.end()));
   }
   ASSERT_NE((*file)->metadata(), nullptr);
-  EXPECT_EQ(*(*file)->metadata(), (sw::MetadataEntries{{"format", "pt"}}));
+  EXPECT_EQ((*file)->metadata()->to_string_map(), (sw::MetadataEntries{{"format", "pt"}}));
+  EXPECT_EQ(*(*file)->metadata(), sw::Metadata({{"safetensors.format", sw::MetaValue::string("pt")}}, /*string_map=*/true));
   auto missing = (*file)->tensor("nope");
   ASSERT_FALSE(missing.is_ok());
   EXPECT_EQ(missing.error().kind(), K::TensorNotFound);
@@ -141,7 +142,7 @@ TEST(TensorFileView, CopyThroughASinkReproducesTheFile) {
   auto file = sw::find_format("safetensors")->open(dir.file("in.safetensors"), {}, {}).value();
   std::vector<sw::TensorDecl> decls;
   for (const auto& e : file->tensors()) decls.push_back({std::string(e.name), e.type, {e.shape.begin(), e.shape.end()}});
-  auto sink = st::create(dir.file("out.safetensors"), decls, *file->metadata());
+  auto sink = st::create(dir.file("out.safetensors"), decls, file->metadata()->to_string_map());
   ASSERT_TRUE(sink.is_ok());
   sw::TensorSink& as_sink = **sink;
   ASSERT_TRUE(sw::copy_tensors(*file, as_sink).is_ok());

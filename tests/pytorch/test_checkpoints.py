@@ -212,6 +212,43 @@ def test_top_level_key(cli, tmp):
     check(not os.path.exists(out), "--key epoch left an output")
 
 
+def test_dedup_through_the_pipeline(cli, tmp):
+    """A checkpoint is a TensorFile like any other, so --dedup composes with every output format and
+    --type: tied names become aliases in the metadata (safetensors' __metadata__, GGUF's safetensors.*
+    STRING pairs), a view of another shape keeps its own bytes, and a .bin folder converts to one file."""
+    P = pickles
+    path = os.path.join(tmp, "tied.pt")
+    storage = struct.pack("<16f", *range(16))
+    with open(path, "wb") as f:
+        f.write(P.torch_zip(P.pickle(P.state_dict(
+            (P.s("b"), P.tensor(P.storage_pid(numel=16), size=(4, 4), stride=(4, 1))),
+            (P.s("a"), P.tensor(P.storage_pid(numel=16), size=(4, 4), stride=(4, 1))),
+            (P.s("row"), P.tensor(P.storage_pid(numel=16), size=(4,), stride=(1,))))), {"0": storage}))
+    out = path + ".safetensors"
+    conv = run(cli, "convert", "--dedup", path, out)
+    check(conv.returncode == 0 and b"wrote" in conv.stdout, f"--dedup: {conv.stdout} {conv.stderr}")
+    if conv.returncode == 0:
+        tensors, meta = read_safetensors(out)
+        check(sorted(tensors) == ["a", "row"] and meta == {"format": "pt", "b": "a"}, f"--dedup kept {sorted(tensors)} {meta}")
+        check(tensors["a"][2] == storage and tensors["row"][2] == storage[:16], "--dedup bytes")
+    gguf_out = path + ".gguf"
+    conv = run(cli, "convert", "--dedup", "--type", "f16", path, gguf_out)
+    check(conv.returncode == 0, f"--dedup --type f16 into GGUF: {conv.stderr}")
+    if conv.returncode == 0:
+        blob = open(gguf_out, "rb").read()
+        check(blob[:4] == b"GGUF" and b"safetensors.b" in blob and b"safetensors.format" in blob, "GGUF --dedup metadata")
+        # read back through the registry: two tensors, the matrix as F16
+        listed = json.loads(run(cli, "inspect", "--json", gguf_out).stdout)
+        check(sorted((t["name"], t["type"]) for t in listed["tensors"]) == [("a", "F16"), ("row", "F32")], f"GGUF --dedup tensors {listed}")
+    # A folder of .bin weights converted to one file (not a folder): read as one model.
+    folder = os.path.join(tmp, "binfolder")
+    os.makedirs(folder)
+    os.replace(path, os.path.join(folder, "pytorch_model.bin"))
+    conv = run(cli, "convert", folder, os.path.join(tmp, "one.safetensors"))
+    check(conv.returncode == 0 and sorted(read_safetensors(os.path.join(tmp, "one.safetensors"))[0]) == ["a", "b", "row"],
+          f"bin folder -> one file: {conv.stderr}")
+
+
 # --- real torch ---------------------------------------------------------------------------------------
 
 def test_index_and_detection_edges(cli, tmp):
@@ -567,6 +604,7 @@ def main():
         test_hand_built(args.cli, tmp)
         test_top_level_key(args.cli, tmp)
         test_progress(args.cli, tmp)
+        test_dedup_through_the_pipeline(args.cli, tmp)
         test_index_and_detection_edges(args.cli, tmp)
         try:
             import torch

@@ -19,7 +19,7 @@ namespace {
 using namespace swt;
 namespace st = safeweights::safetensors;
 using K = safeweights::ErrorKind;
-using st::Metadata;
+using Metadata = std::optional<safeweights::MetadataEntries>;
 using st::MetadataEntries;
 using st::TensorData;
 

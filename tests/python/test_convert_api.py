@@ -1,0 +1,80 @@
+"""safeweights.convert(): the library's pipeline from Python. Its outputs are the bytes the CLI's
+`convert` writes for the same arguments (two front ends over one convert_path()), read back here with
+json+struct only; its report says what each tensor became; refusals raise and leave no file."""
+import os
+import struct
+import subprocess
+from pathlib import Path
+
+import pytest
+
+import safeweights
+from conftest import build_file, parse_file
+
+REPO = Path(__file__).resolve().parents[2]
+CLI = os.environ.get("SAFEWEIGHTS_CLI") or str(REPO / "build" / "safeweights")
+
+
+def floats(n, start=0.0):
+    return struct.pack(f"<{n}f", *[start + 0.25 * i for i in range(n)])
+
+
+@pytest.fixture
+def model(tmp_path):
+    path = tmp_path / "m.safetensors"
+    path.write_bytes(build_file([("w", "F32", (2, 64), floats(128)), ("norm", "F32", (64,), floats(64, 1.0))], {"format": "pt"}))
+    return path
+
+
+def cli_convert(*args):
+    r = subprocess.run([CLI, "convert", *map(str, args)], capture_output=True)
+    assert r.returncode == 0, r.stderr
+    return r
+
+
+def test_report_and_gguf_bytes_match_the_cli(tmp_path, model):
+    report = safeweights.convert(model, tmp_path / "a.gguf", type="Q8_0")
+    assert report["files"] == [str(tmp_path / "a.gguf")]
+    by_name = {t["name"]: t for t in report["tensors"]}
+    assert (by_name["w"]["from"], by_name["w"]["to"], by_name["w"]["note"]) == ("F32", "Q8_0", "")
+    assert (by_name["norm"]["to"], by_name["norm"]["note"]) == ("F32", "1-D")
+    # Q8_0: 34 bytes per 32 elements; the 1-D tensor stays F32.
+    assert report["bytes_written"] == 128 // 32 * 34 + 64 * 4
+    if not Path(CLI).exists():
+        pytest.skip("the CLI is not built")
+    cli_convert(model, tmp_path / "b.gguf", "--type", "q8_0")
+    assert (tmp_path / "a.gguf").read_bytes() == (tmp_path / "b.gguf").read_bytes()
+
+
+def test_round_trip_through_gguf_keeps_bytes_and_metadata(tmp_path, model):
+    safeweights.convert(model, tmp_path / "m.gguf")
+    safeweights.convert(tmp_path / "m.gguf", tmp_path / "back.safetensors")
+    header, data = parse_file((tmp_path / "back.safetensors").read_bytes())
+    original, original_data = parse_file(model.read_bytes())
+    assert header["__metadata__"] == {"format": "pt"}
+    for name in ("w", "norm"):
+        a, b = header[name]["data_offsets"], original[name]["data_offsets"]
+        assert data[a[0] : a[1]] == original_data[b[0] : b[1]]
+
+
+def test_to_names_the_format_whatever_the_extension(tmp_path, model):
+    safeweights.convert(model, tmp_path / "out.bin", to="gguf")
+    assert (tmp_path / "out.bin").read_bytes()[:4] == b"GGUF"
+
+
+def test_split_files_are_listed_in_order(tmp_path, model):
+    report = safeweights.convert(model, tmp_path / "s.gguf", split_max_tensors=1)
+    assert report["files"] == [str(tmp_path / f"s-0000{k}-of-00002.gguf") for k in (1, 2)]
+    assert not (tmp_path / "s.gguf").exists()
+
+
+def test_refusals_raise_and_leave_nothing(tmp_path, model):
+    with pytest.raises(ValueError, match="unknown tensor type"):
+        safeweights.convert(model, tmp_path / "x.gguf", type="q9_9")
+    with pytest.raises(safeweights.SafetensorError, match="extension"):
+        safeweights.convert(model, tmp_path / "x.bin")
+    with pytest.raises(safeweights.SafetensorError, match="split outputs are GGUF files"):
+        safeweights.convert(model, tmp_path / "x.safetensors", split_max_tensors=1)
+    with pytest.raises(safeweights.SafetensorError, match="cannot hold Q8_0"):
+        safeweights.convert(model, tmp_path / "x.safetensors", type="q8_0")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.safetensors"]
