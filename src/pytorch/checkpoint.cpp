@@ -10,9 +10,10 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "core/hash.h"
 #include "core/little_endian.h"
 #include "core/status_macros.h"
-#include "json/json_parse.h"
+#include "core/utf8.h"
 #include "pytorch/index.h"
 #include "pytorch/pickle_vm.h"
 #include "pytorch/strided_source.h"
@@ -170,7 +171,7 @@ class ListedCheckpoint : public Checkpoint {
   std::string key_;
   MetadataEntries metadata_{{"format", "pt"}};
   std::vector<TensorEntry> entries_;
-  std::unordered_map<std::string_view, std::size_t, json::SeededHash> index_;
+  std::unordered_map<std::string_view, std::size_t, SeededHash> index_;
   std::vector<std::vector<std::string_view>> shared_;
 
  protected:
@@ -255,7 +256,7 @@ Status CheckpointFile::build(std::vector<Found>& found, const std::unordered_map
   extra_.reserve(found.size());
   for (const auto& [key, storage] : bytes) sources_.push_back(storage.source);  // entries point into them
   for (const Found& f : found) {
-    if (!json::is_valid_utf8(f.name)) return bad("a tensor name is not valid UTF-8");
+    if (!is_valid_utf8(f.name)) return bad("a tensor name is not valid UTF-8");
     const StorageInfo& s = *f.tensor->tensor->storage->storage;
     auto it = bytes.find(s.key);
     if (it == bytes.end()) return bad("no bytes for storage `" + s.key + "`").with_tensor(f.name);
@@ -273,7 +274,7 @@ Status CheckpointFile::build(std::vector<Found>& found, const std::unordered_map
   }
   entries_ = std::move(entries);
   extra_ = std::move(extra);
-  std::unordered_map<std::string_view, std::size_t, json::SeededHash> group_of;
+  std::unordered_map<std::string_view, std::size_t, SeededHash> group_of;
   std::vector<std::vector<std::string_view>> groups;
   for (std::size_t i = 0; i < entries_.size(); ++i) {
     if (!index_.emplace(entries_[i].name, i).second) return bad("two tensors named `" + std::string(entries_[i].name) + "`");
@@ -414,7 +415,7 @@ Status read_legacy(CheckpointFile& out, const SourcePtr& file, PickleOptions opt
   SW_ASSIGN_OR_RETURN(out.pickle_, next("object", PidForm::Legacy));
   SW_ASSIGN_OR_RETURN(auto keys, next("storage keys", PidForm::Zip));
   if (keys->root()->kind != Kind::List) return bad("legacy storage key list is not a list");
-  std::unordered_map<std::string_view, const StorageInfo*, json::SeededHash> declared;
+  std::unordered_map<std::string_view, const StorageInfo*, SeededHash> declared;
   for (const Value* s : out.pickle_->storages()) declared.emplace(s->storage->key, s->storage);
   for (const Value* key : keys->root()->items) {
     if (key->kind != Kind::Str) return bad("legacy storage key is not a string");

@@ -9,7 +9,7 @@
 #include <unordered_map>
 
 #include "core/status_macros.h"
-#include "json/json_parse.h"
+#include "core/hash.h"
 #include "pytorch/index.h"
 #include "safeweights/cancel.h"
 #include "safeweights/pytorch.h"
@@ -41,7 +41,7 @@ class Selection final : public TensorFile {
   const Checkpoint& from_;
   std::vector<TensorEntry> entries_;
   MetadataEntries metadata_;
-  std::unordered_map<std::string_view, std::size_t, json::SeededHash> index_;
+  std::unordered_map<std::string_view, std::size_t, SeededHash> index_;
 };
 
 // A name is an alias when it is the same tensor as the kept one of its storage: both cover the whole
@@ -51,7 +51,7 @@ Selection select(const Checkpoint& c, bool dedup) {
   MetadataEntries metadata = c.metadata() ? *c.metadata() : MetadataEntries{};
   std::vector<TensorEntry> kept;
   if (!dedup) return Selection(c, std::vector<TensorEntry>(c.tensors().begin(), c.tensors().end()), metadata);
-  std::unordered_map<std::string_view, const TensorEntry*, json::SeededHash> keeper;  // storage -> kept entry
+  std::unordered_map<std::string_view, const TensorEntry*, SeededHash> keeper;  // storage -> kept entry
   for (const TensorEntry& e : c.tensors()) {
     if (!c.covers_storage(e)) continue;
     auto [it, fresh] = keeper.emplace(c.storage_of(e), &e);

@@ -12,9 +12,9 @@
 #include <tuple>
 #include <unordered_map>
 
+#include "core/hash.h"
 #include "core/little_endian.h"
 #include "core/status_macros.h"
-#include "json/json_parse.h"
 
 namespace safeweights::pytorch {
 namespace {
@@ -309,7 +309,7 @@ class Machine {
   std::vector<Value*> memo_dense_;
   std::unordered_map<std::uint64_t, Value*> memo_sparse_;
   std::map<std::tuple<std::string_view, std::uint64_t, std::uint64_t>, Value*> storages_;  // by key and view
-  std::unordered_map<std::string_view, const Value*, json::SeededHash> by_key_;            // the first reference to each key
+  std::unordered_map<std::string_view, const Value*, SeededHash> by_key_;                  // the first reference to each key
   std::array<Value*, 256> small_ints_{};
   Value* none_ = nullptr;
   Value* bools_[2] = {nullptr, nullptr};

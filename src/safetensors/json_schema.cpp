@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "core/hash.h"
+#include "core/utf8.h"
 #include "json/dom.h"
 #include "json/pull.h"
 #include "safeweights/safetensors.h"
@@ -356,14 +358,14 @@ class HeaderReader {
     if (count < 2 || out_.strict_violation) return;
     const std::size_t cap = count + count / 2;
     std::vector<std::uint32_t> slots(cap, 0);
-    const std::uint64_t seed = json::hash_seed();
+    const std::uint64_t seed = hash_seed();
     auto key_of = [&](std::size_t i) {
       const auto& e = out_.metadata[first + i];
       return std::string_view(in_.text() + e.key_offset, e.key_size);
     };
     for (std::size_t k = 0; k < count; ++k) {
       const std::string_view key = key_of(k);
-      const auto hash = json::hash_key(key, seed);
+      const auto hash = hash_key(key, seed);
       for (auto i = static_cast<std::size_t>((static_cast<__uint128_t>(hash) * cap) >> 64);; i = i + 1 == cap ? 0 : i + 1) {
         if (slots[i] == 0) {
           slots[i] = static_cast<std::uint32_t>(k + 1);
@@ -386,7 +388,7 @@ class HeaderReader {
 }  // namespace
 
 Status parse_safetensors_header_padded(char* text, std::size_t n, const HeaderJsonOptions& options, const ByteSource& original, RawHeader& out) {
-  if (!json::is_valid_utf8(std::string_view(text, n))) return Error(ErrorKind::InvalidHeader, "invalid UTF-8 in header");
+  if (!is_valid_utf8(std::string_view(text, n))) return Error(ErrorKind::InvalidHeader, "invalid UTF-8 in header");
   try {
     out.entries.reserve(RawHeader::entries_bound(n));
     out.dims.reserve(RawHeader::dims_bound(n));

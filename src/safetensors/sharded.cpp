@@ -7,6 +7,7 @@
 #include <unordered_set>
 
 #include "core/status_macros.h"
+#include "core/utf8.h"
 #include "io/read_util.h"
 #include "safetensors/json_schema.h"
 #include "json/json_writer.h"
@@ -156,9 +157,9 @@ Result<ShardedWriteResult> write_sharded(const std::string& folder, std::span<co
   json += "\n  },\n  \"weight_map\": {";
   for (std::size_t i = 0; i < entries.size(); ++i) {
     json += i ? ",\n    " : "\n    ";
-    json::append_string(json, entries[i].first);
+    append_json_string(json, entries[i].first);
     json += ": ";
-    json::append_string(json, result.files[entries[i].second]);
+    append_json_string(json, result.files[entries[i].second]);
   }
   json += "\n  }\n}\n";
   result.index_file = options.prefix + ".safetensors.index.json";

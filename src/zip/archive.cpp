@@ -12,7 +12,7 @@
 #include "core/parallel.h"
 #include "core/status_macros.h"
 #include "core/fault_guard.h"
-#include "json/json_parse.h"
+#include "core/utf8.h"
 #include "safeweights/cancel.h"
 #include "safeweights/zip.h"
 #include "zip/records.h"
@@ -104,7 +104,7 @@ Status check_name(std::string_view name, std::uint16_t flags) {
   }
   if (!ascii) {
     if (!(flags & kFlagUtf8)) return bad("entry name is not ASCII and the UTF-8 flag (bit 11) is not set");
-    if (!json::is_valid_utf8(name)) return bad("entry name is flagged UTF-8 but is not valid UTF-8");
+    if (!is_valid_utf8(name)) return bad("entry name is flagged UTF-8 but is not valid UTF-8");
   }
   return Status::ok();
 }
