@@ -498,14 +498,14 @@ class IndexFile final : public ListedCheckpoint {
 
 }  // namespace
 
-Result<safetensors::RawIndex> read_bin_index(const std::string& path, const Resolver& resolver) {
+Result<HfIndex> read_bin_index(const std::string& path, const Resolver& resolver) {
   constexpr std::uint64_t kMaxIndex = 256u << 20;
   SW_ASSIGN_OR_RETURN(SourcePtr source, resolver.open(path, FileBackend::Pread));
   if (source->size() > kMaxIndex) return Error(ErrorKind::ResourceLimit, "index larger than 256 MiB").with_file(path);
   std::string text(static_cast<std::size_t>(source->size()), '\0');
   SW_RETURN_IF_ERROR(source->read_at(0, std::as_writable_bytes(std::span(text))));
-  safetensors::RawIndex index;
-  if (Status s = safetensors::parse_index_json(text, index); !s.is_ok()) return error_of(s).with_file(path);
+  HfIndex index;
+  if (Status s = parse_hf_index(text, index); !s.is_ok()) return error_of(s).with_file(path);
   return index;
 }
 
@@ -517,7 +517,7 @@ Status check_shard_name(const std::string& shard) {
 
 Result<std::unique_ptr<Checkpoint>> open_checkpoint_index(const std::string& index_path, const CheckpointOptions& options) {
   const Resolver& resolver = options.resolver ? *options.resolver : plain_resolver();
-  SW_ASSIGN_OR_RETURN(safetensors::RawIndex index, read_bin_index(index_path, resolver));
+  SW_ASSIGN_OR_RETURN(HfIndex index, read_bin_index(index_path, resolver));
   auto out = std::make_unique<IndexFile>();
   out->name_ = index_path;
   std::map<std::string, std::set<std::string_view>> listed;  // shard file -> tensors the index puts there

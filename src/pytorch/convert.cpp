@@ -16,7 +16,6 @@
 #include "safeweights/atomic_file.h"
 #include "safeweights/safetensors_writer.h"
 #include "safeweights/text.h"
-#include "safetensors/json_schema.h"
 
 namespace safeweights::pytorch {
 namespace {
@@ -212,7 +211,7 @@ Result<std::vector<std::string>> convert_folder(const std::string& input_folder,
     cleanup.armed = false;
     return std::vector<std::string>{"model.safetensors"};
   }
-  SW_ASSIGN_OR_RETURN(safetensors::RawIndex index, read_bin_index(index_path, plain_resolver()));
+  SW_ASSIGN_OR_RETURN(HfIndex index, read_bin_index(index_path, plain_resolver()));
   std::map<std::string, std::set<std::string>> shards;  // shard file -> tensors the index puts there
   for (const auto& [tensor, file] : index.weight_map) shards[file].insert(tensor);
   std::map<std::string, std::string> weight_map;

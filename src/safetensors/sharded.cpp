@@ -9,7 +9,7 @@
 #include "core/status_macros.h"
 #include "core/utf8.h"
 #include "io/read_util.h"
-#include "safetensors/json_schema.h"
+#include "model/hf_index.h"
 #include "json/json_writer.h"
 #include "safeweights/sharded.h"
 #include "safetensors/rules.h"
@@ -39,8 +39,8 @@ Result<ShardedReader> ShardedReader::open(const std::string& index_path, const R
   auto text = read_small(*index_source, kMaxIndexSize);
   if (!text.is_ok()) return error_of(text).with_file(index_path);
 
-  RawIndex raw;
-  if (auto s = parse_index_json(*text, raw); !s.is_ok()) {
+  HfIndex raw;
+  if (auto s = parse_hf_index(*text, raw); !s.is_ok()) {
     s.error().with_file(index_path);
     return std::move(s).error();
   }
