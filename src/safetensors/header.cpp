@@ -12,7 +12,6 @@
 #include "safetensors/header_memory.h"
 #include "safetensors/json_schema.h"
 #include "safeweights/safetensors.h"
-#include "safetensors/rules.h"
 
 namespace safeweights::safetensors {
 

@@ -12,7 +12,7 @@
 #include "model/hf_index.h"
 #include "json/json_writer.h"
 #include "safeweights/sharded.h"
-#include "safetensors/rules.h"
+#include "safetensors/writer.h"
 
 namespace safeweights::safetensors {
 namespace {

@@ -12,7 +12,7 @@
 #include "json/json_writer.h"
 #include "model/planned_sink.h"
 #include "safeweights/safetensors_writer.h"
-#include "safetensors/rules.h"
+#include "safetensors/writer.h"
 
 namespace safeweights::safetensors {
 namespace {
