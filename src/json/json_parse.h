@@ -1,6 +1,6 @@
-// JSON parsing shared by the formats, without simdjson in the interface: validation, the top level of a
-// document, UTF-8 checks. Internal. Schemas live with their formats (src/<format>/); they reach the
-// parser itself through json/dom.h.
+// JSON parsing shared by the formats, without simdjson in the interface: validation and the top level
+// of a document (UTF-8 validity is core's, core/utf8.h). Internal. Schemas live with their formats
+// (src/<format>/); they reach the parser itself through json/dom.h.
 #pragma once
 
 #include <cstdint>
