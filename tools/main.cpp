@@ -68,8 +68,8 @@ void add_inspect(CLI::App& app, InspectArgs& args, int& exit_code) {
   cmd->add_option("FILE", args.file, "a file (a path or an http(s):// URL) of any supported format: " + kAnyFormat)->required();
   cmd->add_option("ENTRY", args.entry, "DDUF: a .safetensors entry to inspect as a safetensors file");
   cmd->add_flag("--json", args.json,
-                "machine-readable: {format, header_size, metadata, tensors: [{name, dtype, shape, data_offsets}]}; DDUF: {format, entries: [{name, "
-                "offset, length}], components}");
+                "machine-readable: one object, {format, ...} with that format's fields (safetensors: header_size, metadata, tensors; DDUF: "
+                "entries, components; GGUF: version, alignment, kv, tensors; PyTorch: container, key, tensors, shared; README has each)");
   add_input_options(cmd, args.backend);
   cmd->callback([&args, &exit_code] { exit_code = run_inspect(args); });
 }

@@ -90,28 +90,60 @@ SAFEWEIGHTS_API_BEGIN
   /* Loading to devices */                                                                                  \
   X(DeviceError, 45, "a GPU runtime call failed, or the device or its runtime is unavailable")
 
-// Rules: which rule of a format an error broke, for kinds that cover many rules (InvalidGguf). A kind
-// says what sort of failure it is; a rule says exactly which check, with a stable code callers may match
-// ("gguf.truncated"). X-macro: (Name, value, code, one-line meaning), the same promise as the kinds:
-// append only, never renumber, rename or change a code. Formats whose kinds already name each rule
+// Rules: which rule of a format an error broke, for kinds that cover many rules (InvalidGguf, BadZipFile,
+// InvalidPickle, ...). A kind says what sort of failure it is; a rule says exactly which check, with a
+// stable code callers may match ("gguf.truncated"). X-macro: (Name, value, code, one-line meaning), the
+// same promise as the kinds: append only, never renumber, rename or change a code. Formats whose kinds already name each rule
 // (safetensors) leave the rule Unspecified.
-#define SAFEWEIGHTS_ERROR_RULES(X)                                                                                  \
-  X(Unspecified, 0, "", "no rule code: the kind says what failed")                                                  \
-  /* GGUF: every InvalidGguf error has one (docs/GGUF.md, "Rules checked") */                                       \
-  X(GgufMagic, 1, "gguf.magic", "the file does not start with the magic GGUF")                                      \
-  X(GgufVersion, 2, "gguf.version", "the version is not one that GGUF defines")                                     \
-  X(GgufTruncated, 3, "gguf.truncated", "the header ends inside a value it declares")                               \
-  X(GgufLength, 4, "gguf.length", "a string or an array is longer than ggml allows")                                \
-  X(GgufCount, 5, "gguf.count", "a declared count cannot fit in the bytes that remain")                             \
-  X(GgufValueType, 6, "gguf.value-type", "an unknown value type, or an array of arrays")                            \
-  X(GgufBool, 7, "gguf.bool", "a BOOL value that is not 0 or 1")                                                    \
-  X(GgufKey, 8, "gguf.key", "an empty or repeated key")                                                             \
-  X(GgufAlignment, 9, "gguf.alignment", "general.alignment is not a UINT32 power of two")                           \
-  X(GgufDimensions, 10, "gguf.dimensions", "a tensor with more than 4 dimensions, or one negative as ggml's int64") \
-  X(GgufTensorType, 11, "gguf.tensor-type", "a tensor type id that is unknown or was removed from GGUF")            \
-  X(GgufTensorName, 12, "gguf.tensor-name", "a repeated tensor name")                                               \
-  X(GgufTensorOffset, 13, "gguf.tensor-offset", "a tensor not where ggml puts it, or its bytes past the end")       \
-  X(GgufSplit, 14, "gguf.split", "the files of a split model disagree, or a split key is wrong")
+#define SAFEWEIGHTS_ERROR_RULES(X)                                                                                                             \
+  X(Unspecified, 0, "", "no rule code: the kind says what failed")                                                                             \
+  /* GGUF: every InvalidGguf error has one (docs/GGUF.md, "Rules checked") */                                                                  \
+  X(GgufMagic, 1, "gguf.magic", "the file does not start with the magic GGUF")                                                                 \
+  X(GgufVersion, 2, "gguf.version", "the version is not one that GGUF defines")                                                                \
+  X(GgufTruncated, 3, "gguf.truncated", "the header ends inside a value it declares")                                                          \
+  X(GgufLength, 4, "gguf.length", "a string or an array is longer than ggml allows")                                                           \
+  X(GgufCount, 5, "gguf.count", "a declared count cannot fit in the bytes that remain")                                                        \
+  X(GgufValueType, 6, "gguf.value-type", "an unknown value type, or an array of arrays")                                                       \
+  X(GgufBool, 7, "gguf.bool", "a BOOL value that is not 0 or 1")                                                                               \
+  X(GgufKey, 8, "gguf.key", "an empty or repeated key")                                                                                        \
+  X(GgufAlignment, 9, "gguf.alignment", "general.alignment is not a UINT32 power of two")                                                      \
+  X(GgufDimensions, 10, "gguf.dimensions", "a tensor with more than 4 dimensions, or one negative as ggml's int64")                            \
+  X(GgufTensorType, 11, "gguf.tensor-type", "a tensor type id that is unknown or was removed from GGUF")                                       \
+  X(GgufTensorName, 12, "gguf.tensor-name", "a repeated tensor name")                                                                          \
+  X(GgufTensorOffset, 13, "gguf.tensor-offset", "a tensor not where ggml puts it, or its bytes past the end")                                  \
+  X(GgufSplit, 14, "gguf.split", "the files of a split model disagree, or a split key is wrong")                                               \
+  /* PyTorch checkpoints: every InvalidPickle, UnsafePickle and InvalidCheckpoint error has one, and so do */                                  \
+  /* the reader's ResourceLimit and NotSupported errors (docs/PYTORCH.md, "Error rules") */                                                    \
+  X(PytorchPickleTruncated, 15, "pytorch.pickle-truncated", "the pickle ends inside an opcode, or a FRAME runs past it")                       \
+  X(PytorchPickleProtocol, 16, "pytorch.pickle-protocol", "a pickle protocol above 5")                                                         \
+  X(PytorchPickleOpcode, 17, "pytorch.pickle-opcode", "a byte that is no pickle opcode")                                                       \
+  X(PytorchPickleStack, 18, "pytorch.pickle-stack", "an opcode finds the stack, the marks or the memo not as it needs them")                   \
+  X(PytorchPickleArguments, 19, "pytorch.pickle-arguments", "an opcode or an allowed callable given arguments of the wrong form")              \
+  X(PytorchOpcodeRefused, 20, "pytorch.opcode-refused", "an opcode outside the set torch checkpoints use")                                     \
+  X(PytorchGlobalRefused, 21, "pytorch.global-refused", "a global outside the allowlist")                                                      \
+  X(PytorchCallRefused, 22, "pytorch.call-refused", "a call, object build or container update the allowlist does not grant")                   \
+  X(PytorchLimit, 23, "pytorch.limit", "the pickle or the object it builds exceeds a limit")                                                   \
+  X(PytorchContainer, 24, "pytorch.container", "the ZIP members or the legacy stream are not laid out as torch.save writes them")              \
+  X(PytorchStorage, 25, "pytorch.storage", "a storage's bytes are missing, or disagree with what the pickle declares")                         \
+  X(PytorchTensorBounds, 26, "pytorch.tensor-bounds", "a tensor's offset, sizes and strides reach past its storage or overflow")               \
+  X(PytorchObject, 27, "pytorch.object", "the object holding the tensors is malformed (a name, a key, a dtype, a cycle)")                      \
+  X(PytorchArchiveKind, 28, "pytorch.archive-kind", "a TorchScript, tar-format or preview-release archive, not torch.save's")                  \
+  X(PytorchTensorKind, 29, "pytorch.tensor-kind", "a tensor kind or dtype that safetensors cannot hold (quantized, complex, conj bit)")        \
+  /* ZIP: every BadZipFile and ZipUnsupported error has one (docs/DDUF.md, "ZIP rules") */                                                     \
+  X(ZipEndRecord, 30, "zip.end-record", "the end records are missing, ambiguous or disagree (comment, counts, ZIP64 locator)")                 \
+  X(ZipCentralDirectory, 31, "zip.central-directory", "the central directory is truncated or does not hold the entries the end record counts") \
+  X(ZipExtraField, 32, "zip.extra-field", "a malformed extra field, or a ZIP64 block that does not match the saturated fields")                \
+  X(ZipEntryName, 33, "zip.entry-name", "an entry name that is empty, holds a control byte or is not valid flagged UTF-8")                     \
+  X(ZipDuplicateName, 34, "zip.duplicate-name", "two entries with one name")                                                                   \
+  X(ZipLocalHeader, 35, "zip.local-header", "a local header missing, misplaced or disagreeing with the central directory")                     \
+  X(ZipLayout, 36, "zip.layout", "bytes no record accounts for (prepended, trailing, gaps) or entries that overlap")                           \
+  X(ZipDataDescriptor, 37, "zip.data-descriptor", "a data descriptor missing, or disagreeing with the central directory")                      \
+  X(ZipEncryption, 38, "zip.encryption", "an encrypted entry or central directory")                                                            \
+  X(ZipMultiDisk, 39, "zip.multi-disk", "an archive spread over several disks")                                                                \
+  X(ZipVersion, 40, "zip.version", "a record needs a newer ZIP version than this reader implements")                                           \
+  X(ZipCompression, 41, "zip.compression", "a compressed entry (only stored entries are read)")                                                \
+  X(ZipFlags, 42, "zip.flags", "general-purpose flags the policy refuses (a data descriptor in DDUF, unknown bits)")                           \
+  X(ZipLimit, 43, "zip.limit", "more entries or a larger central directory than the reader's limits")
 
 enum class ErrorRule : std::uint16_t {
 #define SAFEWEIGHTS_X(name, value, code, doc) name = value,

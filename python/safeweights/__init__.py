@@ -3,7 +3,9 @@
 A drop-in for the ``safetensors`` package (``safe_open``, the low-level ``serialize`` /
 ``serialize_file`` / ``deserialize`` / ``TensorSpec``, and the ``safeweights.numpy`` and
 ``safeweights.torch`` modules) and for huggingface_hub's DDUF functions (``safeweights.dduf``), built on
-the safeweights C++ library: stricter validation, zero-copy reads, the GIL released during I/O.
+the safeweights C++ library: stricter validation, zero-copy reads, the GIL released during I/O. Every
+format the library reads (safetensors and its index, DDUF, GGUF, PyTorch checkpoints) is also reached
+through ``detect_format`` / ``validate`` / ``inspect`` (``safeweights.formats``).
 """
 
 from . import _errors, _safeweights

@@ -18,6 +18,7 @@
 #include <string_view>
 
 #include "safeweights/error.h"
+#include "safeweights/format.h"
 #include "safeweights/loader.h"
 #include "safeweights/safetensors.h"
 #include "safeweights/source.h"
@@ -32,6 +33,12 @@ enum class Domain {
   DDUFRead,     // DDUFCorruptedFileError (BadZipFile kinds also derive from zipfile.BadZipFile)
   DDUFExport,   // DDUFExportError
 };
+
+// The family for errors met reading a file of the registry format `format`: a DDUF archive raises the
+// hub's DDUF classes whatever the kind (huggingface_hub's reader raises DDUFCorruptedFileError for any
+// fault, a member's included); every other format raises SafetensorError. The error's kind cannot decide
+// it: the ZIP kinds come from PyTorch archives too, and the safetensors kinds from DDUF members.
+Domain read_domain(const Format& format);
 
 // Raises the Python exception for `error` (the GIL must be held). `prefix` is prepended to the
 // message, as the reference does ("Error while deserializing header: ").

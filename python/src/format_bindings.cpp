@@ -11,8 +11,6 @@
 namespace safeweights::python {
 namespace {
 
-Domain domain_of(const Format& format) { return format.name() == "dduf" ? Domain::DDUFRead : Domain::Safetensors; }
-
 const Format& detect_or_raise(const std::string& path, const FormatOptions& options) {
   auto format = without_gil([&] { return detect_format(path, options); });
   return *value_or_raise(std::move(format), Domain::Safetensors);
@@ -39,7 +37,7 @@ void register_formats(py::module_& m) {
         const FormatOptions options = options_for(strict, crc);
         const Format& format = detect_or_raise(path, options);
         auto summary = without_gil([&] { return format.validate(path, options); });
-        return py::make_tuple(std::string(format.name()), value_or_raise(std::move(summary), domain_of(format)));
+        return py::make_tuple(std::string(format.name()), value_or_raise(std::move(summary), read_domain(format)));
       },
       py::arg("path"), py::arg("strict") = false, py::arg("crc") = true, "(format, summary) for a valid file; raises the format's error otherwise.");
   m.def(
@@ -51,7 +49,7 @@ void register_formats(py::module_& m) {
         std::vector<std::string> members;
         if (!entry.is_none()) members.push_back(utf8_arg(entry, "entry name"));
         auto text = without_gil([&] { return format.inspect(path, members, options, true); });
-        return value_or_raise(std::move(text), domain_of(format));
+        return value_or_raise(std::move(text), read_domain(format));
       },
       py::arg("path"), py::arg("entry") = py::none(), "The JSON text `safeweights inspect --json` prints.");
 }

@@ -21,7 +21,7 @@
 #include "convert/pieces.h"
 #include "core/parallel.h"
 #include "core/status_macros.h"
-#include "json/json_parse.h"
+#include "core/hash.h"
 #include "safeweights/cancel.h"
 #include "safeweights/quantize.h"
 
@@ -101,7 +101,7 @@ Status choose_type(Job& job, const ConvertOptions& options, const Format& out) {
 // storage with the same type and shape. The kept one is the smallest such name (as safetensors'
 // convert.py chooses); views of other shapes are written with their own contents. Alias -> kept name.
 std::map<std::string, std::string> aliases_of(const TensorFile& input) {
-  std::unordered_map<std::string_view, const TensorEntry*, json::SeededHash> keeper;  // storage -> kept entry
+  std::unordered_map<std::string_view, const TensorEntry*, SeededHash> keeper;  // storage -> kept entry
   for (const TensorEntry& e : input.tensors()) {
     if (!input.covers_storage(e) || input.storage_of(e).empty()) continue;
     auto [it, fresh] = keeper.emplace(input.storage_of(e), &e);

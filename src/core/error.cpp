@@ -6,48 +6,38 @@ namespace safeweights {
 namespace {
 
 struct KindEntry {
+  std::size_t value;
   std::string_view name;
   std::string_view description;
 };
 
 constexpr std::array kKinds = {
-#define SAFEWEIGHTS_X(name, value, doc) KindEntry{#name, doc},
+#define SAFEWEIGHTS_X(name, value, doc) KindEntry{value, #name, doc},
     SAFEWEIGHTS_ERROR_KINDS(SAFEWEIGHTS_X)
 #undef SAFEWEIGHTS_X
 };
 
-// The table is indexed by value: the kinds must be numbered 0, 1, 2, ... in the order they are listed.
-constexpr bool kinds_are_dense() {
-  std::size_t i = 0;
-  bool dense = true;
-#define SAFEWEIGHTS_X(name, value, doc) dense = dense && static_cast<std::size_t>(value) == i++;
-  SAFEWEIGHTS_ERROR_KINDS(SAFEWEIGHTS_X)
-#undef SAFEWEIGHTS_X
-  return dense && i == kKinds.size();
-}
-static_assert(kinds_are_dense(), "ErrorKind values must be 0, 1, 2, ... in list order");
-
 struct RuleEntry {
+  std::size_t value;
   std::string_view code;
   std::string_view description;
 };
 
 constexpr std::array kRules = {
-#define SAFEWEIGHTS_X(name, value, code, doc) RuleEntry{code, doc},
+#define SAFEWEIGHTS_X(name, value, code, doc) RuleEntry{value, code, doc},
     SAFEWEIGHTS_ERROR_RULES(SAFEWEIGHTS_X)
 #undef SAFEWEIGHTS_X
 };
 
-// Indexed by value, as the kinds are.
-constexpr bool rules_are_dense() {
-  std::size_t i = 0;
-  bool dense = true;
-#define SAFEWEIGHTS_X(name, value, code, doc) dense = dense && static_cast<std::size_t>(value) == i++;
-  SAFEWEIGHTS_ERROR_RULES(SAFEWEIGHTS_X)
-#undef SAFEWEIGHTS_X
-  return dense && i == kRules.size();
+// The tables are indexed by value: the values must be 0, 1, 2, ... in the order they are listed.
+template <class Table>
+constexpr bool indexed_by_value(const Table& table) {
+  for (std::size_t i = 0; i < table.size(); ++i)
+    if (table[i].value != i) return false;
+  return true;
 }
-static_assert(rules_are_dense(), "ErrorRule values must be 0, 1, 2, ... in list order");
+static_assert(indexed_by_value(kKinds), "ErrorKind values must be 0, 1, 2, ... in list order");
+static_assert(indexed_by_value(kRules), "ErrorRule values must be 0, 1, 2, ... in list order");
 
 }  // namespace
 

@@ -3,8 +3,7 @@
 #include <cstdarg>
 #include <cstdio>
 
-#include "json/json_parse.h"
-#include "json/json_writer.h"
+#include "core/utf8.h"
 
 namespace safeweights {
 namespace {
@@ -14,7 +13,7 @@ std::size_t utf8_length_at(std::string_view s, std::size_t i) {
   const auto c = static_cast<unsigned char>(s[i]);
   const std::size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
   if (len == 1) return 1;
-  if (len == 0 || i + len > s.size() || !json::is_valid_utf8(s.substr(i, len))) return 0;
+  if (len == 0 || i + len > s.size() || !is_valid_utf8(s.substr(i, len))) return 0;
   return len;
 }
 
@@ -39,10 +38,10 @@ std::string repair_utf8(std::string_view s) {
 
 std::string json_quote(std::string_view s) {
   std::string out;
-  if (json::is_valid_utf8(s)) {
-    json::append_string(out, s);
+  if (is_valid_utf8(s)) {
+    append_json_string(out, s);
   } else {
-    json::append_string(out, repair_utf8(s));
+    append_json_string(out, repair_utf8(s));
   }
   return out;
 }

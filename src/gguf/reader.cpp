@@ -9,7 +9,7 @@
 #include "core/status_macros.h"
 #include "gguf/layout.h"
 #include "gguf/split.h"
-#include "json/name_table.h"
+#include "core/name_table.h"
 #include "safeweights/cancel.h"
 #include "safeweights/gguf.h"
 
@@ -236,7 +236,7 @@ Status Parser::value(ValueType type, Value& out) {
 Status Parser::kvs(std::uint64_t count, std::vector<KeyValue>& out) {
   SW_RETURN_IF_ERROR(budget_.charge(count, sizeof(KeyValue)));
   out.resize(static_cast<std::size_t>(count));
-  json::NameTable seen(static_cast<std::size_t>(count), json::hash_seed());
+  NameTable seen(static_cast<std::size_t>(count), hash_seed());
   const auto key_of = [&out](std::size_t i) { return std::string_view(out[i].key); };
   for (std::size_t i = 0; i < out.size(); ++i) {
     KeyValue& kv = out[i];
@@ -247,7 +247,7 @@ Status Parser::kvs(std::uint64_t count, std::vector<KeyValue>& out) {
     const std::uint64_t hash = seen.hash(kv.key);
     std::uint64_t& slot = seen.slot(kv.key, hash, key_of);
     if (slot != 0) return invalid(ErrorRule::GgufKey, "duplicate key `" + kv.key + "`", at);
-    slot = json::NameTable::make(hash, static_cast<std::uint32_t>(i));
+    slot = NameTable::make(hash, static_cast<std::uint32_t>(i));
     SW_ASSIGN_OR_RETURN(ValueType type, value_type("a value type", false));
     if (Status s = value(type, kv.value); !s.is_ok()) {
       if (s.error().kind() == ErrorKind::InvalidGguf)
@@ -303,7 +303,7 @@ class File final : public GgufFile {
   std::vector<std::uint64_t> ne_, shapes_;
   std::vector<TensorEntry> entries_;
   std::vector<TensorRecord> infos_;
-  json::NameTable index_;
+  NameTable index_;
 };
 
 // One tensor info: name, dims, type, offset. Dims go to `ne` (GGUF order).
@@ -387,7 +387,7 @@ Result<std::unique_ptr<GgufFile>> open_one(SourcePtr source, const FormatOptions
   file->shapes_.resize(file->ne_.size());
   file->entries_.resize(tensors.size());
   file->infos_.resize(tensors.size());
-  file->index_ = json::NameTable(tensors.size(), json::hash_seed());
+  file->index_ = NameTable(tensors.size(), hash_seed());
   const auto name_of = [&file](std::size_t j) { return file->entries_[j].name; };
   std::uint64_t expected = 0;
   for (std::size_t i = 0; i < tensors.size(); ++i) {
@@ -404,7 +404,7 @@ Result<std::unique_ptr<GgufFile>> open_one(SourcePtr source, const FormatOptions
     const std::uint64_t hash = file->index_.hash(name);
     std::uint64_t& slot = file->index_.slot(name, hash, name_of);
     if (slot != 0) return tensor_error(Error(ErrorKind::InvalidGguf, "duplicate tensor name").with_rule(ErrorRule::GgufTensorName));
-    slot = json::NameTable::make(hash, static_cast<std::uint32_t>(i));
+    slot = NameTable::make(hash, static_cast<std::uint32_t>(i));
     if (t.offset != expected)
       return tensor_error(Error(ErrorKind::InvalidGguf, "the tensor's offset is " + std::to_string(t.offset) + ", expected " +
                                                             std::to_string(expected) + " (tensors lie in order, each padded to " +

@@ -6,7 +6,7 @@
 
 #include "core/status_macros.h"
 #include "gguf/layout.h"
-#include "json/name_table.h"
+#include "core/name_table.h"
 #include "safeweights/cancel.h"
 
 namespace safeweights::gguf {
@@ -91,7 +91,7 @@ class SplitModel final : public GgufFile {
     m->entries_.reserve(total);
     m->infos_.reserve(total);
     m->part_of_.reserve(total);
-    m->index_ = json::NameTable(total, json::hash_seed());
+    m->index_ = NameTable(total, hash_seed());
     const auto name_of = [&m](std::size_t j) { return m->entries_[j].name; };
     for (std::size_t k = 0; k < parts.size(); ++k) {
       for (std::size_t i = 0; i < parts[k]->tensors().size(); ++i) {
@@ -102,7 +102,7 @@ class SplitModel final : public GgufFile {
           const std::string& first = parts[m->part_of_[static_cast<std::uint32_t>(slot) - 1]]->name();
           return std::move(invalid_split(parts[k]->name(), "duplicate tensor name across split files (also in " + first + ")").with_tensor(e.name));
         }
-        slot = json::NameTable::make(hash, static_cast<std::uint32_t>(m->entries_.size()));
+        slot = NameTable::make(hash, static_cast<std::uint32_t>(m->entries_.size()));
         m->entries_.push_back(e);
         m->infos_.push_back(parts[k]->infos()[i]);
         m->part_of_.push_back(k);
@@ -118,7 +118,7 @@ class SplitModel final : public GgufFile {
   std::vector<TensorEntry> entries_;
   std::vector<TensorRecord> infos_;
   std::vector<std::size_t> part_of_;
-  json::NameTable index_;
+  NameTable index_;
 };
 
 // Files 2..N hold the three split keys and at most general.alignment, as gguf-split and gguf-py write

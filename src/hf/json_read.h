@@ -16,6 +16,7 @@
 #include <string_view>
 
 #include "core/status_macros.h"
+#include "core/utf8.h"
 #include "io/read_util.h"
 #include "json/dom.h"
 
@@ -29,7 +30,7 @@ class JsonFile {
   static Result<std::unique_ptr<JsonFile>> read(const std::string& path, std::uint64_t cap) {
     SW_ASSIGN_OR_RETURN(std::string text, read_small_file(path, cap));
     auto file = std::unique_ptr<JsonFile>(new JsonFile(path));
-    if (!json::is_valid_utf8(text)) return file->bad("", "is not valid UTF-8");
+    if (!is_valid_utf8(text)) return file->bad("", "is not valid UTF-8");
     if (auto err = json::parse_document(text, 256, file->own_, file->root_); err) {
       return file->bad("", std::string("is not valid JSON: ") + simdjson::error_message(err));
     }

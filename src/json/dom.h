@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/hash.h"
 #include "json/json_parse.h"
 
 namespace safeweights::json {

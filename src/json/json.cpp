@@ -1,9 +1,6 @@
 // Parsing and validating JSON on simdjson, shared by every format's schema reader.
 #include "json/dom.h"
 
-#include <chrono>
-#include <random>
-
 namespace safeweights::json {
 namespace {
 
@@ -80,15 +77,5 @@ Status read_top_level(std::string_view text, TopLevel& out) {
   }
   return Status::ok();
 }
-
-std::uint64_t hash_seed() noexcept {
-  static const std::uint64_t seed = [] {
-    std::random_device rd;
-    return (std::uint64_t{rd()} << 32) ^ rd() ^ static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
-  }();
-  return seed;
-}
-
-bool is_valid_utf8(std::string_view text) noexcept { return simdjson::validate_utf8(text.data(), text.size()); }
 
 }  // namespace safeweights::json

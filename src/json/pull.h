@@ -4,7 +4,7 @@
 // The caller owns the text, which must be writable and have kJsonPadding bytes after it: strings are
 // unescaped in place (an unescaped string is never longer than its escaped form), so a key or a string
 // value is a view into the text, valid as long as the text. The text must already be valid UTF-8
-// (json::is_valid_utf8); escapes are checked here (a lone surrogate is an error).
+// (is_valid_utf8); escapes are checked here (a lone surrogate is an error).
 //
 // Every method returns false on a syntax error and then leaves error() set; the schema reader stops.
 // Errors are simdjson's codes, so messages match the DOM parser the other schemas use.
@@ -24,6 +24,7 @@
 #include <string>
 #include <string_view>
 
+#include "core/utf8.h"
 #include "json/json_parse.h"
 
 namespace safeweights::json {

@@ -19,7 +19,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "json/json_parse.h"
+#include "core/hash.h"
 #include "safeweights/atomic_file.h"
 #include "safeweights/error.h"
 #include "safeweights/tensor_file.h"
@@ -72,7 +72,7 @@ class PlannedFileSink final : public TensorSink {
   std::vector<Slot> slots_;
   std::vector<std::uint64_t> written_;  // bytes written per declaration
   // name -> declaration; keys view decls_' strings, which never move. Seeded hash: names come from input files.
-  std::unordered_map<std::string_view, std::size_t, json::SeededHash> by_name_;
+  std::unordered_map<std::string_view, std::size_t, SeededHash> by_name_;
   bool finished_ = false;
 };
 

@@ -10,9 +10,10 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "core/hash.h"
 #include "core/little_endian.h"
 #include "core/status_macros.h"
-#include "json/json_parse.h"
+#include "core/utf8.h"
 #include "pytorch/index.h"
 #include "pytorch/pickle_vm.h"
 #include "pytorch/strided_source.h"
@@ -31,7 +32,7 @@ constexpr std::uint64_t kMaxNameBytes = 1ull << 30;  // bytes of all names compo
 constexpr std::string_view kLegacyMagic = "\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19";
 constexpr std::int64_t kLegacyProtocol = 1001;
 
-Error bad(const std::string& message) { return Error(ErrorKind::InvalidCheckpoint, message); }
+Error bad(ErrorRule rule, const std::string& message) { return Error(ErrorKind::InvalidCheckpoint, message).with_rule(rule); }
 
 // Where each storage key's bytes are.
 struct StorageBytes {
@@ -52,7 +53,7 @@ Result<std::string> key_text(const Value* key) {
     case Kind::Int: return std::to_string(key->integer);
     case Kind::Bool: return std::string(key->boolean ? "True" : "False");
     case Kind::None: return std::string("None");
-    default: return bad("a tensor is held under a key that is not a string or an integer");
+    default: return bad(ErrorRule::PytorchObject, "a tensor is held under a key that is not a string or an integer");
   }
 }
 
@@ -65,16 +66,19 @@ class Walker {
  public:
   Status walk(const Value* v, const std::string& name, int depth) {
     if (v->kind == Kind::Tensor) {
-      if (found_.size() >= kMaxTensors) return Error(ErrorKind::ResourceLimit, "more than " + std::to_string(kMaxTensors) + " tensors");
+      if (found_.size() >= kMaxTensors)
+        return Error(ErrorKind::ResourceLimit, "more than " + std::to_string(kMaxTensors) + " tensors").with_rule(ErrorRule::PytorchLimit);
       found_.push_back({name.empty() ? std::string("tensor") : name, v});
       return Status::ok();
     }
     const bool dict = v->kind == Kind::Dict;
     if (!dict && v->kind != Kind::List && v->kind != Kind::Tuple) return Status::ok();  // values without tensors
-    if (depth >= kMaxDepth) return Error(ErrorKind::ResourceLimit, "containers nested more than " + std::to_string(kMaxDepth) + " deep");
+    if (depth >= kMaxDepth)
+      return Error(ErrorKind::ResourceLimit, "containers nested more than " + std::to_string(kMaxDepth) + " deep").with_rule(ErrorRule::PytorchLimit);
     if (++visits_ > kMaxVisits)
-      return Error(ErrorKind::ResourceLimit, "more than " + std::to_string(kMaxVisits) + " container visits (shared containers repeated)");
-    if (!on_path_.insert(v).second) return bad("a container holds itself");
+      return Error(ErrorKind::ResourceLimit, "more than " + std::to_string(kMaxVisits) + " container visits (shared containers repeated)")
+          .with_rule(ErrorRule::PytorchLimit);
+    if (!on_path_.insert(v).second) return bad(ErrorRule::PytorchObject, "a container holds itself");
     for (const std::size_t i : holders(v)) {
       std::string key;
       if (dict) {
@@ -84,7 +88,8 @@ class Walker {
       }
       const std::uint64_t length = name.empty() ? key.size() : name.size() + 1 + key.size();
       if (length > kMaxNameBytes - name_bytes_)
-        return Error(ErrorKind::ResourceLimit, "tensor names longer than " + std::to_string(kMaxNameBytes >> 20) + " MiB in all");
+        return Error(ErrorKind::ResourceLimit, "tensor names longer than " + std::to_string(kMaxNameBytes >> 20) + " MiB in all")
+            .with_rule(ErrorRule::PytorchLimit);
       name_bytes_ += length;
       SW_RETURN_IF_ERROR(walk(v->items[i], name.empty() ? key : name + "." + key, depth + 1));
     }
@@ -170,7 +175,7 @@ class ListedCheckpoint : public Checkpoint {
   std::string key_;
   Metadata metadata_ = Metadata::from_string_map({{"format", "pt"}});
   std::vector<TensorEntry> entries_;
-  std::unordered_map<std::string_view, std::size_t, json::SeededHash> index_;
+  std::unordered_map<std::string_view, std::size_t, SeededHash> index_;
   std::vector<std::vector<std::string_view>> shared_;
 
  protected:
@@ -225,12 +230,13 @@ Status CheckpointFile::add(const Found& f, const StorageBytes& storage, bool swa
   for (std::size_t d = 0; numel > 0 && d < t.shape.size(); ++d) {
     std::uint64_t step = 0;
     if (__builtin_mul_overflow(t.shape[d] - 1, t.stride[d], &step) || __builtin_add_overflow(last, step, &last))
-      return where(bad("tensor strides overflow"));
+      return where(bad(ErrorRule::PytorchTensorBounds, "tensor strides overflow"));
   }
   std::uint64_t end_bytes = 0;  // one past the last byte addressed, in the view
   if (__builtin_add_overflow(last, numel > 0 ? 1 : 0, &end_bytes) || __builtin_mul_overflow(end_bytes, elsize, &end_bytes) ||
       end_bytes > s.view_nbytes)
-    return where(bad("tensor reaches past its storage `" + s.key + "` (" + std::to_string(s.view_nbytes) + " bytes)"));
+    return where(
+        bad(ErrorRule::PytorchTensorBounds, "tensor reaches past its storage `" + s.key + "` (" + std::to_string(s.view_nbytes) + " bytes)"));
   const std::uint64_t begin = s.view_offset + t.offset * elsize;
   const bool contiguous = is_row_major(t);
   names_.push_back(f.name);
@@ -255,10 +261,10 @@ Status CheckpointFile::build(std::vector<Found>& found, const std::unordered_map
   extra_.reserve(found.size());
   for (const auto& [key, storage] : bytes) sources_.push_back(storage.source);  // entries point into them
   for (const Found& f : found) {
-    if (!json::is_valid_utf8(f.name)) return bad("a tensor name is not valid UTF-8");
+    if (!is_valid_utf8(f.name)) return bad(ErrorRule::PytorchObject, "a tensor name is not valid UTF-8");
     const StorageInfo& s = *f.tensor->tensor->storage->storage;
     auto it = bytes.find(s.key);
-    if (it == bytes.end()) return bad("no bytes for storage `" + s.key + "`").with_tensor(f.name);
+    if (it == bytes.end()) return bad(ErrorRule::PytorchStorage, "no bytes for storage `" + s.key + "`").with_tensor(f.name);
     SW_RETURN_IF_ERROR(add(f, it->second, swap));
   }
   // File order of the bytes (stable: ties keep the pickle's order).
@@ -273,10 +279,11 @@ Status CheckpointFile::build(std::vector<Found>& found, const std::unordered_map
   }
   entries_ = std::move(entries);
   extra_ = std::move(extra);
-  std::unordered_map<std::string_view, std::size_t, json::SeededHash> group_of;
+  std::unordered_map<std::string_view, std::size_t, SeededHash> group_of;
   std::vector<std::vector<std::string_view>> groups;
   for (std::size_t i = 0; i < entries_.size(); ++i) {
-    if (!index_.emplace(entries_[i].name, i).second) return bad("two tensors named `" + std::string(entries_[i].name) + "`");
+    if (!index_.emplace(entries_[i].name, i).second)
+      return bad(ErrorRule::PytorchObject, "two tensors named `" + std::string(entries_[i].name) + "`");
     auto [g, fresh] = group_of.emplace(extra_[i].storage, groups.size());
     if (fresh) groups.emplace_back();
     groups[g->second].push_back(entries_[i].name);
@@ -308,7 +315,8 @@ Result<std::unique_ptr<Pickle>> run_pickle_at(const ByteSource& source, std::uin
 }
 
 Result<std::unique_ptr<Pickle>> read_pickle_entry(const zip::Archive& archive, const zip::Entry& entry, PickleOptions options) {
-  if (entry.size > kMaxPickleBytes) return Error(ErrorKind::ResourceLimit, std::string(entry.name) + " is larger than 1 GiB");
+  if (entry.size > kMaxPickleBytes)
+    return Error(ErrorKind::ResourceLimit, std::string(entry.name) + " is larger than 1 GiB").with_rule(ErrorRule::PytorchLimit);
   options.name = entry.name;
   SW_ASSIGN_OR_RETURN(SourcePtr source, archive.open_entry(entry));
   options.base_offset = entry.data_offset;
@@ -323,14 +331,17 @@ Result<std::unique_ptr<Pickle>> read_pickle_entry(const zip::Archive& archive, c
 }
 
 Result<std::string> small_record(const zip::Archive& archive, const zip::Entry& entry) {
-  if (entry.size > 64) return bad(std::string(entry.name) + " is too long");
+  if (entry.size > 64) return bad(ErrorRule::PytorchContainer, std::string(entry.name) + " is too long");
   std::string text(static_cast<std::size_t>(entry.size), '\0');
   SW_ASSIGN_OR_RETURN(SourcePtr source, archive.open_entry(entry));
   SW_RETURN_IF_ERROR(source->read_at(0, std::as_writable_bytes(std::span(text))));
   return text;
 }
 
-Error torchscript() { return Error(ErrorKind::NotSupported, "a TorchScript archive (torch.jit.save), not a torch.save checkpoint"); }
+Error torchscript() {
+  return Error(ErrorKind::NotSupported, "a TorchScript archive (torch.jit.save), not a torch.save checkpoint")
+      .with_rule(ErrorRule::PytorchArchiveKind);
+}
 
 // A member only TorchScript archives have, by its name under the root folder. Not ".data/": torch.save
 // itself writes ".data/serialization_id" since torch 2.x.
@@ -360,22 +371,22 @@ Status read_zip(CheckpointFile& out, const SourcePtr& file, const PickleOptions&
     return std::move(opened).error();
   }
   zip::Archive archive = std::move(opened).value();
-  if (archive.entries().empty()) return bad("empty ZIP archive");
+  if (archive.entries().empty()) return bad(ErrorRule::PytorchContainer, "empty ZIP archive");
   const std::string first(archive.entries().front().name);
   const std::size_t slash = first.find('/');
-  if (slash == std::string::npos || slash == 0) return bad("archive member `" + first + "` is not under a root folder");
+  if (slash == std::string::npos || slash == 0) return bad(ErrorRule::PytorchContainer, "archive member `" + first + "` is not under a root folder");
   const std::string root = first.substr(0, slash + 1);
   for (const zip::Entry& e : archive.entries()) {
     if (e.name.compare(0, root.size(), root) != 0)
-      return bad("archive member `" + std::string(e.name) + "` is outside the root folder `" + root + "`");
+      return bad(ErrorRule::PytorchContainer, "archive member `" + std::string(e.name) + "` is outside the root folder `" + root + "`");
     const std::string_view rest = std::string_view(e.name).substr(root.size());
     if (torchscript_member(rest)) return torchscript();
   }
   const zip::Entry* pkl = archive.find(root + "data.pkl");
-  if (!pkl) return bad("no " + root + "data.pkl in the archive");
+  if (!pkl) return bad(ErrorRule::PytorchContainer, "no " + root + "data.pkl in the archive");
   if (const zip::Entry* order = archive.find(root + "byteorder")) {
     SW_ASSIGN_OR_RETURN(std::string text, small_record(archive, *order));
-    if (text != "little" && text != "big") return bad("byteorder record says `" + text + "`");
+    if (text != "little" && text != "big") return bad(ErrorRule::PytorchContainer, "byteorder record says `" + text + "`");
     swap = text == "big";
   }
   SW_ASSIGN_OR_RETURN(out.pickle_, read_pickle_entry(archive, *pkl, options));
@@ -383,10 +394,10 @@ Status read_zip(CheckpointFile& out, const SourcePtr& file, const PickleOptions&
     const StorageInfo& info = *s->storage;
     if (bytes.contains(info.key)) continue;
     const zip::Entry* e = archive.find(root + "data/" + info.key);
-    if (!e) return bad("storage `" + info.key + "` has no record " + root + "data/" + info.key);
+    if (!e) return bad(ErrorRule::PytorchStorage, "storage `" + info.key + "` has no record " + root + "data/" + info.key);
     if (e->size != info.nbytes)
-      return bad("record " + std::string(e->name) + " holds " + std::to_string(e->size) + " bytes; its storage declares " +
-                 std::to_string(info.nbytes));
+      return bad(ErrorRule::PytorchStorage, "record " + std::string(e->name) + " holds " + std::to_string(e->size) + " bytes; its storage declares " +
+                                                std::to_string(info.nbytes));
     SW_ASSIGN_OR_RETURN(SourcePtr source, archive.open_entry(*e));
     bytes[info.key] = {std::move(source), e->data_offset};
   }
@@ -406,33 +417,35 @@ Status read_legacy(CheckpointFile& out, const SourcePtr& file, PickleOptions opt
     return pickle;
   };
   SW_ASSIGN_OR_RETURN(auto magic, next("magic number", PidForm::Zip));
-  if (magic->root()->kind != Kind::BigInt || magic->root()->text != kLegacyMagic) return bad("bad legacy magic number");
+  if (magic->root()->kind != Kind::BigInt || magic->root()->text != kLegacyMagic) return bad(ErrorRule::PytorchContainer, "bad legacy magic number");
   SW_ASSIGN_OR_RETURN(auto protocol, next("protocol version", PidForm::Zip));
-  if (protocol->root()->kind != Kind::Int || protocol->root()->integer != kLegacyProtocol) return bad("legacy protocol version is not 1001");
+  if (protocol->root()->kind != Kind::Int || protocol->root()->integer != kLegacyProtocol)
+    return bad(ErrorRule::PytorchContainer, "legacy protocol version is not 1001");
   SW_ASSIGN_OR_RETURN(auto sys_info, next("sys_info", PidForm::Zip));
-  if (sys_info->root()->kind != Kind::Dict) return bad("legacy sys_info is not a dict");
+  if (sys_info->root()->kind != Kind::Dict) return bad(ErrorRule::PytorchContainer, "legacy sys_info is not a dict");
   SW_ASSIGN_OR_RETURN(out.pickle_, next("object", PidForm::Legacy));
   SW_ASSIGN_OR_RETURN(auto keys, next("storage keys", PidForm::Zip));
-  if (keys->root()->kind != Kind::List) return bad("legacy storage key list is not a list");
-  std::unordered_map<std::string_view, const StorageInfo*, json::SeededHash> declared;
+  if (keys->root()->kind != Kind::List) return bad(ErrorRule::PytorchContainer, "legacy storage key list is not a list");
+  std::unordered_map<std::string_view, const StorageInfo*, SeededHash> declared;
   for (const Value* s : out.pickle_->storages()) declared.emplace(s->storage->key, s->storage);
   for (const Value* key : keys->root()->items) {
-    if (key->kind != Kind::Str) return bad("legacy storage key is not a string");
+    if (key->kind != Kind::Str) return bad(ErrorRule::PytorchContainer, "legacy storage key is not a string");
     const std::string name(key->text);
     auto it = declared.find(name);
-    if (it == declared.end()) return bad("legacy storage `" + name + "` is not used by the object");
-    if (bytes.contains(name)) return bad("legacy storage `" + name + "` listed twice");
+    if (it == declared.end()) return bad(ErrorRule::PytorchStorage, "legacy storage `" + name + "` is not used by the object");
+    if (bytes.contains(name)) return bad(ErrorRule::PytorchStorage, "legacy storage `" + name + "` listed twice");
     const StorageInfo& info = *it->second;
     const std::uint64_t elsize = info.typed ? type_bits(info.dtype) / 8 : 1;
     std::byte count_bytes[8];
-    if (Status s = file->read_at(at, count_bytes); !s.is_ok()) return bad("legacy storage `" + name + "` is truncated").with_offset(at);
+    if (Status s = file->read_at(at, count_bytes); !s.is_ok())
+      return bad(ErrorRule::PytorchStorage, "legacy storage `" + name + "` is truncated").with_offset(at);
     const std::uint64_t count = le::u64(count_bytes);
     if (count != info.nbytes / elsize)
-      return bad("legacy storage `" + name + "` holds " + std::to_string(count) + " elements; the object declares " +
-                 std::to_string(info.nbytes / elsize))
+      return bad(ErrorRule::PytorchStorage, "legacy storage `" + name + "` holds " + std::to_string(count) + " elements; the object declares " +
+                                                std::to_string(info.nbytes / elsize))
           .with_offset(at);
     auto source = subrange_source(file, at + 8, info.nbytes, file->name() + "!" + name);
-    if (!source.is_ok()) return bad("legacy storage `" + name + "` reaches past the end of the file").with_offset(at);
+    if (!source.is_ok()) return bad(ErrorRule::PytorchStorage, "legacy storage `" + name + "` reaches past the end of the file").with_offset(at);
     bytes[name] = {std::move(source).value(), at + 8};
     at += 8 + info.nbytes;
   }
@@ -448,9 +461,13 @@ Status read_container(CheckpointFile& out, const SourcePtr& file, const PickleOp
   const std::span<const std::byte> head(head_buf, n);
   if (at(head, 0, "PK\x03\x04")) return read_zip(out, file, options, bytes, swap, first_member(head));
   if (at(head, 0, std::string_view("\x80\x02\x8a\x0a", 4)) && at(head, 4, kLegacyMagic)) return read_legacy(out, file, options, bytes);
-  if (at(head, 257, "ustar")) return Error(ErrorKind::NotSupported, "a tar-format PyTorch checkpoint (torch < 0.4), which is not supported");
-  if (at(head, 0, "PYTORCH1")) return Error(ErrorKind::NotSupported, "a PyTorch preview-release (PYTORCH1) archive, which is not supported");
-  return bad("not a PyTorch checkpoint (neither torch.save's ZIP format nor its legacy stream)");
+  if (at(head, 257, "ustar"))
+    return Error(ErrorKind::NotSupported, "a tar-format PyTorch checkpoint (torch < 0.4), which is not supported")
+        .with_rule(ErrorRule::PytorchArchiveKind);
+  if (at(head, 0, "PYTORCH1"))
+    return Error(ErrorKind::NotSupported, "a PyTorch preview-release (PYTORCH1) archive, which is not supported")
+        .with_rule(ErrorRule::PytorchArchiveKind);
+  return bad(ErrorRule::PytorchContainer, "not a PyTorch checkpoint (neither torch.save's ZIP format nor its legacy stream)");
 }
 
 }  // namespace
@@ -497,14 +514,14 @@ class IndexFile final : public ListedCheckpoint {
 
 }  // namespace
 
-Result<safetensors::RawIndex> read_bin_index(const std::string& path, const Resolver& resolver) {
+Result<HfIndex> read_bin_index(const std::string& path, const Resolver& resolver) {
   constexpr std::uint64_t kMaxIndex = 256u << 20;
   SW_ASSIGN_OR_RETURN(SourcePtr source, resolver.open(path, FileBackend::Pread));
   if (source->size() > kMaxIndex) return Error(ErrorKind::ResourceLimit, "index larger than 256 MiB").with_file(path);
   std::string text(static_cast<std::size_t>(source->size()), '\0');
   SW_RETURN_IF_ERROR(source->read_at(0, std::as_writable_bytes(std::span(text))));
-  safetensors::RawIndex index;
-  if (Status s = safetensors::parse_index_json(text, index); !s.is_ok()) return error_of(s).with_file(path);
+  HfIndex index;
+  if (Status s = parse_hf_index(text, index); !s.is_ok()) return error_of(s).with_file(path);
   return index;
 }
 
@@ -516,7 +533,7 @@ Status check_shard_name(const std::string& shard) {
 
 Result<std::unique_ptr<Checkpoint>> open_checkpoint_index(const std::string& index_path, const FormatOptions& options) {
   const Resolver& resolver = resolver_of(options);
-  SW_ASSIGN_OR_RETURN(safetensors::RawIndex index, read_bin_index(index_path, resolver));
+  SW_ASSIGN_OR_RETURN(HfIndex index, read_bin_index(index_path, resolver));
   auto out = std::make_unique<IndexFile>();
   out->name_ = index_path;
   std::map<std::string, std::set<std::string_view>> listed;  // shard file -> tensors the index puts there

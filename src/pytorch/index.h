@@ -11,7 +11,7 @@
 #include "safeweights/error.h"
 #include "safeweights/pytorch.h"
 #include "safeweights/resolver.h"
-#include "safetensors/json_schema.h"
+#include "model/hf_index.h"
 
 namespace safeweights::pytorch {
 
@@ -22,7 +22,7 @@ bool is_bin_index(std::span<const std::byte> head, std::string_view path);
 Result<std::unique_ptr<Checkpoint>> open_checkpoint_or_index(const std::string& path, const FormatOptions& options);
 
 // The index's weight map and metadata: InvalidIndex / DuplicateKey, ResourceLimit past 256 MiB.
-Result<safetensors::RawIndex> read_bin_index(const std::string& path, const Resolver& resolver);
+Result<HfIndex> read_bin_index(const std::string& path, const Resolver& resolver);
 // InvalidIndex unless `shard` is a plain file name (no folder, not `.` or `..`).
 Status check_shard_name(const std::string& shard);
 

@@ -12,9 +12,9 @@
 #include <tuple>
 #include <unordered_map>
 
+#include "core/hash.h"
 #include "core/little_endian.h"
 #include "core/status_macros.h"
-#include "json/json_parse.h"
 
 namespace safeweights::pytorch {
 namespace {
@@ -187,18 +187,20 @@ class Machine {
 
  private:
   // --- errors ---
-  Error fail(ErrorKind kind, const std::string& message) const {
-    return Error(kind, message + " at byte " + std::to_string(op_at_) + " of " + opt_.name).with_offset(opt_.base_offset + op_at_);
+  Error fail(ErrorKind kind, ErrorRule rule, const std::string& message) const {
+    return Error(kind, message + " at byte " + std::to_string(op_at_) + " of " + opt_.name).with_offset(opt_.base_offset + op_at_).with_rule(rule);
   }
-  Error malformed(const std::string& message) const { return fail(ErrorKind::InvalidPickle, message); }
-  Error unsafe(const std::string& message) const { return fail(ErrorKind::UnsafePickle, message); }
-  Error limit(const std::string& what) const { return fail(ErrorKind::ResourceLimit, "pickle exceeds the limit on " + what); }
+  Error malformed(ErrorRule rule, const std::string& message) const { return fail(ErrorKind::InvalidPickle, rule, message); }
+  Error unsafe(ErrorRule rule, const std::string& message) const { return fail(ErrorKind::UnsafePickle, rule, message); }
+  Error limit(const std::string& what) const {
+    return fail(ErrorKind::ResourceLimit, ErrorRule::PytorchLimit, "pickle exceeds the limit on " + what);
+  }
 
   // --- reading ---
   Result<const std::byte*> take(std::uint64_t n) {
     if (n > bytes_.size() - pos_) {
       truncated_ = true;
-      return malformed("truncated pickle (" + std::to_string(n) + " bytes wanted)");
+      return malformed(ErrorRule::PytorchPickleTruncated, "truncated pickle (" + std::to_string(n) + " bytes wanted)");
     }
     const std::byte* p = bytes_.data() + pos_;
     pos_ += n;
@@ -222,19 +224,19 @@ class Machine {
     return Status::ok();
   }
   Result<Value*> pop() {
-    if (stack_.size() <= frame_start()) return malformed("pop from an empty stack");
+    if (stack_.size() <= frame_start()) return malformed(ErrorRule::PytorchPickleStack, "pop from an empty stack");
     Value* v = stack_.back();
     stack_.pop_back();
     return v;
   }
   Result<Value*> top() {
-    if (stack_.size() <= frame_start()) return malformed("empty stack");
+    if (stack_.size() <= frame_start()) return malformed(ErrorRule::PytorchPickleStack, "empty stack");
     return stack_.back();
   }
   std::size_t frame_start() const { return marks_.empty() ? 0 : marks_.back(); }
   // The values above the innermost MARK (a view of the stack, valid until it changes).
   Result<std::span<Value* const>> above_mark() const {
-    if (marks_.empty()) return malformed("no MARK to pop to");
+    if (marks_.empty()) return malformed(ErrorRule::PytorchPickleStack, "no MARK to pop to");
     return std::span<Value* const>(stack_).subspan(marks_.back());
   }
   void drop_mark() {
@@ -244,7 +246,7 @@ class Machine {
   // A container built from the values above the MARK, which are popped with it.
   Status op_from_mark(Kind kind) {
     SW_ASSIGN_OR_RETURN(std::span<Value* const> items, above_mark());
-    if (kind == Kind::Dict && items.size() % 2 != 0) return malformed("DICT with an odd number of items");
+    if (kind == Kind::Dict && items.size() % 2 != 0) return malformed(ErrorRule::PytorchPickleStack, "DICT with an odd number of items");
     SW_RETURN_IF_ERROR(count_items(items.size()));
     SW_ASSIGN_OR_RETURN(Value * v, make(kind));
     v->items.assign(items.begin(), items.end());
@@ -309,7 +311,7 @@ class Machine {
   std::vector<Value*> memo_dense_;
   std::unordered_map<std::uint64_t, Value*> memo_sparse_;
   std::map<std::tuple<std::string_view, std::uint64_t, std::uint64_t>, Value*> storages_;  // by key and view
-  std::unordered_map<std::string_view, const Value*, json::SeededHash> by_key_;            // the first reference to each key
+  std::unordered_map<std::string_view, const Value*, SeededHash> by_key_;                  // the first reference to each key
   std::array<Value*, 256> small_ints_{};
   Value* none_ = nullptr;
   Value* bools_[2] = {nullptr, nullptr};
@@ -359,7 +361,7 @@ Result<std::string_view> Machine::take_line() {
       return line;
     }
   }
-  return malformed("unterminated or overlong GLOBAL name");
+  return malformed(ErrorRule::PytorchPickleArguments, "unterminated or overlong GLOBAL name");
 }
 
 Status Machine::run() {
@@ -369,7 +371,8 @@ Status Machine::run() {
     SW_RETURN_IF_ERROR(step(static_cast<std::uint8_t>(op)));
   }
   if (!marks_.empty() || stack_.size() != 1)
-    return malformed("STOP with " + std::to_string(stack_.size()) + " values and " + std::to_string(marks_.size()) + " marks (one value expected)");
+    return malformed(ErrorRule::PytorchPickleStack,
+                     "STOP with " + std::to_string(stack_.size()) + " values and " + std::to_string(marks_.size()) + " marks (one value expected)");
   out_.root_ = stack_.back();
   out_.end_ = pos_;
   return Status::ok();
@@ -379,12 +382,12 @@ Status Machine::step(std::uint8_t op) {
   switch (op) {
     case 0x80: {  // PROTO
       SW_ASSIGN_OR_RETURN(std::uint64_t proto, take_uint(1));
-      if (proto > 5) return malformed("unsupported pickle protocol " + std::to_string(proto));
+      if (proto > 5) return malformed(ErrorRule::PytorchPickleProtocol, "unsupported pickle protocol " + std::to_string(proto));
       return Status::ok();
     }
     case 0x95: {  // FRAME: a length hint, checked against what is left
       SW_ASSIGN_OR_RETURN(std::uint64_t n, take_uint(8));
-      if (n > bytes_.size() - pos_) return malformed("FRAME longer than the pickle");
+      if (n > bytes_.size() - pos_) return malformed(ErrorRule::PytorchPickleTruncated, "FRAME longer than the pickle");
       return Status::ok();
     }
     case '.': stopped_ = true; return Status::ok();  // STOP
@@ -495,8 +498,9 @@ Status Machine::step(std::uint8_t op) {
     case 0x93: {  // STACK_GLOBAL: module and name from two strs, whatever produced them
       SW_ASSIGN_OR_RETURN(Value * name, pop());
       SW_ASSIGN_OR_RETURN(Value * module, pop());
-      if (module->kind != Kind::Str || name->kind != Kind::Str) return malformed("STACK_GLOBAL of non-strings");
-      if (module->text.size() > kMaxName || name->text.size() > kMaxName) return malformed("overlong STACK_GLOBAL name");
+      if (module->kind != Kind::Str || name->kind != Kind::Str) return malformed(ErrorRule::PytorchPickleArguments, "STACK_GLOBAL of non-strings");
+      if (module->text.size() > kMaxName || name->text.size() > kMaxName)
+        return malformed(ErrorRule::PytorchPickleArguments, "overlong STACK_GLOBAL name");
       return op_global(module->text, name->text);
     }
     case 'R': return op_reduce();
@@ -505,7 +509,7 @@ Status Machine::step(std::uint8_t op) {
     case 0x92: return op_newobj(true);
     case 'Q': return op_persid();
     case 'i':
-    case 'o': return unsafe("opcode " + opcode_name(op) + " (calls a class with arguments) is refused");
+    case 'o': return unsafe(ErrorRule::PytorchOpcodeRefused, "opcode " + opcode_name(op) + " (calls a class with arguments) is refused");
     case 0x82:
     case 0x83:
     case 0x84:
@@ -519,8 +523,8 @@ Status Machine::step(std::uint8_t op) {
     case 'p':
     case 0x96:
     case 0x97:
-    case 0x98: return unsafe("opcode " + opcode_name(op) + " is not in the set torch checkpoints use");
-    default: return malformed("unknown opcode " + opcode_name(op));
+    case 0x98: return unsafe(ErrorRule::PytorchOpcodeRefused, "opcode " + opcode_name(op) + " is not in the set torch checkpoints use");
+    default: return malformed(ErrorRule::PytorchPickleOpcode, "unknown opcode " + opcode_name(op));
   }
 }
 
@@ -554,7 +558,7 @@ Status Machine::op_string(Kind kind, int length_bytes) {
 }
 
 Status Machine::op_tuple(std::size_t n) {
-  if (stack_.size() - frame_start() < n) return malformed("TUPLE" + std::to_string(n) + " on a stack of fewer values");
+  if (stack_.size() - frame_start() < n) return malformed(ErrorRule::PytorchPickleStack, "TUPLE" + std::to_string(n) + " on a stack of fewer values");
   SW_RETURN_IF_ERROR(count_items(n));
   SW_ASSIGN_OR_RETURN(Value * v, make(Kind::Tuple));
   v->items.assign(stack_.end() - static_cast<std::ptrdiff_t>(n), stack_.end());
@@ -570,21 +574,22 @@ Status Machine::op_extend(Kind target, bool many) {
   std::size_t enclosing = 0;  // where the container's frame starts
   if (many) {
     SW_ASSIGN_OR_RETURN(std::span<Value* const> items, above_mark());
-    if (dict && items.size() % 2 != 0) return malformed("SETITEMS with an odd number of items");
+    if (dict && items.size() % 2 != 0) return malformed(ErrorRule::PytorchPickleStack, "SETITEMS with an odd number of items");
     from = marks_.back();
     enclosing = marks_.size() >= 2 ? marks_[marks_.size() - 2] : 0;
   } else {
     const std::size_t n = dict ? 2 : 1;
-    if (stack_.size() - frame_start() < n) return malformed("pop from an empty stack");
+    if (stack_.size() - frame_start() < n) return malformed(ErrorRule::PytorchPickleStack, "pop from an empty stack");
     from = stack_.size() - n;
     enclosing = frame_start();
   }
-  if (from <= enclosing) return malformed("empty stack");
+  if (from <= enclosing) return malformed(ErrorRule::PytorchPickleStack, "empty stack");
   Value* container = stack_[from - 1];
   if (container->kind != Kind::Opaque) {  // a placeholder's state is dropped
     if (container->kind != target) {
-      if (dict) return unsafe("SETITEM on a value that is not a dict");
-      return unsafe(std::string(target == Kind::Set ? "ADDITEMS" : "APPEND") + " to a value that is not a " + (target == Kind::Set ? "set" : "list"));
+      if (dict) return unsafe(ErrorRule::PytorchCallRefused, "SETITEM on a value that is not a dict");
+      return unsafe(ErrorRule::PytorchCallRefused,
+                    std::string(target == Kind::Set ? "ADDITEMS" : "APPEND") + " to a value that is not a " + (target == Kind::Set ? "set" : "list"));
     }
     SW_RETURN_IF_ERROR(count_items(stack_.size() - from));
     container->items.insert(container->items.end(), stack_.begin() + static_cast<std::ptrdiff_t>(from), stack_.end());
@@ -620,7 +625,7 @@ Status Machine::op_memo_put(std::uint64_t index) {
 Status Machine::op_memo_get(std::uint64_t index) {
   if (index < memo_dense_.size()) return push(memo_dense_[static_cast<std::size_t>(index)]);
   auto it = memo_sparse_.find(index);
-  if (it == memo_sparse_.end()) return malformed("memo index " + std::to_string(index) + " was never stored");
+  if (it == memo_sparse_.end()) return malformed(ErrorRule::PytorchPickleStack, "memo index " + std::to_string(index) + " was never stored");
   return push(it->second);
 }
 
@@ -630,7 +635,8 @@ Status Machine::op_global(std::string_view module_in, std::string_view name) {
   std::optional<Resolved> resolved = resolve(module, name);
   if (!resolved) {
     const std::string_view root = module.substr(0, module.find('.'));
-    if (!opt_.allow_unknown || contains(kHostileModules, root)) return unsafe("global `" + scratch_ + "` is not in the allowlist");
+    if (!opt_.allow_unknown || contains(kHostileModules, root))
+      return unsafe(ErrorRule::PytorchGlobalRefused, "global `" + scratch_ + "` is not in the allowlist");
     out_.has_unknown_ = true;
     resolved = Resolved{};
   }
@@ -649,8 +655,8 @@ Status Machine::op_global(std::string_view module_in, std::string_view name) {
 Status Machine::op_reduce() {
   SW_ASSIGN_OR_RETURN(Value * args, pop());
   SW_ASSIGN_OR_RETURN(Value * callable, pop());
-  if (callable->kind != Kind::Global) return unsafe("REDUCE on a value that is not a global");
-  if (args->kind != Kind::Tuple) return malformed("REDUCE arguments are not a tuple");
+  if (callable->kind != Kind::Global) return unsafe(ErrorRule::PytorchCallRefused, "REDUCE on a value that is not a global");
+  if (args->kind != Kind::Tuple) return malformed(ErrorRule::PytorchPickleArguments, "REDUCE arguments are not a tuple");
   SW_ASSIGN_OR_RETURN(Value * result, call(*callable, *args));
   return push(result);
 }
@@ -662,7 +668,7 @@ Status Machine::op_build() {
   // An OrderedDict's attributes (state_dict()'s `_metadata`) and a placeholder's state carry no
   // tensor bytes: accepted and dropped.
   if (target->kind == Kind::Dict || target->kind == Kind::Opaque) return Status::ok();
-  return unsafe("BUILD on a value of this kind is refused (only dicts and placeholders take state)");
+  return unsafe(ErrorRule::PytorchCallRefused, "BUILD on a value of this kind is refused (only dicts and placeholders take state)");
 }
 
 Status Machine::op_newobj(bool ex) {
@@ -671,8 +677,8 @@ Status Machine::op_newobj(bool ex) {
   SW_ASSIGN_OR_RETURN(Value * cls, pop());
   (void)args;
   const std::string op = ex ? "NEWOBJ_EX" : "NEWOBJ";
-  if (cls->kind != Kind::Global) return unsafe(op + " on a value that is not a global");
-  if (cls->callable != Callable::Unknown) return unsafe(op + " of `" + std::string(cls->text) + "` is refused");
+  if (cls->kind != Kind::Global) return unsafe(ErrorRule::PytorchCallRefused, op + " on a value that is not a global");
+  if (cls->callable != Callable::Unknown) return unsafe(ErrorRule::PytorchCallRefused, op + " of `" + std::string(cls->text) + "` is refused");
   SW_ASSIGN_OR_RETURN(Value * v, opaque(*cls));
   return push(v);
 }
@@ -681,20 +687,20 @@ Status Machine::op_persid() {
   SW_ASSIGN_OR_RETURN(Value * pid, pop());
   const std::size_t arity = opt_.pids == PidForm::Zip ? 5 : 6;
   if (pid->kind != Kind::Tuple || pid->items.size() != arity || pid->items[0]->kind != Kind::Str || pid->items[0]->text != "storage")
-    return malformed("persistent id is not a ('storage', ...) tuple of " + std::to_string(arity));
+    return malformed(ErrorRule::PytorchPickleArguments, "persistent id is not a ('storage', ...) tuple of " + std::to_string(arity));
   const Value* type = pid->items[1];
   const Value* key = pid->items[2];
   const Value* numel = pid->items[4];
   if (type->kind != Kind::Global || type->callable != Callable::StorageType) {
     if (type->kind == Kind::Global && type->callable == Callable::Unsupported)
-      return fail(ErrorKind::NotSupported, "storage type `" + std::string(type->text) + "` has no safetensors dtype");
-    return malformed("persistent id names no storage type");
+      return fail(ErrorKind::NotSupported, ErrorRule::PytorchTensorKind, "storage type `" + std::string(type->text) + "` has no safetensors dtype");
+    return malformed(ErrorRule::PytorchPickleArguments, "persistent id names no storage type");
   }
   if (key->kind != Kind::Str || key->text.empty() || pid->items[3]->kind != Kind::Str || numel->kind != Kind::Int || numel->integer < 0)
-    return malformed("persistent id with a bad key, location or element count");
+    return malformed(ErrorRule::PytorchPickleArguments, "persistent id with a bad key, location or element count");
   const std::uint64_t elsize = type->storage->typed ? type_bits(type->storage->dtype) / 8 : 1;
   const auto count = static_cast<std::uint64_t>(numel->integer);
-  if (count > UINT64_MAX / elsize) return malformed("storage size overflows");
+  if (count > UINT64_MAX / elsize) return malformed(ErrorRule::PytorchStorage, "storage size overflows");
   // The key's text lives in the arena, so the maps below can hold views of it.
   const std::string_view key_text = key->text;
   StorageInfo info{{}, type->storage->typed, type->storage->dtype, count * elsize, 0, count * elsize};
@@ -702,11 +708,11 @@ Status Machine::op_persid() {
     const Value* view = pid->items[5];
     if (view->kind != Kind::Tuple || view->items.size() != 3 || view->items[1]->kind != Kind::Int || view->items[2]->kind != Kind::Int ||
         view->items[1]->integer < 0 || view->items[2]->integer < 0)
-      return malformed("storage view metadata is not (key, offset, size)");
+      return malformed(ErrorRule::PytorchPickleArguments, "storage view metadata is not (key, offset, size)");
     const auto off = static_cast<std::uint64_t>(view->items[1]->integer);
     const auto len = static_cast<std::uint64_t>(view->items[2]->integer);
     if (off > count || len > count - off)
-      return fail(ErrorKind::InvalidCheckpoint, "storage view outside its storage `" + std::string(key_text) + "`");
+      return fail(ErrorKind::InvalidCheckpoint, ErrorRule::PytorchStorage, "storage view outside its storage `" + std::string(key_text) + "`");
     info.view_offset = off * elsize;
     info.view_nbytes = len * elsize;
   }
@@ -714,7 +720,8 @@ Status Machine::op_persid() {
   if (auto first = by_key_.find(key_text); first != by_key_.end()) {
     const StorageInfo& o = *first->second->storage;
     if (o.typed != info.typed || o.dtype != info.dtype || o.nbytes != info.nbytes)
-      return fail(ErrorKind::InvalidCheckpoint, "storage `" + std::string(key_text) + "` is referenced with different types or sizes");
+      return fail(ErrorKind::InvalidCheckpoint, ErrorRule::PytorchStorage,
+                  "storage `" + std::string(key_text) + "` is referenced with different types or sizes");
   }
   auto [it, inserted] = storages_.try_emplace({key_text, info.view_offset, info.view_nbytes}, nullptr);
   if (!inserted) return push(it->second);
@@ -732,7 +739,7 @@ Result<Value*> Machine::call(const Value& callable, const Value& args) {
   const std::vector<Value*>& a = args.items;
   switch (callable.callable) {
     case Callable::OrderedDict: {
-      if (!a.empty()) return unsafe("`" + std::string(callable.text) + "` with arguments is refused");
+      if (!a.empty()) return unsafe(ErrorRule::PytorchCallRefused, "`" + std::string(callable.text) + "` with arguments is refused");
       return make(Kind::Dict);
     }
     case Callable::RebuildTensor:
@@ -742,18 +749,18 @@ Result<Value*> Machine::call(const Value& callable, const Value& args) {
     case Callable::RebuildParameterWithState:
       // (data, requires_grad, backward_hooks[, state]): the parameter is its data.
       if (a.size() != (callable.callable == Callable::RebuildParameter ? 3u : 4u) || (a[0]->kind != Kind::Tensor && a[0]->kind != Kind::Opaque))
-        return malformed("bad arguments to `" + std::string(callable.text) + "`");
+        return malformed(ErrorRule::PytorchPickleArguments, "bad arguments to `" + std::string(callable.text) + "`");
       return a[0];
     case Callable::RebuildFromTypeV2: return tensor_from_type(a);
     case Callable::Size: {
-      if (a.size() != 1 || a[0]->kind != Kind::Tuple) return malformed("bad arguments to torch.Size");
+      if (a.size() != 1 || a[0]->kind != Kind::Tuple) return malformed(ErrorRule::PytorchPickleArguments, "bad arguments to torch.Size");
       return a[0];
     }
     case Callable::InertValue: return opaque(callable);
     case Callable::CodecsEncode: return latin1_bytes(a);
     case Callable::SetType: {
       if (a.size() > 1 || (a.size() == 1 && a[0]->kind != Kind::List && a[0]->kind != Kind::Tuple))
-        return malformed("bad arguments to `" + std::string(callable.text) + "`");
+        return malformed(ErrorRule::PytorchPickleArguments, "bad arguments to `" + std::string(callable.text) + "`");
       SW_ASSIGN_OR_RETURN(Value * v, make(Kind::Set));
       if (!a.empty()) {
         SW_RETURN_IF_ERROR(count_items(a[0]->items.size()));
@@ -763,26 +770,29 @@ Result<Value*> Machine::call(const Value& callable, const Value& args) {
     }
     case Callable::BytesType: {
       if (a.empty()) return make(Kind::Bytes);
-      if (a.size() != 1 || a[0]->kind != Kind::Bytes) return malformed("bad arguments to `" + std::string(callable.text) + "`");
+      if (a.size() != 1 || a[0]->kind != Kind::Bytes)
+        return malformed(ErrorRule::PytorchPickleArguments, "bad arguments to `" + std::string(callable.text) + "`");
       return a[0];
     }
     case Callable::Unsupported:
-      return fail(ErrorKind::NotSupported, "`" + std::string(callable.text) + "` (a tensor torch can store but safetensors cannot) is not supported");
+      return fail(ErrorKind::NotSupported, ErrorRule::PytorchTensorKind,
+                  "`" + std::string(callable.text) + "` (a tensor torch can store but safetensors cannot) is not supported");
     case Callable::Unknown: return opaque(callable);
     case Callable::TensorClass:
     case Callable::StorageType:
     case Callable::Dtype: break;
   }
-  return unsafe("REDUCE of `" + std::string(callable.text) + "` is refused");
+  return unsafe(ErrorRule::PytorchCallRefused, "REDUCE of `" + std::string(callable.text) + "` is refused");
 }
 
 Result<std::vector<std::uint64_t>> Machine::dims(const Value* v, const char* what) {
-  if (v->kind != Kind::Tuple) return malformed(std::string("tensor ") + what + " is not a tuple");
+  if (v->kind != Kind::Tuple) return malformed(ErrorRule::PytorchPickleArguments, std::string("tensor ") + what + " is not a tuple");
   if (v->items.size() > lim_.max_rank) return limit("tensor rank");
   std::vector<std::uint64_t> out;
   out.reserve(v->items.size());
   for (const Value* item : v->items) {
-    if (item->kind != Kind::Int || item->integer < 0) return malformed(std::string("tensor ") + what + " holds a negative or non-integer value");
+    if (item->kind != Kind::Int || item->integer < 0)
+      return malformed(ErrorRule::PytorchPickleArguments, std::string("tensor ") + what + " holds a negative or non-integer value");
     out.push_back(static_cast<std::uint64_t>(item->integer));
   }
   return out;
@@ -793,26 +803,28 @@ Result<std::vector<std::uint64_t>> Machine::dims(const Value* v, const char* wha
 Result<Value*> Machine::rebuild_tensor(Callable which, const std::vector<Value*>& a) {
   const std::size_t min_args = which == Callable::RebuildTensor ? 4 : which == Callable::RebuildTensorV2 ? 6 : 7;
   const std::size_t max_args = which == Callable::RebuildTensor ? 4 : min_args + 1;
-  if (a.size() < min_args || a.size() > max_args) return malformed("tensor rebuild with " + std::to_string(a.size()) + " arguments");
+  if (a.size() < min_args || a.size() > max_args)
+    return malformed(ErrorRule::PytorchPickleArguments, "tensor rebuild with " + std::to_string(a.size()) + " arguments");
   if (a[0]->kind != Kind::Storage || a[1]->kind != Kind::Int || a[1]->integer < 0)
-    return malformed("tensor rebuild without a storage or with a bad offset");
+    return malformed(ErrorRule::PytorchPickleArguments, "tensor rebuild without a storage or with a bad offset");
   TensorInfo* info = &out_.tensors_.emplace();
   info->storage = a[0];
   info->offset = static_cast<std::uint64_t>(a[1]->integer);
   SW_ASSIGN_OR_RETURN(info->shape, dims(a[2], "size"));
   SW_ASSIGN_OR_RETURN(info->stride, dims(a[3], "stride"));
-  if (info->shape.size() != info->stride.size()) return malformed("tensor size and stride differ in length");
+  if (info->shape.size() != info->stride.size()) return malformed(ErrorRule::PytorchPickleArguments, "tensor size and stride differ in length");
   const StorageInfo& storage = *a[0]->storage;
   if (which == Callable::RebuildTensorV3) {
     if (a[6]->kind != Kind::Global || a[6]->callable != Callable::Dtype) {
       if (a[6]->kind == Kind::Global && a[6]->callable == Callable::Unsupported)
-        return fail(ErrorKind::NotSupported, "dtype `" + std::string(a[6]->text) + "` has no safetensors dtype");
-      return malformed("_rebuild_tensor_v3 without a dtype");
+        return fail(ErrorKind::NotSupported, ErrorRule::PytorchTensorKind, "dtype `" + std::string(a[6]->text) + "` has no safetensors dtype");
+      return malformed(ErrorRule::PytorchPickleArguments, "_rebuild_tensor_v3 without a dtype");
     }
     info->dtype = a[6]->dtype;
-    if (storage.typed && storage.dtype != info->dtype) return fail(ErrorKind::InvalidCheckpoint, "tensor dtype differs from its typed storage's");
+    if (storage.typed && storage.dtype != info->dtype)
+      return fail(ErrorKind::InvalidCheckpoint, ErrorRule::PytorchStorage, "tensor dtype differs from its typed storage's");
   } else {
-    if (!storage.typed) return malformed("an untyped storage needs _rebuild_tensor_v3");
+    if (!storage.typed) return malformed(ErrorRule::PytorchPickleArguments, "an untyped storage needs _rebuild_tensor_v3");
     info->dtype = storage.dtype;
   }
   const std::size_t meta = which == Callable::RebuildTensorV2 ? 6 : 7;
@@ -820,7 +832,8 @@ Result<Value*> Machine::rebuild_tensor(Callable which, const std::vector<Value*>
     const auto& kv = a[meta]->items;
     for (std::size_t i = 0; i + 1 < kv.size(); i += 2)
       if (kv[i]->kind == Kind::Str && (kv[i]->text == "conj" || kv[i]->text == "neg") && kv[i + 1]->kind == Kind::Bool && kv[i + 1]->boolean)
-        return fail(ErrorKind::NotSupported, "a tensor with its `" + std::string(kv[i]->text) + "` bit set is not supported");
+        return fail(ErrorKind::NotSupported, ErrorRule::PytorchTensorKind,
+                    "a tensor with its `" + std::string(kv[i]->text) + "` bit set is not supported");
   }
   SW_ASSIGN_OR_RETURN(Value * v, make(Kind::Tensor));
   v->tensor = info;
@@ -830,10 +843,10 @@ Result<Value*> Machine::rebuild_tensor(Callable which, const std::vector<Value*>
 // _rebuild_from_type_v2(func, type, args, state): a plain Tensor or Parameter rebuilt by `func`.
 Result<Value*> Machine::tensor_from_type(const std::vector<Value*>& a) {
   if (a.size() != 4 || a[0]->kind != Kind::Global || a[1]->kind != Kind::Global || a[2]->kind != Kind::Tuple)
-    return malformed("bad arguments to _rebuild_from_type_v2");
+    return malformed(ErrorRule::PytorchPickleArguments, "bad arguments to _rebuild_from_type_v2");
   if (a[1]->callable != Callable::TensorClass) {
     if (a[1]->callable == Callable::Unknown) return opaque(*a[1]);
-    return unsafe("_rebuild_from_type_v2 of `" + std::string(a[1]->text) + "` is refused");
+    return unsafe(ErrorRule::PytorchCallRefused, "_rebuild_from_type_v2 of `" + std::string(a[1]->text) + "` is refused");
   }
   switch (a[0]->callable) {
     case Callable::RebuildTensor:
@@ -841,14 +854,14 @@ Result<Value*> Machine::tensor_from_type(const std::vector<Value*>& a) {
     case Callable::RebuildTensorV3:
     case Callable::RebuildParameter:
     case Callable::RebuildParameterWithState: return call(*a[0], *a[2]);
-    default: return unsafe("_rebuild_from_type_v2 with `" + std::string(a[0]->text) + "` is refused");
+    default: return unsafe(ErrorRule::PytorchCallRefused, "_rebuild_from_type_v2 with `" + std::string(a[0]->text) + "` is refused");
   }
 }
 
 // _codecs.encode(text, "latin1"): how protocol 2 spells bytes. Code points above 255 are malformed.
 Result<Value*> Machine::latin1_bytes(const std::vector<Value*>& a) {
   if (a.size() != 2 || a[0]->kind != Kind::Str || a[1]->kind != Kind::Str || (a[1]->text != "latin1" && a[1]->text != "latin-1"))
-    return unsafe("_codecs.encode other than (str, \"latin1\") is refused");
+    return unsafe(ErrorRule::PytorchCallRefused, "_codecs.encode other than (str, \"latin1\") is refused");
   std::string& out = scratch_;
   out.clear();
   const std::string_view s = a[0]->text;
@@ -861,7 +874,7 @@ Result<Value*> Machine::latin1_bytes(const std::vector<Value*>& a) {
       out.push_back(static_cast<char>(((c & 0x03) << 6) | (static_cast<unsigned char>(s[i + 1]) & 0x3F)));
       i += 2;
     } else {
-      return malformed("_codecs.encode of a character outside latin-1");
+      return malformed(ErrorRule::PytorchPickleArguments, "_codecs.encode of a character outside latin-1");
     }
   }
   SW_ASSIGN_OR_RETURN(Value * v, make(Kind::Bytes));

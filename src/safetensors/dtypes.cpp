@@ -5,7 +5,7 @@
 #include <cstring>
 
 #include "safeweights/safetensors.h"
-#include "safetensors/rules.h"
+#include "safetensors/writer.h"
 
 namespace safeweights::safetensors {
 namespace {

@@ -4,14 +4,14 @@
 #include <algorithm>
 #include <cstring>
 
+#include "core/hash.h"
 #include "core/little_endian.h"
+#include "core/name_table.h"
 #include "core/status_macros.h"
 #include "json/json_parse.h"
-#include "json/name_table.h"
 #include "safetensors/header_memory.h"
 #include "safetensors/json_schema.h"
 #include "safeweights/safetensors.h"
-#include "safetensors/rules.h"
 
 namespace safeweights::safetensors {
 
@@ -118,7 +118,7 @@ class HeaderBuilder {
     h.text_ = storage->text();
     RawHeader& raw = storage->raw;
     h.has_metadata_ = raw.has_metadata;
-    h.index_seed_ = json::hash_seed();
+    h.index_seed_ = hash_seed();
 
     auto name_of_entry = [&](std::size_t i) { return raw.entries[i].name; };
 
@@ -126,7 +126,7 @@ class HeaderBuilder {
     // entry (last wins). Reproduce that so its errors are ours, and report the duplicate afterwards.
     if (raw.entries.size() >= UINT32_MAX) return invalid(ErrorKind::ResourceLimit, "too many tensors");
     const std::uint32_t count = static_cast<std::uint32_t>(raw.entries.size());
-    json::NameTable table(storage->index_slots(json::NameTable::capacity_for(count)), h.index_seed_);
+    NameTable table(storage->index_slots(NameTable::capacity_for(count)), h.index_seed_);
     std::optional<std::string> duplicate;
     std::vector<bool> dropped;  // allocated only once a name repeats
     {
@@ -148,7 +148,7 @@ class HeaderBuilder {
           if (dropped.empty()) dropped.assign(count, false);
           dropped[static_cast<std::uint32_t>(slot) - 1] = true;
         }
-        slot = json::NameTable::make(hash, i);
+        slot = NameTable::make(hash, i);
       }
     }
 
@@ -235,7 +235,7 @@ class HeaderBuilder {
   static const TensorInfo* find(const Header& h, std::string_view name) noexcept {
     if (h.index_.empty()) return nullptr;
     const std::size_t mask = h.index_.size() - 1;
-    const std::uint64_t hash = json::hash_key(name, h.index_seed_);
+    const std::uint64_t hash = hash_key(name, h.index_seed_);
     for (std::size_t i = hash & mask;; i = (i + 1) & mask) {
       const std::uint64_t s = h.index_[i];
       if (s == 0) return nullptr;

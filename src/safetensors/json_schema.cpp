@@ -1,10 +1,11 @@
 // The safetensors JSON schemas: the header, read in one pass by json::Pull (no tree is built; every
-// entry goes straight into the Header's arrays), and the sharded index (*.safetensors.index.json) on
-// simdjson's DOM. What serde_json rejects in the reference, these reject with the same kind; rules
+// entry goes straight into the Header's arrays). What serde_json rejects in the reference, these reject with the same kind; rules
 // stricter than the reference are recorded in strict_violation and reported after every reference rule.
 #include <algorithm>
 #include <cstring>
 
+#include "core/hash.h"
+#include "core/utf8.h"
 #include "json/dom.h"
 #include "json/pull.h"
 #include "safeweights/safetensors.h"
@@ -356,14 +357,14 @@ class HeaderReader {
     if (count < 2 || out_.strict_violation) return;
     const std::size_t cap = count + count / 2;
     std::vector<std::uint32_t> slots(cap, 0);
-    const std::uint64_t seed = json::hash_seed();
+    const std::uint64_t seed = hash_seed();
     auto key_of = [&](std::size_t i) {
       const auto& e = out_.metadata[first + i];
       return std::string_view(in_.text() + e.key_offset, e.key_size);
     };
     for (std::size_t k = 0; k < count; ++k) {
       const std::string_view key = key_of(k);
-      const auto hash = json::hash_key(key, seed);
+      const auto hash = hash_key(key, seed);
       for (auto i = static_cast<std::size_t>((static_cast<__uint128_t>(hash) * cap) >> 64);; i = i + 1 == cap ? 0 : i + 1) {
         if (slots[i] == 0) {
           slots[i] = static_cast<std::uint32_t>(k + 1);
@@ -386,7 +387,7 @@ class HeaderReader {
 }  // namespace
 
 Status parse_safetensors_header_padded(char* text, std::size_t n, const HeaderJsonOptions& options, const ByteSource& original, RawHeader& out) {
-  if (!json::is_valid_utf8(std::string_view(text, n))) return Error(ErrorKind::InvalidHeader, "invalid UTF-8 in header");
+  if (!is_valid_utf8(std::string_view(text, n))) return Error(ErrorKind::InvalidHeader, "invalid UTF-8 in header");
   try {
     out.entries.reserve(RawHeader::entries_bound(n));
     out.dims.reserve(RawHeader::dims_bound(n));
@@ -405,55 +406,6 @@ Status parse_safetensors_header_padded(char* text, std::size_t n, const HeaderJs
   } catch (const std::bad_alloc&) {
     return Error(ErrorKind::ResourceLimit, "out of memory reading a header of " + std::to_string(n) + " bytes");
   }
-}
-
-namespace {
-
-Error bad_index(std::string message) { return Error(ErrorKind::InvalidIndex, std::move(message)); }
-
-}  // namespace
-
-Status parse_index_json(std::string_view text, RawIndex& out) {
-  if (!simdjson::validate_utf8(text.data(), text.size())) return bad_index("index is not valid UTF-8");
-  std::unique_ptr<simdjson::dom::parser> own;
-  element root;
-  if (auto err = json::parse_document(text, 128, own, root); err) {
-    return bad_index(std::string("invalid JSON: ") + simdjson::error_message(err));
-  }
-  if (root.type() != element_type::OBJECT) return bad_index("index must be a JSON object");
-  KeySet top;
-  bool have_map = false;
-  for (auto field : as_object(root)) {
-    if (!top.insert(field.key)) return Error(ErrorKind::DuplicateKey, "duplicate key " + quoted(field.key) + " in index");
-    if (field.key == "weight_map") {
-      have_map = true;
-      if (field.value.type() != element_type::OBJECT) return bad_index("weight_map must be an object");
-      const auto map = as_object(field.value);
-      KeySet names;
-      names.reserve(map.size());
-      out.weight_map.reserve(map.size());
-      for (auto entry : map) {
-        if (!names.insert(entry.key)) {
-          return Error(ErrorKind::DuplicateKey, "tensor " + quoted(entry.key) + " listed twice in weight_map");
-        }
-        if (entry.value.type() != element_type::STRING) {
-          return bad_index("weight_map value for " + quoted(entry.key) + " must be a file name");
-        }
-        out.weight_map.emplace_back(std::string(entry.key), std::string(as_string(entry.value)));
-      }
-    } else if (field.key == "metadata") {
-      if (field.value.is_null()) continue;
-      if (field.value.type() != element_type::OBJECT) return bad_index("metadata must be an object");
-      KeySet keys;
-      for (auto entry : as_object(field.value)) {
-        if (!keys.insert(entry.key)) return Error(ErrorKind::DuplicateKey, "duplicate metadata key " + quoted(entry.key));
-        std::string value = entry.value.type() == element_type::STRING ? std::string(as_string(entry.value)) : simdjson::minify(entry.value);
-        out.metadata.emplace_back(std::string(entry.key), std::move(value));
-      }
-    }
-  }
-  if (!have_map) return bad_index("index has no weight_map");
-  return Status::ok();
 }
 
 }  // namespace safeweights::safetensors

@@ -1,4 +1,4 @@
-// The JSON schemas of safetensors: the header and the sharded-checkpoint index. Internal.
+// The JSON schema of the safetensors header. Internal.
 #pragma once
 
 #include <cstdint>
@@ -55,13 +55,5 @@ struct HeaderJsonOptions {
 // `original` holds the same N bytes at offset 8 (the file): on a syntax error it is read again, in
 // pieces, for the errors simdjson finds before any other (an unclosed string, a control byte in one).
 Status parse_safetensors_header_padded(char* text, std::size_t n, const HeaderJsonOptions& options, const ByteSource& original, RawHeader& out);
-
-// A `*.safetensors.index.json`: {"metadata": {...}, "weight_map": {"tensor": "file", ...}}.
-struct RawIndex {
-  std::vector<std::pair<std::string, std::string>> weight_map;  // file order
-  std::vector<std::pair<std::string, std::string>> metadata;    // values: strings as-is, others as JSON text
-};
-// InvalidIndex for malformed JSON or schema, DuplicateKey for repeated keys.
-Status parse_index_json(std::string_view text, RawIndex& out);
 
 }  // namespace safeweights::safetensors

@@ -7,11 +7,12 @@
 #include <unordered_set>
 
 #include "core/status_macros.h"
+#include "core/utf8.h"
 #include "io/read_util.h"
-#include "safetensors/json_schema.h"
+#include "model/hf_index.h"
 #include "json/json_writer.h"
 #include "safeweights/sharded.h"
-#include "safetensors/rules.h"
+#include "safetensors/writer.h"
 
 namespace safeweights::safetensors {
 namespace {
@@ -38,8 +39,8 @@ Result<ShardedReader> ShardedReader::open(const std::string& index_path, const R
   auto text = read_small(*index_source, kMaxIndexSize);
   if (!text.is_ok()) return error_of(text).with_file(index_path);
 
-  RawIndex raw;
-  if (auto s = parse_index_json(*text, raw); !s.is_ok()) {
+  HfIndex raw;
+  if (auto s = parse_hf_index(*text, raw); !s.is_ok()) {
     s.error().with_file(index_path);
     return std::move(s).error();
   }
@@ -170,9 +171,9 @@ Result<ShardedWriteResult> write_sharded(const std::string& folder, std::span<co
   json += "\n  },\n  \"weight_map\": {";
   for (std::size_t i = 0; i < entries.size(); ++i) {
     json += i ? ",\n    " : "\n    ";
-    json::append_string(json, entries[i].first);
+    append_json_string(json, entries[i].first);
     json += ": ";
-    json::append_string(json, result.files[entries[i].second]);
+    append_json_string(json, result.files[entries[i].second]);
   }
   json += "\n  }\n}\n";
   result.index_file = options.prefix + ".safetensors.index.json";

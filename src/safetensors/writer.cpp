@@ -8,17 +8,17 @@
 
 #include "core/little_endian.h"
 #include "core/status_macros.h"
-#include "json/json_parse.h"
+#include "core/utf8.h"
 #include "json/json_writer.h"
 #include "model/planned_sink.h"
 #include "safeweights/safetensors_writer.h"
-#include "safetensors/rules.h"
+#include "safetensors/writer.h"
 
 namespace safeweights::safetensors {
 namespace {
 
 Status check_text(std::string_view text, std::string_view what) {
-  if (!json::is_valid_utf8(text)) {
+  if (!is_valid_utf8(text)) {
     return Error(ErrorKind::InvalidArgument, std::string(what) + " is not valid UTF-8");
   }
   return Status::ok();
@@ -76,9 +76,9 @@ Result<Layout> Layout::plan(std::span<const TensorDecl> tensors, const std::opti
     json += "\"__metadata__\":{";
     for (std::size_t i = 0; i < entries.size(); ++i) {
       if (i) json += ',';
-      json::append_string(json, entries[i]->first);
+      append_json_string(json, entries[i]->first);
       json += ':';
-      json::append_string(json, entries[i]->second);
+      append_json_string(json, entries[i]->second);
     }
     json += '}';
     first = false;
@@ -95,7 +95,7 @@ Result<Layout> Layout::plan(std::span<const TensorDecl> tensors, const std::opti
     }
     if (!first) json += ',';
     first = false;
-    json::append_string(json, t.name);
+    append_json_string(json, t.name);
     json += ":{\"dtype\":\"";
     json += type_code(t.dtype);
     json += "\",\"shape\":[";

@@ -12,7 +12,7 @@
 #include "core/parallel.h"
 #include "core/status_macros.h"
 #include "core/fault_guard.h"
-#include "json/json_parse.h"
+#include "core/utf8.h"
 #include "safeweights/cancel.h"
 #include "safeweights/zip.h"
 #include "zip/records.h"
@@ -46,8 +46,8 @@ constexpr std::uint16_t kFlagStrongEncryption = 1u << 6;
 constexpr std::uint16_t kFlagUtf8 = 1u << 11;
 constexpr std::uint16_t kFlagMaskedDirectory = 1u << 13;
 
-Error bad(std::string message) { return Error(ErrorKind::BadZipFile, std::move(message)); }
-Error unsupported(std::string message) { return Error(ErrorKind::ZipUnsupported, std::move(message)); }
+Error bad(ErrorRule rule, std::string message) { return Error(ErrorKind::BadZipFile, std::move(message)).with_rule(rule); }
+Error unsupported(ErrorRule rule, std::string message) { return Error(ErrorKind::ZipUnsupported, std::move(message)).with_rule(rule); }
 
 std::string hex16(std::uint16_t v) {
   char buf[8];
@@ -77,17 +77,17 @@ Status parse_extra(std::span<const std::byte> extra, ExtraInfo& info) {
   while (pos < extra.size()) {
     ExtraBlockHeader block;
     if (records::decode(extra.subspan(pos), block) != Decoded::Ok) {
-      return bad("malformed extra field: " + std::to_string(extra.size() - pos) + " stray bytes");
+      return bad(ErrorRule::ZipExtraField, "malformed extra field: " + std::to_string(extra.size() - pos) + " stray bytes");
     }
     if (block.size > extra.size() - pos - ExtraBlockHeader::kSize) {
-      return bad("malformed extra field: block " + hex16(block.id) + " runs past its end");
+      return bad(ErrorRule::ZipExtraField, "malformed extra field: block " + hex16(block.id) + " runs past its end");
     }
     if (block.id == Zip64Extra::kId) {
-      if (info.has_zip64) return bad("two ZIP64 extra blocks");
+      if (info.has_zip64) return bad(ErrorRule::ZipExtraField, "two ZIP64 extra blocks");
       info.has_zip64 = true;
       info.zip64 = extra.subspan(pos + ExtraBlockHeader::kSize, block.size);
     } else if (block.id == kUnicodePathExtraId) {
-      return unsupported("Info-ZIP Unicode Path extra field (a second, possibly different name)");
+      return unsupported(ErrorRule::ZipExtraField, "Info-ZIP Unicode Path extra field (a second, possibly different name)");
     }
     pos += ExtraBlockHeader::kSize + block.size;
   }
@@ -95,30 +95,30 @@ Status parse_extra(std::span<const std::byte> extra, ExtraInfo& info) {
 }
 
 Status check_name(std::string_view name, std::uint16_t flags) {
-  if (name.empty()) return bad("empty entry name");
+  if (name.empty()) return bad(ErrorRule::ZipEntryName, "empty entry name");
   bool ascii = true;
   for (char ch : name) {
     const auto c = static_cast<unsigned char>(ch);
-    if (c < 0x20 || c == 0x7F) return bad("entry name contains a control character (NUL truncation and similar tricks)");
+    if (c < 0x20 || c == 0x7F) return bad(ErrorRule::ZipEntryName, "entry name contains a control character (NUL truncation and similar tricks)");
     if (c >= 0x80) ascii = false;
   }
   if (!ascii) {
-    if (!(flags & kFlagUtf8)) return bad("entry name is not ASCII and the UTF-8 flag (bit 11) is not set");
-    if (!json::is_valid_utf8(name)) return bad("entry name is flagged UTF-8 but is not valid UTF-8");
+    if (!(flags & kFlagUtf8)) return bad(ErrorRule::ZipEntryName, "entry name is not ASCII and the UTF-8 flag (bit 11) is not set");
+    if (!is_valid_utf8(name)) return bad(ErrorRule::ZipEntryName, "entry name is flagged UTF-8 but is not valid UTF-8");
   }
   return Status::ok();
 }
 
 Status check_flags(std::uint16_t flags, ArchivePolicy policy) {
-  if (flags & (kFlagEncrypted | kFlagStrongEncryption)) return unsupported("encrypted entry");
-  if (flags & kFlagMaskedDirectory) return unsupported("masked (encrypted) central directory");
+  if (flags & (kFlagEncrypted | kFlagStrongEncryption)) return unsupported(ErrorRule::ZipEncryption, "encrypted entry");
+  if (flags & kFlagMaskedDirectory) return unsupported(ErrorRule::ZipEncryption, "masked (encrypted) central directory");
   const bool descriptors_allowed = policy == ArchivePolicy::Container;
   if ((flags & kFlagDataDescriptor) && !descriptors_allowed) {
-    return unsupported("entry uses a data descriptor (archive written as a stream)");
+    return unsupported(ErrorRule::ZipFlags, "entry uses a data descriptor (archive written as a stream)");
   }
   // Bits 1-2 are compression-level hints; Info-ZIP sets them on entries it ends up storing.
   const std::uint16_t allowed = kFlagUtf8 | kFlagCompressionHints | (descriptors_allowed ? kFlagDataDescriptor : 0);
-  if (flags & ~allowed) return unsupported("unsupported general-purpose flags " + std::to_string(flags));
+  if (flags & ~allowed) return unsupported(ErrorRule::ZipFlags, "unsupported general-purpose flags " + std::to_string(flags));
   return Status::ok();
 }
 
@@ -143,7 +143,7 @@ Status check_archive_comment(std::span<const std::byte> comment, std::uint64_t c
   for (std::size_t i = 0; i + 4 <= comment.size(); ++i) {
     for (std::uint32_t sig : kSignatures) {
       if (records::starts_with_signature(comment.subspan(i), sig)) {
-        return bad("archive comment contains a ZIP record signature").with_offset(comment_pos + i);
+        return bad(ErrorRule::ZipEndRecord, "archive comment contains a ZIP record signature").with_offset(comment_pos + i);
       }
     }
   }
@@ -154,7 +154,7 @@ Status check_archive_comment(std::span<const std::byte> comment, std::uint64_t c
 Result<EndRecords> locate_end_record(const ByteSource& src) {
   const std::uint64_t size = src.size();
   constexpr std::uint64_t kEocdSize = EndOfCentralDirectory::kSize;
-  if (size < kEocdSize) return bad("file too small to be a ZIP archive (" + std::to_string(size) + " bytes)");
+  if (size < kEocdSize) return bad(ErrorRule::ZipEndRecord, "file too small to be a ZIP archive (" + std::to_string(size) + " bytes)");
   std::vector<std::byte> tail_buf;
   const std::uint64_t window = std::min<std::uint64_t>(size, kEocdSize + EndOfCentralDirectory::kMaxComment);
   SW_ASSIGN_OR_RETURN(auto tail, fetch(src, size - window, window, tail_buf));
@@ -179,17 +179,17 @@ Result<EndRecords> locate_end_record(const ByteSource& src) {
       (void)records::decode(tail.subspan(static_cast<std::size_t>(last_signature)), last);
       const std::uint64_t comment_room = window - last_signature - kEocdSize;
       if (last.comment_length > comment_room) {
-        return bad("the end-of-central-directory record's comment length (" + std::to_string(last.comment_length) + ") runs " +
-                   std::to_string(last.comment_length - comment_room) + " bytes past the end of the file")
+        return bad(ErrorRule::ZipEndRecord, "the end-of-central-directory record's comment length (" + std::to_string(last.comment_length) +
+                                                ") runs " + std::to_string(last.comment_length - comment_room) + " bytes past the end of the file")
             .with_offset(size - window + last_signature);
       }
-      return bad(std::to_string(comment_room - last.comment_length) +
-                 " bytes after the end-of-central-directory record and its comment (trailing data)")
+      return bad(ErrorRule::ZipLayout, std::to_string(comment_room - last.comment_length) +
+                                           " bytes after the end-of-central-directory record and its comment (trailing data)")
           .with_offset(size - window + last_signature);
     }
-    return bad("no end-of-central-directory record: not a ZIP archive");
+    return bad(ErrorRule::ZipEndRecord, "no end-of-central-directory record: not a ZIP archive");
   }
-  if (candidates > 1) return bad("several end-of-central-directory records could end the file (a comment hides one)");
+  if (candidates > 1) return bad(ErrorRule::ZipEndRecord, "several end-of-central-directory records could end the file (a comment hides one)");
   EndRecords end;
   end.eocd_pos = end.cd_end = size - window + found;
   SW_RETURN_IF_ERROR(check_archive_comment(tail.subspan(static_cast<std::size_t>(found + kEocdSize)), end.eocd_pos + kEocdSize));
@@ -204,23 +204,25 @@ Result<EndRecords> locate_end_record(const ByteSource& src) {
 
 // The ZIP64 end record that `locator` (at locator_pos) points to, ending exactly at the locator.
 Result<Zip64EndOfCentralDirectory> read_zip64_end_record(const ByteSource& src, const Zip64Locator& locator, std::uint64_t locator_pos) {
-  if (locator.eocd64_disk != 0 || locator.total_disks != 1) return unsupported("multi-disk archive (ZIP64 locator)").with_offset(locator_pos);
+  if (locator.eocd64_disk != 0 || locator.total_disks != 1)
+    return unsupported(ErrorRule::ZipMultiDisk, "multi-disk archive (ZIP64 locator)").with_offset(locator_pos);
   const std::uint64_t z_pos = locator.eocd64_offset;
   if (z_pos > locator_pos || locator_pos - z_pos < Zip64EndOfCentralDirectory::kSize) {
-    return bad("ZIP64 locator points outside the file").with_offset(locator_pos);
+    return bad(ErrorRule::ZipEndRecord, "ZIP64 locator points outside the file").with_offset(locator_pos);
   }
   std::byte bytes[Zip64EndOfCentralDirectory::kSize];
   SW_RETURN_IF_ERROR(src.read_at(z_pos, bytes));
   Zip64EndOfCentralDirectory z;
   if (records::decode(bytes, z) != Decoded::Ok) {
-    return bad("no ZIP64 end-of-central-directory record where the locator points").with_offset(z_pos);
+    return bad(ErrorRule::ZipEndRecord, "no ZIP64 end-of-central-directory record where the locator points").with_offset(z_pos);
   }
   constexpr std::uint64_t kBase = Zip64EndOfCentralDirectory::kRecordSizeBase;
   if (z.record_size < Zip64EndOfCentralDirectory::kSize - kBase || z.record_size != locator_pos - z_pos - kBase) {
-    return bad("ZIP64 end record size does not reach the locator exactly").with_offset(z_pos);
+    return bad(ErrorRule::ZipEndRecord, "ZIP64 end record size does not reach the locator exactly").with_offset(z_pos);
   }
-  if ((z.version_needed & 0xFF) > kMaxVersionNeeded) return unsupported("ZIP64 end record needs a newer ZIP version").with_offset(z_pos);
-  if (z.disk != 0 || z.cd_disk != 0) return unsupported("multi-disk archive").with_offset(z_pos);
+  if ((z.version_needed & 0xFF) > kMaxVersionNeeded)
+    return unsupported(ErrorRule::ZipVersion, "ZIP64 end record needs a newer ZIP version").with_offset(z_pos);
+  if (z.disk != 0 || z.cd_disk != 0) return unsupported(ErrorRule::ZipMultiDisk, "multi-disk archive").with_offset(z_pos);
   return z;
 }
 
@@ -238,7 +240,7 @@ Status read_zip64_end_records(const ByteSource& src, EndRecords& end) {
   if (!agrees(end.disk, 0, kSaturated16) || !agrees(end.cd_disk, 0, kSaturated16) || !agrees(end.count_on_disk, z.count_on_disk, kSaturated16) ||
       !agrees(end.count, z.count, kSaturated16) || !agrees(end.cd_size, z.cd_size, kSaturated32) ||
       !agrees(end.cd_offset, z.cd_offset, kSaturated32)) {
-    return bad("end-of-central-directory record disagrees with the ZIP64 end record").with_offset(end.eocd_pos);
+    return bad(ErrorRule::ZipEndRecord, "end-of-central-directory record disagrees with the ZIP64 end record").with_offset(end.eocd_pos);
   }
   end.disk = end.cd_disk = 0;
   end.count_on_disk = z.count_on_disk;
@@ -256,23 +258,26 @@ Status check_end_records(const EndRecords& end, const ArchiveLimits& limits) {
   // A count of exactly 65535 is real (CPython adds ZIP64 records only above it); saturated 32-bit
   // fields are not.
   if (!end.zip64 && (end.cd_size == kSaturated32 || end.cd_offset == kSaturated32)) {
-    return bad("saturated end-of-central-directory fields but no ZIP64 end records").with_offset(end.eocd_pos);
+    return bad(ErrorRule::ZipEndRecord, "saturated end-of-central-directory fields but no ZIP64 end records").with_offset(end.eocd_pos);
   }
-  if (end.disk != 0 || end.cd_disk != 0) return unsupported("multi-disk archive").with_offset(end.eocd_pos);
-  if (end.count_on_disk != end.count) return bad("entry counts in the end record disagree").with_offset(end.eocd_pos);
+  if (end.disk != 0 || end.cd_disk != 0) return unsupported(ErrorRule::ZipMultiDisk, "multi-disk archive").with_offset(end.eocd_pos);
+  if (end.count_on_disk != end.count) return bad(ErrorRule::ZipEndRecord, "entry counts in the end record disagree").with_offset(end.eocd_pos);
   std::uint64_t cd_stop = 0;
   if (__builtin_add_overflow(end.cd_offset, end.cd_size, &cd_stop) || cd_stop > end.cd_end) {
-    return bad("central directory runs past the end records").with_offset(end.cd_offset);
+    return bad(ErrorRule::ZipCentralDirectory, "central directory runs past the end records").with_offset(end.cd_offset);
   }
   if (cd_stop != end.cd_end) {
-    return bad(std::to_string(end.cd_end - cd_stop) +
-               " unaccounted bytes between the central directory and the end records "
-               "(prepended data or a hidden gap)")
+    return bad(ErrorRule::ZipLayout, std::to_string(end.cd_end - cd_stop) +
+                                         " unaccounted bytes between the central directory and the end records "
+                                         "(prepended data or a hidden gap)")
         .with_offset(cd_stop);
   }
-  if (end.count > limits.max_entries) return Error(ErrorKind::ResourceLimit, "more than " + std::to_string(limits.max_entries) + " entries");
-  if (end.cd_size > limits.max_central_directory) return Error(ErrorKind::ResourceLimit, "central directory too large");
-  if (end.count > end.cd_size / CentralHeader::kSize) return bad("entry count does not fit in the central directory").with_offset(end.eocd_pos);
+  if (end.count > limits.max_entries)
+    return Error(ErrorKind::ResourceLimit, "more than " + std::to_string(limits.max_entries) + " entries").with_rule(ErrorRule::ZipLimit);
+  if (end.cd_size > limits.max_central_directory)
+    return Error(ErrorKind::ResourceLimit, "central directory too large").with_rule(ErrorRule::ZipLimit);
+  if (end.count > end.cd_size / CentralHeader::kSize)
+    return bad(ErrorRule::ZipCentralDirectory, "entry count does not fit in the central directory").with_offset(end.eocd_pos);
   return Status::ok();
 }
 
@@ -283,13 +288,13 @@ Status resolve_central_zip64(const CentralHeader& h, const ExtraInfo& extra, Ent
   const bool big_size = h.size == kSaturated32, big_csize = h.compressed_size == kSaturated32;
   const bool big_offset = h.header_offset == kSaturated32, big_disk = h.disk_start == kSaturated16;
   if (!extra.has_zip64) {
-    if (big_size || big_csize || big_offset) return bad("saturated size or offset without a ZIP64 extra block");
+    if (big_size || big_csize || big_offset) return bad(ErrorRule::ZipExtraField, "saturated size or offset without a ZIP64 extra block");
     return Status::ok();
   }
   Zip64Extra z;
   if (extra.zip64.size() != Zip64Extra::payload_size(big_size, big_csize, big_offset, big_disk) ||
       records::decode(extra.zip64, big_size, big_csize, big_offset, big_disk, z) != Decoded::Ok) {
-    return bad("ZIP64 extra block does not match the saturated fields");
+    return bad(ErrorRule::ZipExtraField, "ZIP64 extra block does not match the saturated fields");
   }
   e.size = z.size.value_or(e.size);
   e.compressed_size = z.compressed_size.value_or(e.compressed_size);
@@ -303,13 +308,13 @@ Result<Entry> read_central_record(std::span<const std::byte> cd, std::uint64_t p
                                   std::uint64_t& record_size) {
   CentralHeader h;
   switch (records::decode(cd.subspan(static_cast<std::size_t>(pos)), h)) {
-    case Decoded::Truncated: return bad("central directory truncated").with_offset(at);
-    case Decoded::BadSignature: return bad("bad central directory record signature").with_offset(at);
+    case Decoded::Truncated: return bad(ErrorRule::ZipCentralDirectory, "central directory truncated").with_offset(at);
+    case Decoded::BadSignature: return bad(ErrorRule::ZipCentralDirectory, "bad central directory record signature").with_offset(at);
     case Decoded::Ok: break;
   }
   const std::uint64_t name_len = h.name_length, extra_len = h.extra_length, comment_len = h.comment_length;
   if (cd.size() - pos - CentralHeader::kSize < name_len + extra_len + comment_len) {
-    return bad("central directory record runs past the directory").with_offset(at);
+    return bad(ErrorRule::ZipCentralDirectory, "central directory record runs past the directory").with_offset(at);
   }
   record_size = CentralHeader::kSize + name_len + extra_len + comment_len;
   const std::byte* variable = cd.data() + pos + CentralHeader::kSize;
@@ -318,13 +323,15 @@ Result<Entry> read_central_record(std::span<const std::byte> cd, std::uint64_t p
   auto entry_fail = [&](Error err) -> Result<Entry> { return std::move(err.with_entry(e.name).with_offset(at)); };
   const int needed = h.version_needed & 0xFF;
   if (needed > kMaxVersionNeeded) {
-    return entry_fail(unsupported("entry needs ZIP version " + std::to_string(needed / 10) + "." + std::to_string(needed % 10)));
+    return entry_fail(
+        unsupported(ErrorRule::ZipVersion, "entry needs ZIP version " + std::to_string(needed / 10) + "." + std::to_string(needed % 10)));
   }
   if (auto s = check_flags(h.flags, policy); !s.is_ok()) return entry_fail(std::move(s).error());
   // Strict leaves compression to the layer above (DDUF names it in its own words); Container readers
   // get zero-copy sub-ranges, which a compressed entry cannot be.
   if (policy == ArchivePolicy::Container && h.method != 0) {
-    return entry_fail(unsupported("compressed entry (method " + std::to_string(h.method) + "): only stored entries are read"));
+    return entry_fail(
+        unsupported(ErrorRule::ZipCompression, "compressed entry (method " + std::to_string(h.method) + "): only stored entries are read"));
   }
   if (auto s = check_name(e.name, h.flags); !s.is_ok()) return entry_fail(std::move(s).error());
   ExtraInfo extra;
@@ -336,8 +343,9 @@ Result<Entry> read_central_record(std::span<const std::byte> cd, std::uint64_t p
   e.header_offset = h.header_offset;
   std::uint64_t disk_start = h.disk_start;
   if (auto s = resolve_central_zip64(h, extra, e, disk_start); !s.is_ok()) return entry_fail(std::move(s).error());
-  if (disk_start != 0) return entry_fail(unsupported("entry on another disk"));
-  if (h.method == 0 && e.compressed_size != e.size) return entry_fail(bad("stored entry whose compressed and uncompressed sizes differ"));
+  if (disk_start != 0) return entry_fail(unsupported(ErrorRule::ZipMultiDisk, "entry on another disk"));
+  if (h.method == 0 && e.compressed_size != e.size)
+    return entry_fail(bad(ErrorRule::ZipCentralDirectory, "stored entry whose compressed and uncompressed sizes differ"));
   e.crc32 = h.crc32;
   e.method = h.method;
   e.flags = h.flags;
@@ -363,8 +371,8 @@ Result<std::vector<Entry>> read_central_directory(const ByteSource& src, const E
     pos += record_size;
   }
   if (pos != end.cd_size) {
-    return bad("central directory holds " + std::to_string(end.cd_size - pos) + " bytes beyond its " + std::to_string(end.count) +
-               " records (the entry count and the directory size disagree)")
+    return bad(ErrorRule::ZipCentralDirectory, "central directory holds " + std::to_string(end.cd_size - pos) + " bytes beyond its " +
+                                                   std::to_string(end.count) + " records (the entry count and the directory size disagree)")
         .with_offset(end.cd_offset + pos);
   }
   return entries;
@@ -377,7 +385,7 @@ Status sort_unique_names(const std::vector<Entry>& entries, std::vector<std::siz
   std::sort(sorted.begin(), sorted.end(), [&](std::size_t a, std::size_t b) { return entries[a].name < entries[b].name; });
   for (std::size_t i = 1; i < sorted.size(); ++i) {
     const Entry& e = entries[sorted[i]];
-    if (e.name == entries[sorted[i - 1]].name) return bad("duplicate entry name").with_entry(e.name);
+    if (e.name == entries[sorted[i - 1]].name) return bad(ErrorRule::ZipDuplicateName, "duplicate entry name").with_entry(e.name);
   }
   return Status::ok();
 }
@@ -390,7 +398,9 @@ bool local_header_inside(const Entry& e, std::uint64_t cd_offset) {
   return !__builtin_add_overflow(e.header_offset, LocalHeader::kSize, &fixed_end) && fixed_end <= cd_offset;
 }
 
-Error local_header_outside(const Entry& e) { return bad("local header lies outside the entry area").with_entry(e.name).with_offset(e.header_offset); }
+Error local_header_outside(const Entry& e) {
+  return bad(ErrorRule::ZipLocalHeader, "local header lies outside the entry area").with_entry(e.name).with_offset(e.header_offset);
+}
 
 // The local header's sizes (through its ZIP64 block when saturated), into usize / csize.
 Status resolve_local_sizes(const LocalHeader& h, const ExtraInfo& extra, std::uint64_t& usize, std::uint64_t& csize) {
@@ -401,7 +411,7 @@ Status resolve_local_sizes(const LocalHeader& h, const ExtraInfo& extra, std::ui
   Zip64Extra z;
   if (!extra.has_zip64 || extra.zip64.size() != Zip64Extra::payload_size(true, true, false, false) ||
       records::decode(extra.zip64, true, true, false, false, z) != Decoded::Ok) {
-    return bad("local header ZIP64 block must hold both sizes");
+    return bad(ErrorRule::ZipExtraField, "local header ZIP64 block must hold both sizes");
   }
   usize = *z.size;
   csize = *z.compressed_size;
@@ -415,28 +425,29 @@ Status resolve_local_sizes(const LocalHeader& h, const ExtraInfo& extra, std::ui
 template <class VariablePart>
 Status check_local_header(Entry& e, std::span<const std::byte> fixed, std::uint64_t cd_offset, VariablePart&& variable_part) {
   LocalHeader h;
-  if (records::decode(fixed, h) != Decoded::Ok) return bad("bad local header signature");
+  if (records::decode(fixed, h) != Decoded::Ok) return bad(ErrorRule::ZipLocalHeader, "bad local header signature");
   // With a data descriptor the writer may leave CRC and sizes zero here (APPNOTE 4.4.4).
   const bool deferred = (e.flags & kFlagDataDescriptor) != 0;
-  if ((h.version_needed & 0xFF) > kMaxVersionNeeded) return unsupported("local header needs a newer ZIP version");
-  if (h.flags != e.flags) return bad("local header flags differ from the central directory");
-  if (h.method != e.method) return bad("local header method differs from the central directory");
-  if (h.crc32 != e.crc32 && !(deferred && h.crc32 == 0)) return bad("local header CRC differs from the central directory");
+  if ((h.version_needed & 0xFF) > kMaxVersionNeeded) return unsupported(ErrorRule::ZipVersion, "local header needs a newer ZIP version");
+  if (h.flags != e.flags) return bad(ErrorRule::ZipLocalHeader, "local header flags differ from the central directory");
+  if (h.method != e.method) return bad(ErrorRule::ZipLocalHeader, "local header method differs from the central directory");
+  if (h.crc32 != e.crc32 && !(deferred && h.crc32 == 0)) return bad(ErrorRule::ZipLocalHeader, "local header CRC differs from the central directory");
   const std::uint64_t name_len = h.name_length, extra_len = h.extra_length;
   const std::uint64_t fixed_end = e.header_offset + LocalHeader::kSize;
-  if (cd_offset - fixed_end < name_len + extra_len) return bad("local header runs into the central directory");
+  if (cd_offset - fixed_end < name_len + extra_len) return bad(ErrorRule::ZipLocalHeader, "local header runs into the central directory");
   SW_ASSIGN_OR_RETURN(std::span<const std::byte> var, variable_part(name_len + extra_len));
   if (name_len != e.name.size() || std::memcmp(var.data(), e.name.data(), e.name.size()) != 0) {
-    return bad("local header name differs from the central directory");
+    return bad(ErrorRule::ZipLocalHeader, "local header name differs from the central directory");
   }
   ExtraInfo extra;
   SW_RETURN_IF_ERROR(parse_extra(var.subspan(static_cast<std::size_t>(name_len)), extra));
   std::uint64_t usize = 0, csize = 0;
   SW_RETURN_IF_ERROR(resolve_local_sizes(h, extra, usize, csize));
   const bool sizes_deferred = deferred && usize == 0 && csize == 0;
-  if (!sizes_deferred && (usize != e.size || csize != e.compressed_size)) return bad("local header sizes differ from the central directory");
+  if (!sizes_deferred && (usize != e.size || csize != e.compressed_size))
+    return bad(ErrorRule::ZipLocalHeader, "local header sizes differ from the central directory");
   e.data_offset = fixed_end + name_len + extra_len;
-  if (cd_offset - e.data_offset < e.compressed_size) return bad("entry data runs into the central directory");
+  if (cd_offset - e.data_offset < e.compressed_size) return bad(ErrorRule::ZipLayout, "entry data runs into the central directory");
   // The descriptor's sizes are 8 bytes when the local header has a ZIP64 block (APPNOTE 4.3.9.2).
   if (deferred) e.descriptor_size = DataDescriptor::encoded_size(extra.has_zip64, false);
   return Status::ok();
@@ -536,7 +547,9 @@ Result<PendingDescriptor> place_descriptor(Entry& e, std::uint64_t data_end, std
   const std::uint64_t bare = e.descriptor_size;  // as check_local_header set it: no signature
   const bool zip64 = bare == DataDescriptor::encoded_size(true, false);
   const std::uint64_t gap = next - data_end;
-  auto fail = [&](std::string message) -> Result<PendingDescriptor> { return bad(std::move(message)).with_entry(e.name).with_offset(data_end); };
+  auto fail = [&](std::string message) -> Result<PendingDescriptor> {
+    return bad(ErrorRule::ZipDataDescriptor, std::move(message)).with_entry(e.name).with_offset(data_end);
+  };
   if (gap < bare) {
     return fail("data descriptor missing: " + std::to_string(gap) + " bytes after the entry's data, " + std::to_string(bare) + " needed");
   }
@@ -561,9 +574,11 @@ Result<std::vector<PendingDescriptor>> check_layout(std::vector<Entry>& entries,
   std::uint64_t expected = 0;
   for (std::size_t i = 0; i < by_offset.size(); ++i) {
     Entry& e = *by_offset[i];
-    if (e.header_offset < expected) return bad("entry overlaps the previous one").with_entry(e.name).with_offset(e.header_offset);
+    if (e.header_offset < expected)
+      return bad(ErrorRule::ZipLayout, "entry overlaps the previous one").with_entry(e.name).with_offset(e.header_offset);
     if (e.header_offset > expected) {
-      return bad(std::to_string(e.header_offset - expected) + " unaccounted bytes before this entry (prepended data or a hidden gap)")
+      return bad(ErrorRule::ZipLayout,
+                 std::to_string(e.header_offset - expected) + " unaccounted bytes before this entry (prepended data or a hidden gap)")
           .with_entry(e.name)
           .with_offset(expected);
     }
@@ -576,7 +591,7 @@ Result<std::vector<PendingDescriptor>> check_layout(std::vector<Entry>& entries,
     expected += e.descriptor_size;
   }
   if (expected != cd_offset) {
-    return bad(std::to_string(cd_offset - expected) + " unaccounted bytes before the central directory").with_offset(expected);
+    return bad(ErrorRule::ZipLayout, std::to_string(cd_offset - expected) + " unaccounted bytes before the central directory").with_offset(expected);
   }
   return descriptors;
 }
@@ -584,7 +599,9 @@ Result<std::vector<PendingDescriptor>> check_layout(std::vector<Entry>& entries,
 // The descriptor's bytes agree with the central directory: CRC and both sizes.
 Status check_descriptor(const PendingDescriptor& d, std::span<const std::byte> bytes) {
   const Entry& e = *d.entry;
-  auto fail = [&](std::string message) -> Status { return bad(std::move(message)).with_entry(e.name).with_offset(d.offset); };
+  auto fail = [&](std::string message) -> Status {
+    return bad(ErrorRule::ZipDataDescriptor, std::move(message)).with_entry(e.name).with_offset(d.offset);
+  };
   DataDescriptor desc;
   if (records::decode(bytes, d.zip64, d.signature, desc) != Decoded::Ok) {
     return fail("4 unaccounted bytes before the data descriptor (no descriptor signature)");

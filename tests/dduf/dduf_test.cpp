@@ -1788,6 +1788,54 @@ TEST(Corpus, HasEveryRule) {
   }
 }
 
+// The ZIP rule (ErrorRule's code) each BadZipFile and ZipUnsupported file breaks, by the rule in its name.
+const std::map<std::string, std::string, std::less<>>& zip_rules() {
+  static const std::map<std::string, std::string, std::less<>> kRules = {
+      {"comment-with-eocd-signature", "zip.end-record"},
+      {"comment-with-local-header-signature", "zip.end-record"},
+      {"duplicate-names", "zip.duplicate-name"},
+      {"empty-file", "zip.end-record"},
+      {"eocd-comment-length-past-eof", "zip.end-record"},
+      {"eocd-count-too-large", "zip.central-directory"},
+      {"eocd-count-too-small", "zip.central-directory"},
+      {"eocd-disk-count-differs", "zip.end-record"},
+      {"gap-after-central-directory", "zip.layout"},
+      {"gap-before-central-directory", "zip.layout"},
+      {"gap-between-entries", "zip.layout"},
+      {"invalid-utf8-name", "zip.entry-name"},
+      {"local-crc-differs", "zip.local-header"},
+      {"local-flags-differ", "zip.local-header"},
+      {"local-method-differs", "zip.local-header"},
+      {"local-name-differs", "zip.local-header"},
+      {"local-saturated-sizes-without-zip64", "zip.extra-field"},
+      {"local-signature-destroyed", "zip.local-header"},
+      {"non-ascii-name-without-utf8-flag", "zip.entry-name"},
+      {"not-a-zip", "zip.end-record"},
+      {"nul-in-name", "zip.entry-name"},
+      {"overlapping-entries-nested", "zip.layout"},
+      {"overlapping-entries-same-header", "zip.local-header"},  // the second entry finds the first one's name there
+      {"prepended-junk", "zip.layout"},
+      {"prepended-junk-offsets-adjusted", "zip.layout"},
+      {"size-into-central-directory", "zip.layout"},
+      {"size-past-eof", "zip.layout"},
+      {"stored-sizes-differ", "zip.central-directory"},
+      {"trailing-garbage", "zip.layout"},
+      {"truncated", "zip.end-record"},
+      {"zip64-eocd-disagrees", "zip.end-record"},
+      {"zip64-extra-size-central", "zip.extra-field"},
+      {"zip64-extra-size-local", "zip.extra-field"},
+      {"zip64-locator-offset-wrong", "zip.end-record"},
+      // ZipUnsupported
+      {"data-descriptor-bit", "zip.flags"},
+      {"encryption-bit", "zip.encryption"},
+      {"multi-disk-entry", "zip.multi-disk"},
+      {"multi-disk-eocd", "zip.multi-disk"},
+      {"unicode-path-extra", "zip.extra-field"},
+      {"version-needed-64", "zip.version"},
+  };
+  return kRules;
+}
+
 class CorpusTest : public ::testing::TestWithParam<CorpusFile> {};
 
 TEST_P(CorpusTest, FailsWithTheKindInItsName) {
@@ -1822,6 +1870,11 @@ TEST_P(CorpusTest, FailsWithTheKindInItsName) {
     if (!at_verify) {
       ASSERT_TRUE(Fails(reader, *kind)) << c.file;
       EXPECT_EQ(reader.error().context().file, path);
+      if (*kind == ErrorKind::BadZipFile || *kind == ErrorKind::ZipUnsupported) {  // every ZIP error says which rule it broke
+        const auto rule = zip_rules().find(c.rule);
+        ASSERT_NE(rule, zip_rules().end()) << c.file << ": add its rule to zip_rules()";
+        EXPECT_EQ(error_rule_code(reader.error().rule()), rule->second) << c.file << ": " << reader.error().to_string();
+      }
       continue;
     }
     ASSERT_OK(reader);

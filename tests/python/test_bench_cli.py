@@ -27,6 +27,12 @@ def model(tmp_path):
     return path
 
 
+# The JSON prints ratios and rates with three decimals: a small ratio (a loaded machine) is within that
+# rounding, not within 1%, of the one recomputed from the printed rates.
+def close(printed, recomputed):
+    return printed == pytest.approx(recomputed, rel=0.01, abs=0.001)
+
+
 def test_host_bench_reports_both_physical_references(model):
     code, out, err = bench(model)
     assert code == 0, err
@@ -34,8 +40,8 @@ def test_host_bench_reports_both_physical_references(model):
     for key in ("file", "bytes", "open_ms", "load_gbps", "pread_gbps", "read_gbps", "ratio", "ratio_pread"):
         assert key in r, key
     assert r["bytes"] == os.path.getsize(model)
-    assert r["ratio"] == pytest.approx(r["load_gbps"] / r["read_gbps"], rel=0.01)
-    assert r["ratio_pread"] == pytest.approx(r["load_gbps"] / r["pread_gbps"], rel=0.01)
+    assert close(r["ratio"], r["load_gbps"] / r["read_gbps"]), r
+    assert close(r["ratio_pread"], r["load_gbps"] / r["pread_gbps"]), r
 
 
 @pytest.mark.parametrize("strategy", ["staging", "register", "hybrid", "auto"])
@@ -46,7 +52,7 @@ def test_device_bench_on_the_host_device_is_verified(model, strategy):
     for key in ("file", "bytes", "device", "load_gbps", "h2d_pinned_gbps", "ratio", "verified"):
         assert key in r, key
     assert r["device"] == "host" and r["verified"] is True
-    assert r["ratio"] == pytest.approx(r["load_gbps"] / r["h2d_pinned_gbps"], rel=0.01)
+    assert close(r["ratio"], r["load_gbps"] / r["h2d_pinned_gbps"]), r
 
 
 def test_device_bench_on_cuda(model):

@@ -92,6 +92,15 @@ def test_errors_of_a_kind_with_many_rules_name_the_rule(tmp_path):
     with pytest.raises(SafetensorError) as e:
         safeweights.validate(truncated)
     assert (e.value.kind, e.value.rule) == ("InvalidGguf", "gguf.truncated"), str(e.value)
+    # ZIP rules too, in a DDUF as in a PyTorch archive: bytes before the first entry.
+    archive = tmp_path / "prepended.dduf"
+    with zipfile.ZipFile(archive, "w", zipfile.ZIP_STORED) as z:
+        z.writestr("model_index.json", json.dumps({"unet": ["diffusers", "U"]}))
+        z.writestr("unet/config.json", "{}")
+    archive.write_bytes(b"#!/bin/sh\n" + archive.read_bytes())
+    with pytest.raises(DDUFCorruptedFileError) as e:
+        safeweights.validate(archive)
+    assert (e.value.kind, e.value.rule) == ("BadZipFile", "zip.layout"), str(e.value)
     # Kinds that are one rule each carry none.
     other = tmp_path / "bad.safetensors"
     other.write_bytes(b"\x05")

@@ -154,10 +154,10 @@ def hostile_legacy(canary):
     return legacy(pickle(state_dict((s("w"), glob("os", "system") + tup(s(f"touch {canary}")) + b"R"))), storages=())
 
 
-# --- the malformed corpus: file name -> (bytes, expected error kind) -----------------------------------
+# --- the malformed corpus: file name -> (bytes, expected error kind, expected rule code) ---------------
 
 def malformed_corpus():
-    """file name -> (bytes, error kind[, text the message must contain])"""
+    """file name -> (bytes, error kind, rule code (ErrorRule, docs/PYTORCH.md)[, text the message must contain])"""
     w = s("w")
     f32 = struct.pack("<4f", 1, 2, 3, 4)
     tar = io.BytesIO()
@@ -166,71 +166,71 @@ def malformed_corpus():
         info.size = 2
         t.addfile(info, io.BytesIO(b"{}"))
     c = {
-        "truncated_pickle.pt": (torch_zip(one_tensor()[:-5]), "InvalidPickle"),
-        "unknown_opcode.pt": (torch_zip(pickle(b"\xff")), "InvalidPickle"),
-        "binget_missing.pt": (torch_zip(pickle(b"h\x07")), "InvalidPickle"),
-        "setitems_odd.pt": (torch_zip(pickle(b"}(" + w + b"u")), "InvalidPickle"),
-        "setitem_on_list.pt": (torch_zip(pickle(b"]" + w + w + b"s")), "UnsafePickle"),
-        "append_on_dict.pt": (torch_zip(pickle(b"}" + w + b"a")), "UnsafePickle"),
-        "huge_string_length.pt": (torch_zip(pickle(b"X\xff\xff\xff\xff")), "ResourceLimit"),
-        "deep_marks.pt": (torch_zip(pickle(b"(" * 70000)), "ResourceLimit"),
-        "stop_two_values.pt": (torch_zip(PROTO2 + b"NN."), "InvalidPickle"),
-        "protocol_6.pt": (torch_zip(b"\x80\x06N."), "InvalidPickle"),
-        "pid_not_storage.pt": (torch_zip(pickle(state_dict((w, tup(s("other")) + b"Q")))), "InvalidPickle"),
-        "numel_vs_record.pt": (torch_zip(one_tensor(), {"0": f32[:12]}), "InvalidCheckpoint"),
-        "stride_out_of_bounds.pt": (torch_zip(one_tensor(size=(2, 2), stride=(3, 1))), "InvalidCheckpoint"),
-        "offset_out_of_bounds.pt": (torch_zip(one_tensor(offset=1)), "InvalidCheckpoint"),
-        "stride_overflow.pt": (torch_zip(one_tensor(size=(2, 2), stride=(2 ** 62, 1))), "InvalidCheckpoint"),
-        "size_stride_lengths.pt": (torch_zip(one_tensor(size=(2, 2), stride=(1,))), "InvalidPickle"),
-        "rank_65.pt": (torch_zip(one_tensor(size=(1,) * 65, stride=(1,) * 65)), "ResourceLimit"),
-        "negative_size.pt": (torch_zip(one_tensor(size=(-1,), stride=(1,))), "InvalidPickle"),
-        "missing_record.pt": (torch_zip(one_tensor(), {}), "InvalidCheckpoint"),
-        "byteorder_middle.pt": (torch_zip(one_tensor(), byteorder=b"middle"), "InvalidCheckpoint"),
+        "truncated_pickle.pt": (torch_zip(one_tensor()[:-5]), "InvalidPickle", "pytorch.pickle-truncated"),
+        "unknown_opcode.pt": (torch_zip(pickle(b"\xff")), "InvalidPickle", "pytorch.pickle-opcode"),
+        "binget_missing.pt": (torch_zip(pickle(b"h\x07")), "InvalidPickle", "pytorch.pickle-stack"),
+        "setitems_odd.pt": (torch_zip(pickle(b"}(" + w + b"u")), "InvalidPickle", "pytorch.pickle-stack"),
+        "setitem_on_list.pt": (torch_zip(pickle(b"]" + w + w + b"s")), "UnsafePickle", "pytorch.call-refused"),
+        "append_on_dict.pt": (torch_zip(pickle(b"}" + w + b"a")), "UnsafePickle", "pytorch.call-refused"),
+        "huge_string_length.pt": (torch_zip(pickle(b"X\xff\xff\xff\xff")), "ResourceLimit", "pytorch.limit"),
+        "deep_marks.pt": (torch_zip(pickle(b"(" * 70000)), "ResourceLimit", "pytorch.limit"),
+        "stop_two_values.pt": (torch_zip(PROTO2 + b"NN."), "InvalidPickle", "pytorch.pickle-stack"),
+        "protocol_6.pt": (torch_zip(b"\x80\x06N."), "InvalidPickle", "pytorch.pickle-protocol"),
+        "pid_not_storage.pt": (torch_zip(pickle(state_dict((w, tup(s("other")) + b"Q")))), "InvalidPickle", "pytorch.pickle-arguments"),
+        "numel_vs_record.pt": (torch_zip(one_tensor(), {"0": f32[:12]}), "InvalidCheckpoint", "pytorch.storage"),
+        "stride_out_of_bounds.pt": (torch_zip(one_tensor(size=(2, 2), stride=(3, 1))), "InvalidCheckpoint", "pytorch.tensor-bounds"),
+        "offset_out_of_bounds.pt": (torch_zip(one_tensor(offset=1)), "InvalidCheckpoint", "pytorch.tensor-bounds"),
+        "stride_overflow.pt": (torch_zip(one_tensor(size=(2, 2), stride=(2 ** 62, 1))), "InvalidCheckpoint", "pytorch.tensor-bounds"),
+        "size_stride_lengths.pt": (torch_zip(one_tensor(size=(2, 2), stride=(1,))), "InvalidPickle", "pytorch.pickle-arguments"),
+        "rank_65.pt": (torch_zip(one_tensor(size=(1,) * 65, stride=(1,) * 65)), "ResourceLimit", "pytorch.limit"),
+        "negative_size.pt": (torch_zip(one_tensor(size=(-1,), stride=(1,))), "InvalidPickle", "pytorch.pickle-arguments"),
+        "missing_record.pt": (torch_zip(one_tensor(), {}), "InvalidCheckpoint", "pytorch.storage"),
+        "byteorder_middle.pt": (torch_zip(one_tensor(), byteorder=b"middle"), "InvalidCheckpoint", "pytorch.container"),
         "key_two_types.pt": (torch_zip(pickle(state_dict((w, tensor(storage_pid())),
-                                                          (s("v"), tensor(storage_pid("IntStorage")))))), "InvalidCheckpoint"),
-        "duplicate_name.pt": (torch_zip(pickle(state_dict((w, tensor(storage_pid())), (w, tensor(storage_pid()))))), "InvalidCheckpoint"),
-        "self_containing_list.pt": (torch_zip(pickle(b"}" + w + b"]q\x00h\x00as")), "InvalidCheckpoint"),
-        "member_outside_root.pt": (torch_zip(one_tensor(), extra={"elsewhere/x": b"1"}), "InvalidCheckpoint"),
-        "torchscript.pt": (torch_zip(one_tensor(), extra={"archive/constants.pkl": pickle(b")")}), "NotSupported"),
+                                                          (s("v"), tensor(storage_pid("IntStorage")))))), "InvalidCheckpoint", "pytorch.storage"),
+        "duplicate_name.pt": (torch_zip(pickle(state_dict((w, tensor(storage_pid())), (w, tensor(storage_pid()))))), "InvalidCheckpoint", "pytorch.object"),
+        "self_containing_list.pt": (torch_zip(pickle(b"}" + w + b"]q\x00h\x00as")), "InvalidCheckpoint", "pytorch.object"),
+        "member_outside_root.pt": (torch_zip(one_tensor(), extra={"elsewhere/x": b"1"}), "InvalidCheckpoint", "pytorch.container"),
+        "torchscript.pt": (torch_zip(one_tensor(), extra={"archive/constants.pkl": pickle(b")")}), "NotSupported", "pytorch.archive-kind"),
         # torch.jit.save's layout: storages first, data.pkl after, code/ compressed.
-        "torchscript_compressed.pt": (torchscript_zip(), "NotSupported", "TorchScript"),
-        "quantized.pt": (torch_zip(pickle(state_dict((w, glob("torch._utils", "_rebuild_qtensor") + b")R")))), "NotSupported"),
-        "conj_bit.pt": (torch_zip(one_tensor(extra=b"}(" + s("conj") + b"\x88u")), "NotSupported"),
-        "complex128_storage.pt": (torch_zip(pickle(state_dict((w, tensor(storage_pid("ComplexDoubleStorage")))))), "NotSupported"),
-        "legacy_count_mismatch.pt": (legacy(legacy_tensor_dict(), storages=(("1", 3, f32),)), "InvalidCheckpoint"),
-        "legacy_truncated_storage.pt": (legacy(legacy_tensor_dict(), storages=(("1", 4, f32[:8]),)), "InvalidCheckpoint"),
-        "legacy_unlisted_storage.pt": (legacy(legacy_tensor_dict(), storages=()), "InvalidCheckpoint"),
-        "legacy_bad_protocol.pt": (LEGACY_MAGIC + PROTO2 + b"M\xea\x03." + b"\0" * 16, "InvalidCheckpoint"),
-        "tar_format.pt": (tar.getvalue(), "NotSupported"),
+        "torchscript_compressed.pt": (torchscript_zip(), "NotSupported", "pytorch.archive-kind", "TorchScript"),
+        "quantized.pt": (torch_zip(pickle(state_dict((w, glob("torch._utils", "_rebuild_qtensor") + b")R")))), "NotSupported", "pytorch.tensor-kind"),
+        "conj_bit.pt": (torch_zip(one_tensor(extra=b"}(" + s("conj") + b"\x88u")), "NotSupported", "pytorch.tensor-kind"),
+        "complex128_storage.pt": (torch_zip(pickle(state_dict((w, tensor(storage_pid("ComplexDoubleStorage")))))), "NotSupported", "pytorch.tensor-kind"),
+        "legacy_count_mismatch.pt": (legacy(legacy_tensor_dict(), storages=(("1", 3, f32),)), "InvalidCheckpoint", "pytorch.storage"),
+        "legacy_truncated_storage.pt": (legacy(legacy_tensor_dict(), storages=(("1", 4, f32[:8]),)), "InvalidCheckpoint", "pytorch.storage"),
+        "legacy_unlisted_storage.pt": (legacy(legacy_tensor_dict(), storages=()), "InvalidCheckpoint", "pytorch.storage"),
+        "legacy_bad_protocol.pt": (LEGACY_MAGIC + PROTO2 + b"M\xea\x03." + b"\0" * 16, "InvalidCheckpoint", "pytorch.container"),
+        "tar_format.pt": (tar.getvalue(), "NotSupported", "pytorch.archive-kind"),
         # Each level is a dict holding the level below twice: 2^40 paths, bounded by the visit limit.
         "shared_dag_blowup.pt": (torch_zip(pickle(b"}q\x000" + b"".join(
             b"}q" + bytes([k + 1]) + s("a") + b"h" + bytes([k]) + b"s" + s("b") + b"h" + bytes([k]) + b"s0"
-            for k in range(40)) + b"h\x28")), "ResourceLimit"),
-        "preview_pytorch1.pt": (b"PYTORCH1" + bytes(64), "NotSupported"),
+            for k in range(40)) + b"h\x28")), "ResourceLimit", "pytorch.limit"),
+        "preview_pytorch1.pt": (b"PYTORCH1" + bytes(64), "NotSupported", "pytorch.archive-kind"),
         # Limits: 1,048,576 values on the stack; 4,194,304 memo entries; 64 levels of containers.
-        "stack_limit.pt": (torch_zip(pickle(b"N" * ((1 << 20) + 1))), "ResourceLimit", "limit on stack depth"),
-        "memo_limit.pt": (torch_zip(pickle(b"N" + b"\x94" * ((1 << 22) + 1))), "ResourceLimit", "limit on memo entries"),
-        "nesting_65.pt": (torch_zip(pickle((b"}(" + w) * 65 + tensor(storage_pid()) + b"u" * 65)), "ResourceLimit", "nested more than 64 deep"),
+        "stack_limit.pt": (torch_zip(pickle(b"N" * ((1 << 20) + 1))), "ResourceLimit", "pytorch.limit", "limit on stack depth"),
+        "memo_limit.pt": (torch_zip(pickle(b"N" + b"\x94" * ((1 << 22) + 1))), "ResourceLimit", "pytorch.limit", "limit on memo entries"),
+        "nesting_65.pt": (torch_zip(pickle((b"}(" + w) * 65 + tensor(storage_pid()) + b"u" * 65)), "ResourceLimit", "pytorch.limit", "nested more than 64 deep"),
         # Malformed opcodes and arguments.
-        "pop_mark_without_mark.pt": (torch_zip(pickle(b"N1")), "InvalidPickle", "no MARK to pop to"),
-        "stack_global_ints.pt": (torch_zip(pickle(b"K\x01K\x02\x93")), "InvalidPickle", "STACK_GLOBAL of non-strings"),
-        "reduce_on_int.pt": (torch_zip(pickle(b"K\x01)R")), "UnsafePickle", "REDUCE on a value that is not a global"),
-        "reduce_args_not_tuple.pt": (torch_zip(pickle(glob("collections", "OrderedDict") + b"K\x01R")), "InvalidPickle", "REDUCE arguments are not a tuple"),
-        "dict_odd.pt": (torch_zip(pickle(b"(" + w + b"d")), "InvalidPickle", "DICT with an odd number of items"),
-        "ext2.pt": (torch_zip(pickle(b"\x83\x01\x00")), "UnsafePickle", "opcode EXT2"),
-        "ext4.pt": (torch_zip(pickle(b"\x84\x01\x00\x00\x00")), "UnsafePickle", "opcode EXT4"),
-        "persid_text.pt": (torch_zip(pickle(b"P0\n")), "UnsafePickle", "opcode PERSID"),
-        "frame_past_end.pt": (torch_zip(b"\x80\x04\x95" + struct.pack("<Q", 100) + b"N."), "InvalidPickle", "FRAME longer than the pickle"),
+        "pop_mark_without_mark.pt": (torch_zip(pickle(b"N1")), "InvalidPickle", "pytorch.pickle-stack", "no MARK to pop to"),
+        "stack_global_ints.pt": (torch_zip(pickle(b"K\x01K\x02\x93")), "InvalidPickle", "pytorch.pickle-arguments", "STACK_GLOBAL of non-strings"),
+        "reduce_on_int.pt": (torch_zip(pickle(b"K\x01)R")), "UnsafePickle", "pytorch.call-refused", "REDUCE on a value that is not a global"),
+        "reduce_args_not_tuple.pt": (torch_zip(pickle(glob("collections", "OrderedDict") + b"K\x01R")), "InvalidPickle", "pytorch.pickle-arguments", "REDUCE arguments are not a tuple"),
+        "dict_odd.pt": (torch_zip(pickle(b"(" + w + b"d")), "InvalidPickle", "pytorch.pickle-stack", "DICT with an odd number of items"),
+        "ext2.pt": (torch_zip(pickle(b"\x83\x01\x00")), "UnsafePickle", "pytorch.opcode-refused", "opcode EXT2"),
+        "ext4.pt": (torch_zip(pickle(b"\x84\x01\x00\x00\x00")), "UnsafePickle", "pytorch.opcode-refused", "opcode EXT4"),
+        "persid_text.pt": (torch_zip(pickle(b"P0\n")), "UnsafePickle", "pytorch.opcode-refused", "opcode PERSID"),
+        "frame_past_end.pt": (torch_zip(b"\x80\x04\x95" + struct.pack("<Q", 100) + b"N."), "InvalidPickle", "pytorch.pickle-truncated", "FRAME longer than the pickle"),
         # Checkpoint rules.
-        "name_not_utf8.pt": (torch_zip(pickle(state_dict((b"\x8c\x01\xff", tensor(storage_pid()))))), "InvalidCheckpoint", "not valid UTF-8"),
-        "zip_without_data_pkl.pt": (zip_of({"archive/data/0": f32, "archive/version": b"3\n"}), "InvalidCheckpoint", "no archive/data.pkl"),
-        "legacy_sys_info_not_dict.pt": (LEGACY_MAGIC + LEGACY_PROTOCOL + pickle(b"N") + legacy_tensor_dict(), "InvalidCheckpoint", "sys_info is not a dict"),
-        "legacy_keys_not_list.pt": (LEGACY_MAGIC + LEGACY_PROTOCOL + LEGACY_SYS_INFO + legacy_tensor_dict() + pickle(b"N"), "InvalidCheckpoint", "key list is not a list"),
-        "legacy_key_not_str.pt": (LEGACY_MAGIC + LEGACY_PROTOCOL + LEGACY_SYS_INFO + legacy_tensor_dict() + pickle(b"(K\x01l"), "InvalidCheckpoint", "storage key is not a string"),
+        "name_not_utf8.pt": (torch_zip(pickle(state_dict((b"\x8c\x01\xff", tensor(storage_pid()))))), "InvalidCheckpoint", "pytorch.object", "not valid UTF-8"),
+        "zip_without_data_pkl.pt": (zip_of({"archive/data/0": f32, "archive/version": b"3\n"}), "InvalidCheckpoint", "pytorch.container", "no archive/data.pkl"),
+        "legacy_sys_info_not_dict.pt": (LEGACY_MAGIC + LEGACY_PROTOCOL + pickle(b"N") + legacy_tensor_dict(), "InvalidCheckpoint", "pytorch.container", "sys_info is not a dict"),
+        "legacy_keys_not_list.pt": (LEGACY_MAGIC + LEGACY_PROTOCOL + LEGACY_SYS_INFO + legacy_tensor_dict() + pickle(b"N"), "InvalidCheckpoint", "pytorch.container", "key list is not a list"),
+        "legacy_key_not_str.pt": (LEGACY_MAGIC + LEGACY_PROTOCOL + LEGACY_SYS_INFO + legacy_tensor_dict() + pickle(b"(K\x01l"), "InvalidCheckpoint", "pytorch.container", "storage key is not a string"),
         # _rebuild_tensor_v3 names its dtype; over a typed storage of another dtype the two disagree.
         "v3_dtype_vs_storage.pt": (torch_zip(pickle(state_dict((w, glob("torch._utils", "_rebuild_tensor_v3") + tup(
             storage_pid(), i(0), tup(i(4)), tup(i(1)), b"\x89", glob("collections", "OrderedDict") + b")R",
-            glob("torch", "int32")) + b"R")))), "InvalidCheckpoint", "dtype differs from its typed storage"),
+            glob("torch", "int32")) + b"R")))), "InvalidCheckpoint", "pytorch.storage", "dtype differs from its typed storage"),
     }
     return c
 
@@ -262,10 +262,10 @@ def main(argv):
     os.makedirs(out, exist_ok=True)
     if mode == "--corpus":
         lines = []
-        for name, (data, kind, *_) in sorted(malformed_corpus().items()):
+        for name, (data, kind, rule, *_) in sorted(malformed_corpus().items()):
             with open(os.path.join(out, name), "wb") as f:
                 f.write(data)
-            lines.append(f"{name}\t{kind}")
+            lines.append(f"{name}\t{kind}\t{rule}")
         with open(os.path.join(out, "expected"), "w") as f:
             f.write("\n".join(lines) + "\n")
     elif mode == "--seeds":

@@ -3,7 +3,7 @@
 state_dict() with _metadata, keep_vars, nested training checkpoints, the legacy format) read, cat and
 converted byte for byte against what that torch's own `torch.load` gives for the same file
 (`.contiguous()` bytes); hand-built hostile pickles refused by name with no side effect (a canary file
-is never created); the malformed corpus (pickles.py) reported with the expected error kind.
+is never created); the malformed corpus (pickles.py) reported with the expected error kind and rule code.
 
     test_checkpoints.py --cli PATH/safeweights [--require-torch]
 
@@ -58,12 +58,14 @@ def read_safetensors(path):
 def test_malformed_corpus(cli, tmp):
     corpus = os.path.join(tmp, "corpus")
     pickles.main(["", "--corpus", corpus])
-    texts = {name: entry[2] for name, entry in pickles.malformed_corpus().items() if len(entry) > 2}
+    texts = {name: entry[3] for name, entry in pickles.malformed_corpus().items() if len(entry) > 3}
     for line in open(os.path.join(corpus, "expected")):
-        name, kind = line.split()
+        name, kind, rule = line.split()
         result = validate(cli, os.path.join(corpus, name))
         got = (result.get("error") or {}).get("kind")
         check(result["format"] == "pytorch" and got == kind, f"corpus {name}: expected {kind}, got {got} ({result})")
+        got_rule = (result.get("error") or {}).get("rule")
+        check(got_rule == rule, f"corpus {name}: expected rule {rule}, got {got_rule} ({result})")
         check(texts.get(name, "") in (result.get("error") or {}).get("message", ""), f"corpus {name}: message must say {texts.get(name)!r}: {result}")
         check(not os.path.exists(os.path.join(corpus, name + ".safetensors")), name)
         out = os.path.join(tmp, name + ".safetensors")

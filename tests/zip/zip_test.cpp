@@ -28,6 +28,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using safeweights::ErrorKind;
+using safeweights::ErrorRule;
 using safeweights::FileBackend;
 using safeweights::Result;
 using safeweights::SourcePtr;
@@ -253,6 +254,7 @@ struct BadCase {
   std::vector<TestEntry> entries;
   ErrorKind kind;
   const char* message;
+  ErrorRule rule = ErrorRule::ZipDataDescriptor;
 };
 
 TEST(ContainerPolicy, MalformedDescriptors) {
@@ -306,11 +308,15 @@ TEST(ContainerPolicy, MalformedDescriptors) {
       {"descriptor without the flag",
        {{.name = "a", .data = d, .descriptor = Descriptor::WithSignature, .descriptor_without_flag = true}},
        ErrorKind::BadZipFile,
-       "unaccounted bytes before the central directory"},
+       "unaccounted bytes before the central directory",
+       ErrorRule::ZipLayout},
   };
   for (const BadCase& c : cases) {
     SCOPED_TRACE(c.what);
-    EXPECT_TRUE(FailsWith(open_both(build_zip(c.entries).bytes, ArchivePolicy::Container), c.kind, c.message));
+    const Result<zip::Archive> archive = open_both(build_zip(c.entries).bytes, ArchivePolicy::Container);
+    EXPECT_TRUE(FailsWith(archive, c.kind, c.message));
+    if (!archive.is_ok())
+      EXPECT_EQ(safeweights::error_rule_code(archive.error().rule()), safeweights::error_rule_code(c.rule)) << archive.error().to_string();
   }
 }
 

@@ -1,4 +1,5 @@
-// Rules shared by the safetensors reader and writer. Internal.
+// The safetensors writer's internals that other files of the folder use: the reference writer's dtype order
+// (its table is dtypes.cpp's spelling table) and the uncommitted write the sharded writer commits. Internal.
 #pragma once
 
 #include <cstdint>

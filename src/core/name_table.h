@@ -1,4 +1,4 @@
-// An index of names a file chose (tensor names), by json::hash_key under a per-process seed: open
+// An index of names a file chose (tensor names), by hash_key (core/hash.h) under a per-process seed: open
 // addressing with linear probing in one array sized once from the count, so building it costs one
 // allocation and a file crafted to collide cannot make lookups quadratic. Used by the safetensors
 // header and the GGUF reader. Internal.
@@ -9,9 +9,9 @@
 #include <string_view>
 #include <vector>
 
-#include "json/json_parse.h"
+#include "core/hash.h"
 
-namespace safeweights::json {
+namespace safeweights {
 
 // Capacity a power of two, at most two thirds full (a few probes per lookup). A slot holds the upper
 // 32 bits of the name's hash (a tag, so most mismatches never touch the name) and the position + 1
@@ -61,4 +61,4 @@ class NameTable {
   std::span<std::uint64_t> slots_;
 };
 
-}  // namespace safeweights::json
+}  // namespace safeweights
