@@ -48,7 +48,7 @@ struct ConvertPlan {
 
 struct ConvertOptions {
   std::optional<TensorType> type;  // none: every tensor keeps its type
-  unsigned threads = 0;            // 0: every core
+  unsigned threads = 0;            // 0: one per core
   ConvertPlan plan;
   bool carry_metadata = true;  // the input's metadata into the output (docs/GGUF.md, "Conversion")
   // One copy per shared storage (TensorFile::storage_of): a name that is the same tensor as a kept one
