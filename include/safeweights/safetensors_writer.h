@@ -37,8 +37,12 @@ SAFEWEIGHTS_API_BEGIN
 
 using safeweights::TensorDecl;  // tensor_file.h: one declaration type for every writer
 
-// A declaration with its bytes: {name, dtype, shape, data}.
+// A declaration with its bytes: {name, dtype, shape, data}. (A constructor rather than aggregate
+// initialisation through the base, so the four-value braces read as they always have, warning-free.)
 struct TensorData : TensorDecl {
+  TensorData() = default;
+  TensorData(std::string tensor_name, TensorType type, std::vector<std::uint64_t> dims, std::span<const std::byte> bytes)
+      : TensorDecl{std::move(tensor_name), type, std::move(dims)}, data(bytes) {}
   std::span<const std::byte> data;  // little-endian, C order; size must match shape x dtype
 };
 
