@@ -59,7 +59,7 @@ int main(int argc, char** argv) {
   std::vector<std::byte> small(64 * 4, std::byte{2});
   std::vector<safetensors::TensorData> tensors;
   tensors.push_back({"big", TensorType::F32, {4096, 4096}, big});
-  for (int i = 0; i < 4096; ++i) tensors.push_back({"s" + std::to_string(i), TensorType::F32, {64}, small});
+  for (int i = 0; i < 4096; ++i) tensors.push_back({std::string("s").append(std::to_string(i)), TensorType::F32, {64}, small});
   check(safetensors::write_file(path, tensors));
 
   auto reader = safetensors::Reader::open(path);
@@ -85,7 +85,7 @@ int main(int argc, char** argv) {
     std::printf("%-12s %8.3f ms  (%llu runs)\n", c.name, median(ms), static_cast<unsigned long long>(plan->run_count()));
   }
   std::vector<const TensorEntry*> infos;
-  for (int i = 0; i < 4096; ++i) infos.push_back(reader->tensor("s" + std::to_string(i)).value());
+  for (int i = 0; i < 4096; ++i) infos.push_back(reader->tensor(std::string("s").append(std::to_string(i))).value());
   std::vector<double> ms;
   for (int p = 0; p < passes; ++p) {
     ms.push_back(time_ms([&] {

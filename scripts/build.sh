@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-# CI (CI=true) turns warnings in the library, the CLI and the Python glue into errors.
+# CI (CI=true) turns warnings into errors (SAFEWEIGHTS_WERROR: every target, tests and benchmarks included).
 werror=()
 [[ ${CI:-} == true ]] && werror=(-DSAFEWEIGHTS_WERROR=ON)
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release "${werror[@]}" "$@"

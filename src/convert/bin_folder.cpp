@@ -82,11 +82,6 @@ Result<ConvertReport> convert_checkpoint(const std::string& input, const std::st
 
 }  // namespace
 
-bool is_bin_folder(const std::string& folder) {
-  std::error_code ec;
-  return std::filesystem::exists(folder + "/pytorch_model.bin", ec) || std::filesystem::exists(folder + "/pytorch_model.bin.index.json", ec);
-}
-
 Result<std::vector<std::string>> convert_bin_folder(const std::string& input_folder, const std::string& output_folder, const FormatOptions& read,
                                                     const ConvertOptions& options, const std::function<void(const TensorFile&)>& opened) {
   namespace fs = std::filesystem;

@@ -20,4 +20,9 @@ Result<ConvertReport> convert_path(const std::string& input, const std::string& 
   return convert(*file, output, options);
 }
 
+bool is_bin_folder(const std::string& folder) {
+  std::error_code ec;
+  return std::filesystem::exists(folder + "/pytorch_model.bin", ec) || std::filesystem::exists(folder + "/pytorch_model.bin.index.json", ec);
+}
+
 }  // namespace safeweights

@@ -1,22 +1,30 @@
 // The list of formats: adding a format is its folder plus one line here.
-#include <array>
 #include <filesystem>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "core/status_macros.h"
 #include "dduf/format.h"
 #include "gguf/format.h"
+#if SAFEWEIGHTS_WITH_PYTORCH
 #include "pytorch/format.h"
+#endif
 #include "safeweights/format.h"
 #include "safetensors/format.h"
 
 namespace safeweights {
 namespace {
 
-const std::array<const Format*, 5>& registry() {
-  static const std::array<const Format*, 5> kFormats = {
-      &safetensors::safetensors_format(), &safetensors::index_format(), &dduf::dduf_format(), &pytorch::pytorch_format(), &gguf::gguf_format(),
+std::span<const Format* const> registry() {
+  static const Format* const kFormats[] = {
+    &safetensors::safetensors_format(),
+    &safetensors::index_format(),
+    &dduf::dduf_format(),
+#if SAFEWEIGHTS_WITH_PYTORCH  // the pytorch component (CMakeLists.txt): out of the registry when it is not built
+    &pytorch::pytorch_format(),
+#endif
+    &gguf::gguf_format(),
   };
   return kFormats;
 }

@@ -76,7 +76,12 @@ quant::Codec codec(TensorType type) noexcept {
 }
 
 Status unsupported(TensorType type, const char* what) {
-  return Error(ErrorKind::NotSupported, std::string(what) + " " + std::string(type_name(type)) + " is not supported");
+  std::string message = std::string(what) + " " + std::string(type_name(type)) + " is not supported";
+#if defined(SAFEWEIGHTS_WITH_QUANT) && !SAFEWEIGHTS_WITH_QUANT
+  // The block codecs were left out (quant_disabled.cpp): say so for the types they would cover.
+  if (type_info(type).block_elements > 1) message += ": safeweights was built without the quantizers (SAFEWEIGHTS_WITH_QUANT=OFF)";
+#endif
+  return Error(ErrorKind::NotSupported, message);
 }
 
 // The number of blocks (elements for a plain type) in `elements` values of `type`, after checking that

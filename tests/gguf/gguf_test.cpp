@@ -7,7 +7,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <new>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -16,39 +15,11 @@
 #include <simdjson.h>
 #include <sys/resource.h>
 
+#include "count_allocations.h"
 #include "test_util.h"
 #include "safeweights/convert.h"
 #include "safeweights/format.h"
 #include "safeweights/gguf.h"
-
-// Every allocation of this test binary is counted while g_counting is set (the open-path allocation
-// test below); otherwise operator new is malloc. Every unaligned form is replaced, so that whatever a
-// library allocates with (simdjson uses new(std::nothrow)) is freed by the matching delete: under
-// ASan a form left out would pair ASan's operator new with this free.
-namespace {
-std::atomic<bool> g_counting{false};
-std::atomic<std::size_t> g_allocations{0};
-}  // namespace
-void* operator new(std::size_t n) {
-  if (g_counting.load(std::memory_order_relaxed)) g_allocations.fetch_add(1, std::memory_order_relaxed);
-  if (void* p = std::malloc(n ? n : 1)) return p;
-  throw std::bad_alloc();
-}
-void* operator new[](std::size_t n) { return ::operator new(n); }
-void* operator new(std::size_t n, const std::nothrow_t&) noexcept {
-  try {
-    return ::operator new(n);
-  } catch (const std::bad_alloc&) {
-    return nullptr;
-  }
-}
-void* operator new[](std::size_t n, const std::nothrow_t& t) noexcept { return ::operator new(n, t); }
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
-void operator delete[](void* p) noexcept { std::free(p); }
-void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
-void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
-void operator delete[](void* p, const std::nothrow_t&) noexcept { std::free(p); }
 
 using namespace safeweights;
 using gguf::KeyValue;
@@ -365,13 +336,12 @@ TEST(Reader, AllocationsDoNotGrowWithTheTensorCount) {
     ASSERT_TRUE(write_file(path, all_value_types(), decls).is_ok());
     auto source = open_file(path);
     ASSERT_TRUE(source.is_ok());
-    g_allocations = 0;
-    g_counting = true;
+    swt::start_counting_allocations();
     auto f = gguf::open(*source);
-    g_counting = false;
+    const std::size_t allocations = swt::stop_counting_allocations();
     ASSERT_TRUE(f.is_ok());
     ASSERT_EQ((*f)->tensors().size(), static_cast<std::size_t>(tensors));
-    counts.push_back(g_allocations.load());
+    counts.push_back(allocations);
   }
   std::printf("allocations to open: %zu (2,000 tensors), %zu (20,000 tensors)\n", counts[0], counts[1]);
   EXPECT_LE(counts[1], counts[0] + 4) << counts[0];  // 10x the tensors: only the header copy doubles a few more times
@@ -624,7 +594,7 @@ TEST(SplitWriter, NeedsADescriptorPerFileAndNamesTheFilePastTheLimit) {
   low.rlim_cur = open_now + 10;
   ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &low), 0);
   std::vector<TensorDecl> many;
-  for (int i = 0; i < 40; ++i) many.push_back({"t" + std::to_string(i), TensorType::F32, {1}});
+  for (int i = 0; i < 40; ++i) many.push_back({std::string("t").append(std::to_string(i)), TensorType::F32, {1}});
   SplitLimits split;
   split.max_tensors = 1;
   auto w = gguf::create(dir.file("m") + ".gguf", {}, many, split_into(split));
@@ -642,7 +612,7 @@ TEST(SplitWriter, RefusesSplitKeysAndTooManyFiles) {
   auto keys = gguf::create(dir.file("m") + ".gguf", {{"split.count", Value::u16(2)}}, split_tensors(), split_into(split));
   EXPECT_EQ(keys.error().kind(), ErrorKind::InvalidArgument);
   std::vector<TensorDecl> many;
-  for (int i = 0; i < 65536; ++i) many.push_back({"t" + std::to_string(i), TensorType::F32, {1}});
+  for (int i = 0; i < 65536; ++i) many.push_back({std::string("t").append(std::to_string(i)), TensorType::F32, {1}});
   auto too_many = gguf::create(dir.file("m") + ".gguf", {}, many, split_into(split));
   EXPECT_EQ(too_many.error().kind(), ErrorKind::InvalidArgument);
   EXPECT_NE(too_many.error().message().find("65535"), std::string::npos);

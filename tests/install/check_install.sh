@@ -8,8 +8,20 @@
 # Each build runs on a small safetensors file written here with python3, and its output is compared
 # with what python3 expects. The installed CLI validates the same file. The prefix is removed at the end.
 #   check_install.sh BUILD_DIR      (environment: CMAKE, CMAKE_GENERATOR, CXX, SAFEWEIGHTS_SHARED=ON|OFF)
+#
+#   check_install.sh --minimal SOURCE_DIR   (environment: the same, and LAUNCHER, a compiler launcher)
+# builds the library alone (static and shared) with every optional component off (CMakeLists.txt,
+# "Components": http, cuda, pytorch, quant, hf), installs it and checks that: the components' headers
+# are not installed and the package reports them missing; the find_package consumer (static and
+# shared) reads the same file as above; neither the consumer nor libsafeweights.so holds any of their
+# code (nm; the same patterns must match a full build's library, checked by the first form); and
+# tests/install/consumer/minimal.cpp gets NotSupported naming the option from each stub.
 set -euo pipefail
-build=$(cd "${1:?usage: check_install.sh BUILD_DIR}" && pwd)
+minimal=0
+if [[ ${1:-} == --minimal ]]; then
+  minimal=1
+  shift
+fi
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 cmake=${CMAKE:-cmake}
 cxx=${CXX:-c++}
@@ -23,19 +35,72 @@ prefix=$tmp/prefix
 fail() { echo "check_install: FAIL: $*" >&2; exit 1; }
 step() { printf '\n--- %s\n' "$*"; }
 
-step "cmake --install $build --prefix <tmp>/prefix"
-"$cmake" --install "$build" --prefix "$prefix" >"$tmp/install.log" || { cat "$tmp/install.log"; fail "install"; }
+# The code of each optional component, as nm -C names it: symbols of its implementation that its stub
+# (src/*/*_disabled.cpp) does not define.
+declare -A component_symbols=(
+  [cuda]='safeweights::load::(\(anonymous namespace\)::(CudaDevice|cuda_api|cufile)|cuda_error)'
+  [pytorch]='safeweights::pytorch::(\(anonymous namespace\)|pytorch_format|Pickle)'
+  [quant]='safeweights::quant::\(anonymous namespace\)::(de)?quantize_(q[0-9]|k|affine|symmetric|iq|tq|mxfp)|kIq4Levels'
+  [hf]='safeweights::hf::(\(anonymous namespace\)|TokenizerJson|read_config|names_llama)'
+)
+# check_symbols FILE present|absent: every component's code is in FILE, or none of it.
+check_symbols() {
+  local file=$1 want=$2 component count
+  "${NM:-nm}" -C "$file" >"$tmp/nm.txt" || fail "nm $file"
+  for component in "${!component_symbols[@]}"; do
+    count=$(grep -cE "${component_symbols[$component]}" "$tmp/nm.txt" || true)
+    if [[ $want == present && $count == 0 ]]; then
+      fail "$(basename "$file"): no symbol of component $component (is the pattern in check_install.sh out of date?)"
+    elif [[ $want == absent && $count != 0 ]]; then
+      grep -E "${component_symbols[$component]}" "$tmp/nm.txt" | head -n 5
+      fail "$(basename "$file"): $count symbols of component $component, which the build left out"
+    fi
+  done
+  echo "$(basename "$file"): the code of ${!component_symbols[*]}: $want"
+}
+
+if [[ $minimal == 1 ]]; then
+  source_dir=$(cd "${1:?usage: check_install.sh --minimal SOURCE_DIR}" && pwd)
+  build=$tmp/build
+  launcher=()
+  [[ -n ${LAUNCHER:-} ]] && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER="$LAUNCHER")
+  step "the library alone, every optional component off"
+  # -O1: what is checked does not depend on the optimisation, and the build is a test's cost.
+  "$cmake" -S "$source_dir" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-O1 -DNDEBUG" \
+    -DCMAKE_CXX_COMPILER="$cxx" "${launcher[@]}" -DSAFEWEIGHTS_WITH_HTTP=OFF -DSAFEWEIGHTS_WITH_CUDA=OFF -DSAFEWEIGHTS_WITH_PYTORCH=OFF \
+    -DSAFEWEIGHTS_WITH_QUANT=OFF -DSAFEWEIGHTS_WITH_HF=OFF -DSAFEWEIGHTS_BUILD_TESTS=OFF -DSAFEWEIGHTS_BUILD_BENCH=OFF \
+    -DSAFEWEIGHTS_BUILD_PYTHON=OFF -DSAFEWEIGHTS_BUILD_SHARED=ON >"$tmp/configure.log" \
+    || { cat "$tmp/configure.log"; fail "configure"; }
+  "$cmake" --build "$build" --target safeweights safeweights_shared >"$tmp/build.log" 2>&1 \
+    || { cat "$tmp/build.log"; fail "build"; }
+  shared=ON
+  step "cmake --install <tmp>/build --prefix <tmp>/prefix --component Development, Runtime (no CLI)"
+  for component in Development Runtime; do
+    "$cmake" --install "$build" --prefix "$prefix" --component $component >>"$tmp/install.log" \
+      || { cat "$tmp/install.log"; fail "install"; }
+  done
+else
+  build=$(cd "${1:?usage: check_install.sh BUILD_DIR}" && pwd)
+  step "cmake --install $build --prefix <tmp>/prefix"
+  "$cmake" --install "$build" --prefix "$prefix" >"$tmp/install.log" || { cat "$tmp/install.log"; fail "install"; }
+fi
 (cd "$prefix" && find . -type f -o -type l | sort)
 
 # lib/, or lib/<multiarch>/ when the build was configured for the prefix /usr (GNUInstallDirs).
 pc=$(cd "$prefix" && find . -name safeweights.pc -path '*/pkgconfig/*' | head -n 1)
 [[ -n $pc ]] || fail "safeweights.pc not installed"
 lib=$(dirname "$(dirname "${pc#./}")")
-expect=(include/safeweights/safetensors.h include/safeweights/error.h "$lib/libsafeweights.a" bin/safeweights
+expect=(include/safeweights/safetensors.h include/safeweights/error.h "$lib/libsafeweights.a"
         "$lib/cmake/safeweights/safeweightsConfig.cmake" "$lib/cmake/safeweights/safeweightsConfigVersion.cmake"
         "$lib/cmake/safeweights/safeweightsTargets.cmake" "$lib/pkgconfig/safeweights.pc")
 [[ $shared == ON ]] && expect+=("$lib/libsafeweights.so")
+[[ $minimal == 0 ]] && expect+=(bin/safeweights)
 for f in "${expect[@]}"; do [[ -e $prefix/$f ]] || fail "not installed: $f"; done
+if [[ $minimal == 1 ]]; then
+  for f in include/safeweights/pytorch.h include/safeweights/hf_llama.h; do
+    [[ ! -e $prefix/$f ]] || fail "installed although its component is off: $f"
+  done
+fi
 # Installed headers include only the standard library and each other (nothing from src/).
 if grep -n '#include "' "$prefix"/include/safeweights/*.h | grep -v '#include "safeweights/'; then
   fail "an installed header includes a file that is not installed"
@@ -67,7 +132,7 @@ with open(sys.argv[2], "w") as f:
         f.write(f"{name} {dtype} [{','.join(map(str, shape))}] bytesum={sum(raw)}\n")
 PY
 cat "$tmp/expected.txt"
-"$prefix/bin/safeweights" validate "$tmp/model.safetensors" || fail "installed CLI: validate"
+[[ $minimal == 1 ]] || "$prefix/bin/safeweights" validate "$tmp/model.safetensors" || fail "installed CLI: validate"
 
 check_output() {  # NAME COMMAND...
   local name=$1; shift
@@ -129,15 +194,30 @@ PY
 }
 
 consumer_cmake() {  # NAME CONSUMER_STATIC
-  local name=$1 static=$2
+  local name=$1 static=$2 mode=()
   step "find_package consumer ($name)"
+  if [[ $minimal == 1 ]]; then
+    # pytorch.h and hf_llama.h from the source tree, beside the installed headers (minimal.cpp says why).
+    mkdir -p "$tmp/uninstalled/safeweights"
+    cp "$here/../../include/safeweights/pytorch.h" "$here/../../include/safeweights/hf_llama.h" "$tmp/uninstalled/safeweights/"
+    mode=(-DCONSUMER_MINIMAL="$tmp/uninstalled" "-DCONSUMER_EXPECT_MISSING=http;cuda;pytorch;quant;hf")
+  else
+    # The tests are built only with these on (tests/CMakeLists.txt); http may be either.
+    mode=("-DCONSUMER_EXPECT_FOUND=cuda;pytorch;quant;hf")
+  fi
   nice "$cmake" -S "$here/consumer" -B "$tmp/$name" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
-    -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_PREFIX_PATH="$prefix" -DCONSUMER_STATIC="$static" >"$tmp/$name.log" \
+    -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_PREFIX_PATH="$prefix" -DCONSUMER_STATIC="$static" "${mode[@]}" >"$tmp/$name.log" \
     || { cat "$tmp/$name.log"; fail "$name: configure"; }
-  grep 'safeweights .* from' "$tmp/$name.log" || true
+  grep -E 'safeweights .* from|components:' "$tmp/$name.log" || true
   nice "$cmake" --build "$tmp/$name" >>"$tmp/$name.log" 2>&1 || { cat "$tmp/$name.log"; fail "$name: build"; }
   check_output "$name" "$tmp/$name/consumer"
-  check_examples "$name" "$tmp/$name"
+  if [[ $minimal == 1 ]]; then
+    mkdir -p "$tmp/hf-folder"
+    echo '{"architectures": ["LlamaForCausalLM"]}' >"$tmp/hf-folder/config.json"
+    "$tmp/$name/minimal" "$tmp/hf-folder" "$tmp/model.safetensors" || fail "$name: minimal (above)"
+  else
+    check_examples "$name" "$tmp/$name"
+  fi
 }
 
 if [[ $shared == ON ]]; then
@@ -146,6 +226,15 @@ if [[ $shared == ON ]]; then
 fi
 consumer_cmake cmake-static ON
 [[ $(needed "$tmp/cmake-static/consumer") == 0 ]] || fail "cmake-static: linked to libsafeweights.so"
+
+if [[ $minimal == 1 ]]; then
+  check_symbols "$tmp/cmake-static/consumer" absent
+  check_symbols "$prefix/$lib/libsafeweights.so" absent
+  echo
+  echo "check_install --minimal: the library without its optional components installed, and a consumer built and run against it"
+  exit 0
+fi
+[[ $shared == ON ]] && check_symbols "$prefix/$lib/libsafeweights.so" present
 
 export PKG_CONFIG_PATH=$prefix/$lib/pkgconfig
 step "pkg-config: $(pkg-config --cflags --libs safeweights)"

@@ -79,7 +79,9 @@ std::vector<Spec> mixed_specs(int count) {
   std::vector<Spec> specs;
   const TensorType types[] = {TensorType::F32, TensorType::BF16, TensorType::I64, TensorType::U8, TensorType::F16};
   for (int i = 0; i < count; ++i)
-    specs.push_back({"t" + std::to_string(i), types[i % 5], {static_cast<std::uint64_t>(1 + i % 7), static_cast<std::uint64_t>(3 + i * 37 % 1000)}});
+    specs.push_back({std::string("t").append(std::to_string(i)),
+                     types[i % 5],
+                     {static_cast<std::uint64_t>(1 + i % 7), static_cast<std::uint64_t>(3 + i * 37 % 1000)}});
   specs.push_back({"empty", TensorType::F32, {0, 4}});
   specs.push_back({"scalar", TensorType::F64, {}});
   return specs;

@@ -34,7 +34,8 @@ std::uint64_t write_header(const std::string& path, const std::function<std::str
   std::string body = open;
   std::uint64_t count = 0;
   for (;;) {
-    std::string e = (count ? "," : "") + entry(count);
+    std::string e = count ? "," : "";
+    e += entry(count);
     if (body.size() + e.size() + close.size() > kTarget) break;
     body += e;
     ++count;
@@ -116,7 +117,8 @@ std::string tensor_entry(std::uint64_t i) {
 
 TEST_F(HeaderMemory, EightMillionMetadataEntries) {
   const auto n = write_header(
-      path_, [](std::uint64_t i) { return "\"" + std::to_string(i) + "\":\"\""; }, [](std::uint64_t) { return 0; }, "{\"__metadata__\":{", "}}");
+      path_, [](std::uint64_t i) { return std::string("\"").append(std::to_string(i)).append("\":\"\""); }, [](std::uint64_t) { return 0; },
+      "{\"__metadata__\":{", "}}");
   expect_small_multiple(n);
 }
 

@@ -125,7 +125,7 @@ TEST(HeaderSinglePass, TheReferenceSpellingReadsAsAnyOther) {
 TEST(HeaderSinglePass, NumbersOfEveryLengthReadAsTheGeneralPathReadsThem) {
   const std::string digits = "98765432109876543210987";
   for (std::size_t n = 1; n <= digits.size(); ++n) {
-    for (const std::string& number : {digits.substr(0, n), "1" + std::string(n - 1, '0'), std::string(n, '9')}) {
+    for (const std::string& number : {digits.substr(0, n), std::string("1").append(n - 1, '0'), std::string(n, '9')}) {
       for (const std::string& entry : {R"({"dtype":"U8","shape":[)" + number + R"(],"data_offsets":[0,24]})",
                                        R"({"dtype":"U8","shape":[)" + number + R"(,1],"data_offsets":[0,24]})",
                                        R"({"dtype":"U8","shape":[24],"data_offsets":[)" + number + R"(,24]})",

@@ -1,0 +1,83 @@
+// Against a build with every optional component off (check_install.sh --minimal): what a program gets
+// that asks for one of them. Each refusal must be NotSupported and name the option that was off; the
+// core (F16 conversion, the registry without PyTorch) keeps working. pytorch.h and hf_llama.h are not
+// installed with their components off: the check hands this program the source tree's copies, the
+// declarations the in-tree CLI is built with.
+//   minimal FOLDER_WITH_CONFIG_JSON FILE
+#include <safeweights/device.h>
+#include <safeweights/format.h>
+#include <safeweights/hf_llama.h>
+#include <safeweights/pytorch.h>
+#include <safeweights/quantize.h>
+
+#include <cstddef>
+#include <iostream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace sw = safeweights;
+
+int failures = 0;
+
+void expect_refused(std::string_view what, const sw::Error& error, std::string_view option) {
+  const bool ok = error.kind() == sw::ErrorKind::NotSupported && error.message().find(option) != std::string::npos;
+  std::cout << what << ": " << (ok ? "refused" : "UNEXPECTED") << ": " << error.to_string() << "\n";
+  if (!ok) ++failures;
+}
+
+void expect(std::string_view what, bool ok) {
+  std::cout << what << ": " << (ok ? "ok" : "UNEXPECTED") << "\n";
+  if (!ok) ++failures;
+}
+
+int main(int argc, char** argv) {
+  if (argc != 3) {
+    std::cerr << "usage: minimal FOLDER_WITH_CONFIG_JSON FILE\n";
+    return 2;
+  }
+  const std::string folder = argv[1], file = argv[2];
+
+  auto device = sw::Device::open("cuda:0");
+  if (device.is_ok()) {
+    expect("Device::open(cuda:0)", false);
+  } else {
+    expect_refused("Device::open(cuda:0)", device.error(), "SAFEWEIGHTS_WITH_CUDA=OFF");
+  }
+  expect("Device::open(host)", sw::Device::open("host").is_ok());
+
+  std::vector<float> values(32, 1.0f);
+  std::vector<std::byte> q4(18), f16(64);
+  const sw::Status q = sw::quantize(sw::TensorType::Q4_0, values, q4);
+  if (q.is_ok()) {
+    expect("quantize(Q4_0)", false);
+  } else {
+    expect_refused("quantize(Q4_0)", q.error(), "SAFEWEIGHTS_WITH_QUANT=OFF");
+  }
+  expect("quantize(F16)", sw::quantize(sw::TensorType::F16, values, f16).is_ok());
+
+  auto checkpoint = sw::pytorch::open_checkpoint(file);
+  if (checkpoint.is_ok()) {
+    expect("pytorch::open_checkpoint", false);
+  } else {
+    expect_refused("pytorch::open_checkpoint", checkpoint.error(), "SAFEWEIGHTS_WITH_PYTORCH=OFF");
+  }
+  const sw::Status converted = sw::pytorch::convert_to_safetensors(file, file + ".out");
+  if (converted.is_ok()) {
+    expect("pytorch::convert_to_safetensors", false);
+  } else {
+    expect_refused("pytorch::convert_to_safetensors", converted.error(), "SAFEWEIGHTS_WITH_PYTORCH=OFF");
+  }
+  bool listed = false;
+  for (const sw::Format* format : sw::formats()) listed = listed || format->name() == "pytorch";
+  expect("no pytorch format in the registry", !listed);
+
+  expect("hf::is_llama_folder (any folder with a config.json)", sw::hf::is_llama_folder(folder));
+  auto report = sw::hf::convert_folder_to_gguf(folder, folder + "/out.gguf", {});
+  if (report.is_ok()) {
+    expect("hf::convert_folder_to_gguf", false);
+  } else {
+    expect_refused("hf::convert_folder_to_gguf", report.error(), "SAFEWEIGHTS_WITH_HF=OFF");
+  }
+  return failures == 0 ? 0 : 1;
+}
