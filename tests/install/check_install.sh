@@ -214,6 +214,7 @@ consumer_cmake() {  # NAME CONSUMER_STATIC
   if [[ $minimal == 1 ]]; then
     mkdir -p "$tmp/hf-folder"
     echo '{"architectures": ["LlamaForCausalLM"]}' >"$tmp/hf-folder/config.json"
+    cp "$tmp/model.safetensors" "$tmp/hf-folder/model.safetensors"  # weights, so only the plan is refused
     "$tmp/$name/minimal" "$tmp/hf-folder" "$tmp/model.safetensors" || fail "$name: minimal (above)"
   else
     check_examples "$name" "$tmp/$name"

@@ -315,8 +315,9 @@ TEST(ContainerPolicy, MalformedDescriptors) {
     SCOPED_TRACE(c.what);
     const Result<zip::Archive> archive = open_both(build_zip(c.entries).bytes, ArchivePolicy::Container);
     EXPECT_TRUE(FailsWith(archive, c.kind, c.message));
-    if (!archive.is_ok())
+    if (!archive.is_ok()) {
       EXPECT_EQ(safeweights::error_rule_code(archive.error().rule()), safeweights::error_rule_code(c.rule)) << archive.error().to_string();
+    }
   }
 }
 

@@ -62,22 +62,23 @@ int main(int argc, char** argv) {
   } else {
     expect_refused("pytorch::open_checkpoint", checkpoint.error(), "SAFEWEIGHTS_WITH_PYTORCH=OFF");
   }
-  const sw::Status converted = sw::pytorch::convert_to_safetensors(file, file + ".out");
+  auto converted = sw::convert_bin_folder(folder, folder + "/out");
   if (converted.is_ok()) {
-    expect("pytorch::convert_to_safetensors", false);
+    expect("convert_bin_folder", false);
   } else {
-    expect_refused("pytorch::convert_to_safetensors", converted.error(), "SAFEWEIGHTS_WITH_PYTORCH=OFF");
+    expect_refused("convert_bin_folder", converted.error(), "SAFEWEIGHTS_WITH_PYTORCH=OFF");
   }
   bool listed = false;
   for (const sw::Format* format : sw::formats()) listed = listed || format->name() == "pytorch";
   expect("no pytorch format in the registry", !listed);
 
   expect("hf::is_llama_folder (any folder with a config.json)", sw::hf::is_llama_folder(folder));
-  auto report = sw::hf::convert_folder_to_gguf(folder, folder + "/out.gguf", {});
+  // convert_path asks the HF plan provider for such a folder written as GGUF.
+  auto report = sw::convert_path(folder, folder + "/out.gguf", {});
   if (report.is_ok()) {
-    expect("hf::convert_folder_to_gguf", false);
+    expect("convert_path(HF folder -> .gguf)", false);
   } else {
-    expect_refused("hf::convert_folder_to_gguf", report.error(), "SAFEWEIGHTS_WITH_HF=OFF");
+    expect_refused("convert_path(HF folder -> .gguf)", report.error(), "SAFEWEIGHTS_WITH_HF=OFF");
   }
   return failures == 0 ? 0 : 1;
 }
