@@ -1,5 +1,6 @@
 // safeweights/format.h — the format registry: detect a file's format by its content, then validate,
-// inspect, open or cat it, without the caller knowing any format.
+// inspect, open or cat it, without the caller knowing any format; and the formats that are written
+// (chosen by name or by the output's extension) create their TensorSink.
 //
 // Each format lives in its own folder (src/<format>/) and is one line of the registry's list
 // (src/model/registry.cpp). The command-line tool and the Python package ask the registry; they never

@@ -1,4 +1,5 @@
-// Format conversion (include/safeweights/convert.h): TensorFile -> per-tensor transform -> TensorSink.
+// Format conversion (include/safeweights/convert.h): TensorFile -> plan (which tensors, their names,
+// permutations and types; dedup) -> the TensorSink of the output's Format, with the metadata carried.
 //
 // Each tensor gets an output type from the policy (choose_type), then is written by one of two paths:
 // a tensor that keeps its type and order is copied as it is (copy_tensor: in the kernel between local
