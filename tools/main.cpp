@@ -140,10 +140,10 @@ void add_convert(CLI::App& app, ConvertArgs& args, int& exit_code) {
                   "checkpoint (a folder of pytorch_model*.bin converts to a folder of safetensors shards)")
       ->required();
   cmd->add_option("OUTPUT", args.output,
-                  "the file to write, atomically: its extension (.gguf, .safetensors) picks the format unless --to names it (a folder "
-                  "for a folder of .bin shards)")
+                  "the file to write, atomically: its extension (.gguf, .safetensors, .safetensors.index.json) picks the format unless --to "
+                  "names it (a folder for a folder of .bin shards)")
       ->required();
-  cmd->add_option("--to", args.to, "the output's format (gguf, safetensors) whatever its name");
+  cmd->add_option("--to", args.to, "the output's format (gguf, safetensors, safetensors-index) whatever its name");
   cmd->add_option("--type", args.type,
                   "f32|f16|bf16|q8_0|q4_0|q4_1|q5_0|q5_1|q2_k|q3_k|q4_k|q5_k|q6_k: as llama.cpp, 1-D tensors stay F32, rows that are "
                   "not whole blocks fall back to a type that fits, integers are kept");
@@ -153,9 +153,9 @@ void add_convert(CLI::App& app, ConvertArgs& args, int& exit_code) {
   add_checkpoint_options(cmd);
   cmd->add_flag("--durable", args.durable, "fsync the output before renaming it into place");
   cmd->add_option("--split-max-size", args.split_max_size,
-                  "write OUT.gguf as llama.cpp's split files OUT-00001-of-0000N.gguf, each at most SIZE of tensor data (2G, 500M; "
-                  "decimal units K, M, G, or bytes)");
-  cmd->add_option("--split-max-tensors", args.split_max_tensors, "write OUT.gguf as split files of at most N tensors each")
+                  "write OUT.gguf as llama.cpp's split files OUT-00001-of-0000N.gguf, or the shards of OUT.safetensors.index.json, each at "
+                  "most SIZE of tensor data (2G, 500M; decimal units K, M, G, or bytes)");
+  cmd->add_option("--split-max-tensors", args.split_max_tensors, "write OUT.gguf as split files (or an index's shards) of at most N tensors each")
       ->check(CLI::PositiveNumber);
   add_backend_option(cmd, args.backend, "how the input is read: pread (default: chunks through one buffer) or mmap");
   cmd->callback([&args, &exit_code] { exit_code = run_convert(args); });

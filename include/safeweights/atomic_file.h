@@ -76,10 +76,10 @@ class AtomicFile {
   // abandon()); otherwise closes the file, gives it the target's name and (if durable) syncs the folder.
   Status commit();
   // Commits `files` in order after a single check_cancelled(), so that a cancellation cannot split the
-  // group (multi-file outputs: shards and their index). A failure of the system in the middle (the
-  // folder removed meanwhile) still leaves the earlier files committed: an output that must be all or
-  // nothing in that case too is built in a staging folder and renamed (as dduf::unpack does).
-  static Status commit_all(std::span<AtomicFile> files);
+  // group (multi-file outputs: split files, shards and their index). When one fails (a full disk at
+  // close, the folder removed meanwhile) the files already committed are removed again and the rest
+  // discarded, so the group is there whole or not at all.
+  static Status commit_all(std::span<AtomicFile* const> files);
   // Discards the file now; the target stays as it was.
   void abandon() noexcept;
 

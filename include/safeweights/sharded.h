@@ -6,9 +6,11 @@
 // presents one namespace of tensors. The index and the shards are opened through a Resolver, so a
 // sharded checkpoint reads the same from a local folder and from URLs. It is strict: a shard file must be a plain file name in the index's
 // folder, every tensor listed must be in the shard the index names, and every tensor in a shard must
-// be listed for that shard. write_sharded() splits tensors into shards of at most max_shard_bytes of
-// data the way transformers does (in the given order; a tensor larger than the limit gets a shard of
-// its own) and writes the index last, so a crash never leaves an index that names missing shards.
+// be listed for that shard. Writing is the registry's format "safetensors-index" (an output named
+// PREFIX.safetensors.index.json: Format::create's sink, as convert() writes it); write_sharded() writes
+// the same bytes from memory. Both cut the tensors into shards of at most max_shard_bytes of data the
+// way transformers does (in the given order; a tensor larger than the limit gets a shard of its own)
+// and commit the index after every shard, all files or none.
 //
 // Thread safety: ShardedReader is immutable after open(); its const methods may be called concurrently.
 #pragma once

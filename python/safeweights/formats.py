@@ -53,11 +53,12 @@ def convert(
 ) -> dict:
     """Converts ``input`` (any format the library reads, a Hugging Face model folder) into ``output``.
 
-    What ``safeweights convert`` does, with the same rules: ``output``'s extension (.safetensors, .gguf)
-    picks the format unless ``to`` names it; ``type`` ("f16", "q8_0", ...) follows llama.cpp's policy;
-    a Hugging Face Llama-family folder written as GGUF gets llama.cpp's names, metadata and tokenizer;
-    ``dedup`` keeps one copy of PyTorch tensors that share storage; ``split_max_*`` write llama.cpp's
-    split GGUF files; ``allow_unknown`` and ``key`` are for PyTorch checkpoints. The output is written
+    What ``safeweights convert`` does, with the same rules: ``output``'s extension (.safetensors, .gguf,
+    .safetensors.index.json) picks the format unless ``to`` names it; ``type`` ("f16", "q8_0", ...)
+    follows llama.cpp's policy; a Hugging Face Llama-family folder written as GGUF gets llama.cpp's
+    names, metadata and tokenizer; ``dedup`` keeps one copy of PyTorch tensors that share storage;
+    ``split_max_*`` cut llama.cpp's split GGUF files, or the shards of a ``*.safetensors.index.json``
+    (5 GB each when not given); ``allow_unknown`` and ``key`` are for PyTorch checkpoints. The output is written
     atomically. Returns {"tensors": [{"name", "from", "to", "note"}], "bytes_written", "files"}.
     """
     return _safeweights._convert(

@@ -1,17 +1,14 @@
 // The GGUF v3 writer: the header (and so every offset) is fixed at creation, then tensor bytes land at
 // their offsets through AtomicFile; padding is the zeros of a file sized up front.
-#include <unistd.h>
 
 #include <algorithm>
-#include <unordered_map>
 #include <unordered_set>
 
 #include "core/little_endian.h"
 #include "core/status_macros.h"
 #include "gguf/layout.h"
+#include "model/multi_file_sink.h"
 #include "model/planned_sink.h"
-#include "safeweights/atomic_file.h"
-#include "safeweights/cancel.h"
 #include "safeweights/gguf.h"
 
 namespace safeweights::gguf {
@@ -143,119 +140,52 @@ Result<std::unique_ptr<PlannedFileSink>> create_file(const std::string& path, co
 
 // The first tensor of each file, as llama.cpp's gguf-split cuts: padded tensor bytes only.
 Result<std::vector<std::size_t>> plan_splits(const std::vector<TensorDecl>& tensors, const SplitLimits& split, std::uint32_t alignment) {
-  std::vector<std::size_t> starts{0};
-  std::uint64_t bytes = 0, count = 0;
+  std::vector<std::uint64_t> padded(tensors.size());
   for (std::size_t i = 0; i < tensors.size(); ++i) {
     auto nbytes = tensor_nbytes(tensors[i].dtype, tensors[i].shape);
     if (!nbytes.is_ok()) return error_of(nbytes).with_tensor(tensors[i].name);
-    std::uint64_t padded = 0, next = 0;
-    if (!align_up(*nbytes, alignment, padded) || __builtin_add_overflow(bytes, padded, &next))
+    if (!align_up(*nbytes, alignment, padded[i]))
       return Error(ErrorKind::ValidationOverflow, "the data section's size overflows 64 bits").with_tensor(tensors[i].name);
-    const bool full = count != 0 && ((split.max_tensors != 0 && count >= split.max_tensors) || (split.max_bytes != 0 && next > split.max_bytes));
-    if (full) {
-      starts.push_back(i);
-      bytes = padded;
-      count = 1;
-    } else {
-      bytes = next;
-      ++count;
-    }
   }
+  SW_ASSIGN_OR_RETURN(auto starts, plan_parts(tensors, padded, split));
   if (starts.size() > kMaxSplits) return bad("the model would need " + std::to_string(starts.size()) + " files; split.count allows at most 65535");
   return starts;
 }
 
 // A model written as llama.cpp's gguf-split writes it: one planned file per part, committed all or none.
-class SplitWriter final : public TensorSink {
- public:
-  static Result<std::unique_ptr<TensorSink>> create(const std::string& prefix, std::vector<KeyValue> kv, std::vector<TensorDecl> tensors,
-                                                    const WriteOptions& options) {
-    const auto fail = [&](Error e) { return Result<std::unique_ptr<TensorSink>>(std::move(e.with_file(prefix))); };
-    for (const KeyValue& e : kv)
-      if (e.key == kSplitNoKey || e.key == kSplitCountKey || e.key == kSplitTensorsCountKey)
-        return fail(bad("the split writer writes `" + e.key + "` itself"));
-    if (tensors.size() > static_cast<std::size_t>(INT32_MAX)) return fail(bad("split.tensors.count is an INT32: at most 2^31 - 1 tensors"));
-    const std::uint32_t a = options.alignment;
-    if (a == 0 || (a & (a - 1)) != 0) return fail(bad("the alignment must be a power of two"));
-    auto w = std::unique_ptr<SplitWriter>(new SplitWriter);
-    w->prefix_ = prefix;
-    w->names_ = tensors;
-    for (std::size_t i = 0; i < w->names_.size(); ++i)
-      if (!w->part_of_.emplace(w->names_[i].name, 0).second) return fail(std::move(bad("duplicate tensor name").with_tensor(w->names_[i].name)));
-    auto starts = plan_splits(tensors, options.split, a);
-    if (!starts.is_ok()) return fail(std::move(starts).error());
-    const auto count = static_cast<std::uint32_t>(starts->size());
-    for (std::uint32_t k = 0; k < count; ++k) {
-      const std::size_t begin = (*starts)[k], end = k + 1 < count ? (*starts)[k + 1] : tensors.size();
-      std::vector<KeyValue> part_kv = k == 0 ? std::move(kv) : std::vector<KeyValue>{};
-      // llama.cpp's gguf-split order: split.count is set last (its value known only once every file is planned).
-      part_kv.push_back({std::string(kSplitNoKey), Value::u16(static_cast<std::uint16_t>(k))});
-      part_kv.push_back({std::string(kSplitTensorsCountKey), Value::i32(static_cast<std::int32_t>(tensors.size()))});
-      part_kv.push_back({std::string(kSplitCountKey), Value::u16(static_cast<std::uint16_t>(count))});
-      std::vector<TensorDecl> part_tensors(std::make_move_iterator(tensors.begin() + static_cast<std::ptrdiff_t>(begin)),
-                                           std::make_move_iterator(tensors.begin() + static_cast<std::ptrdiff_t>(end)));
-      for (std::size_t i = begin; i < end; ++i) w->part_of_[w->names_[i].name] = k;
-      w->paths_.push_back(split_file_name(prefix, k + 1, count));
-      SW_ASSIGN_OR_RETURN(auto part, create_file(w->paths_.back(), part_kv, std::move(part_tensors), options));
-      w->parts_.push_back(std::move(part));
-    }
-    return std::unique_ptr<TensorSink>(std::move(w));
+Result<std::unique_ptr<TensorSink>> create_split(const std::string& prefix, std::vector<KeyValue> kv, std::vector<TensorDecl> tensors,
+                                                 const WriteOptions& options) {
+  const auto fail = [&](Error e) { return Result<std::unique_ptr<TensorSink>>(std::move(e.with_file(prefix))); };
+  for (const KeyValue& e : kv)
+    if (e.key == kSplitNoKey || e.key == kSplitCountKey || e.key == kSplitTensorsCountKey)
+      return fail(bad("the split writer writes `" + e.key + "` itself"));
+  if (tensors.size() > static_cast<std::size_t>(INT32_MAX)) return fail(bad("split.tensors.count is an INT32: at most 2^31 - 1 tensors"));
+  const std::uint32_t a = options.alignment;
+  if (a == 0 || (a & (a - 1)) != 0) return fail(bad("the alignment must be a power of two"));
+  {
+    std::unordered_set<std::string_view> names;
+    for (const TensorDecl& t : tensors)
+      if (!names.insert(t.name).second) return fail(std::move(bad("duplicate tensor name").with_tensor(t.name)));
   }
-
-  Status write(std::string_view name, std::span<const std::byte> data) override {
-    SW_ASSIGN_OR_RETURN(PlannedFileSink * part, part(name));
-    return part->write(name, data);
+  auto starts = plan_splits(tensors, options.split, a);
+  if (!starts.is_ok()) return fail(std::move(starts).error());
+  const auto count = static_cast<std::uint32_t>(starts->size());
+  const std::size_t total = tensors.size();
+  std::vector<std::unique_ptr<PlannedFileSink>> parts;
+  for (std::uint32_t k = 0; k < count; ++k) {
+    const std::size_t begin = (*starts)[k], end = k + 1 < count ? (*starts)[k + 1] : total;
+    std::vector<KeyValue> part_kv = k == 0 ? std::move(kv) : std::vector<KeyValue>{};
+    // llama.cpp's gguf-split order: split.count is set last (its value known only once every file is planned).
+    part_kv.push_back({std::string(kSplitNoKey), Value::u16(static_cast<std::uint16_t>(k))});
+    part_kv.push_back({std::string(kSplitTensorsCountKey), Value::i32(static_cast<std::int32_t>(total))});
+    part_kv.push_back({std::string(kSplitCountKey), Value::u16(static_cast<std::uint16_t>(count))});
+    std::vector<TensorDecl> part_tensors(std::make_move_iterator(tensors.begin() + static_cast<std::ptrdiff_t>(begin)),
+                                         std::make_move_iterator(tensors.begin() + static_cast<std::ptrdiff_t>(end)));
+    SW_ASSIGN_OR_RETURN(auto part, create_file(split_file_name(prefix, k + 1, count), part_kv, std::move(part_tensors), options));
+    parts.push_back(std::move(part));
   }
-  Status write_chunk(std::string_view name, std::span<const std::byte> chunk) override {
-    SW_ASSIGN_OR_RETURN(PlannedFileSink * part, part(name));
-    return part->write_chunk(name, chunk);
-  }
-  Status copy_chunk(std::string_view name, const ByteSource& source, std::uint64_t offset, std::uint64_t length) override {
-    SW_ASSIGN_OR_RETURN(PlannedFileSink * part, part(name));
-    return part->copy_chunk(name, source, offset, length);
-  }
-  // Every file complete first (else every file is discarded at once, as a single sink discards its
-  // own); then the renames, one cancellation check for the group; a failure in the middle removes the
-  // files already renamed, so a split set is never left partly written.
-  Status finish() override {
-    if (finished_) return finished_error();
-    finished_ = true;
-    for (const auto& part : parts_) {
-      if (Status s = part->complete(); !s.is_ok()) {
-        for (const auto& p : parts_) p->file().abandon();
-        return s;
-      }
-    }
-    SW_RETURN_IF_ERROR(check_cancelled());
-    for (std::size_t k = 0; k < parts_.size(); ++k) {
-      Status s = AtomicFile::commit_all(std::span(&parts_[k]->file(), 1));
-      if (!s.is_ok()) {
-        for (std::size_t j = 0; j < k; ++j) ::unlink(paths_[j].c_str());
-        return s;
-      }
-    }
-    return Status::ok();
-  }
-  std::span<const std::string> files() const noexcept override { return paths_; }
-
- private:
-  SplitWriter() = default;
-  Error finished_error() const { return bad("writer already finished").with_file(prefix_); }
-  // The part tensor `name` is in.
-  Result<PlannedFileSink*> part(std::string_view name) {
-    if (finished_) return finished_error();
-    auto it = part_of_.find(name);
-    if (it == part_of_.end()) return bad("tensor was not declared when the writer was created").with_file(prefix_).with_tensor(name);
-    return parts_[it->second].get();
-  }
-
-  std::vector<std::unique_ptr<PlannedFileSink>> parts_;
-  std::vector<std::string> paths_;
-  std::unordered_map<std::string_view, std::size_t> part_of_;  // tensor name -> part
-  std::vector<TensorDecl> names_;                              // owns the names part_of_ views
-  std::string prefix_;
-  bool finished_ = false;  // finish() was called: every later call is refused, as a single sink's is
-};
+  return std::unique_ptr<TensorSink>(std::make_unique<MultiFileSink>(prefix, std::move(parts)));
+}
 
 }  // namespace
 
@@ -269,7 +199,7 @@ Result<std::unique_ptr<TensorSink>> create(const std::string& path, std::vector<
   if (o.split.enabled()) {
     // OUT.gguf is written as OUT-00001-of-0000N.gguf, ...
     const std::string prefix = path.ends_with(".gguf") ? path.substr(0, path.size() - 5) : path;
-    return SplitWriter::create(prefix, std::move(kv), std::move(tensors), o);
+    return create_split(prefix, std::move(kv), std::move(tensors), o);
   }
   SW_ASSIGN_OR_RETURN(auto sink, create_file(path, kv, std::move(tensors), o));
   return std::unique_ptr<TensorSink>(std::move(sink));

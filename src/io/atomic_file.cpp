@@ -299,11 +299,16 @@ Status AtomicFile::commit() {
   return commit_unchecked();
 }
 
-Status AtomicFile::commit_all(std::span<AtomicFile> files) {
+Status AtomicFile::commit_all(std::span<AtomicFile* const> files) {
+  for (const AtomicFile* f : files)
+    if (f->fd_ < 0) return Error(ErrorKind::InvalidArgument, "file already committed or abandoned").with_file(f->target_);
   if (Status s = check_cancelled(); !s.is_ok()) return s;
-  for (AtomicFile& f : files) {
-    if (f.fd_ < 0) return Error(ErrorKind::InvalidArgument, "file already committed or abandoned").with_file(f.target_);
-    SW_RETURN_IF_ERROR(f.commit_unchecked());
+  for (std::size_t k = 0; k < files.size(); ++k) {
+    if (Status s = files[k]->commit_unchecked(); !s.is_ok()) {
+      for (std::size_t j = 0; j < k; ++j) ::unlink(files[j]->target_.c_str());
+      for (std::size_t j = k; j < files.size(); ++j) files[j]->abandon();
+      return s;
+    }
   }
   return Status::ok();
 }

@@ -49,6 +49,8 @@ class PlannedFileSink final : public TensorSink {
   // InvalidArgument (and nothing left behind) when a tensor is incomplete; otherwise commits the file.
   Status finish() override;
   std::span<const std::string> files() const noexcept override { return {&file_.target(), 1}; }
+  // The declared tensors, in the order given to create().
+  std::span<const TensorDecl> decls() const noexcept { return decls_; }
 
   // OK when every declared tensor is complete: what finish() checks, without committing (a multi-file
   // writer checks every part before it commits any).

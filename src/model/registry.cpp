@@ -71,12 +71,12 @@ Result<const Format*> output_format(const std::string& path, std::string_view to
     if (!to.empty() && format->name() == to) return format;
     for (std::string_view ext : format->extensions()) {
       if (to.empty() && path.ends_with(ext)) return format;
-      if (to.empty()) known += (known.empty() ? "" : " or ") + std::string(ext);
+      if (to.empty()) known += (known.empty() ? "" : ", ") + std::string(ext);
     }
     if (!to.empty()) known += (known.empty() ? "" : ", ") + std::string(format->name());
   }
   if (!to.empty()) return Error(ErrorKind::InvalidArgument, "no format named `" + std::string(to) + "` is written (" + known + ")");
-  return Error(ErrorKind::InvalidArgument, "the output's extension picks its format: " + known).with_file(path);
+  return Error(ErrorKind::InvalidArgument, "the output's extension picks its format, one of: " + known).with_file(path);
 }
 
 Result<std::unique_ptr<TensorFile>> open_tensors(const std::string& path, const std::string& entry, const FormatOptions& options) {

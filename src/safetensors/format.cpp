@@ -15,6 +15,7 @@
 #include "safeweights/safetensors_writer.h"
 #include "safeweights/sharded.h"
 #include "safeweights/text.h"
+#include "safetensors/writer.h"
 
 namespace safeweights::safetensors {
 namespace {
@@ -134,6 +135,15 @@ bool ends_with(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
+constexpr std::string_view kIndexSuffix = ".safetensors.index.json";
+constexpr std::uint64_t kDefaultShardBytes = 5'000'000'000;  // transformers' max_shard_size "5GB"
+
+Status can_hold_type(TensorType type) {
+  if (can_store(type) && !type_info(type).is_block()) return Status::ok();
+  return Error(ErrorKind::InvalidArgument,
+               "safetensors cannot hold " + std::string(type_name(type)) + " (write a .gguf, or --type f32, f16 or bf16)");
+}
+
 class SafetensorsFormat final : public Format {
  public:
   std::string_view name() const noexcept override { return "safetensors"; }
@@ -162,11 +172,7 @@ class SafetensorsFormat final : public Format {
     static constexpr std::string_view kExtensions[] = {".safetensors"};
     return kExtensions;
   }
-  Status can_hold(TensorType type) const override {
-    if (can_store(type) && !type_info(type).is_block()) return Status::ok();
-    return Error(ErrorKind::InvalidArgument,
-                 "safetensors cannot hold " + std::string(type_name(type)) + " (write a .gguf, or --type f32, f16 or bf16)");
-  }
+  Status can_hold(TensorType type) const override { return can_hold_type(type); }
   // The metadata's string map (metadata.h) is the file's __metadata__.
   Result<std::unique_ptr<TensorSink>> create(const std::string& path, std::vector<TensorDecl> tensors, const Metadata* metadata,
                                              const WriteOptions& options) const override {
@@ -180,6 +186,10 @@ class SafetensorsFormat final : public Format {
   }
 };
 
+// A sharded checkpoint is written as transformers saves one: PREFIX.safetensors.index.json and its
+// shards PREFIX-0000K-of-0000N.safetensors beside it, cut at WriteOptions::split (transformers' 5 GB when
+// no limit is given), each with the format key transformers requires and the metadata's string map
+// (without the index's own sizes). The index is written even for one shard: it was asked for.
 class IndexFormat final : public Format {
  public:
   std::string_view name() const noexcept override { return "safetensors-index"; }
@@ -204,6 +214,36 @@ class IndexFormat final : public Format {
   Result<std::unique_ptr<TensorFile>> open(const std::string& path, std::span<const std::string>, const FormatOptions& options) const override {
     SW_ASSIGN_OR_RETURN(ShardedReader reader, open_sharded(path, options));
     return std::unique_ptr<TensorFile>(std::make_unique<ShardedReader>(std::move(reader)));
+  }
+
+  std::span<const std::string_view> extensions() const noexcept override {
+    static constexpr std::string_view kExtensions[] = {kIndexSuffix};
+    return kExtensions;
+  }
+  Status can_hold(TensorType type) const override { return can_hold_type(type); }
+  Result<std::unique_ptr<TensorSink>> create(const std::string& path, std::vector<TensorDecl> tensors, const Metadata* metadata,
+                                             const WriteOptions& options) const override {
+    if (!ends_with(path, kIndexSuffix)) {
+      return Error(ErrorKind::InvalidArgument, "a sharded checkpoint's index is named PREFIX" + std::string(kIndexSuffix)).with_file(path);
+    }
+    const std::size_t slash = path.rfind('/');
+    ShardedTarget target;
+    target.folder = slash == std::string::npos ? std::string() : path.substr(0, slash);
+    target.prefix = path.substr(slash == std::string::npos ? 0 : slash + 1);
+    target.prefix.resize(target.prefix.size() - kIndexSuffix.size());
+    if (target.prefix.empty())
+      return Error(ErrorKind::InvalidArgument, "the index's name needs a prefix before " + std::string(kIndexSuffix)).with_file(path);
+    MetadataEntries shard_metadata{{"format", "pt"}};
+    if (metadata) {
+      for (auto& [key, value] : metadata->to_string_map().value_or(MetadataEntries{})) {
+        if (key == "total_size" || key == "total_parameters") continue;  // the index's, computed anew
+        std::erase_if(shard_metadata, [&](const auto& kv) { return kv.first == key; });
+        shard_metadata.emplace_back(key, value);
+      }
+    }
+    SplitLimits limits = options.split;
+    if (limits.max_bytes == 0 && limits.max_tensors == 0) limits.max_bytes = kDefaultShardBytes;
+    return create_sharded(target, std::move(tensors), shard_metadata, limits, options.durable);
   }
 };
 

@@ -130,15 +130,17 @@ Result<Layout> Layout::plan(std::span<const TensorDecl> tensors, const std::opti
   return layout;
 }
 
+Error data_mismatch(const TensorData& tensor, std::uint64_t nbytes) {
+  return Error(ErrorKind::InvalidTensorView,
+               "data length " + std::to_string(tensor.data.size()) + " does not match shape and dtype (" + std::to_string(nbytes) + " bytes)")
+      .with_tensor(tensor.name);
+}
+
 Result<Layout> plan_data(std::span<const TensorData> tensors, const std::optional<MetadataEntries>& metadata) {
   SW_ASSIGN_OR_RETURN(Layout layout, Layout::plan(std::vector<TensorDecl>(tensors.begin(), tensors.end()), metadata));
   for (std::size_t i = 0; i < tensors.size(); ++i) {
     const Layout::Placement& p = layout.placement_of(i);
-    if (tensors[i].data.size() != p.end - p.begin) {
-      return Error(ErrorKind::InvalidTensorView, "data length " + std::to_string(tensors[i].data.size()) + " does not match shape and dtype (" +
-                                                     std::to_string(p.end - p.begin) + " bytes)")
-          .with_tensor(tensors[i].name);
-    }
+    if (tensors[i].data.size() != p.end - p.begin) return data_mismatch(tensors[i], p.end - p.begin);
   }
   return layout;
 }
@@ -160,17 +162,19 @@ Result<std::vector<std::byte>> serialize(std::span<const TensorData> tensors, co
 
 namespace {
 
-// One file always: a split model is a GGUF thing (llama.cpp's naming).
+// One file always: split outputs are GGUF's split files or a sharded checkpoint's index.
 Status check_options(const std::string& path, const WriteOptions& options) {
-  if (options.split.enabled())
-    return Error(ErrorKind::InvalidArgument, "split outputs are GGUF files (llama.cpp's split naming): write a .gguf").with_file(path);
+  if (options.split.enabled()) {
+    return Error(ErrorKind::InvalidArgument, "a .safetensors file is one file: write a .safetensors.index.json (shards) or a .gguf (split files)")
+        .with_file(path);
+  }
   return Status::ok();
 }
 
 }  // namespace
 
-Result<AtomicFile> write_uncommitted(const std::string& path, std::span<const TensorData> tensors, const std::optional<MetadataEntries>& metadata,
-                                     const WriteOptions& options) {
+Status write_file(const std::string& path, std::span<const TensorData> tensors, const std::optional<MetadataEntries>& metadata,
+                  const WriteOptions& options) {
   SW_RETURN_IF_ERROR(check_options(path, options));
   auto layout = plan_data(tensors, metadata);
   if (!layout.is_ok()) return error_of(layout).with_file(path);
@@ -179,18 +183,11 @@ Result<AtomicFile> write_uncommitted(const std::string& path, std::span<const Te
   // In file order, straight from the caller's buffers, so the file grows sequentially.
   for (const auto& p : layout->placements()) SW_RETURN_IF_ERROR(file.append(tensors[p.decl].data));
   SW_RETURN_IF_ERROR(file.truncate(layout->file_size()));
-  return file;
-}
-
-Status write_file(const std::string& path, std::span<const TensorData> tensors, const std::optional<MetadataEntries>& metadata,
-                  const WriteOptions& options) {
-  SW_ASSIGN_OR_RETURN(AtomicFile file, write_uncommitted(path, tensors, metadata, options));
   return file.commit();
 }
 
-Result<std::unique_ptr<TensorSink>> create(const std::string& path, std::vector<TensorDecl> tensors, const std::optional<MetadataEntries>& metadata,
-                                           const WriteOptions& options) {
-  SW_RETURN_IF_ERROR(check_options(path, options));
+Result<std::unique_ptr<PlannedFileSink>> create_file(const std::string& path, std::vector<TensorDecl> tensors,
+                                                     const std::optional<MetadataEntries>& metadata, bool durable) {
   auto layout = Layout::plan(tensors, metadata);
   if (!layout.is_ok()) return error_of(layout).with_file(path);
   const std::string& prefix = layout->prefix();
@@ -199,8 +196,13 @@ Result<std::unique_ptr<TensorSink>> create(const std::string& path, std::vector<
     const auto& p = layout->placement_of(i);
     slots[i] = {prefix.size() + p.begin, p.end - p.begin};
   }
-  SW_ASSIGN_OR_RETURN(auto sink, PlannedFileSink::create(path, std::move(tensors), std::move(slots), std::as_bytes(std::span(prefix)),
-                                                         layout->file_size(), options.durable));
+  return PlannedFileSink::create(path, std::move(tensors), std::move(slots), std::as_bytes(std::span(prefix)), layout->file_size(), durable);
+}
+
+Result<std::unique_ptr<TensorSink>> create(const std::string& path, std::vector<TensorDecl> tensors, const std::optional<MetadataEntries>& metadata,
+                                           const WriteOptions& options) {
+  SW_RETURN_IF_ERROR(check_options(path, options));
+  SW_ASSIGN_OR_RETURN(auto sink, create_file(path, std::move(tensors), metadata, options.durable));
   return std::unique_ptr<TensorSink>(std::move(sink));
 }
 

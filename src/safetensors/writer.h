@@ -1,14 +1,17 @@
 // The safetensors writer's internals that other files of the folder use: the reference writer's dtype order
-// (its table is dtypes.cpp's spelling table) and the uncommitted write the sharded writer commits. Internal.
+// (its table is dtypes.cpp's spelling table), the planned sink of one file and the sharded writer. Internal.
 #pragma once
 
 #include <cstdint>
-#include <span>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
 
-#include "safeweights/atomic_file.h"
-#include "safeweights/tensor_type.h"
-#include "safeweights/safetensors_writer.h"
+#include "model/planned_sink.h"
 #include "safeweights/error.h"
+#include "safeweights/safetensors_writer.h"
+#include "safeweights/tensor_type.h"
 
 namespace safeweights::safetensors {
 
@@ -16,9 +19,27 @@ namespace safeweights::safetensors {
 // cannot store the type.
 int writer_sort_rank(TensorType type) noexcept;
 
-// Writes a complete file into a temporary file beside `path` without renaming it into place, so a
-// caller writing several files (shards) can commit them all only once every one has been written.
-Result<AtomicFile> write_uncommitted(const std::string& path, std::span<const TensorData> tensors, const std::optional<MetadataEntries>& metadata,
-                                     const WriteOptions& options);
+// InvalidTensorView naming the tensor: its data is not the `nbytes` its shape and dtype take.
+Error data_mismatch(const TensorData& tensor, std::uint64_t nbytes);
+
+// The planned sink of one file, for create() and for the sharded writer, which commits its shards and
+// index together (model/multi_file_sink.h). Layout::plan's refusals, naming `path`.
+Result<std::unique_ptr<PlannedFileSink>> create_file(const std::string& path, std::vector<TensorDecl> tensors,
+                                                     const std::optional<MetadataEntries>& metadata, bool durable);
+
+// Where and how a sharded checkpoint is written: `folder`/`prefix`-0000K-of-0000N.safetensors and
+// `prefix`.safetensors.index.json. With one shard and !index_when_one, `prefix`.safetensors alone, as
+// transformers saves a small model.
+struct ShardedTarget {
+  std::string folder;  // empty: the current folder
+  std::string prefix = "model";
+  bool index_when_one = true;
+};
+
+// The sink of a sharded checkpoint: the tensors cut into shards in the given order (plan_parts, on
+// their data bytes), each shard a planned safetensors file with `shard_metadata`, and the index
+// (transformers' bytes) written and committed after the shards, all or none.
+Result<std::unique_ptr<TensorSink>> create_sharded(const ShardedTarget& target, std::vector<TensorDecl> tensors,
+                                                   const std::optional<MetadataEntries>& shard_metadata, const SplitLimits& limits, bool durable);
 
 }  // namespace safeweights::safetensors

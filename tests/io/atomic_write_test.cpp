@@ -424,6 +424,26 @@ TEST(AtomicFileTest, CancelledShardedWriteCommitsNothing) {
   EXPECT_TRUE(dir.list().empty());
 }
 
+// A group whose last file cannot take its name (a folder appeared there after it was created): the
+// files committed before it are removed again and the rest discarded, in both kinds of temporary file.
+void check_group_commit_failure_removes_the_group(const safeweights::AtomicFileOptions& options) {
+  TempDir dir;
+  std::vector<safeweights::AtomicFile> files;
+  for (const char* name : {"a.bin", "b.bin", "c.bin"}) {
+    auto f = safeweights::AtomicFile::create(dir.file(name), options);
+    ASSERT_TRUE(f.is_ok()) << name;
+    ASSERT_TRUE(f->append(std::as_bytes(std::span<const char>(name, 5))).is_ok());
+    files.push_back(std::move(f).value());
+  }
+  ASSERT_EQ(::mkdir(dir.file("c.bin").c_str(), 0755), 0);
+  std::vector<safeweights::AtomicFile*> group;
+  for (auto& f : files) group.push_back(&f);
+  EXPECT_TRUE(IsKind(safeweights::AtomicFile::commit_all(group), K::IoError));
+  EXPECT_EQ(dir.list(), std::vector<std::string>{"c.bin"});
+}
+TEST(AtomicFileTest, FailedGroupCommitRemovesTheGroup) { check_group_commit_failure_removes_the_group({}); }
+TEST(AtomicFileTest, FailedGroupCommitRemovesTheGroupNamedFallback) { check_group_commit_failure_removes_the_group(named_options()); }
+
 // A real signal at a known moment: a child process writes 1 MiB through an AtomicFile, tells us, and
 // waits; we send `sig` and wait (bounded) for it to die of it. Nothing may remain but the old target.
 void check_signal_leaves_nothing(int sig, bool named) {

@@ -27,11 +27,13 @@ TEST(OutputFormat, ByExtensionOrByName) {
   ASSERT_FALSE(unknown.is_ok());
   EXPECT_EQ(unknown.error().kind(), K::InvalidArgument);
   EXPECT_EQ(unknown.error().context().file, "b.bin");
-  EXPECT_NE(unknown.error().message().find(".safetensors or .gguf"), std::string::npos) << unknown.error().message();
+  for (const char* ext : {".safetensors", ".safetensors.index.json", ".gguf"})
+    EXPECT_NE(unknown.error().message().find(ext), std::string::npos) << unknown.error().message();
+  EXPECT_EQ((*sw::output_format("out/model.safetensors.index.json"))->name(), "safetensors-index");
   // A format that is read but not written is not an output.
   auto dduf = sw::output_format("x", "dduf");
   ASSERT_FALSE(dduf.is_ok());
-  EXPECT_NE(dduf.error().message().find("safetensors, gguf"), std::string::npos) << dduf.error().message();
+  EXPECT_NE(dduf.error().message().find("(safetensors, safetensors-index, gguf)"), std::string::npos) << dduf.error().message();
   EXPECT_EQ(sw::find_format("dduf")->create("x.dduf", {}, nullptr, {}).status().error().kind(), K::NotSupported);
 }
 

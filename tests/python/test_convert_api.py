@@ -1,6 +1,7 @@
 """safeweights.convert(): the library's pipeline from Python. Its outputs are the bytes the CLI's
 `convert` writes for the same arguments (two front ends over one convert_path()), read back here with
 json+struct only; its report says what each tensor became; refusals raise and leave no file."""
+import json
 import os
 import struct
 import subprocess
@@ -57,6 +58,38 @@ def test_round_trip_through_gguf_keeps_bytes_and_metadata(tmp_path, model):
         assert data[a[0] : a[1]] == original_data[b[0] : b[1]]
 
 
+def test_a_sharded_checkpoint_is_an_output_like_any_other(tmp_path, model):
+    # w (512 bytes) fills the first shard, norm (256) the second; the index names both, as transformers writes it.
+    out = tmp_path / "out"
+    out.mkdir()
+    report = safeweights.convert(model, out / "model.safetensors.index.json", split_max_bytes=600)
+    shards = ["model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"]
+    assert report["files"] == [str(out / f) for f in shards] + [str(out / "model.safetensors.index.json")]
+    index = json.loads((out / "model.safetensors.index.json").read_text())
+    assert index == {"metadata": {"total_size": 768}, "weight_map": {"norm": shards[1], "w": shards[0]}}
+    assert (out / "model.safetensors.index.json").read_text() == json.dumps(index, indent=2, sort_keys=True) + "\n"
+    original, original_data = parse_file(model.read_bytes())
+    for name, shard in index["weight_map"].items():
+        header, data = parse_file((out / shard).read_bytes())
+        assert header["__metadata__"] == {"format": "pt"}
+        assert list(k for k in header if k != "__metadata__") == [name]
+        a, b = header[name]["data_offsets"], original[name]["data_offsets"]
+        assert data[a[0] : a[1]] == original_data[b[0] : b[1]]
+    # Read back as one checkpoint and converted to one file, it is the original again.
+    safeweights.convert(out / "model.safetensors.index.json", tmp_path / "back.safetensors", carry_metadata=False)
+    header, data = parse_file((tmp_path / "back.safetensors").read_bytes())
+    assert sorted(k for k in header if k != "__metadata__") == ["norm", "w"]
+    for name in ("w", "norm"):
+        a, b = header[name]["data_offsets"], original[name]["data_offsets"]
+        assert (header[name]["shape"], data[a[0] : a[1]]) == (original[name]["shape"], original_data[b[0] : b[1]])
+    if not Path(CLI).exists():
+        pytest.skip("the CLI is not built")
+    (tmp_path / "cli").mkdir()
+    cli_convert(model, tmp_path / "cli" / "model.safetensors.index.json", "--split-max-size", "600")
+    for name in shards + ["model.safetensors.index.json"]:
+        assert (tmp_path / "cli" / name).read_bytes() == (out / name).read_bytes()
+
+
 def test_to_names_the_format_whatever_the_extension(tmp_path, model):
     safeweights.convert(model, tmp_path / "out.bin", to="gguf")
     assert (tmp_path / "out.bin").read_bytes()[:4] == b"GGUF"
@@ -73,7 +106,7 @@ def test_refusals_raise_and_leave_nothing(tmp_path, model):
         safeweights.convert(model, tmp_path / "x.gguf", type="q9_9")
     with pytest.raises(safeweights.SafetensorError, match="extension"):
         safeweights.convert(model, tmp_path / "x.bin")
-    with pytest.raises(safeweights.SafetensorError, match="split outputs are GGUF files"):
+    with pytest.raises(safeweights.SafetensorError, match="a .safetensors file is one file"):
         safeweights.convert(model, tmp_path / "x.safetensors", split_max_tensors=1)
     with pytest.raises(safeweights.SafetensorError, match="cannot hold Q8_0"):
         safeweights.convert(model, tmp_path / "x.safetensors", type="q8_0")

@@ -1,17 +1,23 @@
-// Sharded checkpoints: write_sharded's file names, split and index, ShardedReader, and the index /
-// shard disagreements it must refuse.
+// Sharded checkpoints: write_sharded's file names, split and index, the same checkpoint written as a
+// format's output (Format::create of safetensors-index), ShardedReader, and the index / shard
+// disagreements it must refuse.
 #include <gtest/gtest.h>
 
 #include <simdjson.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <map>
+#include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "safeweights/format.h"
+#include "safeweights/metadata.h"
 #include "safeweights/safetensors_writer.h"
 #include "safeweights/sharded.h"
 #include "test_util.h"
@@ -307,5 +313,120 @@ TEST_F(ShardedRead, CorruptShardReportsItsOwnKind) {
 }
 
 TEST_F(ShardedRead, MissingIndexFile) { EXPECT_TRUE(IsKind(ShardedReader::open(dir_.file("nope.safetensors.index.json")), K::FileNotFound)); }
+
+// ---- the sharded checkpoint as an output format (Format::create) -----------------------------------
+
+namespace sw = safeweights;
+
+// Every file in the folder, name -> bytes.
+std::map<std::string, std::string> contents(const TempDir& dir) {
+  std::map<std::string, std::string> out;
+  for (const std::string& name : dir.list()) out[name] = read_file_bytes(dir.file(name));
+  return out;
+}
+
+// Declares `in` to the index format's sink for `path` and writes every tensor; the sink, unfinished.
+std::unique_ptr<sw::TensorSink> sharded_sink(const std::string& path, const std::vector<Owned>& in, const sw::Metadata* metadata,
+                                             const sw::WriteOptions& options) {
+  auto format = sw::output_format(path);
+  EXPECT_TRUE(IsOk(format));
+  if (!format.is_ok()) return nullptr;
+  EXPECT_EQ((*format)->name(), "safetensors-index");
+  std::vector<sw::TensorDecl> decls;
+  for (const Owned& o : in) decls.push_back({o.name, o.dtype, o.shape});
+  auto sink = (*format)->create(path, decls, metadata, options);
+  EXPECT_TRUE(IsOk(sink)) << sink.status().error().to_string();
+  if (!sink.is_ok()) return nullptr;
+  for (const Owned& o : in) EXPECT_TRUE(IsOk((*sink)->write(o.name, o.bytes))) << o.name;
+  return std::move(sink).value();
+}
+
+TEST(ShardedSink, WritesTheBytesWriteShardedWrites) {
+  TempDir a, b;
+  std::vector<Owned> in = {u8("a", 24, 1), u8("b", 24, 2), u8("c", 24, 3), u8("d", 24, 4), u8("e", 8, 5)};
+  // The index's own sizes are computed anew; the other strings go to every shard beside "format".
+  const sw::Metadata md = sw::Metadata::from_string_map({{"k", "v"}, {"total_size", "1"}});
+  sw::WriteOptions options;
+  options.split.max_bytes = 48;
+  auto sink = sharded_sink(a.file("model.safetensors.index.json"), in, &md, options);
+  ASSERT_NE(sink, nullptr);
+  ASSERT_TRUE(IsOk(sink->finish()));
+  const std::vector<std::string> files = {a.file("model-00001-of-00003.safetensors"), a.file("model-00002-of-00003.safetensors"),
+                                          a.file("model-00003-of-00003.safetensors"), a.file("model.safetensors.index.json")};
+  EXPECT_EQ(std::vector<std::string>(sink->files().begin(), sink->files().end()), files);
+
+  ShardOptions opt;
+  opt.max_shard_bytes = 48;
+  opt.shard_metadata = MetadataEntries{{"format", "pt"}, {"k", "v"}};
+  ASSERT_TRUE(IsOk(st::write_sharded(b.path(), views(in), opt)));
+  EXPECT_EQ(contents(a), contents(b));
+  EXPECT_EQ(read_index(files.back()).total_size, 104u);
+}
+
+TEST(ShardedSink, OneShardKeepsItsIndexAndTensorCountsCutToo) {
+  TempDir dir;
+  std::vector<Owned> in = {u8("a", 4, 1), u8("b", 4, 2), u8("c", 4, 3)};
+  auto one = sharded_sink(dir.file("m.safetensors.index.json"), in, nullptr, {});  // no limit: transformers' 5 GB
+  ASSERT_NE(one, nullptr);
+  ASSERT_TRUE(IsOk(one->finish()));
+  EXPECT_EQ(dir.list(), (std::vector<std::string>{"m-00001-of-00001.safetensors", "m.safetensors.index.json"}));
+  auto r = ShardedReader::open(dir.file("m.safetensors.index.json"));
+  ASSERT_TRUE(IsOk(r));
+  check_reads_back(*r, in);
+  EXPECT_EQ(r->shards()[0].header().metadata_value("format"), std::optional<std::string_view>("pt"));
+
+  TempDir cut;
+  sw::WriteOptions options;
+  options.split.max_tensors = 2;
+  auto two = sharded_sink(cut.file("m.safetensors.index.json"), in, nullptr, options);
+  ASSERT_NE(two, nullptr);
+  ASSERT_TRUE(IsOk(two->finish()));
+  const Index idx = read_index(cut.file("m.safetensors.index.json"));
+  EXPECT_EQ(idx.weight_map,
+            (std::map<std::string, std::string>{
+                {"a", "m-00001-of-00002.safetensors"}, {"b", "m-00001-of-00002.safetensors"}, {"c", "m-00002-of-00002.safetensors"}}));
+}
+
+TEST(ShardedSink, NothingIsLeftUnlessEveryFileIsCommitted) {
+  std::vector<Owned> in = {u8("a", 24, 1), u8("b", 24, 2), u8("c", 24, 3)};
+  sw::WriteOptions options;
+  options.split.max_bytes = 24;
+  {  // abandoned
+    TempDir dir;
+    ASSERT_NE(sharded_sink(dir.file("model.safetensors.index.json"), in, nullptr, options), nullptr);
+    EXPECT_TRUE(dir.list().empty());
+  }
+  {  // a tensor missing at finish
+    TempDir dir;
+    std::vector<sw::TensorDecl> decls;
+    for (const Owned& o : in) decls.push_back({o.name, o.dtype, o.shape});
+    auto sink = sw::find_format("safetensors-index")->create(dir.file("model.safetensors.index.json"), decls, nullptr, options);
+    ASSERT_TRUE(IsOk(sink));
+    ASSERT_TRUE(IsOk((*sink)->write("a", in[0].bytes)));
+    ASSERT_TRUE(IsOk((*sink)->write("c", in[2].bytes)));
+    const sw::Status s = (*sink)->finish();
+    ASSERT_TRUE(IsKind(s, K::InvalidArgument));
+    EXPECT_EQ(s.error().context().tensor, "b");
+    EXPECT_TRUE(dir.list().empty());
+  }
+  {  // the index cannot take its name (a folder holds it): the shards committed before it are removed again
+    TempDir dir;
+    ASSERT_EQ(::mkdir(dir.file("model.safetensors.index.json").c_str(), 0755), 0);
+    auto sink = sharded_sink(dir.file("model.safetensors.index.json"), in, nullptr, options);
+    ASSERT_NE(sink, nullptr);
+    EXPECT_FALSE(sink->finish().is_ok());
+    EXPECT_EQ(dir.list(), std::vector<std::string>{"model.safetensors.index.json"});
+  }
+}
+
+TEST(ShardedSink, RefusesNamesItCannotPlace) {
+  TempDir dir;
+  const sw::Format& index = *sw::find_format("safetensors-index");
+  const std::vector<sw::TensorDecl> decls = {{"a", TensorType::U8, {1}}, {"a", TensorType::U8, {1}}};
+  EXPECT_TRUE(IsKind(index.create(dir.file("model.safetensors.index.json"), decls, nullptr, {}).status(), K::DuplicateKey));
+  EXPECT_TRUE(IsKind(index.create(dir.file(".safetensors.index.json"), {}, nullptr, {}).status(), K::InvalidArgument));
+  EXPECT_TRUE(IsKind(index.create(dir.file("model.json"), {}, nullptr, {}).status(), K::InvalidArgument));
+  EXPECT_TRUE(dir.list().empty());
+}
 
 }  // namespace

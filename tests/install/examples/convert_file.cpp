@@ -1,5 +1,6 @@
-// Converts a file to another format, chosen by the output's extension (.gguf or .safetensors), one
-// tensor in memory at a time; the output appears only when every tensor is written.
+// Converts a file to another format, chosen by the output's extension (.gguf, .safetensors or
+// .safetensors.index.json), one tensor in memory at a time; the output appears only when every
+// tensor is written.
 #include <safeweights/convert.h>
 
 #include <cstdio>
