@@ -27,10 +27,14 @@ def model(tmp_path):
     return path
 
 
-# The JSON prints ratios and rates with three decimals: a small ratio (a loaded machine) is within that
-# rounding, not within 1%, of the one recomputed from the printed rates.
-def close(printed, recomputed):
-    return printed == pytest.approx(recomputed, rel=0.01, abs=0.001)
+# The JSON prints ratios and rates with three decimals, each rounded: the printed ratio must lie within
+# what the printed rates allow once their rounding (half a unit in the third decimal) is undone. A slow
+# reference on a loaded machine (0.042 GB/s) makes that interval wide, as it should.
+def close(printed, num, den):
+    h = 0.0005
+    low = (num - h) / (den + h)
+    high = (num + h) / (den - h) if den > h else float("inf")
+    return low - h <= printed <= high + h
 
 
 def test_host_bench_reports_both_physical_references(model):
@@ -40,8 +44,8 @@ def test_host_bench_reports_both_physical_references(model):
     for key in ("file", "bytes", "open_ms", "load_gbps", "pread_gbps", "read_gbps", "ratio", "ratio_pread"):
         assert key in r, key
     assert r["bytes"] == os.path.getsize(model)
-    assert close(r["ratio"], r["load_gbps"] / r["read_gbps"]), r
-    assert close(r["ratio_pread"], r["load_gbps"] / r["pread_gbps"]), r
+    assert close(r["ratio"], r["load_gbps"], r["read_gbps"]), r
+    assert close(r["ratio_pread"], r["load_gbps"], r["pread_gbps"]), r
 
 
 @pytest.mark.parametrize("strategy", ["staging", "register", "hybrid", "auto"])
@@ -52,7 +56,7 @@ def test_device_bench_on_the_host_device_is_verified(model, strategy):
     for key in ("file", "bytes", "device", "load_gbps", "h2d_pinned_gbps", "ratio", "verified"):
         assert key in r, key
     assert r["device"] == "host" and r["verified"] is True
-    assert close(r["ratio"], r["load_gbps"] / r["h2d_pinned_gbps"]), r
+    assert close(r["ratio"], r["load_gbps"], r["h2d_pinned_gbps"]), r
 
 
 def test_device_bench_on_cuda(model):
