@@ -5,27 +5,47 @@
 #
 #   scripts/python-env.sh [VENV [REQUIREMENTS]]   default build/venv-np2 and tests/python/requirements.txt;
 #                                                 prints the venv's python on success
-# (scripts/test.sh also makes build/venv-torch from tests/pytorch/requirements-current-torch.txt: a
-# current torch from the registry for the PyTorch checkpoint tests.)
+#   scripts/python-env.sh --cached NAME REQUIREMENTS
+#                                                 the venv lives outside the clone, in
+#                                                 $SAFEWEIGHTS_CACHE/NAME-KEY (default ~/.cache/safeweights),
+#                                                 KEY a hash of the pins: heavy client environments
+#                                                 (torch, transformers, llama.cpp) are made once per set of
+#                                                 pins and shared by every clone and branch that has them
+# (scripts/test.sh makes the clients' environment from tests/clients/requirements.txt this way: a current
+# torch from the registry, transformers, diffusers, accelerate, gguf-py and llama-cpp-python, for the
+# PyTorch checkpoint tests and tests/clients/.)
 #
 # Re-running is cheap: the venv is rebuilt only when the requirements (and the files they name with
 # -c / -r) changed since it was made.
-# Environment: SAFEWEIGHTS_PYTHON (default /usr/bin/python3).
+# Environment: SAFEWEIGHTS_PYTHON (default /usr/bin/python3); SAFEWEIGHTS_CACHE; CMAKE_ARGS and the like
+# reach pip (packages built from source, such as llama-cpp-python, read them; they are not part of KEY).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-venv=${1:-build/venv-np2}
-req=${2:-tests/python/requirements.txt}
+cached=""
+if [[ ${1:-} == --cached ]]; then
+  cached=$2
+  req=$3
+else
+  venv=${1:-build/venv-np2}
+  req=${2:-tests/python/requirements.txt}
+fi
 python=${SAFEWEIGHTS_PYTHON:-/usr/bin/python3}
-stamp="$venv/.requirements.txt"
 
-# The requirements as pip reads them: the file, then each file it names with -c / -r (relative to it).
+# The requirements as pip reads them: the file, then each file it names with -c / -r (relative to the
+# file that names it), and theirs in turn.
 requirements_text() {
-  cat "$req"
-  local line
+  local file=${1:-$req} line
+  cat "$file"
   while read -r line; do
-    if [[ $line =~ ^-[cr][[:space:]]+(.+)$ ]]; then cat "$(dirname "$req")/${BASH_REMATCH[1]}"; fi
-  done <"$req"
+    if [[ $line =~ ^-[cr][[:space:]]+(.+)$ ]]; then requirements_text "$(dirname "$file")/${BASH_REMATCH[1]}"; fi
+  done <"$file"
 }
+
+if [[ -n $cached ]]; then
+  key=$(requirements_text | sha256sum | cut -c1-16)
+  venv="${SAFEWEIGHTS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/safeweights}/$cached-$key"
+fi
+stamp="$venv/.requirements.txt"
 
 if [[ -x "$venv/bin/python" && -f "$stamp" ]] && cmp -s <(requirements_text) "$stamp"; then
   echo "$venv/bin/python"

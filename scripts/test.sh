@@ -4,9 +4,12 @@
 #   scripts/test.sh            Release build (build/) + ctest (the Python suite on Debian's numpy 1.24 and
 #                              torch 1.13), then the Python suite again on numpy 2 in the pinned venv
 #                              build/venv-np2 (scripts/python-env.sh, tests/python/requirements.txt), then
-#                              the PyTorch checkpoint tests with a current torch from the registry
-#                              (build/venv-torch, tests/pytorch/requirements-current-torch.txt; installed
-#                              in the background during the build), then
+#                              the PyTorch checkpoint tests with a current torch from the registry and the
+#                              real clients' suite tests/clients/ (transformers, diffusers, accelerate,
+#                              gguf-py, llama.cpp through llama-cpp-python), both in the clients' venv
+#                              (tests/clients/requirements.txt; cached outside the clone, keyed by its
+#                              pins: scripts/python-env.sh --cached; made in the background during the
+#                              build), then
 #                              the reference safetensors' own tests through an import shim
 #                              (scripts/upstream-tests.sh), and the wheel built, repaired and tested in
 #                              a clean venv (scripts/check-wheel.sh)
@@ -15,7 +18,9 @@
 #                              (default 60), seeded from fuzz/corpus/ (build-fuzz/). CI=true implies --full.
 #   scripts/test.sh --asan     only (a);   scripts/test.sh --fuzz   only (b)
 # Environment: FUZZ_SECONDS; SANITIZE_CC / SANITIZE_CXX, the compilers of the sanitizer build (clang);
-# SAFEWEIGHTS_CURRENT_TORCH=0 leaves out the current-torch step (and its ~3 GB download).
+# SAFEWEIGHTS_CLIENTS=0 leaves out the current-torch and clients steps (and their ~3.5 GB download and
+# the llama.cpp build; SAFEWEIGHTS_CURRENT_TORCH=0 is the old name); SAFEWEIGHTS_CACHE, where the
+# clients' venv is kept (default ~/.cache/safeweights).
 # Exits non-zero on the first failing part.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -75,7 +80,7 @@ format_check() {
 release_tests() {
   format_check
   section "Release build (build/)"
-  current_torch_env_start
+  clients_env_start
   bash scripts/build.sh
 
   section "unit tests (Release)"
@@ -83,6 +88,7 @@ release_tests() {
 
   python_np2_tests
   current_torch_tests
+  clients_tests
   upstream_python_tests
   wheel_test
 }
@@ -118,42 +124,70 @@ python_np2_tests() {
   return 0
 }
 
-# The PyTorch checkpoint tests (tests/pytorch/test_checkpoints.py) a second time, with a current torch
-# from the registry writing the checkpoints and loading them for comparison; ctest ran them with
-# Debian's torch 1.13. The venv (build/venv-torch: ~3 GB of torch and CUDA runtime wheels, which the
-# registry's torch needs to import) is made in the background while the C++ build runs, in a process
-# group of its own so an early exit stops it. Without the package index: a failure under CI=true, a
+# The clients' venv (tests/clients/requirements.txt: a current torch from the registry, which needs its
+# CUDA runtime wheels to import, ~3 GB; transformers, diffusers, accelerate, gguf-py; llama-cpp-python,
+# whose sdist builds llama.cpp from source) is made in the background while the C++ build runs, in a
+# process group of its own so an early exit stops it, and kept outside the clone keyed by its pins, so
+# a later run with the same pins starts at once. Without the package index: a failure under CI=true, a
 # skipped step (said so) on a developer's machine.
-torch_env_pid=""
-current_torch_env_start() {
-  [[ ${SAFEWEIGHTS_CURRENT_TORCH:-1} != 0 ]] || return 0
+clients_env_pid=""
+clients_python=""
+clients_env_start() {
+  [[ ${SAFEWEIGHTS_CLIENTS:-${SAFEWEIGHTS_CURRENT_TORCH:-1}} != 0 ]] || return 0
   mkdir -p build
-  setsid bash scripts/python-env.sh build/venv-torch tests/pytorch/requirements-current-torch.txt \
-    >build/venv-torch.log 2>&1 &
-  torch_env_pid=$!
-  trap 'if [[ -n $torch_env_pid ]]; then kill -- -"$torch_env_pid" 2>/dev/null || true; fi' EXIT
+  # llama.cpp built for any x86-64 (the cache may outlive this machine's CPU), without its tools.
+  CMAKE_ARGS="-DGGML_NATIVE=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF" \
+    CMAKE_BUILD_PARALLEL_LEVEL=$jobs setsid bash scripts/python-env.sh --cached venv-clients tests/clients/requirements.txt \
+    >build/venv-clients.python 2>build/venv-clients.log &
+  clients_env_pid=$!
+  trap 'if [[ -n $clients_env_pid ]]; then kill -- -"$clients_env_pid" 2>/dev/null || true; fi' EXIT
 }
 
-current_torch_tests() {
-  [[ -n $torch_env_pid ]] || return 0
-  section "PyTorch checkpoints with a current torch (build/venv-torch)"
-  local start=$SECONDS pid=$torch_env_pid
-  torch_env_pid=""
+# Waits for the clients' venv; sets clients_python, or says why there is none.
+clients_env_wait() {
+  [[ -n $clients_env_pid ]] || return 0
+  local start=$SECONDS pid=$clients_env_pid
+  clients_env_pid=""
   if ! wait "$pid"; then
-    tail -n 20 build/venv-torch.log
+    tail -n 30 build/venv-clients.log
     if [[ "${CI:-}" == "true" ]]; then
-      echo "python-env.sh failed: cannot make the current-torch test environment" >&2
+      echo "python-env.sh failed: cannot make the clients' test environment" >&2
       return 1
     fi
-    echo "SKIPPED: python-env.sh could not make build/venv-torch (no package index?)"
+    echo "SKIPPED: python-env.sh could not make the clients' venv (no package index?)"
     return 0
   fi
-  echo "(waited $((SECONDS - start)) s for build/venv-torch after the steps before)"
-  if ! build/venv-torch/bin/python tests/pytorch/test_checkpoints.py --cli build/safeweights --require-torch; then
+  clients_python=$(tail -n 1 build/venv-clients.python)
+  echo "(waited $((SECONDS - start)) s for the clients' venv $clients_python after the steps before)"
+}
+
+# The PyTorch checkpoint tests (tests/pytorch/test_checkpoints.py) a second time, with a current torch
+# writing the checkpoints and loading them for comparison; ctest ran them with Debian's torch 1.13.
+current_torch_tests() {
+  clients_env_wait
+  [[ -n $clients_python ]] || return 0
+  section "PyTorch checkpoints with a current torch (the clients' venv)"
+  if ! "$clients_python" tests/pytorch/test_checkpoints.py --cli build/safeweights --require-torch; then
     failed_total=$((failed_total + 1))
     return 1
   fi
   passed_total=$((passed_total + 1))
+}
+
+# What users run, end to end (tests/clients/): transformers 5, diffusers, accelerate, gguf-py and
+# llama.cpp reading what we write and writing what we read, on tiny models made at test time, offline.
+clients_tests() {
+  [[ -n $clients_python && -d build/python/safeweights ]] || return 0
+  section "real clients end to end (tests/clients, the clients' venv)"
+  local log line
+  log=$(mktemp)
+  (cd tests/clients && env PYTHONPATH="$PWD/../../build/python" SAFEWEIGHTS_CLI="$PWD/../../build/safeweights" \
+    HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PYTHONDONTWRITEBYTECODE=1 "$clients_python" -m pytest -q -p no:cacheprovider -rs .) | tee "$log"
+  line=$(tail -n 1 "$log")
+  rm -f "$log"
+  if [[ $line =~ ([0-9]+)\ passed ]]; then passed_total=$((passed_total + BASH_REMATCH[1])); fi
+  if [[ $line =~ ([0-9]+)\ failed ]]; then failed_total=$((failed_total + BASH_REMATCH[1])); fi
+  return 0
 }
 
 # The reference safetensors' own test suite against our package (scripts/upstream-tests.sh: downloaded

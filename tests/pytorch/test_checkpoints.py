@@ -8,7 +8,7 @@ is never created); the malformed corpus (pickles.py) reported with the expected 
     test_checkpoints.py --cli PATH/safeweights [--require-torch]
 
 The torch is whichever the interpreter imports: Debian's 1.13 under ctest, a current one from the
-registry under scripts/test.sh (build/venv-torch, tests/pytorch/requirements-current-torch.txt); the
+registry under scripts/test.sh (the clients' venv, tests/clients/requirements.txt); the
 dtypes that torch has beyond the classic ones (float8, uint16/32/64) are tested when present.
 Exits 77 (skipped) when torch cannot be imported, or 1 with --require-torch; the hostile and malformed
 parts need no torch and run first, so a failure there is reported either way.
