@@ -4,7 +4,7 @@ the real clients (issue 24, item 3):
 - `convert BIN_FOLDER OUTFOLDER` writes a folder transformers 5 loads as it is: same logits, same tokenizer,
   the index's metadata with its JSON types (total_parameters stays an integer);
 - `convert BIN_FOLDER OUT.gguf` writes a GGUF file (never a folder of that name) that gguf-py reads, and
-  llama.cpp when llama-cpp-python is installed;
+  that llama.cpp (llama-cpp-python, when installed) runs with transformers' logits;
 - `convert BIN_FOLDER OUT.safetensors.index.json` writes transformers' shards that the reference reads;
 - the routing refusals (a name that is neither a format nor a folder, a folder named like a file, a
   non-empty output, a symlink beside the weights) leave nothing behind;
@@ -150,12 +150,20 @@ def test_bin_folder_to_gguf_is_a_file(tmp_path):
 
 
 def test_bin_folder_gguf_in_llama_cpp(tmp_path):
+    """llama.cpp runs the GGUF made from a .bin folder: its f32 logits are transformers' (float32 sums in
+    another order: within 1e-3 of the largest logit)."""
     llama_cpp = pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed in this python")
+    np = pytest.importorskip("numpy")
     src = bin_folder(tmp_path, "src", "20KB")
     out = tmp_path / "out.gguf"
     convert_to_gguf(src, out)
-    model = llama_cpp.Llama(model_path=str(out), vocab_only=True, verbose=False)
-    assert model.n_vocab() == len(transformers.AutoTokenizer.from_pretrained(src))
+    model = llama_cpp.Llama(model_path=str(out), logits_all=True, n_ctx=64, verbose=False)
+    ids = [0, 5, 17, 42, 99, 3, 1]
+    model.eval(ids)
+    got = np.array(model.scores[: len(ids)])
+    want = logits(src)[0].numpy()
+    assert got.shape == want.shape
+    assert np.abs(got - want).max() <= 1e-3 * np.abs(want).max()
 
 
 def test_bin_folder_to_safetensors_shards(tmp_path):
@@ -177,6 +185,33 @@ def test_bin_folder_to_safetensors_shards(tmp_path):
     # With the config beside them, transformers loads the shards as the model.
     shutil.copy(src / "config.json", target.parent / "config.json")
     assert torch.equal(logits(target.parent), logits(src))
+
+
+def test_what_is_copied_beside_the_weights(tmp_path):
+    """Every top-level file but weights and pickles; not hidden files, not folders. The Python API's convert
+    routes the same way (one convert_path)."""
+    safeweights = pytest.importorskip("safeweights")
+    src = bin_folder(tmp_path, "src", None)
+    (src / "README.md").write_text("# tiny\n")
+    (src / "merges.txt").write_text("#version: 0.2\n")
+    (src / ".gitattributes").write_text("*.bin filter=lfs\n")
+    torch.save({"lr": 1}, src / "training_args.bin")
+    torch.save({"w": torch.ones(1)}, src / "optimizer.pt")
+    (src / "sub").mkdir()
+    (src / "sub" / "config.json").write_text("{}")
+    out = tmp_path / "out"
+    report = safeweights.convert(str(src), str(out))
+    expected = sorted(f for f in os.listdir(src) if f not in (".gitattributes", "training_args.bin", "optimizer.pt", "sub", "pytorch_model.bin"))
+    assert sorted(os.listdir(out)) == sorted(expected + ["model.safetensors"])
+    assert sorted(os.path.basename(f) for f in report["files"]) == sorted(os.listdir(out)), report["files"]
+    for f in expected:
+        assert (out / f).read_bytes() == (src / f).read_bytes(), f
+    # A file no config or tokenizer is as large as (sparse here) is refused by name, and no output appears.
+    with open(src / "huge.txt", "wb") as f:
+        f.truncate(300 << 20)
+    conv = run("convert", src, tmp_path / "out2")
+    assert conv.returncode == 1 and "ResourceLimit" in conv.stderr and "huge.txt" in conv.stderr, conv.stderr
+    assert sorted(os.listdir(tmp_path)) == ["out", "src"]
 
 
 def test_routing_refusals_leave_nothing(tmp_path):
