@@ -108,7 +108,8 @@ bool is_bin_folder(const std::string& folder);
 //   over 256 MiB or 1 GiB of them in all (ResourceLimit).
 // `output_folder` must be new or an empty folder (InvalidArgument otherwise). Everything is written into
 // a staging folder `.<name>.sw-convert-<pid>-<random>` beside it, renamed to `output_folder` last: the
-// output appears whole or not at all (a kill -9 can leave the staging folder, never a partial output).
+// output appears whole or not at all (a kill or Ctrl-C can leave the staging folder, never a partial
+// output; the next conversion into the same output removes those whose process is gone).
 // The report's files are the paths written, in order.
 Result<ConvertReport> convert_bin_folder(const std::string& input_folder, const std::string& output_folder, const FormatOptions& read = {},
                                          const ConvertOptions& options = {}, const std::function<void(const TensorFile&)>& opened = {});

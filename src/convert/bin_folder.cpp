@@ -4,11 +4,14 @@
 // pickle (config, tokenizer, generation config) copied. All or nothing: everything is written into a
 // staging folder beside the output, which is renamed into place last.
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdlib>
 #include <array>
 #include <filesystem>
 #include <map>
@@ -102,11 +105,28 @@ struct Staging {
   }
 };
 
+constexpr std::string_view kStagingTag = ".sw-convert-";
+
 std::string staging_name(const std::string& base) {
   std::random_device rd;
   char suffix[64];
-  std::snprintf(suffix, sizeof suffix, ".sw-convert-%ld-%08x", static_cast<long>(::getpid()), static_cast<unsigned>(rd()));
-  return "." + base + suffix;
+  std::snprintf(suffix, sizeof suffix, "%ld-%08x", static_cast<long>(::getpid()), static_cast<unsigned>(rd()));
+  return "." + base + std::string(kStagingTag) + suffix;
+}
+
+// Removes the staging folders a killed conversion into the same output left (Ctrl-C ends the CLI at once):
+// `.<base>.sw-convert-<pid>-...` whose process is gone.
+void remove_stale_staging(const std::string& parent, const std::string& base) {
+  const std::string prefix = "." + base + std::string(kStagingTag);
+  std::error_code ec;
+  std::vector<fs::path> stale;
+  for (fs::directory_iterator it(parent, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (!name.starts_with(prefix) || !fs::is_directory(it->symlink_status(ec))) continue;
+    const long pid = std::strtol(name.c_str() + prefix.size(), nullptr, 10);
+    if (pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) stale.push_back(it->path());
+  }
+  for (const fs::path& dir : stale) fs::remove_all(dir, ec);
 }
 
 // Copies the top-level file `name` of `input` into `folder` atomically, never through a symlink.
@@ -219,6 +239,7 @@ Result<ConvertReport> convert_bin_folder(const std::string& input_folder, const 
   staging.created_parents = missing_folders(parent);
   fs::create_directories(parent, ec);
   if (ec) return Error(ErrorKind::IoError, "cannot create the output's parent folder: " + ec.message()).with_file(parent);
+  remove_stale_staging(parent, base);
   staging.path = (parent == "/" ? std::string() : parent) + "/" + staging_name(base);
   if (::mkdir(staging.path.c_str(), 0777) != 0)
     return Error(ErrorKind::IoError, "cannot create the staging folder: " + errno_text(errno)).with_file(staging.path);

@@ -229,6 +229,15 @@ TEST(ConvertPath, BinFolderToFolderIsWholeOrAbsent) {
     EXPECT_EQ(dir.list(), (std::vector<std::string>{"bin", "empty.d", "full"})) << out;
   }
   EXPECT_TRUE(std::filesystem::is_empty(dir.file("empty.d")));
+  // A staging folder left by a killed conversion (a process that is gone: pid 2^22 + 1 is above Linux's
+  // pid_max) is removed by the next conversion into the same output; another output's is not touched.
+  for (const char* stale : {".new.sw-convert-4194305-0badf00d", ".other.sw-convert-4194305-0badf00d"}) {
+    std::filesystem::create_directory(dir.file(stale));
+    std::fclose(std::fopen(dir.file(std::string(stale) + "/model.safetensors").c_str(), "wb"));
+  }
+  EXPECT_FALSE(convert_path(in, dir.file("new"), {}).is_ok());
+  EXPECT_EQ(dir.list(), (std::vector<std::string>{".other.sw-convert-4194305-0badf00d", "bin", "empty.d", "full"}));
+  std::filesystem::remove_all(dir.file(".other.sw-convert-4194305-0badf00d"));
   // A symbolic link beside the weights is refused by name before anything is written.
   std::filesystem::create_symlink(in + "/config.json", in + "/linked.json");
   auto linked = convert_path(in, dir.file("out"), {});
