@@ -212,7 +212,10 @@ Result<ConvertReport> convert_bin_folder(const std::string& input_folder, const 
                                          const ConvertOptions& options, const std::function<void(const TensorFile&)>& opened) {
   std::error_code ec;
   if (!options.plan.tensors.empty() || !options.to.empty() || options.write.split.enabled())
-    return Error(ErrorKind::InvalidArgument, "a folder of .bin shards converts to safetensors shards of the same tensors").with_file(input_folder);
+    return Error(ErrorKind::InvalidArgument,
+                 "a folder of .bin shards converts to a folder of the same shards, tensors and format: to cut shards anew, write "
+                 "OUT/model.safetensors.index.json; for a tensor list or another format, name the output file")
+        .with_file(input_folder);
   const std::string index_path = input_folder + "/pytorch_model.bin.index.json";
   const std::string single = input_folder + "/pytorch_model.bin";
   const bool sharded = fs::exists(index_path, ec);

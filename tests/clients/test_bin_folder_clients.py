@@ -237,6 +237,9 @@ def test_routing_refusals_leave_nothing(tmp_path):
     assert "model.safetensors" in os.listdir(tmp_path / "model-v1.5")
     (tmp_path / "empty.d").mkdir()
     assert run("convert", src, tmp_path / "empty.d").returncode == 0 and "config.json" in os.listdir(tmp_path / "empty.d")
+    # Shards cut anew are an index output, not a folder conversion: the refusal says what to write.
+    conv = run("convert", "--split-max-size", "10K", src, tmp_path / "resharded")
+    assert conv.returncode == 2 and "model.safetensors.index.json" in conv.stderr and not (tmp_path / "resharded").exists(), conv.stderr
     # A symbolic link beside the weights is refused by name, and no output appears.
     os.symlink(src / "config.json", src / "linked.json")
     conv = run("convert", src, tmp_path / "linked_out")
