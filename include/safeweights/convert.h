@@ -81,8 +81,9 @@ Result<ConvertReport> convert(const TensorFile& input, const std::string& output
 //   that names a folder (an existing folder, a path ending in `/`, or a last component with no `.`):
 //   convert_bin_folder(), a folder transformers loads as it is.
 // - such a folder and an output that is neither a folder nor a file convert writes (`out.bin`,
-//   `model-v1.5`), or an existing folder named like a file (`out.gguf/`): InvalidArgument saying what to
-//   write instead; a folder is never created under a file's name.
+//   `model-v1.5`), or an existing folder named like a file (`out.gguf`): InvalidArgument saying what to
+//   write instead, and so is a folder name that a written format's extension ends (`out.gguf/`): a
+//   folder is never created or written under a file's name.
 // - otherwise (any input, the output's extension or `options.to` picking its format, a .bin folder
 //   included): open_tensors(input, entry, read); `opened` sees the file first; the plan of the plan
 //   provider that knows the input, when one does (a Hugging Face Llama-family folder written as GGUF:

@@ -25,10 +25,12 @@ Result<ConvertReport> convert_path(const std::string& input, const std::string& 
   const bool input_folder = std::filesystem::is_directory(input, ec);
   if (input_folder && options.to.empty() && is_bin_folder(input)) {
     const bool output_folder = std::filesystem::is_directory(std::filesystem::symlink_status(output, ec));
-    auto written = output_format(output);
-    if (written.is_ok() && output_folder)
-      return Error(ErrorKind::InvalidArgument, "the output is an existing folder named like a " + std::string((*written)->name()) +
-                                                   " file: remove it, name a file to write, or a folder without an extension")
+    std::string stripped = output;
+    while (stripped.size() > 1 && stripped.ends_with('/')) stripped.pop_back();
+    auto written = output_format(stripped);
+    if (written.is_ok() && (output_folder || stripped != output))
+      return Error(ErrorKind::InvalidArgument, "the output names a folder (it exists, or ends in /) named like a " + std::string((*written)->name()) +
+                                                   " file: name a file to write, or a folder without that extension")
           .with_file(output);
     if (!written.is_ok()) {
       if (names_a_folder(output, output_folder)) return convert_bin_folder(input, output, read, options, opened);

@@ -205,7 +205,11 @@ TEST(ConvertPath, BinFolderRefusesNamesThatAreNeitherFileNorFolder) {
   auto r = convert_path(in, dir.file("old.gguf"), {});
   ASSERT_FALSE(r.is_ok());
   EXPECT_EQ(r.error().kind(), ErrorKind::InvalidArgument);
-  EXPECT_NE(r.error().message().find("existing folder named like a gguf file"), std::string::npos) << r.error().message();
+  EXPECT_NE(r.error().message().find("named like a gguf file"), std::string::npos) << r.error().message();
+  // Nor is a new one named like a file because the name ends in `/`.
+  auto slash = convert_path(in, dir.file("new.safetensors/"), {});
+  ASSERT_FALSE(slash.is_ok());
+  EXPECT_NE(slash.error().message().find("named like a safetensors file"), std::string::npos) << slash.error().message();
   EXPECT_EQ(dir.list(), (std::vector<std::string>{"bin", "old.gguf"}));
 }
 
