@@ -284,6 +284,7 @@ def test_validate_name_and_content_must_agree(tmp_path):
     assert line["valid"] is False and line["format"] == "safetensors" and line["error"]["kind"] == "UnknownFormat"
     out = run("validate", "--detect", path)
     assert out.returncode == 0 and "OK (safetensors" in out.stdout, out
+    assert "--detect" in run("validate", "--help").stdout
     # A GGUF named .safetensors, and a safetensors file named .gguf, the same.
     gguf_path = tmp_path / "y.safetensors"
     src = tmp_path / "w.safetensors"
