@@ -1,12 +1,11 @@
 // safeweights convert IN OUT [--to FORMAT] [--type T] ...: open_tensors(IN) -> convert() into OUT, whose
-// extension (or --to) picks the format. A Hugging Face Llama folder into GGUF gets hf::plan as its plan;
-// a folder of .bin shards into a folder goes through convert_bin_folder.
+// extension (or --to) picks the format, all through convert_path (which routes a folder of .bin shards
+// into a folder to convert_bin_folder, and gives a Hugging Face Llama folder into GGUF hf::plan's plan).
 #include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
-#include <filesystem>
 #include <map>
 #include <memory>
 
@@ -88,16 +87,6 @@ Status run_conversion(const ConvertArgs& opt) {
   if (Status s = split_limits(opt, options.write.split); !s.is_ok()) return s;
   options.progress = terminal_progress();
   const FormatOptions input = input_options(opt.backend);
-  std::error_code ec;
-  const bool folder = std::filesystem::is_directory(opt.input, ec);
-  // A folder of .bin shards into a folder (an output no format claims): safetensors shards and their index.
-  if (folder && is_bin_folder(opt.input) && opt.to.empty() && !output_format(opt.output).is_ok()) {
-    auto files = convert_bin_folder(opt.input, opt.output, input, options, root_note());
-    if (options.progress) std::fprintf(stderr, "\n");
-    if (!files.is_ok()) return std::move(files).status();
-    for (const std::string& f : *files) std::printf("%s\n", (opt.output + "/" + f).c_str());
-    return Status::ok();
-  }
   auto report = convert_path(opt.input, opt.output, options, input, opt.entry, root_note());
   if (options.progress) std::fprintf(stderr, "\n");
   if (!report.is_ok()) return std::move(report).status();

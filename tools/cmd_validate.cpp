@@ -1,4 +1,6 @@
-// safeweights validate [--json] [--strict] FILE...
+// safeweights validate [--json] [--strict] [--detect] FILE...: each file read as what its content is; a
+// name that claims another format (x.dduf holding safetensors) fails unless --detect says to go by
+// content alone.
 #include <cstdio>
 
 #include "cli_common.h"
@@ -20,6 +22,15 @@ Outcome validate_one(const std::string& path, const ValidateArgs& opt) {
   options.crc = !opt.quick && (!is_url(path) || opt.crc);
   auto format = detect_format(path, options);
   if (!format.is_ok()) return {nullptr, std::move(format).status(), ""};
+  const Format* claimed = format_claimed_by_name(path);
+  if (!opt.detect && claimed != nullptr && claimed != *format) {
+    return {*format,
+            Error(ErrorKind::UnknownFormat,
+                  "the name says " + std::string(claimed->name()) + " but the content is " + std::string((*format)->name()) +
+                      ": a reader that trusts the name refuses it; rename the file, or pass --detect to validate it by its content")
+                .with_file(path),
+            ""};
+  }
   auto summary = (*format)->validate(path, options);
   if (!summary.is_ok()) return {*format, std::move(summary).status(), ""};
   return {*format, Status::ok(), std::move(summary).value()};

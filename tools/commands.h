@@ -10,11 +10,12 @@
 
 namespace safeweights::cli {
 
-// safeweights validate [--json] [--strict] FILE...
+// safeweights validate [--json] [--strict] [--detect] FILE...
 struct ValidateArgs {
   std::vector<std::string> files;
   bool json = false;
   bool strict = false;
+  bool detect = false;  // by content alone: a name claiming another format is no error
   bool quick = false;
   bool crc = false;
   std::string backend = "mmap";

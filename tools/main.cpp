@@ -59,6 +59,9 @@ void add_validate(CLI::App& app, ValidateArgs& args, int& exit_code) {
   cmd->add_flag("--crc", args.crc, "DDUF over HTTP(S): also check every entry's CRC-32 (downloads every entry; off by default for URLs)");
   cmd->add_flag("--json", args.json, "one JSON object per file per line: {file, format, valid, error: {kind, rule, message, ...}}");
   cmd->add_flag("--strict", args.strict, "also reject tensor entries with fields other than dtype, shape, data_offsets");
+  cmd->add_flag("--detect", args.detect,
+                "go by content alone: by default a file whose name claims a format (.safetensors, .safetensors.index.json, .gguf, .dduf, "
+                ".pt, .pth, .ckpt) but holds another is INVALID (UnknownFormat), since readers that trust the name refuse it");
   add_input_options(cmd, args.backend);
   cmd->callback([&args, &exit_code] { exit_code = run_validate(args); });
 }
@@ -136,12 +139,13 @@ void add_convert(CLI::App& app, ConvertArgs& args, int& exit_code) {
   CLI::App* cmd = app.add_subcommand(
       "convert", "Convert between safetensors, GGUF, DDUF entries, Hugging Face folders and PyTorch checkpoints, optionally changing the type");
   cmd->add_option("INPUT", args.input,
-                  "a safetensors file or index, a DDUF file (with --entry), a GGUF file, a Hugging Face model folder, or a PyTorch "
-                  "checkpoint (a folder of pytorch_model*.bin converts to a folder of safetensors shards)")
+                  "a safetensors file or index, a DDUF file (with --entry), a GGUF file, a Hugging Face model folder (safetensors or "
+                  "pytorch_model*.bin weights), or a PyTorch checkpoint")
       ->required();
   cmd->add_option("OUTPUT", args.output,
                   "the file to write, atomically: its extension (.gguf, .safetensors, .safetensors.index.json) picks the format unless --to "
-                  "names it (a folder for a folder of .bin shards)")
+                  "names it. For a folder of pytorch_model*.bin INPUT, a folder (existing and empty, ending in /, or with no . in its "
+                  "name) gets the safetensors shards, index, config and tokenizer files, all or nothing; any other name is refused")
       ->required();
   cmd->add_option("--to", args.to, "the output's format (gguf, safetensors, safetensors-index) whatever its name");
   cmd->add_option("--type", args.type,

@@ -76,26 +76,44 @@ struct ConvertReport {
 
 Result<ConvertReport> convert(const TensorFile& input, const std::string& output_path, const ConvertOptions& options = {});
 
-// What the CLI's and Python's convert do: open_tensors(input, entry, read); `opened` sees the file first;
-// the plan of the plan provider that knows the input, when one does (a Hugging Face Llama-family folder
-// written as GGUF: hf::plan, safeweights/hf_llama.h); then convert(). The one place that knows the plan
-// providers.
+// What the CLI's and Python's convert do, routed by what the input is and what the output names:
+// - `input` a folder of transformers' PyTorch weights (is_bin_folder), no `options.to`, and `output`
+//   that names a folder (an existing folder, a path ending in `/`, or a last component with no `.`):
+//   convert_bin_folder(), a folder transformers loads as it is.
+// - such a folder and an output that is neither a folder nor a file convert writes (`out.bin`,
+//   `model-v1.5`), or an existing folder named like a file (`out.gguf`): InvalidArgument saying what to
+//   write instead, and so is a folder name that a written format's extension ends (`out.gguf/`): a
+//   folder is never created or written under a file's name.
+// - otherwise (any input, the output's extension or `options.to` picking its format, a .bin folder
+//   included): open_tensors(input, entry, read); `opened` sees the file first; the plan of the plan
+//   provider that knows the input, when one does (a Hugging Face Llama-family folder written as GGUF:
+//   hf::plan, safeweights/hf_llama.h); then convert(). The one place that knows the plan providers.
 Result<ConvertReport> convert_path(const std::string& input, const std::string& output, ConvertOptions options, const FormatOptions& read = {},
                                    const std::string& entry = {}, const std::function<void(const TensorFile&)>& opened = {});
 
 // Whether `folder` holds transformers' PyTorch weights: pytorch_model.bin or pytorch_model.bin.index.json.
 bool is_bin_folder(const std::string& folder);
 
-// Converts such a folder: `pytorch_model.bin`, or the shards named by `pytorch_model.bin.index.json`
-// (each shard must hold exactly the tensors the index lists for it), into `model.safetensors`, or one
-// `.safetensors` per shard (pytorch_model-0000i-of-0000N.bin -> model-0000i-of-0000N.safetensors) plus
-// `model.safetensors.index.json` (the input index's metadata, total_size recomputed, written last), in
-// `output_folder` (created if missing). Each file is convert() of one checkpoint (opened with `read`;
-// `opened` sees it first), so `options` gives the type, dedup, durability and progress; a tensor list,
-// another format or split files are refused. Each file is written atomically; on error the files this
-// call wrote are removed. Returns the names written, in order.
-Result<std::vector<std::string>> convert_bin_folder(const std::string& input_folder, const std::string& output_folder, const FormatOptions& read = {},
-                                                    const ConvertOptions& options = {}, const std::function<void(const TensorFile&)>& opened = {});
+// Converts such a folder into a folder transformers' from_pretrained loads as it is:
+// - `pytorch_model.bin` to `model.safetensors`, or the shards named by `pytorch_model.bin.index.json`
+//   (each must hold exactly the tensors the index lists for it) to one `.safetensors` per shard
+//   (pytorch_model-0000i-of-0000N.bin -> model-0000i-of-0000N.safetensors) plus
+//   `model.safetensors.index.json` (the input index's metadata with each value's JSON type kept,
+//   total_size recomputed, keys sorted). Each file is convert() of one checkpoint (opened with `read`;
+//   `opened` sees it first), so `options` gives the type, dedup, durability and progress; a tensor list,
+//   another format or split files are refused.
+// - every other top-level regular file copied as it is (config.json, generation_config.json, the
+//   tokenizer's files, README, ...), except weights and pickles (.bin .pt .pth .ckpt .pkl .pickle
+//   .safetensors .gguf .h5 .msgpack .ot .onnx .npy .npz .joblib .dduf, and *.index.json); hidden files
+//   and folders are left out; a symbolic link or special file is refused by name (UnsafePath), a file
+//   over 256 MiB or 1 GiB of them in all (ResourceLimit).
+// `output_folder` must be new or an empty folder (InvalidArgument otherwise). Everything is written into
+// a staging folder `.<name>.sw-convert-<pid>-<random>` beside it, renamed to `output_folder` last: the
+// output appears whole or not at all (a kill or Ctrl-C can leave the staging folder, never a partial
+// output; the next conversion into the same output removes those whose process is gone).
+// The report's files are the paths written, in order.
+Result<ConvertReport> convert_bin_folder(const std::string& input_folder, const std::string& output_folder, const FormatOptions& read = {},
+                                         const ConvertOptions& options = {}, const std::function<void(const TensorFile&)>& opened = {});
 
 // llama.cpp's general.file_type (its llama_ftype) for a target type, the K-quants as their _S mixes;
 // nullopt for a type llama.cpp has no file type for.

@@ -100,6 +100,12 @@ const Format* find_format(std::string_view name) noexcept;
 // The format of the file at `path` (a path or URL). FileNotFound / IoError when it cannot be read.
 Result<const Format*> detect_format(const std::string& path, const FormatOptions& options = {});
 
+// The format a file's name claims by its extension: .safetensors, .safetensors.index.json, .gguf,
+// .dduf, .pt / .pth / .ckpt (pytorch); nullptr when the name claims none (`.bin`, used by many formats,
+// claims none). For a URL the query and fragment are left out. Detection stays by content: `validate`
+// compares the two and fails when they disagree, unless asked to go by content alone.
+const Format* format_claimed_by_name(std::string_view path) noexcept;
+
 // The format an output is written in: the one named `to` (InvalidArgument when no format of that
 // name writes files), else the one whose extension `path` ends with (InvalidArgument naming the path and
 // the extensions otherwise).

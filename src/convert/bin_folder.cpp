@@ -1,19 +1,42 @@
-// A transformers folder of PyTorch weights to safetensors files (convert.h, convert_bin_folder): each
-// .bin shard through convert() to the .safetensors file the Hub's conversion names, then the index.
-#include <cstdio>
+// A transformers folder of PyTorch weights to a folder transformers loads as it is (convert.h,
+// convert_bin_folder): each .bin shard through convert() to the .safetensors file the Hub's conversion
+// names, the index with its metadata's JSON types kept, and every small file that is not a weight or a
+// pickle (config, tokenizer, generation config) copied. All or nothing: everything is written into a
+// staging folder beside the output, which is renamed into place last.
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <array>
 #include <filesystem>
 #include <map>
+#include <random>
 #include <set>
 
 #include "core/status_macros.h"
+#include "core/strings.h"
+#include "io/posix_util.h"
 #include "pytorch/index.h"
 #include "safeweights/atomic_file.h"
+#include "safeweights/cancel.h"
 #include "safeweights/convert.h"
 #include "safeweights/pytorch.h"
 #include "safeweights/text.h"
 
 namespace safeweights {
 namespace {
+
+namespace fs = std::filesystem;
+
+// What is copied beside the weights: top-level regular files of at most this size (a large
+// tokenizer.json is tens of MiB), at most this much in all.
+constexpr std::uint64_t kMaxSideFile = std::uint64_t{256} << 20;
+constexpr std::uint64_t kMaxSideTotal = std::uint64_t{1} << 30;
 
 // pytorch_model-00001-of-00002.bin -> model-00001-of-00002.safetensors (what the Hub's conversion names them).
 Result<std::string> safetensors_name(const std::string& bin) {
@@ -25,12 +48,17 @@ Result<std::string> safetensors_name(const std::string& bin) {
   return out + ".safetensors";
 }
 
-// transformers' json.dumps(index, indent=2, sort_keys=True).
-std::string index_json(const std::map<std::string, std::string>& metadata, const std::map<std::string, std::string>& weight_map) {
+// transformers' json.dumps(index, indent=2, sort_keys=True): each metadata value as the JSON it was
+// (an integer stays an integer), total_size computed anew.
+std::string index_json(const HfIndex& index, std::uint64_t total_size, const std::map<std::string, std::string>& weight_map) {
+  std::map<std::string, std::string> metadata;  // key -> JSON text
+  for (std::size_t i = 0; i < index.metadata.size(); ++i)
+    metadata[index.metadata[i].first] = i < index.metadata_json.size() ? index.metadata_json[i] : json_quote(index.metadata[i].second);
+  metadata["total_size"] = std::to_string(total_size);
   std::string out = "{\n  \"metadata\": {";
   bool first = true;
   for (const auto& [k, v] : metadata) {
-    out += std::string(first ? "\n    " : ",\n    ") + json_quote(k) + ": " + (k == "total_size" ? v : json_quote(v));
+    out += std::string(first ? "\n    " : ",\n    ") + json_quote(k) + ": " + v;
     first = false;
   }
   out += "\n  },\n  \"weight_map\": {";
@@ -42,34 +70,127 @@ std::string index_json(const std::map<std::string, std::string>& metadata, const
   return out + "\n  }\n}\n";
 }
 
-// Removes the files a failed folder conversion committed (added only once committed, so a file that
-// was there before and is left untouched by a failed write is never removed), then the folders it
-// created (innermost first, each only if empty), unless disarmed.
-struct Cleanup {
-  std::vector<std::string> files;
-  std::vector<std::filesystem::path> created;  // innermost first
-  bool armed = true;
-  ~Cleanup() {
-    if (!armed) return;
-    for (const std::string& f : files) std::remove(f.c_str());
-    std::error_code ec;
-    for (const auto& dir : created)
-      if (!std::filesystem::remove(dir, ec)) break;
-  }
-};
+// Files that are weights or pickles (never copied: the weights are converted, a pickle is not read
+// as data), the input's index (replaced by ours) and a safetensors index (ours is written).
+bool is_weight_or_pickle(const std::string& name) {
+  static constexpr std::array<std::string_view, 16> kSkipped = {".bin", ".pt",      ".pth", ".ckpt", ".pkl", ".pickle", ".safetensors", ".gguf",
+                                                                ".h5",  ".msgpack", ".ot",  ".onnx", ".npy", ".npz",    ".joblib",      ".dduf"};
+  if (name.ends_with(".index.json")) return true;  // pytorch_model.bin.index.json, model.safetensors.index.json, ...
+  return std::ranges::any_of(kSkipped, [&](std::string_view ext) { return name.ends_with(ext); });
+}
 
 // The folders create_directories(folder) would create, innermost first. The path as given, not its
 // lexical normal form: for `out/../x` create_directories makes `out` too.
-std::vector<std::filesystem::path> missing_folders(const std::filesystem::path& folder) {
-  std::vector<std::filesystem::path> out;
+std::vector<fs::path> missing_folders(const fs::path& folder) {
+  std::vector<fs::path> out;
   std::error_code ec;
-  std::filesystem::path start = folder;
-  while (!start.empty() && !start.has_filename()) start = start.parent_path();  // a trailing '/'
-  for (std::filesystem::path p = start; !p.empty() && !std::filesystem::exists(p, ec) && !ec; p = p.parent_path()) {
+  for (fs::path p = folder; !p.empty() && !fs::exists(p, ec) && !ec; p = p.parent_path()) {
     if (p.has_filename() && p.filename() != "." && p.filename() != "..") out.push_back(p);  // `x/..` is not made
     if (p == p.parent_path()) break;
   }
   return out;
+}
+
+// The staging folder, `.<name>.sw-convert-<pid>-<random>` beside the output, and the parent folders
+// made for it: removed on every path but the successful rename.
+struct Staging {
+  std::string path;
+  std::vector<fs::path> created_parents;  // innermost first
+  bool made = false;
+  ~Staging() {
+    std::error_code ec;
+    if (made) fs::remove_all(path, ec);  // ours: made new by mkdir, and remove_all follows no symlink
+    for (const auto& dir : created_parents)
+      if (!fs::remove(dir, ec)) break;
+  }
+};
+
+constexpr std::string_view kStagingTag = ".sw-convert-";
+
+std::string staging_name(const std::string& base) {
+  std::random_device rd;
+  char suffix[64];
+  std::snprintf(suffix, sizeof suffix, "%ld-%08x", static_cast<long>(::getpid()), static_cast<unsigned>(rd()));
+  return "." + base + std::string(kStagingTag) + suffix;
+}
+
+// Removes the staging folders a killed conversion into the same output left (Ctrl-C ends the CLI at once):
+// `.<base>.sw-convert-<pid>-...` whose process is gone.
+void remove_stale_staging(const std::string& parent, const std::string& base) {
+  const std::string prefix = "." + base + std::string(kStagingTag);
+  std::error_code ec;
+  std::vector<fs::path> stale;
+  for (fs::directory_iterator it(parent, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (!name.starts_with(prefix) || !fs::is_directory(it->symlink_status(ec))) continue;
+    const long pid = std::strtol(name.c_str() + prefix.size(), nullptr, 10);
+    if (pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) stale.push_back(it->path());
+  }
+  for (const fs::path& dir : stale) fs::remove_all(dir, ec);
+}
+
+// Copies the top-level file `name` of `input` into `folder` atomically, never through a symlink.
+Status copy_side_file(const std::string& input, const std::string& name, const std::string& folder, std::uint64_t& total, bool durable) {
+  const std::string from = input + "/" + name;
+  const int fd = ::open(from.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return Error(ErrorKind::IoError, "cannot open: " + errno_text(errno)).with_file(from);
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) return Error(ErrorKind::IoError, "cannot stat: " + errno_text(errno)).with_file(from);
+  if (!S_ISREG(st.st_mode)) return Error(ErrorKind::UnsafePath, "changed into something other than a file while being copied").with_file(from);
+  const auto size = static_cast<std::uint64_t>(st.st_size);
+  if (size > kMaxSideFile)
+    return Error(ErrorKind::ResourceLimit,
+                 "a file beside the weights is larger than 256 MiB, which no config or tokenizer file is: remove it "
+                 "from the folder, or convert to a file (OUT.safetensors)")
+        .with_file(from);
+  total += size;
+  if (total > kMaxSideTotal)
+    return Error(ErrorKind::ResourceLimit, "the files beside the weights add up to more than 1 GiB: remove what is not config or tokenizer")
+        .with_file(from);
+  std::vector<std::byte> bytes(static_cast<std::size_t>(size));
+  SW_RETURN_IF_ERROR(pread_exact(fd, 0, bytes, from));
+  SW_ASSIGN_OR_RETURN(AtomicFile out, AtomicFile::create(folder + "/" + name, {size, durable}));
+  SW_RETURN_IF_ERROR(out.append(bytes));
+  return out.commit();
+}
+
+// The names of the files copied beside the weights, sorted. A symbolic link or a special file is
+// refused by name (nothing is followed out of the folder); folders and hidden files are left out.
+Result<std::vector<std::string>> side_files(const std::string& input) {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (fs::directory_iterator it(input, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.empty() || name[0] == '.' || is_weight_or_pickle(name)) continue;
+    const fs::file_status st = it->symlink_status(ec);
+    if (ec) break;
+    if (fs::is_symlink(st))
+      return Error(ErrorKind::UnsafePath,
+                   "a symbolic link beside the weights is not followed: copy the folder with its links resolved "
+                   "(cp -rL, for a Hugging Face cache snapshot) and convert the copy")
+          .with_file(input + "/" + name);
+    if (fs::is_directory(st)) continue;
+    if (!fs::is_regular_file(st)) return Error(ErrorKind::UnsafePath, "not a regular file").with_file(input + "/" + name);
+    names.push_back(name);
+  }
+  if (ec) return Error(ErrorKind::IoError, "cannot list the folder: " + ec.message()).with_file(input);
+  std::ranges::sort(names);
+  return names;
+}
+
+// Gives the finished staging folder the output's name: a new name without replacing anything, or an
+// empty folder replaced by rename(2) itself (which refuses one that is no longer empty).
+Status move_into_place(const std::string& staging, const std::string& output, bool exists) {
+  int rc = exists ? -1 : ::renameat2(AT_FDCWD, staging.c_str(), AT_FDCWD, output.c_str(), RENAME_NOREPLACE);
+  if (exists || (rc != 0 && (errno == EINVAL || errno == ENOSYS))) rc = ::rename(staging.c_str(), output.c_str());
+  if (rc == 0) return Status::ok();
+  if (errno == EEXIST || errno == ENOTEMPTY)
+    return Error(ErrorKind::UnsafePath, "the output folder was filled by someone else meanwhile").with_file(output);
+  return Error(ErrorKind::IoError, "cannot move the converted folder into place: " + errno_text(errno)).with_file(output);
 }
 
 // One checkpoint file to one safetensors file through the pipeline.
@@ -80,59 +201,105 @@ Result<ConvertReport> convert_checkpoint(const std::string& input, const std::st
   return convert(*checkpoint, output, options);
 }
 
+void add(ConvertReport& into, ConvertReport&& part) {
+  for (ConvertedTensor& t : part.tensors) into.tensors.push_back(std::move(t));
+  into.bytes_written += part.bytes_written;
+}
+
 }  // namespace
 
-Result<std::vector<std::string>> convert_bin_folder(const std::string& input_folder, const std::string& output_folder, const FormatOptions& read,
-                                                    const ConvertOptions& options, const std::function<void(const TensorFile&)>& opened) {
-  namespace fs = std::filesystem;
+Result<ConvertReport> convert_bin_folder(const std::string& input_folder, const std::string& output_folder, const FormatOptions& read,
+                                         const ConvertOptions& options, const std::function<void(const TensorFile&)>& opened) {
   std::error_code ec;
   if (!options.plan.tensors.empty() || !options.to.empty() || options.write.split.enabled())
-    return Error(ErrorKind::InvalidArgument, "a folder of .bin shards converts to safetensors shards of the same tensors").with_file(input_folder);
+    return Error(ErrorKind::InvalidArgument,
+                 "a folder of .bin shards converts to a folder of the same shards, tensors and format: to cut shards anew, write "
+                 "OUT/model.safetensors.index.json; for a tensor list or another format, name the output file")
+        .with_file(input_folder);
   const std::string index_path = input_folder + "/pytorch_model.bin.index.json";
   const std::string single = input_folder + "/pytorch_model.bin";
   const bool sharded = fs::exists(index_path, ec);
   if (!sharded && !fs::exists(single, ec))
     return Error(ErrorKind::FileNotFound, "neither pytorch_model.bin nor pytorch_model.bin.index.json in the folder").with_file(input_folder);
-  Cleanup cleanup;
-  cleanup.created = missing_folders(output_folder);
-  fs::create_directories(output_folder, ec);
-  if (ec) return Error(ErrorKind::IoError, "cannot create the output folder: " + ec.message()).with_file(output_folder);
+
+  // The output: a new folder, or an empty one (nothing is merged into a folder that holds files).
+  std::string output = output_folder;
+  while (output.size() > 1 && output.back() == '/') output.pop_back();
+  const std::string base = output.substr(output.find_last_of('/') + 1);
+  if (base.empty() || base == "." || base == ".." || output == "/")
+    return Error(ErrorKind::InvalidArgument, "name the output folder, not `.`, `..` or `/`").with_file(output_folder);
+  const fs::file_status existing = fs::symlink_status(output, ec);
+  const bool exists = fs::exists(existing);
+  if (exists && !fs::is_directory(existing))
+    return Error(ErrorKind::InvalidArgument, "the output exists and is not a folder: name a new or empty folder").with_file(output);
+  if (exists && !fs::is_empty(output, ec))
+    return Error(ErrorKind::InvalidArgument, "the output folder is not empty: name a new or empty folder (a model is never merged into another)")
+        .with_file(output);
+  SW_ASSIGN_OR_RETURN(std::vector<std::string> copied, side_files(input_folder));
+
+  const std::string parent = folder_of(output);
+  Staging staging;
+  staging.created_parents = missing_folders(parent);
+  fs::create_directories(parent, ec);
+  if (ec) return Error(ErrorKind::IoError, "cannot create the output's parent folder: " + ec.message()).with_file(parent);
+  remove_stale_staging(parent, base);
+  staging.path = (parent == "/" ? std::string() : parent) + "/" + staging_name(base);
+  if (::mkdir(staging.path.c_str(), 0777) != 0)
+    return Error(ErrorKind::IoError, "cannot create the staging folder: " + errno_text(errno)).with_file(staging.path);
+  staging.made = true;
+
+  ConvertReport report;
+  std::vector<std::string> written;  // names in the output folder, in the order written
   if (!sharded) {
-    SW_RETURN_IF_ERROR(convert_checkpoint(single, output_folder + "/model.safetensors", read, options, opened).status());
-    cleanup.armed = false;
-    return std::vector<std::string>{"model.safetensors"};
-  }
-  SW_ASSIGN_OR_RETURN(auto index, pytorch::read_bin_index(index_path, resolver_of(read)));
-  std::map<std::string, std::set<std::string>> shards;  // shard file -> tensors the index puts there
-  for (const auto& [tensor, file] : index.weight_map) shards[file].insert(tensor);
-  std::map<std::string, std::string> weight_map;
-  std::vector<std::string> written_files;
-  std::uint64_t total = 0;
-  for (const auto& [bin, listed] : shards) {
-    SW_ASSIGN_OR_RETURN(std::string name, safetensors_name(bin));
-    SW_ASSIGN_OR_RETURN(ConvertReport done, convert_checkpoint(input_folder + "/" + bin, output_folder + "/" + name, read, options, opened));
-    cleanup.files.push_back(output_folder + "/" + name);
-    for (const ConvertedTensor& t : done.tensors) {
-      if (!listed.contains(t.name))
-        return Error(ErrorKind::InvalidIndex, "tensor `" + t.name + "` of shard `" + bin + "` is not listed for it in the index")
-            .with_file(index_path);
-      weight_map[t.name] = name;
+    SW_ASSIGN_OR_RETURN(ConvertReport done, convert_checkpoint(single, staging.path + "/model.safetensors", read, options, opened));
+    add(report, std::move(done));
+    written.push_back("model.safetensors");
+  } else {
+    SW_ASSIGN_OR_RETURN(HfIndex index, pytorch::read_bin_index(index_path, resolver_of(read)));
+    std::map<std::string, std::set<std::string>> shards;  // shard file -> tensors the index puts there
+    for (const auto& [tensor, file] : index.weight_map) shards[file].insert(tensor);
+    std::map<std::string, std::string> weight_map;
+    std::uint64_t total = 0;
+    for (const auto& [bin, listed] : shards) {
+      SW_ASSIGN_OR_RETURN(std::string name, safetensors_name(bin));
+      SW_ASSIGN_OR_RETURN(ConvertReport done, convert_checkpoint(input_folder + "/" + bin, staging.path + "/" + name, read, options, opened));
+      for (const ConvertedTensor& t : done.tensors) {
+        if (!listed.contains(t.name))
+          return Error(ErrorKind::InvalidIndex, "tensor `" + t.name + "` of shard `" + bin + "` is not listed for it in the index")
+              .with_file(index_path);
+        weight_map[t.name] = name;
+      }
+      for (const std::string& tensor : listed)
+        if (!weight_map.contains(tensor) && !options.dedup)
+          return Error(ErrorKind::InvalidIndex, "the index lists `" + tensor + "` in `" + bin + "`, which does not hold it").with_file(index_path);
+      total += done.bytes_written;
+      add(report, std::move(done));
+      written.push_back(name);
     }
-    for (const std::string& tensor : listed)
-      if (!weight_map.contains(tensor) && !options.dedup)
-        return Error(ErrorKind::InvalidIndex, "the index lists `" + tensor + "` in `" + bin + "`, which does not hold it").with_file(index_path);
-    total += done.bytes_written;
-    written_files.push_back(name);
+    const std::string json = index_json(index, total, weight_map);
+    SW_ASSIGN_OR_RETURN(AtomicFile file, AtomicFile::create(staging.path + "/model.safetensors.index.json", {json.size(), options.write.durable}));
+    SW_RETURN_IF_ERROR(file.append(std::as_bytes(std::span<const char>(json.data(), json.size()))));
+    SW_RETURN_IF_ERROR(file.commit());
+    written.push_back("model.safetensors.index.json");
   }
-  std::map<std::string, std::string> metadata(index.metadata.begin(), index.metadata.end());
-  metadata["total_size"] = std::to_string(total);
-  const std::string json = index_json(metadata, weight_map);
-  SW_ASSIGN_OR_RETURN(AtomicFile file, AtomicFile::create(output_folder + "/model.safetensors.index.json", {json.size(), options.write.durable}));
-  SW_RETURN_IF_ERROR(file.append(std::as_bytes(std::span<const char>(json.data(), json.size()))));
-  SW_RETURN_IF_ERROR(file.commit());
-  cleanup.armed = false;
-  written_files.push_back("model.safetensors.index.json");
-  return written_files;
+  std::uint64_t side_total = 0;
+  for (const std::string& name : copied) {
+    SW_RETURN_IF_ERROR(copy_side_file(input_folder, name, staging.path, side_total, options.write.durable));
+    written.push_back(name);
+  }
+  SW_RETURN_IF_ERROR(check_cancelled());
+  SW_RETURN_IF_ERROR(move_into_place(staging.path, output, exists));
+  staging.made = false;
+  staging.created_parents.clear();
+  if (options.write.durable) {
+    const int dir = ::open(parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dir >= 0) {
+      ::fsync(dir);
+      ::close(dir);
+    }
+  }
+  for (const std::string& name : written) report.files.push_back(output + "/" + name);
+  return report;
 }
 
 }  // namespace safeweights

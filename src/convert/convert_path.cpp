@@ -1,4 +1,5 @@
-// convert_path (include/safeweights/convert.h): a path in, a path out, through the plan providers.
+// convert_path (include/safeweights/convert.h): a path in, a path out, routed by what the input is and
+// what the output names, through the plan providers.
 #include <filesystem>
 
 #include "core/status_macros.h"
@@ -6,15 +7,44 @@
 #include "safeweights/hf_llama.h"
 
 namespace safeweights {
+namespace {
+
+// An output names a folder when it is one (not through a symlink), ends in `/`, or its last component
+// has no `.`; anything else with no written format's extension is ambiguous.
+bool names_a_folder(const std::string& output, bool is_folder) {
+  if (is_folder || output.ends_with('/')) return true;
+  const std::string base = output.substr(output.find_last_of('/') + 1);
+  return !base.empty() && base.find('.') == std::string::npos;
+}
+
+}  // namespace
 
 Result<ConvertReport> convert_path(const std::string& input, const std::string& output, ConvertOptions options, const FormatOptions& read,
                                    const std::string& entry, const std::function<void(const TensorFile&)>& opened) {
+  std::error_code ec;
+  const bool input_folder = std::filesystem::is_directory(input, ec);
+  if (input_folder && options.to.empty() && is_bin_folder(input)) {
+    const bool output_folder = std::filesystem::is_directory(std::filesystem::symlink_status(output, ec));
+    std::string stripped = output;
+    while (stripped.size() > 1 && stripped.ends_with('/')) stripped.pop_back();
+    auto written = output_format(stripped);
+    if (written.is_ok() && (output_folder || stripped != output))
+      return Error(ErrorKind::InvalidArgument, "the output names a folder (it exists, or ends in /) named like a " + std::string((*written)->name()) +
+                                                   " file: name a file to write, or a folder without that extension")
+          .with_file(output);
+    if (!written.is_ok()) {
+      if (names_a_folder(output, output_folder)) return convert_bin_folder(input, output, read, options, opened);
+      return Error(ErrorKind::InvalidArgument,
+                   "a folder of .bin weights converts to a file named .gguf, .safetensors or .safetensors.index.json, or to a folder: "
+                   "name a new folder without a `.` in its last component, end the name with `/`, or create the folder first")
+          .with_file(output);
+    }
+  }
   SW_ASSIGN_OR_RETURN(std::unique_ptr<TensorFile> file, open_tensors(input, entry, read));
   if (opened) opened(*file);
   SW_ASSIGN_OR_RETURN(const Format* out, output_format(output, options.to));
-  std::error_code ec;
   // A Hugging Face Llama-family folder into GGUF: llama.cpp's names, Q/K order, metadata and tokenizer.
-  if (out->name() == "gguf" && std::filesystem::is_directory(input, ec) && hf::is_llama_folder(input)) {
+  if (out->name() == "gguf" && input_folder && hf::is_llama_folder(input)) {
     SW_ASSIGN_OR_RETURN(options.plan, hf::plan(input, *file, options.type));
   }
   return convert(*file, output, options);

@@ -53,8 +53,10 @@ Status parse_hf_index(std::string_view text, HfIndex& out) {
       KeySet keys;
       for (auto entry : as_object(field.value)) {
         if (!keys.insert(entry.key)) return Error(ErrorKind::DuplicateKey, "duplicate metadata key " + quoted(entry.key));
-        std::string value = entry.value.type() == element_type::STRING ? std::string(as_string(entry.value)) : simdjson::minify(entry.value);
+        std::string json_text = simdjson::minify(entry.value);
+        std::string value = entry.value.type() == element_type::STRING ? std::string(as_string(entry.value)) : json_text;
         out.metadata.emplace_back(std::string(entry.key), std::move(value));
+        out.metadata_json.push_back(std::move(json_text));
       }
     }
   }

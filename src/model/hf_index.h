@@ -15,6 +15,7 @@ namespace safeweights {
 struct HfIndex {
   std::vector<std::pair<std::string, std::string>> weight_map;  // file order
   std::vector<std::pair<std::string, std::string>> metadata;    // values: strings as-is, others as JSON text
+  std::vector<std::string> metadata_json;                       // the same values as JSON text (a string quoted), so types survive a rewrite
 };
 // InvalidIndex for malformed JSON or schema, DuplicateKey for repeated keys.
 Status parse_hf_index(std::string_view text, HfIndex& out);

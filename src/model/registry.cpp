@@ -58,6 +58,23 @@ Result<const Format*> detect_format(const std::string& path, const FormatOptions
   return best;
 }
 
+const Format* format_claimed_by_name(std::string_view path) noexcept {
+  if (path.starts_with("http://") || path.starts_with("https://")) path = path.substr(0, path.find_first_of("?#"));
+  // Longest suffix first: an index is named *.safetensors.index.json.
+  static constexpr std::pair<std::string_view, std::string_view> kClaims[] = {
+      {".safetensors.index.json", "safetensors-index"},
+      {".safetensors", "safetensors"},
+      {".gguf", "gguf"},
+      {".dduf", "dduf"},
+      {".pt", "pytorch"},
+      {".pth", "pytorch"},
+      {".ckpt", "pytorch"},
+  };
+  for (const auto& [ext, name] : kClaims)
+    if (path.ends_with(ext)) return find_format(name);  // nullptr for a format not built (pytorch)
+  return nullptr;
+}
+
 Status Format::can_hold(TensorType) const { return Error(ErrorKind::NotSupported, std::string(name()) + " files are read, not written"); }
 
 Result<std::unique_ptr<TensorSink>> Format::create(const std::string& path, std::vector<TensorDecl>, const Metadata*, const WriteOptions&) const {

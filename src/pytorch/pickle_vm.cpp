@@ -635,8 +635,15 @@ Status Machine::op_global(std::string_view module_in, std::string_view name) {
   std::optional<Resolved> resolved = resolve(module, name);
   if (!resolved) {
     const std::string_view root = module.substr(0, module.find('.'));
-    if (!opt_.allow_unknown || contains(kHostileModules, root))
-      return unsafe(ErrorRule::PytorchGlobalRefused, "global `" + scratch_ + "` is not in the allowlist");
+    // Only where permissive mode would read the file does the message offer it: a hostile module stays refused.
+    if (contains(kHostileModules, root))
+      return unsafe(ErrorRule::PytorchGlobalRefused, "global `" + scratch_ + "` is not in the allowlist (module `" + std::string(root) +
+                                                         "` is never read: a checkpoint has no reason to name it)");
+    if (!opt_.allow_unknown)
+      return unsafe(
+          ErrorRule::PytorchGlobalRefused,
+          "global `" + scratch_ +
+              "` is not in the allowlist (--allow-unknown, FormatOptions::allow_unknown, reads it as an inert placeholder: nothing is called)");
     out_.has_unknown_ = true;
     resolved = Resolved{};
   }

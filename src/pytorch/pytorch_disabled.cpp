@@ -30,9 +30,8 @@ Result<std::unique_ptr<Checkpoint>> open_checkpoint_index(const std::string& ind
 namespace safeweights {
 
 // The folder converter reads .bin shards (src/convert/bin_folder.cpp, built with the component).
-Result<std::vector<std::string>> convert_bin_folder(const std::string& input_folder, const std::string& /*output_folder*/,
-                                                    const FormatOptions& /*read*/, const ConvertOptions& /*options*/,
-                                                    const std::function<void(const TensorFile&)>& /*opened*/) {
+Result<ConvertReport> convert_bin_folder(const std::string& input_folder, const std::string& /*output_folder*/, const FormatOptions& /*read*/,
+                                         const ConvertOptions& /*options*/, const std::function<void(const TensorFile&)>& /*opened*/) {
   return pytorch::not_built(input_folder);
 }
 

@@ -1,6 +1,8 @@
 // convert() through the library API, for what the CLI does not show: the report's decisions and notes,
 // progress calls, renamed tensor lists, carry_metadata, gguf_kv overriding carried pairs, and refusals
-// that leave no file. Values are checked by tests/convert/test_convert.py against numpy and gguf-py.
+// that leave no file; convert_path's routing of a folder of .bin weights and its refusals, and the format
+// a name claims. Values are checked by tests/convert/test_convert.py against numpy and gguf-py, and the
+// .bin folder conversions by transformers in tests/clients/test_bin_folder_clients.py.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -175,6 +177,98 @@ TEST(Compare, StatisticsAndNonFinite) {
   EXPECT_DOUBLE_EQ(d->cosine, 9 / (std::sqrt(5.0) * std::sqrt(17.0)));
   EXPECT_EQ(d->nonfinite_mismatches, 1u);  // NaN vs NaN is equal; +inf vs -inf is not
   EXPECT_FALSE(d->identical());
+}
+
+// A folder with a pytorch_model.bin that is not a checkpoint: routing is decided before it is read.
+std::string fake_bin_folder(const TempDir& dir) {
+  const std::string folder = dir.file("bin");
+  std::filesystem::create_directory(folder);
+  for (const char* name : {"pytorch_model.bin", "config.json"}) {
+    std::FILE* f = std::fopen((folder + "/" + name).c_str(), "wb");
+    std::fputs("{}", f);
+    std::fclose(f);
+  }
+  return folder;
+}
+
+TEST(ConvertPath, BinFolderRefusesNamesThatAreNeitherFileNorFolder) {
+  TempDir dir;
+  const std::string in = fake_bin_folder(dir);
+  for (const char* name : {"out.bin", "model-v1.5", "out.json"}) {
+    auto r = convert_path(in, dir.file(name), {});
+    ASSERT_FALSE(r.is_ok()) << name;
+    EXPECT_EQ(r.error().kind(), ErrorKind::InvalidArgument) << name;
+    EXPECT_NE(r.error().message().find("name a new folder without a `.`"), std::string::npos) << r.error().message();
+  }
+  // An existing folder named like a file is not written into, whatever it holds.
+  std::filesystem::create_directory(dir.file("old.gguf"));
+  auto r = convert_path(in, dir.file("old.gguf"), {});
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_EQ(r.error().kind(), ErrorKind::InvalidArgument);
+  EXPECT_NE(r.error().message().find("named like a gguf file"), std::string::npos) << r.error().message();
+  // Nor is a new one named like a file because the name ends in `/`.
+  auto slash = convert_path(in, dir.file("new.safetensors/"), {});
+  ASSERT_FALSE(slash.is_ok());
+  EXPECT_NE(slash.error().message().find("named like a safetensors file"), std::string::npos) << slash.error().message();
+  EXPECT_EQ(dir.list(), (std::vector<std::string>{"bin", "old.gguf"}));
+}
+
+TEST(ConvertPath, BinFolderToFolderIsWholeOrAbsent) {
+  TempDir dir;
+  const std::string in = fake_bin_folder(dir);
+  // A non-empty output folder is refused before anything is read.
+  std::filesystem::create_directory(dir.file("full"));
+  std::fclose(std::fopen(dir.file("full/keep").c_str(), "wb"));
+  auto r = convert_path(in, dir.file("full"), {});
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_EQ(r.error().kind(), ErrorKind::InvalidArgument);
+  EXPECT_NE(r.error().message().find("not empty"), std::string::npos);
+  // A folder name (no `.`, a trailing `/`, an existing empty folder) is a folder conversion: the bad
+  // checkpoint fails it, and neither the output, its new parents nor the staging folder remain.
+  std::filesystem::create_directory(dir.file("empty.d"));
+  for (const std::string& out : {dir.file("new"), dir.file("parent/x.y") + "/", dir.file("empty.d")}) {
+    auto failed = convert_path(in, out, {});
+    ASSERT_FALSE(failed.is_ok()) << out;
+    EXPECT_NE(failed.error().kind(), ErrorKind::InvalidArgument) << failed.error().to_string();
+    EXPECT_EQ(dir.list(), (std::vector<std::string>{"bin", "empty.d", "full"})) << out;
+  }
+  EXPECT_TRUE(std::filesystem::is_empty(dir.file("empty.d")));
+  // A staging folder left by a killed conversion (a process that is gone: pid 2^22 + 1 is above Linux's
+  // pid_max) is removed by the next conversion into the same output; another output's is not touched.
+  for (const char* stale : {".new.sw-convert-4194305-0badf00d", ".other.sw-convert-4194305-0badf00d"}) {
+    std::filesystem::create_directory(dir.file(stale));
+    std::fclose(std::fopen(dir.file(std::string(stale) + "/model.safetensors").c_str(), "wb"));
+  }
+  EXPECT_FALSE(convert_path(in, dir.file("new"), {}).is_ok());
+  EXPECT_EQ(dir.list(), (std::vector<std::string>{".other.sw-convert-4194305-0badf00d", "bin", "empty.d", "full"}));
+  std::filesystem::remove_all(dir.file(".other.sw-convert-4194305-0badf00d"));
+  // A symbolic link beside the weights is refused by name before anything is written.
+  std::filesystem::create_symlink(in + "/config.json", in + "/linked.json");
+  auto linked = convert_path(in, dir.file("out"), {});
+  ASSERT_FALSE(linked.is_ok());
+  EXPECT_EQ(linked.error().kind(), ErrorKind::UnsafePath);
+  EXPECT_NE(linked.error().context().file.find("linked.json"), std::string::npos);
+  EXPECT_EQ(dir.list(), (std::vector<std::string>{"bin", "empty.d", "full"}));
+}
+
+TEST(FormatClaimedByName, ExtensionsThatNameAFormat) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"a.safetensors", "safetensors"},
+      {"d/model.safetensors.index.json", "safetensors-index"},
+      {"x.gguf", "gguf"},
+      {"x.dduf", "dduf"},
+      {"x.pt", "pytorch"},
+      {"x.pth", "pytorch"},
+      {"x.ckpt", "pytorch"},
+      {"https://h/x.dduf?download=1", "dduf"},
+  };
+  for (const auto& [path, name] : cases) {
+    const Format* f = format_claimed_by_name(path);
+    ASSERT_NE(f, nullptr) << path;
+    EXPECT_EQ(f->name(), name) << path;
+  }
+  for (const char* path : {"pytorch_model.bin", "x.json", "pytorch_model.bin.index.json", "model", "x.safetensors.tmp", "x.GGUF"})
+    EXPECT_EQ(format_claimed_by_name(path), nullptr) << path;
 }
 
 }  // namespace

@@ -556,11 +556,12 @@ def test_torch(cli, tmp, torch):
     result = validate(cli, index_path)
     check(result["format"] == "pytorch" and (result.get("error") or {}).get("kind") == "InvalidIndex", f"validate bad index: {result}")
     check(not os.path.exists(out), f"bad index left {out}")
-    # An output folder that was there before stays (empty), and so do its files.
+    # An output folder that holds files is refused (a model is never merged into another), and kept.
     os.makedirs(out)
     with open(os.path.join(out, "keep"), "w") as f:
         f.write("x")
-    check(run(cli, "convert", sharded, out).returncode == 1 and os.listdir(out) == ["keep"], f"existing folder: {os.listdir(out)}")
+    refused = run(cli, "convert", sharded, out)
+    check(refused.returncode == 2 and b"not empty" in refused.stderr and os.listdir(out) == ["keep"], f"existing folder: {os.listdir(out)}")
     nested = os.path.join(tmp, "new_parent", "out")
     check(run(cli, "convert", sharded, nested).returncode == 1 and not os.path.exists(os.path.dirname(nested)),
           "a refused conversion left the folders it created")
