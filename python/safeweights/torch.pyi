@@ -10,6 +10,11 @@ from . import serialize_file as serialize_file
 
 import torch
 
+__all__ = [
+    "save", "save_file", "load", "load_file", "load_tensors", "save_model", "load_model", "storage_ptr", "storage_size",
+    "SafetensorError", "TensorSpec", "deserialize", "safe_open", "serialize", "serialize_file",
+]
+
 def save(tensors: Dict[str, torch.Tensor], metadata: Optional[Dict[str, str]] = None) -> bytes: ...
 def save_file(
     tensors: Dict[str, torch.Tensor], filename: Union[str, os.PathLike[str]], metadata: Optional[Dict[str, str]] = None
