@@ -5,7 +5,8 @@
   real safetensors' (one file and shards with their index), from_pretrained gives identical logits, the
   tensors transformers 5 reads with `get_slice(k)[...]` are views of the file's mapping as the
   reference's are; accelerate's device_map="auto" with disk offload gives the same logits.
-- diffusers (0.40: 0.41 removed DDUF loading) with the real safetensors: a DDUF archive packed by our CLI
+- diffusers (0.40: 0.41 removed DDUF loading) with the real safetensors: DDUF archives (DDPM, and a
+  StableDiffusion-style pipeline with a CLIP text encoder and tokenizer) packed by our CLI
   loads; and with `safeweights.dduf.read_dduf_file` in place of huggingface_hub's, the pipeline's output
   is the same as from the folder.
 
@@ -198,22 +199,46 @@ def test_accelerate_disk_offload_gives_the_same_logits(saved, llama_src, tmp_pat
 
 DIFFUSERS_PATH = [p for p in os.environ.get("SAFEWEIGHTS_DIFFUSERS_PATH", "").split(os.pathsep) if p]
 
-MAKE_DDPM = """
+MAKE_PIPELINE = """
 import json, sys, torch, safetensors, diffusers
-from diffusers import DDPMPipeline, DDPMScheduler, UNet2DModel
-folder = sys.argv[1]
+folder, kind = sys.argv[1], sys.argv[2]
 torch.manual_seed(0)
-unet = UNet2DModel(sample_size=8, in_channels=3, out_channels=3, layers_per_block=1, block_out_channels=(8, 16),
-                   down_block_types=("DownBlock2D", "DownBlock2D"), up_block_types=("UpBlock2D", "UpBlock2D"),
-                   norm_num_groups=4)
-DDPMPipeline(unet=unet, scheduler=DDPMScheduler(num_train_timesteps=20)).save_pretrained(folder)
+if kind == "ddpm":
+    from diffusers import DDPMPipeline, DDPMScheduler, UNet2DModel
+    unet = UNet2DModel(sample_size=8, in_channels=3, out_channels=3, layers_per_block=1, block_out_channels=(8, 16),
+                       down_block_types=("DownBlock2D", "DownBlock2D"), up_block_types=("UpBlock2D", "UpBlock2D"),
+                       norm_num_groups=4)
+    pipe = DDPMPipeline(unet=unet, scheduler=DDPMScheduler(num_train_timesteps=20))
+else:  # a StableDiffusion-style pipeline: its text encoder and tokenizer are transformers components
+    from tokenizers import pre_tokenizers
+    from transformers import CLIPTextConfig, CLIPTextModel, CLIPTokenizer
+    from diffusers import AutoencoderKL, DDIMScheduler, StableDiffusionPipeline, UNet2DConditionModel
+    vocab = {"<|startoftext|>": 0, "<|endoftext|>": 1}
+    alphabet = sorted(pre_tokenizers.ByteLevel.alphabet())
+    for piece in alphabet + [c + "</w>" for c in alphabet]:  # every byte a token, no merges
+        vocab[piece] = len(vocab)
+    tokenizer = CLIPTokenizer(vocab=vocab, merges=[], model_max_length=77)
+    text = CLIPTextModel(CLIPTextConfig(vocab_size=len(vocab), hidden_size=32, intermediate_size=37, num_hidden_layers=2,
+                                        num_attention_heads=4, max_position_embeddings=77, projection_dim=32,
+                                        bos_token_id=0, eos_token_id=1, pad_token_id=1))
+    unet = UNet2DConditionModel(block_out_channels=(8, 16), layers_per_block=1, sample_size=8, in_channels=4, out_channels=4,
+                                down_block_types=("DownBlock2D", "CrossAttnDownBlock2D"),
+                                up_block_types=("CrossAttnUpBlock2D", "UpBlock2D"), cross_attention_dim=32,
+                                attention_head_dim=4, norm_num_groups=4)
+    vae = AutoencoderKL(block_out_channels=(8, 16), in_channels=3, out_channels=3, latent_channels=4, norm_num_groups=4,
+                        down_block_types=("DownEncoderBlock2D",) * 2, up_block_types=("UpDecoderBlock2D",) * 2,
+                        sample_size=16)
+    pipe = StableDiffusionPipeline(unet=unet, vae=vae, text_encoder=text, tokenizer=tokenizer,
+                                   scheduler=DDIMScheduler(num_train_timesteps=20), safety_checker=None,
+                                   feature_extractor=None, requires_safety_checker=False)
+pipe.save_pretrained(folder)
 print(json.dumps({"safetensors": safetensors.__file__, "diffusers": diffusers.__version__}))
 """
 
-RUN_DDPM = """
+RUN_PIPELINE = """
 import json, sys, torch, safetensors, diffusers
 from diffusers import DiffusionPipeline
-folder, dduf, out, reader = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+folder, dduf, out, reader, kind = sys.argv[1:6]
 if reader == "safeweights":
     import safeweights.dduf
     import diffusers.pipelines.pipeline_utils as pipeline_utils
@@ -222,8 +247,15 @@ if dduf:
     pipe = DiffusionPipeline.from_pretrained(folder, dduf_file=dduf)
 else:
     pipe = DiffusionPipeline.from_pretrained(folder)
-images = pipe(batch_size=1, num_inference_steps=3, generator=torch.Generator().manual_seed(2), output_type="np").images
-torch.save({"images": torch.from_numpy(images), "unet": pipe.unet.state_dict()}, out)
+generator = torch.Generator().manual_seed(2)
+if kind == "ddpm":
+    images = pipe(batch_size=1, num_inference_steps=3, generator=generator, output_type="np").images
+else:
+    images = pipe("a photo of a cat", num_inference_steps=2, height=16, width=16, generator=generator,
+                  output_type="np").images
+weights = {name: getattr(pipe, name).state_dict() for name in ("unet", "vae", "text_encoder") if hasattr(pipe, name)}
+ids = pipe.tokenizer("a photo of a cat").input_ids if hasattr(pipe, "tokenizer") else None
+torch.save({"images": torch.from_numpy(images), "weights": weights, "ids": ids}, out)
 print(json.dumps({"safetensors": safetensors.__file__, "diffusers": diffusers.__version__}))
 """
 
@@ -241,34 +273,37 @@ def _diffusers_loads_dduf():
     return version
 
 
-@pytest.fixture(scope="module")
-def ddpm(tmp_path_factory):
+@pytest.fixture(scope="module", params=["ddpm", "sd"])
+def pipeline(request, tmp_path_factory):
     _diffusers_loads_dduf()
-    folder = tmp_path_factory.mktemp("ddpm")
-    run_child(MAKE_DDPM, folder, shim=False, extra_path=DIFFUSERS_PATH)
-    dduf = folder / "ddpm.dduf"
+    kind = request.param
+    folder = tmp_path_factory.mktemp(kind)
+    run_child(MAKE_PIPELINE, folder, kind, shim=False, extra_path=DIFFUSERS_PATH)
+    dduf = folder / f"{kind}.dduf"
     cli = os.environ.get("SAFEWEIGHTS_CLI", str(REPO / "build" / "safeweights"))
     proc = subprocess.run([cli, "pack", str(folder), str(dduf)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     reference = folder / "from-folder.pt"
-    run_child(RUN_DDPM, folder, "", reference, "hub", shim=False, extra_path=DIFFUSERS_PATH)
-    return folder, dduf, torch.load(reference)
+    run_child(RUN_PIPELINE, folder, "", reference, "hub", kind, shim=False, extra_path=DIFFUSERS_PATH)
+    return kind, folder, dduf, torch.load(reference)
 
 
 @pytest.mark.parametrize("reader", ["hub", "safeweights"])
-def test_diffusers_loads_our_dduf_with_the_real_safetensors(ddpm, reader, tmp_path):
-    folder, dduf, expected = ddpm
+def test_diffusers_loads_our_dduf_with_the_real_safetensors(pipeline, reader, tmp_path):
+    kind, folder, dduf, expected = pipeline
     out = tmp_path / "images.pt"
-    run_child(RUN_DDPM, folder, dduf.name, out, reader, shim=False, extra_path=DIFFUSERS_PATH)
+    run_child(RUN_PIPELINE, folder, dduf.name, out, reader, kind, shim=False, extra_path=DIFFUSERS_PATH)
     got = torch.load(out)
-    assert list(got["unet"]) == list(expected["unet"])
-    assert all(torch.equal(got["unet"][k], expected["unet"][k]) for k in expected["unet"])  # the same weights
+    assert list(got["weights"]) == list(expected["weights"]) and got["ids"] == expected["ids"]
+    for component, state in expected["weights"].items():  # the same weights
+        assert list(got["weights"][component]) == list(state), component
+        assert all(torch.equal(got["weights"][component][k], v) for k, v in state.items()), component
     # The same computation on the same weights; the last bit may differ (the folder's tensors view a
     # page-aligned mapping, the archive's a bytes object: torch's kernels may take other vector paths).
     assert torch.allclose(got["images"], expected["images"], rtol=1e-5, atol=1e-6)
 
 
-def test_read_dduf_file_entries_go_to_the_real_safetensors_load(ddpm):
+def test_read_dduf_file_entries_go_to_the_real_safetensors_load(pipeline):
     """What diffusers does with an entry (model_loading_utils.load_state_dict): the real
     safetensors.torch.load of what as_mmap() yields, here from our reader and the hub's."""
     import huggingface_hub
@@ -279,7 +314,7 @@ def test_read_dduf_file_entries_go_to_the_real_safetensors_load(ddpm):
     import safeweights.dduf
 
     assert "upstream_shim" not in safetensors.__file__
-    _, dduf, _ = ddpm
+    _, _, dduf, _ = pipeline
     ours, hubs = safeweights.dduf.read_dduf_file(dduf), huggingface_hub.read_dduf_file(dduf)
     assert list(ours) == list(hubs)
     for name in ours:
