@@ -7,7 +7,7 @@
   reference's are; accelerate's device_map="auto" with disk offload gives the same logits.
 - diffusers (0.40: 0.41 removed DDUF loading) with the real safetensors: DDUF archives (DDPM, and a
   StableDiffusion-style pipeline with a CLIP text encoder and tokenizer) packed by our CLI
-  loads; and with `safeweights.dduf.read_dduf_file` in place of huggingface_hub's, the pipeline's output
+  load; and with `safeweights.dduf.read_dduf_file` in place of huggingface_hub's, the pipeline's output
   is the same as from the folder.
 
 Each shim-or-real run is its own process (both are `safetensors`). Run with the clients' interpreter:
