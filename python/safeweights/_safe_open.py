@@ -81,11 +81,15 @@ class _TensorMaker:
         self._framework = framework
         self._device = device
         self._buffer = handle.buffer(writable=(framework == "pt"))
+        # Slices are views of the mapping where the reference's are: torch on the CPU over a mapped file.
+        # (The reference's numpy slices are fresh writable copies, and so are ours.)
+        self.views_slices = False
         if framework == "pt":
             import torch  # noqa: PLC0415 (imported only for torch users)
 
             self._torch = torch
             self._to_device = not _is_cpu(device)
+            self.views_slices = self._buffer is not None and not self._to_device
         # numpy is imported with the first array (_numpy), not here: opening a file and listing its
         # keys or metadata needs no numpy, as with the reference.
 
@@ -200,14 +204,33 @@ def _slice_items(key, shape):
     return items
 
 
+_TORCH_BOUND = 2**62  # beyond any dimension; torch warns about (or refuses) bounds near the int64 limits
+
+
+def _torch_bound(x):
+    return x if x is None else min(max(x, -_TORCH_BOUND), _TORCH_BOUND)
+
+
+def _torch_index(item):
+    """One checked slice item as torch indexing takes it."""
+    tag = item[0]
+    if tag == "i":
+        return item[1]
+    if tag == "s":
+        return slice(_torch_bound(item[1]), _torch_bound(item[2]), item[3])
+    return Ellipsis if tag == "e" else None
+
+
 class PySafeSlice:
     """A tensor not yet read: its shape and dtype, and numpy basic indexing that reads only what it needs."""
 
-    def __init__(self, owner: "safe_open", name: str, code: str, shape):
+    def __init__(self, owner: "safe_open", name: str, code: str, shape, offset: int = 0, nbytes: int = 0):
         self._owner = owner
         self._name = name
         self._code = code
         self._shape = shape
+        self._offset = offset
+        self._nbytes = nbytes
 
     def get_shape(self):
         return list(self._shape)
@@ -230,6 +253,15 @@ class PySafeSlice:
 
     def __getitem__(self, key):
         items = _slice_items(key, self._shape)
+        maker = self._owner._maker
+        if maker.views_slices and self._code != "F4" and all(it[0] != "s" or it[3] is None or it[3] > 0 for it in items):
+            # A torch tensor over a mapped file: torch's own indexing of the tensor's view of the mapping,
+            # as the reference does (zero-copy, copy-on-write, the mapping kept alive by the view). Negative
+            # steps, which torch cannot view, and F4's packed last dimension are read as copies below.
+            whole = maker.from_file(self._name, self._code, self._shape, self._offset, self._nbytes)
+            if key is Ellipsis:
+                return whole
+            return whole[tuple(_torch_index(it) for it in items)]
         shape, data = self._owner._handle.read_slice(self._name, items)
         nbytes = len(data)
         return self._owner._maker._view(data, self._code, shape, 0, nbytes)
@@ -320,8 +352,8 @@ class safe_open:  # noqa: N801 (the reference's name)
         return _load.load_plan(plan, self._device)
 
     def get_slice(self, name: str) -> PySafeSlice:
-        code, shape, _, _ = self._handle.info(name)
-        return PySafeSlice(self, name, code, shape)
+        code, shape, offset, nbytes = self._handle.info(name)
+        return PySafeSlice(self, name, code, shape, offset, nbytes)
 
     def get_raw(self, name: str):
         """The tensor's bytes as stored (little-endian, C order): a read-only zero-copy memoryview when

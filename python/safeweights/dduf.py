@@ -2,9 +2,11 @@
 
 ``read_dduf_file`` checks the archive with safeweights' strict ZIP64 reader (one end record, entries
 tiling the file, local and central headers agreeing, no compression, no encryption, ...) and then the
-hub's DDUF rules, in the hub's order and with its messages. ``DDUFEntry.as_mmap()`` yields a read-only
-``memoryview`` of the entry inside one shared mapping of the archive (the hub yields a ``bytes`` copy);
-``load_safetensors(entry)`` opens a ``.safetensors`` entry in place, its tensors views of the archive.
+hub's DDUF rules, in the hub's order and with its messages. ``DDUFEntry.as_mmap()`` yields the entry's
+bytes as ``bytes``, as the hub's does (a copy; the reference ``safetensors.torch.load`` takes nothing else);
+``DDUFEntry.as_memoryview()`` yields a read-only ``memoryview`` of the entry inside one shared mapping of
+the archive, and ``load_safetensors(entry)`` opens a ``.safetensors`` entry in place, its tensors views
+of the archive: both zero-copy.
 
 ``export_entries_as_dduf`` / ``export_folder_as_dduf`` check every name (and ``model_index.json``) before
 writing the entry, write to a temporary file and rename it into place only when the whole archive is
@@ -68,8 +70,16 @@ class DDUFEntry:
         return self._archive
 
     @contextlib.contextmanager
-    def as_mmap(self) -> Generator[memoryview, None, None]:
-        """A read-only, zero-copy ``memoryview`` of the entry's bytes (compares equal to bytes)."""
+    def as_mmap(self) -> Generator[bytes, None, None]:
+        """The entry's bytes as ``bytes``, what the hub's ``as_mmap`` yields (a slice of its ``mmap.mmap``),
+        so that it goes wherever the hub's goes: the reference ``safetensors.torch.load`` takes only
+        ``bytes``. A copy; ``as_memoryview()`` is the zero-copy form."""
+        yield bytes(self._source().view(self.offset, self.length, self.filename))
+
+    @contextlib.contextmanager
+    def as_memoryview(self) -> Generator[memoryview, None, None]:
+        """A read-only, zero-copy ``memoryview`` of the entry's bytes inside the archive's one mapping
+        (compares equal to bytes; safeweights' ``load`` functions take it as it is)."""
         yield self._source().view(self.offset, self.length, self.filename)
 
     def read_text(self, encoding: str = "utf-8") -> str:

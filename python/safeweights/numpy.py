@@ -12,6 +12,7 @@ Loading returns read-only arrays that view the file's mapping (``load_file``) or
 from __future__ import annotations
 
 import os
+import sys
 import weakref
 from typing import Dict, Optional, Union
 
@@ -19,8 +20,36 @@ import numpy as np
 
 from . import _safeweights
 from ._safe_open import safe_open
+from ._safeweights import TensorSpec, deserialize, serialize, serialize_file
 from ._write import write
 from ._errors import SafetensorError
+
+# The reference module's table of numpy types by safetensors code (numpy's own types only).
+_TYPES = {
+    "F64": np.float64, "F32": np.float32, "F16": np.float16, "I64": np.int64, "U64": np.uint64, "I32": np.int32,
+    "U32": np.uint32, "I16": np.int16, "U16": np.uint16, "I8": np.int8, "U8": np.uint8, "BOOL": bool,
+    "C64": np.complex64,
+}
+
+
+def _getdtype(dtype_str: str):
+    """The numpy type of a safetensors code from ``_TYPES`` (KeyError for any other, as the reference)."""
+    return _TYPES[dtype_str]
+
+
+def _view2np(safeview) -> Dict[str, np.ndarray]:
+    """Arrays from ``deserialize``'s ``[(name, {"dtype", "shape", "data"})]``, viewing each ``data``."""
+    return {name: np.frombuffer(info["data"], dtype=_getdtype(info["dtype"])).reshape(info["shape"]) for name, info in safeview}
+
+
+def _is_little_endian(tensor: np.ndarray) -> bool:
+    """Whether the array's elements are stored little-endian (or have no byte order)."""
+    order = tensor.dtype.byteorder
+    if order == "=":
+        return sys.byteorder == "little"
+    if order in "|<>":
+        return order != ">"
+    raise ValueError(f"Unexpected byte order {order}")
 
 
 def _flatten(tensor_dict: Dict[str, np.ndarray]):
@@ -76,4 +105,7 @@ def load_file(filename: Union[str, os.PathLike], *, backend: str = "mmap") -> Di
         return f.get_tensors()
 
 
-__all__ = ["save", "save_file", "load", "load_file", "SafetensorError"]
+__all__ = [
+    "save", "save_file", "load", "load_file", "SafetensorError", "TensorSpec", "deserialize", "safe_open", "serialize",
+    "serialize_file",
+]

@@ -4,8 +4,16 @@ from typing import Dict, Optional, Union
 import numpy as np
 
 from ._errors import SafetensorError as SafetensorError
+from . import TensorSpec as TensorSpec
+from . import deserialize as deserialize
+from . import safe_open as safe_open
+from . import serialize as serialize
+from . import serialize_file as serialize_file
 
-__all__ = ["save", "save_file", "load", "load_file", "SafetensorError"]
+__all__ = [
+    "save", "save_file", "load", "load_file", "SafetensorError", "TensorSpec", "deserialize", "safe_open", "serialize",
+    "serialize_file",
+]
 
 def save(tensor_dict: Dict[str, np.ndarray], metadata: Optional[Dict[str, str]] = None) -> bytes: ...
 def save_file(

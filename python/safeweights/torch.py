@@ -14,6 +14,7 @@ sharing memory (use ``save_model``, which removes the aliases and records them i
 from __future__ import annotations
 
 import os
+import sys
 from collections import defaultdict
 from typing import Dict, List, Optional, Set, Tuple, Union
 
@@ -22,9 +23,47 @@ import torch
 from . import _load, _safeweights
 from ._errors import SafetensorError
 from ._safe_open import safe_open
+from ._safeweights import TensorSpec, deserialize, serialize, serialize_file
 from ._write import write
 
-_SIZE = {}
+
+def _dtypes(pairs):
+    """{key: torch dtype} for the (key, torch attribute name) pairs this torch has."""
+    out = {}
+    for key, attr in pairs:
+        dt = getattr(torch, attr, None)
+        if isinstance(dt, torch.dtype):
+            out[key] = dt
+    return out
+
+
+# The reference module's tables, which code written for it imports (diffusers, transformers): element
+# sizes by torch dtype, and torch dtypes by safetensors code (the codes the reference lists there).
+_SIZE = {
+    dt: torch.empty((), dtype=dt).element_size()
+    for dt in _dtypes(
+        (n, n)
+        for n in (
+            "int64", "float32", "int32", "bfloat16", "float16", "int16", "uint8", "int8", "bool", "float64", "complex64",
+            "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz", "float8_e8m0fnu", "uint64", "uint32",
+            "uint16",
+        )
+    ).values()
+}
+_SIZE.update({dt: 1 for dt in _dtypes([("f4", "float4_e2m1fn_x2")]).values()})  # two elements to a byte
+_TYPES = _dtypes(
+    [
+        ("F64", "float64"), ("F32", "float32"), ("F16", "float16"), ("BF16", "bfloat16"), ("I64", "int64"),
+        ("I32", "int32"), ("I16", "int16"), ("I8", "int8"), ("U8", "uint8"), ("BOOL", "bool"),
+        ("F8_E4M3", "float8_e4m3fn"), ("F8_E4M3FNUZ", "float8_e4m3fnuz"), ("F8_E5M2", "float8_e5m2"),
+        ("F8_E5M2FNUZ", "float8_e5m2fnuz"), ("C64", "complex64"), ("U64", "uint64"), ("U32", "uint32"), ("U16", "uint16"),
+    ]
+)
+
+
+def _getdtype(dtype_str: str) -> torch.dtype:
+    """The torch dtype of a safetensors code from ``_TYPES`` (KeyError for any other, as the reference)."""
+    return _TYPES[dtype_str]
 
 
 def _element_size(dtype) -> int:
@@ -32,6 +71,43 @@ def _element_size(dtype) -> int:
     if size is None:
         size = _SIZE[dtype] = torch.empty((), dtype=dtype).element_size()
     return size
+
+
+def _to_ndarray(tensor: torch.Tensor):
+    """``(uint8 array, tensor)``: the array views the bytes of ``tensor`` (moved to the CPU first), its
+    element count times its element size from its first byte, and ``tensor`` keeps them alive. A
+    tensor with no memory gives ``(numpy.empty(0), 0)``. The reference's helper, which diffusers'
+    remote utilities import."""
+    import ctypes  # noqa: PLC0415
+
+    import numpy as np  # noqa: PLC0415
+
+    if tensor.device.type != "cpu":
+        tensor = tensor.to("cpu")
+    nbytes = tensor.nelement() * _element_size(tensor.dtype)
+    address = tensor.data_ptr()
+    if address == 0:
+        return np.empty(0), 0
+    data = np.ctypeslib.as_array(ctypes.cast(address, ctypes.POINTER(ctypes.c_ubyte)), (nbytes,))
+    if sys.byteorder == "big":  # the file is little-endian: swap each element (each half of a complex)
+        width = _element_size(tensor.dtype) // (2 if tensor.dtype.is_complex else 1)
+        data = data.view(f"u{width}").byteswap(inplace=False) if width > 1 else data
+    return data, tensor
+
+
+def _view2torch(safeview) -> Dict[str, torch.Tensor]:
+    """Tensors from ``deserialize``'s ``[(name, {"dtype", "shape", "data"})]``, viewing each ``data``."""
+    out = {}
+    for name, info in safeview:
+        dtype = _getdtype(info["dtype"])
+        if len(info["data"]) == 0:
+            t = torch.empty(info["shape"], dtype=dtype)
+        else:
+            t = torch.frombuffer(info["data"], dtype=dtype).reshape(info["shape"])
+        if sys.byteorder == "big":
+            t = torch.from_numpy(t.numpy().byteswap(inplace=False))
+        out[name] = t
+    return out
 
 
 def storage_ptr(tensor: torch.Tensor) -> int:
@@ -172,6 +248,14 @@ def _flatten(tensors: Dict[str, torch.Tensor]):
     return specs, keep
 
 
+def _flatten_as_ptr(tensors: Dict[str, torch.Tensor], keep_alive_buffer: List) -> Dict[str, "TensorSpec"]:
+    """The reference's helper: a TensorSpec per tensor, checked as save checks them; what the specs
+    point into is appended to ``keep_alive_buffer``, which the caller holds until serialize returns."""
+    specs, keep = _flatten(tensors)
+    keep_alive_buffer.extend(keep)
+    return specs
+
+
 def save(tensors: Dict[str, torch.Tensor], metadata: Optional[Dict[str, str]] = None) -> bytes:
     """The safetensors file for these tensors, as bytes."""
     return write(_flatten(tensors), metadata)
@@ -222,12 +306,19 @@ def load_tensors(
     device: Union[str, int, "torch.device"] = "cpu",
     *,
     shard: Optional[Tuple[int, int, int]] = None,
+    allow_unknown: bool = False,
+    key: Optional[str] = None,
 ) -> Dict[str, torch.Tensor]:
     """Every tensor of a file in any supported format (safetensors, a sharded index, GGUF, a PyTorch
     checkpoint read without running its pickle) loaded by the library's loader into one allocation on
     ``device``, in the file's order. Quantized GGUF tensors have no torch dtype: a file holding one raises
-    SafetensorError (``safeweights convert`` dequantizes). ``shard`` as in load_file."""
-    tensors = _safeweights._TensorSet.open(os.fspath(filename))
+    SafetensorError (``safeweights convert`` dequantizes). ``shard`` as in load_file.
+
+    PyTorch checkpoints, as the CLI's ``--allow-unknown`` and ``--key``: ``allow_unknown=True`` keeps
+    globals outside the allowlist (a training checkpoint's extra state) as inert placeholders instead of
+    refusing the file (modules such as ``os`` or ``subprocess`` stay refused); ``key`` reads the tensors
+    under that top-level key."""
+    tensors = _safeweights._TensorSet.open(os.fspath(filename), allow_unknown, key)
     return _load.load_plan(tensors.plan_load(None, _load.check_shard(shard)), device)
 
 
@@ -262,8 +353,9 @@ def load_model(
     device: Union[str, int, "torch.device"] = "cpu",
     *,
     backend: str = "mmap",
-) -> Tuple[List[str], List[str]]:
-    """Loads a file written by save_model into ``model``; returns (missing, unexpected) names."""
+) -> Tuple[Set[str], List[str]]:
+    """Loads a file written by save_model into ``model``; returns (missing, unexpected) names: a set and
+    a list, as the reference."""
     state_dict = load_file(filename, device=device, backend=backend)
     model_state_dict = model.state_dict()
     to_removes = _remove_duplicate_names(model_state_dict, preferred_names=list(state_dict.keys()))
@@ -284,10 +376,10 @@ def load_model(
         if unexpected:
             error += f"\n    Unexpected key(s) in state_dict: {unexpected_keys}"
         raise RuntimeError(error)
-    return sorted(missing), unexpected
+    return missing, unexpected
 
 
 __all__ = [
     "save", "save_file", "load", "load_file", "load_tensors", "save_model", "load_model", "storage_ptr", "storage_size",
-    "SafetensorError",
+    "SafetensorError", "TensorSpec", "deserialize", "safe_open", "serialize", "serialize_file",
 ]

@@ -112,15 +112,18 @@ void register_loading(py::module_& m) {
   py::class_<TensorSet>(m, "_TensorSet", "The tensors of any supported file (internal; see safeweights.torch.load_tensors).")
       .def_static(
           "open",
-          [](const std::string& path) {
+          [](const std::string& path, bool allow_unknown, const py::object& key) {
+            FormatOptions options;
+            options.allow_unknown = allow_unknown;
+            if (!key.is_none()) options.checkpoint_key = utf8_arg(key, "checkpoint key");
             auto file = without_gil([&]() -> Result<std::unique_ptr<TensorFile>> {
-              auto format = detect_format(path);
+              auto format = detect_format(path, options);
               if (!format.is_ok()) return std::move(format).status();
-              return (*format)->open(path, {}, {});
+              return (*format)->open(path, {}, options);
             });
             return TensorSet(std::shared_ptr<const TensorFile>(value_or_raise(std::move(file), Domain::Safetensors)));
           },
-          py::arg("path"))
+          py::arg("path"), py::arg("allow_unknown") = false, py::arg("key") = py::none())
       .def("keys",
            [](const TensorSet& s) {
              py::list out;

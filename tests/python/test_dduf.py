@@ -62,7 +62,13 @@ def test_entry_read_text(dummy_entry):
 
 
 def test_entry_as_mmap(dummy_entry):
+    # The hub's as_mmap yields a slice of an mmap.mmap: bytes (what the reference safetensors' load takes).
     with dummy_entry.as_mmap() as m:
+        assert type(m) is bytes and m == b"CONTENT"
+
+
+def test_entry_as_memoryview(dummy_entry):
+    with dummy_entry.as_memoryview() as m:
         assert m == b"CONTENT"
         assert isinstance(m, memoryview)
         assert m.readonly
@@ -322,8 +328,10 @@ def test_read_dduf_file_written_by_zipfile(tmp_path, force_zip64):
             with open(p, "rb") as f:
                 f.seek(e.offset)
                 assert f.read(e.length) == zf.read(name)
-            with e.as_mmap() as m:
+            with e.as_memoryview() as m:
                 assert isinstance(m, memoryview) and m.readonly and bytes(m) == zf.read(name)
+            with e.as_mmap() as m:
+                assert type(m) is bytes and m == zf.read(name)
     assert entries["model_index.json"].read_text() == '{"foo": "bar"}'
     assert entries["hello.txt"].read_text() == "hello world"
     verify_dduf_file(p)

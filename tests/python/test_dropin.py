@@ -181,7 +181,7 @@ print(json.dumps({
     "slice_sum": float(tensor.sum()),
     "loaded_keys": sorted(state_dict),
     "tied_equal": bool(torch.equal(model.a.weight, other.a.weight)),
-    "missing": missing,
+    "missing": sorted(missing),  # a set, as the reference returns it
     "unexpected": unexpected,
 }))
 '''

@@ -94,6 +94,30 @@ def test_load_tensors_reads_a_pytorch_checkpoint_without_its_pickle_running(tmp_
     assert torch.equal(part["a"], torch.tensor_split(want["a"], 2, 0)[1])
 
 
+class TrainingState:
+    """Extra state a training checkpoint holds beside its weights: a class of this module, which the
+    checkpoint reader does not know."""
+
+    def __init__(self, step):
+        self.step = step
+
+
+def test_load_tensors_allow_unknown_keeps_unknown_globals_inert(tmp_path):
+    weights = {"w": torch.arange(6, dtype=torch.float32).reshape(2, 3), "b": torch.ones(3, dtype=torch.float16)}
+    path = tmp_path / "train.pt"
+    torch.save({"model": weights, "state": TrainingState(7)}, path)
+    with pytest.raises(safeweights.SafetensorError) as e:
+        swt.load_tensors(path)
+    assert e.value.kind == "UnsafePickle" and "TrainingState" in str(e.value)
+    got = swt.load_tensors(path, allow_unknown=True)
+    want = torch.load(path, weights_only=False)["model"]
+    assert list(got) == list(want)
+    for name, t in want.items():
+        assert got[name].dtype == t.dtype and torch.equal(got[name], t), name
+    # key= chooses the top-level entry, as the CLI's --key
+    assert list(swt.load_tensors(path, allow_unknown=True, key="model")) == list(want)
+
+
 def test_load_tensors_equals_load_file_for_safetensors(tmp_path):
     path = tp_file(tmp_path)
     got, want = swt.load_tensors(path), swt.load_file(path)

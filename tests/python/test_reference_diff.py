@@ -482,3 +482,56 @@ def test_dduf_the_hub_refuses_we_refuse(tmp_path):
             with pytest.raises(sw_dduf.DDUFError):
                 sw_dduf.read_dduf_file(path)
     assert refused_by_hub > 10
+
+
+# ---- the reference numpy module's names that code imports ----
+
+def test_numpy_module_names_match_the_reference():
+    # Every name the reference's safetensors.numpy defines, ours defines (typing names aside).
+    import types
+
+    names = {k for k, v in vars(st_numpy).items() if not k.startswith("__") and not isinstance(v, types.ModuleType)}
+    typing_names = {"Dict", "List", "Optional", "Union"}
+    assert sorted(names - typing_names - set(dir(safeweights.numpy))) == []
+    for name in ("TensorSpec", "deserialize", "serialize", "serialize_file", "safe_open"):
+        assert getattr(safeweights.numpy, name) is getattr(safeweights, name)
+    assert safeweights.numpy._TYPES == st_numpy._TYPES
+    for code in st_numpy._TYPES:
+        assert safeweights.numpy._getdtype(code) is st_numpy._getdtype(code)
+    for code in ("BF16", "F8_E4M3", "F4", "nope"):
+        with pytest.raises(KeyError):
+            st_numpy._getdtype(code)
+        with pytest.raises(KeyError):
+            safeweights.numpy._getdtype(code)
+
+
+def test_numpy_private_helpers_agree_with_the_reference():
+    rng = random.Random(SEED + 7)
+    for _ in range(50):
+        tensors = random_arrays(rng)
+        data = st_numpy.save(tensors)
+        ref = st_numpy._view2np(st.deserialize(data))
+        ours = safeweights.numpy._view2np(safeweights.numpy.deserialize(data))
+        assert sorted(ours) == sorted(ref)  # (the reference's deserialize lists them in a random order)
+        for k in ref:
+            assert ours[k].dtype == ref[k].dtype and ours[k].shape == ref[k].shape
+            np.testing.assert_array_equal(ours[k], ref[k])
+    for dt in ("<f4", ">f4", "=i8", "|u1", "?", ">c8", "<u2"):
+        a = np.zeros(3, dtype=dt)
+        assert safeweights.numpy._is_little_endian(a) == st_numpy._is_little_endian(a), dt
+
+
+def test_serialize_through_the_submodule_is_byte_identical():
+    a = np.arange(12, dtype="<f4").reshape(3, 4)
+    ours = safeweights.numpy.serialize(
+        {"a": safeweights.numpy.TensorSpec(dtype="float32", shape=[3, 4], data_ptr=a.ctypes.data, data_len=a.nbytes)},
+        metadata={"k": "v"},
+    )
+    ref = st_numpy.serialize(
+        {"a": st_numpy.TensorSpec(dtype="float32", shape=[3, 4], data_ptr=a.ctypes.data, data_len=a.nbytes)},
+        metadata={"k": "v"},
+    )
+    assert bytes(ours) == bytes(ref)
+    assert [(n, d["dtype"], d["shape"], bytes(d["data"])) for n, d in safeweights.numpy.deserialize(ours)] == [
+        (n, d["dtype"], d["shape"], bytes(d["data"])) for n, d in st_numpy.deserialize(ref)
+    ]
