@@ -235,10 +235,10 @@ class IndexFormat final : public Format {
       return Error(ErrorKind::InvalidArgument, "the index's name needs a prefix before " + std::string(kIndexSuffix)).with_file(path);
     MetadataEntries shard_metadata{{"format", "pt"}};
     if (metadata) {
-      for (auto& [key, value] : metadata->to_string_map().value_or(MetadataEntries{})) {
-        if (key == "total_size" || key == "total_parameters") continue;  // the index's, computed anew
-        std::erase_if(shard_metadata, [&](const auto& kv) { return kv.first == key; });
-        shard_metadata.emplace_back(key, value);
+      for (auto& entry : metadata->to_string_map().value_or(MetadataEntries{})) {
+        if (entry.first == "total_size" || entry.first == "total_parameters") continue;  // the index's, computed anew
+        std::erase_if(shard_metadata, [&](const auto& kv) { return kv.first == entry.first; });
+        shard_metadata.push_back(std::move(entry));
       }
     }
     SplitLimits limits = options.split;
