@@ -1,8 +1,17 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages safeweights needs to build, test, fuzz and benchmark.
+#   scripts/install-deps.sh          everything (scripts/test.sh)
+#   scripts/install-deps.sh --main   only what the library, the CLI and the Python package need to build
+#                                    and run (scripts/quickstart.sh): no test, fuzz or benchmark tools
 # Idempotent: when every package is already installed it does not touch apt at all.
 set -euo pipefail
 
+MAIN_PACKAGES=(
+  build-essential cmake ninja-build pkg-config
+  libsimdjson-dev libcli11-dev libdeflate-dev
+  libcurl4-openssl-dev       # the HTTP(S) byte source
+  python3 python3-dev pybind11-dev python3-numpy   # the Python package and the quick start's demo
+)
 PACKAGES=(
   build-essential cmake ninja-build pkg-config
   libsimdjson-dev libcli11-dev
@@ -17,6 +26,12 @@ PACKAGES=(
   nginx curl openssl         # a real Range-serving server (http and https) for the HTTP tests, the curl
                              # benchmark peer, and a throwaway certificate for the https tests
 )
+
+case "${1:-}" in
+  --main) PACKAGES=("${MAIN_PACKAGES[@]}") ;;
+  "") ;;
+  *) echo "install-deps: unknown argument $1 (--main or nothing)" >&2; exit 2 ;;
+esac
 
 missing=()
 for pkg in "${PACKAGES[@]}"; do

@@ -1,17 +1,19 @@
 #!/usr/bin/env bash
-# README command 1: install dependencies, build, then write a small sample model and look at it with
-# the CLI. Everything it writes goes under build/, so the source tree stays clean.
+# README command 1: install what the main job needs (not the test, fuzz and benchmark tools), build the
+# library, the CLI and the Python package (not the tests), then write a small sample model and look at
+# it with the CLI and from Python. Everything it writes goes under build/, so the source tree stays
+# clean; scripts/test.sh later adds the rest to the same tree.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 section() { printf '\n==================== %s ====================\n' "$*"; }
 run() { printf '$ %s\n' "$*"; "$@"; }
 
-section "install dependencies"
-bash scripts/install-deps.sh
+section "install dependencies (the main job's only)"
+bash scripts/install-deps.sh --main
 
-section "build"
-bash scripts/build.sh
+section "build (library, CLI, Python package)"
+bash scripts/build.sh -DSAFEWEIGHTS_BUILD_TESTS=OFF -DSAFEWEIGHTS_BUILD_BENCH=OFF
 
 sample=build/demo.safetensors
 cli=build/safeweights
