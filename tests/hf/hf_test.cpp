@@ -8,6 +8,7 @@
 
 #include "test_util.h"
 #include "hf/hf_files.h"
+#include "hf/json_read.h"
 #include "safeweights/hf_llama.h"
 
 using namespace safeweights;
@@ -48,6 +49,7 @@ struct Folder {
   std::string pre_tokenizer = R"({"type":"ByteLevel","add_prefix_space":false,"use_regex":true})";
   std::string vocab = R"({"a":0,"b":1,"c":2,"ab":3})";
   std::string model_extra;
+  std::string tokenizer_config = R"({"bos_token":"<|bos|>","add_bos_token":true})";
 
   std::string path() const { return dir.path(); }
 
@@ -77,7 +79,7 @@ struct Folder {
                                                  R"("pre_tokenizer":)" +
                                                      pre_tokenizer + R"(,"model":{"type":"BPE","vocab":)" + vocab + R"(,"merges":["a b"])" +
                                                      model_extra + "}}");
-    write_file_bytes(dir.file("tokenizer_config.json"), R"({"bos_token":"<|bos|>","add_bos_token":true})");
+    write_file_bytes(dir.file("tokenizer_config.json"), tokenizer_config);
   }
 
   Result<ConvertPlan> plan(const hf::LlamaOptions& options = {}) {
@@ -199,6 +201,44 @@ TEST(HfLlama, DuplicateAndMalformedJson) {
   EXPECT_TRUE(IsKind(hf::plan(f.path(), **weights, std::nullopt), ErrorKind::ResourceLimit));
   write_file_bytes(f.dir.file("config.json"), "{\"a\":\"\xff\"}");
   EXPECT_TRUE(FailsNaming(hf::plan(f.path(), **weights, std::nullopt), ErrorKind::InvalidArgument, "config.json", "UTF-8"));
+}
+
+TEST(HfJson, NumbersOfAnySizeAreRead) {
+  // transformers 5's tokenizer_config.json: "model_max_length" is int(1e30), which Python's json reads
+  // and simdjson's 64-bit integers do not hold.
+  Folder f;
+  f.tokenizer_config = R"({
+  "add_bos_token": true,
+  "backend": "tokenizers",
+  "bos_token": "<|bos|>",
+  "clean_up_tokenization_spaces": false,
+  "model_max_length": 1000000000000000019884624838656,
+  "tokenizer_class": "TokenizersBackend"
+})";
+  auto p = f.plan();
+  ASSERT_TRUE(IsOk(p));
+  EXPECT_EQ(*find(*p, "tokenizer.ggml.add_bos_token"), MetaValue::boolean(true));
+
+  struct Case {
+    std::string in, out;
+  };
+  const std::vector<Case> cases = {
+      {R"({"a": 1000000000000000019884624838656})", R"({"a": 1000000000000000019884624838656.0})"},
+      {R"([18446744073709551615, 18446744073709551616, -9223372036854775808, -9223372036854775809])",
+       R"([18446744073709551615, 18446744073709551616.0, -9223372036854775808, -9223372036854775809.0])"},
+      {R"([1e400, -1e400, 1e-400, 1.5e3])", R"(["1e400", "-1e400", 1e-400, 1.5e3])"},
+      // Inside strings, and tokens that are not JSON numbers, nothing changes.
+      {R"({"k\"99999999999999999999": "99999999999999999999", "x": 0099999999999999999999})",
+       R"({"k\"99999999999999999999": "99999999999999999999", "x": 0099999999999999999999})"},
+  };
+  for (const Case& c : cases) {
+    std::string text = c.in;
+    hf::widen_numbers(text);
+    EXPECT_EQ(text, c.out);
+  }
+  // A number beyond a double's range still reads: as its text, which a numeric key then refuses by name.
+  f.config["rope_theta"] = "1e999";
+  EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::InvalidArgument, "config.json", "`rope_theta` must be a number"));
 }
 
 TEST(HfLlama, TensorsLlamaCppCannotNameAreRefused) {
