@@ -1,5 +1,7 @@
 // config.json of a Llama-family folder: the hyper-parameters llama.cpp's converter reads.
+#include <algorithm>
 #include <array>
+#include <cmath>
 
 #include "hf/hf_files.h"
 #include "hf/json_read.h"
@@ -26,26 +28,103 @@ std::string llama_class(const JsonFile& file) {
   return {};
 }
 
-// rope_scaling: linear is a GGUF key; llama3 needs a generated rope_freqs tensor and the rest (yarn,
-// dynamic, longrope) other keys and tensors, none of which this converter writes.
-Status read_rope_scaling(const JsonFile& file, LlamaConfig& out) {
-  auto scaling = JsonFile::member(file.root(), "rope_scaling");
-  if (!scaling) return Status::ok();
-  if (scaling->type() != json::element_type::OBJECT) return file.bad("rope_scaling", "must be an object or null");
-  SW_RETURN_IF_ERROR(file.check_unique(*scaling, "rope_scaling"));
-  SW_ASSIGN_OR_RETURN(auto type, file.string(*scaling, "type"));
-  SW_ASSIGN_OR_RETURN(auto rope_type, file.string(*scaling, "rope_type"));
-  const std::string kind = type ? *type : rope_type.value_or("");
-  if (kind == "linear") {
-    SW_ASSIGN_OR_RETURN(auto factor, file.positive(*scaling, "factor"));
-    if (!factor) return file.bad("rope_scaling", "is linear without a factor");
-    out.linear_rope_factor = factor;
-    return Status::ok();
+// The keys each rope type reads besides rope_type / type / rope_theta (transformers'
+// modeling_rope_utils). Any other key is refused: it would change the rotary embedding unseen.
+struct RopeType {
+  std::string_view name;
+  std::array<std::string_view, 4> keys;
+};
+constexpr std::array<RopeType, 3> kRopeTypes = {{
+    {"default", {}},
+    {"linear", {"factor"}},
+    {"llama3", {"factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"}},
+}};
+// Rope types transformers has and llama.cpp's llama architecture does not, with the reason.
+struct RefusedRope {
+  std::string_view name;
+  std::string_view why;
+};
+constexpr std::array<RefusedRope, 3> kRefusedRopes = {{
+    {"dynamic", "dynamic NTK scaling has no llama.cpp equivalent (its rope runs at a fixed scale)"},
+    {"longrope", "llama.cpp's llama architecture has no longrope (Phi-3's has)"},
+    {"yarn", "YaRN is not converted for this architecture yet"},
+}};
+
+Error rope_refused(const JsonFile& file, const std::string& where, std::string_view what) {
+  return Error(ErrorKind::NotSupported, json::quoted(where) + " " + std::string(what)).with_file(file.path());
+}
+
+// rope_parameters (transformers 5) or rope_scaling (transformers 4), and rope_theta.
+Status read_rope(const JsonFile& file, Rope& out) {
+  const auto root = file.root();
+  auto parameters = JsonFile::member(root, "rope_parameters");
+  auto scaling = JsonFile::member(root, "rope_scaling");
+  SW_ASSIGN_OR_RETURN(auto top_theta, file.positive(root, "rope_theta"));
+  out.theta = top_theta;
+  if (parameters && scaling) {
+    return file.bad("rope_scaling", "is given beside rope_parameters (transformers 4 and 5 layouts at once: which one holds is ambiguous)");
   }
-  if (kind == "default") return Status::ok();
-  return Error(ErrorKind::NotSupported,
-               "rope_scaling of type " + json::quoted(kind) + " is not converted (only linear scaling has a GGUF key without extra tensors)")
-      .with_file(file.path());
+  auto object = parameters ? parameters : scaling;
+  if (!object) return Status::ok();
+  out.source = parameters ? "rope_parameters" : "rope_scaling";
+  if (object->type() != json::element_type::OBJECT) return file.bad(out.source, "must be an object or null");
+  SW_RETURN_IF_ERROR(file.check_unique(*object, out.source));
+  SW_ASSIGN_OR_RETURN(auto type, file.string(*object, "type"));
+  SW_ASSIGN_OR_RETURN(auto rope_type, file.string(*object, "rope_type"));
+  if (type && rope_type && *type != *rope_type)
+    return file.bad(out.source, "gives two rope types, " + json::quoted(*type) + " and " + json::quoted(*rope_type));
+  out.type = rope_type ? *rope_type : type.value_or("default");
+  for (const RefusedRope& r : kRefusedRopes) {
+    if (out.type == r.name) return rope_refused(file, out.source, "rope type " + json::quoted(out.type) + ": " + std::string(r.why));
+  }
+  const RopeType* known = nullptr;
+  for (const RopeType& t : kRopeTypes) {
+    if (t.name == out.type) known = &t;
+  }
+  if (!known) return rope_refused(file, out.source, "rope type " + json::quoted(out.type) + " is not one llama.cpp's converter maps");
+  for (auto field : json::as_object(*object)) {
+    if (field.key == "type" || field.key == "rope_type" || field.key == "rope_theta") continue;
+    if (std::find(known->keys.begin(), known->keys.end(), field.key) == known->keys.end() || field.key.empty()) {
+      return rope_refused(file, out.source,
+                          "key " + json::quoted(field.key) + " is not understood for rope type " + json::quoted(out.type) +
+                              " (it would change the rotary embedding)");
+    }
+  }
+  SW_ASSIGN_OR_RETURN(auto theta, file.positive(*object, "rope_theta"));
+  if (theta && top_theta && *theta != *top_theta) return file.bad("rope_theta", "differs from " + out.source + ".rope_theta");
+  if (theta) out.theta = theta;
+  auto need = [&](std::string_view key) -> Result<double> {
+    SW_ASSIGN_OR_RETURN(auto v, file.positive(*object, key));
+    if (!v) return file.bad(out.source + "." + std::string(key), "is missing (rope type " + out.type + " needs it)");
+    return *v;
+  };
+  if (out.type == "linear" || out.type == "llama3") {
+    SW_ASSIGN_OR_RETURN(out.factor, need("factor"));
+  }
+  if (out.type == "llama3") {
+    SW_ASSIGN_OR_RETURN(out.low_freq_factor, need("low_freq_factor"));
+    SW_ASSIGN_OR_RETURN(out.high_freq_factor, need("high_freq_factor"));
+    if (*out.low_freq_factor == *out.high_freq_factor) return file.bad(out.source, "has low_freq_factor equal to high_freq_factor");
+    SW_ASSIGN_OR_RETURN(out.original_max_position_embeddings, file.count(*object, "original_max_position_embeddings"));
+    if (!out.original_max_position_embeddings)
+      return file.bad(out.source + ".original_max_position_embeddings", "is missing (rope type llama3 needs it)");
+  }
+  return Status::ok();
+}
+
+// Top-level keys that change the computation in ways llama.cpp's llama architecture cannot follow.
+Status check_math_keys(const JsonFile& file) {
+  SW_ASSIGN_OR_RETURN(auto act, file.string(file.root(), "hidden_act"));
+  if (act && *act != "silu") {
+    return Error(ErrorKind::NotSupported, "key `hidden_act` is " + json::quoted(*act) + "; llama.cpp's llama architecture computes silu")
+        .with_file(file.path());
+  }
+  SW_ASSIGN_OR_RETURN(auto partial, file.positive(file.root(), "partial_rotary_factor"));
+  if (partial && *partial != 1.0) {
+    return Error(ErrorKind::NotSupported, "key `partial_rotary_factor` is not 1 (llama.cpp's llama architecture rotates whole heads)")
+        .with_file(file.path());
+  }
+  return Status::ok();
 }
 
 }  // namespace
@@ -74,9 +153,10 @@ Result<LlamaConfig> read_config(const std::string& folder) {
   SW_ASSIGN_OR_RETURN(c.num_key_value_heads, file->count(root, "num_key_value_heads"));
   SW_ASSIGN_OR_RETURN(c.max_position_embeddings, file->count(root, "max_position_embeddings"));
   SW_ASSIGN_OR_RETURN(c.head_dim, file->count(root, "head_dim"));
-  SW_ASSIGN_OR_RETURN(c.rope_theta, file->positive(root, "rope_theta"));
   SW_ASSIGN_OR_RETURN(c.rms_norm_eps, file->positive(root, "rms_norm_eps"));
-  SW_RETURN_IF_ERROR(read_rope_scaling(*file, c));
+  SW_RETURN_IF_ERROR(read_rope(*file, c.rope));
+  SW_RETURN_IF_ERROR(check_math_keys(*file));
+  SW_ASSIGN_OR_RETURN(c.tie_word_embeddings, file->boolean(root, "tie_word_embeddings"));
   for (auto type : kSpecialTypes) {
     const std::string key = std::string(type) + "_token_id";
     auto e = JsonFile::member(root, key);
@@ -98,6 +178,37 @@ Result<LlamaConfig> read_config(const std::string& folder) {
   if (head_dim % 2 != 0) return file->bad(c.head_dim ? "head_dim" : "hidden_size", "gives an odd head size: rotary embeddings need pairs");
   if (!c.max_position_embeddings) return file->bad("max_position_embeddings", "is missing (llama.cpp needs llama.context_length)");
   return c;
+}
+
+}  // namespace safeweights::hf
+
+namespace safeweights::hf {
+
+std::vector<float> llama3_rope_factors(const Rope& rope, std::uint32_t head_dim) {
+  // float32 throughout, as torch computes it: Python numbers meet float32 tensors as float32.
+  const float base = static_cast<float>(rope.theta.value_or(10000.0));
+  const float factor = static_cast<float>(*rope.factor);
+  const float low = static_cast<float>(*rope.low_freq_factor);
+  const double old_context = *rope.original_max_position_embeddings;
+  const auto low_wavelen = static_cast<float>(old_context / *rope.low_freq_factor);
+  const auto high_wavelen = static_cast<float>(old_context / *rope.high_freq_factor);
+  const auto span = static_cast<float>(*rope.high_freq_factor - *rope.low_freq_factor);
+  const auto two_pi = static_cast<float>(2.0 * 3.14159265358979323846);
+  std::vector<float> out;
+  for (std::uint32_t i = 0; i < head_dim; i += 2) {
+    const float exponent = static_cast<float>(i) / static_cast<float>(head_dim);
+    const float freq = 1.0f / std::pow(base, exponent);
+    const float wavelen = two_pi / freq;
+    if (wavelen < high_wavelen) {
+      out.push_back(1.0f);
+    } else if (wavelen > low_wavelen) {
+      out.push_back(factor);
+    } else {
+      const float smooth = (static_cast<float>(old_context) / wavelen - low) / span;
+      out.push_back(1.0f / ((1.0f - smooth) / factor + smooth));
+    }
+  }
+  return out;
 }
 
 }  // namespace safeweights::hf

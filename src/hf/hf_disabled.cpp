@@ -22,8 +22,8 @@ bool is_llama_folder(const std::string& folder) {
   return std::filesystem::is_regular_file(folder + "/config.json", ec);
 }
 
-Result<ConvertPlan> plan(const std::string& folder, const TensorFile& /*weights*/, std::optional<TensorType> /*type*/,
-                         const LlamaOptions& /*options*/) {
+Result<GgufConversion> plan(const std::string& folder, const TensorFile& /*weights*/, std::optional<TensorType> /*type*/,
+                            const LlamaOptions& /*options*/) {
   return not_built(folder);
 }
 

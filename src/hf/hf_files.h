@@ -27,6 +27,22 @@ inline constexpr std::uint32_t kMaxVocab = 1u << 22;
 // llama.cpp's token types (gguf-py TokenType; SentencePiece's piece types use the same numbers).
 enum TokenType : std::int32_t { kNormal = 1, kUnknown = 2, kControl = 3, kUserDefined = 4, kUnused = 5, kByte = 6 };
 
+// Rotary position embeddings: transformers 4's rope_theta / rope_scaling or transformers 5's
+// rope_parameters, one meaning. Only what the rope type uses is set.
+struct Rope {
+  std::string type = "default";  // default, linear, llama3 (others are refused when read)
+  std::string source;            // the key it came from, for messages: "rope_parameters", "rope_scaling" or ""
+  std::optional<double> theta;   // rope_theta
+  std::optional<double> factor;
+  std::optional<double> low_freq_factor;                          // llama3
+  std::optional<double> high_freq_factor;                         // llama3
+  std::optional<std::uint32_t> original_max_position_embeddings;  // llama3
+};
+
+// llama.cpp's rope_freqs for llama3 scaling: one factor per rotary pair of a head of `head_dim`, as
+// convert_hf_to_gguf.py's LlamaModel.generate_extra_tensors computes them in float32.
+std::vector<float> llama3_rope_factors(const Rope& rope, std::uint32_t head_dim);
+
 // config.json, the fields llama.cpp's converter reads for LlamaForCausalLM.
 struct LlamaConfig {
   std::string architecture;  // LlamaForCausalLM or MistralForCausalLM
@@ -38,12 +54,12 @@ struct LlamaConfig {
   std::optional<std::uint32_t> num_key_value_heads;
   std::optional<std::uint32_t> max_position_embeddings;
   std::optional<std::uint32_t> head_dim;
-  std::optional<double> rope_theta;
   std::optional<double> rms_norm_eps;
-  std::optional<double> linear_rope_factor;  // rope_scaling {"type": "linear", "factor": F}
+  Rope rope;
   // {bos,eos,unk,sep,pad,mask}_token_id when an integer (a list, as some configs give eos, is ignored,
   // as llama.cpp's converter ignores it).
   std::vector<std::pair<std::string, std::int64_t>> special_ids;
+  std::optional<bool> tie_word_embeddings;  // false: lm_head.weight must be there
 };
 // FileNotFound without config.json; InvalidArgument for a malformed one; NotSupported for a model
 // llama.cpp's Llama architecture cannot hold (experts, rope scaling it has no key for).

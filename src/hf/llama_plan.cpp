@@ -6,6 +6,7 @@
 #include <unordered_set>
 
 #include "core/status_macros.h"
+#include "hf/generated.h"
 #include "hf/hf_files.h"
 #include "hf/vocab.h"
 #include "safeweights/convert.h"
@@ -92,8 +93,9 @@ struct Planner {
     SW_RETURN_IF_ERROR(check("model.embed_tokens.weight", c.vocab_size, c.hidden_size));
     for (std::uint32_t n = 0; n < c.num_hidden_layers; ++n) SW_RETURN_IF_ERROR(layer(n));
     SW_RETURN_IF_ERROR(add("model.norm.weight", "output_norm.weight", 0, true));
-    // Tied embeddings: without lm_head llama.cpp's loader uses token_embd for the output.
-    SW_RETURN_IF_ERROR(add("lm_head.weight", "output.weight", 0, false));
+    // Tied embeddings: without lm_head llama.cpp's loader uses token_embd for the output. Untied
+    // (tie_word_embeddings false) without lm_head, transformers would start from random weights.
+    SW_RETURN_IF_ERROR(add("lm_head.weight", "output.weight", 0, c.tie_word_embeddings == false));
     if (weights.find("lm_head.weight")) SW_RETURN_IF_ERROR(check("lm_head.weight", c.vocab_size, c.hidden_size));
     return leftovers();
   }
@@ -141,7 +143,7 @@ std::vector<KeyValue> hyper_parameters(const LlamaConfig& c, std::uint32_t ftype
       {"llama.attention.head_count", Value::u32(c.num_attention_heads)},
   };
   if (c.num_key_value_heads) kv.push_back({"llama.attention.head_count_kv", Value::u32(*c.num_key_value_heads)});
-  if (c.rope_theta) kv.push_back({"llama.rope.freq_base", Value::f32(static_cast<float>(*c.rope_theta))});
+  if (c.rope.theta) kv.push_back({"llama.rope.freq_base", Value::f32(static_cast<float>(*c.rope.theta))});
   // transformers' default when config.json omits it; llama.cpp's loader requires the key.
   kv.push_back({"llama.attention.layer_norm_rms_epsilon", Value::f32(static_cast<float>(c.rms_norm_eps.value_or(1e-6)))});
   if (c.head_dim) {
@@ -151,9 +153,10 @@ std::vector<KeyValue> hyper_parameters(const LlamaConfig& c, std::uint32_t ftype
   kv.push_back({"general.file_type", Value::u32(ftype)});
   kv.push_back({"llama.vocab_size", Value::u32(c.vocab_size)});
   kv.push_back({"llama.rope.dimension_count", Value::u32(head_dim)});
-  if (c.linear_rope_factor) {
+  // llama3 scaling is the rope_freqs tensor (plan() below), with no scaling key.
+  if (c.rope.type == "linear") {
     kv.push_back({"llama.rope.scaling.type", Value::string("linear")});
-    kv.push_back({"llama.rope.scaling.factor", Value::f32(static_cast<float>(*c.linear_rope_factor))});
+    kv.push_back({"llama.rope.scaling.factor", Value::f32(static_cast<float>(*c.rope.factor))});
   }
   return kv;
 }
@@ -162,10 +165,22 @@ std::vector<KeyValue> hyper_parameters(const LlamaConfig& c, std::uint32_t ftype
 
 bool is_llama_folder(const std::string& folder) { return names_llama_architecture(folder); }
 
-Result<ConvertPlan> plan(const std::string& folder, const TensorFile& weights, std::optional<TensorType> type, const LlamaOptions& options) {
+Result<GgufConversion> plan(const std::string& folder, const TensorFile& weights, std::optional<TensorType> type, const LlamaOptions& options) {
   SW_ASSIGN_OR_RETURN(LlamaConfig config, read_config(folder));
+  if (weights.find("rope_freqs.weight")) {
+    return Error(ErrorKind::NotSupported, "a tensor named rope_freqs.weight is not a transformers weight")
+        .with_file(weights.name())
+        .with_tensor("rope_freqs.weight");
+  }
+  auto tensors = std::make_unique<WithGenerated>(weights);
   Planner planner{config, weights, {}};
   SW_RETURN_IF_ERROR(planner.run());
+  if (config.rope.type == "llama3") {
+    // llama.cpp divides each rotary pair's frequency by its factor (LlamaModel.generate_extra_tensors).
+    const std::uint32_t head_dim = config.head_dim.value_or(config.hidden_size / config.num_attention_heads);
+    tensors->add_f32("rope_freqs.weight", {head_dim / 2}, llama3_rope_factors(config.rope, head_dim));
+    planner.out.insert(planner.out.begin(), ConvertTensor{"rope_freqs.weight", "rope_freqs.weight", 0});
+  }
   const TensorType target = type.value_or(weights_type(weights));
   const auto ftype = llama_file_type(target);
   if (!ftype) {
@@ -174,9 +189,10 @@ Result<ConvertPlan> plan(const std::string& folder, const TensorFile& weights, s
   std::vector<KeyValue> kv = hyper_parameters(config, *ftype, folder_name(folder));
   SW_RETURN_IF_ERROR(add_vocabulary(folder, config, options, kv));
   kv.push_back({"general.quantization_version", Value::u32(2)});
-  ConvertPlan out;
-  out.metadata = Metadata(std::move(kv));
-  out.tensors = std::move(planner.out);
+  GgufConversion out;
+  out.plan.metadata = Metadata(std::move(kv));
+  out.plan.tensors = std::move(planner.out);
+  out.tensors = std::move(tensors);
   return out;
 }
 

@@ -17,6 +17,12 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// The plan part of hf::plan's answer (the tensors it reads are checked where generated ones matter).
+Result<ConvertPlan> plan_of(Result<hf::GgufConversion> r) {
+  if (!r.is_ok()) return std::move(r).status();
+  return std::move(r->plan);
+}
+
 // A tiny valid folder: hidden 8, 2 heads, 1 key/value head (head size 4), 1 layer, vocab 6, tied
 // embeddings, a byte-level BPE tokenizer.json; every tensor zeros.
 struct Folder {
@@ -86,7 +92,7 @@ struct Folder {
     write();
     auto weights = open_tensors(path());
     if (!weights.is_ok()) return std::move(weights).status();
-    return hf::plan(path(), **weights, TensorType::F32, options);
+    return plan_of(hf::plan(path(), **weights, TensorType::F32, options));
   }
 };
 
@@ -166,7 +172,7 @@ TEST(HfLlama, ConfigErrorsNameTheFileAndKey) {
       {"architectures", "[\"LlamaModel\"]", ErrorKind::InvalidArgument, "`architectures`"},
       {"num_local_experts", "8", ErrorKind::NotSupported, "mixture-of-experts"},
       {"rope_scaling", R"({"rope_type":"yarn","factor":4})", ErrorKind::NotSupported, "`yarn`"},
-      {"rope_scaling", R"({"type":"linear"})", ErrorKind::InvalidArgument, "without a factor"},
+      {"rope_scaling", R"({"type":"linear"})", ErrorKind::InvalidArgument, "`rope_scaling.factor` is missing"},
   };
   for (const Case& c : cases) {
     Folder f;
@@ -188,19 +194,111 @@ TEST(HfLlama, LinearRopeScalingIsWritten) {
   EXPECT_EQ(*find(*p, "llama.rope.scaling.factor"), MetaValue::f32(2.0f));
 }
 
+TEST(HfRope, BothConfigLayoutsGiveTheSameKeys) {
+  // transformers 4: rope_theta and rope_scaling at the top; transformers 5: rope_parameters.
+  for (const auto& [key, value] : std::vector<std::pair<std::string, std::string>>{
+           {"rope_scaling", R"({"type":"linear","factor":2.0})"},
+           {"rope_parameters", R"({"rope_type":"linear","factor":2.0,"rope_theta":500000.0})"},
+       }) {
+    Folder f;
+    f.config[key] = value;
+    if (key == "rope_scaling") f.config["rope_theta"] = "500000.0";
+    auto p = f.plan();
+    ASSERT_TRUE(IsOk(p)) << key;
+    EXPECT_EQ(*find(*p, "llama.rope.freq_base"), MetaValue::f32(500000.0f));
+    EXPECT_EQ(*find(*p, "llama.rope.scaling.type"), MetaValue::string("linear"));
+    EXPECT_EQ(*find(*p, "llama.rope.scaling.factor"), MetaValue::f32(2.0f));
+  }
+  Folder f;
+  f.config["rope_parameters"] = R"({"rope_type":"default","rope_theta":1000.0})";
+  auto p = f.plan();
+  ASSERT_TRUE(IsOk(p));
+  EXPECT_EQ(*find(*p, "llama.rope.freq_base"), MetaValue::f32(1000.0f));
+  EXPECT_EQ(find(*p, "llama.rope.scaling.type"), nullptr);
+}
+
+TEST(HfRope, Llama3WritesRopeFreqsFirst) {
+  Folder f;
+  f.config["rope_parameters"] =
+      R"({"rope_type":"llama3","factor":8.0,"low_freq_factor":1.0,"high_freq_factor":4.0,"original_max_position_embeddings":16,"rope_theta":500000.0})";
+  f.write();
+  auto weights = open_tensors(f.path());
+  ASSERT_TRUE(IsOk(weights));
+  auto c = hf::plan(f.path(), **weights, TensorType::F32);
+  ASSERT_TRUE(IsOk(c));
+  ASSERT_FALSE(c->plan.tensors.empty());
+  EXPECT_EQ(c->plan.tensors.front().name, "rope_freqs.weight");
+  const TensorEntry* e = c->tensors->find("rope_freqs.weight");
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->type, TensorType::F32);
+  ASSERT_EQ(e->shape.size(), 1u);
+  EXPECT_EQ(e->shape[0], 2u);  // head size 4: two rotary pairs
+  EXPECT_EQ(find(c->plan, "llama.rope.scaling.type"), nullptr);
+  // The weights themselves are still read through the conversion's tensors.
+  EXPECT_NE(c->tensors->find("model.embed_tokens.weight"), nullptr);
+  EXPECT_EQ(c->tensors->tensors().size(), (*weights)->tensors().size() + 1);
+}
+
+TEST(HfRope, WhatLlamaCppCannotComputeIsRefusedByName) {
+  struct Case {
+    std::string key, value;
+    ErrorKind kind;
+    std::string text;
+  };
+  const std::vector<Case> cases = {
+      {"rope_parameters", R"({"rope_type":"dynamic","factor":2.0})", ErrorKind::NotSupported, "rope type `dynamic`: dynamic NTK scaling"},
+      {"rope_scaling", R"({"type":"dynamic","factor":2.0})", ErrorKind::NotSupported, "`rope_scaling` rope type `dynamic`"},
+      {"rope_parameters", R"({"rope_type":"yarn","factor":2.0})", ErrorKind::NotSupported, "rope type `yarn`"},
+      {"rope_parameters", R"({"rope_type":"longrope"})", ErrorKind::NotSupported, "llama.cpp's llama architecture has no longrope"},
+      {"rope_parameters", R"({"rope_type":"spiral"})", ErrorKind::NotSupported, "rope type `spiral` is not one llama.cpp's converter maps"},
+      {"rope_parameters", R"({"rope_type":"linear","factor":2.0,"beta_fast":32})", ErrorKind::NotSupported,
+       "key `beta_fast` is not understood for rope type `linear`"},
+      {"rope_parameters", R"({"rope_type":"default","partial_rotary_factor":0.5})", ErrorKind::NotSupported, "key `partial_rotary_factor`"},
+      {"rope_parameters", R"({"rope_type":"linear"})", ErrorKind::InvalidArgument, "`rope_parameters.factor` is missing"},
+      {"rope_parameters", R"({"rope_type":"llama3","factor":8.0,"low_freq_factor":1.0,"high_freq_factor":4.0})", ErrorKind::InvalidArgument,
+       "`rope_parameters.original_max_position_embeddings` is missing"},
+      {"rope_parameters", R"({"type":"linear","rope_type":"default","factor":2.0})", ErrorKind::InvalidArgument, "gives two rope types"},
+      {"rope_parameters", R"([1])", ErrorKind::InvalidArgument, "`rope_parameters` must be an object"},
+      {"hidden_act", R"("gelu")", ErrorKind::NotSupported, "`hidden_act` is `gelu`"},
+      {"partial_rotary_factor", "0.5", ErrorKind::NotSupported, "`partial_rotary_factor` is not 1"},
+  };
+  for (const Case& c : cases) {
+    Folder f;
+    f.config[c.key] = c.value;
+    EXPECT_TRUE(FailsNaming(f.plan(), c.kind, "config.json", c.text)) << c.value;
+  }
+  {
+    Folder f;  // both layouts at once
+    f.config["rope_scaling"] = R"({"type":"linear","factor":2.0})";
+    f.config["rope_parameters"] = R"({"rope_type":"linear","factor":4.0})";
+    EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::InvalidArgument, "config.json", "`rope_scaling` is given beside rope_parameters"));
+  }
+  {
+    Folder f;
+    f.config["rope_theta"] = "10000.0";
+    f.config["rope_parameters"] = R"({"rope_type":"default","rope_theta":500000.0})";
+    EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::InvalidArgument, "config.json", "`rope_theta` differs from rope_parameters.rope_theta"));
+  }
+  {
+    Folder f;  // untied without lm_head: transformers would start the head from random weights
+    f.config["tie_word_embeddings"] = "false";
+    EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::TensorNotFound, "model.safetensors", "lm_head.weight is missing"));
+  }
+}
+
 TEST(HfLlama, DuplicateAndMalformedJson) {
   Folder f;
   f.write();
   write_file_bytes(f.dir.file("config.json"), R"({"architectures":["LlamaForCausalLM"],"vocab_size":6,"vocab_size":7})");
   auto weights = open_tensors(f.path());
   ASSERT_TRUE(IsOk(weights));
-  EXPECT_TRUE(FailsNaming(hf::plan(f.path(), **weights, std::nullopt), ErrorKind::DuplicateKey, "config.json", "`vocab_size`"));
+  EXPECT_TRUE(FailsNaming(plan_of(hf::plan(f.path(), **weights, std::nullopt)), ErrorKind::DuplicateKey, "config.json", "`vocab_size`"));
   write_file_bytes(f.dir.file("config.json"), "[1,2]");
-  EXPECT_TRUE(FailsNaming(hf::plan(f.path(), **weights, std::nullopt), ErrorKind::InvalidArgument, "config.json", "JSON object"));
+  EXPECT_TRUE(FailsNaming(plan_of(hf::plan(f.path(), **weights, std::nullopt)), ErrorKind::InvalidArgument, "config.json", "JSON object"));
   write_file_bytes(f.dir.file("config.json"), std::string((4u << 20) + 1, ' '));  // over the 4 MiB cap
-  EXPECT_TRUE(IsKind(hf::plan(f.path(), **weights, std::nullopt), ErrorKind::ResourceLimit));
+  EXPECT_TRUE(IsKind(plan_of(hf::plan(f.path(), **weights, std::nullopt)), ErrorKind::ResourceLimit));
   write_file_bytes(f.dir.file("config.json"), "{\"a\":\"\xff\"}");
-  EXPECT_TRUE(FailsNaming(hf::plan(f.path(), **weights, std::nullopt), ErrorKind::InvalidArgument, "config.json", "UTF-8"));
+  EXPECT_TRUE(FailsNaming(plan_of(hf::plan(f.path(), **weights, std::nullopt)), ErrorKind::InvalidArgument, "config.json", "UTF-8"));
 }
 
 TEST(HfJson, NumbersOfAnySizeAreRead) {
@@ -299,7 +397,7 @@ TEST(HfLlama, TokenizerRules) {
     f.write();
     fs::remove(f.dir.file("tokenizer.json"));
     auto weights = open_tensors(f.path());
-    EXPECT_TRUE(IsKind(hf::plan(f.path(), **weights, std::nullopt), ErrorKind::FileNotFound));
+    EXPECT_TRUE(IsKind(plan_of(hf::plan(f.path(), **weights, std::nullopt)), ErrorKind::FileNotFound));
   }
 }
 
@@ -364,7 +462,7 @@ TEST(HfSentencePiece, SentencePieceFolderPadsToVocabSize) {
   write_file_bytes(f.dir.file("tokenizer.model"),
                    ld(1, piece("<unk>", 0, 2)) + ld(1, piece("<s>", 0, 3)) + ld(1, piece("</s>", 0, 3)) + ld(1, piece("u", -2, 4)));
   auto weights = open_tensors(f.path());
-  auto p = hf::plan(f.path(), **weights, TensorType::F16);
+  auto p = plan_of(hf::plan(f.path(), **weights, TensorType::F16));
   ASSERT_TRUE(IsOk(p));
   EXPECT_EQ(*find(*p, "tokenizer.ggml.model"), MetaValue::string("llama"));
   EXPECT_EQ(*find(*p, "tokenizer.ggml.pre"), MetaValue::string("default"));

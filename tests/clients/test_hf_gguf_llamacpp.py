@@ -1,0 +1,291 @@
+"""Hugging Face folders made by transformers 5 -> `safeweights convert FOLDER OUT.gguf` -> llama.cpp.
+
+Each case makes a tiny random model with transformers itself (LlamaConfig + save_pretrained, a
+tokenizer trained here with sentencepiece or tokenizers: nothing is downloaded), converts it with our
+CLI to an F32 GGUF, and checks it against the real clients:
+
+- gguf-py (llama.cpp's reader) reads the file: llama.cpp's rope keys with the value types its loader
+  wants, and for llama3 scaling the rope_freqs tensor, compared with the factors transformers' own rope
+  initialisation implies (default inverse frequencies over llama3 ones);
+- llama.cpp (llama-cpp-python) gives the logits transformers gives for the same tokens, f32 within
+  F32_TOLERANCE of the largest logit, and tokenizes text with Unicode, digits, leading spaces and
+  special tokens as the source tokenizer does;
+- what llama.cpp cannot compute as transformers does (dynamic NTK, unknown rope types or keys, another
+  activation) is refused with a message naming the file and the key, and no file is written.
+
+Both config layouts are covered: transformers 5 writes rope_parameters; the transformers 4 layout
+(rope_theta and rope_scaling at the top) is the same config.json rewritten, which transformers 5 still
+reads to the same model. Run with the clients' python (SAFEWEIGHTS_CLIENTS_PYTHON); the llama.cpp checks
+skip, saying why, only when llama_cpp is not importable.
+"""
+
+import io
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+os.environ["HF_HUB_OFFLINE"] = "1"
+transformers = pytest.importorskip("transformers")
+torch = pytest.importorskip("torch")
+gguf = pytest.importorskip("gguf")
+spm = pytest.importorskip("sentencepiece")
+tokenizers = pytest.importorskip("tokenizers")
+
+try:
+    import llama_cpp
+except ImportError as e:  # the only skip the brief allows
+    llama_cpp = None
+    LLAMA_CPP_MISSING = f"llama_cpp is not importable ({e}): llama.cpp logits and tokenizer checks skipped"
+    print(LLAMA_CPP_MISSING)
+
+REPO = Path(__file__).resolve().parents[2]
+CLI = os.environ.get("SAFEWEIGHTS_CLI", str(REPO / "build" / "safeweights"))
+
+# Float32 on both sides over two layers: differences are float32 rounding, relative to the largest logit.
+F32_TOLERANCE = 1e-4
+
+CORPUS = [
+    "Hello world, this is a tiny corpus for a tiny tokenizer.",
+    "Numbers 12345 and 67890 appear here, with 3.14 and 2024.",
+    "Ünïcödé text: café, naïve, 東京, привет, emoji 🙂!",
+    "  leading spaces and\ttabs and\nnewlines\n",
+    "The quick brown fox jumps over the lazy dog.",
+] * 30
+TEXT = " Hello  world 12345 café 東京 привет 🙂\n  spaces\tand tabs</s> done"
+
+ROPES = {
+    "default": {"rope_type": "default", "rope_theta": 10000.0},
+    "theta500k": {"rope_type": "default", "rope_theta": 500000.0},
+    "linear": {"rope_type": "linear", "factor": 2.0, "rope_theta": 10000.0},
+    # original 64 with head size 16: some pairs keep their frequency, some are smoothed, some scaled.
+    "llama3": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+               "original_max_position_embeddings": 64, "rope_theta": 500000.0},
+}
+
+
+@pytest.fixture(scope="session")
+def spm_model(tmp_path_factory):
+    """A Llama-2 style SentencePiece model: BPE with byte fallback, digits split."""
+    buf = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(CORPUS), model_writer=buf, vocab_size=400, model_type="bpe", byte_fallback=True,
+        character_coverage=1.0, unk_id=0, bos_id=1, eos_id=2, pad_id=-1, split_digits=True, minloglevel=3)
+    path = tmp_path_factory.mktemp("spm") / "tokenizer.model"
+    path.write_bytes(buf.getvalue())
+    return path
+
+
+def spm_tokenizer(spm_model, where):
+    """transformers 5's LlamaTokenizer made from the SentencePiece file (its tokenizer.json has a BPE with
+    byte_fallback); tokenizer.model is copied beside it, the Llama-2 / Mistral layout."""
+    src = where / "spm-src"
+    src.mkdir()
+    shutil.copy(spm_model, src / "tokenizer.model")
+    (src / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": "LlamaTokenizer"}))
+    return transformers.AutoTokenizer.from_pretrained(str(src))
+
+
+def bpe_tokenizer():
+    """A GPT-2 style byte-level BPE (tokenizers), with two special tokens."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=400, special_tokens=["<s>", "</s>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(CORPUS, trainer)
+    return transformers.PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>")
+
+
+def to_transformers4(folder):
+    """The same config.json in transformers 4's layout: rope_theta and rope_scaling at the top."""
+    path = folder / "config.json"
+    cfg = json.loads(path.read_text())
+    rope = dict(cfg.pop("rope_parameters"))
+    cfg["rope_theta"] = rope.pop("rope_theta")
+    cfg["rope_scaling"] = None if rope.get("rope_type") == "default" else rope
+    path.write_text(json.dumps(cfg, indent=2))
+
+
+def make_llama(folder, rope, tokenizer, layout="v5"):
+    """A random LlamaForCausalLM (GQA, untied head) saved with its tokenizer; returns the model."""
+    cfg = transformers.LlamaConfig(
+        vocab_size=400, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, max_position_embeddings=256, rms_norm_eps=1e-5, tie_word_embeddings=False,
+        bos_token_id=1, eos_token_id=2, rope_parameters=dict(rope))
+    torch.manual_seed(1234)
+    model = transformers.LlamaForCausalLM(cfg).eval()
+    with torch.no_grad():  # norms away from 1, so a wrong norm would show
+        for name, p in model.named_parameters():
+            if name.endswith("norm.weight"):
+                p.copy_(1 + 0.3 * torch.randn_like(p))
+    model.save_pretrained(str(folder))
+    tokenizer.save_pretrained(str(folder))
+    if layout == "v4":
+        to_transformers4(folder)
+    return model
+
+
+def convert(folder, out, *extra):
+    return subprocess.run([CLI, "convert", str(folder), str(out), "--type", "f32", *extra], capture_output=True, text=True)
+
+
+def field(reader, key):
+    f = reader.get_field(key)
+    return None if f is None else f.contents()
+
+
+def transformers_logits(model, ids):
+    with torch.no_grad():
+        return model(torch.tensor([ids])).logits[0].float().numpy()
+
+
+def llama_cpp_model(path):
+    return llama_cpp.Llama(model_path=str(path), n_ctx=64, logits_all=True, verbose=False, n_threads=2)
+
+
+def llama_cpp_logits(path, ids):
+    llm = llama_cpp_model(path)
+    llm.eval(ids)
+    return np.array(llm.scores[: len(ids)], dtype=np.float64)
+
+
+IDS = [1, 5, 77, 123, 250, 399, 42, 8, 300, 17, 200, 64]
+
+
+@pytest.fixture(scope="session")
+def converted(tmp_path_factory, spm_model):
+    """(rope, layout, tokenizer) -> (model, folder, gguf path), converted once per session."""
+    cache = {}
+
+    def get(rope, layout="v5", tok="bpe"):
+        key = (rope, layout, tok)
+        if key not in cache:
+            where = tmp_path_factory.mktemp(f"{rope}-{layout}-{tok}")
+            tokenizer = spm_tokenizer(spm_model, where) if tok == "spm" else bpe_tokenizer()
+            folder = where / "model"
+            model = make_llama(folder, ROPES[rope], tokenizer, layout)
+            if tok == "spm":
+                shutil.copy(spm_model, folder / "tokenizer.model")
+            out = where / "model.gguf"
+            r = convert(folder, out)
+            assert r.returncode == 0, r.stderr
+            cache[key] = (model, folder, out)
+        return cache[key]
+
+    return get
+
+
+CASES = [(rope, layout) for rope in ROPES for layout in ("v5", "v4")]
+
+
+@pytest.mark.parametrize("rope,layout", CASES)
+def test_rope_keys_as_llama_cpp_writes_them(converted, rope, layout):
+    _, _, out = converted(rope, layout)
+    reader = gguf.GGUFReader(str(out))
+    params = ROPES[rope]
+    assert field(reader, "general.architecture") == "llama"
+    base = reader.get_field("llama.rope.freq_base")
+    assert base.types == [gguf.GGUFValueType.FLOAT32]
+    assert field(reader, "llama.rope.freq_base") == pytest.approx(params["rope_theta"])
+    names = [t.name for t in reader.tensors]
+    if params["rope_type"] == "linear":
+        assert field(reader, "llama.rope.scaling.type") == "linear"
+        assert reader.get_field("llama.rope.scaling.factor").types == [gguf.GGUFValueType.FLOAT32]
+        assert field(reader, "llama.rope.scaling.factor") == pytest.approx(params["factor"])
+    else:
+        assert field(reader, "llama.rope.scaling.type") is None
+    if params["rope_type"] == "llama3":
+        assert names[0] == "rope_freqs.weight"
+    else:
+        assert "rope_freqs.weight" not in names
+
+
+@pytest.mark.parametrize("layout", ["v5", "v4"])
+def test_llama3_rope_freqs_are_transformers_factors(converted, layout):
+    model, _, out = converted("llama3", layout)
+    reader = gguf.GGUFReader(str(out))
+    t = next(t for t in reader.tensors if t.name == "rope_freqs.weight")
+    assert t.tensor_type == gguf.GGMLQuantizationType.F32
+    got = np.asarray(t.data, dtype=np.float32)
+    init = transformers.modeling_rope_utils.ROPE_INIT_FUNCTIONS["llama3"]
+    scaled, _ = init(model.config, "cpu")
+    head_dim = model.config.head_dim
+    theta = ROPES["llama3"]["rope_theta"]
+    plain = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.int64).float() / head_dim))
+    want = (plain / scaled).numpy()
+    # llama.cpp divides each pair's frequency by its factor: the factors are the ratio transformers implies.
+    np.testing.assert_allclose(got, want, rtol=1e-5)
+    assert got.min() == pytest.approx(1.0) and got.max() == pytest.approx(ROPES["llama3"]["factor"])
+    assert ((got > 1.0) & (got < ROPES["llama3"]["factor"])).any(), "no smoothed pair: the case tests too little"
+
+
+@pytest.mark.parametrize("rope,layout", CASES)
+def test_llama_cpp_logits_match_transformers(converted, rope, layout):
+    if llama_cpp is None:
+        pytest.skip(LLAMA_CPP_MISSING)
+    model, _, out = converted(rope, layout)
+    want = transformers_logits(model, IDS)
+    got = llama_cpp_logits(out, IDS)
+    err = np.abs(got - want).max() / np.abs(want).max()
+    print(f"{rope}/{layout}: max |llama.cpp - transformers| / max |transformers| = {err:.3g}")
+    assert err < F32_TOLERANCE
+
+
+@pytest.mark.parametrize("tok", ["spm", "bpe"])
+def test_llama_cpp_tokenizes_as_the_source(converted, spm_model, tok):
+    if llama_cpp is None:
+        pytest.skip(LLAMA_CPP_MISSING)
+    _, folder, out = converted("default", "v5", tok)
+    llm = llama_cpp_model(out)
+    got = llm.tokenize(TEXT.encode("utf-8"), add_bos=False, special=True)
+    if tok == "spm":
+        # llama.cpp tokenizes with tokenizer.model, as SentencePiece does (special tokens aside).
+        sp = spm.SentencePieceProcessor(model_file=str(spm_model))
+        head, tail = TEXT.split("</s>")
+        want = sp.encode(head) + [2] + sp.encode(tail)[1:] if sp.encode(tail)[:1] == [sp.piece_to_id("▁")] else None
+        want_plain = sp.encode(TEXT.replace("</s>", ""))
+        assert llm.tokenize(TEXT.replace("</s>", "").encode("utf-8"), add_bos=False, special=False) == want_plain
+        assert 2 in got
+    else:
+        want = transformers.AutoTokenizer.from_pretrained(str(folder))(TEXT, add_special_tokens=False)["input_ids"]
+        assert got == want
+
+
+REFUSED = [
+    ({"rope_type": "dynamic", "factor": 2.0, "rope_theta": 10000.0}, "NotSupported", "rope type `dynamic`"),
+    ({"rope_type": "spiral", "rope_theta": 10000.0}, "NotSupported", "rope type `spiral` is not one llama.cpp's converter maps"),
+    ({"rope_type": "linear", "factor": 2.0, "rope_theta": 10000.0, "beta_fast": 32.0}, "NotSupported",
+     "key `beta_fast` is not understood for rope type `linear`"),
+]
+
+
+@pytest.mark.parametrize("rope,kind,text", REFUSED)
+def test_refused_by_name(converted, tmp_path, rope, kind, text):
+    _, folder, _ = converted("default", "v5")
+    mine = tmp_path / "model"
+    shutil.copytree(folder, mine)
+    cfg = json.loads((mine / "config.json").read_text())
+    cfg["rope_parameters"] = rope
+    (mine / "config.json").write_text(json.dumps(cfg))
+    out = tmp_path / "out.gguf"
+    r = convert(mine, out)
+    assert r.returncode != 0
+    assert "config.json" in r.stderr and kind in r.stderr and text in r.stderr, r.stderr
+    assert not out.exists()
+
+
+def test_other_activation_refused(converted, tmp_path):
+    _, folder, _ = converted("default", "v5")
+    mine = tmp_path / "model"
+    shutil.copytree(folder, mine)
+    cfg = json.loads((mine / "config.json").read_text())
+    cfg["hidden_act"] = "gelu"
+    (mine / "config.json").write_text(json.dumps(cfg))
+    r = convert(mine, tmp_path / "out.gguf")
+    assert r.returncode != 0 and "`hidden_act` is `gelu`" in r.stderr, r.stderr
