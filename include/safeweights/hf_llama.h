@@ -1,8 +1,9 @@
 // safeweights/hf_llama.h — Hugging Face Llama-family folders to GGUF files that llama.cpp loads and runs.
 //
 // A folder with config.json naming LlamaForCausalLM or MistralForCausalLM, its weights (model.safetensors,
-// or shards with model.safetensors.index.json) and a tokenizer (tokenizer.model, SentencePiece; or
-// tokenizer.json, byte-level BPE; plus tokenizer_config.json) is planned as llama.cpp's converter does it:
+// or shards with model.safetensors.index.json) and a tokenizer (in llama.cpp's order of preference:
+// tokenizer.model, SentencePiece; tokenizer.json, a SentencePiece-style BPE with byte fallback or a
+// byte-level BPE; plus tokenizer_config.json) is planned as llama.cpp's converter does it:
 // llama.cpp's tensor names, the Q/K row permutation for its rotary embedding, the hyper-parameters under
 // llama.cpp's keys with the value types its loader demands (rotary embeddings from transformers 4's
 // rope_theta / rope_scaling or transformers 5's rope_parameters: default, linear, llama3 with its

@@ -80,6 +80,11 @@ struct BpeTokenizer {
   std::vector<std::string> merges;                           // "a b", as llama.cpp stores them
   std::string pre;                                           // llama.cpp's pre-tokenizer name, or empty when not recognised
   std::string pre_description;                               // what the pre-tokenizer is, for an error
+  bool byte_fallback = false;                                // SentencePiece-style BPE, not byte-level
+  // With byte_fallback: whether tokenizer.json splits text as llama.cpp's SentencePiece tokenizer does,
+  // and then whether it adds a leading U+2581 (see tokenizer_json.cpp).
+  std::optional<bool> sentencepiece_space_prefix;
+  std::string unk_token;  // model.unk_token
 };
 
 // tokenizer.json's added tokens (empty when there is no tokenizer.json), and its BPE model when it has one.

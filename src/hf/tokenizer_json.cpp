@@ -62,6 +62,45 @@ std::string recognise_pre(json::element root) {
   return "llama-bpe";
 }
 
+bool string_is(json::element e, std::string_view key, std::string_view want) {
+  auto v = JsonFile::member(e, key);
+  return v && v->type() == json::element_type::STRING && json::as_string(*v) == want;
+}
+
+// Whether tokenizer.json splits text as llama.cpp's SentencePiece tokenizer does (spaces as U+2581, the
+// whole text one word), and whether it adds the leading U+2581 (llama.cpp's add_space_prefix):
+// transformers 5's Metaspace pre-tokenizer without splitting, or transformers 4's Prepend + Replace
+// normalizer without a pre-tokenizer. Anything else: nullopt.
+std::optional<bool> sentencepiece_split(json::element root) {
+  constexpr std::string_view kSpace = "\xE2\x96\x81";  // U+2581
+  auto pre = JsonFile::member(root, "pre_tokenizer");
+  auto norm = JsonFile::member(root, "normalizer");
+  if (pre && !norm) {
+    if (!is_type(*pre, "Metaspace") || !string_is(*pre, "replacement", kSpace) || bool_is(*pre, "split", true)) return std::nullopt;
+    if (string_is(*pre, "prepend_scheme", "first") || string_is(*pre, "prepend_scheme", "always")) return true;
+    if (string_is(*pre, "prepend_scheme", "never")) return false;
+    return std::nullopt;
+  }
+  if (!norm || pre || !is_type(*norm, "Sequence")) return std::nullopt;
+  auto list = JsonFile::member(*norm, "normalizers");
+  if (!list || list->type() != json::element_type::ARRAY) return std::nullopt;
+  bool prepend = false;
+  bool replace = false;
+  for (auto step : json::as_array(*list)) {
+    if (is_type(step, "Prepend") && string_is(step, "prepend", kSpace) && !prepend && !replace) {
+      prepend = true;
+    } else if (is_type(step, "Replace") && string_is(step, "content", kSpace) && !replace) {
+      auto pattern = JsonFile::member(step, "pattern");
+      if (!pattern || !string_is(*pattern, "String", " ")) return std::nullopt;
+      replace = true;
+    } else {
+      return std::nullopt;
+    }
+  }
+  if (!replace) return std::nullopt;
+  return prepend;
+}
+
 std::string describe_pre(json::element root) {
   auto pre = JsonFile::member(root, "pre_tokenizer");
   std::string out = "pre_tokenizer ";
@@ -109,9 +148,10 @@ Status read_merges(const JsonFile& file, json::element merges, std::vector<std::
 Result<BpeTokenizer> read_bpe(const JsonFile& file, json::element model) {
   BpeTokenizer bpe;
   SW_RETURN_IF_ERROR(file.check_unique(model, "model"));
-  if (bool_is(model, "byte_fallback", true)) {
-    return Error(ErrorKind::NotSupported, "a BPE model with byte_fallback is not byte-level BPE (llama.cpp's gpt2 tokenizer)").with_file(file.path());
-  }
+  bpe.byte_fallback = bool_is(model, "byte_fallback", true);
+  if (bpe.byte_fallback) bpe.sentencepiece_space_prefix = sentencepiece_split(file.root());
+  SW_ASSIGN_OR_RETURN(auto unk, file.string(model, "unk_token"));
+  bpe.unk_token = unk.value_or("");
   auto vocab = JsonFile::member(model, "vocab");
   if (!vocab || vocab->type() != json::element_type::OBJECT) return file.bad("model.vocab", "must be an object");
   SW_RETURN_IF_ERROR(file.check_unique(*vocab, "model.vocab"));

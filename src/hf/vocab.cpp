@@ -125,6 +125,48 @@ Result<Vocab> bpe_vocab(const std::string& folder, const LlamaConfig& c, const T
   return v;
 }
 
+// "<0xAB>": a SentencePiece byte piece.
+bool is_byte_piece(std::string_view t) {
+  auto hex = [](char c) { return (c >= '0' && c <= '9') || (c >= 'A' && c <= 'F') || (c >= 'a' && c <= 'f'); };
+  return t.size() == 6 && t.starts_with("<0x") && t.ends_with(">") && hex(t[3]) && hex(t[4]);
+}
+
+// tokenizer.json's SentencePiece-style BPE (byte_fallback) for llama.cpp's SentencePiece tokenizer
+// (model "llama"). llama.cpp's tokenizer merges the adjacent pair whose merged token scores highest;
+// the BPE merges the pair that comes first in model.merges. So a token's score is minus the rank of the
+// first merge that makes it, and the two agree. (llama.cpp's converter, LlamaHfVocab, writes -1000 for
+// every token, with which llama.cpp merges left to right instead.) Byte pieces are BYTE, model.unk_token
+// UNKNOWN, added tokens as for byte-level BPE; the rest of config.json's vocab_size "[PADi]" (unused).
+Result<Vocab> sentencepiece_bpe_vocab(const std::string& folder, const LlamaConfig& c, const TokenizerJson& tj) {
+  const std::string path = folder + "/tokenizer.json";
+  Vocab v = padded(c.vocab_size, -10000.0f);
+  std::unordered_map<std::string_view, std::uint32_t> ids;
+  for (const auto& [text, id] : tj.bpe->vocab) {
+    if (id >= c.vocab_size) return out_of_vocab(path, "token id", id, c.vocab_size);
+    v.tokens[id] = text;
+    v.types[id] = is_byte_piece(text) ? kByte : text == tj.bpe->unk_token ? kUnknown : kNormal;
+    v.scores[id] = 0.0f;
+    ids.emplace(text, id);
+  }
+  std::vector<bool> scored(c.vocab_size, false);
+  for (std::size_t rank = 0; rank < tj.bpe->merges.size(); ++rank) {
+    const std::string& m = tj.bpe->merges[rank];
+    const auto space = m.find(' ');
+    if (space == std::string::npos) continue;
+    const std::string merged = m.substr(0, space) + m.substr(space + 1);
+    auto it = ids.find(merged);
+    if (it == ids.end() || scored[it->second]) continue;
+    scored[it->second] = true;
+    v.scores[it->second] = -static_cast<float>(rank + 1);
+  }
+  for (const AddedToken& t : tj.added) {
+    if (t.id >= c.vocab_size) return out_of_vocab(path, "added token id", t.id, c.vocab_size);
+    set_added(v, t);
+    v.scores[t.id] = 0.0f;
+  }
+  return v;
+}
+
 Value string_array(std::vector<std::string> items) {
   std::vector<Value> values;
   values.reserve(items.size());
@@ -171,6 +213,15 @@ void add_special(const LlamaConfig& c, const TokenizerJson& tj, const TokenizerC
   if (tc.chat_template) kv.push_back({"tokenizer.chat_template", Value::string(*tc.chat_template)});
 }
 
+// A vocabulary for llama.cpp's SentencePiece tokenizer (model "llama"), with scores.
+void add_llama_vocab(Vocab v, std::vector<KeyValue>& kv) {
+  kv.push_back({"tokenizer.ggml.model", Value::string("llama")});
+  kv.push_back({"tokenizer.ggml.pre", Value::string("default")});
+  kv.push_back({"tokenizer.ggml.tokens", string_array(std::move(v.tokens))});
+  kv.push_back({"tokenizer.ggml.scores", scalar_array(ValueType::FLOAT32, v.scores, Value::f32)});
+  kv.push_back({"tokenizer.ggml.token_type", scalar_array(ValueType::INT32, v.types, Value::i32)});
+}
+
 }  // namespace
 
 Status add_vocabulary(const std::string& folder, const LlamaConfig& config, const LlamaOptions& options, std::vector<KeyValue>& kv) {
@@ -179,13 +230,22 @@ Status add_vocabulary(const std::string& folder, const LlamaConfig& config, cons
   std::error_code ec;
   if (std::filesystem::exists(folder + "/tokenizer.model", ec)) {
     SW_ASSIGN_OR_RETURN(Vocab v, sentencepiece_vocab(folder, config, tc));
-    const auto n = static_cast<std::uint32_t>(v.tokens.size());
-    kv.push_back({"tokenizer.ggml.model", Value::string("llama")});
-    kv.push_back({"tokenizer.ggml.pre", Value::string("default")});
-    kv.push_back({"tokenizer.ggml.tokens", string_array(std::move(v.tokens))});
-    kv.push_back({"tokenizer.ggml.scores", scalar_array(ValueType::FLOAT32, v.scores, Value::f32)});
-    kv.push_back({"tokenizer.ggml.token_type", scalar_array(ValueType::INT32, v.types, Value::i32)});
-    add_special(config, tj, tc, n, kv);
+    const auto n_vocab = static_cast<std::uint32_t>(v.tokens.size());
+    add_llama_vocab(std::move(v), kv);
+    add_special(config, tj, tc, n_vocab, kv);
+  } else if (tj.bpe && tj.bpe->byte_fallback) {
+    if (!tj.bpe->sentencepiece_space_prefix) {
+      return Error(ErrorKind::NotSupported, "a BPE model with byte_fallback whose " + tj.bpe->pre_description +
+                                                " does not split text as SentencePiece does (known: Metaspace without splitting; "
+                                                "Prepend and Replace normalizers)")
+          .with_file(folder + "/tokenizer.json");
+    }
+    SW_ASSIGN_OR_RETURN(Vocab v, sentencepiece_bpe_vocab(folder, config, tj));
+    const auto n_vocab = static_cast<std::uint32_t>(v.tokens.size());
+    add_llama_vocab(std::move(v), kv);
+    add_special(config, tj, tc, n_vocab, kv);
+    kv.push_back({"tokenizer.ggml.add_space_prefix", Value::boolean(*tj.bpe->sentencepiece_space_prefix)});
+    return Status::ok();
   } else if (tj.bpe) {
     std::string pre = options.bpe_pre.empty() ? tj.bpe->pre : options.bpe_pre;
     if (pre.empty()) {

@@ -56,7 +56,10 @@ CORPUS = [
     "  leading spaces and\ttabs and\nnewlines\n",
     "The quick brown fox jumps over the lazy dog.",
 ] * 30
-TEXT = " Hello  world 12345 café 東京 привет 🙂\n  spaces\tand tabs</s> done"
+PLAIN = " Hello  world 12345 café 東京 привет 🙂\n  spaces\tand tabs"
+# llama.cpp's SentencePiece tokenizer adds its space prefix after every special token too (SentencePiece's
+# legacy behaviour), transformers 5's Metaspace only at the start: SentencePiece texts end with one.
+TEXTS = {"spm": PLAIN + "</s>", "spm-json": PLAIN + "</s>", "bpe": PLAIN + "</s> done<s>x"}
 
 ROPES = {
     "default": {"rope_type": "default", "rope_theta": 10000.0},
@@ -74,7 +77,8 @@ def spm_model(tmp_path_factory):
     buf = io.BytesIO()
     spm.SentencePieceTrainer.train(
         sentence_iterator=iter(CORPUS), model_writer=buf, vocab_size=400, model_type="bpe", byte_fallback=True,
-        character_coverage=1.0, unk_id=0, bos_id=1, eos_id=2, pad_id=-1, split_digits=True, minloglevel=3)
+        character_coverage=1.0, unk_id=0, bos_id=1, eos_id=2, pad_id=-1, split_digits=True, minloglevel=3,
+        normalization_rule_name="identity", remove_extra_whitespaces=False)  # as Llama 2's
     path = tmp_path_factory.mktemp("spm") / "tokenizer.model"
     path.write_bytes(buf.getvalue())
     return path
@@ -167,7 +171,7 @@ def converted(tmp_path_factory, spm_model):
         key = (rope, layout, tok)
         if key not in cache:
             where = tmp_path_factory.mktemp(f"{rope}-{layout}-{tok}")
-            tokenizer = spm_tokenizer(spm_model, where) if tok == "spm" else bpe_tokenizer()
+            tokenizer = bpe_tokenizer() if tok == "bpe" else spm_tokenizer(spm_model, where)
             folder = where / "model"
             model = make_llama(folder, ROPES[rope], tokenizer, layout)
             if tok == "spm":
@@ -237,24 +241,58 @@ def test_llama_cpp_logits_match_transformers(converted, rope, layout):
     assert err < F32_TOLERANCE
 
 
-@pytest.mark.parametrize("tok", ["spm", "bpe"])
+@pytest.mark.parametrize("tok", ["spm", "spm-json", "bpe"])
 def test_llama_cpp_tokenizes_as_the_source(converted, spm_model, tok):
+    """The source: sentencepiece for tokenizer.model, transformers 5's tokenizer for tokenizer.json."""
     if llama_cpp is None:
         pytest.skip(LLAMA_CPP_MISSING)
     _, folder, out = converted("default", "v5", tok)
-    llm = llama_cpp_model(out)
-    got = llm.tokenize(TEXT.encode("utf-8"), add_bos=False, special=True)
+    text = TEXTS[tok]
+    got = llama_cpp_model(out).tokenize(text.encode("utf-8"), add_bos=False, special=True)
     if tok == "spm":
-        # llama.cpp tokenizes with tokenizer.model, as SentencePiece does (special tokens aside).
         sp = spm.SentencePieceProcessor(model_file=str(spm_model))
-        head, tail = TEXT.split("</s>")
-        want = sp.encode(head) + [2] + sp.encode(tail)[1:] if sp.encode(tail)[:1] == [sp.piece_to_id("▁")] else None
-        want_plain = sp.encode(TEXT.replace("</s>", ""))
-        assert llm.tokenize(TEXT.replace("</s>", "").encode("utf-8"), add_bos=False, special=False) == want_plain
-        assert 2 in got
+        want = sp.encode(text[: -len("</s>")]) + [sp.eos_id()]
     else:
-        want = transformers.AutoTokenizer.from_pretrained(str(folder))(TEXT, add_special_tokens=False)["input_ids"]
-        assert got == want
+        want = transformers.AutoTokenizer.from_pretrained(str(folder))(text, add_special_tokens=False)["input_ids"]
+    assert got == want
+
+
+def test_sentencepiece_bpe_in_tokenizer_json(converted):
+    """Without tokenizer.model, transformers 5's SentencePiece-style tokenizer.json (BPE with
+    byte_fallback, Metaspace) becomes llama.cpp's SentencePiece vocabulary."""
+    _, folder, out = converted("default", "v5", "spm-json")
+    assert not (folder / "tokenizer.model").exists()
+    reader = gguf.GGUFReader(str(out))
+    assert field(reader, "tokenizer.ggml.model") == "llama"
+    assert field(reader, "tokenizer.ggml.add_space_prefix") is True
+    tok = transformers.AutoTokenizer.from_pretrained(str(folder))
+    vocab = tok.get_vocab()
+    tokens = field(reader, "tokenizer.ggml.tokens")
+    assert all(tokens[i] == t for t, i in vocab.items())
+    types = field(reader, "tokenizer.ggml.token_type")
+    assert types[vocab["<0x41>"]] == gguf.TokenType.BYTE
+    # Special added tokens are CONTROL, <unk> included, as llama.cpp's LlamaHfVocab types them.
+    assert [types[vocab[t]] for t in ("<unk>", "<s>", "</s>")] == [gguf.TokenType.CONTROL] * 3
+    assert field(reader, "tokenizer.ggml.unknown_token_id") == vocab["<unk>"]
+
+
+def test_llama2_layout_uses_tokenizer_model(converted, spm_model):
+    """transformers 5 saves a SentencePiece tokenizer as tokenizer.json with a byte_fallback BPE; beside
+    tokenizer.model (the Llama-2 / Mistral layout) llama.cpp's converter takes tokenizer.model first."""
+    _, folder, out = converted("default", "v5", "spm")
+    tj = json.loads((folder / "tokenizer.json").read_text())
+    assert tj["model"]["type"] == "BPE" and tj["model"]["byte_fallback"] is True
+    tc = json.loads((folder / "tokenizer_config.json").read_text())
+    assert tc["model_max_length"] > 2**64  # the number that used to stop the read
+    reader = gguf.GGUFReader(str(out))
+    sp = spm.SentencePieceProcessor(model_file=str(spm_model))
+    assert field(reader, "tokenizer.ggml.model") == "llama"
+    tokens = field(reader, "tokenizer.ggml.tokens")
+    assert tokens == [sp.id_to_piece(i) for i in range(sp.get_piece_size())]
+    scores = field(reader, "tokenizer.ggml.scores")
+    np.testing.assert_allclose(scores, [sp.get_score(i) for i in range(sp.get_piece_size())])
+    assert field(reader, "tokenizer.ggml.bos_token_id") == sp.bos_id()
+    assert field(reader, "tokenizer.ggml.eos_token_id") == sp.eos_id()
 
 
 REFUSED = [

@@ -96,6 +96,23 @@ struct Folder {
   }
 };
 
+// ---- the SentencePiece protobuf reader ----------------------------------------------------------
+
+std::string varint(std::uint64_t v) {
+  std::string s;
+  do {
+    s += static_cast<char>((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
+    v >>= 7;
+  } while (v);
+  return s;
+}
+std::string ld(int field, const std::string& body) { return varint(static_cast<std::uint64_t>(field) << 3 | 2) + varint(body.size()) + body; }
+std::string piece(const std::string& text, float score, int type) {
+  std::string s = ld(1, text) + varint(2 << 3 | 5);
+  s.append(reinterpret_cast<const char*>(&score), 4);
+  return s + varint(3 << 3) + varint(static_cast<std::uint64_t>(type));
+}
+
 const MetaValue* find(const ConvertPlan& p, std::string_view key) { return p.metadata.find(key); }
 
 ::testing::AssertionResult FailsNaming(const Result<ConvertPlan>& r, ErrorKind kind, std::string_view file, std::string_view text) {
@@ -388,9 +405,38 @@ TEST(HfLlama, TokenizerRules) {
     EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::DuplicateKey, "tokenizer.json", "`a`"));
   }
   {
-    Folder f;
+    Folder f;  // byte_fallback with a byte-level pre-tokenizer: neither SentencePiece nor byte-level BPE
     f.model_extra = R"(,"byte_fallback":true)";
-    EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::NotSupported, "tokenizer.json", "byte_fallback"));
+    EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::NotSupported, "tokenizer.json", "byte_fallback whose pre_tokenizer `ByteLevel` does not split"));
+  }
+  {
+    Folder f;  // transformers 5's SentencePiece-style tokenizer.json: llama.cpp's SentencePiece vocabulary
+    f.model_extra = R"(,"byte_fallback":true,"unk_token":"c")";
+    f.pre_tokenizer = R"({"type":"Metaspace","replacement":"\u2581","prepend_scheme":"first","split":false})";
+    f.vocab = R"({"a":0,"b":1,"c":2,"ab":3,"<0x41>":5})";
+    auto p = f.plan();
+    ASSERT_TRUE(IsOk(p));
+    EXPECT_EQ(*find(*p, "tokenizer.ggml.model"), MetaValue::string("llama"));
+    EXPECT_EQ(*find(*p, "tokenizer.ggml.add_space_prefix"), MetaValue::boolean(true));
+    const MetaValue* types = find(*p, "tokenizer.ggml.token_type");
+    const MetaValue* scores = find(*p, "tokenizer.ggml.scores");
+    ASSERT_EQ(types->items.size(), 6u);
+    EXPECT_EQ(types->items[2], MetaValue::i32(2));       // unk_token: UNKNOWN
+    EXPECT_EQ(types->items[4], MetaValue::i32(3));       // the special added token: CONTROL
+    EXPECT_EQ(types->items[5], MetaValue::i32(6));       // <0x41>: BYTE
+    EXPECT_EQ(scores->items[3], MetaValue::f32(-1.0f));  // made by merge 0 ("a b")
+    EXPECT_EQ(scores->items[0], MetaValue::f32(0.0f));
+  }
+  {
+    Folder f;  // beside tokenizer.model, tokenizer.json's byte_fallback BPE is not what is converted
+    f.model_extra = R"(,"byte_fallback":true)";
+    f.write();
+    write_file_bytes(f.dir.file("tokenizer.model"), ld(1, piece("<unk>", 0, 2)) + ld(1, piece("a", -1, 1)));
+    auto weights = open_tensors(f.path());
+    auto p = plan_of(hf::plan(f.path(), **weights, std::nullopt));
+    ASSERT_TRUE(IsOk(p));
+    EXPECT_EQ(*find(*p, "tokenizer.ggml.model"), MetaValue::string("llama"));
+    EXPECT_EQ(find(*p, "tokenizer.ggml.tokens")->items[1], MetaValue::string("a"));
   }
   {
     Folder f;
@@ -399,23 +445,6 @@ TEST(HfLlama, TokenizerRules) {
     auto weights = open_tensors(f.path());
     EXPECT_TRUE(IsKind(plan_of(hf::plan(f.path(), **weights, std::nullopt)), ErrorKind::FileNotFound));
   }
-}
-
-// ---- the SentencePiece protobuf reader ----------------------------------------------------------
-
-std::string varint(std::uint64_t v) {
-  std::string s;
-  do {
-    s += static_cast<char>((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
-    v >>= 7;
-  } while (v);
-  return s;
-}
-std::string ld(int field, const std::string& body) { return varint(static_cast<std::uint64_t>(field) << 3 | 2) + varint(body.size()) + body; }
-std::string piece(const std::string& text, float score, int type) {
-  std::string s = ld(1, text) + varint(2 << 3 | 5);
-  s.append(reinterpret_cast<const char*>(&score), 4);
-  return s + varint(3 << 3) + varint(static_cast<std::uint64_t>(type));
 }
 
 TEST(HfSentencePiece, ReadsPiecesAndSkipsOtherFields) {
