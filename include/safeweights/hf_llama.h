@@ -1,6 +1,7 @@
-// safeweights/hf_llama.h — Hugging Face Llama-family folders to GGUF files that llama.cpp loads and runs.
+// safeweights/hf_llama.h — Hugging Face model folders to GGUF files that llama.cpp loads and runs.
 //
-// A folder with config.json naming LlamaForCausalLM or MistralForCausalLM, its weights (model.safetensors,
+// A folder with config.json naming LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM or
+// Qwen3ForCausalLM (llama.cpp's architectures llama, qwen2, qwen3; any other is refused by name), its weights (model.safetensors,
 // or shards with model.safetensors.index.json) and a tokenizer (in llama.cpp's order of preference:
 // tokenizer.model, SentencePiece; tokenizer.json, a SentencePiece-style BPE with byte fallback or a
 // byte-level BPE; plus tokenizer_config.json) is planned as llama.cpp's converter does it:
@@ -33,9 +34,11 @@
 namespace safeweights::hf {
 SAFEWEIGHTS_API_BEGIN
 
-// Whether `folder` holds a config.json whose "architectures" names LlamaForCausalLM or
-// MistralForCausalLM. False for anything unreadable (the converter's errors say why later).
-bool is_llama_folder(const std::string& folder);
+// Whether `folder` is a Hugging Face model folder for plan(): its config.json describes a model
+// ("architectures" or "model_type"), or cannot be read at all (plan() then says why, naming the file,
+// rather than the folder being converted as plain tensors). A folder without config.json, or whose
+// config.json describes something else (a diffusers component), is not.
+bool is_model_folder(const std::string& folder);
 
 struct LlamaOptions {
   // tokenizer.ggml.pre for a BPE tokenizer. Empty: recognised from tokenizer.json's pre-tokenizer

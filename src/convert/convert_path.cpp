@@ -13,8 +13,8 @@ Result<ConvertReport> convert_path(const std::string& input, const std::string& 
   if (opened) opened(*file);
   SW_ASSIGN_OR_RETURN(const Format* out, output_format(output, options.to));
   std::error_code ec;
-  // A Hugging Face Llama-family folder into GGUF: llama.cpp's names, Q/K order, metadata and tokenizer.
-  if (out->name() == "gguf" && std::filesystem::is_directory(input, ec) && hf::is_llama_folder(input)) {
+  // A Hugging Face model folder into GGUF: llama.cpp's names, Q/K order, metadata and tokenizer.
+  if (out->name() == "gguf" && std::filesystem::is_directory(input, ec) && hf::is_model_folder(input)) {
     SW_ASSIGN_OR_RETURN(hf::GgufConversion planned, hf::plan(input, *file, options.type));
     options.plan = std::move(planned.plan);
     return convert(*planned.tensors, output, options);

@@ -1,31 +1,33 @@
-// config.json of a Llama-family folder: the hyper-parameters llama.cpp's converter reads.
+// config.json of a Hugging Face model folder: the hyper-parameters llama.cpp's converter reads, for
+// the architectures of hf/arch.h.
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <filesystem>
 
+#include "hf/arch.h"
 #include "hf/hf_files.h"
 #include "hf/json_read.h"
 
 namespace safeweights::hf {
 namespace {
 
-constexpr std::array<std::string_view, 2> kLlamaClasses = {"LlamaForCausalLM", "MistralForCausalLM"};
 // llama.cpp keeps per-layer parameters in arrays of LLAMA_MAX_LAYERS (512): more layers cannot load.
 constexpr std::int64_t kMaxLayers = 512;
 // The special-token ids llama.cpp's SpecialVocab takes from config.json when tokenizer_config.json
 // does not give them.
 constexpr std::array<std::string_view, 6> kSpecialTypes = {"bos", "eos", "unk", "sep", "pad", "mask"};
 
-// The first Llama-family class of "architectures", or empty.
-std::string llama_class(const JsonFile& file) {
+// config.json's one architecture class: llama.cpp's converter converts architectures[0]; more than one
+// would be ambiguous.
+Result<std::string> model_class(const JsonFile& file) {
   auto arch = JsonFile::member(file.root(), "architectures");
-  if (!arch || arch->type() != json::element_type::ARRAY) return {};
-  for (auto item : json::as_array(*arch)) {
-    for (auto name : kLlamaClasses) {
-      if (item.type() == json::element_type::STRING && json::as_string(item) == name) return std::string(name);
-    }
+  if (!arch) return file.bad("architectures", "is missing: which model this is cannot be told");
+  if (arch->type() != json::element_type::ARRAY || json::as_array(*arch).size() != 1 ||
+      json::as_array(*arch).at(0).value_unsafe().type() != json::element_type::STRING) {
+    return file.bad("architectures", "must be a list of one class name");
   }
-  return {};
+  return std::string(json::as_string(json::as_array(*arch).at(0).value_unsafe()));
 }
 
 // The keys each rope type reads besides rope_type / type / rope_theta (transformers'
@@ -113,15 +115,16 @@ Status read_rope(const JsonFile& file, Rope& out) {
 }
 
 // Top-level keys that change the computation in ways llama.cpp's llama architecture cannot follow.
-Status check_math_keys(const JsonFile& file) {
+Status check_math_keys(const JsonFile& file, const Architecture& arch) {
+  const std::string name(arch.name);
   SW_ASSIGN_OR_RETURN(auto act, file.string(file.root(), "hidden_act"));
   if (act && *act != "silu") {
-    return Error(ErrorKind::NotSupported, "key `hidden_act` is " + json::quoted(*act) + "; llama.cpp's llama architecture computes silu")
+    return Error(ErrorKind::NotSupported, "key `hidden_act` is " + json::quoted(*act) + "; llama.cpp's " + name + " architecture computes silu")
         .with_file(file.path());
   }
   SW_ASSIGN_OR_RETURN(auto partial, file.positive(file.root(), "partial_rotary_factor"));
   if (partial && *partial != 1.0) {
-    return Error(ErrorKind::NotSupported, "key `partial_rotary_factor` is not 1 (llama.cpp's llama architecture rotates whole heads)")
+    return Error(ErrorKind::NotSupported, "key `partial_rotary_factor` is not 1 (llama.cpp's " + name + " architecture rotates whole heads)")
         .with_file(file.path());
   }
   return Status::ok();
@@ -129,18 +132,23 @@ Status check_math_keys(const JsonFile& file) {
 
 }  // namespace
 
-bool names_llama_architecture(const std::string& folder) {
+bool is_model_config(const std::string& folder) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(folder + "/config.json", ec)) return false;
   auto file = JsonFile::read(folder + "/config.json", kMaxConfigBytes);
-  return file.is_ok() && !llama_class(**file).empty();
+  if (!file.is_ok()) return true;  // broken: plan() says why, naming the file
+  return JsonFile::member((*file)->root(), "architectures") || JsonFile::member((*file)->root(), "model_type");
 }
 
-Result<LlamaConfig> read_config(const std::string& folder) {
+Result<ModelConfig> read_config(const std::string& folder) {
   SW_ASSIGN_OR_RETURN(auto file, JsonFile::read(folder + "/config.json", kMaxConfigBytes));
   const auto root = file->root();
-  LlamaConfig c;
-  c.architecture = llama_class(*file);
-  if (c.architecture.empty()) {
-    return file->bad("architectures", "names neither LlamaForCausalLM nor MistralForCausalLM");
+  ModelConfig c;
+  SW_ASSIGN_OR_RETURN(c.hf_class, model_class(*file));
+  c.arch = find_architecture(c.hf_class);
+  if (!c.arch) {
+    return Error(ErrorKind::NotSupported, "architecture " + json::quoted(c.hf_class) + " is not converted (converted: " + supported_classes() + ")")
+        .with_file(file->path());
   }
   if (JsonFile::member(root, "num_local_experts")) {
     return Error(ErrorKind::NotSupported, "mixture-of-experts models (num_local_experts) are not converted").with_file(file->path());
@@ -155,7 +163,12 @@ Result<LlamaConfig> read_config(const std::string& folder) {
   SW_ASSIGN_OR_RETURN(c.head_dim, file->count(root, "head_dim"));
   SW_ASSIGN_OR_RETURN(c.rms_norm_eps, file->positive(root, "rms_norm_eps"));
   SW_RETURN_IF_ERROR(read_rope(*file, c.rope));
-  SW_RETURN_IF_ERROR(check_math_keys(*file));
+  if (c.rope.type == "llama3" && !c.arch->llama3_rope) {
+    return Error(ErrorKind::NotSupported,
+                 json::quoted(c.rope.source) + " rope type `llama3` is not one llama.cpp's " + std::string(c.arch->name) + " architecture has")
+        .with_file(file->path());
+  }
+  SW_RETURN_IF_ERROR(check_math_keys(*file, *c.arch));
   SW_ASSIGN_OR_RETURN(c.tie_word_embeddings, file->boolean(root, "tie_word_embeddings"));
   for (auto type : kSpecialTypes) {
     const std::string key = std::string(type) + "_token_id";
@@ -176,7 +189,10 @@ Result<LlamaConfig> read_config(const std::string& folder) {
   }
   const std::uint32_t head_dim = c.head_dim.value_or(c.hidden_size / heads);
   if (head_dim % 2 != 0) return file->bad(c.head_dim ? "head_dim" : "hidden_size", "gives an odd head size: rotary embeddings need pairs");
-  if (!c.max_position_embeddings) return file->bad("max_position_embeddings", "is missing (llama.cpp needs llama.context_length)");
+  if (!c.max_position_embeddings) {
+    return file->bad("max_position_embeddings", "is missing (llama.cpp needs " + std::string(c.arch->name) + ".context_length)");
+  }
+  if (c.arch->check) SW_RETURN_IF_ERROR(c.arch->check(*file, c));
   return c;
 }
 

@@ -43,9 +43,12 @@ struct Rope {
 // convert_hf_to_gguf.py's LlamaModel.generate_extra_tensors computes them in float32.
 std::vector<float> llama3_rope_factors(const Rope& rope, std::uint32_t head_dim);
 
-// config.json, the fields llama.cpp's converter reads for LlamaForCausalLM.
-struct LlamaConfig {
-  std::string architecture;  // LlamaForCausalLM or MistralForCausalLM
+struct Architecture;
+
+// config.json, the fields llama.cpp's converter reads for the architectures of hf/arch.h.
+struct ModelConfig {
+  std::string hf_class;                // architectures[0]
+  const Architecture* arch = nullptr;  // what converts it
   std::uint32_t vocab_size = 0;
   std::uint32_t hidden_size = 0;
   std::uint32_t intermediate_size = 0;
@@ -62,10 +65,13 @@ struct LlamaConfig {
   std::optional<bool> tie_word_embeddings;  // false: lm_head.weight must be there
 };
 // FileNotFound without config.json; InvalidArgument for a malformed one; NotSupported for a model
-// llama.cpp's Llama architecture cannot hold (experts, rope scaling it has no key for).
-Result<LlamaConfig> read_config(const std::string& folder);
-// config.json's "architectures" names a Llama-family class (false when unreadable).
-bool names_llama_architecture(const std::string& folder);
+// llama.cpp cannot compute as transformers does (another architecture, experts, a rope type or key it
+// has no equivalent for), naming the key.
+Result<ModelConfig> read_config(const std::string& folder);
+// The folder has a config.json that describes a model ("architectures" or "model_type"), or one that
+// cannot be read at all (so that plan() refuses it by name rather than the folder being converted as
+// plain tensors).
+bool is_model_config(const std::string& folder);
 
 // A token added on top of the model's vocabulary (tokenizer.json "added_tokens").
 struct AddedToken {

@@ -84,7 +84,7 @@ Error out_of_vocab(const std::string& file, std::string_view what, std::uint64_t
 // -10000, unused). Pieces keep their score; their type becomes llama.cpp's (NORMAL, UNKNOWN, CONTROL,
 // UNUSED, BYTE; USER_DEFINED pieces are NORMAL, as the converter's SentencePieceProcessor queries
 // give). tokenizer_config.json's added_tokens_decoder then overrides its ids (score -1000).
-Result<Vocab> sentencepiece_vocab(const std::string& folder, const LlamaConfig& c, const TokenizerConfig& tc) {
+Result<Vocab> sentencepiece_vocab(const std::string& folder, const ModelConfig& c, const TokenizerConfig& tc) {
   const std::string path = folder + "/tokenizer.model";
   std::error_code ec;
   if (std::filesystem::exists(folder + "/added_tokens.json", ec)) {
@@ -110,7 +110,7 @@ Result<Vocab> sentencepiece_vocab(const std::string& folder, const LlamaConfig& 
 
 // tokenizer.json's byte-level BPE: model.vocab and the added tokens at their ids, the rest of
 // config.json's vocab_size as "[PADi]" (unused).
-Result<Vocab> bpe_vocab(const std::string& folder, const LlamaConfig& c, const TokenizerJson& tj) {
+Result<Vocab> bpe_vocab(const std::string& folder, const ModelConfig& c, const TokenizerJson& tj) {
   const std::string path = folder + "/tokenizer.json";
   Vocab v = padded(c.vocab_size, 0);
   for (const auto& [text, id] : tj.bpe->vocab) {
@@ -137,7 +137,7 @@ bool is_byte_piece(std::string_view t) {
 // first merge that makes it, and the two agree. (llama.cpp's converter, LlamaHfVocab, writes -1000 for
 // every token, with which llama.cpp merges left to right instead.) Byte pieces are BYTE, model.unk_token
 // UNKNOWN, added tokens as for byte-level BPE; the rest of config.json's vocab_size "[PADi]" (unused).
-Result<Vocab> sentencepiece_bpe_vocab(const std::string& folder, const LlamaConfig& c, const TokenizerJson& tj) {
+Result<Vocab> sentencepiece_bpe_vocab(const std::string& folder, const ModelConfig& c, const TokenizerJson& tj) {
   const std::string path = folder + "/tokenizer.json";
   Vocab v = padded(c.vocab_size, -10000.0f);
   std::unordered_map<std::string_view, std::uint32_t> ids;
@@ -185,7 +185,7 @@ Value scalar_array(ValueType type, const std::vector<T>& items, Make make) {
 // SpecialVocab: each kind's token text from tokenizer_config.json, looked up among tokenizer.json's
 // added tokens (the first with that content); else config.json's {kind}_token_id. Ids at or beyond
 // `n_vocab` (when known) are left out, as llama.cpp's converter leaves them out.
-void add_special(const LlamaConfig& c, const TokenizerJson& tj, const TokenizerConfig& tc, std::optional<std::uint32_t> n_vocab,
+void add_special(const ModelConfig& c, const TokenizerJson& tj, const TokenizerConfig& tc, std::optional<std::uint32_t> n_vocab,
                  std::vector<KeyValue>& kv) {
   std::unordered_map<std::string_view, std::uint64_t> ids;
   std::vector<std::string_view> order;
@@ -224,7 +224,7 @@ void add_llama_vocab(Vocab v, std::vector<KeyValue>& kv) {
 
 }  // namespace
 
-Status add_vocabulary(const std::string& folder, const LlamaConfig& config, const LlamaOptions& options, std::vector<KeyValue>& kv) {
+Status add_vocabulary(const std::string& folder, const ModelConfig& config, const LlamaOptions& options, std::vector<KeyValue>& kv) {
   SW_ASSIGN_OR_RETURN(TokenizerJson tj, read_tokenizer_json(folder));
   SW_ASSIGN_OR_RETURN(TokenizerConfig tc, read_tokenizer_config(folder));
   std::error_code ec;

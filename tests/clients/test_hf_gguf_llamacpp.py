@@ -58,8 +58,10 @@ CORPUS = [
 ] * 30
 PLAIN = " Hello  world 12345 café 東京 привет 🙂\n  spaces\tand tabs"
 # llama.cpp's SentencePiece tokenizer adds its space prefix after every special token too (SentencePiece's
-# legacy behaviour), transformers 5's Metaspace only at the start: SentencePiece texts end with one.
-TEXTS = {"spm": PLAIN + "</s>", "spm-json": PLAIN + "</s>", "bpe": PLAIN + "</s> done<s>x"}
+# legacy behaviour), transformers 5's Metaspace only at the start: SentencePiece texts end with one. And
+# Metaspace adds no prefix to a text that starts with a space, where llama.cpp (like SentencePiece's
+# add_dummy_prefix) always adds one: the tokenizer.json-only case starts with a letter.
+TEXTS = {"spm": PLAIN + "</s>", "spm-json": PLAIN.lstrip() + "</s>", "bpe": PLAIN + "</s> done<s>x"}
 
 ROPES = {
     "default": {"rope_type": "default", "rope_theta": 10000.0},
@@ -139,6 +141,12 @@ def convert(folder, out, *extra):
     return subprocess.run([CLI, "convert", str(folder), str(out), "--type", "f32", *extra], capture_output=True, text=True)
 
 
+def converted_ok(folder, out):
+    r = convert(folder, out)
+    assert r.returncode == 0, r.stderr
+    return out
+
+
 def field(reader, key):
     f = reader.get_field(key)
     return None if f is None else f.contents()
@@ -150,7 +158,8 @@ def transformers_logits(model, ids):
 
 
 def llama_cpp_model(path):
-    return llama_cpp.Llama(model_path=str(path), n_ctx=64, logits_all=True, verbose=False, n_threads=2)
+    # F32 KV cache (llama.cpp defaults to F16): float32 arithmetic on both sides.
+    return llama_cpp.Llama(model_path=str(path), n_ctx=64, logits_all=True, verbose=False, n_threads=2, type_k=0, type_v=0)
 
 
 def llama_cpp_logits(path, ids):
@@ -176,10 +185,7 @@ def converted(tmp_path_factory, spm_model):
             model = make_llama(folder, ROPES[rope], tokenizer, layout)
             if tok == "spm":
                 shutil.copy(spm_model, folder / "tokenizer.model")
-            out = where / "model.gguf"
-            r = convert(folder, out)
-            assert r.returncode == 0, r.stderr
-            cache[key] = (model, folder, out)
+            cache[key] = (model, folder, converted_ok(folder, where / "model.gguf"))
         return cache[key]
 
     return get
@@ -293,6 +299,83 @@ def test_llama2_layout_uses_tokenizer_model(converted, spm_model):
     np.testing.assert_allclose(scores, [sp.get_score(i) for i in range(sp.get_piece_size())])
     assert field(reader, "tokenizer.ggml.bos_token_id") == sp.bos_id()
     assert field(reader, "tokenizer.ggml.eos_token_id") == sp.eos_id()
+
+
+# Architectures: the transformers classes, llama.cpp's architecture, and config beyond the common one.
+ARCHES = {
+    "mistral": ("MistralConfig", "MistralForCausalLM", gguf.MODEL_ARCH.LLAMA, {"sliding_window": 4096}),
+    "qwen2": ("Qwen2Config", "Qwen2ForCausalLM", gguf.MODEL_ARCH.QWEN2, {"tie_word_embeddings": True}),
+    "qwen3": ("Qwen3Config", "Qwen3ForCausalLM", gguf.MODEL_ARCH.QWEN3, {"head_dim": 32}),
+}
+
+
+@pytest.fixture(scope="session")
+def arch_converted(tmp_path_factory):
+    cache = {}
+
+    def get(arch):
+        if arch not in cache:
+            config_class, model_class, _, extra = ARCHES[arch]
+            where = tmp_path_factory.mktemp(arch)
+            folder = where / "model"
+            args = dict(vocab_size=400, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                        num_key_value_heads=2, max_position_embeddings=256, rms_norm_eps=1e-5, tie_word_embeddings=False,
+                        bos_token_id=0, eos_token_id=1, rope_parameters={"rope_type": "default", "rope_theta": 1000000.0})
+            args.update(extra)
+            cfg = getattr(transformers, config_class)(**args)
+            torch.manual_seed(99)
+            model = getattr(transformers, model_class)(cfg).eval()
+            with torch.no_grad():  # biases and norms away from their initial 0 and 1
+                for name, p in model.named_parameters():
+                    if name.endswith("norm.weight") or name.endswith(".bias"):
+                        p.copy_((1 if name.endswith("norm.weight") else 0) + 0.3 * torch.randn_like(p))
+            model.save_pretrained(str(folder))
+            bpe_tokenizer().save_pretrained(str(folder))
+            cache[arch] = (model, folder, converted_ok(folder, where / "model.gguf"))
+        return cache[arch]
+
+    return get
+
+
+@pytest.mark.parametrize("arch", sorted(ARCHES))
+def test_architecture_names_as_llama_cpp(arch_converted, arch):
+    """gguf-py's own tensor-name map for the architecture names every tensor."""
+    model, _, out = arch_converted(arch)
+    _, _, gguf_arch, _ = ARCHES[arch]
+    reader = gguf.GGUFReader(str(out))
+    assert field(reader, "general.architecture") == gguf.MODEL_ARCH_NAMES[gguf_arch]
+    prefix = gguf.MODEL_ARCH_NAMES[gguf_arch]
+    assert field(reader, f"{prefix}.block_count") == 2
+    assert field(reader, f"{prefix}.attention.head_count_kv") == 2
+    assert field(reader, f"{prefix}.rope.freq_base") == pytest.approx(1000000.0)
+    names = gguf.get_tensor_name_map(gguf_arch, 2)
+    want = {names.get_name(k, try_suffixes=(".weight", ".bias")) for k in model.state_dict()
+            if not (k == "lm_head.weight" and model.config.tie_word_embeddings)}
+    assert None not in want
+    assert {t.name for t in reader.tensors} == want
+
+
+@pytest.mark.parametrize("arch", sorted(ARCHES))
+def test_architecture_logits_match_transformers(arch_converted, arch):
+    if llama_cpp is None:
+        pytest.skip(LLAMA_CPP_MISSING)
+    model, _, out = arch_converted(arch)
+    want = transformers_logits(model, IDS)
+    got = llama_cpp_logits(out, IDS)
+    err = np.abs(got - want).max() / np.abs(want).max()
+    print(f"{arch}: max |llama.cpp - transformers| / max |transformers| = {err:.3g}")
+    assert err < F32_TOLERANCE
+
+
+def test_unsupported_architecture_refused_by_name(tmp_path):
+    cfg = transformers.GPT2Config(n_embd=32, n_layer=1, n_head=2, vocab_size=400)
+    folder = tmp_path / "gpt2"
+    transformers.GPT2LMHeadModel(cfg).save_pretrained(str(folder))
+    out = tmp_path / "out.gguf"
+    r = convert(folder, out)
+    assert r.returncode != 0
+    assert "config.json" in r.stderr and "architecture `GPT2LMHeadModel` is not converted" in r.stderr, r.stderr
+    assert not out.exists()
 
 
 REFUSED = [

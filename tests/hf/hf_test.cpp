@@ -88,6 +88,13 @@ struct Folder {
     write_file_bytes(dir.file("tokenizer_config.json"), tokenizer_config);
   }
 
+  // The plan of what is on disk now.
+  Result<ConvertPlan> plan_written() {
+    auto weights = open_tensors(path());
+    if (!weights.is_ok()) return std::move(weights).status();
+    return plan_of(hf::plan(path(), **weights, TensorType::F32));
+  }
+
   Result<ConvertPlan> plan(const hf::LlamaOptions& options = {}) {
     write();
     auto weights = open_tensors(path());
@@ -153,20 +160,28 @@ TEST(HfLlama, ValidFolderPlansLlamaCppNamesAndPermutations) {
   EXPECT_EQ(types->items[0], MetaValue::i32(1));
   EXPECT_EQ(types->items[4], MetaValue::i32(3));  // special added token: CONTROL
   EXPECT_EQ(types->items[5], MetaValue::i32(5));  // padding: UNUSED
-  EXPECT_TRUE(hf::is_llama_folder(f.path()));
+  EXPECT_TRUE(hf::is_model_folder(f.path()));
 }
 
-TEST(HfLlama, IsLlamaFolderOnlyForLlamaFamilyConfigs) {
+TEST(HfLlama, ModelFoldersGoToThePlanBrokenOnesToo) {
   Folder f;
-  f.config["architectures"] = R"(["MistralForCausalLM"])";
+  f.config["architectures"] = R"(["GPT2LMHeadModel"])";  // a model, not converted: plan() refuses it by name
   f.write();
-  EXPECT_TRUE(hf::is_llama_folder(f.path()));
-  f.config["architectures"] = R"(["GPT2LMHeadModel"])";
-  f.write();
-  EXPECT_FALSE(hf::is_llama_folder(f.path()));
-  EXPECT_FALSE(hf::is_llama_folder(f.path() + "/nowhere"));
-  write_file_bytes(f.dir.file("config.json"), "{not json");
-  EXPECT_FALSE(hf::is_llama_folder(f.path()));
+  EXPECT_TRUE(hf::is_model_folder(f.path()));
+  EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::NotSupported, "config.json",
+                          "architecture `GPT2LMHeadModel` is not converted (converted: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, "
+                          "Qwen3ForCausalLM)"));
+  EXPECT_FALSE(hf::is_model_folder(f.path() + "/nowhere"));
+  // A config.json that cannot be read is a model folder: plan() says why instead of a plain dump.
+  for (const std::string& broken : {std::string("{not json"), std::string(R"({"a":1,"a":2})"), std::string("{\"a\":\"\xff\"}"),
+                                    std::string(R"({"a": Infinity})"), std::string(300, '[') + std::string(300, ']')}) {
+    write_file_bytes(f.dir.file("config.json"), broken);
+    EXPECT_TRUE(hf::is_model_folder(f.path())) << broken;
+    EXPECT_TRUE(IsKind(f.plan_written(), ErrorKind::InvalidArgument) || IsKind(f.plan_written(), ErrorKind::DuplicateKey)) << broken;
+  }
+  // A diffusers component's config.json describes no transformers model.
+  write_file_bytes(f.dir.file("config.json"), R"({"_class_name":"UNet2DConditionModel"})");
+  EXPECT_FALSE(hf::is_model_folder(f.path()));
 }
 
 TEST(HfLlama, ConfigErrorsNameTheFileAndKey) {
@@ -186,7 +201,9 @@ TEST(HfLlama, ConfigErrorsNameTheFileAndKey) {
       {"num_key_value_heads", "3", ErrorKind::InvalidArgument, "`num_key_value_heads` must divide"},
       {"rms_norm_eps", "-1", ErrorKind::InvalidArgument, "`rms_norm_eps` must be a finite positive number"},
       {"max_position_embeddings", "", ErrorKind::InvalidArgument, "`max_position_embeddings` is missing"},
-      {"architectures", "[\"LlamaModel\"]", ErrorKind::InvalidArgument, "`architectures`"},
+      {"architectures", "[\"LlamaModel\"]", ErrorKind::NotSupported, "architecture `LlamaModel` is not converted"},
+      {"architectures", "[\"LlamaForCausalLM\", \"MistralForCausalLM\"]", ErrorKind::InvalidArgument, "`architectures` must be a list of one"},
+      {"architectures", "", ErrorKind::InvalidArgument, "`architectures` is missing"},
       {"num_local_experts", "8", ErrorKind::NotSupported, "mixture-of-experts"},
       {"rope_scaling", R"({"rope_type":"yarn","factor":4})", ErrorKind::NotSupported, "`yarn`"},
       {"rope_scaling", R"({"type":"linear"})", ErrorKind::InvalidArgument, "`rope_scaling.factor` is missing"},
@@ -303,6 +320,50 @@ TEST(HfRope, WhatLlamaCppCannotComputeIsRefusedByName) {
   }
 }
 
+TEST(HfArch, Qwen2AndQwen3UseTheirTables) {
+  {
+    Folder f;
+    f.config["architectures"] = R"(["Qwen2ForCausalLM"])";
+    f.config["rope_theta"] = "1000000.0";
+    EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::TensorNotFound, "model.safetensors", "model.layers.0.self_attn.q_proj.bias is missing"));
+    f.tensors["model.layers.0.self_attn.q_proj.bias"] = {8};
+    f.tensors["model.layers.0.self_attn.k_proj.bias"] = {4};
+    f.tensors["model.layers.0.self_attn.v_proj.bias"] = {4};
+    auto p = f.plan();
+    ASSERT_TRUE(IsOk(p));
+    EXPECT_EQ(*find(*p, "general.architecture"), MetaValue::string("qwen2"));
+    EXPECT_EQ(*find(*p, "qwen2.rope.freq_base"), MetaValue::f32(1e6f));
+    EXPECT_EQ(find(*p, "qwen2.vocab_size"), nullptr);                                    // LlamaModel's key only
+    for (const ConvertTensor& t : p->tensors) EXPECT_EQ(t.permute_heads, 0u) << t.name;  // NEOX rope: no permutation
+    f.config["use_sliding_window"] = "true";
+    EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::NotSupported, "config.json", "`use_sliding_window` is true"));
+  }
+  {
+    Folder f;
+    f.config["architectures"] = R"(["Qwen3ForCausalLM"])";
+    f.config["head_dim"] = "4";
+    EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::TensorNotFound, "model.safetensors", "blk.0.attn_q_norm.weight"));
+    f.tensors["model.layers.0.self_attn.q_norm.weight"] = {4};
+    f.tensors["model.layers.0.self_attn.k_norm.weight"] = {4};
+    ASSERT_TRUE(IsOk(f.plan()));
+    EXPECT_EQ(*find(*f.plan(), "qwen3.attention.key_length"), MetaValue::u32(4));
+    f.config["rope_parameters"] =
+        R"({"rope_type":"llama3","factor":8.0,"low_freq_factor":1.0,"high_freq_factor":4.0,"original_max_position_embeddings":16})";
+    EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::NotSupported, "config.json", "rope type `llama3` is not one llama.cpp's qwen3 architecture has"));
+    f.config.erase("rope_parameters");
+    f.tensors["model.layers.0.self_attn.q_proj.bias"] = {8};  // Qwen3 has no attention biases in llama.cpp
+    EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::NotSupported, "model.safetensors", "no name in llama.cpp's qwen3 architecture"));
+  }
+  {
+    Folder f;  // Mistral's sliding window, when it would bind
+    f.config["architectures"] = R"(["MistralForCausalLM"])";
+    f.config["sliding_window"] = "32";
+    EXPECT_TRUE(IsOk(f.plan()));
+    f.config["sliding_window"] = "16";
+    EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::NotSupported, "config.json", "`sliding_window` (16) is below max_position_embeddings"));
+  }
+}
+
 TEST(HfLlama, DuplicateAndMalformedJson) {
   Folder f;
   f.write();
@@ -373,6 +434,16 @@ TEST(HfLlama, TensorsLlamaCppCannotNameAreRefused) {
     Folder f;  // q rows must be heads x head size for the permutation
     f.tensors["model.layers.0.self_attn.q_proj.weight"] = {6, 8};
     EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::InvalidArgument, "model.safetensors", "config.json implies [8, 8]"));
+  }
+  {
+    Folder f;  // every dimension config.json gives must agree with the tensors
+    f.config["intermediate_size"] = "16";
+    EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::InvalidArgument, "model.safetensors", "shape [8, 8], config.json implies [16, 8]"));
+  }
+  {
+    Folder f;
+    f.tensors["model.norm.weight"] = {7};
+    EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::InvalidArgument, "model.safetensors", "shape [7], config.json implies [8]"));
   }
   {
     Folder f;  // lm_head present: output.weight planned
