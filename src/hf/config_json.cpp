@@ -34,26 +34,52 @@ Result<std::string> model_class(const JsonFile& file) {
 // modeling_rope_utils). Any other key is refused: it would change the rotary embedding unseen.
 struct RopeType {
   std::string_view name;
-  std::array<std::string_view, 4> keys;
+  std::array<std::string_view, 6> keys;
 };
-constexpr std::array<RopeType, 3> kRopeTypes = {{
+constexpr std::array<RopeType, 4> kRopeTypes = {{
     {"default", {}},
     {"linear", {"factor"}},
     {"llama3", {"factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"}},
+    // beta_fast, beta_slow, attention_factor and truncate only with the values llama.cpp computes with.
+    {"yarn", {"factor", "original_max_position_embeddings", "beta_fast", "beta_slow", "attention_factor", "truncate"}},
 }};
 // Rope types transformers has and llama.cpp's llama architecture does not, with the reason.
 struct RefusedRope {
   std::string_view name;
   std::string_view why;
 };
-constexpr std::array<RefusedRope, 3> kRefusedRopes = {{
+constexpr std::array<RefusedRope, 2> kRefusedRopes = {{
     {"dynamic", "dynamic NTK scaling has no llama.cpp equivalent (its rope runs at a fixed scale)"},
     {"longrope", "llama.cpp's llama architecture has no longrope (Phi-3's has)"},
-    {"yarn", "YaRN is not converted for this architecture yet"},
 }};
 
 Error rope_refused(const JsonFile& file, const std::string& where, std::string_view what) {
   return Error(ErrorKind::NotSupported, json::quoted(where) + " " + std::string(what)).with_file(file.path());
+}
+
+// YaRN as llama.cpp computes it: rope.scaling.factor and original_context_length, with its fixed
+// beta_fast 32, beta_slow 1, truncated correction range, and attention factor 0.1 ln(factor) + 1
+// (transformers' defaults); another value of those keys would change the rotary embedding unseen.
+Status read_yarn(const JsonFile& file, json::element object, Rope& out) {
+  SW_ASSIGN_OR_RETURN(out.original_max_position_embeddings, file.count(object, "original_max_position_embeddings"));
+  if (!out.original_max_position_embeddings) {
+    return file.bad(out.source + ".original_max_position_embeddings", "is missing (rope type yarn needs it)");
+  }
+  auto refuse = [&](std::string_view key, std::string_view what) {
+    return Error(ErrorKind::NotSupported, json::quoted(out.source) + " key " + json::quoted(key) + " " + std::string(what)).with_file(file.path());
+  };
+  for (const auto& [key, fixed] : {std::pair<std::string_view, double>{"beta_fast", 32.0}, {"beta_slow", 1.0}}) {
+    SW_ASSIGN_OR_RETURN(auto v, file.positive(object, key));
+    if (v && *v != fixed) return refuse(key, "is not " + std::to_string(static_cast<int>(fixed)) + ", the value llama.cpp computes YaRN with");
+  }
+  SW_ASSIGN_OR_RETURN(auto truncate, file.boolean(object, "truncate"));
+  if (truncate == false) return refuse("truncate", "is false: llama.cpp truncates YaRN's correction range");
+  SW_ASSIGN_OR_RETURN(auto attention, file.positive(object, "attention_factor"));
+  const double implied = *out.factor <= 1 ? 1.0 : 0.1 * std::log(*out.factor) + 1.0;
+  if (attention && std::abs(*attention - implied) > 1e-6 * implied) {
+    return refuse("attention_factor", "is not 0.1 ln(factor) + 1, the value llama.cpp computes YaRN with");
+  }
+  return Status::ok();
 }
 
 // rope_parameters (transformers 5) or rope_scaling (transformers 4), and rope_theta.
@@ -100,9 +126,10 @@ Status read_rope(const JsonFile& file, Rope& out) {
     if (!v) return file.bad(out.source + "." + std::string(key), "is missing (rope type " + out.type + " needs it)");
     return *v;
   };
-  if (out.type == "linear" || out.type == "llama3") {
+  if (out.type == "linear" || out.type == "llama3" || out.type == "yarn") {
     SW_ASSIGN_OR_RETURN(out.factor, need("factor"));
   }
+  if (out.type == "yarn") SW_RETURN_IF_ERROR(read_yarn(file, *object, out));
   if (out.type == "llama3") {
     SW_ASSIGN_OR_RETURN(out.low_freq_factor, need("low_freq_factor"));
     SW_ASSIGN_OR_RETURN(out.high_freq_factor, need("high_freq_factor"));

@@ -151,11 +151,12 @@ std::vector<KeyValue> hyper_parameters(const ModelConfig& c, std::uint32_t ftype
     kv.push_back({a + ".rope.dimension_count", Value::u32(head_dim)});
   }
   // llama3 scaling is the rope_freqs tensor (plan() below), with no scaling key. llama.cpp's loader
-  // reads the linear keys for every architecture.
-  if (c.rope.type == "linear") {
-    kv.push_back({a + ".rope.scaling.type", Value::string("linear")});
+  // reads the linear and yarn keys for every architecture.
+  if (c.rope.type == "linear" || c.rope.type == "yarn") {
+    kv.push_back({a + ".rope.scaling.type", Value::string(c.rope.type)});
     kv.push_back({a + ".rope.scaling.factor", Value::f32(static_cast<float>(*c.rope.factor))});
   }
+  if (c.rope.type == "yarn") kv.push_back({a + ".rope.scaling.original_context_length", Value::u32(*c.rope.original_max_position_embeddings)});
   return kv;
 }
 

@@ -70,6 +70,7 @@ ROPES = {
     # original 64 with head size 16: some pairs keep their frequency, some are smoothed, some scaled.
     "llama3": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
                "original_max_position_embeddings": 64, "rope_theta": 500000.0},
+    "yarn": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64, "rope_theta": 10000.0},
 }
 
 
@@ -204,12 +205,15 @@ def test_rope_keys_as_llama_cpp_writes_them(converted, rope, layout):
     assert base.types == [gguf.GGUFValueType.FLOAT32]
     assert field(reader, "llama.rope.freq_base") == pytest.approx(params["rope_theta"])
     names = [t.name for t in reader.tensors]
-    if params["rope_type"] == "linear":
-        assert field(reader, "llama.rope.scaling.type") == "linear"
+    if params["rope_type"] in ("linear", "yarn"):
+        assert field(reader, "llama.rope.scaling.type") == params["rope_type"]
         assert reader.get_field("llama.rope.scaling.factor").types == [gguf.GGUFValueType.FLOAT32]
         assert field(reader, "llama.rope.scaling.factor") == pytest.approx(params["factor"])
     else:
         assert field(reader, "llama.rope.scaling.type") is None
+    if params["rope_type"] == "yarn":
+        assert reader.get_field("llama.rope.scaling.original_context_length").types == [gguf.GGUFValueType.UINT32]
+        assert field(reader, "llama.rope.scaling.original_context_length") == params["original_max_position_embeddings"]
     if params["rope_type"] == "llama3":
         assert names[0] == "rope_freqs.weight"
     else:
@@ -381,6 +385,10 @@ def test_unsupported_architecture_refused_by_name(tmp_path):
 REFUSED = [
     ({"rope_type": "dynamic", "factor": 2.0, "rope_theta": 10000.0}, "NotSupported", "rope type `dynamic`"),
     ({"rope_type": "spiral", "rope_theta": 10000.0}, "NotSupported", "rope type `spiral` is not one llama.cpp's converter maps"),
+    ({"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64, "beta_fast": 16.0, "rope_theta": 10000.0},
+     "NotSupported", "key `beta_fast` is not 32"),
+    ({"rope_type": "longrope", "rope_theta": 10000.0, "short_factor": [1.0], "long_factor": [1.0]}, "NotSupported",
+     "llama.cpp's llama architecture has no longrope"),
     ({"rope_type": "linear", "factor": 2.0, "rope_theta": 10000.0, "beta_fast": 32.0}, "NotSupported",
      "key `beta_fast` is not understood for rope type `linear`"),
 ]

@@ -205,7 +205,7 @@ TEST(HfLlama, ConfigErrorsNameTheFileAndKey) {
       {"architectures", "[\"LlamaForCausalLM\", \"MistralForCausalLM\"]", ErrorKind::InvalidArgument, "`architectures` must be a list of one"},
       {"architectures", "", ErrorKind::InvalidArgument, "`architectures` is missing"},
       {"num_local_experts", "8", ErrorKind::NotSupported, "mixture-of-experts"},
-      {"rope_scaling", R"({"rope_type":"yarn","factor":4})", ErrorKind::NotSupported, "`yarn`"},
+      {"rope_scaling", R"({"rope_type":"yarn","factor":4})", ErrorKind::InvalidArgument, "`rope_scaling.original_max_position_embeddings`"},
       {"rope_scaling", R"({"type":"linear"})", ErrorKind::InvalidArgument, "`rope_scaling.factor` is missing"},
   };
   for (const Case& c : cases) {
@@ -242,6 +242,16 @@ TEST(HfRope, BothConfigLayoutsGiveTheSameKeys) {
     EXPECT_EQ(*find(*p, "llama.rope.freq_base"), MetaValue::f32(500000.0f));
     EXPECT_EQ(*find(*p, "llama.rope.scaling.type"), MetaValue::string("linear"));
     EXPECT_EQ(*find(*p, "llama.rope.scaling.factor"), MetaValue::f32(2.0f));
+  }
+  {
+    Folder f;  // YaRN: llama.cpp's keys (its loader reads them for every architecture)
+    f.config["rope_parameters"] =
+        R"({"rope_type":"yarn","factor":4.0,"original_max_position_embeddings":16,"beta_fast":32,"beta_slow":1,"rope_theta":10000.0})";
+    auto p = f.plan();
+    ASSERT_TRUE(IsOk(p));
+    EXPECT_EQ(*find(*p, "llama.rope.scaling.type"), MetaValue::string("yarn"));
+    EXPECT_EQ(*find(*p, "llama.rope.scaling.factor"), MetaValue::f32(4.0f));
+    EXPECT_EQ(*find(*p, "llama.rope.scaling.original_context_length"), MetaValue::u32(16));
   }
   Folder f;
   f.config["rope_parameters"] = R"({"rope_type":"default","rope_theta":1000.0})";
@@ -282,7 +292,16 @@ TEST(HfRope, WhatLlamaCppCannotComputeIsRefusedByName) {
   const std::vector<Case> cases = {
       {"rope_parameters", R"({"rope_type":"dynamic","factor":2.0})", ErrorKind::NotSupported, "rope type `dynamic`: dynamic NTK scaling"},
       {"rope_scaling", R"({"type":"dynamic","factor":2.0})", ErrorKind::NotSupported, "`rope_scaling` rope type `dynamic`"},
-      {"rope_parameters", R"({"rope_type":"yarn","factor":2.0})", ErrorKind::NotSupported, "rope type `yarn`"},
+      {"rope_parameters", R"({"rope_type":"yarn","factor":2.0})", ErrorKind::InvalidArgument,
+       "`rope_parameters.original_max_position_embeddings` is missing (rope type yarn needs it)"},
+      {"rope_parameters", R"({"rope_type":"yarn","factor":2.0,"original_max_position_embeddings":16,"beta_fast":16})", ErrorKind::NotSupported,
+       "key `beta_fast` is not 32"},
+      {"rope_parameters", R"({"rope_type":"yarn","factor":2.0,"original_max_position_embeddings":16,"attention_factor":1.5})",
+       ErrorKind::NotSupported, "key `attention_factor` is not 0.1 ln(factor) + 1"},
+      {"rope_parameters", R"({"rope_type":"yarn","factor":2.0,"original_max_position_embeddings":16,"truncate":false})", ErrorKind::NotSupported,
+       "key `truncate` is false"},
+      {"rope_parameters", R"({"rope_type":"yarn","factor":2.0,"original_max_position_embeddings":16,"mscale":1.0})", ErrorKind::NotSupported,
+       "key `mscale` is not understood for rope type `yarn`"},
       {"rope_parameters", R"({"rope_type":"longrope"})", ErrorKind::NotSupported, "llama.cpp's llama architecture has no longrope"},
       {"rope_parameters", R"({"rope_type":"spiral"})", ErrorKind::NotSupported, "rope type `spiral` is not one llama.cpp's converter maps"},
       {"rope_parameters", R"({"rope_type":"linear","factor":2.0,"beta_fast":32})", ErrorKind::NotSupported,
