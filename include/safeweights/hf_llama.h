@@ -1,7 +1,8 @@
 // safeweights/hf_llama.h — Hugging Face model folders to GGUF files that llama.cpp loads and runs.
 //
-// A folder with config.json naming LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM or
-// Qwen3ForCausalLM (llama.cpp's architectures llama, qwen2, qwen3; any other is refused by name), its weights (model.safetensors,
+// A folder with config.json naming LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM,
+// Qwen3ForCausalLM, Gemma2ForCausalLM or Gemma3ForCausalLM (llama.cpp's architectures llama, qwen2,
+// qwen3, gemma2, gemma3; any other is refused by name), its weights (model.safetensors,
 // or shards with model.safetensors.index.json) and a tokenizer (in llama.cpp's order of preference:
 // tokenizer.model, SentencePiece; tokenizer.json, a SentencePiece-style BPE with byte fallback or a
 // byte-level BPE; plus tokenizer_config.json) is planned as llama.cpp's converter does it:

@@ -53,22 +53,40 @@ constexpr std::array<TensorRule, 9> llama_layer(bool permute_qk) {
   return {kAttnNorm, q(permute_qk ? Permute::Heads : Permute::None), k(permute_qk ? Permute::KvHeads : Permute::None), kV, kO, kFfnNorm, kGate, kUp,
           kDown};
 }
+constexpr TensorRule kPostAttentionNorm{"post_attention_layernorm.weight", "post_attention_norm.weight", Dim::Hidden, Dim::None, Permute::None, true};
+constexpr TensorRule kPreFeedforwardNorm{"pre_feedforward_layernorm.weight", "ffn_norm.weight", Dim::Hidden, Dim::None, Permute::None, true};
+constexpr TensorRule kPostFeedforwardNorm{"post_feedforward_layernorm.weight", "post_ffw_norm.weight", Dim::Hidden, Dim::None, Permute::None, true};
+constexpr std::array<TensorRule, 11> gemma_layer() {
+  return {kAttnNorm, q(Permute::None), k(Permute::None), kV, kO, kPostAttentionNorm, kPreFeedforwardNorm, kPostFeedforwardNorm, kGate, kUp, kDown};
+}
 }  // namespace rows
+
+// How the layer's tensors start: Llama's nine (rows::llama_layer) with q and k permuted for llama.cpp's
+// interleaved rope, the same nine unpermuted (NEOX-rope architectures keep transformers' layout), or
+// Gemma's eleven (rows::gemma_layer: Llama's with post-attention, pre- and post-MLP norms).
+enum class LayerBase { LlamaPermuted, Llama, Gemma };
 
 struct Architecture {
   std::span<const std::string_view> classes;  // config.json "architectures" entries it converts
   std::string_view name;                      // general.architecture and the prefix of its keys
-  // What one layer may hold (anything else is refused): Llama's nine tensors (rows::llama_layer) with
-  // q and k permuted when `permute_qk` (llama.cpp's interleaved rope; NEOX-rope architectures keep
-  // transformers' layout), then the architecture's own rows.
-  bool permute_qk;
-  std::span<const TensorRule> layer;
+  LayerBase base;
+  std::span<const TensorRule> layer;  // the layer's other tensors; anything not listed is refused
+  // The MLP's activation as transformers names it (hidden_act / hidden_activation): any other is refused.
+  std::string_view activation = "silu";
   // LlamaModel's extra keys: {arch}.vocab_size and rope.dimension_count (other architectures leave
   // them to the loader's defaults).
-  bool llama_keys;
-  bool llama3_rope;  // llama3 rope scaling, as llama.cpp's rope_freqs tensor
-  // Reads and checks the config keys only this architecture has (sliding windows, ...); nullptr: none.
-  Status (*check)(const JsonFile& config, ModelConfig& out);
+  bool llama_keys = false;
+  bool llama3_rope = false;  // llama3 rope scaling, as llama.cpp's rope_freqs tensor
+  // Gemma: RMS norms scale by (1 + weight), which llama.cpp's converter writes as weight + 1.
+  bool norms_plus_one = false;
+  // Gemma: the output is always the embedding; lm_head.weight, when saved, is dropped (as llama.cpp's
+  // converter drops it) and tie_word_embeddings false is refused.
+  bool tied_output = false;
+  // Gemma 3: transformers 5's rope_parameters per layer type ("full_attention", "sliding_attention").
+  bool layer_type_rope = false;
+  // Reads and checks the config keys only this architecture has (sliding windows, soft-capping, ...),
+  // adding llama.cpp's keys for them to ModelConfig::arch_kv; nullptr: none.
+  Status (*check)(const JsonFile& config, ModelConfig& out) = nullptr;
 };
 
 // The architecture that converts `hf_class`, or nullptr.
@@ -80,5 +98,7 @@ std::string supported_classes();
 const Architecture& llama_architecture();
 const Architecture& qwen2_architecture();
 const Architecture& qwen3_architecture();
+const Architecture& gemma2_architecture();
+const Architecture& gemma3_architecture();
 
 }  // namespace safeweights::hf

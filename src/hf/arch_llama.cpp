@@ -36,7 +36,13 @@ Status check(const JsonFile& file, ModelConfig& c) {
 }  // namespace
 
 const Architecture& llama_architecture() {
-  static constexpr Architecture kArch{kClasses, "llama", true, kLayer, true, true, check};
+  static constexpr Architecture kArch{.classes = kClasses,
+                                      .name = "llama",
+                                      .base = LayerBase::LlamaPermuted,
+                                      .layer = kLayer,
+                                      .llama_keys = true,
+                                      .llama3_rope = true,
+                                      .check = check};
   return kArch;
 }
 

@@ -30,7 +30,8 @@ Status check_qwen_sliding_window(const JsonFile& file, ModelConfig&) {
 }
 
 const Architecture& qwen2_architecture() {
-  static constexpr Architecture kArch{kClasses, "qwen2", false, kLayer, false, false, check_qwen_sliding_window};
+  static constexpr Architecture kArch{
+      .classes = kClasses, .name = "qwen2", .base = LayerBase::Llama, .layer = kLayer, .check = check_qwen_sliding_window};
   return kArch;
 }
 

@@ -21,7 +21,8 @@ constexpr std::array<TensorRule, 2> kLayer = {{
 }  // namespace
 
 const Architecture& qwen3_architecture() {
-  static constexpr Architecture kArch{kClasses, "qwen3", false, kLayer, false, false, check_qwen_sliding_window};
+  static constexpr Architecture kArch{
+      .classes = kClasses, .name = "qwen3", .base = LayerBase::Llama, .layer = kLayer, .check = check_qwen_sliding_window};
   return kArch;
 }
 

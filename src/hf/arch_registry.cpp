@@ -6,7 +6,9 @@
 namespace safeweights::hf {
 namespace {
 
-std::array<const Architecture*, 3> all() { return {&llama_architecture(), &qwen2_architecture(), &qwen3_architecture()}; }
+std::array<const Architecture*, 5> all() {
+  return {&llama_architecture(), &qwen2_architecture(), &qwen3_architecture(), &gemma2_architecture(), &gemma3_architecture()};
+}
 
 }  // namespace
 

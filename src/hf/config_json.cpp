@@ -82,23 +82,13 @@ Status read_yarn(const JsonFile& file, json::element object, Rope& out) {
   return Status::ok();
 }
 
-// rope_parameters (transformers 5) or rope_scaling (transformers 4), and rope_theta.
-Status read_rope(const JsonFile& file, Rope& out) {
-  const auto root = file.root();
-  auto parameters = JsonFile::member(root, "rope_parameters");
-  auto scaling = JsonFile::member(root, "rope_scaling");
-  SW_ASSIGN_OR_RETURN(auto top_theta, file.positive(root, "rope_theta"));
-  out.theta = top_theta;
-  if (parameters && scaling) {
-    return file.bad("rope_scaling", "is given beside rope_parameters (transformers 4 and 5 layouts at once: which one holds is ambiguous)");
-  }
-  auto object = parameters ? parameters : scaling;
-  if (!object) return Status::ok();
-  out.source = parameters ? "rope_parameters" : "rope_scaling";
-  if (object->type() != json::element_type::OBJECT) return file.bad(out.source, "must be an object or null");
-  SW_RETURN_IF_ERROR(file.check_unique(*object, out.source));
-  SW_ASSIGN_OR_RETURN(auto type, file.string(*object, "type"));
-  SW_ASSIGN_OR_RETURN(auto rope_type, file.string(*object, "rope_type"));
+// One rope object (rope_parameters, rope_scaling, or one layer type's entry), named `out.source` in
+// messages; `top_theta` is the top-level rope_theta it must agree with.
+Status read_rope_object(const JsonFile& file, json::element object, std::optional<double> top_theta, Rope& out) {
+  if (object.type() != json::element_type::OBJECT) return file.bad(out.source, "must be an object or null");
+  SW_RETURN_IF_ERROR(file.check_unique(object, out.source));
+  SW_ASSIGN_OR_RETURN(auto type, file.string(object, "type"));
+  SW_ASSIGN_OR_RETURN(auto rope_type, file.string(object, "rope_type"));
   if (type && rope_type && *type != *rope_type)
     return file.bad(out.source, "gives two rope types, " + json::quoted(*type) + " and " + json::quoted(*rope_type));
   out.type = rope_type ? *rope_type : type.value_or("default");
@@ -110,7 +100,7 @@ Status read_rope(const JsonFile& file, Rope& out) {
     if (t.name == out.type) known = &t;
   }
   if (!known) return rope_refused(file, out.source, "rope type " + json::quoted(out.type) + " is not one llama.cpp's converter maps");
-  for (auto field : json::as_object(*object)) {
+  for (auto field : json::as_object(object)) {
     if (field.key == "type" || field.key == "rope_type" || field.key == "rope_theta") continue;
     if (std::find(known->keys.begin(), known->keys.end(), field.key) == known->keys.end() || field.key.empty()) {
       return rope_refused(file, out.source,
@@ -118,25 +108,57 @@ Status read_rope(const JsonFile& file, Rope& out) {
                               " (it would change the rotary embedding)");
     }
   }
-  SW_ASSIGN_OR_RETURN(auto theta, file.positive(*object, "rope_theta"));
+  SW_ASSIGN_OR_RETURN(auto theta, file.positive(object, "rope_theta"));
   if (theta && top_theta && *theta != *top_theta) return file.bad("rope_theta", "differs from " + out.source + ".rope_theta");
-  if (theta) out.theta = theta;
+  out.theta = theta ? theta : top_theta;
   auto need = [&](std::string_view key) -> Result<double> {
-    SW_ASSIGN_OR_RETURN(auto v, file.positive(*object, key));
+    SW_ASSIGN_OR_RETURN(auto v, file.positive(object, key));
     if (!v) return file.bad(out.source + "." + std::string(key), "is missing (rope type " + out.type + " needs it)");
     return *v;
   };
   if (out.type == "linear" || out.type == "llama3" || out.type == "yarn") {
     SW_ASSIGN_OR_RETURN(out.factor, need("factor"));
   }
-  if (out.type == "yarn") SW_RETURN_IF_ERROR(read_yarn(file, *object, out));
+  if (out.type == "yarn") SW_RETURN_IF_ERROR(read_yarn(file, object, out));
   if (out.type == "llama3") {
     SW_ASSIGN_OR_RETURN(out.low_freq_factor, need("low_freq_factor"));
     SW_ASSIGN_OR_RETURN(out.high_freq_factor, need("high_freq_factor"));
     if (*out.low_freq_factor == *out.high_freq_factor) return file.bad(out.source, "has low_freq_factor equal to high_freq_factor");
-    SW_ASSIGN_OR_RETURN(out.original_max_position_embeddings, file.count(*object, "original_max_position_embeddings"));
+    SW_ASSIGN_OR_RETURN(out.original_max_position_embeddings, file.count(object, "original_max_position_embeddings"));
     if (!out.original_max_position_embeddings)
       return file.bad(out.source + ".original_max_position_embeddings", "is missing (rope type llama3 needs it)");
+  }
+  return Status::ok();
+}
+
+// rope_parameters (transformers 5) or rope_scaling (transformers 4), and rope_theta. With
+// `layer_types` (Gemma 3), transformers 5 gives one rope object per layer type: full_attention's is
+// the model's, sliding_attention's goes to `sliding`.
+Status read_rope(const JsonFile& file, bool layer_types, Rope& out, Rope& sliding) {
+  const auto root = file.root();
+  auto parameters = JsonFile::member(root, "rope_parameters");
+  auto scaling = JsonFile::member(root, "rope_scaling");
+  SW_ASSIGN_OR_RETURN(auto top_theta, file.positive(root, "rope_theta"));
+  out.theta = top_theta;
+  if (parameters && scaling) {
+    return file.bad("rope_scaling", "is given beside rope_parameters (transformers 4 and 5 layouts at once: which one holds is ambiguous)");
+  }
+  auto object = parameters ? parameters : scaling;
+  if (!object) return Status::ok();
+  out.source = parameters ? "rope_parameters" : "rope_scaling";
+  auto full = JsonFile::member(*object, "full_attention");
+  if (!parameters || !full || !layer_types) return read_rope_object(file, *object, top_theta, out);
+  SW_RETURN_IF_ERROR(file.check_unique(*object, out.source));
+  for (auto field : json::as_object(*object)) {
+    if (field.key != "full_attention" && field.key != "sliding_attention") {
+      return rope_refused(file, out.source, "key " + json::quoted(field.key) + " is not a layer type llama.cpp has");
+    }
+  }
+  out.source = "rope_parameters.full_attention";
+  SW_RETURN_IF_ERROR(read_rope_object(file, *full, top_theta, out));
+  if (auto swa = JsonFile::member(*object, "sliding_attention")) {
+    sliding.source = "rope_parameters.sliding_attention";
+    SW_RETURN_IF_ERROR(read_rope_object(file, *swa, std::nullopt, sliding));
   }
   return Status::ok();
 }
@@ -144,9 +166,18 @@ Status read_rope(const JsonFile& file, Rope& out) {
 // Top-level keys that change the computation in ways llama.cpp's llama architecture cannot follow.
 Status check_math_keys(const JsonFile& file, const Architecture& arch) {
   const std::string name(arch.name);
-  SW_ASSIGN_OR_RETURN(auto act, file.string(file.root(), "hidden_act"));
-  if (act && *act != "silu") {
-    return Error(ErrorKind::NotSupported, "key `hidden_act` is " + json::quoted(*act) + "; llama.cpp's " + name + " architecture computes silu")
+  for (std::string_view key : {"hidden_act", "hidden_activation"}) {
+    SW_ASSIGN_OR_RETURN(auto act, file.string(file.root(), key));
+    if (act && *act != arch.activation) {
+      return Error(ErrorKind::NotSupported, "key " + json::quoted(key) + " is " + json::quoted(*act) + "; llama.cpp's " + name +
+                                                " architecture computes " + std::string(arch.activation))
+          .with_file(file.path());
+    }
+  }
+  SW_ASSIGN_OR_RETURN(auto tied, file.boolean(file.root(), "tie_word_embeddings"));
+  if (arch.tied_output && tied == false) {
+    return Error(ErrorKind::NotSupported,
+                 "key `tie_word_embeddings` is false: llama.cpp's " + name + " architecture computes the output with the embedding")
         .with_file(file.path());
   }
   SW_ASSIGN_OR_RETURN(auto partial, file.positive(file.root(), "partial_rotary_factor"));
@@ -189,7 +220,7 @@ Result<ModelConfig> read_config(const std::string& folder) {
   SW_ASSIGN_OR_RETURN(c.max_position_embeddings, file->count(root, "max_position_embeddings"));
   SW_ASSIGN_OR_RETURN(c.head_dim, file->count(root, "head_dim"));
   SW_ASSIGN_OR_RETURN(c.rms_norm_eps, file->positive(root, "rms_norm_eps"));
-  SW_RETURN_IF_ERROR(read_rope(*file, c.rope));
+  SW_RETURN_IF_ERROR(read_rope(*file, c.arch->layer_type_rope, c.rope, c.rope_sliding));
   if (c.rope.type == "llama3" && !c.arch->llama3_rope) {
     return Error(ErrorKind::NotSupported,
                  json::quoted(c.rope.source) + " rope type `llama3` is not one llama.cpp's " + std::string(c.arch->name) + " architecture has")

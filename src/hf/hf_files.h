@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "safeweights/error.h"
+#include "safeweights/gguf.h"
 
 namespace safeweights::hf {
 
@@ -59,10 +60,12 @@ struct ModelConfig {
   std::optional<std::uint32_t> head_dim;
   std::optional<double> rms_norm_eps;
   Rope rope;
+  Rope rope_sliding;  // Gemma 3's sliding-window layers (rope_parameters.sliding_attention), when given
   // {bos,eos,unk,sep,pad,mask}_token_id when an integer (a list, as some configs give eos, is ignored,
   // as llama.cpp's converter ignores it).
   std::vector<std::pair<std::string, std::int64_t>> special_ids;
   std::optional<bool> tie_word_embeddings;  // false: lm_head.weight must be there
+  std::vector<gguf::KeyValue> arch_kv;      // the architecture's own keys (Architecture::check)
 };
 // FileNotFound without config.json; InvalidArgument for a malformed one; NotSupported for a model
 // llama.cpp cannot compute as transformers does (another architecture, experts, a rope type or key it

@@ -3,6 +3,7 @@
 // what differs. The rules are llama.cpp's (convert_hf_to_gguf.py, gguf-py constants, the loader in
 // llama-model.cpp / llama-vocab.cpp): February 2025's converter, gguf-py 0.19's names.
 #include <array>
+#include <cstring>
 #include <filesystem>
 #include <unordered_set>
 
@@ -13,6 +14,7 @@
 #include "hf/vocab.h"
 #include "safeweights/convert.h"
 #include "safeweights/hf_llama.h"
+#include "safeweights/quantize.h"
 
 namespace safeweights::hf {
 namespace {
@@ -70,7 +72,11 @@ struct Planner {
   Status layer(std::uint32_t n) {
     const std::string hf = "model.layers." + std::to_string(n) + ".";
     const std::string gg = "blk." + std::to_string(n) + ".";
-    for (const TensorRule& t : rows::llama_layer(c.arch->permute_qk)) SW_RETURN_IF_ERROR(add_rule(t, hf, gg));
+    if (c.arch->base == LayerBase::Gemma) {
+      for (const TensorRule& t : rows::gemma_layer()) SW_RETURN_IF_ERROR(add_rule(t, hf, gg));
+    } else {
+      for (const TensorRule& t : rows::llama_layer(c.arch->base == LayerBase::LlamaPermuted)) SW_RETURN_IF_ERROR(add_rule(t, hf, gg));
+    }
     for (const TensorRule& t : c.arch->layer) SW_RETURN_IF_ERROR(add_rule(t, hf, gg));
     return Status::ok();
   }
@@ -88,7 +94,9 @@ struct Planner {
     SW_RETURN_IF_ERROR(add("model.norm.weight", "output_norm.weight", {c.hidden_size}, 0, true));
     // Tied embeddings: without lm_head llama.cpp's loader uses token_embd for the output. Untied
     // (tie_word_embeddings false) without lm_head, transformers would start from random weights.
-    SW_RETURN_IF_ERROR(add("lm_head.weight", "output.weight", {c.vocab_size, c.hidden_size}, 0, c.tie_word_embeddings == false));
+    if (!c.arch->tied_output) {
+      SW_RETURN_IF_ERROR(add("lm_head.weight", "output.weight", {c.vocab_size, c.hidden_size}, 0, c.tie_word_embeddings == false));
+    }
     return leftovers();
   }
 
@@ -98,6 +106,7 @@ struct Planner {
     for (const ConvertTensor& t : out) planned.insert(t.source);
     for (const TensorEntry& e : weights.tensors()) {
       if (skipped(e.name) || planned.contains(e.name)) continue;
+      if (c.arch->tied_output && e.name == "lm_head.weight") continue;  // the embedding is the output
       return Error(ErrorKind::NotSupported, "tensor has no name in llama.cpp's " + std::string(c.arch->name) + " architecture")
           .with_file(weights.name())
           .with_tensor(e.name);
@@ -105,6 +114,27 @@ struct Planner {
     return Status::ok();
   }
 };
+
+// Gemma's RMS norms scale by (1 + weight): llama.cpp's converter writes weight + 1 (computed here in
+// float32, as transformers computes 1 + weight.float()), as an F32 tensor of its own.
+Status add_one_to_norms(const TensorFile& weights, std::vector<ConvertTensor>& plan, WithGenerated& tensors) {
+  for (ConvertTensor& t : plan) {
+    if (!t.source.ends_with("norm.weight")) continue;
+    const TensorEntry* e = weights.find(t.source);
+    SW_ASSIGN_OR_RETURN(std::vector<std::byte> bytes, e->read_owned());
+    std::vector<float> values(e->num_elements());
+    if (e->type == TensorType::F32) {
+      std::memcpy(values.data(), bytes.data(), bytes.size());
+    } else {
+      SW_RETURN_IF_ERROR(dequantize(e->type, bytes, values));
+    }
+    for (float& v : values) v += 1.0f;
+    std::vector<std::uint64_t> shape(e->shape.begin(), e->shape.end());
+    t.source += " + 1";
+    tensors.add_f32(t.source, std::move(shape), values);
+  }
+  return Status::ok();
+}
 
 // Without a target type, the type of the matrices (1-D tensors are F32 in every llama.cpp file type).
 TensorType weights_type(const TensorFile& weights) {
@@ -156,6 +186,7 @@ std::vector<KeyValue> hyper_parameters(const ModelConfig& c, std::uint32_t ftype
     kv.push_back({a + ".rope.scaling.type", Value::string(c.rope.type)});
     kv.push_back({a + ".rope.scaling.factor", Value::f32(static_cast<float>(*c.rope.factor))});
   }
+  for (const KeyValue& k : c.arch_kv) kv.push_back(k);
   if (c.rope.type == "yarn") kv.push_back({a + ".rope.scaling.original_context_length", Value::u32(*c.rope.original_max_position_embeddings)});
   return kv;
 }
@@ -174,6 +205,7 @@ Result<GgufConversion> plan(const std::string& folder, const TensorFile& weights
   auto tensors = std::make_unique<WithGenerated>(weights);
   Planner planner{config, weights, {}};
   SW_RETURN_IF_ERROR(planner.run());
+  if (config.arch->norms_plus_one) SW_RETURN_IF_ERROR(add_one_to_norms(weights, planner.out, *tensors));
   if (config.rope.type == "llama3") {
     // llama.cpp divides each rotary pair's frequency by its factor (LlamaModel.generate_extra_tensors).
     const std::uint32_t head_dim = config.head_dim.value_or(config.hidden_size / config.num_attention_heads);

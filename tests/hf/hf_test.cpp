@@ -170,7 +170,7 @@ TEST(HfLlama, ModelFoldersGoToThePlanBrokenOnesToo) {
   EXPECT_TRUE(hf::is_model_folder(f.path()));
   EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::NotSupported, "config.json",
                           "architecture `GPT2LMHeadModel` is not converted (converted: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, "
-                          "Qwen3ForCausalLM)"));
+                          "Qwen3ForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM)"));
   EXPECT_FALSE(hf::is_model_folder(f.path() + "/nowhere"));
   // A config.json that cannot be read is a model folder: plan() says why instead of a plain dump.
   for (const std::string& broken : {std::string("{not json"), std::string(R"({"a":1,"a":2})"), std::string("{\"a\":\"\xff\"}"),
@@ -380,6 +380,71 @@ TEST(HfArch, Qwen2AndQwen3UseTheirTables) {
     EXPECT_TRUE(IsOk(f.plan()));
     f.config["sliding_window"] = "16";
     EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::NotSupported, "config.json", "`sliding_window` (16) is below max_position_embeddings"));
+  }
+}
+
+// A Gemma 2 folder: the fixture's layer with Gemma's four norms, head size 4, window 16.
+void make_gemma(Folder& f, const std::string& cls) {
+  f.config["architectures"] = "[\"" + cls + "\"]";
+  f.config["head_dim"] = "4";
+  f.config["query_pre_attn_scalar"] = "4";
+  f.config["sliding_window"] = "16";
+  f.config["hidden_activation"] = R"("gelu_pytorch_tanh")";
+  if (cls == "Gemma2ForCausalLM") {
+    f.config["attn_logit_softcapping"] = "50.0";
+    f.config["final_logit_softcapping"] = "30.0";
+  } else {
+    f.tensors["model.layers.0.self_attn.q_norm.weight"] = {4};
+    f.tensors["model.layers.0.self_attn.k_norm.weight"] = {4};
+  }
+  f.tensors.erase("model.layers.0.self_attn.rotary_emb.inv_freq");
+  for (const char* norm : {"pre_feedforward_layernorm", "post_feedforward_layernorm"}) {
+    f.tensors[std::string("model.layers.0.") + norm + ".weight"] = {8};
+  }
+}
+
+TEST(HfArch, GemmaRules) {
+  {
+    Folder f;
+    make_gemma(f, "Gemma2ForCausalLM");
+    f.write();
+    auto weights = open_tensors(f.path());
+    ASSERT_TRUE(IsOk(weights));
+    auto c = hf::plan(f.path(), **weights, TensorType::F32);
+    ASSERT_TRUE(IsOk(c));
+    EXPECT_EQ(*find(c->plan, "gemma2.attn_logit_softcapping"), MetaValue::f32(50.0f));
+    EXPECT_EQ(*find(c->plan, "gemma2.final_logit_softcapping"), MetaValue::f32(30.0f));
+    EXPECT_EQ(*find(c->plan, "gemma2.attention.sliding_window"), MetaValue::u32(16));
+    // Norms are read from computed tensors (weight + 1); the rest from the weights.
+    for (const ConvertTensor& t : c->plan.tensors) {
+      EXPECT_EQ(t.source.ends_with("norm.weight + 1"), t.name.find("norm") != std::string::npos) << t.source;
+      EXPECT_NE(c->tensors->find(t.source), nullptr) << t.source;
+    }
+    std::vector<float> norm(8);
+    ASSERT_TRUE(IsOk(c->tensors->find("model.norm.weight + 1")->read(std::as_writable_bytes(std::span(norm)))));
+    EXPECT_EQ(norm[0], 1.0f);  // the fixture's weights are zeros
+  }
+  struct Case {
+    std::string cls, key, value, text;
+  };
+  const std::vector<Case> cases = {
+      {"Gemma2ForCausalLM", "final_logit_softcapping", "null", "`final_logit_softcapping` is missing or null"},
+      {"Gemma2ForCausalLM", "query_pre_attn_scalar", "8", "`query_pre_attn_scalar` is not 4"},
+      {"Gemma2ForCausalLM", "layer_types", R"(["full_attention"])", "layer 0 must be sliding_attention"},
+      {"Gemma2ForCausalLM", "tie_word_embeddings", "false", "`tie_word_embeddings` is false"},
+      {"Gemma2ForCausalLM", "hidden_activation", R"("silu")",
+       "`hidden_activation` is `silu`; llama.cpp's gemma2 architecture computes gelu_pytorch_tanh"},
+      {"Gemma3ForCausalLM", "attn_logit_softcapping", "50.0", "does not cap logits"},
+      {"Gemma3ForCausalLM", "use_bidirectional_attention", "true", "`use_bidirectional_attention` is true"},
+      {"Gemma3ForCausalLM", "rope_parameters",
+       R"({"full_attention":{"rope_type":"default"},"sliding_attention":{"rope_type":"linear","factor":2.0}})",
+       "`rope_parameters.sliding_attention` is not default"},
+  };
+  for (const Case& c : cases) {
+    Folder f;
+    make_gemma(f, c.cls);
+    f.config[c.key] = c.value;
+    EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::NotSupported, "config.json", c.text)) << c.key;
   }
 }
 
