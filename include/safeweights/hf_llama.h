@@ -1,18 +1,18 @@
 // safeweights/hf_llama.h — Hugging Face model folders to GGUF files that llama.cpp loads and runs.
 //
 // A folder with config.json naming LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM,
-// Qwen3ForCausalLM, Gemma2ForCausalLM or Gemma3ForCausalLM (llama.cpp's architectures llama, qwen2,
-// qwen3, gemma2, gemma3; any other is refused by name), its weights (model.safetensors,
-// or shards with model.safetensors.index.json) and a tokenizer (in llama.cpp's order of preference:
-// tokenizer.model, SentencePiece; tokenizer.json, a SentencePiece-style BPE with byte fallback or a
-// byte-level BPE; plus tokenizer_config.json) is planned as llama.cpp's converter does it:
-// llama.cpp's tensor names, the Q/K row permutation for its rotary embedding, the hyper-parameters under
-// llama.cpp's keys with the value types its loader demands (rotary embeddings from transformers 4's
-// rope_theta / rope_scaling or transformers 5's rope_parameters: default, linear, llama3 with its
-// computed rope_freqs tensor), and the tokenizer as GGUF metadata. The plan is handed to convert()
-// (safeweights/convert.h, ConvertOptions::plan), which writes the file. What llama.cpp would compute
-// differently from transformers (another rope type, a rope key not understood, another activation) is
-// refused by name, never written.
+// Qwen3ForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM or Phi3ForCausalLM (llama.cpp's
+// architectures llama, qwen2, qwen3, gemma2, gemma3, phi3; any other is refused by name), its weights
+// (model.safetensors, or shards with model.safetensors.index.json) and a tokenizer (in llama.cpp's
+// order of preference: tokenizer.model, SentencePiece; tokenizer.json, a SentencePiece-style BPE with
+// byte fallback or a byte-level BPE; plus tokenizer_config.json) is planned as llama.cpp's converter
+// does it: llama.cpp's tensor names (fused and permuted as it wants them), the hyper-parameters under
+// its keys with the value types its loader demands (rotary embeddings from transformers 4's
+// rope_theta / rope_scaling or transformers 5's rope_parameters: default, linear, yarn, llama3 with its
+// computed rope_freqs tensor, Phi-3's longrope with its factor tensors), and the tokenizer as GGUF
+// metadata. The plan is handed to convert() (safeweights/convert.h, ConvertOptions::plan), which
+// writes the file. What llama.cpp would compute differently from transformers (another rope type or
+// architecture, a config key not understood, another activation) is refused by name, never written.
 // docs/GGUF.md says what is mapped and which llama.cpp version the rules come from.
 //
 // Every file of the folder is hostile input: JSON and protobuf files are read with size caps, numbers

@@ -25,7 +25,7 @@ struct ModelConfig;
 enum class Permute { None, Heads, KvHeads };
 
 // A dimension config.json implies: a tensor's shape is checked against it.
-enum class Dim { None, Hidden, QRows, KvRows, Inter, HeadDim };
+enum class Dim { None, Hidden, QRows, KvRows, Inter, HeadDim, QkvRows, Inter2 };  // QkvRows: q, k, v fused; Inter2: gate and up fused
 
 struct TensorRule {
   std::string_view hf;    // after "model.layers.N."
@@ -63,8 +63,9 @@ constexpr std::array<TensorRule, 11> gemma_layer() {
 
 // How the layer's tensors start: Llama's nine (rows::llama_layer) with q and k permuted for llama.cpp's
 // interleaved rope, the same nine unpermuted (NEOX-rope architectures keep transformers' layout), or
-// Gemma's eleven (rows::gemma_layer: Llama's with post-attention, pre- and post-MLP norms).
-enum class LayerBase { LlamaPermuted, Llama, Gemma };
+// Gemma's eleven (rows::gemma_layer: Llama's with post-attention, pre- and post-MLP norms), or none
+// (the table lists every tensor).
+enum class LayerBase { LlamaPermuted, Llama, Gemma, None };
 
 struct Architecture {
   std::span<const std::string_view> classes;  // config.json "architectures" entries it converts
@@ -77,6 +78,7 @@ struct Architecture {
   // them to the loader's defaults).
   bool llama_keys = false;
   bool llama3_rope = false;  // llama3 rope scaling, as llama.cpp's rope_freqs tensor
+  bool longrope = false;     // Phi-3's longrope, as llama.cpp's rope_factors_long / _short tensors
   // Gemma: RMS norms scale by (1 + weight), which llama.cpp's converter writes as weight + 1.
   bool norms_plus_one = false;
   // Gemma: the output is always the embedding; lm_head.weight, when saved, is dropped (as llama.cpp's
@@ -100,5 +102,6 @@ const Architecture& qwen2_architecture();
 const Architecture& qwen3_architecture();
 const Architecture& gemma2_architecture();
 const Architecture& gemma3_architecture();
+const Architecture& phi3_architecture();
 
 }  // namespace safeweights::hf

@@ -6,8 +6,8 @@
 namespace safeweights::hf {
 namespace {
 
-std::array<const Architecture*, 5> all() {
-  return {&llama_architecture(), &qwen2_architecture(), &qwen3_architecture(), &gemma2_architecture(), &gemma3_architecture()};
+std::array<const Architecture*, 6> all() {
+  return {&llama_architecture(), &qwen2_architecture(), &qwen3_architecture(), &gemma2_architecture(), &gemma3_architecture(), &phi3_architecture()};
 }
 
 }  // namespace

@@ -36,21 +36,21 @@ struct RopeType {
   std::string_view name;
   std::array<std::string_view, 6> keys;
 };
-constexpr std::array<RopeType, 4> kRopeTypes = {{
+constexpr std::array<RopeType, 5> kRopeTypes = {{
     {"default", {}},
     {"linear", {"factor"}},
     {"llama3", {"factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"}},
     // beta_fast, beta_slow, attention_factor and truncate only with the values llama.cpp computes with.
     {"yarn", {"factor", "original_max_position_embeddings", "beta_fast", "beta_slow", "attention_factor", "truncate"}},
+    {"longrope", {"short_factor", "long_factor", "original_max_position_embeddings", "factor", "attention_factor"}},
 }};
 // Rope types transformers has and llama.cpp's llama architecture does not, with the reason.
 struct RefusedRope {
   std::string_view name;
   std::string_view why;
 };
-constexpr std::array<RefusedRope, 2> kRefusedRopes = {{
+constexpr std::array<RefusedRope, 1> kRefusedRopes = {{
     {"dynamic", "dynamic NTK scaling has no llama.cpp equivalent (its rope runs at a fixed scale)"},
-    {"longrope", "llama.cpp's llama architecture has no longrope (Phi-3's has)"},
 }};
 
 Error rope_refused(const JsonFile& file, const std::string& where, std::string_view what) {
@@ -82,6 +82,46 @@ Status read_yarn(const JsonFile& file, json::element object, Rope& out) {
   return Status::ok();
 }
 
+// A list of positive finite numbers, as float32.
+Status read_factors(const JsonFile& file, json::element object, const std::string& where, std::string_view key, std::vector<float>& out) {
+  auto list = JsonFile::member(object, key);
+  const std::string name = where + "." + std::string(key);
+  if (!list) return file.bad(name, "is missing (rope type longrope needs it)");
+  if (list->type() != json::element_type::ARRAY || json::as_array(*list).size() > 65536) return file.bad(name, "must be a list of numbers");
+  for (auto v : json::as_array(*list)) {
+    double d = 0;
+    if (v.get_double().get(d) != simdjson::SUCCESS || !std::isfinite(d) || d <= 0) return file.bad(name, "must hold finite positive numbers");
+    out.push_back(static_cast<float>(d));
+  }
+  return Status::ok();
+}
+
+// Phi-3's longrope: short_factor and long_factor (llama.cpp's rope_factors_short / _long tensors), and
+// the attention factor transformers scales cos and sin by (llama.cpp's rope.scaling.attn_factor).
+// original_max_position_embeddings comes from the rope object or the top level (transformers 4).
+Status read_longrope(const JsonFile& file, json::element object, Rope& out) {
+  SW_RETURN_IF_ERROR(read_factors(file, object, out.source, "short_factor", out.short_factor));
+  SW_RETURN_IF_ERROR(read_factors(file, object, out.source, "long_factor", out.long_factor));
+  if (out.short_factor.size() != out.long_factor.size()) return file.bad(out.source, "has short_factor and long_factor of different lengths");
+  SW_ASSIGN_OR_RETURN(out.original_max_position_embeddings, file.count(object, "original_max_position_embeddings"));
+  SW_ASSIGN_OR_RETURN(auto top, file.count(file.root(), "original_max_position_embeddings"));
+  if (out.original_max_position_embeddings && top && *top != *out.original_max_position_embeddings) {
+    return file.bad("original_max_position_embeddings", "differs from " + out.source + ".original_max_position_embeddings");
+  }
+  if (!out.original_max_position_embeddings) out.original_max_position_embeddings = top;
+  if (!out.original_max_position_embeddings) return file.bad("original_max_position_embeddings", "is missing (rope type longrope needs it)");
+  SW_ASSIGN_OR_RETURN(auto max_positions, file.count(file.root(), "max_position_embeddings"));
+  if (!max_positions) return file.bad("max_position_embeddings", "is missing");
+  SW_ASSIGN_OR_RETURN(out.factor, file.positive(object, "factor"));
+  const double factor = out.factor.value_or(static_cast<double>(*max_positions) / *out.original_max_position_embeddings);
+  SW_ASSIGN_OR_RETURN(out.attention_factor, file.positive(object, "attention_factor"));
+  if (!out.attention_factor) {
+    out.attention_factor =
+        factor <= 1.0 ? 1.0 : std::sqrt(1 + std::log(factor) / std::log(static_cast<double>(*out.original_max_position_embeddings)));
+  }
+  return Status::ok();
+}
+
 // One rope object (rope_parameters, rope_scaling, or one layer type's entry), named `out.source` in
 // messages; `top_theta` is the top-level rope_theta it must agree with.
 Status read_rope_object(const JsonFile& file, json::element object, std::optional<double> top_theta, Rope& out) {
@@ -101,13 +141,16 @@ Status read_rope_object(const JsonFile& file, json::element object, std::optiona
   }
   if (!known) return rope_refused(file, out.source, "rope type " + json::quoted(out.type) + " is not one llama.cpp's converter maps");
   for (auto field : json::as_object(object)) {
-    if (field.key == "type" || field.key == "rope_type" || field.key == "rope_theta") continue;
+    if (field.key == "type" || field.key == "rope_type" || field.key == "rope_theta" || field.key == "partial_rotary_factor") continue;
     if (std::find(known->keys.begin(), known->keys.end(), field.key) == known->keys.end() || field.key.empty()) {
       return rope_refused(file, out.source,
                           "key " + json::quoted(field.key) + " is not understood for rope type " + json::quoted(out.type) +
                               " (it would change the rotary embedding)");
     }
   }
+  // transformers 5 copies partial_rotary_factor into the rope object (Phi-3 writes 1.0 there).
+  SW_ASSIGN_OR_RETURN(auto partial, file.positive(object, "partial_rotary_factor"));
+  if (partial && *partial != 1.0) return rope_refused(file, out.source, "key `partial_rotary_factor` is not 1 (llama.cpp rotates whole heads here)");
   SW_ASSIGN_OR_RETURN(auto theta, file.positive(object, "rope_theta"));
   if (theta && top_theta && *theta != *top_theta) return file.bad("rope_theta", "differs from " + out.source + ".rope_theta");
   out.theta = theta ? theta : top_theta;
@@ -120,6 +163,7 @@ Status read_rope_object(const JsonFile& file, json::element object, std::optiona
     SW_ASSIGN_OR_RETURN(out.factor, need("factor"));
   }
   if (out.type == "yarn") SW_RETURN_IF_ERROR(read_yarn(file, object, out));
+  if (out.type == "longrope") SW_RETURN_IF_ERROR(read_longrope(file, object, out));
   if (out.type == "llama3") {
     SW_ASSIGN_OR_RETURN(out.low_freq_factor, need("low_freq_factor"));
     SW_ASSIGN_OR_RETURN(out.high_freq_factor, need("high_freq_factor"));
@@ -221,6 +265,14 @@ Result<ModelConfig> read_config(const std::string& folder) {
   SW_ASSIGN_OR_RETURN(c.head_dim, file->count(root, "head_dim"));
   SW_ASSIGN_OR_RETURN(c.rms_norm_eps, file->positive(root, "rms_norm_eps"));
   SW_RETURN_IF_ERROR(read_rope(*file, c.arch->layer_type_rope, c.rope, c.rope_sliding));
+  if (c.rope.type == "longrope" && !c.arch->longrope) {
+    return Error(ErrorKind::NotSupported, json::quoted(c.rope.source) + " rope type `longrope`: llama.cpp's " + std::string(c.arch->name) +
+                                              " architecture has no longrope (Phi-3's has)")
+        .with_file(file->path());
+  }
+  if (c.rope.type == "longrope" && c.rope.short_factor.size() * 2 != c.head_dim.value_or(c.hidden_size / c.num_attention_heads)) {
+    return file->bad(c.rope.source + ".short_factor", "must hold one factor per rotary pair (head size / 2)");
+  }
   if (c.rope.type == "llama3" && !c.arch->llama3_rope) {
     return Error(ErrorKind::NotSupported,
                  json::quoted(c.rope.source) + " rope type `llama3` is not one llama.cpp's " + std::string(c.arch->name) + " architecture has")

@@ -31,13 +31,16 @@ enum TokenType : std::int32_t { kNormal = 1, kUnknown = 2, kControl = 3, kUserDe
 // Rotary position embeddings: transformers 4's rope_theta / rope_scaling or transformers 5's
 // rope_parameters, one meaning. Only what the rope type uses is set.
 struct Rope {
-  std::string type = "default";  // default, linear, llama3, yarn (others are refused when read)
+  std::string type = "default";  // default, linear, llama3, yarn, longrope (others are refused when read)
   std::string source;            // the key it came from, for messages: "rope_parameters", "rope_scaling" or ""
   std::optional<double> theta;   // rope_theta
   std::optional<double> factor;
   std::optional<double> low_freq_factor;                          // llama3
   std::optional<double> high_freq_factor;                         // llama3
-  std::optional<std::uint32_t> original_max_position_embeddings;  // llama3, yarn
+  std::optional<std::uint32_t> original_max_position_embeddings;  // llama3, yarn, longrope
+  std::vector<float> short_factor;                                // longrope, one per rotary pair
+  std::vector<float> long_factor;                                 // longrope
+  std::optional<double> attention_factor;                         // longrope, as transformers computes it
 };
 
 // llama.cpp's rope_freqs for llama3 scaling: one factor per rotary pair of a head of `head_dim`, as

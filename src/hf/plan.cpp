@@ -47,6 +47,8 @@ struct Planner {
       case Dim::KvRows: return kv_heads() * head_dim();
       case Dim::Inter: return c.intermediate_size;
       case Dim::HeadDim: return head_dim();
+      case Dim::QkvRows: return (heads() + 2 * kv_heads()) * head_dim();
+      case Dim::Inter2: return 2 * std::uint64_t{c.intermediate_size};
       case Dim::None: break;
     }
     return 0;
@@ -74,7 +76,7 @@ struct Planner {
     const std::string gg = "blk." + std::to_string(n) + ".";
     if (c.arch->base == LayerBase::Gemma) {
       for (const TensorRule& t : rows::gemma_layer()) SW_RETURN_IF_ERROR(add_rule(t, hf, gg));
-    } else {
+    } else if (c.arch->base != LayerBase::None) {
       for (const TensorRule& t : rows::llama_layer(c.arch->base == LayerBase::LlamaPermuted)) SW_RETURN_IF_ERROR(add_rule(t, hf, gg));
     }
     for (const TensorRule& t : c.arch->layer) SW_RETURN_IF_ERROR(add_rule(t, hf, gg));
@@ -197,10 +199,12 @@ bool is_model_folder(const std::string& folder) { return is_model_config(folder)
 
 Result<GgufConversion> plan(const std::string& folder, const TensorFile& weights, std::optional<TensorType> type, const LlamaOptions& options) {
   SW_ASSIGN_OR_RETURN(ModelConfig config, read_config(folder));
-  if (weights.find("rope_freqs.weight")) {
-    return Error(ErrorKind::NotSupported, "a tensor named rope_freqs.weight is not a transformers weight")
-        .with_file(weights.name())
-        .with_tensor("rope_freqs.weight");
+  for (std::string_view computed : {"rope_freqs.weight", "rope_factors_long.weight", "rope_factors_short.weight"}) {
+    if (weights.find(computed)) {
+      return Error(ErrorKind::NotSupported, "a tensor named " + std::string(computed) + " is not a transformers weight")
+          .with_file(weights.name())
+          .with_tensor(computed);
+    }
   }
   auto tensors = std::make_unique<WithGenerated>(weights);
   Planner planner{config, weights, {}};
@@ -211,6 +215,14 @@ Result<GgufConversion> plan(const std::string& folder, const TensorFile& weights
     const std::uint32_t head_dim = config.head_dim.value_or(config.hidden_size / config.num_attention_heads);
     tensors->add_f32("rope_freqs.weight", {head_dim / 2}, llama3_rope_factors(config.rope, head_dim));
     planner.out.insert(planner.out.begin(), ConvertTensor{"rope_freqs.weight", "rope_freqs.weight", 0});
+  }
+  if (config.rope.type == "longrope") {
+    // llama.cpp's converter yields them first, long then short (Phi3MiniModel.generate_extra_tensors).
+    const std::uint64_t pairs = config.rope.short_factor.size();
+    tensors->add_f32("rope_factors_long.weight", {pairs}, config.rope.long_factor);
+    tensors->add_f32("rope_factors_short.weight", {pairs}, config.rope.short_factor);
+    planner.out.insert(planner.out.begin(), {ConvertTensor{"rope_factors_long.weight", "rope_factors_long.weight", 0},
+                                             ConvertTensor{"rope_factors_short.weight", "rope_factors_short.weight", 0}});
   }
   const TensorType target = type.value_or(weights_type(weights));
   const auto ftype = llama_file_type(target);

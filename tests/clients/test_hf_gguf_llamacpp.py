@@ -320,6 +320,14 @@ ARCHES = {
                 "num_hidden_layers": 6, "attn_implementation": "eager",
                 "rope_parameters": {"full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1000000.0},
                                     "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}}}),
+    # Fused qkv and gate/up; longrope. llama.cpp takes the long factors when its context (padded to 256)
+    # exceeds original_max_position_embeddings, transformers when the sequence does: with an original
+    # of 512 both take the short ones (which differ from the long, so a mix-up shows).
+    "phi3": ("Phi3Config", "Phi3ForCausalLM", gguf.MODEL_ARCH.PHI3,
+             {"pad_token_id": 0, "max_position_embeddings": 4096, "original_max_position_embeddings": 512,
+              "rope_parameters": {"rope_type": "longrope", "rope_theta": 1000000.0,
+                                  "short_factor": [1.0, 1.1, 1.3, 1.6, 2.0, 2.5, 3.1, 3.8],
+                                  "long_factor": [1.0, 2.0, 4.0, 8.0, 12.0, 16.0, 24.0, 32.0]}}),
 }
 
 
@@ -366,6 +374,8 @@ def test_architecture_names_as_llama_cpp(arch_converted, arch):
     names = gguf.get_tensor_name_map(gguf_arch, layers)
     want = {names.get_name(k, try_suffixes=(".weight", ".bias")) for k in model.state_dict()
             if not (k == "lm_head.weight" and model.config.tie_word_embeddings)}
+    if model.config.rope_parameters.get("rope_type") == "longrope":
+        want |= {"rope_factors_long.weight", "rope_factors_short.weight"}
     assert None not in want
     assert {t.name for t in reader.tensors} == want
     if arch.startswith("gemma"):
@@ -377,6 +387,17 @@ def test_architecture_names_as_llama_cpp(arch_converted, arch):
     if arch == "gemma2":
         assert field(reader, "gemma2.attn_logit_softcapping") == pytest.approx(50.0)
         assert field(reader, "gemma2.final_logit_softcapping") == pytest.approx(30.0)
+    if arch == "phi3":
+        # transformers' own longrope initialisation: the attention factor, and the short factors as the
+        # ratio of default to longrope inverse frequencies.
+        inv_freq, attention = transformers.modeling_rope_utils.ROPE_INIT_FUNCTIONS["longrope"](model.config, "cpu")
+        assert field(reader, "phi3.rope.scaling.attn_factor") == pytest.approx(attention, rel=1e-6)
+        assert field(reader, "phi3.rope.scaling.original_context_length") == 512
+        short = next(t for t in reader.tensors if t.name == "rope_factors_short.weight")
+        dim = model.config.hidden_size // model.config.num_attention_heads
+        plain = 1.0 / (1000000.0 ** (torch.arange(0, dim, 2, dtype=torch.int64).float() / dim))
+        np.testing.assert_allclose(np.asarray(short.data), (plain / inv_freq).numpy(), rtol=1e-5)
+        assert [t.name for t in reader.tensors][:2] == ["rope_factors_long.weight", "rope_factors_short.weight"]
     if arch == "gemma3":
         assert field(reader, "gemma3.rope.scaling.type") == "linear"
         assert field(reader, "gemma3.rope.freq_base_swa") == pytest.approx(10000.0)
@@ -442,7 +463,8 @@ REFUSED = [
     ({"rope_type": "spiral", "rope_theta": 10000.0}, "NotSupported", "rope type `spiral` is not one llama.cpp's converter maps"),
     ({"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64, "beta_fast": 16.0, "rope_theta": 10000.0},
      "NotSupported", "key `beta_fast` is not 32"),
-    ({"rope_type": "longrope", "rope_theta": 10000.0, "short_factor": [1.0], "long_factor": [1.0]}, "NotSupported",
+    ({"rope_type": "longrope", "rope_theta": 10000.0, "short_factor": [1.0] * 8, "long_factor": [1.0] * 8,
+      "original_max_position_embeddings": 64}, "NotSupported",
      "llama.cpp's llama architecture has no longrope"),
     ({"rope_type": "linear", "factor": 2.0, "rope_theta": 10000.0, "beta_fast": 32.0}, "NotSupported",
      "key `beta_fast` is not understood for rope type `linear`"),
@@ -462,6 +484,19 @@ def test_refused_by_name(converted, tmp_path, rope, kind, text):
     assert r.returncode != 0
     assert "config.json" in r.stderr and kind in r.stderr and text in r.stderr, r.stderr
     assert not out.exists()
+
+
+def test_phi3_sliding_window_refused(arch_converted, tmp_path):
+    """llama.cpp's phi3 does not slide as transformers does (0.6 of the largest logit apart with a window
+    of 4 over 12 tokens): a window that binds is refused."""
+    _, folder, _ = arch_converted("phi3")
+    mine = tmp_path / "model"
+    shutil.copytree(folder, mine)
+    cfg = json.loads((mine / "config.json").read_text())
+    cfg["sliding_window"] = 4
+    (mine / "config.json").write_text(json.dumps(cfg))
+    r = convert(mine, tmp_path / "out.gguf")
+    assert r.returncode != 0 and "`sliding_window` (4) is below max_position_embeddings" in r.stderr, r.stderr
 
 
 def test_other_activation_refused(converted, tmp_path):

@@ -170,7 +170,7 @@ TEST(HfLlama, ModelFoldersGoToThePlanBrokenOnesToo) {
   EXPECT_TRUE(hf::is_model_folder(f.path()));
   EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::NotSupported, "config.json",
                           "architecture `GPT2LMHeadModel` is not converted (converted: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, "
-                          "Qwen3ForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM)"));
+                          "Qwen3ForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM, Phi3ForCausalLM)"));
   EXPECT_FALSE(hf::is_model_folder(f.path() + "/nowhere"));
   // A config.json that cannot be read is a model folder: plan() says why instead of a plain dump.
   for (const std::string& broken : {std::string("{not json"), std::string(R"({"a":1,"a":2})"), std::string("{\"a\":\"\xff\"}"),
@@ -302,11 +302,12 @@ TEST(HfRope, WhatLlamaCppCannotComputeIsRefusedByName) {
        "key `truncate` is false"},
       {"rope_parameters", R"({"rope_type":"yarn","factor":2.0,"original_max_position_embeddings":16,"mscale":1.0})", ErrorKind::NotSupported,
        "key `mscale` is not understood for rope type `yarn`"},
-      {"rope_parameters", R"({"rope_type":"longrope"})", ErrorKind::NotSupported, "llama.cpp's llama architecture has no longrope"},
+      {"rope_parameters", R"({"rope_type":"longrope","short_factor":[1,1],"long_factor":[2,2],"original_max_position_embeddings":16})",
+       ErrorKind::NotSupported, "llama.cpp's llama architecture has no longrope"},
       {"rope_parameters", R"({"rope_type":"spiral"})", ErrorKind::NotSupported, "rope type `spiral` is not one llama.cpp's converter maps"},
       {"rope_parameters", R"({"rope_type":"linear","factor":2.0,"beta_fast":32})", ErrorKind::NotSupported,
        "key `beta_fast` is not understood for rope type `linear`"},
-      {"rope_parameters", R"({"rope_type":"default","partial_rotary_factor":0.5})", ErrorKind::NotSupported, "key `partial_rotary_factor`"},
+      {"rope_parameters", R"({"rope_type":"default","partial_rotary_factor":0.5})", ErrorKind::NotSupported, "key `partial_rotary_factor` is not 1"},
       {"rope_parameters", R"({"rope_type":"linear"})", ErrorKind::InvalidArgument, "`rope_parameters.factor` is missing"},
       {"rope_parameters", R"({"rope_type":"llama3","factor":8.0,"low_freq_factor":1.0,"high_freq_factor":4.0})", ErrorKind::InvalidArgument,
        "`rope_parameters.original_max_position_embeddings` is missing"},
@@ -446,6 +447,39 @@ TEST(HfArch, GemmaRules) {
     f.config[c.key] = c.value;
     EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::NotSupported, "config.json", c.text)) << c.key;
   }
+}
+
+TEST(HfArch, Phi3FusedTensorsAndLongrope) {
+  Folder f;
+  f.config["architectures"] = R"(["Phi3ForCausalLM"])";
+  f.config["original_max_position_embeddings"] = "16";
+  for (const char* t : {"q_proj", "k_proj", "v_proj"}) f.tensors.erase(std::string("model.layers.0.self_attn.") + t + ".weight");
+  f.tensors.erase("model.layers.0.mlp.gate_proj.weight");
+  f.tensors.erase("model.layers.0.mlp.up_proj.weight");
+  f.tensors["model.layers.0.self_attn.qkv_proj.weight"] = {16, 8};  // 2 query heads + 2 x 1 key/value head, head size 4
+  f.tensors["model.layers.0.mlp.gate_up_proj.weight"] = {16, 8};
+  f.config["rope_parameters"] = R"({"rope_type":"longrope","short_factor":[1.0,2.0],"long_factor":[3.0,4.0],"partial_rotary_factor":1.0})";
+  f.write();
+  auto weights = open_tensors(f.path());
+  ASSERT_TRUE(IsOk(weights));
+  auto c = hf::plan(f.path(), **weights, TensorType::F32);
+  ASSERT_TRUE(IsOk(c));
+  EXPECT_EQ(c->plan.tensors[0].name, "rope_factors_long.weight");
+  EXPECT_EQ(c->plan.tensors[1].name, "rope_factors_short.weight");
+  std::vector<float> longf(2);
+  ASSERT_TRUE(IsOk(c->tensors->find("rope_factors_long.weight")->read(std::as_writable_bytes(std::span(longf)))));
+  EXPECT_EQ(longf, (std::vector<float>{3.0f, 4.0f}));
+  EXPECT_EQ(*find(c->plan, "phi3.rope.scaling.original_context_length"), MetaValue::u32(16));
+  EXPECT_EQ(*find(c->plan, "phi3.attention.sliding_window"), MetaValue::u32(0));
+  ASSERT_NE(find(c->plan, "phi3.rope.scaling.attn_factor"), nullptr);  // its value: the client test, against transformers
+  bool qkv = false;
+  for (const ConvertTensor& t : c->plan.tensors) qkv |= t.name == "blk.0.attn_qkv.weight" && t.permute_heads == 0;
+  EXPECT_TRUE(qkv);
+  f.config["rope_parameters"] = R"({"rope_type":"longrope","short_factor":[1.0],"long_factor":[3.0]})";
+  EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::InvalidArgument, "config.json", "one factor per rotary pair"));
+  f.config.erase("rope_parameters");
+  f.tensors["model.layers.0.self_attn.qkv_proj.weight"] = {12, 8};
+  EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::InvalidArgument, "model.safetensors", "shape [12, 8], config.json implies [16, 8]"));
 }
 
 TEST(HfLlama, DuplicateAndMalformedJson) {
