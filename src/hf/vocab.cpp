@@ -251,7 +251,7 @@ Status add_vocabulary(const std::string& folder, const ModelConfig& config, cons
     if (pre.empty()) {
       return Error(ErrorKind::NotSupported, "tokenizer.json's " + tj.bpe->pre_description +
                                                 " is not one llama.cpp splits the same way (known: ByteLevel as gpt-2; "
-                                                "Llama 3's Split + ByteLevel as llama-bpe)")
+                                                "Llama 3's Split + ByteLevel as llama-bpe; Qwen2's as qwen2)")
           .with_file(folder + "/tokenizer.json");
     }
     SW_ASSIGN_OR_RETURN(Vocab v, bpe_vocab(folder, config, tj));

@@ -61,7 +61,8 @@ PLAIN = " Hello  world 12345 café 東京 привет 🙂\n  spaces\tand tabs"
 # legacy behaviour), transformers 5's Metaspace only at the start: SentencePiece texts end with one. And
 # Metaspace adds no prefix to a text that starts with a space, where llama.cpp (like SentencePiece's
 # add_dummy_prefix) always adds one: the tokenizer.json-only case starts with a letter.
-TEXTS = {"spm": PLAIN + "</s>", "spm-json": PLAIN.lstrip() + "</s>", "bpe": PLAIN + "</s> done<s>x"}
+TEXTS = {"spm": PLAIN + "</s>", "spm-json": PLAIN.lstrip() + "</s>", "bpe": PLAIN + "</s> done<s>x",
+         "bpe-llama-bpe": PLAIN + " 1234567 don't</s> done<s>x", "bpe-qwen2": PLAIN + " 1234567 don't</s> done<s>x"}
 
 ROPES = {
     "default": {"rope_type": "default", "rope_theta": 10000.0},
@@ -97,11 +98,26 @@ def spm_tokenizer(spm_model, where):
     return transformers.AutoTokenizer.from_pretrained(str(src))
 
 
-def bpe_tokenizer():
-    """A GPT-2 style byte-level BPE (tokenizers), with two special tokens."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+# The split patterns of Llama 3's and Qwen2's tokenizer.json (llama.cpp's "llama-bpe" and "qwen2").
+SPLITS = {
+    "llama-bpe": r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+",
+    "qwen2": r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+",
+}
+
+
+def bpe_tokenizer(pre="gpt-2"):
+    """A byte-level BPE (tokenizers) with two special tokens, split as GPT-2 (ByteLevel's own regex), or
+    as Llama 3 / Qwen2 (their Split pattern, then ByteLevel; Qwen2's with its NFC normalizer)."""
+    from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
     tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    if pre == "gpt-2":
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    else:
+        tok.pre_tokenizer = pre_tokenizers.Sequence([
+            pre_tokenizers.Split(Regex(SPLITS[pre]), behavior="isolated", invert=False),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+        if pre == "qwen2":
+            tok.normalizer = normalizers.NFC()
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(vocab_size=400, special_tokens=["<s>", "</s>"],
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
@@ -181,7 +197,7 @@ def converted(tmp_path_factory, spm_model):
         key = (rope, layout, tok)
         if key not in cache:
             where = tmp_path_factory.mktemp(f"{rope}-{layout}-{tok}")
-            tokenizer = bpe_tokenizer() if tok == "bpe" else spm_tokenizer(spm_model, where)
+            tokenizer = spm_tokenizer(spm_model, where) if tok.startswith("spm") else bpe_tokenizer(tok.removeprefix("bpe-") if tok != "bpe" else "gpt-2")
             folder = where / "model"
             model = make_llama(folder, ROPES[rope], tokenizer, layout)
             if tok == "spm":
@@ -251,13 +267,16 @@ def test_llama_cpp_logits_match_transformers(converted, rope, layout):
     assert err < F32_TOLERANCE
 
 
-@pytest.mark.parametrize("tok", ["spm", "spm-json", "bpe"])
+@pytest.mark.parametrize("tok", ["spm", "spm-json", "bpe", "bpe-llama-bpe", "bpe-qwen2"])
 def test_llama_cpp_tokenizes_as_the_source(converted, spm_model, tok):
     """The source: sentencepiece for tokenizer.model, transformers 5's tokenizer for tokenizer.json."""
     if llama_cpp is None:
         pytest.skip(LLAMA_CPP_MISSING)
     _, folder, out = converted("default", "v5", tok)
     text = TEXTS[tok]
+    if tok.startswith("bpe"):
+        want_pre = {"bpe": "gpt-2", "bpe-llama-bpe": "llama-bpe", "bpe-qwen2": "qwen2"}[tok]
+        assert field(gguf.GGUFReader(str(out)), "tokenizer.ggml.pre") == want_pre
     got = llama_cpp_model(out).tokenize(text.encode("utf-8"), add_bos=False, special=True)
     if tok == "spm":
         sp = spm.SentencePieceProcessor(model_file=str(spm_model))
