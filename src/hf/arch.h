@@ -8,6 +8,7 @@
 #pragma once
 
 #include <array>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -84,6 +85,9 @@ struct Architecture {
   // Gemma: the output is always the embedding; lm_head.weight, when saved, is dropped (as llama.cpp's
   // converter drops it) and tie_word_embeddings false is refused.
   bool tied_output = false;
+  // tokenizer.ggml.add_space_prefix for a tokenizer.model, as llama.cpp's converter writes it for the
+  // architecture (Gemma: false); unset: tokenizer_config.json's add_prefix_space, when given.
+  std::optional<bool> spm_space_prefix = std::nullopt;
   // Gemma 3: transformers 5's rope_parameters per layer type ("full_attention", "sliding_attention").
   bool layer_type_rope = false;
   // Reads and checks the config keys only this architecture has (sliding windows, soft-capping, ...),

@@ -45,6 +45,7 @@ const Architecture& gemma2_architecture() {
                                       .activation = "gelu_pytorch_tanh",
                                       .norms_plus_one = true,
                                       .tied_output = true,
+                                      .spm_space_prefix = false,
                                       .check = check};
   return kArch;
 }

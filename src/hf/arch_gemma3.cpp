@@ -55,6 +55,7 @@ const Architecture& gemma3_architecture() {
                                       .activation = "gelu_pytorch_tanh",
                                       .norms_plus_one = true,
                                       .tied_output = true,
+                                      .spm_space_prefix = false,
                                       .layer_type_rope = true,
                                       .check = check};
   return kArch;

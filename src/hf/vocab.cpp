@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "core/status_macros.h"
+#include "hf/arch.h"
 #include "io/read_util.h"
 
 namespace safeweights::hf {
@@ -228,7 +229,8 @@ Status add_vocabulary(const std::string& folder, const ModelConfig& config, cons
   SW_ASSIGN_OR_RETURN(TokenizerJson tj, read_tokenizer_json(folder));
   SW_ASSIGN_OR_RETURN(TokenizerConfig tc, read_tokenizer_config(folder));
   std::error_code ec;
-  if (std::filesystem::exists(folder + "/tokenizer.model", ec)) {
+  const bool sentencepiece = std::filesystem::exists(folder + "/tokenizer.model", ec);
+  if (sentencepiece) {
     SW_ASSIGN_OR_RETURN(Vocab v, sentencepiece_vocab(folder, config, tc));
     const auto n_vocab = static_cast<std::uint32_t>(v.tokens.size());
     add_llama_vocab(std::move(v), kv);
@@ -266,7 +268,12 @@ Status add_vocabulary(const std::string& folder, const ModelConfig& config, cons
                                                      : "no tokenizer.model (SentencePiece) or tokenizer.json (byte-level BPE)")
         .with_file(folder);
   }
-  if (tc.add_prefix_space) kv.push_back({"tokenizer.ggml.add_space_prefix", Value::boolean(*tc.add_prefix_space)});
+  if (config.arch->spm_space_prefix && sentencepiece) {
+    // Gemma's SentencePiece model adds no dummy prefix: llama.cpp's converter says so for it.
+    kv.push_back({"tokenizer.ggml.add_space_prefix", Value::boolean(*config.arch->spm_space_prefix)});
+  } else if (tc.add_prefix_space) {
+    kv.push_back({"tokenizer.ggml.add_space_prefix", Value::boolean(*tc.add_prefix_space)});
+  }
   return Status::ok();
 }
 

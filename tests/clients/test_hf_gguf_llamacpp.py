@@ -505,6 +505,27 @@ def test_refused_by_name(converted, tmp_path, rope, kind, text):
     assert not out.exists()
 
 
+def test_gemma_sentencepiece_adds_no_space_prefix(arch_converted, tmp_path):
+    """Gemma's SentencePiece model adds no dummy prefix; llama.cpp's converter writes
+    add_space_prefix false for Gemma, and llama.cpp then tokenizes as sentencepiece does."""
+    buf = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(CORPUS), model_writer=buf, vocab_size=400, model_type="bpe", byte_fallback=True,
+        character_coverage=1.0, unk_id=0, bos_id=1, eos_id=2, pad_id=-1, split_digits=True, minloglevel=3,
+        normalization_rule_name="identity", remove_extra_whitespaces=False, add_dummy_prefix=False)
+    _, folder, _ = arch_converted("gemma2")
+    mine = tmp_path / "model"
+    shutil.copytree(folder, mine)
+    (mine / "tokenizer.json").unlink()
+    (mine / "tokenizer.model").write_bytes(buf.getvalue())
+    out = converted_ok(mine, tmp_path / "out.gguf")
+    assert field(gguf.GGUFReader(str(out)), "tokenizer.ggml.add_space_prefix") is False
+    if llama_cpp is None:
+        pytest.skip(LLAMA_CPP_MISSING)
+    sp = spm.SentencePieceProcessor(model_proto=buf.getvalue())
+    assert llama_cpp_model(out).tokenize(PLAIN.encode("utf-8"), add_bos=False, special=False) == sp.encode(PLAIN)
+
+
 def test_phi3_sliding_window_refused(arch_converted, tmp_path):
     """llama.cpp's phi3 does not slide as transformers does (0.6 of the largest logit apart with a window
     of 4 over 12 tokens): a window that binds is refused."""
