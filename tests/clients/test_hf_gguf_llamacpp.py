@@ -267,6 +267,29 @@ def test_llama_cpp_logits_match_transformers(converted, rope, layout):
     assert err < F32_TOLERANCE
 
 
+# Stored types other than F32: the weights' rounding plus llama.cpp's own rounding of the activations
+# for those products, relative to the largest logit (the bounds docs/GGUF.md states).
+TYPE_TOLERANCE = {"f16": 5e-3, "bf16": 2e-2, "q8_0": 5e-2}
+
+
+@pytest.mark.parametrize("type_", sorted(TYPE_TOLERANCE))
+def test_llama_cpp_logits_typed(converted, tmp_path, type_):
+    if llama_cpp is None:
+        pytest.skip(LLAMA_CPP_MISSING)
+    model, folder, _ = converted("llama3", "v5")
+    out = tmp_path / f"model-{type_}.gguf"
+    r = subprocess.run([CLI, "convert", str(folder), str(out), "--type", type_], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    reader = gguf.GGUFReader(str(out))
+    rope_freqs = next(t for t in reader.tensors if t.name == "rope_freqs.weight")
+    assert rope_freqs.tensor_type == gguf.GGMLQuantizationType.F32  # 1-D tensors stay F32
+    want = transformers_logits(model, IDS)
+    got = llama_cpp_logits(out, IDS)
+    err = np.abs(got - want).max() / np.abs(want).max()
+    print(f"llama3 rope, {type_}: max |llama.cpp - transformers| / max |transformers| = {err:.3g}")
+    assert err < TYPE_TOLERANCE[type_]
+
+
 @pytest.mark.parametrize("tok", ["spm", "spm-json", "bpe", "bpe-llama-bpe", "bpe-qwen2"])
 def test_llama_cpp_tokenizes_as_the_source(converted, spm_model, tok):
     """The source: sentencepiece for tokenizer.model, transformers 5's tokenizer for tokenizer.json."""
