@@ -362,6 +362,10 @@ ARCHES = {
                 "num_hidden_layers": 6, "attn_implementation": "eager",
                 "rope_parameters": {"full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1000000.0},
                                     "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}}}),
+    # YaRN through llama.cpp's generic rope keys, on NEOX-rope architectures too.
+    "qwen2-yarn": ("Qwen2Config", "Qwen2ForCausalLM", gguf.MODEL_ARCH.QWEN2,
+                   {"rope_parameters": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64,
+                                        "rope_theta": 1000000.0}}),
     # Fused qkv and gate/up; longrope. llama.cpp takes the long factors when its context (padded to 256)
     # exceeds original_max_position_embeddings, transformers when the sequence does: with an original
     # of 512 both take the short ones (which differ from the long, so a mix-up shows).
