@@ -1,11 +1,18 @@
-// safeweights/hf_llama.h — Hugging Face Llama-family folders to GGUF files that llama.cpp loads and runs.
+// safeweights/hf_llama.h — Hugging Face model folders to GGUF files that llama.cpp loads and runs.
 //
-// A folder with config.json naming LlamaForCausalLM or MistralForCausalLM, its weights (model.safetensors,
-// or shards with model.safetensors.index.json) and a tokenizer (tokenizer.model, SentencePiece; or
-// tokenizer.json, byte-level BPE; plus tokenizer_config.json) is planned as llama.cpp's converter does it:
-// llama.cpp's tensor names, the Q/K row permutation for its rotary embedding, the hyper-parameters under
-// llama.cpp's keys with the value types its loader demands, and the tokenizer as GGUF metadata. The plan
-// is handed to convert() (safeweights/convert.h, ConvertOptions::plan), which writes the file.
+// A folder with config.json naming LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM,
+// Qwen3ForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM or Phi3ForCausalLM (llama.cpp's
+// architectures llama, qwen2, qwen3, gemma2, gemma3, phi3; any other is refused by name), its weights
+// (model.safetensors, or shards with model.safetensors.index.json) and a tokenizer (in llama.cpp's
+// order of preference: tokenizer.model, SentencePiece; tokenizer.json, a SentencePiece-style BPE with
+// byte fallback or a byte-level BPE; plus tokenizer_config.json) is planned as llama.cpp's converter
+// does it: llama.cpp's tensor names (fused and permuted as it wants them), the hyper-parameters under
+// its keys with the value types its loader demands (rotary embeddings from transformers 4's
+// rope_theta / rope_scaling or transformers 5's rope_parameters: default, linear, yarn, llama3 with its
+// computed rope_freqs tensor, Phi-3's longrope with its factor tensors), and the tokenizer as GGUF
+// metadata. The plan is handed to convert() (safeweights/convert.h, ConvertOptions::plan), which
+// writes the file. What llama.cpp would compute differently from transformers (another rope type or
+// architecture, a config key not understood, another activation) is refused by name, never written.
 // docs/GGUF.md says what is mapped and which llama.cpp version the rules come from.
 //
 // Every file of the folder is hostile input: JSON and protobuf files are read with size caps, numbers
@@ -14,6 +21,7 @@
 // Thread safety: the functions keep no state; they may run concurrently.
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -27,9 +35,11 @@
 namespace safeweights::hf {
 SAFEWEIGHTS_API_BEGIN
 
-// Whether `folder` holds a config.json whose "architectures" names LlamaForCausalLM or
-// MistralForCausalLM. False for anything unreadable (the converter's errors say why later).
-bool is_llama_folder(const std::string& folder);
+// Whether `folder` is a Hugging Face model folder for plan(): its config.json describes a model
+// ("architectures" or "model_type"), or cannot be read at all (plan() then says why, naming the file,
+// rather than the folder being converted as plain tensors). A folder without config.json, or whose
+// config.json describes something else (a diffusers component), is not.
+bool is_model_folder(const std::string& folder);
 
 struct LlamaOptions {
   // tokenizer.ggml.pre for a BPE tokenizer. Empty: recognised from tokenizer.json's pre-tokenizer
@@ -37,15 +47,24 @@ struct LlamaOptions {
   std::string bpe_pre;
 };
 
+// What plan() gives convert(): the tensors to read (the weights plus those llama.cpp's converter
+// computes from config.json, such as rope_freqs for llama3 rope scaling) and the plan over them:
+//   auto c = hf::plan(folder, *weights, type);  options.plan = std::move(c->plan);
+//   convert(*c->tensors, out, options);
+struct GgufConversion {
+  std::unique_ptr<TensorFile> tensors;  // refers to the weights given to plan(), which must outlive it
+  ConvertPlan plan;
+};
+
 // Plans the conversion of `folder`, whose weights are `weights` (open_tensors(folder), format.h), to
 // `type` (none: every tensor keeps its type; general.file_type then follows the weights' matrices): the
 // tensors with their llama.cpp names and permutations, and the GGUF metadata (architecture,
-// hyper-parameters, tokenizer), for ConvertOptions::plan.
-// NotSupported for what llama.cpp's Llama architecture cannot hold as written here (mixture of experts,
-// rope scaling other than linear, a tensor it has no name for); InvalidArgument for a malformed or
-// out-of-range configuration, naming the file and key; TensorNotFound for a missing tensor;
-// FileNotFound when there is no tokenizer.
-Result<ConvertPlan> plan(const std::string& folder, const TensorFile& weights, std::optional<TensorType> type, const LlamaOptions& options = {});
+// hyper-parameters, tokenizer).
+// NotSupported, naming the file and the key, for what llama.cpp cannot compute as transformers does
+// (mixture of experts, a rope type or rope key not mapped, another activation, a tensor with no
+// llama.cpp name); InvalidArgument for a malformed or out-of-range configuration, naming the file and
+// key; TensorNotFound for a missing tensor; FileNotFound when there is no tokenizer.
+Result<GgufConversion> plan(const std::string& folder, const TensorFile& weights, std::optional<TensorType> type, const LlamaOptions& options = {});
 
 SAFEWEIGHTS_API_END
 }  // namespace safeweights::hf

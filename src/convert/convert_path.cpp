@@ -43,9 +43,11 @@ Result<ConvertReport> convert_path(const std::string& input, const std::string& 
   SW_ASSIGN_OR_RETURN(std::unique_ptr<TensorFile> file, open_tensors(input, entry, read));
   if (opened) opened(*file);
   SW_ASSIGN_OR_RETURN(const Format* out, output_format(output, options.to));
-  // A Hugging Face Llama-family folder into GGUF: llama.cpp's names, Q/K order, metadata and tokenizer.
-  if (out->name() == "gguf" && input_folder && hf::is_llama_folder(input)) {
-    SW_ASSIGN_OR_RETURN(options.plan, hf::plan(input, *file, options.type));
+  // A Hugging Face model folder into GGUF: llama.cpp's names, Q/K order, metadata and tokenizer.
+  if (out->name() == "gguf" && input_folder && hf::is_model_folder(input)) {
+    SW_ASSIGN_OR_RETURN(hf::GgufConversion planned, hf::plan(input, *file, options.type));
+    options.plan = std::move(planned.plan);
+    return convert(*planned.tensors, output, options);
   }
   return convert(*file, output, options);
 }

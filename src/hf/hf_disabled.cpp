@@ -17,13 +17,13 @@ static Error not_built(const std::string& folder) {
 // config.json) counts, so that converting one to GGUF is refused with the
 // reason (plan() below, which convert_path calls for such a folder), rather than converted as a plain
 // folder of tensors without its model metadata.
-bool is_llama_folder(const std::string& folder) {
+bool is_model_folder(const std::string& folder) {
   std::error_code ec;
   return std::filesystem::is_regular_file(folder + "/config.json", ec);
 }
 
-Result<ConvertPlan> plan(const std::string& folder, const TensorFile& /*weights*/, std::optional<TensorType> /*type*/,
-                         const LlamaOptions& /*options*/) {
+Result<GgufConversion> plan(const std::string& folder, const TensorFile& /*weights*/, std::optional<TensorType> /*type*/,
+                            const LlamaOptions& /*options*/) {
   return not_built(folder);
 }
 

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "safeweights/error.h"
+#include "safeweights/gguf.h"
 
 namespace safeweights::hf {
 
@@ -27,9 +28,31 @@ inline constexpr std::uint32_t kMaxVocab = 1u << 22;
 // llama.cpp's token types (gguf-py TokenType; SentencePiece's piece types use the same numbers).
 enum TokenType : std::int32_t { kNormal = 1, kUnknown = 2, kControl = 3, kUserDefined = 4, kUnused = 5, kByte = 6 };
 
-// config.json, the fields llama.cpp's converter reads for LlamaForCausalLM.
-struct LlamaConfig {
-  std::string architecture;  // LlamaForCausalLM or MistralForCausalLM
+// Rotary position embeddings: transformers 4's rope_theta / rope_scaling or transformers 5's
+// rope_parameters, one meaning. Only what the rope type uses is set.
+struct Rope {
+  std::string type = "default";  // default, linear, llama3, yarn, longrope (others are refused when read)
+  std::string source;            // the key it came from, for messages: "rope_parameters", "rope_scaling" or ""
+  std::optional<double> theta;   // rope_theta
+  std::optional<double> factor;
+  std::optional<double> low_freq_factor;                          // llama3
+  std::optional<double> high_freq_factor;                         // llama3
+  std::optional<std::uint32_t> original_max_position_embeddings;  // llama3, yarn, longrope
+  std::vector<float> short_factor;                                // longrope, one per rotary pair
+  std::vector<float> long_factor;                                 // longrope
+  std::optional<double> attention_factor;                         // longrope, as transformers computes it
+};
+
+// llama.cpp's rope_freqs for llama3 scaling: one factor per rotary pair of a head of `head_dim`, as
+// convert_hf_to_gguf.py's LlamaModel.generate_extra_tensors computes them in float32.
+std::vector<float> llama3_rope_factors(const Rope& rope, std::uint32_t head_dim);
+
+struct Architecture;
+
+// config.json, the fields llama.cpp's converter reads for the architectures of hf/arch.h.
+struct ModelConfig {
+  std::string hf_class;                // architectures[0]
+  const Architecture* arch = nullptr;  // what converts it
   std::uint32_t vocab_size = 0;
   std::uint32_t hidden_size = 0;
   std::uint32_t intermediate_size = 0;
@@ -38,18 +61,23 @@ struct LlamaConfig {
   std::optional<std::uint32_t> num_key_value_heads;
   std::optional<std::uint32_t> max_position_embeddings;
   std::optional<std::uint32_t> head_dim;
-  std::optional<double> rope_theta;
   std::optional<double> rms_norm_eps;
-  std::optional<double> linear_rope_factor;  // rope_scaling {"type": "linear", "factor": F}
+  Rope rope;
+  Rope rope_sliding;  // Gemma 3's sliding-window layers (rope_parameters.sliding_attention), when given
   // {bos,eos,unk,sep,pad,mask}_token_id when an integer (a list, as some configs give eos, is ignored,
   // as llama.cpp's converter ignores it).
   std::vector<std::pair<std::string, std::int64_t>> special_ids;
+  std::optional<bool> tie_word_embeddings;  // false: lm_head.weight must be there
+  std::vector<gguf::KeyValue> arch_kv;      // the architecture's own keys (Architecture::check)
 };
 // FileNotFound without config.json; InvalidArgument for a malformed one; NotSupported for a model
-// llama.cpp's Llama architecture cannot hold (experts, rope scaling it has no key for).
-Result<LlamaConfig> read_config(const std::string& folder);
-// config.json's "architectures" names a Llama-family class (false when unreadable).
-bool names_llama_architecture(const std::string& folder);
+// llama.cpp cannot compute as transformers does (another architecture, experts, a rope type or key it
+// has no equivalent for), naming the key.
+Result<ModelConfig> read_config(const std::string& folder);
+// The folder has a config.json that describes a model ("architectures" or "model_type"), or one that
+// cannot be read at all (so that plan() refuses it by name rather than the folder being converted as
+// plain tensors).
+bool is_model_config(const std::string& folder);
 
 // A token added on top of the model's vocabulary (tokenizer.json "added_tokens").
 struct AddedToken {
@@ -64,6 +92,11 @@ struct BpeTokenizer {
   std::vector<std::string> merges;                           // "a b", as llama.cpp stores them
   std::string pre;                                           // llama.cpp's pre-tokenizer name, or empty when not recognised
   std::string pre_description;                               // what the pre-tokenizer is, for an error
+  bool byte_fallback = false;                                // SentencePiece-style BPE, not byte-level
+  // With byte_fallback: whether tokenizer.json splits text as llama.cpp's SentencePiece tokenizer does,
+  // and then whether it adds a leading U+2581 (see tokenizer_json.cpp).
+  std::optional<bool> sentencepiece_space_prefix;
+  std::string unk_token;  // model.unk_token
 };
 
 // tokenizer.json's added tokens (empty when there is no tokenizer.json), and its BPE model when it has one.

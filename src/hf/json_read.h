@@ -1,5 +1,7 @@
 // Reading a Hugging Face JSON file as hostile input: a size cap, strict JSON, duplicate keys refused,
-// and typed field accessors whose errors name the file and the key. Internal to src/hf; includes
+// and typed field accessors whose errors name the file and the key. Numbers of any size are read, as
+// Python's json reads them (transformers 5 writes "model_max_length": 1000000000000000019884624838656):
+// see widen_numbers. Internal to src/hf; includes
 // simdjson (json/dom.h), so only src/hf/*_json.cpp include it.
 //
 // Thread safety: a JsonFile has one owner. Its DOM may live in the thread's reused parser: it is valid
@@ -22,6 +24,13 @@
 
 namespace safeweights::hf {
 
+// Rewrites, outside strings, each number the parser cannot hold so that it reads: an integer beyond
+// 64 bits gets ".0" (it becomes the nearest double, as float(int) in Python); a number beyond the
+// range of a double becomes a string of its own text. Every other byte is kept, so valid JSON stays
+// valid and invalid JSON stays invalid (the parser's error then says why). Returns how many numbers
+// were rewritten.
+std::size_t widen_numbers(std::string& text);
+
 // A parsed JSON file. The DOM points into the parser, which the object owns.
 class JsonFile {
  public:
@@ -31,6 +40,7 @@ class JsonFile {
     SW_ASSIGN_OR_RETURN(std::string text, read_small_file(path, cap));
     auto file = std::unique_ptr<JsonFile>(new JsonFile(path));
     if (!is_valid_utf8(text)) return file->bad("", "is not valid UTF-8");
+    widen_numbers(text);
     if (auto err = json::parse_document(text, 256, file->own_, file->root_); err) {
       return file->bad("", std::string("is not valid JSON: ") + simdjson::error_message(err));
     }

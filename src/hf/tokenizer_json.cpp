@@ -9,10 +9,21 @@
 namespace safeweights::hf {
 namespace {
 
-// The split pattern of Llama 3's tokenizer.json, which llama.cpp implements as pre-tokenizer
-// "llama-bpe" (llama-vocab.cpp, LLAMA_VOCAB_PRE_TYPE_LLAMA3).
-constexpr std::string_view kLlama3Pattern =
-    R"re((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)re";
+// Split patterns of tokenizer.json files that llama.cpp implements as pre-tokenizers (llama-vocab.cpp;
+// its converter recognises the tokenizers by a hash of their output in get_vocab_base_pre): Llama 3's
+// as "llama-bpe" (LLAMA_VOCAB_PRE_TYPE_LLAMA3), Qwen2's (single digits) as "qwen2". Qwen2's files
+// NFC-normalize, which llama.cpp does not: its converter accepts them, and text already in NFC (the
+// usual case) splits the same.
+struct KnownSplit {
+  std::string_view pattern;
+  std::string_view pre;
+  bool nfc;  // the tokenizer.json's NFC normalizer is accepted
+};
+constexpr std::array<KnownSplit, 2> kKnownSplits = {{
+    {R"re((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)re", "llama-bpe",
+     false},
+    {R"re((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)re", "qwen2", true},
+}};
 
 constexpr std::array<std::string_view, 6> kSpecialTypes = {"bos", "eos", "unk", "sep", "pad", "mask"};
 
@@ -38,14 +49,16 @@ bool is_byte_level(json::element e, bool use_regex) {
 
 // The llama.cpp pre-tokenizer that splits text as this tokenizer.json does, or empty. llama.cpp's own
 // converter hashes the tokenization of a probe text with known tokenizers; without a tokenizer engine
-// here, the structure is compared instead: ByteLevel alone (GPT-2's regex) is "gpt-2"; Llama 3's split
-// pattern followed by ByteLevel without regex is "llama-bpe". A normalizer rules both out (llama.cpp's
-// BPE does not normalize).
+// here, the structure is compared instead: ByteLevel alone (GPT-2's regex) is "gpt-2"; a known split
+// pattern (kKnownSplits) followed by ByteLevel without regex is that pattern's pre-tokenizer. A
+// normalizer rules them out (llama.cpp's BPE does not normalize), except NFC where kKnownSplits says so.
 std::string recognise_pre(json::element root) {
-  if (JsonFile::member(root, "normalizer")) return {};
+  auto norm = JsonFile::member(root, "normalizer");
+  const bool nfc = norm && is_type(*norm, "NFC") && json::as_object(*norm).size() == 1;
+  if (norm && !nfc) return {};
   auto pre = JsonFile::member(root, "pre_tokenizer");
   if (!pre) return {};
-  if (is_byte_level(*pre, true)) return "gpt-2";
+  if (is_byte_level(*pre, true)) return norm ? std::string() : "gpt-2";
   if (!is_type(*pre, "Sequence")) return {};
   auto list = JsonFile::member(*pre, "pretokenizers");
   if (!list || list->type() != json::element_type::ARRAY || json::as_array(*list).size() != 2) return {};
@@ -56,10 +69,52 @@ std::string recognise_pre(json::element root) {
   if (!pattern || pattern->type() != json::element_type::OBJECT) return {};
   auto regex = JsonFile::member(*pattern, "Regex");
   auto behavior = JsonFile::member(split, "behavior");
-  if (!regex || regex->type() != json::element_type::STRING || json::as_string(*regex) != kLlama3Pattern) return {};
+  if (!regex || regex->type() != json::element_type::STRING) return {};
   if (!behavior || behavior->type() != json::element_type::STRING || json::as_string(*behavior) != "Isolated") return {};
   if (bool_is(split, "invert", true)) return {};
-  return "llama-bpe";
+  for (const KnownSplit& k : kKnownSplits) {
+    if (json::as_string(*regex) == k.pattern && (!nfc || k.nfc)) return std::string(k.pre);
+  }
+  return {};
+}
+
+bool string_is(json::element e, std::string_view key, std::string_view want) {
+  auto v = JsonFile::member(e, key);
+  return v && v->type() == json::element_type::STRING && json::as_string(*v) == want;
+}
+
+// Whether tokenizer.json splits text as llama.cpp's SentencePiece tokenizer does (spaces as U+2581, the
+// whole text one word), and whether it adds the leading U+2581 (llama.cpp's add_space_prefix):
+// transformers 5's Metaspace pre-tokenizer without splitting, or transformers 4's Prepend + Replace
+// normalizer without a pre-tokenizer. Anything else: nullopt.
+std::optional<bool> sentencepiece_split(json::element root) {
+  constexpr std::string_view kSpace = "\xE2\x96\x81";  // U+2581
+  auto pre = JsonFile::member(root, "pre_tokenizer");
+  auto norm = JsonFile::member(root, "normalizer");
+  if (pre && !norm) {
+    if (!is_type(*pre, "Metaspace") || !string_is(*pre, "replacement", kSpace) || bool_is(*pre, "split", true)) return std::nullopt;
+    if (string_is(*pre, "prepend_scheme", "first") || string_is(*pre, "prepend_scheme", "always")) return true;
+    if (string_is(*pre, "prepend_scheme", "never")) return false;
+    return std::nullopt;
+  }
+  if (!norm || pre || !is_type(*norm, "Sequence")) return std::nullopt;
+  auto list = JsonFile::member(*norm, "normalizers");
+  if (!list || list->type() != json::element_type::ARRAY) return std::nullopt;
+  bool prepend = false;
+  bool replace = false;
+  for (auto step : json::as_array(*list)) {
+    if (is_type(step, "Prepend") && string_is(step, "prepend", kSpace) && !prepend && !replace) {
+      prepend = true;
+    } else if (is_type(step, "Replace") && string_is(step, "content", kSpace) && !replace) {
+      auto pattern = JsonFile::member(step, "pattern");
+      if (!pattern || !string_is(*pattern, "String", " ")) return std::nullopt;
+      replace = true;
+    } else {
+      return std::nullopt;
+    }
+  }
+  if (!replace) return std::nullopt;
+  return prepend;
 }
 
 std::string describe_pre(json::element root) {
@@ -109,9 +164,10 @@ Status read_merges(const JsonFile& file, json::element merges, std::vector<std::
 Result<BpeTokenizer> read_bpe(const JsonFile& file, json::element model) {
   BpeTokenizer bpe;
   SW_RETURN_IF_ERROR(file.check_unique(model, "model"));
-  if (bool_is(model, "byte_fallback", true)) {
-    return Error(ErrorKind::NotSupported, "a BPE model with byte_fallback is not byte-level BPE (llama.cpp's gpt2 tokenizer)").with_file(file.path());
-  }
+  bpe.byte_fallback = bool_is(model, "byte_fallback", true);
+  if (bpe.byte_fallback) bpe.sentencepiece_space_prefix = sentencepiece_split(file.root());
+  SW_ASSIGN_OR_RETURN(auto unk, file.string(model, "unk_token"));
+  bpe.unk_token = unk.value_or("");
   auto vocab = JsonFile::member(model, "vocab");
   if (!vocab || vocab->type() != json::element_type::OBJECT) return file.bad("model.vocab", "must be an object");
   SW_RETURN_IF_ERROR(file.check_unique(*vocab, "model.vocab"));

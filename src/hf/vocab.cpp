@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "core/status_macros.h"
+#include "hf/arch.h"
 #include "io/read_util.h"
 
 namespace safeweights::hf {
@@ -84,7 +85,7 @@ Error out_of_vocab(const std::string& file, std::string_view what, std::uint64_t
 // -10000, unused). Pieces keep their score; their type becomes llama.cpp's (NORMAL, UNKNOWN, CONTROL,
 // UNUSED, BYTE; USER_DEFINED pieces are NORMAL, as the converter's SentencePieceProcessor queries
 // give). tokenizer_config.json's added_tokens_decoder then overrides its ids (score -1000).
-Result<Vocab> sentencepiece_vocab(const std::string& folder, const LlamaConfig& c, const TokenizerConfig& tc) {
+Result<Vocab> sentencepiece_vocab(const std::string& folder, const ModelConfig& c, const TokenizerConfig& tc) {
   const std::string path = folder + "/tokenizer.model";
   std::error_code ec;
   if (std::filesystem::exists(folder + "/added_tokens.json", ec)) {
@@ -110,7 +111,7 @@ Result<Vocab> sentencepiece_vocab(const std::string& folder, const LlamaConfig& 
 
 // tokenizer.json's byte-level BPE: model.vocab and the added tokens at their ids, the rest of
 // config.json's vocab_size as "[PADi]" (unused).
-Result<Vocab> bpe_vocab(const std::string& folder, const LlamaConfig& c, const TokenizerJson& tj) {
+Result<Vocab> bpe_vocab(const std::string& folder, const ModelConfig& c, const TokenizerJson& tj) {
   const std::string path = folder + "/tokenizer.json";
   Vocab v = padded(c.vocab_size, 0);
   for (const auto& [text, id] : tj.bpe->vocab) {
@@ -121,6 +122,48 @@ Result<Vocab> bpe_vocab(const std::string& folder, const LlamaConfig& c, const T
   for (const AddedToken& t : tj.added) {
     if (t.id >= c.vocab_size) return out_of_vocab(path, "added token id", t.id, c.vocab_size);
     set_added(v, t);
+  }
+  return v;
+}
+
+// "<0xAB>": a SentencePiece byte piece.
+bool is_byte_piece(std::string_view t) {
+  auto hex = [](char c) { return (c >= '0' && c <= '9') || (c >= 'A' && c <= 'F') || (c >= 'a' && c <= 'f'); };
+  return t.size() == 6 && t.starts_with("<0x") && t.ends_with(">") && hex(t[3]) && hex(t[4]);
+}
+
+// tokenizer.json's SentencePiece-style BPE (byte_fallback) for llama.cpp's SentencePiece tokenizer
+// (model "llama"). llama.cpp's tokenizer merges the adjacent pair whose merged token scores highest;
+// the BPE merges the pair that comes first in model.merges. So a token's score is minus the rank of the
+// first merge that makes it, and the two agree. (llama.cpp's converter, LlamaHfVocab, writes -1000 for
+// every token, with which llama.cpp merges left to right instead.) Byte pieces are BYTE, model.unk_token
+// UNKNOWN, added tokens as for byte-level BPE; the rest of config.json's vocab_size "[PADi]" (unused).
+Result<Vocab> sentencepiece_bpe_vocab(const std::string& folder, const ModelConfig& c, const TokenizerJson& tj) {
+  const std::string path = folder + "/tokenizer.json";
+  Vocab v = padded(c.vocab_size, -10000.0f);
+  std::unordered_map<std::string_view, std::uint32_t> ids;
+  for (const auto& [text, id] : tj.bpe->vocab) {
+    if (id >= c.vocab_size) return out_of_vocab(path, "token id", id, c.vocab_size);
+    v.tokens[id] = text;
+    v.types[id] = is_byte_piece(text) ? kByte : text == tj.bpe->unk_token ? kUnknown : kNormal;
+    v.scores[id] = 0.0f;
+    ids.emplace(text, id);
+  }
+  std::vector<bool> scored(c.vocab_size, false);
+  for (std::size_t rank = 0; rank < tj.bpe->merges.size(); ++rank) {
+    const std::string& m = tj.bpe->merges[rank];
+    const auto space = m.find(' ');
+    if (space == std::string::npos) continue;
+    const std::string merged = m.substr(0, space) + m.substr(space + 1);
+    auto it = ids.find(merged);
+    if (it == ids.end() || scored[it->second]) continue;
+    scored[it->second] = true;
+    v.scores[it->second] = -static_cast<float>(rank + 1);
+  }
+  for (const AddedToken& t : tj.added) {
+    if (t.id >= c.vocab_size) return out_of_vocab(path, "added token id", t.id, c.vocab_size);
+    set_added(v, t);
+    v.scores[t.id] = 0.0f;
   }
   return v;
 }
@@ -143,7 +186,7 @@ Value scalar_array(ValueType type, const std::vector<T>& items, Make make) {
 // SpecialVocab: each kind's token text from tokenizer_config.json, looked up among tokenizer.json's
 // added tokens (the first with that content); else config.json's {kind}_token_id. Ids at or beyond
 // `n_vocab` (when known) are left out, as llama.cpp's converter leaves them out.
-void add_special(const LlamaConfig& c, const TokenizerJson& tj, const TokenizerConfig& tc, std::optional<std::uint32_t> n_vocab,
+void add_special(const ModelConfig& c, const TokenizerJson& tj, const TokenizerConfig& tc, std::optional<std::uint32_t> n_vocab,
                  std::vector<KeyValue>& kv) {
   std::unordered_map<std::string_view, std::uint64_t> ids;
   std::vector<std::string_view> order;
@@ -171,27 +214,46 @@ void add_special(const LlamaConfig& c, const TokenizerJson& tj, const TokenizerC
   if (tc.chat_template) kv.push_back({"tokenizer.chat_template", Value::string(*tc.chat_template)});
 }
 
+// A vocabulary for llama.cpp's SentencePiece tokenizer (model "llama"), with scores.
+void add_llama_vocab(Vocab v, std::vector<KeyValue>& kv) {
+  kv.push_back({"tokenizer.ggml.model", Value::string("llama")});
+  kv.push_back({"tokenizer.ggml.pre", Value::string("default")});
+  kv.push_back({"tokenizer.ggml.tokens", string_array(std::move(v.tokens))});
+  kv.push_back({"tokenizer.ggml.scores", scalar_array(ValueType::FLOAT32, v.scores, Value::f32)});
+  kv.push_back({"tokenizer.ggml.token_type", scalar_array(ValueType::INT32, v.types, Value::i32)});
+}
+
 }  // namespace
 
-Status add_vocabulary(const std::string& folder, const LlamaConfig& config, const LlamaOptions& options, std::vector<KeyValue>& kv) {
+Status add_vocabulary(const std::string& folder, const ModelConfig& config, const LlamaOptions& options, std::vector<KeyValue>& kv) {
   SW_ASSIGN_OR_RETURN(TokenizerJson tj, read_tokenizer_json(folder));
   SW_ASSIGN_OR_RETURN(TokenizerConfig tc, read_tokenizer_config(folder));
   std::error_code ec;
-  if (std::filesystem::exists(folder + "/tokenizer.model", ec)) {
+  const bool sentencepiece = std::filesystem::exists(folder + "/tokenizer.model", ec);
+  if (sentencepiece) {
     SW_ASSIGN_OR_RETURN(Vocab v, sentencepiece_vocab(folder, config, tc));
-    const auto n = static_cast<std::uint32_t>(v.tokens.size());
-    kv.push_back({"tokenizer.ggml.model", Value::string("llama")});
-    kv.push_back({"tokenizer.ggml.pre", Value::string("default")});
-    kv.push_back({"tokenizer.ggml.tokens", string_array(std::move(v.tokens))});
-    kv.push_back({"tokenizer.ggml.scores", scalar_array(ValueType::FLOAT32, v.scores, Value::f32)});
-    kv.push_back({"tokenizer.ggml.token_type", scalar_array(ValueType::INT32, v.types, Value::i32)});
-    add_special(config, tj, tc, n, kv);
+    const auto n_vocab = static_cast<std::uint32_t>(v.tokens.size());
+    add_llama_vocab(std::move(v), kv);
+    add_special(config, tj, tc, n_vocab, kv);
+  } else if (tj.bpe && tj.bpe->byte_fallback) {
+    if (!tj.bpe->sentencepiece_space_prefix) {
+      return Error(ErrorKind::NotSupported, "a BPE model with byte_fallback whose " + tj.bpe->pre_description +
+                                                " does not split text as SentencePiece does (known: Metaspace without splitting; "
+                                                "Prepend and Replace normalizers)")
+          .with_file(folder + "/tokenizer.json");
+    }
+    SW_ASSIGN_OR_RETURN(Vocab v, sentencepiece_bpe_vocab(folder, config, tj));
+    const auto n_vocab = static_cast<std::uint32_t>(v.tokens.size());
+    add_llama_vocab(std::move(v), kv);
+    add_special(config, tj, tc, n_vocab, kv);
+    kv.push_back({"tokenizer.ggml.add_space_prefix", Value::boolean(*tj.bpe->sentencepiece_space_prefix)});
+    return Status::ok();
   } else if (tj.bpe) {
     std::string pre = options.bpe_pre.empty() ? tj.bpe->pre : options.bpe_pre;
     if (pre.empty()) {
       return Error(ErrorKind::NotSupported, "tokenizer.json's " + tj.bpe->pre_description +
                                                 " is not one llama.cpp splits the same way (known: ByteLevel as gpt-2; "
-                                                "Llama 3's Split + ByteLevel as llama-bpe)")
+                                                "Llama 3's Split + ByteLevel as llama-bpe; Qwen2's as qwen2)")
           .with_file(folder + "/tokenizer.json");
     }
     SW_ASSIGN_OR_RETURN(Vocab v, bpe_vocab(folder, config, tj));
@@ -206,7 +268,12 @@ Status add_vocabulary(const std::string& folder, const LlamaConfig& config, cons
                                                      : "no tokenizer.model (SentencePiece) or tokenizer.json (byte-level BPE)")
         .with_file(folder);
   }
-  if (tc.add_prefix_space) kv.push_back({"tokenizer.ggml.add_space_prefix", Value::boolean(*tc.add_prefix_space)});
+  if (config.arch->spm_space_prefix && sentencepiece) {
+    // Gemma's SentencePiece model adds no dummy prefix: llama.cpp's converter says so for it.
+    kv.push_back({"tokenizer.ggml.add_space_prefix", Value::boolean(*config.arch->spm_space_prefix)});
+  } else if (tc.add_prefix_space) {
+    kv.push_back({"tokenizer.ggml.add_space_prefix", Value::boolean(*tc.add_prefix_space)});
+  }
   return Status::ok();
 }
 

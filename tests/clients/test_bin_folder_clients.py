@@ -59,11 +59,6 @@ def tiny_tokenizer(folder):
 
 def convert_to_gguf(src, out):
     conv = run("convert", src, out)
-    # transformers 5's tokenizer_config.json holds model_max_length 1e30 as an integer, which the HF planner
-    # reads after issue 24 item 1 (another branch): until then that refusal, and only it, is expected.
-    if conv.returncode != 0 and "tokenizer_config.json: InvalidArgument: is not valid JSON: Problem while parsing a number" in conv.stderr:
-        assert not os.path.exists(out)
-        pytest.xfail("the HF planner does not read transformers 5's tokenizer_config.json yet (issue 24 item 1)")
     assert conv.returncode == 0, conv.stderr
 
 

@@ -8,6 +8,7 @@
 
 #include "test_util.h"
 #include "hf/hf_files.h"
+#include "hf/json_read.h"
 #include "safeweights/hf_llama.h"
 
 using namespace safeweights;
@@ -15,6 +16,12 @@ using namespace swt;
 namespace fs = std::filesystem;
 
 namespace {
+
+// The plan part of hf::plan's answer (the tensors it reads are checked where generated ones matter).
+Result<ConvertPlan> plan_of(Result<hf::GgufConversion> r) {
+  if (!r.is_ok()) return std::move(r).status();
+  return std::move(r->plan);
+}
 
 // A tiny valid folder: hidden 8, 2 heads, 1 key/value head (head size 4), 1 layer, vocab 6, tied
 // embeddings, a byte-level BPE tokenizer.json; every tensor zeros.
@@ -48,6 +55,7 @@ struct Folder {
   std::string pre_tokenizer = R"({"type":"ByteLevel","add_prefix_space":false,"use_regex":true})";
   std::string vocab = R"({"a":0,"b":1,"c":2,"ab":3})";
   std::string model_extra;
+  std::string tokenizer_config = R"({"bos_token":"<|bos|>","add_bos_token":true})";
 
   std::string path() const { return dir.path(); }
 
@@ -77,16 +85,40 @@ struct Folder {
                                                  R"("pre_tokenizer":)" +
                                                      pre_tokenizer + R"(,"model":{"type":"BPE","vocab":)" + vocab + R"(,"merges":["a b"])" +
                                                      model_extra + "}}");
-    write_file_bytes(dir.file("tokenizer_config.json"), R"({"bos_token":"<|bos|>","add_bos_token":true})");
+    write_file_bytes(dir.file("tokenizer_config.json"), tokenizer_config);
+  }
+
+  // The plan of what is on disk now.
+  Result<ConvertPlan> plan_written() {
+    auto weights = open_tensors(path());
+    if (!weights.is_ok()) return std::move(weights).status();
+    return plan_of(hf::plan(path(), **weights, TensorType::F32));
   }
 
   Result<ConvertPlan> plan(const hf::LlamaOptions& options = {}) {
     write();
     auto weights = open_tensors(path());
     if (!weights.is_ok()) return std::move(weights).status();
-    return hf::plan(path(), **weights, TensorType::F32, options);
+    return plan_of(hf::plan(path(), **weights, TensorType::F32, options));
   }
 };
+
+// ---- the SentencePiece protobuf reader ----------------------------------------------------------
+
+std::string varint(std::uint64_t v) {
+  std::string s;
+  do {
+    s += static_cast<char>((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
+    v >>= 7;
+  } while (v);
+  return s;
+}
+std::string ld(int field, const std::string& body) { return varint(static_cast<std::uint64_t>(field) << 3 | 2) + varint(body.size()) + body; }
+std::string piece(const std::string& text, float score, int type) {
+  std::string s = ld(1, text) + varint(2 << 3 | 5);
+  s.append(reinterpret_cast<const char*>(&score), 4);
+  return s + varint(3 << 3) + varint(static_cast<std::uint64_t>(type));
+}
 
 const MetaValue* find(const ConvertPlan& p, std::string_view key) { return p.metadata.find(key); }
 
@@ -128,20 +160,28 @@ TEST(HfLlama, ValidFolderPlansLlamaCppNamesAndPermutations) {
   EXPECT_EQ(types->items[0], MetaValue::i32(1));
   EXPECT_EQ(types->items[4], MetaValue::i32(3));  // special added token: CONTROL
   EXPECT_EQ(types->items[5], MetaValue::i32(5));  // padding: UNUSED
-  EXPECT_TRUE(hf::is_llama_folder(f.path()));
+  EXPECT_TRUE(hf::is_model_folder(f.path()));
 }
 
-TEST(HfLlama, IsLlamaFolderOnlyForLlamaFamilyConfigs) {
+TEST(HfLlama, ModelFoldersGoToThePlanBrokenOnesToo) {
   Folder f;
-  f.config["architectures"] = R"(["MistralForCausalLM"])";
+  f.config["architectures"] = R"(["GPT2LMHeadModel"])";  // a model, not converted: plan() refuses it by name
   f.write();
-  EXPECT_TRUE(hf::is_llama_folder(f.path()));
-  f.config["architectures"] = R"(["GPT2LMHeadModel"])";
-  f.write();
-  EXPECT_FALSE(hf::is_llama_folder(f.path()));
-  EXPECT_FALSE(hf::is_llama_folder(f.path() + "/nowhere"));
-  write_file_bytes(f.dir.file("config.json"), "{not json");
-  EXPECT_FALSE(hf::is_llama_folder(f.path()));
+  EXPECT_TRUE(hf::is_model_folder(f.path()));
+  EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::NotSupported, "config.json",
+                          "architecture `GPT2LMHeadModel` is not converted (converted: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, "
+                          "Qwen3ForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM, Phi3ForCausalLM)"));
+  EXPECT_FALSE(hf::is_model_folder(f.path() + "/nowhere"));
+  // A config.json that cannot be read is a model folder: plan() says why instead of a plain dump.
+  for (const std::string& broken : {std::string("{not json"), std::string(R"({"a":1,"a":2})"), std::string("{\"a\":\"\xff\"}"),
+                                    std::string(R"({"a": Infinity})"), std::string(300, '[') + std::string(300, ']')}) {
+    write_file_bytes(f.dir.file("config.json"), broken);
+    EXPECT_TRUE(hf::is_model_folder(f.path())) << broken;
+    EXPECT_TRUE(IsKind(f.plan_written(), ErrorKind::InvalidArgument) || IsKind(f.plan_written(), ErrorKind::DuplicateKey)) << broken;
+  }
+  // A diffusers component's config.json describes no transformers model.
+  write_file_bytes(f.dir.file("config.json"), R"({"_class_name":"UNet2DConditionModel"})");
+  EXPECT_FALSE(hf::is_model_folder(f.path()));
 }
 
 TEST(HfLlama, ConfigErrorsNameTheFileAndKey) {
@@ -161,10 +201,12 @@ TEST(HfLlama, ConfigErrorsNameTheFileAndKey) {
       {"num_key_value_heads", "3", ErrorKind::InvalidArgument, "`num_key_value_heads` must divide"},
       {"rms_norm_eps", "-1", ErrorKind::InvalidArgument, "`rms_norm_eps` must be a finite positive number"},
       {"max_position_embeddings", "", ErrorKind::InvalidArgument, "`max_position_embeddings` is missing"},
-      {"architectures", "[\"LlamaModel\"]", ErrorKind::InvalidArgument, "`architectures`"},
+      {"architectures", "[\"LlamaModel\"]", ErrorKind::NotSupported, "architecture `LlamaModel` is not converted"},
+      {"architectures", "[\"LlamaForCausalLM\", \"MistralForCausalLM\"]", ErrorKind::InvalidArgument, "`architectures` must be a list of one"},
+      {"architectures", "", ErrorKind::InvalidArgument, "`architectures` is missing"},
       {"num_local_experts", "8", ErrorKind::NotSupported, "mixture-of-experts"},
-      {"rope_scaling", R"({"rope_type":"yarn","factor":4})", ErrorKind::NotSupported, "`yarn`"},
-      {"rope_scaling", R"({"type":"linear"})", ErrorKind::InvalidArgument, "without a factor"},
+      {"rope_scaling", R"({"rope_type":"yarn","factor":4})", ErrorKind::InvalidArgument, "`rope_scaling.original_max_position_embeddings`"},
+      {"rope_scaling", R"({"type":"linear"})", ErrorKind::InvalidArgument, "`rope_scaling.factor` is missing"},
   };
   for (const Case& c : cases) {
     Folder f;
@@ -186,19 +228,311 @@ TEST(HfLlama, LinearRopeScalingIsWritten) {
   EXPECT_EQ(*find(*p, "llama.rope.scaling.factor"), MetaValue::f32(2.0f));
 }
 
+TEST(HfRope, BothConfigLayoutsGiveTheSameKeys) {
+  // transformers 4: rope_theta and rope_scaling at the top; transformers 5: rope_parameters.
+  for (const auto& [key, value] : std::vector<std::pair<std::string, std::string>>{
+           {"rope_scaling", R"({"type":"linear","factor":2.0})"},
+           {"rope_parameters", R"({"rope_type":"linear","factor":2.0,"rope_theta":500000.0})"},
+       }) {
+    Folder f;
+    f.config[key] = value;
+    if (key == "rope_scaling") f.config["rope_theta"] = "500000.0";
+    auto p = f.plan();
+    ASSERT_TRUE(IsOk(p)) << key;
+    EXPECT_EQ(*find(*p, "llama.rope.freq_base"), MetaValue::f32(500000.0f));
+    EXPECT_EQ(*find(*p, "llama.rope.scaling.type"), MetaValue::string("linear"));
+    EXPECT_EQ(*find(*p, "llama.rope.scaling.factor"), MetaValue::f32(2.0f));
+  }
+  {
+    Folder f;  // YaRN: llama.cpp's keys (its loader reads them for every architecture)
+    f.config["rope_parameters"] =
+        R"({"rope_type":"yarn","factor":4.0,"original_max_position_embeddings":16,"beta_fast":32,"beta_slow":1,"rope_theta":10000.0})";
+    auto p = f.plan();
+    ASSERT_TRUE(IsOk(p));
+    EXPECT_EQ(*find(*p, "llama.rope.scaling.type"), MetaValue::string("yarn"));
+    EXPECT_EQ(*find(*p, "llama.rope.scaling.factor"), MetaValue::f32(4.0f));
+    EXPECT_EQ(*find(*p, "llama.rope.scaling.original_context_length"), MetaValue::u32(16));
+  }
+  Folder f;
+  f.config["rope_parameters"] = R"({"rope_type":"default","rope_theta":1000.0})";
+  auto p = f.plan();
+  ASSERT_TRUE(IsOk(p));
+  EXPECT_EQ(*find(*p, "llama.rope.freq_base"), MetaValue::f32(1000.0f));
+  EXPECT_EQ(find(*p, "llama.rope.scaling.type"), nullptr);
+}
+
+TEST(HfRope, Llama3WritesRopeFreqsFirst) {
+  Folder f;
+  f.config["rope_parameters"] =
+      R"({"rope_type":"llama3","factor":8.0,"low_freq_factor":1.0,"high_freq_factor":4.0,"original_max_position_embeddings":16,"rope_theta":500000.0})";
+  f.write();
+  auto weights = open_tensors(f.path());
+  ASSERT_TRUE(IsOk(weights));
+  auto c = hf::plan(f.path(), **weights, TensorType::F32);
+  ASSERT_TRUE(IsOk(c));
+  ASSERT_FALSE(c->plan.tensors.empty());
+  EXPECT_EQ(c->plan.tensors.front().name, "rope_freqs.weight");
+  const TensorEntry* e = c->tensors->find("rope_freqs.weight");
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->type, TensorType::F32);
+  ASSERT_EQ(e->shape.size(), 1u);
+  EXPECT_EQ(e->shape[0], 2u);  // head size 4: two rotary pairs
+  EXPECT_EQ(find(c->plan, "llama.rope.scaling.type"), nullptr);
+  // The weights themselves are still read through the conversion's tensors.
+  EXPECT_NE(c->tensors->find("model.embed_tokens.weight"), nullptr);
+  EXPECT_EQ(c->tensors->tensors().size(), (*weights)->tensors().size() + 1);
+}
+
+TEST(HfRope, WhatLlamaCppCannotComputeIsRefusedByName) {
+  struct Case {
+    std::string key, value;
+    ErrorKind kind;
+    std::string text;
+  };
+  const std::vector<Case> cases = {
+      {"rope_parameters", R"({"rope_type":"dynamic","factor":2.0})", ErrorKind::NotSupported, "rope type `dynamic`: dynamic NTK scaling"},
+      {"rope_scaling", R"({"type":"dynamic","factor":2.0})", ErrorKind::NotSupported, "`rope_scaling` rope type `dynamic`"},
+      {"rope_parameters", R"({"rope_type":"yarn","factor":2.0})", ErrorKind::InvalidArgument,
+       "`rope_parameters.original_max_position_embeddings` is missing (rope type yarn needs it)"},
+      {"rope_parameters", R"({"rope_type":"yarn","factor":2.0,"original_max_position_embeddings":16,"beta_fast":16})", ErrorKind::NotSupported,
+       "key `beta_fast` is not 32"},
+      {"rope_parameters", R"({"rope_type":"yarn","factor":2.0,"original_max_position_embeddings":16,"attention_factor":1.5})",
+       ErrorKind::NotSupported, "key `attention_factor` is not 0.1 ln(factor) + 1"},
+      {"rope_parameters", R"({"rope_type":"yarn","factor":2.0,"original_max_position_embeddings":16,"truncate":false})", ErrorKind::NotSupported,
+       "key `truncate` is false"},
+      {"rope_parameters", R"({"rope_type":"yarn","factor":2.0,"original_max_position_embeddings":16,"mscale":1.0})", ErrorKind::NotSupported,
+       "key `mscale` is not understood for rope type `yarn`"},
+      {"rope_parameters", R"({"rope_type":"longrope","short_factor":[1,1],"long_factor":[2,2],"original_max_position_embeddings":16})",
+       ErrorKind::NotSupported, "llama.cpp's llama architecture has no longrope"},
+      {"rope_parameters", R"({"rope_type":"spiral"})", ErrorKind::NotSupported, "rope type `spiral` is not one llama.cpp's converter maps"},
+      {"rope_parameters", R"({"rope_type":"linear","factor":2.0,"beta_fast":32})", ErrorKind::NotSupported,
+       "key `beta_fast` is not understood for rope type `linear`"},
+      {"rope_parameters", R"({"rope_type":"default","partial_rotary_factor":0.5})", ErrorKind::NotSupported, "key `partial_rotary_factor` is not 1"},
+      {"rope_parameters", R"({"rope_type":"linear"})", ErrorKind::InvalidArgument, "`rope_parameters.factor` is missing"},
+      {"rope_parameters", R"({"rope_type":"llama3","factor":8.0,"low_freq_factor":1.0,"high_freq_factor":4.0})", ErrorKind::InvalidArgument,
+       "`rope_parameters.original_max_position_embeddings` is missing"},
+      {"rope_parameters", R"({"type":"linear","rope_type":"default","factor":2.0})", ErrorKind::InvalidArgument, "gives two rope types"},
+      {"rope_parameters", R"([1])", ErrorKind::InvalidArgument, "`rope_parameters` must be an object"},
+      {"hidden_act", R"("gelu")", ErrorKind::NotSupported, "`hidden_act` is `gelu`"},
+      {"partial_rotary_factor", "0.5", ErrorKind::NotSupported, "`partial_rotary_factor` is not 1"},
+  };
+  for (const Case& c : cases) {
+    Folder f;
+    f.config[c.key] = c.value;
+    EXPECT_TRUE(FailsNaming(f.plan(), c.kind, "config.json", c.text)) << c.value;
+  }
+  {
+    Folder f;  // both layouts at once
+    f.config["rope_scaling"] = R"({"type":"linear","factor":2.0})";
+    f.config["rope_parameters"] = R"({"rope_type":"linear","factor":4.0})";
+    EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::InvalidArgument, "config.json", "`rope_scaling` is given beside rope_parameters"));
+  }
+  {
+    Folder f;
+    f.config["rope_theta"] = "10000.0";
+    f.config["rope_parameters"] = R"({"rope_type":"default","rope_theta":500000.0})";
+    EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::InvalidArgument, "config.json", "`rope_theta` differs from rope_parameters.rope_theta"));
+  }
+  {
+    Folder f;  // untied without lm_head: transformers would start the head from random weights
+    f.config["tie_word_embeddings"] = "false";
+    EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::TensorNotFound, "model.safetensors", "lm_head.weight is missing"));
+  }
+}
+
+TEST(HfArch, Qwen2AndQwen3UseTheirTables) {
+  {
+    Folder f;
+    f.config["architectures"] = R"(["Qwen2ForCausalLM"])";
+    f.config["rope_theta"] = "1000000.0";
+    EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::TensorNotFound, "model.safetensors", "model.layers.0.self_attn.q_proj.bias is missing"));
+    f.tensors["model.layers.0.self_attn.q_proj.bias"] = {8};
+    f.tensors["model.layers.0.self_attn.k_proj.bias"] = {4};
+    f.tensors["model.layers.0.self_attn.v_proj.bias"] = {4};
+    auto p = f.plan();
+    ASSERT_TRUE(IsOk(p));
+    EXPECT_EQ(*find(*p, "general.architecture"), MetaValue::string("qwen2"));
+    EXPECT_EQ(*find(*p, "qwen2.rope.freq_base"), MetaValue::f32(1e6f));
+    EXPECT_EQ(find(*p, "qwen2.vocab_size"), nullptr);                                    // LlamaModel's key only
+    for (const ConvertTensor& t : p->tensors) EXPECT_EQ(t.permute_heads, 0u) << t.name;  // NEOX rope: no permutation
+    f.config["use_sliding_window"] = "true";
+    EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::NotSupported, "config.json", "`use_sliding_window` is true"));
+  }
+  {
+    Folder f;
+    f.config["architectures"] = R"(["Qwen3ForCausalLM"])";
+    f.config["head_dim"] = "4";
+    EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::TensorNotFound, "model.safetensors", "blk.0.attn_q_norm.weight"));
+    f.tensors["model.layers.0.self_attn.q_norm.weight"] = {4};
+    f.tensors["model.layers.0.self_attn.k_norm.weight"] = {4};
+    ASSERT_TRUE(IsOk(f.plan()));
+    EXPECT_EQ(*find(*f.plan(), "qwen3.attention.key_length"), MetaValue::u32(4));
+    f.config["rope_parameters"] =
+        R"({"rope_type":"llama3","factor":8.0,"low_freq_factor":1.0,"high_freq_factor":4.0,"original_max_position_embeddings":16})";
+    EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::NotSupported, "config.json", "rope type `llama3` is not one llama.cpp's qwen3 architecture has"));
+    f.config.erase("rope_parameters");
+    f.tensors["model.layers.0.self_attn.q_proj.bias"] = {8};  // Qwen3 has no attention biases in llama.cpp
+    EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::NotSupported, "model.safetensors", "no name in llama.cpp's qwen3 architecture"));
+  }
+  {
+    Folder f;  // Mistral's sliding window, when it would bind
+    f.config["architectures"] = R"(["MistralForCausalLM"])";
+    f.config["sliding_window"] = "32";
+    EXPECT_TRUE(IsOk(f.plan()));
+    f.config["sliding_window"] = "16";
+    EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::NotSupported, "config.json", "`sliding_window` (16) is below max_position_embeddings"));
+  }
+}
+
+// A Gemma 2 folder: the fixture's layer with Gemma's four norms, head size 4, window 16.
+void make_gemma(Folder& f, const std::string& cls) {
+  f.config["architectures"] = "[\"" + cls + "\"]";
+  f.config["head_dim"] = "4";
+  f.config["query_pre_attn_scalar"] = "4";
+  f.config["sliding_window"] = "16";
+  f.config["hidden_activation"] = R"("gelu_pytorch_tanh")";
+  if (cls == "Gemma2ForCausalLM") {
+    f.config["attn_logit_softcapping"] = "50.0";
+    f.config["final_logit_softcapping"] = "30.0";
+  } else {
+    f.tensors["model.layers.0.self_attn.q_norm.weight"] = {4};
+    f.tensors["model.layers.0.self_attn.k_norm.weight"] = {4};
+  }
+  f.tensors.erase("model.layers.0.self_attn.rotary_emb.inv_freq");
+  for (const char* norm : {"pre_feedforward_layernorm", "post_feedforward_layernorm"}) {
+    f.tensors[std::string("model.layers.0.") + norm + ".weight"] = {8};
+  }
+}
+
+TEST(HfArch, GemmaRules) {
+  {
+    Folder f;
+    make_gemma(f, "Gemma2ForCausalLM");
+    f.write();
+    auto weights = open_tensors(f.path());
+    ASSERT_TRUE(IsOk(weights));
+    auto c = hf::plan(f.path(), **weights, TensorType::F32);
+    ASSERT_TRUE(IsOk(c));
+    EXPECT_EQ(*find(c->plan, "gemma2.attn_logit_softcapping"), MetaValue::f32(50.0f));
+    EXPECT_EQ(*find(c->plan, "gemma2.final_logit_softcapping"), MetaValue::f32(30.0f));
+    EXPECT_EQ(*find(c->plan, "gemma2.attention.sliding_window"), MetaValue::u32(16));
+    // Norms are read from computed tensors (weight + 1); the rest from the weights.
+    for (const ConvertTensor& t : c->plan.tensors) {
+      EXPECT_EQ(t.source.ends_with("norm.weight + 1"), t.name.find("norm") != std::string::npos) << t.source;
+      EXPECT_NE(c->tensors->find(t.source), nullptr) << t.source;
+    }
+    std::vector<float> norm(8);
+    ASSERT_TRUE(IsOk(c->tensors->find("model.norm.weight + 1")->read(std::as_writable_bytes(std::span(norm)))));
+    EXPECT_EQ(norm[0], 1.0f);  // the fixture's weights are zeros
+  }
+  struct Case {
+    std::string cls, key, value, text;
+  };
+  const std::vector<Case> cases = {
+      {"Gemma2ForCausalLM", "final_logit_softcapping", "null", "`final_logit_softcapping` is missing or null"},
+      {"Gemma2ForCausalLM", "query_pre_attn_scalar", "8", "`query_pre_attn_scalar` is not 4"},
+      {"Gemma2ForCausalLM", "layer_types", R"(["full_attention"])", "layer 0 must be sliding_attention"},
+      {"Gemma2ForCausalLM", "tie_word_embeddings", "false", "`tie_word_embeddings` is false"},
+      {"Gemma2ForCausalLM", "hidden_activation", R"("silu")",
+       "`hidden_activation` is `silu`; llama.cpp's gemma2 architecture computes gelu_pytorch_tanh"},
+      {"Gemma3ForCausalLM", "attn_logit_softcapping", "50.0", "does not cap logits"},
+      {"Gemma3ForCausalLM", "use_bidirectional_attention", "true", "`use_bidirectional_attention` is true"},
+      {"Gemma3ForCausalLM", "rope_parameters",
+       R"({"full_attention":{"rope_type":"default"},"sliding_attention":{"rope_type":"linear","factor":2.0}})",
+       "`rope_parameters.sliding_attention` is not default"},
+  };
+  for (const Case& c : cases) {
+    Folder f;
+    make_gemma(f, c.cls);
+    f.config[c.key] = c.value;
+    EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::NotSupported, "config.json", c.text)) << c.key;
+  }
+}
+
+TEST(HfArch, Phi3FusedTensorsAndLongrope) {
+  Folder f;
+  f.config["architectures"] = R"(["Phi3ForCausalLM"])";
+  f.config["original_max_position_embeddings"] = "16";
+  for (const char* t : {"q_proj", "k_proj", "v_proj"}) f.tensors.erase(std::string("model.layers.0.self_attn.") + t + ".weight");
+  f.tensors.erase("model.layers.0.mlp.gate_proj.weight");
+  f.tensors.erase("model.layers.0.mlp.up_proj.weight");
+  f.tensors["model.layers.0.self_attn.qkv_proj.weight"] = {16, 8};  // 2 query heads + 2 x 1 key/value head, head size 4
+  f.tensors["model.layers.0.mlp.gate_up_proj.weight"] = {16, 8};
+  f.config["rope_parameters"] = R"({"rope_type":"longrope","short_factor":[1.0,2.0],"long_factor":[3.0,4.0],"partial_rotary_factor":1.0})";
+  f.write();
+  auto weights = open_tensors(f.path());
+  ASSERT_TRUE(IsOk(weights));
+  auto c = hf::plan(f.path(), **weights, TensorType::F32);
+  ASSERT_TRUE(IsOk(c));
+  EXPECT_EQ(c->plan.tensors[0].name, "rope_factors_long.weight");
+  EXPECT_EQ(c->plan.tensors[1].name, "rope_factors_short.weight");
+  std::vector<float> longf(2);
+  ASSERT_TRUE(IsOk(c->tensors->find("rope_factors_long.weight")->read(std::as_writable_bytes(std::span(longf)))));
+  EXPECT_EQ(longf, (std::vector<float>{3.0f, 4.0f}));
+  EXPECT_EQ(*find(c->plan, "phi3.rope.scaling.original_context_length"), MetaValue::u32(16));
+  EXPECT_EQ(*find(c->plan, "phi3.attention.sliding_window"), MetaValue::u32(0));
+  ASSERT_NE(find(c->plan, "phi3.rope.scaling.attn_factor"), nullptr);  // its value: the client test, against transformers
+  bool qkv = false;
+  for (const ConvertTensor& t : c->plan.tensors) qkv |= t.name == "blk.0.attn_qkv.weight" && t.permute_heads == 0;
+  EXPECT_TRUE(qkv);
+  f.config["rope_parameters"] = R"({"rope_type":"longrope","short_factor":[1.0],"long_factor":[3.0]})";
+  EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::InvalidArgument, "config.json", "one factor per rotary pair"));
+  f.config.erase("rope_parameters");
+  f.tensors["model.layers.0.self_attn.qkv_proj.weight"] = {12, 8};
+  EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::InvalidArgument, "model.safetensors", "shape [12, 8], config.json implies [16, 8]"));
+}
+
 TEST(HfLlama, DuplicateAndMalformedJson) {
   Folder f;
   f.write();
   write_file_bytes(f.dir.file("config.json"), R"({"architectures":["LlamaForCausalLM"],"vocab_size":6,"vocab_size":7})");
   auto weights = open_tensors(f.path());
   ASSERT_TRUE(IsOk(weights));
-  EXPECT_TRUE(FailsNaming(hf::plan(f.path(), **weights, std::nullopt), ErrorKind::DuplicateKey, "config.json", "`vocab_size`"));
+  EXPECT_TRUE(FailsNaming(plan_of(hf::plan(f.path(), **weights, std::nullopt)), ErrorKind::DuplicateKey, "config.json", "`vocab_size`"));
   write_file_bytes(f.dir.file("config.json"), "[1,2]");
-  EXPECT_TRUE(FailsNaming(hf::plan(f.path(), **weights, std::nullopt), ErrorKind::InvalidArgument, "config.json", "JSON object"));
+  EXPECT_TRUE(FailsNaming(plan_of(hf::plan(f.path(), **weights, std::nullopt)), ErrorKind::InvalidArgument, "config.json", "JSON object"));
   write_file_bytes(f.dir.file("config.json"), std::string((4u << 20) + 1, ' '));  // over the 4 MiB cap
-  EXPECT_TRUE(IsKind(hf::plan(f.path(), **weights, std::nullopt), ErrorKind::ResourceLimit));
+  EXPECT_TRUE(IsKind(plan_of(hf::plan(f.path(), **weights, std::nullopt)), ErrorKind::ResourceLimit));
   write_file_bytes(f.dir.file("config.json"), "{\"a\":\"\xff\"}");
-  EXPECT_TRUE(FailsNaming(hf::plan(f.path(), **weights, std::nullopt), ErrorKind::InvalidArgument, "config.json", "UTF-8"));
+  EXPECT_TRUE(FailsNaming(plan_of(hf::plan(f.path(), **weights, std::nullopt)), ErrorKind::InvalidArgument, "config.json", "UTF-8"));
+}
+
+TEST(HfJson, NumbersOfAnySizeAreRead) {
+  // transformers 5's tokenizer_config.json: "model_max_length" is int(1e30), which Python's json reads
+  // and simdjson's 64-bit integers do not hold.
+  Folder f;
+  f.tokenizer_config = R"({
+  "add_bos_token": true,
+  "backend": "tokenizers",
+  "bos_token": "<|bos|>",
+  "clean_up_tokenization_spaces": false,
+  "model_max_length": 1000000000000000019884624838656,
+  "tokenizer_class": "TokenizersBackend"
+})";
+  auto p = f.plan();
+  ASSERT_TRUE(IsOk(p));
+  EXPECT_EQ(*find(*p, "tokenizer.ggml.add_bos_token"), MetaValue::boolean(true));
+
+  struct Case {
+    std::string in, out;
+  };
+  const std::vector<Case> cases = {
+      {R"({"a": 1000000000000000019884624838656})", R"({"a": 1000000000000000019884624838656.0})"},
+      {R"([18446744073709551615, 18446744073709551616, -9223372036854775808, -9223372036854775809])",
+       R"([18446744073709551615, 18446744073709551616.0, -9223372036854775808, -9223372036854775809.0])"},
+      {R"([1e400, -1e400, 1e-400, 1.5e3])", R"(["1e400", "-1e400", 1e-400, 1.5e3])"},
+      // Inside strings, and tokens that are not JSON numbers, nothing changes.
+      {R"({"k\"99999999999999999999": "99999999999999999999", "x": 0099999999999999999999})",
+       R"({"k\"99999999999999999999": "99999999999999999999", "x": 0099999999999999999999})"},
+  };
+  for (const Case& c : cases) {
+    std::string text = c.in;
+    hf::widen_numbers(text);
+    EXPECT_EQ(text, c.out);
+  }
+  // A number beyond a double's range still reads: as its text, which a numeric key then refuses by name.
+  f.config["rope_theta"] = "1e999";
+  EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::InvalidArgument, "config.json", "`rope_theta` must be a number"));
 }
 
 TEST(HfLlama, TensorsLlamaCppCannotNameAreRefused) {
@@ -218,6 +552,16 @@ TEST(HfLlama, TensorsLlamaCppCannotNameAreRefused) {
     Folder f;  // q rows must be heads x head size for the permutation
     f.tensors["model.layers.0.self_attn.q_proj.weight"] = {6, 8};
     EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::InvalidArgument, "model.safetensors", "config.json implies [8, 8]"));
+  }
+  {
+    Folder f;  // every dimension config.json gives must agree with the tensors
+    f.config["intermediate_size"] = "16";
+    EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::InvalidArgument, "model.safetensors", "shape [8, 8], config.json implies [16, 8]"));
+  }
+  {
+    Folder f;
+    f.tensors["model.norm.weight"] = {7};
+    EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::InvalidArgument, "model.safetensors", "shape [7], config.json implies [8]"));
   }
   {
     Folder f;  // lm_head present: output.weight planned
@@ -250,34 +594,46 @@ TEST(HfLlama, TokenizerRules) {
     EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::DuplicateKey, "tokenizer.json", "`a`"));
   }
   {
-    Folder f;
+    Folder f;  // byte_fallback with a byte-level pre-tokenizer: neither SentencePiece nor byte-level BPE
     f.model_extra = R"(,"byte_fallback":true)";
-    EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::NotSupported, "tokenizer.json", "byte_fallback"));
+    EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::NotSupported, "tokenizer.json", "byte_fallback whose pre_tokenizer `ByteLevel` does not split"));
+  }
+  {
+    Folder f;  // transformers 5's SentencePiece-style tokenizer.json: llama.cpp's SentencePiece vocabulary
+    f.model_extra = R"(,"byte_fallback":true,"unk_token":"c")";
+    f.pre_tokenizer = R"({"type":"Metaspace","replacement":"\u2581","prepend_scheme":"first","split":false})";
+    f.vocab = R"({"a":0,"b":1,"c":2,"ab":3,"<0x41>":5})";
+    auto p = f.plan();
+    ASSERT_TRUE(IsOk(p));
+    EXPECT_EQ(*find(*p, "tokenizer.ggml.model"), MetaValue::string("llama"));
+    EXPECT_EQ(*find(*p, "tokenizer.ggml.add_space_prefix"), MetaValue::boolean(true));
+    const MetaValue* types = find(*p, "tokenizer.ggml.token_type");
+    const MetaValue* scores = find(*p, "tokenizer.ggml.scores");
+    ASSERT_EQ(types->items.size(), 6u);
+    EXPECT_EQ(types->items[2], MetaValue::i32(2));       // unk_token: UNKNOWN
+    EXPECT_EQ(types->items[4], MetaValue::i32(3));       // the special added token: CONTROL
+    EXPECT_EQ(types->items[5], MetaValue::i32(6));       // <0x41>: BYTE
+    EXPECT_EQ(scores->items[3], MetaValue::f32(-1.0f));  // made by merge 0 ("a b")
+    EXPECT_EQ(scores->items[0], MetaValue::f32(0.0f));
+  }
+  {
+    Folder f;  // beside tokenizer.model, tokenizer.json's byte_fallback BPE is not what is converted
+    f.model_extra = R"(,"byte_fallback":true)";
+    f.write();
+    write_file_bytes(f.dir.file("tokenizer.model"), ld(1, piece("<unk>", 0, 2)) + ld(1, piece("a", -1, 1)));
+    auto weights = open_tensors(f.path());
+    auto p = plan_of(hf::plan(f.path(), **weights, std::nullopt));
+    ASSERT_TRUE(IsOk(p));
+    EXPECT_EQ(*find(*p, "tokenizer.ggml.model"), MetaValue::string("llama"));
+    EXPECT_EQ(find(*p, "tokenizer.ggml.tokens")->items[1], MetaValue::string("a"));
   }
   {
     Folder f;
     f.write();
     fs::remove(f.dir.file("tokenizer.json"));
     auto weights = open_tensors(f.path());
-    EXPECT_TRUE(IsKind(hf::plan(f.path(), **weights, std::nullopt), ErrorKind::FileNotFound));
+    EXPECT_TRUE(IsKind(plan_of(hf::plan(f.path(), **weights, std::nullopt)), ErrorKind::FileNotFound));
   }
-}
-
-// ---- the SentencePiece protobuf reader ----------------------------------------------------------
-
-std::string varint(std::uint64_t v) {
-  std::string s;
-  do {
-    s += static_cast<char>((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
-    v >>= 7;
-  } while (v);
-  return s;
-}
-std::string ld(int field, const std::string& body) { return varint(static_cast<std::uint64_t>(field) << 3 | 2) + varint(body.size()) + body; }
-std::string piece(const std::string& text, float score, int type) {
-  std::string s = ld(1, text) + varint(2 << 3 | 5);
-  s.append(reinterpret_cast<const char*>(&score), 4);
-  return s + varint(3 << 3) + varint(static_cast<std::uint64_t>(type));
 }
 
 TEST(HfSentencePiece, ReadsPiecesAndSkipsOtherFields) {
@@ -324,7 +680,7 @@ TEST(HfSentencePiece, SentencePieceFolderPadsToVocabSize) {
   write_file_bytes(f.dir.file("tokenizer.model"),
                    ld(1, piece("<unk>", 0, 2)) + ld(1, piece("<s>", 0, 3)) + ld(1, piece("</s>", 0, 3)) + ld(1, piece("u", -2, 4)));
   auto weights = open_tensors(f.path());
-  auto p = hf::plan(f.path(), **weights, TensorType::F16);
+  auto p = plan_of(hf::plan(f.path(), **weights, TensorType::F16));
   ASSERT_TRUE(IsOk(p));
   EXPECT_EQ(*find(*p, "tokenizer.ggml.model"), MetaValue::string("llama"));
   EXPECT_EQ(*find(*p, "tokenizer.ggml.pre"), MetaValue::string("default"));

@@ -41,7 +41,7 @@ declare -A component_symbols=(
   [cuda]='safeweights::load::(\(anonymous namespace\)::(CudaDevice|cuda_api|cufile)|cuda_error)'
   [pytorch]='safeweights::pytorch::(\(anonymous namespace\)|pytorch_format|Pickle)'
   [quant]='safeweights::quant::\(anonymous namespace\)::(de)?quantize_(q[0-9]|k|affine|symmetric|iq|tq|mxfp)|kIq4Levels'
-  [hf]='safeweights::hf::(\(anonymous namespace\)|TokenizerJson|read_config|names_llama)'
+  [hf]='safeweights::hf::(\(anonymous namespace\)|TokenizerJson|read_config|is_model_config)'
 )
 # check_symbols FILE present|absent: every component's code is in FILE, or none of it.
 check_symbols() {

@@ -21,6 +21,7 @@ Expected values come from numpy, gguf-py, tokenizers/sentencepiece and llama.cpp
 import json
 import os
 import re
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -472,3 +473,25 @@ def test_llama_cpp_logits_typed(model, typed, llama_driver):
     err = np.abs(got - want).max() / np.abs(want).max()
     print(f"{model['kind']}/{model.get('pre', '')} {type_name}: max |llama.cpp - reference| / max |reference| = {err:.3g}")
     assert err < TYPE_TOLERANCE[type_name]
+
+
+# ---- routing: a folder whose config.json is broken is refused, never converted as plain tensors ----------
+
+
+@pytest.mark.parametrize("config,reason", [
+    (b'{"architectures": ["LlamaForCausalLM"], "vocab_size": 6, "vocab_size": 7}', "`vocab_size` repeated"),
+    (b'{"architectures": ["LlamaForCausalLM"],', "is not valid JSON"),
+    (b'{"architectures": ["LlamaForCausalLM"], "rope_theta": Infinity}', "is not valid JSON"),
+    (b'{"a": "\xff"}', "is not valid UTF-8"),
+    (b"[" * 300 + b"]" * 300, "is not valid JSON"),
+    (b'{"architectures": ["BertModel"]}', "architecture `BertModel` is not converted"),
+])
+def test_broken_or_unknown_config_is_refused_by_the_cli(model, tmp_path, config, reason):
+    folder = tmp_path / "m"
+    shutil.copytree(model["folder"], folder)
+    (folder / "config.json").write_bytes(config)
+    out = tmp_path / "out.gguf"
+    r = subprocess.run([_cli(), "convert", str(folder), str(out)], capture_output=True, text=True)
+    assert r.returncode != 0
+    assert "config.json" in r.stderr and reason in r.stderr, r.stderr
+    assert not out.exists()

@@ -72,7 +72,7 @@ int main(int argc, char** argv) {
   for (const sw::Format* format : sw::formats()) listed = listed || format->name() == "pytorch";
   expect("no pytorch format in the registry", !listed);
 
-  expect("hf::is_llama_folder (any folder with a config.json)", sw::hf::is_llama_folder(folder));
+  expect("hf::is_model_folder (any folder with a config.json)", sw::hf::is_model_folder(folder));
   // convert_path asks the HF plan provider for such a folder written as GGUF.
   auto report = sw::convert_path(folder, folder + "/out.gguf", {});
   if (report.is_ok()) {

@@ -1,0 +1,242 @@
+// Hugging Face model folder -> the plan convert() writes a llama.cpp GGUF from
+// (include/safeweights/hf_llama.h), one plan for every architecture of hf/arch.h, whose tables say
+// what differs. The rules are llama.cpp's (convert_hf_to_gguf.py, gguf-py constants, the loader in
+// llama-model.cpp / llama-vocab.cpp): February 2025's converter, gguf-py 0.19's names.
+#include <array>
+#include <cstring>
+#include <filesystem>
+#include <unordered_set>
+
+#include "core/status_macros.h"
+#include "hf/arch.h"
+#include "hf/generated.h"
+#include "hf/hf_files.h"
+#include "hf/vocab.h"
+#include "safeweights/convert.h"
+#include "safeweights/hf_llama.h"
+#include "safeweights/quantize.h"
+
+namespace safeweights::hf {
+namespace {
+
+using gguf::KeyValue;
+using gguf::Value;
+
+// Buffers llama.cpp's converter drops (MODEL_TENSOR_SKIP and its name filters).
+bool skipped(std::string_view name) { return name.ends_with(".rotary_emb.inv_freq"); }
+
+std::string shape_text(std::span<const std::uint64_t> shape) {
+  std::string out;
+  for (auto d : shape) out += (out.empty() ? "" : ", ") + std::to_string(d);
+  return "[" + out + "]";
+}
+
+struct Planner {
+  const ModelConfig& c;
+  const TensorFile& weights;
+  std::vector<ConvertTensor> out;
+
+  std::uint32_t heads() const { return c.num_attention_heads; }
+  std::uint32_t kv_heads() const { return c.num_key_value_heads.value_or(c.num_attention_heads); }
+  std::uint64_t head_dim() const { return c.head_dim.value_or(c.hidden_size / c.num_attention_heads); }
+
+  std::uint64_t size(Dim d) const {
+    switch (d) {
+      case Dim::Hidden: return c.hidden_size;
+      case Dim::QRows: return heads() * head_dim();
+      case Dim::KvRows: return kv_heads() * head_dim();
+      case Dim::Inter: return c.intermediate_size;
+      case Dim::HeadDim: return head_dim();
+      case Dim::QkvRows: return (heads() + 2 * kv_heads()) * head_dim();
+      case Dim::Inter2: return 2 * std::uint64_t{c.intermediate_size};
+      case Dim::None: break;
+    }
+    return 0;
+  }
+
+  // The tensor `hf` as `gguf`, checked against the shape config.json implies (the permutation and
+  // llama.cpp's loader depend on it).
+  Status add(const std::string& hf, std::string gguf, std::vector<std::uint64_t> shape, std::uint32_t permute, bool required) {
+    const TensorEntry* e = weights.find(hf);
+    if (!e) {
+      if (!required) return Status::ok();
+      return Error(ErrorKind::TensorNotFound, "tensor " + hf + " is missing (llama.cpp needs " + gguf + ")").with_file(weights.name());
+    }
+    if (!std::equal(e->shape.begin(), e->shape.end(), shape.begin(), shape.end())) {
+      return Error(ErrorKind::InvalidArgument, "shape " + shape_text(e->shape) + ", config.json implies " + shape_text(shape))
+          .with_file(weights.name())
+          .with_tensor(hf);
+    }
+    out.push_back({hf, std::move(gguf), permute});
+    return Status::ok();
+  }
+
+  Status layer(std::uint32_t n) {
+    const std::string hf = "model.layers." + std::to_string(n) + ".";
+    const std::string gg = "blk." + std::to_string(n) + ".";
+    if (c.arch->base == LayerBase::Gemma) {
+      for (const TensorRule& t : rows::gemma_layer()) SW_RETURN_IF_ERROR(add_rule(t, hf, gg));
+    } else if (c.arch->base != LayerBase::None) {
+      for (const TensorRule& t : rows::llama_layer(c.arch->base == LayerBase::LlamaPermuted)) SW_RETURN_IF_ERROR(add_rule(t, hf, gg));
+    }
+    for (const TensorRule& t : c.arch->layer) SW_RETURN_IF_ERROR(add_rule(t, hf, gg));
+    return Status::ok();
+  }
+
+  Status add_rule(const TensorRule& t, const std::string& hf, const std::string& gg) {
+    const std::uint32_t permute = t.permute == Permute::Heads ? heads() : t.permute == Permute::KvHeads ? kv_heads() : 0;
+    std::vector<std::uint64_t> shape = {size(t.rows)};
+    if (t.cols != Dim::None) shape.push_back(size(t.cols));
+    return add(hf + std::string(t.hf), gg + std::string(t.gguf), std::move(shape), permute, t.required);
+  }
+
+  Status run() {
+    SW_RETURN_IF_ERROR(add("model.embed_tokens.weight", "token_embd.weight", {c.vocab_size, c.hidden_size}, 0, true));
+    for (std::uint32_t n = 0; n < c.num_hidden_layers; ++n) SW_RETURN_IF_ERROR(layer(n));
+    SW_RETURN_IF_ERROR(add("model.norm.weight", "output_norm.weight", {c.hidden_size}, 0, true));
+    // Tied embeddings: without lm_head llama.cpp's loader uses token_embd for the output. Untied
+    // (tie_word_embeddings false) without lm_head, transformers would start from random weights.
+    if (!c.arch->tied_output) {
+      SW_RETURN_IF_ERROR(add("lm_head.weight", "output.weight", {c.vocab_size, c.hidden_size}, 0, c.tie_word_embeddings == false));
+    }
+    return leftovers();
+  }
+
+  // A tensor with no llama.cpp name would make its loader refuse the file ("wrong number of tensors").
+  Status leftovers() const {
+    std::unordered_set<std::string_view> planned;
+    for (const ConvertTensor& t : out) planned.insert(t.source);
+    for (const TensorEntry& e : weights.tensors()) {
+      if (skipped(e.name) || planned.contains(e.name)) continue;
+      if (c.arch->tied_output && e.name == "lm_head.weight") continue;  // the embedding is the output
+      return Error(ErrorKind::NotSupported, "tensor has no name in llama.cpp's " + std::string(c.arch->name) + " architecture")
+          .with_file(weights.name())
+          .with_tensor(e.name);
+    }
+    return Status::ok();
+  }
+};
+
+// Gemma's RMS norms scale by (1 + weight): llama.cpp's converter writes weight + 1 (computed here in
+// float32, as transformers computes 1 + weight.float()), as an F32 tensor of its own.
+Status add_one_to_norms(const TensorFile& weights, std::vector<ConvertTensor>& plan, WithGenerated& tensors) {
+  for (ConvertTensor& t : plan) {
+    if (!t.source.ends_with("norm.weight")) continue;
+    const TensorEntry* e = weights.find(t.source);
+    SW_ASSIGN_OR_RETURN(std::vector<std::byte> bytes, e->read_owned());
+    std::vector<float> values(e->num_elements());
+    if (e->type == TensorType::F32) {
+      std::memcpy(values.data(), bytes.data(), bytes.size());
+    } else {
+      SW_RETURN_IF_ERROR(dequantize(e->type, bytes, values));
+    }
+    for (float& v : values) v += 1.0f;
+    std::vector<std::uint64_t> shape(e->shape.begin(), e->shape.end());
+    t.source += " + 1";
+    tensors.add_f32(t.source, std::move(shape), values);
+  }
+  return Status::ok();
+}
+
+// Without a target type, the type of the matrices (1-D tensors are F32 in every llama.cpp file type).
+TensorType weights_type(const TensorFile& weights) {
+  for (const TensorEntry& e : weights.tensors()) {
+    if (e.shape.size() >= 2) return e.type;
+  }
+  return TensorType::F32;
+}
+
+// The folder's own name, also for "." or a trailing slash.
+std::string folder_name(const std::string& folder) {
+  std::error_code ec;
+  auto p = std::filesystem::absolute(folder, ec).lexically_normal();
+  if (p.filename().empty()) p = p.parent_path();
+  return p.filename().string();
+}
+
+// The hyper-parameters, under llama.cpp's keys ({arch}.*) with the types gguf-py writes (its loader
+// rejects any other type), in the order llama.cpp's converter writes them (Model, then LlamaModel's).
+std::vector<KeyValue> hyper_parameters(const ModelConfig& c, std::uint32_t ftype, const std::string& name) {
+  const std::string a(c.arch->name);
+  const std::uint32_t head_dim = c.head_dim.value_or(c.hidden_size / c.num_attention_heads);
+  std::vector<KeyValue> kv = {
+      {"general.architecture", Value::string(a)},
+      {"general.type", Value::string("model")},
+      {"general.name", Value::string(name)},
+      {a + ".block_count", Value::u32(c.num_hidden_layers)},
+      {a + ".context_length", Value::u32(*c.max_position_embeddings)},
+      {a + ".embedding_length", Value::u32(c.hidden_size)},
+      {a + ".feed_forward_length", Value::u32(c.intermediate_size)},
+      {a + ".attention.head_count", Value::u32(c.num_attention_heads)},
+  };
+  if (c.num_key_value_heads) kv.push_back({a + ".attention.head_count_kv", Value::u32(*c.num_key_value_heads)});
+  if (c.rope.theta) kv.push_back({a + ".rope.freq_base", Value::f32(static_cast<float>(*c.rope.theta))});
+  // transformers' default when config.json omits it; llama.cpp's loader requires the key.
+  kv.push_back({a + ".attention.layer_norm_rms_epsilon", Value::f32(static_cast<float>(c.rms_norm_eps.value_or(1e-6)))});
+  if (c.head_dim) {
+    kv.push_back({a + ".attention.key_length", Value::u32(*c.head_dim)});
+    kv.push_back({a + ".attention.value_length", Value::u32(*c.head_dim)});
+  }
+  kv.push_back({"general.file_type", Value::u32(ftype)});
+  if (c.arch->llama_keys) {
+    kv.push_back({a + ".vocab_size", Value::u32(c.vocab_size)});
+    kv.push_back({a + ".rope.dimension_count", Value::u32(head_dim)});
+  }
+  // llama3 scaling is the rope_freqs tensor (plan() below), with no scaling key. llama.cpp's loader
+  // reads the linear and yarn keys for every architecture.
+  if (c.rope.type == "linear" || c.rope.type == "yarn") {
+    kv.push_back({a + ".rope.scaling.type", Value::string(c.rope.type)});
+    kv.push_back({a + ".rope.scaling.factor", Value::f32(static_cast<float>(*c.rope.factor))});
+  }
+  for (const KeyValue& k : c.arch_kv) kv.push_back(k);
+  if (c.rope.type == "yarn") kv.push_back({a + ".rope.scaling.original_context_length", Value::u32(*c.rope.original_max_position_embeddings)});
+  return kv;
+}
+
+}  // namespace
+
+bool is_model_folder(const std::string& folder) { return is_model_config(folder); }
+
+Result<GgufConversion> plan(const std::string& folder, const TensorFile& weights, std::optional<TensorType> type, const LlamaOptions& options) {
+  SW_ASSIGN_OR_RETURN(ModelConfig config, read_config(folder));
+  for (std::string_view computed : {"rope_freqs.weight", "rope_factors_long.weight", "rope_factors_short.weight"}) {
+    if (weights.find(computed)) {
+      return Error(ErrorKind::NotSupported, "a tensor named " + std::string(computed) + " is not a transformers weight")
+          .with_file(weights.name())
+          .with_tensor(computed);
+    }
+  }
+  auto tensors = std::make_unique<WithGenerated>(weights);
+  Planner planner{config, weights, {}};
+  SW_RETURN_IF_ERROR(planner.run());
+  if (config.arch->norms_plus_one) SW_RETURN_IF_ERROR(add_one_to_norms(weights, planner.out, *tensors));
+  if (config.rope.type == "llama3") {
+    // llama.cpp divides each rotary pair's frequency by its factor (LlamaModel.generate_extra_tensors).
+    const std::uint32_t head_dim = config.head_dim.value_or(config.hidden_size / config.num_attention_heads);
+    tensors->add_f32("rope_freqs.weight", {head_dim / 2}, llama3_rope_factors(config.rope, head_dim));
+    planner.out.insert(planner.out.begin(), ConvertTensor{"rope_freqs.weight", "rope_freqs.weight", 0});
+  }
+  if (config.rope.type == "longrope") {
+    // llama.cpp's converter yields them first, long then short (Phi3MiniModel.generate_extra_tensors).
+    const std::uint64_t pairs = config.rope.short_factor.size();
+    tensors->add_f32("rope_factors_long.weight", {pairs}, config.rope.long_factor);
+    tensors->add_f32("rope_factors_short.weight", {pairs}, config.rope.short_factor);
+    planner.out.insert(planner.out.begin(), {ConvertTensor{"rope_factors_long.weight", "rope_factors_long.weight", 0},
+                                             ConvertTensor{"rope_factors_short.weight", "rope_factors_short.weight", 0}});
+  }
+  const TensorType target = type.value_or(weights_type(weights));
+  const auto ftype = llama_file_type(target);
+  if (!ftype) {
+    return Error(ErrorKind::NotSupported, "llama.cpp has no file type for " + std::string(type_name(target))).with_file(weights.name());
+  }
+  std::vector<KeyValue> kv = hyper_parameters(config, *ftype, folder_name(folder));
+  SW_RETURN_IF_ERROR(add_vocabulary(folder, config, options, kv));
+  kv.push_back({"general.quantization_version", Value::u32(2)});
+  GgufConversion out;
+  out.plan.metadata = Metadata(std::move(kv));
+  out.plan.tensors = std::move(planner.out);
+  out.tensors = std::move(tensors);
+  return out;
+}
+
+}  // namespace safeweights::hf

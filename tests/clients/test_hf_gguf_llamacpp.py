@@ -1,0 +1,577 @@
+"""Hugging Face folders made by transformers 5 -> `safeweights convert FOLDER OUT.gguf` -> llama.cpp.
+
+Each case makes a tiny random model with transformers itself (LlamaConfig + save_pretrained, a
+tokenizer trained here with sentencepiece or tokenizers: nothing is downloaded), converts it with our
+CLI to an F32 GGUF, and checks it against the real clients:
+
+- gguf-py (llama.cpp's reader) reads the file: llama.cpp's rope keys with the value types its loader
+  wants, and for llama3 scaling the rope_freqs tensor, compared with the factors transformers' own rope
+  initialisation implies (default inverse frequencies over llama3 ones);
+- llama.cpp (llama-cpp-python) gives the logits transformers gives for the same tokens, f32 within
+  F32_TOLERANCE of the largest logit, and tokenizes text with Unicode, digits, leading spaces and
+  special tokens as the source tokenizer does;
+- what llama.cpp cannot compute as transformers does (dynamic NTK, unknown rope types or keys, another
+  activation) is refused with a message naming the file and the key, and no file is written.
+
+Both config layouts are covered: transformers 5 writes rope_parameters; the transformers 4 layout
+(rope_theta and rope_scaling at the top) is the same config.json rewritten, which transformers 5 still
+reads to the same model. Run with the clients' python (SAFEWEIGHTS_CLIENTS_PYTHON); the llama.cpp checks
+skip, saying why, only when llama_cpp is not importable.
+"""
+
+import io
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+os.environ["HF_HUB_OFFLINE"] = "1"
+transformers = pytest.importorskip("transformers")
+torch = pytest.importorskip("torch")
+gguf = pytest.importorskip("gguf")
+spm = pytest.importorskip("sentencepiece")
+tokenizers = pytest.importorskip("tokenizers")
+
+try:
+    import llama_cpp
+except ImportError as e:  # the only skip the brief allows
+    llama_cpp = None
+    LLAMA_CPP_MISSING = f"llama_cpp is not importable ({e}): llama.cpp logits and tokenizer checks skipped"
+    print(LLAMA_CPP_MISSING)
+
+REPO = Path(__file__).resolve().parents[2]
+CLI = os.environ.get("SAFEWEIGHTS_CLI", str(REPO / "build" / "safeweights"))
+
+# Float32 on both sides over two layers: differences are float32 rounding, relative to the largest logit.
+F32_TOLERANCE = 1e-4
+
+CORPUS = [
+    "Hello world, this is a tiny corpus for a tiny tokenizer.",
+    "Numbers 12345 and 67890 appear here, with 3.14 and 2024.",
+    "Ünïcödé text: café, naïve, 東京, привет, emoji 🙂!",
+    "  leading spaces and\ttabs and\nnewlines\n",
+    "The quick brown fox jumps over the lazy dog.",
+] * 30
+PLAIN = " Hello  world 12345 café 東京 привет 🙂\n  spaces\tand tabs"
+# llama.cpp's SentencePiece tokenizer adds its space prefix after every special token too (SentencePiece's
+# legacy behaviour), transformers 5's Metaspace only at the start: SentencePiece texts end with one. And
+# Metaspace adds no prefix to a text that starts with a space, where llama.cpp (like SentencePiece's
+# add_dummy_prefix) always adds one: the tokenizer.json-only case starts with a letter.
+TEXTS = {"spm": PLAIN + "</s>", "spm-json": PLAIN.lstrip() + "</s>", "bpe": PLAIN + "</s> done<s>x",
+         "bpe-llama-bpe": PLAIN + " 1234567 don't</s> done<s>x", "bpe-qwen2": PLAIN + " 1234567 don't</s> done<s>x"}
+
+ROPES = {
+    "default": {"rope_type": "default", "rope_theta": 10000.0},
+    "theta500k": {"rope_type": "default", "rope_theta": 500000.0},
+    "linear": {"rope_type": "linear", "factor": 2.0, "rope_theta": 10000.0},
+    # original 64 with head size 16: some pairs keep their frequency, some are smoothed, some scaled.
+    "llama3": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+               "original_max_position_embeddings": 64, "rope_theta": 500000.0},
+    "yarn": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64, "rope_theta": 10000.0},
+}
+
+
+@pytest.fixture(scope="session")
+def spm_model(tmp_path_factory):
+    """A Llama-2 style SentencePiece model: BPE with byte fallback, digits split."""
+    buf = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(CORPUS), model_writer=buf, vocab_size=400, model_type="bpe", byte_fallback=True,
+        character_coverage=1.0, unk_id=0, bos_id=1, eos_id=2, pad_id=-1, split_digits=True, minloglevel=3,
+        normalization_rule_name="identity", remove_extra_whitespaces=False)  # as Llama 2's
+    path = tmp_path_factory.mktemp("spm") / "tokenizer.model"
+    path.write_bytes(buf.getvalue())
+    return path
+
+
+def spm_tokenizer(spm_model, where):
+    """transformers 5's LlamaTokenizer made from the SentencePiece file (its tokenizer.json has a BPE with
+    byte_fallback); tokenizer.model is copied beside it, the Llama-2 / Mistral layout."""
+    src = where / "spm-src"
+    src.mkdir()
+    shutil.copy(spm_model, src / "tokenizer.model")
+    (src / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": "LlamaTokenizer"}))
+    return transformers.AutoTokenizer.from_pretrained(str(src))
+
+
+# The split patterns of Llama 3's and Qwen2's tokenizer.json (llama.cpp's "llama-bpe" and "qwen2").
+SPLITS = {
+    "llama-bpe": r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+",
+    "qwen2": r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+",
+}
+
+
+def bpe_tokenizer(pre="gpt-2"):
+    """A byte-level BPE (tokenizers) with two special tokens, split as GPT-2 (ByteLevel's own regex), or
+    as Llama 3 / Qwen2 (their Split pattern, then ByteLevel; Qwen2's with its NFC normalizer)."""
+    from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+    tok = Tokenizer(models.BPE())
+    if pre == "gpt-2":
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    else:
+        tok.pre_tokenizer = pre_tokenizers.Sequence([
+            pre_tokenizers.Split(Regex(SPLITS[pre]), behavior="isolated", invert=False),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+        if pre == "qwen2":
+            tok.normalizer = normalizers.NFC()
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=400, special_tokens=["<s>", "</s>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(CORPUS, trainer)
+    return transformers.PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>")
+
+
+def to_transformers4(folder):
+    """The same config.json in transformers 4's layout: rope_theta and rope_scaling at the top."""
+    path = folder / "config.json"
+    cfg = json.loads(path.read_text())
+    rope = dict(cfg.pop("rope_parameters"))
+    cfg["rope_theta"] = rope.pop("rope_theta")
+    cfg["rope_scaling"] = None if rope.get("rope_type") == "default" else rope
+    path.write_text(json.dumps(cfg, indent=2))
+
+
+def make_llama(folder, rope, tokenizer, layout="v5"):
+    """A random LlamaForCausalLM (GQA, untied head) saved with its tokenizer; returns the model."""
+    cfg = transformers.LlamaConfig(
+        vocab_size=400, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, max_position_embeddings=256, rms_norm_eps=1e-5, tie_word_embeddings=False,
+        bos_token_id=1, eos_token_id=2, rope_parameters=dict(rope))
+    torch.manual_seed(1234)
+    model = transformers.LlamaForCausalLM(cfg).eval()
+    with torch.no_grad():  # norms away from 1, so a wrong norm would show
+        for name, p in model.named_parameters():
+            if name.endswith("norm.weight"):
+                p.copy_(1 + 0.3 * torch.randn_like(p))
+    model.save_pretrained(str(folder))
+    tokenizer.save_pretrained(str(folder))
+    if layout == "v4":
+        to_transformers4(folder)
+    return model
+
+
+def convert(folder, out, *extra):
+    return subprocess.run([CLI, "convert", str(folder), str(out), "--type", "f32", *extra], capture_output=True, text=True)
+
+
+def converted_ok(folder, out):
+    r = convert(folder, out)
+    assert r.returncode == 0, r.stderr
+    return out
+
+
+def field(reader, key):
+    f = reader.get_field(key)
+    return None if f is None else f.contents()
+
+
+def transformers_logits(model, ids):
+    with torch.no_grad():
+        return model(torch.tensor([ids])).logits[0].float().numpy()
+
+
+def llama_cpp_model(path):
+    # F32 KV cache (llama.cpp defaults to F16): float32 arithmetic on both sides.
+    return llama_cpp.Llama(model_path=str(path), n_ctx=64, logits_all=True, verbose=False, n_threads=2, type_k=0, type_v=0)
+
+
+def llama_cpp_logits(path, ids):
+    llm = llama_cpp_model(path)
+    llm.eval(ids)
+    return np.array(llm.scores[: len(ids)], dtype=np.float64)
+
+
+IDS = [1, 5, 77, 123, 250, 399, 42, 8, 300, 17, 200, 64]
+
+
+@pytest.fixture(scope="session")
+def converted(tmp_path_factory, spm_model):
+    """(rope, layout, tokenizer) -> (model, folder, gguf path), converted once per session."""
+    cache = {}
+
+    def get(rope, layout="v5", tok="bpe"):
+        key = (rope, layout, tok)
+        if key not in cache:
+            where = tmp_path_factory.mktemp(f"{rope}-{layout}-{tok}")
+            tokenizer = spm_tokenizer(spm_model, where) if tok.startswith("spm") else bpe_tokenizer(tok.removeprefix("bpe-") if tok != "bpe" else "gpt-2")
+            folder = where / "model"
+            model = make_llama(folder, ROPES[rope], tokenizer, layout)
+            if tok == "spm":
+                shutil.copy(spm_model, folder / "tokenizer.model")
+            cache[key] = (model, folder, converted_ok(folder, where / "model.gguf"))
+        return cache[key]
+
+    return get
+
+
+CASES = [(rope, layout) for rope in ROPES for layout in ("v5", "v4")]
+
+
+@pytest.mark.parametrize("rope,layout", CASES)
+def test_rope_keys_as_llama_cpp_writes_them(converted, rope, layout):
+    _, _, out = converted(rope, layout)
+    reader = gguf.GGUFReader(str(out))
+    params = ROPES[rope]
+    assert field(reader, "general.architecture") == "llama"
+    base = reader.get_field("llama.rope.freq_base")
+    assert base.types == [gguf.GGUFValueType.FLOAT32]
+    assert field(reader, "llama.rope.freq_base") == pytest.approx(params["rope_theta"])
+    names = [t.name for t in reader.tensors]
+    if params["rope_type"] in ("linear", "yarn"):
+        assert field(reader, "llama.rope.scaling.type") == params["rope_type"]
+        assert reader.get_field("llama.rope.scaling.factor").types == [gguf.GGUFValueType.FLOAT32]
+        assert field(reader, "llama.rope.scaling.factor") == pytest.approx(params["factor"])
+    else:
+        assert field(reader, "llama.rope.scaling.type") is None
+    if params["rope_type"] == "yarn":
+        assert reader.get_field("llama.rope.scaling.original_context_length").types == [gguf.GGUFValueType.UINT32]
+        assert field(reader, "llama.rope.scaling.original_context_length") == params["original_max_position_embeddings"]
+    if params["rope_type"] == "llama3":
+        assert names[0] == "rope_freqs.weight"
+    else:
+        assert "rope_freqs.weight" not in names
+
+
+@pytest.mark.parametrize("layout", ["v5", "v4"])
+def test_llama3_rope_freqs_are_transformers_factors(converted, layout):
+    model, _, out = converted("llama3", layout)
+    reader = gguf.GGUFReader(str(out))
+    t = next(t for t in reader.tensors if t.name == "rope_freqs.weight")
+    assert t.tensor_type == gguf.GGMLQuantizationType.F32
+    got = np.asarray(t.data, dtype=np.float32)
+    init = transformers.modeling_rope_utils.ROPE_INIT_FUNCTIONS["llama3"]
+    scaled, _ = init(model.config, "cpu")
+    head_dim = model.config.head_dim
+    theta = ROPES["llama3"]["rope_theta"]
+    plain = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.int64).float() / head_dim))
+    want = (plain / scaled).numpy()
+    # llama.cpp divides each pair's frequency by its factor: the factors are the ratio transformers implies.
+    np.testing.assert_allclose(got, want, rtol=1e-5)
+    assert got.min() == pytest.approx(1.0) and got.max() == pytest.approx(ROPES["llama3"]["factor"])
+    assert ((got > 1.0) & (got < ROPES["llama3"]["factor"])).any(), "no smoothed pair: the case tests too little"
+
+
+@pytest.mark.parametrize("rope,layout", CASES)
+def test_llama_cpp_logits_match_transformers(converted, rope, layout):
+    if llama_cpp is None:
+        pytest.skip(LLAMA_CPP_MISSING)
+    model, _, out = converted(rope, layout)
+    want = transformers_logits(model, IDS)
+    got = llama_cpp_logits(out, IDS)
+    err = np.abs(got - want).max() / np.abs(want).max()
+    print(f"{rope}/{layout}: max |llama.cpp - transformers| / max |transformers| = {err:.3g}")
+    assert err < F32_TOLERANCE
+
+
+# Stored types other than F32: the weights' rounding plus llama.cpp's own rounding of the activations
+# for those products, relative to the largest logit (the bounds docs/GGUF.md states).
+TYPE_TOLERANCE = {"f16": 5e-3, "bf16": 2e-2, "q8_0": 5e-2}
+
+
+@pytest.mark.parametrize("type_", sorted(TYPE_TOLERANCE))
+def test_llama_cpp_logits_typed(converted, tmp_path, type_):
+    if llama_cpp is None:
+        pytest.skip(LLAMA_CPP_MISSING)
+    model, folder, _ = converted("llama3", "v5")
+    out = tmp_path / f"model-{type_}.gguf"
+    r = subprocess.run([CLI, "convert", str(folder), str(out), "--type", type_], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    reader = gguf.GGUFReader(str(out))
+    rope_freqs = next(t for t in reader.tensors if t.name == "rope_freqs.weight")
+    assert rope_freqs.tensor_type == gguf.GGMLQuantizationType.F32  # 1-D tensors stay F32
+    want = transformers_logits(model, IDS)
+    got = llama_cpp_logits(out, IDS)
+    err = np.abs(got - want).max() / np.abs(want).max()
+    print(f"llama3 rope, {type_}: max |llama.cpp - transformers| / max |transformers| = {err:.3g}")
+    assert err < TYPE_TOLERANCE[type_]
+
+
+@pytest.mark.parametrize("tok", ["spm", "spm-json", "bpe", "bpe-llama-bpe", "bpe-qwen2"])
+def test_llama_cpp_tokenizes_as_the_source(converted, spm_model, tok):
+    """The source: sentencepiece for tokenizer.model, transformers 5's tokenizer for tokenizer.json."""
+    if llama_cpp is None:
+        pytest.skip(LLAMA_CPP_MISSING)
+    _, folder, out = converted("default", "v5", tok)
+    text = TEXTS[tok]
+    if tok.startswith("bpe"):
+        want_pre = {"bpe": "gpt-2", "bpe-llama-bpe": "llama-bpe", "bpe-qwen2": "qwen2"}[tok]
+        assert field(gguf.GGUFReader(str(out)), "tokenizer.ggml.pre") == want_pre
+    got = llama_cpp_model(out).tokenize(text.encode("utf-8"), add_bos=False, special=True)
+    if tok == "spm":
+        sp = spm.SentencePieceProcessor(model_file=str(spm_model))
+        want = sp.encode(text[: -len("</s>")]) + [sp.eos_id()]
+    else:
+        want = transformers.AutoTokenizer.from_pretrained(str(folder))(text, add_special_tokens=False)["input_ids"]
+    assert got == want
+
+
+def test_sentencepiece_bpe_in_tokenizer_json(converted):
+    """Without tokenizer.model, transformers 5's SentencePiece-style tokenizer.json (BPE with
+    byte_fallback, Metaspace) becomes llama.cpp's SentencePiece vocabulary."""
+    _, folder, out = converted("default", "v5", "spm-json")
+    assert not (folder / "tokenizer.model").exists()
+    reader = gguf.GGUFReader(str(out))
+    assert field(reader, "tokenizer.ggml.model") == "llama"
+    assert field(reader, "tokenizer.ggml.add_space_prefix") is True
+    tok = transformers.AutoTokenizer.from_pretrained(str(folder))
+    vocab = tok.get_vocab()
+    tokens = field(reader, "tokenizer.ggml.tokens")
+    assert all(tokens[i] == t for t, i in vocab.items())
+    types = field(reader, "tokenizer.ggml.token_type")
+    assert types[vocab["<0x41>"]] == gguf.TokenType.BYTE
+    # Special added tokens are CONTROL, <unk> included, as llama.cpp's LlamaHfVocab types them.
+    assert [types[vocab[t]] for t in ("<unk>", "<s>", "</s>")] == [gguf.TokenType.CONTROL] * 3
+    assert field(reader, "tokenizer.ggml.unknown_token_id") == vocab["<unk>"]
+
+
+def test_llama2_layout_uses_tokenizer_model(converted, spm_model):
+    """transformers 5 saves a SentencePiece tokenizer as tokenizer.json with a byte_fallback BPE; beside
+    tokenizer.model (the Llama-2 / Mistral layout) llama.cpp's converter takes tokenizer.model first."""
+    _, folder, out = converted("default", "v5", "spm")
+    tj = json.loads((folder / "tokenizer.json").read_text())
+    assert tj["model"]["type"] == "BPE" and tj["model"]["byte_fallback"] is True
+    tc = json.loads((folder / "tokenizer_config.json").read_text())
+    assert tc["model_max_length"] > 2**64  # the number that used to stop the read
+    reader = gguf.GGUFReader(str(out))
+    sp = spm.SentencePieceProcessor(model_file=str(spm_model))
+    assert field(reader, "tokenizer.ggml.model") == "llama"
+    tokens = field(reader, "tokenizer.ggml.tokens")
+    assert tokens == [sp.id_to_piece(i) for i in range(sp.get_piece_size())]
+    scores = field(reader, "tokenizer.ggml.scores")
+    np.testing.assert_allclose(scores, [sp.get_score(i) for i in range(sp.get_piece_size())])
+    assert field(reader, "tokenizer.ggml.bos_token_id") == sp.bos_id()
+    assert field(reader, "tokenizer.ggml.eos_token_id") == sp.eos_id()
+
+
+# Architectures: the transformers classes, llama.cpp's architecture, and config beyond the common one.
+ARCHES = {
+    "mistral": ("MistralConfig", "MistralForCausalLM", gguf.MODEL_ARCH.LLAMA, {"sliding_window": 4096}),
+    "qwen2": ("Qwen2Config", "Qwen2ForCausalLM", gguf.MODEL_ARCH.QWEN2, {"tie_word_embeddings": True}),
+    "qwen3": ("Qwen3Config", "Qwen3ForCausalLM", gguf.MODEL_ARCH.QWEN3, {"head_dim": 32}),
+    # A sliding window of 4 over the 12 tokens of IDS: llama.cpp must mask as transformers does.
+    "gemma2": ("Gemma2Config", "Gemma2ForCausalLM", gguf.MODEL_ARCH.GEMMA2,
+               {"head_dim": 16, "query_pre_attn_scalar": 16, "sliding_window": 4, "tie_word_embeddings": True,
+                "attn_implementation": "eager"}),
+    # Six layers, so that one is a full-attention layer (with linear scaling) and five slide (their own base).
+    "gemma3": ("Gemma3TextConfig", "Gemma3ForCausalLM", gguf.MODEL_ARCH.GEMMA3,
+               {"head_dim": 16, "query_pre_attn_scalar": 16, "sliding_window": 4, "tie_word_embeddings": True,
+                "num_hidden_layers": 6, "attn_implementation": "eager",
+                "rope_parameters": {"full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1000000.0},
+                                    "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}}}),
+    # YaRN through llama.cpp's generic rope keys, on NEOX-rope architectures too.
+    "qwen2-yarn": ("Qwen2Config", "Qwen2ForCausalLM", gguf.MODEL_ARCH.QWEN2,
+                   {"rope_parameters": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64,
+                                        "rope_theta": 1000000.0}}),
+    # Fused qkv and gate/up; longrope. llama.cpp takes the long factors when its context (padded to 256)
+    # exceeds original_max_position_embeddings, transformers when the sequence does: with an original
+    # of 512 both take the short ones (which differ from the long, so a mix-up shows).
+    "phi3": ("Phi3Config", "Phi3ForCausalLM", gguf.MODEL_ARCH.PHI3,
+             {"pad_token_id": 0, "max_position_embeddings": 4096, "original_max_position_embeddings": 512,
+              "rope_parameters": {"rope_type": "longrope", "rope_theta": 1000000.0,
+                                  "short_factor": [1.0, 1.1, 1.3, 1.6, 2.0, 2.5, 3.1, 3.8],
+                                  "long_factor": [1.0, 2.0, 4.0, 8.0, 12.0, 16.0, 24.0, 32.0]}}),
+}
+
+
+@pytest.fixture(scope="session")
+def arch_converted(tmp_path_factory):
+    cache = {}
+
+    def get(arch):
+        if arch not in cache:
+            config_class, model_class, _, extra = ARCHES[arch]
+            where = tmp_path_factory.mktemp(arch)
+            folder = where / "model"
+            args = dict(vocab_size=400, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                        num_key_value_heads=2, max_position_embeddings=256, rms_norm_eps=1e-5, tie_word_embeddings=False,
+                        bos_token_id=0, eos_token_id=1, rope_parameters={"rope_type": "default", "rope_theta": 1000000.0})
+            args.update(extra)
+            cfg = getattr(transformers, config_class)(**args)
+            torch.manual_seed(99)
+            model = getattr(transformers, model_class)(cfg).eval()
+            with torch.no_grad():  # biases and norms away from their initial 0 and 1
+                for name, p in model.named_parameters():
+                    if name.endswith("norm.weight") or name.endswith(".bias"):
+                        p.copy_((1 if name.endswith("norm.weight") else 0) + 0.3 * torch.randn_like(p))
+            model.save_pretrained(str(folder))
+            bpe_tokenizer().save_pretrained(str(folder))
+            cache[arch] = (model, folder, converted_ok(folder, where / "model.gguf"))
+        return cache[arch]
+
+    return get
+
+
+@pytest.mark.parametrize("arch", sorted(ARCHES))
+def test_architecture_names_as_llama_cpp(arch_converted, arch):
+    """gguf-py's own tensor-name map for the architecture names every tensor."""
+    model, _, out = arch_converted(arch)
+    _, _, gguf_arch, _ = ARCHES[arch]
+    reader = gguf.GGUFReader(str(out))
+    assert field(reader, "general.architecture") == gguf.MODEL_ARCH_NAMES[gguf_arch]
+    prefix = gguf.MODEL_ARCH_NAMES[gguf_arch]
+    layers = model.config.num_hidden_layers
+    assert field(reader, f"{prefix}.block_count") == layers
+    assert field(reader, f"{prefix}.attention.head_count_kv") == 2
+    assert field(reader, f"{prefix}.rope.freq_base") == pytest.approx(1000000.0)
+    names = gguf.get_tensor_name_map(gguf_arch, layers)
+    want = {names.get_name(k, try_suffixes=(".weight", ".bias")) for k in model.state_dict()
+            if not (k == "lm_head.weight" and model.config.tie_word_embeddings)}
+    if model.config.rope_parameters.get("rope_type") == "longrope":
+        want |= {"rope_factors_long.weight", "rope_factors_short.weight"}
+    assert None not in want
+    assert {t.name for t in reader.tensors} == want
+    if arch.startswith("gemma"):
+        # llama.cpp's converter writes Gemma's norms as weight + 1 (transformers scales by 1 + weight).
+        state = model.state_dict()
+        t = next(t for t in reader.tensors if t.name == "output_norm.weight")
+        np.testing.assert_allclose(np.asarray(t.data), state["model.norm.weight"].numpy() + 1, rtol=1e-6)
+        assert field(reader, f"{prefix}.attention.sliding_window") == 4
+    if arch == "gemma2":
+        assert field(reader, "gemma2.attn_logit_softcapping") == pytest.approx(50.0)
+        assert field(reader, "gemma2.final_logit_softcapping") == pytest.approx(30.0)
+    if arch == "phi3":
+        # transformers' own longrope initialisation: the attention factor, and the short factors as the
+        # ratio of default to longrope inverse frequencies.
+        inv_freq, attention = transformers.modeling_rope_utils.ROPE_INIT_FUNCTIONS["longrope"](model.config, "cpu")
+        assert field(reader, "phi3.rope.scaling.attn_factor") == pytest.approx(attention, rel=1e-6)
+        assert field(reader, "phi3.rope.scaling.original_context_length") == 512
+        short = next(t for t in reader.tensors if t.name == "rope_factors_short.weight")
+        dim = model.config.hidden_size // model.config.num_attention_heads
+        plain = 1.0 / (1000000.0 ** (torch.arange(0, dim, 2, dtype=torch.int64).float() / dim))
+        np.testing.assert_allclose(np.asarray(short.data), (plain / inv_freq).numpy(), rtol=1e-5)
+        assert [t.name for t in reader.tensors][:2] == ["rope_factors_long.weight", "rope_factors_short.weight"]
+    if arch == "gemma3":
+        assert field(reader, "gemma3.rope.scaling.type") == "linear"
+        assert field(reader, "gemma3.rope.freq_base_swa") == pytest.approx(10000.0)
+
+
+# llama.cpp's CPU GELU (Gemma's activation) reads a table of float16 values at the float16-rounded input
+# (ggml's GGML_GELU_FP16): against transformers' float32 GELU the logits then differ by ~1e-3 of the
+# largest. With transformers' GELU computed the same way (input and output rounded to float16) they
+# agree to GELU_FP16_TOLERANCE: what remains is float32 rounding that now and then moves a value across
+# a float16 rounding boundary (5.9e-7 for two Gemma 2 layers, 8.7e-5 over six Gemma 3 layers).
+GELU_TOLERANCE = 3e-3
+GELU_FP16_TOLERANCE = 3e-4
+
+
+class Float16TableGelu(torch.nn.Module):
+    """transformers' gelu_pytorch_tanh as ggml computes it on the CPU: float16 in, float16 out, and
+    0 / x beyond -10 / 10."""
+
+    def forward(self, x):
+        y = torch.nn.functional.gelu(x.half().float(), approximate="tanh").half().float()
+        return torch.where(x <= -10, torch.zeros_like(x), torch.where(x >= 10, x, y))
+
+
+@pytest.mark.parametrize("arch", sorted(ARCHES))
+def test_architecture_logits_match_transformers(arch_converted, arch):
+    if llama_cpp is None:
+        pytest.skip(LLAMA_CPP_MISSING)
+    model, _, out = arch_converted(arch)
+    want = transformers_logits(model, IDS)
+    got = llama_cpp_logits(out, IDS)
+    err = np.abs(got - want).max() / np.abs(want).max()
+    print(f"{arch}: max |llama.cpp - transformers| / max |transformers| = {err:.3g}")
+    if not arch.startswith("gemma"):
+        assert err < F32_TOLERANCE
+        return
+    assert err < GELU_TOLERANCE
+    plain = [layer.mlp.act_fn for layer in model.model.layers]
+    try:
+        for layer in model.model.layers:
+            layer.mlp.act_fn = Float16TableGelu()
+        want16 = transformers_logits(model, IDS)
+    finally:
+        for layer, act in zip(model.model.layers, plain):
+            layer.mlp.act_fn = act
+    err16 = np.abs(got - want16).max() / np.abs(want16).max()
+    print(f"{arch}: with ggml's float16 GELU in transformers: {err16:.3g}")
+    assert err16 < GELU_FP16_TOLERANCE
+
+
+def test_unsupported_architecture_refused_by_name(tmp_path):
+    cfg = transformers.GPT2Config(n_embd=32, n_layer=1, n_head=2, vocab_size=400)
+    folder = tmp_path / "gpt2"
+    transformers.GPT2LMHeadModel(cfg).save_pretrained(str(folder))
+    out = tmp_path / "out.gguf"
+    r = convert(folder, out)
+    assert r.returncode != 0
+    assert "config.json" in r.stderr and "architecture `GPT2LMHeadModel` is not converted" in r.stderr, r.stderr
+    assert not out.exists()
+
+
+REFUSED = [
+    ({"rope_type": "dynamic", "factor": 2.0, "rope_theta": 10000.0}, "NotSupported", "rope type `dynamic`"),
+    ({"rope_type": "spiral", "rope_theta": 10000.0}, "NotSupported", "rope type `spiral` is not one llama.cpp's converter maps"),
+    ({"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64, "beta_fast": 16.0, "rope_theta": 10000.0},
+     "NotSupported", "key `beta_fast` is not 32"),
+    ({"rope_type": "longrope", "rope_theta": 10000.0, "short_factor": [1.0] * 8, "long_factor": [1.0] * 8,
+      "original_max_position_embeddings": 64}, "NotSupported",
+     "llama.cpp's llama architecture has no longrope"),
+    ({"rope_type": "linear", "factor": 2.0, "rope_theta": 10000.0, "beta_fast": 32.0}, "NotSupported",
+     "key `beta_fast` is not understood for rope type `linear`"),
+]
+
+
+@pytest.mark.parametrize("rope,kind,text", REFUSED)
+def test_refused_by_name(converted, tmp_path, rope, kind, text):
+    _, folder, _ = converted("default", "v5")
+    mine = tmp_path / "model"
+    shutil.copytree(folder, mine)
+    cfg = json.loads((mine / "config.json").read_text())
+    cfg["rope_parameters"] = rope
+    (mine / "config.json").write_text(json.dumps(cfg))
+    out = tmp_path / "out.gguf"
+    r = convert(mine, out)
+    assert r.returncode != 0
+    assert "config.json" in r.stderr and kind in r.stderr and text in r.stderr, r.stderr
+    assert not out.exists()
+
+
+def test_gemma_sentencepiece_adds_no_space_prefix(arch_converted, tmp_path):
+    """Gemma's SentencePiece model adds no dummy prefix; llama.cpp's converter writes
+    add_space_prefix false for Gemma, and llama.cpp then tokenizes as sentencepiece does."""
+    buf = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(CORPUS), model_writer=buf, vocab_size=400, model_type="bpe", byte_fallback=True,
+        character_coverage=1.0, unk_id=0, bos_id=1, eos_id=2, pad_id=-1, split_digits=True, minloglevel=3,
+        normalization_rule_name="identity", remove_extra_whitespaces=False, add_dummy_prefix=False)
+    _, folder, _ = arch_converted("gemma2")
+    mine = tmp_path / "model"
+    shutil.copytree(folder, mine)
+    (mine / "tokenizer.json").unlink()
+    (mine / "tokenizer.model").write_bytes(buf.getvalue())
+    out = converted_ok(mine, tmp_path / "out.gguf")
+    assert field(gguf.GGUFReader(str(out)), "tokenizer.ggml.add_space_prefix") is False
+    if llama_cpp is None:
+        pytest.skip(LLAMA_CPP_MISSING)
+    sp = spm.SentencePieceProcessor(model_proto=buf.getvalue())
+    assert llama_cpp_model(out).tokenize(PLAIN.encode("utf-8"), add_bos=False, special=False) == sp.encode(PLAIN)
+
+
+def test_phi3_sliding_window_refused(arch_converted, tmp_path):
+    """llama.cpp's phi3 does not slide as transformers does (0.6 of the largest logit apart with a window
+    of 4 over 12 tokens): a window that binds is refused."""
+    _, folder, _ = arch_converted("phi3")
+    mine = tmp_path / "model"
+    shutil.copytree(folder, mine)
+    cfg = json.loads((mine / "config.json").read_text())
+    cfg["sliding_window"] = 4
+    (mine / "config.json").write_text(json.dumps(cfg))
+    r = convert(mine, tmp_path / "out.gguf")
+    assert r.returncode != 0 and "`sliding_window` (4) is below max_position_embeddings" in r.stderr, r.stderr
+
+
+def test_other_activation_refused(converted, tmp_path):
+    _, folder, _ = converted("default", "v5")
+    mine = tmp_path / "model"
+    shutil.copytree(folder, mine)
+    cfg = json.loads((mine / "config.json").read_text())
+    cfg["hidden_act"] = "gelu"
+    (mine / "config.json").write_text(json.dumps(cfg))
+    r = convert(mine, tmp_path / "out.gguf")
+    assert r.returncode != 0 and "`hidden_act` is `gelu`" in r.stderr, r.stderr
