@@ -10,6 +10,9 @@ CLI to an F32 GGUF, and checks it against the real clients:
 - llama.cpp (llama-cpp-python) gives the logits transformers gives for the same tokens, f32 within
   F32_TOLERANCE of the largest logit, and tokenizes text with Unicode, digits, leading spaces and
   special tokens as the source tokenizer does;
+- transformers' own GGUF loader (from_pretrained(..., gguf_file=...)) gives back the source's weights
+  (llama.cpp's q/k permutation reversed) and, where its config reader takes every key the
+  architecture needs, the source's logits; its tokenizer gives the ids of the source tokenizer.json;
 - what llama.cpp cannot compute as transformers does (dynamic NTK, unknown rope types or keys, another
   activation) is refused with a message naming the file and the key, and no file is written.
 
@@ -19,6 +22,7 @@ reads to the same model. Run with the clients' python (SAFEWEIGHTS_CLIENTS_PYTHO
 skip, saying why, only when llama_cpp is not importable.
 """
 
+import copy
 import io
 import json
 import os
@@ -575,3 +579,76 @@ def test_other_activation_refused(converted, tmp_path):
     (mine / "config.json").write_text(json.dumps(cfg))
     r = convert(mine, tmp_path / "out.gguf")
     assert r.returncode != 0 and "`hidden_act` is `gelu`" in r.stderr, r.stderr
+
+
+
+# transformers' own GGUF loader (from_pretrained(folder, gguf_file=...)): it dequantizes, reverses
+# llama.cpp's q/k permutation and rebuilds the config and tokenizer from the file's keys. Float32 on
+# both sides with the same weights: only the order of float32 operations may differ.
+TRANSFORMERS_GGUF_TOLERANCE = 1e-5
+# What transformers' GGUF config reader (integrations/ggml.py) does not take from a file that has it
+# as llama.cpp writes it (measured: logits 5.5e-3 to 1.3 of the largest apart, or qwen3's shapes
+# refused); for these the config it builds is not the source's, so only the weights are compared.
+TRANSFORMERS_GGUF_CONFIG_GAPS = {
+    "gemma2": "query_pre_attn_scalar (llama.cpp has no key for it; transformers takes its default 256)",
+    "gemma3": "query_pre_attn_scalar and the full-attention layers' linear rope scaling",
+    "phi3": "longrope (transformers builds a default rope)",
+    "qwen2-yarn": "yarn rope scaling (transformers builds a default rope)",
+    "qwen3": "attention.key_length (head_dim 32, not hidden_size / heads)",
+}
+
+
+def transformers_from_gguf(out, **kwargs):
+    return transformers.AutoModelForCausalLM.from_pretrained(str(out.parent), gguf_file=out.name, dtype=torch.float32, **kwargs).eval()
+
+
+def relative_error(got, want):
+    return np.abs(got - want).max() / np.abs(want).max()
+
+
+@pytest.mark.parametrize("arch", sorted(ARCHES))
+def test_transformers_gguf_loader_weights_round_trip(arch_converted, arch):
+    """transformers' GGUF loader gives back the source's weights (q and k permuted back, Gemma's norms
+    back from weight + 1); with the source's config, also its logits."""
+    from transformers.integrations.ggml import GGUF_CONFIG_MAPPING
+    model, _, out = arch_converted(arch)
+    gguf_arch = field(gguf.GGUFReader(str(out)), "general.architecture")
+    if gguf_arch not in GGUF_CONFIG_MAPPING:
+        pytest.skip(f"transformers {transformers.__version__} cannot load {gguf_arch} GGUF")
+    # transformers maps the file's tensors by the config's model_type: the source's config only where
+    # that is the file's architecture (not Mistral, written as llama; not Gemma 3's gemma3_text).
+    same = gguf_arch == model.config.model_type
+    loaded = transformers_from_gguf(out, **({"config": copy.deepcopy(model.config)} if same else {}))
+    source = model.state_dict()
+    got = loaded.state_dict()
+    assert set(got) == set(source)
+    for name, value in got.items():
+        # Float32 weight + 1 - 1 for Gemma's norms: one rounding.
+        np.testing.assert_allclose(value.numpy(), source[name].numpy(), rtol=0, atol=2e-7, err_msg=name)
+    if same:
+        err = relative_error(transformers_logits(loaded, IDS), transformers_logits(model, IDS))
+        print(f"{arch}: transformers(GGUF, source config) against the source: {err:.3g}")
+        assert err < TRANSFORMERS_GGUF_TOLERANCE
+
+
+@pytest.mark.parametrize("arch", sorted(ARCHES))
+def test_transformers_gguf_loader_matches_source(arch_converted, arch):
+    """The config and tokenizer transformers builds from our file alone give the source's logits and ids."""
+    from transformers.integrations.ggml import GGUF_CONFIG_MAPPING
+    model, folder, out = arch_converted(arch)
+    gguf_arch = field(gguf.GGUFReader(str(out)), "general.architecture")
+    if gguf_arch not in GGUF_CONFIG_MAPPING:
+        pytest.skip(f"transformers {transformers.__version__} cannot load {gguf_arch} GGUF")
+    # The source: the tokenizer.json the fixture saved, as the tokenizers library reads it. (transformers
+    # 5's AutoTokenizer on a qwen2 folder builds Qwen2Tokenizer, which replaces the file's GPT-2 split
+    # with Qwen2's: not what the file says, nor what llama.cpp's converter reads.)
+    source = tokenizers.Tokenizer.from_file(str(folder / "tokenizer.json"))
+    tok = transformers.AutoTokenizer.from_pretrained(str(out.parent), gguf_file=out.name)
+    text = TEXTS["bpe"]
+    assert tok(text, add_special_tokens=False)["input_ids"] == source.encode(text, add_special_tokens=False).ids
+    if arch in TRANSFORMERS_GGUF_CONFIG_GAPS:
+        pytest.skip(f"transformers {transformers.__version__} cannot load {arch} GGUF as the source model: "
+                    f"its GGUF config reader drops {TRANSFORMERS_GGUF_CONFIG_GAPS[arch]}")
+    err = relative_error(transformers_logits(transformers_from_gguf(out), IDS), transformers_logits(model, IDS))
+    print(f"{arch}: max |transformers(GGUF) - transformers| / max |transformers| = {err:.3g}")
+    assert err < TRANSFORMERS_GGUF_TOLERANCE
