@@ -139,10 +139,10 @@ def to_transformers4(folder):
     path.write_text(json.dumps(cfg, indent=2))
 
 
-def make_llama(folder, rope, tokenizer, layout="v5"):
+def make_llama(folder, rope, tokenizer, layout="v5", hidden_size=64, intermediate_size=128):
     """A random LlamaForCausalLM (GQA, untied head) saved with its tokenizer; returns the model."""
     cfg = transformers.LlamaConfig(
-        vocab_size=400, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+        vocab_size=400, hidden_size=hidden_size, intermediate_size=intermediate_size, num_hidden_layers=2, num_attention_heads=4,
         num_key_value_heads=2, max_position_embeddings=256, rms_norm_eps=1e-5, tie_word_embeddings=False,
         bos_token_id=1, eos_token_id=2, rope_parameters=dict(rope))
     torch.manual_seed(1234)
@@ -292,6 +292,51 @@ def test_llama_cpp_logits_typed(converted, tmp_path, type_):
     err = np.abs(got - want).max() / np.abs(want).max()
     print(f"llama3 rope, {type_}: max |llama.cpp - transformers| / max |transformers| = {err:.3g}")
     assert err < TYPE_TOLERANCE[type_]
+
+
+# K-quants quantize rows in super-blocks of 256 elements (rows of other lengths fall back to a 32-element
+# type, as llama.cpp's): the K-quant case uses hidden 256 and intermediate 512, so that every matrix is
+# K-quantized. Two bounds, relative to the largest logit:
+# - against the source model, the weights' rounding: measured 0.163 for Q4_K and 0.061 for Q6_K (Q8_0
+#   above: 0.016). Each bit fewer doubles the step, and these random Gaussian weights have no structure
+#   that quantization keeps: 4 bits is about 16 times Q8_0's step, 6 bits about 4 times. The bounds are
+#   twice the measured values; a wrong scale, minimum or code order gives errors of order 1.
+# - against transformers on the same quantized weights (its GGUF loader dequantizes our bytes with
+#   gguf-py): measured 0.015 for both, what llama.cpp's 8-bit rounding of the activations (Q8_K) for
+#   these products costs, as for Q8_0 (Q8_0's own bound above, 5e-2, applies).
+KQUANT_TOLERANCE = {"q4_k": 0.3, "q6_k": 0.12}
+KQUANT_ON_OWN_WEIGHTS = {"q4_k": 5e-2, "q6_k": 5e-2}
+
+
+@pytest.fixture(scope="session")
+def kquant_source(tmp_path_factory):
+    where = tmp_path_factory.mktemp("kquant")
+    model = make_llama(where / "model", ROPES["llama3"], bpe_tokenizer(), hidden_size=256, intermediate_size=512)
+    return model, where / "model"
+
+
+@pytest.mark.parametrize("type_", sorted(KQUANT_TOLERANCE))
+def test_llama_cpp_logits_kquant(kquant_source, tmp_path, type_):
+    model, folder = kquant_source
+    out = tmp_path / f"model-{type_}.gguf"
+    r = subprocess.run([CLI, "convert", str(folder), str(out), "--type", type_], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    want_type = getattr(gguf.GGMLQuantizationType, type_.upper())
+    types = {t.name: t.tensor_type for t in gguf.GGUFReader(str(out)).tensors}
+    matrices = {n for n, t in types.items() if n not in ("rope_freqs.weight",) and not n.endswith("norm.weight")}
+    assert {types[n] for n in matrices} == {want_type}, types
+    assert {types[n] for n in set(types) - matrices} == {gguf.GGMLQuantizationType.F32}
+    if llama_cpp is None:
+        pytest.skip(LLAMA_CPP_MISSING)
+    got = llama_cpp_logits(out, IDS)
+    err = relative_error(got, transformers_logits(model, IDS))
+    # transformers on the same quantized weights (its GGUF loader dequantizes with gguf-py): what is left
+    # is llama.cpp's own rounding of the activations (Q8_K) for the K-quant products.
+    own = transformers_from_gguf(out, config=copy.deepcopy(model.config))
+    err_own = relative_error(got, transformers_logits(own, IDS))
+    print(f"llama3 rope, {type_}: against the source {err:.3g}, against transformers on the {type_} weights {err_own:.3g}")
+    assert err < KQUANT_TOLERANCE[type_]
+    assert err_own < KQUANT_ON_OWN_WEIGHTS[type_]
 
 
 @pytest.mark.parametrize("tok", ["spm", "spm-json", "bpe", "bpe-llama-bpe", "bpe-qwen2"])
