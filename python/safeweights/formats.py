@@ -18,13 +18,15 @@ def detect_format(path) -> str:
     return _safeweights._detect_format(path)
 
 
-def validate(path, *, strict: bool = False, crc: bool = True) -> str:
+def validate(path, *, strict: bool = False, crc: bool = True, detect: bool = False) -> str:
     """Checks every rule of the file's format; returns a one-line summary, raises on the first violation.
 
     ``strict`` also rejects unknown fields in safetensors tensor entries; ``crc=False`` skips the
-    CRC-32 of archive members (which reads every byte).
+    CRC-32 of archive members (which reads every byte). A file whose name claims another format than
+    its content (``x.dduf`` holding safetensors) fails, as ``safeweights validate`` does, unless
+    ``detect=True`` (the CLI's ``--detect``) says to validate it by its content alone.
     """
-    _format, summary = _safeweights._validate(path, strict, crc)
+    _format, summary = _safeweights._validate(path, strict, crc, detect)
     return summary
 
 

@@ -10,6 +10,9 @@ CLI to an F32 GGUF, and checks it against the real clients:
 - llama.cpp (llama-cpp-python) gives the logits transformers gives for the same tokens, f32 within
   F32_TOLERANCE of the largest logit, and tokenizes text with Unicode, digits, leading spaces and
   special tokens as the source tokenizer does;
+- transformers' own GGUF loader (from_pretrained(..., gguf_file=...)) gives back the source's weights
+  (llama.cpp's q/k permutation reversed) and, where its config reader takes every key the
+  architecture needs, the source's logits; its tokenizer gives the ids of the source tokenizer.json;
 - what llama.cpp cannot compute as transformers does (dynamic NTK, unknown rope types or keys, another
   activation) is refused with a message naming the file and the key, and no file is written.
 
@@ -19,6 +22,7 @@ reads to the same model. Run with the clients' python (SAFEWEIGHTS_CLIENTS_PYTHO
 skip, saying why, only when llama_cpp is not importable.
 """
 
+import copy
 import io
 import json
 import os
@@ -135,10 +139,10 @@ def to_transformers4(folder):
     path.write_text(json.dumps(cfg, indent=2))
 
 
-def make_llama(folder, rope, tokenizer, layout="v5"):
+def make_llama(folder, rope, tokenizer, layout="v5", hidden_size=64, intermediate_size=128):
     """A random LlamaForCausalLM (GQA, untied head) saved with its tokenizer; returns the model."""
     cfg = transformers.LlamaConfig(
-        vocab_size=400, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+        vocab_size=400, hidden_size=hidden_size, intermediate_size=intermediate_size, num_hidden_layers=2, num_attention_heads=4,
         num_key_value_heads=2, max_position_embeddings=256, rms_norm_eps=1e-5, tie_word_embeddings=False,
         bos_token_id=1, eos_token_id=2, rope_parameters=dict(rope))
     torch.manual_seed(1234)
@@ -288,6 +292,51 @@ def test_llama_cpp_logits_typed(converted, tmp_path, type_):
     err = np.abs(got - want).max() / np.abs(want).max()
     print(f"llama3 rope, {type_}: max |llama.cpp - transformers| / max |transformers| = {err:.3g}")
     assert err < TYPE_TOLERANCE[type_]
+
+
+# K-quants quantize rows in super-blocks of 256 elements (rows of other lengths fall back to a 32-element
+# type, as llama.cpp's): the K-quant case uses hidden 256 and intermediate 512, so that every matrix is
+# K-quantized. Two bounds, relative to the largest logit:
+# - against the source model, the weights' rounding: measured 0.163 for Q4_K and 0.061 for Q6_K (Q8_0
+#   above: 0.016). Each bit fewer doubles the step, and these random Gaussian weights have no structure
+#   that quantization keeps: 4 bits is about 16 times Q8_0's step, 6 bits about 4 times. The bounds are
+#   twice the measured values; a wrong scale, minimum or code order gives errors of order 1.
+# - against transformers on the same quantized weights (its GGUF loader dequantizes our bytes with
+#   gguf-py): measured 0.015 for both, what llama.cpp's 8-bit rounding of the activations (Q8_K) for
+#   these products costs, as for Q8_0 (Q8_0's own bound above, 5e-2, applies).
+KQUANT_TOLERANCE = {"q4_k": 0.3, "q6_k": 0.12}
+KQUANT_ON_OWN_WEIGHTS = {"q4_k": 5e-2, "q6_k": 5e-2}
+
+
+@pytest.fixture(scope="session")
+def kquant_source(tmp_path_factory):
+    where = tmp_path_factory.mktemp("kquant")
+    model = make_llama(where / "model", ROPES["llama3"], bpe_tokenizer(), hidden_size=256, intermediate_size=512)
+    return model, where / "model"
+
+
+@pytest.mark.parametrize("type_", sorted(KQUANT_TOLERANCE))
+def test_llama_cpp_logits_kquant(kquant_source, tmp_path, type_):
+    model, folder = kquant_source
+    out = tmp_path / f"model-{type_}.gguf"
+    r = subprocess.run([CLI, "convert", str(folder), str(out), "--type", type_], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    want_type = getattr(gguf.GGMLQuantizationType, type_.upper())
+    types = {t.name: t.tensor_type for t in gguf.GGUFReader(str(out)).tensors}
+    matrices = {n for n, t in types.items() if n not in ("rope_freqs.weight",) and not n.endswith("norm.weight")}
+    assert {types[n] for n in matrices} == {want_type}, types
+    assert {types[n] for n in set(types) - matrices} == {gguf.GGMLQuantizationType.F32}
+    if llama_cpp is None:
+        pytest.skip(LLAMA_CPP_MISSING)
+    got = llama_cpp_logits(out, IDS)
+    err = relative_error(got, transformers_logits(model, IDS))
+    # transformers on the same quantized weights (its GGUF loader dequantizes with gguf-py): what is left
+    # is llama.cpp's own rounding of the activations (Q8_K) for the K-quant products.
+    own = transformers_from_gguf(out, config=copy.deepcopy(model.config))
+    err_own = relative_error(got, transformers_logits(own, IDS))
+    print(f"llama3 rope, {type_}: against the source {err:.3g}, against transformers on the {type_} weights {err_own:.3g}")
+    assert err < KQUANT_TOLERANCE[type_]
+    assert err_own < KQUANT_ON_OWN_WEIGHTS[type_]
 
 
 @pytest.mark.parametrize("tok", ["spm", "spm-json", "bpe", "bpe-llama-bpe", "bpe-qwen2"])
@@ -575,3 +624,94 @@ def test_other_activation_refused(converted, tmp_path):
     (mine / "config.json").write_text(json.dumps(cfg))
     r = convert(mine, tmp_path / "out.gguf")
     assert r.returncode != 0 and "`hidden_act` is `gelu`" in r.stderr, r.stderr
+
+
+
+# transformers' own GGUF loader (from_pretrained(folder, gguf_file=...)): it dequantizes, reverses
+# llama.cpp's q/k permutation and rebuilds the config and tokenizer from the file's keys. Float32 on
+# both sides with the same weights: only the order of float32 operations may differ.
+TRANSFORMERS_GGUF_TOLERANCE = 1e-5
+# What transformers' GGUF config reader (integrations/ggml.py) does not take from a file that has it
+# as llama.cpp writes it (measured: logits 5.5e-3 to 1.3 of the largest apart, or qwen3's shapes
+# refused); for these the config it builds is not the source's, so only the weights are compared.
+TRANSFORMERS_GGUF_CONFIG_GAPS = {
+    "gemma2": "query_pre_attn_scalar (llama.cpp has no key for it; transformers takes its default 256)",
+    "gemma3": "query_pre_attn_scalar and the full-attention layers' linear rope scaling",
+    "phi3": "longrope (transformers builds a default rope)",
+    "qwen2-yarn": "yarn rope scaling (transformers builds a default rope)",
+    "qwen3": "attention.key_length (head_dim 32, not hidden_size / heads)",
+}
+
+
+def config_gap(arch, built, source):
+    """Whether the config transformers builds from the file still lacks what TRANSFORMERS_GGUF_CONFIG_GAPS says."""
+    if arch.startswith("gemma") and built.query_pre_attn_scalar == source.query_pre_attn_scalar:
+        return False
+    if arch == "gemma3":
+        full = "full_attention"
+        return built.rope_parameters[full]["rope_type"] != source.rope_parameters[full]["rope_type"]
+    if arch in ("phi3", "qwen2-yarn"):
+        return built.rope_parameters["rope_type"] != source.rope_parameters["rope_type"]
+    if arch == "qwen3":
+        return built.head_dim != source.head_dim
+    return arch == "gemma2"
+
+
+def transformers_from_gguf(out, **kwargs):
+    return transformers.AutoModelForCausalLM.from_pretrained(str(out.parent), gguf_file=out.name, dtype=torch.float32, **kwargs).eval()
+
+
+def relative_error(got, want):
+    return np.abs(got - want).max() / np.abs(want).max()
+
+
+@pytest.mark.parametrize("arch", sorted(ARCHES))
+def test_transformers_gguf_loader_weights_round_trip(arch_converted, arch):
+    """transformers' GGUF loader gives back the source's weights (q and k permuted back, Gemma's norms
+    back from weight + 1); with the source's config, also its logits."""
+    from transformers.integrations.ggml import GGUF_CONFIG_MAPPING
+    model, _, out = arch_converted(arch)
+    gguf_arch = field(gguf.GGUFReader(str(out)), "general.architecture")
+    if gguf_arch not in GGUF_CONFIG_MAPPING:
+        pytest.skip(f"transformers {transformers.__version__} cannot load {gguf_arch} GGUF")
+    # transformers maps the file's tensors by the config's model_type: the source's config only where
+    # that is the file's architecture (not Mistral, written as llama; not Gemma 3's gemma3_text).
+    same = gguf_arch == model.config.model_type
+    loaded = transformers_from_gguf(out, **({"config": copy.deepcopy(model.config)} if same else {}))
+    source = model.state_dict()
+    got = loaded.state_dict()
+    assert set(got) == set(source)
+    for name, value in got.items():
+        # Float32 weight + 1 - 1 for Gemma's norms: one rounding.
+        np.testing.assert_allclose(value.numpy(), source[name].numpy(), rtol=0, atol=2e-7, err_msg=name)
+    if same:
+        err = relative_error(transformers_logits(loaded, IDS), transformers_logits(model, IDS))
+        print(f"{arch}: transformers(GGUF, source config) against the source: {err:.3g}")
+        assert err < TRANSFORMERS_GGUF_TOLERANCE
+
+
+@pytest.mark.parametrize("arch", sorted(ARCHES))
+def test_transformers_gguf_loader_matches_source(arch_converted, arch):
+    """The config and tokenizer transformers builds from our file alone give the source's logits and ids."""
+    from transformers.integrations.ggml import GGUF_CONFIG_MAPPING
+    model, folder, out = arch_converted(arch)
+    gguf_arch = field(gguf.GGUFReader(str(out)), "general.architecture")
+    if gguf_arch not in GGUF_CONFIG_MAPPING:
+        pytest.skip(f"transformers {transformers.__version__} cannot load {gguf_arch} GGUF")
+    # The source: the tokenizer.json the fixture saved, as the tokenizers library reads it. (transformers
+    # 5's AutoTokenizer on a qwen2 folder builds Qwen2Tokenizer, which replaces the file's GPT-2 split
+    # with Qwen2's: not what the file says, nor what llama.cpp's converter reads.)
+    source = tokenizers.Tokenizer.from_file(str(folder / "tokenizer.json"))
+    tok = transformers.AutoTokenizer.from_pretrained(str(out.parent), gguf_file=out.name)
+    text = TEXTS["bpe"]
+    assert tok(text, add_special_tokens=False)["input_ids"] == source.encode(text, add_special_tokens=False).ids
+    if arch in TRANSFORMERS_GGUF_CONFIG_GAPS:
+        # The gap is checked, so that the skip goes when transformers reads the key.
+        built = transformers.AutoConfig.from_pretrained(str(out.parent), gguf_file=out.name)
+        gap = config_gap(arch, built, model.config)
+        assert gap, f"transformers now reads {TRANSFORMERS_GGUF_CONFIG_GAPS[arch]}: drop the skip"
+        pytest.skip(f"transformers {transformers.__version__} cannot load {arch} GGUF as the source model: "
+                    f"its GGUF config reader drops {TRANSFORMERS_GGUF_CONFIG_GAPS[arch]}")
+    err = relative_error(transformers_logits(transformers_from_gguf(out), IDS), transformers_logits(model, IDS))
+    print(f"{arch}: max |transformers(GGUF) - transformers| / max |transformers| = {err:.3g}")
+    assert err < TRANSFORMERS_GGUF_TOLERANCE

@@ -35,7 +35,26 @@ def test_safetensors_detected_by_content_and_inspected_as_written(tmp_path):
     got = {t["name"]: (t["dtype"], t["shape"], t["data_offsets"]) for t in info["tensors"]}
     want = {k: (v["dtype"], v["shape"], v["data_offsets"]) for k, v in header.items() if k != "__metadata__"}
     assert got == want
-    assert safeweights.validate(path) == "2 tensors, 19 B of data"
+    # The name claims a PyTorch checkpoint: validating by content alone is asked for.
+    assert safeweights.validate(path, detect=True) == "2 tensors, 19 B of data"
+
+
+def test_validate_refuses_a_name_claiming_another_format_unless_detect(tmp_path):
+    """As `safeweights validate` and `validate --detect`: a reader that trusts the name refuses the file."""
+    path, _ = _safetensors(tmp_path, "x.dduf")
+    with pytest.raises(DDUFCorruptedFileError) as e:
+        safeweights.validate(path)
+    message = str(e.value)
+    assert "the name says dduf but the content is safetensors" in message
+    assert "detect=True" in message
+    assert e.value.kind == "UnknownFormat"
+    assert e.value.file == str(path)
+    with pytest.raises(zipfile.BadZipFile):  # a reader that trusts the name (zipfile, as the hub's) refuses it
+        zipfile.ZipFile(path)
+    assert safeweights.validate(path, detect=True) == "2 tensors, 19 B of data"
+    # Names that claim nothing, or the right format, are validated as before.
+    plain, _ = _safetensors(tmp_path, "weights.bin")
+    assert safeweights.validate(plain) == "2 tensors, 19 B of data"
 
 
 def test_dduf_detected_and_inspected_like_zipfile_sees_it(tmp_path):
