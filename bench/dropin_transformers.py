@@ -5,7 +5,7 @@ Makes a Llama-shaped model at run time (random weights, float32, about 240 MB in
 model.safetensors of 75 tensors by default), then, round after round in alternating order, starts one
 fresh process per contender:
 
-  real   the installed safetensors package (the reference, 0.8 in /work/venv-clients)
+  real   the installed safetensors package (the reference, 0.8 in the clients' venv)
   shim   `import safetensors` is safeweights: tests/python/upstream_shim first on PYTHONPATH, as the
          upstream test suite and tests/clients/ run it
 
@@ -20,9 +20,9 @@ Each process imports transformers and torch, then measures:
 and checks that the logits of the loaded model equal those of the model that was saved. Prints the
 medians per contender, the ratios shim/real, and the machine. The file is read once before timing.
 
-Run with the clients' interpreter, after building (bash /work/cfg.sh or scripts/build.sh):
+Run with the clients' interpreter, after building (scripts/build.sh):
 
-    PYTHONPATH=build/python /work/venv-clients/bin/python bench/dropin_transformers.py
+    PYTHONPATH=build/python "$(bash scripts/python-env.sh --cached venv-clients tests/clients/requirements.txt)" bench/dropin_transformers.py
 
 Nothing is downloaded (HF_HUB_OFFLINE=1); the model is written to a temporary folder (--dir to choose).
 """

@@ -17,7 +17,7 @@ pytorch_model-0000K-of-0000N.bin, and pytorch_model.bin.index.json with the meta
 its own index (total_size and total_parameters, integers). Tiny random models, made at test time, offline.
 
 Run with the clients' python: PYTHONPATH=$W/build/python SAFEWEIGHTS_CLI=$W/build/safeweights
-    /work/venv-clients/bin/python -m pytest -q -p no:cacheprovider tests/clients/test_bin_folder_clients.py
+    "$(bash scripts/python-env.sh --cached venv-clients tests/clients/requirements.txt)" -m pytest -q -p no:cacheprovider tests/clients/test_bin_folder_clients.py
 """
 import json
 import os
