@@ -74,6 +74,17 @@ def load_plan(plan, device) -> dict:
     return _views(torch, buf, placed)
 
 
+def _empty(torch, name, shape, dtype, device):
+    """A tensor with no elements. A GGUF may declare one whose other dimensions torch cannot stride
+    (ne = [0, 2^62, 2^62], which ggml accepts): a SafetensorError naming it, not torch's RuntimeError."""
+    try:
+        return torch.empty(shape, dtype=dtype, device=device)
+    except RuntimeError as e:
+        error = SafetensorError(f"tensor {name}: torch cannot hold shape {list(shape)}: {e}")
+        error.kind, error.tensor = "NotSupported", name
+        raise error from None
+
+
 def _views(torch, buf, placed) -> dict:
     """One tensor per (name, code, shape, strides, offset, nbytes), viewing `buf`. The buffer is viewed
     once per dtype; a run of tensors of one dtype and shape that follow each other in the buffer (the
@@ -102,7 +113,7 @@ def _views(torch, buf, placed) -> dict:
                 i = j
                 continue
         if nbytes == 0:
-            out[name] = torch.empty(shape, dtype=view[0].dtype, device=buf.device)
+            out[name] = _empty(torch, name, shape, view[0].dtype, buf.device)
         else:
             out[name] = view[0].as_strided(shape, strides, offset // view[1])
         i += 1

@@ -340,7 +340,9 @@ Result<ConvertReport> convert(const TensorFile& input, const std::string& output
     // Done with its pages: a mapped input then holds about one tensor in memory (they stay in the page
     // cache, so a view of the same storage later faults them back cheaply).
     e.source->hint({e.offset, e.nbytes}, AccessHint::DontNeed);
-    const std::uint64_t nbytes = *tensor_nbytes(job.to, e.shape);
+    // A tensor with no elements holds no bytes, whatever its other dimensions (GGUF's [0, 2^62, 2^62]
+    // ne, whose row-major product overflows from the left); any other shape passed the writer's sizing.
+    const std::uint64_t nbytes = e.num_elements() == 0 ? 0 : *tensor_nbytes(job.to, e.shape);
     report.bytes_written += nbytes;
     report.tensors.push_back({job.name, e.type, job.to, job.note});
     if (options.progress) options.progress(++done, report.bytes_written);

@@ -2,10 +2,12 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 
 #include "safeweights/gguf.h"
+#include "safeweights/tensor_type.h"
 
 namespace safeweights::gguf {
 
@@ -38,5 +40,48 @@ inline bool align_up(std::uint64_t v, std::uint64_t alignment, std::uint64_t& ou
   }
   return !__builtin_add_overflow(v, alignment - rem, &out);
 }
+
+// ggml's element-count rule for a tensor info (gguf.cpp, as llama-cpp-python 0.3.36 ships it): the
+// dimensions multiplied in ne order (ne[0], the innermost, first: the reverse of the row-major shape),
+// the tensor refused at the first dimension where the running product would pass INT64_MAX. A 0 ends
+// the growth from there on but does not excuse an overflow before it: ne = [2^62, 2^62, 0] is refused,
+// [0, 2^62, 2^62] accepted. Returns that dimension's index in ne, or -1 when the count fits.
+// `shape` is row-major (a dimension over INT64_MAX is refused where it can grow the count; the reader
+// and the writer refuse every such dimension first).
+inline int ggml_count_overflow(std::span<const std::uint64_t> shape) noexcept {
+  constexpr auto kMax = static_cast<std::uint64_t>(INT64_MAX);
+  std::uint64_t count = 1;
+  for (std::size_t k = 0; k < shape.size(); ++k) {
+    const std::uint64_t d = shape[shape.size() - 1 - k];  // ne[k]
+    if (d != 0 && count > kMax / d) return static_cast<int>(k);
+    count *= d;
+  }
+  return -1;
+}
+
+// A GGUF tensor's bytes, sized as ggml sizes it: its element count by the rule above (ValidationOverflow
+// naming the dimension), then tensor_nbytes. A tensor with no elements holds 0 bytes whatever its other
+// dimensions (tensor_nbytes multiplies the row-major shape from the left, so [2^62, 2^62, 0] would
+// overflow there); its innermost dimension still obeys the block rule, which ggml checks on ne[0].
+inline Result<std::uint64_t> ggml_nbytes(TensorType type, std::span<const std::uint64_t> shape) {
+  if (const int at = ggml_count_overflow(shape); at >= 0) {
+    std::string ne;
+    for (std::size_t k = shape.size(); k-- > 0;) ne += (ne.empty() ? "" : ", ") + std::to_string(shape[k]);
+    return Error(ErrorKind::ValidationOverflow, "the element count of ne = [" + ne + "] passes 2^63 - 1 at ne[" + std::to_string(at) +
+                                                    "] (ggml multiplies ne[0], ne[1], ... in turn and refuses it there, even when a later "
+                                                    "dimension is 0)");
+  }
+  for (const std::uint64_t d : shape)
+    if (d == 0) {
+      if (type_info(type).is_block())  // the block rule on ne[0] alone (its bytes cannot overflow)
+        if (Result<std::uint64_t> innermost = tensor_nbytes(type, shape.last(1)); !innermost.is_ok()) return innermost;
+      return std::uint64_t{0};
+    }
+  return tensor_nbytes(type, shape);
+}
+
+// ggml keeps a tensor name or a key up to its first NUL byte (a tensor's name is a C string; keys are
+// looked up with strcmp): the name as ggml sees it.
+inline std::string_view ggml_name(std::string_view raw) noexcept { return raw.substr(0, raw.find('\0')); }
 
 }  // namespace safeweights::gguf

@@ -7,11 +7,13 @@
 
 #include "core/little_endian.h"
 #include "core/status_macros.h"
+#include "core/utf8.h"
 #include "gguf/layout.h"
 #include "gguf/split.h"
 #include "core/name_table.h"
 #include "safeweights/cancel.h"
 #include "safeweights/gguf.h"
+#include "safeweights/text.h"
 
 namespace safeweights::gguf {
 namespace {
@@ -242,11 +244,19 @@ Status Parser::kvs(std::uint64_t count, std::vector<KeyValue>& out) {
     KeyValue& kv = out[i];
     const std::uint64_t at = cur_.pos();
     SW_ASSIGN_OR_RETURN(std::uint64_t from, cur_.string("a key", kMaxKeyBytes, "the limit of 65535 bytes"));
-    kv.key.assign(cur_.bytes_at(from, cur_.last_length()));
-    if (kv.key.empty()) return invalid(ErrorRule::GgufKey, "a key is empty", at);
+    const std::string_view raw = cur_.bytes_at(from, cur_.last_length());
+    if (!is_valid_utf8(raw))
+      return invalid(ErrorRule::GgufKey, "key " + std::to_string(i) + " `" + printable(raw) + "` is not valid UTF-8 (GGUF strings are UTF-8)", at);
+    kv.key.assign(ggml_name(raw));  // what ggml's lookups match
+    const std::string cut = kv.key.size() == raw.size()
+                                ? std::string()
+                                : " (`" + printable(raw) + "` is `" + printable(kv.key) + "` to ggml, which ends a key at its first NUL)";
+    if (kv.key.empty())
+      return invalid(ErrorRule::GgufKey,
+                     raw.empty() ? "a key is empty" : "key `" + printable(raw) + "` is empty to ggml, which ends a key at its first NUL", at);
     const std::uint64_t hash = seen.hash(kv.key);
     std::uint64_t& slot = seen.slot(kv.key, hash, key_of);
-    if (slot != 0) return invalid(ErrorRule::GgufKey, "duplicate key `" + kv.key + "`", at);
+    if (slot != 0) return invalid(ErrorRule::GgufKey, "duplicate key `" + printable(kv.key) + "`" + cut, at);
     slot = NameTable::make(hash, static_cast<std::uint32_t>(i));
     SW_ASSIGN_OR_RETURN(ValueType type, value_type("a value type", false));
     if (Status s = value(type, kv.value); !s.is_ok()) {
@@ -270,7 +280,8 @@ Status Parser::check_alignment(const Value& value, std::uint64_t at) {
 }
 
 struct Tensor {
-  std::uint64_t name_at = 0, name_length = 0;
+  std::uint64_t name_at = 0, name_length = 0;  // the name as ggml sees it: up to its first NUL
+  std::uint64_t raw_length = 0;                // the name's bytes in the file
   std::size_t dims_at = 0, n_dims = 0;
   TensorType type{};
   std::uint32_t ggml_type = 0;
@@ -306,11 +317,16 @@ class File final : public GgufFile {
   NameTable index_;
 };
 
-// One tensor info: name, dims, type, offset. Dims go to `ne` (GGUF order).
-Status read_tensor_info(Cursor& cur, Tensor& t, std::vector<std::uint64_t>& ne) {
+// One tensor info (the index-th): name, dims, type, offset. Dims go to `ne` (GGUF order).
+Status read_tensor_info(Cursor& cur, std::size_t index, Tensor& t, std::vector<std::uint64_t>& ne) {
   const std::uint64_t at = cur.pos();
   SW_ASSIGN_OR_RETURN(t.name_at, cur.string("a tensor name", kMaxTensorName, "ggml's limit of 63 bytes"));
-  t.name_length = cur.last_length();
+  t.raw_length = cur.last_length();
+  const std::string_view raw = cur.bytes_at(t.name_at, t.raw_length);
+  if (!is_valid_utf8(raw))
+    return invalid(ErrorRule::GgufTensorName,
+                   "tensor " + std::to_string(index) + ": the name `" + printable(raw) + "` is not valid UTF-8 (GGUF strings are UTF-8)", at);
+  t.name_length = ggml_name(raw).size();
   const auto name = [&] { return std::string(cur.bytes_at(t.name_at, t.name_length)); };
   const std::uint64_t dims_at = cur.pos();
   SW_ASSIGN_OR_RETURN(std::uint64_t n_dims, cur.uint(4, "a tensor's dimension count"));
@@ -341,7 +357,6 @@ Status read_tensor_info(Cursor& cur, Tensor& t, std::vector<std::uint64_t>& ne) 
         type_at);
   }
   t.type = *type;
-  (void)at;
   return Status::ok();
 }
 
@@ -376,7 +391,7 @@ Result<std::unique_ptr<GgufFile>> open_one(SourcePtr source, const FormatOptions
       if (Status s = check_cancelled(); !s.is_ok()) return fail_s(std::move(s));
     }
     tensor_at[i] = cur.pos();
-    if (Status s = read_tensor_info(cur, tensors[i], file->ne_); !s.is_ok()) return fail_s(std::move(s));
+    if (Status s = read_tensor_info(cur, i, tensors[i], file->ne_); !s.is_ok()) return fail_s(std::move(s));
   }
   const std::uint64_t header_end = cur.pos();
   file->header_ = cur.release();
@@ -397,13 +412,17 @@ Result<std::unique_ptr<GgufFile>> open_one(SourcePtr source, const FormatOptions
     const std::string_view name(reinterpret_cast<const char*>(file->header_.get() + t.name_at), t.name_length);
     const auto tensor_error = [&](Error e) { return fail(std::move(e.with_tensor(name).with_offset(tensor_at[i]))); };
     const std::span<const std::uint64_t> shape(file->shapes_.data() + t.dims_at, t.n_dims);
-    auto nbytes = tensor_nbytes(t.type, shape);
+    auto nbytes = ggml_nbytes(t.type, shape);
     if (!nbytes.is_ok()) return tensor_error(std::move(nbytes).error());
-    if (num_elements(shape) > static_cast<std::uint64_t>(INT64_MAX))
-      return tensor_error(Error(ErrorKind::ValidationOverflow, "the element count is over ggml's int64 limit"));
     const std::uint64_t hash = file->index_.hash(name);
     std::uint64_t& slot = file->index_.slot(name, hash, name_of);
-    if (slot != 0) return tensor_error(Error(ErrorKind::InvalidGguf, "duplicate tensor name").with_rule(ErrorRule::GgufTensorName));
+    if (slot != 0) {
+      const std::string_view raw(name.data(), t.raw_length);
+      const std::string cut = raw.size() == name.size()
+                                  ? std::string()
+                                  : " (`" + printable(raw) + "` is `" + printable(name) + "` to ggml, which ends a name at its first NUL)";
+      return tensor_error(Error(ErrorKind::InvalidGguf, "duplicate tensor name" + cut).with_rule(ErrorRule::GgufTensorName));
+    }
     slot = NameTable::make(hash, static_cast<std::uint32_t>(i));
     if (t.offset != expected)
       return tensor_error(Error(ErrorKind::InvalidGguf, "the tensor's offset is " + std::to_string(t.offset) + ", expected " +

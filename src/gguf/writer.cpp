@@ -10,6 +10,7 @@
 #include "model/multi_file_sink.h"
 #include "model/planned_sink.h"
 #include "safeweights/gguf.h"
+#include "safeweights/text.h"
 
 namespace safeweights::gguf {
 namespace {
@@ -61,6 +62,7 @@ Status check_kv(const std::vector<KeyValue>& kv, std::uint32_t alignment, bool& 
   write_alignment = alignment != kDefaultAlignment;
   for (const KeyValue& e : kv) {
     if (e.key.empty() || e.key.size() > kMaxKeyBytes) return bad("a key must be 1 to 65535 bytes long");
+    if (ggml_name(e.key).size() != e.key.size()) return bad("key `" + printable(e.key) + "` holds a NUL byte, where ggml would end it");
     if (!keys.insert(e.key).second) return bad("duplicate key `" + e.key + "`");
     if (Status s = check_value(e.value, false); !s.is_ok()) return bad("key `" + e.key + "`: " + s.error().message());
     if (e.key == kAlignmentKey) {
@@ -102,13 +104,14 @@ Result<PlannedFile> plan_file(const std::vector<KeyValue>& kv, const std::vector
     const auto tensor_fail = [&](Error e) { return Result<PlannedFile>(e.with_tensor(t.name)); };
     if (t.name.size() > kMaxTensorName) return tensor_fail(bad("a GGUF tensor name has at most 63 bytes"));
     if (!names.insert(t.name).second) return tensor_fail(bad("duplicate tensor name"));
+    if (ggml_name(t.name).size() != t.name.size()) return tensor_fail(bad("a GGUF tensor name cannot hold a NUL byte: ggml ends the name there"));
     if (t.shape.size() > kMaxDims) return tensor_fail(bad("a GGUF tensor has at most 4 dimensions"));
     const std::optional<std::uint32_t> id = ggml_id(t.dtype);
     if (!id) return tensor_fail(bad("GGUF cannot hold " + std::string(type_name(t.dtype)) + " tensors"));
-    auto nbytes = tensor_nbytes(t.dtype, t.shape);
-    if (!nbytes.is_ok()) return tensor_fail(std::move(nbytes).error());
     for (std::uint64_t d : t.shape)
       if (d > static_cast<std::uint64_t>(INT64_MAX)) return tensor_fail(bad("a dimension is over 2^63 - 1"));
+    auto nbytes = ggml_nbytes(t.dtype, t.shape);
+    if (!nbytes.is_ok()) return tensor_fail(std::move(nbytes).error());
     std::uint64_t padded = 0;
     if (!align_up(*nbytes, a, padded) || __builtin_add_overflow(data_size, padded, &slot.offset))
       return tensor_fail(Error(ErrorKind::ValidationOverflow, "the data section's size overflows 64 bits"));
@@ -142,7 +145,7 @@ Result<std::unique_ptr<PlannedFileSink>> create_file(const std::string& path, co
 Result<std::vector<std::size_t>> plan_splits(const std::vector<TensorDecl>& tensors, const SplitLimits& split, std::uint32_t alignment) {
   std::vector<std::uint64_t> padded(tensors.size());
   for (std::size_t i = 0; i < tensors.size(); ++i) {
-    auto nbytes = tensor_nbytes(tensors[i].dtype, tensors[i].shape);
+    auto nbytes = ggml_nbytes(tensors[i].dtype, tensors[i].shape);
     if (!nbytes.is_ok()) return error_of(nbytes).with_tensor(tensors[i].name);
     if (!align_up(*nbytes, alignment, padded[i]))
       return Error(ErrorKind::ValidationOverflow, "the data section's size overflows 64 bits").with_tensor(tensors[i].name);

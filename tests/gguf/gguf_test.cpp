@@ -110,6 +110,7 @@ std::string expected_rule(const std::string& name) {
       {"--bool-", "gguf.bool"},
       {"-key", "gguf.key"},
       {"--duplicate-tensor", "gguf.tensor-name"},
+      {"--tensor-name-not-utf8", "gguf.tensor-name"},
       {"-dimension", "gguf.dimensions"},
       {"--nested-array", "gguf.value-type"},
       {"-type-id", "gguf.tensor-type"},
@@ -164,6 +165,73 @@ TEST(Corpus, ErrorsNameTheRuleAndPlace) {
   EXPECT_NE(be.error().message().find("big-endian"), std::string::npos);
   auto gap = gguf::open(dir + "/InvalidGguf--offset-gap.gguf");
   EXPECT_NE(gap.error().message().find("expected 64"), std::string::npos) << gap.error().to_string();
+}
+
+// ggml's element count (ne multiplied from ne[0]), its names (a tensor name or a key ends at its first
+// NUL) and gguf-py's UTF-8: each refusal word for word, as docs/GGUF.md quotes them.
+TEST(Corpus, GgmlCountAndNameRulesGiveTheseMessages) {
+  struct Case {
+    const char* file;
+    const char* message;
+    const char* tensor;
+  };
+  const Case cases[] = {
+      {"ValidationOverflow--empty-tensor-huge-dims-before-the-zero",
+       "the element count of ne = [4611686018427387904, 4611686018427387904, 0] passes 2^63 - 1 at ne[1] (ggml multiplies ne[0], ne[1], ... "
+       "in turn and refuses it there, even when a later dimension is 0)",
+       "w"},
+      {"ValidationOverflow--empty-tensor-overflow-at-ne2",
+       "the element count of ne = [2097152, 2097152, 2097152, 0] passes 2^63 - 1 at ne[2] (ggml multiplies ne[0], ne[1], ... in turn and "
+       "refuses it there, even when a later dimension is 0)",
+       "w"},
+      {"ValidationOverflow--count-just-above-int64-max",
+       "the element count of ne = [2, 4611686018427387904, 0] passes 2^63 - 1 at ne[1] (ggml multiplies ne[0], ne[1], ... in turn and "
+       "refuses it there, even when a later dimension is 0)",
+       "w"},
+      {"InvalidBlockShape--empty-q8_0-innermost-not-multiple-of-32", "Q8_0 stores blocks of 32 elements along the innermost dimension, which is 16",
+       "w"},
+      {"InvalidGguf--duplicate-tensor-name-after-nul", "duplicate tensor name (`w\\x00b` is `w` to ggml, which ends a name at its first NUL)", "w"},
+      {"InvalidGguf--duplicate-tensor-name-nul-and-plain", "duplicate tensor name (`w\\x00b` is `w` to ggml, which ends a name at its first NUL)",
+       "w"},
+      {"InvalidGguf--duplicate-key-after-nul", "duplicate key `a.k` (`a.k\\x00y` is `a.k` to ggml, which ends a key at its first NUL)", ""},
+      {"InvalidGguf--empty-key-after-nul", "key `\\x00a.k` is empty to ggml, which ends a key at its first NUL", ""},
+      {"InvalidGguf--alignment-key-with-nul-not-power-of-two", "general.alignment is 48, not a power of two", ""},
+      {"InvalidGguf--tensor-name-not-utf8", "tensor 1: the name `blk.0.attn_q.weight\\xff` is not valid UTF-8 (GGUF strings are UTF-8)", ""},
+      {"InvalidGguf--tensor-name-not-utf8-after-nul", "tensor 0: the name `w\\x00\\xc3` is not valid UTF-8 (GGUF strings are UTF-8)", ""},
+      {"InvalidGguf--key-not-utf8", "key 3 `a.\\xed\\xa0\\x80` is not valid UTF-8 (GGUF strings are UTF-8)", ""},
+  };
+  for (const Case& c : cases) {
+    const std::string path = std::string(GGUF_CORPUS_DIR) + "/" + c.file + ".gguf";
+    auto f = gguf::open(path);
+    ASSERT_FALSE(f.is_ok()) << c.file;
+    EXPECT_EQ(f.error().message(), c.message) << c.file;
+    EXPECT_EQ(f.error().context().tensor, c.tensor) << c.file;
+    EXPECT_EQ(f.error().context().file, path) << c.file;
+  }
+}
+
+// What ggml reads from the files it accepts and we read too: names up to the first NUL, the alignment
+// from a key that is general.alignment up to its NUL, empty tensors of huge dimensions.
+TEST(Corpus, GgmlNamesAndEmptyTensorsReadAsGgmlReadsThem) {
+  const std::string dir = GGUF_CORPUS_DIR;
+  auto nul = gguf::open(dir + "/valid--tensor-name-with-nul.gguf");
+  ASSERT_TRUE(nul.is_ok()) << nul.error().to_string();
+  EXPECT_EQ((*nul)->tensors()[0].name, "token_embd.weight");
+  ASSERT_NE((*nul)->find("token_embd.weight"), nullptr);
+  EXPECT_EQ((*nul)->find("token_embd.weight")->nbytes, 48u);
+  auto aligned = gguf::open(dir + "/valid--alignment-key-with-nul.gguf");
+  ASSERT_TRUE(aligned.is_ok()) << aligned.error().to_string();
+  EXPECT_EQ((*aligned)->alignment(), 64u);
+  EXPECT_EQ((*aligned)->kv()[0].key, "general.alignment");
+  EXPECT_EQ((*aligned)->infos()[1].offset, 64u);
+  auto empty = gguf::open(dir + "/valid--empty-tensor-zero-then-huge-dims.gguf");
+  ASSERT_TRUE(empty.is_ok()) << empty.error().to_string();
+  const std::uint64_t big = std::uint64_t{1} << 62;
+  EXPECT_EQ(std::vector<std::uint64_t>((*empty)->tensors()[0].shape.begin(), (*empty)->tensors()[0].shape.end()),
+            (std::vector<std::uint64_t>{big, big, 0}));
+  EXPECT_EQ((*empty)->tensors()[0].nbytes, 0u);
+  EXPECT_EQ((*empty)->tensors()[1].nbytes, 8u);
+  EXPECT_EQ((*empty)->infos()[1].offset, 0u);
 }
 
 TEST(Corpus, ValidFilesReadAsGenerated) {
@@ -235,6 +303,17 @@ TEST(Writer, RefusesWhatGgufCannotHoldAndLeavesNothing) {
   EXPECT_TRUE(swt::IsKind(refused({}, {{std::string(64, 'n'), TensorType::F32, {2}}}), ErrorKind::InvalidArgument));
   EXPECT_TRUE(swt::IsKind(refused({}, {{"w", TensorType::F32, {1, 1, 1, 1, 1}}}), ErrorKind::InvalidArgument));
   EXPECT_TRUE(swt::IsKind(refused({}, {{"w", TensorType::Q8_0, {2, 16}}}), ErrorKind::InvalidBlockShape));
+  // ggml ends a name or a key at its first NUL: never written
+  Status nul = refused({}, {{std::string("a\0b", 3), TensorType::F32, {2}}});
+  EXPECT_EQ(nul.error().message(), "a GGUF tensor name cannot hold a NUL byte: ggml ends the name there") << nul.to_string();
+  Status nul_key = refused({{std::string("a\0b", 3), Value::u8(1)}}, {});
+  EXPECT_EQ(nul_key.error().message(), "key `a\\x00b` holds a NUL byte, where ggml would end it") << nul_key.to_string();
+  // ggml's element count, from ne[0] (the last of the shape): ne = [2^62, 2^62, 0] is refused
+  const std::uint64_t big = std::uint64_t{1} << 62;
+  Status count = refused({}, {{"w", TensorType::F32, {0, big, big}}});
+  EXPECT_TRUE(swt::IsKind(count, ErrorKind::ValidationOverflow));
+  EXPECT_NE(count.error().message().find("ne = [4611686018427387904, 4611686018427387904, 0] passes 2^63 - 1 at ne[1]"), std::string::npos)
+      << count.to_string();
   EXPECT_TRUE(swt::IsKind(refused({{"a", Value::u8(1)}, {"a", Value::u8(2)}}, {}), ErrorKind::InvalidArgument));
   EXPECT_TRUE(swt::IsKind(refused({{"a", Value::array(ValueType::UINT8, {Value::u16(1)})}}, {}), ErrorKind::InvalidArgument));
   EXPECT_TRUE(swt::IsKind(refused({{"a", Value::array(ValueType::ARRAY, {})}}, {}), ErrorKind::InvalidArgument));
@@ -254,6 +333,22 @@ TEST(Writer, RefusesWhatGgufCannotHoldAndLeavesNothing) {
     EXPECT_TRUE(swt::IsKind((*w)->finish(), ErrorKind::InvalidArgument));  // 8 of 16 bytes
   }
   EXPECT_TRUE(dir.list().empty());
+}
+
+// ne = [0, 2^62, 2^62] (the shape [2^62, 2^62, 0]) is an empty tensor to ggml: written, and read back.
+TEST(Writer, WritesAnEmptyTensorGgmlAcceptsWhateverItsOtherDimensions) {
+  swt::TempDir dir;
+  const std::uint64_t big = std::uint64_t{1} << 62;
+  auto w = gguf::create(dir.file("e.gguf"), {}, {{"e", TensorType::Q8_0, {big, big, 0}}, {"w", TensorType::F32, {2}}});
+  ASSERT_TRUE(w.is_ok()) << w.error().to_string();
+  ASSERT_TRUE((*w)->write("e", {}).is_ok());
+  ASSERT_TRUE((*w)->write("w", pattern(8, 1)).is_ok());
+  ASSERT_TRUE((*w)->finish().is_ok());
+  auto f = gguf::open(dir.file("e.gguf"));
+  ASSERT_TRUE(f.is_ok()) << f.error().to_string();
+  EXPECT_EQ((*f)->tensors()[0].nbytes, 0u);
+  EXPECT_EQ(std::vector<std::uint64_t>((*f)->infos()[0].ne.begin(), (*f)->infos()[0].ne.end()), (std::vector<std::uint64_t>{0, big, big}));
+  EXPECT_EQ((*f)->infos()[1].offset, 0u);
 }
 
 TEST(Writer, ChunksAndCopyTensorsReproduceAFile) {

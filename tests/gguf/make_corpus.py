@@ -167,6 +167,31 @@ def corpus():
     add("ValidationOverflow--element-count-wraps", base(tensors=[("w", [2**32, 2**32, 4], F32)], offsets=[0]))
     add("InvalidGguf--truncated-tensor-info", base()[:len(base(tensors=[])) - 16])
 
+    # ---- ggml's element count: ne multiplied from ne[0] (innermost), refused where it passes 2^63 - 1,
+    # even when a later dimension is 0; a 0 before the huge dimensions makes the tensor empty
+    add("valid--empty-tensor-zero-then-huge-dims", base(tensors=[("w", [0, 2**62, 2**62], F32), ("after", [2], F32)]))
+    add("valid--empty-tensor-zero-between-huge-dims", base(tensors=[("w", [2**62, 0, 2**62, 2**62], F32)]))
+    add("InvalidBlockShape--empty-q8_0-innermost-not-multiple-of-32", base(tensors=[("w", [16, 0], Q8_0)]))
+    add("valid--empty-q8_0-huge-innermost", base(tensors=[("w", [2**62, 0, 2**62], Q8_0)]))
+    add("valid--count-just-below-int64-max", base(tensors=[("w", [3, 3074457345618258602, 0], F32)]))
+    add("ValidationOverflow--empty-tensor-huge-dims-before-the-zero", base(tensors=[("w", [2**62, 2**62, 0], F32)]))
+    add("ValidationOverflow--empty-tensor-overflow-at-ne2", base(tensors=[("w", [2**21, 2**21, 2**21, 0], F32)]))
+    add("ValidationOverflow--count-just-above-int64-max", base(tensors=[("w", [2, 2**62, 0], F32)]))
+
+    # ---- NUL and UTF-8 in names: ggml ends a tensor name and a key at the first NUL, gguf-py refuses
+    # names and keys that are not UTF-8
+    add("valid--tensor-name-with-nul", base(tensors=[(b"token_embd.weight\0junk", [4, 3], F32), BASE_TENSORS[1]]))
+    add("InvalidGguf--duplicate-tensor-name-after-nul", base(tensors=[(b"w\0a", [4], F32), (b"w\0b", [4], F32)]))
+    add("InvalidGguf--duplicate-tensor-name-nul-and-plain", base(tensors=[("w", [4], F32), (b"w\0b", [4], F32)]))
+    add("valid--alignment-key-with-nul",
+        base(kvs=[(b"general.alignment\0x", UINT32, 64)] + BASE_KVS, tensors=[("a", [4], F32), ("b", [4], F32)], alignment=64))
+    add("InvalidGguf--alignment-key-with-nul-not-power-of-two", base(kvs=[(b"general.alignment\0x", UINT32, 48)] + BASE_KVS))
+    add("InvalidGguf--duplicate-key-after-nul", base(kvs=BASE_KVS + [(b"a.k\0x", UINT8, 1), (b"a.k\0y", UINT8, 2)]))
+    add("InvalidGguf--empty-key-after-nul", base(kvs=BASE_KVS + [(b"\0a.k", UINT8, 1)]))
+    add("InvalidGguf--tensor-name-not-utf8", base(tensors=[BASE_TENSORS[0], (b"blk.0.attn_q.weight\xff", [32, 2], Q8_0)]))
+    add("InvalidGguf--tensor-name-not-utf8-after-nul", base(tensors=[(b"w\0\xc3", [4], F32)]))
+    add("InvalidGguf--key-not-utf8", base(kvs=BASE_KVS + [(b"a.\xed\xa0\x80", UINT8, 1)]))
+
     # ---- offsets and data
     s0 = nbytes(F32, [4, 3])
     add("InvalidGguf--offset-misaligned", base(offsets=[1, 64]))
