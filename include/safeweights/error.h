@@ -105,11 +105,11 @@ SAFEWEIGHTS_API_BEGIN
   X(GgufCount, 5, "gguf.count", "a declared count cannot fit in the bytes that remain")                                                        \
   X(GgufValueType, 6, "gguf.value-type", "an unknown value type, or an array of arrays")                                                       \
   X(GgufBool, 7, "gguf.bool", "a BOOL value that is not 0 or 1")                                                                               \
-  X(GgufKey, 8, "gguf.key", "an empty or repeated key")                                                                                        \
+  X(GgufKey, 8, "gguf.key", "an empty, repeated or non-UTF-8 key")                                                                             \
   X(GgufAlignment, 9, "gguf.alignment", "general.alignment is not a UINT32 power of two")                                                      \
   X(GgufDimensions, 10, "gguf.dimensions", "a tensor with more than 4 dimensions, or one negative as ggml's int64")                            \
   X(GgufTensorType, 11, "gguf.tensor-type", "a tensor type id that is unknown or was removed from GGUF")                                       \
-  X(GgufTensorName, 12, "gguf.tensor-name", "a repeated tensor name")                                                                          \
+  X(GgufTensorName, 12, "gguf.tensor-name", "a repeated or non-UTF-8 tensor name")                                                             \
   X(GgufTensorOffset, 13, "gguf.tensor-offset", "a tensor not where ggml puts it, or its bytes past the end")                                  \
   X(GgufSplit, 14, "gguf.split", "the files of a split model disagree, or a split key is wrong")                                               \
   /* PyTorch checkpoints: every InvalidPickle, UnsafePickle and InvalidCheckpoint error has one, and so do */                                  \
