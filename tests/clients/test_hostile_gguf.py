@@ -187,7 +187,9 @@ def hostile_files(out: Path):
 @pytest.fixture(scope="module")
 def files(tmp_path_factory):
     out = tmp_path_factory.mktemp("hostile_gguf")
-    return sorted(CORPUS.glob("*.gguf")) + hostile_files(out)
+    made = hostile_files(out)
+    assert len(made) == 88  # as docs/GGUF.md says
+    return sorted(CORPUS.glob("*.gguf")) + made
 
 
 def ggml_read(files):
@@ -365,6 +367,7 @@ def test_element_count_as_ggml_counts_it_on_every_order(tmp_path):
     shapes = [list(ne) for r in (1, 2, 3) for ne in itertools.product(values, repeat=r)]
     rng = random.Random(28)
     shapes += [[rng.choice(values) for _ in range(4)] for _ in range(2000)]
+    assert len(shapes) == 3884  # as docs/GGUF.md says
     paths = []
     for i, ne in enumerate(shapes):
         head = b"GGUF" + struct.pack("<IQQ", 3, 1, 0) + mc.gstr("w") + struct.pack("<I", len(ne))
