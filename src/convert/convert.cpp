@@ -342,7 +342,8 @@ Result<ConvertReport> convert(const TensorFile& input, const std::string& output
     e.source->hint({e.offset, e.nbytes}, AccessHint::DontNeed);
     // A tensor with no elements holds no bytes, whatever its other dimensions (GGUF's [0, 2^62, 2^62]
     // ne, whose row-major product overflows from the left); any other shape passed the writer's sizing.
-    const std::uint64_t nbytes = e.num_elements() == 0 ? 0 : *tensor_nbytes(job.to, e.shape);
+    const bool empty = std::find(e.shape.begin(), e.shape.end(), 0) != e.shape.end();
+    const std::uint64_t nbytes = empty ? 0 : *tensor_nbytes(job.to, e.shape);
     report.bytes_written += nbytes;
     report.tensors.push_back({job.name, e.type, job.to, job.note});
     if (options.progress) options.progress(++done, report.bytes_written);

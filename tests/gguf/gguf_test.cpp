@@ -351,6 +351,18 @@ TEST(Writer, WritesAnEmptyTensorGgmlAcceptsWhateverItsOtherDimensions) {
   EXPECT_EQ((*f)->infos()[1].offset, 0u);
 }
 
+// convert() carries such an empty tensor from GGUF to GGUF: the same file, byte for byte.
+TEST(Writer, ConvertCarriesAnEmptyTensorOfHugeDimensions) {
+  swt::TempDir dir;
+  const std::string in = std::string(GGUF_CORPUS_DIR) + "/valid--empty-tensor-zero-then-huge-dims.gguf";
+  auto f = gguf::open(in);
+  ASSERT_TRUE(f.is_ok()) << f.error().to_string();
+  auto report = convert(**f, dir.file("out.gguf"));
+  ASSERT_TRUE(report.is_ok()) << report.error().to_string();
+  EXPECT_EQ(report->bytes_written, 8u);
+  EXPECT_EQ(swt::read_file_bytes(in), swt::read_file_bytes(dir.file("out.gguf")));
+}
+
 TEST(Writer, ChunksAndCopyTensorsReproduceAFile) {
   swt::TempDir dir;
   ASSERT_TRUE(write_file(dir.file("a.gguf"), all_value_types(), some_tensors()).is_ok());
