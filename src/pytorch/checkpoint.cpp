@@ -70,7 +70,7 @@ std::string key_identity(const Value* key) {
     case Kind::Bool: return key->boolean ? "i1" : "i0";
     case Kind::None: return "n";
     case Kind::Float:
-      if (key->real == static_cast<double>(static_cast<std::int64_t>(key->real)) && key->real >= -9.2e18 && key->real <= 9.2e18)
+      if (key->real >= -9.2e18 && key->real <= 9.2e18 && key->real == static_cast<double>(static_cast<std::int64_t>(key->real)))
         return "i" + std::to_string(static_cast<std::int64_t>(key->real));
       return "f" + std::to_string(std::bit_cast<std::uint64_t>(key->real));
     case Kind::BigInt: return "b" + std::string(key->text);
@@ -85,7 +85,7 @@ Status check_repeated_keys(const Value* dict, const std::string& where) {
   for (std::size_t i = 0; i + 1 < dict->items.size(); i += 2) {
     auto [it, fresh] = seen.try_emplace(key_identity(dict->items[i]), i + 1);
     if (fresh || (!holds_tensors(dict->items[it->second]) && !holds_tensors(dict->items[i + 1]))) continue;
-    auto text = key_text(dict->items[i]);
+    auto text = key_text(dict->items[it->second - 1]);  // the key Python keeps: the first one
     const std::string key = text.is_ok() ? *text : std::string("(a key of another type)");
     return bad(ErrorRule::PytorchObject, "key `" + key + "` appears twice in one pickled dict" + (where.empty() ? "" : " (under `" + where + "`)") +
                                              "; torch.load would keep the last one");

@@ -287,7 +287,7 @@ def issue28_corpus():
                                             "pytorch.object", "key `w` appears twice in one pickled dict; torch.load would keep the last one"),
         "repeated_key_int_and_bool.pt": (torch_zip(pickle(state_dict((i(1), tensor(storage_pid())), (b"\x88", tensor(storage_pid()))))),
                                          "InvalidCheckpoint", "pytorch.object",
-                                         "key `True` appears twice in one pickled dict; torch.load would keep the last one"),
+                                         "key `1` appears twice in one pickled dict; torch.load would keep the last one"),
         "repeated_top_level_model.pt": (torch_zip(pickle(state_dict((s("model"), state_dict((w, tensor(storage_pid())))),
                                                                     (s("model"), state_dict((s("v"), tensor(storage_pid()))))))),
                                         "InvalidCheckpoint", "pytorch.object",
