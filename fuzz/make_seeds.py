@@ -100,6 +100,12 @@ def roundtrip_seeds():
     return out
 
 
+def legacy_view_seeds():
+    """fuzz_legacy_view reads its input through a FuzzedDataProvider: random bytes of a few lengths."""
+    rng = random.Random(20261125)
+    return {f"random_{i:02d}": bytes(rng.getrandbits(8) for _ in range(n)) for i, n in enumerate([16, 32, 48, 64, 96, 128, 192, 256, 384, 512])}
+
+
 def write(target, seeds):
     folder = os.path.join(CORPUS, target)
     os.makedirs(folder, exist_ok=True)
@@ -113,6 +119,7 @@ def main():
     write("fuzz_safetensors_header", header_seeds())
     write("fuzz_slice", slice_seeds())
     write("fuzz_roundtrip", roundtrip_seeds())
+    write("fuzz_legacy_view", legacy_view_seeds())
 
 
 if __name__ == "__main__":

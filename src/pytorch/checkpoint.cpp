@@ -3,6 +3,7 @@
 // storage key to its bytes, then walk the object for tensors (dotted names) and check each one's
 // bounds before exposing it as a TensorEntry.
 #include <algorithm>
+#include <bit>
 #include <cstring>
 #include <deque>
 #include <map>
@@ -31,6 +32,8 @@ constexpr std::uint64_t kMaxVisits = 1u << 20;       // containers walked (a sha
 constexpr std::uint64_t kMaxNameBytes = 1ull << 30;  // bytes of all names composed on the walk
 constexpr std::string_view kLegacyMagic = "\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19";
 constexpr std::int64_t kLegacyProtocol = 1001;
+// Where torch.load looks for the pickle of a ZIP checkpoint.
+constexpr const char* kPklRule = "torch.load reads the pickle only as <root>/data.pkl, one folder deep, where <root> is the first member's folder";
 
 Error bad(ErrorRule rule, const std::string& message) { return Error(ErrorKind::InvalidCheckpoint, message).with_rule(rule); }
 
@@ -57,18 +60,53 @@ Result<std::string> key_text(const Value* key) {
   }
 }
 
-// Walks the object for tensors, naming each by its path. A container reached again through the memo
-// (a shared subtree) is walked again under each name, so both names' tensors are listed; to keep that
-// linear in the input, each container's items are scanned once and the places of the ones that can
-// hold a tensor (tensors and containers) remembered, so a later visit costs only those. Visits are
-// bounded (kMaxVisits), and so are the bytes of the names composed (kMaxNameBytes).
+bool holds_tensors(const Value* v) { return v->kind == Kind::Tensor || v->kind == Kind::Dict || v->kind == Kind::List || v->kind == Kind::Tuple; }
+
+// A dict key as Python compares it: equal keys (1, True and 1.0; two equal strings) give one text.
+std::string key_identity(const Value* key) {
+  switch (key->kind) {
+    case Kind::Str: return "s" + std::string(key->text);
+    case Kind::Int: return "i" + std::to_string(key->integer);
+    case Kind::Bool: return key->boolean ? "i1" : "i0";
+    case Kind::None: return "n";
+    case Kind::Float:
+      if (key->real >= -9.2e18 && key->real <= 9.2e18 && key->real == static_cast<double>(static_cast<std::int64_t>(key->real)))
+        return "i" + std::to_string(static_cast<std::int64_t>(key->real));
+      return "f" + std::to_string(std::bit_cast<std::uint64_t>(key->real));
+    case Kind::BigInt: return "b" + std::string(key->text);
+    default: return "o" + std::to_string(reinterpret_cast<std::uintptr_t>(key));  // compared by identity
+  }
+}
+
+// A key repeated in one pickled dict (SETITEMS can repeat one): Python keeps the last value, so torch.load
+// has one entry where the file states two. Refused, naming the key, where either value can hold a tensor.
+Status check_repeated_keys(const Value* dict, const std::string& where) {
+  std::unordered_map<std::string, std::size_t> seen;  // identity -> index of its first value
+  for (std::size_t i = 0; i + 1 < dict->items.size(); i += 2) {
+    auto [it, fresh] = seen.try_emplace(key_identity(dict->items[i]), i + 1);
+    if (fresh || (!holds_tensors(dict->items[it->second]) && !holds_tensors(dict->items[i + 1]))) continue;
+    auto text = key_text(dict->items[it->second - 1]);  // the key Python keeps: the first one
+    const std::string key = text.is_ok() ? *text : std::string("(a key of another type)");
+    return bad(ErrorRule::PytorchObject, "key `" + key + "` appears twice in one pickled dict" + (where.empty() ? "" : " (under `" + where + "`)") +
+                                             "; torch.load would keep the last one");
+  }
+  return Status::ok();
+}
+
+// Walks the object for tensors, naming each by its path: the keys and list indices from the value
+// read (the root) down, joined by dots, each as it is (an empty key is an empty part, as torch's key
+// is the empty string); a root that is itself a tensor is named `tensor`. A container reached again
+// through the memo (a shared subtree) is walked again under each name, so both names' tensors are
+// listed; to keep that linear in the input, each container's items are scanned once and the places of
+// the ones that can hold a tensor (tensors and containers) remembered, so a later visit costs only
+// those. Visits are bounded (kMaxVisits), and so are the bytes of the names composed (kMaxNameBytes).
 class Walker {
  public:
-  Status walk(const Value* v, const std::string& name, int depth) {
+  Status walk(const Value* v, const std::string& name, int depth, bool root) {
     if (v->kind == Kind::Tensor) {
       if (found_.size() >= kMaxTensors)
         return Error(ErrorKind::ResourceLimit, "more than " + std::to_string(kMaxTensors) + " tensors").with_rule(ErrorRule::PytorchLimit);
-      found_.push_back({name.empty() ? std::string("tensor") : name, v});
+      found_.push_back({root ? std::string("tensor") : name, v});
       return Status::ok();
     }
     const bool dict = v->kind == Kind::Dict;
@@ -79,19 +117,20 @@ class Walker {
       return Error(ErrorKind::ResourceLimit, "more than " + std::to_string(kMaxVisits) + " container visits (shared containers repeated)")
           .with_rule(ErrorRule::PytorchLimit);
     if (!on_path_.insert(v).second) return bad(ErrorRule::PytorchObject, "a container holds itself");
-    for (const std::size_t i : holders(v)) {
+    SW_ASSIGN_OR_RETURN(const std::vector<std::size_t>* places, holders(v, name));
+    for (const std::size_t i : *places) {
       std::string key;
       if (dict) {
         SW_ASSIGN_OR_RETURN(key, key_text(v->items[i - 1]));
       } else {
         key = std::to_string(i);
       }
-      const std::uint64_t length = name.empty() ? key.size() : name.size() + 1 + key.size();
+      const std::uint64_t length = root ? key.size() : name.size() + 1 + key.size();
       if (length > kMaxNameBytes - name_bytes_)
         return Error(ErrorKind::ResourceLimit, "tensor names longer than " + std::to_string(kMaxNameBytes >> 20) + " MiB in all")
             .with_rule(ErrorRule::PytorchLimit);
       name_bytes_ += length;
-      SW_RETURN_IF_ERROR(walk(v->items[i], name.empty() ? key : name + "." + key, depth + 1));
+      SW_RETURN_IF_ERROR(walk(v->items[i], root ? key : name + "." + key, depth + 1, false));
     }
     on_path_.erase(v);
     return Status::ok();
@@ -99,17 +138,17 @@ class Walker {
   std::vector<Found>& found() { return found_; }
 
  private:
-  // The places in `v`'s items of the values that can hold a tensor, found on the first visit.
-  const std::vector<std::size_t>& holders(const Value* v) {
+  // The places in `v`'s items of the values that can hold a tensor, found on the first visit (which
+  // also refuses a dict that repeats a key).
+  Result<const std::vector<std::size_t>*> holders(const Value* v, const std::string& name) {
     auto [it, fresh] = holders_.try_emplace(v);
     if (fresh) {
+      if (v->kind == Kind::Dict) SW_RETURN_IF_ERROR(check_repeated_keys(v, name));
       const std::size_t step = v->kind == Kind::Dict ? 2 : 1;
-      for (std::size_t i = step - 1; i < v->items.size(); i += step) {
-        const Kind k = v->items[i]->kind;
-        if (k == Kind::Tensor || k == Kind::Dict || k == Kind::List || k == Kind::Tuple) it->second.push_back(i);
-      }
+      for (std::size_t i = step - 1; i < v->items.size(); i += step)
+        if (holds_tensors(v->items[i])) it->second.push_back(i);
     }
-    return it->second;
+    return &it->second;
   }
 
   std::vector<Found> found_;
@@ -142,6 +181,7 @@ Result<std::pair<const Value*, std::string>> select_root(const Value* root, cons
       if (root->items[i]->kind == Kind::Str && root->items[i]->text == k) return root->items[i + 1];
     return nullptr;
   };
+  if (root->kind == Kind::Dict) SW_RETURN_IF_ERROR(check_repeated_keys(root, ""));
   if (!key.empty()) {
     const Value* v = lookup(key);
     if (!v) return Error(ErrorKind::TensorNotFound, "the checkpoint has no top-level key `" + key + "`");
@@ -283,7 +323,8 @@ Status CheckpointFile::build(std::vector<Found>& found, const std::unordered_map
   std::vector<std::vector<std::string_view>> groups;
   for (std::size_t i = 0; i < entries_.size(); ++i) {
     if (!index_.emplace(entries_[i].name, i).second)
-      return bad(ErrorRule::PytorchObject, "two tensors named `" + std::string(entries_[i].name) + "`");
+      return bad(ErrorRule::PytorchObject, "two tensors named `" + std::string(entries_[i].name) +
+                                               "`: different keys that join to one dotted name (torch.load keeps both, under their own keys)");
     auto [g, fresh] = group_of.emplace(extra_[i].storage, groups.size());
     if (fresh) groups.emplace_back();
     groups[g->second].push_back(entries_[i].name);
@@ -374,7 +415,8 @@ Status read_zip(CheckpointFile& out, const SourcePtr& file, const PickleOptions&
   if (archive.entries().empty()) return bad(ErrorRule::PytorchContainer, "empty ZIP archive");
   const std::string first(archive.entries().front().name);
   const std::size_t slash = first.find('/');
-  if (slash == std::string::npos || slash == 0) return bad(ErrorRule::PytorchContainer, "archive member `" + first + "` is not under a root folder");
+  if (slash == std::string::npos || slash == 0)
+    return bad(ErrorRule::PytorchContainer, "archive member `" + first + "` is not under a root folder (" + kPklRule + ")");
   const std::string root = first.substr(0, slash + 1);
   for (const zip::Entry& e : archive.entries()) {
     if (e.name.compare(0, root.size(), root) != 0)
@@ -383,7 +425,12 @@ Status read_zip(CheckpointFile& out, const SourcePtr& file, const PickleOptions&
     if (torchscript_member(rest)) return torchscript();
   }
   const zip::Entry* pkl = archive.find(root + "data.pkl");
-  if (!pkl) return bad(ErrorRule::PytorchContainer, "no " + root + "data.pkl in the archive");
+  if (!pkl) {
+    for (const zip::Entry& e : archive.entries())
+      if (e.name.ends_with("/data.pkl"))
+        return bad(ErrorRule::PytorchContainer, "`" + std::string(e.name) + "` is not " + root + "data.pkl (" + kPklRule + ")");
+    return bad(ErrorRule::PytorchContainer, "no " + root + "data.pkl in the archive");
+  }
   if (const zip::Entry* order = archive.find(root + "byteorder")) {
     SW_ASSIGN_OR_RETURN(std::string text, small_record(archive, *order));
     if (text != "little" && text != "big") return bad(ErrorRule::PytorchContainer, "byteorder record says `" + text + "`");
@@ -432,7 +479,13 @@ Status read_legacy(CheckpointFile& out, const SourcePtr& file, PickleOptions opt
     if (key->kind != Kind::Str) return bad(ErrorRule::PytorchContainer, "legacy storage key is not a string");
     const std::string name(key->text);
     auto it = declared.find(name);
-    if (it == declared.end()) return bad(ErrorRule::PytorchStorage, "legacy storage `" + name + "` is not used by the object");
+    if (it == declared.end()) {
+      const auto& views = out.pickle_->view_keys();
+      if (std::find(views.begin(), views.end(), name) != views.end())
+        return bad(ErrorRule::PytorchStorage, "the legacy storage key list names `" + name +
+                                                  "`, a storage view: torch.load would read those bytes into part of the storage it views");
+      return bad(ErrorRule::PytorchStorage, "legacy storage `" + name + "` is not used by the object");
+    }
     if (bytes.contains(name)) return bad(ErrorRule::PytorchStorage, "legacy storage `" + name + "` listed twice");
     const StorageInfo& info = *it->second;
     const std::uint64_t elsize = info.typed ? type_bits(info.dtype) / 8 : 1;
@@ -487,7 +540,7 @@ Result<std::unique_ptr<Checkpoint>> open_checkpoint(SourcePtr file, const Format
     if (!root.is_ok()) return fail(std::move(root).error());
     out->key_ = root->second;
     Walker walker;
-    if (Status s = walker.walk(root->first, "", 0); !s.is_ok()) return fail(std::move(s).error());
+    if (Status s = walker.walk(root->first, "", 0, true); !s.is_ok()) return fail(std::move(s).error());
     if (Status s = out->build(walker.found(), bytes, swap); !s.is_ok()) return fail(std::move(s).error());
   } catch (const std::bad_alloc&) {
     return fail(Error(ErrorKind::ResourceLimit, "out of memory while reading the checkpoint"));

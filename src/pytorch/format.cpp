@@ -24,13 +24,16 @@ bool starts_with_bytes(std::span<const std::byte> head, std::initializer_list<un
 
 // torch's ZIP writer: torch.save puts "<root>/data.pkl" first; torch.jit.save (TorchScript, refused
 // by name when read) starts with "<root>/data/<key>", "<root>/code/...", "<root>/constants.pkl" or
-// "<root>/.data/...". Any of them under a root folder claims the archive (above DDUF's ZIP magic).
+// "<root>/.data/...". Any of them under a root folder claims the archive (above DDUF's ZIP magic), and so
+// does a first member data.pkl at any depth.
 bool is_torch_zip(std::span<const std::byte> head) {
   constexpr std::size_t kNameAt = 30;  // fixed part of a local file header
   if (!starts_with_bytes(head, {'P', 'K', 3, 4}) || head.size() < kNameAt) return false;
   const std::size_t name_length = le::u16(head.data() + 26);
   if (head.size() < kNameAt + name_length) return false;
   const std::string_view name(reinterpret_cast<const char*>(head.data() + kNameAt), name_length);
+  // data.pkl at another depth than torch.save's: still a checkpoint, refused by the reader naming the rule.
+  if (name == "data.pkl" || name.ends_with("/data.pkl")) return true;
   const std::size_t slash = name.find('/');
   if (slash == std::string_view::npos || slash == 0) return false;
   const std::string_view rest = name.substr(slash + 1);

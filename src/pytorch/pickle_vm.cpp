@@ -60,11 +60,155 @@ constexpr std::array<std::string_view, 8> kUnsupportedRebuild = {"_rebuild_qtens
                                                                  "_rebuild_device_tensor_from_cpu_tensor",
                                                                  "_rebuild_xla_tensor"};
 
-// Modules no checkpoint has a reason to name: refused even in the permissive mode, where they would
-// be inert, because a file naming them is an attack rather than unusual.
-constexpr std::array<std::string_view, 16> kHostileModules = {"os",    "posix",     "nt",     "sys",       "subprocess", "builtins",
-                                                              "runpy", "importlib", "pickle", "marshal",   "shutil",     "socket",
-                                                              "pty",   "ctypes",    "code",   "webbrowser"};
+// Always refused, in the permissive mode too, where they would be inert: a file naming them is an
+// attack, not an unusual checkpoint. Derived from the public lists of pickle scanners and exploits
+// (docs/PYTORCH.md, "Always refused", says which and how; tests check every entry through the CLI).
+// A module here is refused with everything under it (a global's first dotted part), which closes the
+// submodule bypass of CVE-2025-10157 (`asyncio.unix_events`): the whole path is what counts.
+constexpr auto kRefusedModules = std::to_array<std::string_view>({
+    // process and code execution, the interpreter itself
+    "__builtin__",
+    "__builtins__",
+    "builtins",
+    "os",
+    "posix",
+    "nt",
+    "posixpath",
+    "ntpath",
+    "sys",
+    "subprocess",
+    "_posixsubprocess",
+    "commands",
+    "pty",
+    "pexpect",
+    "pipes",
+    "multiprocessing",
+    "signal",
+    "_signal",
+    "threading",
+    "_thread",
+    "thread",
+    "atexit",
+    "gc",
+    "site",
+    "runpy",
+    "code",
+    "codeop",
+    "types",
+    "inspect",
+    "_interpreters",
+    "_xxsubinterpreters",
+    "compileall",
+    "py_compile",
+    // imports
+    "importlib",
+    "_frozen_importlib",
+    "_frozen_importlib_external",
+    "_imp",
+    "imp",
+    "pkgutil",
+    "zipimport",
+    // getattr / call wrappers
+    "operator",
+    "_operator",
+    "functools",
+    // debuggers, profilers, test runners that exec strings
+    "pdb",
+    "bdb",
+    "timeit",
+    "cProfile",
+    "profile",
+    "trace",
+    "doctest",
+    "unittest",
+    "test",
+    "pydoc",
+    "idlelib",
+    "lib2to3",
+    "_pyrepl",
+    // nested pickles and native code
+    "pickle",
+    "_pickle",
+    "cPickle",
+    "marshal",
+    "shelve",
+    "dill",
+    "cloudpickle",
+    "joblib",
+    "ctypes",
+    "_ctypes",
+    "mmap",
+    // files and archives
+    "io",
+    "_io",
+    "StringIO",
+    "cStringIO",
+    "shutil",
+    "tempfile",
+    "filecmp",
+    "fileinput",
+    "glob",
+    "linecache",
+    "difflib",
+    "tarfile",
+    "zipfile",
+    "sqlite3",
+    "_sqlite3",
+    "logging",
+    "syslog",
+    "platform",
+    "distutils",
+    // network
+    "socket",
+    "ssl",
+    "select",
+    "selectors",
+    "socketserver",
+    "SocketServer",
+    "asyncio",
+    "aiohttp",
+    "http",
+    "httplib",
+    "urllib",
+    "urllib2",
+    "requests",
+    "smtplib",
+    "imaplib",
+    "ftplib",
+    "poplib",
+    "telnetlib",
+    "nntplib",
+    "xmlrpc",
+    "webbrowser",
+    // package installers, environments, and modules that run commands under other names
+    "pip",
+    "ensurepip",
+    "venv",
+    "uuid",
+    "_osx_support",
+    "_aix_support",
+});
+// Dotted paths refused with everything under them, for packages whose other parts checkpoints do name.
+constexpr auto kRefusedPaths = std::to_array<std::string_view>({
+    "torch.hub",
+    "torch.jit",
+    "torch.serialization",
+    "torch.load",
+    "torch.compile",
+    "torch._dynamo",
+    "torch._inductor",
+    "torch.multiprocessing",
+    "torch.fx.experimental.symbolic_shapes",
+    "torch.storage._load_from_bytes",
+    "torch.utils._config_module",
+    "torch.utils.bottleneck",
+    "torch.utils.collect_env",
+    "torch.utils.data.datapipes.utils.decoder",
+    "torch.distributed.elastic.rendezvous.api",
+    "numpy.f2py",
+    "numpy.distutils",
+    "numpy.testing",
+});
 
 struct Resolved {
   Callable callable = Callable::Unknown;
@@ -77,6 +221,32 @@ bool contains(const std::array<std::string_view, N>& list, std::string_view name
   for (std::string_view item : list)
     if (item == name) return true;
   return false;
+}
+
+// The entry of the lists above that refuses `module`.`name`, if any: the module's first part, a dotted
+// path that is the global or holds it, or a part of a dotted name (protocol 4 resolves `name` as an
+// attribute path, so `torch` + `os.system` reaches os.system).
+std::optional<std::string_view> refused_entry(std::string_view module, std::string_view name) {
+  auto listed_module = [](std::string_view part) -> std::optional<std::string_view> {
+    for (std::string_view m : kRefusedModules)
+      if (m == part) return m;
+    return std::nullopt;
+  };
+  if (auto m = listed_module(module.substr(0, module.find('.')))) return m;
+  for (std::string_view path : kRefusedPaths) {
+    // `module.name` equal to the path or under it, without composing the text.
+    const bool in_module = module.starts_with(path) && (module.size() == path.size() || module[path.size()] == '.');
+    const bool across = path.starts_with(module) && path.size() > module.size() && path[module.size()] == '.' &&
+                        name.starts_with(path.substr(module.size() + 1)) &&
+                        (name.size() == path.size() - module.size() - 1 || name[path.size() - module.size() - 1] == '.');
+    if (in_module || across) return path;
+  }
+  for (std::size_t at = 0; name.find('.') != std::string_view::npos && at <= name.size();) {
+    const std::size_t dot = std::min(name.find('.', at), name.size());
+    if (auto m = listed_module(name.substr(at, dot - at))) return m;
+    at = dot + 1;
+  }
+  return std::nullopt;
 }
 
 std::optional<Resolved> resolve_torch(std::string_view name) {
@@ -285,6 +455,7 @@ class Machine {
   Status op_build();
   Status op_newobj(bool ex);
   Status op_persid();
+  Status legacy_view(std::string_view key, const Value* view, std::uint64_t count, std::uint64_t elsize, StorageInfo& info);
 
   // --- emulated callables ---
   Result<Value*> call(const Value& callable, const Value& args);
@@ -312,6 +483,14 @@ class Machine {
   std::unordered_map<std::uint64_t, Value*> memo_sparse_;
   std::map<std::tuple<std::string_view, std::uint64_t, std::uint64_t>, Value*> storages_;  // by key and view
   std::unordered_map<std::string_view, const Value*, SeededHash> by_key_;                  // the first reference to each key
+  // Legacy view keys, bound by their first declaration (legacy_view()).
+  struct LegacyView {
+    std::string_view root;
+    bool typed;
+    TensorType dtype;
+    std::uint64_t offset, size;  // elements
+  };
+  std::unordered_map<std::string_view, LegacyView, SeededHash> legacy_views_;
   std::array<Value*, 256> small_ints_{};
   Value* none_ = nullptr;
   Value* bools_[2] = {nullptr, nullptr};
@@ -634,11 +813,10 @@ Status Machine::op_global(std::string_view module_in, std::string_view name) {
   scratch_.assign(module).append(".").append(name);
   std::optional<Resolved> resolved = resolve(module, name);
   if (!resolved) {
-    const std::string_view root = module.substr(0, module.find('.'));
-    // Only where permissive mode would read the file does the message offer it: a hostile module stays refused.
-    if (contains(kHostileModules, root))
-      return unsafe(ErrorRule::PytorchGlobalRefused, "global `" + scratch_ + "` is not in the allowlist (module `" + std::string(root) +
-                                                         "` is never read: a checkpoint has no reason to name it)");
+    // Only where permissive mode would read the file does the message offer it: a refused name stays refused.
+    if (const std::optional<std::string_view> entry = refused_entry(module_in, name))
+      return unsafe(ErrorRule::PytorchGlobalRefused, "global `" + scratch_ + "` is not in the allowlist (`" + std::string(*entry) +
+                                                         "` is never read, even with --allow-unknown: a checkpoint has no reason to name it)");
     if (!opt_.allow_unknown)
       return unsafe(
           ErrorRule::PytorchGlobalRefused,
@@ -690,6 +868,46 @@ Status Machine::op_newobj(bool ex) {
   return push(v);
 }
 
+// The one place that decides what a legacy storage reference resolves to (docs/PYTORCH.md, "Legacy
+// storage views"). torch's legacy loader keeps root keys and view keys in one table and binds each key
+// the first time it sees it: a later reference to a bound view key gets the first binding whatever
+// root, offset and size it states, and a view key equal to a root key gets that key's storage. So a
+// file can state one thing and have torch run another; torch.save never writes such a file (a view
+// key is the address of a distinct storage). We read what a reference states only where torch reads
+// the same: a view key bound once, or again with the same root, dtype, offset and size (then it is the
+// same storage, as in torch); anything else is refused here, naming both declarations.
+Status Machine::legacy_view(std::string_view key, const Value* view, std::uint64_t count, std::uint64_t elsize, StorageInfo& info) {
+  auto refuse = [&](const std::string& message) { return fail(ErrorKind::InvalidCheckpoint, ErrorRule::PytorchStorage, message); };
+  auto describe = [](const LegacyView& v) {
+    return "`" + std::string(v.root) + "` elements [" + std::to_string(v.offset) + ", " + std::to_string(v.offset + v.size) + ")";
+  };
+  if (auto seen = legacy_views_.find(key); seen != legacy_views_.end())
+    return refuse("legacy storage key `" + std::string(key) + "` was declared as a view of " + describe(seen->second) +
+                  "; torch.load would read this storage as that view (ambiguous legacy view key)");
+  if (view->kind == Kind::None) return Status::ok();
+  if (view->kind != Kind::Tuple || view->items.size() != 3 || view->items[0]->kind != Kind::Str || view->items[1]->kind != Kind::Int ||
+      view->items[2]->kind != Kind::Int || view->items[1]->integer < 0 || view->items[2]->integer < 0)
+    return malformed(ErrorRule::PytorchPickleArguments, "storage view metadata is not (key, offset, size)");
+  const LegacyView stated{key, info.typed, info.dtype, static_cast<std::uint64_t>(view->items[1]->integer),
+                          static_cast<std::uint64_t>(view->items[2]->integer)};
+  const std::string_view view_key = view->items[0]->text;
+  if (stated.offset > count || stated.size > count - stated.offset)
+    return refuse("storage view `" + std::string(view_key) + "` outside its storage `" + std::string(key) + "`");
+  if (view_key == key || by_key_.contains(view_key))
+    return refuse("legacy storage view key `" + std::string(view_key) + "` is also a storage key; torch.load would give storage `" +
+                  std::string(view_key) + "` for it, not " + describe(stated) + " (ambiguous legacy view key)");
+  auto [bound, fresh] = legacy_views_.try_emplace(view_key, stated);
+  if (fresh) out_.view_keys_.push_back(view_key);
+  const LegacyView& first = bound->second;
+  if (!fresh && (first.root != stated.root || first.typed != stated.typed || first.dtype != stated.dtype || first.offset != stated.offset ||
+                 first.size != stated.size))
+    return refuse("legacy storage view `" + std::string(view_key) + "` is declared as " + describe(stated) + " and before as " + describe(first) +
+                  "; torch.load would read both as the first (ambiguous legacy view key)");
+  info.view_offset = stated.offset * elsize;
+  info.view_nbytes = stated.size * elsize;
+  return Status::ok();
+}
+
 Status Machine::op_persid() {
   SW_ASSIGN_OR_RETURN(Value * pid, pop());
   const std::size_t arity = opt_.pids == PidForm::Zip ? 5 : 6;
@@ -711,18 +929,7 @@ Status Machine::op_persid() {
   // The key's text lives in the arena, so the maps below can hold views of it.
   const std::string_view key_text = key->text;
   StorageInfo info{{}, type->storage->typed, type->storage->dtype, count * elsize, 0, count * elsize};
-  if (arity == 6 && pid->items[5]->kind != Kind::None) {  // legacy storage view: (view_key, offset, size)
-    const Value* view = pid->items[5];
-    if (view->kind != Kind::Tuple || view->items.size() != 3 || view->items[1]->kind != Kind::Int || view->items[2]->kind != Kind::Int ||
-        view->items[1]->integer < 0 || view->items[2]->integer < 0)
-      return malformed(ErrorRule::PytorchPickleArguments, "storage view metadata is not (key, offset, size)");
-    const auto off = static_cast<std::uint64_t>(view->items[1]->integer);
-    const auto len = static_cast<std::uint64_t>(view->items[2]->integer);
-    if (off > count || len > count - off)
-      return fail(ErrorKind::InvalidCheckpoint, ErrorRule::PytorchStorage, "storage view outside its storage `" + std::string(key_text) + "`");
-    info.view_offset = off * elsize;
-    info.view_nbytes = len * elsize;
-  }
+  if (arity == 6) SW_RETURN_IF_ERROR(legacy_view(key_text, pid->items[5], count, elsize, info));
   // Every reference to one key must agree on its type and size.
   if (auto first = by_key_.find(key_text); first != by_key_.end()) {
     const StorageInfo& o = *first->second->storage;
@@ -888,6 +1095,9 @@ Result<Value*> Machine::latin1_bytes(const std::vector<Value*>& a) {
   SW_ASSIGN_OR_RETURN(v->text, keep(out));
   return v;
 }
+
+std::span<const std::string_view> refused_modules() noexcept { return kRefusedModules; }
+std::span<const std::string_view> refused_paths() noexcept { return kRefusedPaths; }
 
 Result<std::unique_ptr<Pickle>> Pickle::run(std::span<const std::byte> bytes, const PickleOptions& options, bool* truncated) {
   auto pickle = std::make_unique<Pickle>();

@@ -163,6 +163,8 @@ class Pickle {
   const std::vector<const Value*>& storages() const noexcept { return storages_; }
   // Whether any unknown global was kept (permissive mode).
   bool has_unknown() const noexcept { return has_unknown_; }
+  // Legacy storage view keys, in first-seen order (each bound to one view of a root storage key).
+  const std::vector<std::string_view>& view_keys() const noexcept { return view_keys_; }
 
  private:
   friend class Machine;
@@ -173,8 +175,14 @@ class Pickle {
   const Value* root_ = nullptr;
   std::uint64_t end_ = 0;
   std::vector<const Value*> storages_;
+  std::vector<std::string_view> view_keys_;
   bool has_unknown_ = false;
 };
+
+// The globals refused even in the permissive mode (docs/PYTORCH.md, "Always refused"): modules with
+// everything under them, and dotted paths (a module or a global) with everything under them.
+std::span<const std::string_view> refused_modules() noexcept;
+std::span<const std::string_view> refused_paths() noexcept;
 
 // The dtype of a torch dtype name ("float32", "bfloat16"); nullopt for names with no safetensors type.
 std::optional<TensorType> torch_dtype(std::string_view name) noexcept;

@@ -4,7 +4,10 @@
 // real checkpoints are tested through the CLI (tests/pytorch/test_checkpoints.py).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -133,6 +136,74 @@ TEST(PickleVm, EveryContainerOpcodeCountsItems) {
   }
   EXPECT_TRUE(run("(K\x01K\x02K\x03K\x04l", options).is_ok());
   EXPECT_TRUE(run("K\x01K\x02\x86K\x03\x86", options).is_ok());  // (1, 2) then ((1, 2), 3): 4 items
+}
+
+}  // namespace
+}  // namespace safeweights::pytorch
+
+namespace safeweights::pytorch {
+namespace {
+
+// The backticked names between `<!-- NAME -->` and `<!-- /NAME -->` in docs/PYTORCH.md.
+std::vector<std::string> documented(const std::string& block) {
+  std::ifstream in(PYTORCH_DOC);
+  const std::string doc((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string open = "<!-- " + block + " -->", close = "<!-- /" + block + " -->";
+  const std::size_t begin = doc.find(open), end = doc.find(close);
+  std::vector<std::string> names;
+  if (begin == std::string::npos || end == std::string::npos) return names;
+  for (std::size_t at = doc.find('`', begin); at != std::string::npos && at < end; at = doc.find('`', at)) {
+    const std::size_t stop = doc.find('`', at + 1);
+    names.push_back(doc.substr(at + 1, stop - at - 1));
+    at = stop + 1;
+  }
+  return names;
+}
+
+std::vector<std::string> sorted(std::span<const std::string_view> list) {
+  std::vector<std::string> out(list.begin(), list.end());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// docs/PYTORCH.md lists exactly the names the machine refuses in the permissive mode (the CLI test
+// then reads each documented name from a pickle and checks the refusal names it).
+TEST(PickleVm, AlwaysRefusedListsAreTheDocumentedOnes) {
+  std::vector<std::string> modules = documented("refused-modules"), paths = documented("refused-paths");
+  std::sort(modules.begin(), modules.end());
+  std::sort(paths.begin(), paths.end());
+  EXPECT_EQ(sorted(refused_modules()), modules);
+  EXPECT_EQ(sorted(refused_paths()), paths);
+  EXPECT_GT(modules.size(), 100u);
+}
+
+// Each refused name, as a GLOBAL, is refused in the permissive mode with a message naming its entry;
+// so is a submodule of each module entry (the CVE-2025-10157 bypass), and a STACK_GLOBAL whose name is
+// an attribute path through a refused module (`torch` + `os.system`).
+TEST(PickleVm, AlwaysRefusedNamesStayRefusedWithAllowUnknown) {
+  PickleOptions options;
+  options.allow_unknown = true;
+  auto expect_refused = [&](const std::string& body, std::string_view entry) {
+    auto result = run(body, options);
+    ASSERT_FALSE(result.is_ok()) << entry;
+    EXPECT_EQ(result.error().kind(), ErrorKind::UnsafePickle) << entry;
+    EXPECT_NE(result.error().message().find("`" + std::string(entry) + "` is never read"), std::string::npos) << result.error().message();
+  };
+  for (std::string_view m : refused_modules()) {
+    expect_refused("c" + std::string(m) + "\nanything\n", m);
+    expect_refused("c" + std::string(m) + ".sub.module\nanything\n", m);
+  }
+  for (std::string_view p : refused_paths()) {
+    const std::size_t dot = p.rfind('.');
+    expect_refused("c" + std::string(p.substr(0, dot)) + "\n" + std::string(p.substr(dot + 1)) + "\n", p);
+    expect_refused("c" + std::string(p) + "\nanything\n", p);
+    expect_refused(binunicode(std::string(p.substr(0, p.find('.')))) + binunicode(std::string(p.substr(p.find('.') + 1)) + ".x") + "\x93", p);
+  }
+  expect_refused(binunicode("torch") + binunicode("os.system") + "\x93", "os");
+  // Allowlisted names under a refused path keep working, and neighbours of a path are not refused.
+  EXPECT_TRUE(run("ctorch.serialization\n_get_layout\n)R", options).is_ok());
+  EXPECT_TRUE(run("ctorch\nhubris\n", options).is_ok());
+  EXPECT_TRUE(run("cnumpy.random._pickle\n__randomstate_ctor\n", options).is_ok());
 }
 
 }  // namespace

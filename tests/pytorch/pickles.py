@@ -110,7 +110,7 @@ def legacy(obj_pickle, storages=(("1", 4, struct.pack("<4f", 1, 2, 3, 4)),), key
     """The legacy stream: magic, protocol, sys_info, the object, the key list, the storages."""
     keys = [k for k, _, _ in storages] if keys is None else keys
     out = LEGACY_MAGIC + LEGACY_PROTOCOL + LEGACY_SYS_INFO + obj_pickle
-    out += pickle(b"(" + b"".join(s(k) for k in keys) + b"l")
+    out += pickle(b"](" + b"".join(s(k) for k in keys) + b"e")  # EMPTY_LIST, APPENDS: as torch writes it (its weights-only unpickler has no LIST)
     for _, count, data in storages:
         out += struct.pack("<q", count) + data
     return out
@@ -188,7 +188,8 @@ def malformed_corpus():
         "byteorder_middle.pt": (torch_zip(one_tensor(), byteorder=b"middle"), "InvalidCheckpoint", "pytorch.container"),
         "key_two_types.pt": (torch_zip(pickle(state_dict((w, tensor(storage_pid())),
                                                           (s("v"), tensor(storage_pid("IntStorage")))))), "InvalidCheckpoint", "pytorch.storage"),
-        "duplicate_name.pt": (torch_zip(pickle(state_dict((w, tensor(storage_pid())), (w, tensor(storage_pid()))))), "InvalidCheckpoint", "pytorch.object"),
+        "duplicate_name.pt": (torch_zip(pickle(state_dict((w, tensor(storage_pid())), (w, tensor(storage_pid()))))), "InvalidCheckpoint", "pytorch.object",
+                              "key `w` appears twice in one pickled dict; torch.load would keep the last one"),
         "self_containing_list.pt": (torch_zip(pickle(b"}" + w + b"]q\x00h\x00as")), "InvalidCheckpoint", "pytorch.object"),
         "member_outside_root.pt": (torch_zip(one_tensor(), extra={"elsewhere/x": b"1"}), "InvalidCheckpoint", "pytorch.container"),
         "torchscript.pt": (torch_zip(one_tensor(), extra={"archive/constants.pkl": pickle(b")")}), "NotSupported", "pytorch.archive-kind"),
@@ -232,7 +233,79 @@ def malformed_corpus():
             storage_pid(), i(0), tup(i(4)), tup(i(1)), b"\x89", glob("collections", "OrderedDict") + b")R",
             glob("torch", "int32")) + b"R")))), "InvalidCheckpoint", "pytorch.storage", "dtype differs from its typed storage"),
     }
+    c.update(issue28_corpus())
     return c
+
+
+def legacy_pid(key, view=None, numel=6):
+    """A legacy persistent id of a 6-element FloatStorage, optionally a view (view_key, offset, size)."""
+    v = None if view is None else tup(s(view[0]), i(view[1]), i(view[2]))
+    return storage_pid(key=key, numel=numel, legacy=True, legacy_view=v)
+
+
+F6 = struct.pack("<6f", 0, 1, 2, 3, 4, 5)
+
+
+def legacy_views(*entries, keys=None, storages=(("0", 6, F6),)):
+    """A legacy checkpoint of 3-element tensors: entries are (name, persistent id)."""
+    return legacy(pickle(state_dict(*[(s(n), tensor(pid, size=(3,))) for n, pid in entries])), storages=storages, keys=keys)
+
+
+def issue28_corpus():
+    """Odd files torch reads otherwise than they state (issue 28): refused, naming the rule."""
+    w = s("w")
+    ambiguous = "(ambiguous legacy view key)"
+    pkl_rule = "torch.load reads the pickle only as <root>/data.pkl, one folder deep, where <root> is the first member's folder"
+    f32 = struct.pack("<4f", 1, 2, 3, 4)
+    return {
+        # One view key, two views: torch.load binds the key on first sight and gives `b` the bytes of `a`.
+        "legacy_view_key_reused.pt": (legacy_views(("a", legacy_pid("0", ("v", 0, 3))), ("b", legacy_pid("0", ("v", 3, 3)))),
+                                      "InvalidCheckpoint", "pytorch.storage",
+                                      "legacy storage view `v` is declared as `0` elements [3, 6) and before as `0` elements [0, 3); "
+                                      "torch.load would read both as the first " + ambiguous),
+        # A view key that is a root key: torch.load gives that storage, whole.
+        "legacy_view_key_is_storage_key.pt": (legacy_views(("a", legacy_pid("0")), ("b", legacy_pid("1", ("0", 3, 3)))),
+                                              "InvalidCheckpoint", "pytorch.storage",
+                                              "legacy storage view key `0` is also a storage key; torch.load would give storage `0` for it, "
+                                              "not `1` elements [3, 6) " + ambiguous),
+        "legacy_view_key_is_own_key.pt": (legacy_views(("a", legacy_pid("0", ("0", 3, 3)))), "InvalidCheckpoint", "pytorch.storage",
+                                          "legacy storage view key `0` is also a storage key; torch.load would give storage `0` for it, "
+                                          "not `0` elements [3, 6) " + ambiguous),
+        # A storage key first bound as a view: torch.load reads the storage as that view.
+        "legacy_storage_key_was_view.pt": (legacy_views(("a", legacy_pid("0", ("v", 0, 3))), ("b", legacy_pid("v", numel=3))),
+                                           "InvalidCheckpoint", "pytorch.storage",
+                                           "legacy storage key `v` was declared as a view of `0` elements [0, 3); torch.load would read this "
+                                           "storage as that view " + ambiguous),
+        # The key list names a view: torch.load would read bytes from the file into part of storage 0.
+        "legacy_key_list_names_view.pt": (legacy_views(("a", legacy_pid("0", ("v", 3, 3))), keys=["0", "v"],
+                                                       storages=(("0", 6, F6), ("v", 3, F6[:12]))),
+                                          "InvalidCheckpoint", "pytorch.storage",
+                                          "the legacy storage key list names `v`, a storage view: torch.load would read those bytes into part "
+                                          "of the storage it views"),
+        # Repeated keys: torch keeps the last value, whichever holds the tensor.
+        "repeated_key_tensor_then_int.pt": (torch_zip(pickle(state_dict((w, tensor(storage_pid())), (w, i(5))))), "InvalidCheckpoint",
+                                            "pytorch.object", "key `w` appears twice in one pickled dict; torch.load would keep the last one"),
+        "repeated_key_int_and_bool.pt": (torch_zip(pickle(state_dict((i(1), tensor(storage_pid())), (b"\x88", tensor(storage_pid()))))),
+                                         "InvalidCheckpoint", "pytorch.object",
+                                         "key `1` appears twice in one pickled dict; torch.load would keep the last one"),
+        "repeated_top_level_model.pt": (torch_zip(pickle(state_dict((s("model"), state_dict((w, tensor(storage_pid())))),
+                                                                    (s("model"), state_dict((s("v"), tensor(storage_pid()))))))),
+                                        "InvalidCheckpoint", "pytorch.object",
+                                        "key `model` appears twice in one pickled dict; torch.load would keep the last one"),
+        "repeated_key_nested.pt": (torch_zip(pickle(state_dict((s("m"), state_dict((w, tensor(storage_pid())), (w, tensor(storage_pid()))))))),
+                                   "InvalidCheckpoint", "pytorch.object",
+                                   "key `w` appears twice in one pickled dict (under `m`); torch.load would keep the last one"),
+        # Different keys joining to one dotted name: torch has both; a flat namespace cannot.
+        "dotted_name_collision.pt": (torch_zip(pickle(state_dict((s("a.b"), tensor(storage_pid())),
+                                                                 (s("a"), state_dict((s("b"), tensor(storage_pid()))))))),
+                                     "InvalidCheckpoint", "pytorch.object",
+                                     "two tensors named `a.b`: different keys that join to one dotted name (torch.load keeps both, under their own keys)"),
+        # data.pkl at another depth than torch.save's: a PyTorch error, not DDUF's.
+        "zip_data_pkl_at_top.pt": (zip_of({"data.pkl": one_tensor(), "data/0": f32}), "InvalidCheckpoint", "pytorch.container",
+                                   "archive member `data.pkl` is not under a root folder (" + pkl_rule + ")"),
+        "zip_data_pkl_too_deep.pt": (zip_of({"a/b/data.pkl": one_tensor(), "a/data/0": f32}), "InvalidCheckpoint", "pytorch.container",
+                                     "`a/b/data.pkl` is not a/data.pkl (" + pkl_rule + ")"),
+    }
 
 
 def shared_list_pickle(n=100_000, m=10_000):

@@ -134,6 +134,37 @@ def test_hostile_pickles(cli, tmp):
     check(cat.returncode == 0 and cat.stdout == struct.pack("<4f", 1, 2, 3, 4), f"cat --allow-unknown: {cat.stderr}")
 
 
+def documented_refused():
+    """The always-refused modules and dotted paths, as docs/PYTORCH.md lists them."""
+    doc = open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "docs", "PYTORCH.md")).read()
+
+    def block(name):
+        text = doc[doc.index(f"<!-- {name} -->"):doc.index(f"<!-- /{name} -->")]
+        return text.split("`")[1::2]
+    return block("refused-modules"), block("refused-paths")
+
+
+def test_refused_modules(cli, tmp):
+    """Every always-refused name of docs/PYTORCH.md, referenced from a real state dict, is refused by
+    validate --allow-unknown (and by convert, which leaves nothing), the message naming the entry."""
+    P = pickles
+    modules, paths = documented_refused()
+    check(len(modules) > 100 and len(paths) > 10, f"documented lists: {len(modules)} modules, {len(paths)} paths")
+    refs = [(m, m, "anything") for m in modules] + [(m, m + ".sub", "anything") for m in modules]
+    refs += [(p, p.rsplit(".", 1)[0], p.rsplit(".", 1)[1]) for p in paths]
+    for entry, module, name in refs:
+        path = os.path.join(tmp, "refused.pt")
+        with open(path, "wb") as f:
+            f.write(P.torch_zip(P.pickle(P.state_dict((P.s("w"), P.tensor(P.storage_pid())), (P.s("x"), P.glob(module, name))))))
+        result = json.loads(run(cli, "validate", "--json", "--allow-unknown", path).stdout)
+        err = result.get("error") or {}
+        check(err.get("kind") == "UnsafePickle" and f"`{entry}` is never read, even with --allow-unknown" in err.get("message", ""),
+              f"{module}.{name} with --allow-unknown: {result}")
+    out = os.path.join(tmp, "refused.safetensors")
+    conv = run(cli, "convert", "--allow-unknown", path, out)
+    check(conv.returncode == 1 and not os.path.exists(out), f"convert --allow-unknown of a refused name: {conv.stderr}")
+
+
 def test_hand_built(cli, tmp):
     """Forms torch 1.13 does not write: big-endian storages, _rebuild_tensor_v3 over an UntypedStorage,
     _rebuild_from_type_v2, protocol-4 opcodes."""
@@ -359,17 +390,18 @@ def loaded_tensors(torch, path, key):
     return dict(flat(obj[key] if key else obj))
 
 
-def flat(obj, prefix=""):
-    """Dotted names of every tensor in nested dicts/lists, as the reader names them."""
+def flat(obj, prefix=None):
+    """Dotted names of every tensor in nested dicts/lists, as the reader names them: each key as it is
+    (an empty key is an empty part), `tensor` for a checkpoint that is one tensor."""
     import torch
     if isinstance(obj, torch.Tensor):
-        yield prefix or "tensor", obj
+        yield "tensor" if prefix is None else prefix, obj
     elif isinstance(obj, dict):
         for k, v in obj.items():
-            yield from flat(v, f"{prefix}.{k}" if prefix else str(k))
+            yield from flat(v, str(k) if prefix is None else f"{prefix}.{k}")
     elif isinstance(obj, (list, tuple)):
         for i, v in enumerate(obj):
-            yield from flat(v, f"{prefix}.{i}" if prefix else str(i))
+            yield from flat(v, str(i) if prefix is None else f"{prefix}.{i}")
 
 
 def expect_file(cli, torch, path, expected, key=None, shared=()):
@@ -458,6 +490,13 @@ def test_torch(cli, tmp, torch):
             path = os.path.join(tmp, f"{name}{'_legacy' if legacy else ''}.pt")
             torch.save(obj, path, _use_new_zipfile_serialization=not legacy)
             expect_file(cli, torch, path, expected, key, shared)
+
+    # Empty keys are names of their own, as torch.load keys them: `''` beside `tensor`, `.b` beside `b`.
+    empty = {"": torch.ones(2), "tensor": torch.zeros(3), "n": {"": torch.arange(4), "b": torch.ones(1)}, "b": torch.zeros(1)}
+    path = os.path.join(tmp, "empty_keys.pt")
+    torch.save(empty, path)
+    expect_file(cli, torch, path, dict(flat(empty)))
+    check(sorted(dict(flat(empty))) == ["", "b", "n.", "n.b", "tensor"], f"empty-key names {sorted(dict(flat(empty)))}")
 
     # A checkpoint that is one tensor: named `tensor`.
     path = os.path.join(tmp, "one_tensor.pt")
@@ -604,6 +643,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         test_malformed_corpus(args.cli, tmp)
         test_hostile_pickles(args.cli, tmp)
+        test_refused_modules(args.cli, tmp)
         test_hand_built(args.cli, tmp)
         test_top_level_key(args.cli, tmp)
         test_progress(args.cli, tmp)
