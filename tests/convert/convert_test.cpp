@@ -179,6 +179,80 @@ TEST(Compare, StatisticsAndNonFinite) {
   EXPECT_FALSE(d->identical());
 }
 
+// compare_tensors over two one-tensor safetensors files of the given types and raw values.
+template <typename A, typename B>
+TensorDiff compare_values(TensorType ta, const std::vector<A>& a, TensorType tb, const std::vector<B>& b) {
+  TempDir dir;
+  const std::uint64_t na = a.size(), nb = b.size();
+  EXPECT_TRUE(
+      safetensors::write_file(dir.file("a.safetensors"), std::vector<safetensors::TensorData>{{"t", ta, {na}, std::as_bytes(std::span(a))}}).is_ok());
+  EXPECT_TRUE(
+      safetensors::write_file(dir.file("b.safetensors"), std::vector<safetensors::TensorData>{{"t", tb, {nb}, std::as_bytes(std::span(b))}}).is_ok());
+  auto fa = open_tensors(dir.file("a.safetensors"));
+  auto fb = open_tensors(dir.file("b.safetensors"));
+  EXPECT_TRUE(fa.is_ok() && fb.is_ok());
+  auto d = compare_tensors((*fa)->tensors()[0], (*fb)->tensors()[0]);
+  EXPECT_TRUE(d.is_ok()) << d.error().to_string();
+  return *d;
+}
+
+// Integers above 2^53 are one double apart or none: compared as integers, [2^62] and [2^62 + 1] differ by 1.
+TEST(Compare, IntegersAreExactAtEveryWidth) {
+  const std::vector<std::int64_t> i64a = {std::int64_t{1} << 62, INT64_MIN}, i64b = {(std::int64_t{1} << 62) + 1, INT64_MIN};
+  TensorDiff d = compare_values(TensorType::I64, i64a, TensorType::I64, i64b);
+  EXPECT_EQ(d.differing, 1u);
+  EXPECT_FALSE(d.identical());
+  EXPECT_EQ(d.max_abs, 1.0);
+  EXPECT_EQ(d.rmse, std::sqrt(0.5));
+  const std::vector<std::uint64_t> u64a = {UINT64_MAX}, u64b = {UINT64_MAX - 3};
+  d = compare_values(TensorType::U64, u64a, TensorType::U64, u64b);
+  EXPECT_EQ(d.differing, 1u);
+  EXPECT_EQ(d.max_abs, 3.0);
+  // U64 against I64: 2^64 - 1 - (-2^63), as a double (2^64 + 2^63 rounds to itself).
+  const std::vector<std::int64_t> low = {INT64_MIN};
+  d = compare_values(TensorType::U64, u64a, TensorType::I64, low);
+  EXPECT_EQ(d.max_abs, 27670116110564327424.0);
+  // An integer against the double it rounds to.
+  const std::vector<std::int64_t> odd = {(std::int64_t{1} << 53) + 1};
+  const std::vector<double> rounded = {9007199254740992.0};
+  d = compare_values(TensorType::I64, odd, TensorType::F64, rounded);
+  EXPECT_EQ(d.differing, 1u);
+  EXPECT_EQ(d.max_abs, 1.0);
+  const std::vector<double> half = {9007199254740992.0 / 4 + 0.5};
+  const std::vector<std::int64_t> whole = {(std::int64_t{1} << 51) + 1};
+  d = compare_values(TensorType::F64, half, TensorType::I64, whole);
+  EXPECT_EQ(d.max_abs, 0.5);
+  const std::vector<std::uint8_t> b1 = {1, 0, 1}, b2 = {1, 1, 1};
+  d = compare_values(TensorType::BOOL, b1, TensorType::BOOL, b2);
+  EXPECT_EQ(d.differing, 1u);
+  EXPECT_TRUE(compare_values(TensorType::BOOL, b1, TensorType::BOOL, b1).identical());
+  const std::vector<std::int8_t> s8a = {-128, 127}, s8b = {-128, 127};
+  EXPECT_TRUE(compare_values(TensorType::I8, s8a, TensorType::I8, s8b).identical());
+}
+
+// Values near the largest double: differences, norms and the cosine computed without overflow.
+TEST(Compare, F64NearTheLargestDouble) {
+  const std::vector<double> a = {1e308, 5}, b = {-1e308, 5};
+  TensorDiff d = compare_values(TensorType::F64, a, TensorType::F64, b);
+  EXPECT_EQ(d.differing, 1u);
+  EXPECT_EQ(d.scale_exp2, 1);  // 2e308 is past the largest double: stated in halves
+  EXPECT_EQ(d.max_abs, 1e308);
+  EXPECT_DOUBLE_EQ(d.rmse, 1e308 / std::sqrt(2.0));
+  EXPECT_EQ(d.cosine, -1.0);
+  const std::vector<double> c = {1.5e308, 1e308}, e = {1.5e308, 0.5e308};
+  d = compare_values(TensorType::F64, c, TensorType::F64, e);
+  EXPECT_EQ(d.scale_exp2, 0);
+  EXPECT_EQ(d.max_abs, 0.5e308);
+  EXPECT_DOUBLE_EQ(d.rmse, 0.5e308 / std::sqrt(2.0));
+  // a.b / (|a| |b|) = (2.25 + 0.5) / sqrt(3.25 * 2.5), in units of 1e616.
+  EXPECT_DOUBLE_EQ(d.cosine, 2.75 / std::sqrt(3.25 * 2.5));
+  // Parallel vectors: exactly 1 at most, whatever the rounding of the sums.
+  const std::vector<double> p = {0.1, 0.7, 1e-3, 3.3}, q = {0.3, 2.1, 3e-3, 9.9};
+  d = compare_values(TensorType::F64, p, TensorType::F64, q);
+  EXPECT_LE(d.cosine, 1.0);
+  EXPECT_NEAR(d.cosine, 1.0, 1e-15);
+}
+
 // A folder with a pytorch_model.bin that is not a checkpoint: routing is decided before it is read.
 std::string fake_bin_folder(const TempDir& dir) {
   const std::string folder = dir.file("bin");
