@@ -100,9 +100,9 @@ Result<PlannedFile> plan_file(const std::vector<KeyValue>& kv, const std::vector
     const TensorDecl& t = tensors[i];
     PlannedFileSink::Slot& slot = plan.slots[i];
     const auto tensor_fail = [&](Error e) { return Result<PlannedFile>(e.with_tensor(t.name)); };
-    if (t.name.size() > kMaxTensorName) return tensor_fail(bad("a GGUF tensor name has at most 63 bytes"));
+    if (t.name.size() > kMaxTensorName) return tensor_fail(Error(ErrorKind::Unrepresentable, "a GGUF tensor name has at most 63 bytes"));
     if (!names.insert(t.name).second) return tensor_fail(bad("duplicate tensor name"));
-    if (t.shape.size() > kMaxDims) return tensor_fail(bad("a GGUF tensor has at most 4 dimensions"));
+    if (t.shape.size() > kMaxDims) return tensor_fail(Error(ErrorKind::Unrepresentable, "a GGUF tensor has at most 4 dimensions"));
     const std::optional<std::uint32_t> id = ggml_id(t.dtype);
     if (!id) return tensor_fail(bad("GGUF cannot hold " + std::string(type_name(t.dtype)) + " tensors"));
     auto nbytes = tensor_nbytes(t.dtype, t.shape);

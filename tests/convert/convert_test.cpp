@@ -253,6 +253,71 @@ TEST(Compare, F64NearTheLargestDouble) {
   EXPECT_NEAR(d.cosine, 1.0, 1e-15);
 }
 
+// A GGUF v3 file of F32 tensors of 2 elements and STRING pairs, bytes as given (ggml reads names and
+// strings that are not UTF-8).
+std::string raw_gguf(const TempDir& dir, const std::vector<std::pair<std::string, std::string>>& kv, const std::vector<std::string>& names) {
+  std::string b = "GGUF";
+  const auto u32 = [&](std::uint32_t v) { b.append(reinterpret_cast<const char*>(&v), 4); };
+  const auto u64 = [&](std::uint64_t v) { b.append(reinterpret_cast<const char*>(&v), 8); };
+  const auto str = [&](const std::string& s) { u64(s.size()), b += s; };
+  u32(3), u64(names.size()), u64(kv.size());
+  for (const auto& [k, v] : kv) str(k), u32(8), str(v);
+  for (std::size_t i = 0; i < names.size(); ++i) str(names[i]), u32(1), u64(2), u32(0), u64(32 * i);
+  b.resize((b.size() + 31) / 32 * 32, '\0');
+  for (std::size_t i = 0; i < names.size(); ++i) b += std::string(32, '\0');
+  const std::string path = dir.file("in.gguf");
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  std::fwrite(b.data(), 1, b.size(), f);
+  std::fclose(f);
+  return path;
+}
+
+// What the output format cannot hold is the input's content: Unrepresentable (not InvalidArgument, a
+// usage error), naming the input file and the tensor or key.
+TEST(Convert, WhatTheOutputCannotHoldBlamesTheInput) {
+  TempDir dir;
+  const std::vector<float> two(2, 0.f), one(1, 0.f);
+  const std::string long_name(64, 'n');
+  const std::string in = dir.file("in.safetensors");
+  ASSERT_TRUE(
+      safetensors::write_file(in, std::vector<safetensors::TensorData>{{long_name, TensorType::F32, {2}, std::as_bytes(std::span(two))},
+                                                                       {"r", TensorType::F32, {1, 1, 1, 1, 1}, std::as_bytes(std::span(one))}})
+          .is_ok());
+  auto file = open_tensors(in);
+  ASSERT_TRUE(file.is_ok());
+  auto r = convert(**file, dir.file("out.gguf"), {});
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_EQ(r.error().to_string(), in + ": Unrepresentable: a GGUF tensor name has at most 63 bytes (tensor `" + long_name + "`)");
+  ConvertOptions only_r;
+  only_r.plan.tensors = {{"r", "r", 0}};
+  r = convert(**file, dir.file("out.gguf"), only_r);
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_EQ(r.error().to_string(), in + ": Unrepresentable: a GGUF tensor has at most 4 dimensions (tensor `r`)");
+  EXPECT_FALSE(std::filesystem::exists(dir.file("out.gguf")));
+
+  const std::string g = raw_gguf(dir, {}, {"w\xff"});
+  auto gf = open_tensors(g);
+  ASSERT_TRUE(gf.is_ok()) << gf.error().to_string();
+  r = convert(**gf, dir.file("out.safetensors"), {});
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_EQ(r.error().kind(), ErrorKind::Unrepresentable);
+  EXPECT_EQ(r.error().context().file, g);
+  EXPECT_EQ(r.error().context().tensor, "w\xff");
+  EXPECT_EQ(r.error().message(), "the tensor name is not valid UTF-8: a safetensors header is JSON text");
+  for (const auto& [kv, message] : std::vector<std::pair<std::pair<std::string, std::string>, std::string>>{
+           {{"safetensors.k\xfe", "v"}, "the metadata key `k\xfe` is not valid UTF-8: a safetensors header is JSON text"},
+           {{"safetensors.note", "v\xfe"}, "the value of metadata key `note` is not valid UTF-8: a safetensors header is JSON text"}}) {
+    TempDir d2;
+    gf = open_tensors(raw_gguf(d2, {kv}, {"w"}));
+    ASSERT_TRUE(gf.is_ok()) << gf.error().to_string();
+    r = convert(**gf, d2.file("out.safetensors"), {});
+    ASSERT_FALSE(r.is_ok());
+    EXPECT_EQ(r.error().kind(), ErrorKind::Unrepresentable);
+    EXPECT_EQ(r.error().context().file, d2.file("in.gguf"));
+    EXPECT_EQ(r.error().message(), message);
+  }
+}
+
 // A folder with a pytorch_model.bin that is not a checkpoint: routing is decided before it is read.
 std::string fake_bin_folder(const TempDir& dir) {
   const std::string folder = dir.file("bin");
