@@ -60,7 +60,9 @@ Status check_kv(const std::vector<KeyValue>& kv, std::uint32_t alignment, bool& 
   std::unordered_set<std::string_view> keys;
   write_alignment = alignment != kDefaultAlignment;
   for (const KeyValue& e : kv) {
-    if (e.key.empty() || e.key.size() > kMaxKeyBytes) return bad("a key must be 1 to 65535 bytes long");
+    if (e.key.empty() || e.key.size() > kMaxKeyBytes)
+      return Error(ErrorKind::Unrepresentable, "a GGUF key is 1 to 65535 bytes long, not " + std::to_string(e.key.size()) + " (key `" +
+                                                   e.key.substr(0, 64) + (e.key.size() > 64 ? "...`)" : "`)"));
     if (!keys.insert(e.key).second) return bad("duplicate key `" + e.key + "`");
     if (Status s = check_value(e.value, false); !s.is_ok()) return bad("key `" + e.key + "`: " + s.error().message());
     if (e.key == kAlignmentKey) {
@@ -108,7 +110,7 @@ Result<PlannedFile> plan_file(const std::vector<KeyValue>& kv, const std::vector
     auto nbytes = tensor_nbytes(t.dtype, t.shape);
     if (!nbytes.is_ok()) return tensor_fail(std::move(nbytes).error());
     for (std::uint64_t d : t.shape)
-      if (d > static_cast<std::uint64_t>(INT64_MAX)) return tensor_fail(bad("a dimension is over 2^63 - 1"));
+      if (d > static_cast<std::uint64_t>(INT64_MAX)) return tensor_fail(Error(ErrorKind::Unrepresentable, "a GGUF dimension is at most 2^63 - 1"));
     std::uint64_t padded = 0;
     if (!align_up(*nbytes, a, padded) || __builtin_add_overflow(data_size, padded, &slot.offset))
       return tensor_fail(Error(ErrorKind::ValidationOverflow, "the data section's size overflows 64 bits"));

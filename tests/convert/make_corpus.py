@@ -29,7 +29,11 @@ CASES = "cases.json"
 
 def safetensors(tensors):
     """tensors: (name, dtype code, shape, raw bytes), laid out in order."""
-    header, data = {}, b""
+    return safetensors_with_metadata(None, tensors)
+
+
+def safetensors_with_metadata(metadata, tensors):
+    header, data = ({} if metadata is None else {"__metadata__": metadata}), b""
     for name, code, shape, raw in tensors:
         header[name] = {"dtype": code, "shape": shape, "data_offsets": [len(data), len(data) + len(raw)]}
         data += raw
@@ -117,6 +121,15 @@ def corpus():
     files["rank-5.safetensors"] = safetensors([("r", "F32", [1, 1, 1, 1, 2], F32_2)])
     case("convert-gguf-rank-over-4", ["convert", "rank-5.safetensors", "out.gguf"], 1, "",
          "safeweights: rank-5.safetensors: Unrepresentable: a GGUF tensor has at most 4 dimensions (tensor `r`)\n")
+    files["dim-over-2^63.safetensors"] = safetensors([("t", "F32", [0, 2**63], b"")])
+    case("convert-gguf-dimension-over-2^63-1", ["convert", "dim-over-2^63.safetensors", "out.gguf"], 1, "",
+         "safeweights: dim-over-2^63.safetensors: Unrepresentable: a GGUF dimension is at most 2^63 - 1 (tensor `t`)\n")
+    # A safetensors metadata key becomes `safetensors.KEY` in GGUF: 12 + 65524 = 65536 bytes, one too many.
+    long_key = "k" * 65524
+    files["long-key.safetensors"] = safetensors_with_metadata({long_key: "v"}, [("t", "F32", [2], F32_2)])
+    case("convert-gguf-key-over-65535-bytes", ["convert", "long-key.safetensors", "out.gguf"], 1, "",
+         "safeweights: long-key.safetensors: Unrepresentable: a GGUF key is 1 to 65535 bytes long, not 65536 (key `safetensors.%s...`)\n"
+         % long_key[:52])
     files["name-not-utf8.gguf"] = gguf([], [(b"w\xff", [2], F32_2)])
     case("convert-safetensors-name-not-utf8", ["convert", "name-not-utf8.gguf", "out.safetensors"], 1, "",
          "safeweights: name-not-utf8.gguf: Unrepresentable: the tensor name is not valid UTF-8: a safetensors header is JSON "
