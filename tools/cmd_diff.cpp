@@ -85,8 +85,8 @@ std::string doubled(std::string_view sci) {
     out.erase(0, 1);
   while (out.size() > 1 && out.back() == '0') out.pop_back();
   if (out.size() > 1) out.insert(1, 1, '.');
-  out += "e+";
-  out += std::to_string(exp);
+  out += exp < 0 ? "e-" : "e+";
+  out += std::to_string(exp < 0 ? -exp : exp);
   return out;
 }
 
