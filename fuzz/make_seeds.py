@@ -106,6 +106,79 @@ def legacy_view_seeds():
     return {f"random_{i:02d}": bytes(rng.getrandbits(8) for _ in range(n)) for i, n in enumerate([16, 32, 48, 64, 96, 128, 192, 256, 384, 512])}
 
 
+# fuzz_hf_folder: byte 0 says which files exist (bit 0 config.json, 1 tokenizer.json, 2
+# tokenizer_config.json, 3 tokenizer.model), then their contents in that order, separated.
+HF_SEPARATOR = b"\n@@file@@\n"
+HF_LLAMA = {"architectures": ["LlamaForCausalLM"], "vocab_size": 6, "hidden_size": 8, "intermediate_size": 8,
+            "num_hidden_layers": 1, "num_attention_heads": 2, "num_key_value_heads": 1,
+            "max_position_embeddings": 32, "rms_norm_eps": 1e-5, "bos_token_id": 4, "eos_token_id": 5}
+HF_BPE = {"added_tokens": [{"id": 4, "content": "<|bos|>", "special": True}, {"id": 5, "content": "<|eos|>", "special": True}],
+          "normalizer": None, "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "use_regex": True},
+          "model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "c": 2, "ab": 3}, "merges": ["a b"]}}
+HF_SPM_BPE = {"added_tokens": [], "normalizer": {"type": "Sequence", "normalizers": [
+                  {"type": "Prepend", "prepend": "\u2581"}, {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"}]},
+              "pre_tokenizer": None,
+              "model": {"type": "BPE", "vocab": {"<unk>": 0, "<s>": 1, "</s>": 2, "<0x41>": 3, "\u2581a": 4, "a": 5},
+                        "merges": [], "byte_fallback": True, "unk_token": "<unk>"}}
+HF_TOKENIZER_CONFIG = {"bos_token": "<|bos|>", "eos_token": "<|eos|>", "add_bos_token": True, "add_eos_token": False,
+                       "chat_template": "{% for m in messages %}{{ m['content'] }}{% endfor %}",
+                       "added_tokens_decoder": {"4": {"content": "<|bos|>", "special": True}}}
+
+
+def varint(v):
+    out = b""
+    while True:
+        out += bytes([(v & 0x7F) | (0x80 if v > 0x7F else 0)])
+        v >>= 7
+        if not v:
+            return out
+
+
+def spm_model(pieces):
+    """A SentencePiece ModelProto with only its pieces (field 1: piece 1, score 2, type 3)."""
+    out = b""
+    for text, score, kind in pieces:
+        body = b"\x0a" + varint(len(text.encode())) + text.encode() + b"\x15" + struct.pack("<f", score) + b"\x18" + varint(kind)
+        out += b"\x0a" + varint(len(body)) + body
+    return out
+
+
+def hf_seed(config=None, tokenizer=None, tokenizer_config=None, model=None):
+    mask, parts = 0, []
+    for bit, part in enumerate((config, tokenizer, tokenizer_config, model)):
+        if part is None:
+            continue
+        mask |= 1 << bit
+        parts.append(part if isinstance(part, bytes) else json.dumps(part).encode())
+    return bytes([mask]) + HF_SEPARATOR.join(parts)
+
+
+def hf_folder_seeds():
+    s = {}
+    spm = spm_model([("<unk>", 0.0, 2), ("<s>", 0.0, 3), ("</s>", 0.0, 3), ("\u2581a", -1.0, 1), ("<0x41>", 0.0, 6), ("a", -2.0, 1)])
+    s["llama_bpe"] = hf_seed(HF_LLAMA, HF_BPE, HF_TOKENIZER_CONFIG)
+    s["llama_config_only"] = hf_seed(HF_LLAMA)
+    s["llama_sentencepiece"] = hf_seed(HF_LLAMA, None, {"add_bos_token": True}, spm)
+    s["llama_spm_style_bpe"] = hf_seed(HF_LLAMA, HF_SPM_BPE, {"bos_token": "<s>"})
+    s["llama3_rope"] = hf_seed(dict(HF_LLAMA, rope_theta=500000.0, rope_scaling={
+        "rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+        "original_max_position_embeddings": 16}), HF_BPE)
+    s["qwen2"] = hf_seed(dict(HF_LLAMA, architectures=["Qwen2ForCausalLM"], rope_parameters={"rope_type": "yarn", "factor": 4.0,
+                                                                                           "original_max_position_embeddings": 16}), HF_BPE)
+    s["qwen3"] = hf_seed(dict(HF_LLAMA, architectures=["Qwen3ForCausalLM"], head_dim=4), HF_BPE)
+    s["gemma2"] = hf_seed(dict(HF_LLAMA, architectures=["Gemma2ForCausalLM"], head_dim=4, query_pre_attn_scalar=4, sliding_window=16,
+                               hidden_activation="gelu_pytorch_tanh", attn_logit_softcapping=50.0, final_logit_softcapping=30.0), None, None, spm)
+    s["gemma3"] = hf_seed(dict(HF_LLAMA, architectures=["Gemma3ForCausalLM"], head_dim=4, query_pre_attn_scalar=4, sliding_window=16,
+                               hidden_activation="gelu_pytorch_tanh"), None, None, spm)
+    s["phi3_longrope"] = hf_seed(dict(HF_LLAMA, architectures=["Phi3ForCausalLM"], original_max_position_embeddings=16, rope_parameters={
+        "rope_type": "longrope", "short_factor": [1.0, 2.0], "long_factor": [3.0, 4.0], "partial_rotary_factor": 1.0}), HF_BPE)
+    s["config_duplicate_key"] = hf_seed(b'{"architectures":["LlamaForCausalLM"],"vocab_size":6,"vocab_size":7}')
+    s["config_infinity"] = hf_seed(b'{"architectures":["LlamaForCausalLM"],"rms_norm_eps":Infinity}')
+    s["config_huge_number"] = hf_seed(b'{"architectures":["LlamaForCausalLM"],"vocab_size":100000000000000000000000}')
+    s["diffusers_component"] = hf_seed({"_class_name": "UNet2DConditionModel"})
+    return s
+
+
 def write(target, seeds):
     folder = os.path.join(CORPUS, target)
     os.makedirs(folder, exist_ok=True)
@@ -120,6 +193,7 @@ def main():
     write("fuzz_slice", slice_seeds())
     write("fuzz_roundtrip", roundtrip_seeds())
     write("fuzz_legacy_view", legacy_view_seeds())
+    write("fuzz_hf_folder", hf_folder_seeds())
 
 
 if __name__ == "__main__":

@@ -62,6 +62,51 @@ std::string number(double v) {
   return std::string(buf, r.ptr);
 }
 
+// The decimal digits of twice a non-negative number written as "d.ddde+X" (from to_chars or %e),
+// doubled digit by digit: how a statistic past the largest double (TensorDiff::scale_exp2 = 1) is
+// printed as the finite number it is. Trailing zeros of the fraction are dropped.
+std::string doubled(std::string_view sci) {
+  const std::size_t e = sci.find('e');
+  std::string digits;
+  for (char c : sci.substr(0, e))
+    if (c >= '0' && c <= '9') digits += c;
+  int exp = 0;
+  std::from_chars(sci.data() + e + (sci[e + 1] == '+' ? 2 : 1), sci.data() + sci.size(), exp);
+  std::string out(digits.size() + 1, '0');
+  int carry = 0;
+  for (std::size_t i = digits.size(); i-- > 0;) {
+    const int v = (digits[i] - '0') * 2 + carry;
+    out[i + 1] = static_cast<char>('0' + v % 10);
+    carry = v / 10;
+  }
+  if (carry)
+    out[0] = '1', ++exp;
+  else
+    out.erase(0, 1);
+  while (out.size() > 1 && out.back() == '0') out.pop_back();
+  if (out.size() > 1) out.insert(1, 1, '.');
+  out += exp < 0 ? "e-" : "e+";
+  out += std::to_string(exp < 0 ? -exp : exp);
+  return out;
+}
+
+// A statistic v * 2^exp2: in JSON its shortest round-trip form, in text 6 significant digits.
+std::string stat_json(double v, int exp2) {
+  if (exp2 == 0 || !std::isfinite(v)) return number(v);
+  char buf[64];
+  auto r = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::scientific);
+  return doubled(std::string_view(buf, static_cast<std::size_t>(r.ptr - buf)));
+}
+std::string stat_text(double v, int exp2) {
+  char buf[64];
+  if (exp2 == 0) {
+    std::snprintf(buf, sizeof buf, "%.6g", v);
+    return buf;
+  }
+  std::snprintf(buf, sizeof buf, "%.5e", v);
+  return doubled(buf);
+}
+
 // The separator is appended on its own: GCC 12's -Wrestrict misfires on `(i ? "," : "") + std::string`.
 std::string json_shape(std::span<const std::uint64_t> shape) {
   std::string s = "[";
@@ -91,10 +136,12 @@ void print_json(const DiffArgs& opt, const Result_& r) {
          ",\"shape_b\":" + json_shape(row.b->shape) + ",\"same\":" + (row.same() ? "true" : "false");
     if (const auto& d = row.diff) {
       s += ",\"elements\":" + std::to_string(d->elements) + ",\"identical\":" + (d->identical() ? "true" : "false") +
-           ",\"max_abs_diff\":" + number(d->max_abs) + ",\"rmse\":" + number(d->rmse) + ",\"cosine\":" + number(d->cosine) +
+           ",\"differing\":" + std::to_string(d->differing) + ",\"max_abs_diff\":" + stat_json(d->max_abs, d->scale_exp2) +
+           ",\"rmse\":" + stat_json(d->rmse, d->scale_exp2) + ",\"cosine\":" + number(d->cosine) +
            ",\"nonfinite_mismatches\":" + std::to_string(d->nonfinite_mismatches);
     } else {
-      s += ",\"elements\":null,\"identical\":false,\"max_abs_diff\":null,\"rmse\":null,\"cosine\":null,\"nonfinite_mismatches\":null";
+      s += ",\"elements\":null,\"identical\":false,\"differing\":null,\"max_abs_diff\":null,\"rmse\":null,\"cosine\":null,\"nonfinite_mismatches\":"
+           "null";
     }
     s += "}";
   }
@@ -113,7 +160,9 @@ void print_text(const Result_& r) {
     std::string line = printable(row.a->name) + ": " + std::string(type_name(row.a->type)) + " " + shape_string(row.a->shape);
     if (row.a->type != row.b->type || !row.diff) line += " vs " + std::string(type_name(row.b->type)) + " " + shape_string(row.b->shape);
     if (const auto& d = row.diff) {
-      append_format(line, ": max abs %.6g, rmse %.6g, cosine %.9g", d->max_abs, d->rmse, d->cosine);
+      line += ": " + std::to_string(d->differing) + " of " + std::to_string(d->elements) + " values differ, max abs " +
+              stat_text(d->max_abs, d->scale_exp2) + ", rmse " + stat_text(d->rmse, d->scale_exp2);
+      append_format(line, ", cosine %.9g", d->cosine);
       if (d->nonfinite_mismatches) line += ", " + std::to_string(d->nonfinite_mismatches) + " NaN/inf mismatches";
     } else {
       line += ": shapes differ";

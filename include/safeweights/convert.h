@@ -119,18 +119,25 @@ Result<ConvertReport> convert_bin_folder(const std::string& input_folder, const 
 // nullopt for a type llama.cpp has no file type for.
 std::optional<std::uint32_t> llama_file_type(TensorType type) noexcept;
 
-// How two tensors of the same element count differ, value by value, after each is decoded to float64
-// (block and half types through dequantize(), so as ggml's dequantizers compute them; integers, BOOL
-// and F64 exactly). Positions where either value is NaN or infinite count as equal when both are the
-// same (both NaN, or the same infinity) and as a non-finite mismatch otherwise; they are left out of
-// the sums. cosine is 1 when both tensors are all zeros, 0 when one of them is.
+// How two tensors of the same element count differ, value by value. Integers of every width and BOOL
+// are compared as exact integers (I64/U64 values above 2^53 included), with each other and with
+// floats; block and half types are decoded through dequantize() (so as ggml's dequantizers compute
+// them) and F64 is taken as it is. `differing` counts the positions whose values are not equal.
+// Positions where either value is NaN or infinite count as equal when both are the same (both NaN, or
+// the same infinity) and as a non-finite mismatch otherwise; they are left out of the statistics. The
+// statistics are computed in float64 with scaled sums, so values near the largest double do not
+// overflow them: cosine is in [-1, 1], 1 when both tensors are all zeros, 0 when one of them is.
 struct TensorDiff {
   std::uint64_t elements = 0;
-  double max_abs = 0;  // max |a - b|
-  double rmse = 0;     // sqrt(mean((a - b)^2)) over the finite positions
+  double max_abs = 0;  // max |a - b|, times 2^-scale_exp2
+  double rmse = 0;     // sqrt(mean((a - b)^2)) over the finite positions, times 2^-scale_exp2
   double cosine = 1;   // a.b / (|a| |b|)
   std::uint64_t nonfinite_mismatches = 0;
-  bool identical() const noexcept { return max_abs == 0 && nonfinite_mismatches == 0; }
+  std::uint64_t differing = 0;  // positions whose values differ (the non-finite mismatches included)
+  // 0, or 1 when max |a - b| exceeds the largest double (values of opposite signs near it): max_abs and
+  // rmse are then stated in halves, and their true values are twice the fields.
+  int scale_exp2 = 0;
+  bool identical() const noexcept { return differing == 0; }
 };
 
 // Streams both tensors in pieces (bounded memory whatever their size). InvalidArgument when the element

@@ -88,7 +88,9 @@ SAFEWEIGHTS_API_BEGIN
   /* GGUF */                                                                                                \
   X(InvalidGguf, 44, "a GGUF file breaks a rule of the format")                                             \
   /* Loading to devices */                                                                                  \
-  X(DeviceError, 45, "a GPU runtime call failed, or the device or its runtime is unavailable")
+  X(DeviceError, 45, "a GPU runtime call failed, or the device or its runtime is unavailable")              \
+  /* Writing */                                                                                             \
+  X(Unrepresentable, 46, "the output format cannot hold a name, rank or text the tensors or metadata have")
 
 // Rules: which rule of a format an error broke, for kinds that cover many rules (InvalidGguf, BadZipFile,
 // InvalidPickle, ...). A kind says what sort of failure it is; a rule says exactly which check, with a

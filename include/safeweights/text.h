@@ -26,7 +26,8 @@ enum class LineBreaks { Escape, Keep };
 // then cannot move the cursor, recolour, retitle or clear the terminal, or overwrite a line with \r.
 // Everything else is unchanged. JSON output uses json_quote instead, which keeps the exact text.
 std::string printable(std::string_view s, LineBreaks line_breaks = LineBreaks::Escape);
-// {"kind":..,"rule":..,"message":..,"entry":..,"tensor":..,"offset":..} (rule, entry, tensor, offset when known).
+// {"kind":..,"rule":..,"message":..,"file":..,"entry":..,"tensor":..,"offset":..} (rule, file, entry, tensor,
+// offset when known; file is the one the error is in, a split sibling or shard of the file asked about).
 std::string error_json(const Error& error);
 // "1.5 GiB", "12 B".
 std::string human_bytes(std::uint64_t bytes);

@@ -314,6 +314,14 @@ class TensorConverter {
   Scratch& scratch_;
 };
 
+// What the output format cannot hold (a name, a rank, text) is the input's content: the error names the
+// input file, where the writer that refused it named the output it was planning.
+Error from_input(const Error& refused, const TensorFile& input) {
+  Error e(refused.kind(), refused.message());
+  e.with_rule(refused.rule()).with_file(input.name()).with_tensor(refused.context().tensor);
+  return e;
+}
+
 }  // namespace
 
 Result<ConvertReport> convert(const TensorFile& input, const std::string& output_path, const ConvertOptions& options) {
@@ -327,7 +335,9 @@ Result<ConvertReport> convert(const TensorFile& input, const std::string& output
   decls.reserve(jobs->size());
   for (const Job& j : *jobs) decls.push_back({j.name, j.to, std::vector<std::uint64_t>(j.entry->shape.begin(), j.entry->shape.end())});
   const Metadata metadata = output_metadata(input, options, aliases);
-  SW_ASSIGN_OR_RETURN(std::unique_ptr<TensorSink> sink, out->create(output_path, std::move(decls), &metadata, options.write));
+  auto created = out->create(output_path, std::move(decls), &metadata, options.write);
+  if (!created.is_ok()) return created.error().kind() == ErrorKind::Unrepresentable ? from_input(created.error(), input) : error_of(created);
+  std::unique_ptr<TensorSink> sink = std::move(created).value();
   ConvertReport report;
   Scratch scratch;
   // Every core, not parallel_for's default (at most 8, an I/O bound): quantizing is computation.

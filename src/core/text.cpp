@@ -72,6 +72,8 @@ std::string error_json(const Error& error) {
   if (error.rule() != ErrorRule::Unspecified) out += ",\"rule\":" + json_quote(error_rule_code(error.rule()));
   out += ",\"message\":" + json_quote(error.message());
   const ErrorContext& ctx = error.context();
+  // The file the error is in: a shard or split sibling of the file asked about, as to_string() says.
+  if (!ctx.file.empty()) out += ",\"file\":" + json_quote(ctx.file);
   if (!ctx.entry.empty()) out += ",\"entry\":" + json_quote(ctx.entry);
   if (!ctx.tensor.empty()) out += ",\"tensor\":" + json_quote(ctx.tensor);
   if (ctx.offset) out += ",\"offset\":" + std::to_string(*ctx.offset);

@@ -61,8 +61,11 @@ Status check_kv(const std::vector<KeyValue>& kv, std::uint32_t alignment, bool& 
   std::unordered_set<std::string_view> keys;
   write_alignment = alignment != kDefaultAlignment;
   for (const KeyValue& e : kv) {
-    if (e.key.empty() || e.key.size() > kMaxKeyBytes) return bad("a key must be 1 to 65535 bytes long");
-    if (ggml_name(e.key).size() != e.key.size()) return bad("key `" + printable(e.key) + "` holds a NUL byte, where ggml would end it");
+    if (e.key.empty() || e.key.size() > kMaxKeyBytes)
+      return Error(ErrorKind::Unrepresentable, "a GGUF key is 1 to 65535 bytes long, not " + std::to_string(e.key.size()) + " (key `" +
+                                                   e.key.substr(0, 64) + (e.key.size() > 64 ? "...`)" : "`)"));
+    if (ggml_name(e.key).size() != e.key.size())
+      return Error(ErrorKind::Unrepresentable, "key `" + printable(e.key) + "` holds a NUL byte, where ggml would end it");
     if (!keys.insert(e.key).second) return bad("duplicate key `" + e.key + "`");
     if (Status s = check_value(e.value, false); !s.is_ok()) return bad("key `" + e.key + "`: " + s.error().message());
     if (e.key == kAlignmentKey) {
@@ -102,14 +105,15 @@ Result<PlannedFile> plan_file(const std::vector<KeyValue>& kv, const std::vector
     const TensorDecl& t = tensors[i];
     PlannedFileSink::Slot& slot = plan.slots[i];
     const auto tensor_fail = [&](Error e) { return Result<PlannedFile>(e.with_tensor(t.name)); };
-    if (t.name.size() > kMaxTensorName) return tensor_fail(bad("a GGUF tensor name has at most 63 bytes"));
+    if (t.name.size() > kMaxTensorName) return tensor_fail(Error(ErrorKind::Unrepresentable, "a GGUF tensor name has at most 63 bytes"));
     if (!names.insert(t.name).second) return tensor_fail(bad("duplicate tensor name"));
-    if (ggml_name(t.name).size() != t.name.size()) return tensor_fail(bad("a GGUF tensor name cannot hold a NUL byte: ggml ends the name there"));
-    if (t.shape.size() > kMaxDims) return tensor_fail(bad("a GGUF tensor has at most 4 dimensions"));
+    if (ggml_name(t.name).size() != t.name.size())
+      return tensor_fail(Error(ErrorKind::Unrepresentable, "a GGUF tensor name cannot hold a NUL byte: ggml ends the name there"));
+    if (t.shape.size() > kMaxDims) return tensor_fail(Error(ErrorKind::Unrepresentable, "a GGUF tensor has at most 4 dimensions"));
     const std::optional<std::uint32_t> id = ggml_id(t.dtype);
     if (!id) return tensor_fail(bad("GGUF cannot hold " + std::string(type_name(t.dtype)) + " tensors"));
     for (std::uint64_t d : t.shape)
-      if (d > static_cast<std::uint64_t>(INT64_MAX)) return tensor_fail(bad("a dimension is over 2^63 - 1"));
+      if (d > static_cast<std::uint64_t>(INT64_MAX)) return tensor_fail(Error(ErrorKind::Unrepresentable, "a GGUF dimension is at most 2^63 - 1"));
     auto nbytes = ggml_nbytes(t.dtype, t.shape);
     if (!nbytes.is_ok()) return tensor_fail(std::move(nbytes).error());
     std::uint64_t padded = 0;

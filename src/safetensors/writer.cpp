@@ -17,10 +17,10 @@
 namespace safeweights::safetensors {
 namespace {
 
-Status check_text(std::string_view text, std::string_view what) {
-  if (!is_valid_utf8(text)) {
-    return Error(ErrorKind::InvalidArgument, std::string(what) + " is not valid UTF-8");
-  }
+// The header is JSON: names and metadata must be UTF-8 (the reader refuses anything else with
+// InvalidHeader). `what` names the text: "tensor name", "metadata key `k`".
+Status check_text(std::string_view text, const std::string& what) {
+  if (!is_valid_utf8(text)) return Error(ErrorKind::Unrepresentable, what + " is not valid UTF-8: a safetensors header is JSON text");
   return Status::ok();
 }
 
@@ -37,7 +37,7 @@ Result<Layout> Layout::plan(std::span<const TensorDecl> tensors, const std::opti
       if (t.name == "__metadata__") {
         return Error(ErrorKind::ReservedTensorName, "a tensor may not be named `__metadata__`: the file could not be read back").with_tensor(t.name);
       }
-      SW_RETURN_IF_ERROR(check_text(t.name, "tensor name"));
+      if (Status s = check_text(t.name, "the tensor name"); !s.is_ok()) return error_of(s).with_tensor(t.name);
       if (!names.insert(t.name).second) {
         return Error(ErrorKind::DuplicateKey, "tensor name given more than once").with_tensor(t.name);
       }
@@ -63,8 +63,8 @@ Result<Layout> Layout::plan(std::span<const TensorDecl> tensors, const std::opti
   if (metadata) {
     std::vector<const std::pair<std::string, std::string>*> entries;
     for (const auto& kv : *metadata) {
-      SW_RETURN_IF_ERROR(check_text(kv.first, "metadata key"));
-      SW_RETURN_IF_ERROR(check_text(kv.second, "metadata value"));
+      SW_RETURN_IF_ERROR(check_text(kv.first, "the metadata key `" + kv.first + "`"));
+      SW_RETURN_IF_ERROR(check_text(kv.second, "the value of metadata key `" + kv.first + "`"));
       entries.push_back(&kv);
     }
     std::sort(entries.begin(), entries.end(), [](auto* a, auto* b) { return a->first < b->first; });

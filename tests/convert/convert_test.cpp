@@ -179,6 +179,145 @@ TEST(Compare, StatisticsAndNonFinite) {
   EXPECT_FALSE(d->identical());
 }
 
+// compare_tensors over two one-tensor safetensors files of the given types and raw values.
+template <typename A, typename B>
+TensorDiff compare_values(TensorType ta, const std::vector<A>& a, TensorType tb, const std::vector<B>& b) {
+  TempDir dir;
+  const std::uint64_t na = a.size(), nb = b.size();
+  EXPECT_TRUE(
+      safetensors::write_file(dir.file("a.safetensors"), std::vector<safetensors::TensorData>{{"t", ta, {na}, std::as_bytes(std::span(a))}}).is_ok());
+  EXPECT_TRUE(
+      safetensors::write_file(dir.file("b.safetensors"), std::vector<safetensors::TensorData>{{"t", tb, {nb}, std::as_bytes(std::span(b))}}).is_ok());
+  auto fa = open_tensors(dir.file("a.safetensors"));
+  auto fb = open_tensors(dir.file("b.safetensors"));
+  EXPECT_TRUE(fa.is_ok() && fb.is_ok());
+  auto d = compare_tensors((*fa)->tensors()[0], (*fb)->tensors()[0]);
+  EXPECT_TRUE(d.is_ok()) << d.error().to_string();
+  return *d;
+}
+
+// Integers above 2^53 are one double apart or none: compared as integers, [2^62] and [2^62 + 1] differ by 1.
+TEST(Compare, IntegersAreExactAtEveryWidth) {
+  const std::vector<std::int64_t> i64a = {std::int64_t{1} << 62, INT64_MIN}, i64b = {(std::int64_t{1} << 62) + 1, INT64_MIN};
+  TensorDiff d = compare_values(TensorType::I64, i64a, TensorType::I64, i64b);
+  EXPECT_EQ(d.differing, 1u);
+  EXPECT_FALSE(d.identical());
+  EXPECT_EQ(d.max_abs, 1.0);
+  EXPECT_EQ(d.rmse, std::sqrt(0.5));
+  const std::vector<std::uint64_t> u64a = {UINT64_MAX}, u64b = {UINT64_MAX - 3};
+  d = compare_values(TensorType::U64, u64a, TensorType::U64, u64b);
+  EXPECT_EQ(d.differing, 1u);
+  EXPECT_EQ(d.max_abs, 3.0);
+  // U64 against I64: 2^64 - 1 - (-2^63), as a double (2^64 + 2^63 rounds to itself).
+  const std::vector<std::int64_t> low = {INT64_MIN};
+  d = compare_values(TensorType::U64, u64a, TensorType::I64, low);
+  EXPECT_EQ(d.max_abs, 27670116110564327424.0);
+  // An integer against the double it rounds to.
+  const std::vector<std::int64_t> odd = {(std::int64_t{1} << 53) + 1};
+  const std::vector<double> rounded = {9007199254740992.0};
+  d = compare_values(TensorType::I64, odd, TensorType::F64, rounded);
+  EXPECT_EQ(d.differing, 1u);
+  EXPECT_EQ(d.max_abs, 1.0);
+  const std::vector<double> half = {9007199254740992.0 / 4 + 0.5};
+  const std::vector<std::int64_t> whole = {(std::int64_t{1} << 51) + 1};
+  d = compare_values(TensorType::F64, half, TensorType::I64, whole);
+  EXPECT_EQ(d.max_abs, 0.5);
+  const std::vector<std::uint8_t> b1 = {1, 0, 1}, b2 = {1, 1, 1};
+  d = compare_values(TensorType::BOOL, b1, TensorType::BOOL, b2);
+  EXPECT_EQ(d.differing, 1u);
+  EXPECT_TRUE(compare_values(TensorType::BOOL, b1, TensorType::BOOL, b1).identical());
+  const std::vector<std::int8_t> s8a = {-128, 127}, s8b = {-128, 127};
+  EXPECT_TRUE(compare_values(TensorType::I8, s8a, TensorType::I8, s8b).identical());
+}
+
+// Values near the largest double: differences, norms and the cosine computed without overflow.
+TEST(Compare, F64NearTheLargestDouble) {
+  const std::vector<double> a = {1e308, 5}, b = {-1e308, 5};
+  TensorDiff d = compare_values(TensorType::F64, a, TensorType::F64, b);
+  EXPECT_EQ(d.differing, 1u);
+  EXPECT_EQ(d.scale_exp2, 1);  // 2e308 is past the largest double: stated in halves
+  EXPECT_EQ(d.max_abs, 1e308);
+  EXPECT_DOUBLE_EQ(d.rmse, 1e308 / std::sqrt(2.0));
+  EXPECT_EQ(d.cosine, -1.0);
+  const std::vector<double> c = {1.5e308, 1e308}, e = {1.5e308, 0.5e308};
+  d = compare_values(TensorType::F64, c, TensorType::F64, e);
+  EXPECT_EQ(d.scale_exp2, 0);
+  EXPECT_EQ(d.max_abs, 0.5e308);
+  EXPECT_DOUBLE_EQ(d.rmse, 0.5e308 / std::sqrt(2.0));
+  // a.b / (|a| |b|) = (2.25 + 0.5) / sqrt(3.25 * 2.5), in units of 1e616.
+  EXPECT_DOUBLE_EQ(d.cosine, 2.75 / std::sqrt(3.25 * 2.5));
+  // Parallel vectors: exactly 1 at most, whatever the rounding of the sums.
+  const std::vector<double> p = {0.1, 0.7, 1e-3, 3.3}, q = {0.3, 2.1, 3e-3, 9.9};
+  d = compare_values(TensorType::F64, p, TensorType::F64, q);
+  EXPECT_LE(d.cosine, 1.0);
+  EXPECT_NEAR(d.cosine, 1.0, 1e-15);
+}
+
+// A GGUF v3 file of F32 tensors of 2 elements and STRING pairs, bytes as given (ggml reads names and
+// strings that are not UTF-8).
+std::string raw_gguf(const TempDir& dir, const std::vector<std::pair<std::string, std::string>>& kv, const std::vector<std::string>& names) {
+  std::string b = "GGUF";
+  const auto u32 = [&](std::uint32_t v) { b.append(reinterpret_cast<const char*>(&v), 4); };
+  const auto u64 = [&](std::uint64_t v) { b.append(reinterpret_cast<const char*>(&v), 8); };
+  const auto str = [&](const std::string& s) { u64(s.size()), b += s; };
+  u32(3), u64(names.size()), u64(kv.size());
+  for (const auto& [k, v] : kv) str(k), u32(8), str(v);
+  for (std::size_t i = 0; i < names.size(); ++i) str(names[i]), u32(1), u64(2), u32(0), u64(32 * i);
+  b.resize((b.size() + 31) / 32 * 32, '\0');
+  for (std::size_t i = 0; i < names.size(); ++i) b += std::string(32, '\0');
+  const std::string path = dir.file("in.gguf");
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  std::fwrite(b.data(), 1, b.size(), f);
+  std::fclose(f);
+  return path;
+}
+
+// What the output format cannot hold is the input's content: Unrepresentable (not InvalidArgument, a
+// usage error), naming the input file and the tensor or key.
+TEST(Convert, WhatTheOutputCannotHoldBlamesTheInput) {
+  TempDir dir;
+  const std::vector<float> two(2, 0.f), one(1, 0.f);
+  const std::string long_name(64, 'n');
+  const std::string in = dir.file("in.safetensors");
+  ASSERT_TRUE(
+      safetensors::write_file(in, std::vector<safetensors::TensorData>{{long_name, TensorType::F32, {2}, std::as_bytes(std::span(two))},
+                                                                       {"r", TensorType::F32, {1, 1, 1, 1, 1}, std::as_bytes(std::span(one))}})
+          .is_ok());
+  auto file = open_tensors(in);
+  ASSERT_TRUE(file.is_ok());
+  auto r = convert(**file, dir.file("out.gguf"), {});
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_EQ(r.error().to_string(), in + ": Unrepresentable: a GGUF tensor name has at most 63 bytes (tensor `" + long_name + "`)");
+  ConvertOptions only_r;
+  only_r.plan.tensors = {{"r", "r", 0}};
+  r = convert(**file, dir.file("out.gguf"), only_r);
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_EQ(r.error().to_string(), in + ": Unrepresentable: a GGUF tensor has at most 4 dimensions (tensor `r`)");
+  EXPECT_FALSE(std::filesystem::exists(dir.file("out.gguf")));
+
+  const std::string g = raw_gguf(dir, {}, {"w\xff"});
+  auto gf = open_tensors(g);
+  ASSERT_TRUE(gf.is_ok()) << gf.error().to_string();
+  r = convert(**gf, dir.file("out.safetensors"), {});
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_EQ(r.error().kind(), ErrorKind::Unrepresentable);
+  EXPECT_EQ(r.error().context().file, g);
+  EXPECT_EQ(r.error().context().tensor, "w\xff");
+  EXPECT_EQ(r.error().message(), "the tensor name is not valid UTF-8: a safetensors header is JSON text");
+  for (const auto& [kv, message] : std::vector<std::pair<std::pair<std::string, std::string>, std::string>>{
+           {{"safetensors.k\xfe", "v"}, "the metadata key `k\xfe` is not valid UTF-8: a safetensors header is JSON text"},
+           {{"safetensors.note", "v\xfe"}, "the value of metadata key `note` is not valid UTF-8: a safetensors header is JSON text"}}) {
+    TempDir d2;
+    gf = open_tensors(raw_gguf(d2, {kv}, {"w"}));
+    ASSERT_TRUE(gf.is_ok()) << gf.error().to_string();
+    r = convert(**gf, d2.file("out.safetensors"), {});
+    ASSERT_FALSE(r.is_ok());
+    EXPECT_EQ(r.error().kind(), ErrorKind::Unrepresentable);
+    EXPECT_EQ(r.error().context().file, d2.file("in.gguf"));
+    EXPECT_EQ(r.error().message(), message);
+  }
+}
+
 // A folder with a pytorch_model.bin that is not a checkpoint: routing is decided before it is read.
 std::string fake_bin_folder(const TempDir& dir) {
   const std::string folder = dir.file("bin");

@@ -138,7 +138,7 @@ TEST(TensorTypeTable, SafetensorsWriterRefusesTypesItCannotSpell) {
 
 TEST(ErrorKinds, NamesRoundTrip) {
   std::set<std::string> seen;
-  for (int i = 0; i <= static_cast<int>(K::DeviceError); ++i) {
+  for (int i = 0; i <= static_cast<int>(K::Unrepresentable); ++i) {
     const auto k = static_cast<K>(i);
     const std::string name(safeweights::error_kind_name(k));
     EXPECT_FALSE(name.empty());
@@ -194,7 +194,8 @@ TEST(ErrorKinds, NamesRoundTrip) {
                                                              {"UnsafePickle", 42},
                                                              {"InvalidCheckpoint", 43},
                                                              {"InvalidGguf", 44},
-                                                             {"DeviceError", 45}};
+                                                             {"DeviceError", 45},
+                                                             {"Unrepresentable", 46}};
   for (const auto& [name, value] : released) {
     auto kind = safeweights::error_kind_from_name(name);
     ASSERT_TRUE(kind.has_value()) << name;
@@ -268,6 +269,14 @@ TEST(ErrorRules, CodesRoundTripAndKeepTheirNumbers) {
   EXPECT_EQ(e.rule(), safeweights::ErrorRule::GgufTruncated);
   EXPECT_NE(safeweights::error_json(e).find("\"rule\":\"gguf.truncated\""), std::string::npos) << safeweights::error_json(e);
   EXPECT_EQ(safeweights::error_json(safeweights::Error(K::InvalidOffset, "x")).find("rule"), std::string::npos);
+}
+
+// The file an error is in (a split sibling, a shard) is in --json as in the text form.
+TEST(ErrorKinds, JsonNamesTheFile) {
+  safeweights::Error e(K::InvalidGguf, "bad");
+  e.with_file("m-00002-of-00002.gguf").with_tensor("t").with_offset(7);
+  EXPECT_EQ(safeweights::error_json(e), R"({"kind":"InvalidGguf","message":"bad","file":"m-00002-of-00002.gguf","tensor":"t","offset":7})");
+  EXPECT_EQ(safeweights::error_json(safeweights::Error(K::InvalidOffset, "x")), R"({"kind":"InvalidOffset","message":"x"})");
 }
 
 TEST(ErrorKinds, ContextIsNotOverwritten) {
