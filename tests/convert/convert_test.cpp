@@ -295,17 +295,14 @@ TEST(Convert, WhatTheOutputCannotHoldBlamesTheInput) {
   EXPECT_EQ(r.error().to_string(), in + ": Unrepresentable: a GGUF tensor has at most 4 dimensions (tensor `r`)");
   EXPECT_FALSE(std::filesystem::exists(dir.file("out.gguf")));
 
+  // A GGUF name or key that is not UTF-8 is refused by the reader already (the input is invalid GGUF);
+  // a string value is not checked there, and the safetensors writer, whose header is JSON, refuses it.
   const std::string g = raw_gguf(dir, {}, {"w\xff"});
   auto gf = open_tensors(g);
-  ASSERT_TRUE(gf.is_ok()) << gf.error().to_string();
-  r = convert(**gf, dir.file("out.safetensors"), {});
-  ASSERT_FALSE(r.is_ok());
-  EXPECT_EQ(r.error().kind(), ErrorKind::Unrepresentable);
-  EXPECT_EQ(r.error().context().file, g);
-  EXPECT_EQ(r.error().context().tensor, "w\xff");
-  EXPECT_EQ(r.error().message(), "the tensor name is not valid UTF-8: a safetensors header is JSON text");
+  ASSERT_FALSE(gf.is_ok());
+  EXPECT_EQ(gf.error().kind(), ErrorKind::InvalidGguf);
+  EXPECT_EQ(gf.error().context().file, g);
   for (const auto& [kv, message] : std::vector<std::pair<std::pair<std::string, std::string>, std::string>>{
-           {{"safetensors.k\xfe", "v"}, "the metadata key `k\xfe` is not valid UTF-8: a safetensors header is JSON text"},
            {{"safetensors.note", "v\xfe"}, "the value of metadata key `note` is not valid UTF-8: a safetensors header is JSON text"}}) {
     TempDir d2;
     gf = open_tensors(raw_gguf(d2, {kv}, {"w"}));

@@ -131,13 +131,14 @@ def corpus():
          "safeweights: long-key.safetensors: Unrepresentable: a GGUF key is 1 to 65535 bytes long, not 65536 (key `safetensors.%s...`)\n"
          % long_key[:52])
     files["name-not-utf8.gguf"] = gguf([], [(b"w\xff", [2], F32_2)])
+    # A name or key that is not UTF-8 is invalid GGUF: the reader refuses the input before any writer.
     case("convert-safetensors-name-not-utf8", ["convert", "name-not-utf8.gguf", "out.safetensors"], 1, "",
-         "safeweights: name-not-utf8.gguf: Unrepresentable: the tensor name is not valid UTF-8: a safetensors header is JSON "
-         "text (tensor `w\\xff`)\n")
+         "safeweights: name-not-utf8.gguf: InvalidGguf: tensor 0: the name `w\\xff` is not valid UTF-8 (GGUF strings are UTF-8) "
+         "(byte offset 24)\n")
     files["key-not-utf8.gguf"] = gguf([(b"safetensors.k\xfe", STRING, gguf_string(b"v"))], [(b"w", [2], F32_2)])
     case("convert-safetensors-metadata-key-not-utf8", ["convert", "key-not-utf8.gguf", "out.safetensors"], 1, "",
-         "safeweights: key-not-utf8.gguf: Unrepresentable: the metadata key `k\\xfe` is not valid UTF-8: a safetensors header "
-         "is JSON text\n")
+         "safeweights: key-not-utf8.gguf: InvalidGguf: key 0 `safetensors.k\\xfe` is not valid UTF-8 (GGUF strings are UTF-8) "
+         "(byte offset 24)\n")
     files["value-not-utf8.gguf"] = gguf([(b"safetensors.note", STRING, gguf_string(b"v\xfe"))], [(b"w", [2], F32_2)])
     case("convert-safetensors-metadata-value-not-utf8", ["convert", "value-not-utf8.gguf", "out.safetensors"], 1, "",
          "safeweights: value-not-utf8.gguf: Unrepresentable: the value of metadata key `note` is not valid UTF-8: a "
