@@ -493,6 +493,11 @@ Status read_legacy(CheckpointFile& out, const SourcePtr& file, PickleOptions opt
     if (Status s = file->read_at(at, count_bytes); !s.is_ok())
       return bad(ErrorRule::PytorchStorage, "legacy storage `" + name + "` is truncated").with_offset(at);
     const std::uint64_t count = le::u64(count_bytes);
+    // torch writes the count as a signed 64-bit integer: past INT64_MAX it is negative, never a size.
+    if (count > static_cast<std::uint64_t>(INT64_MAX))
+      return bad(ErrorRule::PytorchStorage,
+                 "legacy storage `" + name + "` declares a negative element count (" + std::to_string(static_cast<std::int64_t>(count)) + ")")
+          .with_offset(at);
     if (count != info.nbytes / elsize)
       return bad(ErrorRule::PytorchStorage, "legacy storage `" + name + "` holds " + std::to_string(count) + " elements; the object declares " +
                                                 std::to_string(info.nbytes / elsize))

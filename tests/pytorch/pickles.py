@@ -282,6 +282,9 @@ def issue28_corpus():
                                           "InvalidCheckpoint", "pytorch.storage",
                                           "the legacy storage key list names `v`, a storage view: torch.load would read those bytes into part "
                                           "of the storage it views"),
+        # torch writes a storage's element count as int64: a negative one is no size.
+        "legacy_negative_count.pt": (legacy_views(("a", legacy_pid("0")), storages=(("0", -1, F6),)), "InvalidCheckpoint", "pytorch.storage",
+                                     "legacy storage `0` declares a negative element count (-1)"),
         # Repeated keys: torch keeps the last value, whichever holds the tensor.
         "repeated_key_tensor_then_int.pt": (torch_zip(pickle(state_dict((w, tensor(storage_pid())), (w, i(5))))), "InvalidCheckpoint",
                                             "pytorch.object", "key `w` appears twice in one pickled dict; torch.load would keep the last one"),
