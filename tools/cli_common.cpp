@@ -45,6 +45,7 @@ FormatOptions input_options(const std::string& backend) {
     options.stats = http_counters();
     options.ca_file = http_cli().cacert;
     options.timeout_s = http_cli().timeout;
+    options.s3 = http_cli().s3;
     options.warn = [](const std::string& message) {
       static std::atomic<bool> warned{false};  // once per process: one remote file or a hundred shards
       if (!warned.exchange(true)) std::fprintf(stderr, "safeweights: warning: %s\n", message.c_str());

@@ -30,6 +30,7 @@ struct HttpCli {
   unsigned parallel = 8;             // requests in flight per remote file
   std::string cacert;                // --cacert FILE: trusted CAs for https (default: the system's)
   double timeout = -1;               // --timeout SECONDS: each request's deadline (<0: HttpOptions' default)
+  S3Options s3;                      // --s3-region, --s3-endpoint, --s3-profile, --s3-addressing, --s3-anonymous
 };
 HttpCli& http_cli();
 
