@@ -272,7 +272,7 @@ std::string service_detail(const Exchange& x) {
   if (region.empty()) region = xml_element(x.error_body, "Region");
   std::string out;
   if (!code.empty()) out += " (" + code + (message.empty() ? std::string() : ": " + message) + ")";
-  if (!region.empty()) out += "; the bucket is in region " + region + ": set AWS_REGION=" + region + " (or the s3 region option)";
+  if (!region.empty()) out += "; the bucket is in region " + region + ": set AWS_REGION=" + region + " (--s3-region)";
   return out;
 }
 
@@ -440,7 +440,7 @@ std::size_t on_body(char* data, std::size_t size, std::size_t count, void* user)
   if (x.status != 200 && x.status != 206) {
     // An error page or a redirect's body: read a little so the connection survives; keep its start,
     // where S3 says what went wrong.
-    if (x.status >= 400 && x.error_body.size() < kMaxServiceText) {
+    if (x.status >= 300 && x.error_body.size() < kMaxServiceText) {
       x.error_body.append(data, std::min<std::size_t>(n, kMaxServiceText - x.error_body.size()));
     }
     x.discarded += n;
