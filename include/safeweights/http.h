@@ -83,7 +83,9 @@ struct HttpOptions {
   std::uint64_t readahead = 64u << 10;  // block size of the small-read cache; first request's size
   unsigned cache_blocks = 64;           // blocks the small-read cache keeps (least recently used go)
   bool verify_tls = true;               // certificate and host name checks (https)
-  std::string ca_file;                  // PEM file of trusted CAs (https); empty: the system's store
+  // PEM file of trusted CAs (https). Empty: $AWS_CA_BUNDLE for s3:// names, else $CURL_CA_BUNDLE, else
+  // $SSL_CERT_FILE (the variables boto3, huggingface_hub's requests and OpenSSL read), else the system's store.
+  std::string ca_file;
   std::shared_ptr<HttpStats> stats;     // counters to add to; optional
   // Told, on the opening thread, what the caller should know but that is no error: a server that
   // sends neither ETag nor Last-Modified (versions can then mix undetected; docs/HTTP.md). Optional.

@@ -1089,6 +1089,15 @@ Result<double> resolve_timeout(double given) {
   return t > 1e9 ? 0.0 : t;
 }
 
+// The CA bundle the environment names, as the clients users run read it (HttpOptions::ca_file).
+std::string ca_bundle_from_environment(bool s3) {
+  for (const char* name : {s3 ? "AWS_CA_BUNDLE" : "", "CURL_CA_BUNDLE", "SSL_CERT_FILE"}) {
+    if (*name == '\0') continue;
+    if (const char* v = std::getenv(name); v != nullptr && *v != '\0') return v;
+  }
+  return {};
+}
+
 // Where the requests for a remote name go, and how they are signed.
 struct Target {
   std::string url;
@@ -1133,6 +1142,7 @@ Result<SourcePtr> open_url(const std::string& url, const HttpOptions& options) {
   auto timeout = resolve_timeout(options.timeout_s);
   if (!timeout.is_ok()) return error_of(timeout).with_file(url);
   resolved.timeout_s = *timeout;
+  if (resolved.ca_file.empty()) resolved.ca_file = ca_bundle_from_environment(is_s3_url(url));
   auto target = target_of(url, options);
   if (!target.is_ok()) return error_of(target).with_file(url);
   auto source = std::make_shared<HttpSource>(url, std::move(target->url), resolved, std::move(target->signing));
