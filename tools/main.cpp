@@ -33,6 +33,9 @@ void add_http_options(CLI::App* cmd) {
                   std::string("HTTP(S) FILE: deadline of each request in seconds, retries included (0: none; default: $") + kHttpTimeoutEnv +
                       ", else " + std::to_string(static_cast<int>(kDefaultHttpTimeoutS)) + ")")
       ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--connections", http.parallel, "remote FILE: requests in flight at once per file (default 8)")->check(CLI::Range(1u, 256u));
+  cmd->add_option("--part-mib", http.part_mib, "remote FILE: MiB asked for by each request of a large read (default 8)")
+      ->check(CLI::Range(1u, 4096u));
   cmd->add_option("--s3-region", http.s3.region,
                   "s3:// FILE: the bucket's region (default: $AWS_REGION, $AWS_DEFAULT_REGION, the profile's, us-east-1)");
   cmd->add_option("--s3-endpoint", http.s3.endpoint_url,
@@ -104,7 +107,10 @@ void add_cat(CLI::App& app, CatArgs& args, int& exit_code) {
 
 void add_bench(CLI::App& app, BenchArgs& args, int& exit_code) {
   CLI::App* cmd = app.add_subcommand("bench", "Time a full load against physical references (read(), parallel pread, pinned host->device)");
-  cmd->add_option("FILE", args.file, "a tensor file (safetensors, sharded index, GGUF, PyTorch checkpoint)")->required();
+  cmd->add_option("FILE", args.file,
+                  "a tensor file (safetensors, sharded index, GGUF, PyTorch checkpoint): a path, or an http(s)://, s3:// or hf:// name (then the "
+                  "load is timed against one connection reading the whole object)")
+      ->required();
   cmd->add_flag("--json", args.json, "one JSON object (fields in README)");
   cmd->add_option("--passes", args.passes, "timed passes (the median is reported)")->check(CLI::Range(1, 1000));
   cmd->add_option("--threads", args.threads, "load threads (default: one per core)")->check(CLI::Range(0, 256));
@@ -117,6 +123,7 @@ void add_bench(CLI::App& app, BenchArgs& args, int& exit_code) {
   cmd->add_option("--register-mib", args.register_mib, "device loads: MiB page-locked at once by registration (default 256)")
       ->check(CLI::Range(0, 65536));
   cmd->add_option("--buffer-mib", args.buffer_mib, "device loads: one pinned staging buffer in MiB (default 4)")->check(CLI::Range(0, 1024));
+  add_http_options(cmd);
   cmd->callback([&args, &exit_code] { exit_code = run_bench(args); });
 }
 

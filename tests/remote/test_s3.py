@@ -245,3 +245,15 @@ def test_bucket_or_folder_names_are_not_objects(s3):
     for url in (f"s3://{BUCKET}", f"s3://{BUCKET}/", f"s3://{BUCKET}/team a/"):
         proc = run_cli("inspect", url, env=s3.env(), check=False)
         assert proc.returncode == 1 and "not an object" in proc.stderr.decode(), (url, proc.stderr)
+
+
+def test_bench_times_the_remote_load_and_its_one_connection_reference(s3, local_files, remote_files):
+    tensors = json.loads(run_cli("inspect", "--json", str(local_files["safetensors"])).stdout)["tensors"]
+    want = sum(t["data_offsets"][1] - t["data_offsets"][0] for t in tensors)
+    proc = run_cli("bench", "--json", "--passes", "1", "--connections", "3", "--part-mib", "1", remote_files["safetensors"], env=s3.env())
+    r = json.loads(proc.stdout)
+    assert r["tensor_bytes"] == want and r["tensors"] == len(tensors)
+    assert r["connections"] == 3 and r["part_bytes"] == 1 << 20
+    assert r["load_gbps"] > 0 and r["one_connection_gbps"] > 0
+    refused = run_cli("bench", "--device", "cuda", remote_files["safetensors"], env=s3.env(), check=False)
+    assert refused.returncode == 2 and b"not benchmarked yet" in refused.stderr
