@@ -86,7 +86,7 @@ struct HttpOptions {
   // PEM file of trusted CAs (https). Empty: $AWS_CA_BUNDLE for s3:// names, else $CURL_CA_BUNDLE, else
   // $SSL_CERT_FILE (the variables boto3, huggingface_hub's requests and OpenSSL read), else the system's store.
   std::string ca_file;
-  std::shared_ptr<HttpStats> stats;     // counters to add to; optional
+  std::shared_ptr<HttpStats> stats;  // counters to add to; optional
   // Told, on the opening thread, what the caller should know but that is no error: a server that
   // sends neither ETag nor Last-Modified (versions can then mix undetected; docs/HTTP.md). Optional.
   std::function<void(const std::string& message)> warn;
