@@ -9,7 +9,8 @@
 #                              gguf-py, llama.cpp through llama-cpp-python), both in the clients' venv
 #                              (tests/clients/requirements.txt; cached outside the clone, keyed by its
 #                              pins: scripts/python-env.sh --cached; made in the background during the
-#                              build), then
+#                              build), then the remote-sources suite tests/remote/ (s3:// against moto
+#                              in server mode, seeded by boto3 and the AWS CLI; its own cached venv), then
 #                              the reference safetensors' own tests through an import shim
 #                              (scripts/upstream-tests.sh), and the wheel built, repaired and tested in
 #                              a clean venv (scripts/check-wheel.sh)
@@ -89,6 +90,7 @@ release_tests() {
   python_np2_tests
   current_torch_tests
   clients_tests
+  remote_tests
   upstream_python_tests
   wheel_test
 }
@@ -183,6 +185,31 @@ clients_tests() {
   log=$(mktemp)
   (cd tests/clients && env PYTHONPATH="$PWD/../../build/python" SAFEWEIGHTS_CLI="$PWD/../../build/safeweights" \
     HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PYTHONDONTWRITEBYTECODE=1 "$clients_python" -m pytest -q -p no:cacheprovider -rs .) | tee "$log"
+  line=$(tail -n 1 "$log")
+  rm -f "$log"
+  if [[ $line =~ ([0-9]+)\ passed ]]; then passed_total=$((passed_total + BASH_REMATCH[1])); fi
+  if [[ $line =~ ([0-9]+)\ failed ]]; then failed_total=$((failed_total + BASH_REMATCH[1])); fi
+  return 0
+}
+
+# Remote sources (tests/remote/): s3:// names against a real S3-compatible server on loopback (moto in
+# server mode, signatures checked) seeded by boto3 and the AWS CLI, in their own small venv
+# (tests/remote/requirements.txt, cached outside the clone like the clients').
+remote_tests() {
+  [[ -d build/python/safeweights ]] || return 0
+  section "remote sources: S3 (tests/remote, moto + boto3 + the AWS CLI)"
+  local py log line
+  if ! py=$(bash scripts/python-env.sh --cached venv-remote tests/remote/requirements.txt); then
+    if [[ "${CI:-}" == "true" ]]; then
+      echo "python-env.sh failed: cannot make the remote-sources test environment" >&2
+      return 1
+    fi
+    echo "SKIPPED: python-env.sh could not make the remote-sources venv (no package index?)"
+    return 0
+  fi
+  log=$(mktemp)
+  (cd tests/remote && env PYTHONPATH="$PWD/../../build/python" SAFEWEIGHTS_CLI="$PWD/../../build/safeweights" \
+    PYTHONDONTWRITEBYTECODE=1 "$py" -m pytest -q -p no:cacheprovider -rs .) | tee "$log"
   line=$(tail -n 1 "$log")
   rm -f "$log"
   if [[ $line =~ ([0-9]+)\ passed ]]; then passed_total=$((passed_total + BASH_REMATCH[1])); fi

@@ -37,20 +37,24 @@ void print_http_stats() {
                static_cast<unsigned long long>(s.retries.load()), static_cast<unsigned long long>(s.redirects.load()));
 }
 
+HttpOptions remote_options() {
+  HttpOptions options;
+  options.headers = http_cli().headers;
+  options.parallel = http_cli().parallel;
+  if (http_cli().part_mib > 0) options.chunk_size = http_cli().part_mib << 20;
+  options.stats = http_counters();
+  options.ca_file = http_cli().cacert;
+  options.timeout_s = http_cli().timeout;
+  options.s3 = http_cli().s3;
+  options.warn = [](const std::string& message) {
+    static std::atomic<bool> warned{false};  // once per process: one remote file or a hundred shards
+    if (!warned.exchange(true)) std::fprintf(stderr, "safeweights: warning: %s\n", message.c_str());
+  };
+  return options;
+}
+
 FormatOptions input_options(const std::string& backend) {
-  static const std::shared_ptr<const Resolver> resolver = [] {
-    HttpOptions options;
-    options.headers = http_cli().headers;
-    options.parallel = http_cli().parallel;
-    options.stats = http_counters();
-    options.ca_file = http_cli().cacert;
-    options.timeout_s = http_cli().timeout;
-    options.warn = [](const std::string& message) {
-      static std::atomic<bool> warned{false};  // once per process: one remote file or a hundred shards
-      if (!warned.exchange(true)) std::fprintf(stderr, "safeweights: warning: %s\n", message.c_str());
-    };
-    return default_resolver(options);
-  }();
+  static const std::shared_ptr<const Resolver> resolver = default_resolver(remote_options());
   FormatOptions options;
   options.backend = parse_backend(backend);
   options.resolver = resolver;

@@ -27,9 +27,11 @@ inline constexpr int kExitUsage = 2;    // bad command line
 struct HttpCli {
   std::vector<std::string> headers;  // --header "Name: value" (repeatable)
   bool stats = false;                // --stats: print requests and bytes transferred to stderr
-  unsigned parallel = 8;             // requests in flight per remote file
+  unsigned parallel = 8;             // --connections N: requests in flight per remote file
+  std::uint64_t part_mib = 0;        // --part-mib N: MiB per request of a large read (0: HttpOptions' default)
   std::string cacert;                // --cacert FILE: trusted CAs for https (default: the system's)
   double timeout = -1;               // --timeout SECONDS: each request's deadline (<0: HttpOptions' default)
+  S3Options s3;                      // --s3-region, --s3-endpoint, --s3-profile, --s3-addressing, --s3-anonymous
 };
 HttpCli& http_cli();
 
@@ -44,6 +46,10 @@ CheckpointCli& checkpoint_cli();
 // Prints "stats: N requests, M bytes transferred (R retries, D redirects)" on stderr when --stats was
 // given (for local files too: 0 requests).
 void print_http_stats();
+
+// The HttpOptions the command line asks for (--header, --connections, --part-mib, --cacert, --timeout,
+// --s3-*), with the process's counters for --stats.
+HttpOptions remote_options();
 
 // The options every command opens its inputs with: the backend, and one resolver for the whole process
 // (so detecting a remote file's format and reading it share one source, its first request and cache).

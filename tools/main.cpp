@@ -33,6 +33,19 @@ void add_http_options(CLI::App* cmd) {
                   std::string("HTTP(S) FILE: deadline of each request in seconds, retries included (0: none; default: $") + kHttpTimeoutEnv +
                       ", else " + std::to_string(static_cast<int>(kDefaultHttpTimeoutS)) + ")")
       ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--connections", http.parallel, "remote FILE: requests in flight at once per file (default 8)")->check(CLI::Range(1u, 256u));
+  cmd->add_option("--part-mib", http.part_mib, "remote FILE: MiB asked for by each request of a large read (default 8)")
+      ->check(CLI::Range(1u, 4096u));
+  cmd->add_option("--s3-region", http.s3.region,
+                  "s3:// FILE: the bucket's region (default: $AWS_REGION, $AWS_DEFAULT_REGION, the profile's, us-east-1)");
+  cmd->add_option("--s3-endpoint", http.s3.endpoint_url,
+                  "s3:// FILE: an S3-compatible server's URL (default: $AWS_ENDPOINT_URL_S3, $AWS_ENDPOINT_URL, the profile's endpoint_url, AWS)");
+  cmd->add_option("--s3-profile", http.s3.profile,
+                  "s3:// FILE: the profile in ~/.aws/credentials and ~/.aws/config (default: $AWS_PROFILE, default)");
+  cmd->add_option("--s3-addressing", http.s3.addressing_style,
+                  "s3:// FILE: virtual (https://BUCKET.ENDPOINT/KEY) or path (ENDPOINT/BUCKET/KEY) (default: auto: virtual on AWS, path elsewhere)")
+      ->check(CLI::IsMember({"auto", "virtual", "path"}));
+  cmd->add_flag("--s3-anonymous", http.s3.anonymous, "s3:// FILE: send unsigned requests (public buckets); no credentials are looked up");
 }
 
 void add_checkpoint_options(CLI::App* cmd) {
@@ -54,7 +67,7 @@ void add_validate(CLI::App& app, ValidateArgs& args, int& exit_code) {
   CLI::App* cmd = app.add_subcommand(
       "validate",
       "Check files against every rule of their format (DDUF: also every entry's CRC and contents); exit 0 if all are valid, 1 if any is not");
-  cmd->add_option("FILE", args.files, "files (paths or http(s):// URLs) of any supported format: " + kAnyFormat)->required();
+  cmd->add_option("FILE", args.files, "files (paths, http(s)://, s3:// or hf:// names) of any supported format: " + kAnyFormat)->required();
   cmd->add_flag("--quick", args.quick, "DDUF: skip the CRC-32 check of every entry");
   cmd->add_flag("--crc", args.crc, "DDUF over HTTP(S): also check every entry's CRC-32 (downloads every entry; off by default for URLs)");
   cmd->add_flag("--json", args.json, "one JSON object per file per line: {file, format, valid, error: {kind, rule, message, ...}}");
@@ -68,7 +81,7 @@ void add_validate(CLI::App& app, ValidateArgs& args, int& exit_code) {
 
 void add_inspect(CLI::App& app, InspectArgs& args, int& exit_code) {
   CLI::App* cmd = app.add_subcommand("inspect", "Show a file's tensors (name, dtype, shape, size), totals by dtype and metadata");
-  cmd->add_option("FILE", args.file, "a file (a path or an http(s):// URL) of any supported format: " + kAnyFormat)->required();
+  cmd->add_option("FILE", args.file, "a file (a path, or an http(s)://, s3:// or hf:// name) of any supported format: " + kAnyFormat)->required();
   cmd->add_option("ENTRY", args.entry, "DDUF: a .safetensors entry to inspect as a safetensors file");
   cmd->add_flag("--json", args.json,
                 "machine-readable: one object, {format, ...} with that format's fields (safetensors: header_size, metadata, tensors; DDUF: "
@@ -79,7 +92,7 @@ void add_inspect(CLI::App& app, InspectArgs& args, int& exit_code) {
 
 void add_cat(CLI::App& app, CatArgs& args, int& exit_code) {
   CLI::App* cmd = app.add_subcommand("cat", "Write a tensor's (or a slice's) raw little-endian C-order bytes, or a DDUF entry's bytes");
-  cmd->add_option("FILE", args.file, "a file (a path or an http(s):// URL) of any supported format: " + kAnyFormat)->required();
+  cmd->add_option("FILE", args.file, "a file (a path, or an http(s)://, s3:// or hf:// name) of any supported format: " + kAnyFormat)->required();
   cmd->add_option("NAME", args.names, "TENSOR; for a DDUF file: ENTRY, or ENTRY TENSOR for a tensor of a .safetensors entry")
       ->required()
       ->expected(1, 2);
@@ -94,7 +107,10 @@ void add_cat(CLI::App& app, CatArgs& args, int& exit_code) {
 
 void add_bench(CLI::App& app, BenchArgs& args, int& exit_code) {
   CLI::App* cmd = app.add_subcommand("bench", "Time a full load against physical references (read(), parallel pread, pinned host->device)");
-  cmd->add_option("FILE", args.file, "a tensor file (safetensors, sharded index, GGUF, PyTorch checkpoint)")->required();
+  cmd->add_option("FILE", args.file,
+                  "a tensor file (safetensors, sharded index, GGUF, PyTorch checkpoint): a path, or an http(s)://, s3:// or hf:// name (then the "
+                  "load is timed against one connection reading the whole object)")
+      ->required();
   cmd->add_flag("--json", args.json, "one JSON object (fields in README)");
   cmd->add_option("--passes", args.passes, "timed passes (the median is reported)")->check(CLI::Range(1, 1000));
   cmd->add_option("--threads", args.threads, "load threads (default: one per core)")->check(CLI::Range(0, 256));
@@ -107,6 +123,7 @@ void add_bench(CLI::App& app, BenchArgs& args, int& exit_code) {
   cmd->add_option("--register-mib", args.register_mib, "device loads: MiB page-locked at once by registration (default 256)")
       ->check(CLI::Range(0, 65536));
   cmd->add_option("--buffer-mib", args.buffer_mib, "device loads: one pinned staging buffer in MiB (default 4)")->check(CLI::Range(0, 1024));
+  add_http_options(cmd);
   cmd->callback([&args, &exit_code] { exit_code = run_bench(args); });
 }
 
@@ -128,7 +145,7 @@ void add_pack(CLI::App& app, PackArgs& args, int& exit_code) {
 
 void add_unpack(CLI::App& app, UnpackArgs& args, int& exit_code) {
   CLI::App* cmd = app.add_subcommand("unpack", "Write a DDUF file's entries into a diffusers folder (all or nothing, CRCs checked)");
-  cmd->add_option("FILE", args.file, "a .dduf file (a path or an http(s):// URL)")->required();
+  cmd->add_option("FILE", args.file, "a .dduf file (a path, or an http(s)://, s3:// or hf:// name)")->required();
   cmd->add_option("FOLDER", args.folder, "the folder to write (created if missing; must be empty unless --force)")->required();
   cmd->add_flag("--force", args.force, "replace a non-empty FOLDER as a whole (none of its old files remain)");
   add_http_options(cmd);
@@ -162,6 +179,7 @@ void add_convert(CLI::App& app, ConvertArgs& args, int& exit_code) {
   cmd->add_option("--split-max-tensors", args.split_max_tensors, "write OUT.gguf as split files (or an index's shards) of at most N tensors each")
       ->check(CLI::PositiveNumber);
   add_backend_option(cmd, args.backend, "how the input is read: pread (default: chunks through one buffer) or mmap");
+  add_http_options(cmd);
   cmd->callback([&args, &exit_code] { exit_code = run_convert(args); });
 }
 
@@ -174,6 +192,7 @@ void add_diff(CLI::App& app, DiffArgs& args, int& exit_code) {
   cmd->add_option("--entry-b", args.entry_b, "B is a DDUF file: the .safetensors entry to compare");
   add_checkpoint_options(cmd);
   add_backend_option(cmd, args.backend, "how inputs are read: mmap (default) or pread");
+  add_http_options(cmd);
   cmd->callback([&args, &exit_code] { exit_code = run_diff(args); });
 }
 

@@ -30,12 +30,14 @@
 
 #include "safeweights/error.h"
 #include "safeweights/export.h"
+#include "safeweights/s3.h"
 #include "safeweights/source.h"
 
 namespace safeweights {
 SAFEWEIGHTS_API_BEGIN
 
-// True when `s` starts with http:// or https:// (scheme case-insensitive).
+// True when `s` is a remote name: it starts with http://, https://, s3:// (safeweights/s3.h) or hf://
+// (safeweights/hub.h), scheme case-insensitive.
 bool is_url(std::string_view s) noexcept;
 
 // What a source (or several sharing one HttpStats) did on the network.
@@ -56,11 +58,13 @@ inline constexpr double kDefaultHttpTimeoutS = 600;
 struct HttpOptions {
   // Extra request headers, "Name: value". Sent only to the URL's own origin (scheme, host, port).
   std::vector<std::string> headers;
-  // When no Authorization header is given and HF_TOKEN is set, send "Authorization: Bearer $HF_TOKEN",
-  // but only over https and only to huggingface.co, its subdomains, or the origin of $HF_ENDPOINT: a
-  // token is never sent to an arbitrary URL nor in clear text. (Headers given here are the caller's
-  // choice: they are sent over http too.)
+  // When no Authorization header is given and a Hub token is found (hf_token(): HF_TOKEN, else the token
+  // file), send "Authorization: Bearer TOKEN", but only over https and only to huggingface.co, its
+  // subdomains, or the origin of $HF_ENDPOINT: a token is never sent to an arbitrary URL nor in clear
+  // text. (Headers given here are the caller's choice: they are sent over http too.)
   bool use_hf_token = true;
+  // How s3:// names are reached and signed (safeweights/s3.h); unused for other names.
+  S3Options s3;
   long connect_timeout_ms = 10'000;
   // The deadline of one request (a block, or one chunk of a large read), its retries, backoff and
   // redirects included, in seconds; 0: none. Negative (the default): $SAFEWEIGHTS_HTTP_TIMEOUT, else
@@ -79,17 +83,22 @@ struct HttpOptions {
   std::uint64_t readahead = 64u << 10;  // block size of the small-read cache; first request's size
   unsigned cache_blocks = 64;           // blocks the small-read cache keeps (least recently used go)
   bool verify_tls = true;               // certificate and host name checks (https)
-  std::string ca_file;                  // PEM file of trusted CAs (https); empty: the system's store
-  std::shared_ptr<HttpStats> stats;     // counters to add to; optional
+  // PEM file of trusted CAs (https). Empty: $AWS_CA_BUNDLE for s3:// names, else $CURL_CA_BUNDLE, else
+  // $SSL_CERT_FILE (the variables boto3, huggingface_hub's requests and OpenSSL read), else the system's store.
+  std::string ca_file;
+  std::shared_ptr<HttpStats> stats;  // counters to add to; optional
   // Told, on the opening thread, what the caller should know but that is no error: a server that
   // sends neither ETag nor Last-Modified (versions can then mix undetected; docs/HTTP.md). Optional.
   std::function<void(const std::string& message)> warn;
 };
 
-// Opens an http:// or https:// URL with one ranged GET of the first `readahead` bytes (no HEAD: hubs
-// answer HEAD differently from GET). The size comes from Content-Range (or Content-Length when the
-// server ignores Range). FileNotFound for 404/410; HttpError for other refusals; IoError when the
-// server cannot be reached after the retries. The source's name() is the URL as given.
+// Opens a remote name with one ranged GET of the first `readahead` bytes (no HEAD: hubs answer HEAD
+// differently from GET). http(s):// URLs are requested as given; s3:// names at the URL and with the
+// SigV4 signature resolve_s3_request() gives; hf:// names at their resolve URL (hf_resolve_url()). The
+// size comes from Content-Range (or Content-Length when the server ignores Range). FileNotFound for
+// 404/410 (S3: NoSuchKey, NoSuchBucket); HttpError for other refusals, with the service's error code and
+// message when it sends one (S3's XML error, the Hub's X-Error-Code); IoError when the server cannot be
+// reached after the retries. The source's name() is the name as given.
 Result<SourcePtr> open_url(const std::string& url, const HttpOptions& options = {});
 
 // A URL through open_url(), anything else through open_file().

@@ -88,7 +88,7 @@ class DDUFEntry:
 
 
 def _is_url(path) -> bool:
-    return isinstance(path, str) and path[:8].lower().startswith(("http://", "https://"))
+    return isinstance(path, str) and path[:8].lower().startswith(("http://", "https://", "s3://", "hf://"))
 
 
 class _RawFile:

@@ -1,31 +1,15 @@
 // The http component switched off (SAFEWEIGHTS_WITH_HTTP=OFF): CMake compiles this file instead of
 // http_source.cpp, so the library needs no libcurl. URLs are still recognised, so that callers route
 // them here and report a clear error rather than trying to open "https://..." as a local file.
-#include <cstddef>
 #include <string>
 #include <string_view>
 
 #include "safeweights/http.h"
 
 namespace safeweights {
-namespace {
-
-bool starts_with_nocase(std::string_view s, std::string_view prefix) noexcept {
-  if (s.size() < prefix.size()) return false;
-  for (std::size_t i = 0; i < prefix.size(); ++i) {
-    char c = s[i];
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-    if (c != prefix[i]) return false;
-  }
-  return true;
-}
-
-}  // namespace
-
-bool is_url(std::string_view s) noexcept { return starts_with_nocase(s, "http://") || starts_with_nocase(s, "https://"); }
 
 Result<SourcePtr> open_url(const std::string& url, const HttpOptions& /*options*/) {
-  if (!is_url(url)) return Error(ErrorKind::InvalidArgument, "not an http:// or https:// URL").with_file(url);
+  if (!is_url(url)) return Error(ErrorKind::InvalidArgument, "not an http://, https://, s3:// or hf:// name").with_file(url);
   return Error(ErrorKind::InvalidArgument, "safeweights was built without HTTP support (SAFEWEIGHTS_WITH_HTTP=OFF): cannot open URLs").with_file(url);
 }
 

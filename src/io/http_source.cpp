@@ -20,7 +20,10 @@
 #include "safeweights/cancel.h"
 #include "core/strings.h"
 #include "io/curl_api.h"
+#include "io/uri.h"
 #include "safeweights/http.h"
+#include "safeweights/hub.h"
+#include "safeweights/s3.h"
 
 namespace safeweights {
 namespace {
@@ -38,6 +41,8 @@ constexpr std::uint64_t kMaxHeaderBytes = 128u << 10;
 // budget starts again, so a server that cuts every response still delivers a large read. A server
 // that trickles forever still ends, at the request's deadline.
 constexpr std::uint64_t kProgressBytes = 64u << 10;
+// How much of a service's own error text (headers, the start of an error body) is kept for messages.
+constexpr std::size_t kMaxServiceText = 2048;
 
 using Clock = std::chrono::steady_clock;
 
@@ -218,6 +223,9 @@ struct Exchange : ExchangeRequest {
   bool has_content_length = false;
   bool bad_content_length = false;
   std::string content_encoding;
+  // What a refusing service says about itself: the Hub's X-Error-Code / X-Error-Message headers,
+  // S3's x-amz-bucket-region, and the start of an error body (S3 sends <Code> and <Message> there).
+  std::string service_code, service_message, bucket_region, error_body;
 
   // Progress, for the deadline and the minimum rate: bytes received (headers and body) and the
   // window the rate is measured over.
@@ -241,6 +249,31 @@ struct Exchange : ExchangeRequest {
 
 Error http_error(const Exchange& x, ErrorKind kind, std::string message) {
   return Error(kind, std::move(message)).with_file(*x.name).with_offset(x.offset + x.received);
+}
+
+// The text of an XML element in an S3 error body ("<Code>NoSuchKey</Code>"), empty when absent.
+std::string xml_element(std::string_view body, std::string_view element) {
+  const std::string open = "<" + std::string(element) + ">", close = "</" + std::string(element) + ">";
+  const std::size_t start = body.find(open);
+  if (start == std::string_view::npos) return {};
+  const std::size_t end = body.find(close, start + open.size());
+  if (end == std::string_view::npos) return {};
+  return std::string(body.substr(start + open.size(), end - start - open.size()));
+}
+
+// What the service said about a refusal, for the message: " (Code: message)", and for S3 a bucket in
+// another region, the region to ask. Empty when it said nothing.
+std::string service_detail(const Exchange& x) {
+  std::string code = x.service_code, message = x.service_message, region = x.bucket_region;
+  if (code.empty()) {
+    code = xml_element(x.error_body, "Code");
+    message = xml_element(x.error_body, "Message");
+  }
+  if (region.empty()) region = xml_element(x.error_body, "Region");
+  std::string out;
+  if (!code.empty()) out += " (" + code + (message.empty() ? std::string() : ": " + message) + ")";
+  if (!region.empty()) out += "; the bucket is in region " + region + ": set AWS_REGION=" + region + " (--s3-region)";
+  return out;
 }
 
 // How one attempt at a request ended: with its outcome (success, or an error no retry would change),
@@ -361,6 +394,9 @@ std::size_t on_header(char* data, std::size_t size, std::size_t count, void* use
     x.content_length.reset();
     x.has_content_length = x.bad_content_length = false;
     x.content_encoding.clear();
+    x.service_code.clear();
+    x.service_message.clear();
+    x.bucket_region.clear();
     x.headers_done = false;
     auto sp = line.find(' ');
     if (sp != std::string_view::npos) {
@@ -381,6 +417,12 @@ std::size_t on_header(char* data, std::size_t size, std::size_t count, void* use
     x.resp_last_modified = std::string(value);
   } else if (iequals(key, "Content-Encoding")) {
     x.content_encoding = std::string(value);
+  } else if (iequals(key, "X-Error-Code")) {
+    x.service_code = std::string(value.substr(0, kMaxServiceText));
+  } else if (iequals(key, "X-Error-Message")) {
+    x.service_message = std::string(value.substr(0, kMaxServiceText));
+  } else if (iequals(key, "x-amz-bucket-region")) {
+    x.bucket_region = std::string(value.substr(0, kMaxServiceText));
   } else if (iequals(key, "Content-Length")) {
     auto v = parse_u64(value);
     if (!v || (x.has_content_length && x.content_length != v)) x.bad_content_length = true;
@@ -396,7 +438,11 @@ std::size_t on_body(char* data, std::size_t size, std::size_t count, void* user)
   x.wire_bytes += n;
   if (x.stats) x.stats->bytes_received.fetch_add(n, std::memory_order_relaxed);
   if (x.status != 200 && x.status != 206) {
-    // An error page or a redirect's body: read a little so the connection survives, never keep it.
+    // An error page or a redirect's body: read a little so the connection survives; keep its start,
+    // where S3 says what went wrong.
+    if (x.status >= 300 && x.error_body.size() < kMaxServiceText) {
+      x.error_body.append(data, std::min<std::size_t>(n, kMaxServiceText - x.error_body.size()));
+    }
     x.discarded += n;
     return x.discarded > kMaxDiscardedBody ? 0 : n;
   }
@@ -468,9 +514,19 @@ int on_progress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
   return 0;
 }
 
+// How the requests of one source are authenticated beyond the caller's headers.
+struct Signing {
+  std::string sigv4;                 // CURLOPT_AWS_SIGV4's provider, "aws:amz:REGION:s3"; empty: no signature
+  std::string user, password;        // the access key id and secret key; secret
+  std::vector<std::string> headers;  // signed x-amz-* headers (payload hash, session token); secret
+};
+
 class HttpSource final : public ByteSource {
  public:
-  HttpSource(std::string url, const HttpOptions& options) : name_(std::move(url)), options_(options), slots_(options.parallel) {
+  // `name` is what messages and name() say (an s3:// or hf:// name, or the URL); `url` is where the
+  // requests go.
+  HttpSource(std::string name, std::string url, const HttpOptions& options, Signing signing)
+      : name_(std::move(name)), request_url_(std::move(url)), options_(options), signing_(std::move(signing)), slots_(options.parallel) {
     if (options_.readahead == 0) options_.readahead = 64u << 10;
     if (options_.chunk_size < options_.readahead) options_.chunk_size = options_.readahead;
     if (options_.parallel == 0) options_.parallel = 1;
@@ -538,7 +594,9 @@ class HttpSource final : public ByteSource {
   void give_handle(CURL* h) const;
 
   std::string name_;
+  std::string request_url_;  // the URL the opening request goes to
   HttpOptions options_;
+  Signing signing_;
   std::optional<Origin> origin_;
   CurlSlist origin_headers_;  // the caller's headers (and the token): for the URL's own origin only
   CurlSlist other_headers_;   // empty list for any other origin a redirect leads to
@@ -594,6 +652,12 @@ Status HttpSource::perform(Exchange& x, std::string& url, int& redirects, CURLco
   lib().easy_setopt(h, CURLOPT_URL, url.c_str());
   lib().easy_setopt(h, CURLOPT_RANGE, range.c_str());
   lib().easy_setopt(h, CURLOPT_HTTPHEADER, same_origin ? origin_headers_.list : other_headers_.list);
+  if (same_origin && !signing_.sigv4.empty()) {
+    // libcurl signs (SigV4) the host, x-amz-date and the x-amz-* headers among origin_headers_.
+    lib().easy_setopt(h, CURLOPT_AWS_SIGV4, signing_.sigv4.c_str());
+    lib().easy_setopt(h, CURLOPT_USERNAME, signing_.user.c_str());
+    lib().easy_setopt(h, CURLOPT_PASSWORD, signing_.password.c_str());
+  }
   lib().easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);  // followed here, so headers stay with their origin
   lib().easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
   lib().easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
@@ -639,7 +703,7 @@ Status HttpSource::perform(Exchange& x, std::string& url, int& redirects, CURLco
     char* location = nullptr;
     lib().easy_getinfo(h, CURLINFO_REDIRECT_URL, &location);
     if (location == nullptr) {
-      result = http_error(x, ErrorKind::HttpError, "HTTP " + std::to_string(x.status) + " redirect without a usable Location");
+      result = http_error(x, ErrorKind::HttpError, "HTTP " + std::to_string(x.status) + " redirect without a usable Location" + service_detail(x));
     } else if (++redirects > kMaxRedirects) {
       result = http_error(x, ErrorKind::HttpError, "more than " + std::to_string(kMaxRedirects) + " redirects");
     } else {
@@ -675,11 +739,11 @@ Attempt failed_attempt(const Exchange& x, CURLcode rc, const std::string& curl_m
   } else if (x.status == 0) {
     a.problem = curl_message;
   } else if (x.status >= 500 || x.status == 429 || x.status == 408) {
-    a.problem = "HTTP " + std::to_string(x.status);
+    a.problem = "HTTP " + std::to_string(x.status) + service_detail(x);
   } else if (x.status == 404 || x.status == 410) {
-    return Attempt::ended(http_error(x, ErrorKind::FileNotFound, "HTTP " + std::to_string(x.status) + ": no such remote file"));
+    return Attempt::ended(http_error(x, ErrorKind::FileNotFound, "HTTP " + std::to_string(x.status) + ": no such remote file" + service_detail(x)));
   } else {
-    return Attempt::ended(http_error(x, ErrorKind::HttpError, "HTTP " + std::to_string(x.status) + " for a ranged GET"));
+    return Attempt::ended(http_error(x, ErrorKind::HttpError, "HTTP " + std::to_string(x.status) + " for a ranged GET" + service_detail(x)));
   }
   return a;
 }
@@ -779,9 +843,12 @@ Status HttpSource::fetch_once(std::uint64_t offset, std::span<std::byte> dst) co
 }
 
 Status HttpSource::init() {
-  origin_ = origin_of(name_);
+  origin_ = origin_of(request_url_);
   if (!origin_ || (origin_->scheme != "http" && origin_->scheme != "https")) {
     return Error(ErrorKind::InvalidArgument, "not a valid http(s) URL").with_file(name_);
+  }
+  for (const std::string& hdr : signing_.headers) {
+    if (!origin_headers_.append(hdr)) return Error(ErrorKind::ResourceLimit, "out of memory").with_file(name_);
   }
   bool has_auth = false;
   for (const std::string& hdr : options_.headers) {
@@ -792,10 +859,10 @@ Status HttpSource::init() {
     if (iequals(trim_header(std::string_view(hdr).substr(0, colon)), "Authorization")) has_auth = true;
     if (!origin_headers_.append(hdr)) return Error(ErrorKind::ResourceLimit, "out of memory").with_file(name_);
   }
-  if (!has_auth && options_.use_hf_token && hf_token_host(*origin_)) {
-    if (const char* token = std::getenv("HF_TOKEN"); token != nullptr && *token != '\0') {
-      std::string value(token);
-      if (value.find_first_of("\r\n") != std::string::npos) return Error(ErrorKind::InvalidArgument, "HF_TOKEN contains a line break");
+  if (!has_auth && signing_.sigv4.empty() && options_.use_hf_token && hf_token_host(*origin_)) {
+    if (std::optional<std::string> token = hf_token()) {
+      const std::string& value = *token;
+      if (value.find_first_of("\r\n") != std::string::npos) return Error(ErrorKind::InvalidArgument, "the Hub token contains a line break");
       if (!origin_headers_.append("Authorization: Bearer " + value)) return Error(ErrorKind::ResourceLimit, "out of memory").with_file(name_);
     }
   }
@@ -824,7 +891,7 @@ Status HttpSource::open_request(const std::shared_ptr<std::vector<std::byte>>& h
     request.options = &options_;
     request.deadline = deadline;
     Exchange x(request);
-    std::string url = name_;
+    std::string url = request_url_;
     CURLcode rc = CURLE_OK;
     std::string curl_message;
     if (Status s = perform_following_redirects(x, url, rc, curl_message); !s.is_ok()) return Attempt::ended(std::move(s));
@@ -1022,22 +1089,63 @@ Result<double> resolve_timeout(double given) {
   return t > 1e9 ? 0.0 : t;
 }
 
-}  // namespace
-
-bool is_url(std::string_view s) noexcept {
-  auto starts = [&](std::string_view prefix) { return s.size() >= prefix.size() && iequals(s.substr(0, prefix.size()), prefix); };
-  return starts("http://") || starts("https://");
+// The CA bundle the environment names, as the clients users run read it (HttpOptions::ca_file).
+std::string ca_bundle_from_environment(bool s3) {
+  for (const char* name : {s3 ? "AWS_CA_BUNDLE" : "", "CURL_CA_BUNDLE", "SSL_CERT_FILE"}) {
+    if (*name == '\0') continue;
+    if (const char* v = std::getenv(name); v != nullptr && *v != '\0') return v;
+  }
+  return {};
 }
 
+// Where the requests for a remote name go, and how they are signed.
+struct Target {
+  std::string url;
+  Signing signing;
+};
+
+Result<Target> target_of(const std::string& name, const HttpOptions& options) {
+  Target t{name, {}};
+  if (is_s3_url(name)) {
+    auto location = parse_s3_url(name);
+    if (!location.is_ok()) return error_of(location);
+    if (location->key.empty() || location->key.back() == '/') {
+      return Error(ErrorKind::InvalidArgument, "names a bucket or a folder, not an object: s3://BUCKET/KEY").with_file(name);
+    }
+    auto request = resolve_s3_request(*location, options.s3);
+    if (!request.is_ok()) return error_of(request);
+    t.url = request->url;
+    if (request->signed_request) {
+      t.signing.sigv4 = "aws:amz:" + request->region + ":s3";
+      t.signing.user = request->access_key_id;
+      t.signing.password = request->secret_access_key;
+      // S3 wants the payload's hash in a signed header; a GET has an empty payload.
+      t.signing.headers.push_back("x-amz-content-sha256: e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+      if (!request->session_token.empty()) t.signing.headers.push_back("x-amz-security-token: " + request->session_token);
+    }
+  } else if (is_hf_url(name)) {
+    auto location = parse_hf_url(name);
+    if (!location.is_ok()) return error_of(location);
+    if (location->path.empty()) return Error(ErrorKind::InvalidArgument, "names a repository, not a file: hf://ORG/REPO/PATH").with_file(name);
+    t.url = hf_resolve_url(*location);
+  }
+  return t;
+}
+
+}  // namespace
+
 Result<SourcePtr> open_url(const std::string& url, const HttpOptions& options) {
-  if (!is_url(url)) return Error(ErrorKind::InvalidArgument, "not an http:// or https:// URL").with_file(url);
+  if (!is_url(url)) return Error(ErrorKind::InvalidArgument, "not an http://, https://, s3:// or hf:// name").with_file(url);
   const char* why = nullptr;
   if (curl::api(&why) == nullptr) return Error(ErrorKind::IoError, why).with_file(url);
   HttpOptions resolved = options;
   auto timeout = resolve_timeout(options.timeout_s);
   if (!timeout.is_ok()) return error_of(timeout).with_file(url);
   resolved.timeout_s = *timeout;
-  auto source = std::make_shared<HttpSource>(url, resolved);
+  if (resolved.ca_file.empty()) resolved.ca_file = ca_bundle_from_environment(is_s3_url(url));
+  auto target = target_of(url, options);
+  if (!target.is_ok()) return error_of(target).with_file(url);
+  auto source = std::make_shared<HttpSource>(url, std::move(target->url), resolved, std::move(target->signing));
   SW_RETURN_IF_ERROR(source->init());
   return SourcePtr(std::move(source));
 }

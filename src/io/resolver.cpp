@@ -1,5 +1,8 @@
 #include "safeweights/resolver.h"
 
+#include "safeweights/hub.h"
+#include "safeweights/s3.h"
+
 #include <map>
 #include <mutex>
 #include <utility>
@@ -49,8 +52,9 @@ std::shared_ptr<const Resolver> default_resolver(const HttpOptions& http) { retu
 std::string sibling_name(std::string_view base, std::string_view file) {
   std::string_view folder = base;
   if (is_url(base)) {
-    // Drop the query and fragment, then the last path segment; the scheme and host stay.
-    folder = folder.substr(0, folder.find_first_of("?#"));
+    // Drop the query and fragment of an http(s) URL (an s3:// key or an hf:// path may hold '?' and
+    // '#'), then the last path segment; the scheme and host (bucket, repository) stay.
+    if (!is_s3_url(base) && !is_hf_url(base)) folder = folder.substr(0, folder.find_first_of("?#"));
     const std::size_t host_start = folder.find("://") + 3;
     const std::size_t path_start = folder.find('/', host_start);
     if (path_start == std::string_view::npos) return std::string(folder) + "/" + std::string(file);

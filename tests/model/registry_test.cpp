@@ -195,6 +195,10 @@ TEST(ResolverNames, SiblingsOfPathsAndUrls) {
   EXPECT_EQ(sw::sibling_name("https://h:8/x/y/i.json?download=1#f", "s"), "https://h:8/x/y/s");
   EXPECT_EQ(sw::sibling_name("http://h/i.json", "s"), "http://h/s");
   EXPECT_EQ(sw::sibling_name("http://h", "s"), "http://h/s");
+  // An s3:// key and an hf:// path may hold '?' and '#': nothing is dropped but the last segment.
+  EXPECT_EQ(sw::sibling_name("s3://bucket/a?b/c#d/model.safetensors.index.json", "s"), "s3://bucket/a?b/c#d/s");
+  EXPECT_EQ(sw::sibling_name("s3://bucket/i.json", "s"), "s3://bucket/s");
+  EXPECT_EQ(sw::sibling_name("hf://org/repo@v1/sub/i.json", "s"), "hf://org/repo@v1/sub/s");
 }
 
 TEST(ResolverNames, DefaultResolverSharesWhatItOpened) {

@@ -1,0 +1,290 @@
+// s3:// names to signed requests: the AWS SDKs' configuration chain (environment, shared credentials
+// and config files) and the request URL. No network here: open_url() sends what this builds.
+
+#include <sys/stat.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/strings.h"
+#include "io/uri.h"
+#include "safeweights/s3.h"
+
+namespace safeweights {
+namespace {
+
+// An AWS file larger than this is not a configuration file.
+constexpr long kMaxAwsFileBytes = 1 << 20;
+
+std::string env(const char* name) {
+  const char* v = std::getenv(name);
+  return v == nullptr ? std::string() : std::string(v);
+}
+
+std::string lower(std::string s) {
+  for (char& c : s) c = (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
+  return s;
+}
+
+// An INI file as the AWS SDKs read it: [section] headers, "key = value" lines, '#' and ';' comments,
+// and nested values ("s3 =" followed by indented "key = value" lines, kept as "s3.key").
+using Section = std::map<std::string, std::string>;
+struct AwsFile {
+  std::string path;
+  bool found = false;
+  std::map<std::string, Section> sections;
+};
+
+Result<AwsFile> read_aws_file(const std::string& path) {
+  AwsFile out;
+  out.path = path;
+  std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
+  if (!f) return out;  // a missing file is no error: the chain goes on
+  struct stat st {};
+  if (::fstat(::fileno(f.get()), &st) != 0 || !S_ISREG(st.st_mode)) return out;
+  if (st.st_size > kMaxAwsFileBytes) {
+    return Error(ErrorKind::InvalidArgument, "AWS configuration file larger than 1 MiB").with_file(path);
+  }
+  std::string text(static_cast<std::size_t>(st.st_size), '\0');
+  text.resize(std::fread(text.data(), 1, text.size(), f.get()));
+  out.found = true;
+  Section* section = nullptr;
+  std::string parent;  // the key of a nested block ("s3"), while its indented lines last
+  std::size_t line_no = 0;
+  for (std::size_t pos = 0; pos <= text.size();) {
+    std::size_t end = text.find('\n', pos);
+    if (end == std::string::npos) end = text.size();
+    std::string_view raw(text.data() + pos, end - pos);
+    pos = end + 1;
+    ++line_no;
+    const bool indented = !raw.empty() && (raw[0] == ' ' || raw[0] == '\t');
+    std::string_view line = trim(raw, " \t\r");
+    if (line.empty() || line[0] == '#' || line[0] == ';') continue;
+    if (line.front() == '[') {
+      if (line.back() != ']') {
+        return Error(ErrorKind::InvalidArgument, "line " + std::to_string(line_no) + ": a section header without its closing ']'").with_file(path);
+      }
+      section = &out.sections[std::string(trim(line.substr(1, line.size() - 2)))];
+      parent.clear();
+      continue;
+    }
+    const std::size_t eq = line.find('=');
+    if (eq == std::string_view::npos || section == nullptr) {
+      // Never quote the line: it may hold a secret.
+      return Error(ErrorKind::InvalidArgument, "line " + std::to_string(line_no) + ": not a \"key = value\" line inside a [section]").with_file(path);
+    }
+    std::string key = lower(std::string(trim(line.substr(0, eq))));
+    std::string value(trim(line.substr(eq + 1)));
+    if (indented && !parent.empty()) {
+      (*section)[parent + "." + key] = value;
+      continue;
+    }
+    parent = value.empty() ? key : std::string();
+    (*section)[key] = std::move(value);
+  }
+  return out;
+}
+
+std::string home_file(const char* env_name, const char* default_name) {
+  if (std::string v = env(env_name); !v.empty()) return v;
+  const std::string home = env("HOME");
+  return home.empty() ? std::string() : home + "/.aws/" + default_name;
+}
+
+// The profile's section: "[NAME]" in the credentials file, "[profile NAME]" (or "[default]") in the
+// config file.
+const Section* profile_section(const AwsFile& file, const std::string& profile, bool config_file) {
+  std::vector<std::string> names;
+  if (config_file) {
+    names.push_back("profile " + profile);
+    if (profile == "default") names.push_back("default");
+  } else {
+    names.push_back(profile);
+  }
+  for (const std::string& n : names) {
+    if (auto it = file.sections.find(n); it != file.sections.end()) return &it->second;
+  }
+  return nullptr;
+}
+
+std::string get(const Section* s, const std::string& key) {
+  if (s == nullptr) return {};
+  auto it = s->find(key);
+  return it == s->end() ? std::string() : it->second;
+}
+
+bool truthy(const std::string& v) {
+  const std::string l = lower(v);
+  return l == "true" || l == "1" || l == "yes";
+}
+
+bool valid_endpoint(const std::string& url) { return uri::starts_with_nocase(url, "http://") || uri::starts_with_nocase(url, "https://"); }
+
+// A bucket name that can be the first label of a host name (virtual-hosted addressing).
+bool dns_compatible(const std::string& bucket) {
+  if (bucket.size() < 3 || bucket.size() > 63) return false;
+  for (char c : bucket) {
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-')) return false;
+  }
+  return bucket.front() != '-' && bucket.back() != '-';
+}
+
+}  // namespace
+
+Result<S3Location> parse_s3_url(std::string_view url) {
+  if (!is_s3_url(url)) return Error(ErrorKind::InvalidArgument, "not an s3:// URL").with_file(url);
+  std::string_view rest = url.substr(5);
+  const std::size_t slash = rest.find('/');
+  S3Location loc;
+  loc.bucket = std::string(rest.substr(0, slash));
+  if (slash != std::string_view::npos) loc.key = std::string(rest.substr(slash + 1));
+  // S3's rules, with the legacy ones (upper case, '_', up to 255 characters) that old buckets still have.
+  bool ok = !loc.bucket.empty() && loc.bucket.size() <= 255;
+  for (char c : loc.bucket) {
+    ok = ok && ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '-' || c == '_');
+  }
+  if (!ok) {
+    return Error(ErrorKind::InvalidArgument, "an s3:// URL needs a bucket name of letters, digits, '.', '-' and '_': s3://BUCKET/KEY").with_file(url);
+  }
+  if (loc.key.find('\0') != std::string::npos) return Error(ErrorKind::InvalidArgument, "an S3 key cannot hold a NUL byte").with_file(url);
+  return loc;
+}
+
+Result<S3Request> resolve_s3_request(const S3Location& location, const S3Options& options) {
+  const std::string name = "s3://" + location.bucket + "/" + location.key;
+  const bool profile_given = !options.profile.empty() || !env("AWS_PROFILE").empty();
+  const std::string profile = !options.profile.empty() ? options.profile : (profile_given ? env("AWS_PROFILE") : "default");
+
+  auto credentials_file = read_aws_file(home_file("AWS_SHARED_CREDENTIALS_FILE", "credentials"));
+  if (!credentials_file.is_ok()) return error_of(credentials_file);
+  auto config_file = read_aws_file(home_file("AWS_CONFIG_FILE", "config"));
+  if (!config_file.is_ok()) return error_of(config_file);
+  const Section* cred_section = profile_section(*credentials_file, profile, false);
+  const Section* conf_section = profile_section(*config_file, profile, true);
+
+  S3Request req;
+  // Region.
+  req.region = options.region;
+  if (req.region.empty()) req.region = env("AWS_REGION");
+  if (req.region.empty()) req.region = env("AWS_DEFAULT_REGION");
+  if (req.region.empty()) req.region = get(conf_section, "region");
+  if (req.region.empty()) req.region = "us-east-1";
+  for (char c : req.region) {
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-')) {
+      return Error(ErrorKind::InvalidArgument, "the AWS region \"" + req.region + "\" is not a region name (a-z, 0-9, '-')").with_file(name);
+    }
+  }
+
+  // Endpoint.
+  std::string endpoint = options.endpoint_url;
+  std::string endpoint_from = "the endpoint option";
+  if (endpoint.empty() && !truthy(env("AWS_IGNORE_CONFIGURED_ENDPOINT_URLS"))) {
+    const std::pair<std::string, std::string> candidates[] = {
+        {env("AWS_ENDPOINT_URL_S3"), "AWS_ENDPOINT_URL_S3"},
+        {env("AWS_ENDPOINT_URL"), "AWS_ENDPOINT_URL"},
+        {get(conf_section, "s3.endpoint_url"), "endpoint_url of profile " + profile + " in " + config_file->path},
+        {get(conf_section, "endpoint_url"), "endpoint_url of profile " + profile + " in " + config_file->path},
+    };
+    for (const auto& [value, from] : candidates) {
+      if (!value.empty()) {
+        endpoint = value;
+        endpoint_from = from;
+        break;
+      }
+    }
+  }
+  const bool aws_endpoint = endpoint.empty();
+  if (aws_endpoint) endpoint = "https://s3." + req.region + ".amazonaws.com";
+  while (endpoint.size() > 8 && endpoint.back() == '/') endpoint.pop_back();
+  if (!valid_endpoint(endpoint) || endpoint.find_first_of(" \r\n?#") != std::string::npos) {
+    return Error(ErrorKind::InvalidArgument, "the S3 endpoint from " + endpoint_from + " must be an http:// or https:// URL without query")
+        .with_file(name);
+  }
+  req.endpoint = endpoint;
+
+  // Addressing style.
+  std::string style = options.addressing_style;
+  if (style.empty()) style = get(conf_section, "s3.addressing_style");
+  if (style.empty() || style == "auto") {
+    const bool https = uri::starts_with_nocase(endpoint, "https://");
+    style = aws_endpoint && dns_compatible(location.bucket) && !(https && location.bucket.find('.') != std::string::npos) ? "virtual" : "path";
+  }
+  const std::string key = uri::percent_encode(location.key, true);
+  if (style == "virtual") {
+    if (!dns_compatible(location.bucket)) {
+      return Error(ErrorKind::InvalidArgument,
+                   "bucket \"" + location.bucket + "\" is not a valid host name label: virtual-hosted addressing cannot reach it (use path style)")
+          .with_file(name);
+    }
+    const std::size_t host = endpoint.find("://") + 3;
+    req.url = endpoint.substr(0, host) + location.bucket + "." + endpoint.substr(host) + "/" + key;
+  } else if (style == "path") {
+    req.url = endpoint + "/" + uri::percent_encode(location.bucket, false) + "/" + key;
+  } else {
+    return Error(ErrorKind::InvalidArgument, "S3 addressing style must be auto, virtual or path, got \"" + style + "\"").with_file(name);
+  }
+
+  // Credentials.
+  if (options.anonymous) return req;
+  req.signed_request = true;
+  const std::string env_id = env("AWS_ACCESS_KEY_ID"), env_secret = env("AWS_SECRET_ACCESS_KEY");
+  if (!env_id.empty() || !env_secret.empty()) {
+    if (env_id.empty() || env_secret.empty()) {
+      return Error(ErrorKind::InvalidArgument, std::string("partial AWS credentials in the environment: ") +
+                                                   (env_id.empty() ? "AWS_ACCESS_KEY_ID" : "AWS_SECRET_ACCESS_KEY") + " is not set")
+          .with_file(name);
+    }
+    req.access_key_id = env_id;
+    req.secret_access_key = env_secret;
+    req.session_token = env("AWS_SESSION_TOKEN");
+    req.credentials_from = "environment";
+  } else {
+    for (const auto& [section, file] : {std::pair{cred_section, &*credentials_file}, std::pair{conf_section, &*config_file}}) {
+      const std::string id = get(section, "aws_access_key_id"), secret = get(section, "aws_secret_access_key");
+      if (id.empty() && secret.empty()) continue;
+      if (id.empty() || secret.empty()) {
+        return Error(ErrorKind::InvalidArgument,
+                     "profile " + profile + " has " +
+                         (id.empty() ? "aws_secret_access_key without aws_access_key_id" : "aws_access_key_id without aws_secret_access_key"))
+            .with_file(file->path);
+      }
+      req.access_key_id = id;
+      req.secret_access_key = secret;
+      req.session_token = get(section, "aws_session_token");
+      req.credentials_from = "profile " + profile + " in " + file->path;
+      break;
+    }
+  }
+  if (req.access_key_id.empty()) {
+    if (profile_given && cred_section == nullptr && conf_section == nullptr) {
+      return Error(ErrorKind::InvalidArgument,
+                   "AWS profile \"" + profile + "\" is in neither " + credentials_file->path + " nor " + config_file->path)
+          .with_file(name);
+    }
+    for (const char* method : {"credential_process", "role_arn", "sso_session", "sso_start_url", "web_identity_token_file"}) {
+      if (!get(conf_section, method).empty() || !get(cred_section, method).empty()) {
+        return Error(ErrorKind::NotSupported, "profile " + profile + " gets its credentials through " + method +
+                                                  ", which safeweights does not run; export AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and "
+                                                  "AWS_SESSION_TOKEN (e.g. from `aws configure export-credentials`)")
+            .with_file(name);
+      }
+    }
+    return Error(ErrorKind::InvalidArgument, "no AWS credentials: looked in AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, then profile " + profile +
+                                                 " in " + credentials_file->path + " and " + config_file->path +
+                                                 "; for a public bucket, read anonymously (--s3-anonymous, anonymous=True)")
+        .with_file(name);
+  }
+  for (const std::string* secret : {&req.access_key_id, &req.secret_access_key, &req.session_token}) {
+    if (secret->find_first_of("\r\n") != std::string::npos) {
+      return Error(ErrorKind::InvalidArgument, "AWS credentials from " + req.credentials_from + " contain a line break").with_file(name);
+    }
+  }
+  return req;
+}
+
+}  // namespace safeweights
