@@ -252,7 +252,8 @@ def test_bench_times_the_remote_load_and_its_one_connection_reference(s3, local_
     want = sum(t["data_offsets"][1] - t["data_offsets"][0] for t in tensors)
     proc = run_cli("bench", "--json", "--passes", "1", "--connections", "3", "--part-mib", "1", remote_files["safetensors"], env=s3.env())
     r = json.loads(proc.stdout)
-    assert r["tensor_bytes"] == want and r["tensors"] == len(tensors)
+    # The load keeps the file's layout from the first tensor, its start rounded down to 4 KiB.
+    assert want <= r["tensor_bytes"] < want + 4096 and r["tensors"] == len(tensors)
     assert r["connections"] == 3 and r["part_bytes"] == 1 << 20
     assert r["load_gbps"] > 0 and r["one_connection_gbps"] > 0
     refused = run_cli("bench", "--device", "cuda", remote_files["safetensors"], env=s3.env(), check=False)
