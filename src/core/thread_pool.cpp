@@ -40,16 +40,21 @@ unsigned pool_size() {
 
 ThreadPool* ThreadPool::create() {
   auto* pool = new ThreadPool();
-  const unsigned want = pool_size();
-  for (unsigned i = 0; i < want; ++i) {
+  pool->grow_to(pool_size());
+  return pool;
+}
+
+void ThreadPool::grow_to(unsigned n) {
+  n = std::min(n, kMaxWorkers);
+  std::lock_guard lock(mu_);
+  while (workers_.load(std::memory_order_relaxed) < n) {
     try {
-      std::thread(&ThreadPool::work, pool).detach();  // never joined: the pool outlives them
-      ++pool->workers_;
+      std::thread(&ThreadPool::work, this).detach();  // never joined: the pool outlives them
+      workers_.fetch_add(1, std::memory_order_relaxed);
     } catch (const std::system_error&) {
       break;  // a thread limit: fewer workers, loops still complete on their callers
     }
   }
-  return pool;
 }
 
 ThreadPool& ThreadPool::shared() {
@@ -71,7 +76,8 @@ bool ThreadPool::on_worker_thread() noexcept { return t_is_worker; }
 bool ThreadPool::try_submit(std::function<void()> task) {
   {
     std::lock_guard lock(mu_);
-    if (workers_ == 0 || queue_.size() >= kQueuePerWorker * workers_) return false;
+    const unsigned workers = workers_.load(std::memory_order_relaxed);
+    if (workers == 0 || queue_.size() >= kQueuePerWorker * workers) return false;
     queue_.push_back(std::move(task));
   }
   ready_.notify_one();
@@ -183,6 +189,7 @@ Status parallel_for(std::size_t count, unsigned threads, const std::function<Sta
   loop->count = count;
   loop->caller_link = CancelLink::current();
   ThreadPool& pool = ThreadPool::shared();
+  if (threads - 1 > pool.size()) pool.grow_to(threads - 1);
   for (unsigned h = 1; h < threads; ++h) {
     if (!pool.try_submit([loop] { loop->help(); })) break;
   }

@@ -9,7 +9,9 @@
 // Size: one worker per core, but never fewer than kMinWorkers nor more than kMaxWorkers. The floor is
 // there because pool tasks also wait on I/O (HTTP requests, pread on network filesystems), where
 // threads block rather than compute; it keeps HttpOptions::parallel's default of 8 requests in flight
-// on small machines. An idle worker costs a blocked thread, nothing more.
+// on small machines. An idle worker costs a blocked thread, nothing more. A loop that asks for more
+// threads than the pool has (a remote load with more requests in flight than cores, `--connections 16`)
+// grows it to that many, up to kMaxWorkers, once: the added workers stay for the next such loop.
 //
 // Lifetime: the pool is never destroyed. At exit idle workers are blocked on a condition variable
 // that is never destroyed either, so there is no join that could hang and no worker that could touch
@@ -19,6 +21,7 @@
 // Thread safety: every function may be called from any thread, pool workers included.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstddef>
 #include <deque>
@@ -40,7 +43,10 @@ class ThreadPool {
   // Whether the calling thread is a worker of the process-wide pool.
   static bool on_worker_thread() noexcept;
 
-  unsigned size() const noexcept { return workers_; }
+  unsigned size() const noexcept { return workers_.load(std::memory_order_relaxed); }
+
+  // Starts workers until there are `n` (at most kMaxWorkers; fewer when the system refuses threads).
+  void grow_to(unsigned n);
 
   // Queues `task` to run on some worker. False (task dropped) when the queue is full: callers must
   // be able to do the work themselves, which parallel_for always can.
@@ -55,7 +61,7 @@ class ThreadPool {
   static ThreadPool* create();
   void work() noexcept;
 
-  unsigned workers_ = 0;  // threads actually started (0 if the system refused every one)
+  std::atomic<unsigned> workers_{0};  // threads actually started (0 if the system refused every one)
   std::mutex mu_;
   std::condition_variable ready_;
   std::deque<std::function<void()>> queue_;
