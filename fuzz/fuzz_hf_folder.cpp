@@ -99,15 +99,18 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (i == 3) model = part;
   }
 
-  auto config = hf::read_config(folder());
+  auto listed = Folder::open(folder(), plain_resolver());
+  FUZZ_CHECK(listed.is_ok());
+  const Folder& dir = *listed;
+  auto config = hf::read_config(dir);
   check("config.json", config);
   if (config.is_ok()) {
-    FUZZ_CHECK(hf::is_model_config(folder()));
+    FUZZ_CHECK(hf::is_model_config(dir));
     FUZZ_CHECK(hf::is_model_folder(folder()));
     FUZZ_CHECK(config->arch != nullptr);
   }
-  check("tokenizer.json", hf::read_tokenizer_json(folder()));
-  check("tokenizer_config.json", hf::read_tokenizer_config(folder()));
+  check("tokenizer.json", hf::read_tokenizer_json(dir));
+  check("tokenizer_config.json", hf::read_tokenizer_config(dir));
   if (present & 8u) {
     auto pieces = hf::parse_sentencepiece(model, "tokenizer.model");
     say("tokenizer.model", pieces.status());
@@ -115,7 +118,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   if (config.is_ok() && config->vocab_size <= (1u << 16)) {
     std::vector<gguf::KeyValue> kv;
-    Status s = hf::add_vocabulary(folder(), *config, {}, kv);
+    Status s = hf::add_vocabulary(dir, *config, {}, kv);
     say("vocabulary", s);
     if (!s.is_ok()) {
       check_names_file(s.error());

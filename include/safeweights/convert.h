@@ -23,6 +23,7 @@
 
 #include "safeweights/error.h"
 #include "safeweights/export.h"
+#include "safeweights/folder.h"
 #include "safeweights/format.h"
 #include "safeweights/metadata.h"
 #include "safeweights/tensor_file.h"
@@ -92,6 +93,8 @@ Result<ConvertReport> convert_path(const std::string& input, const std::string& 
                                    const std::string& entry = {}, const std::function<void(const TensorFile&)>& opened = {});
 
 // Whether `folder` holds transformers' PyTorch weights: pytorch_model.bin or pytorch_model.bin.index.json.
+bool is_bin_folder(const Folder& folder);
+// The same for a folder's name, local or remote (safeweights/folder.h), opened with plain_resolver().
 bool is_bin_folder(const std::string& folder);
 
 // Converts such a folder into a folder transformers' from_pretrained loads as it is:

@@ -29,6 +29,7 @@
 #include "safeweights/convert.h"
 #include "safeweights/error.h"
 #include "safeweights/export.h"
+#include "safeweights/folder.h"
 #include "safeweights/tensor_file.h"
 #include "safeweights/tensor_type.h"
 
@@ -39,6 +40,8 @@ SAFEWEIGHTS_API_BEGIN
 // ("architectures" or "model_type"), or cannot be read at all (plan() then says why, naming the file,
 // rather than the folder being converted as plain tensors). A folder without config.json, or whose
 // config.json describes something else (a diffusers component), is not.
+bool is_model_folder(const Folder& folder);
+// The same for a folder's name, local or remote (safeweights/folder.h), opened with plain_resolver().
 bool is_model_folder(const std::string& folder);
 
 struct LlamaOptions {
@@ -64,6 +67,8 @@ struct GgufConversion {
 // (mixture of experts, a rope type or rope key not mapped, another activation, a tensor with no
 // llama.cpp name); InvalidArgument for a malformed or out-of-range configuration, naming the file and
 // key; TensorNotFound for a missing tensor; FileNotFound when there is no tokenizer.
+Result<GgufConversion> plan(const Folder& folder, const TensorFile& weights, std::optional<TensorType> type, const LlamaOptions& options = {});
+// The same for a folder's name, local or remote, opened with plain_resolver().
 Result<GgufConversion> plan(const std::string& folder, const TensorFile& weights, std::optional<TensorType> type, const LlamaOptions& options = {});
 
 SAFEWEIGHTS_API_END

@@ -21,10 +21,13 @@
 #include "core/status_macros.h"
 #include "core/strings.h"
 #include "io/posix_util.h"
+#include "io/read_util.h"
 #include "pytorch/index.h"
 #include "safeweights/atomic_file.h"
 #include "safeweights/cancel.h"
 #include "safeweights/convert.h"
+#include "safeweights/folder.h"
+#include "safeweights/http.h"
 #include "safeweights/pytorch.h"
 #include "safeweights/text.h"
 
@@ -129,7 +132,37 @@ void remove_stale_staging(const std::string& parent, const std::string& base) {
   for (const fs::path& dir : stale) fs::remove_all(dir, ec);
 }
 
-// Copies the top-level file `name` of `input` into `folder` atomically, never through a symlink.
+Status check_side_size(const std::string& from, std::uint64_t size, std::uint64_t& total) {
+  if (size > kMaxSideFile)
+    return Error(ErrorKind::ResourceLimit,
+                 "a file beside the weights is larger than 256 MiB, which no config or tokenizer file is: remove it "
+                 "from the folder, or convert to a file (OUT.safetensors)")
+        .with_file(from);
+  total += size;
+  if (total > kMaxSideTotal)
+    return Error(ErrorKind::ResourceLimit, "the files beside the weights add up to more than 1 GiB: remove what is not config or tokenizer")
+        .with_file(from);
+  return Status::ok();
+}
+
+Status write_side_file(const std::string& folder, const std::string& name, std::span<const std::byte> bytes, bool durable) {
+  SW_ASSIGN_OR_RETURN(AtomicFile out, AtomicFile::create(folder + "/" + name, {bytes.size(), durable}));
+  SW_RETURN_IF_ERROR(out.append(bytes));
+  return out.commit();
+}
+
+// Copies the top-level file `name` of a remote folder into `folder` atomically.
+Status copy_remote_side_file(const Folder& input, const std::string& name, const std::string& folder, std::uint64_t& total, bool durable) {
+  const std::string from = input.path_of(name);
+  SW_ASSIGN_OR_RETURN(SourcePtr source, input.open_file(name));
+  SW_RETURN_IF_ERROR(check_side_size(from, source->size(), total));
+  auto bytes = read_small(*source, kMaxSideFile);
+  if (!bytes.is_ok()) return error_of(bytes).with_file(from);
+  return write_side_file(folder, name, std::as_bytes(std::span<const char>(bytes->data(), bytes->size())), durable);
+}
+
+// Copies the top-level file `name` of the local folder `input` into `folder` atomically, never
+// through a symlink.
 Status copy_side_file(const std::string& input, const std::string& name, const std::string& folder, std::uint64_t& total, bool durable) {
   const std::string from = input + "/" + name;
   const int fd = ::open(from.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
@@ -142,20 +175,18 @@ Status copy_side_file(const std::string& input, const std::string& name, const s
   if (::fstat(fd, &st) != 0) return Error(ErrorKind::IoError, "cannot stat: " + errno_text(errno)).with_file(from);
   if (!S_ISREG(st.st_mode)) return Error(ErrorKind::UnsafePath, "changed into something other than a file while being copied").with_file(from);
   const auto size = static_cast<std::uint64_t>(st.st_size);
-  if (size > kMaxSideFile)
-    return Error(ErrorKind::ResourceLimit,
-                 "a file beside the weights is larger than 256 MiB, which no config or tokenizer file is: remove it "
-                 "from the folder, or convert to a file (OUT.safetensors)")
-        .with_file(from);
-  total += size;
-  if (total > kMaxSideTotal)
-    return Error(ErrorKind::ResourceLimit, "the files beside the weights add up to more than 1 GiB: remove what is not config or tokenizer")
-        .with_file(from);
+  SW_RETURN_IF_ERROR(check_side_size(from, size, total));
   std::vector<std::byte> bytes(static_cast<std::size_t>(size));
   SW_RETURN_IF_ERROR(pread_exact(fd, 0, bytes, from));
-  SW_ASSIGN_OR_RETURN(AtomicFile out, AtomicFile::create(folder + "/" + name, {size, durable}));
-  SW_RETURN_IF_ERROR(out.append(bytes));
-  return out.commit();
+  return write_side_file(folder, name, bytes, durable);
+}
+
+// The files of a remote folder copied beside the weights (a listing has no links nor special files).
+std::vector<std::string> remote_side_files(const Folder& input) {
+  std::vector<std::string> names;
+  for (const FolderEntry& e : input.entries())
+    if (!e.is_folder && e.name[0] != '.' && !is_weight_or_pickle(e.name)) names.push_back(e.name);
+  return names;
 }
 
 // The names of the files copied beside the weights, sorted. A symbolic link or a special file is
@@ -216,10 +247,12 @@ Result<ConvertReport> convert_bin_folder(const std::string& input_folder, const 
                  "a folder of .bin shards converts to a folder of the same shards, tensors and format: to cut shards anew, write "
                  "OUT/model.safetensors.index.json; for a tensor list or another format, name the output file")
         .with_file(input_folder);
-  const std::string index_path = input_folder + "/pytorch_model.bin.index.json";
-  const std::string single = input_folder + "/pytorch_model.bin";
-  const bool sharded = fs::exists(index_path, ec);
-  if (!sharded && !fs::exists(single, ec))
+  SW_ASSIGN_OR_RETURN(Folder input, Folder::open(input_folder, resolver_of(read)));
+  const bool remote = is_url(input_folder);
+  const std::string index_path = input.path_of("pytorch_model.bin.index.json");
+  const std::string single = input.path_of("pytorch_model.bin");
+  const bool sharded = input.has_file("pytorch_model.bin.index.json");
+  if (!sharded && !input.has_file("pytorch_model.bin"))
     return Error(ErrorKind::FileNotFound, "neither pytorch_model.bin nor pytorch_model.bin.index.json in the folder").with_file(input_folder);
 
   // The output: a new folder, or an empty one (nothing is merged into a folder that holds files).
@@ -235,7 +268,10 @@ Result<ConvertReport> convert_bin_folder(const std::string& input_folder, const 
   if (exists && !fs::is_empty(output, ec))
     return Error(ErrorKind::InvalidArgument, "the output folder is not empty: name a new or empty folder (a model is never merged into another)")
         .with_file(output);
-  SW_ASSIGN_OR_RETURN(std::vector<std::string> copied, side_files(input_folder));
+  std::vector<std::string> copied = remote_side_files(input);
+  if (!remote) {
+    SW_ASSIGN_OR_RETURN(copied, side_files(input_folder));
+  }
 
   const std::string parent = folder_of(output);
   Staging staging;
@@ -262,7 +298,7 @@ Result<ConvertReport> convert_bin_folder(const std::string& input_folder, const 
     std::uint64_t total = 0;
     for (const auto& [bin, listed] : shards) {
       SW_ASSIGN_OR_RETURN(std::string name, safetensors_name(bin));
-      SW_ASSIGN_OR_RETURN(ConvertReport done, convert_checkpoint(input_folder + "/" + bin, staging.path + "/" + name, read, options, opened));
+      SW_ASSIGN_OR_RETURN(ConvertReport done, convert_checkpoint(input.path_of(bin), staging.path + "/" + name, read, options, opened));
       for (const ConvertedTensor& t : done.tensors) {
         if (!listed.contains(t.name))
           return Error(ErrorKind::InvalidIndex, "tensor `" + t.name + "` of shard `" + bin + "` is not listed for it in the index")
@@ -284,7 +320,11 @@ Result<ConvertReport> convert_bin_folder(const std::string& input_folder, const 
   }
   std::uint64_t side_total = 0;
   for (const std::string& name : copied) {
-    SW_RETURN_IF_ERROR(copy_side_file(input_folder, name, staging.path, side_total, options.write.durable));
+    if (remote) {
+      SW_RETURN_IF_ERROR(copy_remote_side_file(input, name, staging.path, side_total, options.write.durable));
+    } else {
+      SW_RETURN_IF_ERROR(copy_side_file(input_folder, name, staging.path, side_total, options.write.durable));
+    }
     written.push_back(name);
   }
   SW_RETURN_IF_ERROR(check_cancelled());

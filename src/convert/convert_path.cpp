@@ -1,9 +1,12 @@
 // convert_path (include/safeweights/convert.h): a path in, a path out, routed by what the input is and
 // what the output names, through the plan providers.
 #include <filesystem>
+#include <optional>
 
 #include "core/status_macros.h"
 #include "safeweights/convert.h"
+#include "safeweights/folder.h"
+#include "safeweights/format.h"
 #include "safeweights/hf_llama.h"
 
 namespace safeweights {
@@ -22,8 +25,12 @@ bool names_a_folder(const std::string& output, bool is_folder) {
 Result<ConvertReport> convert_path(const std::string& input, const std::string& output, ConvertOptions options, const FormatOptions& read,
                                    const std::string& entry, const std::function<void(const TensorFile&)>& opened) {
   std::error_code ec;
-  const bool input_folder = std::filesystem::is_directory(input, ec);
-  if (input_folder && options.to.empty() && is_bin_folder(input)) {
+  std::optional<Folder> folder;
+  if (names_folder(input)) {
+    SW_ASSIGN_OR_RETURN(Folder opened, Folder::open(input, resolver_of(read)));
+    folder.emplace(std::move(opened));
+  }
+  if (folder && options.to.empty() && is_bin_folder(*folder)) {
     const bool output_folder = std::filesystem::is_directory(std::filesystem::symlink_status(output, ec));
     std::string stripped = output;
     while (stripped.size() > 1 && stripped.ends_with('/')) stripped.pop_back();
@@ -44,17 +51,19 @@ Result<ConvertReport> convert_path(const std::string& input, const std::string& 
   if (opened) opened(*file);
   SW_ASSIGN_OR_RETURN(const Format* out, output_format(output, options.to));
   // A Hugging Face model folder into GGUF: llama.cpp's names, Q/K order, metadata and tokenizer.
-  if (out->name() == "gguf" && input_folder && hf::is_model_folder(input)) {
-    SW_ASSIGN_OR_RETURN(hf::GgufConversion planned, hf::plan(input, *file, options.type));
+  if (out->name() == "gguf" && folder && hf::is_model_folder(*folder)) {
+    SW_ASSIGN_OR_RETURN(hf::GgufConversion planned, hf::plan(*folder, *file, options.type));
     options.plan = std::move(planned.plan);
     return convert(*planned.tensors, output, options);
   }
   return convert(*file, output, options);
 }
 
+bool is_bin_folder(const Folder& folder) { return folder.has_file("pytorch_model.bin") || folder.has_file("pytorch_model.bin.index.json"); }
+
 bool is_bin_folder(const std::string& folder) {
-  std::error_code ec;
-  return std::filesystem::exists(folder + "/pytorch_model.bin", ec) || std::filesystem::exists(folder + "/pytorch_model.bin.index.json", ec);
+  auto opened = Folder::open(folder, plain_resolver());
+  return opened.is_ok() && is_bin_folder(*opened);
 }
 
 }  // namespace safeweights

@@ -234,16 +234,15 @@ Status check_math_keys(const JsonFile& file, const Architecture& arch) {
 
 }  // namespace
 
-bool is_model_config(const std::string& folder) {
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(folder + "/config.json", ec)) return false;
-  auto file = JsonFile::read(folder + "/config.json", kMaxConfigBytes);
+bool is_model_config(const Folder& folder) {
+  if (!folder.has_file("config.json")) return false;
+  auto file = JsonFile::read(folder, "config.json", kMaxConfigBytes);
   if (!file.is_ok()) return true;  // broken: plan() says why, naming the file
   return JsonFile::member((*file)->root(), "architectures") || JsonFile::member((*file)->root(), "model_type");
 }
 
-Result<ModelConfig> read_config(const std::string& folder) {
-  SW_ASSIGN_OR_RETURN(auto file, JsonFile::read(folder + "/config.json", kMaxConfigBytes));
+Result<ModelConfig> read_config(const Folder& folder) {
+  SW_ASSIGN_OR_RETURN(auto file, JsonFile::read(folder, "config.json", kMaxConfigBytes));
   const auto root = file->root();
   ModelConfig c;
   SW_ASSIGN_OR_RETURN(c.hf_class, model_class(*file));

@@ -1,7 +1,6 @@
 // The hf component switched off (SAFEWEIGHTS_WITH_HF=OFF): CMake compiles this file instead of src/hf/'s
 // converter, so the library holds no tokenizer or config readers. These are the entry points of
 // safeweights/hf_llama.h (not installed then), which the CLI's convert still calls.
-#include <filesystem>
 #include <string>
 
 #include "safeweights/hf_llama.h"
@@ -17,9 +16,16 @@ static Error not_built(const std::string& folder) {
 // config.json) counts, so that converting one to GGUF is refused with the
 // reason (plan() below, which convert_path calls for such a folder), rather than converted as a plain
 // folder of tensors without its model metadata.
+bool is_model_folder(const Folder& folder) { return folder.has_file("config.json"); }
+
 bool is_model_folder(const std::string& folder) {
-  std::error_code ec;
-  return std::filesystem::is_regular_file(folder + "/config.json", ec);
+  auto opened = Folder::open(folder, plain_resolver());
+  return opened.is_ok() && is_model_folder(*opened);
+}
+
+Result<GgufConversion> plan(const Folder& folder, const TensorFile& /*weights*/, std::optional<TensorType> /*type*/,
+                            const LlamaOptions& /*options*/) {
+  return not_built(folder.name());
 }
 
 Result<GgufConversion> plan(const std::string& folder, const TensorFile& /*weights*/, std::optional<TensorType> /*type*/,

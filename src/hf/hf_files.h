@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "safeweights/error.h"
+#include "safeweights/folder.h"
 #include "safeweights/gguf.h"
 
 namespace safeweights::hf {
@@ -73,11 +74,11 @@ struct ModelConfig {
 // FileNotFound without config.json; InvalidArgument for a malformed one; NotSupported for a model
 // llama.cpp cannot compute as transformers does (another architecture, experts, a rope type or key it
 // has no equivalent for), naming the key.
-Result<ModelConfig> read_config(const std::string& folder);
+Result<ModelConfig> read_config(const Folder& folder);
 // The folder has a config.json that describes a model ("architectures" or "model_type"), or one that
 // cannot be read at all (so that plan() refuses it by name rather than the folder being converted as
 // plain tensors).
-bool is_model_config(const std::string& folder);
+bool is_model_config(const Folder& folder);
 
 // A token added on top of the model's vocabulary (tokenizer.json "added_tokens").
 struct AddedToken {
@@ -105,7 +106,7 @@ struct TokenizerJson {
   std::vector<AddedToken> added;
   std::optional<BpeTokenizer> bpe;  // set when model.type is "BPE"
 };
-Result<TokenizerJson> read_tokenizer_json(const std::string& folder);
+Result<TokenizerJson> read_tokenizer_json(const Folder& folder);
 
 // tokenizer_config.json: what llama.cpp's SpecialVocab and LlamaModel.set_vocab read.
 struct TokenizerConfig {
@@ -117,7 +118,7 @@ struct TokenizerConfig {
   std::vector<AddedToken> added_tokens_decoder;  // by id, as the file lists them
 };
 // An absent file gives an empty config.
-Result<TokenizerConfig> read_tokenizer_config(const std::string& folder);
+Result<TokenizerConfig> read_tokenizer_config(const Folder& folder);
 
 // One SentencePiece piece (ModelProto.pieces).
 struct Piece {

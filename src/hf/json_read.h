@@ -21,6 +21,7 @@
 #include "core/utf8.h"
 #include "io/read_util.h"
 #include "json/dom.h"
+#include "safeweights/folder.h"
 
 namespace safeweights::hf {
 
@@ -34,10 +35,14 @@ std::size_t widen_numbers(std::string& text);
 // A parsed JSON file. The DOM points into the parser, which the object owns.
 class JsonFile {
  public:
-  // FileNotFound when absent (callers that allow absence check first); InvalidArgument when the file
-  // is not one JSON object or repeats a key at its top level.
-  static Result<std::unique_ptr<JsonFile>> read(const std::string& path, std::uint64_t cap) {
-    SW_ASSIGN_OR_RETURN(std::string text, read_small_file(path, cap));
+  // The file `name` of `folder`. FileNotFound when absent (callers that allow absence check first);
+  // InvalidArgument when the file is not one JSON object or repeats a key at its top level.
+  static Result<std::unique_ptr<JsonFile>> read(const Folder& folder, std::string_view name, std::uint64_t cap) {
+    const std::string path = folder.path_of(name);
+    SW_ASSIGN_OR_RETURN(SourcePtr source, folder.open_file(name));
+    auto bytes = read_small(*source, cap);
+    if (!bytes.is_ok()) return error_of(bytes).with_file(path);
+    std::string text = std::move(*bytes);
     auto file = std::unique_ptr<JsonFile>(new JsonFile(path));
     if (!is_valid_utf8(text)) return file->bad("", "is not valid UTF-8");
     widen_numbers(text);

@@ -146,14 +146,6 @@ TensorType weights_type(const TensorFile& weights) {
   return TensorType::F32;
 }
 
-// The folder's own name, also for "." or a trailing slash.
-std::string folder_name(const std::string& folder) {
-  std::error_code ec;
-  auto p = std::filesystem::absolute(folder, ec).lexically_normal();
-  if (p.filename().empty()) p = p.parent_path();
-  return p.filename().string();
-}
-
 // The hyper-parameters, under llama.cpp's keys ({arch}.*) with the types gguf-py writes (its loader
 // rejects any other type), in the order llama.cpp's converter writes them (Model, then LlamaModel's).
 std::vector<KeyValue> hyper_parameters(const ModelConfig& c, std::uint32_t ftype, const std::string& name) {
@@ -195,9 +187,19 @@ std::vector<KeyValue> hyper_parameters(const ModelConfig& c, std::uint32_t ftype
 
 }  // namespace
 
-bool is_model_folder(const std::string& folder) { return is_model_config(folder); }
+bool is_model_folder(const Folder& folder) { return is_model_config(folder); }
+
+bool is_model_folder(const std::string& folder) {
+  auto opened = Folder::open(folder, plain_resolver());
+  return opened.is_ok() && is_model_config(*opened);
+}
 
 Result<GgufConversion> plan(const std::string& folder, const TensorFile& weights, std::optional<TensorType> type, const LlamaOptions& options) {
+  SW_ASSIGN_OR_RETURN(Folder opened, Folder::open(folder, plain_resolver()));
+  return plan(opened, weights, type, options);
+}
+
+Result<GgufConversion> plan(const Folder& folder, const TensorFile& weights, std::optional<TensorType> type, const LlamaOptions& options) {
   SW_ASSIGN_OR_RETURN(ModelConfig config, read_config(folder));
   for (std::string_view computed : {"rope_freqs.weight", "rope_factors_long.weight", "rope_factors_short.weight"}) {
     if (weights.find(computed)) {
@@ -229,7 +231,7 @@ Result<GgufConversion> plan(const std::string& folder, const TensorFile& weights
   if (!ftype) {
     return Error(ErrorKind::NotSupported, "llama.cpp has no file type for " + std::string(type_name(target))).with_file(weights.name());
   }
-  std::vector<KeyValue> kv = hyper_parameters(config, *ftype, folder_name(folder));
+  std::vector<KeyValue> kv = hyper_parameters(config, *ftype, folder.base_name());
   SW_RETURN_IF_ERROR(add_vocabulary(folder, config, options, kv));
   kv.push_back({"general.quantization_version", Value::u32(2)});
   GgufConversion out;

@@ -27,11 +27,6 @@ constexpr std::array<KnownSplit, 2> kKnownSplits = {{
 
 constexpr std::array<std::string_view, 6> kSpecialTypes = {"bos", "eos", "unk", "sep", "pad", "mask"};
 
-bool has_file(const std::string& path) {
-  std::error_code ec;
-  return std::filesystem::is_regular_file(path, ec);
-}
-
 bool is_type(json::element e, std::string_view type) {
   auto t = JsonFile::member(e, "type");
   return e.type() == json::element_type::OBJECT && t && t->type() == json::element_type::STRING && json::as_string(*t) == type;
@@ -208,12 +203,11 @@ Result<AddedToken> read_added(const JsonFile& file, json::element e, std::string
 
 }  // namespace
 
-Result<TokenizerJson> read_tokenizer_json(const std::string& folder) {
+Result<TokenizerJson> read_tokenizer_json(const Folder& folder) {
   TokenizerJson out;
-  const std::string path = folder + "/tokenizer.json";
-  if (!has_file(path)) return out;
+  if (!folder.has_file("tokenizer.json")) return out;
   out.present = true;
-  SW_ASSIGN_OR_RETURN(auto file, JsonFile::read(path, kMaxTokenizerBytes));
+  SW_ASSIGN_OR_RETURN(auto file, JsonFile::read(folder, "tokenizer.json", kMaxTokenizerBytes));
   if (auto added = JsonFile::member(file->root(), "added_tokens")) {
     if (added->type() != json::element_type::ARRAY) return file->bad("added_tokens", "must be an array");
     const auto list = json::as_array(*added);
@@ -230,11 +224,10 @@ Result<TokenizerJson> read_tokenizer_json(const std::string& folder) {
   return out;
 }
 
-Result<TokenizerConfig> read_tokenizer_config(const std::string& folder) {
+Result<TokenizerConfig> read_tokenizer_config(const Folder& folder) {
   TokenizerConfig out;
-  const std::string path = folder + "/tokenizer_config.json";
-  if (!has_file(path)) return out;
-  SW_ASSIGN_OR_RETURN(auto file, JsonFile::read(path, kMaxTokenizerBytes));
+  if (!folder.has_file("tokenizer_config.json")) return out;
+  SW_ASSIGN_OR_RETURN(auto file, JsonFile::read(folder, "tokenizer_config.json", kMaxTokenizerBytes));
   const auto root = file->root();
   for (auto type : kSpecialTypes) {
     const std::string key = std::string(type) + "_token";

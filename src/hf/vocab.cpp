@@ -85,13 +85,15 @@ Error out_of_vocab(const std::string& file, std::string_view what, std::uint64_t
 // -10000, unused). Pieces keep their score; their type becomes llama.cpp's (NORMAL, UNKNOWN, CONTROL,
 // UNUSED, BYTE; USER_DEFINED pieces are NORMAL, as the converter's SentencePieceProcessor queries
 // give). tokenizer_config.json's added_tokens_decoder then overrides its ids (score -1000).
-Result<Vocab> sentencepiece_vocab(const std::string& folder, const ModelConfig& c, const TokenizerConfig& tc) {
-  const std::string path = folder + "/tokenizer.model";
-  std::error_code ec;
-  if (std::filesystem::exists(folder + "/added_tokens.json", ec)) {
-    return Error(ErrorKind::NotSupported, "added_tokens.json beside tokenizer.model is not converted").with_file(folder);
+Result<Vocab> sentencepiece_vocab(const Folder& folder, const ModelConfig& c, const TokenizerConfig& tc) {
+  const std::string path = folder.path_of("tokenizer.model");
+  if (folder.has_file("added_tokens.json")) {
+    return Error(ErrorKind::NotSupported, "added_tokens.json beside tokenizer.model is not converted").with_file(folder.name());
   }
-  SW_ASSIGN_OR_RETURN(std::string bytes, read_small_file(path, kMaxTokenizerBytes));
+  SW_ASSIGN_OR_RETURN(SourcePtr source, folder.open_file("tokenizer.model"));
+  auto read = read_small(*source, kMaxTokenizerBytes);
+  if (!read.is_ok()) return error_of(read).with_file(path);
+  std::string bytes = std::move(*read);
   SW_ASSIGN_OR_RETURN(std::vector<Piece> pieces, parse_sentencepiece(bytes, path));
   if (pieces.size() > c.vocab_size) return out_of_vocab(path, "piece count", pieces.size(), c.vocab_size);
   Vocab v = padded(c.vocab_size, -10000.0f);
@@ -102,7 +104,7 @@ Result<Vocab> sentencepiece_vocab(const std::string& folder, const ModelConfig& 
     v.types[i] = t == kUserDefined ? kNormal : t;
   }
   for (const AddedToken& t : tc.added_tokens_decoder) {
-    if (t.id >= c.vocab_size) return out_of_vocab(folder + "/tokenizer_config.json", "added token id", t.id, c.vocab_size);
+    if (t.id >= c.vocab_size) return out_of_vocab(folder.path_of("tokenizer_config.json"), "added token id", t.id, c.vocab_size);
     set_added(v, t);
     v.scores[t.id] = -1000.0f;
   }
@@ -111,8 +113,8 @@ Result<Vocab> sentencepiece_vocab(const std::string& folder, const ModelConfig& 
 
 // tokenizer.json's byte-level BPE: model.vocab and the added tokens at their ids, the rest of
 // config.json's vocab_size as "[PADi]" (unused).
-Result<Vocab> bpe_vocab(const std::string& folder, const ModelConfig& c, const TokenizerJson& tj) {
-  const std::string path = folder + "/tokenizer.json";
+Result<Vocab> bpe_vocab(const Folder& folder, const ModelConfig& c, const TokenizerJson& tj) {
+  const std::string path = folder.path_of("tokenizer.json");
   Vocab v = padded(c.vocab_size, 0);
   for (const auto& [text, id] : tj.bpe->vocab) {
     if (id >= c.vocab_size) return out_of_vocab(path, "token id", id, c.vocab_size);
@@ -138,8 +140,8 @@ bool is_byte_piece(std::string_view t) {
 // first merge that makes it, and the two agree. (llama.cpp's converter, LlamaHfVocab, writes -1000 for
 // every token, with which llama.cpp merges left to right instead.) Byte pieces are BYTE, model.unk_token
 // UNKNOWN, added tokens as for byte-level BPE; the rest of config.json's vocab_size "[PADi]" (unused).
-Result<Vocab> sentencepiece_bpe_vocab(const std::string& folder, const ModelConfig& c, const TokenizerJson& tj) {
-  const std::string path = folder + "/tokenizer.json";
+Result<Vocab> sentencepiece_bpe_vocab(const Folder& folder, const ModelConfig& c, const TokenizerJson& tj) {
+  const std::string path = folder.path_of("tokenizer.json");
   Vocab v = padded(c.vocab_size, -10000.0f);
   std::unordered_map<std::string_view, std::uint32_t> ids;
   for (const auto& [text, id] : tj.bpe->vocab) {
@@ -225,11 +227,10 @@ void add_llama_vocab(Vocab v, std::vector<KeyValue>& kv) {
 
 }  // namespace
 
-Status add_vocabulary(const std::string& folder, const ModelConfig& config, const LlamaOptions& options, std::vector<KeyValue>& kv) {
+Status add_vocabulary(const Folder& folder, const ModelConfig& config, const LlamaOptions& options, std::vector<KeyValue>& kv) {
   SW_ASSIGN_OR_RETURN(TokenizerJson tj, read_tokenizer_json(folder));
   SW_ASSIGN_OR_RETURN(TokenizerConfig tc, read_tokenizer_config(folder));
-  std::error_code ec;
-  const bool sentencepiece = std::filesystem::exists(folder + "/tokenizer.model", ec);
+  const bool sentencepiece = folder.has_file("tokenizer.model");
   if (sentencepiece) {
     SW_ASSIGN_OR_RETURN(Vocab v, sentencepiece_vocab(folder, config, tc));
     const auto n_vocab = static_cast<std::uint32_t>(v.tokens.size());
@@ -240,7 +241,7 @@ Status add_vocabulary(const std::string& folder, const ModelConfig& config, cons
       return Error(ErrorKind::NotSupported, "a BPE model with byte_fallback whose " + tj.bpe->pre_description +
                                                 " does not split text as SentencePiece does (known: Metaspace without splitting; "
                                                 "Prepend and Replace normalizers)")
-          .with_file(folder + "/tokenizer.json");
+          .with_file(folder.path_of("tokenizer.json"));
     }
     SW_ASSIGN_OR_RETURN(Vocab v, sentencepiece_bpe_vocab(folder, config, tj));
     const auto n_vocab = static_cast<std::uint32_t>(v.tokens.size());
@@ -254,7 +255,7 @@ Status add_vocabulary(const std::string& folder, const ModelConfig& config, cons
       return Error(ErrorKind::NotSupported, "tokenizer.json's " + tj.bpe->pre_description +
                                                 " is not one llama.cpp splits the same way (known: ByteLevel as gpt-2; "
                                                 "Llama 3's Split + ByteLevel as llama-bpe; Qwen2's as qwen2)")
-          .with_file(folder + "/tokenizer.json");
+          .with_file(folder.path_of("tokenizer.json"));
     }
     SW_ASSIGN_OR_RETURN(Vocab v, bpe_vocab(folder, config, tj));
     kv.push_back({"tokenizer.ggml.model", Value::string("gpt2")});
@@ -266,7 +267,7 @@ Status add_vocabulary(const std::string& folder, const ModelConfig& config, cons
   } else {
     return Error(ErrorKind::FileNotFound, tj.present ? "tokenizer.json holds no BPE model and there is no tokenizer.model"
                                                      : "no tokenizer.model (SentencePiece) or tokenizer.json (byte-level BPE)")
-        .with_file(folder);
+        .with_file(folder.name());
   }
   if (config.arch->spm_space_prefix && sentencepiece) {
     // Gemma's SentencePiece model adds no dummy prefix: llama.cpp's converter says so for it.

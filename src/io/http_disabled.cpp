@@ -4,6 +4,7 @@
 #include <string>
 #include <string_view>
 
+#include "io/remote_listing.h"
 #include "safeweights/http.h"
 
 namespace safeweights {
@@ -17,5 +18,12 @@ Result<SourcePtr> open_source(const std::string& path_or_url, FileBackend backen
   if (is_url(path_or_url)) return open_url(path_or_url, options);
   return open_file(path_or_url, backend);
 }
+
+namespace listing {
+Result<std::vector<FolderEntry>> list_remote_folder(const std::string& name, const HttpOptions& /*options*/) {
+  return Error(ErrorKind::InvalidArgument, "safeweights was built without HTTP support (SAFEWEIGHTS_WITH_HTTP=OFF): cannot list remote folders")
+      .with_file(name);
+}
+}  // namespace listing
 
 }  // namespace safeweights

@@ -20,6 +20,7 @@
 #include "safeweights/cancel.h"
 #include "core/strings.h"
 #include "io/curl_api.h"
+#include "io/remote_listing.h"
 #include "io/uri.h"
 #include "safeweights/http.h"
 #include "safeweights/hub.h"
@@ -210,6 +211,10 @@ struct ExchangeRequest {
   const std::string* name = nullptr;
   const HttpOptions* options = nullptr;  // the limits: deadline, minimum rate
   Clock::time_point deadline = Clock::time_point::max();
+  // A document (a listing page) instead of a range: a GET without Range whose whole 200 body goes
+  // here, at most document_cap bytes; dst, offset and the validators are unused.
+  std::string* document = nullptr;
+  std::uint64_t document_cap = 0;
 };
 
 // One request and what its response has told so far.
@@ -226,6 +231,7 @@ struct Exchange : ExchangeRequest {
   // What a refusing service says about itself: the Hub's X-Error-Code / X-Error-Message headers,
   // S3's x-amz-bucket-region, and the start of an error body (S3 sends <Code> and <Message> there).
   std::string service_code, service_message, bucket_region, error_body;
+  std::string link;  // the Link header (the Hub's next page of a listing)
 
   // Progress, for the deadline and the minimum rate: bytes received (headers and body) and the
   // window the rate is measured over.
@@ -397,6 +403,7 @@ std::size_t on_header(char* data, std::size_t size, std::size_t count, void* use
     x.service_code.clear();
     x.service_message.clear();
     x.bucket_region.clear();
+    x.link.clear();
     x.headers_done = false;
     auto sp = line.find(' ');
     if (sp != std::string_view::npos) {
@@ -423,6 +430,8 @@ std::size_t on_header(char* data, std::size_t size, std::size_t count, void* use
     x.service_message = std::string(value.substr(0, kMaxServiceText));
   } else if (iequals(key, "x-amz-bucket-region")) {
     x.bucket_region = std::string(value.substr(0, kMaxServiceText));
+  } else if (iequals(key, "Link")) {
+    x.link = std::string(value.substr(0, kMaxServiceText));
   } else if (iequals(key, "Content-Length")) {
     auto v = parse_u64(value);
     if (!v || (x.has_content_length && x.content_length != v)) x.bad_content_length = true;
@@ -445,6 +454,14 @@ std::size_t on_body(char* data, std::size_t size, std::size_t count, void* user)
     }
     x.discarded += n;
     return x.discarded > kMaxDiscardedBody ? 0 : n;
+  }
+  if (x.document != nullptr) {
+    if (x.document->size() + n > x.document_cap) {
+      x.error = http_error(x, ErrorKind::ResourceLimit, "the response is larger than " + std::to_string(x.document_cap >> 20) + " MiB");
+      return 0;
+    }
+    x.document->append(data, n);
+    return n;
   }
   if (!x.body_started) start_body(x);
   if (x.error || x.complete) return 0;  // cut the transfer
@@ -478,13 +495,16 @@ std::string seconds(double s) {
 // Where a request stood when a limit cut it, for the message.
 std::string progress_of(const Exchange& x) {
   if (!x.headers_done) return "waiting for the response headers (" + std::to_string(x.header_bytes) + " bytes received)";
+  if (x.document) return "receiving the body (" + std::to_string(x.document->size()) + " bytes)";
   return "receiving the body (" + std::to_string(x.received) + " of " + std::to_string(x.dst.size()) + " bytes)";
 }
 
 Error deadline_error(const Exchange& x) {
-  return http_error(x, ErrorKind::Timeout,
-                    "the request for bytes " + std::to_string(x.offset) + "-" + std::to_string(x.offset + x.dst.size() - 1) +
-                        " missed its deadline of " + seconds(x.options->timeout_s) + " (--timeout, " + kHttpTimeoutEnv + ") while " + progress_of(x));
+  const std::string what = x.document ? std::string("the listing request")
+                                      : "the request for bytes " + std::to_string(x.offset) + "-" + std::to_string(x.offset + x.dst.size() - 1);
+  return http_error(
+      x, ErrorKind::Timeout,
+      what + " missed its deadline of " + seconds(x.options->timeout_s) + " (--timeout, " + kHttpTimeoutEnv + ") while " + progress_of(x));
 }
 
 // libcurl calls this several times a second during a transfer, and about once a second while
@@ -536,7 +556,13 @@ class HttpSource final : public ByteSource {
     for (CURL* h : handles_) lib().easy_cleanup(h);
   }
 
+  // Request headers (the caller's, the signature's, the Hub token) for the URL's origin; no request.
+  Status prepare();
+  // prepare(), then the opening request.
   Status init();
+  // One GET of the whole body at the source's URL (a listing page), at most `cap` bytes, with the
+  // redirects, deadline and retries of every request. `link` gets the response's Link header.
+  Result<std::string> get_document(std::uint64_t cap, std::string& link);
   // The opening request, into `head`: size, validators, final URL, block 0.
   Status open_request(const std::shared_ptr<std::vector<std::byte>>& head);
 
@@ -564,6 +590,15 @@ class HttpSource final : public ByteSource {
   };
 
   std::uint64_t small_read_limit() const { return 4 * options_.readahead; }
+  // What every request of this source carries: its name, limits and counters, and the deadline.
+  ExchangeRequest request_base(Clock::time_point deadline) const {
+    ExchangeRequest r;
+    r.stats = options_.stats.get();
+    r.name = &name_;
+    r.options = &options_;
+    r.deadline = deadline;
+    return r;
+  }
 
   // One ranged GET of [offset, offset + dst.size()) into dst, with redirects, checks and retries.
   // Without validators, also same_as_cached().
@@ -587,6 +622,13 @@ class HttpSource final : public ByteSource {
   // perform() until the response is not a redirect: each hop is a fresh exchange of the same request,
   // `url` ends as the last hop's.
   Status perform_following_redirects(Exchange& x, std::string& url, CURLcode& rc, std::string& curl_message) const;
+  // perform_following_redirects() for one attempt: the attempt's end when the exchange broke a rule or
+  // could not be made (no retry changes that), else nullopt, with `rc` and `curl_message` told.
+  std::optional<Attempt> send(Exchange& x, std::string& url, CURLcode& rc, std::string& curl_message) const {
+    if (Status s = perform_following_redirects(x, url, rc, curl_message); !s.is_ok()) return Attempt::ended(std::move(s));
+    if (x.error) return Attempt::ended(std::move(*x.error));
+    return std::nullopt;
+  }
   Status cached_read(std::uint64_t offset, std::span<std::byte> dst) const;
   std::shared_ptr<const std::vector<std::byte>> cache_find(std::uint64_t index) const;
   void cache_put(std::uint64_t index, std::shared_ptr<const std::vector<std::byte>> bytes) const;
@@ -650,7 +692,7 @@ Status HttpSource::perform(Exchange& x, std::string& url, int& redirects, CURLco
   auto target = origin_of(url);
   const bool same_origin = target && origin_ && *target == *origin_;
   lib().easy_setopt(h, CURLOPT_URL, url.c_str());
-  lib().easy_setopt(h, CURLOPT_RANGE, range.c_str());
+  if (x.document == nullptr) lib().easy_setopt(h, CURLOPT_RANGE, range.c_str());
   lib().easy_setopt(h, CURLOPT_HTTPHEADER, same_origin ? origin_headers_.list : other_headers_.list);
   if (same_origin && !signing_.sigv4.empty()) {
     // libcurl signs (SigV4) the host, x-amz-date and the x-amz-* headers among origin_headers_.
@@ -694,7 +736,7 @@ Status HttpSource::perform(Exchange& x, std::string& url, int& redirects, CURLco
     x.error = deadline_error(x);
   }
   // An empty body never reaches on_body: its headers still need their checks (an empty file's 200).
-  if ((x.status == 200 || x.status == 206) && !x.body_started && rc == CURLE_OK) {
+  if ((x.status == 200 || x.status == 206) && !x.body_started && rc == CURLE_OK && x.document == nullptr) {
     start_body(x);
     if (!x.error && x.received == x.dst.size()) x.complete = true;
   }
@@ -741,9 +783,12 @@ Attempt failed_attempt(const Exchange& x, CURLcode rc, const std::string& curl_m
   } else if (x.status >= 500 || x.status == 429 || x.status == 408) {
     a.problem = "HTTP " + std::to_string(x.status) + service_detail(x);
   } else if (x.status == 404 || x.status == 410) {
-    return Attempt::ended(http_error(x, ErrorKind::FileNotFound, "HTTP " + std::to_string(x.status) + ": no such remote file" + service_detail(x)));
+    return Attempt::ended(
+        http_error(x, ErrorKind::FileNotFound,
+                   "HTTP " + std::to_string(x.status) + (x.document ? ": no such remote folder" : ": no such remote file") + service_detail(x)));
   } else {
-    return Attempt::ended(http_error(x, ErrorKind::HttpError, "HTTP " + std::to_string(x.status) + " for a ranged GET" + service_detail(x)));
+    return Attempt::ended(http_error(x, ErrorKind::HttpError,
+                                     "HTTP " + std::to_string(x.status) + (x.document ? " for a listing" : " for a ranged GET") + service_detail(x)));
   }
   return a;
 }
@@ -829,8 +874,7 @@ Status HttpSource::fetch_once(std::uint64_t offset, std::span<std::byte> dst) co
     std::string url = url_;
     CURLcode rc = CURLE_OK;
     std::string curl_message;
-    if (Status s = perform_following_redirects(x, url, rc, curl_message); !s.is_ok()) return Attempt::ended(std::move(s));
-    if (x.error) return Attempt::ended(std::move(*x.error));
+    if (auto ended = send(x, url, rc, curl_message)) return std::move(*ended);
     // Whatever arrived is in place; only the rest is asked for again.
     offset += x.received;
     dst = dst.subspan(static_cast<std::size_t>(x.received));
@@ -842,7 +886,7 @@ Status HttpSource::fetch_once(std::uint64_t offset, std::span<std::byte> dst) co
   });
 }
 
-Status HttpSource::init() {
+Status HttpSource::prepare() {
   origin_ = origin_of(request_url_);
   if (!origin_ || (origin_->scheme != "http" && origin_->scheme != "https")) {
     return Error(ErrorKind::InvalidArgument, "not a valid http(s) URL").with_file(name_);
@@ -866,7 +910,36 @@ Status HttpSource::init() {
       if (!origin_headers_.append("Authorization: Bearer " + value)) return Error(ErrorKind::ResourceLimit, "out of memory").with_file(name_);
     }
   }
+  return Status::ok();
+}
 
+Result<std::string> HttpSource::get_document(std::uint64_t cap, std::string& link) {
+  std::string body;
+  SW_RETURN_IF_ERROR(with_retries([&](Clock::time_point deadline) -> Attempt {
+    body.clear();
+    ExchangeRequest request = request_base(deadline);
+    request.document = &body;
+    request.document_cap = cap;
+    Exchange x(request);
+    std::string url = request_url_;
+    CURLcode rc = CURLE_OK;
+    std::string curl_message;
+    if (auto ended = send(x, url, rc, curl_message)) return std::move(*ended);
+    if (x.status == 200 && rc == CURLE_OK) {
+      link = x.link;
+      return Attempt::ended(Status::ok());
+    }
+    // A listing page is not resumed: a retry asks for it whole again.
+    Attempt a = failed_attempt(x, rc, curl_message);
+    a.offset = 0;
+    a.progress = 0;
+    return a;
+  }));
+  return body;
+}
+
+Status HttpSource::init() {
+  SW_RETURN_IF_ERROR(prepare());
   // The opening request: the first block, which also tells the size and the validators.
   auto head = std::make_shared<std::vector<std::byte>>(static_cast<std::size_t>(options_.readahead));
   SW_RETURN_IF_ERROR(open_request(head));
@@ -883,19 +956,14 @@ Status HttpSource::init() {
 
 Status HttpSource::open_request(const std::shared_ptr<std::vector<std::byte>>& head) {
   return with_retries([&](Clock::time_point deadline) -> Attempt {
-    ExchangeRequest request;
+    ExchangeRequest request = request_base(deadline);
     request.opening = true;
     request.dst = *head;
-    request.stats = options_.stats.get();
-    request.name = &name_;
-    request.options = &options_;
-    request.deadline = deadline;
     Exchange x(request);
     std::string url = request_url_;
     CURLcode rc = CURLE_OK;
     std::string curl_message;
-    if (Status s = perform_following_redirects(x, url, rc, curl_message); !s.is_ok()) return Attempt::ended(std::move(s));
-    if (x.error) return Attempt::ended(std::move(*x.error));
+    if (auto ended = send(x, url, rc, curl_message)) return std::move(*ended);
     if (x.status == 416) {
       // Only an empty file has no byte 0.
       ContentRange cr = parse_content_range(x.content_range);
@@ -1098,6 +1166,31 @@ std::string ca_bundle_from_environment(bool s3) {
   return {};
 }
 
+// How libcurl signs the requests of an S3 request's configuration (none for anonymous access).
+Signing s3_signing(const S3Request& request) {
+  Signing signing;
+  if (!request.signed_request) return signing;
+  signing.sigv4 = "aws:amz:" + request.region + ":s3";
+  signing.user = request.access_key_id;
+  signing.password = request.secret_access_key;
+  // S3 wants the payload's hash in a signed header; a GET has an empty payload.
+  signing.headers.push_back("x-amz-content-sha256: e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  if (!request.session_token.empty()) signing.headers.push_back("x-amz-security-token: " + request.session_token);
+  return signing;
+}
+
+// The options every request for `name` runs under: the deadline and the CA bundle looked up.
+Result<HttpOptions> request_options(const std::string& name, const HttpOptions& options) {
+  const char* why = nullptr;
+  if (curl::api(&why) == nullptr) return Error(ErrorKind::IoError, why).with_file(name);
+  HttpOptions resolved = options;
+  auto timeout = resolve_timeout(options.timeout_s);
+  if (!timeout.is_ok()) return error_of(timeout).with_file(name);
+  resolved.timeout_s = *timeout;
+  if (resolved.ca_file.empty()) resolved.ca_file = ca_bundle_from_environment(is_s3_url(name));
+  return resolved;
+}
+
 // Where the requests for a remote name go, and how they are signed.
 struct Target {
   std::string url;
@@ -1115,14 +1208,7 @@ Result<Target> target_of(const std::string& name, const HttpOptions& options) {
     auto request = resolve_s3_request(*location, options.s3);
     if (!request.is_ok()) return error_of(request);
     t.url = request->url;
-    if (request->signed_request) {
-      t.signing.sigv4 = "aws:amz:" + request->region + ":s3";
-      t.signing.user = request->access_key_id;
-      t.signing.password = request->secret_access_key;
-      // S3 wants the payload's hash in a signed header; a GET has an empty payload.
-      t.signing.headers.push_back("x-amz-content-sha256: e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
-      if (!request->session_token.empty()) t.signing.headers.push_back("x-amz-security-token: " + request->session_token);
-    }
+    t.signing = s3_signing(*request);
   } else if (is_hf_url(name)) {
     auto location = parse_hf_url(name);
     if (!location.is_ok()) return error_of(location);
@@ -1136,19 +1222,101 @@ Result<Target> target_of(const std::string& name, const HttpOptions& options) {
 
 Result<SourcePtr> open_url(const std::string& url, const HttpOptions& options) {
   if (!is_url(url)) return Error(ErrorKind::InvalidArgument, "not an http://, https://, s3:// or hf:// name").with_file(url);
-  const char* why = nullptr;
-  if (curl::api(&why) == nullptr) return Error(ErrorKind::IoError, why).with_file(url);
-  HttpOptions resolved = options;
-  auto timeout = resolve_timeout(options.timeout_s);
-  if (!timeout.is_ok()) return error_of(timeout).with_file(url);
-  resolved.timeout_s = *timeout;
-  if (resolved.ca_file.empty()) resolved.ca_file = ca_bundle_from_environment(is_s3_url(url));
+  SW_ASSIGN_OR_RETURN(HttpOptions resolved, request_options(url, options));
   auto target = target_of(url, options);
   if (!target.is_ok()) return error_of(target).with_file(url);
   auto source = std::make_shared<HttpSource>(url, std::move(target->url), resolved, std::move(target->signing));
   SW_RETURN_IF_ERROR(source->init());
   return SourcePtr(std::move(source));
 }
+
+namespace listing {
+namespace {
+
+// One listing page: a GET of `url`, named `name` in messages.
+Result<std::string> get_page(const std::string& name, const std::string& url, const HttpOptions& options, Signing signing, std::string& link) {
+  HttpSource source(name, url, options, std::move(signing));
+  SW_RETURN_IF_ERROR(source.prepare());
+  return source.get_document(kMaxPageBytes, link);
+}
+
+// The pages of ListObjectsV2 under the folder's prefix, one level deep (delimiter '/').
+Status list_s3(const std::string& name, const HttpOptions& options, std::vector<FolderEntry>& out) {
+  SW_ASSIGN_OR_RETURN(S3Location location, parse_s3_url(name));
+  if (!location.key.empty() && !location.key.ends_with('/'))
+    return Error(ErrorKind::InvalidArgument, "names an object, not a folder: end a prefix with '/' (s3://BUCKET/PREFIX/)").with_file(name);
+  const std::string prefix = location.key;
+  location.key.clear();  // the bucket's URL
+  auto request = resolve_s3_request(location, options.s3);
+  if (!request.is_ok()) return error_of(request).with_file(name);
+  std::string token;
+  for (int page = 0;; ++page) {
+    if (page == kMaxPages) return Error(ErrorKind::ResourceLimit, "the listing goes on past " + std::to_string(kMaxPages) + " pages").with_file(name);
+    // The query in SigV4's canonical form already (names sorted, values percent-encoded), whatever
+    // libcurl's version does to it before signing.
+    std::string query = token.empty() ? std::string() : "continuation-token=" + uri::percent_encode(token, false) + "&";
+    query += "delimiter=%2F&encoding-type=url&list-type=2&prefix=" + uri::percent_encode(prefix, false);
+    std::string link;
+    SW_ASSIGN_OR_RETURN(std::string body, get_page(name, request->url + "?" + query, options, s3_signing(*request), link));
+    auto p = parse_s3_page(body, prefix);
+    if (!p.is_ok()) return error_of(p).with_file(name);
+    if (out.size() + p->entries.size() > kMaxFolderEntries)
+      return Error(ErrorKind::ResourceLimit, "more than " + std::to_string(kMaxFolderEntries) + " entries in the folder").with_file(name);
+    for (FolderEntry& e : p->entries) out.push_back(std::move(e));
+    if (p->next.empty()) break;
+    if (p->next == token) return Error(ErrorKind::HttpError, "the listing repeats its continuation token").with_file(name);
+    token = std::move(p->next);
+  }
+  // Nothing under a prefix: S3 has no such folder (an empty bucket is still a folder).
+  if (out.empty() && !prefix.empty()) return Error(ErrorKind::FileNotFound, "no such remote folder: nothing under this prefix").with_file(name);
+  return Status::ok();
+}
+
+// The pages of the Hub's tree API for the folder (not recursive), following rel="next" on the
+// endpoint's own origin only: the token goes nowhere else.
+Status list_hub(const std::string& name, const HttpOptions& options, std::vector<FolderEntry>& out) {
+  SW_ASSIGN_OR_RETURN(HfLocation location, parse_hf_url(name));
+  const std::string endpoint = hf_endpoint();
+  const std::string kind = location.repo_type == "dataset" ? "datasets" : location.repo_type == "space" ? "spaces" : "models";
+  std::string url = endpoint + "/api/" + kind + "/" + location.repo_id + "/tree/" + uri::percent_encode(location.revision, false);
+  if (!location.path.empty()) url += "/" + uri::percent_encode(location.path, true);
+  for (int page = 0; !url.empty(); ++page) {
+    if (page == kMaxPages) return Error(ErrorKind::ResourceLimit, "the listing goes on past " + std::to_string(kMaxPages) + " pages").with_file(name);
+    std::string link;
+    SW_ASSIGN_OR_RETURN(std::string body, get_page(name, url, options, {}, link));
+    auto p = parse_hub_page(body, location.path);
+    if (!p.is_ok()) return error_of(p).with_file(name);
+    if (out.size() + p->entries.size() > kMaxFolderEntries)
+      return Error(ErrorKind::ResourceLimit, "more than " + std::to_string(kMaxFolderEntries) + " entries in the folder").with_file(name);
+    for (FolderEntry& e : p->entries) out.push_back(std::move(e));
+    url = next_link(link);
+    if (!url.empty() && !url.starts_with(endpoint + "/"))
+      return Error(ErrorKind::HttpError, "the listing's next page is on another host than the Hub's endpoint: not followed").with_file(name);
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+Result<std::vector<FolderEntry>> list_remote_folder(const std::string& name, const HttpOptions& options) {
+  SW_ASSIGN_OR_RETURN(HttpOptions resolved, request_options(name, options));
+  std::vector<FolderEntry> entries;
+  if (is_s3_url(name)) {
+    SW_RETURN_IF_ERROR(list_s3(name, resolved, entries));
+  } else if (is_hf_url(name)) {
+    SW_RETURN_IF_ERROR(list_hub(name, resolved, entries));
+  } else {
+    return Error(ErrorKind::NotSupported, "an http(s) URL has no listing: name the files (s3:// and hf:// folders are listed)").with_file(name);
+  }
+  std::sort(entries.begin(), entries.end(), [](const FolderEntry& a, const FolderEntry& b) { return a.name < b.name; });
+  for (std::size_t i = 1; i < entries.size(); ++i) {
+    if (entries[i].name == entries[i - 1].name)
+      return Error(ErrorKind::HttpError, "the listing names `" + entries[i].name + "` twice").with_file(name);
+  }
+  return entries;
+}
+
+}  // namespace listing
 
 Result<SourcePtr> open_source(const std::string& path_or_url, FileBackend backend, const HttpOptions& options) {
   if (is_url(path_or_url)) return open_url(path_or_url, options);

@@ -1,5 +1,6 @@
 #include "safeweights/resolver.h"
 
+#include "io/remote_listing.h"
 #include "safeweights/hub.h"
 #include "safeweights/s3.h"
 
@@ -29,15 +30,25 @@ class CachingResolver final : public Resolver {
     return source;
   }
 
+  Result<std::vector<FolderEntry>> list(const std::string& name) const override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (auto it = listed_.find(name); it != listed_.end()) return it->second;
+    auto entries = listing::list_folder(name, http_);
+    listed_.emplace(name, entries);
+    return entries;
+  }
+
  private:
   HttpOptions http_;
   mutable std::mutex mutex_;
   mutable std::map<std::pair<std::string, FileBackend>, Result<SourcePtr>> opened_;
+  mutable std::map<std::string, Result<std::vector<FolderEntry>>> listed_;
 };
 
 class PlainResolver final : public Resolver {
  public:
   Result<SourcePtr> open(const std::string& name, FileBackend backend) const override { return open_any(name, backend, {}); }
+  Result<std::vector<FolderEntry>> list(const std::string& name) const override { return listing::list_folder(name, {}); }
 };
 
 }  // namespace

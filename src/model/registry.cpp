@@ -10,6 +10,7 @@
 #if SAFEWEIGHTS_WITH_PYTORCH
 #include "pytorch/format.h"
 #endif
+#include "safeweights/folder.h"
 #include "safeweights/format.h"
 #include "safetensors/format.h"
 
@@ -98,13 +99,13 @@ Result<const Format*> output_format(const std::string& path, std::string_view to
 
 Result<std::unique_ptr<TensorFile>> open_tensors(const std::string& path, const std::string& entry, const FormatOptions& options) {
   std::string file = path;
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) {
+  if (names_folder(path)) {
+    SW_ASSIGN_OR_RETURN(Folder folder, Folder::open(path, resolver_of(options)));
     file.clear();
     // transformers' names, in the order it prefers them.
     for (const char* name : {"model.safetensors.index.json", "model.safetensors", "pytorch_model.bin.index.json", "pytorch_model.bin"})
-      if (std::filesystem::exists(path + "/" + name, ec)) {
-        file = path + "/" + name;
+      if (folder.has_file(name)) {
+        file = folder.path_of(name);
         break;
       }
     if (file.empty())

@@ -4,7 +4,9 @@
   (non-LFS) file is answered here, 200/206 with ``ETag`` and ``X-Repo-Commit``; a large (LFS) file is a
   ``302`` to a storage host (another origin: another port) with ``X-Linked-Etag`` and ``X-Linked-Size``,
   and the storage host serves the bytes with Range.
-- ``GET /api/models/ORG/REPO/tree/REVISION?recursive=true``: the file list (path, size, type).
+- ``GET /api/{models,datasets,spaces}/ORG/REPO/tree/REVISION[/PATH]``: a folder's direct children (files
+  with path, size, oid; directories), ``page_size`` a page, the next page in a ``Link: <URL>; rel="next"``
+  header.
 - Unknown repositories get 404 with ``X-Error-Code: RepoNotFound``, unknown files ``EntryNotFound``, a
   repository marked gated 401 with ``X-Error-Code: GatedRepo`` unless the right token is sent.
 
@@ -17,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import http.server
 import json
+import os
 import ssl
 import subprocess
 import threading
@@ -35,6 +38,19 @@ def make_certificate(folder: Path) -> tuple[Path, Path]:
 
 class _Server(http.server.ThreadingHTTPServer):
     daemon_threads = True
+
+
+def hub_env(hub: "Hub", token: str, **extra: str | None) -> dict:
+    """The environment of a client of `hub`: its endpoint, `token`, its CA, and no HF_/AWS_ settings or
+    token file of the machine's own."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "AWS_"))}
+    env.update(HF_ENDPOINT=hub.endpoint, HF_TOKEN=token, CURL_CA_BUNDLE=str(hub.cert), HOME="/nonexistent")
+    env.update(extra)
+    return {k: v for k, v in env.items() if v is not None}
+
+
+def url_path(path: str) -> str:
+    return urllib.parse.urlsplit(path).path
 
 
 def _serve_bytes(handler, data: bytes, headers: dict) -> None:
@@ -73,6 +89,8 @@ class Hub:
         self.auth_seen: dict[str, list[str | None]] = {"hub": [], "storage": []}
         self.requests: dict[str, int] = {"hub": 0, "storage": 0}
         self.blobs: dict[str, bytes] = {}
+        self.page_size = 1000  # tree entries per page
+        self.next_page_origin: str | None = None  # where Link sends the next tree page (None: the Hub itself)
         self._lock = threading.Lock()
         self.hub = self._start(self._hub_handler())
         self.storage = self._start(self._storage_handler())
@@ -119,7 +137,7 @@ class Hub:
                 hub._record("hub", self)
                 url = urllib.parse.urlsplit(self.path)
                 parts = url.path.lstrip("/").split("/")
-                if parts[:2] == ["api", "models"] or parts[:2] == ["api", "datasets"]:
+                if parts[0] == "api" and len(parts) > 1 and parts[1] in ("models", "datasets", "spaces"):
                     return self.tree(parts, url.query)
                 repo_type = "model"
                 if parts and parts[0] in ("datasets", "spaces"):
@@ -154,17 +172,42 @@ class Hub:
                 self.end_headers()
 
             def tree(self, parts, query):
+                # /api/{models,datasets,spaces}/ORG/REPO/tree/REVISION[/PATH][?cursor=N]: the folder's
+                # direct children, files and directories, hub.page_size a page, the next page named by
+                # a Link header (rel="next"), as the Hub pages its tree.
                 if len(parts) < 6 or parts[4] != "tree":
                     return self.error(404, "EntryNotFound", "not a tree URL")
-                repo = ("model" if parts[1] == "models" else "dataset", parts[2] + "/" + parts[3])
+                repo = ({"models": "model", "datasets": "dataset", "spaces": "space"}[parts[1]], parts[2] + "/" + parts[3])
                 revision = urllib.parse.unquote(parts[5])
-                if repo not in hub.repos or revision not in hub.repos[repo]:
+                folder = urllib.parse.unquote("/".join(parts[6:]))
+                if repo not in hub.repos:
                     return self.error(404, "RepoNotFound", "Repository not found")
-                listing = [{"type": "file", "path": p, "size": len(d), "oid": hashlib.sha1(d).hexdigest()}
-                           for p, d in sorted(hub.repos[repo][revision].items())]
-                body = json.dumps(listing).encode()
+                if repo in hub.gated and self.headers.get("Authorization") != f"Bearer {hub.gated[repo]}":
+                    return self.error(401, "GatedRepo", "Access to this model is restricted")
+                if revision not in hub.repos[repo]:
+                    return self.error(404, "RevisionNotFound", f"Invalid rev id: {revision}")
+                prefix = folder + "/" if folder else ""
+                children = {}
+                for p, d in hub.repos[repo][revision].items():
+                    if not p.startswith(prefix):
+                        continue
+                    rest = p[len(prefix):]
+                    name, sep, _ = rest.partition("/")
+                    if sep:
+                        children[prefix + name] = {"type": "directory", "oid": "0" * 40, "size": 0, "path": prefix + name}
+                    else:
+                        children[p] = {"type": "file", "oid": hashlib.sha1(d).hexdigest(), "size": len(d), "path": p}
+                if not children:
+                    return self.error(404, "EntryNotFound", f"{folder} does not exist on {revision}")
+                listing = [children[k] for k in sorted(children)]
+                start = int(urllib.parse.parse_qs(query).get("cursor", ["0"])[0])
+                page = listing[start:start + hub.page_size]
+                body = json.dumps(page).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
+                if start + hub.page_size < len(listing):
+                    base = hub.next_page_origin or hub.endpoint
+                    self.send_header("Link", f'<{base}{url_path(self.path)}?cursor={start + hub.page_size}>; rel="next"')
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
                 self.wfile.write(body)

@@ -5,12 +5,12 @@ the Hub and never to the storage host, and each refusal named by the Hub's own e
 from __future__ import annotations
 
 import json
-import os
 
 import numpy as np
 import pytest
 
 from conftest import run_cli
+import hub_server
 from hub_server import Hub
 
 TOKEN = "hf_localtesttoken"
@@ -42,10 +42,7 @@ def hub(tmp_path_factory, local_files):
 
 
 def hub_env(hub, **extra):
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "AWS_"))}
-    env.update(HF_ENDPOINT=hub.endpoint, HF_TOKEN=TOKEN, CURL_CA_BUNDLE=str(hub.cert), HOME="/nonexistent")
-    env.update(extra)
-    return {k: v for k, v in env.items() if v is not None}
+    return hub_server.hub_env(hub, TOKEN, **extra)
 
 
 def test_files_read_as_the_local_ones_and_the_token_stays_with_the_hub(hub, local_files):

@@ -1,0 +1,163 @@
+// Folders by name: which names are folders, local listings (links followed, as readers follow them),
+// and the listing pages of S3 (ListObjectsV2 XML) and the Hub (tree JSON) read as hostile input. The
+// requests themselves are tested against a real S3-compatible server and a Hub stand-in in
+// tests/remote/test_folders.py.
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "io/remote_listing.h"
+#include "safeweights/folder.h"
+
+namespace safeweights {
+namespace {
+
+namespace fs = std::filesystem;
+using listing::parse_hub_page;
+using listing::parse_s3_page;
+
+std::string names_of(const std::vector<FolderEntry>& entries) {
+  std::string out;
+  for (const FolderEntry& e : entries) out += (out.empty() ? "" : ",") + e.name + (e.is_folder ? "/" : ":" + std::to_string(e.size));
+  return out;
+}
+
+TEST(FolderNames, RemoteNamesAreFoldersBySpelling) {
+  EXPECT_TRUE(names_folder("s3://bucket/"));
+  EXPECT_TRUE(names_folder("s3://bucket"));
+  EXPECT_TRUE(names_folder("s3://bucket/models/llama/"));
+  EXPECT_FALSE(names_folder("s3://bucket/models/llama"));
+  EXPECT_FALSE(names_folder("s3://bucket/model.safetensors"));
+  EXPECT_TRUE(names_folder("hf://org/repo"));
+  EXPECT_TRUE(names_folder("hf://org/repo@refs%2Fpr%2F1"));
+  EXPECT_TRUE(names_folder("hf://datasets/org/repo/"));
+  EXPECT_TRUE(names_folder("hf://org/repo/text_encoder/"));
+  EXPECT_FALSE(names_folder("hf://org/repo/config.json"));
+  EXPECT_FALSE(names_folder("https://host/folder/"));
+  EXPECT_FALSE(names_folder("hf://org"));
+}
+
+class LocalFolder : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("sw_folder_" + std::to_string(::getpid()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_ / "model" / "sub");
+    std::ofstream(dir_ / "model" / "config.json") << "{}";
+    std::ofstream(dir_ / "outside.bin") << "12345";
+    fs::create_symlink(dir_ / "outside.bin", dir_ / "model" / "linked.bin");
+    fs::create_symlink(dir_ / "nowhere", dir_ / "model" / "broken");
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  fs::path dir_;
+};
+
+TEST_F(LocalFolder, ListsFilesAndFoldersFollowingLinks) {
+  auto folder = Folder::open((dir_ / "model").string() + "/", plain_resolver());
+  ASSERT_TRUE(folder.is_ok()) << folder.error().message();
+  EXPECT_EQ(names_of(folder->entries()), "config.json:2,linked.bin:5,sub/");
+  EXPECT_EQ(folder->name(), (dir_ / "model").string());
+  EXPECT_EQ(folder->base_name(), "model");
+  EXPECT_EQ(folder->path_of("config.json"), (dir_ / "model" / "config.json").string());
+  EXPECT_TRUE(folder->has_file("linked.bin"));
+  EXPECT_FALSE(folder->has_file("sub"));
+  EXPECT_FALSE(folder->has_file("broken"));
+  auto source = folder->open_file("linked.bin");
+  ASSERT_TRUE(source.is_ok());
+  EXPECT_EQ((*source)->size(), 5u);
+  EXPECT_EQ(folder->open_file("missing.json").error().kind(), ErrorKind::FileNotFound);
+}
+
+TEST_F(LocalFolder, AFileOrNothingIsNoFolder) {
+  EXPECT_EQ(Folder::open((dir_ / "outside.bin").string(), plain_resolver()).error().kind(), ErrorKind::InvalidArgument);
+  EXPECT_EQ(Folder::open((dir_ / "nothing").string(), plain_resolver()).error().kind(), ErrorKind::FileNotFound);
+  EXPECT_EQ(Folder::open("s3://bucket/model.safetensors", plain_resolver()).error().kind(), ErrorKind::InvalidArgument);
+}
+
+constexpr const char* kHead = R"(<?xml version="1.0" encoding="UTF-8"?>
+<ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Name>models</Name>)";
+
+TEST(S3Listing, KeysAndCommonPrefixesOneLevelDown) {
+  const std::string xml = std::string(kHead) +
+                          "<Prefix>llama/</Prefix><KeyCount>4</KeyCount><MaxKeys>1000</MaxKeys><Delimiter>/</Delimiter>"
+                          "<IsTruncated>false</IsTruncated><EncodingType>url</EncodingType>"
+                          "<Contents><Key>llama/</Key><Size>0</Size></Contents>"
+                          "<Contents><Key>llama/config.json</Key><LastModified>2026-01-01T00:00:00.000Z</LastModified>"
+                          "<ETag>&quot;abc&quot;</ETag><Size>612</Size><StorageClass>STANDARD</StorageClass></Contents>"
+                          "<Contents><Key>llama/my+model+%C3%A9%2B1.safetensors</Key><Size>18446744073709551615</Size></Contents>"
+                          "<CommonPrefixes><Prefix>llama/text_encoder/</Prefix></CommonPrefixes></ListBucketResult>";
+  auto page = parse_s3_page(xml, "llama/");
+  ASSERT_TRUE(page.is_ok()) << page.error().message();
+  // The folder marker (the prefix's own key) is left out; '+' is a space, %2B a plus.
+  EXPECT_EQ(names_of(page->entries), "config.json:612,my model \xC3\xA9+1.safetensors:18446744073709551615,text_encoder/");
+  EXPECT_TRUE(page->next.empty());
+}
+
+TEST(S3Listing, RawKeysWhenNotUrlEncodedAndTheContinuationToken) {
+  const std::string xml = std::string(kHead) +
+                          "<IsTruncated>true</IsTruncated><NextContinuationToken>1/a+b=&amp;</NextContinuationToken>"
+                          "<Contents><Key>a&amp;b &#233;&#x4E2D;.json</Key><Size>1</Size></Contents></ListBucketResult>";
+  auto page = parse_s3_page(xml, "");
+  ASSERT_TRUE(page.is_ok()) << page.error().message();
+  EXPECT_EQ(names_of(page->entries), "a&b \xC3\xA9\xE4\xB8\xAD.json:1");
+  EXPECT_EQ(page->next, "1/a+b=&");
+}
+
+TEST(S3Listing, HostilePagesAreRefused) {
+  auto refused = [](const std::string& body, const char* prefix = "") {
+    auto page = parse_s3_page(std::string(kHead) + body + "</ListBucketResult>", prefix);
+    return !page.is_ok() && page.error().kind() == ErrorKind::HttpError;
+  };
+  EXPECT_TRUE(refused("<Contents><Key>../x</Key><Size>1</Size></Contents>", "a/"));                                     // outside the prefix
+  EXPECT_TRUE(refused("<Contents><Key>a/b/c</Key><Size>1</Size></Contents>", "a/"));                                    // not one level down
+  EXPECT_TRUE(refused("<Contents><Key>a/..</Key><Size>1</Size></Contents>", "a/"));                                     // a dot name
+  EXPECT_TRUE(refused("<Contents><Key>a/x%00y</Key><Size>1</Size></Contents><EncodingType>url</EncodingType>", "a/"));  // NUL
+  EXPECT_TRUE(refused("<Contents><Key>a/%G1</Key><Size>1</Size></Contents><EncodingType>url</EncodingType>", "a/"));
+  EXPECT_TRUE(refused("<Contents><Key>a/x</Key><Size>-1</Size></Contents>", "a/"));
+  EXPECT_TRUE(refused("<Contents><Key>a/x</Key><Size>18446744073709551616</Size></Contents>", "a/"));
+  EXPECT_TRUE(refused("<Contents><Key>a/x</Key></Contents>", "a/"));
+  EXPECT_TRUE(refused("<Contents><Key>a/&bogus;</Key><Size>1</Size></Contents>", "a/"));
+  EXPECT_TRUE(refused("<Contents><Key>a/&#0;</Key><Size>1</Size></Contents>", "a/"));
+  EXPECT_TRUE(refused("<CommonPrefixes><Prefix>a/b</Prefix></CommonPrefixes>", "a/"));
+  EXPECT_TRUE(refused("<IsTruncated>true</IsTruncated>"));
+  EXPECT_TRUE(refused("<IsTruncated>maybe</IsTruncated>"));
+  EXPECT_FALSE(parse_s3_page("<Error><Code>AccessDenied</Code></Error>", "").is_ok());
+}
+
+TEST(HubListing, FilesAndDirectoriesOfOneFolder) {
+  const std::string json =
+      R"([{"type":"file","oid":"1","size":612,"path":"unet/config.json"},)"
+      R"({"type":"file","oid":"2","size":5000000000,"path":"unet/diffusion_pytorch_model.safetensors","lfs":{"oid":"x","size":5000000000}},)"
+      R"({"type":"directory","oid":"3","size":0,"path":"unet/sub"}])";
+  auto page = parse_hub_page(json, "unet");
+  ASSERT_TRUE(page.is_ok()) << page.error().message();
+  EXPECT_EQ(names_of(page->entries), "config.json:612,diffusion_pytorch_model.safetensors:5000000000,sub/");
+  auto root = parse_hub_page(R"([{"type":"directory","oid":"3","path":"unet"}])", "");
+  ASSERT_TRUE(root.is_ok()) << root.error().message();
+  EXPECT_EQ(names_of(root->entries), "unet/");
+}
+
+TEST(HubListing, HostilePagesAreRefused) {
+  for (const char* body :
+       {R"({"path":"a"})", R"([{"type":"file","path":"../a","size":1}])", R"([{"type":"file","path":"other/a","size":1}])",
+        R"([{"type":"file","path":"d/a/b","size":1}])", R"([{"type":"file","path":"d/a","size":-1}])", R"([{"type":"file","path":"d/a"}])",
+        R"([{"type":"link","path":"d/a"}])", R"([{"type":"file","path":"d/a\u0000b","size":1}])", "[1]", "not json"}) {
+    auto page = parse_hub_page(body, "d");
+    ASSERT_FALSE(page.is_ok()) << body;
+    EXPECT_EQ(page.error().kind(), ErrorKind::HttpError) << body;
+  }
+}
+
+TEST(HubListing, NextLinkOfALinkHeader) {
+  EXPECT_EQ(listing::next_link(R"(<https://hub/api/models/a/b/tree/main?cursor=xyz>; rel="next")"),
+            "https://hub/api/models/a/b/tree/main?cursor=xyz");
+  EXPECT_EQ(listing::next_link(R"(<https://p>; rel="prev", <https://n>; rel="next")"), "https://n");
+  EXPECT_EQ(listing::next_link(R"(<https://p>; rel="prev")"), "");
+  EXPECT_EQ(listing::next_link(""), "");
+}
+
+}  // namespace
+}  // namespace safeweights
