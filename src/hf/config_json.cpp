@@ -284,6 +284,11 @@ Result<ModelConfig> read_config(const Folder& folder) {
     auto e = JsonFile::member(root, key);
     if (!e || e->type() == json::element_type::ARRAY) continue;  // a list of ids: not one token
     SW_ASSIGN_OR_RETURN(auto id, file->integer(root, key, 0, kMaxVocab));
+    // A token id indexes the vocabulary and the embedding's rows: one past them names no token
+    // (llama.cpp's loader would ignore it and fall back to its default id).
+    if (*id >= c.vocab_size) {
+      return file->bad(key, "is " + std::to_string(*id) + ", not below vocab_size " + std::to_string(c.vocab_size) + " (no such token)");
+    }
     c.special_ids.emplace_back(std::string(type), *id);
   }
 

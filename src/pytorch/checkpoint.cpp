@@ -419,17 +419,20 @@ Status read_zip(CheckpointFile& out, const SourcePtr& file, const PickleOptions&
     return bad(ErrorRule::PytorchContainer, "archive member `" + first + "` is not under a root folder (" + kPklRule + ")");
   const std::string root = first.substr(0, slash + 1);
   for (const zip::Entry& e : archive.entries()) {
-    if (e.name.compare(0, root.size(), root) != 0)
-      return bad(ErrorRule::PytorchContainer, "archive member `" + std::string(e.name) + "` is outside the root folder `" + root + "`");
-    const std::string_view rest = std::string_view(e.name).substr(root.size());
-    if (torchscript_member(rest)) return torchscript();
+    if (e.name.compare(0, root.size(), root) == 0 && torchscript_member(std::string_view(e.name).substr(root.size()))) return torchscript();
   }
+  // data.pkl first (where torch.load looks for it, whatever the member order), then the members
+  // torch.load would never look at.
   const zip::Entry* pkl = archive.find(root + "data.pkl");
   if (!pkl) {
     for (const zip::Entry& e : archive.entries())
-      if (e.name.ends_with("/data.pkl"))
+      if (e.name == "data.pkl" || e.name.ends_with("/data.pkl"))
         return bad(ErrorRule::PytorchContainer, "`" + std::string(e.name) + "` is not " + root + "data.pkl (" + kPklRule + ")");
     return bad(ErrorRule::PytorchContainer, "no " + root + "data.pkl in the archive");
+  }
+  for (const zip::Entry& e : archive.entries()) {
+    if (e.name.compare(0, root.size(), root) != 0)
+      return bad(ErrorRule::PytorchContainer, "archive member `" + std::string(e.name) + "` is outside the root folder `" + root + "`");
   }
   if (const zip::Entry* order = archive.find(root + "byteorder")) {
     SW_ASSIGN_OR_RETURN(std::string text, small_record(archive, *order));

@@ -24,21 +24,34 @@ bool starts_with_bytes(std::span<const std::byte> head, std::initializer_list<un
 
 // torch's ZIP writer: torch.save puts "<root>/data.pkl" first; torch.jit.save (TorchScript, refused
 // by name when read) starts with "<root>/data/<key>", "<root>/code/...", "<root>/constants.pkl" or
-// "<root>/.data/...". Any of them under a root folder claims the archive (above DDUF's ZIP magic), and so
-// does a first member data.pkl at any depth.
+// "<root>/.data/...". torch.load finds every record by name, so an archive another writer made may start
+// with any of them (torch reads "<root>/version" first and data.pkl wherever it lies). A first member
+// that is one of torch's records claims the archive (above DDUF's ZIP magic), at any depth: the reader
+// then names the depth torch.load needs. None of them is a DDUF entry name (DDUF holds only .json,
+// .model, .safetensors and .txt files), so no DDUF archive is claimed.
+bool is_torch_record(std::string_view name) {
+  const std::size_t slash = name.rfind('/');
+  const std::string_view last = slash == std::string_view::npos ? name : name.substr(slash + 1);
+  if (last == "data.pkl" || last == "byteorder" || last == "version" || last == ".format_version" || last == ".storage_alignment") return true;
+  // data/<key>: torch's storage keys are numbers (a key with a dot could be a DDUF folder's file).
+  const std::string_view parent = slash == std::string_view::npos ? std::string_view() : name.substr(0, slash);
+  if ((parent == "data" || parent.ends_with("/data")) && !last.empty() && last.find('.') == std::string_view::npos) return true;
+  // .data/<anything> (.data/version, .data/serialization_id)
+  const std::size_t hidden = name.find(".data/");
+  return hidden != std::string_view::npos && (hidden == 0 || name[hidden - 1] == '/');
+}
+
 bool is_torch_zip(std::span<const std::byte> head) {
   constexpr std::size_t kNameAt = 30;  // fixed part of a local file header
   if (!starts_with_bytes(head, {'P', 'K', 3, 4}) || head.size() < kNameAt) return false;
   const std::size_t name_length = le::u16(head.data() + 26);
   if (head.size() < kNameAt + name_length) return false;
   const std::string_view name(reinterpret_cast<const char*>(head.data() + kNameAt), name_length);
-  // data.pkl at another depth than torch.save's: still a checkpoint, refused by the reader naming the rule.
-  if (name == "data.pkl" || name.ends_with("/data.pkl")) return true;
+  if (is_torch_record(name)) return true;
   const std::size_t slash = name.find('/');
   if (slash == std::string_view::npos || slash == 0) return false;
   const std::string_view rest = name.substr(slash + 1);
-  return rest == "data.pkl" || rest == "constants.pkl" || (rest.size() > 5 && rest.starts_with("data/")) || rest.starts_with("code/") ||
-         rest.starts_with(".data/");
+  return rest == "constants.pkl" || rest.starts_with("code/");
 }
 
 // The legacy format (before torch 1.6) opens with a protocol-2 pickle of the magic number

@@ -498,6 +498,42 @@ def test_architecture_names_as_llama_cpp(arch_converted, arch):
         assert field(reader, "gemma3.rope.freq_base_swa") == pytest.approx(10000.0)
 
 
+# Each dimension config.json states, broken one at a time in a folder transformers saved: the plan's one
+# shape check refuses it for every architecture's table, naming config.json, and writes nothing (issue 28
+# item 3: intermediate_size 97 beside 96-row MLP tensors). A token id past vocab_size names no token.
+def broken(config, key):
+    heads, hidden = config["num_attention_heads"], config["hidden_size"]
+    head_dim = config.get("head_dim") or hidden // heads
+    return {"intermediate_size": config["intermediate_size"] + 1, "hidden_size": hidden * 2, "num_attention_heads": heads * 2,
+            "num_key_value_heads": config["num_key_value_heads"] // 2, "head_dim": head_dim * 2, "vocab_size": config["vocab_size"] + 1,
+            "bos_token_id": config["vocab_size"]}[key]
+
+
+@pytest.mark.parametrize("key", ["intermediate_size", "hidden_size", "num_attention_heads", "num_key_value_heads", "head_dim",
+                                 "vocab_size", "bos_token_id"])
+@pytest.mark.parametrize("arch", sorted(ARCHES))
+def test_every_dimension_config_states_must_agree_with_the_tensors(arch_converted, tmp_path, arch, key):
+    _, source, _ = arch_converted(arch)
+    folder = tmp_path / "model"
+    shutil.copytree(source, folder)
+    config = json.loads((folder / "config.json").read_text())
+    config[key] = broken(config, key)
+    (folder / "config.json").write_text(json.dumps(config))
+    out = tmp_path / "out.gguf"
+    r = convert(folder, out)
+    # Refused (exit 2 for now: the folder readers report InvalidArgument, which the CLI counts as a usage error)
+    assert r.returncode != 0 and not out.exists(), (key, r.returncode, r.stdout, r.stderr)
+    assert "config.json" in r.stderr, r.stderr
+    if key == "intermediate_size":  # the MLP's rows (Phi-3: gate and up fused, twice as many)
+        rows = 2 if arch == "phi3" else 1
+        assert f"shape [{rows * 128}, 64], config.json implies [{rows * 129}, 64]" in r.stderr, r.stderr
+        assert "model.safetensors" in r.stderr and "mlp." in r.stderr, r.stderr
+    if key == "vocab_size":
+        assert "model.safetensors" in r.stderr and "embed_tokens" in r.stderr and "config.json implies [401, 64]" in r.stderr, r.stderr
+    if key == "bos_token_id":
+        assert "key `bos_token_id` is 400, not below vocab_size 400 (no such token)" in r.stderr, r.stderr
+
+
 # llama.cpp's CPU GELU (Gemma's activation) reads a table of float16 values at the float16-rounded input
 # (ggml's GGML_GELU_FP16): against transformers' float32 GELU the logits then differ by ~1e-3 of the
 # largest. With transformers' GELU computed the same way (input and output rounded to float16) they

@@ -144,6 +144,13 @@ def hand_read_cases():
                                                             (P.s("tensor"), P.tensor(P.storage_pid(), size=(2,)))))),
         "nested_empty_keys": P.torch_zip(P.pickle(P.state_dict((P.s(""), P.state_dict((P.s("b"), P.tensor(P.storage_pid())))),
                                                                (P.s("b"), P.tensor(P.storage_pid(), size=(2,)))))),
+        # torch.save writes data.pkl first; torch.load finds every record by name, so other writers' orders read too
+        "zip_version_first": P.zip_of({"archive/version": b"3\n", "archive/data.pkl": P.one_tensor(), "archive/data/0": F6[:16]}),
+        "zip_byteorder_first": P.zip_of({"archive/byteorder": b"little", "archive/data.pkl": P.one_tensor(), "archive/data/0": F6[:16],
+                                         "archive/version": b"3\n"}),
+        "zip_format_version_first": P.zip_of({"archive/.format_version": b"1", "archive/.storage_alignment": b"64",
+                                              "archive/data.pkl": P.one_tensor(), "archive/data/0": F6[:16], "archive/version": b"3\n"}),
+        "zip_storage_first": P.zip_of({"archive/data/0": F6[:16], "archive/data.pkl": P.one_tensor(), "archive/version": b"3\n"}),
         # a repeated key whose values hold no tensor is not refused (nothing read depends on it)
         "repeated_metadata_key": P.torch_zip(P.pickle(P.state_dict((w, P.tensor(P.storage_pid())), (P.s("epoch"), P.i(1)),
                                                                    (P.s("epoch"), P.i(2))))),

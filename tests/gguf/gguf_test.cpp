@@ -305,8 +305,10 @@ TEST(Writer, RefusesWhatGgufCannotHoldAndLeavesNothing) {
   EXPECT_TRUE(swt::IsKind(refused({}, {{"w", TensorType::Q8_0, {2, 16}}}), ErrorKind::InvalidBlockShape));
   // ggml ends a name or a key at its first NUL: never written
   Status nul = refused({}, {{std::string("a\0b", 3), TensorType::F32, {2}}});
+  EXPECT_TRUE(swt::IsKind(nul, ErrorKind::Unrepresentable));
   EXPECT_EQ(nul.error().message(), "a GGUF tensor name cannot hold a NUL byte: ggml ends the name there") << nul.to_string();
   Status nul_key = refused({{std::string("a\0b", 3), Value::u8(1)}}, {});
+  EXPECT_TRUE(swt::IsKind(nul_key, ErrorKind::Unrepresentable));
   EXPECT_EQ(nul_key.error().message(), "key `a\\x00b` holds a NUL byte, where ggml would end it") << nul_key.to_string();
   // ggml's element count, from ne[0] (the last of the shape): ne = [2^62, 2^62, 0] is refused
   const std::uint64_t big = std::uint64_t{1} << 62;

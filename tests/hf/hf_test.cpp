@@ -589,6 +589,13 @@ TEST(HfLlama, TokenizerRules) {
     EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::InvalidArgument, "tokenizer.json", "token id 6 is not below"));
   }
   {
+    Folder f;  // a special token id past the vocabulary names no token: refused, not written for the loader to drop
+    f.config["bos_token_id"] = "6";
+    EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::InvalidArgument, "config.json", "key `bos_token_id` is 6, not below vocab_size 6 (no such token)"));
+    f.config["bos_token_id"] = "5";
+    EXPECT_TRUE(IsOk(f.plan()));
+  }
+  {
     Folder f;
     f.vocab = R"({"a":0,"a":1})";
     EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::DuplicateKey, "tokenizer.json", "`a`"));

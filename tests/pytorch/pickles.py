@@ -308,6 +308,11 @@ def issue28_corpus():
                                    "archive member `data.pkl` is not under a root folder (" + pkl_rule + ")"),
         "zip_data_pkl_too_deep.pt": (zip_of({"a/b/data.pkl": one_tensor(), "a/data/0": f32}), "InvalidCheckpoint", "pytorch.container",
                                      "`a/b/data.pkl` is not a/data.pkl (" + pkl_rule + ")"),
+        # The same when data.pkl is not the first member (torch.load finds records by name, in any order).
+        "zip_data_pkl_at_top_not_first.pt": (zip_of({"data/0": f32, "data.pkl": one_tensor(), "version": b"3\n"}), "InvalidCheckpoint",
+                                             "pytorch.container", "`data.pkl` is not data/data.pkl (" + pkl_rule + ")"),
+        "zip_data_pkl_too_deep_not_first.pt": (zip_of({"a/b/version": b"3\n", "a/b/data.pkl": one_tensor(), "a/b/data/0": f32}),
+                                               "InvalidCheckpoint", "pytorch.container", "`a/b/data.pkl` is not a/data.pkl (" + pkl_rule + ")"),
     }
 
 
