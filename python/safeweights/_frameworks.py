@@ -128,13 +128,14 @@ class _TensorFlow(_Framework):
         tf = self.lib
         dt = self._dtype(code)
         bits = _view(arr, code)
-        # DLPack: TensorFlow takes the memory as it is (any alignment) and keeps the exporter (and so the
-        # mapping) alive. numpy exports only writable arrays this way and only its own types, so the
+        # DLPack: TensorFlow takes the memory as it is and keeps the exporter (and so the mapping) alive,
+        # but its kernels abort on memory that is not 64-byte aligned (Eigen's alignment): such tensors
+        # are copied, as jax's are. numpy exports only writable arrays this way and only its own types, so the
         # view is of the copy-on-write mapping (TensorFlow never writes to it; a tf.Variable copies),
         # and bf16 crosses as uint16 and is bitcast, which shares the buffer.
         # float8 types cannot be bitcast in TensorFlow: they are copied from their ml_dtypes view.
-        if not bits.flags.writeable or not bits.size:
-            return tf.convert_to_tensor(arr.view(numpy_dtype(code)))  # read-only caller memory, or empty: a copy
+        if not bits.flags.writeable or not bits.size or bits.ctypes.data % 64:
+            return tf.convert_to_tensor(arr.view(numpy_dtype(code)))  # a copy
         t = self._dlpack(bits.__dlpack__())
         if t.dtype == dt:
             return t
