@@ -87,13 +87,17 @@ PY
   "$work/venv/bin/python" -m pytest -q -p no:cacheprovider \
   test_numpy.py test_safe_open.py test_dduf.py test_slicing.py test_lowlevel.py test_reference_diff.py)
 
-# The stubs describe what the installed modules have (mypy's stubtest; safeweights.torch only where torch
-# is installed). stubtest runs from the tools venv over a copy of the wheel installed for it.
+# The stubs describe what the installed modules have (mypy's stubtest; a framework's module
+# (safeweights.torch, .flax, .tensorflow, .paddle, .mlx) only where the framework is installed).
+# stubtest runs from the tools venv over a copy of the wheel installed for it.
 allow=(--allowlist "$root/tests/python/stubtest-allowlist.txt")
-if ! "$work/venv/bin/python" -c "import torch" 2>/dev/null; then
-  printf 'safeweights.torch\n' >"$work/no-torch-allowlist.txt"
-  allow+=(--allowlist "$work/no-torch-allowlist.txt")
-fi
+: >"$work/absent-frameworks-allowlist.txt"
+for pair in torch:torch jax:flax tensorflow:tensorflow paddle:paddle mlx.core:mlx; do
+  if ! "$work/venv/bin/python" -c "import ${pair%%:*}" 2>/dev/null; then
+    printf 'safeweights.%s\n' "${pair#*:}" >>"$work/absent-frameworks-allowlist.txt"
+  fi
+done
+allow+=(--allowlist "$work/absent-frameworks-allowlist.txt")
 "$work/tools/bin/pip" install "${pip_quiet[@]}" --target "$work/stubtest-site" "$repaired" numpy==2.4.6
 mkdir -p "$work/stubtest-cwd"
 (cd "$work/stubtest-cwd" && PYTHONPATH="$work/stubtest-site" "$work/tools/bin/python" -m mypy.stubtest \

@@ -12,13 +12,17 @@
 #                              build), then the remote-sources suite tests/remote/ (s3:// against moto
 #                              in server mode, seeded by boto3 and the AWS CLI; its own cached venv), then
 #                              the reference safetensors' own tests through an import shim
-#                              (scripts/upstream-tests.sh), and the wheel built, repaired and tested in
+#                              (scripts/upstream-tests.sh), then jax/flax, TensorFlow, PaddlePaddle and MLX
+#                              (tests/frameworks/ and the reference's comparisons; their own cached venv),
+#                              and the wheel built, repaired and tested in
 #                              a clean venv (scripts/check-wheel.sh)
 #   scripts/test.sh --full     also (a) the whole suite under AddressSanitizer + UndefinedBehaviorSanitizer
 #                              (build-asan/) and (b) every libFuzzer target for FUZZ_SECONDS seconds each
 #                              (default 60), seeded from fuzz/corpus/ (build-fuzz/). CI=true implies --full.
 #   scripts/test.sh --asan     only (a);   scripts/test.sh --fuzz   only (b)
 # Environment: FUZZ_SECONDS; SANITIZE_CC / SANITIZE_CXX, the compilers of the sanitizer build (clang);
+# SAFEWEIGHTS_FRAMEWORKS=0 leaves out the frameworks step (jax/flax, TensorFlow, paddle, MLX: a 3 GB
+# venv of CPU wheels, tests/frameworks/requirements.txt);
 # SAFEWEIGHTS_CLIENTS=0 leaves out the current-torch and clients steps (and their ~3.5 GB download and
 # the llama.cpp build; SAFEWEIGHTS_CURRENT_TORCH=0 is the old name); SAFEWEIGHTS_CACHE, where the
 # clients' venv is kept (default ~/.cache/safeweights).
@@ -92,6 +96,7 @@ release_tests() {
   clients_tests
   remote_tests
   upstream_python_tests
+  frameworks_tests
   wheel_test
 }
 
@@ -192,29 +197,70 @@ clients_tests() {
   return 0
 }
 
+# Makes (or finds) a cached venv: `cached_venv NAME REQUIREMENTS WHAT` sets venv_python; without the
+# package index it fails under CI=true (status 1) and says the step is skipped elsewhere (status 2).
+venv_python=""
+cached_venv() {
+  venv_python=""
+  if venv_python=$(bash scripts/python-env.sh --cached "$1" "$2"); then return 0; fi
+  if [[ "${CI:-}" == "true" ]]; then
+    echo "python-env.sh failed: cannot make the $3 test environment" >&2
+    return 1
+  fi
+  echo "SKIPPED: python-env.sh could not make the $3 venv (no package index?)"
+  return 2
+}
+
+# Adds the counts of a pytest summary line ("3 failed, 9 passed, 1 skipped in 2s") to the totals.
+count_pytest_line() {
+  if [[ $1 =~ ([0-9]+)\ passed ]]; then passed_total=$((passed_total + BASH_REMATCH[1])); fi
+  if [[ $1 =~ ([0-9]+)\ failed ]]; then failed_total=$((failed_total + BASH_REMATCH[1])); fi
+  return 0
+}
+
 # Remote sources (tests/remote/): s3:// names against a real S3-compatible server on loopback (moto in
 # server mode, signatures checked) seeded by boto3 and the AWS CLI, in their own small venv
 # (tests/remote/requirements.txt, cached outside the clone like the clients').
 remote_tests() {
   [[ -d build/python/safeweights ]] || return 0
   section "remote sources: S3 (tests/remote, moto + boto3 + the AWS CLI)"
-  local py log line
-  if ! py=$(bash scripts/python-env.sh --cached venv-remote tests/remote/requirements.txt); then
-    if [[ "${CI:-}" == "true" ]]; then
-      echo "python-env.sh failed: cannot make the remote-sources test environment" >&2
-      return 1
-    fi
-    echo "SKIPPED: python-env.sh could not make the remote-sources venv (no package index?)"
-    return 0
-  fi
+  local log made=0
+  cached_venv venv-remote tests/remote/requirements.txt remote-sources || made=$?
+  if [[ $made != 0 ]]; then return $((made == 1)); fi
   log=$(mktemp)
   (cd tests/remote && env PYTHONPATH="$PWD/../../build/python" SAFEWEIGHTS_CLI="$PWD/../../build/safeweights" \
-    PYTHONDONTWRITEBYTECODE=1 "$py" -m pytest -q -p no:cacheprovider -rs .) | tee "$log"
-  line=$(tail -n 1 "$log")
+    PYTHONDONTWRITEBYTECODE=1 "$venv_python" -m pytest -q -p no:cacheprovider -rs .) | tee "$log"
+  count_pytest_line "$(tail -n 1 "$log")"
   rm -f "$log"
-  if [[ $line =~ ([0-9]+)\ passed ]]; then passed_total=$((passed_total + BASH_REMATCH[1])); fi
-  if [[ $line =~ ([0-9]+)\ failed ]]; then failed_total=$((failed_total + BASH_REMATCH[1])); fi
   return 0
+}
+
+# jax/flax, TensorFlow, PaddlePaddle and MLX (tests/frameworks/, then the reference's own comparison
+# tests through the import shim), in their venv of CPU wheels (tests/frameworks/requirements.txt, about
+# 3 GB, cached outside the clone like the clients'). One process per framework: paddle imported after
+# TensorFlow crashes. A framework the registry has no wheel for skips its tests with the reason.
+# SAFEWEIGHTS_FRAMEWORKS=0 leaves the step out.
+frameworks_tests() {
+  [[ ${SAFEWEIGHTS_FRAMEWORKS:-1} != 0 && -d build/python/safeweights ]] || return 0
+  section "frameworks: jax/flax, TensorFlow, PaddlePaddle, MLX (tests/frameworks, the frameworks' venv)"
+  local py log fw status=0 made=0
+  cached_venv venv-frameworks tests/frameworks/requirements.txt frameworks || made=$?
+  if [[ $made != 0 ]]; then return $((made == 1)); fi
+  py=$venv_python
+  log=$(mktemp)
+  for fw in flax tf paddle mlx; do
+    (cd tests/frameworks && env PYTHONPATH="$PWD/../../build/python" SAFEWEIGHTS_TEST_FRAMEWORK=$fw \
+      PYTHONDONTWRITEBYTECODE=1 "$py" -m pytest -q -p no:cacheprovider -rs test_frameworks.py) | tee "$log" || true
+    count_pytest_line "$(tail -n 1 "$log")"
+  done
+  section "the reference's flax, TensorFlow, paddle and MLX comparisons, through the import shim"
+  bash scripts/upstream-tests.sh --frameworks "$py" build/python | tee "$log" || status=1
+  while read -r line; do
+    if [[ $line =~ ^[0-9]+\ (passed|failed|skipped) ]]; then count_pytest_line "$line"; fi
+  done < <(grep -E "(passed|failed|skipped).* in [0-9.]+s" "$log")
+  rm -f "$log"
+  if [[ $status != 0 ]]; then echo "upstream-tests.sh --frameworks failed (see above)" >&2; fi
+  return $status
 }
 
 # The reference safetensors' own test suite against our package (scripts/upstream-tests.sh: downloaded

@@ -4,18 +4,26 @@
 # is safeweights). Downloaded from the package index at test time, checked against its pinned SHA-256,
 # unpacked under build/; none of it is committed.
 #
-#   scripts/upstream-tests.sh PYTHON BUILD_PYTHON_DIR
+#   scripts/upstream-tests.sh PYTHON BUILD_PYTHON_DIR                the numpy and torch suites
+#   scripts/upstream-tests.sh --frameworks PYTHON BUILD_PYTHON_DIR   the flax, TensorFlow, paddle and
+#                                                                    MLX comparisons, one process each
 #
-# PYTHON needs numpy, torch and pytest (Debian's /usr/bin/python3 has them). Deselected, each a
-# documented difference (docs/PYTHON.md):
+# PYTHON needs numpy, torch and pytest (Debian's /usr/bin/python3 has them); with --frameworks, the
+# frameworks' venv (tests/frameworks/requirements.txt). Deselected, each a documented difference
+# (docs/PYTHON.md):
 #   test_simple.py::ReadmeTestCase::test_numpy_slice  out-of-range slice bounds clamp as in numpy,
 #                                                     where the reference raises
-# Not run: test_handle.py (needs fsspec), and the flax/mlx/paddle/tf comparisons (frameworks we do not
-# provide).
+#   test_paddle_comparison.py::WithOpenCase::test_paddle_tensor_gpu, ::test_paddle_slice_gpu
+#                                                     need a CUDA build of paddle and a GPU (the
+#                                                     registry's paddlepaddle wheel is CPU-only)
+# test_mlx_comparison.py skips itself off macOS (its reason is printed). Not run: test_handle.py
+# (needs fsspec).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-python=${1:?usage: upstream-tests.sh PYTHON BUILD_PYTHON_DIR}
-package_dir=$(cd "${2:?usage: upstream-tests.sh PYTHON BUILD_PYTHON_DIR}" && pwd)
+frameworks=0
+if [[ ${1:-} == --frameworks ]]; then frameworks=1; shift; fi
+python=${1:?usage: upstream-tests.sh [--frameworks] PYTHON BUILD_PYTHON_DIR}
+package_dir=$(cd "${2:?usage: upstream-tests.sh [--frameworks] PYTHON BUILD_PYTHON_DIR}" && pwd)
 
 version=0.8.0
 url=https://files.pythonhosted.org/packages/45/06/f955dbbb1859e3bd23c8ac6141af5106e7ad5fedec4a3a6e3d60f94b7001/safetensors-$version.tar.gz
@@ -34,6 +42,16 @@ tar -xzf "$archive" -C "$work" "safetensors-$version/bindings/python/tests"
 
 # The tests open ./tests/data/...: run from bindings/python.
 cd "$work/safetensors-$version/bindings/python"
+if [[ $frameworks == 1 ]]; then
+  # One process per framework: paddle imported after TensorFlow crashes in paddle's import.
+  status=0
+  for t in flax tf paddle mlx; do
+    PYTHONPATH="$root/tests/python/upstream_shim:$package_dir" PYTHONDONTWRITEBYTECODE=1 \
+      "$python" -m pytest -q -p no:cacheprovider -rs "tests/test_${t}_comparison.py" \
+      -k "not test_paddle_tensor_gpu and not test_paddle_slice_gpu" || status=1
+  done
+  exit $status
+fi
 PYTHONPATH="$root/tests/python/upstream_shim:$package_dir" PYTHONDONTWRITEBYTECODE=1 \
   "$python" -m pytest -q -p no:cacheprovider \
   tests/test_simple.py tests/test_pt_comparison.py tests/test_pt_model.py tests/test_threadable.py \

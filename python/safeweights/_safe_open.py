@@ -18,12 +18,11 @@ from __future__ import annotations
 import operator
 import os
 
-from . import _load, _safeweights
+from . import _frameworks, _load, _safeweights
 from ._dtypes import TABLE, numpy_dtype, torch_dtype, torch_shape
 from ._errors import SafetensorError, SliceIndexError
 
-_FRAMEWORKS = {"pt": "pt", "torch": "pt", "pytorch": "pt", "np": "np", "numpy": "np"}
-_NOT_YET = {"tf", "tensorflow", "jax", "flax", "mlx", "paddle"}
+_FRAMEWORKS = {"pt": "pt", "torch": "pt", "pytorch": "pt", "np": "np", "numpy": "np", **_frameworks.ALIASES}
 _BACKENDS = ("mmap", "pread")
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
@@ -31,8 +30,6 @@ _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 def _framework(name) -> str:
     fw = _FRAMEWORKS.get(name) if isinstance(name, str) else None
     if fw is None:
-        if isinstance(name, str) and name in _NOT_YET:
-            raise SafetensorError(f"framework {name} is not supported by safeweights yet (use np or pt)")
         raise SafetensorError(f"framework {name} is invalid")
     return fw
 
@@ -56,10 +53,14 @@ def _check_device(device) -> None:
             raise SafetensorError(f"device {device} is invalid")
 
 
+# The reference's names of the frameworks in its messages.
+_DISPLAY = {"np": "numpy", "pt": "pytorch", **{k: fw.display for k, fw in _frameworks.FRAMEWORKS.items()}}
+
+
 def _check_framework_device(framework: str, device) -> None:
     _check_device(device)
-    if framework == "np" and not _is_cpu(device):
-        raise SafetensorError(f"Device {device} is not supported for framework numpy")
+    if framework not in ("pt", "paddle") and not _is_cpu(device):
+        raise SafetensorError(f"Device {device} is not supported for framework {_DISPLAY[framework]}")
 
 
 def _fspath(filename) -> str:
@@ -80,7 +81,9 @@ class _TensorMaker:
         self._handle = handle
         self._framework = framework
         self._device = device
-        self._buffer = handle.buffer(writable=(framework == "pt"))
+        self._other = _frameworks.FRAMEWORKS.get(framework)  # jax, TensorFlow, PaddlePaddle, MLX
+        writable = framework == "pt" or (self._other is not None and self._other.writable)
+        self._buffer = handle.buffer(writable=writable)
         # Slices are views of the mapping where the reference's are: torch on the CPU over a mapped file.
         # (The reference's numpy slices are fresh writable copies, and so are ours.)
         self.views_slices = False
@@ -105,6 +108,8 @@ class _TensorMaker:
         return self._view(self._handle.read(name), code, shape, 0, nbytes)
 
     def _view(self, buffer, code, shape, offset, nbytes):
+        if self._other is not None:
+            return self._other_view(buffer, code, shape, offset, nbytes)
         if self._framework == "np":
             dt = numpy_dtype(code)
             if nbytes == 0:
@@ -120,6 +125,18 @@ class _TensorMaker:
             t = torch.frombuffer(buffer, dtype=dt, count=nbytes // itemsize, offset=offset).reshape(tshape)
         if self._to_device:
             t = t.to(self._device)
+        return t
+
+
+    def _other_view(self, buffer, code, shape, offset, nbytes):
+        fw = self._other
+        if nbytes == 0:
+            t = fw.empty(code, shape)
+        else:
+            raw = self._np.frombuffer(buffer, dtype=self._np.uint8, count=nbytes, offset=offset)
+            t = fw.tensor(_frameworks.typed(raw, code, shape), code)
+        if not _is_cpu(self._device):
+            t = fw.to_device(t, self._device)
         return t
 
 

@@ -52,15 +52,24 @@ def _is_little_endian(tensor: np.ndarray) -> bool:
     raise ValueError(f"Unexpected byte order {order}")
 
 
-def _flatten(tensor_dict: Dict[str, np.ndarray]):
-    """TensorSpecs for the arrays, and the arrays (C-contiguous, little-endian) that must stay alive."""
+def _flatten(tensor_dict: Dict[str, np.ndarray], to_numpy=None):
+    """TensorSpecs for the arrays, and the arrays (C-contiguous, little-endian) that must stay alive.
+
+    ``to_numpy`` (the other frameworks' modules, _frameworks.py) turns each value into ``(array, dtype
+    name, shape, owner)``: the array holds its bytes, named by the table's numpy name, and ``owner`` is
+    held with it until the write returns."""
     if not isinstance(tensor_dict, dict):
-        raise ValueError(f"Expected a dict of [str, np.ndarray] but received {type(tensor_dict)}")
+        kind = "np.ndarray" if to_numpy is None else "tensor"
+        raise ValueError(f"Expected a dict of [str, {kind}] but received {type(tensor_dict)}")
     specs, keep = {}, []
     for name, value in tensor_dict.items():
         if not isinstance(name, str):
             raise TypeError(f"tensor names must be str, got {type(name).__name__}")
-        arr = np.asarray(value)
+        if to_numpy is None:
+            arr = np.asarray(value)
+            dtype, shape, owner = arr.dtype.name, arr.shape, None
+        else:
+            arr, dtype, shape, owner = to_numpy(value)
         if arr.dtype.byteorder == ">" or (arr.dtype.byteorder == "=" and np.little_endian is False):
             arr = arr.astype(arr.dtype.newbyteorder("<"))
         if not arr.flags.c_contiguous:  # (0-d arrays always are; np.ascontiguousarray would make them 1-d)
@@ -68,10 +77,8 @@ def _flatten(tensor_dict: Dict[str, np.ndarray]):
         # Held until the write returns, taken before the address is read: the reference keeps the array
         # alive, and numpy refuses to resize an array that has a weak reference (even with
         # refcheck=False), which would free the memory the writer reads without the GIL.
-        keep.append((arr, weakref.ref(arr)))
-        specs[name] = _safeweights.TensorSpec(
-            dtype=arr.dtype.name, shape=list(arr.shape), data_ptr=arr.ctypes.data, data_len=arr.nbytes
-        )
+        keep.append((arr, weakref.ref(arr), owner))
+        specs[name] = _safeweights.TensorSpec(dtype=dtype, shape=list(shape), data_ptr=arr.ctypes.data, data_len=arr.nbytes)
     return specs, keep
 
 

@@ -267,8 +267,11 @@ def test_other_argument_errors(sample):
     path, _ = sample
     with pytest.raises(TypeError):
         safe_open(123, framework="np")
-    with pytest.raises(SafetensorError):
-        safe_open(path, framework="tf")  # a valid reference framework that safeweights does not offer
+    with pytest.raises(SafetensorError, match="framework keras is invalid"):
+        safe_open(path, framework="keras")
+    for name in ("tf", "flax", "jax", "paddle", "mlx"):  # opened without importing the framework (tests/frameworks)
+        with safe_open(path, framework=name) as f:
+            assert f.keys() == ["a", "b", "c"]
     with safe_open(path, framework="np", device=None) as f:
         assert f.keys() == ["a", "b", "c"]
         with pytest.raises(SafetensorError):
