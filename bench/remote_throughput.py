@@ -2,7 +2,8 @@
 """Remote loads as users measure them: safeweights against boto3's transfer manager, the AWS CLI and one
 curl connection, on the same object, in the same run, through servers that cap every connection.
 
-  bench/remote_throughput.py [--mib 1024] [--cap-mbps 10] [--passes 3] [--connections 8,16]
+  bench/remote_throughput.py [--mib 1024] [--cap-mbps 10] [--passes 3] [--connections 8,16] [--part-mib 8,2,32]
+                             [--sources s3,http]
 
 Sets up on loopback: nginx serving the file over http with `limit_rate` per connection, and a moto S3
 server (the object uploaded by boto3) behind an nginx reverse proxy with the same per-connection cap.
@@ -83,6 +84,9 @@ def main() -> int:
     ap.add_argument("--cap-mbps", type=float, default=10.0, help="per-connection cap, MB/s (1e6 bytes)")
     ap.add_argument("--passes", type=int, default=3)
     ap.add_argument("--connections", default="8,16")
+    ap.add_argument("--part-mib", default="8", help="request sizes to try, MiB (comma-separated): the first goes with every "
+                    "connection count, the others with the first count")
+    ap.add_argument("--sources", default="s3,http", help="which servers to measure (s3, http)")
     args = ap.parse_args()
     import boto3
     from boto3.s3.transfer import TransferConfig
@@ -144,16 +148,20 @@ http {{
         client_env = dict(os.environ, AWS_ACCESS_KEY_ID="bench", AWS_SECRET_ACCESS_KEY="bench-secret", AWS_REGION="us-east-1",
                           AWS_ENDPOINT_URL=f"http://127.0.0.1:{s3_port}", HOME=str(work))
         sources = {"s3": "s3://models/model.safetensors", "http": f"http://127.0.0.1:{http_port}/model.safetensors"}
+        sources = {k: v for k, v in sources.items() if k in args.sources.split(",")}
+        counts = [int(c) for c in args.connections.split(",")]
+        parts = [int(p) for p in args.part_mib.split(",")]
+        runs = [(n, parts[0]) for n in counts] + [(counts[0], p) for p in parts[1:]]
         rows = []
         for source, url in sources.items():
-            for n in [int(c) for c in args.connections.split(",")]:
-                proc = subprocess.run([CLI, "bench", "--json", "--passes", str(args.passes), "--connections", str(n), url],
-                                      capture_output=True, env=client_env)
+            for n, part in runs:
+                proc = subprocess.run([CLI, "bench", "--json", "--passes", str(args.passes), "--connections", str(n), "--part-mib", str(part),
+                                       url], capture_output=True, env=client_env)
                 if proc.returncode != 0:
                     raise RuntimeError(f"safeweights bench {url}: {proc.stderr.decode()}")
                 r = json.loads(proc.stdout)
-                rows.append((source, f"safeweights, {n} connections", r["load_gbps"], n))
-                if n == int(args.connections.split(",")[0]):
+                rows.append((source, f"safeweights, {n} connections, {part} MiB parts", r["load_gbps"], n))
+                if (n, part) == runs[0]:
                     rows.append((source, "safeweights, 1 connection (its reference)", r["one_connection_gbps"], 1))
             if source == "s3":
                 times = []
