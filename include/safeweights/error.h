@@ -90,7 +90,9 @@ SAFEWEIGHTS_API_BEGIN
   /* Loading to devices */                                                                                  \
   X(DeviceError, 45, "a GPU runtime call failed, or the device or its runtime is unavailable")              \
   /* Writing */                                                                                             \
-  X(Unrepresentable, 46, "the output format cannot hold a name, rank or text the tensors or metadata have")
+  X(Unrepresentable, 46, "the output format cannot hold a name, rank or text the tensors or metadata have") \
+  /* Hugging Face model folders */                                                                          \
+  X(InvalidModelFolder, 47, "a model folder's config or tokenizer files are malformed, out of range, or disagree with its weights")
 
 // Rules: which rule of a format an error broke, for kinds that cover many rules (InvalidGguf, BadZipFile,
 // InvalidPickle, ...). A kind says what sort of failure it is; a rule says exactly which check, with a

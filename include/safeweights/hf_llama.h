@@ -65,8 +65,9 @@ struct GgufConversion {
 // hyper-parameters, tokenizer).
 // NotSupported, naming the file and the key, for what llama.cpp cannot compute as transformers does
 // (mixture of experts, a rope type or rope key not mapped, another activation, a tensor with no
-// llama.cpp name); InvalidArgument for a malformed or out-of-range configuration, naming the file and
-// key; TensorNotFound for a missing tensor; FileNotFound when there is no tokenizer.
+// llama.cpp name); InvalidModelFolder for config or tokenizer files that are malformed, out of range or
+// disagree with the weights (a shape, a token id), naming the file and the key or tensor; DuplicateKey
+// for a repeated JSON key; TensorNotFound for a missing tensor; FileNotFound when there is no tokenizer.
 Result<GgufConversion> plan(const Folder& folder, const TensorFile& weights, std::optional<TensorType> type, const LlamaOptions& options = {});
 // The same for a folder's name, local or remote, opened with plain_resolver().
 Result<GgufConversion> plan(const std::string& folder, const TensorFile& weights, std::optional<TensorType> type, const LlamaOptions& options = {});

@@ -71,7 +71,7 @@ struct ModelConfig {
   std::optional<bool> tie_word_embeddings;  // false: lm_head.weight must be there
   std::vector<gguf::KeyValue> arch_kv;      // the architecture's own keys (Architecture::check)
 };
-// FileNotFound without config.json; InvalidArgument for a malformed one; NotSupported for a model
+// FileNotFound without config.json; InvalidModelFolder for a malformed one; NotSupported for a model
 // llama.cpp cannot compute as transformers does (another architecture, experts, a rope type or key it
 // has no equivalent for), naming the key.
 Result<ModelConfig> read_config(const Folder& folder);
@@ -127,7 +127,7 @@ struct Piece {
   std::int32_t type = kNormal;  // SentencePiece's Type enum: NORMAL 1 ... BYTE 6
 };
 // Parses a serialized SentencePiece ModelProto's pieces (field 1: piece 1, score 2, type 3); every other
-// field is skipped by its wire type. InvalidArgument (naming `what` and the byte offset) for a
+// field is skipped by its wire type. InvalidModelFolder (naming `what` and the byte offset) for a
 // malformed message.
 Result<std::vector<Piece>> parse_sentencepiece(std::string_view bytes, const std::string& what);
 

@@ -36,7 +36,8 @@ std::size_t widen_numbers(std::string& text);
 class JsonFile {
  public:
   // The file `name` of `folder`. FileNotFound when absent (callers that allow absence check first);
-  // InvalidArgument when the file is not one JSON object or repeats a key at its top level.
+  // InvalidModelFolder when the file is not UTF-8 JSON holding one object; DuplicateKey when it repeats
+  // a key at its top level.
   static Result<std::unique_ptr<JsonFile>> read(const Folder& folder, std::string_view name, std::uint64_t cap) {
     const std::string path = folder.path_of(name);
     SW_ASSIGN_OR_RETURN(SourcePtr source, folder.open_file(name));
@@ -57,10 +58,11 @@ class JsonFile {
   json::element root() const { return root_; }
   const std::string& path() const { return path_; }
 
-  // InvalidArgument naming the file and the key ("config.json: key `hidden_size` must be ...").
+  // InvalidModelFolder naming the file and the key ("config.json: key `hidden_size` must be ..."): the
+  // folder's content is wrong, not the caller's request (the CLI exits 1, not 2).
   Error bad(std::string_view key, std::string_view what) const {
     std::string message = key.empty() ? std::string(what) : "key " + json::quoted(key) + " " + std::string(what);
-    return Error(ErrorKind::InvalidArgument, message).with_file(path_);
+    return Error(ErrorKind::InvalidModelFolder, message).with_file(path_);
   }
 
   // Repeated keys in an object: ambiguous (Python's json keeps the last one), so refused.

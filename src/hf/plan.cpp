@@ -63,7 +63,7 @@ struct Planner {
       return Error(ErrorKind::TensorNotFound, "tensor " + hf + " is missing (llama.cpp needs " + gguf + ")").with_file(weights.name());
     }
     if (!std::equal(e->shape.begin(), e->shape.end(), shape.begin(), shape.end())) {
-      return Error(ErrorKind::InvalidArgument, "shape " + shape_text(e->shape) + ", config.json implies " + shape_text(shape))
+      return Error(ErrorKind::InvalidModelFolder, "shape " + shape_text(e->shape) + ", config.json implies " + shape_text(shape))
           .with_file(weights.name())
           .with_tensor(hf);
     }

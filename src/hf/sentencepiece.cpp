@@ -21,7 +21,7 @@ class Wire {
   std::size_t offset() const { return base_ + pos_; }
 
   Error bad(const std::string& rule) const {
-    return Error(ErrorKind::InvalidArgument, "SentencePiece model: " + rule).with_file(what_).with_offset(offset());
+    return Error(ErrorKind::InvalidModelFolder, "SentencePiece model: " + rule).with_file(what_).with_offset(offset());
   }
 
   Result<std::uint64_t> varint() {

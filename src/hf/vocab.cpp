@@ -76,7 +76,7 @@ Vocab padded(std::uint32_t n, float score) {
 }
 
 Error out_of_vocab(const std::string& file, std::string_view what, std::uint64_t id, std::uint32_t n) {
-  return Error(ErrorKind::InvalidArgument,
+  return Error(ErrorKind::InvalidModelFolder,
                std::string(what) + " " + std::to_string(id) + " is not below config.json's vocab_size " + std::to_string(n))
       .with_file(file);
 }

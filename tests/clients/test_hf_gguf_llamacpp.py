@@ -501,6 +501,7 @@ def test_architecture_names_as_llama_cpp(arch_converted, arch):
 # Each dimension config.json states, broken one at a time in a folder transformers saved: the plan's one
 # shape check refuses it for every architecture's table, naming config.json, and writes nothing (issue 28
 # item 3: intermediate_size 97 beside 96-row MLP tensors). A token id past vocab_size names no token.
+# Invalid input, so exit 1 with InvalidModelFolder (issue 28 items 2 and 8; it was InvalidArgument, exit 2).
 def broken(config, key):
     heads, hidden = config["num_attention_heads"], config["hidden_size"]
     head_dim = config.get("head_dim") or hidden // heads
@@ -518,12 +519,16 @@ def test_every_dimension_config_states_must_agree_with_the_tensors(arch_converte
     shutil.copytree(source, folder)
     config = json.loads((folder / "config.json").read_text())
     config[key] = broken(config, key)
+    if key == "head_dim" and config.get("query_pre_attn_scalar") is not None:
+        # Gemma scales queries by query_pre_attn_scalar, which llama.cpp takes to be head_dim: keep the two
+        # equal, so that the shape check is what refuses the folder (not NotSupported for the scale).
+        config["query_pre_attn_scalar"] = config["head_dim"]
     (folder / "config.json").write_text(json.dumps(config))
     out = tmp_path / "out.gguf"
     r = convert(folder, out)
-    # Refused (exit 2 for now: the folder readers report InvalidArgument, which the CLI counts as a usage error)
-    assert r.returncode != 0 and not out.exists(), (key, r.returncode, r.stdout, r.stderr)
-    assert "config.json" in r.stderr, r.stderr
+    # The folder's content is at fault, not the command line: exit 1 (docs/CLI.md), kind InvalidModelFolder.
+    assert r.returncode == 1 and not out.exists(), (key, r.returncode, r.stdout, r.stderr)
+    assert ": InvalidModelFolder: " in r.stderr and "config.json" in r.stderr, r.stderr
     if key == "intermediate_size":  # the MLP's rows (Phi-3: gate and up fused, twice as many)
         rows = 2 if arch == "phi3" else 1
         assert f"shape [{rows * 128}, 64], config.json implies [{rows * 129}, 64]" in r.stderr, r.stderr

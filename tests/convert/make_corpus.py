@@ -4,8 +4,9 @@ command run on it, the exit status and the exact output it must give (cases.json
 
 Cases: integers that float64 cannot tell apart (`diff` compares them exactly), F64 values near the
 largest double (no inf, nan or null in the statistics), input that the output format cannot hold
-(`Unrepresentable`, exit 1, naming the input file and the tensor or key), and `--json` errors that
-name the split sibling or the shard they are in. The expected texts are written here by hand; the
+(`Unrepresentable`, exit 1, naming the input file and the tensor or key), Hugging Face folders whose
+config.json is out of range or disagrees with the tensors (`InvalidModelFolder`, exit 1), and `--json`
+errors that name the split sibling or the shard they are in. The expected texts are written here by hand; the
 numbers in them follow from the inputs (2**62 + 1 - 2**62 = 1; |1e308 - (-1e308)| = 2e308; ...).
 
 Usage:
@@ -143,6 +144,21 @@ def corpus():
     case("convert-safetensors-metadata-value-not-utf8", ["convert", "value-not-utf8.gguf", "out.safetensors"], 1, "",
          "safeweights: value-not-utf8.gguf: Unrepresentable: the value of metadata key `note` is not valid UTF-8: a "
          "safetensors header is JSON text\n")
+
+    # ---- convert: a Hugging Face folder whose files are malformed or disagree is invalid input (exit 1) ----
+    # InvalidModelFolder, naming the file (and the key or tensor), never InvalidArgument (a usage error, exit 2).
+    embed = ("model.embed_tokens.weight", "F32", [3, 2], struct.pack("<6f", *range(6)))
+    files["hf-config/config.json"] = b'{"architectures": ["LlamaForCausalLM"], "vocab_size": 0}'
+    files["hf-config/model.safetensors"] = safetensors([embed])
+    case("convert-hf-config-out-of-range", ["convert", "hf-config", "out.gguf"], 1, "",
+         "safeweights: hf-config/config.json: InvalidModelFolder: key `vocab_size` is 0, outside [1, 4194304]\n")
+    files["hf-shape/config.json"] = json.dumps(
+        {"architectures": ["LlamaForCausalLM"], "vocab_size": 4, "hidden_size": 2, "intermediate_size": 2,
+         "num_hidden_layers": 1, "num_attention_heads": 1, "max_position_embeddings": 8}).encode()
+    files["hf-shape/model.safetensors"] = safetensors([embed])
+    case("convert-hf-shape-disagrees-with-config", ["convert", "hf-shape", "out.gguf"], 1, "",
+         "safeweights: hf-shape/model.safetensors: InvalidModelFolder: shape [3, 2], config.json implies [4, 2] "
+         "(tensor `model.embed_tokens.weight`)\n")
 
     # ---- validate --json: the error names the file it is in ----
     def split_kvs(no):

@@ -173,11 +173,19 @@ TEST(HfLlama, ModelFoldersGoToThePlanBrokenOnesToo) {
                           "Qwen3ForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM, Phi3ForCausalLM)"));
   EXPECT_FALSE(hf::is_model_folder(f.path() + "/nowhere"));
   // A config.json that cannot be read is a model folder: plan() says why instead of a plain dump.
-  for (const std::string& broken : {std::string("{not json"), std::string(R"({"a":1,"a":2})"), std::string("{\"a\":\"\xff\"}"),
-                                    std::string(R"({"a": Infinity})"), std::string(300, '[') + std::string(300, ']')}) {
+  // Each is the folder's content at fault (InvalidModelFolder, or DuplicateKey for a repeated key: the CLI
+  // exits 1), never the caller's argument (InvalidArgument, exit 2).
+  const std::vector<std::pair<std::string, ErrorKind>> broken_configs = {
+      {"{not json", ErrorKind::InvalidModelFolder},
+      {R"({"a":1,"a":2})", ErrorKind::DuplicateKey},
+      {"{\"a\":\"\xff\"}", ErrorKind::InvalidModelFolder},
+      {R"({"a": Infinity})", ErrorKind::InvalidModelFolder},
+      {std::string(300, '[') + std::string(300, ']'), ErrorKind::InvalidModelFolder},
+  };
+  for (const auto& [broken, kind] : broken_configs) {
     write_file_bytes(f.dir.file("config.json"), broken);
     EXPECT_TRUE(hf::is_model_folder(f.path())) << broken;
-    EXPECT_TRUE(IsKind(f.plan_written(), ErrorKind::InvalidArgument) || IsKind(f.plan_written(), ErrorKind::DuplicateKey)) << broken;
+    EXPECT_TRUE(IsKind(f.plan_written(), kind)) << broken;
   }
   // A diffusers component's config.json describes no transformers model.
   write_file_bytes(f.dir.file("config.json"), R"({"_class_name":"UNet2DConditionModel"})");
@@ -191,22 +199,22 @@ TEST(HfLlama, ConfigErrorsNameTheFileAndKey) {
     std::string text;
   };
   const std::vector<Case> cases = {
-      {"hidden_size", "", ErrorKind::InvalidArgument, "`hidden_size` is missing"},
-      {"hidden_size", "\"8\"", ErrorKind::InvalidArgument, "`hidden_size` must be an integer"},
-      {"hidden_size", "8.5", ErrorKind::InvalidArgument, "`hidden_size` must be an integer"},
-      {"vocab_size", "1099511627776", ErrorKind::InvalidArgument, "`vocab_size` is 1099511627776, outside"},
-      {"vocab_size", "18446744073709551615", ErrorKind::InvalidArgument, "`vocab_size` is out of range"},
-      {"num_hidden_layers", "513", ErrorKind::InvalidArgument, "`num_hidden_layers`"},
-      {"num_attention_heads", "0", ErrorKind::InvalidArgument, "`num_attention_heads` is 0"},
-      {"num_key_value_heads", "3", ErrorKind::InvalidArgument, "`num_key_value_heads` must divide"},
-      {"rms_norm_eps", "-1", ErrorKind::InvalidArgument, "`rms_norm_eps` must be a finite positive number"},
-      {"max_position_embeddings", "", ErrorKind::InvalidArgument, "`max_position_embeddings` is missing"},
+      {"hidden_size", "", ErrorKind::InvalidModelFolder, "`hidden_size` is missing"},
+      {"hidden_size", "\"8\"", ErrorKind::InvalidModelFolder, "`hidden_size` must be an integer"},
+      {"hidden_size", "8.5", ErrorKind::InvalidModelFolder, "`hidden_size` must be an integer"},
+      {"vocab_size", "1099511627776", ErrorKind::InvalidModelFolder, "`vocab_size` is 1099511627776, outside"},
+      {"vocab_size", "18446744073709551615", ErrorKind::InvalidModelFolder, "`vocab_size` is out of range"},
+      {"num_hidden_layers", "513", ErrorKind::InvalidModelFolder, "`num_hidden_layers`"},
+      {"num_attention_heads", "0", ErrorKind::InvalidModelFolder, "`num_attention_heads` is 0"},
+      {"num_key_value_heads", "3", ErrorKind::InvalidModelFolder, "`num_key_value_heads` must divide"},
+      {"rms_norm_eps", "-1", ErrorKind::InvalidModelFolder, "`rms_norm_eps` must be a finite positive number"},
+      {"max_position_embeddings", "", ErrorKind::InvalidModelFolder, "`max_position_embeddings` is missing"},
       {"architectures", "[\"LlamaModel\"]", ErrorKind::NotSupported, "architecture `LlamaModel` is not converted"},
-      {"architectures", "[\"LlamaForCausalLM\", \"MistralForCausalLM\"]", ErrorKind::InvalidArgument, "`architectures` must be a list of one"},
-      {"architectures", "", ErrorKind::InvalidArgument, "`architectures` is missing"},
+      {"architectures", "[\"LlamaForCausalLM\", \"MistralForCausalLM\"]", ErrorKind::InvalidModelFolder, "`architectures` must be a list of one"},
+      {"architectures", "", ErrorKind::InvalidModelFolder, "`architectures` is missing"},
       {"num_local_experts", "8", ErrorKind::NotSupported, "mixture-of-experts"},
-      {"rope_scaling", R"({"rope_type":"yarn","factor":4})", ErrorKind::InvalidArgument, "`rope_scaling.original_max_position_embeddings`"},
-      {"rope_scaling", R"({"type":"linear"})", ErrorKind::InvalidArgument, "`rope_scaling.factor` is missing"},
+      {"rope_scaling", R"({"rope_type":"yarn","factor":4})", ErrorKind::InvalidModelFolder, "`rope_scaling.original_max_position_embeddings`"},
+      {"rope_scaling", R"({"type":"linear"})", ErrorKind::InvalidModelFolder, "`rope_scaling.factor` is missing"},
   };
   for (const Case& c : cases) {
     Folder f;
@@ -292,7 +300,7 @@ TEST(HfRope, WhatLlamaCppCannotComputeIsRefusedByName) {
   const std::vector<Case> cases = {
       {"rope_parameters", R"({"rope_type":"dynamic","factor":2.0})", ErrorKind::NotSupported, "rope type `dynamic`: dynamic NTK scaling"},
       {"rope_scaling", R"({"type":"dynamic","factor":2.0})", ErrorKind::NotSupported, "`rope_scaling` rope type `dynamic`"},
-      {"rope_parameters", R"({"rope_type":"yarn","factor":2.0})", ErrorKind::InvalidArgument,
+      {"rope_parameters", R"({"rope_type":"yarn","factor":2.0})", ErrorKind::InvalidModelFolder,
        "`rope_parameters.original_max_position_embeddings` is missing (rope type yarn needs it)"},
       {"rope_parameters", R"({"rope_type":"yarn","factor":2.0,"original_max_position_embeddings":16,"beta_fast":16})", ErrorKind::NotSupported,
        "key `beta_fast` is not 32"},
@@ -308,11 +316,11 @@ TEST(HfRope, WhatLlamaCppCannotComputeIsRefusedByName) {
       {"rope_parameters", R"({"rope_type":"linear","factor":2.0,"beta_fast":32})", ErrorKind::NotSupported,
        "key `beta_fast` is not understood for rope type `linear`"},
       {"rope_parameters", R"({"rope_type":"default","partial_rotary_factor":0.5})", ErrorKind::NotSupported, "key `partial_rotary_factor` is not 1"},
-      {"rope_parameters", R"({"rope_type":"linear"})", ErrorKind::InvalidArgument, "`rope_parameters.factor` is missing"},
-      {"rope_parameters", R"({"rope_type":"llama3","factor":8.0,"low_freq_factor":1.0,"high_freq_factor":4.0})", ErrorKind::InvalidArgument,
+      {"rope_parameters", R"({"rope_type":"linear"})", ErrorKind::InvalidModelFolder, "`rope_parameters.factor` is missing"},
+      {"rope_parameters", R"({"rope_type":"llama3","factor":8.0,"low_freq_factor":1.0,"high_freq_factor":4.0})", ErrorKind::InvalidModelFolder,
        "`rope_parameters.original_max_position_embeddings` is missing"},
-      {"rope_parameters", R"({"type":"linear","rope_type":"default","factor":2.0})", ErrorKind::InvalidArgument, "gives two rope types"},
-      {"rope_parameters", R"([1])", ErrorKind::InvalidArgument, "`rope_parameters` must be an object"},
+      {"rope_parameters", R"({"type":"linear","rope_type":"default","factor":2.0})", ErrorKind::InvalidModelFolder, "gives two rope types"},
+      {"rope_parameters", R"([1])", ErrorKind::InvalidModelFolder, "`rope_parameters` must be an object"},
       {"hidden_act", R"("gelu")", ErrorKind::NotSupported, "`hidden_act` is `gelu`"},
       {"partial_rotary_factor", "0.5", ErrorKind::NotSupported, "`partial_rotary_factor` is not 1"},
   };
@@ -325,13 +333,13 @@ TEST(HfRope, WhatLlamaCppCannotComputeIsRefusedByName) {
     Folder f;  // both layouts at once
     f.config["rope_scaling"] = R"({"type":"linear","factor":2.0})";
     f.config["rope_parameters"] = R"({"rope_type":"linear","factor":4.0})";
-    EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::InvalidArgument, "config.json", "`rope_scaling` is given beside rope_parameters"));
+    EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::InvalidModelFolder, "config.json", "`rope_scaling` is given beside rope_parameters"));
   }
   {
     Folder f;
     f.config["rope_theta"] = "10000.0";
     f.config["rope_parameters"] = R"({"rope_type":"default","rope_theta":500000.0})";
-    EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::InvalidArgument, "config.json", "`rope_theta` differs from rope_parameters.rope_theta"));
+    EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::InvalidModelFolder, "config.json", "`rope_theta` differs from rope_parameters.rope_theta"));
   }
   {
     Folder f;  // untied without lm_head: transformers would start the head from random weights
@@ -476,10 +484,10 @@ TEST(HfArch, Phi3FusedTensorsAndLongrope) {
   for (const ConvertTensor& t : c->plan.tensors) qkv |= t.name == "blk.0.attn_qkv.weight" && t.permute_heads == 0;
   EXPECT_TRUE(qkv);
   f.config["rope_parameters"] = R"({"rope_type":"longrope","short_factor":[1.0],"long_factor":[3.0]})";
-  EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::InvalidArgument, "config.json", "one factor per rotary pair"));
+  EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::InvalidModelFolder, "config.json", "one factor per rotary pair"));
   f.config.erase("rope_parameters");
   f.tensors["model.layers.0.self_attn.qkv_proj.weight"] = {12, 8};
-  EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::InvalidArgument, "model.safetensors", "shape [12, 8], config.json implies [16, 8]"));
+  EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::InvalidModelFolder, "model.safetensors", "shape [12, 8], config.json implies [16, 8]"));
 }
 
 TEST(HfLlama, DuplicateAndMalformedJson) {
@@ -490,11 +498,11 @@ TEST(HfLlama, DuplicateAndMalformedJson) {
   ASSERT_TRUE(IsOk(weights));
   EXPECT_TRUE(FailsNaming(plan_of(hf::plan(f.path(), **weights, std::nullopt)), ErrorKind::DuplicateKey, "config.json", "`vocab_size`"));
   write_file_bytes(f.dir.file("config.json"), "[1,2]");
-  EXPECT_TRUE(FailsNaming(plan_of(hf::plan(f.path(), **weights, std::nullopt)), ErrorKind::InvalidArgument, "config.json", "JSON object"));
+  EXPECT_TRUE(FailsNaming(plan_of(hf::plan(f.path(), **weights, std::nullopt)), ErrorKind::InvalidModelFolder, "config.json", "JSON object"));
   write_file_bytes(f.dir.file("config.json"), std::string((4u << 20) + 1, ' '));  // over the 4 MiB cap
   EXPECT_TRUE(IsKind(plan_of(hf::plan(f.path(), **weights, std::nullopt)), ErrorKind::ResourceLimit));
   write_file_bytes(f.dir.file("config.json"), "{\"a\":\"\xff\"}");
-  EXPECT_TRUE(FailsNaming(plan_of(hf::plan(f.path(), **weights, std::nullopt)), ErrorKind::InvalidArgument, "config.json", "UTF-8"));
+  EXPECT_TRUE(FailsNaming(plan_of(hf::plan(f.path(), **weights, std::nullopt)), ErrorKind::InvalidModelFolder, "config.json", "UTF-8"));
 }
 
 TEST(HfJson, NumbersOfAnySizeAreRead) {
@@ -532,7 +540,7 @@ TEST(HfJson, NumbersOfAnySizeAreRead) {
   }
   // A number beyond a double's range still reads: as its text, which a numeric key then refuses by name.
   f.config["rope_theta"] = "1e999";
-  EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::InvalidArgument, "config.json", "`rope_theta` must be a number"));
+  EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::InvalidModelFolder, "config.json", "`rope_theta` must be a number"));
 }
 
 TEST(HfLlama, TensorsLlamaCppCannotNameAreRefused) {
@@ -551,17 +559,17 @@ TEST(HfLlama, TensorsLlamaCppCannotNameAreRefused) {
   {
     Folder f;  // q rows must be heads x head size for the permutation
     f.tensors["model.layers.0.self_attn.q_proj.weight"] = {6, 8};
-    EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::InvalidArgument, "model.safetensors", "config.json implies [8, 8]"));
+    EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::InvalidModelFolder, "model.safetensors", "config.json implies [8, 8]"));
   }
   {
     Folder f;  // every dimension config.json gives must agree with the tensors
     f.config["intermediate_size"] = "16";
-    EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::InvalidArgument, "model.safetensors", "shape [8, 8], config.json implies [16, 8]"));
+    EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::InvalidModelFolder, "model.safetensors", "shape [8, 8], config.json implies [16, 8]"));
   }
   {
     Folder f;
     f.tensors["model.norm.weight"] = {7};
-    EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::InvalidArgument, "model.safetensors", "shape [7], config.json implies [8]"));
+    EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::InvalidModelFolder, "model.safetensors", "shape [7], config.json implies [8]"));
   }
   {
     Folder f;  // lm_head present: output.weight planned
@@ -586,12 +594,13 @@ TEST(HfLlama, TokenizerRules) {
   {
     Folder f;
     f.vocab = R"({"a":0,"b":6})";
-    EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::InvalidArgument, "tokenizer.json", "token id 6 is not below"));
+    EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::InvalidModelFolder, "tokenizer.json", "token id 6 is not below"));
   }
   {
     Folder f;  // a special token id past the vocabulary names no token: refused, not written for the loader to drop
     f.config["bos_token_id"] = "6";
-    EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::InvalidArgument, "config.json", "key `bos_token_id` is 6, not below vocab_size 6 (no such token)"));
+    EXPECT_TRUE(
+        FailsNaming(f.plan(), ErrorKind::InvalidModelFolder, "config.json", "key `bos_token_id` is 6, not below vocab_size 6 (no such token)"));
     f.config["bos_token_id"] = "5";
     EXPECT_TRUE(IsOk(f.plan()));
   }
@@ -673,7 +682,7 @@ TEST(HfSentencePiece, MalformedMessagesAreRefusedWithTheirOffset) {
   };
   for (const auto& [bytes, text] : cases) {
     auto p = hf::parse_sentencepiece(bytes, "tokenizer.model");
-    ASSERT_TRUE(IsKind(p, ErrorKind::InvalidArgument)) << text;
+    ASSERT_TRUE(IsKind(p, ErrorKind::InvalidModelFolder)) << text;
     EXPECT_NE(p.error().to_string().find(text), std::string::npos) << p.error().to_string();
     EXPECT_EQ(p.error().context().file, "tokenizer.model");
     EXPECT_TRUE(p.error().context().offset.has_value());

@@ -31,6 +31,8 @@ np = pytest.importorskip("numpy")
 gguf = pytest.importorskip("gguf")
 
 from conftest import REPO, build_file  # noqa: E402
+import safeweights  # noqa: E402
+from safeweights import formats  # noqa: E402
 from spm_model import spm_model, spm_pieces  # noqa: E402
 
 VT = gguf.GGUFValueType
@@ -478,20 +480,28 @@ def test_llama_cpp_logits_typed(model, typed, llama_driver):
 # ---- routing: a folder whose config.json is broken is refused, never converted as plain tensors ----------
 
 
-@pytest.mark.parametrize("config,reason", [
-    (b'{"architectures": ["LlamaForCausalLM"], "vocab_size": 6, "vocab_size": 7}', "`vocab_size` repeated"),
-    (b'{"architectures": ["LlamaForCausalLM"],', "is not valid JSON"),
-    (b'{"architectures": ["LlamaForCausalLM"], "rope_theta": Infinity}', "is not valid JSON"),
-    (b'{"a": "\xff"}', "is not valid UTF-8"),
-    (b"[" * 300 + b"]" * 300, "is not valid JSON"),
-    (b'{"architectures": ["BertModel"]}', "architecture `BertModel` is not converted"),
+@pytest.mark.parametrize("config,kind,reason", [
+    (b'{"architectures": ["LlamaForCausalLM"], "vocab_size": 6, "vocab_size": 7}', "DuplicateKey", "`vocab_size` repeated"),
+    (b'{"architectures": ["LlamaForCausalLM"],', "InvalidModelFolder", "is not valid JSON"),
+    (b'{"architectures": ["LlamaForCausalLM"], "rope_theta": Infinity}', "InvalidModelFolder", "is not valid JSON"),
+    (b'{"a": "\xff"}', "InvalidModelFolder", "is not valid UTF-8"),
+    (b"[" * 300 + b"]" * 300, "InvalidModelFolder", "is not valid JSON"),
+    (b'{"architectures": ["LlamaForCausalLM"], "vocab_size": 0}', "InvalidModelFolder", "`vocab_size` is 0"),
+    (b'{"architectures": ["BertModel"]}', "NotSupported", "architecture `BertModel` is not converted"),
 ])
-def test_broken_or_unknown_config_is_refused_by_the_cli(model, tmp_path, config, reason):
+def test_broken_or_unknown_config_is_refused_by_the_cli(model, tmp_path, config, kind, reason):
+    # A broken folder is invalid input (exit 1, docs/CLI.md), never a usage error (exit 2), and its kind
+    # says which verdict it is; Python's convert raises SafetensorError with the same kind.
     folder = tmp_path / "m"
     shutil.copytree(model["folder"], folder)
     (folder / "config.json").write_bytes(config)
     out = tmp_path / "out.gguf"
     r = subprocess.run([_cli(), "convert", str(folder), str(out)], capture_output=True, text=True)
-    assert r.returncode != 0
-    assert "config.json" in r.stderr and reason in r.stderr, r.stderr
+    assert r.returncode == 1, (r.returncode, r.stderr)
+    assert f"config.json: {kind}: " in r.stderr and reason in r.stderr, r.stderr
+    assert not out.exists()
+    with pytest.raises(safeweights.SafetensorError) as e:
+        formats.convert(str(folder), str(out))
+    assert e.value.kind == kind and e.value.file.endswith("config.json"), (e.value.kind, e.value.file)
+    assert reason in str(e.value), str(e.value)
     assert not out.exists()
