@@ -87,6 +87,8 @@ py::dict group_stats_dict(const GroupLoadStats& s) {
   d["read_bytes"] = s.read_bytes;
   d["shared_bytes"] = s.shared_bytes;
   d["received_bytes"] = s.received_bytes;
+  d["read_seconds"] = s.read_seconds;
+  d["exchange_seconds"] = s.exchange_seconds;
   return d;
 }
 

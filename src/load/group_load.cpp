@@ -1,9 +1,15 @@
 // Loading across a process group (safeweights/group.h): which rank reads which bytes (GroupPlan), the
 // status rounds, and the exchange.
 #include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstring>
 #include <functional>
+#include <mutex>
 #include <string>
+#include <thread>
+#include <unordered_map>
 
 #include "core/hash.h"
 #include "core/status_macros.h"
@@ -17,6 +23,7 @@ namespace {
 constexpr std::uint64_t kCutAlign = 4096;
 constexpr std::uint64_t kSmallCutAlign = 64;
 constexpr std::uint64_t kSmallPart = 1u << 20;
+constexpr std::uint64_t kPieceBytes = 64u << 20;
 // A fixed seed: the plan hashes are compared between processes.
 constexpr std::uint64_t kPlanSeed = 0x5afe'3e16'47c0'0001ull;
 
@@ -141,8 +148,12 @@ LoadChunk piece_of(const LoadChunk& c, std::uint64_t from, std::uint64_t to) {
   return p;
 }
 
-Status run_group(const LoadPlan& plan, GroupTransport& group, GroupLoadStats& stats, const std::function<Status(const LoadPlan&)>& read,
-                 const std::function<std::byte*(std::uint64_t)>& address) {
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+Status run_group(const LoadPlan& plan, GroupTransport& group, const GroupOptions& options, GroupLoadStats& stats,
+                 const std::function<Status(const LoadPlan&)>& read, const std::function<std::byte*(std::uint64_t)>& address) {
   const std::uint64_t rank = group.rank(), size = group.size();
   if (size == 0 || rank >= size)
     return fail_group(group,
@@ -151,47 +162,95 @@ Status run_group(const LoadPlan& plan, GroupTransport& group, GroupLoadStats& st
   SW_ASSIGN_OR_RETURN(const std::vector<Record> planned, exchange(group, plan_record(plan)));
   SW_RETURN_IF_ERROR(first_failure(planned, rank, "could not plan its load"));
   SW_ASSIGN_OR_RETURN(const std::uint64_t shared, shared_bytes(planned));
-  SW_ASSIGN_OR_RETURN(const GroupPlan gp, GroupPlan::make(plan, shared, rank, size));
-  // 2. read this rank's bytes; 3. tell the others how that went
-  Status mine = read(gp.reads());
-  SW_ASSIGN_OR_RETURN(const std::vector<Record> read_status, exchange(group, mine.is_ok() ? Record{} : Record::of(mine.error())));
-  SW_RETURN_IF_ERROR(mine);
+  SW_ASSIGN_OR_RETURN(const GroupPlan gp, GroupPlan::make(plan, shared, rank, size, options));
+
+  // 2. a thread reads this rank's steps in order while this one broadcasts every piece in turn, each of
+  // this rank's once it is read. A failed read is not a reason to stop: the others expect the pieces,
+  // and step 3 tells them.
+  const auto steps = gp.steps();
+  std::mutex mu;
+  std::condition_variable cv;
+  std::size_t done = 0;
+  Status read_error;
+  std::atomic<bool> stop{false};
+  const auto t0 = std::chrono::steady_clock::now();
+  std::thread reader([&] {
+    for (const LoadPlan& step : steps) {
+      Status s = stop ? Status(Error(ErrorKind::Interrupted, "the group's exchange failed")) : read(step);
+      std::lock_guard<std::mutex> lock(mu);
+      if (!s.is_ok() && read_error.is_ok()) read_error = std::move(s);
+      ++done;
+      cv.notify_all();
+    }
+    stats.read_seconds = seconds_since(t0);
+  });
+  Status sent;
+  std::size_t own = 0;
+  for (const GroupPiece& p : gp.pieces()) {
+    if (size == 1) break;
+    if (p.rank == rank) {
+      std::unique_lock<std::mutex> lock(mu);
+      ++own;
+      cv.wait(lock, [&] { return done >= own; });
+    }
+    sent = group.broadcast(address(p.begin), p.end - p.begin, p.rank);
+    if (!sent.is_ok()) break;
+    if (p.rank != rank) stats.received_bytes += p.end - p.begin;
+  }
+  stats.exchange_seconds = seconds_since(t0);
+  if (!sent.is_ok()) stop = true;
+  reader.join();
+  SW_RETURN_IF_ERROR(sent);
+  // 3. tell the others how the reads went
+  SW_ASSIGN_OR_RETURN(const std::vector<Record> read_status, exchange(group, read_error.is_ok() ? Record{} : Record::of(read_error.error())));
+  SW_RETURN_IF_ERROR(read_error);
   SW_RETURN_IF_ERROR(first_failure(read_status, rank, "failed to read its part of the load"));
-  // 4. every part from its reader to every rank
   stats.read_bytes = gp.reads().read_bytes();
   stats.shared_bytes = size > 1 ? shared : 0;
-  for (std::uint64_t r = 0; r < size; ++r) {
-    const GroupPart& p = gp.parts()[r];
-    if (p.read_bytes == 0 || size == 1) continue;
-    SW_RETURN_IF_ERROR(group.broadcast(address(p.begin), p.end - p.begin, r));
-    if (r != rank) stats.received_bytes += p.end - p.begin;
-  }
   return Status::ok();
 }
 
 }  // namespace
 
-Result<GroupPlan> GroupPlan::make(const LoadPlan& plan, std::uint64_t shared, std::uint64_t rank, std::uint64_t size) {
+// A plan of `chunks` over `plan`'s destination, holding only the tensors its slice chunks name.
+LoadPlan GroupPlan::sub_plan(const LoadPlan& plan, std::vector<LoadChunk> chunks) {
+  LoadPlan out;
+  out.size_ = plan.size();
+  out.replicated_size_ = plan.replicated_size();
+  out.chunk_bytes_ = plan.chunk_bytes();
+  out.options_ = plan.options();
+  std::unordered_map<std::int64_t, std::int64_t> index;
+  for (LoadChunk& c : chunks) {
+    out.read_bytes_ += c.length;
+    if (c.tensor < 0) continue;
+    auto [it, fresh] = index.try_emplace(c.tensor, static_cast<std::int64_t>(out.tensors_.size()));
+    if (fresh) out.tensors_.push_back(plan.tensors()[static_cast<std::size_t>(c.tensor)]);
+    c.tensor = it->second;
+  }
+  out.chunks_ = std::move(chunks);
+  return out;
+}
+
+Result<GroupPlan> GroupPlan::make(const LoadPlan& plan, std::uint64_t shared, std::uint64_t rank, std::uint64_t size, const GroupOptions& options) {
   if (size == 0 || rank >= size)
     return Error(ErrorKind::InvalidArgument, "group rank " + std::to_string(rank) + " is not below its size " + std::to_string(size));
   if (shared > plan.size()) return Error(ErrorKind::InvalidArgument, "the shared bytes pass the end of the plan's destination");
+  const std::uint64_t piece_bytes = options.piece_bytes ? options.piece_bytes : kPieceBytes;
   GroupPlan gp;
   gp.shared_ = shared;
   gp.rank_ = rank;
-  gp.reads_.tensors_.assign(plan.tensors().begin(), plan.tensors().end());
-  gp.reads_.size_ = plan.size();
-  gp.reads_.replicated_size_ = plan.replicated_size();
-  gp.reads_.chunk_bytes_ = plan.chunk_bytes();
-  gp.reads_.options_ = plan.options();
 
   // The shared chunks in destination order, and the bytes they read.
   std::vector<const LoadChunk*> common;
+  std::vector<LoadChunk> own;  // beyond the shared bytes: this rank's alone
   std::uint64_t total = 0;
   for (const LoadChunk& c : plan.chunks()) {
     if (c.dst + c.length <= shared) {
       common.push_back(&c);
       total += c.length;
-    } else if (c.dst < shared) {
+    } else if (c.dst >= shared) {
+      own.push_back(c);
+    } else {
       return Error(ErrorKind::InvalidArgument, "a chunk of the plan straddles the end of the shared bytes");
     }
   }
@@ -211,25 +270,55 @@ Result<GroupPlan> GroupPlan::make(const LoadPlan& plan, std::uint64_t shared, st
   cuts.push_back(shared);
   for (std::uint64_t k = 0; k < size; ++k) gp.parts_.push_back({k == 0 ? 0 : cuts[k - 1], cuts[k], 0});
 
-  // Every shared chunk cut at the parts' boundaries; this rank keeps the pieces in its part.
+  // Every shared chunk cut at the parts' boundaries, the pieces of each part in order; within a part,
+  // a piece ends at the first chunk boundary where it holds piece_bytes of reading.
+  std::vector<std::vector<GroupPiece>> pieces(size);
+  std::vector<std::vector<LoadChunk>> mine;  // this rank's chunks, per piece
   for (const LoadChunk* c : common) {
     std::uint64_t from = c->dst;
     const std::uint64_t end = c->dst + c->length;
-    auto part = std::upper_bound(cuts.begin(), cuts.end(), from) - cuts.begin();
+    auto part = static_cast<std::size_t>(std::upper_bound(cuts.begin(), cuts.end(), from) - cuts.begin());
     while (from < end) {
-      const std::uint64_t to = std::min(end, cuts[static_cast<std::size_t>(part)]);
+      const std::uint64_t to = std::min(end, cuts[part]);
       if (to > from) {
         const LoadChunk piece = piece_of(*c, from, to);
-        gp.parts_[static_cast<std::size_t>(part)].read_bytes += piece.length;
-        if (static_cast<std::uint64_t>(part) == rank) gp.reads_.chunks_.push_back(piece);
+        gp.parts_[part].read_bytes += piece.length;
+        auto& list = pieces[part];
+        if (list.empty() || list.back().read_bytes >= piece_bytes) {
+          if (!list.empty()) list.back().end = from;
+          list.push_back({part, list.empty() ? gp.parts_[part].begin : from, 0, 0});
+          if (part == rank) mine.emplace_back();
+        }
+        list.back().read_bytes += piece.length;
+        if (part == rank) mine.back().push_back(piece);
       }
       from = to;
       ++part;
     }
   }
-  for (const LoadChunk& c : plan.chunks())
-    if (c.dst >= shared) gp.reads_.chunks_.push_back(c);
-  for (const LoadChunk& c : gp.reads_.chunks_) gp.reads_.read_bytes_ += c.length;
+  for (std::uint64_t k = 0; k < size; ++k)
+    if (!pieces[k].empty()) pieces[k].back().end = gp.parts_[k].end;
+  // Broadcast order: piece j of every rank, then piece j + 1.
+  for (std::size_t j = 0;; ++j) {
+    bool any = false;
+    for (std::uint64_t k = 0; k < size; ++k) {
+      if (j >= pieces[k].size()) continue;
+      gp.pieces_.push_back(pieces[k][j]);
+      any = true;
+    }
+    if (!any) break;
+  }
+
+  std::vector<LoadChunk> all;
+  for (auto& step : mine) {
+    all.insert(all.end(), step.begin(), step.end());
+    gp.steps_.push_back(sub_plan(plan, std::move(step)));
+  }
+  if (!own.empty()) {
+    all.insert(all.end(), own.begin(), own.end());
+    gp.steps_.push_back(sub_plan(plan, std::move(own)));
+  }
+  gp.reads_ = sub_plan(plan, std::move(all));
   return gp;
 }
 
@@ -239,29 +328,37 @@ Status fail_group(GroupTransport& group, Error why) {
   return why;
 }
 
-Result<GroupLoadStats> load_into_group(const LoadPlan& plan, std::span<std::byte> dst, GroupTransport& group) {
+Result<GroupLoadStats> load_into_group(const LoadPlan& plan, std::span<std::byte> dst, GroupTransport& group, const GroupOptions& options) {
   GroupLoadStats stats;
   if (dst.size() != plan.size())
     return fail_group(group, Error(ErrorKind::InvalidArgument,
                                    "destination has " + std::to_string(dst.size()) + " bytes, the plan needs " + std::to_string(plan.size())));
   SW_RETURN_IF_ERROR(run_group(
-      plan, group, stats, [&](const LoadPlan& reads) { return load_into(reads, dst); }, [&](std::uint64_t offset) { return dst.data() + offset; }));
+      plan, group, options, stats, [&](const LoadPlan& reads) { return load_into(reads, dst); },
+      [&](std::uint64_t offset) { return dst.data() + offset; }));
   return stats;
 }
 
 Result<GroupLoadStats> load_to_device_group(const LoadPlan& plan, Device& device, void* dst, std::uint64_t dst_size, GroupTransport& group,
-                                            const DeviceLoadOptions& options) {
+                                            const DeviceLoadOptions& options, const GroupOptions& group_options) {
   GroupLoadStats stats;
   if (dst_size != plan.size())
     return fail_group(group, Error(ErrorKind::InvalidArgument,
                                    "device destination has " + std::to_string(dst_size) + " bytes, the plan needs " + std::to_string(plan.size())));
   auto* base = static_cast<std::byte*>(dst);
   SW_RETURN_IF_ERROR(run_group(
-      plan, group, stats,
+      plan, group, group_options, stats,
       [&](const LoadPlan& reads) -> Status {
-        auto s = load_to_device(reads, device, dst, dst_size, options);
-        if (!s.is_ok()) return std::move(s).status();
-        stats.device = *s;
+        SW_ASSIGN_OR_RETURN(const DeviceLoadStats s, load_to_device(reads, device, dst, dst_size, options));
+        DeviceLoadStats& sum = stats.device;  // only the reading thread writes it
+        sum.strategy = s.strategy;
+        sum.direct = sum.direct || s.direct;
+        sum.staged_bytes += s.staged_bytes;
+        sum.registered_bytes += s.registered_bytes;
+        sum.file_read_bytes += s.file_read_bytes;
+        sum.direct_bytes += s.direct_bytes;
+        sum.register_seconds += s.register_seconds;
+        sum.unregister_seconds += s.unregister_seconds;
         return Status::ok();
       },
       [&](std::uint64_t offset) { return base + offset; }));

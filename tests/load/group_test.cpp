@@ -138,14 +138,14 @@ struct RankResult {
 
 // One rank's group load of `path` (opened by the rank itself) with `options`, checked against the
 // single-process load of its plan.
-RankResult load_and_check(const std::string& path, const LoaderOptions& options, ThreadGroup::Member& group) {
+RankResult load_and_check(const std::string& path, const LoaderOptions& options, ThreadGroup::Member& group, const GroupOptions& group_options = {}) {
   RankResult out;
   auto file = open_any(path);
   auto plan = LoadPlan::make(*file, options);
   EXPECT_TRUE(IsOk(plan.status()));
   if (!plan.is_ok()) return {plan.status(), {}, 0};
   std::vector<std::byte> dst(static_cast<std::size_t>(plan->size()));
-  auto stats = load_into_group(*plan, dst, group);
+  auto stats = load_into_group(*plan, dst, group, group_options);
   out.status = stats.status();
   out.plan_read_bytes = plan->read_bytes();
   if (!stats.is_ok()) return out;
@@ -163,14 +163,17 @@ TEST_P(GroupSizes, EveryRankEqualsTheSingleLoadAndTheGroupReadsEachByteOnce) {
   TempDir dir;
   const std::string path = dir.file("m.safetensors");
   write_tensors(path, model_specs());
-  for (const std::uint64_t chunk : {std::uint64_t{64} << 10, std::uint64_t{0}}) {  // many chunks; one
+  // Many chunks, in pieces of a few chunks (the exchange overlaps the reading); one chunk, one piece.
+  for (const auto& [chunk, piece] : {std::pair<std::uint64_t, std::uint64_t>{16 << 10, 40 << 10}, {0, 0}}) {
     std::vector<RankResult> results(n);
     run_ranks(n, [&](std::uint64_t rank, ThreadGroup::Member& group) {
       LoaderOptions options;
       options.chunk_bytes = chunk;
       options.threads = 2;
-      results[rank] = load_and_check(path, options, group);
-      EXPECT_EQ(group.broadcasts, n == 1 ? 0 : static_cast<int>(n));
+      results[rank] = load_and_check(path, options, group, {.piece_bytes = piece});
+      // One broadcast per rank, or more with pieces; none alone.
+      const int least = n == 1 ? 0 : static_cast<int>(n);
+      EXPECT_TRUE(piece == 0 || n == 1 ? group.broadcasts == least : group.broadcasts > least) << group.broadcasts;
     });
     std::uint64_t sum = 0, received = 0;
     for (const RankResult& r : results) {
@@ -180,6 +183,7 @@ TEST_P(GroupSizes, EveryRankEqualsTheSingleLoadAndTheGroupReadsEachByteOnce) {
       // Byte-balanced: each rank reads its share, give or take the cuts' alignment (at most 4 KiB).
       EXPECT_LE(r.stats.read_bytes, r.plan_read_bytes / n + 4096) << "chunk " << chunk;
       EXPECT_GE(r.stats.read_bytes + 4096, r.plan_read_bytes / n) << "chunk " << chunk;
+      EXPECT_GE(r.stats.exchange_seconds, 0.0);
     }
     EXPECT_EQ(sum, results[0].plan_read_bytes) << "the group reads every byte of the plan once";
     if (n > 1) {
@@ -367,6 +371,36 @@ TEST(GroupPlan, PartsAreContiguousDisjointAndCoverTheSharedBytes) {
       covered += gp->reads().read_bytes();
     }
     EXPECT_EQ(covered, plan.read_bytes()) << n;
+    // Pieces of 20 KiB of reading: they tile each part, in rounds of one piece per rank, and this
+    // rank's steps are its pieces in that order.
+    for (std::uint64_t rank = 0; rank < n; ++rank) {
+      auto gp = GroupPlan::make(plan, plan.size(), rank, n, {.piece_bytes = 20 << 10});
+      ASSERT_TRUE(IsOk(gp.status()));
+      std::vector<std::uint64_t> at(n), read(n);
+      std::vector<std::size_t> seen(n);
+      std::uint64_t last_round = 0;
+      std::size_t step = 0;
+      for (const GroupPiece& p : gp->pieces()) {
+        const auto k = static_cast<std::size_t>(p.rank);
+        EXPECT_EQ(p.begin, seen[k] == 0 ? gp->parts()[k].begin : at[k]);
+        EXPECT_GT(p.read_bytes, 0u);
+        EXPECT_GE(seen[k], last_round);  // round-robin: a rank's piece j never precedes another's j - 1
+        last_round = seen[k];
+        at[k] = p.end;
+        read[k] += p.read_bytes;
+        ++seen[k];
+        if (p.rank == rank) {
+          ASSERT_LT(step, gp->steps().size());
+          EXPECT_EQ(gp->steps()[step++].read_bytes(), p.read_bytes);
+        }
+      }
+      for (std::size_t k = 0; k < n; ++k) {
+        if (gp->parts()[k].read_bytes == 0) continue;
+        EXPECT_EQ(at[k], gp->parts()[k].end);
+        EXPECT_EQ(read[k], gp->parts()[k].read_bytes);
+      }
+      EXPECT_EQ(step, gp->steps().size());  // no bytes beyond the shared ones: no step of its own
+    }
   }
   EXPECT_TRUE(IsKind(GroupPlan::make(plan, plan.size(), 2, 2).status(), ErrorKind::InvalidArgument));
 }
