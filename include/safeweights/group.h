@@ -27,8 +27,9 @@
 //   3. all_gather of a status record: whether each rank's reads succeeded. Any failure: every rank fails,
 //      naming the rank and its error (the bytes broadcast from a failed piece were never used).
 // Traffic: each rank reads (shared / size + its own bytes) and receives shared x (size - 1) / size
-// bytes through the transport; the load takes about the longer of the two, not their sum.
-
+// bytes through the transport; the load takes about the longer of the two, not their sum (plus the
+// last round of broadcasts, which follows the last reads).
+//
 // Failures. A rank that fails before its plan exists (its file does not open) calls fail_group, which
 // takes part in step 1, so that the others fail at once rather than wait. A rank that dies or stalls
 // is the transport's to detect: every call of a GroupTransport must have a deadline (the Python
