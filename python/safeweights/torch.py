@@ -306,6 +306,8 @@ def load_file(
     """
     if process_group is not None:
         return _group_load_file(filename, device, backend, shard, process_group, timeout)[0]
+    if timeout is not None:
+        raise ValueError("timeout bounds a group load's collectives: it needs process_group")
     with safe_open(filename, framework="pt", device=device, backend=backend) as f:
         if shard is not None:
             return f._load(shard=shard)
@@ -353,6 +355,8 @@ def load_tensors(
     under that top-level key. ``process_group`` and ``timeout`` as in load_file."""
     if process_group is not None:
         return _group_load_tensors(filename, device, shard, allow_unknown, key, process_group, timeout)[0]
+    if timeout is not None:
+        raise ValueError("timeout bounds a group load's collectives: it needs process_group")
     tensors = _safeweights._TensorSet.open(os.fspath(filename), allow_unknown, key)
     return _load.load_plan(tensors.plan_load(None, _load.check_shard(shard)), device)
 

@@ -3,6 +3,7 @@
   group_worker.py load SOURCE DIM            every rank group-loads SOURCE (a path or URL; DIM -1: no shard,
                                              else shard=(DIM, rank, world)); rank 0 checks every rank's
                                              tensors against its single-process load and the bytes read
+  group_worker.py tensors SOURCE             load_tensors' group load (any format) against its single load
   group_worker.py group SOURCE DIM           the group load alone: each rank prints `READ <bytes it read>`
   group_worker.py MODE SOURCE BAD            rank BAD fails as MODE says; every rank must raise
 
@@ -95,6 +96,18 @@ def main():
     rank, world = dist.get_rank(), dist.get_world_size()
     if mode == "load":
         check_load(source, int(sys.argv[3]), rank, world)
+    elif mode == "tensors":  # any format load_tensors reads (a PyTorch checkpoint here), no shard
+        tensors, stats = swt._group_load_tensors(source, "cpu", None, False, None, dist.group.WORLD, TIMEOUT)
+        single = swt.load_tensors(source)
+        assert list(tensors) == list(single)
+        for name, t in single.items():
+            assert tensors[name].dtype == t.dtype and torch.equal(tensors[name], t), (rank, name)
+        every = [None] * world
+        dist.all_gather_object(every, stats["read_bytes"])
+        needed = safeweights._safeweights._TensorSet.open(source).plan_load(None, None).read_bytes
+        assert sum(every) == needed and all(r < needed for r in every), (every, needed)
+        if rank == 0:
+            print(f"OK {len(single)} tensors of {source}, read {every} of {needed}", flush=True)
     elif mode == "group":
         dim = int(sys.argv[3])
         _, stats = swt._group_load_file(source, "cpu", "mmap", None if dim < 0 else (dim, rank, world), dist.group.WORLD, TIMEOUT)

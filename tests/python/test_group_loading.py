@@ -72,6 +72,16 @@ def test_every_rank_gets_its_single_process_tensors_and_the_group_reads_each_byt
         assert all(abs(r - figures["needed"] / world) <= 4096 for r in figures["read"]), figures
 
 
+def test_load_tensors_group_loads_a_pytorch_checkpoint(tmp_path):
+    rng = np.random.default_rng(9)
+    state = {f"w{i}": torch.from_numpy(rng.standard_normal((64, 48 + i)).astype(np.float32)) for i in range(6)}
+    state["step"] = torch.tensor(7)
+    path = tmp_path / "model.pt"
+    torch.save(state, path)
+    code, out, err = run_group(2, "tensors", str(path))
+    assert code == 0 and "OK 7 tensors" in out, out + err
+
+
 def nginx_bytes(srv, name):
     """Body bytes nginx sent for `name` (the access log's combined format: status, then bytes)."""
     total = 0
@@ -162,3 +172,12 @@ def test_a_rank_that_fails_makes_every_rank_raise(tmp_path, world, mode):
         assert code == 3, out + err  # the bad rank's own status; the others exited 0 after raising
     else:
         assert code == 0, out + err
+
+
+def test_a_timeout_without_a_group_is_a_value_error(tmp_path):
+    import safeweights.torch as swt
+
+    path = model_file(tmp_path / "m.safetensors")
+    for load in (swt.load_file, swt.load_tensors):
+        with pytest.raises(ValueError, match="needs process_group"):
+            load(path, timeout=5)
