@@ -100,6 +100,10 @@ class LoadPlan {
   std::uint64_t size() const noexcept { return size_; }
   // Bytes the chunks read (the tensors plus the gaps between dense tensors).
   std::uint64_t read_bytes() const noexcept { return read_bytes_; }
+  // Bytes at the start of the destination that hold the tensors read whole (all of it without a
+  // shard): their placement and chunks do not depend on the shard's rank, so every rank of a shard
+  // world lays out [0, replicated_size()) the same way. Shard parts come after it.
+  std::uint64_t replicated_size() const noexcept { return replicated_size_; }
   std::uint64_t chunk_bytes() const noexcept { return chunk_bytes_; }
   const LoaderOptions& options() const noexcept { return options_; }
   // The slice of a sharded tensor's rows that a chunk with tensor >= 0 reads.
@@ -107,10 +111,12 @@ class LoadPlan {
 
  private:
   friend class PlanBuilder;
+  friend class GroupPlan;
   std::vector<PlacedTensor> tensors_;
   std::vector<LoadChunk> chunks_;
   std::uint64_t size_ = 0;
   std::uint64_t read_bytes_ = 0;
+  std::uint64_t replicated_size_ = 0;
   std::uint64_t chunk_bytes_ = 0;
   LoaderOptions options_;
 };

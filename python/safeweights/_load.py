@@ -45,8 +45,9 @@ def check_shard(shard):
     return (dim, rank, world)
 
 
-def load_plan(plan, device) -> dict:
-    """The plan's tensors as torch tensors on `device` (CPU or CUDA), in the plan's order."""
+def _prepare(plan, device):
+    """(placed tensors, destination buffer, torch device) for a load of `plan`: every check before
+    anything is read, then the one allocation."""
     import torch  # noqa: PLC0415
 
     placed = plan.tensors()
@@ -62,16 +63,135 @@ def load_plan(plan, device) -> dict:
         raise error
     size = max(plan.size, 1)
     buf = torch.empty((size + 63) // 64 * 64, dtype=torch.uint8, device=dev)
-    if dev.type == "cuda":
-        index = dev.index if dev.index is not None else torch.cuda.current_device()
-        torch.cuda.current_stream(dev).synchronize()
-        # The loader makes `index` the calling thread's current device; torch's context puts the
-        # caller's back afterwards.
-        with torch.cuda.device(index):
-            plan.load_device(buf.data_ptr(), plan.size, index)
-    else:
-        plan.load_into(buf.data_ptr(), plan.size)
+    return placed, buf, dev
+
+
+def _run(plan, buf, dev, load_host, load_device):
+    """Runs the plan's load into `buf`: load_host(address, size) on the CPU, load_device(address, size,
+    index) on a CUDA device after the work queued on torch's current stream."""
+    import torch  # noqa: PLC0415
+
+    if dev.type != "cuda":
+        return load_host(buf.data_ptr(), plan.size)
+    index = dev.index if dev.index is not None else torch.cuda.current_device()
+    torch.cuda.current_stream(dev).synchronize()
+    # The loader makes `index` the calling thread's current device; torch's context puts the caller's
+    # back afterwards.
+    with torch.cuda.device(index):
+        return load_device(buf.data_ptr(), plan.size, index)
+
+
+def load_plan(plan, device) -> dict:
+    """The plan's tensors as torch tensors on `device` (CPU or CUDA), in the plan's order."""
+    import torch  # noqa: PLC0415
+
+    placed, buf, dev = _prepare(plan, device)
+    _run(plan, buf, dev, plan.load_into, plan.load_device)
     return _views(torch, buf, placed)
+
+
+class TorchGroup:
+    """The collectives of a group load (safeweights/group.h's GroupTransport) over a torch.distributed
+    process group (None: the default one). Every collective is waited on for at most `timeout`
+    (a missed deadline raises TimeoutError, which the library reports as kind Timeout). The status rounds
+    go through CPU tensors, or CUDA ones under NCCL (which moves device memory only); a broadcast moves
+    a region of the destination buffer in place, on its device."""
+
+    def __init__(self, group, buf, timeout):
+        import torch  # noqa: PLC0415
+        import torch.distributed as dist  # noqa: PLC0415
+
+        self._torch, self._dist, self._group, self._buf, self._timeout = torch, dist, group, buf, timeout
+        self.rank = dist.get_rank(group)
+        self.size = dist.get_world_size(group)
+        if self.rank < 0:
+            raise ValueError("this process is not a member of the process group")
+        nccl = dist.get_backend(group) == "nccl"
+        if not nccl:
+            self._status_device = torch.device("cpu")
+        elif buf is not None and buf.device.type == "cuda":
+            self._status_device = buf.device
+        else:
+            self._status_device = torch.device("cuda", torch.cuda.current_device())
+
+    def _global(self, rank):
+        if self._group is None or self._group is self._dist.group.WORLD:
+            return rank
+        get = getattr(self._dist, "get_global_rank", None) or self._dist.distributed_c10d._get_global_rank  # torch < 2
+        return get(self._group, rank)
+
+    def _wait(self, work):
+        try:
+            work.wait(timeout=self._timeout)
+        except RuntimeError as e:
+            if "timed out" in str(e).lower() or "timeout" in str(e).lower():
+                raise TimeoutError(f"torch.distributed collective: {e}") from e
+            raise
+
+    def all_gather(self, data: bytes) -> bytes:
+        torch = self._torch
+        mine = torch.frombuffer(bytearray(data), dtype=torch.uint8).to(self._status_device)
+        out = [torch.empty_like(mine) for _ in range(self.size)]
+        self._wait(self._dist.all_gather(out, mine, group=self._group, async_op=True))
+        return torch.cat(out).cpu().numpy().tobytes()
+
+    def broadcast(self, address: int, length: int, root: int) -> None:
+        offset = address - self._buf.data_ptr()
+        region = self._buf[offset : offset + length]
+        self._wait(self._dist.broadcast(region, src=self._global(root), group=self._group, async_op=True))
+
+
+def group_timeout(timeout):
+    """A collective's deadline as a timedelta: seconds or a timedelta; None: torch's default process-group
+    timeout (30 minutes)."""
+    import datetime  # noqa: PLC0415
+
+    if timeout is None:
+        import torch.distributed as dist  # noqa: PLC0415
+
+        return getattr(dist, "default_pg_timeout", datetime.timedelta(minutes=30))
+    if isinstance(timeout, datetime.timedelta):
+        return timeout
+    if timeout <= 0:
+        raise ValueError(f"timeout must be positive, got {timeout!r}")
+    return datetime.timedelta(seconds=float(timeout))
+
+
+def _fail_group(group, timeout, error, name):
+    """Tells the other ranks that this one cannot take part (safeweights/group.h's fail_group): they
+    raise instead of waiting for it. What the transport says then does not matter: `error` is raised."""
+    from . import _safeweights  # noqa: PLC0415
+
+    kind = getattr(error, "kind", None)
+    if not isinstance(kind, str):
+        kind = "FileNotFound" if isinstance(error, FileNotFoundError) else "IoError" if isinstance(error, OSError) else "InvalidArgument"
+    file = getattr(error, "file", None) or getattr(error, "filename", None) or name or ""
+    try:
+        _safeweights._group_fail(TorchGroup(group, None, timeout), kind, f"{type(error).__name__}: {error}", str(file))
+    except Exception:  # noqa: BLE001, S110 (the transport failed too: the others' deadline ends their wait)
+        pass
+
+
+def group_load(make_plan, device, group, timeout=None, name=None):
+    """(tensors, stats) of a group load (docs/PYTHON.md, "Loading across a process group"): every rank of
+    `group` calls this with the plan of its own tensors (make_plan()), reads its part of the bytes the
+    group needs, and receives the rest through torch.distributed. A failure on any rank, before or
+    during the load, raises on every rank; every collective has the deadline `timeout`. `name` (the
+    file or URL) names the file in the other ranks' errors when this rank fails before its plan exists."""
+    import torch  # noqa: PLC0415
+
+    timeout = group_timeout(timeout)
+    try:
+        plan = make_plan()
+        placed, buf, dev = _prepare(plan, device)
+    except BaseException as e:
+        _fail_group(group, timeout, e, name)
+        raise
+    transport = TorchGroup(group, buf, timeout)
+    stats = _run(plan, buf, dev,
+                 lambda address, size: plan.load_into_group(address, size, transport),
+                 lambda address, size, index: plan.load_device_group(address, size, index, transport))
+    return _views(torch, buf, placed), stats
 
 
 def _empty(torch, name, shape, dtype, device):

@@ -286,6 +286,8 @@ def load_file(
     *,
     backend: str = "mmap",
     shard: Optional[Tuple[int, int, int]] = None,
+    process_group=None,
+    timeout=None,
 ) -> Dict[str, torch.Tensor]:
     """Every tensor of the file, in file order: zero-copy on the CPU; on a CUDA device, loaded by the
     library's loader into one device allocation (no per-tensor copy through the CPU).
@@ -294,11 +296,42 @@ def load_file(
     dimensions and at least ``world`` rows along ``dim`` (split as ``numpy.array_split`` / ``torch.tensor_split``
     do); the other tensors are loaded whole. Only the part's bytes are read, so N processes each read
     1/N of the model. Sharded tensors are copies (in one allocation), on the CPU too.
+
+    ``process_group`` (a torch.distributed group, or ``torch.distributed.group.WORLD``) makes it a group
+    load, called by every rank of the group: each rank reads a disjoint part of the bytes the group needs
+    and the rest arrives through the group's collectives (broadcasts), so the group reads every needed
+    byte once; with ``shard``, each rank still ends with its own part. The tensors are then copies in one
+    allocation on ``device``. ``timeout`` (seconds or a timedelta; default 30 minutes) bounds every
+    collective. A failure on any rank raises on every rank.
     """
+    if process_group is not None:
+        return _group_load_file(filename, device, backend, shard, process_group, timeout)[0]
+    if timeout is not None:
+        raise ValueError("timeout bounds a group load's collectives: it needs process_group")
     with safe_open(filename, framework="pt", device=device, backend=backend) as f:
         if shard is not None:
             return f._load(shard=shard)
         return f.get_tensors()
+
+
+def _group_load_file(filename, device, backend, shard, process_group, timeout):
+    """(tensors, the load's stats: read_bytes, shared_bytes, received_bytes) of load_file's group load."""
+
+    def plan():
+        with safe_open(filename, framework="pt", device=device, backend=backend) as f:
+            return f._handle.plan_load(None, _load.check_shard(shard))  # the plan keeps the file open
+
+    return _load.group_load(plan, device, process_group, timeout, os.fspath(filename))
+
+
+def _group_load_tensors(filename, device, shard, allow_unknown, key, process_group, timeout):
+    """(tensors, stats) of load_tensors' group load."""
+
+    def plan():
+        tensors = _safeweights._TensorSet.open(os.fspath(filename), allow_unknown, key)
+        return tensors.plan_load(None, _load.check_shard(shard))
+
+    return _load.group_load(plan, device, process_group, timeout, os.fspath(filename))
 
 
 def load_tensors(
@@ -308,6 +341,8 @@ def load_tensors(
     shard: Optional[Tuple[int, int, int]] = None,
     allow_unknown: bool = False,
     key: Optional[str] = None,
+    process_group=None,
+    timeout=None,
 ) -> Dict[str, torch.Tensor]:
     """Every tensor of a file in any supported format (safetensors, a sharded index, GGUF, a PyTorch
     checkpoint read without running its pickle) loaded by the library's loader into one allocation on
@@ -317,7 +352,11 @@ def load_tensors(
     PyTorch checkpoints, as the CLI's ``--allow-unknown`` and ``--key``: ``allow_unknown=True`` keeps
     globals outside the allowlist (a training checkpoint's extra state) as inert placeholders instead of
     refusing the file (modules such as ``os`` or ``subprocess`` stay refused); ``key`` reads the tensors
-    under that top-level key."""
+    under that top-level key. ``process_group`` and ``timeout`` as in load_file."""
+    if process_group is not None:
+        return _group_load_tensors(filename, device, shard, allow_unknown, key, process_group, timeout)[0]
+    if timeout is not None:
+        raise ValueError("timeout bounds a group load's collectives: it needs process_group")
     tensors = _safeweights._TensorSet.open(os.fspath(filename), allow_unknown, key)
     return _load.load_plan(tensors.plan_load(None, _load.check_shard(shard)), device)
 

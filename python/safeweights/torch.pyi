@@ -1,5 +1,6 @@
+import datetime
 import os
-from typing import Dict, List, Optional, Set, Tuple, Union
+from typing import Any, Dict, List, Optional, Set, Tuple, Union
 
 from ._errors import SafetensorError as SafetensorError
 from . import TensorSpec as TensorSpec
@@ -26,6 +27,8 @@ def load_file(
     *,
     backend: str = "mmap",
     shard: Optional[Tuple[int, int, int]] = None,
+    process_group: Optional[Any] = None,
+    timeout: Optional[Union[float, datetime.timedelta]] = None,
 ) -> Dict[str, torch.Tensor]: ...
 def load_tensors(
     filename: Union[str, os.PathLike[str]],
@@ -34,6 +37,8 @@ def load_tensors(
     shard: Optional[Tuple[int, int, int]] = None,
     allow_unknown: bool = False,
     key: Optional[str] = None,
+    process_group: Optional[Any] = None,
+    timeout: Optional[Union[float, datetime.timedelta]] = None,
 ) -> Dict[str, torch.Tensor]: ...
 def save_model(
     model: torch.nn.Module, filename: str, metadata: Optional[Dict[str, str]] = None, force_contiguous: bool = True

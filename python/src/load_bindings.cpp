@@ -3,6 +3,7 @@
 // memory the caller's framework allocated (a torch tensor's data_ptr, on the CPU or a CUDA device).
 #include <pybind11/stl.h>
 
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -10,6 +11,7 @@
 #include "bindings.h"
 #include "safeweights/device.h"
 #include "safeweights/format.h"
+#include "safeweights/group.h"
 
 namespace safeweights::python {
 namespace {
@@ -32,6 +34,61 @@ py::dict stats_dict(const DeviceLoadStats& s) {
   d["staged_bytes"] = s.staged_bytes;
   d["registered_bytes"] = s.registered_bytes;
   d["direct"] = s.direct;
+  return d;
+}
+
+// A GroupTransport over a Python object with `rank`, `size`, `all_gather(bytes) -> bytes` and
+// `broadcast(address, length, root)` (safeweights._load.TorchGroup: torch.distributed, each call
+// waited on with a deadline). Called from the loader's thread with the GIL released: each call takes
+// it. A Python exception becomes the call's error: Timeout for a TimeoutError, else IoError.
+class PyGroupTransport final : public GroupTransport {
+ public:
+  explicit PyGroupTransport(py::object group)
+      : group_(std::move(group)), rank_(group_.attr("rank").cast<std::uint64_t>()), size_(group_.attr("size").cast<std::uint64_t>()) {}
+  std::uint64_t rank() const override { return rank_; }
+  std::uint64_t size() const override { return size_; }
+
+  Status all_gather(std::span<const std::byte> mine, std::span<std::byte> all) override {
+    return call([&]() -> Status {
+      py::bytes got = group_.attr("all_gather")(py::bytes(reinterpret_cast<const char*>(mine.data()), mine.size()));
+      const std::string_view v = got;
+      if (v.size() != all.size())
+        return Error(ErrorKind::IoError,
+                     "process group: all_gather returned " + std::to_string(v.size()) + " bytes, not " + std::to_string(all.size()));
+      std::memcpy(all.data(), v.data(), v.size());
+      return Status::ok();
+    });
+  }
+  Status broadcast(void* data, std::uint64_t length, std::uint64_t root) override {
+    return call([&]() -> Status {
+      group_.attr("broadcast")(reinterpret_cast<std::uintptr_t>(data), length, root);
+      return Status::ok();
+    });
+  }
+
+ private:
+  template <class F>
+  Status call(F&& fn) {
+    py::gil_scoped_acquire gil;
+    try {
+      return fn();
+    } catch (py::error_already_set& e) {
+      const bool timeout = e.matches(PyExc_TimeoutError);
+      return Error(timeout ? ErrorKind::Timeout : ErrorKind::IoError, std::string("process group: ") + e.what());
+    }
+  }
+
+  py::object group_;
+  std::uint64_t rank_, size_;
+};
+
+py::dict group_stats_dict(const GroupLoadStats& s) {
+  py::dict d;
+  d["read_bytes"] = s.read_bytes;
+  d["shared_bytes"] = s.shared_bytes;
+  d["received_bytes"] = s.received_bytes;
+  d["read_seconds"] = s.read_seconds;
+  d["exchange_seconds"] = s.exchange_seconds;
   return d;
 }
 
@@ -107,7 +164,43 @@ void register_loading(py::module_& m) {
             auto stats = without_gil([&] { return load_to_device(p.plan, *d, reinterpret_cast<void*>(address), size); });
             return stats_dict(value_or_raise(std::move(stats), Domain::Safetensors));
           },
-          py::arg("address"), py::arg("size"), py::arg("device"), "Loads into CUDA device memory at address (size bytes) on device number `device`.");
+          py::arg("address"), py::arg("size"), py::arg("device"), "Loads into CUDA device memory at address (size bytes) on device number `device`.")
+      .def(
+          "load_into_group",
+          [](const PyLoadPlan& p, std::uintptr_t address, std::uint64_t size, py::object group) {
+            PyGroupTransport transport(std::move(group));
+            auto stats = without_gil([&] {
+              return load_into_group(p.plan, {reinterpret_cast<std::byte*>(address), static_cast<std::size_t>(size)}, transport);
+            });
+            return group_stats_dict(value_or_raise(std::move(stats), Domain::Safetensors));
+          },
+          py::arg("address"), py::arg("size"), py::arg("group"),
+          "A group load (safeweights/group.h) into host memory at address; `group` is the transport (safeweights._load.TorchGroup).")
+      .def(
+          "load_device_group",
+          [](const PyLoadPlan& p, std::uintptr_t address, std::uint64_t size, int device, py::object group) {
+            PyGroupTransport transport(std::move(group));
+            std::shared_ptr<Device> d = cuda_device(device);
+            auto stats = without_gil([&] { return load_to_device_group(p.plan, *d, reinterpret_cast<void*>(address), size, transport); });
+            GroupLoadStats s = value_or_raise(std::move(stats), Domain::Safetensors);
+            py::dict out = group_stats_dict(s);
+            out["device"] = stats_dict(s.device);
+            return out;
+          },
+          py::arg("address"), py::arg("size"), py::arg("device"), py::arg("group"), "A group load into CUDA device memory at address.");
+
+  m.def(
+      "_group_fail",
+      [](py::object group, const std::string& kind, const std::string& message, const std::string& file) {
+        PyGroupTransport transport(std::move(group));
+        Error why(error_kind_from_name(kind).value_or(ErrorKind::InvalidArgument), message);
+        if (!file.empty()) why.with_file(file);
+        Status s = without_gil([&] { return fail_group(transport, std::move(why)); });
+        (void)s;
+      },
+      py::arg("group"), py::arg("kind"), py::arg("message"), py::arg("file") = "",
+      "For a rank whose group load failed before it could start (its file did not open): takes part in the first step, so that the "
+      "other ranks fail instead of waiting.");
 
   py::class_<TensorSet>(m, "_TensorSet", "The tensors of any supported file (internal; see safeweights.torch.load_tensors).")
       .def_static(

@@ -62,6 +62,7 @@ class PlanBuilder {
       it->second.push_back(i);
     }
     for (const ByteSource* source : order) SW_RETURN_IF_ERROR(place_group(*source, groups[source]));
+    plan_.replicated_size_ = align_up(cursor_, kPackAlign);  // where the first shard part goes
     for (std::size_t i : sharded) SW_RETURN_IF_ERROR(place_shard(i));
     plan_.size_ = align_up(cursor_, kPackAlign);
     return Status::ok();
