@@ -27,8 +27,8 @@ Result<ConvertReport> convert_path(const std::string& input, const std::string& 
   std::error_code ec;
   std::optional<Folder> folder;
   if (names_folder(input)) {
-    SW_ASSIGN_OR_RETURN(Folder opened, Folder::open(input, resolver_of(read)));
-    folder.emplace(std::move(opened));
+    SW_ASSIGN_OR_RETURN(Folder listed, Folder::open(input, resolver_of(read)));
+    folder.emplace(std::move(listed));
   }
   if (folder && options.to.empty() && is_bin_folder(*folder)) {
     const bool output_folder = std::filesystem::is_directory(std::filesystem::symlink_status(output, ec));
