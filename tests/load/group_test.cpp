@@ -164,7 +164,9 @@ TEST_P(GroupSizes, EveryRankEqualsTheSingleLoadAndTheGroupReadsEachByteOnce) {
   const std::string path = dir.file("m.safetensors");
   write_tensors(path, model_specs());
   // Many chunks, in pieces of a few chunks (the exchange overlaps the reading); one chunk, one piece.
-  for (const auto& [chunk, piece] : {std::pair<std::uint64_t, std::uint64_t>{16 << 10, 40 << 10}, {0, 0}}) {
+  // Plain variables, not a structured binding: clang 14 refuses to capture a binding in the lambda.
+  for (const auto& sizes : {std::pair<std::uint64_t, std::uint64_t>{16 << 10, 40 << 10}, {0, 0}}) {
+    const std::uint64_t chunk = sizes.first, piece = sizes.second;
     std::vector<RankResult> results(n);
     run_ranks(n, [&](std::uint64_t rank, ThreadGroup::Member& group) {
       LoaderOptions options;
