@@ -113,6 +113,9 @@ def main():
         _, stats = swt._group_load_file(source, "cpu", "mmap", None if dim < 0 else (dim, rank, world), dist.group.WORLD, TIMEOUT)
         print(f"READ {stats['read_bytes']}", flush=True)
     else:
+        # Every rank has joined the group before one fails: a rank that ends while another is still inside
+        # init_process_group makes that one fail there, in torch, before any load (seen on a loaded machine).
+        dist.barrier()
         check_failure(mode, source, int(sys.argv[3]), rank, world)
     dist.barrier()
     dist.destroy_process_group()
