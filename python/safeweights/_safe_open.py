@@ -389,3 +389,13 @@ class safe_open:  # noqa: N801 (the reference's name)
 def _safe_open_handle(f, framework, device="cpu", *, backend="mmap"):
     """The reference's helper: a safe_open over an open file object's path (``f.name``)."""
     return safe_open(f.name, framework, device, backend=backend)
+
+
+def load_buffer(data, framework, device="cpu"):
+    """Every tensor of a safetensors file held in memory (``data``), in file order, as `framework` makes
+    them: what each framework module's ``load`` returns."""
+    handle = _safeweights._SafeFile.from_buffer(data)
+    try:
+        return safe_open._from_handle(handle, framework, device).get_tensors()
+    finally:
+        handle.close()

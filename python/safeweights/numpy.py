@@ -19,6 +19,7 @@ from typing import Dict, Optional, Union
 import numpy as np
 
 from . import _safeweights
+from ._safe_open import load_buffer as _load_buffer
 from ._safe_open import safe_open
 from ._safeweights import TensorSpec, deserialize, serialize, serialize_file
 from ._write import write
@@ -98,11 +99,7 @@ def save_file(
 
 def load(data: bytes) -> Dict[str, np.ndarray]:
     """The arrays of a safetensors file held in memory: read-only views of ``data``, in file order."""
-    handle = _safeweights._SafeFile.from_buffer(data)
-    try:
-        return safe_open._from_handle(handle, "np").get_tensors()
-    finally:
-        handle.close()
+    return _load_buffer(data, "np")
 
 
 def load_file(filename: Union[str, os.PathLike], *, backend: str = "mmap") -> Dict[str, np.ndarray]:

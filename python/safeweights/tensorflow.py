@@ -11,9 +11,9 @@ from typing import Dict, Optional, Union
 
 import tensorflow as tf
 
-from . import _safeweights
 from ._errors import SafetensorError
 from ._frameworks import flatten as _flatten
+from ._safe_open import load_buffer as _load_buffer
 from ._safe_open import safe_open
 from ._safeweights import TensorSpec, deserialize, serialize, serialize_file
 from ._write import write
@@ -37,11 +37,7 @@ def save_file(
 
 def load(data: bytes) -> Dict[str, tf.Tensor]:
     """The tensors of a safetensors file held in memory, in file order."""
-    handle = _safeweights._SafeFile.from_buffer(data)
-    try:
-        return safe_open._from_handle(handle, _FRAMEWORK).get_tensors()
-    finally:
-        handle.close()
+    return _load_buffer(data, _FRAMEWORK)
 
 
 def load_file(filename: Union[str, os.PathLike], *, backend: str = "mmap") -> Dict[str, tf.Tensor]:
