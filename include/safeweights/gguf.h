@@ -120,7 +120,8 @@ Result<std::unique_ptr<GgufFile>> open(const std::string& path, const FormatOpti
 // UINT32 general.alignment of `kv`, else 32; it is written as general.alignment (first) when not 32 and
 // absent from `kv`. InvalidArgument for a type GGUF cannot hold, a duplicate key or name, a name over 63
 // bytes, more than 4 dimensions, an array of arrays or mixed types, an alignment that is not a power of
-// two or a general.alignment that differs from it; the sink's own refusals (an undeclared name, a tensor
+// two or a general.alignment that differs from it; ResourceLimit for an alignment over 1 MiB (a reader
+// takes up to 2^31, whose padding is in its file; a writer would multiply it); the sink's own refusals (an undeclared name, a tensor
 // written twice, wrong sizes, an incomplete tensor at finish) are InvalidArgument naming the path and the
 // tensor. An unfinished sink leaves no file behind.
 //

@@ -17,6 +17,10 @@ inline constexpr std::string_view kAlignmentKey = "general.alignment";
 inline constexpr std::uint64_t kMaxKeyBytes = 65535;                        // the spec's limit
 inline constexpr std::uint64_t kMaxStringBytes = std::uint64_t{1} << 30;    // ggml's GGUF_MAX_STRING_LENGTH
 inline constexpr std::uint64_t kMaxArrayElements = std::uint64_t{1} << 30;  // ggml's GGUF_MAX_ARRAY_ELEMENTS
+// The largest alignment the writer pads to. Readers take any power of two up to 2^31 (as ggml does: the
+// padding is in the file), but a writer multiplies it: a 64-byte file asking for 2^31 would become a
+// 2 GiB output, padding held in memory as the header. Real files use 32 (gguf-py's and ggml's default).
+inline constexpr std::uint32_t kMaxWriteAlignment = std::uint32_t{1} << 20;
 
 // Bytes of one element of a fixed-size type; 0 for STRING and ARRAY; -1 for an unknown type id.
 inline int value_width(std::uint32_t type) noexcept {

@@ -55,6 +55,15 @@ void put_kv(std::string& out, std::string_view key, const Value& v) {
   put_value(out, v);
 }
 
+// A power of two the writer may pad to (layout.h's kMaxWriteAlignment says why there is a cap).
+Status check_alignment(std::uint32_t a) {
+  if (a == 0 || (a & (a - 1)) != 0) return bad("the alignment must be a power of two");
+  if (a > kMaxWriteAlignment)
+    return Error(ErrorKind::ResourceLimit, "alignment " + std::to_string(a) + " is over the writer's cap of " + std::to_string(kMaxWriteAlignment) +
+                                               " bytes (1 MiB): the output would be mostly padding");
+  return Status::ok();
+}
+
 // general.alignment, when given, must agree with the option; when absent and not the default, it is
 // written first (as a reader needs it before the tensor infos anyway).
 Status check_kv(const std::vector<KeyValue>& kv, std::uint32_t alignment, bool& write_alignment) {
@@ -85,7 +94,7 @@ struct PlannedFile {
 };
 
 Result<PlannedFile> plan_file(const std::vector<KeyValue>& kv, const std::vector<TensorDecl>& tensors, std::uint32_t a) {
-  if (a == 0 || (a & (a - 1)) != 0) return bad("the alignment must be a power of two");
+  SW_RETURN_IF_ERROR(check_alignment(a));
   bool write_alignment = false;
   SW_RETURN_IF_ERROR(check_kv(kv, a, write_alignment));
 
@@ -168,7 +177,7 @@ Result<std::unique_ptr<TensorSink>> create_split(const std::string& prefix, std:
       return fail(bad("the split writer writes `" + e.key + "` itself"));
   if (tensors.size() > static_cast<std::size_t>(INT32_MAX)) return fail(bad("split.tensors.count is an INT32: at most 2^31 - 1 tensors"));
   const std::uint32_t a = options.alignment;
-  if (a == 0 || (a & (a - 1)) != 0) return fail(bad("the alignment must be a power of two"));
+  if (Status s = check_alignment(a); !s.is_ok()) return fail(std::move(s).error());
   {
     std::unordered_set<std::string_view> names;
     for (const TensorDecl& t : tensors)

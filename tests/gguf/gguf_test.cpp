@@ -337,6 +337,34 @@ TEST(Writer, RefusesWhatGgufCannotHoldAndLeavesNothing) {
   EXPECT_TRUE(dir.list().empty());
 }
 
+// A reader takes any power-of-two alignment (the padding is in the file), a writer at most 1 MiB: a
+// 57-byte file with no tensors and general.alignment = 2^31 made a 2 GiB output (and 2 GiB of memory).
+TEST(Writer, AlignmentIsCappedAtOneMebibyte) {
+  swt::TempDir dir;
+  WriteOptions o;
+  o.alignment = std::uint32_t{1} << 20;
+  auto ok = gguf::create(dir.file("ok.gguf"), {}, {{"w", TensorType::F32, {2}}}, o);
+  ASSERT_TRUE(ok.is_ok()) << ok.error().to_string();
+  o.alignment = std::uint32_t{1} << 21;
+  Status big = gguf::create(dir.file("big.gguf"), {}, {{"w", TensorType::F32, {2}}}, o).status();
+  EXPECT_TRUE(swt::IsKind(big, ErrorKind::ResourceLimit)) << big.to_string();
+  EXPECT_EQ(big.error().message(), "alignment 2097152 is over the writer's cap of 1048576 bytes (1 MiB): the output would be mostly padding");
+  o.split.max_tensors = 1;
+  EXPECT_TRUE(swt::IsKind(gguf::create(dir.file("split.gguf"), {}, {{"w", TensorType::F32, {2}}}, o).status(), ErrorKind::ResourceLimit));
+
+  const auto u32 = [](std::uint32_t v) { return swt::le64(v).substr(0, 4); };
+  // version 3, no tensors, one key: general.alignment, UINT32 (4), 2^31
+  const std::string hostile = "GGUF" + u32(3) + swt::le64(0) + swt::le64(1) + swt::le64(17) + "general.alignment" + u32(4) + u32(1u << 31);
+  swt::write_file_bytes(dir.file("in.gguf"), hostile);
+  auto in = gguf::open(dir.file("in.gguf"));
+  ASSERT_TRUE(in.is_ok()) << in.error().to_string();
+  EXPECT_EQ((*in)->alignment(), std::uint32_t{1} << 31);
+  auto report = convert(**in, dir.file("out.gguf"));
+  ASSERT_FALSE(report.is_ok());
+  EXPECT_TRUE(swt::IsKind(report.status(), ErrorKind::ResourceLimit)) << report.error().to_string();
+  EXPECT_FALSE(std::filesystem::exists(dir.file("out.gguf")));
+}
+
 // ne = [0, 2^62, 2^62] (the shape [2^62, 2^62, 0]) is an empty tensor to ggml: written, and read back.
 TEST(Writer, WritesAnEmptyTensorGgmlAcceptsWhateverItsOtherDimensions) {
   swt::TempDir dir;
