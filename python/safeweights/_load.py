@@ -143,18 +143,28 @@ class TorchGroup:
 
 def group_timeout(timeout):
     """A collective's deadline as a timedelta: seconds or a timedelta; None: torch's default process-group
-    timeout (30 minutes)."""
+    timeout (30 minutes). torch.distributed waits in whole milliseconds and reads 0 as "no deadline", so
+    anything under 1 ms (0, timedelta(0), negative, 1e-4) is refused rather than turned into a wait for the
+    process group's own timeout; so are NaN, infinity, booleans and what a timedelta cannot hold."""
     import datetime  # noqa: PLC0415
+    import math  # noqa: PLC0415
+    import numbers  # noqa: PLC0415
 
     if timeout is None:
         import torch.distributed as dist  # noqa: PLC0415
 
         return getattr(dist, "default_pg_timeout", datetime.timedelta(minutes=30))
     if isinstance(timeout, datetime.timedelta):
-        return timeout
-    if timeout <= 0:
-        raise ValueError(f"timeout must be positive, got {timeout!r}")
-    return datetime.timedelta(seconds=float(timeout))
+        seconds = timeout.total_seconds()
+    elif isinstance(timeout, numbers.Real) and not isinstance(timeout, bool):
+        seconds = float(timeout)
+    else:
+        raise TypeError(f"timeout must be seconds or a datetime.timedelta, not {type(timeout).__name__}")
+    if not math.isfinite(seconds) or seconds < 0.001:
+        raise ValueError(f"timeout must be at least 1 ms (torch.distributed reads less as no deadline), got {timeout!r}")
+    if seconds > datetime.timedelta.max.total_seconds():
+        raise ValueError(f"timeout is longer than a datetime.timedelta can hold, got {timeout!r}")
+    return timeout if isinstance(timeout, datetime.timedelta) else datetime.timedelta(seconds=seconds)
 
 
 def _fail_group(group, timeout, error, name):

@@ -181,3 +181,32 @@ def test_a_timeout_without_a_group_is_a_value_error(tmp_path):
     for load in (swt.load_file, swt.load_tensors):
         with pytest.raises(ValueError, match="needs process_group"):
             load(path, timeout=5)
+
+
+def test_timeouts_torch_reads_as_no_deadline_are_refused(tmp_path):
+    """torch's Work.wait takes whole milliseconds and 0 means "wait forever" (in practice the process
+    group's own 30 minutes): a deadline under 1 ms would make a surviving rank hang, so it is refused
+    before any collective. Checked on a real one-rank gloo group, where such a load would otherwise
+    succeed."""
+    import datetime
+
+    import safeweights.torch as swt
+
+    path = model_file(tmp_path / "m.safetensors")
+    dist.init_process_group("gloo", store=dist.FileStore(str(tmp_path / "store"), 1), rank=0, world_size=1)
+    try:
+        refused = [0, -1, 0.0009, 1e-300, float("nan"), float("inf"), 1e300,
+                   datetime.timedelta(0), datetime.timedelta(microseconds=999), datetime.timedelta(seconds=-5)]
+        for timeout in refused:
+            for load in (swt.load_file, swt.load_tensors):
+                with pytest.raises(ValueError, match="timeout"):
+                    load(path, process_group=dist.group.WORLD, timeout=timeout)
+        with pytest.raises(TypeError, match="timeout must be seconds or a datetime.timedelta, not bool"):
+            swt.load_file(path, process_group=dist.group.WORLD, timeout=True)
+        # The smallest deadline torch keeps, and the ordinary forms, still load.
+        expected = swt.load_file(path)
+        for timeout in (0.001, datetime.timedelta(milliseconds=1), 30, np.float64(30.0), np.int64(30)):
+            got = swt.load_file(path, process_group=dist.group.WORLD, timeout=timeout)
+            assert got.keys() == expected.keys() and all(torch.equal(got[k], expected[k]) for k in got)
+    finally:
+        dist.destroy_process_group()
