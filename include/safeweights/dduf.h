@@ -52,7 +52,7 @@ struct Entry {
 struct VerifyOptions {
   bool crc = true;       // CRC-32 of every entry (parallel)
   bool contents = true;  // every .safetensors entry passes the safetensors rules, every .json entry parses
-  unsigned threads = 0;  // 0: one per core
+  unsigned threads = 0;  // 0: one per core, at most 8 (default_threads)
 };
 
 class Reader {
@@ -140,7 +140,7 @@ Status pack_folder(const std::string& folder, const std::string& path, const Pac
 // Nothing is ever written outside `folder`, whatever it or its surroundings contain (UnsafePath when
 // `folder` itself is a symlink). A missing or empty folder is filled; a non-empty one is refused
 // (InvalidArgument) unless `replace`, which swaps it as a whole for the new one (no stale files).
-// `threads` entries are written at once (0: one per core). See src/dduf/unpack.cpp for what a kill -9
+// `threads` entries are written at once (0: one per core, at most 8). See src/dduf/unpack.cpp for what a kill -9
 // can leave.
 Status unpack(const Reader& reader, const std::string& folder, unsigned threads = 0, bool replace = false);
 

@@ -17,7 +17,7 @@
 // bytes are deterministic. It writes through AtomicFile: the target appears only on finish().
 //
 // Thread safety: a GgufFile is immutable once opened; every const method may be called concurrently.
-// A Writer has a single owner.
+// A sink from create() has a single owner (TensorSink's rules, tensor_file.h).
 #pragma once
 
 #include <cstdint>

@@ -96,7 +96,7 @@ class Archive {
 
   // CRC-32 of the entry's bytes against the recorded value (CrcMismatch otherwise).
   Status verify_crc(const Entry& entry) const;
-  // All entries, spread over `threads` threads (0: one per core); the first failure in entry order.
+  // All entries, spread over `threads` threads (0: one per core, at most 8); the first failure in entry order.
   Status verify_all_crcs(unsigned threads = 0) const;
   // Hands the entry's bytes to `sink` in order, reading `chunk` bytes at a time, and checks their
   // CRC-32 in the same pass (each piece while it is still in cache): CrcMismatch after the last piece

@@ -7,7 +7,8 @@ import functools
 from . import _safeweights
 from ._errors import SafetensorError
 
-# code -> (bits, numpy name, torch name); the single source is the C++ table (src/core/dtype.cpp).
+# code -> (bits, numpy name, torch name); the single source is the C++ table python/src/dtype_names.h
+# (kPythonDtypeNames, over the safetensors codes of src/safetensors/dtypes.cpp).
 TABLE = {code: (bits, np_name, pt_name) for code, bits, np_name, pt_name in _safeweights._dtype_table()}
 
 # Types numpy has natively; the rest (bfloat16, float8_*) come from ml_dtypes when it is installed.
