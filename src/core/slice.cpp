@@ -166,8 +166,16 @@ std::string SliceSpec::to_string() const {
   return out;
 }
 
-Result<SlicePlan> plan_slice(std::span<const std::uint64_t> shape, TensorType dtype, const SliceSpec& spec, std::uint64_t base_offset) {
-  // Expand `...` and pad with full ranges so that every source dimension has one item.
+namespace {
+
+// The spec against a shape: one selection per source dimension (`...` expanded, the dimensions the spec
+// does not reach selected in full), and the new axes (size 1) the result has before each dimension.
+struct Selection {
+  std::vector<Normalized> dims;
+  std::vector<int> new_axes_before;  // shape.size() + 1 entries: before dimension i, and after the last
+};
+
+Result<Selection> select_dimensions(std::span<const std::uint64_t> shape, const SliceSpec& spec) {
   std::size_t consuming = 0;
   std::size_t ellipses = 0;
   for (const SliceItem& it : spec.items) {
@@ -183,17 +191,15 @@ Result<SlicePlan> plan_slice(std::span<const std::uint64_t> shape, TensorType dt
                  "too many indices: " + std::to_string(consuming) + " for a tensor of rank " + std::to_string(shape.size()));
   }
 
-  std::vector<Normalized> dims;                           // one per source dimension
-  std::vector<int> new_axes_before(shape.size() + 1, 0);  // result dims of size 1 inserted before dim i
-  dims.reserve(shape.size());
+  Selection sel;
+  sel.new_axes_before.assign(shape.size() + 1, 0);
+  sel.dims.reserve(shape.size());
   std::size_t dim = 0;
   for (const SliceItem& it : spec.items) {
     switch (it.kind) {
-      case SliceItem::Kind::NewAxis: ++new_axes_before[dim]; break;
+      case SliceItem::Kind::NewAxis: ++sel.new_axes_before[dim]; break;
       case SliceItem::Kind::Ellipsis:
-        for (std::size_t k = 0; k < shape.size() - consuming; ++k, ++dim) {
-          dims.push_back(normalize_range(SliceItem::range(), shape[dim]));
-        }
+        for (std::size_t k = 0; k < shape.size() - consuming; ++k, ++dim) sel.dims.push_back(normalize_range(SliceItem::range(), shape[dim]));
         break;
       case SliceItem::Kind::Index: {
         i128 i = it.index;
@@ -202,42 +208,51 @@ Result<SlicePlan> plan_slice(std::span<const std::uint64_t> shape, TensorType dt
           return Error(ErrorKind::SliceOutOfRange, "index " + std::to_string(it.index) + " is out of bounds for axis " + std::to_string(dim) +
                                                        " with size " + std::to_string(shape[dim]));
         }
-        dims.push_back({static_cast<std::uint64_t>(i), 1, 1, false});
+        sel.dims.push_back({static_cast<std::uint64_t>(i), 1, 1, false});
         ++dim;
         break;
       }
       case SliceItem::Kind::Range:
-        dims.push_back(normalize_range(it, shape[dim]));
+        sel.dims.push_back(normalize_range(it, shape[dim]));
         ++dim;
         break;
     }
   }
-  for (; dim < shape.size(); ++dim) dims.push_back(normalize_range(SliceItem::range(), shape[dim]));
+  for (; dim < shape.size(); ++dim) sel.dims.push_back(normalize_range(SliceItem::range(), shape[dim]));
+  return sel;
+}
 
-  SlicePlan plan;
+// The result's shape (new axes included) into `shape`; its element count, 0 when a dimension selects
+// nothing (then the other counts may overflow: an empty result has no bytes to address).
+Result<std::uint64_t> result_shape(const Selection& sel, std::vector<std::uint64_t>& shape) {
+  const std::size_t rank = sel.dims.size();
   std::uint64_t elements = 1;
   bool empty = false;
-  for (std::size_t d = 0; d <= shape.size(); ++d) {
-    for (int k = 0; k < new_axes_before[d]; ++k) plan.shape_.push_back(1);
-    if (d == shape.size()) break;
-    if (dims[d].keep) plan.shape_.push_back(dims[d].count);
-    if (dims[d].count == 0)
+  for (std::size_t d = 0; d <= rank; ++d) {
+    for (int k = 0; k < sel.new_axes_before[d]; ++k) shape.push_back(1);
+    if (d == rank) break;
+    if (sel.dims[d].keep) shape.push_back(sel.dims[d].count);
+    if (sel.dims[d].count == 0)
       empty = true;
-    else if (!empty && __builtin_mul_overflow(elements, dims[d].count, &elements)) {
+    else if (!empty && __builtin_mul_overflow(elements, sel.dims[d].count, &elements)) {
       return Error(ErrorKind::ValidationOverflow, "slice element count overflows");
     }
   }
-  if (empty) {
-    plan.elements_ = 0;
-    return plan;  // no bytes, no runs; strides of an empty source are never needed
-  }
-  plan.elements_ = elements;
+  return empty ? 0 : elements;
+}
 
-  // From here on the tensor is seen in storage units: elements of a plain type, or blocks of a
-  // block-quantized one, which run along the innermost dimension and cannot be split.
+// The tensor seen in storage units: elements of a plain type, or blocks of a block-quantized one, which
+// run along the innermost dimension and cannot be split (so that dimension must be selected whole, and
+// its selection is then counted in blocks).
+struct Units {
+  std::vector<std::uint64_t> extent;  // units along each source dimension
+  std::uint64_t bits = 0;             // of one unit
+  std::uint64_t selected_bits = 0;    // of the whole selection
+};
+
+Result<Units> storage_units(std::span<const std::uint64_t> shape, TensorType dtype, std::vector<Normalized>& dims, std::uint64_t elements) {
   const TensorTypeInfo& type = type_info(dtype);
-  std::vector<std::uint64_t> units(shape.begin(), shape.end());
-  std::uint64_t bits = type.bits;
+  Units units{std::vector<std::uint64_t>(shape.begin(), shape.end()), type.bits, 0};
   std::uint64_t unit_count = elements;
   if (type.is_block()) {
     const bool whole_rows = !shape.empty() && dims.back().keep && dims.back().start == 0 && dims.back().step == 1 &&
@@ -247,34 +262,49 @@ Result<SlicePlan> plan_slice(std::span<const std::uint64_t> shape, TensorType dt
                                                     " tensors can be sliced along their outer dimensions only: the innermost holds blocks of " +
                                                     std::to_string(type.block_elements) + " elements");
     }
-    units.back() = shape.back() / type.block_elements;
-    dims.back().count = units.back();
-    bits = std::uint64_t{type.block_bytes} * 8;
+    units.extent.back() = shape.back() / type.block_elements;
+    dims.back().count = units.extent.back();
+    units.bits = std::uint64_t{type.block_bytes} * 8;
     unit_count = elements / type.block_elements;
   }
-  std::uint64_t total_bits = 0;
-  if (__builtin_mul_overflow(unit_count, bits, &total_bits)) {
+  if (__builtin_mul_overflow(unit_count, units.bits, &units.selected_bits)) {
     return Error(ErrorKind::ValidationOverflow, "slice byte size overflows");
   }
+  return units;
+}
 
+// Where the selected bytes lie: runs of `run_bytes` from `first_byte`, stepped through by `loops` (the
+// dimensions outside a run that select more than one index, outermost first).
+struct Runs {
+  std::vector<std::pair<std::uint64_t, std::int64_t>> loops;  // (count, step in bytes)
+  std::uint64_t first_byte = 0;
+  std::uint64_t run_bytes = 0;
+};
+
+Error misaligned(TensorType dtype) {
+  return Error(ErrorKind::MisalignedSlice, "slice of a " + std::string(type_name(dtype)) + " tensor does not fall on byte boundaries");
+}
+
+Result<Runs> byte_runs(const Units& units, const std::vector<Normalized>& dims, TensorType dtype) {
+  const std::vector<std::uint64_t>& extent = units.extent;
   // Strides in bits, innermost first. The source is non-empty here, so every stride is bounded by
   // the source tensor's size (checked once more below).
-  std::vector<std::uint64_t> stride(units.size());
-  std::uint64_t s = bits;
-  for (std::size_t d = units.size(); d-- > 0;) {
+  std::vector<std::uint64_t> stride(extent.size());
+  std::uint64_t s = units.bits;
+  for (std::size_t d = extent.size(); d-- > 0;) {
     stride[d] = s;
-    if (__builtin_mul_overflow(s, units[d], &s)) return Error(ErrorKind::ValidationOverflow, "tensor size overflows");
+    if (__builtin_mul_overflow(s, extent[d], &s)) return Error(ErrorKind::ValidationOverflow, "tensor size overflows");
   }
   if (s > static_cast<std::uint64_t>(INT64_MAX)) return Error(ErrorKind::ValidationOverflow, "tensor too large to slice");
 
   // The innermost dimensions selected in full (step 1, every index) form one contiguous run together
   // with the innermost partially-selected dimension when its step is 1.
-  std::size_t inner = units.size();  // dims [inner, rank) are contiguous within a run
-  while (inner > 0 && dims[inner - 1].keep && dims[inner - 1].step == 1 && dims[inner - 1].start == 0 && dims[inner - 1].count == units[inner - 1]) {
+  std::size_t inner = extent.size();  // dims [inner, rank) are contiguous within a run
+  while (inner > 0 && dims[inner - 1].keep && dims[inner - 1].step == 1 && dims[inner - 1].start == 0 && dims[inner - 1].count == extent[inner - 1]) {
     --inner;
   }
-  std::uint64_t run_bits = inner < units.size() ? stride[inner] * units[inner] : bits;
-  if (inner < units.size() && inner == 0) run_bits = s;
+  std::uint64_t run_bits = inner < extent.size() ? stride[inner] * extent[inner] : units.bits;
+  if (inner < extent.size() && inner == 0) run_bits = s;
   std::size_t loop_end = inner;  // dims [0, loop_end) are iterated
   if (inner > 0 && dims[inner - 1].step == 1) {
     run_bits = stride[inner - 1] * dims[inner - 1].count;
@@ -282,23 +312,35 @@ Result<SlicePlan> plan_slice(std::span<const std::uint64_t> shape, TensorType dt
   }
 
   std::uint64_t first_bit = 0;
-  for (std::size_t d = 0; d < units.size(); ++d) first_bit += dims[d].start * stride[d];
+  for (std::size_t d = 0; d < extent.size(); ++d) first_bit += dims[d].start * stride[d];
 
+  Runs runs;
   for (std::size_t d = 0; d < loop_end; ++d) {
     if (dims[d].count <= 1) continue;
     const std::int64_t step_bits = dims[d].step * static_cast<std::int64_t>(stride[d]);
-    if (step_bits % 8 != 0) {
-      return Error(ErrorKind::MisalignedSlice, "slice of a " + std::string(type_name(dtype)) + " tensor does not fall on byte boundaries");
-    }
-    plan.loops_.push_back({dims[d].count, step_bits / 8});
+    if (step_bits % 8 != 0) return misaligned(dtype);
+    runs.loops.emplace_back(dims[d].count, step_bits / 8);
   }
-  if (first_bit % 8 != 0 || run_bits % 8 != 0) {
-    return Error(ErrorKind::MisalignedSlice, "slice of a " + std::string(type_name(dtype)) + " tensor does not fall on byte boundaries");
-  }
-  plan.run_bytes_ = run_bits / 8;
-  plan.nbytes_ = total_bits / 8;
+  if (first_bit % 8 != 0 || run_bits % 8 != 0) return misaligned(dtype);
+  runs.first_byte = first_bit / 8;
+  runs.run_bytes = run_bits / 8;
+  return runs;
+}
+
+}  // namespace
+
+Result<SlicePlan> plan_slice(std::span<const std::uint64_t> shape, TensorType dtype, const SliceSpec& spec, std::uint64_t base_offset) {
+  SW_ASSIGN_OR_RETURN(Selection sel, select_dimensions(shape, spec));
+  SlicePlan plan;
+  SW_ASSIGN_OR_RETURN(plan.elements_, result_shape(sel, plan.shape_));
+  if (plan.elements_ == 0) return plan;  // no bytes, no runs; strides of an empty source are never needed
+  SW_ASSIGN_OR_RETURN(Units units, storage_units(shape, dtype, sel.dims, plan.elements_));
+  SW_ASSIGN_OR_RETURN(Runs runs, byte_runs(units, sel.dims, dtype));
+  for (const auto& [count, step_bytes] : runs.loops) plan.loops_.push_back({count, step_bytes});
+  plan.run_bytes_ = runs.run_bytes;
+  plan.nbytes_ = units.selected_bits / 8;
   plan.runs_ = plan.nbytes_ / plan.run_bytes_;
-  if (__builtin_add_overflow(base_offset, first_bit / 8, &plan.first_offset_)) {
+  if (__builtin_add_overflow(base_offset, runs.first_byte, &plan.first_offset_)) {
     return Error(ErrorKind::ValidationOverflow, "slice offset overflows");
   }
   return plan;
