@@ -444,7 +444,23 @@ class Machine {
 
   // --- opcodes ---
   Status step(std::uint8_t op);
+  Status op_proto();
+  Status op_frame();
+  Status op_mark();
+  Status op_pop();
+  Status op_pop_mark();
+  Status op_dup();
+  Status op_none();
+  Status op_bool(bool value);
+  Status op_binint(int width);
+  Status op_long_sized(int length_bytes);
   Status op_long(std::uint64_t n);
+  Status op_binfloat();
+  Status op_empty(Kind kind);
+  Status op_binput(int index_bytes);
+  Status op_binget(int index_bytes);
+  Status op_global_line();
+  Status op_stack_global();
   Status op_string(Kind kind, int length_bytes);
   Status op_tuple(std::size_t n);
   Status op_extend(Kind target, bool many);
@@ -557,131 +573,56 @@ Status Machine::run() {
   return Status::ok();
 }
 
+// One opcode. Every case is one call: what an opcode does is in the op_ function it names.
 Status Machine::step(std::uint8_t op) {
   switch (op) {
-    case 0x80: {  // PROTO
-      SW_ASSIGN_OR_RETURN(std::uint64_t proto, take_uint(1));
-      if (proto > 5) return malformed(ErrorRule::PytorchPickleProtocol, "unsupported pickle protocol " + std::to_string(proto));
-      return Status::ok();
-    }
-    case 0x95: {  // FRAME: a length hint, checked against what is left
-      SW_ASSIGN_OR_RETURN(std::uint64_t n, take_uint(8));
-      if (n > bytes_.size() - pos_) return malformed(ErrorRule::PytorchPickleTruncated, "FRAME longer than the pickle");
-      return Status::ok();
-    }
+    case 0x80: return op_proto();
+    case 0x95: return op_frame();
     case '.': stopped_ = true; return Status::ok();  // STOP
-    case '(':                                        // MARK
-      if (marks_.size() >= lim_.max_marks) return limit("open MARKs");
-      marks_.push_back(stack_.size());
-      return Status::ok();
-    case '0':  // POP: a value, or the MARK when its frame is empty
-      if (stack_.size() > frame_start()) {
-        stack_.pop_back();
-        return Status::ok();
-      }
-      [[fallthrough]];
-    case '1':  // POP_MARK
-      SW_RETURN_IF_ERROR(above_mark().status());
-      drop_mark();
-      return Status::ok();
-    case '2': {  // DUP
-      SW_ASSIGN_OR_RETURN(Value * v, top());
-      return push(v);
-    }
-    case 'N': {
-      SW_ASSIGN_OR_RETURN(Value * v, make_shared_constant(none_, Kind::None));
-      return push(v);
-    }
-    case 0x88:
-    case 0x89: {  // NEWTRUE, NEWFALSE
-      SW_ASSIGN_OR_RETURN(Value * v, make_shared_constant(bools_[op == 0x88], Kind::Bool));
-      v->boolean = op == 0x88;
-      return push(v);
-    }
-    case 'J': {  // BININT: signed 32-bit
-      SW_ASSIGN_OR_RETURN(std::uint64_t u, take_uint(4));
-      SW_ASSIGN_OR_RETURN(Value * v, make_int(static_cast<std::int32_t>(static_cast<std::uint32_t>(u))));
-      return push(v);
-    }
-    case 'K':
-    case 'M': {  // BININT1, BININT2
-      SW_ASSIGN_OR_RETURN(std::uint64_t u, take_uint(op == 'K' ? 1 : 2));
-      SW_ASSIGN_OR_RETURN(Value * v, make_int(static_cast<std::int64_t>(u)));
-      return push(v);
-    }
-    case 0x8a: {
-      SW_ASSIGN_OR_RETURN(std::uint64_t n, take_uint(1));
-      return op_long(n);
-    }  // LONG1
-    case 0x8b: {
-      SW_ASSIGN_OR_RETURN(std::uint64_t n, take_uint(4));
-      return op_long(n);
-    }            // LONG4
-    case 'G': {  // BINFLOAT: big-endian IEEE double
-      SW_ASSIGN_OR_RETURN(const std::byte* p, take(8));
-      std::uint64_t u = 0;
-      for (int i = 0; i < 8; ++i) u = (u << 8) | std::to_integer<std::uint64_t>(p[i]);
-      SW_ASSIGN_OR_RETURN(Value * v, make(Kind::Float));
-      v->real = std::bit_cast<double>(u);
-      return push(v);
-    }
-    case 'X': return op_string(Kind::Str, 4);     // BINUNICODE
-    case 0x8c: return op_string(Kind::Str, 1);    // SHORT_BINUNICODE
-    case 0x8d: return op_string(Kind::Str, 8);    // BINUNICODE8
-    case 'B': return op_string(Kind::Bytes, 4);   // BINBYTES
-    case 'C': return op_string(Kind::Bytes, 1);   // SHORT_BINBYTES
-    case 0x8e: return op_string(Kind::Bytes, 8);  // BINBYTES8
-    case 'T': return op_string(Kind::Str, 4);     // BINSTRING (Python 2 str)
-    case 'U': return op_string(Kind::Str, 1);     // SHORT_BINSTRING
-    case ')': return op_tuple(0);
-    case 0x85: return op_tuple(1);
-    case 0x86: return op_tuple(2);
-    case 0x87: return op_tuple(3);
-    case 't': return op_from_mark(Kind::Tuple);  // TUPLE
-    case ']':
-    case '}':
-    case 0x8f: {  // EMPTY_LIST, EMPTY_DICT, EMPTY_SET
-      SW_ASSIGN_OR_RETURN(Value * v, make(op == ']' ? Kind::List : op == '}' ? Kind::Dict : Kind::Set));
-      return push(v);
-    }
-    case 'l': return op_from_mark(Kind::List);      // LIST
-    case 0x91: return op_from_mark(Kind::Set);      // FROZENSET
-    case 'd': return op_from_mark(Kind::Dict);      // DICT
-    case 'a': return op_extend(Kind::List, false);  // APPEND
-    case 'e': return op_extend(Kind::List, true);   // APPENDS
-    case 0x90: return op_extend(Kind::Set, true);   // ADDITEMS
-    case 's': return op_extend(Kind::Dict, false);  // SETITEM
-    case 'u': return op_extend(Kind::Dict, true);   // SETITEMS
-    case 'q': {
-      SW_ASSIGN_OR_RETURN(std::uint64_t i, take_uint(1));
-      return op_memo_put(i);
-    }  // BINPUT
-    case 'r': {
-      SW_ASSIGN_OR_RETURN(std::uint64_t i, take_uint(4));
-      return op_memo_put(i);
-    }                                                                         // LONG_BINPUT
+    case '(': return op_mark();
+    case '0': return op_pop();
+    case '1': return op_pop_mark();
+    case '2': return op_dup();
+    case 'N': return op_none();
+    case 0x88: return op_bool(true);                                          // NEWTRUE
+    case 0x89: return op_bool(false);                                         // NEWFALSE
+    case 'J': return op_binint(4);                                            // BININT: signed 32-bit
+    case 'K': return op_binint(1);                                            // BININT1
+    case 'M': return op_binint(2);                                            // BININT2
+    case 0x8a: return op_long_sized(1);                                       // LONG1
+    case 0x8b: return op_long_sized(4);                                       // LONG4
+    case 'G': return op_binfloat();                                           // BINFLOAT
+    case 'X': return op_string(Kind::Str, 4);                                 // BINUNICODE
+    case 0x8c: return op_string(Kind::Str, 1);                                // SHORT_BINUNICODE
+    case 0x8d: return op_string(Kind::Str, 8);                                // BINUNICODE8
+    case 'B': return op_string(Kind::Bytes, 4);                               // BINBYTES
+    case 'C': return op_string(Kind::Bytes, 1);                               // SHORT_BINBYTES
+    case 0x8e: return op_string(Kind::Bytes, 8);                              // BINBYTES8
+    case 'T': return op_string(Kind::Str, 4);                                 // BINSTRING (Python 2 str)
+    case 'U': return op_string(Kind::Str, 1);                                 // SHORT_BINSTRING
+    case ')': return op_tuple(0);                                             // EMPTY_TUPLE
+    case 0x85: return op_tuple(1);                                            // TUPLE1
+    case 0x86: return op_tuple(2);                                            // TUPLE2
+    case 0x87: return op_tuple(3);                                            // TUPLE3
+    case 't': return op_from_mark(Kind::Tuple);                               // TUPLE
+    case ']': return op_empty(Kind::List);                                    // EMPTY_LIST
+    case '}': return op_empty(Kind::Dict);                                    // EMPTY_DICT
+    case 0x8f: return op_empty(Kind::Set);                                    // EMPTY_SET
+    case 'l': return op_from_mark(Kind::List);                                // LIST
+    case 0x91: return op_from_mark(Kind::Set);                                // FROZENSET
+    case 'd': return op_from_mark(Kind::Dict);                                // DICT
+    case 'a': return op_extend(Kind::List, false);                            // APPEND
+    case 'e': return op_extend(Kind::List, true);                             // APPENDS
+    case 0x90: return op_extend(Kind::Set, true);                             // ADDITEMS
+    case 's': return op_extend(Kind::Dict, false);                            // SETITEM
+    case 'u': return op_extend(Kind::Dict, true);                             // SETITEMS
+    case 'q': return op_binput(1);                                            // BINPUT
+    case 'r': return op_binput(4);                                            // LONG_BINPUT
     case 0x94: return op_memo_put(memo_dense_.size() + memo_sparse_.size());  // MEMOIZE
-    case 'h': {
-      SW_ASSIGN_OR_RETURN(std::uint64_t i, take_uint(1));
-      return op_memo_get(i);
-    }  // BINGET
-    case 'j': {
-      SW_ASSIGN_OR_RETURN(std::uint64_t i, take_uint(4));
-      return op_memo_get(i);
-    }            // LONG_BINGET
-    case 'c': {  // GLOBAL
-      SW_ASSIGN_OR_RETURN(std::string_view module, take_line());
-      SW_ASSIGN_OR_RETURN(std::string_view name, take_line());
-      return op_global(module, name);
-    }
-    case 0x93: {  // STACK_GLOBAL: module and name from two strs, whatever produced them
-      SW_ASSIGN_OR_RETURN(Value * name, pop());
-      SW_ASSIGN_OR_RETURN(Value * module, pop());
-      if (module->kind != Kind::Str || name->kind != Kind::Str) return malformed(ErrorRule::PytorchPickleArguments, "STACK_GLOBAL of non-strings");
-      if (module->text.size() > kMaxName || name->text.size() > kMaxName)
-        return malformed(ErrorRule::PytorchPickleArguments, "overlong STACK_GLOBAL name");
-      return op_global(module->text, name->text);
-    }
+    case 'h': return op_binget(1);                                            // BINGET
+    case 'j': return op_binget(4);                                            // LONG_BINGET
+    case 'c': return op_global_line();                                        // GLOBAL
+    case 0x93: return op_stack_global();                                      // STACK_GLOBAL
     case 'R': return op_reduce();
     case 'b': return op_build();
     case 0x81: return op_newobj(false);
@@ -705,6 +646,109 @@ Status Machine::step(std::uint8_t op) {
     case 0x98: return unsafe(ErrorRule::PytorchOpcodeRefused, "opcode " + opcode_name(op) + " is not in the set torch checkpoints use");
     default: return malformed(ErrorRule::PytorchPickleOpcode, "unknown opcode " + opcode_name(op));
   }
+}
+
+Status Machine::op_proto() {
+  SW_ASSIGN_OR_RETURN(std::uint64_t proto, take_uint(1));
+  if (proto > 5) return malformed(ErrorRule::PytorchPickleProtocol, "unsupported pickle protocol " + std::to_string(proto));
+  return Status::ok();
+}
+
+// FRAME: a length hint, checked against what is left.
+Status Machine::op_frame() {
+  SW_ASSIGN_OR_RETURN(std::uint64_t n, take_uint(8));
+  if (n > bytes_.size() - pos_) return malformed(ErrorRule::PytorchPickleTruncated, "FRAME longer than the pickle");
+  return Status::ok();
+}
+
+Status Machine::op_mark() {
+  if (marks_.size() >= lim_.max_marks) return limit("open MARKs");
+  marks_.push_back(stack_.size());
+  return Status::ok();
+}
+
+// POP: a value, or the MARK when its frame is empty.
+Status Machine::op_pop() {
+  if (stack_.size() <= frame_start()) return op_pop_mark();
+  stack_.pop_back();
+  return Status::ok();
+}
+
+Status Machine::op_pop_mark() {
+  SW_RETURN_IF_ERROR(above_mark().status());
+  drop_mark();
+  return Status::ok();
+}
+
+Status Machine::op_dup() {
+  SW_ASSIGN_OR_RETURN(Value * v, top());
+  return push(v);
+}
+
+Status Machine::op_none() {
+  SW_ASSIGN_OR_RETURN(Value * v, make_shared_constant(none_, Kind::None));
+  return push(v);
+}
+
+Status Machine::op_bool(bool value) {
+  SW_ASSIGN_OR_RETURN(Value * v, make_shared_constant(bools_[value ? 1 : 0], Kind::Bool));
+  v->boolean = value;
+  return push(v);
+}
+
+// BININT (4 bytes) is signed; BININT1 and BININT2 are unsigned.
+Status Machine::op_binint(int width) {
+  SW_ASSIGN_OR_RETURN(std::uint64_t u, take_uint(width));
+  const std::int64_t value = width == 4 ? static_cast<std::int32_t>(static_cast<std::uint32_t>(u)) : static_cast<std::int64_t>(u);
+  SW_ASSIGN_OR_RETURN(Value * v, make_int(value));
+  return push(v);
+}
+
+Status Machine::op_long_sized(int length_bytes) {
+  SW_ASSIGN_OR_RETURN(std::uint64_t n, take_uint(length_bytes));
+  return op_long(n);
+}
+
+// BINFLOAT: a big-endian IEEE double.
+Status Machine::op_binfloat() {
+  SW_ASSIGN_OR_RETURN(const std::byte* p, take(8));
+  std::uint64_t u = 0;
+  for (int i = 0; i < 8; ++i) u = (u << 8) | std::to_integer<std::uint64_t>(p[i]);
+  SW_ASSIGN_OR_RETURN(Value * v, make(Kind::Float));
+  v->real = std::bit_cast<double>(u);
+  return push(v);
+}
+
+Status Machine::op_empty(Kind kind) {
+  SW_ASSIGN_OR_RETURN(Value * v, make(kind));
+  return push(v);
+}
+
+Status Machine::op_binput(int index_bytes) {
+  SW_ASSIGN_OR_RETURN(std::uint64_t i, take_uint(index_bytes));
+  return op_memo_put(i);
+}
+
+Status Machine::op_binget(int index_bytes) {
+  SW_ASSIGN_OR_RETURN(std::uint64_t i, take_uint(index_bytes));
+  return op_memo_get(i);
+}
+
+// GLOBAL: module and name as two lines of the pickle.
+Status Machine::op_global_line() {
+  SW_ASSIGN_OR_RETURN(std::string_view module, take_line());
+  SW_ASSIGN_OR_RETURN(std::string_view name, take_line());
+  return op_global(module, name);
+}
+
+// STACK_GLOBAL: module and name from two strs, whatever produced them.
+Status Machine::op_stack_global() {
+  SW_ASSIGN_OR_RETURN(Value * name, pop());
+  SW_ASSIGN_OR_RETURN(Value * module, pop());
+  if (module->kind != Kind::Str || name->kind != Kind::Str) return malformed(ErrorRule::PytorchPickleArguments, "STACK_GLOBAL of non-strings");
+  if (module->text.size() > kMaxName || name->text.size() > kMaxName)
+    return malformed(ErrorRule::PytorchPickleArguments, "overlong STACK_GLOBAL name");
+  return op_global(module->text, name->text);
 }
 
 Status Machine::op_long(std::uint64_t n) {
