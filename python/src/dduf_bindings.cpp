@@ -47,9 +47,8 @@ dduf::PackOptions pack_options(std::uint32_t alignment, bool reference_layout) {
   return options;
 }
 
-}  // namespace
-
-void register_dduf(py::module_& m) {
+// The reading side: an open archive, its entries, their bytes and checks.
+void register_archive(py::module_& m) {
   py::class_<DDUFArchive>(m, "_DDUFArchive", "An open DDUF archive (internal; use safeweights.dduf.read_dduf_file).")
       .def_static(
           "open",
@@ -119,7 +118,10 @@ void register_dduf(py::module_& m) {
           py::arg("crc") = true, py::arg("contents") = true)
       .def_property_readonly("name", [](const DDUFArchive& a) { return a.reader().name(); })
       .def_property_readonly("model_index", [](const DDUFArchive& a) { return a.reader().model_index(); });
+}
 
+// The writing side: an export in progress, entry by entry.
+void register_exporter(py::module_& m) {
   py::class_<DDUFExporter>(m, "_DDUFExporter", "A DDUF export in progress (internal).")
       .def_static(
           "create",
@@ -158,7 +160,10 @@ void register_dduf(py::module_& m) {
              ok_or_raise(s, Domain::DDUFExport);
            })
       .def("abort", &DDUFExporter::abort);
+}
 
+// A folder packed in one call, and the entry-name and structure rules the Python side checks early.
+void register_folder_and_rules(py::module_& m) {
   m.def(
       "_pack_folder",
       [](py::object folder, py::object path, std::uint32_t alignment, bool reference_layout) {
@@ -186,6 +191,14 @@ void register_dduf(py::module_& m) {
         ok_or_raise(dduf::validate_structure(utf8_arg(model_index, "model_index.json"), names), Domain::DDUFRead);
       },
       py::arg("model_index"), py::arg("names"));
+}
+
+}  // namespace
+
+void register_dduf(py::module_& m) {
+  register_archive(m);
+  register_exporter(m);
+  register_folder_and_rules(m);
 }
 
 }  // namespace safeweights::python

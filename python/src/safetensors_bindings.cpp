@@ -186,20 +186,24 @@ py::object make_safe_file(safetensors::Reader reader, bool writable_views) {
   return py::cast(std::make_unique<SafeFile>(std::move(reader), writable_views));
 }
 
-void register_safetensors(py::module_& m) {
-  py::class_<SafeFile>(m, "_SafeFile", "An open safetensors file (internal; use safeweights.safe_open).")
-      .def_static(
-          "open",
-          [](const py::handle& filename, const std::string& backend) {
-            const std::string path = path_arg(filename);
-            const FileBackend b = backend == "pread" ? FileBackend::Pread : FileBackend::MmapPrivate;
-            Result<SourcePtr> source = [&] {
-              py::gil_scoped_release nogil;
-              return open_input(path, b);
-            }();
-            return open_reader(value_or_raise(std::move(source), Domain::Safetensors, kHeaderPrefix), b != FileBackend::Pread);
-          },
-          py::arg("filename"), py::arg("backend"))
+namespace {
+
+using SafeFileClass = py::class_<SafeFile>;
+
+// Opening: a path (mapped, or read with pread) or a caller's buffer.
+void define_opening(SafeFileClass& c) {
+  c.def_static(
+       "open",
+       [](const py::handle& filename, const std::string& backend) {
+         const std::string path = path_arg(filename);
+         const FileBackend b = backend == "pread" ? FileBackend::Pread : FileBackend::MmapPrivate;
+         Result<SourcePtr> source = [&] {
+           py::gil_scoped_release nogil;
+           return open_input(path, b);
+         }();
+         return open_reader(value_or_raise(std::move(source), Domain::Safetensors, kHeaderPrefix), b != FileBackend::Pread);
+       },
+       py::arg("filename"), py::arg("backend"))
       .def_static(
           "from_buffer",
           [](py::object data) {
@@ -208,18 +212,22 @@ void register_safetensors(py::module_& m) {
             // Views of caller memory are read-only: the caller may share those bytes.
             return open_reader(std::move(source), false);
           },
-          py::arg("data"))
-      .def("keys",
-           [](const SafeFile& f) {
-             auto r = f.reader();
-             std::vector<std::string_view> names;
-             names.reserve(r->header().tensors().size());
-             for (const auto& t : r->header().tensors()) names.push_back(t.name);
-             std::sort(names.begin(), names.end());
-             py::list out(names.size());
-             for (std::size_t i = 0; i < names.size(); ++i) out[i] = py::str(names[i].data(), names[i].size());
-             return out;
-           })
+          py::arg("data"));
+}
+
+// What the header says: names, metadata, each tensor's type, shape and place.
+void define_header_queries(SafeFileClass& c) {
+  c.def("keys",
+        [](const SafeFile& f) {
+          auto r = f.reader();
+          std::vector<std::string_view> names;
+          names.reserve(r->header().tensors().size());
+          for (const auto& t : r->header().tensors()) names.push_back(t.name);
+          std::sort(names.begin(), names.end());
+          py::list out(names.size());
+          for (std::size_t i = 0; i < names.size(); ++i) out[i] = py::str(names[i].data(), names[i].size());
+          return out;
+        })
       .def("offset_keys",
            [](const SafeFile& f) {
              auto r = f.reader();
@@ -259,22 +267,25 @@ void register_safetensors(py::module_& m) {
             return out;
           },
           "(name, dtype code, shape, absolute byte offset, byte length) for every tensor, in file order")
-      .def("data_range",
-           [](const SafeFile& f) {
-             auto r = f.reader();
-             return py::make_tuple(r->header().data_start(), r->header().data_size());
-           })
-      .def(
-          "buffer",
-          [](const SafeFile& f, bool writable) -> py::object {
-            auto r = f.reader();
-            if (r->source().mapped() == nullptr) return py::none();
-            if (writable && !f.writable_views()) return py::none();
-            return py::cast(MappedBuffer{r->source_ptr(), writable});
-          },
-          py::arg("writable") = false,
-          "The whole file as a zero-copy buffer when it is mapped, else None. writable=True only for "
-          "copy-on-write mappings (else None).")
+      .def("data_range", [](const SafeFile& f) {
+        auto r = f.reader();
+        return py::make_tuple(r->header().data_start(), r->header().data_size());
+      });
+}
+
+// The bytes: the mapping itself, copies of a tensor or a slice, read-ahead.
+void define_reads(SafeFileClass& c) {
+  c.def(
+       "buffer",
+       [](const SafeFile& f, bool writable) -> py::object {
+         auto r = f.reader();
+         if (r->source().mapped() == nullptr) return py::none();
+         if (writable && !f.writable_views()) return py::none();
+         return py::cast(MappedBuffer{r->source_ptr(), writable});
+       },
+       py::arg("writable") = false,
+       "The whole file as a zero-copy buffer when it is mapped, else None. writable=True only for "
+       "copy-on-write mappings (else None).")
       .def(
           "read",
           [](const SafeFile& f, const py::handle& name) {
@@ -313,8 +324,12 @@ void register_safetensors(py::module_& m) {
             py::gil_scoped_release nogil;
             r->source().hint({offset, length}, AccessHint::WillNeed);
           },
-          py::arg("offset"), py::arg("length"), "Fault in a range of a mapped file ahead of use (GIL released).")
-      .def_property_readonly("name", [](const SafeFile& f) { return f.reader()->name(); })
+          py::arg("offset"), py::arg("length"), "Fault in a range of a mapped file ahead of use (GIL released).");
+}
+
+// The file's name, load plans over it, and closing it.
+void define_loads_and_lifetime(SafeFileClass& c) {
+  c.def_property_readonly("name", [](const SafeFile& f) { return f.reader()->name(); })
       .def(
           "plan_load",
           [](const SafeFile& f, const std::optional<std::vector<std::string>>& names,
@@ -332,8 +347,10 @@ void register_safetensors(py::module_& m) {
           "A _LoadPlan for the named tensors (all, in file order, by default).")
       .def("close", &SafeFile::close)
       .def_property_readonly("closed", &SafeFile::closed);
+}
 
-  // ---- the reference's low-level API (0.8 form) ----
+// The reference's low-level API (0.8 form): TensorSpec, serialize, serialize_file, deserialize.
+void register_low_level_api(py::module_& m) {
   py::class_<TensorSpec>(m, "TensorSpec",
                          "A tensor to serialize: dtype name (numpy/torch spelling), shape, and the address and "
                          "length of its little-endian, C-order bytes. The caller keeps the memory alive until "
@@ -408,6 +425,17 @@ void register_safetensors(py::module_& m) {
         return out;
       },
       py::arg("bytes"), "[(name, {shape, dtype, data: bytearray})] in file order (copies, as the reference).");
+}
+
+}  // namespace
+
+void register_safetensors(py::module_& m) {
+  SafeFileClass safe_file(m, "_SafeFile", "An open safetensors file (internal; use safeweights.safe_open).");
+  define_opening(safe_file);
+  define_header_queries(safe_file);
+  define_reads(safe_file);
+  define_loads_and_lifetime(safe_file);
+  register_low_level_api(m);
 
   m.def("_dtype_table", [] {
     py::list out;
