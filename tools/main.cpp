@@ -207,6 +207,9 @@ int main(int argc, char** argv) {
   CLI::App app{"safeweights: read, check, inspect, pack and convert model-weight files (safetensors, DDUF, GGUF, PyTorch)", "safeweights"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "safeweights 0.1.0");
+  // A parse error quotes the command line (a file name, a value): escaped like every other message.
+  app.failure_message(
+      [](const CLI::App*, const CLI::Error& e) { return safeweights::printable(e.what()) + "\nRun with --help for more information.\n"; });
   int exit_code = kExitOk;
   // One command runs per process: each has its options here, and its callback runs it after the parse.
   ValidateArgs validate;
