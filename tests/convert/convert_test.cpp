@@ -453,6 +453,18 @@ TEST(ConvertPath, APartOfASplitOutputThatIsTheInputIsRefused) {
   expect_refused_as_input(dir.path(), in, dir.file("part.gguf"), in, split);
 }
 
+TEST(ConvertPath, AnOutputThatIsAPartOfTheSplitInputIsRefused) {
+  TempDir dir;
+  auto source = open_input(dir);
+  ASSERT_TRUE(source.is_ok());
+  ConvertOptions split;
+  split.write.split.max_tensors = 2;
+  ASSERT_TRUE(convert(**source, dir.file("split.gguf"), split).is_ok());
+  // The first part names the model; the second is read through it.
+  const std::string second = dir.file("split-00002-of-00002.gguf");
+  expect_refused_as_input(dir.path(), dir.file("split-00001-of-00002.gguf"), second, second);
+}
+
 TEST(FormatClaimedByName, ExtensionsThatNameAFormat) {
   const std::pair<const char*, const char*> cases[] = {
       {"a.safetensors", "safetensors"},
