@@ -18,6 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "io/input_files.h"
 #include "safeweights/atomic_file.h"
 #include "safeweights/cancel.h"
 #include "safeweights/gguf.h"
@@ -341,6 +342,30 @@ TEST(AtomicFileTest, ALinkToARegularFileStaysALink) {
     EXPECT_EQ(dir.list(), (std::vector<std::string>{"link.bin", "real"}));
     EXPECT_EQ(std::filesystem::directory_iterator(dir.file("real"))->path().filename(), "f.bin");
   }
+}
+
+// ---- no output replaces an input (io/input_files.h; the commands' routes are convert_test's and
+// dduf_cli_writes') ------------------------------------------------------------------------------------
+
+TEST(InputFiles, KnownByIdentityAndNeverByAUrl) {
+  TempDir dir;
+  write_file_bytes(dir.file("in.bin"), "x");
+  write_file_bytes(dir.file("other.bin"), "y");
+  std::filesystem::create_directory(dir.file("sub"));
+  safeweights::InputFiles inputs;
+  inputs.add(dir.file("sub/../in.bin"));
+  inputs.add("https://example.com" + dir.file("other.bin"));  // remote: never a local file
+  inputs.add(dir.file("missing.bin"));
+  EXPECT_EQ(inputs.names(), std::vector<std::string>{dir.file("sub/../in.bin")});
+  auto same = inputs.check_output(dir.file("./in.bin"));
+  ASSERT_FALSE(same.is_ok());
+  EXPECT_EQ(same.error().kind(), K::InvalidArgument);
+  EXPECT_EQ(same.error().context().file, dir.file("./in.bin"));
+  EXPECT_TRUE(IsOk(inputs.check_output(dir.file("other.bin"))));
+  EXPECT_TRUE(IsOk(inputs.check_output(dir.file("new.bin"))));
+  // A folder replaced whole must not hold one, however deep.
+  EXPECT_EQ(inputs.check_outside(dir.path()).error().kind(), K::InvalidArgument);
+  EXPECT_TRUE(IsOk(inputs.check_outside(dir.file("sub"))));
 }
 
 TEST(AtomicFileTest, DestructorRemovesTemporary) {
