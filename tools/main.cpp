@@ -97,7 +97,7 @@ void add_cat(CLI::App& app, CatArgs& args, int& exit_code) {
       ->required()
       ->expected(1, 2);
   cmd->add_option("--slice", args.slice, "numpy basic indexing, e.g. \"1:3, ::-2, 0\" or \"..., -1\"");
-  cmd->add_option("-o,--output", args.output, "write to this file (atomically) instead of standard output");
+  cmd->add_option("-o,--output", args.output, "write to this file (atomically; a device or FIFO is written in place) instead of standard output");
   add_input_options(cmd, args.backend);
   cmd->callback([&args, cmd, &exit_code] {
     args.has_slice = cmd->count("--slice") > 0;
