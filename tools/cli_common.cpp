@@ -48,7 +48,7 @@ HttpOptions remote_options() {
   options.s3 = http_cli().s3;
   options.warn = [](const std::string& message) {
     static std::atomic<bool> warned{false};  // once per process: one remote file or a hundred shards
-    if (!warned.exchange(true)) std::fprintf(stderr, "safeweights: warning: %s\n", message.c_str());
+    if (!warned.exchange(true)) std::fprintf(stderr, "safeweights: warning: %s\n", printable(message).c_str());
   };
   return options;
 }

@@ -186,7 +186,7 @@ int run_host(const BenchArgs& opt) {
     const bool read_ok = plain_read(opt.file, whole);
     const double read_t = seconds_since(t0);
     if (!pread_ok || !read_ok) {
-      std::fprintf(stderr, "safeweights: %s: the reference reads failed\n", opt.file.c_str());
+      std::fprintf(stderr, "safeweights: %s: the reference reads failed\n", printable(opt.file).c_str());
       return kExitInvalid;
     }
     if (pass >= 0) {
@@ -206,7 +206,7 @@ int run_host(const BenchArgs& opt) {
         json_quote(opt.file).c_str(), static_cast<unsigned long long>(size), tensors, opt.passes, threads, cache, median(open_s) * 1e3,
         median(load_s) * 1e3, load_gbps, pread_gbps, median(read_s) * 1e3, read_gbps, load_gbps / read_gbps, load_gbps / pread_gbps);
   } else {
-    std::printf("file:              %s (%s, %zu tensors)\n", opt.file.c_str(), human_bytes(size).c_str(), tensors);
+    std::printf("file:              %s (%s, %zu tensors)\n", printable(opt.file).c_str(), human_bytes(size).c_str(), tensors);
     std::printf("passes:            %d (medians; page cache %s; GB = 1e9 bytes; %u threads)\n", opt.passes, cache, threads);
     std::printf("open+validate+plan: %.3f ms\n", median(open_s) * 1e3);
     std::printf("load:              %.1f ms  %.2f GB/s\n", median(load_s) * 1e3, load_gbps);
@@ -324,8 +324,8 @@ int run_device(const BenchArgs& opt) {
         median(load_s) * 1e3, load_gbps, h2d_gbps, load_gbps / h2d_gbps, *verified ? "true" : "false", stats.register_seconds,
         stats.unregister_seconds);
   } else {
-    std::printf("file:            %s (%s, %zu tensors)\n", opt.file.c_str(), human_bytes(bytes).c_str(), plan.tensors().size());
-    std::printf("device:          %s (%s; %u threads; page cache %s%s)\n", (*device)->name().c_str(), strategy.c_str(), threads, cache,
+    std::printf("file:            %s (%s, %zu tensors)\n", printable(opt.file).c_str(), human_bytes(bytes).c_str(), plan.tensors().size());
+    std::printf("device:          %s (%s; %u threads; page cache %s%s)\n", printable((*device)->name()).c_str(), strategy.c_str(), threads, cache,
                 stats.direct ? ", O_DIRECT" : "");
     std::printf("load:            %.1f ms  %.2f GB/s  (median of %d)\n", median(load_s) * 1e3, load_gbps, opt.passes);
     std::printf("pinned H2D copy: %.2f GB/s  (the limit)\n", h2d_gbps);
@@ -416,7 +416,7 @@ int run_remote(const BenchArgs& opt) {
         static_cast<unsigned long long>(http.chunk_size), median(open_s) * 1e3, median(load_s) * 1e3, load_gbps, median(one_s) * 1e3, one_gbps,
         load_gbps / one_gbps);
   } else {
-    std::printf("file:              %s (%s of tensors, %zu tensors)\n", opt.file.c_str(), human_bytes(plan_size).c_str(), tensors);
+    std::printf("file:              %s (%s of tensors, %zu tensors)\n", printable(opt.file).c_str(), human_bytes(plan_size).c_str(), tensors);
     std::printf("passes:            %d (medians; GB = 1e9 bytes; %u connections, %s parts)\n", opt.passes, http.parallel,
                 human_bytes(http.chunk_size).c_str());
     std::printf("open+validate+plan: %.1f ms\n", median(open_s) * 1e3);

@@ -1,7 +1,9 @@
 // safeweights cat FILE TENSOR [--slice SPEC] [-o OUT]
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 
 #include "cli_common.h"
@@ -11,13 +13,17 @@
 namespace safeweights::cli {
 namespace {
 
-// Where the bytes go: stdout, or a file that appears only once complete.
+// Where the bytes go: stdout, or a file that appears only once complete. The bytes are a stream, written
+// in order, so a character device or FIFO named by -o (/dev/stdout, /dev/null) is written into in place
+// (AtomicFileOptions::stream), never replaced.
 class Sink {
  public:
   static Result<Sink> open(const std::string& path) {
     Sink sink;
     if (!path.empty() && path != "-") {
-      auto file = AtomicFile::create(path);
+      AtomicFileOptions options;
+      options.stream = true;
+      auto file = AtomicFile::create(path, options);
       if (!file.is_ok()) return std::move(file).status();
       sink.file_ = std::make_unique<AtomicFile>(std::move(file).value());
     }
@@ -25,7 +31,7 @@ class Sink {
   }
   Status write(std::span<const std::byte> bytes) {
     if (file_) return file_->append(bytes);
-    if (!write_all(STDOUT_FILENO, bytes)) return Error(ErrorKind::IoError, "cannot write to standard output");
+    if (!write_all(STDOUT_FILENO, bytes)) return Error(ErrorKind::IoError, "cannot write to standard output: " + std::string(std::strerror(errno)));
     return Status::ok();
   }
   Status finish() { return file_ ? file_->commit() : Status::ok(); }

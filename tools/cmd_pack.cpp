@@ -53,7 +53,7 @@ int run_pack(const PackArgs& opt) {
     s = dduf::pack_folder(opt.folder, opt.output, options);
   }
   if (!s.is_ok()) return exit_status(s);
-  std::printf("wrote %s\n", opt.output.c_str());
+  std::printf("wrote %s\n", printable(opt.output).c_str());
   return kExitOk;
 }
 
@@ -68,11 +68,8 @@ int run_unpack(const UnpackArgs& args) {
   }
   // Over HTTP, entries download in parallel, one connection each.
   const unsigned threads = is_url(file) ? http_cli().parallel : 0;
-  if (Status s = dduf::unpack(*reader, folder, threads, args.force); !s.is_ok()) {
-    print_error(s.error());
-    return kExitInvalid;
-  }
-  std::printf("wrote %zu files into %s\n", reader->entries().size(), folder.c_str());
+  if (Status s = dduf::unpack(*reader, folder, threads, args.force); !s.is_ok()) return exit_status(s);
+  std::printf("wrote %zu files into %s\n", reader->entries().size(), printable(folder).c_str());
   return kExitOk;
 }
 

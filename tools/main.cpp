@@ -97,7 +97,7 @@ void add_cat(CLI::App& app, CatArgs& args, int& exit_code) {
       ->required()
       ->expected(1, 2);
   cmd->add_option("--slice", args.slice, "numpy basic indexing, e.g. \"1:3, ::-2, 0\" or \"..., -1\"");
-  cmd->add_option("-o,--output", args.output, "write to this file (atomically) instead of standard output");
+  cmd->add_option("-o,--output", args.output, "write to this file (atomically; a device or FIFO is written in place) instead of standard output");
   add_input_options(cmd, args.backend);
   cmd->callback([&args, cmd, &exit_code] {
     args.has_slice = cmd->count("--slice") > 0;
@@ -207,6 +207,9 @@ int main(int argc, char** argv) {
   CLI::App app{"safeweights: read, check, inspect, pack and convert model-weight files (safetensors, DDUF, GGUF, PyTorch)", "safeweights"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "safeweights 0.1.0");
+  // A parse error quotes the command line (a file name, a value): escaped like every other message.
+  app.failure_message(
+      [](const CLI::App*, const CLI::Error& e) { return safeweights::printable(e.what()) + "\nRun with --help for more information.\n"; });
   int exit_code = kExitOk;
   // One command runs per process: each has its options here, and its callback runs it after the parse.
   ValidateArgs validate;

@@ -22,6 +22,21 @@
 // new file gets the ordinary permissions (0666 minus the process umask); replacing an existing file
 // keeps that file's mode.
 //
+// Existing targets, by what the path resolves to (symbolic links followed, so a link is judged by the
+// file it names):
+// - a regular file is replaced as above, where it lies: through a symbolic link, the file it names is
+//   replaced and the link stays (/dev/stderr redirected to a log names the log, not /dev);
+// - a folder is refused (IoError);
+// - a character device, a block device, a FIFO or a socket is never replaced with a regular file, which
+//   would break every later `> /dev/null` or leave a FIFO's reader waiting forever: UnsafePath, naming
+//   the path and what it is. Except for a writer that asks to stream (AtomicFileOptions::stream): a
+//   character device (/dev/null, /dev/stdout on a terminal, /dev/full) or a FIFO (/dev/stdout on a
+//   pipe) is then opened and written in place, in order, as `cat > target` does. A stream is not
+//   atomic: bytes reach the reader as they are written, and a failure cannot take back those already
+//   written. A write error fails the write (ENOSPC from /dev/full, EPIPE from a FIFO whose reader
+//   left); pwrite() at any offset but the end of what was written, and truncate() to another size, are
+//   InvalidArgument.
+//
 // Thread safety: an AtomicFile has a single owner. pwrite() calls at distinct offsets may come from
 // several threads at once; nothing else may run concurrently with commit() or the destructor.
 // remove_uncommitted_files() is async-signal-safe and may run at any time.
@@ -45,6 +60,9 @@ struct AtomicFileOptions {
   bool durable = false;
   // Use a named temporary file even where a nameless one is possible (the fallback's behaviour).
   bool named_temporary = false;
+  // For a writer whose output is a byte stream written in order (`cat -o`): an existing character
+  // device or FIFO target is written in place instead of refused (above).
+  bool stream = false;
 };
 
 class AtomicFile {
@@ -84,24 +102,32 @@ class AtomicFile {
   void abandon() noexcept;
 
   const std::string& target() const noexcept { return target_; }
+  // Whether the target is written in place as a stream (a character device or FIFO; see above).
+  bool streaming() const noexcept { return streaming_; }
   // The temporary file's name, or empty while the file has none (O_TMPFILE).
   const std::string& temp_path() const noexcept { return temp_; }
   std::uint64_t append_position() const noexcept { return position_; }
 
  private:
-  AtomicFile(std::string target, std::string temp, int fd, int slot, bool durable)
-      : target_(std::move(target)), temp_(std::move(temp)), fd_(fd), slot_(slot), durable_(durable) {}
+  AtomicFile(std::string target, std::string destination, std::string temp, int fd, int slot, bool durable)
+      : target_(std::move(target)), destination_(std::move(destination)), temp_(std::move(temp)), fd_(fd), slot_(slot), durable_(durable) {}
+  static Result<AtomicFile> open_stream(const std::string& target);
+  Status write_stream(std::uint64_t offset, std::span<const std::byte> bytes);
   Status commit_unchecked();
+  Status commit_stream();
   Status commit_named();
   Status commit_nameless();
   void release_name() noexcept;
 
-  std::string target_;
+  std::string target_;       // as the caller named it, for messages
+  std::string destination_;  // the name committed: target_, or the regular file a symbolic link names
   std::string temp_;
   int fd_ = -1;
   int slot_ = -1;  // the temporary name's place in the cleanup registry, -1 when none
   bool durable_ = false;
+  bool streaming_ = false;
   std::uint64_t position_ = 0;
+  std::uint64_t streamed_ = 0;  // bytes written so far into a stream
 };
 
 // Unlinks every named temporary file of this process that is not yet committed. Async-signal-safe

@@ -58,6 +58,10 @@ struct ConvertOptions {
   bool dedup = false;
   std::string to;      // the output format's registry name; empty: the output's extension decides
   WriteOptions write;  // durability, GGUF alignment, split files
+  // Local files that no output file may be (by device and inode, links followed: another path, `..`,
+  // a symbolic or hard link to one): InvalidArgument naming both, before anything is written.
+  // convert() adds the input's own name; convert_path() every file its readers opened.
+  std::vector<std::string> inputs;
   std::function<void(std::size_t tensors_done, std::uint64_t bytes_done)> progress;
 };
 
@@ -89,6 +93,8 @@ Result<ConvertReport> convert(const TensorFile& input, const std::string& output
 //   included): open_tensors(input, entry, read); `opened` sees the file first; the plan of the plan
 //   provider that knows the input, when one does (a Hugging Face Llama-family folder written as GGUF:
 //   hf::plan, safeweights/hf_llama.h); then convert(). The one place that knows the plan providers.
+// Every local file read on the way (an index's shards, GGUF split parts, a folder's weights, config and
+// tokenizer files) joins `options.inputs`, so no output file replaces one (InvalidArgument).
 Result<ConvertReport> convert_path(const std::string& input, const std::string& output, ConvertOptions options, const FormatOptions& read = {},
                                    const std::string& entry = {}, const std::function<void(const TensorFile&)>& opened = {});
 

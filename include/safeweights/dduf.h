@@ -109,7 +109,8 @@ class Exporter {
   // Each name is checked before its bytes are written (duplicates, name rules, and model_index.json
   // must be JSON); DDUFExport / DDUFInvalidEntryName otherwise. A failure after an entry's first byte
   // (I/O, the producer, a streamed index that is not JSON) ends the export: later calls fail and no
-  // file is left behind.
+  // file is left behind. add_file refuses a file that is the archive's own output (InvalidArgument,
+  // by device and inode: any path, symbolic or hard link), which committing would replace.
   Status add_bytes(std::string_view name, std::span<const std::byte> bytes);
   Status add_file(std::string_view name, const std::string& path);
   Status add_stream(std::string_view name, std::uint64_t size, const zip::Producer& producer);
@@ -132,14 +133,16 @@ class Exporter {
 };
 
 // Packs a diffusers folder: regular files with an allowed extension at most one folder deep, the
-// index first, then sorted names. Names and structure are checked before the first byte is written.
+// index first, then sorted names. Names and structure are checked before the first byte is written; an
+// output that is one of the files packed is refused (Exporter::add_file).
 Status pack_folder(const std::string& folder, const std::string& path, const PackOptions& options = {});
 
 // Writes every entry into `folder`, all or nothing: the folder is built beside it (a hidden sibling),
 // every entry's CRC is checked while it is written, and only a complete folder is renamed into place.
 // Nothing is ever written outside `folder`, whatever it or its surroundings contain (UnsafePath when
 // `folder` itself is a symlink). A missing or empty folder is filled; a non-empty one is refused
-// (InvalidArgument) unless `replace`, which swaps it as a whole for the new one (no stale files).
+// (InvalidArgument) unless `replace`, which swaps it as a whole for the new one (no stale files), and
+// which refuses a folder that holds the archive being read (InvalidArgument: it would be removed).
 // `threads` entries are written at once (0: one per core, at most 8). See src/dduf/unpack.cpp for what a kill -9
 // can leave.
 Status unpack(const Reader& reader, const std::string& folder, unsigned threads = 0, bool replace = false);

@@ -23,6 +23,7 @@
 #include "core/parallel.h"
 #include "core/status_macros.h"
 #include "core/hash.h"
+#include "io/input_files.h"
 #include "safeweights/cancel.h"
 #include "safeweights/quantize.h"
 
@@ -322,6 +323,14 @@ Error from_input(const Error& refused, const TensorFile& input) {
   return e;
 }
 
+// InvalidArgument when an output file would replace the input or another file read (options.inputs).
+Status refuse_inputs(const TensorFile& input, std::span<const std::string> read, std::span<const std::string> outputs) {
+  InputFiles inputs;
+  inputs.add(input.name());
+  for (const std::string& name : read) inputs.add(name);
+  return inputs.check_outputs(outputs);
+}
+
 }  // namespace
 
 Result<ConvertReport> convert(const TensorFile& input, const std::string& output_path, const ConvertOptions& options) {
@@ -338,6 +347,8 @@ Result<ConvertReport> convert(const TensorFile& input, const std::string& output
   auto created = out->create(output_path, std::move(decls), &metadata, options.write);
   if (!created.is_ok()) return created.error().kind() == ErrorKind::Unrepresentable ? from_input(created.error(), input) : error_of(created);
   std::unique_ptr<TensorSink> sink = std::move(created).value();
+  // Before the first byte: the sink's files exist only as temporaries, discarded on this return.
+  SW_RETURN_IF_ERROR(refuse_inputs(input, options.inputs, sink->files()));
   ConvertReport report;
   Scratch scratch;
   // Every core, not parallel_for's default (at most 8, an I/O bound): quantizing is computation.

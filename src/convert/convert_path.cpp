@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "core/status_macros.h"
+#include "io/input_files.h"
 #include "safeweights/convert.h"
 #include "safeweights/folder.h"
 #include "safeweights/format.h"
@@ -20,10 +21,18 @@ bool names_a_folder(const std::string& output, bool is_folder) {
   return !base.empty() && base.find('.') == std::string::npos;
 }
 
+void append_inputs(ConvertOptions& options, const InputFiles& inputs) {
+  for (std::string& name : inputs.names()) options.inputs.push_back(std::move(name));
+}
+
 }  // namespace
 
-Result<ConvertReport> convert_path(const std::string& input, const std::string& output, ConvertOptions options, const FormatOptions& read,
+Result<ConvertReport> convert_path(const std::string& input, const std::string& output, ConvertOptions options, const FormatOptions& given,
                                    const std::string& entry, const std::function<void(const TensorFile&)>& opened) {
+  // Every file read goes through the one resolver, which notes it: no output may replace one.
+  InputFiles inputs;
+  FormatOptions read = given;
+  read.resolver = recording_resolver(resolver_of(given), inputs);
   std::error_code ec;
   std::optional<Folder> folder;
   if (names_folder(input)) {
@@ -54,8 +63,10 @@ Result<ConvertReport> convert_path(const std::string& input, const std::string& 
   if (out->name() == "gguf" && folder && hf::is_model_folder(*folder)) {
     SW_ASSIGN_OR_RETURN(hf::GgufConversion planned, hf::plan(*folder, *file, options.type));
     options.plan = std::move(planned.plan);
+    append_inputs(options, inputs);
     return convert(*planned.tensors, output, options);
   }
+  append_inputs(options, inputs);
   return convert(*file, output, options);
 }
 

@@ -6,6 +6,7 @@
 #include <span>
 
 #include "core/status_macros.h"
+#include "io/input_files.h"
 #include "io/read_util.h"
 #include "json/dom.h"
 #include "json/json_parse.h"
@@ -340,6 +341,10 @@ Status Exporter::add_bytes(std::string_view name, std::span<const std::byte> byt
 
 Status Exporter::add_file(std::string_view name, const std::string& path) {
   if (failed_) return Error(failed_->kind(), "an earlier entry failed: " + failed_->message());
+  // The archive must not replace a file it packs (committing it would).
+  InputFiles packed;
+  packed.add(path);
+  SW_RETURN_IF_ERROR(packed.check_output(writer_.path()));
   SW_ASSIGN_OR_RETURN(std::string stored, admit(name));
   std::string text;
   if (stored == kModelIndex) {

@@ -28,6 +28,7 @@
 #include "core/parallel.h"
 #include "core/status_macros.h"
 #include "core/strings.h"
+#include "io/input_files.h"
 #include "io/nameless.h"
 #include "io/posix_util.h"
 #include "safeweights/cancel.h"
@@ -256,6 +257,12 @@ Status unpack(const Reader& reader, const std::string& folder, unsigned threads,
   SW_ASSIGN_OR_RETURN(Existing existing, examine_target(parent.get(), base, path));
   if (existing == Existing::Full && !replace) {
     return Error(ErrorKind::InvalidArgument, "the folder is not empty (--force replaces it as a whole)").with_file(path);
+  }
+  if (existing == Existing::Full) {
+    // The old tree goes as a whole: it must not hold the archive being read.
+    InputFiles archive;
+    archive.add(reader.name());
+    SW_RETURN_IF_ERROR(archive.check_outside(path));
   }
   remove_stale_staging(parent.get(), base);
 

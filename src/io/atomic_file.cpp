@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <random>
+#include <utility>
 
 #include "core/status_macros.h"
 #include "core/strings.h"
@@ -88,6 +89,36 @@ Error create_error(int err, const std::string& folder, const std::string& target
   return Error(kind, "cannot create a temporary file in " + folder + ": " + errno_text(err)).with_file(target);
 }
 
+// What an existing target that is neither a regular file nor a folder is, in words.
+const char* special_kind(mode_t mode) {
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
+
+// What a streaming writer writes into in place: a byte stream's endpoints.
+bool streamable(mode_t mode) { return S_ISCHR(mode) || S_ISFIFO(mode); }
+
+Error special_target_error(mode_t mode, const std::string& target) {
+  return Error(ErrorKind::UnsafePath,
+               std::string("the output is ") + special_kind(mode) + ", not a regular file: it is never replaced by one (name a regular file)")
+      .with_file(target);
+}
+
+// The name an existing regular file is committed under: the target itself, or the file a symbolic link
+// there resolves to, so that the link stays a link.
+Result<std::string> destination_of(const std::string& target) {
+  struct stat link {};
+  if (::lstat(target.c_str(), &link) != 0 || !S_ISLNK(link.st_mode)) return target;
+  char* resolved = ::realpath(target.c_str(), nullptr);
+  if (resolved == nullptr) return Error(ErrorKind::IoError, "cannot resolve the symbolic link: " + errno_text(errno)).with_file(target);
+  std::string destination(resolved);
+  std::free(resolved);
+  return destination;
+}
+
 void sync_folder(const std::string& target) {
   int dir = ::open(folder_of(target).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dir >= 0) {
@@ -139,14 +170,22 @@ Result<AtomicFile> AtomicFile::create(const std::string& target, const AtomicFil
   if (target.empty() || target.back() == '/') {
     return Error(ErrorKind::InvalidArgument, "output path must name a file").with_file(target);
   }
-  const std::string folder = folder_of(target);
-
-  // Keep the mode of a file we replace; a new file gets 0666 minus the umask from open(2) itself.
+  // What the target is decides (links followed): see the header. Keep the mode of a file we replace; a
+  // new file gets 0666 minus the umask from open(2) itself.
   struct stat existing {};
   const bool replacing = ::stat(target.c_str(), &existing) == 0;
   if (replacing && S_ISDIR(existing.st_mode)) {
     return Error(ErrorKind::IoError, "output path is a directory").with_file(target);
   }
+  if (replacing && !S_ISREG(existing.st_mode)) {
+    if (options.stream && streamable(existing.st_mode)) return open_stream(target);
+    return special_target_error(existing.st_mode, target);
+  }
+  std::string destination = target;
+  if (replacing) {
+    SW_ASSIGN_OR_RETURN(destination, destination_of(target));
+  }
+  const std::string folder = folder_of(destination);
 
   int fd = -1;
   std::string temp;
@@ -157,7 +196,7 @@ Result<AtomicFile> AtomicFile::create(const std::string& target, const AtomicFil
   }
   for (int attempt = 0; fd < 0 && attempt < 16; ++attempt) {
     // Registered before it exists, so that no signal finds the name unregistered.
-    temp = temp_name_for(target);
+    temp = temp_name_for(destination);
     slot = register_name(temp);
     fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
     if (fd >= 0) break;
@@ -168,7 +207,7 @@ Result<AtomicFile> AtomicFile::create(const std::string& target, const AtomicFil
   }
   if (fd < 0) return Error(ErrorKind::IoError, "cannot create a unique temporary file").with_file(target);
 
-  AtomicFile file(target, std::move(temp), fd, slot, options.durable);
+  AtomicFile file(target, std::move(destination), std::move(temp), fd, slot, options.durable);
   if (replacing && ::fchmod(fd, existing.st_mode & 07777) != 0) {
     return Error(ErrorKind::IoError, "cannot set file mode: " + errno_text(errno)).with_file(target);
   }
@@ -182,13 +221,30 @@ Result<AtomicFile> AtomicFile::create(const std::string& target, const AtomicFil
   return file;
 }
 
+Result<AtomicFile> AtomicFile::open_stream(const std::string& target) {
+  // As a shell's `> target`: no O_TRUNC (a device has no contents to drop), and a FIFO's open waits for
+  // its reader.
+  const int fd = ::open(target.c_str(), O_WRONLY | O_NOCTTY | O_CLOEXEC);
+  if (fd < 0) return Error(ErrorKind::IoError, "cannot open the output: " + errno_text(errno)).with_file(target);
+  AtomicFile file(target, target, {}, fd, -1, false);
+  file.streaming_ = true;
+  // What was opened is what is written into in place: never a regular file that took the name meanwhile.
+  struct stat opened {};
+  if (::fstat(fd, &opened) != 0) return Error(ErrorKind::IoError, "cannot examine the output: " + errno_text(errno)).with_file(target);
+  if (!streamable(opened.st_mode)) return special_target_error(opened.st_mode, target);
+  return file;
+}
+
 AtomicFile::AtomicFile(AtomicFile&& other) noexcept
     : target_(std::move(other.target_)),
+      destination_(std::move(other.destination_)),
       temp_(std::move(other.temp_)),
       fd_(other.fd_),
       slot_(other.slot_),
       durable_(other.durable_),
-      position_(other.position_) {
+      streaming_(other.streaming_),
+      position_(other.position_),
+      streamed_(other.streamed_) {
   other.fd_ = -1;
   other.slot_ = -1;
   other.temp_.clear();
@@ -198,11 +254,14 @@ AtomicFile& AtomicFile::operator=(AtomicFile&& other) noexcept {
   if (this != &other) {
     abandon();
     target_ = std::move(other.target_);
+    destination_ = std::move(other.destination_);
     temp_ = std::move(other.temp_);
     fd_ = other.fd_;
     slot_ = other.slot_;
     durable_ = other.durable_;
+    streaming_ = other.streaming_;
     position_ = other.position_;
+    streamed_ = other.streamed_;
     other.fd_ = -1;
     other.slot_ = -1;
     other.temp_.clear();
@@ -237,9 +296,31 @@ Status AtomicFile::append(std::span<const std::byte> bytes) {
 
 Status AtomicFile::pwrite(std::uint64_t offset, std::span<const std::byte> bytes) {
   if (fd_ < 0) return Error(ErrorKind::InvalidArgument, "file already committed or abandoned").with_file(target_);
+  if (streaming_) return write_stream(offset, bytes);
   auto status = pwrite_exact(fd_, offset, bytes, target_);
   if (!status.is_ok()) status.error().with_file(target_);
   return status;
+}
+
+Status AtomicFile::write_stream(std::uint64_t offset, std::span<const std::byte> bytes) {
+  if (offset != streamed_) {
+    return Error(ErrorKind::InvalidArgument, "the output is a stream, written in order: a write at byte " + std::to_string(offset) + " after " +
+                                                 std::to_string(streamed_) + " bytes")
+        .with_file(target_);
+  }
+  std::size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::write(fd_, bytes.data() + done, std::min<std::size_t>(bytes.size() - done, std::size_t{1} << 30));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      return Error(ErrorKind::IoError, n < 0 ? "write failed: " + errno_text(errno) : std::string("write made no progress"))
+          .with_file(target_)
+          .with_offset(streamed_);
+    }
+    done += static_cast<std::size_t>(n);
+    streamed_ += static_cast<std::uint64_t>(n);
+  }
+  return Status::ok();
 }
 
 namespace {
@@ -256,7 +337,7 @@ Status AtomicFile::copy_from(std::uint64_t at, const ByteSource& source, std::ui
   if (fd_ < 0) return Error(ErrorKind::InvalidArgument, "file already committed or abandoned").with_file(target_);
   SW_RETURN_IF_ERROR(source.check_range(offset, length));
   std::uint64_t done = 0;
-  if (const auto region = source.file_region()) {
+  if (const auto region = source.file_region(); region && !streaming_) {
     while (done < length) {
       SW_RETURN_IF_ERROR(check_cancelled());
       auto in = static_cast<off_t>(region->offset + offset + done);
@@ -287,6 +368,10 @@ Status AtomicFile::copy_from(std::uint64_t at, const ByteSource& source, std::ui
 
 Status AtomicFile::truncate(std::uint64_t size) {
   if (fd_ < 0) return Error(ErrorKind::InvalidArgument, "file already committed or abandoned").with_file(target_);
+  if (streaming_) {
+    if (size == streamed_) return Status::ok();
+    return Error(ErrorKind::InvalidArgument, "the output is a stream: it cannot be resized").with_file(target_);
+  }
   if (::ftruncate(fd_, static_cast<off_t>(size)) != 0) {
     return Error(ErrorKind::IoError, "cannot set file size: " + errno_text(errno)).with_file(target_);
   }
@@ -305,7 +390,8 @@ Status AtomicFile::commit_all(std::span<AtomicFile* const> files) {
   if (Status s = check_cancelled(); !s.is_ok()) return s;
   for (std::size_t k = 0; k < files.size(); ++k) {
     if (Status s = files[k]->commit_unchecked(); !s.is_ok()) {
-      for (std::size_t j = 0; j < k; ++j) ::unlink(files[j]->target_.c_str());
+      for (std::size_t j = 0; j < k; ++j)
+        if (!files[j]->streaming_) ::unlink(files[j]->destination_.c_str());
       for (std::size_t j = k; j < files.size(); ++j) files[j]->abandon();
       return s;
     }
@@ -314,11 +400,18 @@ Status AtomicFile::commit_all(std::span<AtomicFile* const> files) {
 }
 
 Status AtomicFile::commit_unchecked() {
+  if (streaming_) return commit_stream();
   if (durable_ && ::fdatasync(fd_) != 0) {
     return Error(ErrorKind::IoError, "fdatasync failed: " + errno_text(errno)).with_file(target_);
   }
   SW_RETURN_IF_ERROR(temp_.empty() ? commit_nameless() : commit_named());
-  if (durable_) sync_folder(target_);
+  if (durable_) sync_folder(destination_);
+  return Status::ok();
+}
+
+Status AtomicFile::commit_stream() {
+  // close() reports what the device could not take late (delayed write errors).
+  if (::close(std::exchange(fd_, -1)) != 0) return Error(ErrorKind::IoError, "close failed: " + errno_text(errno)).with_file(target_);
   return Status::ok();
 }
 
@@ -329,7 +422,7 @@ Status AtomicFile::commit_named() {
   if (::close(fd) != 0) {
     return Error(ErrorKind::IoError, "close failed: " + errno_text(errno)).with_file(target_);
   }
-  if (::rename(temp_.c_str(), target_.c_str()) != 0) {
+  if (::rename(temp_.c_str(), destination_.c_str()) != 0) {
     return Error(ErrorKind::IoError, "cannot rename into place: " + errno_text(errno)).with_file(target_);
   }
   release_name();
@@ -340,12 +433,12 @@ Status AtomicFile::commit_nameless() {
   auto failed = [&](const char* what, int err) { return Error(ErrorKind::IoError, std::string(what) + ": " + errno_text(err)).with_file(target_); };
   // A new target: the file gets its name in one step, and linkat never replaces a file that appeared
   // meanwhile (EEXIST: then replace it as below).
-  if (link_nameless(fd_, AT_FDCWD, target_) == 0) {
+  if (link_nameless(fd_, AT_FDCWD, destination_) == 0) {
     const int fd = fd_;
     fd_ = -1;
     if (::close(fd) != 0) {
       const int err = errno;
-      ::unlink(target_.c_str());
+      ::unlink(destination_.c_str());
       return failed("close failed", err);
     }
     return Status::ok();
@@ -353,7 +446,7 @@ Status AtomicFile::commit_nameless() {
   if (errno != EEXIST) return failed("cannot link into place", errno);
   // An existing target: a temporary name (registered, removed on every failure), renamed over it.
   for (int attempt = 0; attempt < 16 && temp_.empty(); ++attempt) {
-    std::string temp = temp_name_for(target_);
+    std::string temp = temp_name_for(destination_);
     const int slot = register_name(temp);
     if (link_nameless(fd_, AT_FDCWD, temp) == 0) {
       temp_ = std::move(temp);

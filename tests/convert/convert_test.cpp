@@ -387,6 +387,84 @@ TEST(ConvertPath, BinFolderToFolderIsWholeOrAbsent) {
   EXPECT_EQ(dir.list(), (std::vector<std::string>{"bin", "empty.d", "full"}));
 }
 
+// Every file under `root`, with its bytes: what a refused conversion must leave exactly as it was.
+std::map<std::string, std::string> snapshot(const std::string& root) {
+  std::map<std::string, std::string> files;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(root)) {
+    files[e.path().string()] = e.is_symlink()        ? "-> " + std::filesystem::read_symlink(e.path()).string()
+                               : e.is_regular_file() ? swt::read_file_bytes(e.path().string())
+                                                     : "";
+  }
+  return files;
+}
+
+// convert_path(in, out) is refused (InvalidArgument, naming the output and the input it is) and writes
+// nothing: every file under `root` as it was, no temporary left.
+void expect_refused_as_input(const std::string& root, const std::string& in, const std::string& out, const std::string& input_named,
+                             const ConvertOptions& options = {}) {
+  const auto before = snapshot(root);
+  auto r = convert_path(in, out, options);
+  ASSERT_FALSE(r.is_ok()) << out;
+  EXPECT_EQ(r.error().kind(), ErrorKind::InvalidArgument) << r.error().to_string();
+  EXPECT_EQ(r.error().message(), "the output is the input " + input_named + " (the same file): writing it would replace what is being read");
+  EXPECT_EQ(snapshot(root), before) << out;
+}
+
+TEST(ConvertPath, AnOutputThatIsTheInputUnderAnyNameIsRefused) {
+  TempDir dir;
+  const std::string in = write_input(dir);
+  std::filesystem::create_directory(dir.file("sub"));
+  std::filesystem::create_symlink(in, dir.file("link.safetensors"));
+  std::filesystem::create_hard_link(in, dir.file("hard.safetensors"));
+  for (const std::string& out :
+       {in, dir.file("./in.safetensors"), dir.file("sub/../in.safetensors"), dir.file("link.safetensors"), dir.file("hard.safetensors")}) {
+    expect_refused_as_input(dir.path(), in, out, in);
+  }
+  // Into another format too: the output's format does not matter, its identity does.
+  ConvertOptions to_gguf;
+  to_gguf.to = "gguf";
+  expect_refused_as_input(dir.path(), in, dir.file("link.safetensors"), in, to_gguf);
+}
+
+TEST(ConvertPath, AnOutputThatIsAShardOfTheIndexIsRefused) {
+  TempDir dir;
+  static const std::vector<float> a(4, 1.0f), b(4, 2.0f);
+  const std::vector<safetensors::TensorData> first = {{"a", TensorType::F32, {4}, std::as_bytes(std::span(a))}};
+  const std::vector<safetensors::TensorData> second = {{"b", TensorType::F32, {4}, std::as_bytes(std::span(b))}};
+  ASSERT_TRUE(safetensors::write_file(dir.file("model-00001-of-00002.safetensors"), first).is_ok());
+  ASSERT_TRUE(safetensors::write_file(dir.file("model-00002-of-00002.safetensors"), second).is_ok());
+  swt::write_file_bytes(dir.file("model.safetensors.index.json"),
+                        R"({"metadata": {}, "weight_map": {"a": "model-00001-of-00002.safetensors", "b": "model-00002-of-00002.safetensors"}})");
+  const std::string index = dir.file("model.safetensors.index.json");
+  expect_refused_as_input(dir.path(), index, dir.file("model-00002-of-00002.safetensors"), dir.file("model-00002-of-00002.safetensors"));
+  // A folder's file: the folder is read through its index, and so are the shards.
+  expect_refused_as_input(dir.path(), dir.path(), dir.file("model-00001-of-00002.safetensors"), dir.file("model-00001-of-00002.safetensors"));
+}
+
+TEST(ConvertPath, APartOfASplitOutputThatIsTheInputIsRefused) {
+  TempDir dir;
+  auto source = open_input(dir);
+  ASSERT_TRUE(source.is_ok());
+  // A GGUF input named like the second of three split files the conversion would write.
+  const std::string in = dir.file("part-00002-of-00003.gguf");
+  ASSERT_TRUE(convert(**source, in).is_ok());
+  ConvertOptions split;
+  split.write.split.max_tensors = 1;
+  expect_refused_as_input(dir.path(), in, dir.file("part.gguf"), in, split);
+}
+
+TEST(ConvertPath, AnOutputThatIsAPartOfTheSplitInputIsRefused) {
+  TempDir dir;
+  auto source = open_input(dir);
+  ASSERT_TRUE(source.is_ok());
+  ConvertOptions split;
+  split.write.split.max_tensors = 2;
+  ASSERT_TRUE(convert(**source, dir.file("split.gguf"), split).is_ok());
+  // The first part names the model; the second is read through it.
+  const std::string second = dir.file("split-00002-of-00002.gguf");
+  expect_refused_as_input(dir.path(), dir.file("split-00001-of-00002.gguf"), second, second);
+}
+
 TEST(FormatClaimedByName, ExtensionsThatNameAFormat) {
   const std::pair<const char*, const char*> cases[] = {
       {"a.safetensors", "safetensors"},

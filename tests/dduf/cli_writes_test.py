@@ -8,7 +8,13 @@
       handlers remove the name before the process dies;
   (b) `unpack` of an archive with a flipped byte fails with CrcMismatch and creates no folder;
   (c) `unpack` into a non-empty folder is refused; with --force the folder is replaced as a whole (a
-      stale file is gone, a planted symlink is replaced, never followed).
+      stale file is gone, a planted symlink is replaced, never followed);
+  (d) `pack` into a file it packs (by its path, `./` and `..` spellings, a symbolic or hard link) is
+      refused with InvalidArgument, exit 2, and writes nothing;
+  (e) `unpack --force` into a folder that holds the archive (by any spelling of either) is refused the
+      same way, and the folder and the archive stay as they were;
+  (f) the success lines of `pack` and `unpack` escape control characters in the output's name (ESC, BEL,
+      a newline), as every message of the command line does.
 
 Usage: cli_writes_test.py --cli PATH/TO/safeweights. Exit 0 when every check passed, 1 otherwise.
 """
@@ -16,6 +22,7 @@ Usage: cli_writes_test.py --cli PATH/TO/safeweights. Exit 0 when every check pas
 import argparse
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -149,6 +156,72 @@ def test_unpack_force(cli, tmp, archive):
     check(sorted(os.listdir(parent)) == ["out", "outside"], "(c) debris: %s" % sorted(os.listdir(parent)))
 
 
+def snapshot(root):
+    """Every file under root with its bytes (links as their targets): what a refused command must keep."""
+    files = {}
+    for folder, dirs, names in os.walk(root):
+        for name in dirs + names:
+            path = os.path.join(folder, name)
+            if os.path.islink(path):
+                files[path] = "-> " + os.readlink(path)
+            elif os.path.isfile(path):
+                with open(path, "rb") as f:
+                    files[path] = f.read()
+    return files
+
+
+def expect_refused(cli, args, root, what, message):
+    before = snapshot(root)
+    proc = subprocess.run([cli] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    err = proc.stderr.decode(errors="replace")
+    check(proc.returncode == 2, "%s: exit %d, expected 2 (%s)" % (what, proc.returncode, err.strip()))
+    check("InvalidArgument: " + message in err, "%s: stderr %r does not say %r" % (what, err, message))
+    check(snapshot(root) == before, "%s: the files changed (input overwritten, or debris)" % what)
+
+
+def test_pack_into_its_input(cli, tmp):
+    root = tempfile.mkdtemp(dir=tmp, prefix="self.")
+    src = os.path.join(root, "pipe")
+    make_folder(src, 0)
+    weights = os.path.join(src, "vae", "weights.txt")
+    os.symlink(weights, os.path.join(root, "link.dduf"))
+    os.link(weights, os.path.join(root, "hard.dduf"))
+    message = "the output is the input %s (the same file)" % weights
+    for out in [weights, os.path.join(src, ".", "vae", "weights.txt"), os.path.join(src, "vae", "..", "vae", "weights.txt"),
+                os.path.join(root, "link.dduf"), os.path.join(root, "hard.dduf")]:
+        expect_refused(cli, ["pack", src, out], root, "(d) pack into %s" % out, message)
+    expect_refused(cli, ["pack", src, os.path.join(src, "model_index.json")], root, "(d) pack into model_index.json",
+                   "the output is the input %s" % os.path.join(src, "model_index.json"))
+
+
+def test_unpack_over_its_archive(cli, tmp, archive):
+    root = tempfile.mkdtemp(dir=tmp, prefix="over.")
+    out = os.path.join(root, "out")
+    os.makedirs(os.path.join(out, "deep"))
+    inside = os.path.join(out, "deep", "a.dduf")
+    shutil.copy(archive, inside)
+    os.symlink(inside, os.path.join(root, "link.dduf"))
+    for arch in [inside, os.path.join(root, "link.dduf"), os.path.join(out, "deep", "..", "deep", "a.dduf")]:
+        for target in [out, os.path.join(root, ".", "out"), os.path.join(out, "deep", "..", "..", "out")]:
+            expect_refused(cli, ["unpack", "--force", arch, target], root, "(e) unpack --force %s into %s" % (arch, target),
+                           "the folder holds the input %s: replacing it would remove what is being read" % arch)
+
+
+def test_success_lines_are_escaped(cli, tmp, archive):
+    """pack and unpack name their output as every message does: control characters escaped."""
+    root = tempfile.mkdtemp(dir=tmp, prefix="esc.")
+    src = os.path.join(root, "pipe")
+    make_folder(src, 0)
+    odd = "a\x1b[2Jb\x07c\nd"
+    escaped = "a\\x1b[2Jb\\x07c\\x0ad"
+    proc = subprocess.run([cli, "pack", src, os.path.join(root, odd + ".dduf")], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    check(proc.returncode == 0, "(f) pack: exit %d %r" % (proc.returncode, proc.stderr))
+    check(proc.stdout == ("wrote %s/%s.dduf\n" % (root, escaped)).encode(), "(f) pack printed %r" % proc.stdout)
+    proc = subprocess.run([cli, "unpack", archive, os.path.join(root, odd)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    check(proc.returncode == 0, "(f) unpack: exit %d %r" % (proc.returncode, proc.stderr))
+    check(proc.stdout == ("wrote 3 files into %s/%s\n" % (root, escaped)).encode(), "(f) unpack printed %r" % proc.stdout)
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--cli", required=True)
@@ -159,6 +232,9 @@ def main():
         archive = make_archive(cli, tmp)
         test_unpack_crc(cli, tmp, archive)
         test_unpack_force(cli, tmp, archive)
+        test_pack_into_its_input(cli, tmp)
+        test_unpack_over_its_archive(cli, tmp, archive)
+        test_success_lines_are_escaped(cli, tmp, archive)
     if FAILURES:
         print("%d check(s) failed" % len(FAILURES), file=sys.stderr)
         return 1

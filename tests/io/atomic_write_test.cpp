@@ -6,15 +6,19 @@
 #include <functional>
 #include <cstring>
 #include <random>
+#include <filesystem>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include <fcntl.h>
 #include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "io/input_files.h"
 #include "safeweights/atomic_file.h"
 #include "safeweights/cancel.h"
 #include "safeweights/gguf.h"
@@ -250,6 +254,118 @@ TEST(AtomicFileTest, ReplaceNamelessAndNamed) {
     EXPECT_EQ(mode_of(p), 0640u);
     EXPECT_EQ(dir.list(), std::vector<std::string>{"f.bin"});
   }
+}
+
+// ---- existing targets that are not regular files -----------------------------------------------------
+// (Device nodes, as root in a private mount namespace, are tests/io/special_targets_test.py's: these
+// need no privilege.)
+
+bool is_fifo(const std::string& path) {
+  struct stat sb {};
+  return ::lstat(path.c_str(), &sb) == 0 && S_ISFIFO(sb.st_mode);
+}
+
+TEST(AtomicFileTest, AFifoIsNeverReplaced) {
+  for (bool named : {false, true}) {
+    TempDir dir;
+    const std::string fifo = dir.file("out.gguf");
+    ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+    std::filesystem::create_symlink("out.gguf", dir.file("link.gguf"));
+    for (const std::string& target : {fifo, dir.file("link.gguf")}) {
+      safeweights::AtomicFileOptions o;
+      o.named_temporary = named;
+      auto f = AtomicFile::create(target, o);
+      ASSERT_FALSE(f.is_ok()) << target;
+      EXPECT_EQ(f.error().kind(), K::UnsafePath);
+      EXPECT_EQ(f.error().message(), "the output is a FIFO, not a regular file: it is never replaced by one (name a regular file)");
+      EXPECT_EQ(f.error().context().file, target);
+    }
+    // And through a writer: no FIFO replaced, nothing left beside it.
+    auto m = small_model();
+    auto written = st::write_file(fifo, m.data());
+    ASSERT_FALSE(written.is_ok());
+    EXPECT_EQ(written.error().kind(), K::UnsafePath);
+    EXPECT_TRUE(is_fifo(fifo));
+    EXPECT_EQ(dir.list(), (std::vector<std::string>{"link.gguf", "out.gguf"}));
+  }
+}
+
+TEST(AtomicFileTest, AStreamingWriterWritesIntoAFifoInOrder) {
+  TempDir dir;
+  const std::string fifo = dir.file("out.bin");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  std::filesystem::create_symlink("out.bin", dir.file("link.bin"));
+  for (const std::string& target : {fifo, dir.file("link.bin")}) {
+    std::string received;
+    std::thread reader([&] { received = read_file_bytes(fifo); });
+    safeweights::AtomicFileOptions o;
+    o.stream = true;
+    o.preallocate = 1 << 20;  // nothing to reserve in a stream
+    auto f = AtomicFile::create(target, o);
+    if (!f.is_ok()) {  // the reader is not left waiting
+      ::close(::open(fifo.c_str(), O_WRONLY));
+      reader.join();
+    }
+    ASSERT_TRUE(IsOk(f));
+    EXPECT_TRUE(f->streaming());
+    ASSERT_TRUE(IsOk(f->append(to_bytes("abc"))));
+    ASSERT_TRUE(IsOk(f->pwrite(3, to_bytes("de"))));  // at the end: in order
+    auto back = f->pwrite(1, to_bytes("x"));
+    ASSERT_FALSE(back.is_ok());
+    EXPECT_EQ(back.error().kind(), K::InvalidArgument);
+    EXPECT_EQ(back.error().message(), "the output is a stream, written in order: a write at byte 1 after 5 bytes");
+    EXPECT_TRUE(IsOk(f->truncate(5)));
+    EXPECT_EQ(f->truncate(9).error().kind(), K::InvalidArgument);
+    ASSERT_TRUE(IsOk(f->commit()));
+    reader.join();
+    EXPECT_EQ(received, "abcde");
+    EXPECT_TRUE(is_fifo(fifo));
+    EXPECT_EQ(dir.list(), (std::vector<std::string>{"link.bin", "out.bin"}));
+  }
+}
+
+TEST(AtomicFileTest, ALinkToARegularFileStaysALink) {
+  for (bool named : {false, true}) {
+    TempDir dir;
+    std::filesystem::create_directory(dir.file("real"));
+    write_file_bytes(dir.file("real/f.bin"), "old");
+    std::filesystem::create_symlink("real/f.bin", dir.file("link.bin"));
+    safeweights::AtomicFileOptions o;
+    o.named_temporary = named;
+    auto f = AtomicFile::create(dir.file("link.bin"), o);
+    ASSERT_TRUE(IsOk(f));
+    ASSERT_TRUE(IsOk(f->append(to_bytes("new"))));
+    ASSERT_TRUE(IsOk(f->commit()));
+    // The file the link names is replaced where it lies; the link still names it.
+    EXPECT_TRUE(std::filesystem::is_symlink(dir.file("link.bin")));
+    EXPECT_EQ(read_file_bytes(dir.file("real/f.bin")), "new");
+    EXPECT_EQ(dir.list(), (std::vector<std::string>{"link.bin", "real"}));
+    EXPECT_EQ(std::filesystem::directory_iterator(dir.file("real"))->path().filename(), "f.bin");
+  }
+}
+
+// ---- no output replaces an input (io/input_files.h; the commands' routes are convert_test's and
+// dduf_cli_writes') ------------------------------------------------------------------------------------
+
+TEST(InputFiles, KnownByIdentityAndNeverByAUrl) {
+  TempDir dir;
+  write_file_bytes(dir.file("in.bin"), "x");
+  write_file_bytes(dir.file("other.bin"), "y");
+  std::filesystem::create_directory(dir.file("sub"));
+  safeweights::InputFiles inputs;
+  inputs.add(dir.file("sub/../in.bin"));
+  inputs.add("https://example.com" + dir.file("other.bin"));  // remote: never a local file
+  inputs.add(dir.file("missing.bin"));
+  EXPECT_EQ(inputs.names(), std::vector<std::string>{dir.file("sub/../in.bin")});
+  auto same = inputs.check_output(dir.file("./in.bin"));
+  ASSERT_FALSE(same.is_ok());
+  EXPECT_EQ(same.error().kind(), K::InvalidArgument);
+  EXPECT_EQ(same.error().context().file, dir.file("./in.bin"));
+  EXPECT_TRUE(IsOk(inputs.check_output(dir.file("other.bin"))));
+  EXPECT_TRUE(IsOk(inputs.check_output(dir.file("new.bin"))));
+  // A folder replaced whole must not hold one, however deep.
+  EXPECT_EQ(inputs.check_outside(dir.path()).error().kind(), K::InvalidArgument);
+  EXPECT_TRUE(IsOk(inputs.check_outside(dir.file("sub"))));
 }
 
 TEST(AtomicFileTest, DestructorRemovesTemporary) {

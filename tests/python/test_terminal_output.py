@@ -88,3 +88,23 @@ def test_valid_c1_entry_name_is_escaped_in_the_listing(tmp_path):
     assert_no_control(out)
     assert b"unet/\\u{9b}2Jx.json" in out.stdout
     assert [e["name"] for e in json.loads(run("inspect", "--json", archive).stdout)["entries"]][-1] == name
+
+
+def test_pack_unpack_and_parse_errors_escape_what_they_quote(tmp_path):
+    src = tmp_path / "pipe"
+    (src / "vae").mkdir(parents=True)
+    (src / "model_index.json").write_text(json.dumps({"vae": ["diffusers", "AutoencoderKL"]}))
+    (src / "vae" / "config.json").write_text("{}")
+    archive = tmp_path / (HOSTILE + ".dduf")
+    packed = run("pack", src, archive)
+    assert packed.returncode == 0, packed.stderr
+    assert_no_control(packed)
+    unpacked = run("unpack", archive, tmp_path / HOSTILE)
+    assert unpacked.returncode == 0, unpacked.stderr
+    assert_no_control(unpacked)
+    assert b"\\x1b[31m" in packed.stdout and b"\\x1b[31m" in unpacked.stdout
+    # CLI11 quotes the argument it did not expect: escaped as well.
+    parse = run("validate", archive, "--bogus" + HOSTILE)
+    assert parse.returncode == 2
+    assert_no_control(parse)
+    assert b"--bogusx\\x1b[31m" in parse.stderr
