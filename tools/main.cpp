@@ -85,7 +85,7 @@ void add_inspect(CLI::App& app, InspectArgs& args, int& exit_code) {
   cmd->add_option("ENTRY", args.entry, "DDUF: a .safetensors entry to inspect as a safetensors file");
   cmd->add_flag("--json", args.json,
                 "machine-readable: one object, {format, ...} with that format's fields (safetensors: header_size, metadata, tensors; DDUF: "
-                "entries, components; GGUF: version, alignment, kv, tensors; PyTorch: container, key, tensors, shared; README has each)");
+                "entries, components; GGUF: version, alignment, kv, tensors; PyTorch: container, key, tensors, shared; docs/CLI.md has each)");
   add_input_options(cmd, args.backend);
   cmd->callback([&args, &exit_code] { exit_code = run_inspect(args); });
 }
@@ -111,7 +111,7 @@ void add_bench(CLI::App& app, BenchArgs& args, int& exit_code) {
                   "a tensor file (safetensors, sharded index, GGUF, PyTorch checkpoint): a path, or an http(s)://, s3:// or hf:// name (then the "
                   "load is timed against one connection reading the whole object)")
       ->required();
-  cmd->add_flag("--json", args.json, "one JSON object (fields in README)");
+  cmd->add_flag("--json", args.json, "one JSON object (fields in docs/CLI.md)");
   cmd->add_option("--passes", args.passes, "timed passes (the median is reported)")->check(CLI::Range(1, 1000));
   cmd->add_option("--threads", args.threads, "load threads (default: one per core)")->check(CLI::Range(0, 256));
   cmd->add_option("--device", args.device, "load into device memory: cuda, cuda:N, or host (the same pipeline in host memory)");

@@ -70,7 +70,7 @@ class Format {
 
   // Checks every rule of the format; a one-line summary for a valid file ("12 tensors, 1.2 GiB of data").
   virtual Result<std::string> validate(const std::string& path, const FormatOptions& options) const = 0;
-  // Describes the file: one JSON object (one shape per format, documented in README) or text for people.
+  // Describes the file: one JSON object (one shape per format, documented in docs/CLI.md) or text for people.
   virtual Result<std::string> inspect(const std::string& path, std::span<const std::string> members, const FormatOptions& options,
                                       bool json) const = 0;
   // The file's tensors, format-neutral. `members` names what to open inside an archive.
