@@ -97,7 +97,11 @@ bool is_model_config(const Folder& folder);
 // grows at most twice (a merge pair's spaces as U+0120).
 class StringList {
  public:
-  void reserve(std::size_t count) { ends_.reserve(count); }
+  // Room for `count` strings of `bytes` in all, so that the list never regrows.
+  void reserve(std::size_t count, std::size_t bytes) {
+    ends_.reserve(count);
+    text_.reserve(bytes);
+  }
   void push_back(std::string_view s) {
     text_.append(s);
     ends_.push_back(static_cast<std::uint32_t>(text_.size()));

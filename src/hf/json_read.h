@@ -45,10 +45,16 @@ class JsonFile {
     auto file = std::unique_ptr<JsonFile>(new JsonFile(folder.path_of(name)));
     if (!is_valid_utf8(text)) return file->bad("", "is not valid UTF-8");
     widen_numbers(text);
-    // The parser's padding in place (parse_document would copy the text): the text is freed when read()
-    // returns, so the file costs its DOM alone from then on.
+    // The parser's padding added in a buffer of exactly that size (resize() would double the capacity),
+    // and the unpadded text freed before the parser allocates; the padded text is freed when read()
+    // returns, so the file then costs its DOM alone.
     const std::size_t length = text.size();
-    text.resize(length + json::kJsonPadding);
+    {
+      std::string padded;
+      padded.reserve(length + json::kJsonPadding);
+      padded.append(text).append(json::kJsonPadding, ' ');
+      text = std::move(padded);
+    }
     if (auto err = json::parse_padded(std::string_view(text.data(), length), 256, file->own_, file->root_); err) {
       return file->bad("", std::string("is not valid JSON: ") + simdjson::error_message(err));
     }

@@ -125,33 +125,53 @@ std::string describe_pre(json::element root) {
   return out;
 }
 
-// model.merges: "a b" strings, or [a, b] pairs (transformers >= 4.45), which llama.cpp's converter
-// joins with a space after writing spaces inside a part as U+0120.
+// One merge as llama.cpp stores it: a string as it is, an [a, b] pair (transformers >= 4.45) joined
+// with a space after writing the spaces inside a part as U+0120, as llama.cpp's converter does.
+// Appended to `out` when given; returns its length, or nullopt when `m` is neither form.
+std::optional<std::size_t> merge_text(json::element m, std::string* out) {
+  if (m.type() == json::element_type::STRING) {
+    if (out) out->append(json::as_string(m));
+    return json::as_string(m).size();
+  }
+  if (m.type() != json::element_type::ARRAY || json::as_array(m).size() != 2) return std::nullopt;
+  std::size_t n = 0;
+  bool first = true;
+  for (auto part : json::as_array(m)) {
+    if (part.type() != json::element_type::STRING) return std::nullopt;
+    if (!first) {
+      if (out) *out += ' ';
+      ++n;
+    }
+    first = false;
+    for (char ch : json::as_string(part)) {
+      if (ch == ' ') {
+        if (out) out->append("\xC4\xA0");  // U+0120
+        n += 2;
+      } else {
+        if (out) out->push_back(ch);
+        ++n;
+      }
+    }
+  }
+  return n;
+}
+
+// model.merges, into a list reserved once from their exact length (a pass over the DOM first), so that
+// the list never regrows beside the DOM.
 Status read_merges(const JsonFile& file, json::element merges, StringList& out) {
   if (merges.type() != json::element_type::ARRAY) return file.bad("model.merges", "must be an array");
   const auto list = json::as_array(merges);
-  out.reserve(list.size());
+  std::size_t bytes = 0;
+  for (auto m : list) {
+    auto n = merge_text(m, nullptr);
+    if (!n) return file.bad("model.merges", "must hold strings or pairs of strings");
+    bytes += *n;
+  }
+  out.reserve(list.size(), bytes);
   std::string joined;  // reused: no allocation per merge
   for (auto m : list) {
-    if (m.type() == json::element_type::STRING) {
-      out.push_back(json::as_string(m));
-      continue;
-    }
-    if (m.type() != json::element_type::ARRAY || json::as_array(m).size() != 2) {
-      return file.bad("model.merges", "must hold strings or pairs of strings");
-    }
     joined.clear();
-    for (auto part : json::as_array(m)) {
-      if (part.type() != json::element_type::STRING) return file.bad("model.merges", "must hold strings or pairs of strings");
-      if (!joined.empty()) joined += ' ';
-      for (char ch : json::as_string(part)) {
-        if (ch == ' ') {
-          joined += "\xC4\xA0";  // U+0120
-        } else {
-          joined += ch;
-        }
-      }
-    }
+    merge_text(m, &joined);
     out.push_back(joined);
   }
   return Status::ok();
@@ -167,7 +187,9 @@ Result<BpeTokenizer> read_bpe(const JsonFile& file, json::element model) {
   if (!vocab || vocab->type() != json::element_type::OBJECT) return file.bad("model.vocab", "must be an object");
   const auto entries = json::as_object(*vocab);
   if (entries.size() > kMaxVocab) return file.bad("model.vocab", "holds more than " + std::to_string(kMaxVocab) + " tokens");
-  bpe.vocab.reserve(entries.size());
+  std::size_t vocab_bytes = 0;
+  for (auto field : entries) vocab_bytes += field.key.size();
+  bpe.vocab.reserve(entries.size(), vocab_bytes);
   bpe.ids.reserve(entries.size());
   for (auto field : entries) {
     std::int64_t id = -1;

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <map>
 
+#include "gguf/count_allocations.h"
 #include "test_util.h"
 #include "hf/hf_files.h"
 #include "hf/json_read.h"
@@ -860,6 +861,35 @@ TEST(HfLlama, FilesThatAreNotRegularFilesAreRefusedByName) {
     EXPECT_TRUE(hf::is_model_folder(f.path())) << c.file << " " << c.kind_of_entry;
     EXPECT_TRUE(FailsNaming(f.plan_written(), c.kind, c.file, c.text)) << c.file << " " << c.kind_of_entry;
   }
+}
+
+// What planning from a tokenizer.json costs at its peak is a bounded multiple of its bytes (docs/GGUF.md,
+// "Memory"): 15 times (the parser's DOM, about 13.7, and the merges kept once) for the smallest merges
+// ("a b", six bytes of JSON each), which cost 27 times with a std::string each, a padded copy of the
+// text and the DOM kept alive beside the metadata.
+TEST(HfTokenizer, MemoryIsABoundedMultipleOfTheFile) {
+  Folder f;
+  f.write();
+  std::string merges;
+  for (int i = 0; merges.size() < (4u << 20); ++i) {
+    merges += merges.empty() ? "\"" : ",\"";
+    merges += static_cast<char>('a' + i % 26);
+    merges += ' ';
+    merges += static_cast<char>('a' + i / 26 % 26);
+    merges += '"';
+  }
+  const std::string text = R"({"added_tokens":[],"normalizer":null,"pre_tokenizer":{"type":"ByteLevel","add_prefix_space":false,"use_regex":true},)"
+                           R"("model":{"type":"BPE","vocab":{"a":0,"b":1,"c":2,"ab":3},"merges":[)" +
+                           merges + "]}}";
+  write_file_bytes(f.dir.file("tokenizer.json"), text);
+  auto weights = open_tensors(f.path());
+  ASSERT_TRUE(IsOk(weights));
+  swt::start_measuring_peak();
+  auto p = plan_of(hf::plan(f.path(), **weights, TensorType::F32));
+  const std::size_t peak = swt::stop_measuring_peak();
+  ASSERT_TRUE(IsOk(p));
+  EXPECT_EQ(find(*p, "tokenizer.ggml.merges")->items.size(), (merges.size() + 1) / 6);
+  EXPECT_LE(peak, 15 * text.size() + (1u << 20)) << static_cast<double>(peak) / static_cast<double>(text.size()) << " times the file";
 }
 
 }  // namespace
