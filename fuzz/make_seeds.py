@@ -179,6 +179,43 @@ def hf_folder_seeds():
     return s
 
 
+# fuzz_tokenizer: byte 0 says which files exist (bit 0 tokenizer.json, 1 tokenizer.model, 2
+# tokenizer_config.json), byte 1 sets vocab_size (256 + 4 * byte 1), then the files, separated.
+BYTE_PIECES = [f"<0x{b:02X}>" for b in range(256)]
+TOK_SPM_BPE = {"added_tokens": [{"id": 3, "content": "<s>", "special": True}], "normalizer": None,
+               "pre_tokenizer": {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "first", "split": False},
+               "model": {"type": "BPE", "byte_fallback": True, "unk_token": "<unk>",
+                         "vocab": dict({"<unk>": 0, "\u2581a": 1, "a": 2, "<s>": 3}, **{p: 4 + i for i, p in enumerate(BYTE_PIECES)}),
+                         "merges": [["\u2581", "a"]]}}
+
+
+def tokenizer_seed(vocab_byte, tokenizer=None, model=None, tokenizer_config=None):
+    mask, parts = 0, []
+    for bit, part in enumerate((tokenizer, model, tokenizer_config)):
+        if part is None:
+            continue
+        mask |= 1 << bit
+        parts.append(part if isinstance(part, bytes) else json.dumps(part).encode())
+    return bytes([mask, vocab_byte]) + HF_SEPARATOR.join(parts)
+
+
+def tokenizer_seeds():
+    lower = json.loads(json.dumps(TOK_SPM_BPE))
+    lower["model"]["vocab"] = {k.lower() if k.startswith("<0x") else k: v for k, v in lower["model"]["vocab"].items()}
+    missing = json.loads(json.dumps(TOK_SPM_BPE))
+    del missing["model"]["vocab"]["<0x80>"]
+    spm = spm_model([("<unk>", 0.0, 2), ("<s>", 0.0, 3), ("\u2581a", -1.0, 1)] + [(p, 0.0, 6) for p in BYTE_PIECES])
+    return {
+        "byte_level_bpe": tokenizer_seed(0, HF_BPE, None, HF_TOKENIZER_CONFIG),
+        "spm_style_bpe": tokenizer_seed(1, TOK_SPM_BPE, None, {"bos_token": "<s>", "add_bos_token": True}),
+        "spm_style_bpe_lower_case_bytes": tokenizer_seed(1, lower),
+        "spm_style_bpe_missing_byte": tokenizer_seed(1, missing),
+        "spm_model": tokenizer_seed(1, None, spm, {"added_tokens_decoder": {"3": {"content": "<s>", "special": True}}}),
+        "spm_model_without_bytes": tokenizer_seed(0, None, spm_model([("<unk>", 0.0, 2), ("a", 0.0, 1)])),
+        "repeated_key_deep": tokenizer_seed(0, None, None, b'{"bos_token":{"content":"a","content":"b"}}'),
+    }
+
+
 def write(target, seeds):
     folder = os.path.join(CORPUS, target)
     os.makedirs(folder, exist_ok=True)
@@ -194,6 +231,7 @@ def main():
     write("fuzz_roundtrip", roundtrip_seeds())
     write("fuzz_legacy_view", legacy_view_seeds())
     write("fuzz_hf_folder", hf_folder_seeds())
+    write("fuzz_tokenizer", tokenizer_seeds())
 
 
 if __name__ == "__main__":

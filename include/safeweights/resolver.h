@@ -40,7 +40,9 @@ class Resolver {
   virtual Result<SourcePtr> open(const std::string& name, FileBackend backend = FileBackend::Mmap) const = 0;
   // What is directly in the folder `name` (names_folder() in safeweights/folder.h says which names are
   // folders), sorted by name. Local: the directory's files (symbolic links followed, as a reader
-  // follows them) and folders. s3://BUCKET/PREFIX/: the keys and common prefixes one level below, from
+  // follows them) and folders; anything else (a FIFO, a socket, a device, a dangling link) is listed as
+  // a file of size 0, so that a reader that wants it is refused by open_file() naming what it is,
+  // rather than finding the name absent. s3://BUCKET/PREFIX/: the keys and common prefixes one level below, from
   // ListObjectsV2 pages (at most kMaxFolderEntries). hf://ORG/REPO[@REVISION][/DIR]: the Hub's tree of
   // that folder. FileNotFound when the folder does not exist (an S3 prefix with nothing under it, an
   // unknown repository or revision). The default implementation lists local folders through

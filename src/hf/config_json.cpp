@@ -82,7 +82,7 @@ Status read_yarn(const JsonFile& file, json::element object, Rope& out) {
   return Status::ok();
 }
 
-// A list of positive finite numbers, as float32.
+// A list of positive finite numbers, as float32 (JsonFile::to_float32).
 Status read_factors(const JsonFile& file, json::element object, const std::string& where, std::string_view key, std::vector<float>& out) {
   auto list = JsonFile::member(object, key);
   const std::string name = where + "." + std::string(key);
@@ -91,7 +91,8 @@ Status read_factors(const JsonFile& file, json::element object, const std::strin
   for (auto v : json::as_array(*list)) {
     double d = 0;
     if (v.get_double().get(d) != simdjson::SUCCESS || !std::isfinite(d) || d <= 0) return file.bad(name, "must hold finite positive numbers");
-    out.push_back(static_cast<float>(d));
+    SW_ASSIGN_OR_RETURN(float f, file.to_float32(name + "[" + std::to_string(out.size()) + "]", d));
+    out.push_back(f);
   }
   return Status::ok();
 }
@@ -116,6 +117,9 @@ Status read_longrope(const JsonFile& file, json::element object, Rope& out) {
   const double factor = out.factor.value_or(static_cast<double>(*max_positions) / *out.original_max_position_embeddings);
   SW_ASSIGN_OR_RETURN(out.attention_factor, file.positive(object, "attention_factor"));
   if (!out.attention_factor) {
+    if (factor > 1.0 && *out.original_max_position_embeddings == 1) {
+      return file.bad("original_max_position_embeddings", "is 1: transformers' attention factor sqrt(1 + ln(factor) / ln(1)) is infinite");
+    }
     out.attention_factor =
         factor <= 1.0 ? 1.0 : std::sqrt(1 + std::log(factor) / std::log(static_cast<double>(*out.original_max_position_embeddings)));
   }
@@ -126,7 +130,6 @@ Status read_longrope(const JsonFile& file, json::element object, Rope& out) {
 // messages; `top_theta` is the top-level rope_theta it must agree with.
 Status read_rope_object(const JsonFile& file, json::element object, std::optional<double> top_theta, Rope& out) {
   if (object.type() != json::element_type::OBJECT) return file.bad(out.source, "must be an object or null");
-  SW_RETURN_IF_ERROR(file.check_unique(object, out.source));
   SW_ASSIGN_OR_RETURN(auto type, file.string(object, "type"));
   SW_ASSIGN_OR_RETURN(auto rope_type, file.string(object, "rope_type"));
   if (type && rope_type && *type != *rope_type)
@@ -192,7 +195,6 @@ Status read_rope(const JsonFile& file, bool layer_types, Rope& out, Rope& slidin
   out.source = parameters ? "rope_parameters" : "rope_scaling";
   auto full = JsonFile::member(*object, "full_attention");
   if (!parameters || !full || !layer_types) return read_rope_object(file, *object, top_theta, out);
-  SW_RETURN_IF_ERROR(file.check_unique(*object, out.source));
   for (auto field : json::as_object(*object)) {
     if (field.key != "full_attention" && field.key != "sliding_attention") {
       return rope_refused(file, out.source, "key " + json::quoted(field.key) + " is not a layer type llama.cpp has");
@@ -235,7 +237,9 @@ Status check_math_keys(const JsonFile& file, const Architecture& arch) {
 }  // namespace
 
 bool is_model_config(const Folder& folder) {
-  if (!folder.has_file("config.json")) return false;
+  auto present = has_model_file(folder, "config.json");
+  if (present.is_ok() && !*present) return false;
+  if (!present.is_ok()) return true;  // a folder named config.json: plan() refuses it by name
   auto file = JsonFile::read(folder, "config.json", kMaxConfigBytes);
   if (!file.is_ok()) return true;  // broken: plan() says why, naming the file
   return JsonFile::member((*file)->root(), "architectures") || JsonFile::member((*file)->root(), "model_type");

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "safeweights/error.h"
@@ -25,6 +26,16 @@ inline constexpr std::uint64_t kMaxConfigBytes = 4u << 20;
 inline constexpr std::uint64_t kMaxTokenizerBytes = 128u << 20;
 // At most this many tokens in a vocabulary (the largest real ones hold ~260k).
 inline constexpr std::uint32_t kMaxVocab = 1u << 22;
+
+// Whether the folder holds the model-folder file `name` (config.json, a tokenizer file): false when
+// nothing is listed by that name; InvalidModelFolder when a folder is (a file was meant). Anything
+// else listed by the name (a FIFO, a device, a dangling link: Resolver::list lists them) counts as
+// there, so that reading it is refused by name, never taken for an absent file.
+Result<bool> has_model_file(const Folder& folder, std::string_view name);
+// Every byte of the model-folder file `name`, at most `cap` (ResourceLimit beyond); FileNotFound when
+// absent; open_file()'s refusal of what is not a regular file (checked before it is opened, so a FIFO
+// never blocks). Errors name the file.
+Result<std::string> read_model_file(const Folder& folder, std::string_view name, std::uint64_t cap);
 
 // llama.cpp's token types (gguf-py TokenType; SentencePiece's piece types use the same numbers).
 enum TokenType : std::int32_t { kNormal = 1, kUnknown = 2, kControl = 3, kUserDefined = 4, kUnused = 5, kByte = 6 };
@@ -80,6 +91,32 @@ Result<ModelConfig> read_config(const Folder& folder);
 // plain tensors).
 bool is_model_config(const Folder& folder);
 
+// Strings read from a file, kept in one buffer: each costs its bytes and a 4-byte end offset, where a
+// std::string each cost 32 bytes more (and a heap block of its own beyond 15 bytes). The readers keep
+// their lists below 4 GiB: every file is capped far below it (kMaxTokenizerBytes), and a string read
+// grows at most twice (a merge pair's spaces as U+0120).
+class StringList {
+ public:
+  // Room for `count` strings of `bytes` in all, so that the list never regrows.
+  void reserve(std::size_t count, std::size_t bytes) {
+    ends_.reserve(count);
+    text_.reserve(bytes);
+  }
+  void push_back(std::string_view s) {
+    text_.append(s);
+    ends_.push_back(static_cast<std::uint32_t>(text_.size()));
+  }
+  std::size_t size() const noexcept { return ends_.size(); }
+  std::string_view operator[](std::size_t i) const noexcept {
+    const std::uint32_t begin = i == 0 ? 0 : ends_[i - 1];
+    return std::string_view(text_).substr(begin, ends_[i] - begin);
+  }
+
+ private:
+  std::string text_;
+  std::vector<std::uint32_t> ends_;
+};
+
 // A token added on top of the model's vocabulary (tokenizer.json "added_tokens").
 struct AddedToken {
   std::uint32_t id = 0;
@@ -89,11 +126,12 @@ struct AddedToken {
 
 // tokenizer.json: a byte-level BPE model.
 struct BpeTokenizer {
-  std::vector<std::pair<std::string, std::uint32_t>> vocab;  // model.vocab
-  std::vector<std::string> merges;                           // "a b", as llama.cpp stores them
-  std::string pre;                                           // llama.cpp's pre-tokenizer name, or empty when not recognised
-  std::string pre_description;                               // what the pre-tokenizer is, for an error
-  bool byte_fallback = false;                                // SentencePiece-style BPE, not byte-level
+  StringList vocab;                // model.vocab's tokens, in the file's order
+  std::vector<std::uint32_t> ids;  // their ids
+  StringList merges;               // "a b", as llama.cpp stores them
+  std::string pre;                 // llama.cpp's pre-tokenizer name, or empty when not recognised
+  std::string pre_description;     // what the pre-tokenizer is, for an error
+  bool byte_fallback = false;      // SentencePiece-style BPE, not byte-level
   // With byte_fallback: whether tokenizer.json splits text as llama.cpp's SentencePiece tokenizer does,
   // and then whether it adds a leading U+2581 (see tokenizer_json.cpp).
   std::optional<bool> sentencepiece_space_prefix;

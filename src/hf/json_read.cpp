@@ -1,9 +1,12 @@
 // widen_numbers (hf/json_read.h): numbers of any size in a Hugging Face JSON file.
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
 
+#include "hf/hf_files.h"
 #include "hf/json_read.h"
+#include "io/read_util.h"
 
 namespace safeweights::hf {
 namespace {
@@ -55,6 +58,24 @@ bool well_formed(std::string_view t, bool& integer) {
 }
 
 }  // namespace
+
+Result<bool> has_model_file(const Folder& folder, std::string_view name) {
+  const auto& entries = folder.entries();
+  auto it = std::lower_bound(entries.begin(), entries.end(), name, [](const FolderEntry& e, std::string_view n) { return e.name < n; });
+  if (it == entries.end() || it->name != name) return false;
+  if (it->is_folder) return Error(ErrorKind::InvalidModelFolder, "is a folder, not a file").with_file(folder.path_of(name));
+  return true;
+}
+
+Result<std::string> read_model_file(const Folder& folder, std::string_view name, std::uint64_t cap) {
+  const std::string path = folder.path_of(name);
+  SW_ASSIGN_OR_RETURN(bool present, has_model_file(folder, name));
+  if (!present) return Error(ErrorKind::FileNotFound, "no such file in the folder").with_file(path);
+  SW_ASSIGN_OR_RETURN(SourcePtr source, folder.open_file(name));
+  auto bytes = read_small(*source, cap);
+  if (!bytes.is_ok()) return error_of(bytes).with_file(path);
+  return bytes;
+}
 
 std::size_t widen_numbers(std::string& text) {
   std::string out;

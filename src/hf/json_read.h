@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cmath>
+#include <cstdio>
 #include <cstdint>
 #include <limits>
 #include <memory>
@@ -19,7 +20,7 @@
 
 #include "core/status_macros.h"
 #include "core/utf8.h"
-#include "io/read_util.h"
+#include "hf/hf_files.h"
 #include "json/dom.h"
 #include "safeweights/folder.h"
 
@@ -36,22 +37,33 @@ std::size_t widen_numbers(std::string& text);
 class JsonFile {
  public:
   // The file `name` of `folder`. FileNotFound when absent (callers that allow absence check first);
-  // InvalidModelFolder when the file is not UTF-8 JSON holding one object; DuplicateKey when it repeats
-  // a key at its top level.
+  // InvalidModelFolder when the file is not UTF-8 JSON holding one object; DuplicateKey when an object
+  // repeats a key, at any depth (json::find_repeated_key: Python's json, which transformers reads them
+  // with, keeps the last, simdjson's lookups the first), naming the key and where it is.
   static Result<std::unique_ptr<JsonFile>> read(const Folder& folder, std::string_view name, std::uint64_t cap) {
-    const std::string path = folder.path_of(name);
-    SW_ASSIGN_OR_RETURN(SourcePtr source, folder.open_file(name));
-    auto bytes = read_small(*source, cap);
-    if (!bytes.is_ok()) return error_of(bytes).with_file(path);
-    std::string text = std::move(*bytes);
-    auto file = std::unique_ptr<JsonFile>(new JsonFile(path));
+    SW_ASSIGN_OR_RETURN(std::string text, read_model_file(folder, name, cap));
+    auto file = std::unique_ptr<JsonFile>(new JsonFile(folder.path_of(name)));
     if (!is_valid_utf8(text)) return file->bad("", "is not valid UTF-8");
     widen_numbers(text);
-    if (auto err = json::parse_document(text, 256, file->own_, file->root_); err) {
+    // The parser's padding added in a buffer of exactly that size (resize() would double the capacity),
+    // and the unpadded text freed before the parser allocates; the padded text is freed when read()
+    // returns, so the file then costs its DOM alone.
+    const std::size_t length = text.size();
+    {
+      std::string padded;
+      padded.reserve(length + json::kJsonPadding);
+      padded.append(text).append(json::kJsonPadding, ' ');
+      text = std::move(padded);
+    }
+    if (auto err = json::parse_padded(std::string_view(text.data(), length), 256, file->own_, file->root_); err) {
       return file->bad("", std::string("is not valid JSON: ") + simdjson::error_message(err));
     }
     if (file->root_.type() != json::element_type::OBJECT) return file->bad("", "must hold a JSON object");
-    SW_RETURN_IF_ERROR(file->check_unique(file->root_, ""));
+    if (auto repeat = json::find_repeated_key(file->root_)) {
+      return Error(ErrorKind::DuplicateKey,
+                   "key " + json::quoted(repeat->key) + " repeated" + (repeat->where.empty() ? std::string() : " in " + repeat->where))
+          .with_file(file->path_);
+    }
     return file;
   }
 
@@ -63,19 +75,6 @@ class JsonFile {
   Error bad(std::string_view key, std::string_view what) const {
     std::string message = key.empty() ? std::string(what) : "key " + json::quoted(key) + " " + std::string(what);
     return Error(ErrorKind::InvalidModelFolder, message).with_file(path_);
-  }
-
-  // Repeated keys in an object: ambiguous (Python's json keeps the last one), so refused.
-  Status check_unique(json::element object, std::string_view where) const {
-    json::KeySet keys;
-    for (auto field : json::as_object(object)) {
-      if (!keys.insert(field.key)) {
-        return Error(ErrorKind::DuplicateKey,
-                     "key " + json::quoted(field.key) + " repeated" + (where.empty() ? std::string() : " in " + std::string(where)))
-            .with_file(path_);
-      }
-    }
-    return Status::ok();
   }
 
   // The member `key` of `object`, if present and not null.
@@ -118,14 +117,29 @@ class JsonFile {
     return *v;
   }
 
-  // A finite positive number; nullopt when absent.
+  // A finite positive number that a 32-bit float holds (to_float32); nullopt when absent.
   Result<std::optional<double>> positive(json::element object, std::string_view key) const {
     auto e = member(object, key);
     if (!e) return std::optional<double>();
     double v = 0;
     if (e->get_double().get(v) != simdjson::SUCCESS) return bad(key, "must be a number");
     if (!std::isfinite(v) || v <= 0) return bad(key, "must be a finite positive number");
+    if (auto f = to_float32(key, v); !f.is_ok()) return std::move(f).status();
     return std::optional<double>(v);
+  }
+
+  // The one narrowing of a config number to llama.cpp's 32-bit floats (every float key of the GGUF):
+  // InvalidModelFolder naming `key` and the value when float32 cannot hold it, since the cast would
+  // write infinity (beyond 3.4e38) or 0 (below 1.4e-45) where the file says otherwise.
+  Result<float> to_float32(std::string_view key, double v) const {
+    const bool too_big = !(std::abs(v) <= static_cast<double>(std::numeric_limits<float>::max()));  // NaN too
+    if (too_big || (v != 0 && static_cast<float>(v) == 0)) {
+      char text[32];
+      std::snprintf(text, sizeof text, "%g", v);
+      return bad(key, "is " + std::string(text) + ", which a 32-bit float cannot hold (llama.cpp keeps it as one: it would be " +
+                          (too_big ? "infinity" : "0") + ")");
+    }
+    return static_cast<float>(v);
   }
 
   Result<std::optional<bool>> boolean(json::element object, std::string_view key) const {

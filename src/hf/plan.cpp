@@ -47,7 +47,7 @@ struct Planner {
       case Dim::KvRows: return kv_heads() * head_dim();
       case Dim::Inter: return c.intermediate_size;
       case Dim::HeadDim: return head_dim();
-      case Dim::QkvRows: return (heads() + 2 * kv_heads()) * head_dim();
+      case Dim::QkvRows: return (std::uint64_t{heads()} + 2 * std::uint64_t{kv_heads()}) * head_dim();  // no uint32 wrap
       case Dim::Inter2: return 2 * std::uint64_t{c.intermediate_size};
       case Dim::None: break;
     }

@@ -125,55 +125,78 @@ std::string describe_pre(json::element root) {
   return out;
 }
 
-// model.merges: "a b" strings, or [a, b] pairs (transformers >= 4.45), which llama.cpp's converter
-// joins with a space after writing spaces inside a part as U+0120.
-Status read_merges(const JsonFile& file, json::element merges, std::vector<std::string>& out) {
-  if (merges.type() != json::element_type::ARRAY) return file.bad("model.merges", "must be an array");
-  const auto list = json::as_array(merges);
-  out.reserve(list.size());
-  for (auto m : list) {
-    if (m.type() == json::element_type::STRING) {
-      out.emplace_back(json::as_string(m));
-      continue;
+// One merge as llama.cpp stores it: a string as it is, an [a, b] pair (transformers >= 4.45) joined
+// with a space after writing the spaces inside a part as U+0120, as llama.cpp's converter does.
+// Appended to `out` when given; returns its length, or nullopt when `m` is neither form.
+std::optional<std::size_t> merge_text(json::element m, std::string* out) {
+  if (m.type() == json::element_type::STRING) {
+    if (out) out->append(json::as_string(m));
+    return json::as_string(m).size();
+  }
+  if (m.type() != json::element_type::ARRAY || json::as_array(m).size() != 2) return std::nullopt;
+  std::size_t n = 0;
+  bool first = true;
+  for (auto part : json::as_array(m)) {
+    if (part.type() != json::element_type::STRING) return std::nullopt;
+    if (!first) {
+      if (out) *out += ' ';
+      ++n;
     }
-    if (m.type() != json::element_type::ARRAY || json::as_array(m).size() != 2) {
-      return file.bad("model.merges", "must hold strings or pairs of strings");
-    }
-    std::string joined;
-    for (auto part : json::as_array(m)) {
-      if (part.type() != json::element_type::STRING) return file.bad("model.merges", "must hold strings or pairs of strings");
-      if (!joined.empty()) joined += ' ';
-      for (char ch : json::as_string(part)) {
-        if (ch == ' ') {
-          joined += "\xC4\xA0";  // U+0120
-        } else {
-          joined += ch;
-        }
+    first = false;
+    for (char ch : json::as_string(part)) {
+      if (ch == ' ') {
+        if (out) out->append("\xC4\xA0");  // U+0120
+        n += 2;
+      } else {
+        if (out) out->push_back(ch);
+        ++n;
       }
     }
-    out.push_back(std::move(joined));
+  }
+  return n;
+}
+
+// model.merges, into a list reserved once from their exact length (a pass over the DOM first), so that
+// the list never regrows beside the DOM.
+Status read_merges(const JsonFile& file, json::element merges, StringList& out) {
+  if (merges.type() != json::element_type::ARRAY) return file.bad("model.merges", "must be an array");
+  const auto list = json::as_array(merges);
+  std::size_t bytes = 0;
+  for (auto m : list) {
+    auto n = merge_text(m, nullptr);
+    if (!n) return file.bad("model.merges", "must hold strings or pairs of strings");
+    bytes += *n;
+  }
+  out.reserve(list.size(), bytes);
+  std::string joined;  // reused: no allocation per merge
+  for (auto m : list) {
+    joined.clear();
+    merge_text(m, &joined);
+    out.push_back(joined);
   }
   return Status::ok();
 }
 
 Result<BpeTokenizer> read_bpe(const JsonFile& file, json::element model) {
   BpeTokenizer bpe;
-  SW_RETURN_IF_ERROR(file.check_unique(model, "model"));
   bpe.byte_fallback = bool_is(model, "byte_fallback", true);
   if (bpe.byte_fallback) bpe.sentencepiece_space_prefix = sentencepiece_split(file.root());
   SW_ASSIGN_OR_RETURN(auto unk, file.string(model, "unk_token"));
   bpe.unk_token = unk.value_or("");
   auto vocab = JsonFile::member(model, "vocab");
   if (!vocab || vocab->type() != json::element_type::OBJECT) return file.bad("model.vocab", "must be an object");
-  SW_RETURN_IF_ERROR(file.check_unique(*vocab, "model.vocab"));
   const auto entries = json::as_object(*vocab);
   if (entries.size() > kMaxVocab) return file.bad("model.vocab", "holds more than " + std::to_string(kMaxVocab) + " tokens");
-  bpe.vocab.reserve(entries.size());
+  std::size_t vocab_bytes = 0;
+  for (auto field : entries) vocab_bytes += field.key.size();
+  bpe.vocab.reserve(entries.size(), vocab_bytes);
+  bpe.ids.reserve(entries.size());
   for (auto field : entries) {
     std::int64_t id = -1;
     if (field.value.type() == json::element_type::INT64) id = field.value.get_int64().value_unsafe();
     if (id < 0 || id >= kMaxVocab) return file.bad("model.vocab", "gives token " + json::quoted(field.key) + " an id that is not in [0, 2^22)");
-    bpe.vocab.emplace_back(std::string(field.key), static_cast<std::uint32_t>(id));
+    bpe.vocab.push_back(field.key);
+    bpe.ids.push_back(static_cast<std::uint32_t>(id));
   }
   auto merges = JsonFile::member(model, "merges");
   if (!merges) return file.bad("model.merges", "is missing");
@@ -205,7 +228,8 @@ Result<AddedToken> read_added(const JsonFile& file, json::element e, std::string
 
 Result<TokenizerJson> read_tokenizer_json(const Folder& folder) {
   TokenizerJson out;
-  if (!folder.has_file("tokenizer.json")) return out;
+  SW_ASSIGN_OR_RETURN(const bool present, has_model_file(folder, "tokenizer.json"));
+  if (!present) return out;
   out.present = true;
   SW_ASSIGN_OR_RETURN(auto file, JsonFile::read(folder, "tokenizer.json", kMaxTokenizerBytes));
   if (auto added = JsonFile::member(file->root(), "added_tokens")) {
@@ -226,7 +250,8 @@ Result<TokenizerJson> read_tokenizer_json(const Folder& folder) {
 
 Result<TokenizerConfig> read_tokenizer_config(const Folder& folder) {
   TokenizerConfig out;
-  if (!folder.has_file("tokenizer_config.json")) return out;
+  SW_ASSIGN_OR_RETURN(const bool present, has_model_file(folder, "tokenizer_config.json"));
+  if (!present) return out;
   SW_ASSIGN_OR_RETURN(auto file, JsonFile::read(folder, "tokenizer_config.json", kMaxTokenizerBytes));
   const auto root = file->root();
   for (auto type : kSpecialTypes) {
@@ -253,7 +278,6 @@ Result<TokenizerConfig> read_tokenizer_config(const Folder& folder) {
   }
   if (auto decoder = JsonFile::member(root, "added_tokens_decoder")) {
     if (decoder->type() != json::element_type::OBJECT) return file->bad("added_tokens_decoder", "must be an object");
-    SW_RETURN_IF_ERROR(file->check_unique(*decoder, "added_tokens_decoder"));
     for (auto field : json::as_object(*decoder)) {
       std::uint32_t id = 0;
       const bool digits = !field.key.empty() && field.key.size() <= 7 && field.key.find_first_not_of("0123456789") == std::string_view::npos;

@@ -2,12 +2,12 @@
 // _set_vocab_sentencepiece, _set_vocab_gpt2 / get_vocab_base; gguf-py SpecialVocab).
 #include "hf/vocab.h"
 
+#include <array>
 #include <filesystem>
 #include <unordered_map>
 
 #include "core/status_macros.h"
 #include "hf/arch.h"
-#include "io/read_util.h"
 
 namespace safeweights::hf {
 namespace {
@@ -87,13 +87,11 @@ Error out_of_vocab(const std::string& file, std::string_view what, std::uint64_t
 // give). tokenizer_config.json's added_tokens_decoder then overrides its ids (score -1000).
 Result<Vocab> sentencepiece_vocab(const Folder& folder, const ModelConfig& c, const TokenizerConfig& tc) {
   const std::string path = folder.path_of("tokenizer.model");
-  if (folder.has_file("added_tokens.json")) {
+  SW_ASSIGN_OR_RETURN(bool added_tokens, has_model_file(folder, "added_tokens.json"));
+  if (added_tokens) {
     return Error(ErrorKind::NotSupported, "added_tokens.json beside tokenizer.model is not converted").with_file(folder.name());
   }
-  SW_ASSIGN_OR_RETURN(SourcePtr source, folder.open_file("tokenizer.model"));
-  auto read = read_small(*source, kMaxTokenizerBytes);
-  if (!read.is_ok()) return error_of(read).with_file(path);
-  std::string bytes = std::move(*read);
+  SW_ASSIGN_OR_RETURN(std::string bytes, read_model_file(folder, "tokenizer.model", kMaxTokenizerBytes));
   SW_ASSIGN_OR_RETURN(std::vector<Piece> pieces, parse_sentencepiece(bytes, path));
   if (pieces.size() > c.vocab_size) return out_of_vocab(path, "piece count", pieces.size(), c.vocab_size);
   Vocab v = padded(c.vocab_size, -10000.0f);
@@ -116,9 +114,10 @@ Result<Vocab> sentencepiece_vocab(const Folder& folder, const ModelConfig& c, co
 Result<Vocab> bpe_vocab(const Folder& folder, const ModelConfig& c, const TokenizerJson& tj) {
   const std::string path = folder.path_of("tokenizer.json");
   Vocab v = padded(c.vocab_size, 0);
-  for (const auto& [text, id] : tj.bpe->vocab) {
+  for (std::size_t i = 0; i < tj.bpe->vocab.size(); ++i) {
+    const std::uint32_t id = tj.bpe->ids[i];
     if (id >= c.vocab_size) return out_of_vocab(path, "token id", id, c.vocab_size);
-    v.tokens[id] = text;
+    v.tokens[id] = tj.bpe->vocab[i];
     v.types[id] = kNormal;
   }
   for (const AddedToken& t : tj.added) {
@@ -128,10 +127,63 @@ Result<Vocab> bpe_vocab(const Folder& folder, const ModelConfig& c, const Tokeni
   return v;
 }
 
-// "<0xAB>": a SentencePiece byte piece.
-bool is_byte_piece(std::string_view t) {
-  auto hex = [](char c) { return (c >= '0' && c <= '9') || (c >= 'A' && c <= 'F') || (c >= 'a' && c <= 'f'); };
-  return t.size() == 6 && t.starts_with("<0x") && t.ends_with(">") && hex(t[3]) && hex(t[4]);
+int hex_digit(char c, bool upper) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= (upper ? 'A' : 'a') && c <= (upper ? 'F' : 'f')) return c - (upper ? 'A' : 'a') + 10;
+  return -1;
+}
+
+// The byte of "<0xAB>" (hex digits in the case asked for), or -1.
+int byte_of_piece(std::string_view t, bool upper = true) {
+  if (t.size() != 6 || !t.starts_with("<0x") || !t.ends_with(">")) return -1;
+  const int hi = hex_digit(t[3], upper);
+  const int lo = hex_digit(t[4], upper);
+  return hi < 0 || lo < 0 ? -1 : hi * 16 + lo;
+}
+
+// "<0xAB>": a SentencePiece byte piece, spelled with upper-case digits as sentencepiece, tokenizers'
+// byte_fallback and llama.cpp look byte pieces up ("<0xab>" is an ordinary token to all three).
+bool is_byte_piece(std::string_view t) { return byte_of_piece(t) >= 0; }
+
+std::string byte_piece(int b) {
+  constexpr char kHex[] = "0123456789ABCDEF";
+  return std::string("<0x") + kHex[b >> 4] + kHex[b & 15] + ">";
+}
+
+// llama.cpp's SentencePiece tokenizer (model "llama") writes text its vocabulary does not cover as byte
+// pieces: its byte_to_token looks up "<0xAB>", then the byte alone as a token, and aborts
+// (std::out_of_range) when neither is there, on the first such character. sentencepiece refuses a
+// byte-fallback model without its 256 byte pieces, and a BYTE piece spelled otherwise, as well. So
+// every byte must have its piece, and a piece typed BYTE must be spelled <0xXX>; InvalidModelFolder
+// naming `file` and the piece otherwise.
+Status check_byte_pieces(const Vocab& v, const std::string& file) {
+  std::array<bool, 256> have{};
+  std::array<bool, 256> lower_case{};
+  for (std::size_t id = 0; id < v.tokens.size(); ++id) {
+    const std::string& t = v.tokens[id];
+    if (const int b = byte_of_piece(t); b >= 0) {
+      have[static_cast<std::size_t>(b)] = true;
+    } else if (t.size() == 1) {
+      have[static_cast<unsigned char>(t[0])] = true;
+    } else if (v.types[id] == kByte) {
+      return Error(ErrorKind::InvalidModelFolder, "piece " + std::to_string(id) + ", `" + t +
+                                                      "`, is a BYTE piece not spelled <0xXX> (two upper-case hex digits), as "
+                                                      "sentencepiece and llama.cpp spell them")
+          .with_file(file);
+    } else if (const int lb = byte_of_piece(t, false); lb >= 0) {
+      lower_case[static_cast<std::size_t>(lb)] = true;
+    }
+  }
+  for (int b = 0; b < 256; ++b) {
+    if (have[static_cast<std::size_t>(b)]) continue;
+    std::string message = "has no byte piece `" + byte_piece(b) + "`";
+    if (lower_case[static_cast<std::size_t>(b)]) message += " (its lower-case spelling is not one: byte pieces are looked up as <0xXX>)";
+    return Error(ErrorKind::InvalidModelFolder, message +
+                                                    ": llama.cpp's SentencePiece tokenizer writes text outside the vocabulary as the "
+                                                    "256 byte pieces <0x00>..<0xFF>, and aborts on a missing one")
+        .with_file(file);
+  }
+  return Status::ok();
 }
 
 // tokenizer.json's SentencePiece-style BPE (byte_fallback) for llama.cpp's SentencePiece tokenizer
@@ -144,7 +196,9 @@ Result<Vocab> sentencepiece_bpe_vocab(const Folder& folder, const ModelConfig& c
   const std::string path = folder.path_of("tokenizer.json");
   Vocab v = padded(c.vocab_size, -10000.0f);
   std::unordered_map<std::string_view, std::uint32_t> ids;
-  for (const auto& [text, id] : tj.bpe->vocab) {
+  for (std::size_t i = 0; i < tj.bpe->vocab.size(); ++i) {
+    const std::string_view text = tj.bpe->vocab[i];
+    const std::uint32_t id = tj.bpe->ids[i];
     if (id >= c.vocab_size) return out_of_vocab(path, "token id", id, c.vocab_size);
     v.tokens[id] = text;
     v.types[id] = is_byte_piece(text) ? kByte : text == tj.bpe->unk_token ? kUnknown : kNormal;
@@ -152,11 +206,12 @@ Result<Vocab> sentencepiece_bpe_vocab(const Folder& folder, const ModelConfig& c
     ids.emplace(text, id);
   }
   std::vector<bool> scored(c.vocab_size, false);
+  std::string merged;  // reused: no allocation per merge
   for (std::size_t rank = 0; rank < tj.bpe->merges.size(); ++rank) {
-    const std::string& m = tj.bpe->merges[rank];
+    const std::string_view m = tj.bpe->merges[rank];
     const auto space = m.find(' ');
-    if (space == std::string::npos) continue;
-    const std::string merged = m.substr(0, space) + m.substr(space + 1);
+    if (space == std::string_view::npos) continue;
+    merged.assign(m.substr(0, space)).append(m.substr(space + 1));
     auto it = ids.find(merged);
     if (it == ids.end() || scored[it->second]) continue;
     scored[it->second] = true;
@@ -174,6 +229,13 @@ Value string_array(std::vector<std::string> items) {
   std::vector<Value> values;
   values.reserve(items.size());
   for (std::string& s : items) values.push_back(Value::string(std::move(s)));
+  return Value::array(ValueType::STRING, std::move(values));
+}
+
+Value string_array(const StringList& items) {
+  std::vector<Value> values;
+  values.reserve(items.size());
+  for (std::size_t i = 0; i < items.size(); ++i) values.push_back(Value::string(std::string(items[i])));
   return Value::array(ValueType::STRING, std::move(values));
 }
 
@@ -230,9 +292,10 @@ void add_llama_vocab(Vocab v, std::vector<KeyValue>& kv) {
 Status add_vocabulary(const Folder& folder, const ModelConfig& config, const LlamaOptions& options, std::vector<KeyValue>& kv) {
   SW_ASSIGN_OR_RETURN(TokenizerJson tj, read_tokenizer_json(folder));
   SW_ASSIGN_OR_RETURN(TokenizerConfig tc, read_tokenizer_config(folder));
-  const bool sentencepiece = folder.has_file("tokenizer.model");
+  SW_ASSIGN_OR_RETURN(const bool sentencepiece, has_model_file(folder, "tokenizer.model"));
   if (sentencepiece) {
     SW_ASSIGN_OR_RETURN(Vocab v, sentencepiece_vocab(folder, config, tc));
+    SW_RETURN_IF_ERROR(check_byte_pieces(v, folder.path_of("tokenizer.model")));
     const auto n_vocab = static_cast<std::uint32_t>(v.tokens.size());
     add_llama_vocab(std::move(v), kv);
     add_special(config, tj, tc, n_vocab, kv);
@@ -244,6 +307,7 @@ Status add_vocabulary(const Folder& folder, const ModelConfig& config, const Lla
           .with_file(folder.path_of("tokenizer.json"));
     }
     SW_ASSIGN_OR_RETURN(Vocab v, sentencepiece_bpe_vocab(folder, config, tj));
+    SW_RETURN_IF_ERROR(check_byte_pieces(v, folder.path_of("tokenizer.json")));
     const auto n_vocab = static_cast<std::uint32_t>(v.tokens.size());
     add_llama_vocab(std::move(v), kv);
     add_special(config, tj, tc, n_vocab, kv);
@@ -262,7 +326,7 @@ Status add_vocabulary(const Folder& folder, const ModelConfig& config, const Lla
     kv.push_back({"tokenizer.ggml.pre", Value::string(std::move(pre))});
     kv.push_back({"tokenizer.ggml.tokens", string_array(std::move(v.tokens))});
     kv.push_back({"tokenizer.ggml.token_type", scalar_array(ValueType::INT32, v.types, Value::i32)});
-    kv.push_back({"tokenizer.ggml.merges", string_array(std::move(tj.bpe->merges))});
+    kv.push_back({"tokenizer.ggml.merges", string_array(tj.bpe->merges)});
     add_special(config, tj, tc, std::nullopt, kv);
   } else {
     return Error(ErrorKind::FileNotFound, tj.present ? "tokenizer.json holds no BPE model and there is no tokenizer.model"

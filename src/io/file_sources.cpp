@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "core/fault_guard.h"
@@ -34,16 +35,38 @@ class FileDescriptor {
   int fd_;
 };
 
-// Opens `path` read-only and checks that it is a regular file. O_NONBLOCK makes opening a FIFO return
-// at once instead of waiting for a writer; it has no effect on regular files.
+// What a file that is not a regular one is, for a message: "is a FIFO, not a regular file".
+std::string not_regular(mode_t mode) {
+  if (S_ISDIR(mode)) return "is a directory";
+  const char* what = S_ISFIFO(mode)   ? "a FIFO"
+                     : S_ISSOCK(mode) ? "a socket"
+                     : S_ISCHR(mode)  ? "a character device"
+                     : S_ISBLK(mode)  ? "a block device"
+                                      : "special";
+  return std::string("is ") + what + ", not a regular file";
+}
+
+// Opens `path` read-only and checks that it is a regular file. The type is checked with stat(2) before
+// opening, so a device or FIFO is never opened (opening a device can act on it); O_NONBLOCK keeps a
+// FIFO put in the file's place between the two from blocking the open, and fstat(2) checks what was
+// opened.
 Result<int> open_regular_file(const std::string& path, struct stat* info) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    const int err = errno;
+    struct stat link {};
+    if (err == ENOENT && ::lstat(path.c_str(), &link) == 0 && S_ISLNK(link.st_mode)) {
+      return Error(ErrorKind::FileNotFound, "is a dangling symbolic link").with_file(path);
+    }
+  } else if (!S_ISREG(st.st_mode)) {
+    return Error(ErrorKind::IoError, not_regular(st.st_mode)).with_file(path);
+  }
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     int err = errno;
     ErrorKind kind = (err == ENOENT || err == ENOTDIR) ? ErrorKind::FileNotFound : ErrorKind::IoError;
     return Error(kind, "cannot open: " + errno_text(err)).with_file(path);
   }
-  struct stat st {};
   if (::fstat(fd, &st) != 0) {
     int err = errno;
     ::close(fd);
@@ -51,7 +74,7 @@ Result<int> open_regular_file(const std::string& path, struct stat* info) {
   }
   if (!S_ISREG(st.st_mode)) {
     ::close(fd);
-    return Error(ErrorKind::IoError, S_ISDIR(st.st_mode) ? "is a directory" : "not a regular file").with_file(path);
+    return Error(ErrorKind::IoError, not_regular(st.st_mode)).with_file(path);
   }
   *info = st;
   return fd;

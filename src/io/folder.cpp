@@ -19,7 +19,9 @@ namespace {
 namespace fs = std::filesystem;
 
 // A local directory's files and folders, symbolic links followed (a Hugging Face cache snapshot is a
-// folder of links); what is neither (a broken link, a socket) is left out.
+// folder of links). What is neither (a FIFO, a socket, a device, a dangling link) is listed as a file
+// of size 0, never as absent: a reader that wants a file of that name then opens it, and the open
+// refuses it by name without blocking or touching it (open_file checks the type first).
 Result<std::vector<FolderEntry>> list_local_folder(const std::string& name) {
   std::error_code ec;
   if (!fs::is_directory(name, ec)) {
@@ -29,12 +31,11 @@ Result<std::vector<FolderEntry>> list_local_folder(const std::string& name) {
   std::vector<FolderEntry> entries;
   for (fs::directory_iterator it(name, ec), end; !ec && it != end; it.increment(ec)) {
     std::error_code st_ec;
-    const fs::file_status st = it->status(st_ec);
-    if (st_ec || !(fs::is_regular_file(st) || fs::is_directory(st))) continue;
+    const fs::file_status st = it->status(st_ec);  // a dangling link: an error, and not a folder
     if (entries.size() == kMaxFolderEntries)
       return Error(ErrorKind::ResourceLimit, "more than " + std::to_string(kMaxFolderEntries) + " entries in the folder").with_file(name);
-    FolderEntry e{it->path().filename().string(), 0, fs::is_directory(st)};
-    if (!e.is_folder) e.size = it->file_size(st_ec);
+    FolderEntry e{it->path().filename().string(), 0, !st_ec && fs::is_directory(st)};
+    if (!st_ec && fs::is_regular_file(st)) e.size = it->file_size(st_ec);
     entries.push_back(std::move(e));
   }
   if (ec) return Error(ErrorKind::IoError, "cannot list the folder: " + ec.message()).with_file(name);

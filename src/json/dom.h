@@ -47,6 +47,17 @@ simdjson::error_code parse_padded(std::string_view text, int max_depth, std::uni
 // The same for text without padding (copied once into a padded buffer).
 simdjson::error_code parse_document(std::string_view text, int max_depth, std::unique_ptr<simdjson::dom::parser>& own, element& root);
 
+// The place of the first key that repeats within one object anywhere in `root`, at any depth: the key
+// and the path of its object ("model.vocab", "added_tokens[3]"; empty at the top level). Python's json
+// keeps the last of repeated keys and simdjson's lookups find the first, so a document that repeats a
+// key means two things to two readers: its readers refuse it. Costs one KeySet per object on the way
+// down (nesting is bounded by the parser's depth limit).
+struct RepeatedKey {
+  std::string key;
+  std::string where;
+};
+std::optional<RepeatedKey> find_repeated_key(element root);
+
 // The keys of one object, to find repeats. Small objects (the usual 3-field tensor entry) are checked
 // pairwise; larger ones with an open-addressing table of indices under a seeded hash, so a hostile
 // header can make this neither quadratic (crafted collisions) nor large: 16 bytes per key plus 4 to 8

@@ -6,12 +6,72 @@ namespace {
 
 // simdjson needs SIMDJSON_PADDING readable bytes after the input, so a document without padding is
 // copied into a padded buffer once. Parsers are reused per thread for small documents (their buffers grow once); big ones get a
-// parser of their own so a thread does not keep hundreds of megabytes around.
-constexpr std::size_t kReusableParserLimit = 16u << 20;
+// parser of their own, freed with the document, since a parser reserves about 14 bytes per byte of its
+// capacity (tape 8, structural indexes 4, strings 5/3): a reused one kept up to 14 MiB per thread, not
+// the 224 MiB a 16 MiB limit let it keep (and the DOM of a large tokenizer.json alive beside the
+// metadata built from it).
+constexpr std::size_t kReusableParserLimit = 1u << 20;
 
 static_assert(kJsonPadding >= simdjson::SIMDJSON_PADDING);
 
+// One step of the path from the root to an element: an object's key or an array's index.
+struct Step {
+  std::string_view key;
+  std::size_t index = 0;
+  bool in_array = false;
+};
+
+std::string path_text(const std::vector<Step>& path) {
+  std::string out;
+  for (const Step& s : path) {
+    if (s.in_array) {
+      out += '[';
+      out += std::to_string(s.index);
+      out += ']';
+    } else {
+      if (!out.empty()) out += '.';
+      out.append(s.key);
+    }
+  }
+  return out;
+}
+
+// Depth first: true (with `out` set) at the first repeat. `path` leads to `e`.
+bool find_repeat(element e, std::vector<Step>& path, RepeatedKey& out) {
+  if (e.type() == element_type::OBJECT) {
+    KeySet keys;
+    for (auto field : as_object(e)) {
+      if (!keys.insert(field.key)) {
+        out = {std::string(field.key), path_text(path)};
+        return true;
+      }
+      path.push_back({field.key, 0, false});
+      if (find_repeat(field.value, path, out)) return true;
+      path.pop_back();
+    }
+  } else if (e.type() == element_type::ARRAY) {
+    std::size_t index = 0;
+    for (auto item : as_array(e)) {
+      // Scalars hold no keys: a long array of strings (merges) costs no path step per item.
+      if (item.type() == element_type::OBJECT || item.type() == element_type::ARRAY) {
+        path.push_back({{}, index, true});
+        if (find_repeat(item, path, out)) return true;
+        path.pop_back();
+      }
+      ++index;
+    }
+  }
+  return false;
+}
+
 }  // namespace
+
+std::optional<RepeatedKey> find_repeated_key(element root) {
+  std::vector<Step> path;
+  RepeatedKey out;
+  if (find_repeat(root, path, out)) return out;
+  return std::nullopt;
+}
 
 std::string quoted(std::string_view s) {
   std::string out = "`";

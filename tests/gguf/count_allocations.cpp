@@ -8,13 +8,29 @@
 // although the replacement operator new it pairs with is malloc.
 #include "count_allocations.h"
 
+#include <malloc.h>
+
 #include <atomic>
+#include <cstdint>
 #include <cstdlib>
 #include <new>
 
 namespace {
 std::atomic<bool> g_counting{false};
 std::atomic<std::size_t> g_allocations{0};
+std::atomic<bool> g_measuring{false};
+std::atomic<std::int64_t> g_live{0};  // bytes allocated minus bytes freed since start_measuring_peak()
+std::atomic<std::int64_t> g_peak{0};
+
+void add_live(std::int64_t bytes) noexcept {
+  const std::int64_t now = g_live.fetch_add(bytes, std::memory_order_relaxed) + bytes;
+  std::int64_t peak = g_peak.load(std::memory_order_relaxed);
+  while (now > peak && !g_peak.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {}
+}
+void release(void* p) noexcept {
+  if (p != nullptr && g_measuring.load(std::memory_order_relaxed)) add_live(-static_cast<std::int64_t>(::malloc_usable_size(p)));
+  std::free(p);
+}
 }  // namespace
 
 namespace swt {
@@ -26,11 +42,23 @@ std::size_t stop_counting_allocations() noexcept {
   g_counting = false;
   return g_allocations.load();
 }
+void start_measuring_peak() noexcept {
+  g_live = 0;
+  g_peak = 0;
+  g_measuring = true;
+}
+std::size_t stop_measuring_peak() noexcept {
+  g_measuring = false;
+  return static_cast<std::size_t>(g_peak.load());
+}
 }  // namespace swt
 
 void* operator new(std::size_t n) {
   if (g_counting.load(std::memory_order_relaxed)) g_allocations.fetch_add(1, std::memory_order_relaxed);
-  if (void* p = std::malloc(n ? n : 1)) return p;
+  if (void* p = std::malloc(n ? n : 1)) {
+    if (g_measuring.load(std::memory_order_relaxed)) add_live(static_cast<std::int64_t>(::malloc_usable_size(p)));
+    return p;
+  }
   throw std::bad_alloc();
 }
 void* operator new[](std::size_t n) { return ::operator new(n); }
@@ -42,9 +70,9 @@ void* operator new(std::size_t n, const std::nothrow_t&) noexcept {
   }
 }
 void* operator new[](std::size_t n, const std::nothrow_t& t) noexcept { return ::operator new(n, t); }
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
-void operator delete[](void* p) noexcept { std::free(p); }
-void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
-void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
-void operator delete[](void* p, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete(void* p) noexcept { release(p); }
+void operator delete(void* p, std::size_t) noexcept { release(p); }
+void operator delete[](void* p) noexcept { release(p); }
+void operator delete[](void* p, std::size_t) noexcept { release(p); }
+void operator delete(void* p, const std::nothrow_t&) noexcept { release(p); }
+void operator delete[](void* p, const std::nothrow_t&) noexcept { release(p); }

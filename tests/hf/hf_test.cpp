@@ -4,8 +4,12 @@
 // gguf-py and llama.cpp is tests/python/test_hf_llama.py.
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
+#include <cstdio>
 #include <map>
 
+#include "gguf/count_allocations.h"
 #include "test_util.h"
 #include "hf/hf_files.h"
 #include "hf/json_read.h"
@@ -58,6 +62,12 @@ struct Folder {
   std::string tokenizer_config = R"({"bos_token":"<|bos|>","add_bos_token":true})";
 
   std::string path() const { return dir.path(); }
+
+  // config.json's vocab_size and the embedding's rows (a SentencePiece vocabulary needs 256 byte pieces).
+  void set_vocab_size(std::uint64_t n) {
+    config["vocab_size"] = std::to_string(n);
+    tensors["model.embed_tokens.weight"] = {n, 8};
+  }
 
   void write() {
     std::string cfg = "{";
@@ -118,6 +128,28 @@ std::string piece(const std::string& text, float score, int type) {
   std::string s = ld(1, text) + varint(2 << 3 | 5);
   s.append(reinterpret_cast<const char*>(&score), 4);
   return s + varint(3 << 3) + varint(static_cast<std::uint64_t>(type));
+}
+
+// The 256 byte pieces "<0x00>".."<0xFF>" (upper-case digits, or lower-case), as tokenizer.json vocab entries
+// from id `first` on: `"<0x00>":first,...`.
+std::string byte_vocab(std::uint32_t first, bool lower = false) {
+  std::string out;
+  for (int b = 0; b < 256; ++b) {
+    char piece[8];
+    std::snprintf(piece, sizeof piece, lower ? "<0x%02x>" : "<0x%02X>", b);
+    out += ",\"" + std::string(piece) + "\":" + std::to_string(first + static_cast<std::uint32_t>(b));
+  }
+  return out;
+}
+// The same as tokenizer.model pieces (type BYTE).
+std::string byte_pieces(bool lower = false) {
+  std::string out;
+  for (int b = 0; b < 256; ++b) {
+    char text[8];
+    std::snprintf(text, sizeof text, lower ? "<0x%02x>" : "<0x%02X>", b);
+    out += ld(1, piece(text, 0, 6));
+  }
+  return out;
 }
 
 const MetaValue* find(const ConvertPlan& p, std::string_view key) { return p.metadata.find(key); }
@@ -618,25 +650,27 @@ TEST(HfLlama, TokenizerRules) {
     Folder f;  // transformers 5's SentencePiece-style tokenizer.json: llama.cpp's SentencePiece vocabulary
     f.model_extra = R"(,"byte_fallback":true,"unk_token":"c")";
     f.pre_tokenizer = R"({"type":"Metaspace","replacement":"\u2581","prepend_scheme":"first","split":false})";
-    f.vocab = R"({"a":0,"b":1,"c":2,"ab":3,"<0x41>":5})";
+    f.vocab = R"({"a":0,"b":1,"c":2,"ab":3)" + byte_vocab(5) + "}";
+    f.set_vocab_size(261);
     auto p = f.plan();
     ASSERT_TRUE(IsOk(p));
     EXPECT_EQ(*find(*p, "tokenizer.ggml.model"), MetaValue::string("llama"));
     EXPECT_EQ(*find(*p, "tokenizer.ggml.add_space_prefix"), MetaValue::boolean(true));
     const MetaValue* types = find(*p, "tokenizer.ggml.token_type");
     const MetaValue* scores = find(*p, "tokenizer.ggml.scores");
-    ASSERT_EQ(types->items.size(), 6u);
-    EXPECT_EQ(types->items[2], MetaValue::i32(2));       // unk_token: UNKNOWN
-    EXPECT_EQ(types->items[4], MetaValue::i32(3));       // the special added token: CONTROL
-    EXPECT_EQ(types->items[5], MetaValue::i32(6));       // <0x41>: BYTE
-    EXPECT_EQ(scores->items[3], MetaValue::f32(-1.0f));  // made by merge 0 ("a b")
+    ASSERT_EQ(types->items.size(), 261u);
+    EXPECT_EQ(types->items[2], MetaValue::i32(2));         // unk_token: UNKNOWN
+    EXPECT_EQ(types->items[4], MetaValue::i32(3));         // the special added token: CONTROL
+    EXPECT_EQ(types->items[5 + 0x41], MetaValue::i32(6));  // <0x41>: BYTE
+    EXPECT_EQ(scores->items[3], MetaValue::f32(-1.0f));    // made by merge 0 ("a b")
     EXPECT_EQ(scores->items[0], MetaValue::f32(0.0f));
   }
   {
     Folder f;  // beside tokenizer.model, tokenizer.json's byte_fallback BPE is not what is converted
     f.model_extra = R"(,"byte_fallback":true)";
+    f.set_vocab_size(260);
     f.write();
-    write_file_bytes(f.dir.file("tokenizer.model"), ld(1, piece("<unk>", 0, 2)) + ld(1, piece("a", -1, 1)));
+    write_file_bytes(f.dir.file("tokenizer.model"), ld(1, piece("<unk>", 0, 2)) + ld(1, piece("a", -1, 1)) + byte_pieces());
     auto weights = open_tensors(f.path());
     auto p = plan_of(hf::plan(f.path(), **weights, std::nullopt));
     ASSERT_TRUE(IsOk(p));
@@ -691,10 +725,11 @@ TEST(HfSentencePiece, MalformedMessagesAreRefusedWithTheirOffset) {
 
 TEST(HfSentencePiece, SentencePieceFolderPadsToVocabSize) {
   Folder f;
+  f.set_vocab_size(262);
   f.write();
   fs::remove(f.dir.file("tokenizer.json"));
   write_file_bytes(f.dir.file("tokenizer.model"),
-                   ld(1, piece("<unk>", 0, 2)) + ld(1, piece("<s>", 0, 3)) + ld(1, piece("</s>", 0, 3)) + ld(1, piece("u", -2, 4)));
+                   ld(1, piece("<unk>", 0, 2)) + ld(1, piece("<s>", 0, 3)) + ld(1, piece("</s>", 0, 3)) + ld(1, piece("u", -2, 4)) + byte_pieces());
   auto weights = open_tensors(f.path());
   auto p = plan_of(hf::plan(f.path(), **weights, TensorType::F16));
   ASSERT_TRUE(IsOk(p));
@@ -703,12 +738,158 @@ TEST(HfSentencePiece, SentencePieceFolderPadsToVocabSize) {
   EXPECT_EQ(*find(*p, "general.file_type"), MetaValue::u32(1));
   const MetaValue* types = find(*p, "tokenizer.ggml.token_type");
   const MetaValue* scores = find(*p, "tokenizer.ggml.scores");
-  ASSERT_EQ(types->items.size(), 6u);
+  ASSERT_EQ(types->items.size(), 262u);
   EXPECT_EQ(types->items[3], MetaValue::i32(1));  // USER_DEFINED piece: NORMAL, as llama.cpp's converter
-  EXPECT_EQ(types->items[4], MetaValue::i32(5));
-  EXPECT_EQ(scores->items[4], MetaValue::f32(-10000.0f));
+  EXPECT_EQ(types->items[4 + 0xAB], MetaValue::i32(6));
+  EXPECT_EQ(types->items[261], MetaValue::i32(5));
+  EXPECT_EQ(scores->items[261], MetaValue::f32(-10000.0f));
   // The special-token text is not looked up without tokenizer.json: no bos id from tokenizer_config.
   EXPECT_EQ(find(*p, "tokenizer.ggml.bos_token_id"), nullptr);
+}
+
+// llama.cpp's SentencePiece tokenizer writes text outside the vocabulary as byte pieces and aborts
+// (std::out_of_range in byte_to_token) when one is missing: such a tokenizer is refused by name.
+TEST(HfTokenizer, ByteFallbackNeedsEveryBytePiece) {
+  auto spm_json = [](const std::string& bytes) {
+    Folder f;
+    f.model_extra = R"(,"byte_fallback":true,"unk_token":"c")";
+    f.pre_tokenizer = R"({"type":"Metaspace","replacement":"\u2581","prepend_scheme":"first","split":false})";
+    f.vocab = R"({"a":0,"b":1,"c":2,"ab":3)" + bytes + "}";
+    f.set_vocab_size(261);
+    return f.plan();
+  };
+  EXPECT_TRUE(IsOk(spm_json(byte_vocab(5))));
+  EXPECT_TRUE(FailsNaming(spm_json(""), ErrorKind::InvalidModelFolder, "tokenizer.json",
+                          "has no byte piece `<0x00>`: llama.cpp's SentencePiece tokenizer writes text outside the vocabulary as the 256 "
+                          "byte pieces <0x00>..<0xFF>, and aborts on a missing one"));
+  EXPECT_TRUE(FailsNaming(spm_json(byte_vocab(5, true)), ErrorKind::InvalidModelFolder, "tokenizer.json",
+                          "has no byte piece `<0x0A>` (its lower-case spelling is not one: byte pieces are looked up as <0xXX>)"));
+
+  auto spm_model = [](const std::string& pieces) {
+    Folder f;
+    f.set_vocab_size(260);
+    f.write();
+    fs::remove(f.dir.file("tokenizer.json"));
+    write_file_bytes(f.dir.file("tokenizer.model"), ld(1, piece("<unk>", 0, 2)) + ld(1, piece("a", -1, 1)) + pieces);
+    auto weights = open_tensors(f.path());
+    return plan_of(hf::plan(f.path(), **weights, std::nullopt));
+  };
+  EXPECT_TRUE(IsOk(spm_model(byte_pieces())));
+  EXPECT_TRUE(FailsNaming(spm_model(""), ErrorKind::InvalidModelFolder, "tokenizer.model", "has no byte piece `<0x00>`"));
+  EXPECT_TRUE(FailsNaming(spm_model(byte_pieces(true)), ErrorKind::InvalidModelFolder, "tokenizer.model",
+                          "piece 12, `<0x0a>`, is a BYTE piece not spelled <0xXX> (two upper-case hex digits)"));
+}
+
+// Python's json (transformers) keeps the last of repeated keys, simdjson's lookups the first: a repeat
+// at any depth of any model-folder JSON file is refused, naming the key and where it is.
+TEST(HfJson, RepeatedKeysAreRefusedAtEveryDepth) {
+  {
+    Folder f;  // the bos token's text: transformers takes "b"
+    f.tokenizer_config = R"({"bos_token":{"content":"<|bos|>","content":"b"},"add_bos_token":true})";
+    EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::DuplicateKey, "tokenizer_config.json", "key `content` repeated in bos_token"));
+  }
+  {
+    Folder f;
+    f.tokenizer_config = R"({"added_tokens_decoder":{"4":{"content":"<|bos|>","special":true,"special":false}}})";
+    EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::DuplicateKey, "tokenizer_config.json", "key `special` repeated in added_tokens_decoder.4"));
+  }
+  {
+    Folder f;  // a key nobody reads is ambiguous all the same
+    f.pre_tokenizer = R"({"type":"ByteLevel","add_prefix_space":false,"use_regex":true,"x":{"y":[{"z":1,"z":2}]}})";
+    EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::DuplicateKey, "tokenizer.json", "key `z` repeated in pre_tokenizer.x.y[0]"));
+  }
+  {
+    Folder f;
+    f.config["rope_scaling"] = R"({"rope_type":"linear","factor":2,"factor":4})";
+    EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::DuplicateKey, "config.json", "key `factor` repeated in rope_scaling"));
+  }
+}
+
+// A config value float32 cannot hold would be written as infinity or 0.
+TEST(HfLlama, FloatKeysMustFitFloat32) {
+  struct Case {
+    std::string key, value, text;
+  };
+  const std::vector<Case> cases = {
+      {"rope_theta", "1e39", "key `rope_theta` is 1e+39, which a 32-bit float cannot hold (llama.cpp keeps it as one: it would be infinity)"},
+      {"rms_norm_eps", "1e39", "key `rms_norm_eps` is 1e+39, which a 32-bit float cannot hold"},
+      {"rms_norm_eps", "1e-50", "key `rms_norm_eps` is 1e-50, which a 32-bit float cannot hold (llama.cpp keeps it as one: it would be 0)"},
+      {"rope_scaling", R"({"rope_type":"linear","factor":1e-50})", "key `factor` is 1e-50"},
+  };
+  for (const Case& c : cases) {
+    Folder f;
+    f.config[c.key] = c.value;
+    EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::InvalidModelFolder, "config.json", c.text)) << c.key << "=" << c.value;
+  }
+  Folder f;  // the extremes float32 holds are written
+  f.config["rope_theta"] = "3.4e38";
+  f.config["rms_norm_eps"] = "1e-45";
+  ASSERT_TRUE(IsOk(f.plan()));
+}
+
+// A model-folder file that is not a regular file (a FIFO, a dangling link, a folder, a link to a
+// device) is refused by name, never taken for an absent file (a config.json so taken made the folder a
+// plain tensor dump); a FIFO is never opened, so nothing blocks.
+TEST(HfLlama, FilesThatAreNotRegularFilesAreRefusedByName) {
+  struct Case {
+    std::string file;
+    std::string kind_of_entry;
+    ErrorKind kind;
+    std::string text;
+  };
+  const std::vector<Case> cases = {
+      {"config.json", "fifo", ErrorKind::IoError, "is a FIFO, not a regular file"},
+      {"config.json", "dangling", ErrorKind::FileNotFound, "is a dangling symbolic link"},
+      {"config.json", "folder", ErrorKind::InvalidModelFolder, "is a folder, not a file"},
+      {"config.json", "device", ErrorKind::IoError, "is a character device, not a regular file"},
+      {"tokenizer.json", "fifo", ErrorKind::IoError, "is a FIFO, not a regular file"},
+      {"tokenizer_config.json", "dangling", ErrorKind::FileNotFound, "is a dangling symbolic link"},
+      {"tokenizer.model", "folder", ErrorKind::InvalidModelFolder, "is a folder, not a file"},
+      {"tokenizer.model", "fifo", ErrorKind::IoError, "is a FIFO, not a regular file"},
+  };
+  for (const Case& c : cases) {
+    Folder f;
+    f.write();
+    const std::string path = f.dir.file(c.file);
+    fs::remove(path);
+    if (c.kind_of_entry == "fifo") {
+      ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0);
+    }
+    if (c.kind_of_entry == "dangling") fs::create_symlink(f.dir.file("nowhere"), path);
+    if (c.kind_of_entry == "folder") fs::create_directory(path);
+    if (c.kind_of_entry == "device") fs::create_symlink("/dev/null", path);
+    EXPECT_TRUE(hf::is_model_folder(f.path())) << c.file << " " << c.kind_of_entry;
+    EXPECT_TRUE(FailsNaming(f.plan_written(), c.kind, c.file, c.text)) << c.file << " " << c.kind_of_entry;
+  }
+}
+
+// What planning from a tokenizer.json costs at its peak is a bounded multiple of its bytes (docs/GGUF.md,
+// "Memory"): 15 times (the parser's DOM, about 13.7, and the merges kept once) for the smallest merges
+// ("a b", six bytes of JSON each), which cost 27 times with a std::string each, a padded copy of the
+// text and the DOM kept alive beside the metadata.
+TEST(HfTokenizer, MemoryIsABoundedMultipleOfTheFile) {
+  Folder f;
+  f.write();
+  std::string merges;
+  for (int i = 0; merges.size() < (4u << 20); ++i) {
+    merges += merges.empty() ? "\"" : ",\"";
+    merges += static_cast<char>('a' + i % 26);
+    merges += ' ';
+    merges += static_cast<char>('a' + i / 26 % 26);
+    merges += '"';
+  }
+  const std::string text = R"({"added_tokens":[],"normalizer":null,"pre_tokenizer":{"type":"ByteLevel","add_prefix_space":false,"use_regex":true},)"
+                           R"("model":{"type":"BPE","vocab":{"a":0,"b":1,"c":2,"ab":3},"merges":[)" +
+                           merges + "]}}";
+  write_file_bytes(f.dir.file("tokenizer.json"), text);
+  auto weights = open_tensors(f.path());
+  ASSERT_TRUE(IsOk(weights));
+  swt::start_measuring_peak();
+  auto p = plan_of(hf::plan(f.path(), **weights, TensorType::F32));
+  const std::size_t peak = swt::stop_measuring_peak();
+  ASSERT_TRUE(IsOk(p));
+  EXPECT_EQ(find(*p, "tokenizer.ggml.merges")->items.size(), (merges.size() + 1) / 6);
+  EXPECT_LE(peak, 15 * text.size() + (1u << 20)) << static_cast<double>(peak) / static_cast<double>(text.size()) << " times the file";
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 // tests/remote/test_folders.py.
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <filesystem>
 #include <fstream>
@@ -50,6 +51,7 @@ class LocalFolder : public ::testing::Test {
     std::ofstream(dir_ / "outside.bin") << "12345";
     fs::create_symlink(dir_ / "outside.bin", dir_ / "model" / "linked.bin");
     fs::create_symlink(dir_ / "nowhere", dir_ / "model" / "broken");
+    ::mkfifo((dir_ / "model" / "pipe").c_str(), 0600);
   }
   void TearDown() override { fs::remove_all(dir_); }
   fs::path dir_;
@@ -58,13 +60,23 @@ class LocalFolder : public ::testing::Test {
 TEST_F(LocalFolder, ListsFilesAndFoldersFollowingLinks) {
   auto folder = Folder::open((dir_ / "model").string() + "/", plain_resolver());
   ASSERT_TRUE(folder.is_ok()) << folder.error().message();
-  EXPECT_EQ(names_of(folder->entries()), "config.json:2,linked.bin:5,sub/");
+  // What is neither a file nor a folder is listed (size 0), so that a reader that wants it is refused by
+  // name rather than finding it absent; opening it says what it is, without opening a FIFO (no block).
+  EXPECT_EQ(names_of(folder->entries()), "broken:0,config.json:2,linked.bin:5,pipe:0,sub/");
   EXPECT_EQ(folder->name(), (dir_ / "model").string());
   EXPECT_EQ(folder->base_name(), "model");
   EXPECT_EQ(folder->path_of("config.json"), (dir_ / "model" / "config.json").string());
   EXPECT_TRUE(folder->has_file("linked.bin"));
   EXPECT_FALSE(folder->has_file("sub"));
-  EXPECT_FALSE(folder->has_file("broken"));
+  EXPECT_TRUE(folder->has_file("broken"));
+  auto broken = folder->open_file("broken");
+  ASSERT_FALSE(broken.is_ok());
+  EXPECT_EQ(broken.error().kind(), ErrorKind::FileNotFound);
+  EXPECT_EQ(broken.error().message(), "is a dangling symbolic link");
+  auto pipe = folder->open_file("pipe");
+  ASSERT_FALSE(pipe.is_ok());
+  EXPECT_EQ(pipe.error().kind(), ErrorKind::IoError);
+  EXPECT_EQ(pipe.error().message(), "is a FIFO, not a regular file");
   auto source = folder->open_file("linked.bin");
   ASSERT_TRUE(source.is_ok());
   EXPECT_EQ((*source)->size(), 5u);
