@@ -900,6 +900,29 @@ TEST(HttpListing, TheDeadlineBoundsTheWholeListing) {
   ::unsetenv("HF_ENDPOINT");
 }
 
+// Ctrl-C during a listing that goes on and on ends the CLI at once, as during a read.
+TEST(HttpCli, InterruptStopsAListing) {
+  REQUIRE_SERVERS();
+  const std::string first_page = "/api/models/org/endless/tree/main";
+  const int before = fault_requests(first_page);
+  ::setenv("HF_ENDPOINT", g->fault_url("").c_str(), 1);
+  const pid_t pid = swhttp::spawn({SAFEWEIGHTS_CLI, "convert", "--timeout", "0", "hf://org/endless", (g->dir / "interrupted.gguf").string()});
+  ::unsetenv("HF_ENDPOINT");
+  ASSERT_GT(pid, 0);
+  for (int i = 0; i < 1000 && fault_requests(first_page) == before; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ::kill(pid, SIGINT);
+  int status = 0;
+  pid_t done = 0;
+  for (int i = 0; i < 1000 && (done = ::waitpid(pid, &status, WNOHANG)) == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  if (done == 0) {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, &status, 0);
+    FAIL() << "the CLI was still listing 10 s after SIGINT";
+  }
+  EXPECT_TRUE(WIFSIGNALED(status) ? WTERMSIG(status) == SIGINT : WEXITSTATUS(status) != 0);
+  EXPECT_FALSE(fs::exists(g->dir / "interrupted.gguf"));
+}
+
 // What a hostile server reflects of the credentials reaches neither stderr nor --json output; the rest
 // of its message does. `secrets` are the credentials (and their encoded forms) that must not appear.
 void expect_redacted(const CliRun& r, const std::vector<std::string>& secrets, const std::string& code) {
