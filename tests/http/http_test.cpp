@@ -924,10 +924,10 @@ TEST(HttpCli, InterruptStopsAListing) {
 }
 
 // What a hostile server reflects of the credentials reaches neither stderr nor --json output; the rest
-// of its message does. `secrets` are the credentials (and their encoded forms) that must not appear.
-void expect_redacted(const CliRun& r, const std::vector<std::string>& secrets, const std::string& code) {
+// of its message does. `hidden` are the credentials (and their encoded forms) that must not appear.
+void expect_redacted(const CliRun& r, const std::vector<std::string>& hidden, const std::string& code) {
   EXPECT_NE(r.code, 0) << r.err << r.out;  // 1, or 2 for diff
-  for (const std::string& s : secrets) {
+  for (const std::string& s : hidden) {
     EXPECT_EQ(r.err.find(s), std::string::npos) << s << " in stderr: " << r.err;
     EXPECT_EQ(r.out.find(s), std::string::npos) << s << " in stdout: " << r.out;
   }
