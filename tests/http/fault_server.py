@@ -21,6 +21,7 @@ independent behaviour by adding e.g. `&tag=name`:
   forbid_auth=1   400 if an Authorization header arrives (checks a redirect dropped it)
   require_auth=V  401 unless Authorization is exactly V
   reflect=1       401 whose X-Error-Message and body repeat the request's Authorization and X-Api-Key
+                  (after pad=N dots: a credential where a client cuts the message)
   /redirect?to=URL        302 to URL
   /count?path=P           the number of requests seen for P (P as the server saw it, query included)
 
@@ -90,8 +91,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if url.path.strip("/").split("/")[0] == "reflect":
             return self.s3_reflect()
         if q.get("reflect"):
-            said = "Authorization: %s; X-Api-Key: %s" % (self.headers.get("Authorization"), self.headers.get("X-Api-Key"))
-            self.small(401, ("bad credentials: " + said).encode(), headers=[("X-Error-Code", "Unauthorized"), ("X-Error-Message", "bad credentials: " + said)])
+            said = "." * int(q.get("pad", 0)) + "bad credentials: Authorization: %s; X-Api-Key: %s" % (
+                self.headers.get("Authorization"), self.headers.get("X-Api-Key"))
+            self.small(401, said.encode(), headers=[("X-Error-Code", "Unauthorized"), ("X-Error-Message", said)])
             return
         if url.path == "/redirect":
             self.small(302, headers=[("Location", q["to"])])

@@ -826,12 +826,14 @@ TEST(HttpSecrets, EverySpellingOfACredentialIsRedacted) {
   secrets::remember_header("X-Api-Key: key-0123456789");
   secrets::remember_header("Authorization: Bearer hf_bearer0123456789");
   secrets::remember_header("Accept: application/json");  // no credential
+  secrets::remember("xml&<secret>\"'");
   const std::string text =
       "short s3cr3t/Key+Value= s3cr3t%2FKey%2BValue%3D s3cr3t%2fKey%2bValue%3d s3cr3t\\/Key+Value= czNjcjN0L0tleStWYWx1ZT0= key-0123456789 "
-      "hf_bearer0123456789 application/json https://b.s3.amazonaws.com/k?X-Amz-Credential=AKID%2F1&x-amz-signature=abc123&part=2 "
+      "hf_bearer0123456789 application/json xml&amp;&lt;secret&gt;&quot;&apos; "
+      "https://b.s3.amazonaws.com/k?X-Amz-Credential=AKID%2F1&x-amz-signature=abc123&part=2 "
       "Signature=ff00, SignatureDoesNotMatch";
   EXPECT_EQ(secrets::scrub(text),
-            "short <redacted> <redacted> <redacted> <redacted> <redacted> <redacted> <redacted> application/json "
+            "short <redacted> <redacted> <redacted> <redacted> <redacted> <redacted> <redacted> application/json <redacted> "
             "https://b.s3.amazonaws.com/k?X-Amz-Credential=<redacted>&x-amz-signature=<redacted>&part=2 Signature=<redacted>, SignatureDoesNotMatch");
   const Error e = secrets::scrub(Error(ErrorKind::HttpError, "HTTP 403 (AccessDenied: key-0123456789)")
                                      .with_file("https://h/x?sig=abc")
@@ -965,6 +967,12 @@ TEST(HttpCli, HubTokenReflectedInXErrorMessageIsRedacted) {
     expect_redacted(r, {token}, "GatedRepo");
     EXPECT_NE((r.err + r.out).find("Access to this model is restricted for Bearer <redacted>"), std::string::npos) << r.err << r.out;
   }
+  // The token from the token file, as from HF_TOKEN.
+  const fs::path token_file = g->dir / "hf-token";
+  std::ofstream(token_file) << token << "\n";
+  const std::string file_env = "HF_ENDPOINT=https://127.0.0.1:" + std::to_string(g->tls_port) + " HF_TOKEN= HF_TOKEN_PATH=" + token_file.string() +
+                               " CURL_CA_BUNDLE=" + g->ca_file().string();
+  expect_redacted(cli("inspect hf://org/reflect/model.safetensors", file_env), {token}, "GatedRepo");
 }
 
 TEST(HttpCli, CallerCredentialsAndPresignedSignaturesAreRedacted) {
@@ -976,6 +984,10 @@ TEST(HttpCli, CallerCredentialsAndPresignedSignaturesAreRedacted) {
     SCOPED_TRACE(args);
     expect_redacted(cli(args), {bearer, api_key}, "Unauthorized");
   }
+  // A message is cut to 2 KiB once scrubbed: a credential across the cut leaves no first half behind.
+  const std::size_t pad = 2048 - std::string("bad credentials: Authorization: Bearer ").size() - 5;
+  CliRun cut = cli("inspect" + headers + "'" + fault("small.safetensors", "reflect=1&pad=" + std::to_string(pad)) + "'");
+  expect_redacted(cut, {bearer.substr(0, 5)}, "Unauthorized");
   // A presigned URL names the file in every error, its signature redacted. (validate --json also echoes
   // the argument as given, in "file": the caller's own text, not a message; only "error" is looked at.)
   const std::string signature = "0123456789abcdef0123456789abcdef", presigned = g->fault_url("/absent.safetensors?X-Amz-Signature=" + signature);
