@@ -216,6 +216,43 @@ def tokenizer_seeds():
     }
 
 
+# fuzz_listing: byte 0 picks the reader (bit 0 set: a Hub tree page, else an S3 ListObjectsV2 page),
+# then the folder asked for, '\n', then the page's body.
+S3_HEAD = b'<?xml version="1.0" encoding="UTF-8"?>\n<ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/">'
+
+
+def listing_seed(hub, folder, body):
+    return bytes([1 if hub else 0]) + folder + b"\n" + body
+
+
+def listing_seeds():
+    s = {}
+    s["s3_page"] = listing_seed(False, b"llama/", S3_HEAD + (
+        b"<Name>models</Name><Prefix>llama/</Prefix><KeyCount>3</KeyCount><MaxKeys>1000</MaxKeys><Delimiter>/</Delimiter>"
+        b"<EncodingType>url</EncodingType><IsTruncated>true</IsTruncated><NextContinuationToken>1x+tok==</NextContinuationToken>"
+        b"<Contents><Key>llama/</Key><Size>0</Size></Contents>"
+        b"<Contents><Key>llama/config.json</Key><LastModified>2024-01-01T00:00:00.000Z</LastModified><Size>412</Size></Contents>"
+        b"<Contents><Key>llama/model+%C3%BC.safetensors</Key><Size>1048576</Size></Contents>"
+        b"<CommonPrefixes><Prefix>llama/tokenizer/</Prefix></CommonPrefixes></ListBucketResult>"))
+    s["s3_raw_entities"] = listing_seed(False, b"", S3_HEAD + (
+        b"<IsTruncated>false</IsTruncated><Contents><Key>a&amp;b&#233;&#x1F600;</Key><Size>7</Size></Contents></ListBucketResult>"))
+    s["s3_hostile"] = listing_seed(False, b"d/", S3_HEAD + (
+        b"<EncodingType>url</EncodingType><Contents><Key>d/..</Key><Size>1</Size></Contents>"
+        b"<Contents><Key>d/%00</Key><Size>99999999999999999999</Size></Contents><IsTruncated>maybe</IsTruncated></ListBucketResult>"))
+    s["s3_error"] = listing_seed(False, b"", b'<?xml version="1.0"?><Error><Code>AccessDenied</Code><Message>token '
+                                 b"hf_FuzzToken0123456789 key AKIAFUZZKEY000000001</Message></Error>")
+    s["hub_page"] = listing_seed(True, b"unet", json.dumps([
+        {"type": "file", "oid": "a" * 40, "size": 12, "path": "unet/config.json"},
+        {"type": "file", "oid": "b" * 40, "size": 3 << 30, "path": "unet/diffusion_pytorch_model.safetensors",
+         "lfs": {"oid": "c" * 64, "size": 3 << 30, "pointerSize": 134}},
+        {"type": "directory", "oid": "d" * 40, "size": 0, "path": "unet/sub"}]).encode())
+    s["hub_root"] = listing_seed(True, b"", b'[{"type":"file","path":"model.safetensors","size":8},{"type":"directory","path":"x"}]')
+    s["hub_hostile"] = listing_seed(True, b"d", b'[{"type":"file","path":"d/../x","size":-1},{"type":"symlink","path":"d/y"},{"path":1}]')
+    s["link_header"] = listing_seed(True, b"", b'<https://huggingface.co/api/models/o/r/tree/main?cursor=abc>; rel="next", '
+                                    b'<https://x/?X-Amz-Signature=00ff&token=hf_FuzzToken0123456789>; rel="prev"')
+    return s
+
+
 def write(target, seeds):
     folder = os.path.join(CORPUS, target)
     os.makedirs(folder, exist_ok=True)
@@ -232,6 +269,7 @@ def main():
     write("fuzz_legacy_view", legacy_view_seeds())
     write("fuzz_hf_folder", hf_folder_seeds())
     write("fuzz_tokenizer", tokenizer_seeds())
+    write("fuzz_listing", listing_seeds())
 
 
 if __name__ == "__main__":

@@ -67,7 +67,8 @@ struct HttpOptions {
   S3Options s3;
   long connect_timeout_ms = 10'000;
   // The deadline of one request (a block, or one chunk of a large read), its retries, backoff and
-  // redirects included, in seconds; 0: none. Negative (the default): $SAFEWEIGHTS_HTTP_TIMEOUT, else
+  // redirects included, in seconds; 0: none. A folder listing (Resolver::list) has one deadline for
+  // all its pages. Negative (the default): $SAFEWEIGHTS_HTTP_TIMEOUT, else
   // kDefaultHttpTimeoutS. Missed: Timeout, naming the URL, what was slow and the limit.
   double timeout_s = -1;
   // The minimum transfer rate: a request that receives (headers and body) fewer than min_rate bytes/s
@@ -98,7 +99,8 @@ struct HttpOptions {
 // size comes from Content-Range (or Content-Length when the server ignores Range). FileNotFound for
 // 404/410 (S3: NoSuchKey, NoSuchBucket); HttpError for other refusals, with the service's error code and
 // message when it sends one (S3's XML error, the Hub's X-Error-Code); IoError when the server cannot be
-// reached after the retries. The source's name() is the name as given.
+// reached after the retries. Errors never repeat a credential the process holds, nor a URL's signature
+// query values (docs/REMOTE.md). The source's name() is the name as given, a signature redacted.
 Result<SourcePtr> open_url(const std::string& url, const HttpOptions& options = {});
 
 // A URL through open_url(), anything else through open_file().

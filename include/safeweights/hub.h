@@ -46,7 +46,8 @@ std::string hf_endpoint();
 std::string hf_resolve_url(const HfLocation& location);
 
 // The token, as huggingface_hub finds it: $HF_TOKEN, else the first line of the token file. nullopt
-// when there is none.
+// when there is none. The token found is remembered, so that no error of this library repeats it
+// (docs/REMOTE.md, "Credentials in messages").
 std::optional<std::string> hf_token();
 
 SAFEWEIGHTS_API_END

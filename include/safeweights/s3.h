@@ -66,7 +66,8 @@ struct S3Request {
 // Resolves the configuration chain for `location` (the object's URL is built for its key; an empty key
 // gives the bucket's URL, for listing). InvalidArgument for a malformed setting (naming the variable or
 // file, never a secret), also when requests must be signed and no credentials are found (the message
-// lists where it looked and names S3Options::anonymous).
+// lists where it looked and names S3Options::anonymous). The credentials found are remembered, so that
+// no error of this library repeats them (docs/REMOTE.md, "Credentials in messages").
 Result<S3Request> resolve_s3_request(const S3Location& location, const S3Options& options = {});
 
 SAFEWEIGHTS_API_END

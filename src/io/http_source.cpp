@@ -21,6 +21,7 @@
 #include "core/strings.h"
 #include "io/curl_api.h"
 #include "io/remote_listing.h"
+#include "io/secrets.h"
 #include "io/uri.h"
 #include "safeweights/http.h"
 #include "safeweights/hub.h"
@@ -42,10 +43,17 @@ constexpr std::uint64_t kMaxHeaderBytes = 128u << 10;
 // budget starts again, so a server that cuts every response still delivers a large read. A server
 // that trickles forever still ends, at the request's deadline.
 constexpr std::uint64_t kProgressBytes = 64u << 10;
-// How much of a service's own error text (headers, the start of an error body) is kept for messages.
+// How much of a service's own error text (a header, an element of an error body) a message quotes, and
+// how much of an error body is kept.
 constexpr std::size_t kMaxServiceText = 2048;
 
 using Clock = std::chrono::steady_clock;
+
+// The deadline `timeout_s` seconds from now (HttpOptions::timeout_s, resolved: 0 is none).
+Clock::time_point deadline_after(double timeout_s) {
+  if (timeout_s <= 0) return Clock::time_point::max();
+  return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s));
+}
 
 // libcurl's functions. open_url() has loaded the table before any HttpSource exists, so every caller
 // below finds it.
@@ -267,6 +275,10 @@ std::string xml_element(std::string_view body, std::string_view element) {
   return std::string(body.substr(start + open.size(), end - start - open.size()));
 }
 
+// A service's words as a message quotes them: scrubbed of the credentials first (io/secrets.h), then
+// cut, so that a credential the cut would split cannot leave its first half behind.
+std::string quoted_service_text(std::string_view text) { return secrets::scrub(text).substr(0, kMaxServiceText); }
+
 // What the service said about a refusal, for the message: " (Code: message)", and for S3 a bucket in
 // another region, the region to ask. Empty when it said nothing.
 std::string service_detail(const Exchange& x) {
@@ -276,6 +288,9 @@ std::string service_detail(const Exchange& x) {
     message = xml_element(x.error_body, "Message");
   }
   if (region.empty()) region = xml_element(x.error_body, "Region");
+  code = quoted_service_text(code);
+  message = quoted_service_text(message);
+  region = quoted_service_text(region);
   std::string out;
   if (!code.empty()) out += " (" + code + (message.empty() ? std::string() : ": " + message) + ")";
   if (!region.empty()) out += "; the bucket is in region " + region + ": set AWS_REGION=" + region + " (--s3-region)";
@@ -425,11 +440,12 @@ std::size_t on_header(char* data, std::size_t size, std::size_t count, void* use
   } else if (iequals(key, "Content-Encoding")) {
     x.content_encoding = std::string(value);
   } else if (iequals(key, "X-Error-Code")) {
-    x.service_code = std::string(value.substr(0, kMaxServiceText));
+    // Kept whole (kMaxHeaderBytes bounds them): quoted_service_text() cuts them once scrubbed.
+    x.service_code = std::string(value);
   } else if (iequals(key, "X-Error-Message")) {
-    x.service_message = std::string(value.substr(0, kMaxServiceText));
+    x.service_message = std::string(value);
   } else if (iequals(key, "x-amz-bucket-region")) {
-    x.bucket_region = std::string(value.substr(0, kMaxServiceText));
+    x.bucket_region = std::string(value);
   } else if (iequals(key, "Link")) {
     x.link = std::string(value.substr(0, kMaxServiceText));
   } else if (iequals(key, "Content-Length")) {
@@ -543,10 +559,10 @@ struct Signing {
 
 class HttpSource final : public ByteSource {
  public:
-  // `name` is what messages and name() say (an s3:// or hf:// name, or the URL); `url` is where the
-  // requests go.
-  HttpSource(std::string name, std::string url, const HttpOptions& options, Signing signing)
-      : name_(std::move(name)), request_url_(std::move(url)), options_(options), signing_(std::move(signing)), slots_(options.parallel) {
+  // `name` is what messages and name() say (an s3:// or hf:// name, or the URL; scrubbed, so a
+  // presigned URL's signature is not repeated); `url` is where the requests go.
+  HttpSource(std::string_view name, std::string url, const HttpOptions& options, Signing signing)
+      : name_(secrets::scrub(name)), request_url_(std::move(url)), options_(options), signing_(std::move(signing)), slots_(options.parallel) {
     if (options_.readahead == 0) options_.readahead = 64u << 10;
     if (options_.chunk_size < options_.readahead) options_.chunk_size = options_.readahead;
     if (options_.parallel == 0) options_.parallel = 1;
@@ -561,26 +577,18 @@ class HttpSource final : public ByteSource {
   // prepare(), then the opening request.
   Status init();
   // One GET of the whole body at the source's URL (a listing page), at most `cap` bytes, with the
-  // redirects, deadline and retries of every request. `link` gets the response's Link header.
-  Result<std::string> get_document(std::uint64_t cap, std::string& link);
+  // redirects and retries of every request, by `deadline` (the whole listing's). `link` gets the
+  // response's Link header.
+  Result<std::string> get_document(std::uint64_t cap, std::string& link, Clock::time_point deadline);
   // The opening request, into `head`: size, validators, final URL, block 0.
   Status open_request(const std::shared_ptr<std::vector<std::byte>>& head);
 
   const std::string& name() const noexcept override { return name_; }
   std::uint64_t size() const noexcept override { return size_; }
 
-  Status read_at(std::uint64_t offset, std::span<std::byte> dst) const override {
-    SW_RETURN_IF_ERROR(check_range(offset, dst.size()));
-    if (dst.empty()) return Status::ok();
-    if (dst.size() <= small_read_limit()) return cached_read(offset, dst);
-    const ReadRequest r{offset, dst};
-    return read_scatter({&r, 1});
-  }
-
-  // Cached small runs are copied from the block cache; the others become requests, up to `parallel`
-  // in flight: nearby small runs share one request (read into bounded scratch memory, then scattered),
-  // large runs are split into chunk_size requests that write straight into the caller's memory.
-  Status read_scatter(std::span<const ReadRequest> requests) const override;
+  // Both reads' errors leave scrubbed (io/secrets.h): they may quote the server.
+  Status read_at(std::uint64_t offset, std::span<std::byte> dst) const override { return secrets::scrub(read_at_unscrubbed(offset, dst)); }
+  Status read_scatter(std::span<const ReadRequest> requests) const override { return secrets::scrub(read_scatter_unscrubbed(requests)); }
 
  private:
   struct Block {
@@ -590,6 +598,17 @@ class HttpSource final : public ByteSource {
   };
 
   std::uint64_t small_read_limit() const { return 4 * options_.readahead; }
+  Status read_at_unscrubbed(std::uint64_t offset, std::span<std::byte> dst) const {
+    SW_RETURN_IF_ERROR(check_range(offset, dst.size()));
+    if (dst.empty()) return Status::ok();
+    if (dst.size() <= small_read_limit()) return cached_read(offset, dst);
+    const ReadRequest r{offset, dst};
+    return read_scatter_unscrubbed({&r, 1});
+  }
+  // Cached small runs are copied from the block cache; the others become requests, up to `parallel`
+  // in flight: nearby small runs share one request (read into bounded scratch memory, then scattered),
+  // large runs are split into chunk_size requests that write straight into the caller's memory.
+  Status read_scatter_unscrubbed(std::span<const ReadRequest> requests) const;
   // What every request of this source carries: its name, limits and counters, and the deadline.
   ExchangeRequest request_base(Clock::time_point deadline) const {
     ExchangeRequest r;
@@ -611,9 +630,12 @@ class HttpSource final : public ByteSource {
   Status same_as_cached(std::uint64_t offset, std::span<const std::byte> got) const;
   // Runs `attempt` until it ends with an outcome, pausing with exponential backoff after each attempt
   // that asks for a retry, at most options_.max_retries times: the one retry policy of every request.
-  // Every attempt gets the request's deadline (options_.timeout_s from the first attempt); an attempt
-  // that made progress starts the retry budget again.
-  Status with_retries(const std::function<Attempt(Clock::time_point deadline)>& attempt) const;
+  // Every attempt gets the request's `deadline` (a read's: options_.timeout_s from the first attempt;
+  // a listing page's: the listing's); an attempt that made progress starts the retry budget again.
+  Status with_retries(const std::function<Attempt(Clock::time_point deadline)>& attempt, Clock::time_point deadline) const;
+  Status with_retries(const std::function<Attempt(Clock::time_point deadline)>& attempt) const {
+    return with_retries(attempt, deadline_after(options_.timeout_s));
+  }
   // check_cancelled(), naming the URL.
   Status cancelled() const;
   // Sleeps, waking for check_cancelled().
@@ -793,11 +815,8 @@ Attempt failed_attempt(const Exchange& x, CURLcode rc, const std::string& curl_m
   return a;
 }
 
-Status HttpSource::with_retries(const std::function<Attempt(Clock::time_point deadline)>& attempt) const {
+Status HttpSource::with_retries(const std::function<Attempt(Clock::time_point deadline)>& attempt, Clock::time_point deadline) const {
   HttpStats* stats = options_.stats.get();
-  const Clock::time_point deadline =
-      options_.timeout_s > 0 ? Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(options_.timeout_s))
-                             : Clock::time_point::max();
   long backoff = std::max(1L, options_.backoff_initial_ms);
   int attempts = 0;
   for (int n = 0;; ++n, ++attempts) {
@@ -901,6 +920,7 @@ Status HttpSource::prepare() {
       return Error(ErrorKind::InvalidArgument, "header must be \"Name: value\" on one line, got \"" + hdr + "\"").with_file(name_);
     }
     if (iequals(trim_header(std::string_view(hdr).substr(0, colon)), "Authorization")) has_auth = true;
+    secrets::remember_header(hdr);
     if (!origin_headers_.append(hdr)) return Error(ErrorKind::ResourceLimit, "out of memory").with_file(name_);
   }
   if (!has_auth && signing_.sigv4.empty() && options_.use_hf_token && hf_token_host(*origin_)) {
@@ -913,28 +933,30 @@ Status HttpSource::prepare() {
   return Status::ok();
 }
 
-Result<std::string> HttpSource::get_document(std::uint64_t cap, std::string& link) {
+Result<std::string> HttpSource::get_document(std::uint64_t cap, std::string& link, Clock::time_point deadline) {
   std::string body;
-  SW_RETURN_IF_ERROR(with_retries([&](Clock::time_point deadline) -> Attempt {
-    body.clear();
-    ExchangeRequest request = request_base(deadline);
-    request.document = &body;
-    request.document_cap = cap;
-    Exchange x(request);
-    std::string url = request_url_;
-    CURLcode rc = CURLE_OK;
-    std::string curl_message;
-    if (auto ended = send(x, url, rc, curl_message)) return std::move(*ended);
-    if (x.status == 200 && rc == CURLE_OK) {
-      link = x.link;
-      return Attempt::ended(Status::ok());
-    }
-    // A listing page is not resumed: a retry asks for it whole again.
-    Attempt a = failed_attempt(x, rc, curl_message);
-    a.offset = 0;
-    a.progress = 0;
-    return a;
-  }));
+  SW_RETURN_IF_ERROR(with_retries(
+      [&](Clock::time_point attempt_deadline) -> Attempt {
+        body.clear();
+        ExchangeRequest request = request_base(attempt_deadline);
+        request.document = &body;
+        request.document_cap = cap;
+        Exchange x(request);
+        std::string url = request_url_;
+        CURLcode rc = CURLE_OK;
+        std::string curl_message;
+        if (auto ended = send(x, url, rc, curl_message)) return std::move(*ended);
+        if (x.status == 200 && rc == CURLE_OK) {
+          link = x.link;
+          return Attempt::ended(Status::ok());
+        }
+        // A listing page is not resumed: a retry asks for it whole again.
+        Attempt a = failed_attempt(x, rc, curl_message);
+        a.offset = 0;
+        a.progress = 0;
+        return a;
+      },
+      deadline));
   return body;
 }
 
@@ -1059,7 +1081,7 @@ Status HttpSource::cached_read(std::uint64_t offset, std::span<std::byte> dst) c
   return Status::ok();
 }
 
-Status HttpSource::read_scatter(std::span<const ReadRequest> requests) const {
+Status HttpSource::read_scatter_unscrubbed(std::span<const ReadRequest> requests) const {
   SW_RETURN_IF_ERROR(check_requests(requests));
   struct Piece {
     std::uint64_t offset, length;
@@ -1220,7 +1242,9 @@ Result<Target> target_of(const std::string& name, const HttpOptions& options) {
 
 }  // namespace
 
-Result<SourcePtr> open_url(const std::string& url, const HttpOptions& options) {
+namespace {
+
+Result<SourcePtr> open_url_unscrubbed(const std::string& url, const HttpOptions& options) {
   if (!is_url(url)) return Error(ErrorKind::InvalidArgument, "not an http://, https://, s3:// or hf:// name").with_file(url);
   SW_ASSIGN_OR_RETURN(HttpOptions resolved, request_options(url, options));
   auto target = target_of(url, options);
@@ -1230,18 +1254,74 @@ Result<SourcePtr> open_url(const std::string& url, const HttpOptions& options) {
   return SourcePtr(std::move(source));
 }
 
+}  // namespace
+
+Result<SourcePtr> open_url(const std::string& url, const HttpOptions& options) {
+  auto source = open_url_unscrubbed(url, options);
+  if (!source.is_ok()) return secrets::scrub(source.error());
+  return source;
+}
+
 namespace listing {
 namespace {
 
-// One listing page: a GET of `url`, named `name` in messages.
-Result<std::string> get_page(const std::string& name, const std::string& url, const HttpOptions& options, Signing signing, std::string& link) {
-  HttpSource source(name, url, options, std::move(signing));
-  SW_RETURN_IF_ERROR(source.prepare());
-  return source.get_document(kMaxPageBytes, link);
-}
+// One folder's listing: its pages, all under one deadline computed when the listing starts (--timeout
+// bounds the whole listing, not each page: a service answering a page a second with a next page
+// forever would otherwise hold a listing for 1,000 pages), and the entries read so far.
+class Listing {
+ public:
+  Listing(const std::string& name, const HttpOptions& options) : name_(name), options_(options), deadline_(deadline_after(options.timeout_s)) {}
+
+  std::vector<FolderEntry>& entries() { return entries_; }
+
+  // The body of the next page, a GET of `url` (and its Link header), asked with what is left of the
+  // deadline. Timeout, naming the pages read, once the deadline has passed; ResourceLimit past
+  // kMaxPages.
+  Result<std::string> fetch(const std::string& url, Signing signing, std::string& link) {
+    if (pages_ == kMaxPages)
+      return Error(ErrorKind::ResourceLimit, "the listing goes on past " + std::to_string(kMaxPages) + " pages").with_file(name_);
+    if (Status s = check_cancelled(); !s.is_ok()) return std::move(s.error().with_file(name_));
+    if (Clock::now() >= deadline_) {
+      return stopped("it missed its deadline of " + seconds(options_.timeout_s) + " (--timeout, " + kHttpTimeoutEnv +
+                     ", which bounds the whole listing)");
+    }
+    HttpSource source(name_, url, options_, std::move(signing));
+    SW_RETURN_IF_ERROR(source.prepare());
+    auto body = source.get_document(kMaxPageBytes, link, deadline_);
+    if (!body.is_ok()) {
+      if (body.error().kind() == ErrorKind::Timeout) return stopped("page " + std::to_string(pages_ + 1) + ": " + body.error().message());
+      return body;
+    }
+    ++pages_;
+    return body;
+  }
+
+  // A page's entries, read by the page parser, added to the listing's (at most kMaxFolderEntries).
+  Status add(Result<Page>& page) {
+    if (!page.is_ok()) return error_of(page).with_file(name_);
+    if (entries_.size() + page->entries.size() > kMaxFolderEntries)
+      return Error(ErrorKind::ResourceLimit, "more than " + std::to_string(kMaxFolderEntries) + " entries in the folder").with_file(name_);
+    for (FolderEntry& e : page->entries) entries_.push_back(std::move(e));
+    return Status::ok();
+  }
+
+ private:
+  // Timeout, naming the pages read and `why` (the deadline, or the page that missed it).
+  Error stopped(const std::string& why) const {
+    return Error(ErrorKind::Timeout, "the listing stopped after " + std::to_string(pages_) + (pages_ == 1 ? " page" : " pages") + " (" +
+                                         std::to_string(entries_.size()) + " entries): " + why)
+        .with_file(name_);
+  }
+
+  const std::string& name_;
+  const HttpOptions& options_;
+  const Clock::time_point deadline_;
+  int pages_ = 0;
+  std::vector<FolderEntry> entries_;
+};
 
 // The pages of ListObjectsV2 under the folder's prefix, one level deep (delimiter '/').
-Status list_s3(const std::string& name, const HttpOptions& options, std::vector<FolderEntry>& out) {
+Status list_s3(Listing& listing, const std::string& name, const HttpOptions& options) {
   SW_ASSIGN_OR_RETURN(S3Location location, parse_s3_url(name));
   if (!location.key.empty() && !location.key.ends_with('/'))
     return Error(ErrorKind::InvalidArgument, "names an object, not a folder: end a prefix with '/' (s3://BUCKET/PREFIX/)").with_file(name);
@@ -1250,45 +1330,38 @@ Status list_s3(const std::string& name, const HttpOptions& options, std::vector<
   auto request = resolve_s3_request(location, options.s3);
   if (!request.is_ok()) return error_of(request).with_file(name);
   std::string token;
-  for (int page = 0;; ++page) {
-    if (page == kMaxPages) return Error(ErrorKind::ResourceLimit, "the listing goes on past " + std::to_string(kMaxPages) + " pages").with_file(name);
+  for (;;) {
     // The query in SigV4's canonical form already (names sorted, values percent-encoded), whatever
     // libcurl's version does to it before signing.
     std::string query = token.empty() ? std::string() : "continuation-token=" + uri::percent_encode(token, false) + "&";
     query += "delimiter=%2F&encoding-type=url&list-type=2&prefix=" + uri::percent_encode(prefix, false);
     std::string link;
-    SW_ASSIGN_OR_RETURN(std::string body, get_page(name, request->url + "?" + query, options, s3_signing(*request), link));
+    SW_ASSIGN_OR_RETURN(std::string body, listing.fetch(request->url + "?" + query, s3_signing(*request), link));
     auto p = parse_s3_page(body, prefix);
-    if (!p.is_ok()) return error_of(p).with_file(name);
-    if (out.size() + p->entries.size() > kMaxFolderEntries)
-      return Error(ErrorKind::ResourceLimit, "more than " + std::to_string(kMaxFolderEntries) + " entries in the folder").with_file(name);
-    for (FolderEntry& e : p->entries) out.push_back(std::move(e));
+    SW_RETURN_IF_ERROR(listing.add(p));
     if (p->next.empty()) break;
     if (p->next == token) return Error(ErrorKind::HttpError, "the listing repeats its continuation token").with_file(name);
     token = std::move(p->next);
   }
   // Nothing under a prefix: S3 has no such folder (an empty bucket is still a folder).
-  if (out.empty() && !prefix.empty()) return Error(ErrorKind::FileNotFound, "no such remote folder: nothing under this prefix").with_file(name);
+  if (listing.entries().empty() && !prefix.empty())
+    return Error(ErrorKind::FileNotFound, "no such remote folder: nothing under this prefix").with_file(name);
   return Status::ok();
 }
 
 // The pages of the Hub's tree API for the folder (not recursive), following rel="next" on the
 // endpoint's own origin only: the token goes nowhere else.
-Status list_hub(const std::string& name, const HttpOptions& options, std::vector<FolderEntry>& out) {
+Status list_hub(Listing& listing, const std::string& name) {
   SW_ASSIGN_OR_RETURN(HfLocation location, parse_hf_url(name));
   const std::string endpoint = hf_endpoint();
   const std::string kind = location.repo_type == "dataset" ? "datasets" : location.repo_type == "space" ? "spaces" : "models";
   std::string url = endpoint + "/api/" + kind + "/" + location.repo_id + "/tree/" + uri::percent_encode(location.revision, false);
   if (!location.path.empty()) url += "/" + uri::percent_encode(location.path, true);
-  for (int page = 0; !url.empty(); ++page) {
-    if (page == kMaxPages) return Error(ErrorKind::ResourceLimit, "the listing goes on past " + std::to_string(kMaxPages) + " pages").with_file(name);
+  while (!url.empty()) {
     std::string link;
-    SW_ASSIGN_OR_RETURN(std::string body, get_page(name, url, options, {}, link));
+    SW_ASSIGN_OR_RETURN(std::string body, listing.fetch(url, {}, link));
     auto p = parse_hub_page(body, location.path);
-    if (!p.is_ok()) return error_of(p).with_file(name);
-    if (out.size() + p->entries.size() > kMaxFolderEntries)
-      return Error(ErrorKind::ResourceLimit, "more than " + std::to_string(kMaxFolderEntries) + " entries in the folder").with_file(name);
-    for (FolderEntry& e : p->entries) out.push_back(std::move(e));
+    SW_RETURN_IF_ERROR(listing.add(p));
     url = next_link(link);
     if (!url.empty() && !url.starts_with(endpoint + "/"))
       return Error(ErrorKind::HttpError, "the listing's next page is on another host than the Hub's endpoint: not followed").with_file(name);
@@ -1296,23 +1369,31 @@ Status list_hub(const std::string& name, const HttpOptions& options, std::vector
   return Status::ok();
 }
 
-}  // namespace
-
-Result<std::vector<FolderEntry>> list_remote_folder(const std::string& name, const HttpOptions& options) {
+Result<std::vector<FolderEntry>> list_remote_folder_unscrubbed(const std::string& name, const HttpOptions& options) {
   SW_ASSIGN_OR_RETURN(HttpOptions resolved, request_options(name, options));
-  std::vector<FolderEntry> entries;
+  Listing listing(name, resolved);
   if (is_s3_url(name)) {
-    SW_RETURN_IF_ERROR(list_s3(name, resolved, entries));
+    SW_RETURN_IF_ERROR(list_s3(listing, name, resolved));
   } else if (is_hf_url(name)) {
-    SW_RETURN_IF_ERROR(list_hub(name, resolved, entries));
+    SW_RETURN_IF_ERROR(list_hub(listing, name));
   } else {
     return Error(ErrorKind::NotSupported, "an http(s) URL has no listing: name the files (s3:// and hf:// folders are listed)").with_file(name);
   }
+  std::vector<FolderEntry>& entries = listing.entries();
   std::sort(entries.begin(), entries.end(), [](const FolderEntry& a, const FolderEntry& b) { return a.name < b.name; });
   for (std::size_t i = 1; i < entries.size(); ++i) {
     if (entries[i].name == entries[i - 1].name)
       return Error(ErrorKind::HttpError, "the listing names `" + entries[i].name + "` twice").with_file(name);
   }
+  return std::move(entries);
+}
+
+}  // namespace
+
+// Its errors leave scrubbed (io/secrets.h): they may quote the service, and a page's names.
+Result<std::vector<FolderEntry>> list_remote_folder(const std::string& name, const HttpOptions& options) {
+  auto entries = list_remote_folder_unscrubbed(name, options);
+  if (!entries.is_ok()) return secrets::scrub(entries.error());
   return entries;
 }
 

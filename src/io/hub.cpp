@@ -6,6 +6,7 @@
 #include <string>
 
 #include "core/strings.h"
+#include "io/secrets.h"
 #include "io/uri.h"
 #include "safeweights/hub.h"
 
@@ -91,7 +92,10 @@ std::string hf_resolve_url(const HfLocation& location) {
 }
 
 std::optional<std::string> hf_token() {
-  if (std::string t = env("HF_TOKEN"); !t.empty()) return t;
+  if (std::string t = env("HF_TOKEN"); !t.empty()) {
+    secrets::remember(t);
+    return t;
+  }
   const std::string path = token_path();
   if (path.empty()) return std::nullopt;
   std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
@@ -101,6 +105,7 @@ std::optional<std::string> hf_token() {
   std::string_view text(buf, n);
   text = trim(text.substr(0, text.find('\n')), " \t\r");
   if (text.empty()) return std::nullopt;
+  secrets::remember(text);
   return std::string(text);
 }
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/strings.h"
+#include "io/secrets.h"
 #include "io/uri.h"
 #include "safeweights/s3.h"
 
@@ -280,6 +281,8 @@ Result<S3Request> resolve_s3_request(const S3Location& location, const S3Options
         .with_file(name);
   }
   for (const std::string* secret : {&req.access_key_id, &req.secret_access_key, &req.session_token}) {
+    // The access key id too: it names the account, and with a leaked secret it is half the pair.
+    secrets::remember(*secret);
     if (secret->find_first_of("\r\n") != std::string::npos) {
       return Error(ErrorKind::InvalidArgument, "AWS credentials from " + req.credentials_from + " contain a line break").with_file(name);
     }

@@ -20,8 +20,19 @@ independent behaviour by adding e.g. `&tag=name`:
   change_after=K  after K requests the file is a new version (new ETag; with grow=1 also one byte longer)
   forbid_auth=1   400 if an Authorization header arrives (checks a redirect dropped it)
   require_auth=V  401 unless Authorization is exactly V
+  reflect=1       401 whose X-Error-Message and body repeat the request's Authorization and X-Api-Key
+                  (after pad=N dots: a credential where a client cuts the message)
   /redirect?to=URL        302 to URL
   /count?path=P           the number of requests seen for P (P as the server saw it, query included)
+
+Hostile listings and a hostile S3 (path-style buckets, any credentials accepted):
+
+  /endless/?list-type=2...          ListObjectsV2 pages, each after PAGE_PAUSE s, each truncated with
+                                    a next continuation token, ENDLESS_PAGES pages in all
+  /api/models/org/endless/tree/...  the same as Hub tree pages with a Link to the next page
+  /reflect/... (bucket "reflect")   403 with an S3 XML error whose <Message> repeats the session token
+                                    (as is and percent-encoded), the access key id of the signature,
+                                    and REFLECTED_SECRET, a secret key the server "knows"
 
 Prints the port it listens on (127.0.0.1, chosen by the kernel) on stdout, then serves until killed.
 """
@@ -37,6 +48,12 @@ import urllib.parse
 
 COUNTS = {}
 LOCK = threading.Lock()
+# The endless listings: a page every PAGE_PAUSE seconds, always with a next one until ENDLESS_PAGES (a
+# bound only so that a client with no overall deadline still ends, after ENDLESS_PAGES * PAGE_PAUSE s).
+PAGE_PAUSE = 0.25
+ENDLESS_PAGES = 40
+# The secret key /reflect/ repeats, as a server that knows it (a hostile proxy, a leaking log) would.
+REFLECTED_SECRET = "wJalrXUtnFEMI/K7MDENG+bPxRfiCYREFLECTED0"
 
 
 def bump(key):
@@ -67,6 +84,17 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.small(200, str(COUNTS.get(q.get("path", ""), 0)).encode())
             return
         n = bump(self.path)
+        if url.path.strip("/") == "endless" and "list-type" in q:
+            return self.s3_page(q)
+        if url.path.startswith("/api/models/org/endless/tree/"):
+            return self.hub_page(url.path, q)
+        if url.path.strip("/").split("/")[0] == "reflect":
+            return self.s3_reflect()
+        if q.get("reflect"):
+            said = "." * int(q.get("pad", 0)) + "bad credentials: Authorization: %s; X-Api-Key: %s" % (
+                self.headers.get("Authorization"), self.headers.get("X-Api-Key"))
+            self.small(401, said.encode(), headers=[("X-Error-Code", "Unauthorized"), ("X-Error-Message", said)])
+            return
         if url.path == "/redirect":
             self.small(302, headers=[("Location", q["to"])])
             return
@@ -167,6 +195,32 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.wfile.write(body)
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True
+
+
+    def s3_page(self, q):
+        page = int(q.get("continuation-token", "t0")[1:])
+        time.sleep(PAGE_PAUSE)
+        more = page + 1 < ENDLESS_PAGES
+        body = ('<?xml version="1.0" encoding="UTF-8"?><ListBucketResult><Name>endless</Name><Prefix></Prefix>'
+                "<Contents><Key>f%d</Key><Size>1</Size></Contents><IsTruncated>%s</IsTruncated>%s</ListBucketResult>"
+                % (page, "true" if more else "false", "<NextContinuationToken>t%d</NextContinuationToken>" % (page + 1) if more else ""))
+        self.small(200, body.encode(), headers=[("Content-Type", "application/xml")])
+
+    def hub_page(self, path, q):
+        page = int(q.get("cursor", "0"))
+        time.sleep(PAGE_PAUSE)
+        headers = [("Content-Type", "application/json")]
+        if page + 1 < ENDLESS_PAGES:
+            headers.append(("Link", '<http://%s%s?cursor=%d>; rel="next"' % (self.headers["Host"], path, page + 1)))
+        self.small(200, ('[{"type": "file", "path": "f%d", "size": 1}]' % page).encode(), headers=headers)
+
+    def s3_reflect(self):
+        token = self.headers.get("x-amz-security-token", "")
+        credential = re.search(r"Credential=([^/,]*)", self.headers.get("Authorization", ""))
+        message = ("Access Denied for %s with session token %s (encoded %s); the secret key is %s"
+                   % (credential.group(1) if credential else "nobody", token, urllib.parse.quote(token, safe=""), REFLECTED_SECRET))
+        body = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>AccessDenied</Code><Message>%s</Message></Error>" % message
+        self.small(403, body.encode(), headers=[("Content-Type", "application/xml")])
 
 
 class Server(http.server.ThreadingHTTPServer):

@@ -12,6 +12,7 @@
 #include <random>
 #include <sstream>
 
+#include "io/secrets.h"
 #include "safeweights/dduf.h"
 #include "safeweights/http.h"
 #include "safeweights/resolver.h"
@@ -817,6 +818,33 @@ TEST(HttpFaults, EveryResponseCutStillDeliversALargeRead) {
   EXPECT_GT(stats->retries.load(), 3u * static_cast<unsigned>(opts.max_retries));
 }
 
+// ---- credentials a server reflects ------------------------------------------------------------------
+
+TEST(HttpSecrets, EverySpellingOfACredentialIsRedacted) {
+  secrets::remember("short");  // too short to be redacted everywhere its letters occur
+  secrets::remember("s3cr3t/Key+Value=");
+  secrets::remember_header("X-Api-Key: key-0123456789");
+  secrets::remember_header("Authorization: Bearer hf_bearer0123456789");
+  secrets::remember_header("Accept: application/json");  // no credential
+  secrets::remember("xml&<secret>\"'");
+  const std::string text =
+      "short s3cr3t/Key+Value= s3cr3t%2FKey%2BValue%3D s3cr3t%2fKey%2bValue%3d s3cr3t\\/Key+Value= czNjcjN0L0tleStWYWx1ZT0= key-0123456789 "
+      "hf_bearer0123456789 application/json xml&amp;&lt;secret&gt;&quot;&apos; "
+      "https://b.s3.amazonaws.com/k?X-Amz-Credential=AKID%2F1&x-amz-signature=abc123&part=2 "
+      "Signature=ff00, SignatureDoesNotMatch";
+  EXPECT_EQ(secrets::scrub(text),
+            "short <redacted> <redacted> <redacted> <redacted> <redacted> <redacted> <redacted> application/json <redacted> "
+            "https://b.s3.amazonaws.com/k?X-Amz-Credential=<redacted>&x-amz-signature=<redacted>&part=2 Signature=<redacted>, SignatureDoesNotMatch");
+  const Error e = secrets::scrub(Error(ErrorKind::HttpError, "HTTP 403 (AccessDenied: key-0123456789)")
+                                     .with_file("https://h/x?sig=abc")
+                                     .with_offset(7)
+                                     .with_rule(ErrorRule::Unspecified));
+  EXPECT_EQ(e.message(), "HTTP 403 (AccessDenied: <redacted>)");
+  EXPECT_EQ(e.context().file, "https://h/x?sig=<redacted>");
+  EXPECT_EQ(e.context().offset, 7u);
+  EXPECT_EQ(e.kind(), ErrorKind::HttpError);
+}
+
 // ---- the CLI -----------------------------------------------------------------------------------------
 
 struct CliRun {
@@ -844,6 +872,131 @@ std::pair<std::uint64_t, std::uint64_t> parse_stats(const std::string& err) {
   unsigned long long n = 0, m = 0;
   std::sscanf(err.c_str() + at, "stats: %llu requests, %llu bytes", &n, &m);
   return {n, m};
+}
+
+// A listing that answers every page, slowly, with a next page (fault_server.py's endless listings,
+// ENDLESS_PAGES pages of PAGE_PAUSE s each): --timeout bounds the whole listing, not each page.
+TEST(HttpListing, TheDeadlineBoundsTheWholeListing) {
+  REQUIRE_SERVERS();
+  ::setenv("HF_ENDPOINT", g->fault_url("").c_str(), 1);
+  auto opts = test_options();
+  opts.timeout_s = 2;
+  opts.s3.endpoint_url = g->fault_url("");
+  opts.s3.addressing_style = "path";
+  opts.s3.anonymous = true;
+  for (const std::string name : {"hf://org/endless", "s3://endless/"}) {
+    auto listed = default_resolver(opts)->list(name);
+    ASSERT_FALSE(listed.is_ok()) << name << ": " << listed->size() << " entries listed, each page within the deadline";
+    const Error& e = listed.error();
+    EXPECT_EQ(e.kind(), ErrorKind::Timeout) << e.to_string();
+    EXPECT_EQ(e.context().file, name);
+    EXPECT_NE(e.message().find("the listing stopped after "), std::string::npos) << e.to_string();
+    EXPECT_NE(e.message().find(" pages ("), std::string::npos) << e.to_string();
+    EXPECT_NE(e.message().find("deadline of 2 s"), std::string::npos) << e.to_string();
+  }
+  // The CLI's --timeout is the same deadline.
+  CliRun r = cli("convert --timeout 2 hf://org/endless " + (g->dir / "endless.gguf").string(), "HF_ENDPOINT=" + g->fault_url(""));
+  EXPECT_EQ(r.code, 1) << r.err;
+  EXPECT_NE(r.err.find("hf://org/endless: Timeout: the listing stopped after "), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(g->dir / "endless.gguf"));
+  ::unsetenv("HF_ENDPOINT");
+}
+
+// Ctrl-C during a listing that goes on and on ends the CLI at once, as during a read.
+TEST(HttpCli, InterruptStopsAListing) {
+  REQUIRE_SERVERS();
+  const std::string first_page = "/api/models/org/endless/tree/main";
+  const int before = fault_requests(first_page);
+  ::setenv("HF_ENDPOINT", g->fault_url("").c_str(), 1);
+  const pid_t pid = swhttp::spawn({SAFEWEIGHTS_CLI, "convert", "--timeout", "0", "hf://org/endless", (g->dir / "interrupted.gguf").string()});
+  ::unsetenv("HF_ENDPOINT");
+  ASSERT_GT(pid, 0);
+  for (int i = 0; i < 1000 && fault_requests(first_page) == before; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ::kill(pid, SIGINT);
+  int status = 0;
+  pid_t done = 0;
+  for (int i = 0; i < 1000 && (done = ::waitpid(pid, &status, WNOHANG)) == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  if (done == 0) {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, &status, 0);
+    FAIL() << "the CLI was still listing 10 s after SIGINT";
+  }
+  EXPECT_TRUE(WIFSIGNALED(status) ? WTERMSIG(status) == SIGINT : WEXITSTATUS(status) != 0);
+  EXPECT_FALSE(fs::exists(g->dir / "interrupted.gguf"));
+}
+
+// What a hostile server reflects of the credentials reaches neither stderr nor --json output; the rest
+// of its message does. `hidden` are the credentials (and their encoded forms) that must not appear.
+void expect_redacted(const CliRun& r, const std::vector<std::string>& hidden, const std::string& code) {
+  EXPECT_NE(r.code, 0) << r.err << r.out;  // 1, or 2 for diff
+  for (const std::string& s : hidden) {
+    EXPECT_EQ(r.err.find(s), std::string::npos) << s << " in stderr: " << r.err;
+    EXPECT_EQ(r.out.find(s), std::string::npos) << s << " in stdout: " << r.out;
+  }
+  EXPECT_NE((r.err + r.out).find(code), std::string::npos) << r.err << r.out;
+  EXPECT_NE((r.err + r.out).find("<redacted>"), std::string::npos) << r.err << r.out;
+}
+
+TEST(HttpCli, S3CredentialsReflectedInTheErrorMessageAreRedacted) {
+  REQUIRE_SERVERS();
+  const std::string key_id = "AKIAREFLECTED0000001", secret = "wJalrXUtnFEMI/K7MDENG+bPxRfiCYREFLECTED0",
+                    token = "FwoGZXIvYXdzEReflected//Session+Token=";
+  const std::string env = "AWS_ACCESS_KEY_ID=" + key_id + " AWS_SECRET_ACCESS_KEY='" + secret + "' AWS_SESSION_TOKEN='" + token +
+                          "' AWS_ENDPOINT_URL=" + g->fault_url("") +
+                          " AWS_REGION=us-east-1 AWS_SHARED_CREDENTIALS_FILE=/nonexistent AWS_CONFIG_FILE=/nonexistent";
+  const std::vector<std::string> hidden = {key_id, secret, token, "FwoGZXIvYXdzEReflected%2F%2FSession%2BToken%3D"};
+  const std::string out = (g->dir / "reflect.gguf").string();
+  for (const std::string& args :
+       std::vector<std::string>{"inspect s3://reflect/model.safetensors", "validate --json s3://reflect/model.safetensors",
+                                "convert s3://reflect/llama/ " + out, "diff --json s3://reflect/llama/ s3://reflect/other/"}) {
+    SCOPED_TRACE(args);
+    expect_redacted(cli(args, env), hidden, "AccessDenied");
+  }
+}
+
+TEST(HttpCli, HubTokenReflectedInXErrorMessageIsRedacted) {
+  REQUIRE_TLS();
+  const std::string token = "hf_ReflectedHubToken0123456789abcdef";
+  const std::string env =
+      "HF_ENDPOINT=https://127.0.0.1:" + std::to_string(g->tls_port) + " HF_TOKEN=" + token + " CURL_CA_BUNDLE=" + g->ca_file().string();
+  for (const std::string& args :
+       std::vector<std::string>{"inspect hf://org/reflect/model.safetensors", "validate --json hf://org/reflect/model.safetensors",
+                                "convert hf://org/reflect " + (g->dir / "hub.gguf").string()}) {
+    SCOPED_TRACE(args);
+    CliRun r = cli(args, env);
+    expect_redacted(r, {token}, "GatedRepo");
+    EXPECT_NE((r.err + r.out).find("Access to this model is restricted for Bearer <redacted>"), std::string::npos) << r.err << r.out;
+  }
+  // The token from the token file, as from HF_TOKEN.
+  const fs::path token_file = g->dir / "hf-token";
+  std::ofstream(token_file) << token << "\n";
+  const std::string file_env = "HF_ENDPOINT=https://127.0.0.1:" + std::to_string(g->tls_port) + " HF_TOKEN= HF_TOKEN_PATH=" + token_file.string() +
+                               " CURL_CA_BUNDLE=" + g->ca_file().string();
+  expect_redacted(cli("inspect hf://org/reflect/model.safetensors", file_env), {token}, "GatedRepo");
+}
+
+TEST(HttpCli, CallerCredentialsAndPresignedSignaturesAreRedacted) {
+  REQUIRE_SERVERS();
+  const std::string bearer = "plain-bearer-0123456789", api_key = "plain-api-key-0123456789";
+  const std::string headers = " --header 'Authorization: Bearer " + bearer + "' --header 'X-Api-Key: " + api_key + "' ";
+  for (const std::string& args : std::vector<std::string>{"inspect" + headers + "'" + fault("small.safetensors", "reflect=1") + "'",
+                                                          "validate --json" + headers + "'" + fault("small.safetensors", "reflect=1") + "'"}) {
+    SCOPED_TRACE(args);
+    expect_redacted(cli(args), {bearer, api_key}, "Unauthorized");
+  }
+  // A message is cut to 2 KiB once scrubbed: a credential across the cut leaves no first half behind.
+  const std::size_t pad = 2048 - std::string("bad credentials: Authorization: Bearer ").size() - 5;
+  CliRun cut = cli("inspect" + headers + "'" + fault("small.safetensors", "reflect=1&pad=" + std::to_string(pad)) + "'");
+  expect_redacted(cut, {bearer.substr(0, 5)}, "Unauthorized");
+  // A presigned URL names the file in every error, its signature redacted. (validate --json also echoes
+  // the argument as given, in "file": the caller's own text, not a message; only "error" is looked at.)
+  const std::string signature = "0123456789abcdef0123456789abcdef", presigned = g->fault_url("/absent.safetensors?X-Amz-Signature=" + signature);
+  CliRun r = cli("inspect '" + presigned + "'");
+  expect_redacted(r, {signature}, "FileNotFound");
+  EXPECT_NE(r.err.find("X-Amz-Signature=<redacted>: FileNotFound"), std::string::npos) << r.err;
+  CliRun json = cli("validate --json '" + presigned + "'");
+  json.out = json.out.substr(json.out.find("\"error\""));
+  expect_redacted(json, {signature}, "FileNotFound");
 }
 
 TEST(HttpCli, InspectValidateCatMatchLocal) {

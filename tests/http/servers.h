@@ -131,18 +131,22 @@ struct Servers {
                                          : "";
       const fs::path conf = dir / "nginx.conf", pid = dir / "nginx.pid";
       fs::remove(pid);
-      std::ofstream(conf) << "daemon off;\nmaster_process off;\nworker_processes 1;\n"
-                          << "pid " << pid.string() << ";\nerror_log " << (dir / "error.log").string() << " warn;\n"
-                          << "events { worker_connections 512; }\nhttp {\n"
-                          << "  access_log " << access_log().string() << ";\n"
-                          << "  client_body_temp_path " << (dir / "t1").string() << "; proxy_temp_path " << (dir / "t2").string()
-                          << "; fastcgi_temp_path " << (dir / "t3").string() << "; uwsgi_temp_path " << (dir / "t4").string() << "; scgi_temp_path "
-                          << (dir / "t5").string() << ";\n"
-                          << "  keepalive_requests 100000;\n"
-                          << "  server { listen 127.0.0.1:" << nginx_port << ";" << tls_listen << " root "
-                          << www.string()
-                          // /auth/: only for "Authorization: Bearer tok" (where HF_TOKEN may go, and where not)
-                          << "; location /auth/ { if ($http_authorization != \"Bearer tok\") { return 401; } } }\n}\n";
+      std::ofstream(conf)
+          << "daemon off;\nmaster_process off;\nworker_processes 1;\n"
+          << "pid " << pid.string() << ";\nerror_log " << (dir / "error.log").string() << " warn;\n"
+          << "events { worker_connections 512; }\nhttp {\n"
+          << "  access_log " << access_log().string() << ";\n"
+          << "  client_body_temp_path " << (dir / "t1").string() << "; proxy_temp_path " << (dir / "t2").string() << "; fastcgi_temp_path "
+          << (dir / "t3").string() << "; uwsgi_temp_path " << (dir / "t4").string() << "; scgi_temp_path " << (dir / "t5").string() << ";\n"
+          << "  keepalive_requests 100000;\n"
+          << "  server { listen 127.0.0.1:" << nginx_port << ";" << tls_listen << " root "
+          << www.string()
+          // /auth/: only for "Authorization: Bearer tok" (where HF_TOKEN may go, and where not)
+          << "; location /auth/ { if ($http_authorization != \"Bearer tok\") { return 401; } }"
+          // A hostile Hub: the repository org/reflect refuses its files and its tree with
+          // the request's Authorization in X-Error-Message.
+          << " location ~ ^/(api/models/)?org/reflect/ { add_header X-Error-Code GatedRepo always;"
+          << " add_header X-Error-Message \"Access to this model is restricted for $http_authorization\" always; return 401; } }\n}\n";
       nginx_pid = spawn({nginx, "-p", dir.string(), "-c", conf.string(), "-e", (dir / "error.log").string()});
       // nginx writes its pid file after binding the port: both together mean it serves.
       for (int i = 0; i < 500; ++i) {
