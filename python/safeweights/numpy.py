@@ -25,7 +25,8 @@ from ._safe_open import safe_open
 from ._safeweights import TensorSpec, deserialize, serialize, serialize_file
 from ._write import write
 
-_NUMPY = FRAMEWORKS["np"]
+# The reference module's name for its save path: TensorSpecs for the arrays, and what they point into.
+_flatten = FRAMEWORKS["np"].flatten
 
 # The reference module's table of numpy types by safetensors code: numpy's own types (bool as Python's).
 _TYPES: Dict[str, Any] = {code: bool if code == "BOOL" else numpy_dtype(code).type for code in _NUMPY_NATIVE}
@@ -53,7 +54,7 @@ def _is_little_endian(tensor: np.ndarray) -> bool:
 
 def save(tensor_dict: Dict[str, np.ndarray], metadata: Optional[Dict[str, str]] = None) -> bytes:
     """The safetensors file for these arrays, as bytes."""
-    return write(_NUMPY.flatten(tensor_dict), metadata)
+    return write(_flatten(tensor_dict), metadata)
 
 
 def save_file(
@@ -62,7 +63,7 @@ def save_file(
     metadata: Optional[Dict[str, str]] = None,
 ) -> None:
     """Writes the arrays to ``filename`` atomically (a temporary file renamed into place)."""
-    write(_NUMPY.flatten(tensor_dict), metadata, filename)
+    write(_flatten(tensor_dict), metadata, filename)
 
 
 def load(data: bytes) -> Dict[str, np.ndarray]:
