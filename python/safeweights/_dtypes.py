@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import functools
+from typing import TYPE_CHECKING, Any, List, Sequence
 
 from . import _safeweights
 from ._errors import SafetensorError
+
+if TYPE_CHECKING:
+    import numpy as np
 
 # code -> (bits, numpy name, torch name); the single source is the C++ table python/src/dtype_names.h
 # (kPythonDtypeNames, over the safetensors codes of src/safetensors/dtypes.cpp).
@@ -16,7 +20,7 @@ _NUMPY_NATIVE = {"BOOL", "U8", "I8", "I16", "U16", "F16", "I32", "U32", "F32", "
 
 
 @functools.lru_cache(maxsize=None)
-def numpy_dtype(code: str):
+def numpy_dtype(code: str) -> np.dtype[Any]:
     """The numpy dtype for a safetensors dtype code, or a SafetensorError that says how to get it."""
     import numpy as np
 
@@ -46,7 +50,7 @@ def numpy_dtype(code: str):
 
 
 @functools.lru_cache(maxsize=None)
-def torch_dtype(code: str):
+def torch_dtype(code: str) -> Any:
     """The torch dtype for a safetensors dtype code, or a SafetensorError naming the torch it needs."""
     import torch
 
@@ -61,7 +65,7 @@ def torch_dtype(code: str):
     return dt
 
 
-def torch_shape(code: str, shape):
+def torch_shape(code: str, shape: Sequence[int]) -> List[int]:
     """torch stores F4 two to a byte: its tensors have the last dimension halved."""
     if code == "F4" and shape:
         return [*shape[:-1], shape[-1] // 2]

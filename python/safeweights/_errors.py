@@ -16,6 +16,7 @@ rest of ``import safeweights``, and only DDUF callers ever need it.
 from __future__ import annotations
 
 import functools
+from typing import Any
 
 from . import _safeweights
 
@@ -35,7 +36,7 @@ class SliceIndexError(SafetensorError, IndexError):
     """An integer index outside its dimension in ``get_slice(...)[...]`` (also an IndexError)."""
 
 
-def _hub_bases():
+def _hub_bases() -> Any:
     try:
         from huggingface_hub import errors as hub  # noqa: PLC0415 (optional dependency)
     except Exception:  # not installed, or an old version without the DDUF errors
@@ -46,7 +47,7 @@ def _hub_bases():
     return hub
 
 
-_hub = _hub_bases()
+_hub: Any = _hub_bases()  # huggingface_hub.errors, or None
 
 if _hub is None:
 
@@ -77,14 +78,14 @@ else:
         """An entry name breaks the DDUF naming rules."""
 
 
-def _default_context(cls) -> None:
+def _default_context(cls: type) -> None:
     for attr in ("kind", "rule", "file", "entry", "tensor", "offset"):
         if not hasattr(cls, attr):
             setattr(cls, attr, None)
 
 
 @functools.lru_cache(maxsize=None)
-def _bad_zip_class():
+def _bad_zip_class() -> type:
     import zipfile  # noqa: PLC0415 (lazy, see the module docstring)
 
     class DDUFBadZipFileError(DDUFCorruptedFileError, zipfile.BadZipFile):
@@ -96,12 +97,12 @@ def _bad_zip_class():
     return DDUFBadZipFileError
 
 
-def _make_bad_zip_error(message):
+def _make_bad_zip_error(message: str) -> Exception:
     """What the extension calls in place of the class: an instance of DDUFBadZipFileError."""
     return _bad_zip_class()(message)
 
 
-def __getattr__(name):
+def __getattr__(name: str) -> type:
     if name == "DDUFBadZipFileError":
         return _bad_zip_class()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -10,11 +10,13 @@ uses). The tensors of one load share one storage: the memory is freed when the l
 
 from __future__ import annotations
 
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
 from ._dtypes import TABLE, torch_dtype, torch_shape
 from ._errors import SafetensorError
 
 
-def is_cuda(device) -> bool:
+def is_cuda(device: Any) -> bool:
     if device is None:
         return False
     if isinstance(device, int):
@@ -24,7 +26,7 @@ def is_cuda(device) -> bool:
     return getattr(device, "type", None) == "cuda"
 
 
-def torch_device(device):
+def torch_device(device: Any) -> Any:
     import torch  # noqa: PLC0415
 
     if isinstance(device, int):
@@ -32,7 +34,7 @@ def torch_device(device):
     return torch.device(device)
 
 
-def check_shard(shard):
+def check_shard(shard: Any) -> Optional[Tuple[int, int, int]]:
     """(dim, rank, world) as ints, or None."""
     if shard is None:
         return None
@@ -45,7 +47,7 @@ def check_shard(shard):
     return (dim, rank, world)
 
 
-def _prepare(plan, device):
+def _prepare(plan: Any, device: Any) -> Tuple[List[Any], Any, Any]:
     """(placed tensors, destination buffer, torch device) for a load of `plan`: every check before
     anything is read, then the one allocation."""
     import torch  # noqa: PLC0415
@@ -66,7 +68,9 @@ def _prepare(plan, device):
     return placed, buf, dev
 
 
-def _run(plan, buf, dev, load_host, load_device):
+def _run(
+    plan: Any, buf: Any, dev: Any, load_host: Callable[[int, int], Any], load_device: Callable[[int, int, int], Any]
+) -> Any:
     """Runs the plan's load into `buf`: load_host(address, size) on the CPU, load_device(address, size,
     index) on a CUDA device after the work queued on torch's current stream."""
     import torch  # noqa: PLC0415
@@ -81,7 +85,7 @@ def _run(plan, buf, dev, load_host, load_device):
         return load_device(buf.data_ptr(), plan.size, index)
 
 
-def load_plan(plan, device) -> dict:
+def load_plan(plan: Any, device: Any) -> Dict[str, Any]:
     """The plan's tensors as torch tensors on `device` (CPU or CUDA), in the plan's order."""
     import torch  # noqa: PLC0415
 
@@ -97,7 +101,7 @@ class TorchGroup:
     go through CPU tensors, or CUDA ones under NCCL (which moves device memory only); a broadcast moves
     a region of the destination buffer in place, on its device."""
 
-    def __init__(self, group, buf, timeout):
+    def __init__(self, group: Any, buf: Any, timeout: Any):
         import torch  # noqa: PLC0415
         import torch.distributed as dist  # noqa: PLC0415
 
@@ -114,13 +118,13 @@ class TorchGroup:
         else:
             self._status_device = torch.device("cuda", torch.cuda.current_device())
 
-    def _global(self, rank):
+    def _global(self, rank: int) -> int:
         if self._group is None or self._group is self._dist.group.WORLD:
             return rank
         get = getattr(self._dist, "get_global_rank", None) or self._dist.distributed_c10d._get_global_rank  # torch < 2
         return get(self._group, rank)
 
-    def _wait(self, work):
+    def _wait(self, work: Any) -> None:
         try:
             work.wait(timeout=self._timeout)
         except RuntimeError as e:
@@ -141,7 +145,7 @@ class TorchGroup:
         self._wait(self._dist.broadcast(region, src=self._global(root), group=self._group, async_op=True))
 
 
-def group_timeout(timeout):
+def group_timeout(timeout: Any) -> Any:
     """A collective's deadline as a timedelta: seconds or a timedelta; None: torch's default process-group
     timeout (30 minutes). torch.distributed waits in whole milliseconds and reads 0 as "no deadline", so
     anything under 1 ms (0, timedelta(0), negative, 1e-4) is refused rather than turned into a wait for the
@@ -167,7 +171,7 @@ def group_timeout(timeout):
     return timeout if isinstance(timeout, datetime.timedelta) else datetime.timedelta(seconds=seconds)
 
 
-def _fail_group(group, timeout, error, name):
+def _fail_group(group: Any, timeout: Any, error: BaseException, name: Optional[str]) -> None:
     """Tells the other ranks that this one cannot take part (safeweights/group.h's fail_group): they
     raise instead of waiting for it. What the transport says then does not matter: `error` is raised."""
     from . import _safeweights  # noqa: PLC0415
@@ -182,7 +186,9 @@ def _fail_group(group, timeout, error, name):
         pass
 
 
-def group_load(make_plan, device, group, timeout=None, name=None):
+def group_load(
+    make_plan: Callable[[], Any], device: Any, group: Any, timeout: Any = None, name: Optional[str] = None
+) -> Tuple[Dict[str, Any], Any]:
     """(tensors, stats) of a group load (docs/PYTHON.md, "Loading across a process group"): every rank of
     `group` calls this with the plan of its own tensors (make_plan()), reads its part of the bytes the
     group needs, and receives the rest through torch.distributed. A failure on any rank, before or
@@ -204,7 +210,7 @@ def group_load(make_plan, device, group, timeout=None, name=None):
     return _views(torch, buf, placed), stats
 
 
-def _empty(torch, name, shape, dtype, device):
+def _empty(torch: Any, name: str, shape: Sequence[int], dtype: Any, device: Any) -> Any:
     """A tensor with no elements. A GGUF may declare one whose other dimensions torch cannot stride
     (ne = [0, 2^62, 2^62], which ggml accepts): a SafetensorError naming it, not torch's RuntimeError."""
     try:
@@ -215,13 +221,13 @@ def _empty(torch, name, shape, dtype, device):
         raise error from None
 
 
-def _views(torch, buf, placed) -> dict:
+def _views(torch: Any, buf: Any, placed: List[Any]) -> Dict[str, Any]:
     """One tensor per (name, code, shape, strides, offset, nbytes), viewing `buf`. The buffer is viewed
     once per dtype; a run of tensors of one dtype and shape that follow each other in the buffer (the
     layers of a model) becomes views with one as_strided + unbind, any other tensor with one as_strided:
     20,000 tensors cost milliseconds, not the three torch calls each that slicing, view and reshape take."""
-    typed: dict = {}
-    out: dict = {}
+    typed: Dict[str, Tuple[Any, int]] = {}
+    out: Dict[str, Any] = {}
     i, n = 0, len(placed)
     while i < n:
         name, code, shape, strides, offset, nbytes = placed[i]

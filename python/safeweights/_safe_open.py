@@ -17,24 +17,24 @@ from __future__ import annotations
 
 import operator
 import os
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from . import _frameworks, _load, _safeweights
-from ._dtypes import TABLE, numpy_dtype, torch_dtype, torch_shape
+from . import _load, _safeweights
 from ._errors import SafetensorError, SliceIndexError
+from ._frameworks import ALIASES, FRAMEWORKS, Framework, SliceItem
 
-_FRAMEWORKS = {"pt": "pt", "torch": "pt", "pytorch": "pt", "np": "np", "numpy": "np", **_frameworks.ALIASES}
 _BACKENDS = ("mmap", "pread")
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 
-def _framework(name) -> str:
-    fw = _FRAMEWORKS.get(name) if isinstance(name, str) else None
+def _framework(name: object) -> str:
+    fw = ALIASES.get(name) if isinstance(name, str) else None
     if fw is None:
         raise SafetensorError(f"framework {name} is invalid")
     return fw
 
 
-def _check_backend(backend) -> None:
+def _check_backend(backend: object) -> None:
     if backend not in _BACKENDS:
         raise SafetensorError(f'backend "{backend}" is invalid (expected one of: "mmap", "pread")')
 
@@ -43,7 +43,7 @@ def _check_backend(backend) -> None:
 _DEVICE_GRAMMAR = r"cpu|mps(:0)?|(cuda|npu|xpu|xla|mlu|musa|hpu)(:[0-9]+)?"
 
 
-def _check_device(device) -> None:
+def _check_device(device: Any) -> None:
     # "cpu", the usual device, is checked without the re module, which `import safeweights` then
     # does not have to load.
     if isinstance(device, str) and device != "cpu":
@@ -53,118 +53,80 @@ def _check_device(device) -> None:
             raise SafetensorError(f"device {device} is invalid")
 
 
-# The reference's names of the frameworks in its messages.
-_DISPLAY = {"np": "numpy", "pt": "pytorch", **{k: fw.display for k, fw in _frameworks.FRAMEWORKS.items()}}
-
-
-def _check_framework_device(framework: str, device) -> None:
+def _check_framework_device(framework: str, device: Any) -> None:
     _check_device(device)
-    if framework not in ("pt", "paddle") and not _is_cpu(device):
-        raise SafetensorError(f"Device {device} is not supported for framework {_DISPLAY[framework]}")
+    fw = FRAMEWORKS[framework]
+    if not fw.devices and not _is_cpu(device):
+        raise SafetensorError(f"Device {device} is not supported for framework {fw.display}")
 
 
-def _fspath(filename) -> str:
+def _fspath(filename: Any) -> str:
     try:
         return os.fspath(filename)
     except TypeError:
         raise TypeError(f"filename must be str or os.PathLike, not {type(filename).__name__}") from None
 
 
-def _is_cpu(device) -> bool:
+def _is_cpu(device: Any) -> bool:
     return device is None or device == "cpu" or (hasattr(device, "type") and device.type == "cpu" and not isinstance(device, str))
 
 
 class _TensorMaker:
-    """Turns (dtype code, shape, offset, nbytes) into a numpy array or torch tensor."""
+    """Turns (dtype code, shape, offset, nbytes) into a tensor of the handle's framework."""
 
-    def __init__(self, handle, framework: str, device):
+    def __init__(self, handle: Any, framework: str, device: Any):
         self._handle = handle
-        self._framework = framework
+        self.fw: Framework = FRAMEWORKS[framework]
         self._device = device
-        self._other = _frameworks.FRAMEWORKS.get(framework)  # jax, TensorFlow, PaddlePaddle, MLX
-        writable = framework == "pt" or (self._other is not None and self._other.writable)
-        self._buffer = handle.buffer(writable=writable)
+        self._on_cpu = _is_cpu(device)
+        self._buffer = handle.buffer(writable=self.fw.writable)
         # Slices are views of the mapping where the reference's are: torch on the CPU over a mapped file.
         # (The reference's numpy slices are fresh writable copies, and so are ours.)
-        self.views_slices = False
-        if framework == "pt":
-            import torch  # noqa: PLC0415 (imported only for torch users)
+        self.views_slices = self.fw.views_slices and self._buffer is not None and self._on_cpu
+        if self.fw.import_at_open:
+            self.fw.lib  # noqa: B018 (torch is imported at open, as the reference does)
+        # numpy is imported with the first array, not here: opening a file and listing its keys or
+        # metadata needs no numpy, as with the reference.
 
-            self._torch = torch
-            self._to_device = not _is_cpu(device)
-            self.views_slices = self._buffer is not None and not self._to_device
-        # numpy is imported with the first array (_numpy), not here: opening a file and listing its
-        # keys or metadata needs no numpy, as with the reference.
-
-    @property
-    def _np(self):
-        import numpy  # noqa: PLC0415 (a cached module after the first call)
-
-        return numpy
-
-    def from_file(self, name, code, shape, offset, nbytes):
+    def from_file(self, name: str, code: str, shape: Sequence[int], offset: int, nbytes: int) -> Any:
         if self._buffer is not None:
-            return self._view(self._buffer, code, shape, offset, nbytes)
-        return self._view(self._handle.read(name), code, shape, 0, nbytes)
+            return self.make(self._buffer, code, shape, offset, nbytes)
+        return self.make(self._handle.read(name), code, shape, 0, nbytes)
 
-    def _view(self, buffer, code, shape, offset, nbytes):
-        if self._other is not None:
-            return self._other_view(buffer, code, shape, offset, nbytes)
-        if self._framework == "np":
-            dt = numpy_dtype(code)
-            if nbytes == 0:
-                return self._np.zeros(shape, dtype=dt)
-            return self._np.frombuffer(buffer, dtype=dt, count=nbytes // dt.itemsize, offset=offset).reshape(shape)
-        torch = self._torch
-        dt = torch_dtype(code)
-        tshape = torch_shape(code, shape)
-        if nbytes == 0:
-            t = torch.empty(tshape, dtype=dt)
-        else:
-            itemsize = 1 if code == "F4" else TABLE[code][0] // 8
-            t = torch.frombuffer(buffer, dtype=dt, count=nbytes // itemsize, offset=offset).reshape(tshape)
-        if self._to_device:
-            t = t.to(self._device)
-        return t
+    def make(self, buffer: Any, code: str, shape: Sequence[int], offset: int, nbytes: int) -> Any:
+        t = self.fw.from_buffer(buffer, code, shape, offset, nbytes)
+        return t if self._on_cpu else self.fw.to_device(t, self._device)
 
 
-    def _other_view(self, buffer, code, shape, offset, nbytes):
-        fw = self._other
-        if nbytes == 0:
-            t = fw.empty(code, shape)
-        else:
-            raw = self._np.frombuffer(buffer, dtype=self._np.uint8, count=nbytes, offset=offset)
-            t = fw.tensor(_frameworks.typed(raw, code, shape), code)
-        if not _is_cpu(self._device):
-            t = fw.to_device(t, self._device)
-        return t
+def _bound_text(x: Any) -> str:
+    """A slice bound as the index was written: nothing for None."""
+    return "" if x is None else str(x)
 
 
-def _render_item(k) -> str:
+def _render_item(k: Any) -> str:
     if isinstance(k, slice):
-        s = lambda x: "" if x is None else str(x)  # noqa: E731
-        return f"{s(k.start)}:{s(k.stop)}" + ("" if k.step is None else f":{k.step}")
+        return f"{_bound_text(k.start)}:{_bound_text(k.stop)}" + ("" if k.step is None else f":{k.step}")
     if k is Ellipsis:
         return "..."
     return str(k)
 
 
-def _render(key) -> str:
+def _render(key: Tuple[Any, ...]) -> str:
     return "[" + ", ".join(_render_item(k) for k in key) + "]"
 
 
-def _bound(x):
+def _bound(x: Any) -> Optional[int]:
     if x is None:
         return None
     x = operator.index(x)
     return min(max(x, _INT64_MIN), _INT64_MAX)
 
 
-def _slice_items(key, shape):
+def _slice_items(key: Any, shape: Sequence[int]) -> List[SliceItem]:
     """numpy basic indexing -> the native slice items, with numpy's (and the reference's) errors."""
     key = key if isinstance(key, tuple) else (key,)
-    items = []
-    consumes = []  # for each item: does it consume a dimension?
+    items: List[SliceItem] = []
+    consumes: List[bool] = []  # for each item: does it consume a dimension?
     for k in key:
         if k is Ellipsis:
             items.append(("e",))
@@ -221,27 +183,10 @@ def _slice_items(key, shape):
     return items
 
 
-_TORCH_BOUND = 2**62  # beyond any dimension; torch warns about (or refuses) bounds near the int64 limits
-
-
-def _torch_bound(x):
-    return x if x is None else min(max(x, -_TORCH_BOUND), _TORCH_BOUND)
-
-
-def _torch_index(item):
-    """One checked slice item as torch indexing takes it."""
-    tag = item[0]
-    if tag == "i":
-        return item[1]
-    if tag == "s":
-        return slice(_torch_bound(item[1]), _torch_bound(item[2]), item[3])
-    return Ellipsis if tag == "e" else None
-
-
 class PySafeSlice:
     """A tensor not yet read: its shape and dtype, and numpy basic indexing that reads only what it needs."""
 
-    def __init__(self, owner: "safe_open", name: str, code: str, shape, offset: int = 0, nbytes: int = 0):
+    def __init__(self, owner: "safe_open", name: str, code: str, shape: List[int], offset: int = 0, nbytes: int = 0):
         self._owner = owner
         self._name = name
         self._code = code
@@ -249,26 +194,26 @@ class PySafeSlice:
         self._offset = offset
         self._nbytes = nbytes
 
-    def get_shape(self):
+    def get_shape(self) -> List[int]:
         return list(self._shape)
 
     def get_dtype(self) -> str:
         return self._code
 
     @property
-    def shape(self):
+    def shape(self) -> Tuple[int, ...]:
         return tuple(self._shape)
 
     @property
     def dtype(self) -> str:
         return self._code
 
-    def __len__(self):
+    def __len__(self) -> int:
         if not self._shape:
             raise TypeError("len() of a 0-d tensor")
         return self._shape[0]
 
-    def __getitem__(self, key):
+    def __getitem__(self, key: Any) -> Any:
         items = _slice_items(key, self._shape)
         maker = self._owner._maker
         if maker.views_slices and self._code != "F4" and all(it[0] != "s" or it[3] is None or it[3] > 0 for it in items):
@@ -278,12 +223,11 @@ class PySafeSlice:
             whole = maker.from_file(self._name, self._code, self._shape, self._offset, self._nbytes)
             if key is Ellipsis:
                 return whole
-            return whole[tuple(_torch_index(it) for it in items)]
+            return maker.fw.index(whole, items)
         shape, data = self._owner._handle.read_slice(self._name, items)
-        nbytes = len(data)
-        return self._owner._maker._view(data, self._code, shape, 0, nbytes)
+        return maker.make(data, self._code, shape, 0, len(data))
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"PySafeSlice(name={self._name!r}, dtype={self._code!r}, shape={self._shape})"
 
 
@@ -295,7 +239,7 @@ class safe_open:  # noqa: N801 (the reference's name)
     method raises SafetensorError("File is closed").
     """
 
-    def __init__(self, filename, framework, device="cpu", *, backend="mmap"):
+    def __init__(self, filename: Any, framework: Any, device: Any = "cpu", *, backend: Any = "mmap"):
         fw = _framework(framework)
         _check_framework_device(fw, device)
         _check_backend(backend)
@@ -307,7 +251,7 @@ class safe_open:  # noqa: N801 (the reference's name)
         self._maker = _TensorMaker(self._handle, fw, device)
 
     @classmethod
-    def _from_handle(cls, handle, framework, device="cpu"):
+    def _from_handle(cls, handle: Any, framework: Any, device: Any = "cpu") -> safe_open:
         fw = _framework(framework)
         _check_framework_device(fw, device)
         self = cls.__new__(cls)
@@ -318,40 +262,40 @@ class safe_open:  # noqa: N801 (the reference's name)
         self._maker = _TensorMaker(handle, self._framework, device)
         return self
 
-    def __enter__(self):
+    def __enter__(self) -> safe_open:
         return self
 
-    def __exit__(self, *exc_info):
+    def __exit__(self, *exc_info: object) -> None:
         self.close()
 
     def close(self) -> None:
         self._handle.close()
 
-    def keys(self):
+    def keys(self) -> List[str]:
         """Tensor names, sorted."""
         return self._handle.keys()
 
-    def offset_keys(self):
+    def offset_keys(self) -> List[str]:
         """Tensor names in the order of their bytes in the file."""
         return self._handle.offset_keys()
 
-    def metadata(self):
+    def metadata(self) -> Optional[Dict[str, str]]:
         """The ``__metadata__`` dict, ``{}`` when present but empty, ``None`` when absent."""
         return self._handle.metadata()
 
-    def __contains__(self, name) -> bool:
+    def __contains__(self, name: object) -> bool:
         try:
             return isinstance(name, str) and self._handle.contains(name)
         except ValueError:  # a str with no UTF-8 form (a lone surrogate) names no tensor
             return False
 
-    def get_tensor(self, name: str):
+    def get_tensor(self, name: str) -> Any:
         if self._on_cuda():
             return self._load([name])[name]
         code, shape, offset, nbytes = self._handle.info(name)
         return self._maker.from_file(name, code, shape, offset, nbytes)
 
-    def get_tensors(self):
+    def get_tensors(self) -> Dict[str, Any]:
         """Every tensor, in file order. On a CUDA device, in one load (one device allocation)."""
         if self._on_cuda():
             return self._load()
@@ -359,9 +303,9 @@ class safe_open:  # noqa: N801 (the reference's name)
         return {name: make(name, code, shape, offset, nbytes) for name, code, shape, offset, nbytes in self._handle.infos()}
 
     def _on_cuda(self) -> bool:
-        return self._framework == "pt" and _load.is_cuda(self._device)
+        return self._maker.fw.loads_to_cuda and _load.is_cuda(self._device)
 
-    def _load(self, names=None, shard=None):
+    def _load(self, names: Optional[List[str]] = None, shard: Any = None) -> Dict[str, Any]:
         """The named tensors (all, in the order of their bytes in the file, by default) loaded by the library's loader into one
         allocation on this file's device (torch only); `shard` = (dim, rank, world) loads this rank's part of
         every tensor split along dim (safeweights.torch.load_file)."""
@@ -372,7 +316,7 @@ class safe_open:  # noqa: N801 (the reference's name)
         code, shape, offset, nbytes = self._handle.info(name)
         return PySafeSlice(self, name, code, shape, offset, nbytes)
 
-    def get_raw(self, name: str):
+    def get_raw(self, name: str) -> Any:
         """The tensor's bytes as stored (little-endian, C order): a read-only zero-copy memoryview when
         mapped, else bytes. Works for every dtype, including ones numpy or torch lack."""
         _, _, offset, nbytes = self._handle.info(name)
@@ -381,17 +325,17 @@ class safe_open:  # noqa: N801 (the reference's name)
             return bytes(self._handle.read(name))
         return memoryview(buf)[offset : offset + nbytes]
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         state = "closed" if self._handle.closed else "open"
         return f"<safeweights.safe_open {self._filename!r} framework={self._framework} ({state})>"
 
 
-def _safe_open_handle(f, framework, device="cpu", *, backend="mmap"):
+def _safe_open_handle(f: Any, framework: Any, device: Any = "cpu", *, backend: Any = "mmap") -> safe_open:
     """The reference's helper: a safe_open over an open file object's path (``f.name``)."""
     return safe_open(f.name, framework, device, backend=backend)
 
 
-def load_buffer(data, framework, device="cpu"):
+def load_buffer(data: Any, framework: Any, device: Any = "cpu") -> Dict[str, Any]:
     """Every tensor of a safetensors file held in memory (``data``), in file order, as `framework` makes
     them: what each framework module's ``load`` returns."""
     handle = _safeweights._SafeFile.from_buffer(data)

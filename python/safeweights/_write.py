@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any, Dict, Optional, Union
+
 from . import _safeweights
 
+if TYPE_CHECKING:
+    import os
 
-def check_metadata(metadata):
+    from ._frameworks import Flattened
+
+
+def check_metadata(metadata: Any) -> Optional[Dict[str, str]]:
     if metadata is not None and (
         not isinstance(metadata, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in metadata.items())
     ):
@@ -13,7 +20,7 @@ def check_metadata(metadata):
     return metadata
 
 
-def write(flattened, metadata, filename=None):
+def write(flattened: Flattened, metadata: Any, filename: Union[str, "os.PathLike[str]", None] = None) -> Any:
     """Serializes ``(specs, keep)`` from a module's _flatten: to bytes, or atomically to ``filename``.
 
     ``keep`` holds the arrays / tensors the specs point into; it is referenced here until the native

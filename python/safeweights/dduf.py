@@ -50,7 +50,7 @@ class DDUFEntry:
     filename: str
     length: int
     offset: int
-    dduf_path: Path = dataclasses.field(repr=False)
+    dduf_path: Union[Path, str] = dataclasses.field(repr=False)  # a URL stays a str
     # The archive this entry was read from (shared by all entries of one read_dduf_file call).
     _archive: Any = dataclasses.field(default=None, repr=False, compare=False)
 

@@ -6,47 +6,13 @@ Saving writes the reference's bytes: the tensors' bytes in C order, little-endia
 
 from __future__ import annotations
 
-import os
-from typing import Dict, Optional, Union
-
-from jax import Array
+import jax  # noqa: F401 (this module needs jax, as the reference's does)
 
 from ._errors import SafetensorError
-from ._frameworks import flatten as _flatten
-from ._safe_open import load_buffer as _load_buffer
+from ._frameworks import API, public_functions
 from ._safe_open import safe_open
 from ._safeweights import TensorSpec, deserialize, serialize, serialize_file
-from ._write import write
 
-_FRAMEWORK = "flax"
+save, save_file, load, load_file = public_functions("flax")
 
-
-def save(tensors: Dict[str, Array], metadata: Optional[Dict[str, str]] = None) -> bytes:
-    """The safetensors file for these tensors, as bytes."""
-    return write(_flatten(tensors, _FRAMEWORK), metadata)
-
-
-def save_file(
-    tensors: Dict[str, Array],
-    filename: Union[str, os.PathLike],
-    metadata: Optional[Dict[str, str]] = None,
-) -> None:
-    """Writes the tensors to ``filename`` atomically (a temporary file renamed into place)."""
-    write(_flatten(tensors, _FRAMEWORK), metadata, filename)
-
-
-def load(data: bytes) -> Dict[str, Array]:
-    """The tensors of a safetensors file held in memory, in file order."""
-    return _load_buffer(data, _FRAMEWORK)
-
-
-def load_file(filename: Union[str, os.PathLike], *, backend: str = "mmap") -> Dict[str, Array]:
-    """Every tensor of the file, in file order."""
-    with safe_open(filename, framework=_FRAMEWORK, backend=backend) as f:
-        return f.get_tensors()
-
-
-__all__ = [
-    "save", "save_file", "load", "load_file", "SafetensorError", "TensorSpec", "deserialize", "safe_open", "serialize",
-    "serialize_file",
-]
+__all__ = list(API)

@@ -427,3 +427,16 @@ def test_framework_names(tmp_path):
         with pytest.raises(SafetensorError, match=f"framework {name} is invalid"):
             safe_open(path, name)
     assert safeweights.safe_open is safe_open
+
+
+def test_the_module_has_the_one_api(fw):
+    # Every framework module exports what _frameworks.API lists, its functions made for it from the one
+    # table (tests/python/test_frameworks_table.py checks their signatures against the stubs).
+    from safeweights import _frameworks
+
+    module = importlib.import_module(fw.module)
+    assert module.__all__ == list(_frameworks.API)
+    for name in ("save", "save_file", "load", "load_file"):
+        function = getattr(module, name)
+        assert (function.__name__, function.__module__) == (name, fw.module)
+    assert module.safe_open is safe_open and module.SafetensorError is SafetensorError
