@@ -135,6 +135,13 @@ Result<std::vector<Job>> plan_jobs(const TensorFile& input, const ConvertOptions
   return jobs;
 }
 
+// Whether the output's metadata is the plan's alone: no input metadata carried, no dedup aliases. It
+// is then written as it is: a Hugging Face plan's tokenizer arrays can be most of a conversion's memory.
+bool plan_metadata_alone(const TensorFile& input, const ConvertOptions& options, const std::map<std::string, std::string>& aliases) {
+  const bool carried = options.carry_metadata && input.metadata() && !input.metadata()->empty();
+  return !carried && aliases.empty();
+}
+
 // The output's metadata: the input's (unless not carried), general.file_type following the type, the
 // plan's set over it, and the aliases of a dedup as string-map entries.
 Metadata output_metadata(const TensorFile& input, const ConvertOptions& options, const std::map<std::string, std::string>& aliases) {
@@ -343,7 +350,9 @@ Result<ConvertReport> convert(const TensorFile& input, const std::string& output
   std::vector<TensorDecl> decls;
   decls.reserve(jobs->size());
   for (const Job& j : *jobs) decls.push_back({j.name, j.to, std::vector<std::uint64_t>(j.entry->shape.begin(), j.entry->shape.end())});
-  const Metadata metadata = output_metadata(input, options, aliases);
+  std::optional<Metadata> combined;
+  if (!plan_metadata_alone(input, options, aliases)) combined = output_metadata(input, options, aliases);
+  const Metadata& metadata = combined ? *combined : options.plan.metadata;
   auto created = out->create(output_path, std::move(decls), &metadata, options.write);
   if (!created.is_ok()) return created.error().kind() == ErrorKind::Unrepresentable ? from_input(created.error(), input) : error_of(created);
   std::unique_ptr<TensorSink> sink = std::move(created).value();

@@ -2,11 +2,13 @@
 // docs/GGUF.md), open and cat through the reader (safeweights/gguf.h).
 #include "gguf/format.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "core/little_endian.h"
 #include "core/status_macros.h"
 #include "gguf/layout.h"
+#include "gguf/writer.h"
 #include "json/json_writer.h"
 #include "safeweights/gguf.h"
 #include "safeweights/text.h"
@@ -144,20 +146,20 @@ class GgufFormat final : public Format {
   }
   // The metadata's entries as they are, but for what describes the files rather than the model:
   // general.alignment becomes the writer's alignment (written first, as the writer places it) and
-  // llama.cpp's split.* keys are left to the split writer.
+  // llama.cpp's split.* keys are left to the split writer. Without those (a conversion's plan), the
+  // entries are written as they are, not copied.
   Result<std::unique_ptr<TensorSink>> create(const std::string& path, std::vector<TensorDecl> tensors, const Metadata* metadata,
                                              const WriteOptions& options) const override {
+    const std::span<const KeyValue> entries = metadata ? metadata->entries() : std::span<const KeyValue>{};
+    const auto describes_files = [](const KeyValue& e) {
+      return e.key == kAlignmentKey || e.key == kSplitNoKey || e.key == kSplitCountKey || e.key == kSplitTensorsCountKey;
+    };
+    if (std::ranges::none_of(entries, describes_files)) return create_over(path, entries, std::move(tensors), options);
     WriteOptions o = options;
     std::vector<KeyValue> kv;
-    if (metadata) {
-      for (const KeyValue& e : metadata->entries()) {
-        if (e.key == kAlignmentKey) {
-          if (o.alignment == 0 && e.value.type == ValueType::UINT32) o.alignment = static_cast<std::uint32_t>(e.value.bits);
-          continue;
-        }
-        if (e.key == kSplitNoKey || e.key == kSplitCountKey || e.key == kSplitTensorsCountKey) continue;
-        kv.push_back(e);
-      }
+    for (const KeyValue& e : entries) {
+      if (e.key == kAlignmentKey && o.alignment == 0 && e.value.type == ValueType::UINT32) o.alignment = static_cast<std::uint32_t>(e.value.bits);
+      if (!describes_files(e)) kv.push_back(e);
     }
     return gguf::create(path, std::move(kv), std::move(tensors), o);
   }

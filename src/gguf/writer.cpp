@@ -7,6 +7,7 @@
 #include "core/little_endian.h"
 #include "core/status_macros.h"
 #include "gguf/layout.h"
+#include "gguf/writer.h"
 #include "model/multi_file_sink.h"
 #include "model/planned_sink.h"
 #include "safeweights/gguf.h"
@@ -66,7 +67,7 @@ Status check_alignment(std::uint32_t a) {
 
 // general.alignment, when given, must agree with the option; when absent and not the default, it is
 // written first (as a reader needs it before the tensor infos anyway).
-Status check_kv(const std::vector<KeyValue>& kv, std::uint32_t alignment, bool& write_alignment) {
+Status check_kv(std::span<const KeyValue> kv, std::uint32_t alignment, bool& write_alignment) {
   std::unordered_set<std::string_view> keys;
   write_alignment = alignment != kDefaultAlignment;
   for (const KeyValue& e : kv) {
@@ -93,7 +94,7 @@ struct PlannedFile {
   std::uint64_t size = 0;
 };
 
-Result<PlannedFile> plan_file(const std::vector<KeyValue>& kv, const std::vector<TensorDecl>& tensors, std::uint32_t a) {
+Result<PlannedFile> plan_file(std::span<const KeyValue> kv, const std::vector<TensorDecl>& tensors, std::uint32_t a) {
   SW_RETURN_IF_ERROR(check_alignment(a));
   bool write_alignment = false;
   SW_RETURN_IF_ERROR(check_kv(kv, a, write_alignment));
@@ -144,7 +145,7 @@ Result<PlannedFile> plan_file(const std::vector<KeyValue>& kv, const std::vector
   return plan;
 }
 
-Result<std::unique_ptr<PlannedFileSink>> create_file(const std::string& path, const std::vector<KeyValue>& kv, std::vector<TensorDecl> tensors,
+Result<std::unique_ptr<PlannedFileSink>> create_file(const std::string& path, std::span<const KeyValue> kv, std::vector<TensorDecl> tensors,
                                                      const WriteOptions& options) {
   auto plan = plan_file(kv, tensors, options.alignment);
   if (!plan.is_ok()) return error_of(plan).with_file(path);
@@ -203,20 +204,32 @@ Result<std::unique_ptr<TensorSink>> create_split(const std::string& prefix, std:
   return std::unique_ptr<TensorSink>(std::make_unique<MultiFileSink>(prefix, std::move(parts)));
 }
 
+// The alignment written: the option's, else the UINT32 general.alignment of `kv`, else the default.
+WriteOptions with_alignment(const WriteOptions& options, std::span<const KeyValue> kv) {
+  WriteOptions o = options;
+  if (o.alignment == 0) {
+    auto it = std::ranges::find(kv, kAlignmentKey, &KeyValue::key);
+    o.alignment = it != kv.end() && it->value.type == ValueType::UINT32 ? static_cast<std::uint32_t>(it->value.bits) : kDefaultAlignment;
+  }
+  return o;
+}
+
+// OUT.gguf is written as OUT-00001-of-0000N.gguf, ...
+std::string split_prefix(const std::string& path) { return path.ends_with(".gguf") ? path.substr(0, path.size() - 5) : path; }
+
 }  // namespace
 
 Result<std::unique_ptr<TensorSink>> create(const std::string& path, std::vector<KeyValue> kv, std::vector<TensorDecl> tensors,
                                            const WriteOptions& options) {
-  WriteOptions o = options;
-  if (o.alignment == 0) {  // the metadata's, else the default
-    auto it = std::ranges::find(kv, kAlignmentKey, &KeyValue::key);
-    o.alignment = it != kv.end() && it->value.type == ValueType::UINT32 ? static_cast<std::uint32_t>(it->value.bits) : kDefaultAlignment;
-  }
-  if (o.split.enabled()) {
-    // OUT.gguf is written as OUT-00001-of-0000N.gguf, ...
-    const std::string prefix = path.ends_with(".gguf") ? path.substr(0, path.size() - 5) : path;
-    return create_split(prefix, std::move(kv), std::move(tensors), o);
-  }
+  const WriteOptions o = with_alignment(options, kv);
+  if (o.split.enabled()) return create_split(split_prefix(path), std::move(kv), std::move(tensors), o);
+  return create_over(path, kv, std::move(tensors), o);
+}
+
+Result<std::unique_ptr<TensorSink>> create_over(const std::string& path, std::span<const KeyValue> kv, std::vector<TensorDecl> tensors,
+                                                const WriteOptions& options) {
+  const WriteOptions o = with_alignment(options, kv);
+  if (o.split.enabled()) return create_split(split_prefix(path), std::vector<KeyValue>(kv.begin(), kv.end()), std::move(tensors), o);
   SW_ASSIGN_OR_RETURN(auto sink, create_file(path, kv, std::move(tensors), o));
   return std::unique_ptr<TensorSink>(std::move(sink));
 }

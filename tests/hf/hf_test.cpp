@@ -13,6 +13,7 @@
 #include "test_util.h"
 #include "hf/hf_files.h"
 #include "hf/json_read.h"
+#include "safeweights/convert.h"
 #include "safeweights/hf_llama.h"
 
 using namespace safeweights;
@@ -867,10 +868,8 @@ TEST(HfLlama, FilesThatAreNotRegularFilesAreRefusedByName) {
 // "Memory"): 15 times (the parser's DOM, about 13.7, and the merges kept once) for the smallest merges
 // ("a b", six bytes of JSON each), which cost 27 times with a std::string each, a padded copy of the
 // text and the DOM kept alive beside the metadata.
-TEST(HfTokenizer, MemoryIsABoundedMultipleOfTheFile) {
-  Folder f;
-  f.write();
-  std::string merges;
+// A tokenizer.json of about 4 MiB made of the smallest merges ("a b"): the costliest bytes per merge.
+std::string merges_tokenizer(std::string& merges) {
   for (int i = 0; merges.size() < (4u << 20); ++i) {
     merges += merges.empty() ? "\"" : ",\"";
     merges += static_cast<char>('a' + i % 26);
@@ -878,9 +877,16 @@ TEST(HfTokenizer, MemoryIsABoundedMultipleOfTheFile) {
     merges += static_cast<char>('a' + i / 26 % 26);
     merges += '"';
   }
-  const std::string text = R"({"added_tokens":[],"normalizer":null,"pre_tokenizer":{"type":"ByteLevel","add_prefix_space":false,"use_regex":true},)"
-                           R"("model":{"type":"BPE","vocab":{"a":0,"b":1,"c":2,"ab":3},"merges":[)" +
-                           merges + "]}}";
+  return R"({"added_tokens":[],"normalizer":null,"pre_tokenizer":{"type":"ByteLevel","add_prefix_space":false,"use_regex":true},)"
+         R"("model":{"type":"BPE","vocab":{"a":0,"b":1,"c":2,"ab":3},"merges":[)" +
+         merges + "]}}";
+}
+
+TEST(HfTokenizer, MemoryIsABoundedMultipleOfTheFile) {
+  Folder f;
+  f.write();
+  std::string merges;
+  const std::string text = merges_tokenizer(merges);
   write_file_bytes(f.dir.file("tokenizer.json"), text);
   auto weights = open_tensors(f.path());
   ASSERT_TRUE(IsOk(weights));
@@ -889,6 +895,23 @@ TEST(HfTokenizer, MemoryIsABoundedMultipleOfTheFile) {
   const std::size_t peak = swt::stop_measuring_peak();
   ASSERT_TRUE(IsOk(p));
   EXPECT_EQ(find(*p, "tokenizer.ggml.merges")->items.size(), (merges.size() + 1) / 6);
+  EXPECT_LE(peak, 15 * text.size() + (1u << 20)) << static_cast<double>(peak) / static_cast<double>(text.size()) << " times the file";
+}
+
+// The whole conversion (plan, then the GGUF written) holds the tokenizer's metadata once: the plan's is
+// written as it is, not copied into the output's metadata and again into the writer's key list.
+TEST(HfTokenizer, ConversionHoldsTheMetadataOnce) {
+  Folder f;
+  f.write();
+  std::string merges;
+  const std::string text = merges_tokenizer(merges);
+  write_file_bytes(f.dir.file("tokenizer.json"), text);
+  swt::start_measuring_peak();
+  ConvertOptions options;
+  options.type = TensorType::F32;
+  auto report = convert_path(f.path(), f.dir.file("out.gguf"), options);
+  const std::size_t peak = swt::stop_measuring_peak();
+  ASSERT_TRUE(IsOk(report.status()));
   EXPECT_LE(peak, 15 * text.size() + (1u << 20)) << static_cast<double>(peak) / static_cast<double>(text.size()) << " times the file";
 }
 
