@@ -33,7 +33,8 @@ struct FormatOptions {
   bool strict = false;
   // Archives: validate checks every member's CRC-32 (reads every byte).
   bool crc = true;
-  // How the file and the files beside it are opened; default_resolver() when null.
+  // How the file and the files beside it are opened; plain_resolver() when null (it keeps nothing:
+  // pass a default_resolver() so that detecting a remote file's format and reading it share one source).
   std::shared_ptr<const Resolver> resolver;
   // PyTorch checkpoints: keep globals outside the allowlist as inert placeholders (training checkpoints
   // with extra state); modules such as os, subprocess and builtins are refused all the same.
@@ -117,7 +118,7 @@ Result<const Format*> output_format(const std::string& path, std::string_view to
 // FileNotFound for a folder with none of them.
 Result<std::unique_ptr<TensorFile>> open_tensors(const std::string& path, const std::string& entry = {}, const FormatOptions& options = {});
 
-// The resolver of `options`, or the default one.
+// The resolver of `options`, or plain_resolver() when it has none.
 const Resolver& resolver_of(const FormatOptions& options);
 
 SAFEWEIGHTS_API_END
