@@ -9,8 +9,10 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "core/status_macros.h"
 #include "core/strings.h"
 #include "io/secrets.h"
 #include "io/uri.h"
@@ -156,40 +158,57 @@ Result<S3Location> parse_s3_url(std::string_view url) {
   return loc;
 }
 
-Result<S3Request> resolve_s3_request(const S3Location& location, const S3Options& options) {
-  const std::string name = "s3://" + location.bucket + "/" + location.key;
-  const bool profile_given = !options.profile.empty() || !env("AWS_PROFILE").empty();
-  const std::string profile = !options.profile.empty() ? options.profile : (profile_given ? env("AWS_PROFILE") : "default");
+namespace {
 
-  auto credentials_file = read_aws_file(home_file("AWS_SHARED_CREDENTIALS_FILE", "credentials"));
-  if (!credentials_file.is_ok()) return error_of(credentials_file);
-  auto config_file = read_aws_file(home_file("AWS_CONFIG_FILE", "config"));
-  if (!config_file.is_ok()) return error_of(config_file);
-  const Section* cred_section = profile_section(*credentials_file, profile, false);
-  const Section* conf_section = profile_section(*config_file, profile, true);
+// The profile a request uses, and the two AWS files its settings come from.
+struct AwsSettings {
+  std::string profile;
+  bool profile_given = false;  // by the option or AWS_PROFILE, rather than "default"
+  AwsFile credentials, config;
+  const Section* credentials_section() const { return profile_section(credentials, profile, false); }
+  const Section* config_section() const { return profile_section(config, profile, true); }
+};
 
-  S3Request req;
-  // Region.
-  req.region = options.region;
-  if (req.region.empty()) req.region = env("AWS_REGION");
-  if (req.region.empty()) req.region = env("AWS_DEFAULT_REGION");
-  if (req.region.empty()) req.region = get(conf_section, "region");
-  if (req.region.empty()) req.region = "us-east-1";
-  for (char c : req.region) {
+Result<AwsSettings> read_settings(const S3Options& options) {
+  AwsSettings aws;
+  aws.profile_given = !options.profile.empty() || !env("AWS_PROFILE").empty();
+  aws.profile = !options.profile.empty() ? options.profile : (aws.profile_given ? env("AWS_PROFILE") : "default");
+  SW_ASSIGN_OR_RETURN(aws.credentials, read_aws_file(home_file("AWS_SHARED_CREDENTIALS_FILE", "credentials")));
+  SW_ASSIGN_OR_RETURN(aws.config, read_aws_file(home_file("AWS_CONFIG_FILE", "config")));
+  return aws;
+}
+
+// The option, AWS_REGION, AWS_DEFAULT_REGION, the profile's region, else us-east-1.
+Result<std::string> region_of(const S3Options& options, const AwsSettings& aws, const std::string& name) {
+  std::string region = options.region;
+  if (region.empty()) region = env("AWS_REGION");
+  if (region.empty()) region = env("AWS_DEFAULT_REGION");
+  if (region.empty()) region = get(aws.config_section(), "region");
+  if (region.empty()) region = "us-east-1";
+  for (char c : region) {
     if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-')) {
-      return Error(ErrorKind::InvalidArgument, "the AWS region \"" + req.region + "\" is not a region name (a-z, 0-9, '-')").with_file(name);
+      return Error(ErrorKind::InvalidArgument, "the AWS region \"" + region + "\" is not a region name (a-z, 0-9, '-')").with_file(name);
     }
   }
+  return region;
+}
 
-  // Endpoint.
+struct Endpoint {
+  std::string url;   // no trailing '/'
+  bool aws = false;  // AWS's own (https://s3.REGION.amazonaws.com), not one configured
+};
+
+// The option, else the configured endpoint URLs in the SDKs' order (unless ignored), else AWS's.
+Result<Endpoint> endpoint_of(const S3Options& options, const AwsSettings& aws, const std::string& region, const std::string& name) {
   std::string endpoint = options.endpoint_url;
   std::string endpoint_from = "the endpoint option";
   if (endpoint.empty() && !truthy(env("AWS_IGNORE_CONFIGURED_ENDPOINT_URLS"))) {
+    const Section* conf = aws.config_section();
     const std::pair<std::string, std::string> candidates[] = {
         {env("AWS_ENDPOINT_URL_S3"), "AWS_ENDPOINT_URL_S3"},
         {env("AWS_ENDPOINT_URL"), "AWS_ENDPOINT_URL"},
-        {get(conf_section, "s3.endpoint_url"), "endpoint_url of profile " + profile + " in " + config_file->path},
-        {get(conf_section, "endpoint_url"), "endpoint_url of profile " + profile + " in " + config_file->path},
+        {get(conf, "s3.endpoint_url"), "endpoint_url of profile " + aws.profile + " in " + aws.config.path},
+        {get(conf, "endpoint_url"), "endpoint_url of profile " + aws.profile + " in " + aws.config.path},
     };
     for (const auto& [value, from] : candidates) {
       if (!value.empty()) {
@@ -199,21 +218,27 @@ Result<S3Request> resolve_s3_request(const S3Location& location, const S3Options
       }
     }
   }
-  const bool aws_endpoint = endpoint.empty();
-  if (aws_endpoint) endpoint = "https://s3." + req.region + ".amazonaws.com";
+  Endpoint out;
+  out.aws = endpoint.empty();
+  if (out.aws) endpoint = "https://s3." + region + ".amazonaws.com";
   while (endpoint.size() > 8 && endpoint.back() == '/') endpoint.pop_back();
   if (!valid_endpoint(endpoint) || endpoint.find_first_of(" \r\n?#") != std::string::npos) {
     return Error(ErrorKind::InvalidArgument, "the S3 endpoint from " + endpoint_from + " must be an http:// or https:// URL without query")
         .with_file(name);
   }
-  req.endpoint = endpoint;
+  out.url = std::move(endpoint);
+  return out;
+}
 
-  // Addressing style.
+// The object's URL, virtual-hosted (BUCKET.host/KEY) or path style (host/BUCKET/KEY): the option, the
+// profile's s3.addressing_style, else virtual for AWS's endpoint when the bucket can be a host name.
+Result<std::string> object_url(const S3Location& location, const S3Options& options, const AwsSettings& aws, const Endpoint& endpoint,
+                               const std::string& name) {
   std::string style = options.addressing_style;
-  if (style.empty()) style = get(conf_section, "s3.addressing_style");
+  if (style.empty()) style = get(aws.config_section(), "s3.addressing_style");
   if (style.empty() || style == "auto") {
-    const bool https = uri::starts_with_nocase(endpoint, "https://");
-    style = aws_endpoint && dns_compatible(location.bucket) && !(https && location.bucket.find('.') != std::string::npos) ? "virtual" : "path";
+    const bool https = uri::starts_with_nocase(endpoint.url, "https://");
+    style = endpoint.aws && dns_compatible(location.bucket) && !(https && location.bucket.find('.') != std::string::npos) ? "virtual" : "path";
   }
   const std::string key = uri::percent_encode(location.key, true);
   if (style == "virtual") {
@@ -222,17 +247,39 @@ Result<S3Request> resolve_s3_request(const S3Location& location, const S3Options
                    "bucket \"" + location.bucket + "\" is not a valid host name label: virtual-hosted addressing cannot reach it (use path style)")
           .with_file(name);
     }
-    const std::size_t host = endpoint.find("://") + 3;
-    req.url = endpoint.substr(0, host) + location.bucket + "." + endpoint.substr(host) + "/" + key;
-  } else if (style == "path") {
-    req.url = endpoint + "/" + uri::percent_encode(location.bucket, false) + "/" + key;
-  } else {
-    return Error(ErrorKind::InvalidArgument, "S3 addressing style must be auto, virtual or path, got \"" + style + "\"").with_file(name);
+    const std::size_t host = endpoint.url.find("://") + 3;
+    return endpoint.url.substr(0, host) + location.bucket + "." + endpoint.url.substr(host) + "/" + key;
   }
+  if (style == "path") return endpoint.url + "/" + uri::percent_encode(location.bucket, false) + "/" + key;
+  return Error(ErrorKind::InvalidArgument, "S3 addressing style must be auto, virtual or path, got \"" + style + "\"").with_file(name);
+}
 
-  // Credentials.
-  if (options.anonymous) return req;
-  req.signed_request = true;
+// Why no credentials were found: a named profile that is nowhere, a way of getting them we do not run,
+// or none anywhere.
+Error no_credentials(const AwsSettings& aws, const std::string& name) {
+  const Section* cred = aws.credentials_section();
+  const Section* conf = aws.config_section();
+  if (aws.profile_given && cred == nullptr && conf == nullptr) {
+    return Error(ErrorKind::InvalidArgument, "AWS profile \"" + aws.profile + "\" is in neither " + aws.credentials.path + " nor " + aws.config.path)
+        .with_file(name);
+  }
+  for (const char* method : {"credential_process", "role_arn", "sso_session", "sso_start_url", "web_identity_token_file"}) {
+    if (!get(conf, method).empty() || !get(cred, method).empty()) {
+      return Error(ErrorKind::NotSupported, "profile " + aws.profile + " gets its credentials through " + method +
+                                                ", which safeweights does not run; export AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and "
+                                                "AWS_SESSION_TOKEN (e.g. from `aws configure export-credentials`)")
+          .with_file(name);
+    }
+  }
+  return Error(ErrorKind::InvalidArgument, "no AWS credentials: looked in AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, then profile " + aws.profile +
+                                               " in " + aws.credentials.path + " and " + aws.config.path +
+                                               "; for a public bucket, read anonymously (--s3-anonymous, anonymous=True)")
+      .with_file(name);
+}
+
+// The key pair (and session token) from the environment, else from the profile in the credentials
+// file, then the config file; each remembered by the message scrubber.
+Status find_credentials(const AwsSettings& aws, const std::string& name, S3Request& req) {
   const std::string env_id = env("AWS_ACCESS_KEY_ID"), env_secret = env("AWS_SECRET_ACCESS_KEY");
   if (!env_id.empty() || !env_secret.empty()) {
     if (env_id.empty() || env_secret.empty()) {
@@ -245,41 +292,23 @@ Result<S3Request> resolve_s3_request(const S3Location& location, const S3Options
     req.session_token = env("AWS_SESSION_TOKEN");
     req.credentials_from = "environment";
   } else {
-    for (const auto& [section, file] : {std::pair{cred_section, &*credentials_file}, std::pair{conf_section, &*config_file}}) {
+    for (const auto& [section, file] : {std::pair{aws.credentials_section(), &aws.credentials}, std::pair{aws.config_section(), &aws.config}}) {
       const std::string id = get(section, "aws_access_key_id"), secret = get(section, "aws_secret_access_key");
       if (id.empty() && secret.empty()) continue;
       if (id.empty() || secret.empty()) {
         return Error(ErrorKind::InvalidArgument,
-                     "profile " + profile + " has " +
+                     "profile " + aws.profile + " has " +
                          (id.empty() ? "aws_secret_access_key without aws_access_key_id" : "aws_access_key_id without aws_secret_access_key"))
             .with_file(file->path);
       }
       req.access_key_id = id;
       req.secret_access_key = secret;
       req.session_token = get(section, "aws_session_token");
-      req.credentials_from = "profile " + profile + " in " + file->path;
+      req.credentials_from = "profile " + aws.profile + " in " + file->path;
       break;
     }
   }
-  if (req.access_key_id.empty()) {
-    if (profile_given && cred_section == nullptr && conf_section == nullptr) {
-      return Error(ErrorKind::InvalidArgument,
-                   "AWS profile \"" + profile + "\" is in neither " + credentials_file->path + " nor " + config_file->path)
-          .with_file(name);
-    }
-    for (const char* method : {"credential_process", "role_arn", "sso_session", "sso_start_url", "web_identity_token_file"}) {
-      if (!get(conf_section, method).empty() || !get(cred_section, method).empty()) {
-        return Error(ErrorKind::NotSupported, "profile " + profile + " gets its credentials through " + method +
-                                                  ", which safeweights does not run; export AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and "
-                                                  "AWS_SESSION_TOKEN (e.g. from `aws configure export-credentials`)")
-            .with_file(name);
-      }
-    }
-    return Error(ErrorKind::InvalidArgument, "no AWS credentials: looked in AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, then profile " + profile +
-                                                 " in " + credentials_file->path + " and " + config_file->path +
-                                                 "; for a public bucket, read anonymously (--s3-anonymous, anonymous=True)")
-        .with_file(name);
-  }
+  if (req.access_key_id.empty()) return no_credentials(aws, name);
   for (const std::string* secret : {&req.access_key_id, &req.secret_access_key, &req.session_token}) {
     // The access key id too: it names the account, and with a leaked secret it is half the pair.
     secrets::remember(*secret);
@@ -287,6 +316,22 @@ Result<S3Request> resolve_s3_request(const S3Location& location, const S3Options
       return Error(ErrorKind::InvalidArgument, "AWS credentials from " + req.credentials_from + " contain a line break").with_file(name);
     }
   }
+  return Status::ok();
+}
+
+}  // namespace
+
+Result<S3Request> resolve_s3_request(const S3Location& location, const S3Options& options) {
+  const std::string name = "s3://" + location.bucket + "/" + location.key;
+  SW_ASSIGN_OR_RETURN(AwsSettings aws, read_settings(options));
+  S3Request req;
+  SW_ASSIGN_OR_RETURN(req.region, region_of(options, aws, name));
+  SW_ASSIGN_OR_RETURN(Endpoint endpoint, endpoint_of(options, aws, req.region, name));
+  SW_ASSIGN_OR_RETURN(req.url, object_url(location, options, aws, endpoint, name));
+  req.endpoint = std::move(endpoint.url);
+  if (options.anonymous) return req;
+  req.signed_request = true;
+  SW_RETURN_IF_ERROR(find_credentials(aws, name, req));
   return req;
 }
 
