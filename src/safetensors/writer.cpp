@@ -26,61 +26,96 @@ Status check_text(std::string_view text, const std::string& what) {
 
 }  // namespace
 
-Result<Layout> Layout::plan(std::span<const TensorDecl> tensors, const std::optional<MetadataEntries>& metadata) {
-  Layout layout;
-  std::vector<std::uint64_t> sizes(tensors.size());
-  {
-    std::unordered_set<std::string_view> names;
-    names.reserve(tensors.size());
-    for (std::size_t i = 0; i < tensors.size(); ++i) {
-      const TensorDecl& t = tensors[i];
-      if (t.name == "__metadata__") {
-        return Error(ErrorKind::ReservedTensorName, "a tensor may not be named `__metadata__`: the file could not be read back").with_tensor(t.name);
-      }
-      if (Status s = check_text(t.name, "the tensor name"); !s.is_ok()) return error_of(s).with_tensor(t.name);
-      if (!names.insert(t.name).second) {
-        return Error(ErrorKind::DuplicateKey, "tensor name given more than once").with_tensor(t.name);
-      }
-      if (!can_store(t.dtype)) {
-        return Error(ErrorKind::InvalidArgument, "safetensors cannot store " + std::string(type_name(t.dtype)) + " tensors").with_tensor(t.name);
-      }
-      auto nbytes = tensor_nbytes(t.dtype, t.shape);
-      if (!nbytes.is_ok()) return error_of(nbytes).with_tensor(t.name);
-      sizes[i] = nbytes.value();
-    }
-  }
+namespace {
 
-  // The reference's order: dtype descending in its enum order, then name bytewise ascending.
+// Each tensor's byte size, after the checks a name and a type must pass, in declaration order.
+Result<std::vector<std::uint64_t>> checked_sizes(std::span<const TensorDecl> tensors) {
+  std::vector<std::uint64_t> sizes(tensors.size());
+  std::unordered_set<std::string_view> names;
+  names.reserve(tensors.size());
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    const TensorDecl& t = tensors[i];
+    if (t.name == "__metadata__") {
+      return Error(ErrorKind::ReservedTensorName, "a tensor may not be named `__metadata__`: the file could not be read back").with_tensor(t.name);
+    }
+    if (Status s = check_text(t.name, "the tensor name"); !s.is_ok()) return error_of(s).with_tensor(t.name);
+    if (!names.insert(t.name).second) {
+      return Error(ErrorKind::DuplicateKey, "tensor name given more than once").with_tensor(t.name);
+    }
+    if (!can_store(t.dtype)) {
+      return Error(ErrorKind::InvalidArgument, "safetensors cannot store " + std::string(type_name(t.dtype)) + " tensors").with_tensor(t.name);
+    }
+    auto nbytes = tensor_nbytes(t.dtype, t.shape);
+    if (!nbytes.is_ok()) return error_of(nbytes).with_tensor(t.name);
+    sizes[i] = nbytes.value();
+  }
+  return sizes;
+}
+
+// The reference's order of the data: dtype descending in its enum order, then name bytewise ascending.
+std::vector<std::size_t> reference_order(std::span<const TensorDecl> tensors) {
   std::vector<std::size_t> order(tensors.size());
   std::iota(order.begin(), order.end(), std::size_t{0});
   std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
     if (tensors[a].dtype != tensors[b].dtype) return writer_sort_rank(tensors[a].dtype) > writer_sort_rank(tensors[b].dtype);
     return tensors[a].name < tensors[b].name;
   });
+  return order;
+}
+
+// `"__metadata__":{...}` with the keys sorted, as the reference writes it; a key given twice refused.
+Status append_metadata(std::string& json, const MetadataEntries& metadata) {
+  std::vector<const std::pair<std::string, std::string>*> entries;
+  for (const auto& kv : metadata) {
+    SW_RETURN_IF_ERROR(check_text(kv.first, "the metadata key `" + kv.first + "`"));
+    SW_RETURN_IF_ERROR(check_text(kv.second, "the value of metadata key `" + kv.first + "`"));
+    entries.push_back(&kv);
+  }
+  std::sort(entries.begin(), entries.end(), [](auto* a, auto* b) { return a->first < b->first; });
+  for (std::size_t i = 1; i < entries.size(); ++i) {
+    if (entries[i]->first == entries[i - 1]->first) {
+      return Error(ErrorKind::DuplicateKey, "metadata key `" + entries[i]->first + "` given more than once");
+    }
+  }
+  json += "\"__metadata__\":{";
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    if (i) json += ',';
+    append_json_string(json, entries[i]->first);
+    json += ':';
+    append_json_string(json, entries[i]->second);
+  }
+  json += '}';
+  return Status::ok();
+}
+
+// One tensor's header entry: `"NAME":{"dtype":...,"shape":[...],"data_offsets":[begin,end]}`.
+void append_entry(std::string& json, const TensorDecl& t, std::uint64_t begin, std::uint64_t end) {
+  append_json_string(json, t.name);
+  json += ":{\"dtype\":\"";
+  json += type_code(t.dtype);
+  json += "\",\"shape\":[";
+  for (std::size_t d = 0; d < t.shape.size(); ++d) {
+    if (d) json += ',';
+    json::append_uint(json, t.shape[d]);
+  }
+  json += "],\"data_offsets\":[";
+  json::append_uint(json, begin);
+  json += ',';
+  json::append_uint(json, end);
+  json += "]}";
+}
+
+}  // namespace
+
+Result<Layout> Layout::plan(std::span<const TensorDecl> tensors, const std::optional<MetadataEntries>& metadata) {
+  Layout layout;
+  SW_ASSIGN_OR_RETURN(std::vector<std::uint64_t> sizes, checked_sizes(tensors));
+  const std::vector<std::size_t> order = reference_order(tensors);
 
   std::string json = "{";
   bool first = true;
   if (metadata) {
-    std::vector<const std::pair<std::string, std::string>*> entries;
-    for (const auto& kv : *metadata) {
-      SW_RETURN_IF_ERROR(check_text(kv.first, "the metadata key `" + kv.first + "`"));
-      SW_RETURN_IF_ERROR(check_text(kv.second, "the value of metadata key `" + kv.first + "`"));
-      entries.push_back(&kv);
-    }
-    std::sort(entries.begin(), entries.end(), [](auto* a, auto* b) { return a->first < b->first; });
-    for (std::size_t i = 1; i < entries.size(); ++i) {
-      if (entries[i]->first == entries[i - 1]->first) {
-        return Error(ErrorKind::DuplicateKey, "metadata key `" + entries[i]->first + "` given more than once");
-      }
-    }
-    json += "\"__metadata__\":{";
-    for (std::size_t i = 0; i < entries.size(); ++i) {
-      if (i) json += ',';
-      append_json_string(json, entries[i]->first);
-      json += ':';
-      append_json_string(json, entries[i]->second);
-    }
-    json += '}';
+    SW_RETURN_IF_ERROR(append_metadata(json, *metadata));
     first = false;
   }
 
@@ -95,19 +130,7 @@ Result<Layout> Layout::plan(std::span<const TensorDecl> tensors, const std::opti
     }
     if (!first) json += ',';
     first = false;
-    append_json_string(json, t.name);
-    json += ":{\"dtype\":\"";
-    json += type_code(t.dtype);
-    json += "\",\"shape\":[";
-    for (std::size_t d = 0; d < t.shape.size(); ++d) {
-      if (d) json += ',';
-      json::append_uint(json, t.shape[d]);
-    }
-    json += "],\"data_offsets\":[";
-    json::append_uint(json, offset);
-    json += ',';
-    json::append_uint(json, end);
-    json += "]}";
+    append_entry(json, t, offset, end);
     layout.by_decl_[i] = layout.placements_.size();
     layout.placements_.push_back({i, offset, end});
     offset = end;
