@@ -127,7 +127,11 @@ std::vector<TensorEntry> select_entries(const TensorFile& file, const std::optio
   return out;
 }
 
-void register_loading(py::module_& m) {
+namespace {
+
+// A load's plan: its tensors' places, and the loads into host or CUDA memory, alone or as one rank of a
+// process group.
+void register_load_plan(py::module_& m) {
   py::class_<PyLoadPlan>(m, "_LoadPlan", "Where each tensor of a load goes (internal; see safeweights.torch).")
       .def_property_readonly("size", [](const PyLoadPlan& p) { return p.plan.size(); })
       .def_property_readonly("read_bytes", [](const PyLoadPlan& p) { return p.plan.read_bytes(); })
@@ -188,7 +192,10 @@ void register_loading(py::module_& m) {
             return out;
           },
           py::arg("address"), py::arg("size"), py::arg("device"), py::arg("group"), "A group load into CUDA device memory at address.");
+}
 
+// A rank that failed before its plan existed, taking part in the group's first step.
+void register_group_fail(py::module_& m) {
   m.def(
       "_group_fail",
       [](py::object group, const std::string& kind, const std::string& message, const std::string& file) {
@@ -201,7 +208,10 @@ void register_loading(py::module_& m) {
       py::arg("group"), py::arg("kind"), py::arg("message"), py::arg("file") = "",
       "For a rank whose group load failed before it could start (its file did not open): takes part in the first step, so that the "
       "other ranks fail instead of waiting.");
+}
 
+// The tensors of any supported file, by the registry, and load plans over them.
+void register_tensor_set(py::module_& m) {
   py::class_<TensorSet>(m, "_TensorSet", "The tensors of any supported file (internal; see safeweights.torch.load_tensors).")
       .def_static(
           "open",
@@ -230,6 +240,14 @@ void register_loading(py::module_& m) {
              const std::optional<std::tuple<unsigned, std::uint64_t, std::uint64_t>>& shard,
              unsigned threads) { return make_load_plan(s.keepalive(), select_entries(s.file(), names), shard, threads); },
           py::arg("names") = py::none(), py::arg("shard") = py::none(), py::arg("threads") = 0);
+}
+
+}  // namespace
+
+void register_loading(py::module_& m) {
+  register_load_plan(m);
+  register_group_fail(m);
+  register_tensor_set(m);
 }
 
 }  // namespace safeweights::python
