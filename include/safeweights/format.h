@@ -33,8 +33,9 @@ struct FormatOptions {
   bool strict = false;
   // Archives: validate checks every member's CRC-32 (reads every byte).
   bool crc = true;
-  // How the file and the files beside it are opened; plain_resolver() when null (it keeps nothing:
-  // pass a default_resolver() so that detecting a remote file's format and reading it share one source).
+  // How the file and the files beside it are opened. Null: open_tensors() uses a default_resolver() of
+  // its own for the call (detecting the format and reading the file share one source); a Format's open()
+  // and detect_format() called directly use plain_resolver(), which keeps nothing.
   std::shared_ptr<const Resolver> resolver;
   // PyTorch checkpoints: keep globals outside the allowlist as inert placeholders (training checkpoints
   // with extra state); modules such as os, subprocess and builtins are refused all the same.

@@ -97,7 +97,11 @@ Result<const Format*> output_format(const std::string& path, std::string_view to
   return Error(ErrorKind::InvalidArgument, "the output's extension picks its format, one of: " + known).with_file(path);
 }
 
-Result<std::unique_ptr<TensorFile>> open_tensors(const std::string& path, const std::string& entry, const FormatOptions& options) {
+Result<std::unique_ptr<TensorFile>> open_tensors(const std::string& path, const std::string& entry, const FormatOptions& given) {
+  // Without a resolver of the caller's, one of this call's that keeps what it opens: detecting the
+  // format and opening the file then share one source (over HTTP, the first request and its block).
+  FormatOptions options = given;
+  if (!options.resolver) options.resolver = default_resolver();
   std::string file = path;
   if (names_folder(path)) {
     SW_ASSIGN_OR_RETURN(Folder folder, Folder::open(path, resolver_of(options)));

@@ -14,6 +14,7 @@
 
 #include "io/secrets.h"
 #include "safeweights/dduf.h"
+#include "safeweights/format.h"
 #include "safeweights/http.h"
 #include "safeweights/resolver.h"
 #include "safeweights/sharded.h"
@@ -436,6 +437,21 @@ TEST(HttpNginx, EmptyFile) {
   auto st = safetensors::Reader::open(*src);
   ASSERT_FALSE(st.is_ok());
   EXPECT_EQ(st.error().kind(), ErrorKind::HeaderTooSmall);
+}
+
+// open_tensors without a resolver of the caller's: detecting the format and opening the file share one
+// source, so a remote file costs one request (its first block brings the header), not one to detect
+// and another to open.
+TEST(HttpNginx, OpenTensorsOpensARemoteFileOnce) {
+  REQUIRE_SERVERS();
+  const std::uint64_t log0 = log_size();
+  auto file = open_tensors(g->nginx_url("small.safetensors"));
+  ASSERT_TRUE(file.is_ok()) << file.error().to_string();
+  EXPECT_EQ((*file)->format(), "safetensors");
+  EXPECT_FALSE((*file)->tensors().empty());
+  std::uint64_t requests = 0;
+  nginx_bytes_since(log0, &requests, 2);  // waits (boundedly) for a second request, which must not come
+  EXPECT_EQ(requests, 1u);
 }
 
 TEST(HttpNginx, OneGiBSafetensorsHeaderOnly) {
