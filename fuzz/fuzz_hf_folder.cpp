@@ -117,14 +117,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (pieces.is_ok()) FUZZ_CHECK(pieces->size() <= model.size());  // each piece takes bytes
   }
   if (config.is_ok() && config->vocab_size <= (1u << 16)) {
-    std::vector<gguf::KeyValue> kv;
+    std::vector<MetaEntry> kv;
     Status s = hf::add_vocabulary(dir, *config, {}, kv);
     say("vocabulary", s);
     if (!s.is_ok()) {
       check_names_file(s.error());
     } else {
       bool tokens = false;
-      for (const gguf::KeyValue& e : kv) {
+      for (const MetaEntry& e : kv) {
         if (e.key != "tokenizer.ggml.tokens") continue;
         tokens = true;
         FUZZ_CHECK(e.value.items.size() == config->vocab_size);

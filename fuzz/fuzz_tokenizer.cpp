@@ -61,9 +61,9 @@ void check_names_file(const Error& e) {
 }
 
 // llama.cpp's byte_to_token finds every byte: "<0xAB>", or the byte alone as a token.
-void check_every_byte(const gguf::Value& tokens) {
+void check_every_byte(const MetaValue& tokens) {
   std::unordered_set<std::string_view> texts;
-  for (const gguf::Value& t : tokens.items) texts.insert(t.str);
+  for (const MetaValue& t : tokens.items) texts.insert(t.str);
   for (int b = 0; b < 256; ++b) {
     char piece[8];
     std::snprintf(piece, sizeof piece, "<0x%02X>", b);
@@ -99,15 +99,15 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   model.arch = hf::find_architecture(model.hf_class);
   FUZZ_CHECK(model.arch != nullptr);
   model.vocab_size = vocab_size;
-  std::vector<gguf::KeyValue> kv;
+  std::vector<MetaEntry> kv;
   Status s = hf::add_vocabulary(*folder, model, {}, kv);
   if (!s.is_ok()) {
     check_names_file(s.error());
     return 0;
   }
-  const gguf::Value* tokens = nullptr;
+  const MetaValue* tokens = nullptr;
   bool llama = false;
-  for (const gguf::KeyValue& e : kv) {
+  for (const MetaEntry& e : kv) {
     if (e.key == "tokenizer.ggml.tokens") tokens = &e.value;
     if (e.key == "tokenizer.ggml.model") llama = e.value.str == "llama";
   }

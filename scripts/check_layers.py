@@ -9,7 +9,11 @@ registry, which includes every format). Checked:
 
 - every folder of src/ is in the drawing, and every public header is named in the page;
 - an internal include (`#include "folder/..."`) in src/ goes to the file's own folder or to a layer
-  drawn above the file's own.
+  drawn above the file's own;
+- a public header is of the layer that implements it, as the page's table of public headers says (a row
+  `| a.h, b.h | folder/ | what |`; `all` for a header every layer may include): every public header is
+  in the table, and an include of one (`#include "safeweights/a.h"`), in src/ or in another public
+  header, goes to the includer's own layer or to one drawn above it.
 
     check_layers.py [REPO_ROOT]
 """
@@ -19,6 +23,13 @@ import sys
 
 TOKEN = re.compile(r"([a-z_]+)/([a-z_]+\.(?:cpp|h))?")
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z_]+)/([^"]+)"', re.M)
+PUBLIC_INCLUDE = re.compile(r'^\s*#\s*include\s+"safeweights/([^"]+)"', re.M)
+HEADER_ROW = re.compile(r"^\| ([a-z0-9_]+\.h(?:, [a-z0-9_]+\.h)*) \| ([a-z_]+)/? \|", re.M)
+
+
+def read_header_layers(page):
+    """The folder (or `all`) of each public header, from the page's table of public headers."""
+    return {h: m.group(2) for m in HEADER_ROW.finditer(page) for h in m.group(1).split(", ")}
 
 
 def read_layers(page, src_folders):
@@ -64,6 +75,26 @@ def main(argv):
     for h in sorted(os.listdir(os.path.join(root, "include", "safeweights"))):
         if h.endswith(".h") and h not in page:
             problems.append(f"include/safeweights/{h} is not named in docs/ARCHITECTURE.md")
+    header_folder = read_header_layers(page)
+    public = os.path.join(root, "include", "safeweights")
+    for h in sorted(os.listdir(public)):
+        if h.endswith(".h") and h not in header_folder:
+            problems.append(f"include/safeweights/{h} is not in the table of public headers of docs/ARCHITECTURE.md")
+
+    def public_includes(text, folder, rank, where):
+        """An include of a public header goes to the includer's folder or to a layer drawn above it."""
+        for m in PUBLIC_INCLUDE.finditer(text):
+            target = header_folder.get(m.group(1))
+            if target is None or target == "all" or target == folder or target not in folders:
+                continue
+            if folders[target] >= rank:
+                problems.append(f"{where} includes safeweights/{m.group(1)} (of {target}/), which is not drawn above it")
+
+    for h in sorted(os.listdir(public)):
+        folder = header_folder.get(h)
+        if folder in folders:
+            text = open(os.path.join(public, h), encoding="utf-8").read()
+            public_includes(text, folder, folders[folder], f"include/safeweights/{h}")
     for d in src_folders:
         for name in sorted(os.listdir(os.path.join(src, d))):
             path = f"{d}/{name}"
@@ -74,14 +105,15 @@ def main(argv):
             for m in INCLUDE.finditer(text):
                 target = m.group(1)
                 if target == d or target not in folders:
-                    continue  # its own folder; public headers (safeweights/) are open to every layer
+                    continue  # its own folder
                 if folders[target] >= rank:
                     problems.append(f"src/{path} includes {target}/{m.group(2)}, which is not drawn above it")
+            public_includes(text, d, rank, f"src/{path}")
     for p in problems:
         print(p)
     if problems:
         return 1
-    print(f"layering: {len(src_folders)} folders, every internal include goes up the drawing")
+    print(f"layering: {len(src_folders)} folders and {len(header_folder)} public headers, every include goes up the drawing")
     return 0
 
 

@@ -32,21 +32,6 @@
 namespace safeweights {
 SAFEWEIGHTS_API_BEGIN
 
-// A tensor to write: which input tensor, under which name, and whether its rows are reordered the way
-// llama.cpp's converter permutes attention Q/K weights for rotary embeddings (0: as stored; n: with n
-// heads).
-struct ConvertTensor {
-  std::string source;
-  std::string name;
-  std::uint32_t permute_heads = 0;
-};
-
-// What to write: a plan provider's answer (hf::plan), or a caller's own.
-struct ConvertPlan {
-  std::vector<ConvertTensor> tensors;  // empty: every input tensor, same name, file order
-  Metadata metadata;                   // set over the carried metadata (a key replaced in place, else appended)
-};
-
 struct ConvertOptions {
   std::optional<TensorType> type;  // none: every tensor keeps its type
   unsigned threads = 0;            // 0: one per core
@@ -123,10 +108,6 @@ bool is_bin_folder(const std::string& folder);
 // The report's files are the paths written, in order.
 Result<ConvertReport> convert_bin_folder(const std::string& input_folder, const std::string& output_folder, const FormatOptions& read = {},
                                          const ConvertOptions& options = {}, const std::function<void(const TensorFile&)>& opened = {});
-
-// llama.cpp's general.file_type (its llama_ftype) for a target type, the K-quants as their _S mixes;
-// nullopt for a type llama.cpp has no file type for.
-std::optional<std::uint32_t> llama_file_type(TensorType type) noexcept;
 
 // How two tensors of the same element count differ, value by value. Integers of every width and BOOL
 // are compared as exact integers (I64/U64 values above 2^53 included), with each other and with

@@ -113,6 +113,10 @@ std::optional<SplitName> parse_split_file_name(std::string_view name);
 Result<std::unique_ptr<GgufFile>> open(SourcePtr source, const FormatOptions& options = {});
 Result<std::unique_ptr<GgufFile>> open(const std::string& path, const FormatOptions& options = {});
 
+// llama.cpp's general.file_type (its llama_ftype) for a target type, the K-quants as their _S mixes;
+// nullopt for a type llama.cpp has no file type for.
+std::optional<std::uint32_t> llama_file_type(TensorType type) noexcept;
+
 // The GGUF v3 TensorSink: creates `path` with `kv` and the declared tensors (the header is written now;
 // `tensors` declare the tensors in the order their bytes are laid out; shapes are row-major, the file's
 // ne is the reverse), takes their bytes in any order, whole or in chunks (copy_chunk in the kernel from a

@@ -26,7 +26,6 @@
 #include <string>
 #include <vector>
 
-#include "safeweights/convert.h"
 #include "safeweights/error.h"
 #include "safeweights/export.h"
 #include "safeweights/folder.h"

@@ -4,9 +4,9 @@
 // from the end), start:stop:step ranges (any part may be omitted; negative steps walk backwards;
 // out-of-range bounds are clamped as Python does), one `...`, and `None` / `newaxis`. plan_slice()
 // applies a spec to a tensor's shape and element size and returns a SlicePlan: the result's shape and
-// the list of byte runs, in the result's C order, that hold its elements. read_slice() fetches exactly
-// those runs from any ByteSource (memcpy from a mapping; grouped positional reads otherwise), so only
-// the bytes the slice needs are read. All arithmetic is checked; sub-byte dtypes (F4, F6) may be
+// the list of byte runs, in the result's C order, that hold its elements. read_slice() (source.h: the
+// reading is io's) fetches exactly those runs from any ByteSource (memcpy from a mapping; grouped
+// positional reads otherwise), so only the bytes the slice needs are read. All arithmetic is checked; sub-byte dtypes (F4, F6) may be
 // sliced only where every run starts and ends on a byte boundary.
 //
 // Thread safety: SliceSpec and SlicePlan are immutable values; safe to share.
@@ -21,7 +21,6 @@
 
 #include "safeweights/error.h"
 #include "safeweights/export.h"
-#include "safeweights/source.h"
 #include "safeweights/tensor_type.h"
 
 namespace safeweights {
@@ -117,15 +116,6 @@ class SlicePlan {
 
 // Applies `spec` to a tensor of `shape` and `dtype` whose first byte is at `base_offset` in its source.
 Result<SlicePlan> plan_slice(std::span<const std::uint64_t> shape, TensorType dtype, const SliceSpec& spec, std::uint64_t base_offset = 0);
-
-// Reads the plan's bytes from `source` into dst (dst.size() == plan.nbytes()), in result order.
-Status read_slice(const ByteSource& source, const SlicePlan& plan, std::span<std::byte> dst);
-
-// Hands the plan's bytes, in result order, to `sink` in pieces of at most `chunk` bytes read into one
-// reused buffer: memory follows the chunk, not the slice (a slice of a huge tensor streams). Stops at
-// the first error of the read or the sink; ResourceLimit when the buffer cannot be had; Interrupted
-// (check_cancelled) between pieces.
-Status copy_slice(const ByteSource& source, const SlicePlan& plan, std::uint64_t chunk, const ByteSink& sink);
 
 template <typename Visit>
 bool SlicePlan::for_each_run(Visit&& visit) const {

@@ -22,6 +22,7 @@
 
 #include "safeweights/error.h"
 #include "safeweights/export.h"
+#include "safeweights/slice.h"
 
 namespace safeweights {
 SAFEWEIGHTS_API_BEGIN
@@ -111,6 +112,16 @@ using ByteSink = std::function<Status(std::span<const std::byte>)>;
 // any other (an HTTP source pays a request per read).
 std::uint64_t copy_buffer_size(const ByteSource& source) noexcept;
 Status copy_range(const ByteSource& source, std::uint64_t offset, std::uint64_t length, std::uint64_t chunk, const ByteSink& sink);
+
+// Reads a slice plan's bytes (slice.h) from `source` into dst (dst.size() == plan.nbytes()), in result
+// order.
+Status read_slice(const ByteSource& source, const SlicePlan& plan, std::span<std::byte> dst);
+
+// Hands the plan's bytes, in result order, to `sink` in pieces of at most `chunk` bytes read into one
+// reused buffer: memory follows the chunk, not the slice (a slice of a huge tensor streams). Stops at
+// the first error of the read or the sink; ResourceLimit when the buffer cannot be had; Interrupted
+// (check_cancelled) between pieces.
+Status copy_slice(const ByteSource& source, const SlicePlan& plan, std::uint64_t chunk, const ByteSink& sink);
 
 // Memory sized by an input or a request. Every buffer the library sizes from what a file or a server
 // declares, or from what a caller asks for, comes from these: a size beyond the budget, or an allocation

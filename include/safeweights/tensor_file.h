@@ -83,6 +83,22 @@ class TensorFile {
   Result<const TensorEntry*> tensor(std::string_view name) const;
 };
 
+// A tensor to write: which input tensor, under which name, and whether its rows are reordered the way
+// llama.cpp's converter permutes attention Q/K weights for rotary embeddings (0: as stored; n: with n
+// heads).
+struct ConvertTensor {
+  std::string source;
+  std::string name;
+  std::uint32_t permute_heads = 0;
+};
+
+// What to write: a plan provider's answer (hf::plan), or a caller's own; convert() (convert.h) carries it
+// out. Here, in the neutral model, so that a plan provider needs nothing of the pipeline.
+struct ConvertPlan {
+  std::vector<ConvertTensor> tensors;  // empty: every input tensor, same name, file order
+  Metadata metadata;                   // set over the carried metadata (a key replaced in place, else appended)
+};
+
 // A tensor to be written: its declaration.
 struct TensorDecl {
   std::string name;

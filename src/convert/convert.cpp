@@ -10,6 +10,7 @@
 // each way), and each tensor's input pages are released once written. A piece's bytes depend only on
 // its elements, never on the threads.
 #include "safeweights/convert.h"
+#include "safeweights/gguf.h"
 
 #include <algorithm>
 #include <cstring>
@@ -147,7 +148,7 @@ bool plan_metadata_alone(const TensorFile& input, const ConvertOptions& options,
 Metadata output_metadata(const TensorFile& input, const ConvertOptions& options, const std::map<std::string, std::string>& aliases) {
   Metadata md;
   if (options.carry_metadata && input.metadata()) md = *input.metadata();
-  const auto ftype = options.type ? llama_file_type(*options.type) : std::nullopt;
+  const auto ftype = options.type ? gguf::llama_file_type(*options.type) : std::nullopt;
   if (ftype && md.find("general.file_type")) md.set({"general.file_type", MetaValue::u32(*ftype)});
   md.merge(options.plan.metadata);
   for (const auto& [alias, kept] : aliases) md.set({std::string(kStringMapPrefix) + alias, MetaValue::string(kept)});
@@ -382,25 +383,6 @@ Result<ConvertReport> convert(const TensorFile& input, const std::string& output
   const auto files = sink->files();
   report.files.assign(files.begin(), files.end());
   return report;
-}
-
-std::optional<std::uint32_t> llama_file_type(TensorType t) noexcept {
-  switch (t) {
-    case TensorType::F32: return 0;
-    case TensorType::F16: return 1;
-    case TensorType::Q4_0: return 2;
-    case TensorType::Q4_1: return 3;
-    case TensorType::Q8_0: return 7;
-    case TensorType::Q5_0: return 8;
-    case TensorType::Q5_1: return 9;
-    case TensorType::Q2_K: return 10;
-    case TensorType::Q3_K: return 11;
-    case TensorType::Q4_K: return 14;
-    case TensorType::Q5_K: return 16;
-    case TensorType::Q6_K: return 18;
-    case TensorType::BF16: return 32;
-    default: return std::nullopt;
-  }
 }
 
 }  // namespace safeweights

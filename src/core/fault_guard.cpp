@@ -106,15 +106,4 @@ Status guarded_copy(std::byte* dst, const std::byte* src, std::size_t n, const s
   return Status::ok();
 }
 
-Status copy_runs(const std::byte* base, std::span<const ReadRequest> requests, std::size_t below, const std::string& name) {
-  std::size_t at = 0;  // the request being copied, for the error
-  const bool copied = guarded([&] {
-    for (; at < requests.size(); ++at) {
-      const ReadRequest& r = requests[at];
-      if (!r.dst.empty() && r.dst.size() < below) std::memcpy(r.dst.data(), base + r.offset, r.dst.size());
-    }
-  });
-  return copied ? Status::ok() : Status(mapping_shrank(name, requests[at].offset));
-}
-
 }  // namespace safeweights

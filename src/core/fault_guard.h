@@ -24,7 +24,6 @@
 #include <type_traits>
 
 #include "safeweights/error.h"
-#include "safeweights/source.h"
 
 namespace safeweights {
 
@@ -43,10 +42,5 @@ Error mapping_shrank(const std::string& name, std::uint64_t offset);
 
 // memcpy of n bytes from a mapping of `name` (src is at `offset` in it), or the mapping_shrank error.
 Status guarded_copy(std::byte* dst, const std::byte* src, std::size_t n, const std::string& name, std::uint64_t offset);
-
-// memcpy of every request shorter than `below` bytes from the mapping at `base` (of `name`) into its
-// destination, all in one guarded section; longer ones are left to the caller. The requests are
-// already checked against the mapping's size. The mapping_shrank error names the run that faulted.
-Status copy_runs(const std::byte* base, std::span<const ReadRequest> requests, std::size_t below, const std::string& name);
 
 }  // namespace safeweights

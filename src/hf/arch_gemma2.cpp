@@ -30,7 +30,7 @@ Status check(const JsonFile& file, ModelConfig& c) {
                    "key " + json::quoted(key) + " is missing or null: llama.cpp's gemma2 architecture always caps the logits")
           .with_file(file.path());
     }
-    c.arch_kv.push_back({a + "." + std::string(key), gguf::Value::f32(static_cast<float>(*cap))});
+    c.arch_kv.push_back({a + "." + std::string(key), MetaValue::f32(static_cast<float>(*cap))});
   }
   return Status::ok();
 }

@@ -41,7 +41,7 @@ Status check(const JsonFile& file, ModelConfig& c) {
     }
     if (c.rope_sliding.theta) local_base = c.rope_sliding.theta;
   }
-  c.arch_kv.push_back({"gemma3.rope.freq_base_swa", gguf::Value::f32(static_cast<float>(local_base.value_or(10000.0)))});
+  c.arch_kv.push_back({"gemma3.rope.freq_base_swa", MetaValue::f32(static_cast<float>(local_base.value_or(10000.0)))});
   return Status::ok();
 }
 
@@ -79,7 +79,7 @@ Status check_common(const JsonFile& file, ModelConfig& c, std::uint32_t pattern)
   }
   SW_ASSIGN_OR_RETURN(auto window, file.count(file.root(), "sliding_window"));
   if (!window) return file.bad("sliding_window", "is missing (llama.cpp needs " + a + ".attention.sliding_window)");
-  c.arch_kv.push_back({a + ".attention.sliding_window", gguf::Value::u32(*window)});
+  c.arch_kv.push_back({a + ".attention.sliding_window", MetaValue::u32(*window)});
   if (auto types = JsonFile::member(file.root(), "layer_types")) {
     if (types->type() != json::element_type::ARRAY || json::as_array(*types).size() != c.num_hidden_layers) {
       return file.bad("layer_types", "must list one type per layer");

@@ -27,8 +27,8 @@ Status check(const JsonFile& file, ModelConfig& c) {
   const std::uint32_t head_dim = c.head_dim.value_or(c.hidden_size / c.num_attention_heads);
   SW_ASSIGN_OR_RETURN(auto original, file.count(file.root(), "original_max_position_embeddings"));
   if (c.rope.type == "longrope") original = c.rope.original_max_position_embeddings;
-  if (original) c.arch_kv.push_back({"phi3.rope.scaling.original_context_length", gguf::Value::u32(*original)});
-  c.arch_kv.push_back({"phi3.rope.dimension_count", gguf::Value::u32(head_dim)});
+  if (original) c.arch_kv.push_back({"phi3.rope.scaling.original_context_length", MetaValue::u32(*original)});
+  c.arch_kv.push_back({"phi3.rope.dimension_count", MetaValue::u32(head_dim)});
   // A sliding window that binds: llama.cpp's phi3 gives other logits than transformers' (the client
   // test measured 0.6 of the largest logit with a window of 4), so only 0 (none) is written.
   SW_ASSIGN_OR_RETURN(auto window, file.count(file.root(), "sliding_window"));
@@ -37,9 +37,9 @@ Status check(const JsonFile& file, ModelConfig& c) {
                                               ") is below max_position_embeddings: llama.cpp's phi3 does not slide as transformers does")
         .with_file(file.path());
   }
-  c.arch_kv.push_back({"phi3.attention.sliding_window", gguf::Value::u32(0)});
+  c.arch_kv.push_back({"phi3.attention.sliding_window", MetaValue::u32(0)});
   if (c.rope.type == "longrope") {
-    c.arch_kv.push_back({"phi3.rope.scaling.attn_factor", gguf::Value::f32(static_cast<float>(*c.rope.attention_factor))});
+    c.arch_kv.push_back({"phi3.rope.scaling.attn_factor", MetaValue::f32(static_cast<float>(*c.rope.attention_factor))});
   }
   return Status::ok();
 }

@@ -16,7 +16,7 @@
 
 #include "safeweights/error.h"
 #include "safeweights/folder.h"
-#include "safeweights/gguf.h"
+#include "safeweights/metadata.h"
 
 namespace safeweights::hf {
 
@@ -80,7 +80,7 @@ struct ModelConfig {
   // as llama.cpp's converter ignores it).
   std::vector<std::pair<std::string, std::int64_t>> special_ids;
   std::optional<bool> tie_word_embeddings;  // false: lm_head.weight must be there
-  std::vector<gguf::KeyValue> arch_kv;      // the architecture's own keys (Architecture::check)
+  std::vector<MetaEntry> arch_kv;           // the architecture's own keys (Architecture::check)
 };
 // FileNotFound without config.json; InvalidModelFolder for a malformed one; NotSupported for a model
 // llama.cpp cannot compute as transformers does (another architecture, experts, a rope type or key it

@@ -12,15 +12,15 @@
 #include "hf/generated.h"
 #include "hf/hf_files.h"
 #include "hf/vocab.h"
-#include "safeweights/convert.h"
+#include "safeweights/gguf.h"
 #include "safeweights/hf_llama.h"
 #include "safeweights/quantize.h"
 
 namespace safeweights::hf {
 namespace {
 
-using gguf::KeyValue;
-using gguf::Value;
+using KeyValue = MetaEntry;
+using Value = MetaValue;
 
 // Buffers llama.cpp's converter drops (MODEL_TENSOR_SKIP and its name filters).
 bool skipped(std::string_view name) { return name.ends_with(".rotary_emb.inv_freq"); }
@@ -227,7 +227,7 @@ Result<GgufConversion> plan(const Folder& folder, const TensorFile& weights, std
                                              ConvertTensor{"rope_factors_short.weight", "rope_factors_short.weight", 0}});
   }
   const TensorType target = type.value_or(weights_type(weights));
-  const auto ftype = llama_file_type(target);
+  const auto ftype = gguf::llama_file_type(target);
   if (!ftype) {
     return Error(ErrorKind::NotSupported, "llama.cpp has no file type for " + std::string(type_name(target))).with_file(weights.name());
   }

@@ -12,9 +12,9 @@
 namespace safeweights::hf {
 namespace {
 
-using gguf::KeyValue;
-using gguf::Value;
-using gguf::ValueType;
+using KeyValue = MetaEntry;
+using Value = MetaValue;
+using ValueType = MetaType;
 
 // The special-token kinds llama.cpp's SpecialVocab writes, with their GGUF keys (sic "seperator").
 struct SpecialKind {

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "hf/hf_files.h"
-#include "safeweights/gguf.h"
+#include "safeweights/metadata.h"
 #include "safeweights/hf_llama.h"
 
 namespace safeweights::hf {
@@ -17,6 +17,6 @@ namespace safeweights::hf {
 // from tokenizer.json (byte-level BPE: model "gpt2"); then the special tokens, add_bos/add_eos and the
 // chat template from tokenizer_config.json and config.json. FileNotFound when the folder has neither
 // tokenizer.
-Status add_vocabulary(const Folder& folder, const ModelConfig& config, const LlamaOptions& options, std::vector<gguf::KeyValue>& kv);
+Status add_vocabulary(const Folder& folder, const ModelConfig& config, const LlamaOptions& options, std::vector<MetaEntry>& kv);
 
 }  // namespace safeweights::hf

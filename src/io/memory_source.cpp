@@ -8,6 +8,7 @@
 
 #include "core/fault_guard.h"
 #include "io/posix_util.h"
+#include "io/read_util.h"
 #include "safeweights/source.h"
 
 namespace safeweights {

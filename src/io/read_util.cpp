@@ -1,8 +1,10 @@
 #include "io/read_util.h"
 
+#include <cstring>
 #include <algorithm>
 #include <vector>
 
+#include "core/fault_guard.h"
 #include "core/status_macros.h"
 
 namespace safeweights {
@@ -50,6 +52,17 @@ Status copy_range(const ByteSource& source, std::uint64_t offset, std::uint64_t 
     done += n;
   }
   return Status::ok();
+}
+
+Status copy_runs(const std::byte* base, std::span<const ReadRequest> requests, std::size_t below, const std::string& name) {
+  std::size_t at = 0;  // the request being copied, for the error
+  const bool copied = guarded([&] {
+    for (; at < requests.size(); ++at) {
+      const ReadRequest& r = requests[at];
+      if (!r.dst.empty() && r.dst.size() < below) std::memcpy(r.dst.data(), base + r.offset, r.dst.size());
+    }
+  });
+  return copied ? Status::ok() : Status(mapping_shrank(name, requests[at].offset));
 }
 
 }  // namespace safeweights

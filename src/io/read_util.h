@@ -21,4 +21,9 @@ Result<std::string> read_small(const ByteSource& source, std::uint64_t cap);
 // read_small of the regular file at `path` (read with pread, never mapped); errors name the file.
 Result<std::string> read_small_file(const std::string& path, std::uint64_t cap);
 
+// memcpy (under core's fault guard) of every request shorter than `below` bytes from the mapping at `base` (of `name`) into its
+// destination, all in one guarded section; longer ones are left to the caller. The requests are
+// already checked against the mapping's size. The mapping_shrank error names the run that faulted.
+Status copy_runs(const std::byte* base, std::span<const ReadRequest> requests, std::size_t below, const std::string& name);
+
 }  // namespace safeweights

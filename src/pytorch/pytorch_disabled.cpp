@@ -1,11 +1,10 @@
 // The pytorch component switched off (SAFEWEIGHTS_WITH_PYTORCH=OFF): CMake compiles this file instead
 // of src/pytorch/'s readers, so the library holds no pickle machine. The format registry leaves the
 // PyTorch format out (src/model/registry.cpp); these are the entry points of safeweights/pytorch.h (not
-// installed then), and the .bin folder converter of convert.h, which the CLI's convert still calls; they
-// refuse every input.
+// installed then); they refuse every input. (The .bin folder converter's stub is
+// src/convert/bin_folder_disabled.cpp.)
 #include <string>
 
-#include "safeweights/convert.h"
 #include "safeweights/pytorch.h"
 
 namespace safeweights::pytorch {
@@ -26,13 +25,3 @@ Result<std::unique_ptr<Checkpoint>> open_checkpoint_index(const std::string& ind
 }
 
 }  // namespace safeweights::pytorch
-
-namespace safeweights {
-
-// The folder converter reads .bin shards (src/convert/bin_folder.cpp, built with the component).
-Result<ConvertReport> convert_bin_folder(const std::string& input_folder, const std::string& /*output_folder*/, const FormatOptions& /*read*/,
-                                         const ConvertOptions& /*options*/, const std::function<void(const TensorFile&)>& /*opened*/) {
-  return pytorch::not_built(input_folder);
-}
-
-}  // namespace safeweights

@@ -4,6 +4,7 @@
 // installed with their components off: the check hands this program the source tree's copies, the
 // declarations the in-tree CLI is built with.
 //   minimal FOLDER_WITH_CONFIG_JSON FILE
+#include <safeweights/convert.h>
 #include <safeweights/device.h>
 #include <safeweights/format.h>
 #include <safeweights/hf_llama.h>
