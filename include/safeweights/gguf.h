@@ -125,9 +125,9 @@ std::optional<std::uint32_t> llama_file_type(TensorType type) noexcept;
 // absent from `kv`. InvalidArgument for a type GGUF cannot hold, a duplicate key or name, a name over 63
 // bytes, more than 4 dimensions, an array of arrays or mixed types, an alignment that is not a power of
 // two or a general.alignment that differs from it; ResourceLimit for an alignment over 1 MiB (a reader
-// takes up to 2^31, whose padding is in its file; a writer would multiply it); the sink's own refusals (an undeclared name, a tensor
-// written twice, wrong sizes, an incomplete tensor at finish) are InvalidArgument naming the path and the
-// tensor. An unfinished sink leaves no file behind.
+// takes up to 2^31, whose padding is in its file; a writer would multiply it); the sink's own refusals
+// (an undeclared name, a tensor written twice, wrong sizes, an incomplete tensor at finish) are
+// InvalidArgument naming the path and the tensor. An unfinished sink leaves no file behind.
 //
 // With options.split, the model is written as llama.cpp's gguf-split writes it: files
 // split_file_name(prefix, k, N) for k = 1..N (prefix: `path` without ".gguf"), file 1 with `kv` then
