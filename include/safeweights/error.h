@@ -26,73 +26,75 @@ SAFEWEIGHTS_API_BEGIN
 
 // X-macro: (Name, value, one-line meaning). The value is the kind's number in every release (it is what
 // ErrorKind holds and what bindings may store): append only, with the next number; never renumber or rename.
-#define SAFEWEIGHTS_ERROR_KINDS(X)                                                                          \
-  /* generic */                                                                                             \
-  X(IoError, 0, "an operating-system I/O call failed")                                                      \
-  X(FileNotFound, 1, "the file does not exist or cannot be opened")                                         \
-  X(InvalidArgument, 2, "the caller passed an invalid argument")                                            \
-  X(OutOfRange, 3, "a read outside the bounds of the input")                                                \
-  X(UnknownFormat, 4, "the input is not in a format this tool recognises")                                  \
-  X(ResourceLimit, 5, "the input asks for more memory or work than the configured limit")                   \
-  /* safetensors: the reference implementation's variant names */                                           \
-  X(HeaderTooSmall, 6, "file shorter than the 8-byte header length")                                        \
-  X(HeaderTooLarge, 7, "header length above 100,000,000 bytes")                                             \
-  X(InvalidHeaderLength, 8, "header length runs past the end of the file")                                  \
-  X(InvalidHeader, 9, "header is not valid UTF-8")                                                          \
-  X(InvalidHeaderDeserialization, 10, "header is not valid JSON of the safetensors schema")                 \
-  X(InvalidOffset, 11, "data_offsets not contiguous from 0 (hole, overlap or reversed range)")              \
-  X(TensorInvalidInfo, 12, "byte length does not match shape and dtype")                                    \
-  X(MetadataIncompleteBuffer, 13, "data section does not end exactly at the end of the file")               \
-  X(ValidationOverflow, 14, "shape x dtype size overflows 64 bits")                                         \
-  X(MisalignedSlice, 15, "sub-byte data does not start or end on a byte boundary")                          \
-  X(TensorNotFound, 16, "no tensor of that name")                                                           \
-  X(InvalidTensorView, 17, "data length does not match shape and dtype")                                    \
-  /* safetensors: our stricter rules (checked after every reference rule) */                                \
-  X(DuplicateKey, 18, "a JSON object repeats a key")                                                        \
-  X(NonCanonicalEntry, 19, "tensor entry or dtype in a non-standard JSON form (array or object)")           \
-  X(UnknownField, 20, "tensor entry has a field other than dtype, shape and data_offsets (strict mode)")    \
-  X(ReservedTensorName, 21, "a tensor may not be named __metadata__")                                       \
-  /* slicing */                                                                                             \
-  X(InvalidSliceSpec, 22, "slice syntax error or zero step")                                                \
-  X(TooManySlices, 23, "more indices than tensor dimensions")                                               \
-  X(SliceOutOfRange, 24, "integer index outside its dimension")                                             \
-  /* sharded checkpoints */                                                                                 \
-  X(InvalidIndex, 25, "a *.safetensors.index.json file is malformed")                                       \
-  X(ShardMismatch, 26, "index and shard files disagree about a tensor")                                     \
-  /* ZIP archives */                                                                                        \
-  X(BadZipFile, 27, "the ZIP structure is malformed, inconsistent or ambiguous")                            \
-  X(ZipUnsupported, 28, "a ZIP feature not accepted here (encryption, multi-disk, DDUF data descriptors)")  \
-  X(CrcMismatch, 29, "an entry's bytes do not match its CRC-32")                                            \
-  /* DDUF: the reference's error classes */                                                                 \
-  X(DDUFCorruptedFile, 30, "the archive breaks a DDUF rule (compression, model_index.json, folders)")       \
-  X(DDUFInvalidEntryName, 31, "an entry name breaks the DDUF naming rules")                                 \
-  X(DDUFExport, 32, "a DDUF cannot be written from these entries")                                          \
-  /* remote files (HTTP) */                                                                                 \
-  X(HttpError, 33, "an HTTP server refused a request or answered outside the protocol")                     \
-  X(RemoteChanged, 34, "a remote file changed between requests (ETag, Last-Modified or size)")              \
-  /* the type model */                                                                                      \
-  X(InvalidBlockShape, 35, "a block-quantized tensor's innermost dimension is not a multiple of its block") \
-  /* ZIP writing (appended after the HTTP kinds: kinds are never renumbered) */                             \
-  X(ZipWrite, 36, "a ZIP archive cannot be written as asked (an entry's source ended early)")               \
-  /* formats */                                                                                             \
-  X(NotSupported, 37, "a recognised format or feature that this version cannot read yet")                   \
-  /* interruption and deadlines */                                                                          \
-  X(Interrupted, 38, "the operation was cancelled (Ctrl-C, SIGTERM, or the caller asked)")                  \
-  X(Timeout, 39, "a remote read missed its deadline or stayed below the minimum transfer rate")             \
-  /* writes that would leave their target */                                                                \
-  X(UnsafePath, 40, "a write would leave its target folder, follow a symlink or replace what it must not")  \
-  /* PyTorch checkpoints */                                                                                 \
-  X(InvalidPickle, 41, "a pickle stream is malformed or exceeds a limit")                                   \
-  X(UnsafePickle, 42, "a pickle names a global, callable or opcode outside the allowlist")                  \
-  X(InvalidCheckpoint, 43, "a PyTorch checkpoint's container, storages or tensors are inconsistent")        \
-  /* GGUF */                                                                                                \
-  X(InvalidGguf, 44, "a GGUF file breaks a rule of the format")                                             \
-  /* Loading to devices */                                                                                  \
-  X(DeviceError, 45, "a GPU runtime call failed, or the device or its runtime is unavailable")              \
-  /* Writing */                                                                                             \
-  X(Unrepresentable, 46, "the output format cannot hold a name, rank or text the tensors or metadata have") \
-  /* Hugging Face model folders */                                                                          \
-  X(InvalidModelFolder, 47, "a model folder's config or tokenizer files are malformed, out of range, or disagree with its weights")
+#define SAFEWEIGHTS_ERROR_KINDS(X)                                                                                                  \
+  /* generic */                                                                                                                     \
+  X(IoError, 0, "an operating-system I/O call failed")                                                                              \
+  X(FileNotFound, 1, "the file does not exist or cannot be opened")                                                                 \
+  X(InvalidArgument, 2, "the caller passed an invalid argument")                                                                    \
+  X(OutOfRange, 3, "a read outside the bounds of the input")                                                                        \
+  X(UnknownFormat, 4, "the input is not in a format this tool recognises")                                                          \
+  X(ResourceLimit, 5, "the input asks for more memory or work than the configured limit")                                           \
+  /* safetensors: the reference implementation's variant names */                                                                   \
+  X(HeaderTooSmall, 6, "file shorter than the 8-byte header length")                                                                \
+  X(HeaderTooLarge, 7, "header length above 100,000,000 bytes")                                                                     \
+  X(InvalidHeaderLength, 8, "header length runs past the end of the file")                                                          \
+  X(InvalidHeader, 9, "header is not valid UTF-8")                                                                                  \
+  X(InvalidHeaderDeserialization, 10, "header is not valid JSON of the safetensors schema")                                         \
+  X(InvalidOffset, 11, "data_offsets not contiguous from 0 (hole, overlap or reversed range)")                                      \
+  X(TensorInvalidInfo, 12, "byte length does not match shape and dtype")                                                            \
+  X(MetadataIncompleteBuffer, 13, "data section does not end exactly at the end of the file")                                       \
+  X(ValidationOverflow, 14, "shape x dtype size overflows 64 bits")                                                                 \
+  X(MisalignedSlice, 15, "sub-byte data does not start or end on a byte boundary")                                                  \
+  X(TensorNotFound, 16, "no tensor of that name")                                                                                   \
+  X(InvalidTensorView, 17, "data length does not match shape and dtype")                                                            \
+  /* safetensors: our stricter rules (checked after every reference rule) */                                                        \
+  X(DuplicateKey, 18, "a JSON object repeats a key")                                                                                \
+  X(NonCanonicalEntry, 19, "tensor entry or dtype in a non-standard JSON form (array or object)")                                   \
+  X(UnknownField, 20, "tensor entry has a field other than dtype, shape and data_offsets (strict mode)")                            \
+  X(ReservedTensorName, 21, "a tensor may not be named __metadata__")                                                               \
+  /* slicing */                                                                                                                     \
+  X(InvalidSliceSpec, 22, "slice syntax error or zero step")                                                                        \
+  X(TooManySlices, 23, "more indices than tensor dimensions")                                                                       \
+  X(SliceOutOfRange, 24, "integer index outside its dimension")                                                                     \
+  /* sharded checkpoints */                                                                                                         \
+  X(InvalidIndex, 25, "a *.safetensors.index.json file is malformed")                                                               \
+  X(ShardMismatch, 26, "index and shard files disagree about a tensor")                                                             \
+  /* ZIP archives */                                                                                                                \
+  X(BadZipFile, 27, "the ZIP structure is malformed, inconsistent or ambiguous")                                                    \
+  X(ZipUnsupported, 28, "a ZIP feature not accepted here (encryption, multi-disk, DDUF data descriptors)")                          \
+  X(CrcMismatch, 29, "an entry's bytes do not match its CRC-32")                                                                    \
+  /* DDUF: the reference's error classes */                                                                                         \
+  X(DDUFCorruptedFile, 30, "the archive breaks a DDUF rule (compression, model_index.json, folders)")                               \
+  X(DDUFInvalidEntryName, 31, "an entry name breaks the DDUF naming rules")                                                         \
+  X(DDUFExport, 32, "a DDUF cannot be written from these entries")                                                                  \
+  /* remote files (HTTP) */                                                                                                         \
+  X(HttpError, 33, "an HTTP server refused a request or answered outside the protocol")                                             \
+  X(RemoteChanged, 34, "a remote file changed between requests (ETag, Last-Modified or size)")                                      \
+  /* the type model */                                                                                                              \
+  X(InvalidBlockShape, 35, "a block-quantized tensor's innermost dimension is not a multiple of its block")                         \
+  /* ZIP writing (appended after the HTTP kinds: kinds are never renumbered) */                                                     \
+  X(ZipWrite, 36, "a ZIP archive cannot be written as asked (an entry's source ended early)")                                       \
+  /* formats */                                                                                                                     \
+  X(NotSupported, 37, "a recognised format or feature that this version cannot read yet")                                           \
+  /* interruption and deadlines */                                                                                                  \
+  X(Interrupted, 38, "the operation was cancelled (Ctrl-C, SIGTERM, or the caller asked)")                                          \
+  X(Timeout, 39, "a remote read missed its deadline or stayed below the minimum transfer rate")                                     \
+  /* writes that would leave their target */                                                                                        \
+  X(UnsafePath, 40, "a write would leave its target folder, follow a symlink or replace what it must not")                          \
+  /* PyTorch checkpoints */                                                                                                         \
+  X(InvalidPickle, 41, "a pickle stream is malformed or exceeds a limit")                                                           \
+  X(UnsafePickle, 42, "a pickle names a global, callable or opcode outside the allowlist")                                          \
+  X(InvalidCheckpoint, 43, "a PyTorch checkpoint's container, storages or tensors are inconsistent")                                \
+  /* GGUF */                                                                                                                        \
+  X(InvalidGguf, 44, "a GGUF file breaks a rule of the format")                                                                     \
+  /* Loading to devices */                                                                                                          \
+  X(DeviceError, 45, "a GPU runtime call failed, or the device or its runtime is unavailable")                                      \
+  /* Writing */                                                                                                                     \
+  X(Unrepresentable, 46, "the output format cannot hold a name, rank or text the tensors or metadata have")                         \
+  /* Hugging Face model folders */                                                                                                  \
+  X(InvalidModelFolder, 47, "a model folder's config or tokenizer files are malformed, out of range, or disagree with its weights") \
+  /* the environment, not the input or the call */                                                                                  \
+  X(EnvironmentFault, 48, "the environment cannot serve the request: missing or unusable credentials or configuration")
 
 // Rules: which rule of a format an error broke, for kinds that cover many rules (InvalidGguf, BadZipFile,
 // InvalidPickle, ...). A kind says what sort of failure it is; a rule says exactly which check, with a

@@ -199,7 +199,8 @@ TEST(ErrorKinds, NamesRoundTrip) {
                                                              {"InvalidGguf", 44},
                                                              {"DeviceError", 45},
                                                              {"Unrepresentable", 46},
-                                                             {"InvalidModelFolder", 47}};
+                                                             {"InvalidModelFolder", 47},
+                                                             {"EnvironmentFault", 48}};
   for (const auto& [name, value] : released) {
     auto kind = safeweights::error_kind_from_name(name);
     ASSERT_TRUE(kind.has_value()) << name;
