@@ -34,7 +34,7 @@ def read_header_layers(page):
 
 def read_layers(page, src_folders):
     """(rank of each folder, rank of each file placed apart), from the page's first code block."""
-    block = page.split("```")[1]
+    block = page.split("```")[1].split("\n", 1)[1]  # the drawing, without its fence's language
     folders, files = {}, {}
     rank = -1
     for line in block.splitlines():

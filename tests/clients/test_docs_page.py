@@ -1,35 +1,27 @@
 """docs/CLIENTS.md: every command of the page, run in the order written, in one folder holding the tiny
-models the page names. A command that fails, or a page whose commands name something the folder does
-not hold, fails the test: the page says what works because this test ran it."""
-import os
-import re
-import subprocess
+models the page names, by the runner of every page (tests/python/doc_blocks.py). A command that fails,
+or a page whose commands name something the folder does not hold, fails the test: the page says what
+works because this test ran it."""
 import sys
-from pathlib import Path
 
-from conftest import CLI, REPO
+from conftest import REPO
 from tiny_models import bin_folder, ddpm_folder, llama_folder
+
+sys.path.insert(0, str(REPO / "tests" / "python"))
+import doc_blocks  # noqa: E402  (tests/python is not this suite's folder)
 
 PAGE = REPO / "docs" / "CLIENTS.md"
 
 
-def blocks():
-    """The page's ```sh and ```python blocks, in order: (language, code)."""
-    return [(m.group(1), m.group(2)) for m in re.finditer(r"^```(sh|python)\n(.*?)^```$", PAGE.read_text(), re.S | re.M)]
-
-
 def test_the_page_has_commands_of_both_kinds():
-    kinds = [lang for lang, _ in blocks()]
+    kinds = [b.lang for b in doc_blocks.blocks(PAGE)]
     assert "sh" in kinds and "python" in kinds, kinds
+    assert doc_blocks.problems_of(PAGE) == []
 
 
 def test_every_command_of_the_page_runs(tmp_path, cli):
     llama_folder(tmp_path / "tiny-llama")
     bin_folder(tmp_path / "tiny-llama", tmp_path / "tiny-llama-bin")
     ddpm_folder(tmp_path / "pipeline")
-    env = dict(os.environ)
-    env["PATH"] = str(Path(CLI).resolve().parent) + os.pathsep + env["PATH"]  # `safeweights` as users type it
-    for lang, code in blocks():
-        argv = ["bash", "-euo", "pipefail", "-c", code] if lang == "sh" else [sys.executable, "-c", code]
-        r = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True)
-        assert r.returncode == 0, f"docs/CLIENTS.md block failed ({lang}):\n{code}\nstdout:\n{r.stdout}\nstderr:\n{r.stderr}"
+    ran = doc_blocks.run_page(PAGE, tmp_path)
+    assert len(ran) == len(doc_blocks.blocks(PAGE)), "every block of the page runs"

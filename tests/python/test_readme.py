@@ -2,36 +2,19 @@
 in one empty folder, in the order written (`safeweights` on PATH as users type it); its C++ block is one
 of the programs the install test builds and runs; the quick start names the scripts CI runs; the pages it
 points to exist; and it stays short (issue 38: under 150 lines, details in docs/)."""
-import os
 import re
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
+import doc_blocks
 from conftest import REPO
 
-CLI = os.environ.get("SAFEWEIGHTS_CLI", str(REPO / "build" / "safeweights"))
 README = REPO / "README.md"
-
-
-def blocks(lang):
-    return re.findall(rf"^```{lang}\n(.*?)^```$", README.read_text(), re.S | re.M)
-
-
-def run_block(lang, code, cwd):
-    env = dict(os.environ)
-    env["PATH"] = str(Path(CLI).resolve().parent) + os.pathsep + env["PATH"]
-    argv = ["bash", "-euo", "pipefail", "-c", code] if lang == "sh" else [sys.executable, "-c", code]
-    r = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, f"README.md block failed ({lang}):\n{code}\nstdout:\n{r.stdout}\nstderr:\n{r.stderr}"
-    return r
 
 
 def examples():
     """The command-line examples: every sh block but the quick start's (which installs and builds)."""
-    return [code for code in blocks("sh") if "scripts/" not in code]
+    return [b for b in doc_blocks.blocks(README, "sh") if not b.not_run]
 
 
 def test_readme_is_short():
@@ -39,7 +22,7 @@ def test_readme_is_short():
 
 
 def test_quick_start_names_the_scripts_ci_runs():
-    quick = [code for code in blocks("sh") if "scripts/" in code]
+    quick = [b.code for b in doc_blocks.blocks(README, "sh") if b.not_run]
     assert len(quick) == 1, quick
     commands = [line for line in quick[0].splitlines() if line and not line.startswith("#")]
     assert commands == ["bash scripts/quickstart.sh", "bash scripts/test.sh"], commands
@@ -50,8 +33,8 @@ def test_quick_start_names_the_scripts_ci_runs():
 
 def test_every_command_example_runs(tmp_path):
     assert examples(), "README.md has no command-line example"
-    for code in examples():
-        run_block("sh", code, tmp_path)
+    for block in examples():
+        doc_blocks.run(block, tmp_path)
     # What the block promises it wrote.
     assert (tmp_path / "rows.bin").stat().st_size == 2 * 4 * 4  # rows 1:3 of [16, 8] F32, every other column
     assert sorted(p.name for p in (tmp_path / "shards").iterdir())[-1] == "model.safetensors.index.json"
@@ -59,17 +42,15 @@ def test_every_command_example_runs(tmp_path):
 
 def test_the_python_example_runs(tmp_path):
     pytest.importorskip("torch")  # the numpy-2 venv has no torch: the block is run by the Debian suite
-    for code in examples():
-        run_block("sh", code, tmp_path)
-    (python,) = blocks("python")
-    r = run_block("python", python, tmp_path)
-    assert "model.embed_tokens.weight" in r.stdout
+    for block in examples():
+        doc_blocks.run(block, tmp_path)
+    (python,) = doc_blocks.blocks(README, "python")
+    assert "model.embed_tokens.weight" in doc_blocks.run(python, tmp_path)
 
 
 def test_the_cpp_example_is_a_program_the_install_test_runs():
-    (cpp,) = blocks("cpp")
-    programs = {p.name: p.read_text() for p in (REPO / "tests" / "install" / "examples").glob("*.cpp")}
-    assert cpp in programs.values(), "README.md's C++ block is none of tests/install/examples/*.cpp, word for word"
+    (cpp,) = doc_blocks.blocks(README, "cpp")
+    assert cpp.code in doc_blocks.install_examples(), "README.md's C++ block is none of tests/install/examples/*.cpp, word for word"
 
 
 def test_every_page_it_names_exists():
