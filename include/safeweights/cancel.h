@@ -35,8 +35,10 @@ bool cancel_requested() noexcept;
 using CancelPoll = bool (*)() noexcept;
 void set_cancel_poll(CancelPoll poll) noexcept;
 
-// Interrupted when request_cancel() was called or the poll hook says stop; OK otherwise. Costs one atomic
-// load, plus a clock read when a poll hook is installed.
+// Interrupted when request_cancel() was called, a parallel loop the calling thread works for has
+// failed (its other tasks stop early), or the poll hook says stop; OK otherwise. Costs a few relaxed
+// atomic loads (the flag, and one per enclosing parallel loop), plus a clock read when a poll hook is
+// installed.
 Status check_cancelled();
 
 SAFEWEIGHTS_API_END

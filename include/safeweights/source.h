@@ -107,9 +107,10 @@ using SourcePtr = std::shared_ptr<const ByteSource>;
 // calls (write, pwrite), which report a file truncated under it as an error (EFAULT) rather than a
 // signal; when the sink fails and the source was truncated, the source's error is returned.
 using ByteSink = std::function<Status(std::span<const std::byte>)>;
-// The buffer for copying out of `source` through memory: 256 KiB for a local file (small enough to be
-// still in the CPU cache when it is written out; docs/PERFORMANCE.md, "PyTorch checkpoints"), 8 MiB for
-// any other (an HTTP source pays a request per read).
+// The buffer for copying out of `source` through memory: 256 KiB for a local file whose descriptor is
+// kept (file_region(); small enough to be still in the CPU cache when it is written out;
+// docs/PERFORMANCE.md, "PyTorch checkpoints"), 8 MiB for any other (an HTTP source pays a request per
+// read).
 std::uint64_t copy_buffer_size(const ByteSource& source) noexcept;
 Status copy_range(const ByteSource& source, std::uint64_t offset, std::uint64_t length, std::uint64_t chunk, const ByteSink& sink);
 

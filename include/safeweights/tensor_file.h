@@ -126,7 +126,8 @@ class TensorSink {
   virtual std::span<const std::string> files() const noexcept = 0;
 };
 
-// Where a model written as several files is cut (GGUF: llama.cpp's split files). 0: no limit.
+// Where a model written as several files is cut (GGUF: llama.cpp's split files; safetensors-index: the
+// shards). 0: no limit.
 struct SplitLimits {
   std::uint64_t max_bytes = 0;    // tensor bytes per file
   std::uint64_t max_tensors = 0;  // tensors per file
@@ -137,7 +138,7 @@ struct SplitLimits {
 struct WriteOptions {
   bool durable = false;         // fsync before the rename
   std::uint32_t alignment = 0;  // GGUF: the data alignment, a power of two; 0: the metadata's general.alignment, else 32
-  SplitLimits split;            // GGUF: llama.cpp's split files; other formats refuse it
+  SplitLimits split;            // GGUF's split files, safetensors-index's shards; a one-file format refuses it
 };
 
 // Copies one tensor's stored bytes into `to` as tensor `name` (declared with its type and shape)

@@ -3,7 +3,8 @@
 // Loops run on the process-wide ThreadPool (core/thread_pool.h): no thread is started per call. The
 // calling thread always works on its own loop and borrows only idle workers, so a loop started from
 // inside another loop's task (a chunked load whose reads are themselves parallel, as over HTTP)
-// completes without waiting for a free worker and never adds threads.
+// completes without waiting for a free worker, and nesting never multiplies threads. A loop that asks
+// for more threads than the pool has grows the pool once (core/thread_pool.h, "Size").
 //
 // Thread safety: parallel_for may be called from any thread, pool workers included.
 #pragma once
