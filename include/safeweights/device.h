@@ -7,7 +7,8 @@
 // and on machines without a GPU.
 //
 // load_to_device() moves a LoadPlan (safeweights/loader.h) into one device allocation, or into device
-// memory the caller gives (a tensor framework's allocation), with one of two paths or both at once:
+// memory the caller gives (a tensor framework's allocation), along one of three paths (DeviceStrategy),
+// or the first two at once:
 //  - Staging: reader threads read chunks (pread from the page cache, or O_DIRECT from the disk) into
 //    a ring of pinned host buffers, two per thread, and queue asynchronous copies on several streams;
 //    an event per buffer says when it may be refilled. The buffers are small (4 MiB) so that what a
