@@ -90,9 +90,10 @@ Result<std::vector<std::byte>> serialize(std::span<const TensorData> tensors, co
 Status write_file(const std::string& path, std::span<const TensorData> tensors, const std::optional<MetadataEntries>& metadata = {},
                   const WriteOptions& options = {});
 
-// The safetensors TensorSink: creates `path` for the declared tensors (their order is the file's; the
-// header is written now), takes their bytes in any order, whole or in chunks (copy_chunk in the kernel
-// from a local file), and commits the file atomically on finish(). The refusals of Layout::plan, with the
+// The safetensors TensorSink: creates `path` for the declared tensors (laid out by Layout::plan, in the
+// reference's order whatever the order declared: the bytes of serialize(); the header is written now),
+// takes their bytes in any order, whole or in chunks (copy_chunk in the kernel from a local file), and
+// commits the file atomically on finish(). The refusals of Layout::plan, with the
 // path; the sink's own (an undeclared name, a tensor written twice, wrong sizes, an incomplete tensor at
 // finish) are InvalidArgument naming the path and the tensor. An unfinished sink leaves no file behind.
 Result<std::unique_ptr<TensorSink>> create(const std::string& path, std::vector<TensorDecl> tensors,

@@ -120,62 +120,100 @@ class HeaderBuilder {
     h.has_metadata_ = raw.has_metadata;
     h.index_seed_ = hash_seed();
 
-    auto name_of_entry = [&](std::size_t i) { return raw.entries[i].name; };
-
-    // The reference collects tensors into a map, so a repeated name silently replaces the earlier
-    // entry (last wins). Reproduce that so its errors are ours, and report the duplicate afterwards.
     if (raw.entries.size() >= UINT32_MAX) return invalid(ErrorKind::ResourceLimit, "too many tensors");
     const std::uint32_t count = static_cast<std::uint32_t>(raw.entries.size());
     NameTable table(storage->index_slots(NameTable::capacity_for(count)), h.index_seed_);
-    std::optional<std::string> duplicate;
-    std::vector<bool> dropped;  // allocated only once a name repeats
-    {
-      // Insert with the slot of a later name already being fetched: the table is larger than the
-      // cache, so this hides most of the misses. The hashes of the names in between wait in a ring,
-      // not in an array as long as the header.
-      constexpr std::uint32_t kAhead = 16;
-      std::uint64_t ahead[kAhead];
-      for (std::uint32_t i = 0; i < std::min(count, kAhead); ++i) ahead[i] = table.hash(name_of_entry(i));
-      for (std::uint32_t i = 0; i < count; ++i) {
-        const std::uint64_t hash = ahead[i % kAhead];
-        if (i + kAhead < count) {
-          ahead[i % kAhead] = table.hash(name_of_entry(i + kAhead));
-          table.prefetch(ahead[i % kAhead]);
-        }
-        std::uint64_t& slot = table.slot(name_of_entry(i), hash, name_of_entry);
-        if (slot != 0) {
-          if (!duplicate) duplicate = std::string(name_of_entry(i));
-          if (dropped.empty()) dropped.assign(count, false);
-          dropped[static_cast<std::uint32_t>(slot) - 1] = true;
-        }
-        slot = NameTable::make(hash, i);
-      }
-    }
+    const Names names = index_names(raw, table, count);
+    const Order order = offset_order(raw, names.dropped, count);
+    SW_ASSIGN_OR_RETURN(const std::uint64_t data_end, check_offsets(raw, order));
+    h.tensors_ = tensors_in_order(*storage, order);
+    SW_RETURN_IF_ERROR(check_covers_source(source, n, data_end));
+    h.data_size_ = data_end;
 
-    // Offset order; ties keep file order so results never depend on hashing. Files written by the
-    // reference are already in offset order without repeated names: then the entries keep their
-    // positions and no permutation is built.
+    // Every reference rule holds; now ours.
+    if (raw.strict_violation) return std::move(*raw.strict_violation);
+    if (names.duplicate) return invalid(ErrorKind::DuplicateKey, "tensor name appears more than once").with_tensor(*names.duplicate);
+
+    h.metadata_ = raw.metadata;
+    h.index_ = table.slots();
+    renumber_index(table, order);
+    h.storage_ = std::move(storage);
+    return h;
+  }
+
+ private:
+  // What indexing the names found. The reference collects tensors into a map, so a repeated name
+  // silently replaces the earlier entry (last wins). Reproduce that so its errors are ours, and report
+  // the duplicate afterwards.
+  struct Names {
+    std::optional<std::string> duplicate;  // the first name that repeats
+    std::vector<bool> dropped;             // per entry: replaced by a later one; allocated only once a name repeats
+  };
+
+  // The kept entries in offset order; ties keep file order so results never depend on hashing.
+  struct Order {
+    std::uint32_t count = 0;          // entries in the header
+    bool file_order = true;           // the kept entries are all of them, in file order (as the reference writes)
+    std::vector<std::uint32_t> keep;  // otherwise: the entry of each kept tensor, in offset order
+
+    std::size_t kept() const noexcept { return file_order ? count : keep.size(); }
+    std::uint32_t entry_at(std::size_t p) const noexcept { return file_order ? static_cast<std::uint32_t>(p) : keep[p]; }
+  };
+
+  // Maps every name to its entry in `table`, the last entry of a repeated name winning.
+  static Names index_names(const RawHeader& raw, NameTable& table, std::uint32_t count) {
+    auto name_of_entry = [&](std::size_t i) { return raw.entries[i].name; };
+    Names names;
+    // Insert with the slot of a later name already being fetched: the table is larger than the cache,
+    // so this hides most of the misses. The hashes of the names in between wait in a ring, not in an
+    // array as long as the header.
+    constexpr std::uint32_t kAhead = 16;
+    std::uint64_t ahead[kAhead];
+    for (std::uint32_t i = 0; i < std::min(count, kAhead); ++i) ahead[i] = table.hash(name_of_entry(i));
+    for (std::uint32_t i = 0; i < count; ++i) {
+      const std::uint64_t hash = ahead[i % kAhead];
+      if (i + kAhead < count) {
+        ahead[i % kAhead] = table.hash(name_of_entry(i + kAhead));
+        table.prefetch(ahead[i % kAhead]);
+      }
+      std::uint64_t& slot = table.slot(name_of_entry(i), hash, name_of_entry);
+      if (slot != 0) {
+        if (!names.duplicate) names.duplicate = std::string(name_of_entry(i));
+        if (names.dropped.empty()) names.dropped.assign(count, false);
+        names.dropped[static_cast<std::uint32_t>(slot) - 1] = true;
+      }
+      slot = NameTable::make(hash, i);
+    }
+    return names;
+  }
+
+  // Files written by the reference are already in offset order without repeated names: then the
+  // entries keep their positions and no permutation is built.
+  static Order offset_order(const RawHeader& raw, const std::vector<bool>& dropped, std::uint32_t count) {
     auto by_offsets = [&](std::uint32_t a, std::uint32_t b) {
       const auto& ea = raw.entries[a];
       const auto& eb = raw.entries[b];
       return ea.begin != eb.begin ? ea.begin < eb.begin : ea.end < eb.end;
     };
-    bool in_file_order = dropped.empty();
-    for (std::uint32_t i = 1; in_file_order && i < count; ++i) in_file_order = !by_offsets(i, i - 1);
-    std::vector<std::uint32_t> keep;  // entry of each kept tensor, in offset order; empty: all, in file order
-    if (!in_file_order) {
-      keep.reserve(count);
-      for (std::uint32_t i = 0; i < count; ++i) {
-        if (dropped.empty() || !dropped[i]) keep.push_back(i);
-      }
-      if (!std::is_sorted(keep.begin(), keep.end(), by_offsets)) std::stable_sort(keep.begin(), keep.end(), by_offsets);
+    Order order;
+    order.count = count;
+    order.file_order = dropped.empty();
+    for (std::uint32_t i = 1; order.file_order && i < count; ++i) order.file_order = !by_offsets(i, i - 1);
+    if (order.file_order) return order;
+    order.keep.reserve(count);
+    for (std::uint32_t i = 0; i < count; ++i) {
+      if (dropped.empty() || !dropped[i]) order.keep.push_back(i);
     }
-    const std::size_t kept = in_file_order ? count : keep.size();
-    auto entry_at = [&](std::size_t p) { return in_file_order ? static_cast<std::uint32_t>(p) : keep[p]; };
+    if (!std::is_sorted(order.keep.begin(), order.keep.end(), by_offsets)) std::stable_sort(order.keep.begin(), order.keep.end(), by_offsets);
+    return order;
+  }
 
+  // The reference's rules on data offsets: in offset order, each tensor starts where the one before
+  // it ends, and spans the bytes its dtype and shape need. Returns where the last one ends.
+  static Result<std::uint64_t> check_offsets(const RawHeader& raw, const Order& order) {
     std::uint64_t running = 0;
-    for (std::size_t p = 0; p < kept; ++p) {
-      const TensorInfo& info = raw.entries[entry_at(p)];
+    for (std::size_t p = 0; p < order.kept(); ++p) {
+      const TensorInfo& info = raw.entries[order.entry_at(p)];
       if (info.begin != running || info.end < info.begin) {
         return invalid(ErrorKind::InvalidOffset, "invalid offset for tensor: data_offsets [" + std::to_string(info.begin) + ", " +
                                                      std::to_string(info.end) + "] but the previous tensor ends at " + std::to_string(running))
@@ -190,48 +228,46 @@ class HeaderBuilder {
             .with_tensor(info.name);
       }
     }
-    // The entries already are the tensors (names and shapes point into the stores Header now owns); in
-    // file order they move over whole, otherwise the kept ones are copied in offset order.
-    if (in_file_order) {
-      h.tensors_ = raw.entries;
-    } else {
-      auto& ordered = storage->in_offset_order;
-      ordered.reserve(kept);
-      for (std::uint32_t i : keep) ordered.push_back(raw.entries[i]);
-      h.tensors_ = ordered;
-      raw.entries = {};  // not needed any more
-    }
+    return running;
+  }
 
-    // The data must end exactly at the end of the input: no truncation, no trailing (polyglot) bytes.
+  // The entries already are the tensors (names and shapes point into the stores Header now owns); in
+  // file order they move over whole, otherwise the kept ones are copied in offset order.
+  static std::span<const TensorInfo> tensors_in_order(Storage& storage, const Order& order) {
+    RawHeader& raw = storage.raw;
+    if (order.file_order) return raw.entries;
+    auto& ordered = storage.in_offset_order;
+    ordered.reserve(order.kept());
+    for (std::uint32_t i : order.keep) ordered.push_back(raw.entries[i]);
+    raw.entries = {};  // not needed any more
+    return ordered;
+  }
+
+  // The data must end exactly at the end of the input: no truncation, no trailing (polyglot) bytes.
+  static Status check_covers_source(const ByteSource& source, std::uint64_t n, std::uint64_t data_end) {
     const std::uint64_t data_start = 8 + n;
     std::uint64_t expected = 0;
-    if (__builtin_add_overflow(running, data_start, &expected) || expected != source.size()) {
+    if (__builtin_add_overflow(data_end, data_start, &expected) || expected != source.size()) {
       return invalid(ErrorKind::MetadataIncompleteBuffer, "incomplete metadata, file not fully covered: tensors end at byte " +
                                                               (expected >= data_start ? std::to_string(expected) : std::string("(overflow)")) +
                                                               " but the file has " + std::to_string(source.size()) + " bytes")
           .with_offset(std::min(expected, source.size()));
     }
-    h.data_size_ = running;
-
-    // Every reference rule holds; now ours.
-    if (raw.strict_violation) return std::move(*raw.strict_violation);
-    if (duplicate) return invalid(ErrorKind::DuplicateKey, "tensor name appears more than once").with_tensor(*duplicate);
-
-    h.metadata_ = raw.metadata;
-    // The table already maps every kept name to its entry; renumber entries to positions in tensors_
-    // (nothing to do when they are in file order).
-    h.index_ = table.slots();
-    if (!in_file_order) {
-      std::vector<std::uint32_t> position(count, 0);
-      for (std::uint32_t p = 0; p < keep.size(); ++p) position[keep[p]] = p;
-      for (std::uint64_t& slot : table.slots()) {
-        if (slot != 0) slot = (slot >> 32 << 32) | (position[static_cast<std::uint32_t>(slot) - 1] + 1u);
-      }
-    }
-    h.storage_ = std::move(storage);
-    return h;
+    return Status::ok();
   }
 
+  // The table maps every kept name to its entry; renumbers the entries to positions in the tensors
+  // (nothing to do when they are in file order).
+  static void renumber_index(NameTable& table, const Order& order) {
+    if (order.file_order) return;
+    std::vector<std::uint32_t> position(order.count, 0);
+    for (std::uint32_t p = 0; p < order.keep.size(); ++p) position[order.keep[p]] = p;
+    for (std::uint64_t& slot : table.slots()) {
+      if (slot != 0) slot = (slot >> 32 << 32) | (position[static_cast<std::uint32_t>(slot) - 1] + 1u);
+    }
+  }
+
+ public:
   static const TensorInfo* find(const Header& h, std::string_view name) noexcept {
     if (h.index_.empty()) return nullptr;
     const std::size_t mask = h.index_.size() - 1;

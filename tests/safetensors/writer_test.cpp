@@ -485,6 +485,27 @@ TEST(WriterFile, WriteFileEqualsSerialize) {
   EXPECT_EQ(dir.list(), std::vector<std::string>{"m.safetensors"});
 }
 
+TEST(WriterFile, SinkWritesInTheReferencesOrderWhateverTheDeclaredOrder) {
+  // Declared U8 then F32, "a" before "b": the file holds F32 first (dtype descending), then by name.
+  std::vector<Owned> in = {
+      {"u", TensorType::U8, {3}, hexbytes({7, 8, 9})}, {"b", TensorType::F32, {1}, f32s({2})}, {"a", TensorType::F32, {1}, f32s({1})}};
+  TempDir dir;
+  const std::string path = dir.file("m.safetensors");
+  std::vector<TensorDecl> decls;
+  for (const auto& o : in) decls.push_back({o.name, o.dtype, o.shape});
+  auto sink = st::create(path, decls);
+  ASSERT_TRUE(IsOk(sink));
+  for (const auto& o : in) ASSERT_TRUE(IsOk((*sink)->write(o.name, o.bytes)));
+  ASSERT_TRUE(IsOk((*sink)->finish()));
+  const std::string bytes = read_file_bytes(path);
+  EXPECT_EQ(bytes, serialize_str(in));
+  auto h = parse(bytes);
+  ASSERT_TRUE(IsOk(h));
+  std::vector<std::string> order;
+  for (const auto& t : h->tensors()) order.emplace_back(t.name);
+  EXPECT_EQ(order, (std::vector<std::string>{"a", "b", "u"}));
+}
+
 TEST(WriterFile, LayoutPrefixMatchesSerialize) {
   std::vector<Owned> in = {{"x", TensorType::I64, {2}, zeros(16)}, {"y", TensorType::U8, {5}, zeros(5)}};
   std::vector<TensorDecl> decls;
