@@ -6,7 +6,6 @@ headers and the drawing of the code in the pages are checked against the tree.""
 import re
 import struct
 import subprocess
-from pathlib import Path
 
 import pytest
 
