@@ -97,3 +97,11 @@ def test_blocks_not_run_name_scripts_that_exist():
                 if not (REPO / "bench" / f"{program}.cpp").is_file():
                     missing.append(f"{b.where()}: build/bench/{program}")
     assert missing == []
+
+
+def test_the_drawing_names_every_folder_of_the_tests():
+    """The drawing's tests/ paragraph names each folder of tests/ (a suite added is drawn)."""
+    text = drawing()
+    paragraph = text[text.index("\ntests/") : text.index("\nbench/")]
+    folders = sorted(p.name for p in (REPO / "tests").iterdir() if p.is_dir() and p.name != "__pycache__")
+    assert [f for f in folders if not re.search(rf"\b{f}\b", paragraph)] == []
