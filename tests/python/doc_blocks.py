@@ -14,7 +14,8 @@ A fenced block's language says what it is, and so how it is checked:
 A block with no language, or another one, is refused: every block says what it is. A runnable block that
 cannot run on a fresh machine without network (it needs a GPU, credentials, the Hub, an installed tree,
 or minutes of benchmarking) says so in the page, on the line just before it:
-`<!-- not run: needs S3 credentials and the Hub -->`. A page's runnable blocks run in the order written,
+`<!-- not run: needs S3 credentials and the Hub -->` (tests/python/test_docs.py still checks that its
+shell parses and that the scripts it names exist). A page's runnable blocks run in the order written,
 in one folder, with the CLI on PATH (as `safeweights`, and as `build/safeweights`, the name the pages use
 for a build of the repository)."""
 import os

@@ -105,3 +105,17 @@ def test_the_drawing_names_every_folder_of_the_tests():
     paragraph = text[text.index("\ntests/") : text.index("\nbench/")]
     folders = sorted(p.name for p in (REPO / "tests").iterdir() if p.is_dir() and p.name != "__pycache__")
     assert [f for f in folders if not re.search(rf"\b{f}\b", paragraph)] == []
+
+
+def test_blocks_not_run_are_valid_shell():
+    """A shell block that is not run still parses (`bash -n`): what a reader copies is a command."""
+    bad = []
+    for page in DOCS + [REPO / "README.md"]:
+        for b in doc_blocks.blocks(page):
+            if not b.not_run or b.lang not in ("sh", "console"):
+                continue
+            code = b.code if b.lang == "sh" else "\n".join(c for c, _ in doc_blocks.console_commands(b))
+            r = subprocess.run(["bash", "-n"], input=code, capture_output=True, text=True)
+            if r.returncode != 0:
+                bad.append(f"{b.where()}: {r.stderr.strip()}")
+    assert bad == []
