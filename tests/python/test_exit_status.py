@@ -101,6 +101,17 @@ def test_3_environment_an_output_the_system_cannot_write(tmp_path):
         assert r.returncode == 3 and "IoError: write failed" in r.stderr, r.stderr
 
 
+def test_validate_of_several_files_exits_with_the_highest_status(tmp_path):
+    good, bad = tmp_path / "good.safetensors", tmp_path / "bad.safetensors"
+    good.write_bytes(build_file([("t", "F32", [2], F32_2)]))
+    bad.write_bytes(build_file([("t", "F32", [2], F32_2)])[:-1])
+    assert run("validate", good, bad, good).returncode == 1
+    # A folder cannot be read as a file (IoError, 3): its verdict is unknown, which outranks an invalid file.
+    r = run("validate", bad, tmp_path, good)
+    assert r.returncode == 3 and "MetadataIncompleteBuffer" in r.stderr and "IoError" in r.stderr, r.stderr
+    assert r.stdout.count("INVALID") == 2 and r.stdout.endswith(": OK (safetensors, 1 tensors, 8 B of data)\n"), r.stdout
+
+
 def no_aws(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
     env.update(HOME=str(tmp_path), AWS_SHARED_CREDENTIALS_FILE=str(tmp_path / "none"), AWS_CONFIG_FILE=str(tmp_path / "none"))
