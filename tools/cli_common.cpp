@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 
 namespace safeweights::cli {
@@ -97,6 +98,14 @@ void print_exit_codes() {
 #define SAFEWEIGHTS_X(name, value, doc) std::printf("%s %d\n", #name, exit_code_of(ErrorKind::name));
   SAFEWEIGHTS_ERROR_KINDS(SAFEWEIGHTS_X)
 #undef SAFEWEIGHTS_X
+}
+
+int flush_stdout(int exit_code) {
+  const bool flushed = std::fflush(stdout) == 0;
+  const int err = errno;
+  if (flushed && !std::ferror(stdout)) return exit_code;
+  const std::string why = flushed ? "a write failed" : std::strerror(err);
+  return std::max(exit_code, exit_status(Error(ErrorKind::IoError, "cannot write to standard output: " + why)));
 }
 
 bool write_all(int fd, std::span<const std::byte> bytes) {

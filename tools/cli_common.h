@@ -71,6 +71,9 @@ int exit_code_of(const Status& status);
 int exit_status(const Status& status);
 // "KIND CODE" for every error kind, one a line, for --exit-codes.
 void print_exit_codes();
+// The exit status of a command whose reports went to standard output: `exit_code`, unless they could not
+// all be written (a full disk, a closed pipe), which is an IoError (printed) like any other failed write.
+int flush_stdout(int exit_code);
 
 // Writes all bytes to a file descriptor; false on failure (EPIPE included).
 bool write_all(int fd, std::span<const std::byte> bytes);

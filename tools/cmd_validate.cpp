@@ -72,7 +72,6 @@ int run_validate(const ValidateArgs& opt) {
       print_error(out.status.error());
     }
   }
-  std::fflush(stdout);
   return code;
 }
 

@@ -248,11 +248,11 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::Success&) {
-    return kExitOk;
+    return flush_stdout(kExitOk);
   } catch (const CLI::ParseError& e) {
     app.exit(e);  // prints the message and a hint
     return kExitUsage;
   }
   print_http_stats();
-  return exit_code;
+  return flush_stdout(exit_code);
 }

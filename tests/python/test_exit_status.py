@@ -99,6 +99,12 @@ def test_3_environment_an_output_the_system_cannot_write(tmp_path):
     if os.path.exists("/dev/full"):
         r = run("cat", good, "t", "-o", "/dev/full")
         assert r.returncode == 3 and "IoError: write failed" in r.stderr, r.stderr
+        # A report that cannot be written is no success either (it exited 0, the report lost).
+        for args in (["inspect", good], ["validate", "--json", good], ["diff", good, good], ["--exit-codes"]):
+            with open("/dev/full", "w") as full:
+                r = subprocess.run([CLI, *map(str, args)], stdout=full, stderr=subprocess.PIPE, text=True, timeout=60)
+            assert r.returncode == 3, (args, r.returncode, r.stderr)
+            assert r.stderr == "safeweights: IoError: cannot write to standard output: No space left on device\n", (args, r.stderr)
 
 
 def test_validate_of_several_files_exits_with_the_highest_status(tmp_path):
