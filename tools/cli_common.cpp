@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 
 namespace safeweights::cli {
@@ -68,10 +69,43 @@ FileBackend parse_backend(const std::string& name) { return name == "pread" ? Fi
 // Messages carry names and text from the input: escaped, so they cannot drive the terminal.
 void print_error(const Error& error) { std::fprintf(stderr, "safeweights: %s\n", printable(error.to_string()).c_str()); }
 
+int exit_code_of(ErrorKind kind) {
+  switch (kind) {
+    case ErrorKind::InvalidArgument: return kExitUsage;
+    // Not the input's fault nor the command line's: what the process works with failed. Missing or
+    // unusable credentials or configuration; an OS call (a full disk, a permission, an output that is a
+    // folder); a server's refusal (a missing object is FileNotFound, as a missing file is); a remote
+    // file that changed while it was read; a missed deadline; no GPU, or its runtime failing.
+    case ErrorKind::EnvironmentFault:
+    case ErrorKind::IoError:
+    case ErrorKind::HttpError:
+    case ErrorKind::RemoteChanged:
+    case ErrorKind::Timeout:
+    case ErrorKind::DeviceError: return kExitEnvironment;
+    case ErrorKind::Interrupted: return kExitInterrupted;
+    default: return kExitInvalid;  // every rule of every format, a missing input, a limit the input exceeds
+  }
+}
+
+int exit_code_of(const Status& status) { return status.is_ok() ? kExitOk : exit_code_of(status.error().kind()); }
+
 int exit_status(const Status& status) {
-  if (status.is_ok()) return kExitOk;
-  print_error(status.error());
-  return status.error().kind() == ErrorKind::InvalidArgument ? kExitUsage : kExitInvalid;
+  if (!status.is_ok()) print_error(status.error());
+  return exit_code_of(status);
+}
+
+void print_exit_codes() {
+#define SAFEWEIGHTS_X(name, value, doc) std::printf("%s %d\n", #name, exit_code_of(ErrorKind::name));
+  SAFEWEIGHTS_ERROR_KINDS(SAFEWEIGHTS_X)
+#undef SAFEWEIGHTS_X
+}
+
+int flush_stdout(int exit_code) {
+  const bool flushed = std::fflush(stdout) == 0;
+  const int err = errno;
+  if (flushed && !std::ferror(stdout)) return exit_code;
+  const std::string why = flushed ? "a write failed" : std::strerror(err);
+  return std::max(exit_code, exit_status(Error(ErrorKind::IoError, "cannot write to standard output: " + why)));
 }
 
 bool write_all(int fd, std::span<const std::byte> bytes) {

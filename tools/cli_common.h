@@ -17,10 +17,13 @@
 
 namespace safeweights::cli {
 
-// Exit codes shared by every command.
+// The exit status of every command, one policy (docs/CLI.md, "Exit status"; `safeweights --exit-codes`
+// prints which error kind gives which): what a script needs to know is whose move it is.
 inline constexpr int kExitOk = 0;
-inline constexpr int kExitInvalid = 1;  // an input is invalid, or the operation failed
-inline constexpr int kExitUsage = 2;    // bad command line
+inline constexpr int kExitInvalid = 1;        // the input is invalid, or differs (validate, diff, bench's check)
+inline constexpr int kExitUsage = 2;          // the command line is wrong: CLI11's parse errors, InvalidArgument
+inline constexpr int kExitEnvironment = 3;    // the environment failed: credentials, network, disk, a device
+inline constexpr int kExitInterrupted = 130;  // Ctrl-C: 128 + SIGINT, what a shell reports for a process it ended
 
 // Remote inputs: the --header, --stats, --cacert and --timeout options every command taking a FILE has. One command runs
 // per process, so they live in one place that main() fills and reads after the command.
@@ -60,9 +63,17 @@ FileBackend parse_backend(const std::string& name);
 // Prints "safeweights: <file>: <Kind>: <message> (tensor `x`, byte offset N)" on stderr.
 void print_error(const Error& error);
 
-// kExitOk for an ok status; otherwise prints the error and returns kExitUsage for InvalidArgument (the
-// request itself is wrong) and kExitInvalid for anything else.
+// The one table: the exit status an error of this kind gives (never kExitOk).
+int exit_code_of(ErrorKind kind);
+// kExitOk for an ok status, else exit_code_of() of its kind; prints nothing.
+int exit_code_of(const Status& status);
+// exit_code_of(status), printing the error first when there is one.
 int exit_status(const Status& status);
+// "KIND CODE" for every error kind, one a line, for --exit-codes.
+void print_exit_codes();
+// The exit status of a command whose reports went to standard output: `exit_code`, unless they could not
+// all be written (a full disk, a closed pipe), which is an IoError (printed) like any other failed write.
+int flush_stdout(int exit_code);
 
 // Writes all bytes to a file descriptor; false on failure (EPIPE included).
 bool write_all(int fd, std::span<const std::byte> bytes);

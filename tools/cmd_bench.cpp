@@ -136,16 +136,16 @@ std::uint64_t file_size(const std::string& path) {
   return end < 0 ? 0 : static_cast<std::uint64_t>(end);
 }
 
+// --passes, which the command line keeps within 1..1000.
+std::uint64_t passes(const BenchArgs& opt) { return static_cast<std::uint64_t>(opt.passes); }
+
 unsigned effective_threads(const BenchArgs& opt) { return opt.threads ? opt.threads : std::max(1u, std::thread::hardware_concurrency()); }
 
 // ---- host -------------------------------------------------------------------------------------------
 
 int run_host(const BenchArgs& opt) {
   auto first = open_and_plan(opt);
-  if (!first.is_ok()) {
-    print_error(first.error());
-    return kExitInvalid;
-  }
+  if (!first.is_ok()) return exit_status(first.status());
   const std::uint64_t size = file_size(opt.file);
   const std::uint64_t plan_size = first->plan.size();
   const std::size_t tensors = first->plan.tensors().size();
@@ -153,10 +153,7 @@ int run_host(const BenchArgs& opt) {
 
   // One destination large enough for every path, allocated and touched once outside the timed regions.
   auto buffer = allocate_uninitialized(std::max(size, plan_size) + 4096, "the benchmark buffer");
-  if (!buffer.is_ok()) {
-    print_error(buffer.error().with_file(opt.file));
-    return kExitInvalid;
-  }
+  if (!buffer.is_ok()) return exit_status(std::move(buffer.error().with_file(opt.file)));
   std::byte* aligned = buffer->get() + (4096 - reinterpret_cast<std::uintptr_t>(buffer->get()) % 4096) % 4096;
   std::memset(aligned, 1, static_cast<std::size_t>(std::max(size, plan_size)));
   const std::span<std::byte> whole(aligned, static_cast<std::size_t>(size));
@@ -171,10 +168,7 @@ int run_host(const BenchArgs& opt) {
     t0 = Clock::now();
     Status s = opened.is_ok() ? load_into(opened->plan, {aligned, static_cast<std::size_t>(plan_size)}) : opened.status();
     const double load_t = seconds_since(t0);
-    if (!s.is_ok()) {
-      print_error(s.error());
-      return kExitInvalid;
-    }
+    if (!s.is_ok()) return exit_status(s);
     opened = Error(ErrorKind::InvalidArgument, "released");
 
     if (opt.cold) evict(opt.file);
@@ -185,10 +179,7 @@ int run_host(const BenchArgs& opt) {
     t0 = Clock::now();
     const bool read_ok = plain_read(opt.file, whole);
     const double read_t = seconds_since(t0);
-    if (!pread_ok || !read_ok) {
-      std::fprintf(stderr, "safeweights: %s: the reference reads failed\n", printable(opt.file).c_str());
-      return kExitInvalid;
-    }
+    if (!pread_ok || !read_ok) return exit_status(Error(ErrorKind::IoError, "the reference reads failed").with_file(opt.file));
     if (pass >= 0) {
       open_s.push_back(open_t);
       load_s.push_back(load_t);
@@ -199,12 +190,13 @@ int run_host(const BenchArgs& opt) {
   const double load_gbps = gbps(size, median(load_s)), pread_gbps = gbps(size, median(pread_s)), read_gbps = gbps(size, median(read_s));
   const char* cache = opt.cold ? "cold" : "warm";
   if (opt.json) {
-    std::printf(
-        "{\"file\":%s,\"bytes\":%llu,\"tensors\":%zu,\"passes\":%d,\"threads\":%u,\"cache\":\"%s\",\"open_ms\":%.4f,"
-        "\"load_ms\":%.3f,\"load_gbps\":%.3f,\"pread_gbps\":%.3f,\"read_ms\":%.3f,\"read_gbps\":%.3f,"
-        "\"ratio\":%.3f,\"ratio_pread\":%.3f}\n",
-        json_quote(opt.file).c_str(), static_cast<unsigned long long>(size), tensors, opt.passes, threads, cache, median(open_s) * 1e3,
-        median(load_s) * 1e3, load_gbps, pread_gbps, median(read_s) * 1e3, read_gbps, load_gbps / read_gbps, load_gbps / pread_gbps);
+    JsonWriter w;
+    w.object().key("file").string(opt.file).key("bytes").uint(size).key("tensors").uint(tensors).key("passes").uint(passes(opt));
+    w.key("threads").uint(threads).key("cache").string(cache).key("open_ms").fixed(median(open_s) * 1e3, 4);
+    w.key("load_ms").fixed(median(load_s) * 1e3, 3).key("load_gbps").fixed(load_gbps, 3).key("pread_gbps").fixed(pread_gbps, 3);
+    w.key("read_ms").fixed(median(read_s) * 1e3, 3).key("read_gbps").fixed(read_gbps, 3);
+    w.key("ratio").fixed(load_gbps / read_gbps, 3).key("ratio_pread").fixed(load_gbps / pread_gbps, 3).end();
+    std::printf("%s\n", w.text().c_str());
   } else {
     std::printf("file:              %s (%s, %zu tensors)\n", printable(opt.file).c_str(), human_bytes(size).c_str(), tensors);
     std::printf("passes:            %d (medians; page cache %s; GB = 1e9 bytes; %u threads)\n", opt.passes, cache, threads);
@@ -260,15 +252,9 @@ Result<bool> verify(Device& device, const LoadPlan& plan, const void* loaded) {
 
 int run_device(const BenchArgs& opt) {
   auto device = Device::open(opt.device);
-  if (!device.is_ok()) {
-    print_error(device.error());
-    return kExitInvalid;
-  }
+  if (!device.is_ok()) return exit_status(device.status());
   auto opened = open_and_plan(opt);
-  if (!opened.is_ok()) {
-    print_error(opened.error());
-    return kExitInvalid;
-  }
+  if (!opened.is_ok()) return exit_status(opened.status());
   const LoadPlan& plan = opened->plan;
   const std::uint64_t bytes = plan.read_bytes();
   DeviceLoadOptions dopt;
@@ -276,10 +262,7 @@ int run_device(const BenchArgs& opt) {
   dopt.register_bytes = opt.register_mib << 20;
   dopt.buffer_bytes = opt.buffer_mib << 20;
   auto memory = (*device)->allocate(std::max<std::uint64_t>(plan.size(), 1));
-  if (!memory.is_ok()) {
-    print_error(memory.error());
-    return kExitInvalid;
-  }
+  if (!memory.is_ok()) return exit_status(memory.status());
   std::shared_ptr<void> hold(*memory, [d = *device](void* p) { d->release(p); });
 
   std::vector<double> load_s;
@@ -289,40 +272,38 @@ int run_device(const BenchArgs& opt) {
     const auto t0 = Clock::now();
     auto s = load_to_device(plan, **device, *memory, plan.size(), dopt);
     const double t = seconds_since(t0);
-    if (!s.is_ok()) {
-      print_error(s.error());
-      return kExitInvalid;
-    }
+    if (!s.is_ok()) return exit_status(s.status());
     stats = *s;
     if (pass >= 0) load_s.push_back(t);
   }
   auto h2d = pinned_copy_seconds(**device, *memory, bytes);
-  if (!h2d.is_ok()) {
-    print_error(h2d.error());
-    return kExitInvalid;
-  }
+  if (!h2d.is_ok()) return exit_status(h2d.status());
   // The reference overwrote the device memory: load once more, then compare.
   auto last = load_to_device(plan, **device, *memory, plan.size(), dopt);
   auto verified = last.is_ok() ? verify(**device, plan, *memory) : Result<bool>(last.status());
-  if (!verified.is_ok()) {
-    print_error(verified.error());
-    return kExitInvalid;
-  }
+  if (!verified.is_ok()) return exit_status(verified.status());
   const double load_gbps = gbps(bytes, median(load_s)), h2d_gbps = gbps(bytes, *h2d);
   const unsigned threads = effective_threads(opt);
   const char* cache = opt.cold ? "cold" : "warm";
   const std::string strategy(strategy_name(stats.strategy));
   if (opt.json) {
-    std::printf(
-        "{\"file\":%s,\"bytes\":%llu,\"tensors\":%zu,\"device\":%s,\"passes\":%d,\"threads\":%u,\"cache\":\"%s\","
-        "\"strategy\":\"%s\",\"direct\":%s,\"registered_bytes\":%llu,\"file_read_bytes\":%llu,\"file_read_path\":\"%s\","
-        "\"load_ms\":%.3f,\"load_gbps\":%.3f,"
-        "\"h2d_pinned_gbps\":%.3f,\"ratio\":%.3f,\"verified\":%s,\"register_s\":%.4f,\"unregister_s\":%.4f}\n",
-        json_quote(opt.file).c_str(), static_cast<unsigned long long>(bytes), plan.tensors().size(), json_quote((*device)->name()).c_str(),
-        opt.passes, threads, cache, strategy.c_str(), stats.direct ? "true" : "false", static_cast<unsigned long long>(stats.registered_bytes),
-        static_cast<unsigned long long>(stats.file_read_bytes), std::string(file_read_path_name((*device)->file_read_path())).c_str(),
-        median(load_s) * 1e3, load_gbps, h2d_gbps, load_gbps / h2d_gbps, *verified ? "true" : "false", stats.register_seconds,
-        stats.unregister_seconds);
+    JsonWriter w;
+    w.object()
+        .key("file")
+        .string(opt.file)
+        .key("bytes")
+        .uint(bytes)
+        .key("tensors")
+        .uint(plan.tensors().size())
+        .key("device")
+        .string((*device)->name());
+    w.key("passes").uint(passes(opt)).key("threads").uint(threads).key("cache").string(cache).key("strategy").string(strategy);
+    w.key("direct").boolean(stats.direct).key("registered_bytes").uint(stats.registered_bytes).key("file_read_bytes").uint(stats.file_read_bytes);
+    w.key("file_read_path").string(file_read_path_name((*device)->file_read_path()));
+    w.key("load_ms").fixed(median(load_s) * 1e3, 3).key("load_gbps").fixed(load_gbps, 3).key("h2d_pinned_gbps").fixed(h2d_gbps, 3);
+    w.key("ratio").fixed(load_gbps / h2d_gbps, 3).key("verified").boolean(*verified);
+    w.key("register_s").fixed(stats.register_seconds, 4).key("unregister_s").fixed(stats.unregister_seconds, 4).end();
+    std::printf("%s\n", w.text().c_str());
   } else {
     std::printf("file:            %s (%s, %zu tensors)\n", printable(opt.file).c_str(), human_bytes(bytes).c_str(), plan.tensors().size());
     std::printf("device:          %s (%s; %u threads; page cache %s%s)\n", printable((*device)->name()).c_str(), strategy.c_str(), threads, cache,
@@ -355,34 +336,25 @@ Result<Opened> open_remote(const BenchArgs& opt, const HttpOptions& http, unsign
   return Opened{std::move(*file), std::move(*plan)};
 }
 
-// Opens and loads; the seconds of each, or the error printed.
-std::optional<std::pair<double, double>> timed_remote_load(const BenchArgs& opt, const HttpOptions& http, unsigned threads,
-                                                           std::unique_ptr<std::byte[]>& buffer, std::uint64_t& plan_size, std::size_t& tensors) {
+// Opens and loads; the seconds of each.
+Result<std::pair<double, double>> timed_remote_load(const BenchArgs& opt, const HttpOptions& http, unsigned threads,
+                                                    std::unique_ptr<std::byte[]>& buffer, std::uint64_t& plan_size, std::size_t& tensors) {
   auto t0 = Clock::now();
   auto opened = open_remote(opt, http, threads);
   const double open_t = seconds_since(t0);
-  if (!opened.is_ok()) {
-    print_error(opened.error());
-    return std::nullopt;
-  }
+  if (!opened.is_ok()) return std::move(opened).status();
   if (!buffer) {
     plan_size = opened->plan.size();
     tensors = opened->plan.tensors().size();
     auto b = allocate_uninitialized(plan_size + 1, "the benchmark buffer");
-    if (!b.is_ok()) {
-      print_error(b.error().with_file(opt.file));
-      return std::nullopt;
-    }
+    if (!b.is_ok()) return std::move(b.error().with_file(opt.file));
     buffer = std::move(*b);
     std::memset(buffer.get(), 1, static_cast<std::size_t>(plan_size));
   }
   t0 = Clock::now();
   const Status s = load_into(opened->plan, {buffer.get(), static_cast<std::size_t>(plan_size)});
   const double load_t = seconds_since(t0);
-  if (!s.is_ok()) {
-    print_error(s.error());
-    return std::nullopt;
-  }
+  if (!s.is_ok()) return s.error();
   return std::make_pair(open_t, load_t);
 }
 
@@ -400,21 +372,21 @@ int run_remote(const BenchArgs& opt) {
   const unsigned threads = opt.threads ? opt.threads : http.parallel;
   for (int pass = 0; pass < opt.passes; ++pass) {
     auto load = timed_remote_load(opt, http, threads, buffer, plan_size, tensors);
-    if (!load) return kExitInvalid;
+    if (!load.is_ok()) return exit_status(load.status());
     auto reference = timed_remote_load(opt, one, 1, buffer, plan_size, tensors);
-    if (!reference) return kExitInvalid;
+    if (!reference.is_ok()) return exit_status(reference.status());
     open_s.push_back(load->first);
     load_s.push_back(load->second);
     one_s.push_back(reference->second);
   }
   const double load_gbps = gbps(plan_size, median(load_s)), one_gbps = gbps(plan_size, median(one_s));
   if (opt.json) {
-    std::printf(
-        "{\"file\":%s,\"tensor_bytes\":%llu,\"tensors\":%zu,\"passes\":%d,\"connections\":%u,\"part_bytes\":%llu,"
-        "\"open_ms\":%.3f,\"load_ms\":%.3f,\"load_gbps\":%.4f,\"one_connection_ms\":%.3f,\"one_connection_gbps\":%.4f,\"ratio\":%.3f}\n",
-        json_quote(opt.file).c_str(), static_cast<unsigned long long>(plan_size), tensors, opt.passes, http.parallel,
-        static_cast<unsigned long long>(http.chunk_size), median(open_s) * 1e3, median(load_s) * 1e3, load_gbps, median(one_s) * 1e3, one_gbps,
-        load_gbps / one_gbps);
+    JsonWriter w;
+    w.object().key("file").string(opt.file).key("tensor_bytes").uint(plan_size).key("tensors").uint(tensors).key("passes").uint(passes(opt));
+    w.key("connections").uint(http.parallel).key("part_bytes").uint(http.chunk_size).key("open_ms").fixed(median(open_s) * 1e3, 3);
+    w.key("load_ms").fixed(median(load_s) * 1e3, 3).key("load_gbps").fixed(load_gbps, 4).key("one_connection_ms").fixed(median(one_s) * 1e3, 3);
+    w.key("one_connection_gbps").fixed(one_gbps, 4).key("ratio").fixed(load_gbps / one_gbps, 3).end();
+    std::printf("%s\n", w.text().c_str());
   } else {
     std::printf("file:              %s (%s of tensors, %zu tensors)\n", printable(opt.file).c_str(), human_bytes(plan_size).c_str(), tensors);
     std::printf("passes:            %d (medians; GB = 1e9 bytes; %u connections, %s parts)\n", opt.passes, http.parallel,
@@ -430,11 +402,9 @@ int run_remote(const BenchArgs& opt) {
 }  // namespace
 
 int run_bench(const BenchArgs& args) {
-  if (is_url(args.file) && !args.device.empty()) {
-    print_error(
+  if (is_url(args.file) && !args.device.empty())
+    return exit_status(
         Error(ErrorKind::InvalidArgument, "--device loads of remote files are not benchmarked yet: bench the host load").with_file(args.file));
-    return kExitUsage;
-  }
   if (is_url(args.file)) return run_remote(args);
   return args.device.empty() ? run_host(args) : run_device(args);
 }

@@ -1,5 +1,6 @@
 // safeweights diff A B [--json] [--entry-a NAME] [--entry-b NAME]
-// Exit status: 0 same tensor names, types, shapes and values; 1 any difference; 2 an error (usage or input).
+// Exit status: 0 same tensor names, types, shapes and values; 1 any difference; an error's by the one
+// policy (cli_common.h: 1 invalid input, 2 usage, 3 environment).
 #include <algorithm>
 #include <charconv>
 #include <optional>
@@ -13,9 +14,6 @@
 
 namespace safeweights::cli {
 namespace {
-
-constexpr int kExitDiffer = 1;
-constexpr int kExitError = 2;
 
 // One common tensor: its two declarations and, when the shapes agree, how the values differ.
 struct Row {
@@ -54,14 +52,6 @@ Result<Result_> compare(const TensorFile& a, const TensorFile& b) {
   return out;
 }
 
-// Shortest round-trip form; null for a NaN or an infinity (JSON has none).
-std::string number(double v) {
-  if (!std::isfinite(v)) return "null";
-  char buf[64];
-  auto r = std::to_chars(buf, buf + sizeof buf, v);
-  return std::string(buf, r.ptr);
-}
-
 // The decimal digits of twice a non-negative number written as "d.ddde+X" (from to_chars or %e),
 // doubled digit by digit: how a statistic past the largest double (TensorDiff::scale_exp2 = 1) is
 // printed as the finite number it is. Trailing zeros of the fraction are dropped.
@@ -91,11 +81,14 @@ std::string doubled(std::string_view sci) {
 }
 
 // A statistic v * 2^exp2: in JSON its shortest round-trip form, in text 6 significant digits.
-std::string stat_json(double v, int exp2) {
-  if (exp2 == 0 || !std::isfinite(v)) return number(v);
+void stat_json(JsonWriter& w, double v, int exp2) {
+  if (exp2 == 0 || !std::isfinite(v)) {
+    w.number(v);
+    return;
+  }
   char buf[64];
   auto r = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::scientific);
-  return doubled(std::string_view(buf, static_cast<std::size_t>(r.ptr - buf)));
+  w.raw(doubled(std::string_view(buf, static_cast<std::size_t>(r.ptr - buf))));
 }
 std::string stat_text(double v, int exp2) {
   char buf[64];
@@ -107,46 +100,37 @@ std::string stat_text(double v, int exp2) {
   return doubled(buf);
 }
 
-// The separator is appended on its own: GCC 12's -Wrestrict misfires on `(i ? "," : "") + std::string`.
-std::string json_shape(std::span<const std::uint64_t> shape) {
-  std::string s = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i) {
-    if (i) s += ',';
-    s += std::to_string(shape[i]);
-  }
-  return s + "]";
+void names_json(JsonWriter& w, const std::vector<std::string_view>& names) {
+  w.array();
+  for (std::string_view name : names) w.string(name);
+  w.end();
 }
 
-std::string names_json(const std::vector<std::string_view>& names) {
-  std::string s = "[";
-  for (std::size_t i = 0; i < names.size(); ++i) {
-    if (i) s += ',';
-    s += json_quote(names[i]);
+// One common tensor: both declarations, and the statistics when the shapes agree (null otherwise).
+void row_json(JsonWriter& w, const Row& row) {
+  w.object().key("name").string(row.a->name).key("type_a").string(type_name(row.a->type)).key("type_b").string(type_name(row.b->type));
+  w.key("shape_a").uints(row.a->shape).key("shape_b").uints(row.b->shape).key("same").boolean(row.same());
+  if (const auto& d = row.diff) {
+    w.key("elements").uint(d->elements).key("identical").boolean(d->identical()).key("differing").uint(d->differing);
+    stat_json(w.key("max_abs_diff"), d->max_abs, d->scale_exp2);
+    stat_json(w.key("rmse"), d->rmse, d->scale_exp2);
+    w.key("cosine").number(d->cosine).key("nonfinite_mismatches").uint(d->nonfinite_mismatches);
+  } else {
+    w.key("elements").null().key("identical").boolean(false).key("differing").null().key("max_abs_diff").null().key("rmse").null();
+    w.key("cosine").null().key("nonfinite_mismatches").null();
   }
-  return s + "]";
+  w.end();
 }
 
 void print_json(const DiffArgs& opt, const Result_& r) {
-  std::string s = "{\"a\":" + json_quote(opt.a) + ",\"b\":" + json_quote(opt.b) + ",\"same\":" + (r.same() ? "true" : "false") +
-                  ",\"only_in_a\":" + names_json(r.only_a) + ",\"only_in_b\":" + names_json(r.only_b) + ",\"tensors\":[";
-  for (std::size_t i = 0; i < r.rows.size(); ++i) {
-    const Row& row = r.rows[i];
-    s += (i ? ",{" : "{") + std::string("\"name\":") + json_quote(row.a->name) + ",\"type_a\":" + json_quote(type_name(row.a->type)) +
-         ",\"type_b\":" + json_quote(type_name(row.b->type)) + ",\"shape_a\":" + json_shape(row.a->shape) +
-         ",\"shape_b\":" + json_shape(row.b->shape) + ",\"same\":" + (row.same() ? "true" : "false");
-    if (const auto& d = row.diff) {
-      s += ",\"elements\":" + std::to_string(d->elements) + ",\"identical\":" + (d->identical() ? "true" : "false") +
-           ",\"differing\":" + std::to_string(d->differing) + ",\"max_abs_diff\":" + stat_json(d->max_abs, d->scale_exp2) +
-           ",\"rmse\":" + stat_json(d->rmse, d->scale_exp2) + ",\"cosine\":" + number(d->cosine) +
-           ",\"nonfinite_mismatches\":" + std::to_string(d->nonfinite_mismatches);
-    } else {
-      s += ",\"elements\":null,\"identical\":false,\"differing\":null,\"max_abs_diff\":null,\"rmse\":null,\"cosine\":null,\"nonfinite_mismatches\":"
-           "null";
-    }
-    s += "}";
-  }
-  s += "]}\n";
-  std::fputs(s.c_str(), stdout);
+  JsonWriter w;
+  w.object().key("a").string(opt.a).key("b").string(opt.b).key("same").boolean(r.same());
+  names_json(w.key("only_in_a"), r.only_a);
+  names_json(w.key("only_in_b"), r.only_b);
+  w.key("tensors").array();
+  for (const Row& row : r.rows) row_json(w, row);
+  w.end().end();
+  std::printf("%s\n", w.text().c_str());
 }
 
 // Differences only, one line each, then a summary line.
@@ -185,16 +169,14 @@ Result<int> diff(const DiffArgs& opt) {
     print_json(opt, *r);
   else
     print_text(*r);
-  return r->same() ? kExitOk : kExitDiffer;
+  return r->same() ? kExitOk : kExitInvalid;
 }
 
 }  // namespace
 
 int run_diff(const DiffArgs& args) {
   auto r = diff(args);
-  if (r.is_ok()) return *r;
-  print_error(r.error());
-  return kExitError;
+  return r.is_ok() ? *r : exit_status(r.status());
 }
 
 }  // namespace safeweights::cli

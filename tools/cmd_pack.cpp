@@ -62,10 +62,7 @@ int run_unpack(const UnpackArgs& args) {
   const std::string& folder = args.folder;
   auto source = resolver_of(input_options()).open(file);
   auto reader = source.is_ok() ? dduf::Reader::open(std::move(source).value()) : Result<dduf::Reader>(source.error());
-  if (!reader.is_ok()) {
-    print_error(reader.error());
-    return kExitInvalid;
-  }
+  if (!reader.is_ok()) return exit_status(reader.status());
   // Over HTTP, entries download in parallel, one connection each.
   const unsigned threads = is_url(file) ? http_cli().parallel : 0;
   if (Status s = dduf::unpack(*reader, folder, threads, args.force); !s.is_ok()) return exit_status(s);

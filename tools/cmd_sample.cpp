@@ -67,10 +67,7 @@ int run_sample(const SampleArgs& args) {
   };
   std::optional<MetadataEntries> metadata = safetensors::MetadataEntries{{"format", "pt"}, {"created_by", "safeweights sample"}};
   Status s = safetensors::write_file(out, tensors, metadata);
-  if (!s.is_ok()) {
-    print_error(s.error());
-    return kExitInvalid;
-  }
+  if (!s.is_ok()) return exit_status(s);
   std::printf("wrote %s (%zu tensors)\n", printable(out).c_str(), tensors.size());
   return kExitOk;
 }

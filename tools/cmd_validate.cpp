@@ -1,7 +1,9 @@
 // safeweights validate [--json] [--strict] [--detect] FILE...: each file read as what its content is; a
 // name that claims another format (x.dduf holding safetensors) fails unless --detect says to go by
 // content alone.
+#include <algorithm>
 #include <cstdio>
+#include <utility>
 
 #include "cli_common.h"
 #include "commands.h"
@@ -36,18 +38,33 @@ Outcome validate_one(const std::string& path, const ValidateArgs& opt) {
   return {*format, Status::ok(), std::move(summary).value()};
 }
 
+// {"file":..,"format":..|null,"valid":..,"error":{..}|null}: one line of --json.
+std::string outcome_json(const std::string& path, const Outcome& out) {
+  JsonWriter w;
+  w.object().key("file").string(path).key("format");
+  if (out.format)
+    w.string(out.format->name());
+  else
+    w.null();
+  w.key("valid").boolean(out.status.is_ok()).key("error");
+  if (out.status.is_ok())
+    w.null();
+  else
+    w.raw(error_json(out.status.error()));
+  return std::move(w.end().text());
+}
+
 }  // namespace
 
+// Every file is checked; the exit status is the highest any file gives (an unreadable one outranks an
+// invalid one: its verdict is unknown).
 int run_validate(const ValidateArgs& opt) {
-  bool all_valid = true;
+  int code = kExitOk;
   for (const std::string& path : opt.files) {
     Outcome out = validate_one(path, opt);
-    all_valid = all_valid && out.status.is_ok();
+    code = std::max(code, exit_code_of(out.status));
     if (opt.json) {
-      std::string line = "{\"file\":" + json_quote(path) + ",\"format\":" + (out.format ? json_quote(out.format->name()) : std::string("null")) +
-                         ",\"valid\":" + (out.status.is_ok() ? "true" : "false") +
-                         ",\"error\":" + (out.status.is_ok() ? std::string("null") : error_json(out.status.error())) + "}";
-      std::printf("%s\n", line.c_str());
+      std::printf("%s\n", outcome_json(path, out).c_str());
     } else if (out.status.is_ok()) {
       std::printf("%s: OK (%s, %s)\n", printable(path).c_str(), std::string(out.format->name()).c_str(), printable(out.summary).c_str());
     } else {
@@ -55,8 +72,7 @@ int run_validate(const ValidateArgs& opt) {
       print_error(out.status.error());
     }
   }
-  std::fflush(stdout);
-  return all_valid ? kExitOk : kExitInvalid;
+  return code;
 }
 
 }  // namespace safeweights::cli

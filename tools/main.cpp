@@ -66,7 +66,8 @@ void add_input_options(CLI::App* cmd, std::string& backend) {
 void add_validate(CLI::App& app, ValidateArgs& args, int& exit_code) {
   CLI::App* cmd = app.add_subcommand(
       "validate",
-      "Check files against every rule of their format (DDUF: also every entry's CRC and contents); exit 0 if all are valid, 1 if any is not");
+      "Check files against every rule of their format (DDUF: also every entry's CRC and contents); exit 0 if all are valid, 1 if any is not "
+      "(3 if one could not be read: docs/CLI.md, \"Exit status\")");
   cmd->add_option("FILE", args.files, "files (paths, http(s)://, s3:// or hf:// names) of any supported format: " + kAnyFormat)->required();
   cmd->add_flag("--quick", args.quick, "DDUF: skip the CRC-32 check of every entry");
   cmd->add_flag("--crc", args.crc, "DDUF over HTTP(S): also check every entry's CRC-32 (downloads every entry; off by default for URLs)");
@@ -184,7 +185,8 @@ void add_convert(CLI::App& app, ConvertArgs& args, int& exit_code) {
 }
 
 void add_diff(CLI::App& app, DiffArgs& args, int& exit_code) {
-  CLI::App* cmd = app.add_subcommand("diff", "Compare two tensor files of any formats, tensor by tensor (exit 0 same, 1 different, 2 error)");
+  CLI::App* cmd = app.add_subcommand(
+      "diff", "Compare two tensor files of any formats, tensor by tensor (exit 0 same, 1 different or invalid, 2 usage, 3 environment)");
   cmd->add_option("A", args.a, "a tensor file of any supported format, or a Hugging Face folder")->required();
   cmd->add_option("B", args.b, "the file to compare it with")->required();
   cmd->add_flag("--json", args.json, "one JSON object: only_in_a, only_in_b, and per common tensor its types, shapes and statistics");
@@ -207,6 +209,13 @@ int main(int argc, char** argv) {
   CLI::App app{"safeweights: read, check, inspect, pack and convert model-weight files (safetensors, DDUF, GGUF, PyTorch)", "safeweights"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "safeweights 0.1.0");
+  app.add_flag_callback(
+      "--exit-codes",
+      [] {
+        print_exit_codes();
+        throw CLI::Success();
+      },
+      "print the exit status each error kind gives, \"KIND CODE\" a line (docs/CLI.md, \"Exit status\"), and exit");
   // A parse error quotes the command line (a file name, a value): escaped like every other message.
   app.failure_message(
       [](const CLI::App*, const CLI::Error& e) { return safeweights::printable(e.what()) + "\nRun with --help for more information.\n"; });
@@ -238,10 +247,12 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
+  } catch (const CLI::Success&) {
+    return flush_stdout(kExitOk);
   } catch (const CLI::ParseError& e) {
     app.exit(e);  // prints the message and a hint
     return kExitUsage;
   }
   print_http_stats();
-  return exit_code;
+  return flush_stdout(exit_code);
 }

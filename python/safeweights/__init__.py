@@ -14,6 +14,7 @@ from ._errors import (
     DDUFError,
     DDUFExportError,
     DDUFInvalidEntryNameError,
+    EnvironmentFaultError,
     SafetensorError,
     SliceIndexError,
 )
@@ -37,6 +38,7 @@ __all__ = [
     "DDUFError",
     "DDUFExportError",
     "DDUFInvalidEntryNameError",
+    "EnvironmentFaultError",
     "PySafeSlice",
     "SafetensorError",
     "SliceIndexError",

@@ -7,6 +7,7 @@ from ._errors import DDUFCorruptedFileError as DDUFCorruptedFileError
 from ._errors import DDUFError as DDUFError
 from ._errors import DDUFExportError as DDUFExportError
 from ._errors import DDUFInvalidEntryNameError as DDUFInvalidEntryNameError
+from ._errors import EnvironmentFaultError as EnvironmentFaultError
 from ._errors import SafetensorError as SafetensorError
 from ._errors import SliceIndexError as SliceIndexError
 from .formats import convert as convert

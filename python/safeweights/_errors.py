@@ -36,6 +36,12 @@ class SliceIndexError(SafetensorError, IndexError):
     """An integer index outside its dimension in ``get_slice(...)[...]`` (also an IndexError)."""
 
 
+class EnvironmentFaultError(SafetensorError, OSError):
+    """The environment cannot serve the request: credentials or configuration missing or unusable
+    (kind ``EnvironmentFault``; no AWS credentials for an ``s3://`` name, say). Also an OSError, as the
+    network's and the disk's failures are: the file is not at fault, and the call may succeed elsewhere."""
+
+
 def _hub_bases() -> Any:
     try:
         from huggingface_hub import errors as hub  # noqa: PLC0415 (optional dependency)
@@ -108,7 +114,7 @@ def __getattr__(name: str) -> type:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-for _cls in (SafetensorError, SliceIndexError, DDUFError, DDUFCorruptedFileError, DDUFExportError,
+for _cls in (SafetensorError, SliceIndexError, EnvironmentFaultError, DDUFError, DDUFCorruptedFileError, DDUFExportError,
              DDUFInvalidEntryNameError):
     _default_context(_cls)
 
@@ -118,4 +124,5 @@ _safeweights._set_error_classes(
     dduf_bad_zip=_make_bad_zip_error,
     dduf_export=DDUFExportError,
     dduf_invalid_name=DDUFInvalidEntryNameError,
+    environment_fault=EnvironmentFaultError,
 )

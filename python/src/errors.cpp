@@ -11,7 +11,7 @@ namespace {
 // to the module once at import. Leaked on purpose: they must outlive every call, including calls made
 // while the interpreter shuts down.
 struct ErrorClasses {
-  py::object safetensor, dduf_corrupted, dduf_export, dduf_invalid_name, dduf_bad_zip;
+  py::object safetensor, dduf_corrupted, dduf_export, dduf_invalid_name, dduf_bad_zip, environment_fault;
 };
 ErrorClasses* classes = nullptr;
 
@@ -76,6 +76,9 @@ void raise_error(const Error& error, Domain domain, std::string_view prefix) {
     PyErr_SetObject(PyExc_OSError, to_str(error.to_string()).ptr());
     throw py::error_already_set();
   }
+  // Missing or unusable credentials or configuration are no file's fault, whatever was being done: an
+  // OSError (as the network's and the disk's failures are) that is also ours, with the kind and context.
+  if (error.kind() == ErrorKind::EnvironmentFault) throw_exception(make_exception(classes->environment_fault, error.to_string(), &error));
   // What a server or the network did is not a deserializing error: no "Error while deserializing
   // header: " in front of "URL: Timeout: ...".
   if (remote_failure(error)) prefix = {};
@@ -121,12 +124,14 @@ void raise_safetensor_error(const std::string& message) {
 void register_errors(py::module_& m) {
   m.def(
       "_set_error_classes",
-      [](py::object safetensor, py::object corrupted, py::object bad_zip, py::object export_error, py::object invalid_name) {
+      [](py::object safetensor, py::object corrupted, py::object bad_zip, py::object export_error, py::object invalid_name,
+         py::object environment_fault) {
         if (classes == nullptr) classes = new ErrorClasses;
-        *classes = {std::move(safetensor), std::move(corrupted), std::move(export_error), std::move(invalid_name), std::move(bad_zip)};
+        *classes = {std::move(safetensor),   std::move(corrupted), std::move(export_error),
+                    std::move(invalid_name), std::move(bad_zip),   std::move(environment_fault)};
       },
       py::arg("safetensor"), py::arg("dduf_corrupted"), py::arg("dduf_bad_zip"), py::arg("dduf_export"), py::arg("dduf_invalid_name"),
-      "Internal: called once by safeweights/_errors.py.");
+      py::arg("environment_fault"), "Internal: called once by safeweights/_errors.py.");
   py::list kinds;
   for (int i = 0;; ++i) {
     std::string_view name = error_kind_name(static_cast<ErrorKind>(i));

@@ -2,6 +2,7 @@
 
 #include <cstdarg>
 #include <cstdio>
+#include <utility>
 
 #include "core/utf8.h"
 
@@ -68,17 +69,17 @@ std::string printable(std::string_view s, LineBreaks line_breaks) {
 }
 
 std::string error_json(const Error& error) {
-  std::string out = "{\"kind\":" + json_quote(error.kind_name());
-  if (error.rule() != ErrorRule::Unspecified) out += ",\"rule\":" + json_quote(error_rule_code(error.rule()));
-  out += ",\"message\":" + json_quote(error.message());
+  JsonWriter w;
+  w.object().key("kind").string(error.kind_name());
+  if (error.rule() != ErrorRule::Unspecified) w.key("rule").string(error_rule_code(error.rule()));
+  w.key("message").string(error.message());
   const ErrorContext& ctx = error.context();
   // The file the error is in: a shard or split sibling of the file asked about, as to_string() says.
-  if (!ctx.file.empty()) out += ",\"file\":" + json_quote(ctx.file);
-  if (!ctx.entry.empty()) out += ",\"entry\":" + json_quote(ctx.entry);
-  if (!ctx.tensor.empty()) out += ",\"tensor\":" + json_quote(ctx.tensor);
-  if (ctx.offset) out += ",\"offset\":" + std::to_string(*ctx.offset);
-  out += "}";
-  return out;
+  if (!ctx.file.empty()) w.key("file").string(ctx.file);
+  if (!ctx.entry.empty()) w.key("entry").string(ctx.entry);
+  if (!ctx.tensor.empty()) w.key("tensor").string(ctx.tensor);
+  if (ctx.offset) w.key("offset").uint(*ctx.offset);
+  return std::move(w.end().text());
 }
 
 std::string human_bytes(std::uint64_t bytes) {

@@ -315,7 +315,7 @@ def test_diff(c, rng):
     check(run(c.cli, "diff", pa, pa).returncode == 0, "diff of a file with itself must exit 0")
     text = run(c.cli, "diff", pa, pb)
     check(text.returncode == 1 and b"only in A: onlya" in text.stdout and b"shapes differ" in text.stdout, f"text diff: {text.stdout}")
-    check(run(c.cli, "diff", pa, c.path("missing.safetensors")).returncode == 2, "diff with a missing file must exit 2")
+    check(run(c.cli, "diff", pa, c.path("missing.safetensors")).returncode == 1, "diff with a missing file must exit 1 (FileNotFound: the input)")
 
 
 def test_inputs(c, rng):

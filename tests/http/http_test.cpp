@@ -912,7 +912,7 @@ TEST(HttpListing, TheDeadlineBoundsTheWholeListing) {
   }
   // The CLI's --timeout is the same deadline.
   CliRun r = cli("convert --timeout 2 hf://org/endless " + (g->dir / "endless.gguf").string(), "HF_ENDPOINT=" + g->fault_url(""));
-  EXPECT_EQ(r.code, 1) << r.err;
+  EXPECT_EQ(r.code, 3) << r.err;  // an environment fault (docs/CLI.md, "Exit status")
   EXPECT_NE(r.err.find("hf://org/endless: Timeout: the listing stopped after "), std::string::npos) << r.err;
   EXPECT_FALSE(fs::exists(g->dir / "endless.gguf"));
   ::unsetenv("HF_ENDPOINT");
@@ -1120,7 +1120,7 @@ TEST(HttpCli, TimeoutOptionAndEnvironmentBoundARemoteRead) {
     const auto t0 = std::chrono::steady_clock::now();
     CliRun r = cli(args, how);
     EXPECT_LT(seconds_since(t0), 10.0) << args;
-    EXPECT_EQ(r.code, 1) << args << r.err;
+    EXPECT_EQ(r.code, 3) << args << r.err;
     EXPECT_NE(r.err.find("Timeout"), std::string::npos) << r.err;
     EXPECT_NE(r.err.find("deadline of 1 s"), std::string::npos) << r.err;
   }
@@ -1154,7 +1154,7 @@ TEST(HttpCli, InterruptStopsABlockedRemoteRead) {
 TEST(HttpCli, CatRefusesToMixVersionsAndWarnsWithoutValidators) {
   REQUIRE_SERVERS();
   CliRun r = cli("cat '" + fault("small.safetensors", "novalidator=1&change_after=1&tag=nvcli") + "' big");
-  EXPECT_EQ(r.code, 1) << r.err;
+  EXPECT_EQ(r.code, 3) << r.err;
   EXPECT_NE(r.err.find("RemoteChanged"), std::string::npos) << r.err;
   EXPECT_EQ(r.err.find("warning: "), r.err.rfind("warning: ")) << "one warning: " << r.err;
   EXPECT_NE(r.err.find("warning: "), std::string::npos) << r.err;
@@ -1181,7 +1181,7 @@ int main(int argc, char** argv) {
 TEST(HttpTls, CliCacert) {
   REQUIRE_TLS();
   CliRun untrusted = cli("inspect " + g->nginx_https_url("small.safetensors"));
-  EXPECT_EQ(untrusted.code, 1);
+  EXPECT_EQ(untrusted.code, 3) << untrusted.err;
   EXPECT_NE(untrusted.err.find("certificate"), std::string::npos) << untrusted.err;
   CliRun trusted = cli("inspect --cacert " + g->ca_file().string() + " " + g->nginx_https_url("small.safetensors"));
   EXPECT_EQ(trusted.code, 0) << trusted.err;

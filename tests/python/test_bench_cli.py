@@ -62,7 +62,7 @@ def test_device_bench_on_the_host_device_is_verified(model, strategy):
 def test_device_bench_on_cuda(model):
     code, out, err = bench("--device", "cuda:0", model)
     if code != 0:
-        assert "DeviceError" in err, err  # no GPU or no CUDA runtime here: said so, by kind
+        assert code == 3 and "DeviceError" in err, err  # no GPU or no CUDA runtime here: said so, by kind, an environment fault
         return
     r = json.loads(out)
     assert r["device"] == "cuda:0" and r["verified"] is True
@@ -76,7 +76,7 @@ def test_gpudirect_on_a_device_that_cannot_read_files_says_so(model):
 
 def test_a_bad_device_name_is_refused(model):
     code, _, err = bench("--device", "gpu0", model)
-    assert code == 1 and "InvalidArgument" in err
+    assert code == 2 and "InvalidArgument" in err
 
 
 def test_the_gpu_loading_script_parses():
@@ -84,3 +84,14 @@ def test_the_gpu_loading_script_parses():
     script = os.path.join(os.path.dirname(__file__), "..", "..", "bench", "gpu_loading.sh")
     r = subprocess.run(["bash", "-n", script], capture_output=True, text=True, timeout=30)
     assert r.returncode == 0, r.stderr
+
+
+def test_rates_of_nothing_are_null_never_nan(tmp_path):
+    # A file without tensors loads 0 bytes in 0 s: its rates and ratio have no value. The JSON says null
+    # (it used to print `-nan`, which no JSON reader accepts).
+    empty = tmp_path / "empty.safetensors"
+    empty.write_bytes(build_file([], metadata={"a": "b"}))
+    code, out, err = bench("--device", "host", empty)
+    assert code == 0, err
+    r = json.loads(out)
+    assert r["bytes"] == 0 and r["ratio"] is None and r["verified"] is True, out

@@ -103,9 +103,10 @@ def converted(tmp_path, source, name, env=None, *extra):
     return out
 
 
-def failure(args, env):
+def failure(args, env, code=1):
+    """The stderr of a command that fails with exit status `code` (1: the input; 3: the environment)."""
     proc = run_cli(*args, env=env, check=False)
-    assert proc.returncode == 1, proc.stderr
+    assert proc.returncode == code, proc.stderr
     return proc.stderr.decode()
 
 
@@ -139,7 +140,7 @@ def test_s3_folder_of_bin_shards_converts_to_a_local_folder(s3, folders, tmp_pat
 def test_s3_folder_refusals(s3, folders, tmp_path):
     message = failure(["convert", f"s3://{BUCKET}/no such folder/", str(tmp_path / "x.gguf")], s3.env())
     assert "FileNotFound" in message and f"s3://{BUCKET}/no such folder/" in message
-    message = failure(["convert", f"s3://{BUCKET}/team a/{LLAMA}/", str(tmp_path / "x.gguf")], s3.env(AWS_SECRET_ACCESS_KEY="wrong"))
+    message = failure(["convert", f"s3://{BUCKET}/team a/{LLAMA}/", str(tmp_path / "x.gguf")], s3.env(AWS_SECRET_ACCESS_KEY="wrong"), 3)
     assert "SignatureDoesNotMatch" in message and "wrong" not in message
     message = failure(["convert", "s3://no-such-bucket/llama/", str(tmp_path / "x.gguf")], s3.env())
     assert "NoSuchBucket" in message
@@ -183,12 +184,12 @@ def test_hub_folder_refusals(hub, tmp_path):
     out = str(tmp_path / "x.gguf")
     assert "RepoNotFound" in failure(["convert", "hf://org/nothing", out], hub_env(hub))
     assert "RevisionNotFound" in failure(["convert", "hf://org/gated-llama@v9", out], hub_env(hub))
-    assert "GatedRepo" in failure(["convert", "hf://org/gated-llama", out], hub_env(hub, HF_TOKEN="hf_other"))
+    assert "GatedRepo" in failure(["convert", "hf://org/gated-llama", out], hub_env(hub, HF_TOKEN="hf_other"), 3)
     assert converted(tmp_path, "hf://org/gated-llama", "gated.gguf", hub_env(hub)).stat().st_size > 0
     # A next page on another host is not followed: the token would go there.
     hub.next_page_origin = hub.storage_origin
     try:
-        message = failure(["convert", "hf://org/tiny-llama", out], hub_env(hub))
+        message = failure(["convert", "hf://org/tiny-llama", out], hub_env(hub), 3)
     finally:
         hub.next_page_origin = None
     assert "another host" in message

@@ -104,7 +104,7 @@ def test_refusals_carry_the_hub_error_code(hub, url, code, kind):
 def test_gated_repositories_open_with_the_token_from_env_or_file(hub, tmp_path):
     url = "hf://org/gated/model.safetensors"
     proc = run_cli("validate", url, env=hub_env(hub, HF_TOKEN=None), check=False)
-    assert proc.returncode == 1 and "HTTP 401" in proc.stderr.decode() and "GatedRepo" in proc.stderr.decode(), proc.stderr
+    assert proc.returncode == 3 and "HTTP 401" in proc.stderr.decode() and "GatedRepo" in proc.stderr.decode(), proc.stderr
     assert TOKEN not in proc.stderr.decode()
     run_cli("validate", url, env=hub_env(hub))
     (tmp_path / "token").write_text(TOKEN + "\n")
@@ -117,4 +117,4 @@ def test_gated_repositories_open_with_the_token_from_env_or_file(hub, tmp_path):
 def test_malformed_hf_names_are_usage_errors(hub):
     for url in ("hf://org", "hf://org/tiny/../other/x", "hf://org/tiny@/x", "hf://org/tiny"):
         proc = run_cli("inspect", url, env=hub_env(hub), check=False)
-        assert proc.returncode == 1 and "InvalidArgument" in proc.stderr.decode(), (url, proc.stderr)
+        assert proc.returncode == 2 and "InvalidArgument" in proc.stderr.decode(), (url, proc.stderr)

@@ -62,7 +62,7 @@ def test_a_stalled_server_meets_the_deadline(s3, proxy, big):
     proxy.set(("drip", 0.5))
     proc = run_cli("inspect", "--timeout", "2", url, env=s3.env(AWS_ENDPOINT_URL=proxy.endpoint), check=False)
     err = proc.stderr.decode()
-    assert proc.returncode == 1 and "Timeout" in err and "missed its deadline of 2 s" in err, err
+    assert proc.returncode == 3 and "Timeout" in err and "missed its deadline of 2 s" in err, err
 
 
 def test_an_object_replaced_mid_read_is_an_error(s3, proxy, big, tmp_path):
@@ -76,7 +76,7 @@ def test_an_object_replaced_mid_read_is_an_error(s3, proxy, big, tmp_path):
     s3.upload(path, "faults/replaced.safetensors")
     proc = run_cli(*cat_args(f"s3://{BUCKET}/faults/replaced.safetensors"), env=s3.env(AWS_ENDPOINT_URL=proxy.endpoint), check=False)
     err = proc.stderr.decode()
-    assert proc.returncode == 1 and "RemoteChanged" in err and "ETag" in err, err
+    assert proc.returncode == 3 and "RemoteChanged" in err and "ETag" in err, err
     assert proc.stdout == b""
 
 
