@@ -61,19 +61,16 @@ Result<const Format*> detect_format(const std::string& path, const FormatOptions
 
 const Format* format_claimed_by_name(std::string_view path) noexcept {
   if (path.starts_with("http://") || path.starts_with("https://")) path = path.substr(0, path.find_first_of("?#"));
-  // Longest suffix first: an index is named *.safetensors.index.json.
-  static constexpr std::pair<std::string_view, std::string_view> kClaims[] = {
-      {".safetensors.index.json", "safetensors-index"},
-      {".safetensors", "safetensors"},
-      {".gguf", "gguf"},
-      {".dduf", "dduf"},
-      {".pt", "pytorch"},
-      {".pth", "pytorch"},
-      {".ckpt", "pytorch"},
-  };
-  for (const auto& [ext, name] : kClaims)
-    if (path.ends_with(ext)) return find_format(name);  // nullptr for a format not built (pytorch)
-  return nullptr;
+  // The longest claim wins: an index is named *.safetensors.index.json.
+  const Format* claimed = nullptr;
+  std::size_t longest = 0;
+  for (const Format* format : registry())
+    for (std::string_view ext : format->claimed_extensions())
+      if (ext.size() > longest && path.ends_with(ext)) {
+        claimed = format;
+        longest = ext.size();
+      }
+  return claimed;
 }
 
 Status Format::can_hold(TensorType) const { return Error(ErrorKind::NotSupported, std::string(name()) + " files are read, not written"); }
@@ -81,6 +78,10 @@ Status Format::can_hold(TensorType) const { return Error(ErrorKind::NotSupported
 Result<std::unique_ptr<TensorSink>> Format::create(const std::string& path, std::vector<TensorDecl>, const Metadata*, const WriteOptions&) const {
   return Error(ErrorKind::NotSupported, std::string(name()) + " files are read, not written").with_file(path);
 }
+
+StoredType Format::stored_type(TensorType requested, std::span<const std::uint64_t>) const { return {requested, {}}; }
+
+void Format::retype_metadata(Metadata&, TensorType) const {}
 
 Result<const Format*> output_format(const std::string& path, std::string_view to) {
   std::string known;  // the written formats' names or extensions, for the message
