@@ -1,4 +1,4 @@
-// The list of formats: adding a format is its folder plus one line here.
+// The list of formats and of plan providers: adding a format is its folder plus one line here.
 #include <filesystem>
 #include <span>
 #include <string>
@@ -7,6 +7,8 @@
 #include "core/status_macros.h"
 #include "dduf/format.h"
 #include "gguf/format.h"
+#include "hf/planner.h"
+#include "model/folder_planner.h"
 #if SAFEWEIGHTS_WITH_PYTORCH
 #include "pytorch/format.h"
 #endif
@@ -33,6 +35,19 @@ std::span<const Format* const> registry() {
 }  // namespace
 
 std::span<const Format* const> formats() noexcept { return registry(); }
+
+std::span<const FolderPlanner* const> folder_planners() noexcept {
+  static const FolderPlanner* const kPlanners[] = {
+      &hf::gguf_planner(),
+  };
+  return kPlanners;
+}
+
+const FolderPlanner* planner_for(const Folder& folder, const Format& output) {
+  for (const FolderPlanner* planner : folder_planners())
+    if (&planner->output() == &output && planner->knows(folder)) return planner;
+  return nullptr;
+}
 
 const Format* find_format(std::string_view name) noexcept {
   for (const Format* format : registry())
