@@ -51,7 +51,9 @@ struct Job {
   std::string note;
 };
 
-// The output type of one tensor, and why it differs from the requested one.
+// The output type of one tensor, and why it differs from the requested one: the policy every output
+// shares (integers, BOOL and F64 kept; 1-D tensors and scalars F32), then the output format's choice
+// (Format::stored_type: GGUF's is llama.cpp's), which the format must then be able to hold.
 Status choose_type(Job& job, const ConvertOptions& options, const Format& out) {
   const TensorEntry& e = *job.entry;
   const TensorType from = e.type;
