@@ -3,8 +3,9 @@
 
 The drawing is the one statement of the layers: in its first code block, a line that starts (at most two
 spaces in) with `folder/` tokens names the folders of a layer, top first. A line indented by two spaces
-joins the layer above it (the formats, which must not include one another); any other such line starts a
-new layer. A token `folder/file.cpp` places that one file in the layer, apart from its folder (the
+joins the layer above it: the folders under a heading (a line with no such token: "formats", "plans and
+conversion") share one layer, so none of them may include another; any other such line starts a new
+layer. A token `folder/file.cpp` places that one file in the layer, apart from its folder (the
 registry, which includes every format). Checked:
 
 - every folder of src/ is in the drawing, and every public header is named in the page;

@@ -7,10 +7,13 @@
 // plan's own metadata set over it. A plan provider (hf::plan for a transformers Llama folder) returns a
 // ConvertPlan; convert() knows no format.
 //
-// A target type (F32, F16, BF16, or a ggml block type) follows llama.cpp's policy: 1-D tensors stay
-// F32, a tensor whose rows are not a whole number of blocks falls back to the nearest type that fits,
-// and every such decision is reported per tensor. Quantized inputs are dequantized with ggml's
-// reference dequantizers (safeweights/quantize.h).
+// A target type (F32, F16, BF16, or a ggml block type) is applied as every output does it (integer,
+// BOOL and F64 tensors keep their type; 1-D tensors and scalars become F32, as llama.cpp keeps them),
+// then as the output's format stores it (Format::stored_type: GGUF falls back, as llama.cpp does, to
+// the nearest type that fits a tensor whose rows are not a whole number of blocks; a format that cannot
+// hold the type refuses it, naming the tensor), and the format updates the metadata carried
+// (Format::retype_metadata: GGUF's general.file_type). Every decision is reported per tensor.
+// Quantized inputs are dequantized with ggml's reference dequantizers (safeweights/quantize.h).
 //
 // Thread safety: convert() may run concurrently on different outputs; it uses the shared thread pool.
 #pragma once
@@ -76,8 +79,8 @@ Result<ConvertReport> convert(const TensorFile& input, const std::string& output
 //   folder is never created or written under a file's name.
 // - otherwise (any input, the output's extension or `options.to` picking its format, a .bin folder
 //   included): open_tensors(input, entry, read); `opened` sees the file first; the plan of the plan
-//   provider that knows the input, when one does (a Hugging Face Llama-family folder written as GGUF:
-//   hf::plan, safeweights/hf_llama.h); then convert(). The one place that knows the plan providers.
+//   provider that knows the input folder and writes the output's format, when one does (a Hugging Face
+//   Llama-family folder written as GGUF: hf::plan, safeweights/hf_llama.h); then convert().
 // Every local file read on the way (an index's shards, GGUF split parts, a folder's weights, config and
 // tokenizer files) joins `options.inputs`, so no output file replaces one (InvalidArgument).
 Result<ConvertReport> convert_path(const std::string& input, const std::string& output, ConvertOptions options, const FormatOptions& read = {},

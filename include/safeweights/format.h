@@ -1,6 +1,7 @@
 // safeweights/format.h — the format registry: detect a file's format by its content, then validate,
 // inspect, open or cat it, without the caller knowing any format; and the formats that are written
-// (chosen by name or by the output's extension) create their TensorSink.
+// (chosen by name or by the output's extension) create their TensorSink and say what they make of a
+// conversion's type (stored_type, retype_metadata: safeweights/convert.h).
 //
 // Each format lives in its own folder (src/<format>/) and is one line of the registry's list
 // (src/model/registry.cpp). The command-line tool and the Python package ask the registry; they never
@@ -17,12 +18,15 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "safeweights/error.h"
 #include "safeweights/export.h"
+#include "safeweights/metadata.h"
 #include "safeweights/resolver.h"
 #include "safeweights/source.h"
 #include "safeweights/tensor_file.h"
+#include "safeweights/tensor_type.h"
 
 namespace safeweights {
 SAFEWEIGHTS_API_BEGIN
@@ -56,6 +60,12 @@ struct CatTarget {
   std::uint64_t length = 0;
 };
 
+// How a format stores a tensor that a conversion asks to become another type (Format::stored_type).
+struct StoredType {
+  TensorType type;
+  std::string note;  // why `type` differs from the type asked for ("rows of 100 are not a multiple of 256"), or empty
+};
+
 // How much of an input's first bytes detection looks at.
 inline constexpr std::size_t kDetectBytes = 4096;
 
@@ -65,6 +75,9 @@ class Format {
 
   // The stable name, as `validate --json` and `inspect --json` print it: "safetensors", "dduf", ...
   virtual std::string_view name() const noexcept = 0;
+  // Whether its files are archives of named members (the `members` of inspect() and open(), the CLI's
+  // ENTRY): DDUF's. What a caller that treats an archive's errors apart asks, never the format's name.
+  virtual bool has_members() const noexcept { return false; }
   // How sure this format is that the input is its own, from its first bytes (at most kDetectBytes),
   // its size and its name; the highest score wins: 0 not at all, 1 by the name alone, 2 by
   // structure, 3 by magic bytes, 4 by magic bytes and structure (a torch.save ZIP beats any ZIP).
@@ -84,12 +97,26 @@ class Format {
   // ---- writing: a format that writes files overrides all three ----
   // The file-name extensions of its files (".gguf"); empty for a format that is not written.
   virtual std::span<const std::string_view> extensions() const noexcept { return {}; }
+  // The extensions that claim a file for this format by its name (format_claimed_by_name): by default
+  // extensions(); a format that is only read names its own (".dduf").
+  virtual std::span<const std::string_view> claimed_extensions() const noexcept { return extensions(); }
   // OK when its files can hold tensors of `type`; else its own refusal, naming the type.
   virtual Status can_hold(TensorType type) const;
   // The TensorSink that writes `path`: the declared tensors, and `metadata` (nullptr: none) mapped
   // through the format's own table (safeweights/metadata.h). NotSupported for a format not written.
   virtual Result<std::unique_ptr<TensorSink>> create(const std::string& path, std::vector<TensorDecl> tensors, const Metadata* metadata,
                                                      const WriteOptions& options) const;
+
+  // ---- conversion (safeweights/convert.h): what this format makes of a type asked for ----
+  // The type a tensor of `shape` (row-major, two dimensions or more) is stored as when a conversion
+  // asks for `requested` and the tensor does not already have it. By default `requested` itself, which
+  // can_hold() then accepts or refuses, naming the tensor. GGUF: llama.cpp's fallbacks for rows that
+  // are not a whole number of `requested`'s blocks.
+  virtual StoredType stored_type(TensorType requested, std::span<const std::uint64_t> shape) const;
+  // The input's metadata, carried into this format's output by a conversion that asks for
+  // `requested`, updated where it states the tensors' type. By default left as it is. GGUF: an
+  // existing general.file_type becomes llama.cpp's file type of `requested` (when it has one).
+  virtual void retype_metadata(Metadata& carried, TensorType requested) const;
 };
 
 // The CatTarget of one tensor of an opened file (TensorNotFound when absent).
@@ -102,9 +129,10 @@ const Format* find_format(std::string_view name) noexcept;
 // The format of the file at `path` (a path or URL). FileNotFound / IoError when it cannot be read.
 Result<const Format*> detect_format(const std::string& path, const FormatOptions& options = {});
 
-// The format a file's name claims by its extension: .safetensors, .safetensors.index.json, .gguf,
-// .dduf, .pt / .pth / .ckpt (pytorch); nullptr when the name claims none (`.bin`, used by many formats,
-// claims none). For a URL the query and fragment are left out. Detection stays by content: `validate`
+// The format a file's name claims by its extension (the longest of every format's
+// claimed_extensions() that ends it): .safetensors, .safetensors.index.json, .gguf, .dduf, .pt / .pth /
+// .ckpt (pytorch); nullptr when the name claims none (`.bin`, used by many formats, claims none). For a
+// URL the query and fragment are left out. Detection stays by content: `validate`
 // compares the two and fails when they disagree, unless asked to go by content alone.
 const Format* format_claimed_by_name(std::string_view path) noexcept;
 

@@ -11,7 +11,8 @@
 // rope_theta / rope_scaling or transformers 5's rope_parameters: default, linear, yarn, llama3 with its
 // computed rope_freqs tensor, Phi-3's longrope with its factor tensors), and the tokenizer as GGUF
 // metadata. The plan is handed to convert() (safeweights/convert.h, ConvertOptions::plan), which
-// writes the file. What llama.cpp would compute differently from transformers (another rope type or
+// writes the file; convert_path() does so for a model folder written as GGUF, through the plan
+// provider that src/hf/ registers (it includes nothing of convert/, nor convert/ of it). What llama.cpp would compute differently from transformers (another rope type or
 // architecture, a config key not understood, another activation) is refused by name, never written.
 // docs/GGUF.md says what is mapped and which llama.cpp version the rules come from.
 //

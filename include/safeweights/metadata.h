@@ -8,7 +8,8 @@
 // entries as they are; safetensors writes the STRING entries under the prefix, without it. So no format
 // knows another, and a conversion carries metadata between any two formats.
 //
-// The value types and their ids are GGUF's (the only typed metadata of the formats read here).
+// The value types are GGUF's (the only typed metadata of the formats read here), but not its ids:
+// each format maps them through its own table (GGUF's ids live in src/gguf/).
 //
 // Thread safety: plain values; const methods may be called concurrently.
 #pragma once
@@ -29,24 +30,24 @@ SAFEWEIGHTS_API_BEGIN
 // File-level metadata as text, in file order: the string map of safetensors and the formats like it.
 using MetadataEntries = std::vector<std::pair<std::string, std::string>>;
 
-// Value types, with their GGUF ids.
+// Value types. Their numbers are this library's, not a file's: a format maps them through its own table.
 enum class MetaType : std::uint32_t {
-  UINT8 = 0,
-  INT8 = 1,
-  UINT16 = 2,
-  INT16 = 3,
-  UINT32 = 4,
-  INT32 = 5,
-  FLOAT32 = 6,
-  BOOL = 7,
-  STRING = 8,
-  ARRAY = 9,
-  UINT64 = 10,
-  INT64 = 11,
-  FLOAT64 = 12,
+  BOOL,
+  UINT8,
+  INT8,
+  UINT16,
+  INT16,
+  UINT32,
+  INT32,
+  UINT64,
+  INT64,
+  FLOAT32,
+  FLOAT64,
+  STRING,
+  ARRAY,
 };
 
-// "UINT8" ... "FLOAT64".
+// "BOOL", "UINT8" ... "ARRAY"; "?" for a number outside the enum.
 std::string_view meta_type_name(MetaType type) noexcept;
 
 // One value. Scalars keep their exact bits; arrays hold scalars or strings (GGUF arrays of arrays are

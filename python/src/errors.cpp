@@ -58,7 +58,7 @@ bool remote_failure(const Error& error) {
 
 }  // namespace
 
-Domain read_domain(const Format& format) { return format.name() == "dduf" ? Domain::DDUFRead : Domain::Safetensors; }
+Domain read_domain(const Format& format) { return format.has_members() ? Domain::DDUFRead : Domain::Safetensors; }
 
 void raise_error(const Error& error, Domain domain, std::string_view prefix) {
   if (classes == nullptr) throw std::runtime_error("safeweights: error classes not registered");

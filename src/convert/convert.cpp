@@ -10,7 +10,6 @@
 // each way), and each tensor's input pages are released once written. A piece's bytes depend only on
 // its elements, never on the threads.
 #include "safeweights/convert.h"
-#include "safeweights/gguf.h"
 
 #include <algorithm>
 #include <cstring>
@@ -44,22 +43,6 @@ bool is_number_kept(TensorType t) {
 
 std::uint32_t block_of(TensorType t) { return type_info(t).block_elements; }
 
-// llama.cpp's fallback when a row is not a whole number of `t`'s blocks (llama-quant.cpp): the
-// 2-3 bit K-quants go to IQ4_NL (Q4_0 when no IQ4_NL quantizer is built), Q4_K to Q5_0, Q5_K to
-// Q5_1, Q6_K to Q8_0; when that does not fit either, or for the 32-element types, F16.
-TensorType fallback_for(TensorType t, std::uint64_t cols) {
-  TensorType next = TensorType::F16;
-  switch (t) {
-    case TensorType::Q2_K:
-    case TensorType::Q3_K: next = can_quantize(TensorType::IQ4_NL) ? TensorType::IQ4_NL : TensorType::Q4_0; break;
-    case TensorType::Q4_K: next = TensorType::Q5_0; break;
-    case TensorType::Q5_K: next = TensorType::Q5_1; break;
-    case TensorType::Q6_K: next = TensorType::Q8_0; break;
-    default: break;
-  }
-  return cols % block_of(next) == 0 ? next : TensorType::F16;
-}
-
 struct Job {
   const TensorEntry* entry = nullptr;
   std::string name;
@@ -68,7 +51,9 @@ struct Job {
   std::string note;
 };
 
-// The output type of one tensor, and why it differs from the requested one.
+// The output type of one tensor, and why it differs from the requested one: the policy every output
+// shares (integers, BOOL and F64 kept; 1-D tensors and scalars F32), then the output format's choice
+// (Format::stored_type: GGUF's is llama.cpp's), which the format must then be able to hold.
 Status choose_type(Job& job, const ConvertOptions& options, const Format& out) {
   const TensorEntry& e = *job.entry;
   const TensorType from = e.type;
@@ -83,12 +68,10 @@ Status choose_type(Job& job, const ConvertOptions& options, const Format& out) {
   } else if (e.shape.size() <= 1) {
     job.to = TensorType::F32;
     if (want != TensorType::F32) job.note = e.shape.empty() ? "scalar" : "1-D";
-  } else if (want == from) {
-  } else if (const std::uint64_t cols = e.shape.back(); cols % block_of(want) != 0) {
-    job.to = fallback_for(want, cols);
-    job.note = "rows of " + std::to_string(cols) + " are not a multiple of " + std::to_string(block_of(want));
-  } else {
-    job.to = want;
+  } else if (want != from) {
+    StoredType stored = out.stored_type(want, e.shape);
+    job.to = stored.type;
+    job.note = std::move(stored.note);
   }
   if (Status s = out.can_hold(job.to); !s.is_ok()) return error_of(s).with_tensor(e.name);
   if (job.to != from && !can_dequantize(from))
@@ -143,13 +126,13 @@ bool plan_metadata_alone(const TensorFile& input, const ConvertOptions& options,
   return !carried && aliases.empty();
 }
 
-// The output's metadata: the input's (unless not carried), general.file_type following the type, the
-// plan's set over it, and the aliases of a dedup as string-map entries.
-Metadata output_metadata(const TensorFile& input, const ConvertOptions& options, const std::map<std::string, std::string>& aliases) {
+// The output's metadata: the input's (unless not carried), updated by the output's format where it
+// states the tensors' type, the plan's set over it, and the aliases of a dedup as string-map entries.
+Metadata output_metadata(const TensorFile& input, const ConvertOptions& options, const std::map<std::string, std::string>& aliases,
+                         const Format& out) {
   Metadata md;
   if (options.carry_metadata && input.metadata()) md = *input.metadata();
-  const auto ftype = options.type ? gguf::llama_file_type(*options.type) : std::nullopt;
-  if (ftype && md.find("general.file_type")) md.set({"general.file_type", MetaValue::u32(*ftype)});
+  if (options.type) out.retype_metadata(md, *options.type);
   md.merge(options.plan.metadata);
   for (const auto& [alias, kept] : aliases) md.set({std::string(kStringMapPrefix) + alias, MetaValue::string(kept)});
   return md;
@@ -352,7 +335,7 @@ Result<ConvertReport> convert(const TensorFile& input, const std::string& output
   decls.reserve(jobs->size());
   for (const Job& j : *jobs) decls.push_back({j.name, j.to, std::vector<std::uint64_t>(j.entry->shape.begin(), j.entry->shape.end())});
   std::optional<Metadata> combined;
-  if (!plan_metadata_alone(input, options, aliases)) combined = output_metadata(input, options, aliases);
+  if (!plan_metadata_alone(input, options, aliases)) combined = output_metadata(input, options, aliases, *out);
   const Metadata& metadata = combined ? *combined : options.plan.metadata;
   auto created = out->create(output_path, std::move(decls), &metadata, options.write);
   if (!created.is_ok()) return created.error().kind() == ErrorKind::Unrepresentable ? from_input(created.error(), input) : error_of(created);

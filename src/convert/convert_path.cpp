@@ -1,14 +1,14 @@
 // convert_path (include/safeweights/convert.h): a path in, a path out, routed by what the input is and
-// what the output names, through the plan providers.
+// what the output names, through the plan providers (model/folder_planner.h), none of which it names.
 #include <filesystem>
 #include <optional>
 
 #include "core/status_macros.h"
 #include "io/input_files.h"
+#include "model/folder_planner.h"
 #include "safeweights/convert.h"
 #include "safeweights/folder.h"
 #include "safeweights/format.h"
-#include "safeweights/hf_llama.h"
 
 namespace safeweights {
 namespace {
@@ -59,9 +59,10 @@ Result<ConvertReport> convert_path(const std::string& input, const std::string& 
   SW_ASSIGN_OR_RETURN(std::unique_ptr<TensorFile> file, open_tensors(input, entry, read));
   if (opened) opened(*file);
   SW_ASSIGN_OR_RETURN(const Format* out, output_format(output, options.to));
-  // A Hugging Face model folder into GGUF: llama.cpp's names, Q/K order, metadata and tokenizer.
-  if (out->name() == "gguf" && folder && hf::is_model_folder(*folder)) {
-    SW_ASSIGN_OR_RETURN(hf::GgufConversion planned, hf::plan(*folder, *file, options.type));
+  // A model folder that a plan provider writes in this format (a Hugging Face one into GGUF: llama.cpp's
+  // names, Q/K order, metadata and tokenizer).
+  if (const FolderPlanner* planner = folder ? planner_for(*folder, *out) : nullptr) {
+    SW_ASSIGN_OR_RETURN(PlannedTensors planned, planner->plan(*folder, *file, options.type));
     options.plan = std::move(planned.plan);
     append_inputs(options, inputs);
     return convert(*planned.tensors, output, options);

@@ -67,6 +67,11 @@ Error needs_member(const std::string& path, std::string_view what) {
 class DdufFormat final : public Format {
  public:
   std::string_view name() const noexcept override { return "dduf"; }
+  bool has_members() const noexcept override { return true; }
+  std::span<const std::string_view> claimed_extensions() const noexcept override {
+    static constexpr std::string_view kClaimed[] = {".dduf"};
+    return kClaimed;
+  }
   // A ZIP archive starts with a local header, or (when empty) is just an end record.
   int detect(std::span<const std::byte> head, std::uint64_t, std::string_view path) const override {
     if (head.size() >= 4 && head[0] == std::byte{'P'} && head[1] == std::byte{'K'} &&

@@ -11,6 +11,7 @@
 #include "gguf/writer.h"
 #include "json/json_writer.h"
 #include "safeweights/gguf.h"
+#include "safeweights/quantize.h"
 #include "safeweights/text.h"
 
 namespace safeweights::gguf {
@@ -99,6 +100,22 @@ std::string inspect_text(const GgufFile& f, const std::string& path) {
   return out;
 }
 
+// llama.cpp's fallback when a row of `cols` elements is not a whole number of `t`'s blocks
+// (llama-quant.cpp): the 2-3 bit K-quants go to IQ4_NL (Q4_0 when no IQ4_NL quantizer is built), Q4_K
+// to Q5_0, Q5_K to Q5_1, Q6_K to Q8_0; when that does not fit either, or for the 32-element types, F16.
+TensorType llama_fallback(TensorType t, std::uint64_t cols) {
+  TensorType next = TensorType::F16;
+  switch (t) {
+    case TensorType::Q2_K:
+    case TensorType::Q3_K: next = can_quantize(TensorType::IQ4_NL) ? TensorType::IQ4_NL : TensorType::Q4_0; break;
+    case TensorType::Q4_K: next = TensorType::Q5_0; break;
+    case TensorType::Q5_K: next = TensorType::Q5_1; break;
+    case TensorType::Q6_K: next = TensorType::Q8_0; break;
+    default: break;
+  }
+  return cols % type_info(next).block_elements == 0 ? next : TensorType::F16;
+}
+
 Status no_members(const std::string& path, std::span<const std::string> members) {
   if (members.empty()) return Status::ok();
   return Error(ErrorKind::InvalidArgument, "a GGUF file has no members (ENTRY is for DDUF archives)").with_file(path);
@@ -143,6 +160,17 @@ class GgufFormat final : public Format {
   Status can_hold(TensorType type) const override {
     if (ggml_id(type)) return Status::ok();
     return Error(ErrorKind::NotSupported, "GGUF has no " + std::string(type_name(type)) + " type");
+  }
+  // As llama.cpp quantizes: a row that is not a whole number of the type's blocks takes its fallback.
+  StoredType stored_type(TensorType requested, std::span<const std::uint64_t> shape) const override {
+    const std::uint64_t block = type_info(requested).block_elements;
+    if (shape.empty() || shape.back() % block == 0) return {requested, {}};
+    return {llama_fallback(requested, shape.back()), "rows of " + std::to_string(shape.back()) + " are not a multiple of " + std::to_string(block)};
+  }
+  // general.file_type (llama.cpp's llama_ftype) follows the type the tensors were converted to.
+  void retype_metadata(Metadata& carried, TensorType requested) const override {
+    const std::optional<std::uint32_t> ftype = llama_file_type(requested);
+    if (ftype && carried.find(kFileTypeKey)) carried.set({std::string(kFileTypeKey), MetaValue::u32(*ftype)});
   }
   // The metadata's entries as they are, but for what describes the files rather than the model:
   // general.alignment becomes the writer's alignment (written first, as the writer places it) and

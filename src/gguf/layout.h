@@ -1,7 +1,10 @@
 // GGUF layout facts shared by the reader, the writer and the registration. Internal.
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <iterator>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -14,6 +17,7 @@ namespace safeweights::gguf {
 inline constexpr std::string_view kMagic = "GGUF";
 inline constexpr std::uint32_t kWriteVersion = 3;
 inline constexpr std::string_view kAlignmentKey = "general.alignment";
+inline constexpr std::string_view kFileTypeKey = "general.file_type";       // llama.cpp's llama_ftype, UINT32
 inline constexpr std::uint64_t kMaxKeyBytes = 65535;                        // the spec's limit
 inline constexpr std::uint64_t kMaxStringBytes = std::uint64_t{1} << 30;    // ggml's GGUF_MAX_STRING_LENGTH
 inline constexpr std::uint64_t kMaxArrayElements = std::uint64_t{1} << 30;  // ggml's GGUF_MAX_ARRAY_ELEMENTS
@@ -22,10 +26,40 @@ inline constexpr std::uint64_t kMaxArrayElements = std::uint64_t{1} << 30;  // g
 // 2 GiB output, padding held in memory as the header. Real files use 32 (gguf-py's and ggml's default).
 inline constexpr std::uint32_t kMaxWriteAlignment = std::uint32_t{1} << 20;
 
-// Bytes of one element of a fixed-size type; 0 for STRING and ARRAY; -1 for an unknown type id.
-inline int value_width(std::uint32_t type) noexcept {
-  constexpr int kWidth[] = {1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8};
-  return type < 13 ? kWidth[type] : -1;
+// GGUF's value type ids (ggml's enum gguf_type), the id being the index: the metadata's value type
+// (safeweights/metadata.h, whose numbers are not these) and the bytes of one value (0 for STRING and
+// ARRAY).
+struct ValueTypeId {
+  ValueType type;
+  int width;
+};
+inline constexpr ValueTypeId kValueTypeIds[] = {
+    {ValueType::UINT8, 1},  {ValueType::INT8, 1},    {ValueType::UINT16, 2},  {ValueType::INT16, 2},  {ValueType::UINT32, 4},
+    {ValueType::INT32, 4},  {ValueType::FLOAT32, 4}, {ValueType::BOOL, 1},    {ValueType::STRING, 0}, {ValueType::ARRAY, 0},
+    {ValueType::UINT64, 8}, {ValueType::INT64, 8},   {ValueType::FLOAT64, 8},
+};
+// The value type of a GGUF id; nullopt for an id GGUF does not define.
+inline std::optional<ValueType> value_type_of_id(std::uint64_t id) noexcept {
+  if (id >= std::size(kValueTypeIds)) return std::nullopt;
+  return kValueTypeIds[id].type;
+}
+// The same table the other way: GGUF's id, indexed by the value type's number.
+inline constexpr auto kIdOfValueType = [] {
+  std::array<std::uint32_t, std::size(kValueTypeIds)> ids{};
+  for (std::uint32_t id = 0; id < ids.size(); ++id) ids[static_cast<std::size_t>(kValueTypeIds[id].type)] = id;
+  return ids;
+}();
+static_assert(std::size(kValueTypeIds) == static_cast<std::size_t>(ValueType::ARRAY) + 1, "every value type has one GGUF id");
+// GGUF's id of a value type; nullopt for a number outside the enum.
+inline std::optional<std::uint32_t> value_type_id(ValueType type) noexcept {
+  const auto i = static_cast<std::size_t>(type);
+  if (i >= kIdOfValueType.size()) return std::nullopt;
+  return kIdOfValueType[i];
+}
+// Bytes of one value of a fixed-size type; 0 for STRING and ARRAY; -1 for a number outside the enum.
+inline int value_width(ValueType type) noexcept {
+  const std::optional<std::uint32_t> id = value_type_id(type);
+  return id ? kValueTypeIds[*id].width : -1;
 }
 // The value as JSON: integers exact, floats in their shortest round-trip form (NaN and the infinities
 // as the strings "NaN", "Infinity", "-Infinity"), strings with json_quote, arrays as arrays.

@@ -176,10 +176,10 @@ Status Parser::header(std::uint32_t& version, std::uint64_t& tensor_count, std::
 Result<ValueType> Parser::value_type(std::string_view what, bool in_array) {
   const std::uint64_t at = cur_.pos();
   SW_ASSIGN_OR_RETURN(std::uint64_t id, cur_.uint(4, what));
-  if (value_width(static_cast<std::uint32_t>(id)) < 0) return invalid(ErrorRule::GgufValueType, "unknown value type " + std::to_string(id), at);
-  if (in_array && id == static_cast<std::uint32_t>(ValueType::ARRAY))
-    return invalid(ErrorRule::GgufValueType, "an array of arrays (ggml refuses nested arrays)", at);
-  return static_cast<ValueType>(id);
+  const std::optional<ValueType> type = value_type_of_id(id);
+  if (!type) return invalid(ErrorRule::GgufValueType, "unknown value type " + std::to_string(id), at);
+  if (in_array && *type == ValueType::ARRAY) return invalid(ErrorRule::GgufValueType, "an array of arrays (ggml refuses nested arrays)", at);
+  return *type;
 }
 
 // A fixed-width value whose bytes need() has covered; false for a BOOL that is not 0 or 1.
@@ -198,7 +198,7 @@ Status Parser::scalar(ValueType type, int width, Value& out) {
 
 Status Parser::value(ValueType type, Value& out) {
   out.type = type;
-  const int width = value_width(static_cast<std::uint32_t>(type));
+  const int width = value_width(type);
   if (width > 0) {
     SW_RETURN_IF_ERROR(cur_.need(static_cast<std::uint64_t>(width), "a value"));
     return scalar(type, width, out);
@@ -214,7 +214,7 @@ Status Parser::value(ValueType type, Value& out) {
   SW_ASSIGN_OR_RETURN(std::uint64_t count, cur_.uint(8, "an array's length"));
   if (count > kMaxArrayElements)
     return invalid(ErrorRule::GgufLength, "an array of " + std::to_string(count) + " elements is over ggml's limit of 2^30", count_at);
-  const int elem_width = value_width(static_cast<std::uint32_t>(out.elem_type));
+  const int elem_width = value_width(out.elem_type);
   const std::uint64_t min_bytes = elem_width > 0 ? static_cast<std::uint64_t>(elem_width) : 8;
   if (count > cur_.remaining() / min_bytes)
     return invalid(ErrorRule::GgufCount,

@@ -24,8 +24,7 @@ void put_string(std::string& out, std::string_view s) {
 }
 
 Status check_value(const Value& v, bool in_array) {
-  const int width = value_width(static_cast<std::uint32_t>(v.type));
-  if (width < 0) return bad("unknown value type " + std::to_string(static_cast<std::uint32_t>(v.type)));
+  if (value_width(v.type) < 0) return bad("unknown value type " + std::to_string(static_cast<std::uint32_t>(v.type)));
   if (v.type == ValueType::BOOL && v.bits > 1) return bad("a BOOL value must be 0 or 1");
   if (v.type != ValueType::ARRAY) return Status::ok();
   if (in_array || v.elem_type == ValueType::ARRAY) return bad("GGUF arrays of arrays are not written (ggml refuses them)");
@@ -38,13 +37,13 @@ Status check_value(const Value& v, bool in_array) {
 }
 
 void put_value(std::string& out, const Value& v) {
-  const int width = value_width(static_cast<std::uint32_t>(v.type));
+  const int width = value_width(v.type);
   if (width > 0) {
     le::append(out, v.bits, width);
   } else if (v.type == ValueType::STRING) {
     put_string(out, v.str);
   } else {
-    le::append(out, static_cast<std::uint32_t>(v.elem_type), 4);
+    le::append(out, *value_type_id(v.elem_type), 4);
     le::append(out, v.items.size(), 8);
     for (const Value& item : v.items) put_value(out, item);
   }
@@ -52,7 +51,7 @@ void put_value(std::string& out, const Value& v) {
 
 void put_kv(std::string& out, std::string_view key, const Value& v) {
   put_string(out, key);
-  le::append(out, static_cast<std::uint32_t>(v.type), 4);
+  le::append(out, *value_type_id(v.type), 4);
   put_value(out, v);
 }
 

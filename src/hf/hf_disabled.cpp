@@ -1,6 +1,6 @@
 // The hf component switched off (SAFEWEIGHTS_WITH_HF=OFF): CMake compiles this file instead of src/hf/'s
 // converter, so the library holds no tokenizer or config readers. These are the entry points of
-// safeweights/hf_llama.h (not installed then), which the CLI's convert still calls.
+// safeweights/hf_llama.h (not installed then), which the plan provider (hf/planner.cpp) still calls.
 #include <string>
 
 #include "safeweights/hf_llama.h"
@@ -14,7 +14,7 @@ static Error not_built(const std::string& folder) {
 
 // Without the config reader the architecture cannot be read: every transformers folder (one with a
 // config.json) counts, so that converting one to GGUF is refused with the
-// reason (plan() below, which convert_path calls for such a folder), rather than converted as a plain
+// reason (plan() below, which convert_path reaches for such a folder), rather than converted as a plain
 // folder of tensors without its model metadata.
 bool is_model_folder(const Folder& folder) { return folder.has_file("config.json"); }
 

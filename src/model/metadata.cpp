@@ -8,8 +8,9 @@
 namespace safeweights {
 namespace {
 
-constexpr std::array<std::string_view, 13> kTypeNames = {"UINT8", "INT8",   "UINT16", "INT16",  "UINT32", "INT32",  "FLOAT32",
-                                                         "BOOL",  "STRING", "ARRAY",  "UINT64", "INT64",  "FLOAT64"};
+// In MetaType's order.
+constexpr std::array<std::string_view, 13> kTypeNames = {"BOOL",   "UINT8", "INT8",    "UINT16",  "INT16",  "UINT32", "INT32",
+                                                         "UINT64", "INT64", "FLOAT32", "FLOAT64", "STRING", "ARRAY"};
 
 }  // namespace
 

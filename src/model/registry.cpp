@@ -1,4 +1,4 @@
-// The list of formats: adding a format is its folder plus one line here.
+// The list of formats and of plan providers: adding a format is its folder plus one line here.
 #include <filesystem>
 #include <span>
 #include <string>
@@ -7,6 +7,8 @@
 #include "core/status_macros.h"
 #include "dduf/format.h"
 #include "gguf/format.h"
+#include "hf/planner.h"
+#include "model/folder_planner.h"
 #if SAFEWEIGHTS_WITH_PYTORCH
 #include "pytorch/format.h"
 #endif
@@ -33,6 +35,19 @@ std::span<const Format* const> registry() {
 }  // namespace
 
 std::span<const Format* const> formats() noexcept { return registry(); }
+
+std::span<const FolderPlanner* const> folder_planners() noexcept {
+  static const FolderPlanner* const kPlanners[] = {
+      &hf::gguf_planner(),
+  };
+  return kPlanners;
+}
+
+const FolderPlanner* planner_for(const Folder& folder, const Format& output) {
+  for (const FolderPlanner* planner : folder_planners())
+    if (&planner->output() == &output && planner->knows(folder)) return planner;
+  return nullptr;
+}
 
 const Format* find_format(std::string_view name) noexcept {
   for (const Format* format : registry())
@@ -61,19 +76,16 @@ Result<const Format*> detect_format(const std::string& path, const FormatOptions
 
 const Format* format_claimed_by_name(std::string_view path) noexcept {
   if (path.starts_with("http://") || path.starts_with("https://")) path = path.substr(0, path.find_first_of("?#"));
-  // Longest suffix first: an index is named *.safetensors.index.json.
-  static constexpr std::pair<std::string_view, std::string_view> kClaims[] = {
-      {".safetensors.index.json", "safetensors-index"},
-      {".safetensors", "safetensors"},
-      {".gguf", "gguf"},
-      {".dduf", "dduf"},
-      {".pt", "pytorch"},
-      {".pth", "pytorch"},
-      {".ckpt", "pytorch"},
-  };
-  for (const auto& [ext, name] : kClaims)
-    if (path.ends_with(ext)) return find_format(name);  // nullptr for a format not built (pytorch)
-  return nullptr;
+  // The longest claim wins: an index is named *.safetensors.index.json.
+  const Format* claimed = nullptr;
+  std::size_t longest = 0;
+  for (const Format* format : registry())
+    for (std::string_view ext : format->claimed_extensions())
+      if (ext.size() > longest && path.ends_with(ext)) {
+        claimed = format;
+        longest = ext.size();
+      }
+  return claimed;
 }
 
 Status Format::can_hold(TensorType) const { return Error(ErrorKind::NotSupported, std::string(name()) + " files are read, not written"); }
@@ -81,6 +93,10 @@ Status Format::can_hold(TensorType) const { return Error(ErrorKind::NotSupported
 Result<std::unique_ptr<TensorSink>> Format::create(const std::string& path, std::vector<TensorDecl>, const Metadata*, const WriteOptions&) const {
   return Error(ErrorKind::NotSupported, std::string(name()) + " files are read, not written").with_file(path);
 }
+
+StoredType Format::stored_type(TensorType requested, std::span<const std::uint64_t>) const { return {requested, {}}; }
+
+void Format::retype_metadata(Metadata&, TensorType) const {}
 
 Result<const Format*> output_format(const std::string& path, std::string_view to) {
   std::string known;  // the written formats' names or extensions, for the message

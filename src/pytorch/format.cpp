@@ -138,6 +138,10 @@ std::string inspect_text(const Checkpoint& c, const std::string& path) {
 class PytorchFormat final : public Format {
  public:
   std::string_view name() const noexcept override { return "pytorch"; }
+  std::span<const std::string_view> claimed_extensions() const noexcept override {
+    static constexpr std::string_view kClaimed[] = {".pt", ".pth", ".ckpt"};
+    return kClaimed;
+  }
   int detect(std::span<const std::byte> head, std::uint64_t, std::string_view path) const override {
     if (is_torch_zip(head) || is_legacy_stream(head)) return 4;  // magic bytes and structure: above DDUF's ZIP magic
     if (is_bin_index(head, path)) return 3;                      // above the safetensors index, which would read the shards as safetensors

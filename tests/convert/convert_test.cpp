@@ -9,11 +9,13 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <tuple>
 #include <vector>
 
 #include "test_util.h"
 #include "safeweights/convert.h"
 #include "safeweights/gguf.h"
+#include "safeweights/quantize.h"
 #include "safeweights/safetensors_writer.h"
 
 namespace safeweights {
@@ -313,6 +315,80 @@ TEST(Convert, WhatTheOutputCannotHoldBlamesTheInput) {
     EXPECT_EQ(r.error().context().file, d2.file("in.gguf"));
     EXPECT_EQ(r.error().message(), message);
   }
+}
+
+// llama.cpp's fallbacks are GGUF's (Format::stored_type): a safetensors output asked for a block type
+// refuses it for every tensor that would take it, rows that are not whole blocks included, where it
+// used to write such a tensor as llama.cpp's F16 fallback (and a file of only such tensors, whole).
+TEST(Convert, ASafetensorsOutputTakesNoLlamaCppFallback) {
+  TempDir dir;
+  auto in = open_input(dir);  // x: F32 [2, 48], v: 1-D, i: I32
+  ASSERT_TRUE(in.is_ok());
+  ConvertOptions options;
+  options.type = TensorType::Q4_0;
+  auto r = convert(**in, dir.file("out.safetensors"), options);
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_EQ(r.error().to_string(),
+            dir.file("in.safetensors") + ": InvalidArgument: safetensors cannot hold Q4_0 (write a .gguf, or --type f32, f16 or bf16) (tensor `x`)");
+  EXPECT_EQ(dir.list(), std::vector<std::string>{"in.safetensors"});
+  // The policy every output shares stays: 1-D tensors F32, integers kept.
+  ConvertOptions plain;
+  plain.type = TensorType::Q4_0;
+  plain.plan.tensors = {{"v", "v", 0}, {"i", "i", 0}};
+  auto kept = convert(**in, dir.file("kept.safetensors"), plain);
+  ASSERT_TRUE(kept.is_ok()) << kept.error().to_string();
+  EXPECT_EQ(kept->tensors[0].to, TensorType::F32);
+  EXPECT_EQ(kept->tensors[0].note, "1-D");
+  EXPECT_EQ(kept->tensors[1].to, TensorType::I32);
+}
+
+// The conversion hooks of the formats written: GGUF's are llama.cpp's, the others' the neutral defaults.
+TEST(FormatHooks, StoredTypeIsTheOutputFormats) {
+  const Format* gguf_out = find_format("gguf");
+  const Format* st_out = find_format("safetensors");
+  ASSERT_NE(gguf_out, nullptr);
+  ASSERT_NE(st_out, nullptr);
+  const std::vector<std::uint64_t> rows_288 = {4, 288}, rows_40 = {4, 40}, rows_256 = {4, 256};
+  const std::tuple<TensorType, std::vector<std::uint64_t>, TensorType, std::string> gguf_cases[] = {
+      {TensorType::Q4_K, rows_256, TensorType::Q4_K, ""},
+      {TensorType::Q4_K, rows_288, TensorType::Q5_0, "rows of 288 are not a multiple of 256"},
+      {TensorType::Q5_K, rows_288, TensorType::Q5_1, "rows of 288 are not a multiple of 256"},
+      {TensorType::Q6_K, rows_288, TensorType::Q8_0, "rows of 288 are not a multiple of 256"},
+      {TensorType::Q6_K, rows_40, TensorType::F16, "rows of 40 are not a multiple of 256"},
+      {TensorType::Q4_0, rows_40, TensorType::F16, "rows of 40 are not a multiple of 32"},
+      {TensorType::F16, rows_40, TensorType::F16, ""},
+  };
+  for (const auto& [want, shape, stored, note] : gguf_cases) {
+    const StoredType got = gguf_out->stored_type(want, shape);
+    EXPECT_EQ(got.type, stored) << type_name(want) << " " << shape[1];
+    EXPECT_EQ(got.note, note) << type_name(want) << " " << shape[1];
+  }
+  const TensorType q2k = gguf_out->stored_type(TensorType::Q2_K, rows_288).type;
+  EXPECT_EQ(q2k, can_quantize(TensorType::IQ4_NL) ? TensorType::IQ4_NL : TensorType::Q4_0);
+  const StoredType st = st_out->stored_type(TensorType::Q4_0, rows_40);
+  EXPECT_EQ(st.type, TensorType::Q4_0);
+  EXPECT_EQ(st.note, "");
+}
+
+TEST(FormatHooks, OnlyDdufHasMembers) {
+  for (const Format* f : formats()) EXPECT_EQ(f->has_members(), f->name() == "dduf") << f->name();
+}
+
+TEST(FormatHooks, RetypeMetadataIsGgufsFileType) {
+  const Metadata given({{"general.architecture", MetaValue::string("llama")}, {"general.file_type", MetaValue::u32(1)}});
+  Metadata md = given;
+  find_format("gguf")->retype_metadata(md, TensorType::Q8_0);
+  ASSERT_EQ(md.size(), 2u);
+  EXPECT_EQ(md.entries()[1].key, "general.file_type");  // in place
+  EXPECT_EQ(md.entries()[1].value, MetaValue::u32(7));
+  find_format("gguf")->retype_metadata(md, TensorType::BF16);
+  EXPECT_EQ(*md.find("general.file_type"), MetaValue::u32(32));
+  Metadata none({{"general.architecture", MetaValue::string("llama")}});
+  find_format("gguf")->retype_metadata(none, TensorType::Q8_0);
+  EXPECT_EQ(none.find("general.file_type"), nullptr);  // only an existing file type follows
+  md = given;
+  find_format("safetensors")->retype_metadata(md, TensorType::F16);
+  EXPECT_EQ(md, given);
 }
 
 // A folder with a pytorch_model.bin that is not a checkpoint: routing is decided before it is read.

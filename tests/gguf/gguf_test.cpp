@@ -278,6 +278,39 @@ TEST(Writer, RoundTripsEveryValueTypeAndTensorType) {
   EXPECT_EQ(fs::file_size(dir.file("m.gguf")), (*f)->data_offset() + expected_offset);  // the last tensor padded too
 }
 
+// The metadata's value types are the library's (safeweights/metadata.h), not GGUF's ids: the writer
+// maps them through GGUF's table. Each is written with the id of GGUF's spec (gguf_type), an array's
+// element type too, and read back as the same type.
+TEST(Writer, ValueTypesAreWrittenWithGgufsIds) {
+  swt::TempDir dir;
+  const std::pair<Value, std::uint32_t> cases[] = {
+      {Value::u8(1), 0},     {Value::i8(-1), 1},        {Value::u16(1), 2},      {Value::i16(-1), 3}, {Value::u32(1), 4},   {Value::i32(-1), 5},
+      {Value::f32(1.5f), 6}, {Value::boolean(true), 7}, {Value::string("s"), 8}, {Value::u64(1), 10}, {Value::i64(-1), 11}, {Value::f64(1.5), 12},
+  };
+  // magic, version, tensor count, key/value count, the key's length and its one byte: then the type.
+  constexpr std::size_t kTypeAt = 4 + 4 + 8 + 8 + 8 + 1;
+  const auto u32_at = [](const std::string& b, std::size_t at) {
+    std::uint32_t v = 0;
+    std::memcpy(&v, b.data() + at, 4);
+    return v;
+  };
+  for (const auto& [value, id] : cases) {
+    for (const bool array : {false, true}) {
+      const Value v = array ? Value::array(value.type, {value}) : value;
+      const std::string path = dir.file(std::to_string(id) + (array ? "a" : "") + ".gguf");
+      ASSERT_TRUE(write_file(path, {{"k", v}}, {}).is_ok()) << id;
+      const auto bytes = swt::read_file_bytes(path);
+      EXPECT_EQ(u32_at(bytes, kTypeAt), array ? 9u : id) << id;
+      if (array) {
+        EXPECT_EQ(u32_at(bytes, kTypeAt + 4), id);
+      }
+      auto f = gguf::open(path);
+      ASSERT_TRUE(f.is_ok()) << f.error().to_string();
+      EXPECT_EQ((*f)->kv()[0].value, v) << id;
+    }
+  }
+}
+
 TEST(Writer, BytesAreDeterministicAndAlignmentIsWrittenFirst) {
   swt::TempDir dir;
   WriteOptions options;

@@ -13,6 +13,7 @@
 #include "test_util.h"
 #include "hf/hf_files.h"
 #include "hf/json_read.h"
+#include "hf/planner.h"
 #include "safeweights/convert.h"
 #include "safeweights/hf_llama.h"
 
@@ -223,6 +224,32 @@ TEST(HfLlama, ModelFoldersGoToThePlanBrokenOnesToo) {
   // A diffusers component's config.json describes no transformers model.
   write_file_bytes(f.dir.file("config.json"), R"({"_class_name":"UNet2DConditionModel"})");
   EXPECT_FALSE(hf::is_model_folder(f.path()));
+}
+
+// convert_path() routes a model folder by the plan providers (model/folder_planner.h), not by a format's
+// name: hf's writes GGUF, knows the folders is_model_folder() knows, and answers hf::plan's plan.
+TEST(HfPlanner, TheGgufPlanProviderIsAskedForModelFoldersWrittenAsGguf) {
+  Folder f;
+  f.write();
+  auto listed = safeweights::Folder::open(f.path(), plain_resolver());
+  ASSERT_TRUE(IsOk(listed));
+  const Format* gguf_out = find_format("gguf");
+  ASSERT_NE(gguf_out, nullptr);
+  EXPECT_EQ(planner_for(*listed, *gguf_out), &hf::gguf_planner());
+  EXPECT_EQ(&hf::gguf_planner().output(), gguf_out);
+  EXPECT_EQ(planner_for(*listed, *find_format("safetensors")), nullptr);  // written as plain tensors
+  auto weights = open_tensors(f.path());
+  ASSERT_TRUE(IsOk(weights));
+  auto planned = hf::gguf_planner().plan(*listed, **weights, TensorType::Q8_0);
+  ASSERT_TRUE(IsOk(planned));
+  auto direct = plan_of(hf::plan(*listed, **weights, TensorType::Q8_0));
+  ASSERT_TRUE(IsOk(direct));
+  EXPECT_EQ(planned->plan.metadata, direct->metadata);
+  ASSERT_EQ(planned->plan.tensors.size(), direct->tensors.size());
+  fs::remove(f.dir.file("config.json"));
+  listed = safeweights::Folder::open(f.path(), plain_resolver());
+  ASSERT_TRUE(IsOk(listed));
+  EXPECT_EQ(planner_for(*listed, *gguf_out), nullptr);  // no config.json: a folder of tensors
 }
 
 TEST(HfLlama, ConfigErrorsNameTheFileAndKey) {
