@@ -7,7 +7,6 @@
 #include <utility>
 
 #include "core/status_macros.h"
-#include "json/json_writer.h"
 #include "safeweights/dduf.h"
 #include "safeweights/text.h"
 #include "safetensors/format.h"
@@ -27,7 +26,7 @@ Result<safetensors::Reader> open_member(const Reader& archive, std::string_view 
 }
 
 std::string inspect_json(const Reader& reader) {
-  json::Writer w;
+  JsonWriter w;
   w.object().key("format").string("dduf").key("entries").array();
   for (const auto& e : reader.entries()) {
     w.object().key("name").string(e.filename).key("offset").uint(e.offset).key("length").uint(e.length).end();

@@ -9,7 +9,6 @@
 #include "core/status_macros.h"
 #include "gguf/layout.h"
 #include "gguf/writer.h"
-#include "json/json_writer.h"
 #include "safeweights/gguf.h"
 #include "safeweights/quantize.h"
 #include "safeweights/text.h"
@@ -21,7 +20,7 @@ namespace {
 constexpr std::size_t kShownItems = 8;
 
 std::string inspect_json(const GgufFile& f) {
-  json::Writer w;
+  JsonWriter w;
   w.object().key("format").string("gguf").key("version").uint(f.version()).key("alignment").uint(f.alignment());
   w.key("data_offset").uint(f.data_offset()).key("kv").array();
   std::string value;

@@ -1,15 +1,12 @@
-// JSON output exactly as the reference's serde_json writes it (compact: no spaces): the integers of the
-// safetensors header, and the library's one JSON writer (safeweights/text.h's JsonWriter, which builds
-// the inspect documents) under the name the formats use. Internal.
+// The integers of the safetensors header exactly as the reference's serde_json writes them. The
+// library's one writer of JSON documents is safeweights/text.h's JsonWriter. Internal.
 //
-// Thread safety: a Writer has one owner; the functions are pure.
+// Thread safety: the function is pure.
 #pragma once
 
 #include <charconv>
 #include <cstdint>
 #include <string>
-
-#include "safeweights/text.h"
 
 namespace safeweights::json {
 
@@ -20,7 +17,5 @@ inline void append_uint(std::string& out, std::uint64_t value) {
   (void)ec;
   out.append(buf, end);
 }
-
-using Writer = JsonWriter;
 
 }  // namespace safeweights::json

@@ -8,7 +8,6 @@
 
 #include "core/little_endian.h"
 #include "core/status_macros.h"
-#include "json/json_writer.h"
 #include "pytorch/index.h"
 #include "safeweights/pytorch.h"
 #include "safeweights/text.h"
@@ -97,7 +96,7 @@ Result<std::unique_ptr<Checkpoint>> open_with(const std::string& path, const For
 std::string where_read(const Checkpoint& c) { return c.root().empty() ? std::string() : " under top-level key `" + printable(c.root()) + "`"; }
 
 std::string inspect_json(const Checkpoint& c) {
-  json::Writer w;
+  JsonWriter w;
   w.object().key("format").string("pytorch").key("container").string(c.container()).key("key");
   if (c.root().empty()) {
     w.null();

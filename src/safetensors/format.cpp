@@ -10,7 +10,6 @@
 
 #include "core/little_endian.h"
 #include "core/status_macros.h"
-#include "json/json_writer.h"
 #include "safeweights/safetensors.h"
 #include "safeweights/safetensors_writer.h"
 #include "safeweights/sharded.h"
@@ -36,14 +35,14 @@ Result<ShardedReader> open_sharded(const std::string& path, const FormatOptions&
 }
 
 // Opens a tensor's object and writes its fields; the caller may add more and ends it.
-void tensor_json(json::Writer& w, const TensorInfo& t) {
+void tensor_json(JsonWriter& w, const TensorInfo& t) {
   w.object().key("name").string(t.name).key("dtype").string(type_name(t.dtype)).key("shape").uints(t.shape);
   w.key("data_offsets").array().uint(t.begin).uint(t.end).end();
 }
 
 // {"k":"v",...}: a string-to-string map in its order.
 template <typename Map>
-void string_map_json(json::Writer& w, const Map& map) {
+void string_map_json(JsonWriter& w, const Map& map) {
   w.object();
   for (const auto& [k, v] : map) w.key(k).string(v);
   w.end();
@@ -96,7 +95,7 @@ std::string base_name(const std::string& name) { return name.substr(name.find_la
 std::string inspect_index(const ShardedReader& reader, const std::string& path, bool json) {
   std::string out;
   if (json) {
-    json::Writer w;
+    JsonWriter w;
     w.object().key("format").string("safetensors-index").key("shards").array();
     for (const auto& shard : reader.shard_files()) w.string(shard);
     w.end().key("metadata");
@@ -253,7 +252,7 @@ std::string inspect_file(const Reader& reader, const std::string& display, bool 
   const auto& h = reader.header();
   std::string out;
   if (json) {
-    json::Writer w;
+    JsonWriter w;
     w.object().key("format").string("safetensors").key("header_size").uint(h.header_size()).key("metadata");
     if (!h.has_metadata()) {
       w.null();

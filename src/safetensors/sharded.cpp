@@ -10,7 +10,6 @@
 #include "core/utf8.h"
 #include "io/read_util.h"
 #include "model/hf_index.h"
-#include "json/json_writer.h"
 #include "safeweights/sharded.h"
 #include "safetensors/writer.h"
 
