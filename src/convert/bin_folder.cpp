@@ -237,109 +237,184 @@ void add(ConvertReport& into, ConvertReport&& part) {
   into.bytes_written += part.bytes_written;
 }
 
-}  // namespace
+// A .bin folder converts to the same shards, tensors and format; anything else names an output file.
+Status check_same_shards(const ConvertOptions& options, const std::string& input_folder) {
+  if (options.plan.tensors.empty() && options.to.empty() && !options.write.split.enabled()) return Status::ok();
+  return Error(ErrorKind::InvalidArgument,
+               "a folder of .bin shards converts to a folder of the same shards, tensors and format: to cut shards anew, write "
+               "OUT/model.safetensors.index.json; for a tensor list or another format, name the output file")
+      .with_file(input_folder);
+}
 
-Result<ConvertReport> convert_bin_folder(const std::string& input_folder, const std::string& output_folder, const FormatOptions& read,
-                                         const ConvertOptions& options, const std::function<void(const TensorFile&)>& opened) {
-  std::error_code ec;
-  if (!options.plan.tensors.empty() || !options.to.empty() || options.write.split.enabled())
-    return Error(ErrorKind::InvalidArgument,
-                 "a folder of .bin shards converts to a folder of the same shards, tensors and format: to cut shards anew, write "
-                 "OUT/model.safetensors.index.json; for a tensor list or another format, name the output file")
-        .with_file(input_folder);
-  SW_ASSIGN_OR_RETURN(Folder input, Folder::open(input_folder, resolver_of(read)));
-  const bool remote = is_url(input_folder);
-  const std::string index_path = input.path_of("pytorch_model.bin.index.json");
-  const std::string single = input.path_of("pytorch_model.bin");
-  const bool sharded = input.has_file("pytorch_model.bin.index.json");
-  if (!sharded && !input.has_file("pytorch_model.bin"))
-    return Error(ErrorKind::FileNotFound, "neither pytorch_model.bin nor pytorch_model.bin.index.json in the folder").with_file(input_folder);
+// The output folder as named (without trailing slashes), its last name, the folder that holds it, and
+// whether it exists already.
+struct OutputFolder {
+  std::string path;
+  std::string base;
+  std::string parent;
+  bool exists = false;
+};
 
-  // The output: a new folder, or an empty one (nothing is merged into a folder that holds files).
-  std::string output = output_folder;
-  while (output.size() > 1 && output.back() == '/') output.pop_back();
-  const std::string base = output.substr(output.find_last_of('/') + 1);
-  if (base.empty() || base == "." || base == ".." || output == "/")
+// The output: a new folder, or an empty one (nothing is merged into a folder that holds files).
+Result<OutputFolder> check_output_folder(const std::string& output_folder) {
+  OutputFolder out;
+  out.path = output_folder;
+  while (out.path.size() > 1 && out.path.back() == '/') out.path.pop_back();
+  out.base = out.path.substr(out.path.find_last_of('/') + 1);
+  if (out.base.empty() || out.base == "." || out.base == ".." || out.path == "/")
     return Error(ErrorKind::InvalidArgument, "name the output folder, not `.`, `..` or `/`").with_file(output_folder);
-  const fs::file_status existing = fs::symlink_status(output, ec);
-  const bool exists = fs::exists(existing);
-  if (exists && !fs::is_directory(existing))
-    return Error(ErrorKind::InvalidArgument, "the output exists and is not a folder: name a new or empty folder").with_file(output);
-  if (exists && !fs::is_empty(output, ec))
+  std::error_code ec;
+  const fs::file_status existing = fs::symlink_status(out.path, ec);
+  out.exists = fs::exists(existing);
+  if (out.exists && !fs::is_directory(existing))
+    return Error(ErrorKind::InvalidArgument, "the output exists and is not a folder: name a new or empty folder").with_file(out.path);
+  if (out.exists && !fs::is_empty(out.path, ec))
     return Error(ErrorKind::InvalidArgument, "the output folder is not empty: name a new or empty folder (a model is never merged into another)")
-        .with_file(output);
-  std::vector<std::string> copied = remote_side_files(input);
-  if (!remote) {
-    SW_ASSIGN_OR_RETURN(copied, side_files(input_folder));
-  }
+        .with_file(out.path);
+  out.parent = folder_of(out.path);
+  return out;
+}
 
-  const std::string parent = folder_of(output);
-  Staging staging;
-  staging.created_parents = missing_folders(parent);
-  fs::create_directories(parent, ec);
-  if (ec) return Error(ErrorKind::IoError, "cannot create the output's parent folder: " + ec.message()).with_file(parent);
-  remove_stale_staging(parent, base);
-  staging.path = (parent == "/" ? std::string() : parent) + "/" + staging_name(base);
+// Makes the output's parent folders that are missing and, beside the output, the staging folder
+// (after removing those that killed conversions into the same output left).
+Status make_staging(Staging& staging, const OutputFolder& out) {
+  staging.created_parents = missing_folders(out.parent);
+  std::error_code ec;
+  fs::create_directories(out.parent, ec);
+  if (ec) return Error(ErrorKind::IoError, "cannot create the output's parent folder: " + ec.message()).with_file(out.parent);
+  remove_stale_staging(out.parent, out.base);
+  staging.path = (out.parent == "/" ? std::string() : out.parent) + "/" + staging_name(out.base);
   if (::mkdir(staging.path.c_str(), 0777) != 0)
     return Error(ErrorKind::IoError, "cannot create the staging folder: " + errno_text(errno)).with_file(staging.path);
   staging.made = true;
+  return Status::ok();
+}
 
+// What a conversion wrote into the staging folder: the report, and the names of its files in the
+// order written.
+struct Staged {
   ConvertReport report;
-  std::vector<std::string> written;  // names in the output folder, in the order written
-  if (!sharded) {
-    SW_ASSIGN_OR_RETURN(ConvertReport done, convert_checkpoint(single, staging.path + "/model.safetensors", read, options, opened));
-    add(report, std::move(done));
-    written.push_back("model.safetensors");
-  } else {
-    SW_ASSIGN_OR_RETURN(HfIndex index, pytorch::read_bin_index(index_path, resolver_of(read)));
-    std::map<std::string, std::set<std::string>> shards;  // shard file -> tensors the index puts there
-    for (const auto& [tensor, file] : index.weight_map) shards[file].insert(tensor);
-    std::map<std::string, std::string> weight_map;
-    std::uint64_t total = 0;
-    for (const auto& [bin, listed] : shards) {
-      SW_ASSIGN_OR_RETURN(std::string name, safetensors_name(bin));
-      SW_ASSIGN_OR_RETURN(ConvertReport done, convert_checkpoint(input.path_of(bin), staging.path + "/" + name, read, options, opened));
-      for (const ConvertedTensor& t : done.tensors) {
-        if (!listed.contains(t.name))
-          return Error(ErrorKind::InvalidIndex, "tensor `" + t.name + "` of shard `" + bin + "` is not listed for it in the index")
-              .with_file(index_path);
-        weight_map[t.name] = name;
-      }
-      for (const std::string& tensor : listed)
-        if (!weight_map.contains(tensor) && !options.dedup)
-          return Error(ErrorKind::InvalidIndex, "the index lists `" + tensor + "` in `" + bin + "`, which does not hold it").with_file(index_path);
-      total += done.bytes_written;
-      add(report, std::move(done));
-      written.push_back(name);
-    }
-    const std::string json = index_json(index, total, weight_map);
-    SW_ASSIGN_OR_RETURN(AtomicFile file, AtomicFile::create(staging.path + "/model.safetensors.index.json", {json.size(), options.write.durable}));
-    SW_RETURN_IF_ERROR(file.append(std::as_bytes(std::span<const char>(json.data(), json.size()))));
-    SW_RETURN_IF_ERROR(file.commit());
-    written.push_back("model.safetensors.index.json");
+  std::vector<std::string> written;
+};
+
+// One conversion of a .bin folder: the input and how to read and write it, as convert_bin_folder was given them.
+struct BinFolderJob {
+  const Folder& input;
+  const std::string& input_folder;
+  const FormatOptions& read;
+  const ConvertOptions& options;
+  const std::function<void(const TensorFile&)>& opened;
+  bool remote;
+};
+
+// The shard's tensors are the ones the index lists for it (a tensor dropped as a copy of a shared
+// storage is not missing when deduplicating); each is entered in the new index under the shard's new name.
+Status check_against_index(const ConvertReport& done, const std::string& bin, const std::set<std::string>& listed, const std::string& name,
+                           const std::string& index_path, std::map<std::string, std::string>& weight_map, bool dedup) {
+  for (const ConvertedTensor& t : done.tensors) {
+    if (!listed.contains(t.name))
+      return Error(ErrorKind::InvalidIndex, "tensor `" + t.name + "` of shard `" + bin + "` is not listed for it in the index").with_file(index_path);
+    weight_map[t.name] = name;
   }
+  for (const std::string& tensor : listed)
+    if (!weight_map.contains(tensor) && !dedup)
+      return Error(ErrorKind::InvalidIndex, "the index lists `" + tensor + "` in `" + bin + "`, which does not hold it").with_file(index_path);
+  return Status::ok();
+}
+
+// Each shard the index names to its safetensors file, checked against the index, then the new index.
+Status convert_shards(const BinFolderJob& job, const std::string& staging, Staged& staged) {
+  const std::string index_path = job.input.path_of("pytorch_model.bin.index.json");
+  SW_ASSIGN_OR_RETURN(HfIndex index, pytorch::read_bin_index(index_path, resolver_of(job.read)));
+  std::map<std::string, std::set<std::string>> shards;  // shard file -> tensors the index puts there
+  for (const auto& [tensor, file] : index.weight_map) shards[file].insert(tensor);
+  std::map<std::string, std::string> weight_map;
+  std::uint64_t total = 0;
+  for (const auto& [bin, listed] : shards) {
+    SW_ASSIGN_OR_RETURN(std::string name, safetensors_name(bin));
+    SW_ASSIGN_OR_RETURN(ConvertReport done, convert_checkpoint(job.input.path_of(bin), staging + "/" + name, job.read, job.options, job.opened));
+    SW_RETURN_IF_ERROR(check_against_index(done, bin, listed, name, index_path, weight_map, job.options.dedup));
+    total += done.bytes_written;
+    add(staged.report, std::move(done));
+    staged.written.push_back(name);
+  }
+  const std::string json = index_json(index, total, weight_map);
+  constexpr std::string_view kIndex = "model.safetensors.index.json";
+  SW_RETURN_IF_ERROR(
+      write_side_file(staging, std::string(kIndex), std::as_bytes(std::span<const char>(json.data(), json.size())), job.options.write.durable));
+  staged.written.emplace_back(kIndex);
+  return Status::ok();
+}
+
+// The weights into the staging folder: pytorch_model.bin to model.safetensors, or every shard and the index.
+Status convert_weights(const BinFolderJob& job, bool sharded, const std::string& staging, Staged& staged) {
+  if (sharded) return convert_shards(job, staging, staged);
+  SW_ASSIGN_OR_RETURN(ConvertReport done,
+                      convert_checkpoint(job.input.path_of("pytorch_model.bin"), staging + "/model.safetensors", job.read, job.options, job.opened));
+  add(staged.report, std::move(done));
+  staged.written.emplace_back("model.safetensors");
+  return Status::ok();
+}
+
+// The names of the files copied beside the weights, listed before anything is written.
+Result<std::vector<std::string>> files_to_copy(const BinFolderJob& job) {
+  if (job.remote) return remote_side_files(job.input);
+  return side_files(job.input_folder);
+}
+
+// The files beside the weights (config, tokenizer) into the staging folder, within the size caps.
+Status copy_side_files(const BinFolderJob& job, const std::vector<std::string>& names, const std::string& staging, Staged& staged) {
   std::uint64_t side_total = 0;
-  for (const std::string& name : copied) {
-    if (remote) {
-      SW_RETURN_IF_ERROR(copy_remote_side_file(input, name, staging.path, side_total, options.write.durable));
+  const bool durable = job.options.write.durable;
+  for (const std::string& name : names) {
+    if (job.remote) {
+      SW_RETURN_IF_ERROR(copy_remote_side_file(job.input, name, staging, side_total, durable));
     } else {
-      SW_RETURN_IF_ERROR(copy_side_file(input_folder, name, staging.path, side_total, options.write.durable));
+      SW_RETURN_IF_ERROR(copy_side_file(job.input_folder, name, staging, side_total, durable));
     }
-    written.push_back(name);
+    staged.written.push_back(name);
   }
+  return Status::ok();
+}
+
+// Gives the finished staging folder the output's name (unless cancelled meanwhile); from then on it is
+// the output, no longer removed. Durable: the parent folder synced, so the rename outlives a crash.
+Status publish(Staging& staging, const OutputFolder& out, bool durable) {
   SW_RETURN_IF_ERROR(check_cancelled());
-  SW_RETURN_IF_ERROR(move_into_place(staging.path, output, exists));
+  SW_RETURN_IF_ERROR(move_into_place(staging.path, out.path, out.exists));
   staging.made = false;
   staging.created_parents.clear();
-  if (options.write.durable) {
-    const int dir = ::open(parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (durable) {
+    const int dir = ::open(out.parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dir >= 0) {
       ::fsync(dir);
       ::close(dir);
     }
   }
-  for (const std::string& name : written) report.files.push_back(output + "/" + name);
-  return report;
+  return Status::ok();
+}
+
+}  // namespace
+
+Result<ConvertReport> convert_bin_folder(const std::string& input_folder, const std::string& output_folder, const FormatOptions& read,
+                                         const ConvertOptions& options, const std::function<void(const TensorFile&)>& opened) {
+  SW_RETURN_IF_ERROR(check_same_shards(options, input_folder));
+  SW_ASSIGN_OR_RETURN(Folder input, Folder::open(input_folder, resolver_of(read)));
+  const bool sharded = input.has_file("pytorch_model.bin.index.json");
+  if (!sharded && !input.has_file("pytorch_model.bin"))
+    return Error(ErrorKind::FileNotFound, "neither pytorch_model.bin nor pytorch_model.bin.index.json in the folder").with_file(input_folder);
+  SW_ASSIGN_OR_RETURN(OutputFolder out, check_output_folder(output_folder));
+  const BinFolderJob job{input, input_folder, read, options, opened, is_url(input_folder)};
+  SW_ASSIGN_OR_RETURN(std::vector<std::string> copied, files_to_copy(job));
+
+  Staging staging;
+  SW_RETURN_IF_ERROR(make_staging(staging, out));
+  Staged staged;
+  SW_RETURN_IF_ERROR(convert_weights(job, sharded, staging.path, staged));
+  SW_RETURN_IF_ERROR(copy_side_files(job, copied, staging.path, staged));
+  SW_RETURN_IF_ERROR(publish(staging, out, options.write.durable));
+  for (const std::string& name : staged.written) staged.report.files.push_back(out.path + "/" + name);
+  return std::move(staged.report);
 }
 
 }  // namespace safeweights
