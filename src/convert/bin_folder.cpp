@@ -51,26 +51,13 @@ Result<std::string> safetensors_name(const std::string& bin) {
   return out + ".safetensors";
 }
 
-// transformers' json.dumps(index, indent=2, sort_keys=True): each metadata value as the JSON it was
-// (an integer stays an integer), total_size computed anew.
+// The new index: the input index's metadata, each value as the JSON it was, total_size computed anew.
 std::string index_json(const HfIndex& index, std::uint64_t total_size, const std::map<std::string, std::string>& weight_map) {
-  std::map<std::string, std::string> metadata;  // key -> JSON text
+  std::map<std::string_view, std::string> metadata;  // key -> JSON text
   for (std::size_t i = 0; i < index.metadata.size(); ++i)
     metadata[index.metadata[i].first] = i < index.metadata_json.size() ? index.metadata_json[i] : json_quote(index.metadata[i].second);
   metadata["total_size"] = std::to_string(total_size);
-  std::string out = "{\n  \"metadata\": {";
-  bool first = true;
-  for (const auto& [k, v] : metadata) {
-    out += std::string(first ? "\n    " : ",\n    ") + json_quote(k) + ": " + v;
-    first = false;
-  }
-  out += "\n  },\n  \"weight_map\": {";
-  first = true;
-  for (const auto& [k, v] : weight_map) {
-    out += std::string(first ? "\n    " : ",\n    ") + json_quote(k) + ": " + json_quote(v);
-    first = false;
-  }
-  return out + "\n  }\n}\n";
+  return hf_index_text({metadata.begin(), metadata.end()}, {weight_map.begin(), weight_map.end()});
 }
 
 // Files that are weights or pickles (never copied: the weights are converted, a pickle is not read

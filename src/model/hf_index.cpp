@@ -1,6 +1,8 @@
 // transformers' index of a sharded checkpoint, on simdjson's DOM.
 #include "model/hf_index.h"
 
+#include <algorithm>
+
 #include "core/utf8.h"
 #include "json/dom.h"
 
@@ -16,6 +18,20 @@ using json::quoted;
 namespace {
 
 Error bad_index(std::string message) { return Error(ErrorKind::InvalidIndex, std::move(message)); }
+
+// A member object of the index as json.dumps(indent=2, sort_keys=True) writes it, keys sorted.
+template <class Value, class AppendValue>
+void append_sorted_object(std::string& out, std::vector<std::pair<std::string_view, Value>> members, AppendValue append_value) {
+  std::sort(members.begin(), members.end());
+  out += '{';
+  for (std::size_t i = 0; i < members.size(); ++i) {
+    out += i ? ",\n    " : "\n    ";
+    append_json_string(out, members[i].first);
+    out += ": ";
+    append_value(out, members[i].second);
+  }
+  out += "\n  }";
+}
 
 }  // namespace
 
@@ -62,6 +78,15 @@ Status parse_hf_index(std::string_view text, HfIndex& out) {
   }
   if (!have_map) return bad_index("index has no weight_map");
   return Status::ok();
+}
+
+std::string hf_index_text(std::vector<std::pair<std::string_view, std::string>> metadata,
+                          std::vector<std::pair<std::string_view, std::string_view>> weight_map) {
+  std::string out = "{\n  \"metadata\": ";
+  append_sorted_object(out, std::move(metadata), [](std::string& to, const std::string& json) { to += json; });
+  out += ",\n  \"weight_map\": ";
+  append_sorted_object(out, std::move(weight_map), [](std::string& to, std::string_view file) { append_json_string(to, file); });
+  return out + "\n}\n";
 }
 
 }  // namespace safeweights

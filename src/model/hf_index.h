@@ -20,4 +20,10 @@ struct HfIndex {
 // InvalidIndex for malformed JSON or schema, DuplicateKey for repeated keys.
 Status parse_hf_index(std::string_view text, HfIndex& out);
 
+// An index as transformers writes it, json.dumps(index, indent=2, sort_keys=True) + "\n": `metadata`
+// gives each key its value as JSON text (an integer stays an integer), `weight_map` each tensor its
+// file; both are sorted here. Keys are unique.
+std::string hf_index_text(std::vector<std::pair<std::string_view, std::string>> metadata,
+                          std::vector<std::pair<std::string_view, std::string_view>> weight_map);
+
 }  // namespace safeweights

@@ -4,8 +4,7 @@
 #include <unordered_set>
 
 #include "core/status_macros.h"
-#include "core/utf8.h"
-#include "json/json_writer.h"
+#include "model/hf_index.h"
 #include "model/multi_file_sink.h"
 #include "safeweights/sharded.h"
 #include "safetensors/writer.h"
@@ -19,22 +18,6 @@ std::string shard_name(const std::string& prefix, std::size_t k, std::size_t cou
   char suffix[64];
   std::snprintf(suffix, sizeof suffix, "-%05zu-of-%05zu.safetensors", k + 1, count);
   return prefix + suffix;
-}
-
-// transformers writes json.dumps(index, indent=2, sort_keys=True) + "\n".
-std::string index_text(std::uint64_t total_size, std::vector<std::pair<std::string_view, std::string_view>> weight_map) {
-  std::sort(weight_map.begin(), weight_map.end());
-  std::string json = "{\n  \"metadata\": {\n    \"total_size\": ";
-  json::append_uint(json, total_size);
-  json += "\n  },\n  \"weight_map\": {";
-  for (std::size_t i = 0; i < weight_map.size(); ++i) {
-    json += i ? ",\n    " : "\n    ";
-    append_json_string(json, weight_map[i].first);
-    json += ": ";
-    append_json_string(json, weight_map[i].second);
-  }
-  json += "\n  }\n}\n";
-  return json;
 }
 
 }  // namespace
@@ -77,7 +60,7 @@ Result<std::unique_ptr<TensorSink>> create_sharded(const ShardedTarget& target, 
     const std::size_t end = k + 1 < count ? (*starts)[k + 1] : tensors.size();
     for (std::size_t i = (*starts)[k]; i < end; ++i) weight_map.emplace_back(tensors[i].name, names[k]);
   }
-  IndexFile index{in_folder(target.folder, index_name), index_text(total, std::move(weight_map)), durable};
+  IndexFile index{in_folder(target.folder, index_name), hf_index_text({{"total_size", std::to_string(total)}}, std::move(weight_map)), durable};
 
   std::vector<std::unique_ptr<PlannedFileSink>> parts;
   for (std::size_t k = 0; k < count; ++k) {

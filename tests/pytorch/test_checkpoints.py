@@ -551,7 +551,7 @@ def test_torch(cli, tmp, torch):
         torch.save({n: sd[n] for n in part}, os.path.join(sharded, shard))
         weight_map.update({n: shard for n in part})
     with open(os.path.join(sharded, "pytorch_model.bin.index.json"), "w") as f:
-        json.dump({"metadata": {"total_size": 1}, "weight_map": weight_map}, f)
+        json.dump({"metadata": {"total_size": 1, "step": 7, "format": "pt"}, "weight_map": weight_map}, f)
     for folder, files in ((single, ["model.safetensors"]),
                           (sharded, ["model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors",
                                      "model.safetensors.index.json"])):
@@ -571,6 +571,10 @@ def test_torch(cli, tmp, torch):
             index = json.load(open(os.path.join(out, "model.safetensors.index.json")))
             check(index["weight_map"] == {n: got[n][0] for n in names}, f"index {index}")
             check(index["metadata"]["total_size"] == sum(len(got[n][1]) for n in names), f"total_size {index['metadata']}")
+            # The input's other metadata kept with its JSON types, and the text as transformers writes it.
+            check(index["metadata"]["step"] == 7 and index["metadata"]["format"] == "pt", f"metadata {index['metadata']}")
+            text = open(os.path.join(out, "model.safetensors.index.json")).read()
+            check(text == json.dumps(index, indent=2, sort_keys=True) + "\n", f"index text {text!r}")
     # The index read as one checkpoint by validate, inspect and cat (not sent to the safetensors reader).
     index_path = os.path.join(sharded, "pytorch_model.bin.index.json")
     result = validate(cli, index_path)
