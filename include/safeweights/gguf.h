@@ -40,8 +40,8 @@
 namespace safeweights::gguf {
 SAFEWEIGHTS_API_BEGIN
 
-// GGUF's metadata values are the neutral typed values (safeweights/metadata.h), whose type ids are
-// GGUF's.
+// GGUF's metadata values are the neutral typed values (safeweights/metadata.h); the file's value type
+// ids are read and written through GGUF's own table (src/gguf/layout.h), never as MetaType's numbers.
 using ValueType = MetaType;
 using Value = MetaValue;
 using KeyValue = MetaEntry;

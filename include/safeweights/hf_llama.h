@@ -12,8 +12,9 @@
 // computed rope_freqs tensor, Phi-3's longrope with its factor tensors), and the tokenizer as GGUF
 // metadata. The plan is handed to convert() (safeweights/convert.h, ConvertOptions::plan), which
 // writes the file; convert_path() does so for a model folder written as GGUF, through the plan
-// provider that src/hf/ registers (it includes nothing of convert/, nor convert/ of it). What llama.cpp would compute differently from transformers (another rope type or
-// architecture, a config key not understood, another activation) is refused by name, never written.
+// provider that src/hf/ registers (it includes nothing of convert/, nor convert/ of it). What llama.cpp
+// would compute differently from transformers (another rope type or architecture, a config key not
+// understood, another activation) is refused by name, never written.
 // docs/GGUF.md says what is mapped and which llama.cpp version the rules come from.
 //
 // Every file of the folder is hostile input: JSON and protobuf files are read with size caps, numbers

@@ -57,7 +57,7 @@ def convert(
 
     What ``safeweights convert`` does, with the same rules: ``output``'s extension (.safetensors, .gguf,
     .safetensors.index.json) picks the format unless ``to`` names it; ``type`` ("f16", "q8_0", ...)
-    as docs/GGUF.md's "Conversion" says (in a GGUF, llama.cpp's fallbacks); a Hugging Face Llama-family folder written as GGUF gets llama.cpp's
+    as docs/GGUF.md's "Conversion" says (in a GGUF, llama.cpp's fallbacks); a Hugging Face model folder written as GGUF gets llama.cpp's
     names, metadata and tokenizer; ``dedup`` keeps one copy of PyTorch tensors that share storage;
     ``split_max_*`` cut llama.cpp's split GGUF files, or the shards of a ``*.safetensors.index.json``
     (5 GB each when not given); ``allow_unknown`` and ``key`` are for PyTorch checkpoints. The output is written
