@@ -1,5 +1,5 @@
 // Plan providers: a kind of model folder that converts to one format through a plan of its own (src/hf/:
-// a Hugging Face Llama-family folder written as llama.cpp's GGUF). Declared here, below nothing that
+// a Hugging Face model folder written as llama.cpp's GGUF). Declared here, below nothing that
 // provides one, so that convert_path() asks them without naming any; listed in model/registry.cpp,
 // the one file that knows which exist. Internal.
 //
