@@ -83,7 +83,7 @@ Status parse_hf_index(std::string_view text, HfIndex& out) {
 std::string hf_index_text(std::vector<std::pair<std::string_view, std::string>> metadata,
                           std::vector<std::pair<std::string_view, std::string_view>> weight_map) {
   std::string out = "{\n  \"metadata\": ";
-  append_sorted_object(out, std::move(metadata), [](std::string& to, const std::string& json) { to += json; });
+  append_sorted_object(out, std::move(metadata), [](std::string& to, const std::string& text) { to += text; });
   out += ",\n  \"weight_map\": ";
   append_sorted_object(out, std::move(weight_map), [](std::string& to, std::string_view file) { append_json_string(to, file); });
   return out + "\n}\n";
