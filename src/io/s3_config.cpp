@@ -1,5 +1,5 @@
-// s3:// names to signed requests: the AWS SDKs' configuration chain (environment, shared credentials
-// and config files) and the request URL. No network here: open_url() sends what this builds.
+// The s3:// scheme's configuration chain (io/scheme_s3.cpp): the AWS SDKs' order (environment, shared
+// credentials and config files) and the request URL. No network here: the scheme sends what this builds.
 
 #include <sys/stat.h>
 
@@ -79,7 +79,8 @@ Result<AwsFile> read_aws_file(const std::string& path) {
     const std::size_t eq = line.find('=');
     if (eq == std::string_view::npos || section == nullptr) {
       // Never quote the line: it may hold a secret.
-      return Error(ErrorKind::InvalidArgument, "line " + std::to_string(line_no) + ": not a \"key = value\" line inside a [section]").with_file(path);
+      return Error(ErrorKind::InvalidArgument, "line " + std::to_string(line_no) + ": not a \"key = value\" line inside a [section]")
+          .with_file(path);
     }
     std::string key = lower(std::string(trim(line.substr(0, eq))));
     std::string value(trim(line.substr(eq + 1)));
@@ -136,29 +137,6 @@ bool dns_compatible(const std::string& bucket) {
   }
   return bucket.front() != '-' && bucket.back() != '-';
 }
-
-}  // namespace
-
-Result<S3Location> parse_s3_url(std::string_view url) {
-  if (!is_s3_url(url)) return Error(ErrorKind::InvalidArgument, "not an s3:// URL").with_file(url);
-  std::string_view rest = url.substr(5);
-  const std::size_t slash = rest.find('/');
-  S3Location loc;
-  loc.bucket = std::string(rest.substr(0, slash));
-  if (slash != std::string_view::npos) loc.key = std::string(rest.substr(slash + 1));
-  // S3's rules, with the legacy ones (upper case, '_', up to 255 characters) that old buckets still have.
-  bool ok = !loc.bucket.empty() && loc.bucket.size() <= 255;
-  for (char c : loc.bucket) {
-    ok = ok && ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '-' || c == '_');
-  }
-  if (!ok) {
-    return Error(ErrorKind::InvalidArgument, "an s3:// URL needs a bucket name of letters, digits, '.', '-' and '_': s3://BUCKET/KEY").with_file(url);
-  }
-  if (loc.key.find('\0') != std::string::npos) return Error(ErrorKind::InvalidArgument, "an S3 key cannot hold a NUL byte").with_file(url);
-  return loc;
-}
-
-namespace {
 
 // The profile a request uses, and the two AWS files its settings come from.
 struct AwsSettings {
@@ -272,8 +250,8 @@ Error no_credentials(const AwsSettings& aws, const std::string& name) {
     }
   }
   return Error(ErrorKind::InvalidArgument, "no AWS credentials: looked in AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, then profile " + aws.profile +
-                                               " in " + aws.credentials.path + " and " + aws.config.path +
-                                               "; for a public bucket, read anonymously (--s3-anonymous, anonymous=True)")
+                                                " in " + aws.credentials.path + " and " + aws.config.path +
+                                                "; for a public bucket, read anonymously (--s3-anonymous, anonymous=True)")
       .with_file(name);
 }
 
@@ -284,7 +262,7 @@ Status find_credentials(const AwsSettings& aws, const std::string& name, S3Reque
   if (!env_id.empty() || !env_secret.empty()) {
     if (env_id.empty() || env_secret.empty()) {
       return Error(ErrorKind::InvalidArgument, std::string("partial AWS credentials in the environment: ") +
-                                                   (env_id.empty() ? "AWS_ACCESS_KEY_ID" : "AWS_SECRET_ACCESS_KEY") + " is not set")
+                                                    (env_id.empty() ? "AWS_ACCESS_KEY_ID" : "AWS_SECRET_ACCESS_KEY") + " is not set")
           .with_file(name);
     }
     req.access_key_id = env_id;
