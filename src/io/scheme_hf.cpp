@@ -189,7 +189,7 @@ Status add_hub_token(const std::string& url, const HttpOptions& options, http::S
   if (!origin || !hub_token_origin(*origin)) return Status::ok();
   const std::optional<std::string> token = hf_token();
   if (!token) return Status::ok();
-  if (token->find_first_of("\r\n") != std::string::npos) return Error(ErrorKind::InvalidArgument, "the Hub token contains a line break");
+  if (token->find_first_of("\r\n") != std::string::npos) return Error(ErrorKind::EnvironmentFault, "the Hub token contains a line break");
   signing.headers.push_back("Authorization: Bearer " + *token);
   return Status::ok();
 }
