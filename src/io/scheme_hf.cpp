@@ -147,7 +147,11 @@ class HfScheme final : public Scheme {
     const std::string endpoint = hf_endpoint();
     const std::string kind = location.repo_type == "dataset" ? "datasets" : location.repo_type == "space" ? "spaces" : "models";
     std::string url = endpoint + "/api/" + kind + "/" + location.repo_id + "/tree/" + uri::percent_encode(location.revision, false);
-    if (!location.path.empty()) url += "/" + uri::percent_encode(location.path, true);
+    if (!location.path.empty()) {
+      // Appended in two steps: GCC 12 sees a false overlap (-Wrestrict) in "/" + a temporary here.
+      url += '/';
+      url += uri::percent_encode(location.path, true);
+    }
     http::Signing signing;
     SW_RETURN_IF_ERROR(add_hub_token(url, resolved, signing));
     while (!url.empty()) {
