@@ -566,8 +566,10 @@ class HttpSource final : public ByteSource {
   // Without validators, also same_as_cached().
   Status fetch(std::uint64_t offset, std::span<std::byte> dst) const;
   Status fetch_once(std::uint64_t offset, std::span<std::byte> dst) const;
-  // Whether the server sent a validator (ETag or Last-Modified) that later responses are checked against.
-  bool validated() const { return !etag_.empty() || !last_modified_.empty(); }
+  // Whether a change of the file between requests is seen by more than sizes and repeated bytes: the
+  // URL names one version (Target::version_pinned), or the server sent a validator (ETag or
+  // Last-Modified) that later responses are checked against.
+  bool validated() const { return version_pinned_ || !etag_.empty() || !last_modified_.empty(); }
   // RemoteChanged when `got` (the bytes at `offset`, just received) differs from what the block cache
   // holds of the same bytes: without validators, the one way left to see a new version of equal size.
   Status same_as_cached(std::uint64_t offset, std::span<const std::byte> got) const;

@@ -1,6 +1,7 @@
 // Listing remote folders: the pages of one listing under one deadline, and the page parsers (S3's
-// ListObjectsV2, the Hub's tree API) that read them into FolderEntry lists (the resolvers' list(),
-// safeweights/resolver.h). Internal to src/io.
+// ListObjectsV2, the Hub's tree API, Cloud Storage's objects list; Cloud Storage's object metadata
+// too) that read them into FolderEntry lists (the resolvers' list(), safeweights/resolver.h).
+// Internal to src/io.
 //
 // The page readers treat a body as hostile: every name is checked (no '/', not empty, "." or "..", no
 // NUL, under the folder asked for), sizes are parsed strictly, and the element texts are bounded by the
@@ -43,6 +44,25 @@ Result<Page> parse_s3_page(std::string_view xml, std::string_view prefix);
 // One page of the Hub's tree API for the folder `dir` of a repository ("" for its root): a JSON array
 // of {"type": "file" | "directory", "path": "DIR/NAME", "size": N, ...}. HttpError for anything else.
 Result<Page> parse_hub_page(std::string_view json, std::string_view dir);
+
+// One page of Cloud Storage's objects list (JSON API, asked with delimiter '/' under `prefix`, which
+// is empty or ends in '/'): {"items": [{"name": N, "size": "DIGITS", ...}], "prefixes": [P],
+// "nextPageToken": T}, every member optional. Items become files (the prefix's own folder marker left
+// out), prefixes folders. HttpError naming the rule for anything else. (io/gs_json.cpp)
+Result<Page> parse_gs_page(std::string_view json, std::string_view prefix);
+
+// What a Cloud Storage object's metadata (JSON API) says of the version it describes.
+struct GsObject {
+  std::uint64_t size = 0;
+  std::string generation;  // decimal digits
+};
+// HttpError naming the rule for a body without a decimal "size" and "generation". (io/gs_json.cpp)
+Result<GsObject> parse_gs_object(std::string_view json);
+
+// The "type" of a Google application-default credentials file ("authorized_user",
+// "service_account", ...); empty when the text is not a JSON object with a string "type".
+// (io/gs_json.cpp)
+std::string gs_credentials_type(std::string_view json);
 
 // The name of a listed entry `full` in the folder `prefix` (empty, or ending in '/'): what follows the
 // prefix, when that is a valid name (UTF-8, not empty, "." or "..", no '/' nor NUL). nullopt otherwise.

@@ -83,7 +83,7 @@ class BucketScheme : public Scheme {
 const Scheme& scheme_of(std::string_view name);
 // The registered schemes, remote ones first, the local one last.
 const std::vector<const Scheme*>& schemes();
-// The remote schemes' prefixes, for messages: "http://, https://, s3://, hf://".
+// The remote schemes' prefixes, for messages: "http://, https://, s3://, hf://, gs://".
 std::string remote_prefixes();
 
 // Each scheme's file defines its function.
@@ -92,6 +92,7 @@ const Scheme& http_scheme();
 const Scheme& https_scheme();
 const Scheme& s3_scheme();
 const Scheme& hf_scheme();
+const Scheme& gs_scheme();
 
 // The Hub's token for a request to `url` (hf:// and https:// names alike): "Authorization: Bearer
 // TOKEN" added to `signing` when the caller gives no Authorization header, options.use_hf_token holds,

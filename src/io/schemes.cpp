@@ -13,7 +13,7 @@ namespace io {
 
 const std::vector<const Scheme*>& schemes() {
   static const std::vector<const Scheme*> list = {
-      &http_scheme(), &https_scheme(), &s3_scheme(), &hf_scheme(),
+      &http_scheme(), &https_scheme(), &s3_scheme(), &hf_scheme(), &gs_scheme(),
       &file_scheme(),  // last: every name no remote scheme owns
   };
   return list;

@@ -84,8 +84,9 @@ Error resolve_error(const std::string& url, const S3Options& options = {}) {
 }
 
 TEST(RemoteNames, EverySchemeIsAUrl) {
-  for (const char* s : {"http://h/x", "HTTPS://h/x", "s3://b/k", "S3://b/k", "hf://o/r/f", "Hf://o/r/f"}) EXPECT_TRUE(is_url(s)) << s;
-  for (const char* s : {"s3:/b/k", "file:///x", "/tmp/s3://b", "hf:o/r", "ftp://h/x"}) EXPECT_FALSE(is_url(s)) << s;
+  for (const char* s : {"http://h/x", "HTTPS://h/x", "s3://b/k", "S3://b/k", "hf://o/r/f", "Hf://o/r/f", "gs://b/o", "GS://b/o"})
+    EXPECT_TRUE(is_url(s)) << s;
+  for (const char* s : {"s3:/b/k", "file:///x", "/tmp/s3://b", "hf:o/r", "ftp://h/x", "gs:/b/o"}) EXPECT_FALSE(is_url(s)) << s;
 }
 
 TEST(S3Url, SplitsBucketAndKeyAsGiven) {
