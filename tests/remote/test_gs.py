@@ -117,6 +117,7 @@ def test_convert_reads_the_bucket_as_the_disk(gcs, local_files, gs_files, kind, 
 
 def test_python_reads_the_bucket_as_the_disk(gcs, local_files, gs_files, monkeypatch):
     from safeweights import safe_open
+    from safeweights.dduf import read_dduf_file
 
     for k, v in gcs.env().items():
         monkeypatch.setenv(k, v)
@@ -125,6 +126,13 @@ def test_python_reads_the_bucket_as_the_disk(gcs, local_files, gs_files, monkeyp
         for key in l.keys():
             np.testing.assert_array_equal(r.get_tensor(key), l.get_tensor(key))
             np.testing.assert_array_equal(r.get_slice(key)[1:3], l.get_slice(key)[1:3])
+    # The DDUF reader asks the library which names are remote (it used to test the prefixes itself).
+    remote, local = read_dduf_file(gs_files["dduf"]), read_dduf_file(str(local_files["dduf"]))
+    assert sorted(remote) == sorted(local)
+    assert all(e.dduf_path == gs_files["dduf"] for e in remote.values())  # a URL stays a str, its "//" unfolded
+    for name in local:
+        with remote[name].as_mmap() as r, local[name].as_mmap() as l:
+            assert r == l, name
 
 
 def test_a_folder_converts_as_the_local_folder(gcs, tmp_path):
