@@ -25,8 +25,8 @@ Result<HttpOptions> request_options(const std::string& name, const HttpOptions& 
 
 Result<SourcePtr> open_target(const std::string& name, Target /*target*/, const HttpOptions& /*resolved*/) { return without_http(name); }
 
-Result<std::string> get_document(const std::string& name, const std::string& /*url*/, const Signing& /*signing*/, const HttpOptions& /*resolved*/,
-                                 std::uint64_t /*cap*/, Clock::time_point /*deadline*/, std::string& /*link*/) {
+Result<std::string> get_document(const std::string& name, Document /*what*/, const std::string& /*url*/, const Signing& /*signing*/,
+                                 const HttpOptions& /*resolved*/, std::uint64_t /*cap*/, Clock::time_point /*deadline*/, std::string& /*link*/) {
   return without_http(name);
 }
 

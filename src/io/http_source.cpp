@@ -173,6 +173,7 @@ struct ExchangeRequest {
   // here, at most document_cap bytes; dst, offset and the validators are unused.
   std::string* document = nullptr;
   std::uint64_t document_cap = 0;
+  Document document_kind = Document::ListingPage;
   bool version_pinned = false;  // the URL names one version (Target::version_pinned)
 };
 
@@ -460,7 +461,7 @@ std::string progress_of(const Exchange& x) {
 }
 
 Error deadline_error(const Exchange& x) {
-  const std::string what = x.document ? std::string("the listing request")
+  const std::string what = x.document ? std::string(x.document_kind == Document::ListingPage ? "the listing request" : "the metadata request")
                                       : "the request for bytes " + std::to_string(x.offset) + "-" + std::to_string(x.offset + x.dst.size() - 1);
   return http_error(
       x, ErrorKind::Timeout,
@@ -518,10 +519,10 @@ class HttpSource final : public ByteSource {
   Status prepare();
   // prepare(), then the opening request.
   Status init();
-  // One GET of the whole body at the source's URL (a listing page), at most `cap` bytes, with the
-  // redirects and retries of every request, by `deadline` (the whole listing's). `link` gets the
-  // response's Link header.
-  Result<std::string> get_document(std::uint64_t cap, std::string& link, Clock::time_point deadline);
+  // One GET of the whole body at the source's URL (`what`: a listing page, a file's metadata), at most
+  // `cap` bytes, with the redirects and retries of every request, by `deadline` (a listing's: the
+  // whole listing's). `link` gets the response's Link header.
+  Result<std::string> get_document(Document what, std::uint64_t cap, std::string& link, Clock::time_point deadline);
   // The opening request, into `head`: size, validators, final URL, block 0.
   Status open_request(const std::shared_ptr<std::vector<std::byte>>& head);
 
@@ -755,12 +756,17 @@ Attempt failed_attempt(const Exchange& x, CURLcode rc, const std::string& curl_m
         http_error(x, ErrorKind::RemoteChanged,
                    "HTTP " + std::to_string(x.status) + " for the version opened: the remote file changed or was deleted" + service_detail(x)));
   } else if (x.status == 404 || x.status == 410) {
-    return Attempt::ended(
-        http_error(x, ErrorKind::FileNotFound,
-                   "HTTP " + std::to_string(x.status) + (x.document ? ": no such remote folder" : ": no such remote file") + service_detail(x)));
+    return Attempt::ended(http_error(
+        x, ErrorKind::FileNotFound,
+        "HTTP " + std::to_string(x.status) +
+            (x.document && x.document_kind == Document::ListingPage ? ": no such remote folder" : ": no such remote file") + service_detail(x)));
   } else {
     return Attempt::ended(http_error(x, ErrorKind::HttpError,
-                                     "HTTP " + std::to_string(x.status) + (x.document ? " for a listing" : " for a ranged GET") + service_detail(x)));
+                                     "HTTP " + std::to_string(x.status) +
+                                         (!x.document                                ? " for a ranged GET"
+                                          : x.document_kind == Document::ListingPage ? " for a listing"
+                                                                                     : " for the file's metadata") +
+                                         service_detail(x)));
   }
   return a;
 }
@@ -879,7 +885,7 @@ Status HttpSource::prepare() {
   return Status::ok();
 }
 
-Result<std::string> HttpSource::get_document(std::uint64_t cap, std::string& link, Clock::time_point deadline) {
+Result<std::string> HttpSource::get_document(Document what, std::uint64_t cap, std::string& link, Clock::time_point deadline) {
   std::string body;
   SW_RETURN_IF_ERROR(with_retries(
       [&](Clock::time_point attempt_deadline) -> Attempt {
@@ -887,6 +893,7 @@ Result<std::string> HttpSource::get_document(std::uint64_t cap, std::string& lin
         ExchangeRequest request = request_base(attempt_deadline);
         request.document = &body;
         request.document_cap = cap;
+        request.document_kind = what;
         Exchange x(request);
         std::string url = request_url_;
         CURLcode rc = CURLE_OK;
@@ -1166,11 +1173,11 @@ Result<SourcePtr> open_target(const std::string& name, Target target, const Http
   return SourcePtr(std::move(source));
 }
 
-Result<std::string> get_document(const std::string& name, const std::string& url, const Signing& signing, const HttpOptions& resolved,
+Result<std::string> get_document(const std::string& name, Document what, const std::string& url, const Signing& signing, const HttpOptions& resolved,
                                  std::uint64_t cap, Clock::time_point deadline, std::string& link) {
   HttpSource source(name, Target{url, signing, false}, resolved);
   SW_RETURN_IF_ERROR(source.prepare());
-  return source.get_document(cap, link, deadline);
+  return source.get_document(what, cap, link, deadline);
 }
 
 std::optional<Origin> origin_of(const std::string& url) {

@@ -54,10 +54,14 @@ Result<HttpOptions> request_options(const std::string& name, const HttpOptions& 
 // `resolved` comes from request_options().
 Result<SourcePtr> open_target(const std::string& name, Target target, const HttpOptions& resolved);
 
+// What a document is, for messages: a page of a folder's listing (404: "no such remote folder"), or
+// a file's metadata (404: "no such remote file").
+enum class Document { ListingPage, FileMetadata };
+
 // One GET of a whole document at `url` (no Range), at most `cap` bytes, with the redirects and retries
 // of every request, by `deadline`; `link` gets the response's Link header. FileNotFound for 404/410;
 // errors name `name`.
-Result<std::string> get_document(const std::string& name, const std::string& url, const Signing& signing, const HttpOptions& resolved,
+Result<std::string> get_document(const std::string& name, Document what, const std::string& url, const Signing& signing, const HttpOptions& resolved,
                                  std::uint64_t cap, Clock::time_point deadline, std::string& link);
 
 // The scheme, host and port of a URL, lower-cased, the port filled in from the scheme (libcurl's URL

@@ -19,7 +19,7 @@ Result<std::string> Listing::fetch(const std::string& url, const http::Signing& 
     return stopped("it missed its deadline of " + http::seconds(options_.timeout_s) + " (--timeout, " + kHttpTimeoutEnv +
                    ", which bounds the whole listing)");
   }
-  auto body = http::get_document(name_, url, signing, options_, kMaxPageBytes, deadline_, link);
+  auto body = http::get_document(name_, http::Document::ListingPage, url, signing, options_, kMaxPageBytes, deadline_, link);
   if (!body.is_ok()) {
     if (body.error().kind() == ErrorKind::Timeout) return stopped("page " + std::to_string(pages_ + 1) + ": " + body.error().message());
     return body;

@@ -163,7 +163,8 @@ class GsScheme final : public BucketScheme {
     const std::string url =
         endpoint() + "/storage/v1/b/" + uri::percent_encode(location.bucket, false) + "/o/" + uri::percent_encode(location.object, false);
     std::string link;
-    auto body = http::get_document(name, url, signing, resolved, kMaxMetadataBytes, http::deadline_after(resolved.timeout_s), link);
+    auto body = http::get_document(name, http::Document::FileMetadata, url, signing, resolved, kMaxMetadataBytes,
+                                   http::deadline_after(resolved.timeout_s), link);
     if (!body.is_ok()) return refused(body.error(), creds);
     auto object = listing::parse_gs_object(*body);
     if (!object.is_ok()) return error_of(object).with_file(name);
