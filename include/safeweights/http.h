@@ -47,7 +47,7 @@ struct HttpStats {
   std::atomic<std::uint64_t> bytes_received{0};  // response body bytes received (discarded ones included)
   std::atomic<std::uint64_t> retries{0};         // requests repeated after a connection error, cut body or 5xx
   std::atomic<std::uint64_t> redirects{0};       // redirects followed
-  std::atomic<std::uint64_t> unvalidated{0};     // sources opened whose server sent no ETag nor Last-Modified
+  std::atomic<std::uint64_t> unvalidated{0};     // sources opened with no version pinned and no ETag nor Last-Modified
 };
 
 // The environment variable that sets HttpOptions::timeout_s when the caller leaves it unset: seconds
@@ -90,7 +90,8 @@ struct HttpOptions {
   std::string ca_file;
   std::shared_ptr<HttpStats> stats;  // counters to add to; optional
   // Told, on the opening thread, what the caller should know but that is no error: a server that
-  // sends neither ETag nor Last-Modified (versions can then mix undetected; docs/HTTP.md). Optional.
+  // sends neither ETag nor Last-Modified for a name whose requests do not name a version (gs://
+  // names do: their generation), so versions can mix undetected (docs/HTTP.md). Optional.
   std::function<void(const std::string& message)> warn;
 };
 
