@@ -1,8 +1,6 @@
 // The source registry (io/scheme.h): the one list of schemes, what a scheme does unless it says
 // otherwise, and the public calls that route a name to its scheme (is_url, open_url, open_source).
 
-#include <algorithm>
-
 #include "core/status_macros.h"
 #include "io/scheme.h"
 #include "io/secrets.h"
