@@ -2,8 +2,9 @@
 // readers a service's answers reach before anything is opened (src/io/remote_listing.h) and the
 // message scrubber (src/io/secrets.h).
 //
-// Input: byte 0 picks the reader (bit 0 clear: an S3 ListObjectsV2 page, set: a Hub tree page); then
-// the folder asked for up to the first '\n' (an S3 prefix such as "llama/", a Hub folder such as
+// Input: byte 0 picks the reader (bit 0 clear: an S3 ListObjectsV2 page, set: a Hub tree page; bit 1
+// set: a Cloud Storage objects list page and, of the same body, an object's metadata); then the folder
+// asked for up to the first '\n' (an S3 or Cloud Storage prefix such as "llama/", a Hub folder such as
 // "unet"), then the page's body, which is also read as a Link header and scrubbed as a message.
 //
 // What must hold: a reader fails cleanly with HttpError or gives entries whose names are plain names
@@ -53,7 +54,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   std::string_view folder = newline == std::string_view::npos ? std::string_view() : rest.substr(0, newline);
   const std::string_view body = newline == std::string_view::npos ? rest : rest.substr(newline + 1);
 
-  if (hub) {
+  if ((data[0] & 2) != 0) {
+    check_page(listing::parse_gs_page(body, folder), folder, false);
+    const Result<listing::GsObject> object = listing::parse_gs_object(body);
+    FUZZ_CHECK(object.is_ok() ? !object->generation.empty() : object.error().kind() == ErrorKind::HttpError);
+  } else if (hub) {
     const std::string prefix = folder.empty() ? std::string() : std::string(folder) + "/";
     check_page(listing::parse_hub_page(body, folder), prefix, true);
   } else {

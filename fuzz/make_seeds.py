@@ -216,13 +216,14 @@ def tokenizer_seeds():
     }
 
 
-# fuzz_listing: byte 0 picks the reader (bit 0 set: a Hub tree page, else an S3 ListObjectsV2 page),
-# then the folder asked for, '\n', then the page's body.
+# fuzz_listing: byte 0 picks the reader (bit 1 set: a Cloud Storage objects list page and object
+# metadata; else bit 0 set: a Hub tree page, else an S3 ListObjectsV2 page), then the folder asked for,
+# '\n', then the page's body.
 S3_HEAD = b'<?xml version="1.0" encoding="UTF-8"?>\n<ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/">'
 
 
-def listing_seed(hub, folder, body):
-    return bytes([1 if hub else 0]) + folder + b"\n" + body
+def listing_seed(hub, folder, body, gs=False):
+    return bytes([2 if gs else 1 if hub else 0]) + folder + b"\n" + body
 
 
 def listing_seeds():
@@ -250,6 +251,14 @@ def listing_seeds():
     s["hub_hostile"] = listing_seed(True, b"d", b'[{"type":"file","path":"d/../x","size":-1},{"type":"symlink","path":"d/y"},{"path":1}]')
     s["link_header"] = listing_seed(True, b"", b'<https://huggingface.co/api/models/o/r/tree/main?cursor=abc>; rel="next", '
                                     b'<https://x/?X-Amz-Signature=00ff&token=hf_FuzzToken0123456789>; rel="prev"')
+    s["gs_page"] = listing_seed(False, b"llama/", json.dumps({
+        "kind": "storage#objects", "nextPageToken": "CgtsbGFtYS9tb2RlbA==", "prefixes": ["llama/tokenizer/"],
+        "items": [{"name": "llama/", "size": "0"}, {"name": "llama/config.json", "size": "412", "generation": "1700000000000001"},
+                  {"name": "llama/model \u00fc.safetensors", "size": "1048576", "generation": "1700000000000002"}]}).encode(), gs=True)
+    s["gs_object"] = listing_seed(False, b"", b'{"kind":"storage#object","name":"m.safetensors","size":"400168","generation":"1795761114527760283"}',
+                                  gs=True)
+    s["gs_hostile"] = listing_seed(False, b"d/", b'{"items":[{"name":"d/..","size":"-1"},{"name":"d/a\\u0000b","size":"1"}],"prefixes":["d/b"]}',
+                                   gs=True)
     return s
 
 

@@ -219,11 +219,12 @@ count_pytest_line() {
 }
 
 # Remote sources (tests/remote/): s3:// names against a real S3-compatible server on loopback (moto in
-# server mode, signatures checked) seeded by boto3 and the AWS CLI, in their own small venv
+# server mode, signatures checked) seeded by boto3 and the AWS CLI, gs:// names against a Cloud Storage
+# emulator (gcp-storage-emulator) and hf:// names against a Hub stand-in, in their own small venv
 # (tests/remote/requirements.txt, cached outside the clone like the clients').
 remote_tests() {
   [[ -d build/python/safeweights ]] || return 0
-  section "remote sources: S3 (tests/remote, moto + boto3 + the AWS CLI)"
+  section "remote sources: S3, Cloud Storage, the Hub (tests/remote: moto + boto3 + the AWS CLI, gcp-storage-emulator)"
   local log made=0
   cached_venv venv-remote tests/remote/requirements.txt remote-sources || made=$?
   if [[ $made != 0 ]]; then return $((made == 1)); fi

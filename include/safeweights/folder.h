@@ -7,7 +7,7 @@
 // its files are then opened like any other file, reading only the bytes a reader asks for.
 //
 // Which names are folders (names_folder): a local directory; s3://BUCKET/ and s3://BUCKET/PREFIX/
-// (ending in '/', as the AWS CLI writes a prefix); hf://ORG/REPO[@REVISION] (a repository, with no
+// (ending in '/', as the AWS CLI writes a prefix), gs://BUCKET/ and gs://BUCKET/PREFIX/ likewise; hf://ORG/REPO[@REVISION] (a repository, with no
 // path) and hf://ORG/REPO[@REVISION]/DIR/ (ending in '/').
 //
 // Thread safety: a Folder is immutable after open(); safe to share between threads.

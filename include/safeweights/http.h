@@ -36,8 +36,9 @@
 namespace safeweights {
 SAFEWEIGHTS_API_BEGIN
 
-// True when `s` is a remote name: it starts with http://, https://, s3:// (safeweights/s3.h) or hf://
-// (safeweights/hub.h), scheme case-insensitive.
+// True when `s` is a remote name: a name of one of the source registry's remote schemes, http://,
+// https://, s3:// (safeweights/s3.h), gs:// (docs/REMOTE.md) or hf:// (safeweights/hub.h), scheme
+// case-insensitive. The one question callers ask instead of testing a name's prefix.
 bool is_url(std::string_view s) noexcept;
 
 // What a source (or several sharing one HttpStats) did on the network.
@@ -46,7 +47,7 @@ struct HttpStats {
   std::atomic<std::uint64_t> bytes_received{0};  // response body bytes received (discarded ones included)
   std::atomic<std::uint64_t> retries{0};         // requests repeated after a connection error, cut body or 5xx
   std::atomic<std::uint64_t> redirects{0};       // redirects followed
-  std::atomic<std::uint64_t> unvalidated{0};     // sources opened whose server sent no ETag nor Last-Modified
+  std::atomic<std::uint64_t> unvalidated{0};     // sources opened with no version pinned and no ETag nor Last-Modified
 };
 
 // The environment variable that sets HttpOptions::timeout_s when the caller leaves it unset: seconds
@@ -89,13 +90,16 @@ struct HttpOptions {
   std::string ca_file;
   std::shared_ptr<HttpStats> stats;  // counters to add to; optional
   // Told, on the opening thread, what the caller should know but that is no error: a server that
-  // sends neither ETag nor Last-Modified (versions can then mix undetected; docs/HTTP.md). Optional.
+  // sends neither ETag nor Last-Modified for a name whose requests do not name a version (gs://
+  // names do: their generation), so versions can mix undetected (docs/HTTP.md). Optional.
   std::function<void(const std::string& message)> warn;
 };
 
 // Opens a remote name with one ranged GET of the first `readahead` bytes (no HEAD: hubs answer HEAD
 // differently from GET). http(s):// URLs are requested as given; s3:// names at the URL and with the
-// SigV4 signature resolve_s3_request() gives; hf:// names at their resolve URL (hf_resolve_url()). The
+// SigV4 signature resolve_s3_request() gives; hf:// names at their resolve URL (hf_resolve_url());
+// gs:// names at Cloud Storage's media URL of the generation their metadata names (one request more,
+// first; a later read of another generation is RemoteChanged; docs/REMOTE.md). The
 // size comes from Content-Range (or Content-Length when the server ignores Range). FileNotFound for
 // 404/410 (S3: NoSuchKey, NoSuchBucket); HttpError for other refusals, with the service's error code and
 // message when it sends one (S3's XML error, the Hub's X-Error-Code); IoError when the server cannot be

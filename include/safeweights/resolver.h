@@ -2,12 +2,13 @@
 //
 // Readers that need more than one file (a sharded checkpoint's index and its shards, a model folder's
 // config.json beside its weights) open them through a Resolver, never with open_file() directly, so
-// that the same reader works on local paths and on remote names (http(s)://, s3://, hf://): the
+// that the same reader works on local paths and on remote names (http(s)://, s3://, gs://, hf://): the
 // Resolver is the one place that knows where files live, as LevelDB's Env. default_resolver() opens
 // paths with open_file() and remote names with open_url(), and keeps each source it opened, so that
 // detecting a format and reading the file share one source (and, over HTTP, its first request and
-// block cache). list() says what a folder holds: a local directory, an S3 prefix (ListObjectsV2) or a
-// Hub repository (its tree API); it is the only call that lists (safeweights/folder.h uses it).
+// block cache). list() says what a folder holds: a local directory, an S3 prefix (ListObjectsV2), a
+// Cloud Storage prefix (its objects list) or a Hub repository (its tree API); it is the only call that
+// lists (safeweights/folder.h uses it).
 //
 // Thread safety: resolvers are safe to share between threads.
 #pragma once
@@ -43,7 +44,8 @@ class Resolver {
   // follows them) and folders; anything else (a FIFO, a socket, a device, a dangling link) is listed as
   // a file of size 0, so that a reader that wants it is refused by open_file() naming what it is,
   // rather than finding the name absent. s3://BUCKET/PREFIX/: the keys and common prefixes one level below, from
-  // ListObjectsV2 pages (at most kMaxFolderEntries). hf://ORG/REPO[@REVISION][/DIR]: the Hub's tree of
+  // ListObjectsV2 pages (at most kMaxFolderEntries); gs://BUCKET/PREFIX/ likewise, from the objects
+  // list's pages. hf://ORG/REPO[@REVISION][/DIR]: the Hub's tree of
   // that folder. FileNotFound when the folder does not exist (an S3 prefix with nothing under it, an
   // unknown repository or revision). The default implementation lists local folders through
   // open_file()'s rules and refuses remote ones (NotSupported).
@@ -59,7 +61,9 @@ inline constexpr std::size_t kMaxFolderEntries = 100'000;
 // file costs one request), and so is every listing.
 std::shared_ptr<const Resolver> default_resolver(const HttpOptions& http = {});
 
-// Opens paths and URLs without keeping anything.
+// Opens paths and URLs without keeping anything: every open() and list() asks again (a remote file's
+// detection and its reader then cost two opening requests). What a Format's open() and detect_format()
+// use when FormatOptions::resolver is null; open_tensors() makes a default_resolver() instead.
 const Resolver& plain_resolver();
 
 // The name of `file` (a plain file name) in the folder of `base`, a path or URL: "a/b.json" + "c" gives

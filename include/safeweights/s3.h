@@ -64,10 +64,13 @@ struct S3Request {
 };
 
 // Resolves the configuration chain for `location` (the object's URL is built for its key; an empty key
-// gives the bucket's URL, for listing). InvalidArgument for a malformed setting (naming the variable or
-// file, never a secret), also when requests must be signed and no credentials are found (the message
-// lists where it looked and names S3Options::anonymous). The credentials found are remembered, so that
-// no error of this library repeats them (docs/REMOTE.md, "Credentials in messages").
+// gives the bucket's URL, for listing). EnvironmentFault when the environment cannot serve the
+// request: no credentials where requests must be signed (the message lists where it looked and names
+// S3Options::anonymous), partial credentials, a profile in neither AWS file, a malformed AWS file;
+// NotSupported for a profile of a kind not read here (SSO, a role, a credential process);
+// InvalidArgument for a malformed region, endpoint or addressing style (naming the variable or file).
+// No message repeats a secret. The credentials found are remembered, so that no error of this library
+// repeats them (docs/REMOTE.md, "Credentials in messages").
 Result<S3Request> resolve_s3_request(const S3Location& location, const S3Options& options = {});
 
 SAFEWEIGHTS_API_END

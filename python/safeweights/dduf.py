@@ -88,7 +88,7 @@ class DDUFEntry:
 
 
 def _is_url(path) -> bool:
-    return isinstance(path, str) and path[:8].lower().startswith(("http://", "https://", "s3://", "hf://"))
+    return isinstance(path, str) and _safeweights._is_remote(path)
 
 
 class _RawFile:

@@ -81,6 +81,11 @@ PYBIND11_MODULE(_safeweights, m) {
       .def("__len__", [](const MappedBuffer& b) { return b.source->size(); })
       .def_property_readonly("writable", [](const MappedBuffer& b) { return b.writable; });
 
+  // The source registry's question (safeweights/http.h): the Python layer tests no name's prefix.
+  m.def(
+      "_is_remote", [](const std::string& name) { return safeweights::is_url(name); }, py::arg("name"),
+      "Whether `name` is a remote name (http(s)://, s3://, gs://, hf://), as the library reads it.");
+
   safeweights::python::install_cancel_poll();
   safeweights::python::register_errors(m);
   safeweights::python::register_safetensors(m);

@@ -1,29 +1,37 @@
 // The http component switched off (SAFEWEIGHTS_WITH_HTTP=OFF): CMake compiles this file instead of
-// http_source.cpp, so the library needs no libcurl. URLs are still recognised, so that callers route
-// them here and report a clear error rather than trying to open "https://..." as a local file.
+// http_source.cpp, so the library needs no libcurl. The schemes still recognise their names, so that
+// callers route them to the transport, whose every call reports a clear error rather than trying to
+// open "https://..." as a local file.
 #include <string>
-#include <string_view>
 
-#include "io/remote_listing.h"
-#include "safeweights/http.h"
+#include "io/http_transport.h"
 
-namespace safeweights {
+namespace safeweights::http {
+namespace {
 
-Result<SourcePtr> open_url(const std::string& url, const HttpOptions& /*options*/) {
-  if (!is_url(url)) return Error(ErrorKind::InvalidArgument, "not an http://, https://, s3:// or hf:// name").with_file(url);
-  return Error(ErrorKind::InvalidArgument, "safeweights was built without HTTP support (SAFEWEIGHTS_WITH_HTTP=OFF): cannot open URLs").with_file(url);
-}
-
-Result<SourcePtr> open_source(const std::string& path_or_url, FileBackend backend, const HttpOptions& options) {
-  if (is_url(path_or_url)) return open_url(path_or_url, options);
-  return open_file(path_or_url, backend);
-}
-
-namespace listing {
-Result<std::vector<FolderEntry>> list_remote_folder(const std::string& name, const HttpOptions& /*options*/) {
-  return Error(ErrorKind::InvalidArgument, "safeweights was built without HTTP support (SAFEWEIGHTS_WITH_HTTP=OFF): cannot list remote folders")
+Error without_http(const std::string& name) {
+  return Error(ErrorKind::InvalidArgument,
+               "safeweights was built without HTTP support (SAFEWEIGHTS_WITH_HTTP=OFF): cannot open URLs nor list remote folders")
       .with_file(name);
 }
-}  // namespace listing
 
-}  // namespace safeweights
+}  // namespace
+
+Clock::time_point deadline_after(double /*timeout_s*/) { return Clock::time_point::max(); }
+
+std::string seconds(double s) { return std::to_string(s) + " s"; }
+
+Result<HttpOptions> request_options(const std::string& name, const HttpOptions& /*options*/, const char* /*ca_env*/) { return without_http(name); }
+
+Result<SourcePtr> open_target(const std::string& name, Target /*target*/, const HttpOptions& /*resolved*/) { return without_http(name); }
+
+Result<std::string> get_document(const std::string& name, Document /*what*/, const std::string& /*url*/, const Signing& /*signing*/,
+                                 const HttpOptions& /*resolved*/, std::uint64_t /*cap*/, Clock::time_point /*deadline*/, std::string& /*link*/) {
+  return without_http(name);
+}
+
+std::optional<Origin> origin_of(const std::string& /*url*/) { return std::nullopt; }
+
+bool has_authorization(const HttpOptions& /*options*/) { return false; }
+
+}  // namespace safeweights::http

@@ -1,6 +1,8 @@
-// The HTTP(S) ByteSource: ranged GETs on reused libcurl handles, a small block cache for the small
-// reads parsers make, parallel chunked transfers for large ones, and a check of every response against
-// what was asked and against the first response (size, ETag, Last-Modified).
+// The HTTP transport (io/http_transport.h), which every remote scheme reads through: the HTTP(S)
+// ByteSource (ranged GETs on reused libcurl handles, a small block cache for the small reads parsers
+// make, parallel chunked transfers for large ones, a check of every response against what was asked
+// and against the first response: size, ETag, Last-Modified), and the GET of a whole document. It
+// knows no scheme: where requests go and how they are signed is the scheme's Target.
 
 #include <algorithm>
 #include <cctype>
@@ -20,14 +22,12 @@
 #include "safeweights/cancel.h"
 #include "core/strings.h"
 #include "io/curl_api.h"
-#include "io/remote_listing.h"
+#include "io/http_transport.h"
 #include "io/secrets.h"
 #include "io/uri.h"
 #include "safeweights/http.h"
-#include "safeweights/hub.h"
-#include "safeweights/s3.h"
 
-namespace safeweights {
+namespace safeweights::http {
 namespace {
 
 constexpr int kMaxRedirects = 10;
@@ -46,14 +46,6 @@ constexpr std::uint64_t kProgressBytes = 64u << 10;
 // How much of a service's own error text (a header, an element of an error body) a message quotes, and
 // how much of an error body is kept.
 constexpr std::size_t kMaxServiceText = 2048;
-
-using Clock = std::chrono::steady_clock;
-
-// The deadline `timeout_s` seconds from now (HttpOptions::timeout_s, resolved: 0 is none).
-Clock::time_point deadline_after(double timeout_s) {
-  if (timeout_s <= 0) return Clock::time_point::max();
-  return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s));
-}
 
 // libcurl's functions. open_url() has loaded the table before any HttpSource exists, so every caller
 // below finds it.
@@ -127,48 +119,6 @@ ContentRange parse_content_range(std::string_view s) {
   return r;
 }
 
-struct Origin {
-  std::string scheme, host, port;
-  bool operator==(const Origin&) const = default;
-};
-
-std::optional<Origin> origin_of(const std::string& url) {
-  CURLU* u = lib().url();
-  if (u == nullptr) return std::nullopt;
-  std::optional<Origin> out;
-  if (lib().url_set(u, CURLUPART_URL, url.c_str(), 0) == CURLUE_OK) {
-    char *scheme = nullptr, *host = nullptr, *port = nullptr;
-    if (lib().url_get(u, CURLUPART_SCHEME, &scheme, 0) == CURLUE_OK && lib().url_get(u, CURLUPART_HOST, &host, 0) == CURLUE_OK &&
-        lib().url_get(u, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT) == CURLUE_OK) {
-      Origin o{scheme, host, port};
-      for (auto& c : o.scheme) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-      for (auto& c : o.host) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-      out = std::move(o);
-    }
-    lib().free(scheme);
-    lib().free(host);
-    lib().free(port);
-  }
-  lib().url_cleanup(u);
-  return out;
-}
-
-// Whether HF_TOKEN may go to this origin: https only (a token in clear text is a token given away),
-// and only to the hub, its subdomains (CDN), or the configured endpoint.
-bool hf_token_host(const Origin& origin) {
-  if (origin.scheme != "https") return false;
-  const std::string& h = origin.host;
-  auto ends_with = [&](std::string_view suffix) {
-    return h.size() >= suffix.size() && h.compare(h.size() - suffix.size(), suffix.size(), suffix) == 0;
-  };
-  if (h == "huggingface.co" || ends_with(".huggingface.co")) return true;
-  if (const char* endpoint = std::getenv("HF_ENDPOINT"); endpoint != nullptr && *endpoint != '\0') {
-    auto e = origin_of(endpoint);
-    return e && e->host == h && e->scheme == origin.scheme && e->port == origin.port;
-  }
-  return false;
-}
-
 struct CurlSlist {
   curl_slist* list = nullptr;
   CurlSlist() = default;
@@ -223,6 +173,8 @@ struct ExchangeRequest {
   // here, at most document_cap bytes; dst, offset and the validators are unused.
   std::string* document = nullptr;
   std::uint64_t document_cap = 0;
+  Document document_kind = Document::ListingPage;
+  bool version_pinned = false;  // the URL names one version (Target::version_pinned)
 };
 
 // One request and what its response has told so far.
@@ -501,13 +453,6 @@ std::size_t on_body(char* data, std::size_t size, std::size_t count, void* user)
   return n;
 }
 
-// "1.5 s", "600 s": a limit as the user gave it.
-std::string seconds(double s) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g s", s);
-  return buf;
-}
-
 // Where a request stood when a limit cut it, for the message.
 std::string progress_of(const Exchange& x) {
   if (!x.headers_done) return "waiting for the response headers (" + std::to_string(x.header_bytes) + " bytes received)";
@@ -516,7 +461,7 @@ std::string progress_of(const Exchange& x) {
 }
 
 Error deadline_error(const Exchange& x) {
-  const std::string what = x.document ? std::string("the listing request")
+  const std::string what = x.document ? std::string(x.document_kind == Document::ListingPage ? "the listing request" : "the metadata request")
                                       : "the request for bytes " + std::to_string(x.offset) + "-" + std::to_string(x.offset + x.dst.size() - 1);
   return http_error(
       x, ErrorKind::Timeout,
@@ -550,19 +495,17 @@ int on_progress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
   return 0;
 }
 
-// How the requests of one source are authenticated beyond the caller's headers.
-struct Signing {
-  std::string sigv4;                 // CURLOPT_AWS_SIGV4's provider, "aws:amz:REGION:s3"; empty: no signature
-  std::string user, password;        // the access key id and secret key; secret
-  std::vector<std::string> headers;  // signed x-amz-* headers (payload hash, session token); secret
-};
-
 class HttpSource final : public ByteSource {
  public:
   // `name` is what messages and name() say (an s3:// or hf:// name, or the URL; scrubbed, so a
   // presigned URL's signature is not repeated); `url` is where the requests go.
-  HttpSource(std::string_view name, std::string url, const HttpOptions& options, Signing signing)
-      : name_(secrets::scrub(name)), request_url_(std::move(url)), options_(options), signing_(std::move(signing)), slots_(options.parallel) {
+  HttpSource(std::string_view name, Target target, const HttpOptions& options)
+      : name_(secrets::scrub(name)),
+        request_url_(std::move(target.url)),
+        options_(options),
+        signing_(std::move(target.signing)),
+        version_pinned_(target.version_pinned),
+        slots_(options.parallel) {
     if (options_.readahead == 0) options_.readahead = 64u << 10;
     if (options_.chunk_size < options_.readahead) options_.chunk_size = options_.readahead;
     if (options_.parallel == 0) options_.parallel = 1;
@@ -572,14 +515,14 @@ class HttpSource final : public ByteSource {
     for (CURL* h : handles_) lib().easy_cleanup(h);
   }
 
-  // Request headers (the caller's, the signature's, the Hub token) for the URL's origin; no request.
+  // Request headers (the signature's, the caller's) for the URL's origin; no request.
   Status prepare();
   // prepare(), then the opening request.
   Status init();
-  // One GET of the whole body at the source's URL (a listing page), at most `cap` bytes, with the
-  // redirects and retries of every request, by `deadline` (the whole listing's). `link` gets the
-  // response's Link header.
-  Result<std::string> get_document(std::uint64_t cap, std::string& link, Clock::time_point deadline);
+  // One GET of the whole body at the source's URL (`what`: a listing page, a file's metadata), at most
+  // `cap` bytes, with the redirects and retries of every request, by `deadline` (a listing's: the
+  // whole listing's). `link` gets the response's Link header.
+  Result<std::string> get_document(Document what, std::uint64_t cap, std::string& link, Clock::time_point deadline);
   // The opening request, into `head`: size, validators, final URL, block 0.
   Status open_request(const std::shared_ptr<std::vector<std::byte>>& head);
 
@@ -616,6 +559,7 @@ class HttpSource final : public ByteSource {
     r.name = &name_;
     r.options = &options_;
     r.deadline = deadline;
+    r.version_pinned = version_pinned_;
     return r;
   }
 
@@ -623,8 +567,10 @@ class HttpSource final : public ByteSource {
   // Without validators, also same_as_cached().
   Status fetch(std::uint64_t offset, std::span<std::byte> dst) const;
   Status fetch_once(std::uint64_t offset, std::span<std::byte> dst) const;
-  // Whether the server sent a validator (ETag or Last-Modified) that later responses are checked against.
-  bool validated() const { return !etag_.empty() || !last_modified_.empty(); }
+  // Whether a change of the file between requests is seen by more than sizes and repeated bytes: the
+  // URL names one version (Target::version_pinned), or the server sent a validator (ETag or
+  // Last-Modified) that later responses are checked against.
+  bool validated() const { return version_pinned_ || !etag_.empty() || !last_modified_.empty(); }
   // RemoteChanged when `got` (the bytes at `offset`, just received) differs from what the block cache
   // holds of the same bytes: without validators, the one way left to see a new version of equal size.
   Status same_as_cached(std::uint64_t offset, std::span<const std::byte> got) const;
@@ -661,6 +607,7 @@ class HttpSource final : public ByteSource {
   std::string request_url_;  // the URL the opening request goes to
   HttpOptions options_;
   Signing signing_;
+  bool version_pinned_ = false;
   std::optional<Origin> origin_;
   CurlSlist origin_headers_;  // the caller's headers (and the token): for the URL's own origin only
   CurlSlist other_headers_;   // empty list for any other origin a redirect leads to
@@ -804,13 +751,22 @@ Attempt failed_attempt(const Exchange& x, CURLcode rc, const std::string& curl_m
     a.problem = curl_message;
   } else if (x.status >= 500 || x.status == 429 || x.status == 408) {
     a.problem = "HTTP " + std::to_string(x.status) + service_detail(x);
-  } else if (x.status == 404 || x.status == 410) {
+  } else if ((x.status == 404 || x.status == 410) && x.version_pinned && !x.opening && x.document == nullptr) {
     return Attempt::ended(
-        http_error(x, ErrorKind::FileNotFound,
-                   "HTTP " + std::to_string(x.status) + (x.document ? ": no such remote folder" : ": no such remote file") + service_detail(x)));
+        http_error(x, ErrorKind::RemoteChanged,
+                   "HTTP " + std::to_string(x.status) + " for the version opened: the remote file changed or was deleted" + service_detail(x)));
+  } else if (x.status == 404 || x.status == 410) {
+    return Attempt::ended(http_error(
+        x, ErrorKind::FileNotFound,
+        "HTTP " + std::to_string(x.status) +
+            (x.document && x.document_kind == Document::ListingPage ? ": no such remote folder" : ": no such remote file") + service_detail(x)));
   } else {
     return Attempt::ended(http_error(x, ErrorKind::HttpError,
-                                     "HTTP " + std::to_string(x.status) + (x.document ? " for a listing" : " for a ranged GET") + service_detail(x)));
+                                     "HTTP " + std::to_string(x.status) +
+                                         (!x.document                                ? " for a ranged GET"
+                                          : x.document_kind == Document::ListingPage ? " for a listing"
+                                                                                     : " for the file's metadata") +
+                                         service_detail(x)));
   }
   return a;
 }
@@ -888,7 +844,12 @@ Status HttpSource::same_as_cached(std::uint64_t offset, std::span<const std::byt
 
 Status HttpSource::fetch_once(std::uint64_t offset, std::span<std::byte> dst) const {
   return with_retries([&](Clock::time_point deadline) -> Attempt {
-    const ExchangeRequest request{offset, dst, false, size_, &etag_, &last_modified_, options_.stats.get(), &name_, &options_, deadline};
+    ExchangeRequest request = request_base(deadline);
+    request.offset = offset;
+    request.dst = dst;
+    request.size = size_;
+    request.etag = &etag_;
+    request.last_modified = &last_modified_;
     Exchange x(request);
     std::string url = url_;
     CURLcode rc = CURLE_OK;
@@ -913,27 +874,18 @@ Status HttpSource::prepare() {
   for (const std::string& hdr : signing_.headers) {
     if (!origin_headers_.append(hdr)) return Error(ErrorKind::ResourceLimit, "out of memory").with_file(name_);
   }
-  bool has_auth = false;
   for (const std::string& hdr : options_.headers) {
     auto colon = hdr.find(':');
     if (colon == std::string::npos || colon == 0 || hdr.find_first_of("\r\n") != std::string::npos) {
       return Error(ErrorKind::InvalidArgument, "header must be \"Name: value\" on one line, got \"" + hdr + "\"").with_file(name_);
     }
-    if (iequals(trim_header(std::string_view(hdr).substr(0, colon)), "Authorization")) has_auth = true;
     secrets::remember_header(hdr);
     if (!origin_headers_.append(hdr)) return Error(ErrorKind::ResourceLimit, "out of memory").with_file(name_);
-  }
-  if (!has_auth && signing_.sigv4.empty() && options_.use_hf_token && hf_token_host(*origin_)) {
-    if (std::optional<std::string> token = hf_token()) {
-      const std::string& value = *token;
-      if (value.find_first_of("\r\n") != std::string::npos) return Error(ErrorKind::InvalidArgument, "the Hub token contains a line break");
-      if (!origin_headers_.append("Authorization: Bearer " + value)) return Error(ErrorKind::ResourceLimit, "out of memory").with_file(name_);
-    }
   }
   return Status::ok();
 }
 
-Result<std::string> HttpSource::get_document(std::uint64_t cap, std::string& link, Clock::time_point deadline) {
+Result<std::string> HttpSource::get_document(Document what, std::uint64_t cap, std::string& link, Clock::time_point deadline) {
   std::string body;
   SW_RETURN_IF_ERROR(with_retries(
       [&](Clock::time_point attempt_deadline) -> Attempt {
@@ -941,6 +893,7 @@ Result<std::string> HttpSource::get_document(std::uint64_t cap, std::string& lin
         ExchangeRequest request = request_base(attempt_deadline);
         request.document = &body;
         request.document_cap = cap;
+        request.document_kind = what;
         Exchange x(request);
         std::string url = request_url_;
         CURLcode rc = CURLE_OK;
@@ -1179,229 +1132,82 @@ Result<double> resolve_timeout(double given) {
   return t > 1e9 ? 0.0 : t;
 }
 
-// The CA bundle the environment names, as the clients users run read it (HttpOptions::ca_file).
-std::string ca_bundle_from_environment(bool s3) {
-  for (const char* name : {s3 ? "AWS_CA_BUNDLE" : "", "CURL_CA_BUNDLE", "SSL_CERT_FILE"}) {
-    if (*name == '\0') continue;
+// The CA bundle the environment names, as the clients users run read it (HttpOptions::ca_file):
+// the scheme's own variable first.
+std::string ca_bundle_from_environment(const char* ca_env) {
+  for (const char* name : {ca_env, "CURL_CA_BUNDLE", "SSL_CERT_FILE"}) {
+    if (name == nullptr) continue;
     if (const char* v = std::getenv(name); v != nullptr && *v != '\0') return v;
   }
   return {};
 }
 
-// How libcurl signs the requests of an S3 request's configuration (none for anonymous access).
-Signing s3_signing(const S3Request& request) {
-  Signing signing;
-  if (!request.signed_request) return signing;
-  signing.sigv4 = "aws:amz:" + request.region + ":s3";
-  signing.user = request.access_key_id;
-  signing.password = request.secret_access_key;
-  // S3 wants the payload's hash in a signed header; a GET has an empty payload.
-  signing.headers.push_back("x-amz-content-sha256: e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
-  if (!request.session_token.empty()) signing.headers.push_back("x-amz-security-token: " + request.session_token);
-  return signing;
+}  // namespace
+
+Clock::time_point deadline_after(double timeout_s) {
+  if (timeout_s <= 0) return Clock::time_point::max();
+  return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s));
 }
 
-// The options every request for `name` runs under: the deadline and the CA bundle looked up.
-Result<HttpOptions> request_options(const std::string& name, const HttpOptions& options) {
+// "1.5 s", "600 s": a limit as the user gave it.
+std::string seconds(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g s", s);
+  return buf;
+}
+
+Result<HttpOptions> request_options(const std::string& name, const HttpOptions& options, const char* ca_env) {
   const char* why = nullptr;
   if (curl::api(&why) == nullptr) return Error(ErrorKind::IoError, why).with_file(name);
   HttpOptions resolved = options;
   auto timeout = resolve_timeout(options.timeout_s);
   if (!timeout.is_ok()) return error_of(timeout).with_file(name);
   resolved.timeout_s = *timeout;
-  if (resolved.ca_file.empty()) resolved.ca_file = ca_bundle_from_environment(is_s3_url(name));
+  if (resolved.ca_file.empty()) resolved.ca_file = ca_bundle_from_environment(ca_env);
   return resolved;
 }
 
-// Where the requests for a remote name go, and how they are signed.
-struct Target {
-  std::string url;
-  Signing signing;
-};
-
-Result<Target> target_of(const std::string& name, const HttpOptions& options) {
-  Target t{name, {}};
-  if (is_s3_url(name)) {
-    auto location = parse_s3_url(name);
-    if (!location.is_ok()) return error_of(location);
-    if (location->key.empty() || location->key.back() == '/') {
-      return Error(ErrorKind::InvalidArgument, "names a bucket or a folder, not an object: s3://BUCKET/KEY").with_file(name);
-    }
-    auto request = resolve_s3_request(*location, options.s3);
-    if (!request.is_ok()) return error_of(request);
-    t.url = request->url;
-    t.signing = s3_signing(*request);
-  } else if (is_hf_url(name)) {
-    auto location = parse_hf_url(name);
-    if (!location.is_ok()) return error_of(location);
-    if (location->path.empty()) return Error(ErrorKind::InvalidArgument, "names a repository, not a file: hf://ORG/REPO/PATH").with_file(name);
-    t.url = hf_resolve_url(*location);
-  }
-  return t;
-}
-
-}  // namespace
-
-namespace {
-
-Result<SourcePtr> open_url_unscrubbed(const std::string& url, const HttpOptions& options) {
-  if (!is_url(url)) return Error(ErrorKind::InvalidArgument, "not an http://, https://, s3:// or hf:// name").with_file(url);
-  SW_ASSIGN_OR_RETURN(HttpOptions resolved, request_options(url, options));
-  auto target = target_of(url, options);
-  if (!target.is_ok()) return error_of(target).with_file(url);
-  auto source = std::make_shared<HttpSource>(url, std::move(target->url), resolved, std::move(target->signing));
+Result<SourcePtr> open_target(const std::string& name, Target target, const HttpOptions& resolved) {
+  auto source = std::make_shared<HttpSource>(name, std::move(target), resolved);
   SW_RETURN_IF_ERROR(source->init());
   return SourcePtr(std::move(source));
 }
 
-}  // namespace
-
-Result<SourcePtr> open_url(const std::string& url, const HttpOptions& options) {
-  auto source = open_url_unscrubbed(url, options);
-  if (!source.is_ok()) return secrets::scrub(source.error());
-  return source;
+Result<std::string> get_document(const std::string& name, Document what, const std::string& url, const Signing& signing, const HttpOptions& resolved,
+                                 std::uint64_t cap, Clock::time_point deadline, std::string& link) {
+  HttpSource source(name, Target{url, signing, false}, resolved);
+  SW_RETURN_IF_ERROR(source.prepare());
+  return source.get_document(what, cap, link, deadline);
 }
 
-namespace listing {
-namespace {
-
-// One folder's listing: its pages, all under one deadline computed when the listing starts (--timeout
-// bounds the whole listing, not each page: a service answering a page a second with a next page
-// forever would otherwise hold a listing for 1,000 pages), and the entries read so far.
-class Listing {
- public:
-  Listing(const std::string& name, const HttpOptions& options) : name_(name), options_(options), deadline_(deadline_after(options.timeout_s)) {}
-
-  std::vector<FolderEntry>& entries() { return entries_; }
-
-  // The body of the next page, a GET of `url` (and its Link header), asked with what is left of the
-  // deadline. Timeout, naming the pages read, once the deadline has passed; ResourceLimit past
-  // kMaxPages.
-  Result<std::string> fetch(const std::string& url, Signing signing, std::string& link) {
-    if (pages_ == kMaxPages)
-      return Error(ErrorKind::ResourceLimit, "the listing goes on past " + std::to_string(kMaxPages) + " pages").with_file(name_);
-    if (Status s = check_cancelled(); !s.is_ok()) return std::move(s.error().with_file(name_));
-    if (Clock::now() >= deadline_) {
-      return stopped("it missed its deadline of " + seconds(options_.timeout_s) + " (--timeout, " + kHttpTimeoutEnv +
-                     ", which bounds the whole listing)");
+std::optional<Origin> origin_of(const std::string& url) {
+  if (curl::api() == nullptr) return std::nullopt;
+  CURLU* u = lib().url();
+  if (u == nullptr) return std::nullopt;
+  std::optional<Origin> out;
+  if (lib().url_set(u, CURLUPART_URL, url.c_str(), 0) == CURLUE_OK) {
+    char *scheme = nullptr, *host = nullptr, *port = nullptr;
+    if (lib().url_get(u, CURLUPART_SCHEME, &scheme, 0) == CURLUE_OK && lib().url_get(u, CURLUPART_HOST, &host, 0) == CURLUE_OK &&
+        lib().url_get(u, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT) == CURLUE_OK) {
+      Origin o{scheme, host, port};
+      for (auto& c : o.scheme) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      for (auto& c : o.host) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      out = std::move(o);
     }
-    HttpSource source(name_, url, options_, std::move(signing));
-    SW_RETURN_IF_ERROR(source.prepare());
-    auto body = source.get_document(kMaxPageBytes, link, deadline_);
-    if (!body.is_ok()) {
-      if (body.error().kind() == ErrorKind::Timeout) return stopped("page " + std::to_string(pages_ + 1) + ": " + body.error().message());
-      return body;
-    }
-    ++pages_;
-    return body;
+    lib().free(scheme);
+    lib().free(host);
+    lib().free(port);
   }
-
-  // A page's entries, read by the page parser, added to the listing's (at most kMaxFolderEntries).
-  Status add(Result<Page>& page) {
-    if (!page.is_ok()) return error_of(page).with_file(name_);
-    if (entries_.size() + page->entries.size() > kMaxFolderEntries)
-      return Error(ErrorKind::ResourceLimit, "more than " + std::to_string(kMaxFolderEntries) + " entries in the folder").with_file(name_);
-    for (FolderEntry& e : page->entries) entries_.push_back(std::move(e));
-    return Status::ok();
-  }
-
- private:
-  // Timeout, naming the pages read and `why` (the deadline, or the page that missed it).
-  Error stopped(const std::string& why) const {
-    return Error(ErrorKind::Timeout, "the listing stopped after " + std::to_string(pages_) + (pages_ == 1 ? " page" : " pages") + " (" +
-                                         std::to_string(entries_.size()) + " entries): " + why)
-        .with_file(name_);
-  }
-
-  const std::string& name_;
-  const HttpOptions& options_;
-  const Clock::time_point deadline_;
-  int pages_ = 0;
-  std::vector<FolderEntry> entries_;
-};
-
-// The pages of ListObjectsV2 under the folder's prefix, one level deep (delimiter '/').
-Status list_s3(Listing& listing, const std::string& name, const HttpOptions& options) {
-  SW_ASSIGN_OR_RETURN(S3Location location, parse_s3_url(name));
-  if (!location.key.empty() && !location.key.ends_with('/'))
-    return Error(ErrorKind::InvalidArgument, "names an object, not a folder: end a prefix with '/' (s3://BUCKET/PREFIX/)").with_file(name);
-  const std::string prefix = location.key;
-  location.key.clear();  // the bucket's URL
-  auto request = resolve_s3_request(location, options.s3);
-  if (!request.is_ok()) return error_of(request).with_file(name);
-  std::string token;
-  for (;;) {
-    // The query in SigV4's canonical form already (names sorted, values percent-encoded), whatever
-    // libcurl's version does to it before signing.
-    std::string query = token.empty() ? std::string() : "continuation-token=" + uri::percent_encode(token, false) + "&";
-    query += "delimiter=%2F&encoding-type=url&list-type=2&prefix=" + uri::percent_encode(prefix, false);
-    std::string link;
-    SW_ASSIGN_OR_RETURN(std::string body, listing.fetch(request->url + "?" + query, s3_signing(*request), link));
-    auto p = parse_s3_page(body, prefix);
-    SW_RETURN_IF_ERROR(listing.add(p));
-    if (p->next.empty()) break;
-    if (p->next == token) return Error(ErrorKind::HttpError, "the listing repeats its continuation token").with_file(name);
-    token = std::move(p->next);
-  }
-  // Nothing under a prefix: S3 has no such folder (an empty bucket is still a folder).
-  if (listing.entries().empty() && !prefix.empty())
-    return Error(ErrorKind::FileNotFound, "no such remote folder: nothing under this prefix").with_file(name);
-  return Status::ok();
+  lib().url_cleanup(u);
+  return out;
 }
 
-// The pages of the Hub's tree API for the folder (not recursive), following rel="next" on the
-// endpoint's own origin only: the token goes nowhere else.
-Status list_hub(Listing& listing, const std::string& name) {
-  SW_ASSIGN_OR_RETURN(HfLocation location, parse_hf_url(name));
-  const std::string endpoint = hf_endpoint();
-  const std::string kind = location.repo_type == "dataset" ? "datasets" : location.repo_type == "space" ? "spaces" : "models";
-  std::string url = endpoint + "/api/" + kind + "/" + location.repo_id + "/tree/" + uri::percent_encode(location.revision, false);
-  if (!location.path.empty()) url += "/" + uri::percent_encode(location.path, true);
-  while (!url.empty()) {
-    std::string link;
-    SW_ASSIGN_OR_RETURN(std::string body, listing.fetch(url, {}, link));
-    auto p = parse_hub_page(body, location.path);
-    SW_RETURN_IF_ERROR(listing.add(p));
-    url = next_link(link);
-    if (!url.empty() && !url.starts_with(endpoint + "/"))
-      return Error(ErrorKind::HttpError, "the listing's next page is on another host than the Hub's endpoint: not followed").with_file(name);
+bool has_authorization(const HttpOptions& options) {
+  for (const std::string& hdr : options.headers) {
+    const auto colon = hdr.find(':');
+    if (colon != std::string::npos && iequals(trim_header(std::string_view(hdr).substr(0, colon)), "Authorization")) return true;
   }
-  return Status::ok();
+  return false;
 }
 
-Result<std::vector<FolderEntry>> list_remote_folder_unscrubbed(const std::string& name, const HttpOptions& options) {
-  SW_ASSIGN_OR_RETURN(HttpOptions resolved, request_options(name, options));
-  Listing listing(name, resolved);
-  if (is_s3_url(name)) {
-    SW_RETURN_IF_ERROR(list_s3(listing, name, resolved));
-  } else if (is_hf_url(name)) {
-    SW_RETURN_IF_ERROR(list_hub(listing, name));
-  } else {
-    return Error(ErrorKind::NotSupported, "an http(s) URL has no listing: name the files (s3:// and hf:// folders are listed)").with_file(name);
-  }
-  std::vector<FolderEntry>& entries = listing.entries();
-  std::sort(entries.begin(), entries.end(), [](const FolderEntry& a, const FolderEntry& b) { return a.name < b.name; });
-  for (std::size_t i = 1; i < entries.size(); ++i) {
-    if (entries[i].name == entries[i - 1].name)
-      return Error(ErrorKind::HttpError, "the listing names `" + entries[i].name + "` twice").with_file(name);
-  }
-  return std::move(entries);
-}
-
-}  // namespace
-
-// Its errors leave scrubbed (io/secrets.h): they may quote the service, and a page's names.
-Result<std::vector<FolderEntry>> list_remote_folder(const std::string& name, const HttpOptions& options) {
-  auto entries = list_remote_folder_unscrubbed(name, options);
-  if (!entries.is_ok()) return secrets::scrub(entries.error());
-  return entries;
-}
-
-}  // namespace listing
-
-Result<SourcePtr> open_source(const std::string& path_or_url, FileBackend backend, const HttpOptions& options) {
-  if (is_url(path_or_url)) return open_url(path_or_url, options);
-  return open_file(path_or_url, backend);
-}
-
-}  // namespace safeweights
+}  // namespace safeweights::http

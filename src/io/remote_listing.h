@@ -1,19 +1,23 @@
-// Listing remote folders: S3's ListObjectsV2 pages and the Hub's tree pages read into FolderEntry lists
-// (the resolvers' list(), safeweights/resolver.h). Internal to src/io.
+// Listing remote folders: the pages of one listing under one deadline, and the page parsers (S3's
+// ListObjectsV2, the Hub's tree API, Cloud Storage's objects list; Cloud Storage's object metadata
+// too) that read them into FolderEntry lists (the resolvers' list(), safeweights/resolver.h).
+// Internal to src/io.
 //
 // The page readers treat a body as hostile: every name is checked (no '/', not empty, "." or "..", no
 // NUL, under the folder asked for), sizes are parsed strictly, and the element texts are bounded by the
-// body they come from. list_remote_folder() bounds the pages it asks for and the entries it keeps.
+// body they come from. A Listing bounds the pages it asks for and the entries it keeps.
 //
-// Thread safety: pure functions, and list_remote_folder() is reentrant.
+// Thread safety: pure functions; a Listing has one owner.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "io/http_transport.h"
 #include "safeweights/error.h"
 #include "safeweights/http.h"
 #include "safeweights/resolver.h"
@@ -41,18 +45,70 @@ Result<Page> parse_s3_page(std::string_view xml, std::string_view prefix);
 // of {"type": "file" | "directory", "path": "DIR/NAME", "size": N, ...}. HttpError for anything else.
 Result<Page> parse_hub_page(std::string_view json, std::string_view dir);
 
+// One page of Cloud Storage's objects list (JSON API, asked with delimiter '/' under `prefix`, which
+// is empty or ends in '/'): {"items": [{"name": N, "size": "DIGITS", ...}], "prefixes": [P],
+// "nextPageToken": T}, every member optional. Items become files (the prefix's own folder marker left
+// out), prefixes folders. HttpError naming the rule for anything else. (io/gs_json.cpp)
+Result<Page> parse_gs_page(std::string_view json, std::string_view prefix);
+
+// What a Cloud Storage object's metadata (JSON API) says of the version it describes.
+struct GsObject {
+  std::uint64_t size = 0;
+  std::string generation;  // decimal digits
+};
+// HttpError naming the rule for a body without a decimal "size" and "generation". (io/gs_json.cpp)
+Result<GsObject> parse_gs_object(std::string_view json);
+
+// The "type" of a Google application-default credentials file ("authorized_user",
+// "service_account", ...); empty when the text is not a JSON object with a string "type".
+// (io/gs_json.cpp)
+std::string gs_credentials_type(std::string_view json);
+
 // The name of a listed entry `full` in the folder `prefix` (empty, or ending in '/'): what follows the
 // prefix, when that is a valid name (UTF-8, not empty, "." or "..", no '/' nor NUL). nullopt otherwise.
 std::optional<std::string> entry_name(std::string_view full, std::string_view prefix);
 
+// A size as a listing spells it: decimal digits only, at most 64 bits. nullopt for anything else.
+std::optional<std::uint64_t> parse_size(std::string_view s);
+
 // The URL of rel="next" in a Link header ("<URL>; rel=\"next\", <...>; rel=\"prev\""), empty when none.
 std::string next_link(std::string_view link);
 
-// What is directly in the remote folder `name` (s3:// or hf://), sorted, through as many pages as the
-// service sends (at most kMaxPages, kMaxFolderEntries entries). Errors name the folder.
-Result<std::vector<FolderEntry>> list_remote_folder(const std::string& name, const HttpOptions& options);
+// One remote folder's listing: its pages, all under one deadline computed when the listing starts
+// (--timeout bounds the whole listing, not each page: a service answering a page a second with a next
+// page forever would otherwise hold a listing for 1,000 pages), and the entries read so far. A scheme's
+// list_pages() (io/scheme.h) fetches each page through it and adds what the page parser read.
+class Listing {
+ public:
+  // `options` resolved (http::request_options); both must outlive the listing.
+  Listing(const std::string& name, const HttpOptions& options);
 
-// A local folder (symbolic links followed) or list_remote_folder(): what the resolvers' list() runs.
-Result<std::vector<FolderEntry>> list_folder(const std::string& name, const HttpOptions& options);
+  // The body of the next page, a GET of `url` (and its Link header), asked with what is left of the
+  // deadline. Timeout, naming the pages read, once the deadline has passed; ResourceLimit past
+  // kMaxPages.
+  Result<std::string> fetch(const std::string& url, const http::Signing& signing, std::string& link);
+  // A page's entries, read by the page parser, added to the listing's (at most kMaxFolderEntries).
+  Status add(Result<Page>& page);
+  // Every page of a listing whose pages are chained by a continuation token (S3, Cloud Storage):
+  // `url_of(token)` is the page after `token` ("" for the first), `parse` reads a page (its `next`, the
+  // token; empty on the last). HttpError when a page repeats the token it was asked with; FileNotFound
+  // when nothing is under a non-empty `prefix` (object stores have no empty folders; an empty bucket
+  // is still a folder).
+  Status follow_tokens(const std::function<std::string(const std::string& token)>& url_of, const http::Signing& signing,
+                       const std::function<Result<Page>(std::string_view body)>& parse, std::string_view prefix);
+  bool empty() const { return entries_.empty(); }
+  // The entries, sorted by name; HttpError when the service named one twice.
+  Result<std::vector<FolderEntry>> sorted();
+
+ private:
+  // Timeout, naming the pages read and `why` (the deadline, or the page that missed it).
+  Error stopped(const std::string& why) const;
+
+  const std::string& name_;
+  const HttpOptions& options_;
+  const http::Clock::time_point deadline_;
+  int pages_ = 0;
+  std::vector<FolderEntry> entries_;
+};
 
 }  // namespace safeweights::listing

@@ -1,8 +1,6 @@
 #include "safeweights/resolver.h"
 
-#include "io/remote_listing.h"
-#include "safeweights/hub.h"
-#include "safeweights/s3.h"
+#include "io/scheme.h"
 
 #include <map>
 #include <mutex>
@@ -12,9 +10,11 @@ namespace safeweights {
 namespace {
 
 Result<SourcePtr> open_any(const std::string& name, FileBackend backend, const HttpOptions& http) {
-  if (is_url(name)) return open_url(name, http);
+  if (is_url(name)) return open_url(name, http);  // scrubbed errors
   return open_file(name, backend);
 }
+
+Result<std::vector<FolderEntry>> list_any(const std::string& name, const HttpOptions& http) { return io::scheme_of(name).list(name, http); }
 
 // Keeps what it opened: a format's detection and its reader share one source.
 class CachingResolver final : public Resolver {
@@ -33,7 +33,7 @@ class CachingResolver final : public Resolver {
   Result<std::vector<FolderEntry>> list(const std::string& name) const override {
     std::lock_guard<std::mutex> lock(mutex_);
     if (auto it = listed_.find(name); it != listed_.end()) return it->second;
-    auto entries = listing::list_folder(name, http_);
+    auto entries = list_any(name, http_);
     listed_.emplace(name, entries);
     return entries;
   }
@@ -48,7 +48,7 @@ class CachingResolver final : public Resolver {
 class PlainResolver final : public Resolver {
  public:
   Result<SourcePtr> open(const std::string& name, FileBackend backend) const override { return open_any(name, backend, {}); }
-  Result<std::vector<FolderEntry>> list(const std::string& name) const override { return listing::list_folder(name, {}); }
+  Result<std::vector<FolderEntry>> list(const std::string& name) const override { return list_any(name, {}); }
 };
 
 }  // namespace
@@ -60,20 +60,6 @@ const Resolver& plain_resolver() {
 
 std::shared_ptr<const Resolver> default_resolver(const HttpOptions& http) { return std::make_shared<CachingResolver>(http); }
 
-std::string sibling_name(std::string_view base, std::string_view file) {
-  std::string_view folder = base;
-  if (is_url(base)) {
-    // Drop the query and fragment of an http(s) URL (an s3:// key or an hf:// path may hold '?' and
-    // '#'), then the last path segment; the scheme and host (bucket, repository) stay.
-    if (!is_s3_url(base) && !is_hf_url(base)) folder = folder.substr(0, folder.find_first_of("?#"));
-    const std::size_t host_start = folder.find("://") + 3;
-    const std::size_t path_start = folder.find('/', host_start);
-    if (path_start == std::string_view::npos) return std::string(folder) + "/" + std::string(file);
-    return std::string(folder.substr(0, folder.find_last_of('/') + 1)) + std::string(file);
-  }
-  const std::size_t slash = folder.find_last_of('/');
-  if (slash == std::string_view::npos) return std::string(file);
-  return std::string(folder.substr(0, slash + 1)) + std::string(file);
-}
+std::string sibling_name(std::string_view base, std::string_view file) { return io::scheme_of(base).sibling(base, file); }
 
 }  // namespace safeweights

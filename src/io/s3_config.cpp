@@ -1,5 +1,5 @@
-// s3:// names to signed requests: the AWS SDKs' configuration chain (environment, shared credentials
-// and config files) and the request URL. No network here: open_url() sends what this builds.
+// The s3:// scheme's configuration chain (io/scheme_s3.cpp): the AWS SDKs' order (environment, shared
+// credentials and config files) and the request URL. No network here: the scheme sends what this builds.
 
 #include <sys/stat.h>
 
@@ -51,7 +51,7 @@ Result<AwsFile> read_aws_file(const std::string& path) {
   struct stat st {};
   if (::fstat(::fileno(f.get()), &st) != 0 || !S_ISREG(st.st_mode)) return out;
   if (st.st_size > kMaxAwsFileBytes) {
-    return Error(ErrorKind::InvalidArgument, "AWS configuration file larger than 1 MiB").with_file(path);
+    return Error(ErrorKind::EnvironmentFault, "AWS configuration file larger than 1 MiB").with_file(path);
   }
   std::string text(static_cast<std::size_t>(st.st_size), '\0');
   text.resize(std::fread(text.data(), 1, text.size(), f.get()));
@@ -70,7 +70,7 @@ Result<AwsFile> read_aws_file(const std::string& path) {
     if (line.empty() || line[0] == '#' || line[0] == ';') continue;
     if (line.front() == '[') {
       if (line.back() != ']') {
-        return Error(ErrorKind::InvalidArgument, "line " + std::to_string(line_no) + ": a section header without its closing ']'").with_file(path);
+        return Error(ErrorKind::EnvironmentFault, "line " + std::to_string(line_no) + ": a section header without its closing ']'").with_file(path);
       }
       section = &out.sections[std::string(trim(line.substr(1, line.size() - 2)))];
       parent.clear();
@@ -79,7 +79,8 @@ Result<AwsFile> read_aws_file(const std::string& path) {
     const std::size_t eq = line.find('=');
     if (eq == std::string_view::npos || section == nullptr) {
       // Never quote the line: it may hold a secret.
-      return Error(ErrorKind::InvalidArgument, "line " + std::to_string(line_no) + ": not a \"key = value\" line inside a [section]").with_file(path);
+      return Error(ErrorKind::EnvironmentFault, "line " + std::to_string(line_no) + ": not a \"key = value\" line inside a [section]")
+          .with_file(path);
     }
     std::string key = lower(std::string(trim(line.substr(0, eq))));
     std::string value(trim(line.substr(eq + 1)));
@@ -136,29 +137,6 @@ bool dns_compatible(const std::string& bucket) {
   }
   return bucket.front() != '-' && bucket.back() != '-';
 }
-
-}  // namespace
-
-Result<S3Location> parse_s3_url(std::string_view url) {
-  if (!is_s3_url(url)) return Error(ErrorKind::InvalidArgument, "not an s3:// URL").with_file(url);
-  std::string_view rest = url.substr(5);
-  const std::size_t slash = rest.find('/');
-  S3Location loc;
-  loc.bucket = std::string(rest.substr(0, slash));
-  if (slash != std::string_view::npos) loc.key = std::string(rest.substr(slash + 1));
-  // S3's rules, with the legacy ones (upper case, '_', up to 255 characters) that old buckets still have.
-  bool ok = !loc.bucket.empty() && loc.bucket.size() <= 255;
-  for (char c : loc.bucket) {
-    ok = ok && ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '-' || c == '_');
-  }
-  if (!ok) {
-    return Error(ErrorKind::InvalidArgument, "an s3:// URL needs a bucket name of letters, digits, '.', '-' and '_': s3://BUCKET/KEY").with_file(url);
-  }
-  if (loc.key.find('\0') != std::string::npos) return Error(ErrorKind::InvalidArgument, "an S3 key cannot hold a NUL byte").with_file(url);
-  return loc;
-}
-
-namespace {
 
 // The profile a request uses, and the two AWS files its settings come from.
 struct AwsSettings {
@@ -260,7 +238,7 @@ Error no_credentials(const AwsSettings& aws, const std::string& name) {
   const Section* cred = aws.credentials_section();
   const Section* conf = aws.config_section();
   if (aws.profile_given && cred == nullptr && conf == nullptr) {
-    return Error(ErrorKind::InvalidArgument, "AWS profile \"" + aws.profile + "\" is in neither " + aws.credentials.path + " nor " + aws.config.path)
+    return Error(ErrorKind::EnvironmentFault, "AWS profile \"" + aws.profile + "\" is in neither " + aws.credentials.path + " nor " + aws.config.path)
         .with_file(name);
   }
   for (const char* method : {"credential_process", "role_arn", "sso_session", "sso_start_url", "web_identity_token_file"}) {
@@ -271,9 +249,9 @@ Error no_credentials(const AwsSettings& aws, const std::string& name) {
           .with_file(name);
     }
   }
-  return Error(ErrorKind::InvalidArgument, "no AWS credentials: looked in AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, then profile " + aws.profile +
-                                               " in " + aws.credentials.path + " and " + aws.config.path +
-                                               "; for a public bucket, read anonymously (--s3-anonymous, anonymous=True)")
+  return Error(ErrorKind::EnvironmentFault, "no AWS credentials: looked in AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, then profile " + aws.profile +
+                                                " in " + aws.credentials.path + " and " + aws.config.path +
+                                                "; for a public bucket, read anonymously (--s3-anonymous, anonymous=True)")
       .with_file(name);
 }
 
@@ -283,8 +261,8 @@ Status find_credentials(const AwsSettings& aws, const std::string& name, S3Reque
   const std::string env_id = env("AWS_ACCESS_KEY_ID"), env_secret = env("AWS_SECRET_ACCESS_KEY");
   if (!env_id.empty() || !env_secret.empty()) {
     if (env_id.empty() || env_secret.empty()) {
-      return Error(ErrorKind::InvalidArgument, std::string("partial AWS credentials in the environment: ") +
-                                                   (env_id.empty() ? "AWS_ACCESS_KEY_ID" : "AWS_SECRET_ACCESS_KEY") + " is not set")
+      return Error(ErrorKind::EnvironmentFault, std::string("partial AWS credentials in the environment: ") +
+                                                    (env_id.empty() ? "AWS_ACCESS_KEY_ID" : "AWS_SECRET_ACCESS_KEY") + " is not set")
           .with_file(name);
     }
     req.access_key_id = env_id;
@@ -296,7 +274,7 @@ Status find_credentials(const AwsSettings& aws, const std::string& name, S3Reque
       const std::string id = get(section, "aws_access_key_id"), secret = get(section, "aws_secret_access_key");
       if (id.empty() && secret.empty()) continue;
       if (id.empty() || secret.empty()) {
-        return Error(ErrorKind::InvalidArgument,
+        return Error(ErrorKind::EnvironmentFault,
                      "profile " + aws.profile + " has " +
                          (id.empty() ? "aws_secret_access_key without aws_access_key_id" : "aws_access_key_id without aws_secret_access_key"))
             .with_file(file->path);
@@ -313,7 +291,7 @@ Status find_credentials(const AwsSettings& aws, const std::string& name, S3Reque
     // The access key id too: it names the account, and with a leaked secret it is half the pair.
     secrets::remember(*secret);
     if (secret->find_first_of("\r\n") != std::string::npos) {
-      return Error(ErrorKind::InvalidArgument, "AWS credentials from " + req.credentials_from + " contain a line break").with_file(name);
+      return Error(ErrorKind::EnvironmentFault, "AWS credentials from " + req.credentials_from + " contain a line break").with_file(name);
     }
   }
   return Status::ok();

@@ -130,6 +130,8 @@ Result<std::string> name_in_folder(std::string_view full, std::string_view prefi
   return std::move(*name);
 }
 
+}  // namespace
+
 std::optional<std::uint64_t> parse_size(std::string_view s) {
   if (s.empty() || s.size() > 20) return std::nullopt;
   std::uint64_t v = 0;
@@ -141,8 +143,6 @@ std::optional<std::uint64_t> parse_size(std::string_view s) {
   }
   return v;
 }
-
-}  // namespace
 
 std::optional<std::string> entry_name(std::string_view full, std::string_view prefix) {
   if (!full.starts_with(prefix)) return std::nullopt;

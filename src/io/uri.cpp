@@ -1,11 +1,6 @@
 #include "io/uri.h"
 
-#include "safeweights/http.h"
-#include "safeweights/hub.h"
-#include "safeweights/s3.h"
-
-namespace safeweights {
-namespace uri {
+namespace safeweights::uri {
 namespace {
 
 bool unreserved(unsigned char c) {
@@ -65,13 +60,4 @@ bool starts_with_nocase(std::string_view s, std::string_view prefix) noexcept {
   return true;
 }
 
-}  // namespace uri
-
-bool is_s3_url(std::string_view s) noexcept { return uri::starts_with_nocase(s, "s3://"); }
-bool is_hf_url(std::string_view s) noexcept { return uri::starts_with_nocase(s, "hf://"); }
-
-bool is_url(std::string_view s) noexcept {
-  return uri::starts_with_nocase(s, "http://") || uri::starts_with_nocase(s, "https://") || is_s3_url(s) || is_hf_url(s);
-}
-
-}  // namespace safeweights
+}  // namespace safeweights::uri

@@ -677,6 +677,21 @@ TEST(HttpFaults, HfTokenOnlyForTheHubOverHttps) {
   ::unsetenv("HF_TOKEN");
 }
 
+// An unusable token is the environment's fault (EnvironmentFault), found before any request is sent,
+// and the message does not repeat it.
+TEST(HttpFaults, AnUnusableHubTokenIsAnEnvironmentFault) {
+  ::setenv("HF_TOKEN", "tok\nen", 1);
+  ::unsetenv("HF_ENDPOINT");
+  auto opts = test_options();
+  opts.use_hf_token = true;
+  auto src = open_url("hf://org/repo/model.safetensors", opts);
+  ASSERT_FALSE(src.is_ok());
+  EXPECT_EQ(src.error().kind(), ErrorKind::EnvironmentFault) << src.error().to_string();
+  EXPECT_NE(src.error().message().find("the Hub token contains a line break"), std::string::npos) << src.error().to_string();
+  EXPECT_EQ(src.error().to_string().find("tok\nen"), std::string::npos) << src.error().to_string();
+  ::unsetenv("HF_TOKEN");
+}
+
 TEST(HttpFaults, NotFoundAndRefusals) {
   REQUIRE_SERVERS();
   auto missing = open_url(g->fault_url("/nothing.safetensors"), test_options());

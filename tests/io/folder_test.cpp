@@ -39,6 +39,11 @@ TEST(FolderNames, RemoteNamesAreFoldersBySpelling) {
   EXPECT_FALSE(names_folder("hf://org/repo/config.json"));
   EXPECT_FALSE(names_folder("https://host/folder/"));
   EXPECT_FALSE(names_folder("hf://org"));
+  EXPECT_TRUE(names_folder("gs://bucket/"));
+  EXPECT_TRUE(names_folder("gs://bucket"));
+  EXPECT_TRUE(names_folder("GS://bucket/models/llama/"));
+  EXPECT_FALSE(names_folder("gs://bucket/model.safetensors"));
+  EXPECT_FALSE(names_folder("gs://Bucket/"));  // not a bucket name
 }
 
 class LocalFolder : public ::testing::Test {
@@ -137,6 +142,45 @@ TEST(S3Listing, HostilePagesAreRefused) {
   EXPECT_TRUE(refused("<IsTruncated>true</IsTruncated>"));
   EXPECT_TRUE(refused("<IsTruncated>maybe</IsTruncated>"));
   EXPECT_FALSE(parse_s3_page("<Error><Code>AccessDenied</Code></Error>", "").is_ok());
+}
+
+TEST(GsListing, ItemsAndPrefixesOneLevelDownAndTheNextPage) {
+  const std::string json = R"({"kind":"storage#objects","nextPageToken":"CgVsbGFtYS8=",)"
+                           R"("prefixes":["llama/text_encoder/"],)"
+                           R"("items":[{"name":"llama/","size":"0"},{"name":"llama/config.json","size":"612","generation":"17"},)"
+                           R"({"name":"llama/my model \u00e9.safetensors","size":"18446744073709551615"}]})";
+  auto page = listing::parse_gs_page(json, "llama/");
+  ASSERT_TRUE(page.is_ok()) << page.error().message();
+  // The folder marker (the prefix's own object) is left out.
+  EXPECT_EQ(names_of(page->entries), "config.json:612,my model \xC3\xA9.safetensors:18446744073709551615,text_encoder/");
+  EXPECT_EQ(page->next, "CgVsbGFtYS8=");
+  auto empty = listing::parse_gs_page(R"({"kind":"storage#objects"})", "");
+  ASSERT_TRUE(empty.is_ok()) << empty.error().message();
+  EXPECT_TRUE(empty->entries.empty() && empty->next.empty());
+}
+
+TEST(GsListing, HostilePagesAndMetadataAreRefused) {
+  for (const char* body :
+       {"[]", "not json", R"({"items":{}})", R"({"prefixes":"a/"})", R"({"nextPageToken":1})", R"({"items":[{"name":"d/a","size":1}]})",
+        R"({"items":[{"name":"d/a"}]})", R"({"items":[{"name":"d/a","size":"-1"}]})", R"({"items":[{"name":"d/a","size":"18446744073709551616"}]})",
+        R"({"items":[{"name":"other/a","size":"1"}]})", R"({"items":[{"name":"d/a/b","size":"1"}]})", R"({"items":[{"name":"d/..","size":"1"}]})",
+        R"({"items":[{"name":"d/a\u0000b","size":"1"}]})", R"({"prefixes":["d/b"]})", R"({"prefixes":["d/b/c/"]})", R"({"prefixes":[1]})"}) {
+    auto page = listing::parse_gs_page(body, "d/");
+    ASSERT_FALSE(page.is_ok()) << body;
+    EXPECT_EQ(page.error().kind(), ErrorKind::HttpError) << body;
+  }
+  auto object = listing::parse_gs_object(R"({"name":"a","size":"400168","generation":"1795761114527760283"})");
+  ASSERT_TRUE(object.is_ok()) << object.error().message();
+  EXPECT_EQ(object->size, 400168u);
+  EXPECT_EQ(object->generation, "1795761114527760283");
+  for (const char* body : {"{}", R"({"size":"1"})", R"({"size":1,"generation":"2"})", R"({"size":"1","generation":"x"})", "[]", "nope"}) {
+    auto refused = listing::parse_gs_object(body);
+    ASSERT_FALSE(refused.is_ok()) << body;
+    EXPECT_EQ(refused.error().kind(), ErrorKind::HttpError) << body;
+  }
+  EXPECT_EQ(listing::gs_credentials_type(R"({"type":"service_account","private_key":"k"})"), "service_account");
+  EXPECT_EQ(listing::gs_credentials_type(R"({"type":1})"), "");
+  EXPECT_EQ(listing::gs_credentials_type("not json"), "");
 }
 
 TEST(HubListing, FilesAndDirectoriesOfOneFolder) {

@@ -84,8 +84,9 @@ Error resolve_error(const std::string& url, const S3Options& options = {}) {
 }
 
 TEST(RemoteNames, EverySchemeIsAUrl) {
-  for (const char* s : {"http://h/x", "HTTPS://h/x", "s3://b/k", "S3://b/k", "hf://o/r/f", "Hf://o/r/f"}) EXPECT_TRUE(is_url(s)) << s;
-  for (const char* s : {"s3:/b/k", "file:///x", "/tmp/s3://b", "hf:o/r", "ftp://h/x"}) EXPECT_FALSE(is_url(s)) << s;
+  for (const char* s : {"http://h/x", "HTTPS://h/x", "s3://b/k", "S3://b/k", "hf://o/r/f", "Hf://o/r/f", "gs://b/o", "GS://b/o"})
+    EXPECT_TRUE(is_url(s)) << s;
+  for (const char* s : {"s3:/b/k", "file:///x", "/tmp/s3://b", "hf:o/r", "ftp://h/x", "gs:/b/o"}) EXPECT_FALSE(is_url(s)) << s;
 }
 
 TEST(S3Url, SplitsBucketAndKeyAsGiven) {
@@ -191,19 +192,21 @@ TEST(S3Config, ExplicitFilesAndAnonymousAccess) {
 TEST(S3Config, MissingOrUnusableCredentialsAreNamedWithoutSecrets) {
   CleanEnv env;
   Error e = resolve_error("s3://models/k");
-  EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument);
+  EXPECT_EQ(e.kind(), ErrorKind::EnvironmentFault);
   EXPECT_NE(e.message().find("no AWS credentials"), std::string::npos) << e.message();
   EXPECT_NE(e.message().find(env.path(".aws/credentials")), std::string::npos) << e.message();
   EXPECT_NE(e.message().find("anonymous"), std::string::npos) << e.message();
 
   env.set("AWS_SECRET_ACCESS_KEY", "only-the-secret");
   e = resolve_error("s3://models/k");
+  EXPECT_EQ(e.kind(), ErrorKind::EnvironmentFault);
   EXPECT_NE(e.message().find("AWS_ACCESS_KEY_ID is not set"), std::string::npos) << e.message();
   EXPECT_EQ(e.to_string().find("only-the-secret"), std::string::npos);
   ::unsetenv("AWS_SECRET_ACCESS_KEY");
 
   env.set("AWS_PROFILE", "nope");
   e = resolve_error("s3://models/k");
+  EXPECT_EQ(e.kind(), ErrorKind::EnvironmentFault);
   EXPECT_NE(e.message().find("AWS profile \"nope\" is in neither"), std::string::npos) << e.message();
 
   env.write(".aws/config", "[profile sso]\nsso_session = corp\n[profile broken]\naws_access_key_id = X\n");
@@ -213,6 +216,7 @@ TEST(S3Config, MissingOrUnusableCredentialsAreNamedWithoutSecrets) {
   EXPECT_NE(e.message().find("sso_session"), std::string::npos) << e.message();
   env.set("AWS_PROFILE", "broken");
   e = resolve_error("s3://models/k");
+  EXPECT_EQ(e.kind(), ErrorKind::EnvironmentFault);
   EXPECT_NE(e.message().find("aws_access_key_id without aws_secret_access_key"), std::string::npos) << e.message();
 }
 
@@ -220,7 +224,7 @@ TEST(S3Config, MalformedSettingsAreRefusedByName) {
   CleanEnv env;
   env.write(".aws/config", "[default]\nregion = eu-west-1\nthis line holds AKIA-secret\n");
   Error e = resolve_error("s3://models/k");
-  EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument);
+  EXPECT_EQ(e.kind(), ErrorKind::EnvironmentFault);  // the file is the environment's, not the call's
   EXPECT_NE(e.message().find("line 3"), std::string::npos) << e.message();
   EXPECT_EQ(e.to_string().find("AKIA-secret"), std::string::npos) << e.to_string();
   EXPECT_EQ(e.context().file, env.path(".aws/config"));
@@ -234,6 +238,7 @@ TEST(S3Config, MalformedSettingsAreRefusedByName) {
   ::unsetenv("AWS_ENDPOINT_URL");
   env.set("AWS_REGION", "us east");
   e = resolve_error("s3://models/k");
+  EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument);  // a setting's value, which the call may give too
   EXPECT_NE(e.message().find("not a region name"), std::string::npos) << e.message();
   ::unsetenv("AWS_REGION");
   S3Options virtual_style;

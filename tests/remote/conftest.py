@@ -97,12 +97,17 @@ class S3Server:
         return url
 
     def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-        self.log.close()
+        stop_server(self.proc, self.log)
+
+
+def stop_server(proc: subprocess.Popen, log) -> None:
+    """Ends a server this suite started, and closes its log."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+    log.close()
 
 
 @pytest.fixture(scope="session")

@@ -126,9 +126,9 @@ def test_missing_credentials_say_where_they_were_looked_for(s3, remote_files):
     env = s3.env(AWS_ACCESS_KEY_ID=None, AWS_SECRET_ACCESS_KEY=None)
     proc = run_cli("inspect", remote_files["safetensors"], env=env, check=False)
     err = proc.stderr.decode()
-    # InvalidArgument (2) until issue 38's EnvironmentFault (3) names missing credentials in src/io.
-    assert proc.returncode == (3 if "EnvironmentFault" in err else 2), err
-    assert "no AWS credentials" in err and "AWS_ACCESS_KEY_ID" in err and ".aws/credentials" in err and "--s3-anonymous" in err, err
+    assert proc.returncode == 3, err  # EnvironmentFault: the environment's fault, not the input's
+    assert "EnvironmentFault: no AWS credentials" in err, err
+    assert "AWS_ACCESS_KEY_ID" in err and ".aws/credentials" in err and "--s3-anonymous" in err, err
 
 
 def test_anonymous_requests_are_unsigned(s3, remote_files):

@@ -1,11 +1,15 @@
-// hf:// names to resolve URLs, and the Hub token as huggingface_hub finds it. No network here.
+// The hf:// scheme (io/scheme.h; safeweights/hub.h): names of Hub repositories, their resolve URLs,
+// the token as huggingface_hub finds it and the origins it may go to, and folders listed through the
+// Hub's tree API (pages read by io/hub_tree.cpp).
 
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <string>
 
+#include "core/status_macros.h"
 #include "core/strings.h"
+#include "io/scheme.h"
 #include "io/secrets.h"
 #include "io/uri.h"
 #include "safeweights/hub.h"
@@ -28,6 +32,8 @@ std::string token_path() {
 }
 
 }  // namespace
+
+bool is_hf_url(std::string_view s) noexcept { return io::hf_scheme().owns(s); }
 
 Result<HfLocation> parse_hf_url(std::string_view url) {
   auto bad = [&](const std::string& why) {
@@ -109,4 +115,88 @@ std::optional<std::string> hf_token() {
   return std::string(text);
 }
 
+namespace io {
+namespace {
+
+// Whether the Hub token may go to this origin: https only (a token in clear text is a token given
+// away), and only to the hub, its subdomains (CDN), or the configured endpoint.
+bool hub_token_origin(const http::Origin& origin) {
+  if (origin.scheme != "https") return false;
+  const std::string& h = origin.host;
+  if (h == "huggingface.co" || h.ends_with(".huggingface.co")) return true;
+  if (const char* endpoint = std::getenv("HF_ENDPOINT"); endpoint != nullptr && *endpoint != '\0') return http::origin_of(endpoint) == origin;
+  return false;
+}
+
+class HfScheme final : public Scheme {
+ public:
+  std::string_view prefix() const override { return "hf://"; }
+
+  Result<http::Target> target(const std::string& name, const HttpOptions& resolved) const override {
+    SW_ASSIGN_OR_RETURN(HfLocation location, parse_hf_url(name));
+    if (location.path.empty()) return Error(ErrorKind::InvalidArgument, "names a repository, not a file: hf://ORG/REPO/PATH").with_file(name);
+    http::Target target{hf_resolve_url(location), {}, false};
+    SW_RETURN_IF_ERROR(add_hub_token(target.url, resolved, target.signing));
+    return target;
+  }
+
+  // The pages of the Hub's tree API for the folder (not recursive), following rel="next" on the
+  // endpoint's own origin only: the token goes nowhere else.
+  Status list_pages(listing::Listing& listing, const std::string& name, const HttpOptions& resolved) const override {
+    SW_ASSIGN_OR_RETURN(HfLocation location, parse_hf_url(name));
+    const std::string endpoint = hf_endpoint();
+    const std::string kind = location.repo_type == "dataset" ? "datasets" : location.repo_type == "space" ? "spaces" : "models";
+    std::string url = endpoint + "/api/" + kind + "/" + location.repo_id + "/tree/" + uri::percent_encode(location.revision, false);
+    if (!location.path.empty()) {
+      // Appended in two steps: GCC 12 sees a false overlap (-Wrestrict) in "/" + a temporary here.
+      url += '/';
+      url += uri::percent_encode(location.path, true);
+    }
+    http::Signing signing;
+    SW_RETURN_IF_ERROR(add_hub_token(url, resolved, signing));
+    while (!url.empty()) {
+      std::string link;
+      SW_ASSIGN_OR_RETURN(std::string body, listing.fetch(url, signing, link));
+      auto p = listing::parse_hub_page(body, location.path);
+      SW_RETURN_IF_ERROR(listing.add(p));
+      url = listing::next_link(link);
+      if (!url.empty() && !url.starts_with(endpoint + "/"))
+        return Error(ErrorKind::HttpError, "the listing's next page is on another host than the Hub's endpoint: not followed").with_file(name);
+    }
+    return Status::ok();
+  }
+
+  // A repository (no path), or a folder of it (ending in '/').
+  bool names_folder(std::string_view name) const override {
+    auto location = parse_hf_url(name);
+    return location.is_ok() && (location->path.empty() || name.ends_with('/'));
+  }
+
+  std::string base_name(std::string_view folder) const override {
+    auto location = parse_hf_url(folder);
+    if (!location.is_ok()) return Scheme::base_name(folder);
+    const std::string& inner = location->path.empty() ? location->repo_id : location->path;
+    return inner.substr(inner.find_last_of('/') + 1);
+  }
+};
+
+}  // namespace
+
+const Scheme& hf_scheme() {
+  static const HfScheme scheme;
+  return scheme;
+}
+
+Status add_hub_token(const std::string& url, const HttpOptions& options, http::Signing& signing) {
+  if (!options.use_hf_token || http::has_authorization(options)) return Status::ok();
+  const auto origin = http::origin_of(url);
+  if (!origin || !hub_token_origin(*origin)) return Status::ok();
+  const std::optional<std::string> token = hf_token();
+  if (!token) return Status::ok();
+  if (token->find_first_of("\r\n") != std::string::npos) return Error(ErrorKind::EnvironmentFault, "the Hub token contains a line break");
+  signing.headers.push_back("Authorization: Bearer " + *token);
+  return Status::ok();
+}
+
+}  // namespace io
 }  // namespace safeweights
