@@ -99,7 +99,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (i == 3) model = part;
   }
 
-  auto listed = Folder::open(folder(), plain_resolver());
+  auto listed = Folder::open(folder(), uncached_resolver());
   FUZZ_CHECK(listed.is_ok());
   const Folder& dir = *listed;
   auto config = hf::read_config(dir);

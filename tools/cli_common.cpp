@@ -55,7 +55,7 @@ HttpOptions remote_options() {
 }
 
 FormatOptions input_options(const std::string& backend) {
-  static const std::shared_ptr<const Resolver> resolver = default_resolver(remote_options());
+  static const std::shared_ptr<const Resolver> resolver = caching_resolver(remote_options());
   FormatOptions options;
   options.backend = parse_backend(backend);
   options.resolver = resolver;

@@ -88,7 +88,7 @@ Result<ConvertReport> convert_path(const std::string& input, const std::string& 
 
 // Whether `folder` holds transformers' PyTorch weights: pytorch_model.bin or pytorch_model.bin.index.json.
 bool is_bin_folder(const Folder& folder);
-// The same for a folder's name, local or remote (safeweights/folder.h), opened with plain_resolver().
+// The same for a folder's name, local or remote (safeweights/folder.h), opened with uncached_resolver().
 bool is_bin_folder(const std::string& folder);
 
 // Converts such a folder into a folder transformers' from_pretrained loads as it is:

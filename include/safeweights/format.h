@@ -37,9 +37,9 @@ struct FormatOptions {
   bool strict = false;
   // Archives: validate checks every member's CRC-32 (reads every byte).
   bool crc = true;
-  // How the file and the files beside it are opened. Null: open_tensors() uses a default_resolver() of
+  // How the file and the files beside it are opened. Null: open_tensors() uses a caching_resolver() of
   // its own for the call (detecting the format and reading the file share one source); a Format's open()
-  // and detect_format() called directly use plain_resolver(), which keeps nothing.
+  // and detect_format() called directly use uncached_resolver(), which keeps nothing.
   std::shared_ptr<const Resolver> resolver;
   // PyTorch checkpoints: keep globals outside the allowlist as inert placeholders (training checkpoints
   // with extra state); modules such as os, subprocess and builtins are refused all the same.
@@ -147,7 +147,7 @@ Result<const Format*> output_format(const std::string& path, std::string_view to
 // FileNotFound for a folder with none of them.
 Result<std::unique_ptr<TensorFile>> open_tensors(const std::string& path, const std::string& entry = {}, const FormatOptions& options = {});
 
-// The resolver of `options`, or plain_resolver() when it has none.
+// The resolver of `options`, or uncached_resolver() when it has none.
 const Resolver& resolver_of(const FormatOptions& options);
 
 SAFEWEIGHTS_API_END

@@ -42,7 +42,7 @@ SAFEWEIGHTS_API_BEGIN
 // rather than the folder being converted as plain tensors). A folder without config.json, or whose
 // config.json describes something else (a diffusers component), is not.
 bool is_model_folder(const Folder& folder);
-// The same for a folder's name, local or remote (safeweights/folder.h), opened with plain_resolver().
+// The same for a folder's name, local or remote (safeweights/folder.h), opened with uncached_resolver().
 bool is_model_folder(const std::string& folder);
 
 struct LlamaOptions {
@@ -70,7 +70,7 @@ struct GgufConversion {
 // disagree with the weights (a shape, a token id), naming the file and the key or tensor; DuplicateKey
 // for a repeated JSON key; TensorNotFound for a missing tensor; FileNotFound when there is no tokenizer.
 Result<GgufConversion> plan(const Folder& folder, const TensorFile& weights, std::optional<TensorType> type, const LlamaOptions& options = {});
-// The same for a folder's name, local or remote, opened with plain_resolver().
+// The same for a folder's name, local or remote, opened with uncached_resolver().
 Result<GgufConversion> plan(const std::string& folder, const TensorFile& weights, std::optional<TensorType> type, const LlamaOptions& options = {});
 
 SAFEWEIGHTS_API_END

@@ -3,7 +3,7 @@
 // Readers that need more than one file (a sharded checkpoint's index and its shards, a model folder's
 // config.json beside its weights) open them through a Resolver, never with open_file() directly, so
 // that the same reader works on local paths and on remote names (http(s)://, s3://, gs://, hf://): the
-// Resolver is the one place that knows where files live, as LevelDB's Env. default_resolver() opens
+// Resolver is the one place that knows where files live, as LevelDB's Env. caching_resolver() opens
 // paths with open_file() and remote names with open_url(), and keeps each source it opened, so that
 // detecting a format and reading the file share one source (and, over HTTP, its first request and
 // block cache). list() says what a folder holds: a local directory, an S3 prefix (ListObjectsV2), a
@@ -59,12 +59,12 @@ inline constexpr std::size_t kMaxFolderEntries = 100'000;
 // Local paths through open_file(), URLs through open_url(http) (only when the build has HTTP
 // support); every source opened is kept for the resolver's lifetime (failures too: a missing remote
 // file costs one request), and so is every listing.
-std::shared_ptr<const Resolver> default_resolver(const HttpOptions& http = {});
+std::shared_ptr<const Resolver> caching_resolver(const HttpOptions& http = {});
 
 // Opens paths and URLs without keeping anything: every open() and list() asks again (a remote file's
 // detection and its reader then cost two opening requests). What a Format's open() and detect_format()
-// use when FormatOptions::resolver is null; open_tensors() makes a default_resolver() instead.
-const Resolver& plain_resolver();
+// use when FormatOptions::resolver is null; open_tensors() makes a caching_resolver() instead.
+const Resolver& uncached_resolver();
 
 // The name of `file` (a plain file name) in the folder of `base`, a path or URL: "a/b.json" + "c" gives
 // "a/c"; "https://h/x/b.json?q" + "c" gives "https://h/x/c".

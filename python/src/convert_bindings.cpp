@@ -50,7 +50,7 @@ void register_convert(py::module_& m) {
          bool allow_unknown, const py::object& key) {
         const std::string input = path_arg(input_object), output = path_arg(output_object);
         FormatOptions read;
-        read.resolver = default_resolver();
+        read.resolver = caching_resolver();
         read.allow_unknown = allow_unknown;
         if (!key.is_none()) read.checkpoint_key = utf8_arg(key, "checkpoint key");
         ConvertOptions options;

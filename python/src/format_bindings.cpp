@@ -20,7 +20,7 @@ FormatOptions options_for(bool strict, bool crc) {
   FormatOptions options;
   options.strict = strict;
   options.crc = crc;
-  options.resolver = default_resolver();  // detection and reading share one source
+  options.resolver = caching_resolver();  // detection and reading share one source
   return options;
 }
 

@@ -74,7 +74,7 @@ Result<ConvertReport> convert_path(const std::string& input, const std::string& 
 bool is_bin_folder(const Folder& folder) { return folder.has_file("pytorch_model.bin") || folder.has_file("pytorch_model.bin.index.json"); }
 
 bool is_bin_folder(const std::string& folder) {
-  auto opened = Folder::open(folder, plain_resolver());
+  auto opened = Folder::open(folder, uncached_resolver());
   return opened.is_ok() && is_bin_folder(*opened);
 }
 

@@ -19,7 +19,7 @@ static Error not_built(const std::string& folder) {
 bool is_model_folder(const Folder& folder) { return folder.has_file("config.json"); }
 
 bool is_model_folder(const std::string& folder) {
-  auto opened = Folder::open(folder, plain_resolver());
+  auto opened = Folder::open(folder, uncached_resolver());
   return opened.is_ok() && is_model_folder(*opened);
 }
 

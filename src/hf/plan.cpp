@@ -190,12 +190,12 @@ std::vector<KeyValue> hyper_parameters(const ModelConfig& c, std::uint32_t ftype
 bool is_model_folder(const Folder& folder) { return is_model_config(folder); }
 
 bool is_model_folder(const std::string& folder) {
-  auto opened = Folder::open(folder, plain_resolver());
+  auto opened = Folder::open(folder, uncached_resolver());
   return opened.is_ok() && is_model_config(*opened);
 }
 
 Result<GgufConversion> plan(const std::string& folder, const TensorFile& weights, std::optional<TensorType> type, const LlamaOptions& options) {
-  SW_ASSIGN_OR_RETURN(Folder opened, Folder::open(folder, plain_resolver()));
+  SW_ASSIGN_OR_RETURN(Folder opened, Folder::open(folder, uncached_resolver()));
   return plan(opened, weights, type, options);
 }
 

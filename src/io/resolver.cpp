@@ -53,12 +53,12 @@ class PlainResolver final : public Resolver {
 
 }  // namespace
 
-const Resolver& plain_resolver() {
+const Resolver& uncached_resolver() {
   static const PlainResolver resolver;
   return resolver;
 }
 
-std::shared_ptr<const Resolver> default_resolver(const HttpOptions& http) { return std::make_shared<CachingResolver>(http); }
+std::shared_ptr<const Resolver> caching_resolver(const HttpOptions& http) { return std::make_shared<CachingResolver>(http); }
 
 std::string sibling_name(std::string_view base, std::string_view file) { return io::scheme_of(base).sibling(base, file); }
 

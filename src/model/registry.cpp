@@ -55,7 +55,7 @@ const Format* find_format(std::string_view name) noexcept {
   return nullptr;
 }
 
-const Resolver& resolver_of(const FormatOptions& options) { return options.resolver ? *options.resolver : plain_resolver(); }
+const Resolver& resolver_of(const FormatOptions& options) { return options.resolver ? *options.resolver : uncached_resolver(); }
 
 Result<const Format*> detect_format(const std::string& path, const FormatOptions& options) {
   // Detection reads the first bytes only (over HTTP they come with the opening request).
@@ -117,7 +117,7 @@ Result<std::unique_ptr<TensorFile>> open_tensors(const std::string& path, const 
   // Without a resolver of the caller's, one of this call's that keeps what it opens: detecting the
   // format and opening the file then share one source (over HTTP, the first request and its block).
   FormatOptions options = given;
-  if (!options.resolver) options.resolver = default_resolver();
+  if (!options.resolver) options.resolver = caching_resolver();
   std::string file = path;
   if (names_folder(path)) {
     SW_ASSIGN_OR_RETURN(Folder folder, Folder::open(path, resolver_of(options)));

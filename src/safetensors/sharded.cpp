@@ -30,7 +30,7 @@ constexpr std::uint64_t kMaxIndexSize = 256u << 20;
 }  // namespace
 
 Result<ShardedReader> ShardedReader::open(const std::string& index_path, FileBackend backend, const ReadOptions& options) {
-  return open(index_path, plain_resolver(), backend, options);
+  return open(index_path, uncached_resolver(), backend, options);
 }
 
 Result<ShardedReader> ShardedReader::open(const std::string& index_path, const Resolver& resolver, FileBackend backend, const ReadOptions& options) {

@@ -231,7 +231,7 @@ TEST(HfLlama, ModelFoldersGoToThePlanBrokenOnesToo) {
 TEST(HfPlanner, TheGgufPlanProviderIsAskedForModelFoldersWrittenAsGguf) {
   Folder f;
   f.write();
-  auto listed = safeweights::Folder::open(f.path(), plain_resolver());
+  auto listed = safeweights::Folder::open(f.path(), uncached_resolver());
   ASSERT_TRUE(IsOk(listed));
   const Format* gguf_out = find_format("gguf");
   ASSERT_NE(gguf_out, nullptr);
@@ -247,7 +247,7 @@ TEST(HfPlanner, TheGgufPlanProviderIsAskedForModelFoldersWrittenAsGguf) {
   EXPECT_EQ(planned->plan.metadata, direct->metadata);
   ASSERT_EQ(planned->plan.tensors.size(), direct->tensors.size());
   fs::remove(f.dir.file("config.json"));
-  listed = safeweights::Folder::open(f.path(), plain_resolver());
+  listed = safeweights::Folder::open(f.path(), uncached_resolver());
   ASSERT_TRUE(IsOk(listed));
   EXPECT_EQ(planner_for(*listed, *gguf_out), nullptr);  // no config.json: a folder of tensors
 }

@@ -916,7 +916,7 @@ TEST(HttpListing, TheDeadlineBoundsTheWholeListing) {
   opts.s3.addressing_style = "path";
   opts.s3.anonymous = true;
   for (const std::string name : {"hf://org/endless", "s3://endless/"}) {
-    auto listed = default_resolver(opts)->list(name);
+    auto listed = caching_resolver(opts)->list(name);
     ASSERT_FALSE(listed.is_ok()) << name << ": " << listed->size() << " entries listed, each page within the deadline";
     const Error& e = listed.error();
     EXPECT_EQ(e.kind(), ErrorKind::Timeout) << e.to_string();
@@ -1234,7 +1234,7 @@ TEST(HttpCli, ShardedIndexOverHttpMatchesLocal) {
   EXPECT_EQ(cat_remote.out, cat_local.out);
   EXPECT_EQ(cat_remote.out.size(), 2u * 64 * 2);
 
-  auto reader = safetensors::ShardedReader::open(url, *default_resolver());
+  auto reader = safetensors::ShardedReader::open(url, *caching_resolver());
   ASSERT_TRUE(reader.is_ok()) << reader.status().to_string();
   ASSERT_EQ(reader->shards().size(), 2u);
   EXPECT_EQ(reader->shards()[1].name(), g->nginx_url("sharded/model-00002-of-00002.safetensors"));

@@ -63,7 +63,7 @@ class LocalFolder : public ::testing::Test {
 };
 
 TEST_F(LocalFolder, ListsFilesAndFoldersFollowingLinks) {
-  auto folder = Folder::open((dir_ / "model").string() + "/", plain_resolver());
+  auto folder = Folder::open((dir_ / "model").string() + "/", uncached_resolver());
   ASSERT_TRUE(folder.is_ok()) << folder.error().message();
   // What is neither a file nor a folder is listed (size 0), so that a reader that wants it is refused by
   // name rather than finding it absent; opening it says what it is, without opening a FIFO (no block).
@@ -89,9 +89,9 @@ TEST_F(LocalFolder, ListsFilesAndFoldersFollowingLinks) {
 }
 
 TEST_F(LocalFolder, AFileOrNothingIsNoFolder) {
-  EXPECT_EQ(Folder::open((dir_ / "outside.bin").string(), plain_resolver()).error().kind(), ErrorKind::InvalidArgument);
-  EXPECT_EQ(Folder::open((dir_ / "nothing").string(), plain_resolver()).error().kind(), ErrorKind::FileNotFound);
-  EXPECT_EQ(Folder::open("s3://bucket/model.safetensors", plain_resolver()).error().kind(), ErrorKind::InvalidArgument);
+  EXPECT_EQ(Folder::open((dir_ / "outside.bin").string(), uncached_resolver()).error().kind(), ErrorKind::InvalidArgument);
+  EXPECT_EQ(Folder::open((dir_ / "nothing").string(), uncached_resolver()).error().kind(), ErrorKind::FileNotFound);
+  EXPECT_EQ(Folder::open("s3://bucket/model.safetensors", uncached_resolver()).error().kind(), ErrorKind::InvalidArgument);
 }
 
 constexpr const char* kHead = R"(<?xml version="1.0" encoding="UTF-8"?>

@@ -204,7 +204,7 @@ TEST(ResolverNames, SiblingsOfPathsAndUrls) {
 TEST(ResolverNames, DefaultResolverSharesWhatItOpened) {
   TempDir dir;
   write_sample(dir.file("m.safetensors"));
-  auto resolver = sw::default_resolver();
+  auto resolver = sw::caching_resolver();
   auto first = resolver->open(dir.file("m.safetensors"));
   auto second = resolver->open(dir.file("m.safetensors"));
   ASSERT_TRUE(first.is_ok() && second.is_ok());

@@ -285,7 +285,7 @@ def test_a_private_bucket_wants_a_token_that_is_never_printed(fake, tmp_path, lo
     name = fake.put("private", "model.safetensors", local_files["safetensors"].read_bytes())
     proc = run_cli("inspect", name, env=fake.env(), check=False)
     err = proc.stderr.decode()
-    assert proc.returncode == 1 and "HTTP 401 for the file's metadata" in err and "no credentials were sent" in err, err
+    assert proc.returncode == 3 and "HTTP 401 for the file's metadata" in err and "no credentials were sent" in err, err
     assert "GOOGLE_OAUTH_ACCESS_TOKEN" in err, err
 
     assert run_cli("inspect", name, env=fake.env(GOOGLE_OAUTH_ACCESS_TOKEN=TOKEN)).returncode == 0
@@ -301,7 +301,7 @@ def test_a_private_bucket_wants_a_token_that_is_never_printed(fake, tmp_path, lo
     wrong = "ya29.a-wrong-token-0123456789"
     proc = run_cli("inspect", "--json", name, env=fake.env(GOOGLE_OAUTH_ACCESS_TOKEN=wrong), check=False)
     out = proc.stdout.decode() + proc.stderr.decode()
-    assert proc.returncode == 1 and "HTTP 401" in out and "was sent" in out, out
+    assert proc.returncode == 3 and "HTTP 401" in out and "was sent" in out, out
     assert wrong not in out, out
 
 
@@ -312,5 +312,5 @@ def test_application_default_credentials_are_refused_by_name(tmp_path, local_fil
     env = clean_env(tmp_path / "home", GOOGLE_APPLICATION_CREDENTIALS=str(adc))
     proc = run_cli("inspect", "gs://models/model.safetensors", env=env, check=False)  # refused before any request
     err = proc.stderr.decode()
-    assert proc.returncode != 0 and "EnvironmentFault" in err and str(adc) in err and '"authorized_user"' in err, err
+    assert proc.returncode == 3 and "EnvironmentFault" in err and str(adc) in err and '"authorized_user"' in err, err
     assert "GOOGLE_OAUTH_ACCESS_TOKEN" in err and "refresh-token-secret" not in err, err
