@@ -153,7 +153,7 @@ int run_host(const BenchArgs& opt) {
 
   // One destination large enough for every path, allocated and touched once outside the timed regions.
   auto buffer = allocate_uninitialized(std::max(size, plan_size) + 4096, "the benchmark buffer");
-  if (!buffer.is_ok()) return exit_status(std::move(buffer.error().with_file(opt.file)));
+  if (!buffer.is_ok()) return exit_status(std::move(buffer.error().with_file(redact_secrets(opt.file))));
   std::byte* aligned = buffer->get() + (4096 - reinterpret_cast<std::uintptr_t>(buffer->get()) % 4096) % 4096;
   std::memset(aligned, 1, static_cast<std::size_t>(std::max(size, plan_size)));
   const std::span<std::byte> whole(aligned, static_cast<std::size_t>(size));
@@ -179,7 +179,7 @@ int run_host(const BenchArgs& opt) {
     t0 = Clock::now();
     const bool read_ok = plain_read(opt.file, whole);
     const double read_t = seconds_since(t0);
-    if (!pread_ok || !read_ok) return exit_status(Error(ErrorKind::IoError, "the reference reads failed").with_file(opt.file));
+    if (!pread_ok || !read_ok) return exit_status(Error(ErrorKind::IoError, "the reference reads failed").with_file(redact_secrets(opt.file)));
     if (pass >= 0) {
       open_s.push_back(open_t);
       load_s.push_back(load_t);
@@ -191,14 +191,14 @@ int run_host(const BenchArgs& opt) {
   const char* cache = opt.cold ? "cold" : "warm";
   if (opt.json) {
     JsonWriter w;
-    w.object().key("file").string(opt.file).key("bytes").uint(size).key("tensors").uint(tensors).key("passes").uint(passes(opt));
+    w.object().key("file").string(redact_secrets(opt.file)).key("bytes").uint(size).key("tensors").uint(tensors).key("passes").uint(passes(opt));
     w.key("threads").uint(threads).key("cache").string(cache).key("open_ms").fixed(median(open_s) * 1e3, 4);
     w.key("load_ms").fixed(median(load_s) * 1e3, 3).key("load_gbps").fixed(load_gbps, 3).key("pread_gbps").fixed(pread_gbps, 3);
     w.key("read_ms").fixed(median(read_s) * 1e3, 3).key("read_gbps").fixed(read_gbps, 3);
     w.key("ratio").fixed(load_gbps / read_gbps, 3).key("ratio_pread").fixed(load_gbps / pread_gbps, 3).end();
     std::printf("%s\n", w.text().c_str());
   } else {
-    std::printf("file:              %s (%s, %zu tensors)\n", printable(opt.file).c_str(), human_bytes(size).c_str(), tensors);
+    std::printf("file:              %s (%s, %zu tensors)\n", printable(redact_secrets(opt.file)).c_str(), human_bytes(size).c_str(), tensors);
     std::printf("passes:            %d (medians; page cache %s; GB = 1e9 bytes; %u threads)\n", opt.passes, cache, threads);
     std::printf("open+validate+plan: %.3f ms\n", median(open_s) * 1e3);
     std::printf("load:              %.1f ms  %.2f GB/s\n", median(load_s) * 1e3, load_gbps);
@@ -290,7 +290,7 @@ int run_device(const BenchArgs& opt) {
     JsonWriter w;
     w.object()
         .key("file")
-        .string(opt.file)
+        .string(redact_secrets(opt.file))
         .key("bytes")
         .uint(bytes)
         .key("tensors")
@@ -305,7 +305,8 @@ int run_device(const BenchArgs& opt) {
     w.key("register_s").fixed(stats.register_seconds, 4).key("unregister_s").fixed(stats.unregister_seconds, 4).end();
     std::printf("%s\n", w.text().c_str());
   } else {
-    std::printf("file:            %s (%s, %zu tensors)\n", printable(opt.file).c_str(), human_bytes(bytes).c_str(), plan.tensors().size());
+    std::printf("file:            %s (%s, %zu tensors)\n", printable(redact_secrets(opt.file)).c_str(), human_bytes(bytes).c_str(),
+                plan.tensors().size());
     std::printf("device:          %s (%s; %u threads; page cache %s%s)\n", printable((*device)->name()).c_str(), strategy.c_str(), threads, cache,
                 stats.direct ? ", O_DIRECT" : "");
     std::printf("load:            %.1f ms  %.2f GB/s  (median of %d)\n", median(load_s) * 1e3, load_gbps, opt.passes);
@@ -324,7 +325,7 @@ int run_device(const BenchArgs& opt) {
 // source: no block cache, new connections).
 Result<Opened> open_remote(const BenchArgs& opt, const HttpOptions& http, unsigned threads) {
   FormatOptions options;
-  options.resolver = default_resolver(http);
+  options.resolver = caching_resolver(http);
   auto format = detect_format(opt.file, options);
   if (!format.is_ok()) return std::move(format).status();
   auto file = (*format)->open(opt.file, {}, options);
@@ -347,7 +348,7 @@ Result<std::pair<double, double>> timed_remote_load(const BenchArgs& opt, const 
     plan_size = opened->plan.size();
     tensors = opened->plan.tensors().size();
     auto b = allocate_uninitialized(plan_size + 1, "the benchmark buffer");
-    if (!b.is_ok()) return std::move(b.error().with_file(opt.file));
+    if (!b.is_ok()) return std::move(b.error().with_file(redact_secrets(opt.file)));
     buffer = std::move(*b);
     std::memset(buffer.get(), 1, static_cast<std::size_t>(plan_size));
   }
@@ -382,13 +383,22 @@ int run_remote(const BenchArgs& opt) {
   const double load_gbps = gbps(plan_size, median(load_s)), one_gbps = gbps(plan_size, median(one_s));
   if (opt.json) {
     JsonWriter w;
-    w.object().key("file").string(opt.file).key("tensor_bytes").uint(plan_size).key("tensors").uint(tensors).key("passes").uint(passes(opt));
+    w.object()
+        .key("file")
+        .string(redact_secrets(opt.file))
+        .key("tensor_bytes")
+        .uint(plan_size)
+        .key("tensors")
+        .uint(tensors)
+        .key("passes")
+        .uint(passes(opt));
     w.key("connections").uint(http.parallel).key("part_bytes").uint(http.chunk_size).key("open_ms").fixed(median(open_s) * 1e3, 3);
     w.key("load_ms").fixed(median(load_s) * 1e3, 3).key("load_gbps").fixed(load_gbps, 4).key("one_connection_ms").fixed(median(one_s) * 1e3, 3);
     w.key("one_connection_gbps").fixed(one_gbps, 4).key("ratio").fixed(load_gbps / one_gbps, 3).end();
     std::printf("%s\n", w.text().c_str());
   } else {
-    std::printf("file:              %s (%s of tensors, %zu tensors)\n", printable(opt.file).c_str(), human_bytes(plan_size).c_str(), tensors);
+    std::printf("file:              %s (%s of tensors, %zu tensors)\n", printable(redact_secrets(opt.file)).c_str(), human_bytes(plan_size).c_str(),
+                tensors);
     std::printf("passes:            %d (medians; GB = 1e9 bytes; %u connections, %s parts)\n", opt.passes, http.parallel,
                 human_bytes(http.chunk_size).c_str());
     std::printf("open+validate+plan: %.1f ms\n", median(open_s) * 1e3);

@@ -30,7 +30,7 @@ Outcome validate_one(const std::string& path, const ValidateArgs& opt) {
             Error(ErrorKind::UnknownFormat,
                   "the name says " + std::string(claimed->name()) + " but the content is " + std::string((*format)->name()) +
                       ": a reader that trusts the name refuses it; rename the file, or pass --detect to validate it by its content")
-                .with_file(path),
+                .with_file(redact_secrets(path)),
             ""};
   }
   auto summary = (*format)->validate(path, options);
@@ -63,12 +63,13 @@ int run_validate(const ValidateArgs& opt) {
   for (const std::string& path : opt.files) {
     Outcome out = validate_one(path, opt);
     code = std::max(code, exit_code_of(out.status));
+    const std::string shown = redact_secrets(path);  // a presigned URL's signature is not echoed
     if (opt.json) {
-      std::printf("%s\n", outcome_json(path, out).c_str());
+      std::printf("%s\n", outcome_json(shown, out).c_str());
     } else if (out.status.is_ok()) {
-      std::printf("%s: OK (%s, %s)\n", printable(path).c_str(), std::string(out.format->name()).c_str(), printable(out.summary).c_str());
+      std::printf("%s: OK (%s, %s)\n", printable(shown).c_str(), std::string(out.format->name()).c_str(), printable(out.summary).c_str());
     } else {
-      std::printf("%s: INVALID\n", printable(path).c_str());
+      std::printf("%s: INVALID\n", printable(shown).c_str());
       print_error(out.status.error());
     }
   }

@@ -107,6 +107,12 @@ struct HttpOptions {
 // query values (docs/REMOTE.md). The source's name() is the name as given, a signature redacted.
 Result<SourcePtr> open_url(const std::string& url, const HttpOptions& options = {});
 
+// `text` as it may be shown: the value of every signature query parameter (a presigned URL's
+// X-Amz-Signature, X-Amz-Credential, ...) and every credential this process holds, replaced by
+// "<redacted>". The errors of remote sources are redacted already; this is for a name the caller
+// echoes itself (the CLI's `validate` and `bench` print the name they were given).
+std::string redact_secrets(std::string_view text);
+
 // A URL through open_url(), anything else through open_file().
 Result<SourcePtr> open_source(const std::string& path_or_url, FileBackend backend = FileBackend::Mmap, const HttpOptions& options = {});
 

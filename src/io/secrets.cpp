@@ -11,6 +11,7 @@
 
 #include "core/strings.h"
 #include "io/uri.h"
+#include "safeweights/http.h"
 
 namespace safeweights::secrets {
 namespace {
@@ -165,3 +166,10 @@ Status scrub(Status status) {
 }
 
 }  // namespace safeweights::secrets
+
+namespace safeweights {
+
+// safeweights/http.h's public face of the scrubber.
+std::string redact_secrets(std::string_view text) { return secrets::scrub(text); }
+
+}  // namespace safeweights

@@ -306,3 +306,24 @@ def test_a_server_claiming_a_petabyte_tensor_is_streamed_not_allocated(faults):
         _, err = proc.communicate(timeout=60)
     assert got == b"\0" * (1 << 20), (len(got), err)
     assert proc.returncode not in (-signal.SIGABRT, 134), err  # no uncaught bad_alloc
+
+
+def test_the_cli_never_echoes_a_presigned_urls_signature(server, model):
+    """validate and bench print the name they were given: a presigned URL's signature query values are
+    redacted there as in every error (they used to be echoed in `validate`'s lines and --json "file")."""
+    cli = os.environ.get("SAFEWEIGHTS_CLI")
+    if not cli:
+        pytest.skip("SAFEWEIGHTS_CLI names the tool (ctest sets it)")
+    secret = "0123456789abcdef0123456789abcdef"
+    url = server.url("model.safetensors") + f"?X-Amz-Credential=AKIA{secret[:16]}&X-Amz-Signature={secret}"
+    for args in (["validate", url], ["validate", "--json", url], ["bench", "--json", "--passes", "1", url]):
+        proc = subprocess.run([cli, *args], capture_output=True, text=True, timeout=60)
+        out = proc.stdout + proc.stderr
+        assert proc.returncode == 0, out
+        assert secret not in out and secret[:16] not in out, out
+        assert "X-Amz-Signature=<redacted>" in out, out
+    renamed = server.url("model.safetensors").replace("model.safetensors", "model.dduf")
+    (server.www / "model.dduf").write_bytes((server.www / "model.safetensors").read_bytes())
+    proc = subprocess.run([cli, "validate", f"{renamed}?X-Amz-Signature={secret}"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1 and "the name says dduf" in proc.stderr, proc.stderr
+    assert secret not in proc.stdout + proc.stderr, proc.stdout + proc.stderr
