@@ -100,12 +100,13 @@ const Architecture* find_architecture(std::string_view hf_class);
 // Every class converted, for messages ("LlamaForCausalLM, MistralForCausalLM, ...").
 std::string supported_classes();
 
-// The tables, one per file of src/hf/arch_*.cpp.
-const Architecture& llama_architecture();
-const Architecture& qwen2_architecture();
-const Architecture& qwen3_architecture();
-const Architecture& gemma2_architecture();
-const Architecture& gemma3_architecture();
-const Architecture& phi3_architecture();
+// The architectures, in the order messages list them: each NAME is a table in src/hf/arch_NAME.cpp,
+// defined as `const Architecture& NAME_architecture()`. A new architecture is its file, one entry here
+// and its line in CMakeLists.txt; the lookup (arch_registry.cpp) and the declarations below follow.
+#define SAFEWEIGHTS_HF_ARCHITECTURES(X) X(llama) X(qwen2) X(qwen3) X(gemma2) X(gemma3) X(phi3)
+
+#define SAFEWEIGHTS_HF_DECLARE(name) const Architecture& name##_architecture();
+SAFEWEIGHTS_HF_ARCHITECTURES(SAFEWEIGHTS_HF_DECLARE)
+#undef SAFEWEIGHTS_HF_DECLARE
 
 }  // namespace safeweights::hf

@@ -1,4 +1,5 @@
-// The list of architectures (hf/arch.h): the one place that names them all.
+// The lookup over the architectures hf/arch.h lists (SAFEWEIGHTS_HF_ARCHITECTURES, the one place that
+// names them all).
 #include <array>
 
 #include "hf/arch.h"
@@ -6,8 +7,11 @@
 namespace safeweights::hf {
 namespace {
 
-std::array<const Architecture*, 6> all() {
-  return {&llama_architecture(), &qwen2_architecture(), &qwen3_architecture(), &gemma2_architecture(), &gemma3_architecture(), &phi3_architecture()};
+// Every architecture of SAFEWEIGHTS_HF_ARCHITECTURES, in its order.
+auto all() {
+#define SAFEWEIGHTS_HF_ENTRY(name) &name##_architecture(),
+  return std::to_array<const Architecture*>({SAFEWEIGHTS_HF_ARCHITECTURES(SAFEWEIGHTS_HF_ENTRY)});
+#undef SAFEWEIGHTS_HF_ENTRY
 }
 
 }  // namespace
