@@ -5,8 +5,8 @@
 // The remote ones read through the one HTTP transport (io/http_transport.h). Everything else asks
 // the registry (scheme_of) and never tests a name's prefix itself. Internal to src/io.
 //
-// A new scheme: a file src/io/scheme_NAME.cpp defining a Scheme and the function that returns it
-// (declared below), one line in io/schemes.cpp's list, and the file in SAFEWEIGHTS_SOURCES.
+// A new scheme: a file src/io/scheme_NAME.cpp defining a Scheme and NAME_scheme(), which returns it;
+// its entry in SAFEWEIGHTS_IO_SCHEMES (below); and the file in SAFEWEIGHTS_SOURCES.
 //
 // Thread safety: schemes are stateless singletons; every method is reentrant.
 #pragma once
@@ -86,13 +86,15 @@ const std::vector<const Scheme*>& schemes();
 // The remote schemes' prefixes, for messages: "http://, https://, s3://, hf://, gs://".
 std::string remote_prefixes();
 
-// Each scheme's file defines its function.
-const Scheme& file_scheme();
-const Scheme& http_scheme();
-const Scheme& https_scheme();
-const Scheme& s3_scheme();
-const Scheme& hf_scheme();
-const Scheme& gs_scheme();
+// The schemes, in the order a name is offered to them: each NAME is defined in its file
+// (io/scheme_*.cpp) as `const Scheme& NAME_scheme()`. A new scheme is its file, one entry here and
+// its line in CMakeLists.txt; the list of schemes() and the declarations below follow. The local one
+// is last: it owns every name no remote scheme owns.
+#define SAFEWEIGHTS_IO_SCHEMES(X) X(http) X(https) X(s3) X(hf) X(gs) X(file)
+
+#define SAFEWEIGHTS_IO_DECLARE(name) const Scheme& name##_scheme();
+SAFEWEIGHTS_IO_SCHEMES(SAFEWEIGHTS_IO_DECLARE)
+#undef SAFEWEIGHTS_IO_DECLARE
 
 // The Hub's token for a request to `url` (hf:// and https:// names alike): "Authorization: Bearer
 // TOKEN" added to `signing` when the caller gives no Authorization header, options.use_hf_token holds,

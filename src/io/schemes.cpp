@@ -10,10 +10,9 @@ namespace safeweights {
 namespace io {
 
 const std::vector<const Scheme*>& schemes() {
-  static const std::vector<const Scheme*> list = {
-      &http_scheme(), &https_scheme(), &s3_scheme(), &hf_scheme(), &gs_scheme(),
-      &file_scheme(),  // last: every name no remote scheme owns
-  };
+#define SAFEWEIGHTS_IO_ENTRY(name) &name##_scheme(),
+  static const std::vector<const Scheme*> list = {SAFEWEIGHTS_IO_SCHEMES(SAFEWEIGHTS_IO_ENTRY)};
+#undef SAFEWEIGHTS_IO_ENTRY
   return list;
 }
 
