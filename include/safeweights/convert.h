@@ -70,6 +70,11 @@ struct ConvertReport {
 Result<ConvertReport> convert(const TensorFile& input, const std::string& output_path, const ConvertOptions& options = {});
 
 // What the CLI's and Python's convert do, routed by what the input is and what the output names:
+// - `input` a folder without config.json, whatever the output: refused before a weight is read, never
+//   written as a plain dump: InvalidModelFolder naming the file to give instead to convert its tensors
+//   as plain tensors (the weights file, or the shards' index); NotSupported for Meta's original layout
+//   and Mistral's native one (params.json beside consolidated.NN.pth or consolidated*.safetensors). A
+//   folder with config.json is routed below; the consolidated* files beside it are never read.
 // - `input` a folder of transformers' PyTorch weights (is_bin_folder), no `options.to`, and `output`
 //   that names a folder (an existing folder, a path ending in `/`, or a last component with no `.`):
 //   convert_bin_folder(), a folder transformers loads as it is.

@@ -55,6 +55,9 @@ def convert(
 ) -> dict:
     """Converts ``input`` (any format the library reads, a Hugging Face model folder) into ``output``.
 
+    A folder converts only with its ``config.json``: one without is refused (``InvalidModelFolder``,
+    naming the file to give instead; Meta's or Mistral's original layout: ``NotSupported``).
+
     What ``safeweights convert`` does, with the same rules: ``output``'s extension (.safetensors, .gguf,
     .safetensors.index.json) picks the format unless ``to`` names it; ``type`` ("f16", "q8_0", ...)
     as docs/GGUF.md's "Conversion" says (in a GGUF, llama.cpp's fallbacks); a Hugging Face model folder written as GGUF gets llama.cpp's

@@ -1,7 +1,10 @@
 // convert_path (include/safeweights/convert.h): a path in, a path out, routed by what the input is and
 // what the output names, through the plan providers (model/folder_planner.h), none of which it names.
+#include <algorithm>
 #include <filesystem>
 #include <optional>
+#include <string>
+#include <string_view>
 
 #include "core/status_macros.h"
 #include "io/input_files.h"
@@ -21,6 +24,36 @@ bool names_a_folder(const std::string& output, bool is_folder) {
   return !base.empty() && base.find('.') == std::string::npos;
 }
 
+// Meta's original download and Mistral's native layout (issue 34): params.json beside consolidated.NN.pth
+// or consolidated*.safetensors. The native weights file found, or none.
+std::optional<std::string> original_layout_weights(const Folder& folder) {
+  if (!folder.has_file("params.json")) return std::nullopt;
+  for (const FolderEntry& e : folder.entries())
+    if (!e.is_folder && e.name.starts_with("consolidated") && (e.name.ends_with(".pth") || e.name.ends_with(".safetensors"))) return e.name;
+  return std::nullopt;
+}
+
+// A folder converts only as a model: one with config.json, routed below (transformers' own, or a folder
+// of .bin weights), where the native files a Mistral repository ships beside it are never read. Anything
+// else is refused before a weight is read, never written as a plain dump that no loader takes for a
+// model: an original layout by name; bare weights with the file to give instead. A folder without
+// weights is left to open_tensors(), which names the files it looked for.
+Status check_convertible_folder(const Folder& folder) {
+  // Any entry of that name: one that is not a regular file is refused by name on the way (docs/GGUF.md).
+  if (std::ranges::any_of(folder.entries(), [](const FolderEntry& e) { return e.name == "config.json"; })) return Status::ok();
+  if (const std::optional<std::string> native = original_layout_weights(folder))
+    return Error(
+               ErrorKind::NotSupported,
+               "params.json + " + *native + " without a config.json is Meta's or Mistral's original layout, which this version does not convert yet")
+        .with_file(folder.name());
+  const std::optional<std::string_view> weights = weights_file_of(folder);
+  if (!weights) return Status::ok();
+  const std::string what = weights->ends_with(".index.json") ? "index file" : "weights file";
+  return Error(ErrorKind::InvalidModelFolder, "has weights but no config.json: give the " + what + " itself (" + folder.path_of(*weights) +
+                                                  ") to convert its tensors as plain tensors")
+      .with_file(folder.name());
+}
+
 void append_inputs(ConvertOptions& options, const InputFiles& inputs) {
   for (std::string& name : inputs.names()) options.inputs.push_back(std::move(name));
 }
@@ -37,6 +70,7 @@ Result<ConvertReport> convert_path(const std::string& input, const std::string& 
   std::optional<Folder> folder;
   if (names_folder(input)) {
     SW_ASSIGN_OR_RETURN(Folder listed, Folder::open(input, resolver_of(read)));
+    SW_RETURN_IF_ERROR(check_convertible_folder(listed));
     folder.emplace(std::move(listed));
   }
   if (folder && options.to.empty() && is_bin_folder(*folder)) {

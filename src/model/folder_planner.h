@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <string_view>
 
 #include "safeweights/error.h"
 #include "safeweights/folder.h"
@@ -40,5 +41,9 @@ class FolderPlanner {
 std::span<const FolderPlanner* const> folder_planners() noexcept;
 // The first plan provider that knows `folder` and writes `output`; nullptr when none does.
 const FolderPlanner* planner_for(const Folder& folder, const Format& output);
+// The file of `folder` that open_tensors() reads its tensors through (transformers' names, in the order
+// it prefers them: model.safetensors.index.json, model.safetensors, pytorch_model.bin.index.json,
+// pytorch_model.bin); none when it holds none of them.
+std::optional<std::string_view> weights_file_of(const Folder& folder);
 
 }  // namespace safeweights

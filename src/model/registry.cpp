@@ -1,5 +1,6 @@
 // The list of formats and of plan providers: adding a format is its folder plus one line here.
 #include <filesystem>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -18,6 +19,10 @@
 
 namespace safeweights {
 namespace {
+
+// The file a model folder's tensors are read through: transformers' names, in the order it prefers them.
+constexpr std::string_view kWeightsFiles[] = {"model.safetensors.index.json", "model.safetensors", "pytorch_model.bin.index.json",
+                                              "pytorch_model.bin"};
 
 std::span<const Format* const> registry() {
   static const Format* const kFormats[] = {
@@ -47,6 +52,12 @@ const FolderPlanner* planner_for(const Folder& folder, const Format& output) {
   for (const FolderPlanner* planner : folder_planners())
     if (&planner->output() == &output && planner->knows(folder)) return planner;
   return nullptr;
+}
+
+std::optional<std::string_view> weights_file_of(const Folder& folder) {
+  for (std::string_view name : kWeightsFiles)
+    if (folder.has_file(name)) return name;
+  return std::nullopt;
 }
 
 const Format* find_format(std::string_view name) noexcept {
@@ -121,17 +132,13 @@ Result<std::unique_ptr<TensorFile>> open_tensors(const std::string& path, const 
   std::string file = path;
   if (names_folder(path)) {
     SW_ASSIGN_OR_RETURN(Folder folder, Folder::open(path, resolver_of(options)));
-    file.clear();
-    // transformers' names, in the order it prefers them.
-    for (const char* name : {"model.safetensors.index.json", "model.safetensors", "pytorch_model.bin.index.json", "pytorch_model.bin"})
-      if (folder.has_file(name)) {
-        file = folder.path_of(name);
-        break;
-      }
-    if (file.empty())
-      return Error(ErrorKind::FileNotFound,
-                   "none of model.safetensors.index.json, model.safetensors, pytorch_model.bin.index.json, pytorch_model.bin in the folder")
-          .with_file(path);
+    const std::optional<std::string_view> weights = weights_file_of(folder);
+    if (!weights) {
+      std::string names;
+      for (std::string_view name : kWeightsFiles) names += (names.empty() ? "" : ", ") + std::string(name);
+      return Error(ErrorKind::FileNotFound, "none of " + names + " in the folder").with_file(path);
+    }
+    file = folder.path_of(*weights);
   }
   SW_ASSIGN_OR_RETURN(const Format* format, detect_format(file, options));
   std::vector<std::string> members;

@@ -463,6 +463,77 @@ TEST(ConvertPath, BinFolderToFolderIsWholeOrAbsent) {
   EXPECT_EQ(dir.list(), (std::vector<std::string>{"bin", "empty.d", "full"}));
 }
 
+// A folder of `files` (name -> bytes) in `dir`.
+std::string folder_of(const TempDir& dir, const std::string& name, const std::map<std::string, std::string>& files) {
+  const std::string folder = dir.file(name);
+  std::filesystem::create_directory(folder);
+  for (const auto& [file, bytes] : files) swt::write_file_bytes(folder + "/" + file, bytes);
+  return folder;
+}
+
+// Refused with `kind` and exactly `message`, naming the folder, for every output a folder converts to
+// (GGUF, safetensors, an index, a folder), and nothing written beside the folders already in `dir`.
+void expect_folder_refused(const TempDir& dir, const std::string& folder, ErrorKind kind, const std::string& message) {
+  const std::vector<std::string> before = dir.list();
+  for (const char* out : {"out.gguf", "out.safetensors", "out.safetensors.index.json", "out/"}) {
+    auto r = convert_path(folder, dir.file(out), {});
+    ASSERT_FALSE(r.is_ok()) << out;
+    EXPECT_EQ(r.error().kind(), kind) << out << ": " << r.error().to_string();
+    EXPECT_EQ(r.error().message(), message) << out;
+    EXPECT_EQ(r.error().context().file, folder) << out;
+    EXPECT_EQ(dir.list(), before) << out;
+  }
+}
+
+// A folder that is no model is never written as a plain dump no loader takes for one (issue 34): the
+// refusal names the file that converts as plain tensors, and that file still does.
+TEST(ConvertPath, AFolderWithoutConfigJsonIsRefusedNamingTheFileToGive) {
+  TempDir dir;
+  const std::string weights = swt::read_file_bytes(write_input(dir));
+  const std::string bare = folder_of(dir, "bare", {{"model.safetensors", weights}});
+  expect_folder_refused(
+      dir, bare, ErrorKind::InvalidModelFolder,
+      "has weights but no config.json: give the weights file itself (" + bare + "/model.safetensors) to convert its tensors as plain tensors");
+  const std::string index = R"({"metadata":{},"weight_map":{"x":"model-00001-of-00001.safetensors","v":"model-00001-of-00001.safetensors",)"
+                            R"("i":"model-00001-of-00001.safetensors"}})";
+  const std::string shards = folder_of(dir, "shards", {{"model-00001-of-00001.safetensors", weights}, {"model.safetensors.index.json", index}});
+  expect_folder_refused(dir, shards, ErrorKind::InvalidModelFolder,
+                        "has weights but no config.json: give the index file itself (" + shards +
+                            "/model.safetensors.index.json) to convert its tensors as plain tensors");
+  // A folder of .bin weights goes to a transformers folder only with the config.json it copies.
+  const std::string bin = folder_of(dir, "bin", {{"pytorch_model.bin", "{}"}});
+  expect_folder_refused(
+      dir, bin, ErrorKind::InvalidModelFolder,
+      "has weights but no config.json: give the weights file itself (" + bin + "/pytorch_model.bin) to convert its tensors as plain tensors");
+  // A params.json beside weights that are not an original layout's is no config either.
+  const std::string params = folder_of(dir, "params", {{"model.safetensors", weights}, {"params.json", "{}"}});
+  expect_folder_refused(
+      dir, params, ErrorKind::InvalidModelFolder,
+      "has weights but no config.json: give the weights file itself (" + params + "/model.safetensors) to convert its tensors as plain tensors");
+  auto plain = convert_path(bare + "/model.safetensors", dir.file("plain.gguf"), {});
+  ASSERT_TRUE(plain.is_ok()) << plain.error().to_string();
+  EXPECT_EQ(plain->tensors.size(), 3u);
+  auto indexed = convert_path(shards + "/model.safetensors.index.json", dir.file("indexed.safetensors"), {});
+  ASSERT_TRUE(indexed.is_ok()) << indexed.error().to_string();
+}
+
+// Meta's original download and Mistral's native layout are named, not converted yet (issue 34), also
+// with the Hugging Face shards a Mistral repository ships beside the native file.
+TEST(ConvertPath, OriginalLayoutsWithoutConfigJsonAreNotSupportedByName) {
+  TempDir dir;
+  const std::string weights = swt::read_file_bytes(write_input(dir));
+  const std::string meta = folder_of(
+      dir, "meta", {{"consolidated.00.pth", "not read"}, {"consolidated.01.pth", "not read"}, {"params.json", "{}"}, {"tokenizer.model", ""}});
+  expect_folder_refused(dir, meta, ErrorKind::NotSupported,
+                        "params.json + consolidated.00.pth without a config.json is Meta's or Mistral's original layout, which this version "
+                        "does not convert yet");
+  const std::string mistral =
+      folder_of(dir, "mistral", {{"consolidated.safetensors", weights}, {"model.safetensors", weights}, {"params.json", "{}"}});
+  expect_folder_refused(dir, mistral, ErrorKind::NotSupported,
+                        "params.json + consolidated.safetensors without a config.json is Meta's or Mistral's original layout, which this "
+                        "version does not convert yet");
+}
+
 // Every file under `root`, with its bytes: what a refused conversion must leave exactly as it was.
 std::map<std::string, std::string> snapshot(const std::string& root) {
   std::map<std::string, std::string> files;
@@ -513,7 +584,9 @@ TEST(ConvertPath, AnOutputThatIsAShardOfTheIndexIsRefused) {
                         R"({"metadata": {}, "weight_map": {"a": "model-00001-of-00002.safetensors", "b": "model-00002-of-00002.safetensors"}})");
   const std::string index = dir.file("model.safetensors.index.json");
   expect_refused_as_input(dir.path(), index, dir.file("model-00002-of-00002.safetensors"), dir.file("model-00002-of-00002.safetensors"));
-  // A folder's file: the folder is read through its index, and so are the shards.
+  // A folder's file: the folder (a model folder: it has a config.json) is read through its index, and so
+  // are the shards.
+  swt::write_file_bytes(dir.file("config.json"), "{}");
   expect_refused_as_input(dir.path(), dir.path(), dir.file("model-00001-of-00002.safetensors"), dir.file("model-00001-of-00002.safetensors"));
 }
 

@@ -319,7 +319,7 @@ def test_diff(c, rng):
 
 
 def test_inputs(c, rng):
-    """A Hugging Face folder of shards, and a DDUF entry."""
+    """A Hugging Face index of shards, and a DDUF entry."""
     x = rng.standard_normal((2, 32)).astype("<f4")
     folder = c.path("hf")
     os.makedirs(folder, exist_ok=True)
@@ -329,8 +329,9 @@ def test_inputs(c, rng):
         json.dump({"metadata": {"total_size": 384}, "weight_map": {"a": "model-00001-of-00002.safetensors",
                                                                     "b": "model-00002-of-00002.safetensors"}}, f)
     out = c.path("hf.gguf")
-    c.convert(folder, out)
-    check(c.cat(out, "a") == x.tobytes() and c.cat(out, "b") == x[0].tobytes(), "HF folder -> GGUF")
+    # A folder without config.json is no model (refused); its index converts as plain tensors.
+    c.convert(os.path.join(folder, "model.safetensors.index.json"), out)
+    check(c.cat(out, "a") == x.tobytes() and c.cat(out, "b") == x[0].tobytes(), "HF shards' index -> GGUF")
     comp = c.path("dd")
     os.makedirs(os.path.join(comp, "unet"), exist_ok=True)
     write_safetensors(os.path.join(comp, "unet", "model.safetensors"), [("w", "F32", [2, 32], x.tobytes())])

@@ -252,6 +252,23 @@ TEST(HfPlanner, TheGgufPlanProviderIsAskedForModelFoldersWrittenAsGguf) {
   EXPECT_EQ(planner_for(*listed, *gguf_out), nullptr);  // no config.json: a folder of tensors
 }
 
+// Mistral's repositories ship config.json with the Hugging Face shards and params.json with the native
+// consolidated.safetensors: config.json's route is taken and the native files are never read (here
+// they are not even safetensors), for GGUF and for plain tensors alike (issue 34).
+TEST(HfPlanner, ConfigJsonWinsOverTheNativeFilesBesideIt) {
+  Folder f;
+  f.write();
+  TempDir out;
+  ASSERT_TRUE(IsOk(convert_path(f.path(), out.file("alone.gguf"), {})));
+  ASSERT_TRUE(IsOk(convert_path(f.path(), out.file("alone.safetensors"), {})));
+  write_file_bytes(f.dir.file("params.json"), R"({"dim":8,"n_layers":1,"n_heads":2})");
+  write_file_bytes(f.dir.file("consolidated.safetensors"), "not read");
+  ASSERT_TRUE(IsOk(convert_path(f.path(), out.file("beside.gguf"), {})));
+  ASSERT_TRUE(IsOk(convert_path(f.path(), out.file("beside.safetensors"), {})));
+  EXPECT_EQ(read_file_bytes(out.file("beside.gguf")), read_file_bytes(out.file("alone.gguf")));
+  EXPECT_EQ(read_file_bytes(out.file("beside.safetensors")), read_file_bytes(out.file("alone.safetensors")));
+}
+
 TEST(HfLlama, ConfigErrorsNameTheFileAndKey) {
   struct Case {
     std::string key, value;

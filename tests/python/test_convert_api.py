@@ -111,3 +111,31 @@ def test_refusals_raise_and_leave_nothing(tmp_path, model):
     with pytest.raises(safeweights.SafetensorError, match="cannot hold Q8_0"):
         safeweights.convert(model, tmp_path / "x.safetensors", type="q8_0")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.safetensors"]
+
+
+def folder_of(tmp_path, name, files):
+    folder = tmp_path / name
+    folder.mkdir()
+    for file, data in files.items():
+        (folder / file).write_bytes(data)
+    return folder
+
+
+def test_a_folder_without_config_json_is_refused_naming_the_file_to_give(tmp_path, model):
+    """A folder that is no model is never written as a plain dump (issue 34): the file itself converts."""
+    weights = model.read_bytes()
+    bare = folder_of(tmp_path, "bare", {"model.safetensors": weights})
+    native = folder_of(tmp_path, "native", {"params.json": b"{}", "consolidated.safetensors": weights, "model.safetensors": weights})
+    for out in ("x.gguf", "x.safetensors", "x.safetensors.index.json"):
+        with pytest.raises(safeweights.SafetensorError) as e:
+            safeweights.convert(bare, tmp_path / out)
+        assert e.value.kind == "InvalidModelFolder"
+        assert str(e.value) == (f"{bare}: InvalidModelFolder: has weights but no config.json: give the weights file itself "
+                                f"({bare}/model.safetensors) to convert its tensors as plain tensors")
+        with pytest.raises(safeweights.SafetensorError) as e:
+            safeweights.convert(native, tmp_path / out)
+        assert e.value.kind == "NotSupported"
+        assert str(e.value) == (f"{native}: NotSupported: params.json + consolidated.safetensors without a config.json is Meta's "
+                                "or Mistral's original layout, which this version does not convert yet")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bare", "m.safetensors", "native"]
+    safeweights.convert(bare / "model.safetensors", tmp_path / "x.gguf")  # the file itself: plain tensors

@@ -274,10 +274,13 @@ def test_dedup_through_the_pipeline(cli, tmp):
         # read back through the registry: two tensors, the matrix as F16
         listed = json.loads(run(cli, "inspect", "--json", gguf_out).stdout)
         check(sorted((t["name"], t["type"]) for t in listed["tensors"]) == [("a", "F16"), ("row", "F32")], f"GGUF --dedup tensors {listed}")
-    # A folder of .bin weights converted to one file (not a folder): read as one model.
+    # A model folder of .bin weights (it has a config.json) converted to one file (not a folder): read as
+    # one model.
     folder = os.path.join(tmp, "binfolder")
     os.makedirs(folder)
     os.replace(path, os.path.join(folder, "pytorch_model.bin"))
+    with open(os.path.join(folder, "config.json"), "w") as f:
+        f.write("{}")
     conv = run(cli, "convert", folder, os.path.join(tmp, "one.safetensors"))
     check(conv.returncode == 0 and sorted(read_safetensors(os.path.join(tmp, "one.safetensors"))[0]) == ["a", "b", "row"],
           f"bin folder -> one file: {conv.stderr}")
@@ -298,6 +301,8 @@ def test_index_and_detection_edges(cli, tmp):
     index_path = os.path.join(folder, "pytorch_model.bin.index.json")
     with open(os.path.join(folder, "inner.bin.index.json"), "w") as f:
         json.dump({"weight_map": {"w": shard}}, f)
+    with open(os.path.join(folder, "config.json"), "w") as f:  # a model folder: its index is what is refused
+        f.write("{}")
     for label, named in (("a NUL in a shard name", shard + "\0"), ("an index as a shard", "inner.bin.index.json")):
         with open(index_path, "w") as f:
             json.dump({"weight_map": {"w": named}}, f)
@@ -308,7 +313,7 @@ def test_index_and_detection_edges(cli, tmp):
                   f"{label}: a refused conversion left a folder ({out})")
         result = validate(cli, index_path)
         check(not result["valid"], f"{label}: validate {result}")
-    check(sorted(os.listdir(folder)) == sorted([shard, "inner.bin.index.json", "pytorch_model.bin.index.json"]),
+    check(sorted(os.listdir(folder)) == sorted([shard, "config.json", "inner.bin.index.json", "pytorch_model.bin.index.json"]),
           f"the input folder changed: {os.listdir(folder)}")
 
     name = "a" * 247 + "ustar" + "b" * 8  # the name starts at file offset 10, so "ustar" lands at 257
@@ -552,8 +557,11 @@ def test_torch(cli, tmp, torch):
         weight_map.update({n: shard for n in part})
     with open(os.path.join(sharded, "pytorch_model.bin.index.json"), "w") as f:
         json.dump({"metadata": {"total_size": 1, "step": 7, "format": "pt"}, "weight_map": weight_map}, f)
-    for folder, files in ((single, ["model.safetensors"]),
-                          (sharded, ["model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors",
+    for folder in (single, sharded):  # a model folder has its config.json (copied beside the weights)
+        with open(os.path.join(folder, "config.json"), "w") as f:
+            f.write("{}")
+    for folder, files in ((single, ["config.json", "model.safetensors"]),
+                          (sharded, ["config.json", "model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors",
                                      "model.safetensors.index.json"])):
         out = folder + "_out"
         conv = run(cli, "convert", folder, out)

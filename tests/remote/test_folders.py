@@ -146,6 +146,20 @@ def test_s3_folder_refusals(s3, folders, tmp_path):
     assert "NoSuchBucket" in message
 
 
+def test_s3_folder_without_config_json_is_refused_naming_its_index(s3, folders, tmp_path):
+    """As a local folder (docs/CLI.md, "Model folders"): no plain dump; the index converts as plain tensors."""
+    for f in sorted(folders["llama"].iterdir()):
+        if f.name != "config.json":
+            s3.upload(f, "no config/" + f.name)
+    url = f"s3://{BUCKET}/no config/"
+    for out in ("x.gguf", "x.safetensors"):
+        assert failure(["convert", url, str(tmp_path / out)], s3.env()) == (
+            f"safeweights: s3://{BUCKET}/no config: InvalidModelFolder: has weights but no config.json: give the index file itself "
+            f"(s3://{BUCKET}/no config/model.safetensors.index.json) to convert its tensors as plain tensors\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+    assert converted(tmp_path, url + "model.safetensors.index.json", "plain.safetensors", s3.env()).stat().st_size > 0
+
+
 # ---- the Hub ----------------------------------------------------------------------------------------
 
 
@@ -156,6 +170,9 @@ def hub(tmp_path_factory, folders):
     h.add("org/tiny-llama", files)
     h.add("org/pipelines", {f"text model/{LLAMA}/{n}": b for n, b in files.items()} | {"model_index.json": b"{}"}, repo_type="dataset")
     h.add("org/gated-llama", files)
+    # Mistral's native layout with the Hugging Face shards beside it, and no config.json.
+    native = {n: b for n, b in files.items() if n != "config.json"} | {"params.json": b"{}", "consolidated.safetensors": b"not read"}
+    h.add("org/mistral-native", native)
     h.gated[("model", "org/gated-llama")] = TOKEN
     h.page_size = 2  # every listing takes several pages
     yield h
@@ -184,6 +201,9 @@ def test_hub_folder_refusals(hub, tmp_path):
     out = str(tmp_path / "x.gguf")
     assert "RepoNotFound" in failure(["convert", "hf://org/nothing", out], hub_env(hub))
     assert "RevisionNotFound" in failure(["convert", "hf://org/gated-llama@v9", out], hub_env(hub))
+    assert failure(["convert", "hf://org/mistral-native", out], hub_env(hub)) == (
+        "safeweights: hf://org/mistral-native: NotSupported: params.json + consolidated.safetensors without a config.json is "
+        "Meta's or Mistral's original layout, which this version does not convert yet\n")
     assert "GatedRepo" in failure(["convert", "hf://org/gated-llama", out], hub_env(hub, HF_TOKEN="hf_other"), 3)
     assert converted(tmp_path, "hf://org/gated-llama", "gated.gguf", hub_env(hub)).stat().st_size > 0
     # A next page on another host is not followed: the token would go there.
