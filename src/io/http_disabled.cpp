@@ -30,6 +30,12 @@ Result<std::string> get_document(const std::string& name, Document /*what*/, con
   return without_http(name);
 }
 
+Result<std::string> post_document(const std::string& name, Document /*what*/, const std::string& /*url*/, const PostBody& /*body*/,
+                                  const Signing& /*signing*/, const HttpOptions& /*resolved*/, std::uint64_t /*cap*/,
+                                  Clock::time_point /*deadline*/) {
+  return without_http(name);
+}
+
 std::optional<Origin> origin_of(const std::string& /*url*/) { return std::nullopt; }
 
 bool has_authorization(const HttpOptions& /*options*/) { return false; }

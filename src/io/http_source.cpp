@@ -174,7 +174,8 @@ struct ExchangeRequest {
   std::string* document = nullptr;
   std::uint64_t document_cap = 0;
   Document document_kind = Document::ListingPage;
-  bool version_pinned = false;  // the URL names one version (Target::version_pinned)
+  const PostBody* post = nullptr;  // a document asked for with a POST of this body (not redirected)
+  bool version_pinned = false;     // the URL names one version (Target::version_pinned)
 };
 
 // One request and what its response has told so far.
@@ -460,8 +461,24 @@ std::string progress_of(const Exchange& x) {
   return "receiving the body (" + std::to_string(x.received) + " of " + std::to_string(x.dst.size()) + " bytes)";
 }
 
+// The words messages use for a document's request.
+struct DocumentWords {
+  std::string_view request;  // what missed a deadline: "the listing request"
+  std::string_view missing;  // what a 404 means: ": no such remote folder"
+  std::string_view refused;  // what another status answered: " for a listing"
+};
+
+DocumentWords words_of(Document what) {
+  switch (what) {
+    case Document::ListingPage: return {"the listing request", ": no such remote folder", " for a listing"};
+    case Document::FileMetadata: return {"the metadata request", ": no such remote file", " for the file's metadata"};
+    case Document::AccessToken: return {"the token request", ": no such token endpoint", " for the token request"};
+  }
+  return {"the request", "", ""};
+}
+
 Error deadline_error(const Exchange& x) {
-  const std::string what = x.document ? std::string(x.document_kind == Document::ListingPage ? "the listing request" : "the metadata request")
+  const std::string what = x.document ? std::string(words_of(x.document_kind).request)
                                       : "the request for bytes " + std::to_string(x.offset) + "-" + std::to_string(x.offset + x.dst.size() - 1);
   return http_error(
       x, ErrorKind::Timeout,
@@ -522,7 +539,8 @@ class HttpSource final : public ByteSource {
   // One GET of the whole body at the source's URL (`what`: a listing page, a file's metadata), at most
   // `cap` bytes, with the redirects and retries of every request, by `deadline` (a listing's: the
   // whole listing's). `link` gets the response's Link header.
-  Result<std::string> get_document(Document what, std::uint64_t cap, std::string& link, Clock::time_point deadline);
+  // `post`: a POST of that body instead of the GET.
+  Result<std::string> get_document(Document what, std::uint64_t cap, std::string& link, Clock::time_point deadline, const PostBody* post = nullptr);
   // The opening request, into `head`: size, validators, final URL, block 0.
   Status open_request(const std::shared_ptr<std::vector<std::byte>>& head);
 
@@ -662,6 +680,10 @@ Status HttpSource::perform(Exchange& x, std::string& url, int& redirects, CURLco
   const bool same_origin = target && origin_ && *target == *origin_;
   lib().easy_setopt(h, CURLOPT_URL, url.c_str());
   if (x.document == nullptr) lib().easy_setopt(h, CURLOPT_RANGE, range.c_str());
+  if (x.post != nullptr) {
+    lib().easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(x.post->data.size()));
+    lib().easy_setopt(h, CURLOPT_POSTFIELDS, x.post->data.c_str());
+  }
   lib().easy_setopt(h, CURLOPT_HTTPHEADER, same_origin ? origin_headers_.list : other_headers_.list);
   if (same_origin && !signing_.sigv4.empty()) {
     // libcurl signs (SigV4) the host, x-amz-date and the x-amz-* headers among origin_headers_.
@@ -715,6 +737,9 @@ Status HttpSource::perform(Exchange& x, std::string& url, int& redirects, CURLco
     lib().easy_getinfo(h, CURLINFO_REDIRECT_URL, &location);
     if (location == nullptr) {
       result = http_error(x, ErrorKind::HttpError, "HTTP " + std::to_string(x.status) + " redirect without a usable Location" + service_detail(x));
+    } else if (x.post != nullptr) {
+      result =
+          http_error(x, ErrorKind::HttpError, "HTTP " + std::to_string(x.status) + " redirect for a POST: not followed (its body is not resent)");
     } else if (++redirects > kMaxRedirects) {
       result = http_error(x, ErrorKind::HttpError, "more than " + std::to_string(kMaxRedirects) + " redirects");
     } else {
@@ -756,17 +781,13 @@ Attempt failed_attempt(const Exchange& x, CURLcode rc, const std::string& curl_m
         http_error(x, ErrorKind::RemoteChanged,
                    "HTTP " + std::to_string(x.status) + " for the version opened: the remote file changed or was deleted" + service_detail(x)));
   } else if (x.status == 404 || x.status == 410) {
-    return Attempt::ended(http_error(
-        x, ErrorKind::FileNotFound,
-        "HTTP " + std::to_string(x.status) +
-            (x.document && x.document_kind == Document::ListingPage ? ": no such remote folder" : ": no such remote file") + service_detail(x)));
-  } else {
-    return Attempt::ended(http_error(x, ErrorKind::HttpError,
+    return Attempt::ended(http_error(x, ErrorKind::FileNotFound,
                                      "HTTP " + std::to_string(x.status) +
-                                         (!x.document                                ? " for a ranged GET"
-                                          : x.document_kind == Document::ListingPage ? " for a listing"
-                                                                                     : " for the file's metadata") +
-                                         service_detail(x)));
+                                         std::string(words_of(x.document ? x.document_kind : Document::FileMetadata).missing) + service_detail(x)));
+  } else {
+    return Attempt::ended(http_error(
+        x, ErrorKind::HttpError,
+        "HTTP " + std::to_string(x.status) + std::string(x.document ? words_of(x.document_kind).refused : " for a ranged GET") + service_detail(x)));
   }
   return a;
 }
@@ -885,7 +906,7 @@ Status HttpSource::prepare() {
   return Status::ok();
 }
 
-Result<std::string> HttpSource::get_document(Document what, std::uint64_t cap, std::string& link, Clock::time_point deadline) {
+Result<std::string> HttpSource::get_document(Document what, std::uint64_t cap, std::string& link, Clock::time_point deadline, const PostBody* post) {
   std::string body;
   SW_RETURN_IF_ERROR(with_retries(
       [&](Clock::time_point attempt_deadline) -> Attempt {
@@ -894,6 +915,7 @@ Result<std::string> HttpSource::get_document(Document what, std::uint64_t cap, s
         request.document = &body;
         request.document_cap = cap;
         request.document_kind = what;
+        request.post = post;
         Exchange x(request);
         std::string url = request_url_;
         CURLcode rc = CURLE_OK;
@@ -1178,6 +1200,16 @@ Result<std::string> get_document(const std::string& name, Document what, const s
   HttpSource source(name, Target{url, signing, false}, resolved);
   SW_RETURN_IF_ERROR(source.prepare());
   return source.get_document(what, cap, link, deadline);
+}
+
+Result<std::string> post_document(const std::string& name, Document what, const std::string& url, const PostBody& body, const Signing& signing,
+                                  const HttpOptions& resolved, std::uint64_t cap, Clock::time_point deadline) {
+  Signing typed = signing;
+  typed.headers.push_back("Content-Type: " + body.content_type);
+  HttpSource source(name, Target{url, std::move(typed), false}, resolved);
+  SW_RETURN_IF_ERROR(source.prepare());
+  std::string link;
+  return source.get_document(what, cap, link, deadline, &body);
 }
 
 std::optional<Origin> origin_of(const std::string& url) {

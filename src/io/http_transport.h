@@ -1,6 +1,6 @@
 // The HTTP transport the remote schemes (io/scheme.h) read through: ranged GETs, the block cache,
 // parallel chunks, retries, deadlines and the pinning of a file's version (io/http_source.cpp), and the
-// one GET of a whole document (a listing page, an object's metadata). It knows no scheme: a scheme
+// one request of a whole document (a listing page, an object's metadata, an OAuth token). It knows no scheme: a scheme
 // says where a name's requests go and how they are authenticated (a Target), and the transport sends
 // them under the rules of safeweights/http.h. Internal to src/io. Without the http component
 // (io/http_disabled.cpp) every call reports that the library was built without HTTP support.
@@ -54,15 +54,27 @@ Result<HttpOptions> request_options(const std::string& name, const HttpOptions& 
 // `resolved` comes from request_options().
 Result<SourcePtr> open_target(const std::string& name, Target target, const HttpOptions& resolved);
 
-// What a document is, for messages: a page of a folder's listing (404: "no such remote folder"), or
-// a file's metadata (404: "no such remote file").
-enum class Document { ListingPage, FileMetadata };
+// What a document is, for messages: a page of a folder's listing (404: "no such remote folder"), a
+// file's metadata (404: "no such remote file"), or an access token from a token endpoint.
+enum class Document { ListingPage, FileMetadata, AccessToken };
 
 // One GET of a whole document at `url` (no Range), at most `cap` bytes, with the redirects and retries
 // of every request, by `deadline`; `link` gets the response's Link header. FileNotFound for 404/410;
 // errors name `name`.
 Result<std::string> get_document(const std::string& name, Document what, const std::string& url, const Signing& signing, const HttpOptions& resolved,
                                  std::uint64_t cap, Clock::time_point deadline, std::string& link);
+
+// The body of a document asked for with a POST rather than a GET (an OAuth token exchange's form).
+// It may hold credentials: the caller registers them (io/secrets.h) before the request.
+struct PostBody {
+  std::string content_type;  // "application/x-www-form-urlencoded"
+  std::string data;
+};
+
+// get_document() with a POST of `body`: the same caps, retries and deadline. A redirect is not
+// followed (a POST's body is not resent to another URL): it is HttpError.
+Result<std::string> post_document(const std::string& name, Document what, const std::string& url, const PostBody& body, const Signing& signing,
+                                  const HttpOptions& resolved, std::uint64_t cap, Clock::time_point deadline);
 
 // The scheme, host and port of a URL, lower-cased, the port filled in from the scheme (libcurl's URL
 // parser). nullopt for what is not a URL.
