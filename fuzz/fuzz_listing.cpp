@@ -58,6 +58,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     check_page(listing::parse_gs_page(body, folder), folder, false);
     const Result<listing::GsObject> object = listing::parse_gs_object(body);
     FUZZ_CHECK(object.is_ok() ? !object->generation.empty() : object.error().kind() == ErrorKind::HttpError);
+    const Result<listing::GsAccessToken> token = listing::parse_gs_access_token(body);
+    FUZZ_CHECK(token.is_ok() ? !token->access_token.empty() : token.error().kind() == ErrorKind::HttpError);
+    (void)listing::parse_gs_credentials(body);
   } else if (hub) {
     const std::string prefix = folder.empty() ? std::string() : std::string(folder) + "/";
     check_page(listing::parse_hub_page(body, folder), prefix, true);

@@ -1,5 +1,5 @@
-// Cloud Storage's JSON documents (io/remote_listing.h): objects-list pages, an object's metadata, the
-// type of an application-default credentials file. Drawn below json/ in docs/ARCHITECTURE.md (it
+// Cloud Storage's JSON documents (io/remote_listing.h): objects-list pages, an object's metadata, an
+// application-default credentials file, an OAuth token endpoint's reply. Drawn below json/ in docs/ARCHITECTURE.md (it
 // parses JSON), like io/hub_tree.cpp; the gs:// scheme reaches it through io/remote_listing.h only.
 
 #include <string>
@@ -95,13 +95,41 @@ Result<GsObject> parse_gs_object(std::string_view text) {
   return GsObject{*bytes, std::string(generation)};
 }
 
-std::string gs_credentials_type(std::string_view text) {
+GsCredentialsFile parse_gs_credentials(std::string_view text) {
   std::unique_ptr<simdjson::dom::parser> own;
   json::element root;
-  if (json::parse_document(text, 16, own, root) || root.type() != json::element_type::OBJECT) return {};
-  std::string_view type;
-  if (json::as_object(root)["type"].get_string().get(type) != simdjson::SUCCESS) return {};
-  return std::string(type);
+  GsCredentialsFile file;
+  if (json::parse_document(text, 16, own, root) || root.type() != json::element_type::OBJECT) return file;
+  const simdjson::dom::object o = json::as_object(root);
+  auto member = [&](const char* key, std::string& out) {
+    std::string_view v;
+    if (optional_string(o, key, v)) out = std::string(v);
+  };
+  member("type", file.type);
+  member("client_id", file.client_id);
+  member("client_secret", file.client_secret);
+  member("refresh_token", file.refresh_token);
+  member("token_uri", file.token_uri);
+  return file;
+}
+
+Result<GsAccessToken> parse_gs_access_token(std::string_view text) {
+  auto bad = [](const std::string& what) { return Error(ErrorKind::HttpError, "the reply is not an OAuth access token: " + what); };
+  std::unique_ptr<simdjson::dom::parser> own;
+  json::element root;
+  if (auto err = json::parse_document(text, 16, own, root); err) return bad(std::string("not valid JSON: ") + simdjson::error_message(err));
+  if (root.type() != json::element_type::OBJECT) return bad("not a JSON object");
+  const simdjson::dom::object o = json::as_object(root);
+  GsAccessToken token;
+  std::string_view access, type;
+  if (o["access_token"].get_string().get(access) != simdjson::SUCCESS || access.empty()) return bad("no string \"access_token\"");
+  if (!optional_string(o, "token_type", type) || !(type.empty() || type == "Bearer" || type == "bearer"))
+    return bad("a \"token_type\" other than Bearer");
+  simdjson::dom::element expires;
+  if (o["expires_in"].get(expires) == simdjson::SUCCESS && expires.get_uint64().get(token.expires_in) != simdjson::SUCCESS)
+    return bad("\"expires_in\" is not a whole number of seconds");
+  token.access_token = std::string(access);
+  return token;
 }
 
 }  // namespace safeweights::listing

@@ -59,10 +59,23 @@ struct GsObject {
 // HttpError naming the rule for a body without a decimal "size" and "generation". (io/gs_json.cpp)
 Result<GsObject> parse_gs_object(std::string_view json);
 
-// The "type" of a Google application-default credentials file ("authorized_user",
-// "service_account", ...); empty when the text is not a JSON object with a string "type".
-// (io/gs_json.cpp)
-std::string gs_credentials_type(std::string_view json);
+// What a Google application-default credentials file holds: its "type" ("authorized_user",
+// "service_account", "external_account", ...) and an authorized_user's members. A member that is
+// absent or not a string is empty; all are empty when the text is not a JSON object. (io/gs_json.cpp)
+struct GsCredentialsFile {
+  std::string type, client_id, client_secret, refresh_token, token_uri;
+};
+GsCredentialsFile parse_gs_credentials(std::string_view json);
+
+// An OAuth token endpoint's (or the metadata server's) reply: {"access_token": T, "expires_in": N,
+// "token_type": "Bearer"}. A missing "expires_in" is 0 (the token is used once, never cached).
+// HttpError naming the rule for a body without a string "access_token", a "token_type" other than
+// Bearer, or an "expires_in" that is not a whole number of seconds. (io/gs_json.cpp)
+struct GsAccessToken {
+  std::string access_token;
+  std::uint64_t expires_in = 0;
+};
+Result<GsAccessToken> parse_gs_access_token(std::string_view json);
 
 // The name of a listed entry `full` in the folder `prefix` (empty, or ending in '/'): what follows the
 // prefix, when that is a valid name (UTF-8, not empty, "." or "..", no '/' nor NUL). nullopt otherwise.

@@ -178,9 +178,30 @@ TEST(GsListing, HostilePagesAndMetadataAreRefused) {
     ASSERT_FALSE(refused.is_ok()) << body;
     EXPECT_EQ(refused.error().kind(), ErrorKind::HttpError) << body;
   }
-  EXPECT_EQ(listing::gs_credentials_type(R"({"type":"service_account","private_key":"k"})"), "service_account");
-  EXPECT_EQ(listing::gs_credentials_type(R"({"type":1})"), "");
-  EXPECT_EQ(listing::gs_credentials_type("not json"), "");
+  EXPECT_EQ(listing::parse_gs_credentials(R"({"type":"service_account","private_key":"k"})").type, "service_account");
+  EXPECT_EQ(listing::parse_gs_credentials(R"({"type":1})").type, "");
+  EXPECT_EQ(listing::parse_gs_credentials("not json").type, "");
+  const listing::GsCredentialsFile user = listing::parse_gs_credentials(
+      R"({"type":"authorized_user","client_id":"id","client_secret":"s","refresh_token":"r","token_uri":"https://t/token","quota_project_id":"p"})");
+  EXPECT_EQ(user.client_id + "," + user.client_secret + "," + user.refresh_token + "," + user.token_uri, "id,s,r,https://t/token");
+  EXPECT_EQ(listing::parse_gs_credentials(R"({"type":"authorized_user","refresh_token":7})").refresh_token, "");
+}
+
+TEST(GsListing, AccessTokenReplies) {
+  auto token = listing::parse_gs_access_token(R"({"access_token":"ya29.x","expires_in":3599,"token_type":"Bearer"})");
+  ASSERT_TRUE(token.is_ok()) << token.error().message();
+  EXPECT_EQ(token->access_token, "ya29.x");
+  EXPECT_EQ(token->expires_in, 3599u);
+  auto once = listing::parse_gs_access_token(R"({"access_token":"ya29.y"})");
+  ASSERT_TRUE(once.is_ok());
+  EXPECT_EQ(once->expires_in, 0u);
+  for (const char* body : {"{}", R"({"access_token":""})", R"({"access_token":1})", R"({"access_token":"a","token_type":"MAC"})",
+                           R"({"access_token":"a","expires_in":-5})", R"({"access_token":"a","expires_in":"60"})", "[]", "nope"}) {
+    auto refused = listing::parse_gs_access_token(body);
+    ASSERT_FALSE(refused.is_ok()) << body;
+    EXPECT_EQ(refused.error().kind(), ErrorKind::HttpError) << body;
+    EXPECT_TRUE(refused.error().message().starts_with("the reply is not an OAuth access token: ")) << refused.error().message();
+  }
 }
 
 TEST(HubListing, FilesAndDirectoriesOfOneFolder) {

@@ -6,7 +6,8 @@ files' answers byte for byte, folders included. What the emulator does not do (i
 `generation`, sends one listing page, checks no credentials) is checked against a small stand-in of
 the same API written here (FakeGcs): a folder listed in several pages, an object replaced while it is
 read (the pinned generation is gone: RemoteChanged), a private bucket that wants a bearer token, and a
-token that is never printed, even when the server quotes it back.
+token that is never printed, even when the server quotes it back. FakeGcs is also the OAuth token
+endpoint and the metadata server that application-default credentials are traded at.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ from test_folders import LLAMA, make_llama_folder
 
 BUCKET = "models"
 TOKEN = "ya29.test-token-for-the-private-bucket"
+CLIENT_SECRET = "client-secret-0123456789"
+REFRESH_TOKEN = "1//refresh-token-secret-0123"
 
 
 def clean_env(home: Path, **extra: str | None) -> dict:
@@ -165,14 +168,22 @@ def test_names_that_are_not_objects(gcs, gs_files, tmp_path):
 class FakeGcs:
     """Cloud Storage's JSON API, the parts gs:// uses: object metadata, media downloads with Range that
     honour `generation` (a replaced object's old generation is gone), listings of PAGE entries a page
-    with pageToken, and a bucket `private` that wants `Authorization: Bearer TOKEN` and quotes the
-    header it got in its refusal (as a careless service might)."""
+    with pageToken, and a bucket `private` that wants `Authorization: Bearer TOKEN` (or a token issued
+    here) and quotes the header it got in its refusal (as a careless service might). Tokens are issued
+    at POST /token (a refresh token traded, RFC 6749 6; `refuse` answers invalid_grant, quoting the
+    form; `token_faults` answer the next requests with those statuses) and at the metadata server's GET /computeMetadata/v1/instance/service-accounts/default/token
+    (with Metadata-Flavor: Google); each lives `expires_in` seconds."""
 
     PAGE = 2
 
     def __init__(self, home: Path):
         self.objects: dict[tuple[str, str], tuple[bytes, int]] = {}
         self.requests: list[tuple[str, str]] = []  # (path and query, Authorization header)
+        self.token_requests: list[tuple[str, str, dict]] = []  # (method, Content-Type or Metadata-Flavor, form)
+        self.issued: list[str] = []
+        self.expires_in = 3600
+        self.refuse = False
+        self.token_faults: list[int] = []  # statuses the next token requests get instead (503, 307)
         self.home = home
         self.generation = 1000
         fake = self
@@ -189,8 +200,30 @@ class FakeGcs:
                 self.end_headers()
                 self.wfile.write(body)
 
+            def issue(self):
+                fake.issued.append(f"ya29.issued-{len(fake.issued)}-0123456789")
+                doc = {"access_token": fake.issued[-1], "expires_in": fake.expires_in, "token_type": "Bearer"}
+                self.reply(200, json.dumps(doc).encode(), [("Content-Type", "application/json")])
+
+            def do_POST(self):
+                form = urllib.parse.parse_qs(self.rfile.read(int(self.headers.get("Content-Length", "0"))).decode(), strict_parsing=True)
+                fake.token_requests.append(("POST", self.headers.get("Content-Type", ""), form))
+                if self.path != "/token":
+                    return self.reply(404)
+                if fake.token_faults:
+                    return self.reply(fake.token_faults.pop(0), b"", [("Location", "/token")])
+                if fake.refuse:
+                    body = {"error": "invalid_grant", "error_description": f"Token has been expired or revoked: {form}"}
+                    return self.reply(400, json.dumps(body).encode(), [("Content-Type", "application/json")])
+                self.issue()
+
             def do_GET(self):
                 fake.requests.append((self.path, self.headers.get("Authorization", "")))
+                if self.path.startswith("/computeMetadata/"):
+                    fake.token_requests.append(("GET", self.headers.get("Metadata-Flavor", ""), {}))
+                    if self.path != "/computeMetadata/v1/instance/service-accounts/default/token":
+                        return self.reply(404)
+                    return self.issue() if self.headers.get("Metadata-Flavor") == "Google" else self.reply(403)
                 url = urllib.parse.urlsplit(self.path)
                 query = urllib.parse.parse_qs(url.query)
                 parts = url.path.split("/")  # "", storage, v1, b, BUCKET, o[, OBJECT]
@@ -198,7 +231,7 @@ class FakeGcs:
                     return self.reply(400)
                 bucket = parts[4]
                 auth = self.headers.get("Authorization", "")
-                if bucket == "private" and auth != f"Bearer {TOKEN}":
+                if bucket == "private" and auth not in [f"Bearer {t}" for t in [TOKEN, *fake.issued]]:
                     body = json.dumps({"error": {"code": 401, "message": f"Invalid Credentials: {auth}"}}).encode()
                     return self.reply(401, body, [("Content-Type", "application/json")])
                 if len(parts) == 6:
@@ -305,12 +338,131 @@ def test_a_private_bucket_wants_a_token_that_is_never_printed(fake, tmp_path, lo
     assert wrong not in out, out
 
 
-def test_application_default_credentials_are_refused_by_name(tmp_path, local_files):
+@pytest.mark.parametrize("kind, how", [("service_account", "--impersonate-service-account="), ("external_account", "Google's STS")])
+def test_keys_and_workload_identity_are_refused_by_name(tmp_path, kind, how):
+    """A service account's key needs a signed JWT, workload identity an STS exchange: refused before any
+    request, naming the file and saying how to get a token instead."""
     adc = tmp_path / "adc.json"
-    adc.write_text(json.dumps({"type": "authorized_user", "client_id": "x", "client_secret": "s", "refresh_token": "1//refresh-token-secret"}))
+    adc.write_text(json.dumps({"type": kind, "private_key": "-----BEGIN PRIVATE KEY-----secret-key-0123", "client_email": "a@b.iam"}))
     (tmp_path / "home").mkdir()
-    env = clean_env(tmp_path / "home", GOOGLE_APPLICATION_CREDENTIALS=str(adc))
-    proc = run_cli("inspect", "gs://models/model.safetensors", env=env, check=False)  # refused before any request
+    for env in (clean_env(tmp_path / "home", GOOGLE_APPLICATION_CREDENTIALS=str(adc)), clean_env(tmp_path / "home", CLOUDSDK_CONFIG=str(tmp_path))):
+        if "CLOUDSDK_CONFIG" in env:  # gcloud's own file, found without being named
+            adc = adc.rename(tmp_path / "application_default_credentials.json")
+        proc = run_cli("inspect", "gs://models/model.safetensors", env=env, check=False)
+        err = proc.stderr.decode()
+        assert proc.returncode == 3 and "EnvironmentFault" in err and str(adc) in err and f'of type "{kind}" are not supported' in err, err
+        assert "GOOGLE_OAUTH_ACCESS_TOKEN" in err and how in err and "secret-key" not in err, err
+
+
+def write_adc(path: Path, **fields: str) -> Path:
+    doc = {"type": "authorized_user", "client_id": "client-id.apps.example", "client_secret": CLIENT_SECRET, "refresh_token": REFRESH_TOKEN}
+    doc.update(fields)
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def put_private_index(fake: FakeGcs, local_files) -> tuple[str, int]:
+    """The sharded index and its shards in the private bucket: its name, and the number of files."""
+    index = local_files["index"]
+    files = sorted(index.parent.iterdir())
+    for f in files:
+        fake.put("private", f"sharded/{f.name}", f.read_bytes())
+    return f"gs://private/sharded/{index.name}", len(files)
+
+
+def metadata_requests(fake: FakeGcs) -> list[str]:
+    return [p for p, _ in fake.requests if p.startswith("/storage/v1/b/private/o/") and "alt=media" not in p]
+
+
+def test_a_refresh_token_is_traded_once_and_its_token_sent(fake, tmp_path, local_files):
+    name, files = put_private_index(fake, local_files)
+    adc = write_adc(tmp_path / "adc.json", token_uri=f"{fake.host}/token")
+    proc = run_cli("inspect", "--json", name, env=fake.env(GOOGLE_APPLICATION_CREDENTIALS=str(adc)))
+    assert len(metadata_requests(fake)) == files > 1
+    # One exchange for the process, the form of RFC 6749 6, the token it gave on every request after it.
+    assert fake.token_requests == [("POST", "application/x-www-form-urlencoded",
+                                    {"grant_type": ["refresh_token"], "client_id": ["client-id.apps.example"],
+                                     "client_secret": [CLIENT_SECRET], "refresh_token": [REFRESH_TOKEN]})]
+    assert {auth for _, auth in fake.requests} == {f"Bearer {fake.issued[0]}"}
+    out = proc.stdout.decode() + proc.stderr.decode()
+    assert all(s not in out for s in (CLIENT_SECRET, REFRESH_TOKEN, fake.issued[0])), out
+
+
+def test_a_token_about_to_expire_is_traded_again(fake, tmp_path, local_files):
+    name, files = put_private_index(fake, local_files)
+    fake.expires_in = 30  # under the minute of margin: every use trades again
+    adc = write_adc(tmp_path / "adc.json", token_uri=f"{fake.host}/token")
+    run_cli("inspect", name, env=fake.env(GOOGLE_APPLICATION_CREDENTIALS=str(adc)))
+    assert len(fake.token_requests) == len(metadata_requests(fake)) == files
+    assert [auth for p, auth in fake.requests if p in metadata_requests(fake)] == [f"Bearer {t}" for t in fake.issued]
+
+
+def test_a_refused_refresh_is_an_environment_fault_naming_the_file(fake, tmp_path, local_files):
+    name = fake.put("private", "model.safetensors", local_files["safetensors"].read_bytes())
+    fake.refuse = True
+    adc = write_adc(tmp_path / "adc.json", token_uri=f"{fake.host}/token")
+    for json_flag in ((), ("--json",)):
+        proc = run_cli("inspect", *json_flag, name, env=fake.env(GOOGLE_APPLICATION_CREDENTIALS=str(adc)), check=False)
+        out = proc.stdout.decode() + proc.stderr.decode()
+        assert proc.returncode == 3 and "EnvironmentFault" in out and str(adc) in out, out
+        assert "HTTP 400 for the token request" in out and "gcloud auth application-default login" in out, out
+        assert CLIENT_SECRET not in out and REFRESH_TOKEN not in out, out
+    assert not metadata_requests(fake)  # nothing asked of the bucket without a token
+
+
+def test_a_token_request_is_retried_but_not_redirected(fake, tmp_path, local_files):
+    name = fake.put("private", "model.safetensors", local_files["safetensors"].read_bytes())
+    env = fake.env(GOOGLE_APPLICATION_CREDENTIALS=str(write_adc(tmp_path / "adc.json", token_uri=f"{fake.host}/token")))
+    fake.token_faults = [503]
+    assert run_cli("inspect", name, env=env).returncode == 0
+    assert len(fake.token_requests) == 2 and fake.token_requests[0] == fake.token_requests[1]  # the form sent again, whole
+    # A POST's body is not sent on to where a redirect points.
+    fake.token_faults = [307]
+    proc = run_cli("inspect", name, env=env, check=False)
     err = proc.stderr.decode()
-    assert proc.returncode == 3 and "EnvironmentFault" in err and str(adc) in err and '"authorized_user"' in err, err
-    assert "GOOGLE_OAUTH_ACCESS_TOKEN" in err and "refresh-token-secret" not in err, err
+    assert proc.returncode == 3 and "HttpError" in err and "HTTP 307 redirect for a POST: not followed" in err and str(tmp_path / "adc.json") in err, err
+    assert len(fake.token_requests) == 3
+
+
+def test_unusable_authorized_user_files_are_refused_before_any_request(fake, tmp_path):
+    for fields, words in [({"refresh_token": ""}, 'without a string "client_id", "client_secret" and "refresh_token"'),
+                          ({"token_uri": "http://example.com/token"}, 'a "token_uri" that is not an https URL')]:
+        adc = write_adc(tmp_path / "adc.json", **fields)
+        proc = run_cli("inspect", "gs://private/model.safetensors", env=fake.env(GOOGLE_APPLICATION_CREDENTIALS=str(adc)), check=False)
+        err = proc.stderr.decode()
+        assert proc.returncode == 3 and "EnvironmentFault" in err and str(adc) in err and words in err, err
+        assert CLIENT_SECRET not in err, err
+    assert not fake.requests and not fake.token_requests
+
+
+def test_the_order_of_the_credentials(fake, tmp_path, local_files):
+    name = fake.put("private", "model.safetensors", local_files["safetensors"].read_bytes())
+    fake.refuse = True  # a refresh would fail: each source before the file must keep it from being asked
+    adc = write_adc(tmp_path / "adc.json", token_uri=f"{fake.host}/token")
+    metadata = fake.host.removeprefix("http://")
+    env = fake.env(GOOGLE_APPLICATION_CREDENTIALS=str(adc), GCE_METADATA_HOST=metadata)
+    assert run_cli("inspect", "--header", f"Authorization: Bearer {TOKEN}", name, env=env).returncode == 0
+    assert run_cli("inspect", name, env={**env, "GOOGLE_OAUTH_ACCESS_TOKEN": TOKEN}).returncode == 0
+    token_file = tmp_path / "token"
+    token_file.write_text(TOKEN + "\n")
+    assert run_cli("inspect", name, env={**env, "CLOUDSDK_AUTH_ACCESS_TOKEN_FILE": str(token_file)}).returncode == 0
+    assert fake.token_requests == []
+    # The file before the metadata server.
+    assert run_cli("inspect", name, env=env, check=False).returncode == 3
+    assert [method for method, _, _ in fake.token_requests] == ["POST"]
+    # gcloud's own file is not looked for under an emulator: anonymous, and refused by the bucket.
+    (tmp_path / "gcloud").mkdir()
+    write_adc(tmp_path / "gcloud" / "application_default_credentials.json", token_uri=f"{fake.host}/token")
+    proc = run_cli("inspect", name, env=fake.env(CLOUDSDK_CONFIG=str(tmp_path / "gcloud")), check=False)
+    assert proc.returncode == 3 and "no credentials were sent" in proc.stderr.decode(), proc.stderr
+    assert len(fake.token_requests) == 1
+
+
+def test_the_metadata_server_when_named(fake, tmp_path, local_files):
+    name = fake.put("private", "model.safetensors", local_files["safetensors"].read_bytes())
+    # Not named: no request to any metadata server, anonymous.
+    assert run_cli("inspect", name, env=fake.env(), check=False).returncode == 3 and not fake.token_requests
+    proc = run_cli("inspect", "--json", name, env=fake.env(GCE_METADATA_HOST=fake.host.removeprefix("http://")))
+    assert fake.token_requests == [("GET", "Google", {})]
+    assert fake.requests[-1][1] == f"Bearer {fake.issued[0]}"
+    assert fake.issued[0] not in proc.stdout.decode() + proc.stderr.decode()
