@@ -4,10 +4,11 @@
 // X-Error-Message, headers, libcurl's text, a listing page): a hostile or careless service can reflect
 // the request's credentials in them, and the message then reaches stderr, --json output, logs and
 // Python exceptions. So each credential is registered where it is loaded (the S3 configuration chain:
-// access key id, secret key, session token; the Hub token; the caller's credential headers), and every
-// error leaving the HTTP layer goes through scrub(): each occurrence of a credential, as it is,
-// percent-encoded, JSON- or XML-escaped, or in base64, becomes kRedacted, and so does the value of a
-// signature query parameter (a presigned URL's X-Amz-Signature, ...) wherever a URL is quoted.
+// access key id, secret key, session token; the Hub token; Cloud Storage's tokens, client secret and
+// refresh token; the caller's credential headers), and every error leaving the HTTP layer goes through
+// scrub(): each occurrence of a credential, as it is, percent-encoded, JSON- or XML-escaped, or in
+// base64, becomes kRedacted, and so does the value of a signature query parameter (a presigned URL's
+// X-Amz-Signature, ...) wherever a URL is quoted.
 //
 // Thread safety: every function may be called from any thread (the registry is locked).
 #pragma once

@@ -16,6 +16,7 @@ import json
 import os
 import subprocess
 import threading
+import time
 import urllib.parse
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -183,7 +184,8 @@ class FakeGcs:
         self.issued: list[str] = []
         self.expires_in = 3600
         self.refuse = False
-        self.token_faults: list[int] = []  # statuses the next token requests get instead (503, 307)
+        self.token_faults: list[int] = []  # statuses the next token requests get instead (503, 307; 0: a reply after 3 s)
+        self.token_headers: list[set[str]] = []  # the names of each token request's headers, lower-case
         self.home = home
         self.generation = 1000
         fake = self
@@ -208,9 +210,13 @@ class FakeGcs:
             def do_POST(self):
                 form = urllib.parse.parse_qs(self.rfile.read(int(self.headers.get("Content-Length", "0"))).decode(), strict_parsing=True)
                 fake.token_requests.append(("POST", self.headers.get("Content-Type", ""), form))
+                fake.token_headers.append({k.lower() for k in self.headers.keys()})
                 if self.path != "/token":
                     return self.reply(404)
-                if fake.token_faults:
+                if fake.token_faults and fake.token_faults[0] == 0:
+                    fake.token_faults.pop(0)
+                    time.sleep(3)
+                elif fake.token_faults:
                     return self.reply(fake.token_faults.pop(0), b"", [("Location", "/token")])
                 if fake.refuse:
                     body = {"error": "invalid_grant", "error_description": f"Token has been expired or revoked: {form}"}
@@ -221,6 +227,7 @@ class FakeGcs:
                 fake.requests.append((self.path, self.headers.get("Authorization", "")))
                 if self.path.startswith("/computeMetadata/"):
                     fake.token_requests.append(("GET", self.headers.get("Metadata-Flavor", ""), {}))
+                    fake.token_headers.append({k.lower() for k in self.headers.keys()})
                     if self.path != "/computeMetadata/v1/instance/service-accounts/default/token":
                         return self.reply(404)
                     return self.issue() if self.headers.get("Metadata-Flavor") == "Google" else self.reply(403)
@@ -377,8 +384,9 @@ def metadata_requests(fake: FakeGcs) -> list[str]:
 def test_a_refresh_token_is_traded_once_and_its_token_sent(fake, tmp_path, local_files):
     name, files = put_private_index(fake, local_files)
     adc = write_adc(tmp_path / "adc.json", token_uri=f"{fake.host}/token")
-    proc = run_cli("inspect", "--json", name, env=fake.env(GOOGLE_APPLICATION_CREDENTIALS=str(adc)))
+    proc = run_cli("inspect", "--json", "--header", "X-Meant-For: the-bucket", name, env=fake.env(GOOGLE_APPLICATION_CREDENTIALS=str(adc)))
     assert len(metadata_requests(fake)) == files > 1
+    assert "x-meant-for" not in fake.token_headers[0]  # the caller's headers go to the bucket only
     # One exchange for the process, the form of RFC 6749 6, the token it gave on every request after it.
     assert fake.token_requests == [("POST", "application/x-www-form-urlencoded",
                                     {"grant_type": ["refresh_token"], "client_id": ["client-id.apps.example"],
@@ -422,6 +430,11 @@ def test_a_token_request_is_retried_but_not_redirected(fake, tmp_path, local_fil
     err = proc.stderr.decode()
     assert proc.returncode == 3 and "HttpError" in err and "HTTP 307 redirect for a POST: not followed" in err and str(tmp_path / "adc.json") in err, err
     assert len(fake.token_requests) == 3
+    # The deadline of every request bounds the exchange too.
+    fake.token_faults = [0]
+    proc = run_cli("inspect", "--timeout", "1", name, env=env, check=False)
+    err = proc.stderr.decode()
+    assert proc.returncode == 3 and "Timeout" in err and "the token request missed its deadline of 1 s" in err, err
 
 
 def test_unusable_authorized_user_files_are_refused_before_any_request(fake, tmp_path):
@@ -459,10 +472,10 @@ def test_the_order_of_the_credentials(fake, tmp_path, local_files):
 
 
 def test_the_metadata_server_when_named(fake, tmp_path, local_files):
-    name = fake.put("private", "model.safetensors", local_files["safetensors"].read_bytes())
+    name, files = put_private_index(fake, local_files)
     # Not named: no request to any metadata server, anonymous.
     assert run_cli("inspect", name, env=fake.env(), check=False).returncode == 3 and not fake.token_requests
     proc = run_cli("inspect", "--json", name, env=fake.env(GCE_METADATA_HOST=fake.host.removeprefix("http://")))
-    assert fake.token_requests == [("GET", "Google", {})]
+    assert fake.token_requests == [("GET", "Google", {})]  # one token for every file
     assert fake.requests[-1][1] == f"Bearer {fake.issued[0]}"
     assert fake.issued[0] not in proc.stdout.decode() + proc.stderr.decode()
