@@ -138,10 +138,8 @@ Result<GsCredentials> from_authorized_user(const listing::GsCredentialsFile& fil
 }
 
 // The default service account's token from the metadata server (Compute Engine, GKE, Cloud Run).
-Result<GsCredentials> from_metadata_server(std::string host, const HttpOptions& resolved) {
-  if (host.find("://") == std::string::npos) host = "http://" + host;
-  while (host.ends_with('/')) host.pop_back();
-  const std::string url = host + kMetadataTokenPath;
+Result<GsCredentials> from_metadata_server(const std::string& host, const HttpOptions& resolved) {
+  const std::string url = google_host_url(host) + kMetadataTokenPath;
   http::Signing signing;
   signing.headers.push_back("Metadata-Flavor: Google");
   const std::string what = "the token request to the metadata server (" + std::string(kMetadataHostEnv) + ")";
@@ -204,7 +202,7 @@ std::optional<std::string> adc_file(bool emulator) {
 // The credentials after the caller's header and the two ready tokens: an exchange, or anonymous.
 Result<GsCredentials> exchanged_credentials(const HttpOptions& resolved, bool emulator) {
   if (std::optional<std::string> adc = adc_file(emulator)) return from_adc_file(*adc, resolved);
-  if (std::string host = env(kMetadataHostEnv); !host.empty()) return from_metadata_server(std::move(host), resolved);
+  if (std::string host = env(kMetadataHostEnv); !host.empty()) return from_metadata_server(host, resolved);
   return GsCredentials{};  // anonymous
 }
 
@@ -224,6 +222,12 @@ Result<GsCredentials> find_gs_credentials(const HttpOptions& resolved, bool emul
   secrets::remember(creds.token);
   if (creds.token.find_first_of("\r\n") != std::string::npos) return environment_fault(creds.sent + " contains a line break", "");
   return creds;
+}
+
+std::string google_host_url(std::string host) {
+  if (host.find("://") == std::string::npos) host = "http://" + host;
+  while (host.ends_with('/')) host.pop_back();
+  return host;
 }
 
 Error gs_refused(Error error, const GsCredentials& creds) {

@@ -32,6 +32,10 @@ struct GsCredentials {
 // refuses; the transport's errors (IoError, Timeout, ...) for an exchange that could not be made.
 Result<GsCredentials> find_gs_credentials(const HttpOptions& resolved, bool emulator);
 
+// A host a Google setting names ($STORAGE_EMULATOR_HOST, $GCE_METADATA_HOST), "host:port" or a URL, as
+// Google's libraries read it: a URL (http:// when no scheme is given) without trailing slashes.
+std::string google_host_url(std::string host);
+
 // A 401 or 403 of the service with what was (or was not) sent: the one hint such a refusal needs.
 // Other errors are returned as they are.
 Error gs_refused(Error error, const GsCredentials& creds);

@@ -55,13 +55,10 @@ Result<GsLocation> parse_gs_name(std::string_view name) {
   return loc;
 }
 
-// $STORAGE_EMULATOR_HOST ("host:port" or a URL) without trailing slashes, else Cloud Storage's.
+// $STORAGE_EMULATOR_HOST's URL, else Cloud Storage's.
 std::string endpoint() {
   std::string e = env(kEmulatorEnv);
-  if (e.empty()) return kDefaultEndpoint;
-  if (e.find("://") == std::string::npos) e = "http://" + e;
-  while (e.ends_with('/')) e.pop_back();
-  return e;
+  return e.empty() ? std::string(kDefaultEndpoint) : google_host_url(std::move(e));
 }
 
 // The credentials of a request (io/gs_credentials.h), an emulator's rule applied.
