@@ -147,7 +147,11 @@ clients_env_start() {
     CMAKE_BUILD_PARALLEL_LEVEL=$jobs setsid bash scripts/python-env.sh --cached venv-clients tests/clients/requirements.txt \
     >build/venv-clients.python 2>build/venv-clients.log &
   clients_env_pid=$!
-  trap 'if [[ -n $clients_env_pid ]]; then kill -- -"$clients_env_pid" 2>/dev/null || true; fi' EXIT
+  # The pinned llama.cpp's source and its llama-quantize / llama-imatrix (scripts/llama-cpp.sh), the
+  # reference the GGUF tests compare bytes with, made beside it and cached the same way.
+  setsid bash scripts/llama-cpp.sh --tools >build/llama-cpp.bin 2>build/llama-cpp.log &
+  llama_cpp_pid=$!
+  trap 'for p in $clients_env_pid $llama_cpp_pid; do kill -- -"$p" 2>/dev/null || true; done' EXIT
 }
 
 # Waits for the clients' venv; sets clients_python, or says why there is none.
@@ -166,6 +170,30 @@ clients_env_wait() {
   fi
   clients_python=$(tail -n 1 build/venv-clients.python)
   echo "(waited $((SECONDS - start)) s for the clients' venv $clients_python after the steps before)"
+  llama_cpp_wait
+}
+
+# Waits for the pinned llama.cpp (scripts/llama-cpp.sh --tools); exports SAFEWEIGHTS_LLAMA_TOOLS (its
+# llama-quantize and llama-imatrix) and SAFEWEIGHTS_LLAMA_CPP (its source: convert_hf_to_gguf.py,
+# ggml/) for the tests, or says why there are none (a failure under CI=true).
+llama_cpp_pid=""
+llama_cpp_wait() {
+  [[ -n $llama_cpp_pid ]] || return 0
+  local start=$SECONDS pid=$llama_cpp_pid
+  llama_cpp_pid=""
+  if ! wait "$pid"; then
+    tail -n 30 build/llama-cpp.log
+    if [[ "${CI:-}" == "true" ]]; then
+      echo "llama-cpp.sh failed: cannot make the pinned llama.cpp" >&2
+      return 1
+    fi
+    echo "SKIPPED: llama-cpp.sh could not make the pinned llama.cpp (no package index?)"
+    return 0
+  fi
+  SAFEWEIGHTS_LLAMA_TOOLS=$(tail -n 1 build/llama-cpp.bin)
+  SAFEWEIGHTS_LLAMA_CPP=$(dirname "$(dirname "$SAFEWEIGHTS_LLAMA_TOOLS")")/src
+  export SAFEWEIGHTS_LLAMA_TOOLS SAFEWEIGHTS_LLAMA_CPP
+  echo "(waited $((SECONDS - start)) s for the pinned llama.cpp $SAFEWEIGHTS_LLAMA_CPP)"
 }
 
 # The PyTorch checkpoint tests (tests/pytorch/test_checkpoints.py) a second time, with a current torch
