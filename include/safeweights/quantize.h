@@ -40,6 +40,19 @@ bool can_dequantize(TensorType type) noexcept;
 // dst.size() must equal tensor_nbytes(type, {src.size()}); InvalidArgument otherwise (or when src.size()
 // is not a whole number of blocks).
 Status quantize(TensorType type, std::span<const float> src, std::span<std::byte> dst);
+// Importance-weighted quantization, as llama-quantize does it with an importance matrix (llama-imatrix's
+// output): each row of `row_length` elements (a whole number of blocks) is quantized with `importance`,
+// one weight per column (row_length floats), through ggml's weighted quantizer for the type. An empty
+// `importance` is exactly quantize(). For a type whose ggml quantizer takes no weights (F32, F16, BF16,
+// Q8_0) they are ignored, as ggml ignores them; a type whose weighted path this build lacks gets
+// NotSupported naming it. src.size() must be a whole number of rows.
+Status quantize_rows(TensorType type, std::span<const float> src, std::span<std::byte> dst, std::size_t row_length, std::span<const float> importance);
+// Whether ggml's quantizer for `type` takes importance weights (the legacy types but Q8_0, the
+// K-quants, the IQ types), and whether it cannot quantize without them (IQ2_XXS, IQ2_XS, IQ1_S, IQ1_M:
+// quantize() refuses those, quantize_rows() wants `importance`).
+bool takes_importance(TensorType type) noexcept;
+bool requires_importance(TensorType type) noexcept;
+
 // dst.size() elements are decoded from src, which must hold exactly that many elements of `type`.
 Status dequantize(TensorType type, std::span<const std::byte> src, std::span<float> dst);
 

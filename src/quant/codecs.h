@@ -20,10 +20,17 @@ namespace safeweights::quant {
 
 using QuantizeRow = void (*)(const float* src, std::byte* dst, std::size_t blocks);
 using DequantizeRow = void (*)(const std::byte* src, float* dst, std::size_t blocks);
+// One row of `row_length` elements (whole blocks) quantized with an importance weight per column, as
+// ggml's quantize_<type>(..., quant_weights) does for one row (the path llama-quantize takes with an
+// importance matrix); `importance` holds row_length floats and is never null.
+using QuantizeWeightedRow = void (*)(const float* src, std::byte* dst, std::size_t row_length, const float* importance);
 
 struct Codec {
-  QuantizeRow quantize = nullptr;      // nullptr: quantizing to this type is not supported
+  QuantizeRow quantize = nullptr;      // nullptr: quantizing to this type without weights is not supported
   DequantizeRow dequantize = nullptr;  // nullptr: dequantizing this type is not supported
+  // nullptr: the type has no weighted path (ggml ignores an importance matrix for it: F16, BF16, Q8_0),
+  // or it is not implemented yet (takes_importance() says which types have one in ggml).
+  QuantizeWeightedRow quantize_weighted = nullptr;
 };
 
 // The codec of each family's types (a default Codec for types the family does not hold).

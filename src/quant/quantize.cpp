@@ -113,6 +113,54 @@ Status quantize(TensorType type, std::span<const float> src, std::span<std::byte
   return Status::ok();
 }
 
+bool takes_importance(TensorType type) noexcept {
+  switch (type) {
+    case TensorType::Q4_0:
+    case TensorType::Q4_1:
+    case TensorType::Q5_0:
+    case TensorType::Q5_1:
+    case TensorType::Q2_K:
+    case TensorType::Q3_K:
+    case TensorType::Q4_K:
+    case TensorType::Q5_K:
+    case TensorType::Q6_K:
+    case TensorType::IQ4_NL:
+    case TensorType::IQ4_XS:
+    case TensorType::IQ3_XXS:
+    case TensorType::IQ3_S:
+    case TensorType::IQ2_XXS:
+    case TensorType::IQ2_XS:
+    case TensorType::IQ2_S:
+    case TensorType::IQ1_S:
+    case TensorType::IQ1_M: return true;
+    default: return false;
+  }
+}
+
+bool requires_importance(TensorType type) noexcept {
+  return type == TensorType::IQ2_XXS || type == TensorType::IQ2_XS || type == TensorType::IQ1_S || type == TensorType::IQ1_M;
+}
+
+Status quantize_rows(TensorType type, std::span<const float> src, std::span<std::byte> dst, std::size_t row_length, std::span<const float> importance) {
+  if (importance.empty() || !takes_importance(type)) return quantize(type, src, dst);
+  const quant::Codec c = codec(type);
+  if (c.quantize_weighted == nullptr) return unsupported(type, "importance-weighted quantizing to");
+  if (row_length == 0 || importance.size() != row_length || src.size() % row_length != 0)
+    return Error(ErrorKind::InvalidArgument, "quantizing to " + std::string(type_name(type)) + " with importance weights: " +
+                                                 std::to_string(importance.size()) + " weights for rows of " + std::to_string(row_length) + ", " +
+                                                 std::to_string(src.size()) + " elements");
+  auto blocks = blocks_of(type, src.size(), dst.size(), "quantizing to");
+  if (!blocks.is_ok()) return std::move(blocks).error();
+  const std::size_t block_elements = type_info(type).block_elements;
+  if (row_length % block_elements != 0)
+    return Error(ErrorKind::InvalidArgument, "quantizing to " + std::string(type_name(type)) + ": rows of " + std::to_string(row_length) +
+                                                 " are not whole blocks of " + std::to_string(block_elements));
+  const std::size_t rows = src.size() / row_length;
+  const std::size_t row_bytes = dst.size() / rows;
+  for (std::size_t r = 0; r < rows; ++r) c.quantize_weighted(src.data() + r * row_length, dst.data() + r * row_bytes, row_length, importance.data());
+  return Status::ok();
+}
+
 Status dequantize(TensorType type, std::span<const std::byte> src, std::span<float> dst) {
   const quant::Codec c = codec(type);
   if (c.dequantize == nullptr) return unsupported(type, "dequantizing");
