@@ -46,7 +46,8 @@ Status quantize(TensorType type, std::span<const float> src, std::span<std::byte
 // `importance` is exactly quantize(). For a type whose ggml quantizer takes no weights (F32, F16, BF16,
 // Q8_0) they are ignored, as ggml ignores them; a type whose weighted path this build lacks gets
 // NotSupported naming it. src.size() must be a whole number of rows.
-Status quantize_rows(TensorType type, std::span<const float> src, std::span<std::byte> dst, std::size_t row_length, std::span<const float> importance);
+Status quantize_rows(TensorType type, std::span<const float> src, std::span<std::byte> dst, std::size_t row_length,
+                     std::span<const float> importance);
 // Whether ggml's quantizer for `type` takes importance weights (the legacy types but Q8_0, the
 // K-quants, the IQ types), and whether it cannot quantize without them (IQ2_XXS, IQ2_XS, IQ1_S, IQ1_M:
 // quantize() refuses those, quantize_rows() wants `importance`).

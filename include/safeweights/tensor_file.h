@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -83,13 +84,39 @@ class TensorFile {
   Result<const TensorEntry*> tensor(std::string_view name) const;
 };
 
+// One piece of a tensor a plan assembles (ConvertTensor::pieces): an input tensor, or a slice of it
+// along one dimension (dimensions counted from the outermost, as shapes are written in safetensors and
+// PyTorch order): the indices begin, begin + step, ... below end (end 0: the dimension's size).
+// A fused MoE gate_up_proj [E, 2F, D] gives its gate as dim 1, [0, F) and its up as [F, 2F); gpt-oss's
+// interleaved halves are step 2 from 0 and from 1.
+struct TensorPiece {
+  std::string source;
+  std::uint32_t dim = 0;
+  std::uint64_t begin = 0;
+  std::uint64_t end = 0;
+  std::uint64_t step = 1;
+};
+
 // A tensor to write: which input tensor, under which name, and whether its rows are reordered the way
 // llama.cpp's converter permutes attention Q/K weights for rotary embeddings (0: as stored; n: with n
 // heads).
 struct ConvertTensor {
-  std::string source;
+  std::string source;  // empty when `pieces` assemble the tensor
   std::string name;
   std::uint32_t permute_heads = 0;
+  // The inverse of that permutation: rows in llama.cpp's (and Meta's) interleaved rotary order back to
+  // transformers' (Meta's original checkpoints to a transformers folder).
+  bool unpermute = false;
+  // Assembled from several input tensors, all of one type: the pieces joined along `join_dim` (their
+  // shapes equal on every other dimension: Meta's model-parallel shards), or with `stack` stacked along
+  // a new outermost dimension (their shapes equal: per-expert MoE tensors into [E, ...]). Streamed: the
+  // output is written in its order, reading the pieces' rows as they are needed.
+  std::vector<TensorPiece> pieces{};
+  std::uint32_t join_dim = 0;
+  bool stack = false;
+  // The plan's own type for this tensor, over the type asked for (llama.cpp keeps MoE routers F32 at any
+  // --type); none: the requested type's policy.
+  std::optional<TensorType> type{};
 };
 
 // What to write: a plan provider's answer (hf::plan), or a caller's own; convert() (convert.h) carries it

@@ -111,6 +111,8 @@ Result<std::vector<Job>> plan_jobs(const TensorFile& input, const ConvertOptions
       if (!aliases.contains(std::string(e.name))) jobs.push_back({&e, std::string(e.name), 0, {}, {}});
   } else {
     for (const ConvertTensor& t : options.plan.tensors) {
+      if (!t.pieces.empty() || t.unpermute || t.type)
+        return Error(ErrorKind::NotSupported, "a plan's assembled, unpermuted or retyped tensors are not implemented yet").with_tensor(t.name);
       SW_ASSIGN_OR_RETURN(const TensorEntry* e, input.tensor(t.source));
       jobs.push_back({e, t.name, t.permute_heads, {}, {}});
     }

@@ -67,7 +67,7 @@ struct Planner {
           .with_file(weights.name())
           .with_tensor(hf);
     }
-    out.push_back({hf, std::move(gguf), permute});
+    out.push_back({.source = hf, .name = std::move(gguf), .permute_heads = permute});
     return Status::ok();
   }
 
@@ -216,15 +216,15 @@ Result<GgufConversion> plan(const Folder& folder, const TensorFile& weights, std
     // llama.cpp divides each rotary pair's frequency by its factor (LlamaModel.generate_extra_tensors).
     const std::uint32_t head_dim = config.head_dim.value_or(config.hidden_size / config.num_attention_heads);
     tensors->add_f32("rope_freqs.weight", {head_dim / 2}, llama3_rope_factors(config.rope, head_dim));
-    planner.out.insert(planner.out.begin(), ConvertTensor{"rope_freqs.weight", "rope_freqs.weight", 0});
+    planner.out.insert(planner.out.begin(), ConvertTensor{.source = "rope_freqs.weight", .name = "rope_freqs.weight"});
   }
   if (config.rope.type == "longrope") {
     // llama.cpp's converter yields them first, long then short (Phi3MiniModel.generate_extra_tensors).
     const std::uint64_t pairs = config.rope.short_factor.size();
     tensors->add_f32("rope_factors_long.weight", {pairs}, config.rope.long_factor);
     tensors->add_f32("rope_factors_short.weight", {pairs}, config.rope.short_factor);
-    planner.out.insert(planner.out.begin(), {ConvertTensor{"rope_factors_long.weight", "rope_factors_long.weight", 0},
-                                             ConvertTensor{"rope_factors_short.weight", "rope_factors_short.weight", 0}});
+    planner.out.insert(planner.out.begin(), {ConvertTensor{.source = "rope_factors_long.weight", .name = "rope_factors_long.weight"},
+                                             ConvertTensor{.source = "rope_factors_short.weight", .name = "rope_factors_short.weight"}});
   }
   const TensorType target = type.value_or(weights_type(weights));
   const auto ftype = gguf::llama_file_type(target);

@@ -141,14 +141,15 @@ bool requires_importance(TensorType type) noexcept {
   return type == TensorType::IQ2_XXS || type == TensorType::IQ2_XS || type == TensorType::IQ1_S || type == TensorType::IQ1_M;
 }
 
-Status quantize_rows(TensorType type, std::span<const float> src, std::span<std::byte> dst, std::size_t row_length, std::span<const float> importance) {
+Status quantize_rows(TensorType type, std::span<const float> src, std::span<std::byte> dst, std::size_t row_length,
+                     std::span<const float> importance) {
   if (importance.empty() || !takes_importance(type)) return quantize(type, src, dst);
   const quant::Codec c = codec(type);
   if (c.quantize_weighted == nullptr) return unsupported(type, "importance-weighted quantizing to");
   if (row_length == 0 || importance.size() != row_length || src.size() % row_length != 0)
-    return Error(ErrorKind::InvalidArgument, "quantizing to " + std::string(type_name(type)) + " with importance weights: " +
-                                                 std::to_string(importance.size()) + " weights for rows of " + std::to_string(row_length) + ", " +
-                                                 std::to_string(src.size()) + " elements");
+    return Error(ErrorKind::InvalidArgument, "quantizing to " + std::string(type_name(type)) +
+                                                 " with importance weights: " + std::to_string(importance.size()) + " weights for rows of " +
+                                                 std::to_string(row_length) + ", " + std::to_string(src.size()) + " elements");
   auto blocks = blocks_of(type, src.size(), dst.size(), "quantizing to");
   if (!blocks.is_ok()) return std::move(blocks).error();
   const std::size_t block_elements = type_info(type).block_elements;

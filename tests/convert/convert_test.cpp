@@ -68,7 +68,7 @@ TEST(Convert, TensorListRenamesAndCarriesMetadataUnlessAsked) {
   auto in = open_input(dir);
   ASSERT_TRUE(in.is_ok());
   ConvertOptions options;
-  options.plan.tensors = {{"v", "norm.weight", 0}};
+  options.plan.tensors = {{.source = "v", .name = "norm.weight"}};
   options.plan.metadata = Metadata({{"safetensors.format", MetaValue::string("gguf")}, {"general.architecture", MetaValue::string("llama")}});
   ASSERT_TRUE(convert(**in, dir.file("a.gguf"), options).is_ok());
   auto a = gguf::open(dir.file("a.gguf"));
@@ -93,12 +93,12 @@ TEST(Convert, RefusalsLeaveNoFile) {
   auto in = open_input(dir);
   ASSERT_TRUE(in.is_ok());
   ConvertOptions missing;
-  missing.plan.tensors = {{"nope", "x", 0}};
+  missing.plan.tensors = {{.source = "nope", .name = "x"}};
   auto r = convert(**in, dir.file("m.gguf"), missing);
   ASSERT_FALSE(r.is_ok());
   EXPECT_EQ(r.error().kind(), ErrorKind::TensorNotFound);
   ConvertOptions permute;
-  permute.plan.tensors = {{"x", "x", 3}};  // 2 rows cannot hold 3 heads of row pairs
+  permute.plan.tensors = {{.source = "x", .name = "x", .permute_heads = 3}};  // 2 rows cannot hold 3 heads of row pairs
   r = convert(**in, dir.file("p.gguf"), permute);
   ASSERT_FALSE(r.is_ok());
   EXPECT_EQ(r.error().kind(), ErrorKind::InvalidArgument);
@@ -139,7 +139,7 @@ TEST(Convert, BytesDoNotDependOnThreads) {
     q8[threads - 1] = swt::read_file_bytes(a);
     ConvertOptions keep;
     keep.threads = threads;
-    keep.plan.tensors = {{"w", "w", kHeads}};
+    keep.plan.tensors = {{.source = "w", .name = "w", .permute_heads = kHeads}};
     const std::string b = dir.file("p" + std::to_string(threads) + ".gguf");
     ASSERT_TRUE(convert(**in, b, keep).is_ok());
     permuted[threads - 1] = swt::read_file_bytes(b);
@@ -291,7 +291,7 @@ TEST(Convert, WhatTheOutputCannotHoldBlamesTheInput) {
   ASSERT_FALSE(r.is_ok());
   EXPECT_EQ(r.error().to_string(), in + ": Unrepresentable: a GGUF tensor name has at most 63 bytes (tensor `" + long_name + "`)");
   ConvertOptions only_r;
-  only_r.plan.tensors = {{"r", "r", 0}};
+  only_r.plan.tensors = {{.source = "r", .name = "r"}};
   r = convert(**file, dir.file("out.gguf"), only_r);
   ASSERT_FALSE(r.is_ok());
   EXPECT_EQ(r.error().to_string(), in + ": Unrepresentable: a GGUF tensor has at most 4 dimensions (tensor `r`)");
@@ -334,7 +334,7 @@ TEST(Convert, ASafetensorsOutputTakesNoLlamaCppFallback) {
   // The policy every output shares stays: 1-D tensors F32, integers kept.
   ConvertOptions plain;
   plain.type = TensorType::Q4_0;
-  plain.plan.tensors = {{"v", "v", 0}, {"i", "i", 0}};
+  plain.plan.tensors = {{.source = "v", .name = "v"}, {.source = "i", .name = "i"}};
   auto kept = convert(**in, dir.file("kept.safetensors"), plain);
   ASSERT_TRUE(kept.is_ok()) << kept.error().to_string();
   EXPECT_EQ(kept->tensors[0].to, TensorType::F32);
