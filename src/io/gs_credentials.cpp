@@ -18,6 +18,7 @@
 #include "io/remote_listing.h"
 #include "io/secrets.h"
 #include "io/uri.h"
+#include "io/posix_util.h"
 
 namespace safeweights::io {
 namespace {
@@ -38,11 +39,6 @@ constexpr auto kRefreshMargin = std::chrono::seconds(60);
 constexpr std::uint64_t kMaxExpiresIn = 365ull * 24 * 3600;
 
 using Clock = http::Clock;
-
-std::string env(const char* name) {
-  const char* v = std::getenv(name);
-  return v == nullptr ? std::string() : std::string(v);
-}
 
 Error environment_fault(const std::string& message, const std::string& file) { return Error(ErrorKind::EnvironmentFault, message).with_file(file); }
 
@@ -189,10 +185,10 @@ Result<std::string> token_from_file(const std::string& path) {
 // must exist when set), else, but for an emulator, gcloud's (under $CLOUDSDK_CONFIG, else
 // ~/.config/gcloud).
 std::optional<std::string> adc_file(bool emulator) {
-  if (std::string given = env(kAdcEnv); !given.empty()) return given;
+  if (std::string given = getenv_string(kAdcEnv); !given.empty()) return given;
   if (emulator) return std::nullopt;
-  std::string dir = env("CLOUDSDK_CONFIG");
-  if (dir.empty() && !env("HOME").empty()) dir = env("HOME") + "/.config/gcloud";
+  std::string dir = getenv_string("CLOUDSDK_CONFIG");
+  if (dir.empty() && !getenv_string("HOME").empty()) dir = getenv_string("HOME") + "/.config/gcloud";
   if (dir.empty()) return std::nullopt;
   const std::string path = dir + "/application_default_credentials.json";
   if (!open_file(path, FileBackend::Pread).is_ok()) return std::nullopt;
@@ -202,7 +198,7 @@ std::optional<std::string> adc_file(bool emulator) {
 // The credentials after the caller's header and the two ready tokens: an exchange, or anonymous.
 Result<GsCredentials> exchanged_credentials(const HttpOptions& resolved, bool emulator) {
   if (std::optional<std::string> adc = adc_file(emulator)) return from_adc_file(*adc, resolved);
-  if (std::string host = env(kMetadataHostEnv); !host.empty()) return from_metadata_server(host, resolved);
+  if (std::string host = getenv_string(kMetadataHostEnv); !host.empty()) return from_metadata_server(host, resolved);
   return GsCredentials{};  // anonymous
 }
 
@@ -211,9 +207,9 @@ Result<GsCredentials> exchanged_credentials(const HttpOptions& resolved, bool em
 Result<GsCredentials> find_gs_credentials(const HttpOptions& resolved, bool emulator) {
   if (http::has_authorization(resolved)) return GsCredentials{"", "the Authorization header given (--header)"};
   GsCredentials creds;
-  if (std::string token = env(kTokenEnv); !token.empty()) {
+  if (std::string token = getenv_string(kTokenEnv); !token.empty()) {
     creds = {std::move(token), std::string("the access token from ") + kTokenEnv};
-  } else if (std::string path = env(kTokenFileEnv); !path.empty()) {
+  } else if (std::string path = getenv_string(kTokenFileEnv); !path.empty()) {
     SW_ASSIGN_OR_RETURN(creds.token, token_from_file(path));
     creds.sent = std::string("the access token from ") + kTokenFileEnv + " (" + path + ")";
   } else {

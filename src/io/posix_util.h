@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
 #include <span>
 #include <string>
 
@@ -10,6 +11,13 @@
 #include "safeweights/source.h"
 
 namespace safeweights {
+
+// The value of environment variable `name`, empty when unset (the credential and endpoint settings
+// read it so: an empty value counts as unset).
+inline std::string getenv_string(const char* name) {
+  const char* v = std::getenv(name);
+  return v == nullptr ? std::string() : std::string(v);
+}
 
 // "No such file or directory (errno 2)".
 std::string errno_text(int err);

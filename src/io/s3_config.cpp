@@ -16,6 +16,7 @@
 #include "core/strings.h"
 #include "io/secrets.h"
 #include "io/uri.h"
+#include "io/posix_util.h"
 #include "safeweights/s3.h"
 
 namespace safeweights {
@@ -23,11 +24,6 @@ namespace {
 
 // An AWS file larger than this is not a configuration file.
 constexpr long kMaxAwsFileBytes = 1 << 20;
-
-std::string env(const char* name) {
-  const char* v = std::getenv(name);
-  return v == nullptr ? std::string() : std::string(v);
-}
 
 std::string lower(std::string s) {
   for (char& c : s) c = (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
@@ -95,8 +91,8 @@ Result<AwsFile> read_aws_file(const std::string& path) {
 }
 
 std::string home_file(const char* env_name, const char* default_name) {
-  if (std::string v = env(env_name); !v.empty()) return v;
-  const std::string home = env("HOME");
+  if (std::string v = getenv_string(env_name); !v.empty()) return v;
+  const std::string home = getenv_string("HOME");
   return home.empty() ? std::string() : home + "/.aws/" + default_name;
 }
 
@@ -149,8 +145,8 @@ struct AwsSettings {
 
 Result<AwsSettings> read_settings(const S3Options& options) {
   AwsSettings aws;
-  aws.profile_given = !options.profile.empty() || !env("AWS_PROFILE").empty();
-  aws.profile = !options.profile.empty() ? options.profile : (aws.profile_given ? env("AWS_PROFILE") : "default");
+  aws.profile_given = !options.profile.empty() || !getenv_string("AWS_PROFILE").empty();
+  aws.profile = !options.profile.empty() ? options.profile : (aws.profile_given ? getenv_string("AWS_PROFILE") : "default");
   SW_ASSIGN_OR_RETURN(aws.credentials, read_aws_file(home_file("AWS_SHARED_CREDENTIALS_FILE", "credentials")));
   SW_ASSIGN_OR_RETURN(aws.config, read_aws_file(home_file("AWS_CONFIG_FILE", "config")));
   return aws;
@@ -159,8 +155,8 @@ Result<AwsSettings> read_settings(const S3Options& options) {
 // The option, AWS_REGION, AWS_DEFAULT_REGION, the profile's region, else us-east-1.
 Result<std::string> region_of(const S3Options& options, const AwsSettings& aws, const std::string& name) {
   std::string region = options.region;
-  if (region.empty()) region = env("AWS_REGION");
-  if (region.empty()) region = env("AWS_DEFAULT_REGION");
+  if (region.empty()) region = getenv_string("AWS_REGION");
+  if (region.empty()) region = getenv_string("AWS_DEFAULT_REGION");
   if (region.empty()) region = get(aws.config_section(), "region");
   if (region.empty()) region = "us-east-1";
   for (char c : region) {
@@ -180,11 +176,11 @@ struct Endpoint {
 Result<Endpoint> endpoint_of(const S3Options& options, const AwsSettings& aws, const std::string& region, const std::string& name) {
   std::string endpoint = options.endpoint_url;
   std::string endpoint_from = "the endpoint option";
-  if (endpoint.empty() && !truthy(env("AWS_IGNORE_CONFIGURED_ENDPOINT_URLS"))) {
+  if (endpoint.empty() && !truthy(getenv_string("AWS_IGNORE_CONFIGURED_ENDPOINT_URLS"))) {
     const Section* conf = aws.config_section();
     const std::pair<std::string, std::string> candidates[] = {
-        {env("AWS_ENDPOINT_URL_S3"), "AWS_ENDPOINT_URL_S3"},
-        {env("AWS_ENDPOINT_URL"), "AWS_ENDPOINT_URL"},
+        {getenv_string("AWS_ENDPOINT_URL_S3"), "AWS_ENDPOINT_URL_S3"},
+        {getenv_string("AWS_ENDPOINT_URL"), "AWS_ENDPOINT_URL"},
         {get(conf, "s3.endpoint_url"), "endpoint_url of profile " + aws.profile + " in " + aws.config.path},
         {get(conf, "endpoint_url"), "endpoint_url of profile " + aws.profile + " in " + aws.config.path},
     };
@@ -258,7 +254,7 @@ Error no_credentials(const AwsSettings& aws, const std::string& name) {
 // The key pair (and session token) from the environment, else from the profile in the credentials
 // file, then the config file; each remembered by the message scrubber.
 Status find_credentials(const AwsSettings& aws, const std::string& name, S3Request& req) {
-  const std::string env_id = env("AWS_ACCESS_KEY_ID"), env_secret = env("AWS_SECRET_ACCESS_KEY");
+  const std::string env_id = getenv_string("AWS_ACCESS_KEY_ID"), env_secret = getenv_string("AWS_SECRET_ACCESS_KEY");
   if (!env_id.empty() || !env_secret.empty()) {
     if (env_id.empty() || env_secret.empty()) {
       return Error(ErrorKind::EnvironmentFault, std::string("partial AWS credentials in the environment: ") +
@@ -267,7 +263,7 @@ Status find_credentials(const AwsSettings& aws, const std::string& name, S3Reque
     }
     req.access_key_id = env_id;
     req.secret_access_key = env_secret;
-    req.session_token = env("AWS_SESSION_TOKEN");
+    req.session_token = getenv_string("AWS_SESSION_TOKEN");
     req.credentials_from = "environment";
   } else {
     for (const auto& [section, file] : {std::pair{aws.credentials_section(), &aws.credentials}, std::pair{aws.config_section(), &aws.config}}) {

@@ -18,6 +18,7 @@
 #include "io/gs_credentials.h"
 #include "io/scheme.h"
 #include "io/uri.h"
+#include "io/posix_util.h"
 
 namespace safeweights::io {
 namespace {
@@ -29,11 +30,6 @@ constexpr std::uint64_t kMaxMetadataBytes = 1u << 20;
 // Cloud Storage's own limits: bucket names of 3-222 characters, object names of at most 1,024 bytes.
 constexpr std::size_t kMaxBucketName = 222;
 constexpr std::size_t kMaxObjectName = 1024;
-
-std::string env(const char* name) {
-  const char* v = std::getenv(name);
-  return v == nullptr ? std::string() : std::string(v);
-}
 
 struct GsLocation {
   std::string bucket;
@@ -57,12 +53,12 @@ Result<GsLocation> parse_gs_name(std::string_view name) {
 
 // $STORAGE_EMULATOR_HOST's URL, else Cloud Storage's.
 std::string endpoint() {
-  std::string e = env(kEmulatorEnv);
+  std::string e = getenv_string(kEmulatorEnv);
   return e.empty() ? std::string(kDefaultEndpoint) : google_host_url(std::move(e));
 }
 
 // The credentials of a request (io/gs_credentials.h), an emulator's rule applied.
-Result<GsCredentials> credentials(const HttpOptions& resolved) { return find_gs_credentials(resolved, !env(kEmulatorEnv).empty()); }
+Result<GsCredentials> credentials(const HttpOptions& resolved) { return find_gs_credentials(resolved, !getenv_string(kEmulatorEnv).empty()); }
 
 http::Signing signing_of(const GsCredentials& creds) {
   http::Signing signing;

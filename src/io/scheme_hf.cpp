@@ -12,22 +12,18 @@
 #include "io/scheme.h"
 #include "io/secrets.h"
 #include "io/uri.h"
+#include "io/posix_util.h"
 #include "safeweights/hub.h"
 
 namespace safeweights {
 namespace {
 
-std::string env(const char* name) {
-  const char* v = std::getenv(name);
-  return v == nullptr ? std::string() : std::string(v);
-}
-
 // The token file, where huggingface_hub writes it on `hf auth login`.
 std::string token_path() {
-  if (std::string p = env("HF_TOKEN_PATH"); !p.empty()) return p;
-  if (std::string h = env("HF_HOME"); !h.empty()) return h + "/token";
-  if (std::string x = env("XDG_CACHE_HOME"); !x.empty()) return x + "/huggingface/token";
-  if (std::string home = env("HOME"); !home.empty()) return home + "/.cache/huggingface/token";
+  if (std::string p = getenv_string("HF_TOKEN_PATH"); !p.empty()) return p;
+  if (std::string h = getenv_string("HF_HOME"); !h.empty()) return h + "/token";
+  if (std::string x = getenv_string("XDG_CACHE_HOME"); !x.empty()) return x + "/huggingface/token";
+  if (std::string home = getenv_string("HOME"); !home.empty()) return home + "/.cache/huggingface/token";
   return {};
 }
 
@@ -86,7 +82,7 @@ Result<HfLocation> parse_hf_url(std::string_view url) {
 }
 
 std::string hf_endpoint() {
-  std::string e = env("HF_ENDPOINT");
+  std::string e = getenv_string("HF_ENDPOINT");
   while (!e.empty() && e.back() == '/') e.pop_back();
   return e.empty() ? std::string("https://huggingface.co") : e;
 }
@@ -98,7 +94,7 @@ std::string hf_resolve_url(const HfLocation& location) {
 }
 
 std::optional<std::string> hf_token() {
-  if (std::string t = env("HF_TOKEN"); !t.empty()) {
+  if (std::string t = getenv_string("HF_TOKEN"); !t.empty()) {
     secrets::remember(t);
     return t;
   }
