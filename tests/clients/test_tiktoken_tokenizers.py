@@ -232,3 +232,45 @@ def test_malformed_rank_file_refused_by_name(tmp_path):
     r = subprocess.run([str(TOOL), "tiktoken", str(bad), str(tmp_path)], capture_output=True, text=True)
     assert r.returncode == 1
     assert r.stderr.strip() == f"{bad}: InvalidModelFolder: line 2: rank 0 again (first on line 1)"
+
+
+def test_gguf_vocabulary_is_llama_bpe(ranks, tmp_path):
+    """A transformers folder holding our files converts to llama.cpp's Llama 3 vocabulary: model gpt2,
+    pre-tokenizer llama-bpe, every token and merge of tokenizer.json in order, the special tokens CONTROL,
+    BOS and EOS by id; llama.cpp then tokenizes as tiktoken does."""
+    torch = pytest.importorskip("torch")
+    gguf = pytest.importorskip("gguf")
+    table, path = ranks
+    n = len(table)
+    folder = tmp_path / "llama3"
+    cfg = transformers.LlamaConfig(vocab_size=n + 256, hidden_size=64, intermediate_size=128, num_hidden_layers=1, num_attention_heads=4,
+                                   num_key_value_heads=2, max_position_embeddings=256, bos_token_id=n, eos_token_id=[n + 1, n + 8, n + 9])
+    torch.manual_seed(0)
+    transformers.LlamaForCausalLM(cfg).save_pretrained(str(folder))
+    run_tool("tiktoken", path, folder, "--llama3.1", "--instruct", "--max-length", 131072)
+    (folder / "ids.json").unlink()
+    out = tmp_path / "llama3.gguf"
+    r = subprocess.run([CLI, "convert", str(folder), str(out), "--type", "f32"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    reader = gguf.GGUFReader(str(out))
+
+    def field(key):
+        f = reader.get_field(key)
+        return None if f is None else f.contents()
+
+    model = json.loads((folder / "tokenizer.json").read_text())["model"]
+    assert field("tokenizer.ggml.model") == "gpt2"
+    assert field("tokenizer.ggml.pre") == "llama-bpe"
+    assert field("tokenizer.ggml.tokens") == list(model["vocab"]) + SPECIALS["3.1"]
+    assert field("tokenizer.ggml.merges") == [f"{a} {b}" for a, b in model["merges"]]
+    assert field("tokenizer.ggml.token_type") == [gguf.TokenType.NORMAL] * n + [gguf.TokenType.CONTROL] * 256
+    assert (field("tokenizer.ggml.bos_token_id"), field("tokenizer.ggml.eos_token_id")) == (n, n + 9)
+    try:
+        import llama_cpp
+    except Exception as e:  # noqa: BLE001 - any import failure means no llama.cpp here
+        pytest.skip(f"llama_cpp is not importable ({e}): llama.cpp's tokenization not checked")
+    llm = llama_cpp.Llama(model_path=str(out), vocab_only=True, verbose=False)
+    enc = tiktoken.Encoding(name="llama3-test", pat_str=LLAMA3_PATTERN, mergeable_ranks=table,
+                            special_tokens={s: n + i for i, s in enumerate(SPECIALS["3.1"])})
+    for text in TEXTS + ["<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"]:
+        assert llm.tokenize(text.encode(), add_bos=False, special=True) == enc.encode(text, allowed_special="all"), text
