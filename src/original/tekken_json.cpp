@@ -126,11 +126,7 @@ Status read_vocab(json::element root, json::element config, std::string_view nam
 }
 
 Result<Tekken> read_tekken(const ByteSource& source, std::string_view name) {
-  if (source.size() > kMaxTekkenBytes) {
-    return Error(ErrorKind::ResourceLimit,
-                 std::to_string(source.size()) + " bytes: a tekken.json holds at most " + std::to_string(kMaxTekkenBytes >> 20) + " MiB")
-        .with_file(name);
-  }
+  // read_small refuses a larger file before reading a byte of it (ResourceLimit).
   auto text = read_small(source, kMaxTekkenBytes);
   if (!text) return std::move(text.error()).with_file(name);
   std::unique_ptr<simdjson::dom::parser> own;
@@ -184,15 +180,14 @@ Result<HfTokenizerFiles> tokenizer_files_from_tekken(const ByteSource& tekken_js
   SW_ASSIGN_OR_RETURN(std::vector<Merge> merges, derive_merges(tekken.tokens, name));
   const auto n_special = static_cast<std::uint32_t>(tekken.specials.size());
 
-  HfTokenizerFiles files;
-  files.tokenizer_json = tokenizer_json({.tokens = tekken.tokens,
-                                         .merges = merges,
-                                         .first_rank_id = n_special,
-                                         .specials = tekken.specials,
-                                         .first_special_id = 0,
-                                         .specials_in_vocab = true,
-                                         .pattern = tekken.pattern,
-                                         .bos = std::nullopt});
+  const TokenizerJsonSpec tokenizer{.tokens = tekken.tokens,
+                                    .merges = merges,
+                                    .first_rank_id = n_special,
+                                    .specials = tekken.specials,
+                                    .first_special_id = 0,
+                                    .specials_in_vocab = true,
+                                    .pattern = tekken.pattern,
+                                    .bos = std::nullopt};
   const TokenizerConfigSpec config{.specials = tekken.specials,
                                    .first_special_id = 0,
                                    .bos = kBos,
@@ -203,8 +198,7 @@ Result<HfTokenizerFiles> tokenizer_files_from_tekken(const ByteSource& tekken_js
                                    .model_input_names = false,
                                    .model_max_length = options.model_max_length,
                                    .chat_template = as_view(options.chat_template)};
-  files.tokenizer_config_json = tokenizer_config_json(config);
-  files.special_tokens_map_json = special_tokens_map_json(config);
+  HfTokenizerFiles files = tokenizer_files(tokenizer, config);
   files.vocab_size = n_special + static_cast<std::uint32_t>(tekken.tokens.size());
   files.bos_id = *bos;
   files.eos_id = *eos;

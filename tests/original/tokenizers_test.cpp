@@ -179,10 +179,12 @@ TEST(Tiktoken, RefusesMalformedFilesNamingTheLineAndTheRule) {
             "tokenizer.model: InvalidModelFolder: rank 256 spells the special token <|eot_id|>: special tokens follow the ranks");
 }
 
-TEST(Tiktoken, RefusesAFileOfGigabytesBeforeReadingIt) {
+TEST(Readers, RefuseAFileOfGigabytesBeforeReadingIt) {
   HugeSource huge;
   auto r = tokenizer_files_from_tiktoken(huge, "tokenizer.model", kLlama3);
-  EXPECT_EQ(outcome(r), "tokenizer.model: ResourceLimit: 17179869184 bytes: a rank file holds at most 64 MiB");
+  EXPECT_EQ(outcome(r), "tokenizer.model: ResourceLimit: larger than 64 MiB (17179869184 bytes): refusing to read it into memory");
+  auto tekken = tokenizer_files_from_tekken(huge, "tekken.json", TekkenOptions{.model_max_length = 1, .chat_template = std::nullopt});
+  EXPECT_EQ(outcome(tekken), "tekken.json: ResourceLimit: larger than 128 MiB (17179869184 bytes): refusing to read it into memory");
 }
 
 TEST(Tiktoken, RefusesMoreLinesThanTheCap) {
