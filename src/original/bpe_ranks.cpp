@@ -178,9 +178,10 @@ Result<std::vector<Merge>> derive_merges(std::span<const std::string> tokens, st
       auto right = index.find(token.substr(cut), hash.range(prefix, cut, token.size()));
       if (!right) continue;
       merge_bytes += token.size();
-      if (merge_bytes > kMaxMergeBytes) {
-        return Error(ErrorKind::ResourceLimit, "the merges this vocabulary implies spell more than " + std::to_string(kMaxMergeBytes >> 20) +
-                                                   " MiB (at rank " + std::to_string(rank) + ")")
+      if (merge_bytes > kMaxMergeBytes || merges.size() == kMaxMerges) {
+        return Error(ErrorKind::ResourceLimit, "the merges this vocabulary implies are more than " + std::to_string(kMaxMerges) +
+                                                   " or spell more than " + std::to_string(kMaxMergeBytes >> 20) + " MiB (at rank " +
+                                                   std::to_string(rank) + ")")
             .with_file(name);
       }
       merges.push_back({*left, *right});
