@@ -40,9 +40,10 @@ std::optional<std::string> decode_base64(std::string_view text);
 
 // The merges TikTokenConverter derives from `tokens` (the bytes of rank 0, 1, ...): for each token in
 // rank order, every split into a left and a right part that are both tokens, ordered by the left
-// part's rank. Linear in the tokens' bytes plus the merges' (a rolling hash finds the parts; each hit
-// is checked byte for byte). InvalidModelFolder naming `name` when two ranks hold the same bytes or a
-// token is empty or longer than kMaxTokenBytes; ResourceLimit past kMaxMerges or kMaxMergeBytes.
+// part's rank. Linear in the tokens' bytes plus the merges' (a rolling hash finds the parts; a split
+// both of whose parts it finds is checked byte for byte). InvalidModelFolder naming `name` when two
+// ranks hold the same bytes or a token is empty or longer than kMaxTokenBytes; ResourceLimit past
+// kMaxMerges or kMaxMergeBytes.
 Result<std::vector<Merge>> derive_merges(std::span<const std::string> tokens, std::string_view name);
 
 }  // namespace safeweights::original

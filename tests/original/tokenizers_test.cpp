@@ -126,6 +126,20 @@ TEST(Merges, AVocabularyOfRunsStopsAtTheCapInsteadOfGrowingQuadratically) {
       << merges.error().to_string();
 }
 
+TEST(Merges, AChainOfPrefixesGivesOneMergeEach) {
+  // "x", "xa", "xaa", ...: every prefix of a token is a token but only one suffix ("a"), so each token
+  // has one merge; finding them costs the chain's bytes, not its length cubed.
+  std::vector<std::string> tokens = {"a", "x"};
+  for (std::size_t n = 1; n < kMaxTokenBytes; ++n) tokens.push_back("x" + std::string(n, 'a'));
+  auto merges = derive_merges(tokens, "t");
+  ASSERT_TRUE(merges) << merges.error().to_string();
+  ASSERT_EQ(merges->size(), kMaxTokenBytes - 1);
+  for (std::size_t i = 0; i < merges->size(); ++i) {
+    EXPECT_EQ((*merges)[i].left, i + 1);  // "x" + "a" * i
+    EXPECT_EQ((*merges)[i].right, 0u);    // "a"
+  }
+}
+
 TEST(Tiktoken, AcceptsTheLineEndingsAndSpacingTiktokenAccepts) {
   const auto tokens = byte_vocab({"ab"});
   const auto lf = from_rank_text(rank_file(tokens));
