@@ -293,14 +293,14 @@ def test_gguf_vocabulary_is_llama_bpe(ranks, llama3_gguf):
         assert llm.tokenize(text.encode(), add_bos=False, special=True) == enc.encode(text, allowed_special="all"), text
 
 
-# convert_hf_to_gguf.py recognises Llama 3's pre-tokenizer by hashing the ids Meta's vocabulary gives a
-# probe text, which a vocabulary trained here cannot match: the run names it llama-bpe itself.
-CONVERT_AS_LLAMA_BPE = """
+# convert_hf_to_gguf.py recognises a pre-tokenizer by hashing the ids Meta's or Mistral's vocabulary
+# gives a probe text, which a vocabulary trained here cannot match: the run names it itself.
+CONVERT_AS = """
 import runpy, sys
-src, folder, out = sys.argv[1:4]
+src, folder, out, pre = sys.argv[1:5]
 sys.path.insert(0, src)
 import conversion.base
-conversion.base.TextModel.get_vocab_base_pre = lambda self, tokenizer: "llama-bpe"
+conversion.base.TextModel.get_vocab_base_pre = lambda self, tokenizer: pre
 sys.argv = ["convert_hf_to_gguf.py", folder, "--outfile", out, "--outtype", "f32"]
 runpy.run_path(src + "/convert_hf_to_gguf.py", run_name="__main__")
 """
@@ -311,24 +311,37 @@ runpy.run_path(src + "/convert_hf_to_gguf.py", run_name="__main__")
 NOT_YET_WRITTEN = {"tokenizer.ggml.add_bos_token", "tokenizer.ggml.add_eos_token", "tokenizer.ggml.add_sep_token"}
 
 
-def test_gguf_vocabulary_equals_llama_cpp_converter(llama3_gguf, tmp_path):
-    """The tokenizer keys of our GGUF equal, key for key, those llama.cpp's own convert_hf_to_gguf.py
-    writes from the same transformers folder."""
+def llama_cpp_converter_keys(folder, tmp_path, pre):
+    """The tokenizer keys of the GGUF llama.cpp's convert_hf_to_gguf.py writes from `folder`, or None
+    (skipped, failed in CI) without SAFEWEIGHTS_LLAMA_CPP."""
     src = os.environ.get("SAFEWEIGHTS_LLAMA_CPP")
     if not src:
         if os.environ.get("CI") == "true":
             pytest.fail("SAFEWEIGHTS_LLAMA_CPP is unset in CI")
-        pytest.skip("SAFEWEIGHTS_LLAMA_CPP (the pinned llama.cpp source, scripts/llama-cpp.sh) is unset")
-    folder, out = llama3_gguf
+        return None
     ref = tmp_path / "ref.gguf"
     env = dict(os.environ, PYTHONPATH=os.path.join(src, "gguf-py"), HF_HUB_OFFLINE="1")
-    r = subprocess.run([sys.executable, "-c", CONVERT_AS_LLAMA_BPE, src, str(folder), str(ref)], capture_output=True, text=True, env=env)
+    r = subprocess.run([sys.executable, "-c", CONVERT_AS, src, str(folder), str(ref), pre], capture_output=True, text=True, env=env)
     assert r.returncode == 0, r.stderr[-3000:]
-    ours, theirs = gguf_fields(out), gguf_fields(ref)
+    return gguf_fields(ref)
+
+
+def assert_same_keys(ours, theirs):
     assert set(theirs) - set(ours) <= NOT_YET_WRITTEN
     assert set(ours) <= set(theirs)
     for key in ours:
         assert ours[key] == theirs[key], key
+
+
+def test_gguf_vocabulary_equals_llama_cpp_converter(llama3_gguf, tmp_path):
+    """The tokenizer keys of our GGUF equal, key for key, those llama.cpp's own convert_hf_to_gguf.py
+    writes from the same transformers folder."""
+    folder, out = llama3_gguf
+    theirs = llama_cpp_converter_keys(folder, tmp_path, "llama-bpe")
+    if theirs is None:
+        pytest.skip("SAFEWEIGHTS_LLAMA_CPP (the pinned llama.cpp source, scripts/llama-cpp.sh) is unset")
+    ours = gguf_fields(out)
+    assert_same_keys(ours, theirs)
     assert theirs["tokenizer.ggml.add_bos_token"] is True
     assert "tokenizer.chat_template" in ours
 
@@ -366,20 +379,9 @@ def test_tekken_gguf_vocabulary_is_llama_cpp_tekken(ranks, tmp_path):
     assert fields["tokenizer.ggml.token_type"] == [gguf.TokenType.CONTROL] * 20 + [gguf.TokenType.NORMAL] * (n_vocab - 20)
     assert (fields["tokenizer.ggml.bos_token_id"], fields["tokenizer.ggml.eos_token_id"], fields["tokenizer.ggml.padding_token_id"],
             fields["tokenizer.ggml.unknown_token_id"]) == (1, 2, 11, 0)
-    src = os.environ.get("SAFEWEIGHTS_LLAMA_CPP")
-    if src:
-        ref = tmp_path / "ref.gguf"
-        env = dict(os.environ, PYTHONPATH=os.path.join(src, "gguf-py"), HF_HUB_OFFLINE="1")
-        script = CONVERT_AS_LLAMA_BPE.replace('"llama-bpe"', '"tekken"')
-        r = subprocess.run([sys.executable, "-c", script, src, str(folder), str(ref)], capture_output=True, text=True, env=env)
-        assert r.returncode == 0, r.stderr[-3000:]
-        ours, theirs = gguf_fields(out), gguf_fields(ref)
-        assert set(theirs) - set(ours) <= NOT_YET_WRITTEN
-        assert set(ours) <= set(theirs)
-        for key in ours:
-            assert ours[key] == theirs[key], key
-    elif os.environ.get("CI") == "true":
-        pytest.fail("SAFEWEIGHTS_LLAMA_CPP is unset in CI")
+    theirs = llama_cpp_converter_keys(folder, tmp_path, "tekken")
+    if theirs is not None:
+        assert_same_keys(fields, theirs)
     try:
         import llama_cpp
     except Exception as e:  # noqa: BLE001 - any import failure means no llama.cpp here
