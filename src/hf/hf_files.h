@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "hf/pretokenizer.h"
 #include "safeweights/error.h"
 #include "safeweights/folder.h"
 #include "safeweights/metadata.h"
@@ -129,7 +130,7 @@ struct BpeTokenizer {
   StringList vocab;                // model.vocab's tokens, in the file's order
   std::vector<std::uint32_t> ids;  // their ids
   StringList merges;               // "a b", as llama.cpp stores them
-  std::string pre;                 // llama.cpp's pre-tokenizer name, or empty when not recognised
+  PreTokenizerShape pre_shape;     // what splits text before the model runs (hf/pretokenizer.h names it)
   std::string pre_description;     // what the pre-tokenizer is, for an error
   bool byte_fallback = false;      // SentencePiece-style BPE, not byte-level
   // With byte_fallback: whether tokenizer.json splits text as llama.cpp's SentencePiece tokenizer does,
@@ -152,6 +153,7 @@ struct TokenizerConfig {
   std::optional<bool> add_bos_token;
   std::optional<bool> add_eos_token;
   std::optional<bool> add_prefix_space;
+  std::optional<bool> clean_up_tokenization_spaces;
   std::optional<std::string> chat_template;
   std::vector<AddedToken> added_tokens_decoder;  // by id, as the file lists them
 };

@@ -9,22 +9,6 @@
 namespace safeweights::hf {
 namespace {
 
-// Split patterns of tokenizer.json files that llama.cpp implements as pre-tokenizers (llama-vocab.cpp;
-// its converter recognises the tokenizers by a hash of their output in get_vocab_base_pre): Llama 3's
-// as "llama-bpe" (LLAMA_VOCAB_PRE_TYPE_LLAMA3), Qwen2's (single digits) as "qwen2". Qwen2's files
-// NFC-normalize, which llama.cpp does not: its converter accepts them, and text already in NFC (the
-// usual case) splits the same.
-struct KnownSplit {
-  std::string_view pattern;
-  std::string_view pre;
-  bool nfc;  // the tokenizer.json's NFC normalizer is accepted
-};
-constexpr std::array<KnownSplit, 2> kKnownSplits = {{
-    {R"re((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)re", "llama-bpe",
-     false},
-    {R"re((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)re", "qwen2", true},
-}};
-
 constexpr std::array<std::string_view, 6> kSpecialTypes = {"bos", "eos", "unk", "sep", "pad", "mask"};
 
 bool is_type(json::element e, std::string_view type) {
@@ -37,40 +21,59 @@ bool bool_is(json::element e, std::string_view key, bool want) {
   return v && v->type() == json::element_type::BOOL && v->get_bool().value_unsafe() == want;
 }
 
-// A ByteLevel pre-tokenizer that adds no prefix space, with or without GPT-2's own split regex.
-bool is_byte_level(json::element e, bool use_regex) {
-  return is_type(e, "ByteLevel") && !bool_is(e, "add_prefix_space", true) && bool_is(e, "use_regex", use_regex);
+std::optional<std::string_view> string_member(json::element e, std::string_view key) {
+  auto v = JsonFile::member(e, key);
+  if (!v || v->type() != json::element_type::STRING) return std::nullopt;
+  return json::as_string(*v);
 }
 
-// The llama.cpp pre-tokenizer that splits text as this tokenizer.json does, or empty. llama.cpp's own
-// converter hashes the tokenization of a probe text with known tokenizers; without a tokenizer engine
-// here, the structure is compared instead: ByteLevel alone (GPT-2's regex) is "gpt-2"; a known split
-// pattern (kKnownSplits) followed by ByteLevel without regex is that pattern's pre-tokenizer. A
-// normalizer rules them out (llama.cpp's BPE does not normalize), except NFC where kKnownSplits says so.
-std::string recognise_pre(json::element root) {
-  auto norm = JsonFile::member(root, "normalizer");
-  const bool nfc = norm && is_type(*norm, "NFC") && json::as_object(*norm).size() == 1;
-  if (norm && !nfc) return {};
-  auto pre = JsonFile::member(root, "pre_tokenizer");
-  if (!pre) return {};
-  if (is_byte_level(*pre, true)) return norm ? std::string() : "gpt-2";
-  if (!is_type(*pre, "Sequence")) return {};
-  auto list = JsonFile::member(*pre, "pretokenizers");
-  if (!list || list->type() != json::element_type::ARRAY || json::as_array(*list).size() != 2) return {};
-  auto split = json::as_array(*list).at(0).value_unsafe();
-  auto byte_level = json::as_array(*list).at(1).value_unsafe();
-  if (!is_type(split, "Split") || !is_byte_level(byte_level, false)) return {};
-  auto pattern = JsonFile::member(split, "pattern");
-  if (!pattern || pattern->type() != json::element_type::OBJECT) return {};
-  auto regex = JsonFile::member(*pattern, "Regex");
-  auto behavior = JsonFile::member(split, "behavior");
-  if (!regex || regex->type() != json::element_type::STRING) return {};
-  if (!behavior || behavior->type() != json::element_type::STRING || json::as_string(*behavior) != "Isolated") return {};
-  if (bool_is(split, "invert", true)) return {};
-  for (const KnownSplit& k : kKnownSplits) {
-    if (json::as_string(*regex) == k.pattern && (!nfc || k.nfc)) return std::string(k.pre);
+// A Split step; a malformed one (no pattern, behavior) is kept as "Split" alone, which matches nothing.
+PreTokenizerStep split_of(json::element e) {
+  auto pattern = JsonFile::member(e, "pattern");
+  auto behavior = string_member(e, "behavior");
+  if (!pattern || pattern->type() != json::element_type::OBJECT || !behavior) return other_step("Split");
+  const bool invert = bool_is(e, "invert", true);
+  if (auto regex = string_member(*pattern, "Regex")) return split_step(*behavior, invert, true, *regex);
+  if (auto text = string_member(*pattern, "String")) return split_step(*behavior, invert, false, *text);
+  return other_step("Split");
+}
+
+// The steps of one pre_tokenizer, a Sequence's flattened, with the tokenizers library's defaults for
+// absent settings (ByteLevel use_regex true, Digits individual_digits false, Punctuation Isolated).
+// Nesting is bounded by the JSON reader's depth limit.
+void add_steps(json::element e, std::vector<PreTokenizerStep>& out) {
+  const auto type = e.type() == json::element_type::OBJECT ? string_member(e, "type") : std::nullopt;
+  if (!type) {
+    out.push_back(other_step("?"));
+  } else if (*type == "Sequence") {
+    auto list = JsonFile::member(e, "pretokenizers");
+    if (!list || list->type() != json::element_type::ARRAY) return out.push_back(other_step("Sequence"));
+    for (auto step : json::as_array(*list)) add_steps(step, out);
+  } else if (*type == "ByteLevel") {
+    out.push_back(byte_level_step(bool_is(e, "add_prefix_space", true), !bool_is(e, "use_regex", false)));
+  } else if (*type == "Split") {
+    out.push_back(split_of(e));
+  } else if (*type == "Digits") {
+    out.push_back(digits_step(bool_is(e, "individual_digits", true)));
+  } else if (*type == "Punctuation") {
+    out.push_back(punctuation_step(string_member(e, "behavior").value_or("Isolated")));
+  } else {
+    out.push_back(other_step(*type));
   }
-  return {};
+}
+
+// What tokenizer.json splits text with before its BPE model runs: its pre_tokenizer, its normalizer,
+// and model.ignore_merges (hf/pretokenizer.h names it).
+PreTokenizerShape shape_of(json::element root, json::element model) {
+  PreTokenizerShape shape;
+  if (auto pre = JsonFile::member(root, "pre_tokenizer")) add_steps(*pre, shape.steps);
+  if (auto norm = JsonFile::member(root, "normalizer")) {
+    const auto type = norm->type() == json::element_type::OBJECT ? string_member(*norm, "type") : std::nullopt;
+    const bool nfc = type == "NFC" && json::as_object(*norm).size() == 1;
+    shape.normalizer = nfc ? "NFC" : type ? std::string(*type) : "?";
+  }
+  shape.ignore_merges = bool_is(model, "ignore_merges", true);
+  return shape;
 }
 
 bool string_is(json::element e, std::string_view key, std::string_view want) {
@@ -201,7 +204,7 @@ Result<BpeTokenizer> read_bpe(const JsonFile& file, json::element model) {
   auto merges = JsonFile::member(model, "merges");
   if (!merges) return file.bad("model.merges", "is missing");
   SW_RETURN_IF_ERROR(read_merges(file, *merges, bpe.merges));
-  bpe.pre = recognise_pre(file.root());
+  bpe.pre_shape = shape_of(file.root(), model);
   bpe.pre_description = describe_pre(file.root());
   return bpe;
 }
@@ -270,6 +273,7 @@ Result<TokenizerConfig> read_tokenizer_config(const Folder& folder) {
   SW_ASSIGN_OR_RETURN(out.add_bos_token, file->boolean(root, "add_bos_token"));
   SW_ASSIGN_OR_RETURN(out.add_eos_token, file->boolean(root, "add_eos_token"));
   SW_ASSIGN_OR_RETURN(out.add_prefix_space, file->boolean(root, "add_prefix_space"));
+  SW_ASSIGN_OR_RETURN(out.clean_up_tokenization_spaces, file->boolean(root, "clean_up_tokenization_spaces"));
   if (auto t = JsonFile::member(root, "chat_template")) {
     if (t->type() != json::element_type::STRING) {
       return Error(ErrorKind::NotSupported, "chat_template that is not one string (named templates) is not converted").with_file(file->path());

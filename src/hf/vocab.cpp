@@ -8,6 +8,7 @@
 
 #include "core/status_macros.h"
 #include "hf/arch.h"
+#include "hf/pretokenizer.h"
 
 namespace safeweights::hf {
 namespace {
@@ -314,11 +315,15 @@ Status add_vocabulary(const Folder& folder, const ModelConfig& config, const Lla
     kv.push_back({"tokenizer.ggml.add_space_prefix", Value::boolean(*tj.bpe->sentencepiece_space_prefix)});
     return Status::ok();
   } else if (tj.bpe) {
-    std::string pre = options.bpe_pre.empty() ? tj.bpe->pre : options.bpe_pre;
+    std::string pre = options.bpe_pre;
     if (pre.empty()) {
-      return Error(ErrorKind::NotSupported, "tokenizer.json's " + tj.bpe->pre_description +
-                                                " is not one llama.cpp splits the same way (known: ByteLevel as gpt-2; "
-                                                "Llama 3's Split + ByteLevel as llama-bpe; Qwen2's as qwen2)")
+      const PreTokenizerHints hints{config.hf_class, tc.clean_up_tokenization_spaces};
+      pre = identify_pre_tokenizer(tj.bpe->pre_shape, hints);
+    }
+    if (pre.empty()) {
+      return Error(ErrorKind::NotSupported, "tokenizer.json's pre_tokenizer " + describe_pre_tokenizer(tj.bpe->pre_shape) +
+                                                " is not one llama.cpp splits text as (docs/GGUF.md lists those it does); name "
+                                                "llama.cpp's pre-tokenizer to use it anyway (bpe_pre)")
           .with_file(folder.path_of("tokenizer.json"));
     }
     SW_ASSIGN_OR_RETURN(Vocab v, bpe_vocab(folder, config, tj));

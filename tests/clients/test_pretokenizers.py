@@ -1,0 +1,146 @@
+"""Pre-tokenizers named by what they are (src/hf/pretokenizer.cpp), judged by what llama.cpp does with the name.
+
+For each known pre_tokenizer structure: a small byte-level BPE trained here with the `tokenizers` library,
+split by that structure (its normalizer and model.ignore_merges as the family's files have them), saved with
+a tiny random LlamaForCausalLM made by transformers; `safeweights convert` names llama.cpp's pre-tokenizer
+from the structure; llama.cpp (llama-cpp-python, vocab only) then tokenizes a multilingual, code- and
+number-heavy text to the ids the tokenizers library gives. That proves that the name we chose makes
+llama.cpp split as the source does. Run with the clients' python; nothing is downloaded.
+"""
+import json
+import os
+import subprocess
+import unicodedata
+from pathlib import Path
+
+import pytest
+
+os.environ["HF_HUB_OFFLINE"] = "1"
+transformers = pytest.importorskip("transformers")
+torch = pytest.importorskip("torch")
+gguf = pytest.importorskip("gguf")
+tokenizers = pytest.importorskip("tokenizers")
+llama_cpp = pytest.importorskip("llama_cpp")
+from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[2]
+CLI = os.environ.get("SAFEWEIGHTS_CLI", str(REPO / "build" / "safeweights"))
+
+# The published tokenizer.json patterns (an independent copy of src/hf/pretokenizer.cpp's table).
+LLAMA3 = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+QWEN2 = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+QWEN35 = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+JAIS2 = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s{512}(?!\S)|"
+         r"\s{256}(?!\S)|\s{128}(?!\S)|\s{64}(?!\S)|\s{32}(?!\S)|\s{16}(?!\S)|\s{8}(?!\S)|\s{4}(?!\S)|\s{1,2}(?!\S)|\s{1}")
+TEKKEN = (r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+"
+          r"[\p{Ll}\p{Lm}\p{Lo}\p{M}]*|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+O200K = (r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?"
+         r"[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|"
+         r"\s*[\r\n]+|\s+(?!\S)|\s+")
+SEED_CODER = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1}| ?[^\s\p{L}\p{N}\r\n]+|\s*[\r\n]+|\s+(?!\S)|\s+"
+EXAONE_MOE = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?(?:\p{L}\p{M}*(?: \p{L}\p{M}*)*)+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]?|"
+              r"\s*[\r\n]|\s+(?!\S)|\s+")
+MINICPM5 = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}+| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+UFAKZEKA = r"[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+DEEPSEEK_V3 = ("[!\"" r"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+| ?[\p{P}\p{S}]+[\r\n]*|"
+               r"\s*[\r\n]+|\s+(?!\S)|\s+")
+
+
+def split(pattern):
+    return pre_tokenizers.Split(Regex(pattern), behavior="isolated", invert=False)
+
+
+def then_bytes(*steps):
+    """Splits, then ByteLevel without its own regex (bytes only), as these families write them."""
+    return pre_tokenizers.Sequence([*steps, pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+
+
+GPT2 = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+
+# name -> (pre_tokenizer, NFC normalizer, model.ignore_merges, tokenizer_config.json extras)
+CASES = {
+    "gpt-2": (lambda: GPT2, False, False, {}),
+    "llama-bpe": (lambda: then_bytes(split(LLAMA3)), False, True, {}),
+    "dbrx": (lambda: then_bytes(split(LLAMA3)), False, False, {}),
+    "jais-2": (lambda: then_bytes(split(JAIS2)), False, False, {}),
+    "qwen2": (lambda: then_bytes(split(QWEN2)), True, False, {}),
+    "qwen35": (lambda: then_bytes(split(QWEN35)), True, False, {}),
+    "tekken": (lambda: then_bytes(split(TEKKEN)), False, True, {}),
+    "gpt-4o": (lambda: then_bytes(split(O200K)), False, False, {}),
+    "tiny_aya": (lambda: then_bytes(split(r"\d{1,3}(?=(?:\d{3})*\b)"), split(O200K)), False, False, {}),
+    "seed-coder": (lambda: then_bytes(split(SEED_CODER)), False, False, {}),
+    "exaone-moe": (lambda: then_bytes(split(EXAONE_MOE)), False, False, {}),
+    "minicpm5": (lambda: then_bytes(split(r"\p{N}{1,3}"), split(MINICPM5)), False, True, {}),
+    "ufakzeka": (lambda: then_bytes(split(UFAKZEKA)), False, False, {}),
+    "deepseek-v3": (lambda: then_bytes(split(r"\p{N}{1,3}"), split("[一-龥\u3040-ゟ゠-ヿ]+"), split(DEEPSEEK_V3)), False, False, {}),
+    "smollm": (lambda: pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True), GPT2]), False, False, {}),
+    "starcoder": (lambda: pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True), GPT2]), False, False,
+                  {"clean_up_tokenization_spaces": True}),
+    "falcon": (lambda: pre_tokenizers.Sequence([pre_tokenizers.Punctuation(behavior="contiguous"), GPT2,
+                                                pre_tokenizers.Digits(individual_digits=False), split("[0-9][0-9][0-9]")]),
+               False, False, {}),
+}
+
+CORPUS = [
+    "Hello world, this is a tiny corpus for a tiny tokenizer. I've been told he's there; you'll see.",
+    "Numbers 1 12 123 1234 12345 123456 1234567 and 3.14, 2,024 and 1e10 appear here.",
+    "Ünïcödé text: café, naïve, résumé, 東京, 我想在apple工作, привет мир, مرحبا, カタカナ, ひらがな, 한국어 🙂!",
+    "def foo(x):\n    return x ** 2  # comment\n\tif (a && b) { c[i] = d->e; }\n",
+    "CamelCaseWords and HTTPServer, snake_case_words and SHOUTING words.",
+    "  leading spaces and\ttabs and\nnewlines\n\n\n   more   spaces   ",
+] * 20
+
+# What llama.cpp must split as the source does: contractions in both cases, digit runs of every length,
+# CJK, Cyrillic, Arabic, kana, Hangul, combining marks, emoji (ZWJ), code, camel case, runs of spaces,
+# tabs and newlines, and a special token.
+TEXT = ("Hello  world! I've been 'told he's there, 'RE you sure? 'M not sure I'll make it, 'D you like some tea? We'Ve a'lL\n"
+        "3 33 333 3333 33333 333333 3333333 3.3 3..3 1,234,567 x=10**9; y[2]==-0.5\n"
+        "我想在apple工作1314151天～ 東京タワー ひらがな 안녕하세요 привет МИР مرحبا بالعالم नमस्ते\n"
+        "e\u0301te\u0301 naïve café 🚀 😶\u200d🌫️ ✅ 🦙🦙\n"
+        "def f(x):\n\treturn x  # two  spaces\n\n\n    indented   \r\n"
+        "camelCaseWord HTTPServer getHTTPResponse ------======= ''''''```````\"\"\"\"......!!!!!!??????"
+        "<|endoftext|> after the special token")
+
+
+def make_folder(folder: Path, name: str) -> Path:
+    make_pre, nfc, ignore_merges, config_extra = CASES[name]
+    tok = Tokenizer(models.BPE(ignore_merges=ignore_merges))
+    tok.pre_tokenizer = make_pre()
+    if nfc:
+        tok.normalizer = normalizers.NFC()
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=600, special_tokens=["<|endoftext|>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(CORPUS, trainer)
+    assert json.loads(tok.to_str())["model"]["ignore_merges"] is ignore_merges
+    fast = transformers.PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|endoftext|>")
+    cfg = transformers.LlamaConfig(vocab_size=len(fast), hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                                   num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=64, eos_token_id=0)
+    torch.manual_seed(0)
+    transformers.LlamaForCausalLM(cfg).save_pretrained(str(folder))
+    fast.save_pretrained(str(folder))
+    if config_extra:
+        path = folder / "tokenizer_config.json"
+        path.write_text(json.dumps({**json.loads(path.read_text()), **config_extra}))
+    return folder
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_llama_cpp_splits_as_the_source(tmp_path, name):
+    folder = make_folder(tmp_path / "model", name)
+    out = tmp_path / "model.gguf"
+    r = subprocess.run([CLI, "convert", str(folder), str(out), "--type", "f32"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    field = gguf.GGUFReader(str(out)).get_field("tokenizer.ggml.pre")
+    assert field.contents() == name
+    text = TEXT
+    if name == "tiny_aya":
+        # llama.cpp's \b takes a CJK letter for a non-word character, the tokenizers library for a word
+        # character: digits right before one group differently (llama.cpp's, under the name its own
+        # converter gives this structure too).
+        text = text.replace("1314151天", "1314151 天")
+    want = transformers.AutoTokenizer.from_pretrained(str(folder))(text, add_special_tokens=False)["input_ids"]
+    llm = llama_cpp.Llama(model_path=str(out), vocab_only=True, verbose=False)
+    # llama.cpp does not normalize: Qwen's NFC normalizer agrees with it on text already in NFC.
+    nfc = CASES[name][1]
+    got = llm.tokenize((unicodedata.normalize("NFC", text) if nfc else text).encode("utf-8"), add_bos=False, special=True)
+    assert got == want
