@@ -1,7 +1,7 @@
 // The table of llama.cpp's pre-tokenizers by structure, and the matcher (hf/pretokenizer.h).
 #include "hf/pretokenizer.h"
 
-#include <initializer_list>
+#include <algorithm>
 
 #include "safeweights/text.h"
 
@@ -37,11 +37,30 @@ constexpr std::string_view kCjkKana = "[\xE4\xB8\x80-\xE9\xBE\xA5\xE3\x81\x80-\x
 constexpr std::string_view kDeepseekV3 =
     R"re([!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+| ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)re";
 constexpr std::string_view kFalconDigits = "[0-9][0-9][0-9]";
+// Spark X2.5: DeepSeek V3's third Split with newlines one by one and punctuation without a line end.
+constexpr std::string_view kSpark =
+    R"re([!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+| ?[\p{P}\p{S}]+|[\r\n]|\s+(?!\S)|\s+)re";
+// DeepSeek Coder (1): line ends, letters, punctuation, CJK and Hangul, then digits one by one.
+constexpr std::string_view kCjkHangul = "[\u4e00-\u9fa5\u0800-\u4e00\uac00-\ud7ff]+";  // [一-龥ࠀ-一가-퟿]+
+// BLOOM: anything but spaces and sentence punctuation, with one leading space.
+constexpr std::string_view kBloom = " ?[^(\\s|[.,!?\u2026\u3002\uff0c\u3001\u0964\u06d4\u060c])]+";
+// LLaDA, Ling (bailingmoe): possessive quantifiers.
+constexpr std::string_view kBailing =
+    R"re('(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]++[\r\n]*|\s*[\r\n]|\s+(?!\S)|\s+)re";
+// Laguna: runs of line ends joined to what follows, then Qwen2's regex.
+constexpr std::string_view kLagunaLines = R"re((?:\r?\n)+(?!\r?\n))re";
+// Kimi K2 and later (tokenizer.json form): Han runs apart, o200k's letters without Han.
+constexpr std::string_view kKimi =
+    R"re([\p{Han}]+|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]*[\p{Ll}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]+[\p{Ll}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)re";
 
 PreTokenizerStep split(std::string_view regex) { return split_step("Isolated", false, true, regex); }
 PreTokenizerStep byte_level_alone() { return byte_level_step(false, false); }  // after Splits: bytes only
 PreTokenizerStep byte_level_gpt2() { return byte_level_step(false, true); }    // with GPT-2's own regex
 PreTokenizerStep each_digit() { return digits_step(true); }
+// A Split that keeps what its pattern matches and drops the rest: the same pieces as an Isolated one
+// when the pattern matches every character, as these patterns' final \s+ and [^\s\p{L}\p{N}]+ make
+// sure (MiniMax M2's and Granite 4.1's files spell o200k and Llama 3 so).
+PreTokenizerStep split_kept(std::string_view regex) { return split_step("Removed", true, true, regex); }
 
 // One tokenizer.json structure llama.cpp splits as a name of its loader does, with the loader's settings
 // for that name that matter when choosing among names that split alike (llama-vocab.cpp: ignore_merges,
@@ -76,6 +95,8 @@ const std::vector<Row>& rows() {
       {"llama-bpe", {split(kLlama3), byte_level_alone()}, false, true, true},
       {"glm4", {split(kLlama3), byte_level_alone()}, false, true, true, {"Glm", "GLM"}},
       {"dbrx", {split(kLlama3), byte_level_alone()}, false, false, true},
+      {"llama-bpe", {split_kept(kLlama3), byte_level_alone()}, false, true, true},
+      {"dbrx", {split_kept(kLlama3), byte_level_alone()}, false, false, true},  // Granite 4.1, OLMo 3, Phi-4
       {"chatglm-bpe", {split(kLlama3), byte_level_alone()}, false, false, true, {"ChatGLM", "Glm", "GLM"}},
       {"jais-2", {split(kJais2), byte_level_alone()}},
       // Qwen 1.5 to 3 (NFC); StableLM 2, Hunyuan, Solar Open, Grok 2 use the same regex.
@@ -85,6 +106,7 @@ const std::vector<Row>& rows() {
       {"tekken", {split(kTekken), byte_level_alone()}, false, true, false},
       // o200k: gpt-4o, gpt-oss, Llama 4, MiniMax M2.
       {"gpt-4o", {split(kO200k), byte_level_alone()}, false, false, false},
+      {"minimax-m2", {split_kept(kO200k), byte_level_alone()}, false, false, false, {"MiniMax"}},
       {"tiny_aya", {split(kTinyAyaDigits), split(kO200k), byte_level_alone()}, false, false, false},
       {"seed-coder", {split(kSeedCoder), byte_level_alone()}, false, false, false},
       {"exaone-moe", {split(kExaoneMoe), byte_level_alone()}, false, false, true},
@@ -92,6 +114,18 @@ const std::vector<Row>& rows() {
       {"ufakzeka", {split(kUfakzeka), byte_level_alone()}, false, false, false},
       // DeepSeek V3 / R1 (also Hunyuan dense, JoyAI, Hy v4).
       {"deepseek-v3", {split(kDigits3), split(kCjkKana), split(kDeepseekV3), byte_level_alone()}, false, false, false},
+      {"spark2_5", {split(kDigits3), split(kCjkKana), split(kSpark), each_digit(), byte_level_alone()}, false, false, false},
+      {"deepseek-coder",
+       {split(R"re([\r\n])re"), split(R"re(\s?\p{L}+)re"), split(R"re(\s?\p{P}+)re"), split(kCjkHangul), each_digit(), byte_level_alone()},
+       false,
+       false,
+       false},
+      // BLOOM; Poro and GPT-3 Finnish share llama.cpp's regex without cleaning spaces.
+      {"bloom", {split(kBloom), byte_level_alone()}, false, false, true},
+      {"poro-chat", {split(kBloom), byte_level_alone()}, false, false, false},
+      {"bailingmoe", {split(kBailing), byte_level_alone()}, false, false, false},
+      {"laguna", {split_step("MergedWithNext", false, true, kLagunaLines), split(kQwen2), byte_level_alone()}, false, false, false},
+      {"kimi-k2", {split(kKimi), byte_level_alone()}, false, false, false},
   };
   return table;
 }
@@ -199,7 +233,9 @@ std::string describe_pre_tokenizer(const PreTokenizerShape& shape) {
 
 std::vector<std::string_view> known_pre_tokenizers() {
   std::vector<std::string_view> names;
-  for (const Row& r : rows()) names.push_back(r.name);
+  for (const Row& r : rows()) {
+    if (std::find(names.begin(), names.end(), r.name) == names.end()) names.push_back(r.name);
+  }
   return names;
 }
 

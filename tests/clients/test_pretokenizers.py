@@ -57,27 +57,55 @@ def then_bytes(*steps):
 
 GPT2 = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
 
-# name -> (pre_tokenizer, NFC normalizer, model.ignore_merges, tokenizer_config.json extras)
+def kept(pattern):
+    """A Split that keeps its matches and drops the rest (MiniMax M2's, Granite 4.1's spelling)."""
+    return pre_tokenizers.Split(Regex(pattern), behavior="removed", invert=True)
+
+
+DEEPSEEK_CJK = "[\u4e00-\u9fa5\u0800-\u4e00\uac00-\ud7ff]+"
+SPARK = ("[!\"" r"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+| ?[\p{P}\p{S}]+|[\r\n]|"
+         r"\s+(?!\S)|\s+")
+BLOOM = " ?[^(\\s|[.,!?\u2026\u3002\uff0c\u3001\u0964\u06d4\u060c])]+"
+BAILING = r"'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]++[\r\n]*|\s*[\r\n]|\s+(?!\S)|\s+"
+KIMI = (r"[\p{Han}]+|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]*[\p{Ll}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]+"
+        r"(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]+[\p{Ll}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]*"
+        r"(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+DIGITS = pre_tokenizers.Digits(individual_digits=True)
+
+# case -> (llama.cpp name, pre_tokenizer, NFC normalizer, model.ignore_merges, tokenizer_config.json extras)
 CASES = {
-    "gpt-2": (lambda: GPT2, False, False, {}),
-    "llama-bpe": (lambda: then_bytes(split(LLAMA3)), False, True, {}),
-    "dbrx": (lambda: then_bytes(split(LLAMA3)), False, False, {}),
-    "jais-2": (lambda: then_bytes(split(JAIS2)), False, False, {}),
-    "qwen2": (lambda: then_bytes(split(QWEN2)), True, False, {}),
-    "qwen35": (lambda: then_bytes(split(QWEN35)), True, False, {}),
-    "tekken": (lambda: then_bytes(split(TEKKEN)), False, True, {}),
-    "gpt-4o": (lambda: then_bytes(split(O200K)), False, False, {}),
-    "tiny_aya": (lambda: then_bytes(split(r"\d{1,3}(?=(?:\d{3})*\b)"), split(O200K)), False, False, {}),
-    "seed-coder": (lambda: then_bytes(split(SEED_CODER)), False, False, {}),
-    "exaone-moe": (lambda: then_bytes(split(EXAONE_MOE)), False, False, {}),
-    "minicpm5": (lambda: then_bytes(split(r"\p{N}{1,3}"), split(MINICPM5)), False, True, {}),
-    "ufakzeka": (lambda: then_bytes(split(UFAKZEKA)), False, False, {}),
-    "deepseek-v3": (lambda: then_bytes(split(r"\p{N}{1,3}"), split("[一-龥\u3040-ゟ゠-ヿ]+"), split(DEEPSEEK_V3)), False, False, {}),
-    "smollm": (lambda: pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True), GPT2]), False, False, {}),
-    "starcoder": (lambda: pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True), GPT2]), False, False,
-                  {"clean_up_tokenization_spaces": True}),
-    "falcon": (lambda: pre_tokenizers.Sequence([pre_tokenizers.Punctuation(behavior="contiguous"), GPT2,
-                                                pre_tokenizers.Digits(individual_digits=False), split("[0-9][0-9][0-9]")]),
+    "gpt-2": ("gpt-2", lambda: GPT2, False, False, {}),
+    "llama-bpe": ("llama-bpe", lambda: then_bytes(split(LLAMA3)), False, True, {}),
+    "llama-bpe kept": ("llama-bpe", lambda: then_bytes(kept(LLAMA3)), False, True, {}),
+    "dbrx": ("dbrx", lambda: then_bytes(split(LLAMA3)), False, False, {}),
+    "dbrx kept": ("dbrx", lambda: then_bytes(kept(LLAMA3)), False, False, {}),
+    "jais-2": ("jais-2", lambda: then_bytes(split(JAIS2)), False, False, {}),
+    "qwen2": ("qwen2", lambda: then_bytes(split(QWEN2)), True, False, {}),
+    "qwen35": ("qwen35", lambda: then_bytes(split(QWEN35)), True, False, {}),
+    "tekken": ("tekken", lambda: then_bytes(split(TEKKEN)), False, True, {}),
+    "gpt-4o": ("gpt-4o", lambda: then_bytes(split(O200K)), False, False, {}),
+    "minimax-m2": ("minimax-m2", lambda: then_bytes(kept(O200K)), False, False, {}),
+    "tiny_aya": ("tiny_aya", lambda: then_bytes(split(r"\d{1,3}(?=(?:\d{3})*\b)"), split(O200K)), False, False, {}),
+    "seed-coder": ("seed-coder", lambda: then_bytes(split(SEED_CODER)), False, False, {}),
+    "exaone-moe": ("exaone-moe", lambda: then_bytes(split(EXAONE_MOE)), False, False, {}),
+    "minicpm5": ("minicpm5", lambda: then_bytes(split(r"\p{N}{1,3}"), split(MINICPM5)), False, True, {}),
+    "ufakzeka": ("ufakzeka", lambda: then_bytes(split(UFAKZEKA)), False, False, {}),
+    "deepseek-v3": ("deepseek-v3", lambda: then_bytes(split(r"\p{N}{1,3}"), split("[一-龥\u3040-ゟ゠-ヿ]+"), split(DEEPSEEK_V3)),
+                    False, False, {}),
+    "spark2_5": ("spark2_5", lambda: then_bytes(split(r"\p{N}{1,3}"), split("[一-龥\u3040-ゟ゠-ヿ]+"), split(SPARK), DIGITS),
+                 False, False, {}),
+    "deepseek-coder": ("deepseek-coder", lambda: then_bytes(split("[\r\n]"), split(r"\s?\p{L}+"), split(r"\s?\p{P}+"), split(DEEPSEEK_CJK),
+                                                            DIGITS), False, False, {}),
+    "bloom": ("bloom", lambda: then_bytes(split(BLOOM)), False, False, {"clean_up_tokenization_spaces": True}),
+    "poro-chat": ("poro-chat", lambda: then_bytes(split(BLOOM)), False, False, {"clean_up_tokenization_spaces": False}),
+    "bailingmoe": ("bailingmoe", lambda: then_bytes(split(BAILING)), False, False, {}),
+    "laguna": ("laguna", lambda: then_bytes(pre_tokenizers.Split(Regex(r"(?:\r?\n)+(?!\r?\n)"), behavior="merged_with_next", invert=False),
+                                            split(QWEN2)), False, False, {}),
+    "kimi-k2": ("kimi-k2", lambda: then_bytes(split(KIMI)), False, False, {}),
+    "smollm": ("smollm", lambda: pre_tokenizers.Sequence([DIGITS, GPT2]), False, False, {}),
+    "starcoder": ("starcoder", lambda: pre_tokenizers.Sequence([DIGITS, GPT2]), False, False, {"clean_up_tokenization_spaces": True}),
+    "falcon": ("falcon", lambda: pre_tokenizers.Sequence([pre_tokenizers.Punctuation(behavior="contiguous"), GPT2,
+                                                          pre_tokenizers.Digits(individual_digits=False), split("[0-9][0-9][0-9]")]),
                False, False, {}),
 }
 
@@ -102,8 +130,8 @@ TEXT = ("Hello  world! I've been 'told he's there, 'RE you sure? 'M not sure I'l
         "<|endoftext|> after the special token")
 
 
-def make_folder(folder: Path, name: str) -> Path:
-    make_pre, nfc, ignore_merges, config_extra = CASES[name]
+def make_folder(folder: Path, case: str) -> Path:
+    _, make_pre, nfc, ignore_merges, config_extra = CASES[case]
     tok = Tokenizer(models.BPE(ignore_merges=ignore_merges))
     tok.pre_tokenizer = make_pre()
     if nfc:
@@ -124,9 +152,10 @@ def make_folder(folder: Path, name: str) -> Path:
     return folder
 
 
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_llama_cpp_splits_as_the_source(tmp_path, name):
-    folder = make_folder(tmp_path / "model", name)
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_llama_cpp_splits_as_the_source(tmp_path, case):
+    name = CASES[case][0]
+    folder = make_folder(tmp_path / "model", case)
     out = tmp_path / "model.gguf"
     r = subprocess.run([CLI, "convert", str(folder), str(out), "--type", "f32"], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
@@ -141,6 +170,6 @@ def test_llama_cpp_splits_as_the_source(tmp_path, name):
     want = transformers.AutoTokenizer.from_pretrained(str(folder))(text, add_special_tokens=False)["input_ids"]
     llm = llama_cpp.Llama(model_path=str(out), vocab_only=True, verbose=False)
     # llama.cpp does not normalize: Qwen's NFC normalizer agrees with it on text already in NFC.
-    nfc = CASES[name][1]
+    nfc = CASES[case][2]
     got = llm.tokenize((unicodedata.normalize("NFC", text) if nfc else text).encode("utf-8"), add_bos=False, special=True)
     assert got == want

@@ -754,6 +754,8 @@ const std::string kDeepseekV3 =
     "?[\\p{P}\\p{S}]+[\r\n]*|\\s*[\r\n]+|\\s+(?!\\S)|\\s+";
 const std::string kCjkKana = "[\u4e00-\u9fa5\u3040-\u309f\u30a0-\u30ff]+";
 
+const std::string kBloom = " ?[^(\\s|[.,!?\u2026\u3002\uff0c\u3001\u0964\u06d4\u060c])]+";
+
 std::string split(const std::string& regex, std::string_view behavior = "Isolated", bool invert = false) {
   return R"({"type":"Split","pattern":{"Regex":)" + json_quote(regex) + R"(},"behavior":")" + std::string(behavior) + R"(","invert":)" +
          (invert ? "true" : "false") + "}";
@@ -804,6 +806,15 @@ TEST(HfPreTokenizer, EachKnownStructureIsNamedAsLlamaCppNamesIt) {
        sequence(
            {R"({"type":"Punctuation","behavior":"Contiguous"})", kGpt2, R"({"type":"Digits","individual_digits":false})", split("[0-9][0-9][0-9]")}),
        "falcon"},
+      {"Granite 4.1's Llama 3 Split, keeping the matches", sequence({split(kLlama3, "Removed", true), kBytes}), "dbrx"},
+      {"MiniMax M2's o200k Split, keeping the matches", sequence({split(kO200k, "Removed", true), kBytes}), "minimax-m2"},
+      {"DeepSeek Coder",
+       sequence(
+           {split("[\r\n]"), split(R"(\s?\p{L}+)"), split(R"(\s?\p{P}+)"), split("[\u4e00-\u9fa5\u0800-\u4e00\uac00-\ud7ff]+"), kDigits, kBytes}),
+       "deepseek-coder"},
+      {"BLOOM", sequence({split(kBloom), kBytes}), "bloom"},
+      {"BLOOM's regex, not cleaning spaces (Poro)", sequence({split(kBloom), kBytes}), "poro-chat", "null", false,
+       R"({"bos_token":"<|bos|>","clean_up_tokenization_spaces":false})"},
       {"a nested Sequence is its steps", sequence({sequence({split(kLlama3)}), kBytes}), "llama-bpe", "null", true},
   };
   for (const PreCase& c : cases) {
