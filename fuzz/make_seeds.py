@@ -222,6 +222,11 @@ def tokenizer_seeds():
         "spm_model_without_bytes": tokenizer_seed(0, None, spm_model([("<unk>", 0.0, 2), ("a", 0.0, 1)])),
         "repeated_key_deep": tokenizer_seed(0, None, None, b'{"bos_token":{"content":"a","content":"b"}}'),
         "split_sequence_llama3": tokenizer_seed(0, dict(HF_BPE, pre_tokenizer=TOK_SPLITS, model=dict(HF_BPE["model"], ignore_merges=True))),
+        "template_post_processor": tokenizer_seed(0, dict(HF_BPE, post_processor={"type": "Sequence", "processors": [
+            {"type": "ByteLevel", "trim_offsets": False},
+            {"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "<|bos|>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}},
+                                                      {"SpecialToken": {"id": "<|eos|>", "type_id": 0}}]}]}),
+                                                   None, HF_TOKENIZER_CONFIG),
         "nested_sequence_nfc": tokenizer_seed(0, dict(HF_BPE, normalizer={"type": "NFC"}, pre_tokenizer={
             "type": "Sequence", "pretokenizers": [TOK_SPLITS, {"type": "Digits", "individual_digits": True},
                                                   {"type": "Punctuation", "behavior": "Contiguous"}]})),

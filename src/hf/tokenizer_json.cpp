@@ -3,13 +3,18 @@
 #include <array>
 #include <filesystem>
 
+#include "core/utf8.h"
 #include "hf/hf_files.h"
 #include "hf/json_read.h"
 
 namespace safeweights::hf {
 namespace {
 
-constexpr std::array<std::string_view, 6> kSpecialTypes = {"bos", "eos", "unk", "sep", "pad", "mask"};
+// The special-token kinds llama.cpp's SpecialVocab reads from tokenizer_config.json (cls is read for the
+// post-processor's rules, not written: GGUF has no key for it).
+constexpr std::array<std::string_view, 7> kSpecialTypes = {"bos", "eos", "unk", "sep", "pad", "cls", "mask"};
+// chat_template.jinja or chat_template.json: the size of a large tokenizer_config.json's template at most.
+constexpr std::uint64_t kMaxChatTemplateBytes = 4u << 20;
 
 bool is_type(json::element e, std::string_view type) {
   auto t = JsonFile::member(e, "type");
@@ -209,6 +214,70 @@ Result<BpeTokenizer> read_bpe(const JsonFile& file, json::element model) {
   return bpe;
 }
 
+// The SpecialToken id of a template piece ({"SpecialToken": {"id": ...}}), or empty.
+std::string special_piece(json::element piece) {
+  if (piece.type() != json::element_type::OBJECT) return {};
+  auto special = JsonFile::member(piece, "SpecialToken");
+  if (!special || special->type() != json::element_type::OBJECT) return {};
+  return std::string(string_member(*special, "id").value_or(""));
+}
+
+PostProcessorStep post_processor_step(json::element e) {
+  PostProcessorStep step;
+  if (e.type() != json::element_type::OBJECT) return step;
+  step.type = string_member(e, "type").value_or("");
+  auto single = JsonFile::member(e, "single");
+  if (step.type != "TemplateProcessing" || !single || single->type() != json::element_type::ARRAY) return step;
+  const auto pieces = json::as_array(*single);
+  step.single_size = pieces.size();
+  if (step.single_size > 0) {
+    step.first_special = special_piece(pieces.at(0).value_unsafe());
+    step.last_special = special_piece(pieces.at(step.single_size - 1).value_unsafe());
+  }
+  return step;
+}
+
+// tokenizer.json's post_processor, one step or a Sequence's "processors" (not nested further, as
+// SpecialVocab reads it).
+std::vector<PostProcessorStep> post_processor_of(json::element root) {
+  std::vector<PostProcessorStep> steps;
+  auto pp = JsonFile::member(root, "post_processor");
+  if (!pp || pp->type() != json::element_type::OBJECT) return steps;
+  auto list = JsonFile::member(*pp, "processors");
+  if (!list || list->type() != json::element_type::ARRAY) {
+    steps.push_back(post_processor_step(*pp));
+    return steps;
+  }
+  for (auto e : json::as_array(*list)) steps.push_back(post_processor_step(e));
+  return steps;
+}
+
+Error named_templates(std::string file) {
+  return Error(ErrorKind::NotSupported, "chat_template that is not one string (named templates) is not converted").with_file(std::move(file));
+}
+
+// chat_template.jinja, else chat_template.json's "chat_template" string, beside tokenizer_config.json
+// (SpecialVocab reads them when tokenizer_config.json has no chat_template). Named templates (a folder
+// additional_chat_templates/ beside the .jinja, or a list) are refused by name, as in tokenizer_config.json.
+Result<std::optional<std::string>> chat_template_beside(const Folder& folder) {
+  SW_ASSIGN_OR_RETURN(const bool jinja, has_model_file(folder, "chat_template.jinja"));
+  if (jinja) {
+    for (const FolderEntry& e : folder.entries()) {
+      if (e.name == "additional_chat_templates") return named_templates(folder.path_of(e.name));
+    }
+    SW_ASSIGN_OR_RETURN(std::string text, read_model_file(folder, "chat_template.jinja", kMaxChatTemplateBytes));
+    if (!is_valid_utf8(text)) return Error(ErrorKind::InvalidModelFolder, "is not UTF-8 text").with_file(folder.path_of("chat_template.jinja"));
+    return std::optional<std::string>(std::move(text));
+  }
+  SW_ASSIGN_OR_RETURN(const bool json_file, has_model_file(folder, "chat_template.json"));
+  if (!json_file) return std::optional<std::string>();
+  SW_ASSIGN_OR_RETURN(auto file, JsonFile::read(folder, "chat_template.json", kMaxChatTemplateBytes));
+  auto t = JsonFile::member(file->root(), "chat_template");
+  if (!t) return std::optional<std::string>();
+  if (t->type() != json::element_type::STRING) return named_templates(file->path());
+  return std::optional<std::string>(std::string(json::as_string(*t)));
+}
+
 Result<AddedToken> read_added(const JsonFile& file, json::element e, std::string_view where, std::optional<std::uint32_t> id) {
   if (e.type() != json::element_type::OBJECT) return file.bad(where, "must hold objects");
   AddedToken t;
@@ -244,6 +313,7 @@ Result<TokenizerJson> read_tokenizer_json(const Folder& folder) {
       out.added.push_back(std::move(t));
     }
   }
+  out.post_processor = post_processor_of(file->root());
   auto model = JsonFile::member(file->root(), "model");
   if (model && model->type() == json::element_type::OBJECT && is_type(*model, "BPE")) {
     SW_ASSIGN_OR_RETURN(out.bpe, read_bpe(*file, *model));
@@ -255,6 +325,7 @@ Result<TokenizerConfig> read_tokenizer_config(const Folder& folder) {
   TokenizerConfig out;
   SW_ASSIGN_OR_RETURN(const bool present, has_model_file(folder, "tokenizer_config.json"));
   if (!present) return out;
+  out.present = true;
   SW_ASSIGN_OR_RETURN(auto file, JsonFile::read(folder, "tokenizer_config.json", kMaxTokenizerBytes));
   const auto root = file->root();
   for (auto type : kSpecialTypes) {
@@ -272,13 +343,14 @@ Result<TokenizerConfig> read_tokenizer_config(const Folder& folder) {
   }
   SW_ASSIGN_OR_RETURN(out.add_bos_token, file->boolean(root, "add_bos_token"));
   SW_ASSIGN_OR_RETURN(out.add_eos_token, file->boolean(root, "add_eos_token"));
+  SW_ASSIGN_OR_RETURN(out.add_sep_token, file->boolean(root, "add_sep_token"));
   SW_ASSIGN_OR_RETURN(out.add_prefix_space, file->boolean(root, "add_prefix_space"));
   SW_ASSIGN_OR_RETURN(out.clean_up_tokenization_spaces, file->boolean(root, "clean_up_tokenization_spaces"));
   if (auto t = JsonFile::member(root, "chat_template")) {
-    if (t->type() != json::element_type::STRING) {
-      return Error(ErrorKind::NotSupported, "chat_template that is not one string (named templates) is not converted").with_file(file->path());
-    }
+    if (t->type() != json::element_type::STRING) return named_templates(file->path());
     out.chat_template = std::string(json::as_string(*t));
+  } else {
+    SW_ASSIGN_OR_RETURN(out.chat_template, chat_template_beside(folder));
   }
   if (auto decoder = JsonFile::member(root, "added_tokens_decoder")) {
     if (decoder->type() != json::element_type::OBJECT) return file->bad("added_tokens_decoder", "must be an object");

@@ -4,6 +4,7 @@
 
 #include <array>
 #include <filesystem>
+#include <map>
 #include <unordered_map>
 
 #include "core/status_macros.h"
@@ -25,6 +26,7 @@ struct SpecialKind {
 constexpr SpecialKind kSpecialKinds[] = {
     {"bos", "tokenizer.ggml.bos_token_id"},       {"eos", "tokenizer.ggml.eos_token_id"},     {"unk", "tokenizer.ggml.unknown_token_id"},
     {"sep", "tokenizer.ggml.seperator_token_id"}, {"pad", "tokenizer.ggml.padding_token_id"}, {"mask", "tokenizer.ggml.mask_token_id"},
+    {"eot", "tokenizer.ggml.eot_token_id"},       {"eom", "tokenizer.ggml.eom_token_id"},
 };
 
 struct Vocab {
@@ -248,11 +250,78 @@ Value scalar_array(ValueType type, const std::vector<T>& items, Make make) {
   return Value::array(type, std::move(values));
 }
 
-// SpecialVocab: each kind's token text from tokenizer_config.json, looked up among tokenizer.json's
-// added tokens (the first with that content); else config.json's {kind}_token_id. Ids at or beyond
-// `n_vocab` (when known) are left out, as llama.cpp's converter leaves them out.
+// The special tokens' texts and whether encoding adds them, as llama.cpp's SpecialVocab reads them
+// (gguf-py vocab.py): tokenizer_config.json's {kind}_token texts (cls standing in for a missing bos, sep
+// for a missing eos), then tokenizer.json's post_processor: ByteLevel adds neither bos nor eos unless
+// something else says so; RobertaProcessing adds bos, eos and sep; TemplateProcessing's `single`
+// template adds bos when it starts with bos's (or cls's) token and eos when it ends with eos's. A
+// template that starts with another special token makes it bos (and cls) where those are unnamed; one
+// that ends with another makes it eos, the old eos becoming eot (or, the second time, eom). Without
+// tokenizer_config.json only the add flags are taken (SpecialVocab names no token then). Last,
+// tokenizer_config.json's add_{bos,eos,sep}_token where the post_processor said nothing.
+struct SpecialTexts {
+  std::map<std::string, std::string, std::less<>> text;  // kind -> token text
+  std::optional<bool> add_bos, add_eos, add_sep;
+
+  std::string_view of(std::string_view kind) const {
+    auto it = text.find(kind);
+    return it == text.end() ? std::string_view() : std::string_view(it->second);
+  }
+};
+
+void apply_template(const PostProcessorStep& p, bool names, SpecialTexts& s) {
+  if (!p.first_special.empty()) {
+    const std::string& first = p.first_special;
+    if (names && first != s.of("bos") && first != s.of("cls")) {
+      if (s.of("bos").empty()) s.text["bos"] = first;
+      if (s.of("cls").empty()) s.text["cls"] = first;
+    }
+    s.add_bos = first == s.of("bos") || first == s.of("cls");
+  }
+  if (!p.last_special.empty()) {
+    const std::string& last = p.last_special;
+    if (names && last != s.of("eos")) {
+      const std::string old_eos(s.of("eos"));
+      if (!s.text.contains("eot")) {
+        s.text["eot"] = old_eos;
+      } else if (!s.text.contains("eom")) {
+        s.text["eom"] = old_eos;
+      }
+      s.text["eos"] = last;
+    }
+    s.add_eos = last == s.of("eos");
+  }
+}
+
+SpecialTexts special_texts(const TokenizerJson& tj, const TokenizerConfig& tc) {
+  SpecialTexts s;
+  for (const auto& [kind, text] : tc.special_tokens) s.text.emplace(kind, text);
+  if (tj.present) {
+    if (tc.present && s.of("bos").empty() && !s.of("cls").empty()) s.text["bos"] = std::string(s.of("cls"));
+    if (tc.present && s.of("eos").empty() && !s.of("sep").empty()) s.text["eos"] = std::string(s.of("sep"));
+    for (const PostProcessorStep& p : tj.post_processor) {
+      if (p.type == "ByteLevel") {
+        if (!s.add_bos) s.add_bos = false;
+        if (!s.add_eos) s.add_eos = false;
+      } else if (p.type == "RobertaProcessing") {
+        s.add_bos = s.add_eos = s.add_sep = true;
+      } else if (p.type == "TemplateProcessing" && p.single_size > 1) {
+        apply_template(p, tc.present, s);
+      }
+    }
+  }
+  if (!s.add_bos) s.add_bos = tc.add_bos_token;
+  if (!s.add_eos) s.add_eos = tc.add_eos_token;
+  if (!s.add_sep) s.add_sep = tc.add_sep_token;
+  return s;
+}
+
+// SpecialVocab: each kind's token text (special_texts) looked up among tokenizer.json's added tokens (the
+// first with that content); else config.json's {kind}_token_id. Ids at or beyond `n_vocab` (when known)
+// are left out, as llama.cpp's converter leaves them out.
 void add_special(const ModelConfig& c, const TokenizerJson& tj, const TokenizerConfig& tc, std::optional<std::uint32_t> n_vocab,
                  std::vector<KeyValue>& kv) {
+  const SpecialTexts texts = special_texts(tj, tc);
   std::unordered_map<std::string_view, std::uint64_t> ids;
   std::vector<std::string_view> order;
   auto set = [&](std::string_view type, std::uint64_t id) {
@@ -260,10 +329,12 @@ void add_special(const ModelConfig& c, const TokenizerJson& tj, const TokenizerC
     ids.emplace(type, id);
     order.push_back(type);
   };
-  for (const auto& [type, content] : tc.special_tokens) {
+  for (const SpecialKind& k : kSpecialKinds) {
+    const std::string_view content = texts.of(k.type);
+    if (content.empty() || !tc.present) continue;
     for (const AddedToken& t : tj.added) {
       if (t.content == content) {
-        set(type, t.id);
+        set(k.type, t.id);
         break;
       }
     }
@@ -274,8 +345,9 @@ void add_special(const ModelConfig& c, const TokenizerJson& tj, const TokenizerC
       if (k.type == type) kv.push_back({std::string(k.key), Value::u32(static_cast<std::uint32_t>(ids[type]))});
     }
   }
-  if (tc.add_bos_token) kv.push_back({"tokenizer.ggml.add_bos_token", Value::boolean(*tc.add_bos_token)});
-  if (tc.add_eos_token) kv.push_back({"tokenizer.ggml.add_eos_token", Value::boolean(*tc.add_eos_token)});
+  if (texts.add_bos) kv.push_back({"tokenizer.ggml.add_bos_token", Value::boolean(*texts.add_bos)});
+  if (texts.add_eos) kv.push_back({"tokenizer.ggml.add_eos_token", Value::boolean(*texts.add_eos)});
+  if (texts.add_sep) kv.push_back({"tokenizer.ggml.add_sep_token", Value::boolean(*texts.add_sep)});
   if (tc.chat_template) kv.push_back({"tokenizer.chat_template", Value::string(*tc.chat_template)});
 }
 

@@ -10,6 +10,7 @@ llama.cpp split as the source does. Run with the clients' python; nothing is dow
 import json
 import os
 import subprocess
+import sys
 import unicodedata
 from pathlib import Path
 
@@ -21,7 +22,8 @@ torch = pytest.importorskip("torch")
 gguf = pytest.importorskip("gguf")
 tokenizers = pytest.importorskip("tokenizers")
 llama_cpp = pytest.importorskip("llama_cpp")
-from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers  # noqa: E402
+LLAMA_CPP_SRC = os.environ.get("SAFEWEIGHTS_LLAMA_CPP")
+from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 CLI = os.environ.get("SAFEWEIGHTS_CLI", str(REPO / "build" / "safeweights"))
@@ -130,7 +132,9 @@ TEXT = ("Hello  world! I've been 'told he's there, 'RE you sure? 'M not sure I'l
         "<|endoftext|> after the special token")
 
 
-def make_folder(folder: Path, case: str) -> Path:
+def make_folder(folder: Path, case: str, family=None) -> Path:
+    """A tiny LlamaForCausalLM with a BPE trained on CORPUS split by CASES[case]; `family` (FAMILIES) adds
+    its special tokens, post-processor and chat template."""
     _, make_pre, nfc, ignore_merges, config_extra = CASES[case]
     tok = Tokenizer(models.BPE(ignore_merges=ignore_merges))
     tok.pre_tokenizer = make_pre()
@@ -140,8 +144,23 @@ def make_folder(folder: Path, case: str) -> Path:
     trainer = trainers.BpeTrainer(vocab_size=600, special_tokens=["<|endoftext|>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
     tok.train_from_iterator(CORPUS, trainer)
     assert json.loads(tok.to_str())["model"]["ignore_merges"] is ignore_merges
-    fast = transformers.PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|endoftext|>")
-    cfg = transformers.LlamaConfig(vocab_size=len(fast), hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+    special = {"eos_token": "<|endoftext|>"}
+    if family:
+        spec = FAMILIES[family]
+        tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in spec["special"]])
+        tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in spec["plain"]])
+        if spec["post"] == "bytelevel":
+            tok.post_processor = processors.ByteLevel(trim_offsets=False)
+        elif spec["post"]:
+            first, last = spec["post"]
+            single = " ".join(x for x in (first, "$A", last) if x)
+            tok.post_processor = processors.TemplateProcessing(
+                single=single, special_tokens=[(t, tok.token_to_id(t)) for t in (first, last) if t])
+        special = spec["tokens"]
+    fast = transformers.PreTrainedTokenizerFast(tokenizer_object=tok, **special)
+    if family and FAMILIES[family]["chat"]:
+        fast.chat_template = FAMILIES[family]["chat"]
+    cfg = transformers.LlamaConfig(vocab_size=len(fast) + 3, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
                                    num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=64, eos_token_id=0)
     torch.manual_seed(0)
     transformers.LlamaForCausalLM(cfg).save_pretrained(str(folder))
@@ -172,4 +191,61 @@ def test_llama_cpp_splits_as_the_source(tmp_path, case):
     # llama.cpp does not normalize: Qwen's NFC normalizer agrees with it on text already in NFC.
     nfc = CASES[case][2]
     got = llm.tokenize((unicodedata.normalize("NFC", text) if nfc else text).encode("utf-8"), add_bos=False, special=True)
+    assert got == want
+
+
+# Special-token families, as their files have them: the tokens marked special and not, tokenizer_config.json's
+# names, the post_processor (ByteLevel, or a TemplateProcessing around $A) and the chat template.
+CHAT = "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}{% endfor %}"
+FAMILIES = {
+    # Llama 3: BOS added by the template, <|eot_id|> eos, a plain added token (USER_DEFINED).
+    "llama3": dict(special=["<|begin_of_text|>", "<|eot_id|>", "<|start_header_id|>"], plain=["<tool>"], post=("<|begin_of_text|>", None),
+                   tokens=dict(bos_token="<|begin_of_text|>", eos_token="<|eot_id|>"), chat=CHAT),
+    # Qwen: ByteLevel post-processor (adds nothing), no bos, pad <|endoftext|>, <think> not special.
+    "qwen": dict(special=["<|im_start|>", "<|im_end|>"], plain=["<think>", "</think>", "<tool_call>"], post="bytelevel",
+                 tokens=dict(eos_token="<|im_end|>", pad_token="<|endoftext|>"), chat=CHAT),
+    # gpt-oss's harmony tokens, some not marked special (they look special: CONTROL), and a template that
+    # ends with another token than eos (which becomes eos, the old one eot).
+    "harmony": dict(special=["<|startoftext|>", "<|return|>", "<|start|>", "<|end|>", "<|message|>"], plain=["<|channel|>", "<|call|>"],
+                    post=(None, "<|return|>"), tokens=dict(bos_token="<|startoftext|>", eos_token="<|endoftext|>"), chat=None),
+}
+
+
+def reference_gguf(folder: Path, out: Path, pre: str) -> Path:
+    """llama.cpp's own convert_hf_to_gguf.py on `folder`, with `pre` for its hash lookup (a tokenizer trained
+    here is in no list: the name is what the other test judges)."""
+    driver = (
+        "import runpy, sys\n"
+        "src, pre = sys.argv[1], sys.argv[2]\n"
+        "sys.path.insert(0, src)\n"
+        "import conversion.base as base\n"
+        "base.TextModel.get_vocab_base_pre = lambda self, tokenizer: pre\n"
+        "sys.argv = ['convert_hf_to_gguf.py'] + sys.argv[3:]\n"
+        "runpy.run_path(src + '/convert_hf_to_gguf.py', run_name='__main__')\n")
+    env = dict(os.environ, PYTHONPATH=LLAMA_CPP_SRC + "/gguf-py", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    r = subprocess.run([sys.executable, "-c", driver, LLAMA_CPP_SRC, pre, str(folder), "--outfile", str(out), "--outtype", "f32"],
+                       capture_output=True, text=True, env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return out
+
+
+def tokenizer_keys(path: Path) -> dict:
+    reader = gguf.GGUFReader(str(path))
+    return {k: reader.fields[k].contents() for k in reader.fields if k.startswith("tokenizer.")}
+
+
+@pytest.mark.parametrize("case,family", [("llama-bpe", "llama3"), ("qwen2", "qwen"), ("gpt-4o", "harmony")])
+def test_tokenizer_keys_as_llama_cpp_converter_writes_them(tmp_path, case, family):
+    """Tokens, token types, merges, special token ids, add_bos/add_eos and the chat template: every
+    tokenizer.* key equals what llama.cpp's convert_hf_to_gguf.py writes from the same folder."""
+    if not LLAMA_CPP_SRC:
+        if os.environ.get("CI") == "true":
+            pytest.fail("SAFEWEIGHTS_LLAMA_CPP is unset in CI (scripts/test.sh exports it)")
+        pytest.skip("SAFEWEIGHTS_LLAMA_CPP (the pinned llama.cpp's source, scripts/llama-cpp.sh) is unset")
+    folder = make_folder(tmp_path / "model", case, family)
+    ours = tmp_path / "ours.gguf"
+    r = subprocess.run([CLI, "convert", str(folder), str(ours), "--type", "f32"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    got = tokenizer_keys(ours)
+    want = tokenizer_keys(reference_gguf(folder, tmp_path / "reference.gguf", got["tokenizer.ggml.pre"]))
     assert got == want

@@ -65,6 +65,8 @@ struct Folder {
   std::string vocab = R"({"a":0,"b":1,"c":2,"ab":3})";
   std::string model_extra;
   std::string normalizer = "null";
+  std::string added_tokens = R"([{"id":4,"content":"<|bos|>","special":true}])";
+  std::string post_processor = "null";
   std::string tokenizer_config = R"({"bos_token":"<|bos|>","add_bos_token":true})";
 
   std::string path() const { return dir.path(); }
@@ -97,9 +99,9 @@ struct Folder {
       offset += n;
     }
     write_file_bytes(dir.file("model.safetensors"), st_file(header + "}", offset));
-    write_file_bytes(dir.file("tokenizer.json"), R"({"added_tokens":[{"id":4,"content":"<|bos|>","special":true}],"normalizer":)" + normalizer +
-                                                     R"(,"pre_tokenizer":)" + pre_tokenizer + R"(,"model":{"type":"BPE","vocab":)" + vocab +
-                                                     R"(,"merges":["a b"])" + model_extra + "}}");
+    write_file_bytes(dir.file("tokenizer.json"), R"({"added_tokens":)" + added_tokens + R"(,"normalizer":)" + normalizer + R"(,"post_processor":)" +
+                                                     post_processor + R"(,"pre_tokenizer":)" + pre_tokenizer + R"(,"model":{"type":"BPE","vocab":)" +
+                                                     vocab + R"(,"merges":["a b"])" + model_extra + "}}");
     write_file_bytes(dir.file("tokenizer_config.json"), tokenizer_config);
   }
 
@@ -883,9 +885,88 @@ TEST(HfPreTokenizer, NamesThatSplitAlikeGoByTheModelFamily) {
   EXPECT_EQ(hf::identify_pre_tokenizer(digits, {"CohereForCausalLM", true}), "command-r");
   EXPECT_EQ(hf::identify_pre_tokenizer(digits, {"Starcoder2ForCausalLM", false}), "starcoder");
   EXPECT_EQ(hf::identify_pre_tokenizer(digits, {"LlamaForCausalLM", std::nullopt}), "smollm");
-  const auto names = hf::known_pre_tokenizers();
-  for (std::string_view n : {"gpt-2", "llama-bpe", "qwen2", "qwen35", "gpt-4o", "tekken", "deepseek-v3", "smollm", "falcon"}) {
-    EXPECT_NE(std::find(names.begin(), names.end(), n), names.end()) << n;
+  // Every name is one llama.cpp's loader knows (llama-vocab.cpp at the pinned commit), each once.
+  auto names = hf::known_pre_tokenizers();
+  std::sort(names.begin(), names.end());
+  const std::vector<std::string_view> want = {
+      "bailingmoe", "bloom",  "chatglm-bpe", "command-r", "dbrx",     "deepseek-coder", "deepseek-v3", "exaone",   "exaone-moe", "falcon",
+      "glm4",       "gpt-2",  "gpt-4o",      "jais-2",    "kimi-k2",  "laguna",         "llama-bpe",   "minicpm5", "minimax-m2", "poro-chat",
+      "qwen2",      "qwen35", "seed-coder",  "smollm",    "spark2_5", "stablelm2",      "starcoder",   "tekken",   "tiny_aya",   "ufakzeka"};
+  EXPECT_EQ(names, want);
+}
+
+// ---- special tokens as llama.cpp's SpecialVocab reads them ------------------------------------------
+
+TEST(HfTokenizer, ThePostProcessorSaysWhichSpecialTokensEncodingAdds) {
+  {
+    Folder f;  // a template that starts with bos's token: bos added, over tokenizer_config.json's "no"
+    f.post_processor =
+        R"({"type":"TemplateProcessing","single":[{"SpecialToken":{"id":"<|bos|>","type_id":0}},{"Sequence":{"id":"A","type_id":0}}]})";
+    f.tokenizer_config = R"({"bos_token":"<|bos|>","add_bos_token":false})";
+    auto p = f.plan();
+    ASSERT_TRUE(IsOk(p));
+    EXPECT_EQ(*find(*p, "tokenizer.ggml.add_bos_token"), MetaValue::boolean(true));
+    EXPECT_EQ(find(*p, "tokenizer.ggml.add_eos_token"), nullptr);
+  }
+  {
+    Folder f;  // ByteLevel (Qwen's): neither added, where nothing else says so
+    f.post_processor = R"({"type":"Sequence","processors":[{"type":"ByteLevel","trim_offsets":false}]})";
+    f.tokenizer_config = R"({"bos_token":"<|bos|>","add_eos_token":true})";
+    auto p = f.plan();
+    ASSERT_TRUE(IsOk(p));
+    EXPECT_EQ(*find(*p, "tokenizer.ggml.add_bos_token"), MetaValue::boolean(false));
+    EXPECT_EQ(*find(*p, "tokenizer.ggml.add_eos_token"), MetaValue::boolean(false));
+  }
+  {
+    Folder f;  // a template that ends with another token than eos: it becomes eos, the old eos eot
+    f.added_tokens = R"([{"id":4,"content":"<|bos|>","special":true},{"id":5,"content":"<|end|>","special":true}])";
+    f.post_processor =
+        R"({"type":"TemplateProcessing","single":[{"Sequence":{"id":"A","type_id":0}},{"SpecialToken":{"id":"<|end|>","type_id":0}}]})";
+    f.tokenizer_config = R"({"bos_token":"<|bos|>","eos_token":"<|bos|>"})";
+    auto p = f.plan();
+    ASSERT_TRUE(IsOk(p));
+    EXPECT_EQ(*find(*p, "tokenizer.ggml.eos_token_id"), MetaValue::u32(5));
+    EXPECT_EQ(*find(*p, "tokenizer.ggml.eot_token_id"), MetaValue::u32(4));
+    EXPECT_EQ(*find(*p, "tokenizer.ggml.add_eos_token"), MetaValue::boolean(true));
+  }
+  {
+    Folder f;  // cls stands in for a missing bos
+    f.tokenizer_config = R"({"cls_token":"<|bos|>"})";
+    auto p = f.plan();
+    ASSERT_TRUE(IsOk(p));
+    EXPECT_EQ(*find(*p, "tokenizer.ggml.bos_token_id"), MetaValue::u32(4));
+  }
+}
+
+TEST(HfTokenizer, ChatTemplateBesideTokenizerConfig) {
+  {
+    Folder f;  // transformers 5 writes chat_template.jinja
+    write_file_bytes(f.dir.file("chat_template.jinja"), "{{ messages }}");
+    auto p = f.plan();
+    ASSERT_TRUE(IsOk(p));
+    EXPECT_EQ(*find(*p, "tokenizer.chat_template"), MetaValue::string("{{ messages }}"));
+    f.tokenizer_config = R"({"bos_token":"<|bos|>","chat_template":"{{ x }}"})";  // tokenizer_config.json's wins
+    p = f.plan();
+    ASSERT_TRUE(IsOk(p));
+    EXPECT_EQ(*find(*p, "tokenizer.chat_template"), MetaValue::string("{{ x }}"));
+  }
+  {
+    Folder f;
+    write_file_bytes(f.dir.file("chat_template.json"), R"({"chat_template":"{{ y }}"})");
+    auto p = f.plan();
+    ASSERT_TRUE(IsOk(p));
+    EXPECT_EQ(*find(*p, "tokenizer.chat_template"), MetaValue::string("{{ y }}"));
+    write_file_bytes(f.dir.file("chat_template.json"), R"({"chat_template":[{"name":"default","template":"x"}]})");
+    EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::NotSupported, "chat_template.json", "chat_template that is not one string (named templates)"));
+  }
+  {
+    Folder f;
+    write_file_bytes(f.dir.file("chat_template.jinja"), std::string("{{ \xff }}"));
+    EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::InvalidModelFolder, "chat_template.jinja", "is not UTF-8 text"));
+    write_file_bytes(f.dir.file("chat_template.jinja"), "{{ messages }}");
+    fs::create_directory(f.dir.file("additional_chat_templates"));
+    write_file_bytes(f.dir.file("additional_chat_templates") + "/tool_use.jinja", "{{ tools }}");
+    EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::NotSupported, "additional_chat_templates", "named templates"));
   }
 }
 
