@@ -2,6 +2,7 @@
 // _set_vocab_sentencepiece, _set_vocab_gpt2 / get_vocab_base; gguf-py SpecialVocab).
 #include "hf/vocab.h"
 
+#include <algorithm>
 #include <array>
 #include <filesystem>
 #include <map>
@@ -316,11 +317,44 @@ SpecialTexts special_texts(const TokenizerJson& tj, const TokenizerConfig& tc) {
   return s;
 }
 
+// Special tokens llama.cpp's converter names by hand for a family (its set_vocab in conversion/glm.py,
+// chatglm.py, dots3.py), each taken only where the files named none of that kind, and refused when the
+// tokenizer has no such added token (llama.cpp's converter stops there too).
+struct FamilyToken {
+  std::string_view kind;
+  std::string_view text;
+};
+struct FamilyTokens {
+  std::vector<std::string_view> classes;  // config.json's architectures[0]
+  std::vector<FamilyToken> tokens;        // in the order the converter sets them
+};
+const std::vector<FamilyTokens>& family_tokens() {
+  static const std::vector<FamilyTokens> table = {
+      {{"Glm4MoeForCausalLM", "Glm4vMoeForConditionalGeneration", "Glm4MoeLiteForCausalLM", "GlmMoeDsaForCausalLM",
+        "Glm5NextForConditionalGeneration"},
+       {{"bos", "[gMASK]"}, {"eot", "<|user|>"}, {"unk", "<|endoftext|>"}, {"eom", "<|observation|>"}}},
+      {{"Glm4ForCausalLM", "Glm4vForConditionalGeneration"},
+       {{"eos", "<|endoftext|>"}, {"eot", "<|user|>"}, {"unk", "<|endoftext|>"}, {"bos", "<|endoftext|>"}}},
+      {{"GlmForCausalLM", "ChatGLMModel", "ChatGLMForConditionalGeneration"},
+       {{"eos", "<|endoftext|>"}, {"eot", "<|user|>"}, {"unk", "<|endoftext|>"}}},
+      {{"SolarOpenForCausalLM"}, {{"eos", "<|endoftext|>"}, {"eot", "<|endoftext|>"}, {"unk", "<unk>"}, {"bos", "<|startoftext|>"}}},
+      {{"Dots3NoteForCausalLM", "Dots3NoteForConditionalGeneration", "Dots3NoteTextForCausalLM"}, {{"eot", "<|endofassistant|>"}}},
+  };
+  return table;
+}
+
+const std::vector<FamilyToken>* family_tokens_of(std::string_view hf_class) {
+  for (const FamilyTokens& f : family_tokens()) {
+    if (std::find(f.classes.begin(), f.classes.end(), hf_class) != f.classes.end()) return &f.tokens;
+  }
+  return nullptr;
+}
+
 // SpecialVocab: each kind's token text (special_texts) looked up among tokenizer.json's added tokens (the
-// first with that content); else config.json's {kind}_token_id. Ids at or beyond `n_vocab` (when known)
-// are left out, as llama.cpp's converter leaves them out.
-void add_special(const ModelConfig& c, const TokenizerJson& tj, const TokenizerConfig& tc, std::optional<std::uint32_t> n_vocab,
-                 std::vector<KeyValue>& kv) {
+// first with that content); else config.json's {kind}_token_id; then the family's (family_tokens). Ids at
+// or beyond `n_vocab` (when known) are left out, as llama.cpp's converter leaves them out.
+Status add_special(const Folder& folder, const ModelConfig& c, const TokenizerJson& tj, const TokenizerConfig& tc,
+                   std::optional<std::uint32_t> n_vocab, std::vector<KeyValue>& kv) {
   const SpecialTexts texts = special_texts(tj, tc);
   std::unordered_map<std::string_view, std::uint64_t> ids;
   std::vector<std::string_view> order;
@@ -340,6 +374,17 @@ void add_special(const ModelConfig& c, const TokenizerJson& tj, const TokenizerC
     }
   }
   for (const auto& [type, id] : c.special_ids) set(type, static_cast<std::uint64_t>(id));
+  if (const auto* family = family_tokens_of(c.hf_class)) {
+    for (const FamilyToken& f : *family) {
+      auto t = std::find_if(tj.added.begin(), tj.added.end(), [&](const AddedToken& a) { return a.content == f.text; });
+      if (t == tj.added.end()) {
+        return Error(ErrorKind::InvalidModelFolder, "has no added token `" + std::string(f.text) + "`, which llama.cpp's converter makes the " +
+                                                        std::string(f.kind) + " token of " + c.hf_class)
+            .with_file(folder.path_of("tokenizer.json"));
+      }
+      set(f.kind, t->id);
+    }
+  }
   for (std::string_view type : order) {
     for (const SpecialKind& k : kSpecialKinds) {
       if (k.type == type) kv.push_back({std::string(k.key), Value::u32(static_cast<std::uint32_t>(ids[type]))});
@@ -349,6 +394,7 @@ void add_special(const ModelConfig& c, const TokenizerJson& tj, const TokenizerC
   if (texts.add_eos) kv.push_back({"tokenizer.ggml.add_eos_token", Value::boolean(*texts.add_eos)});
   if (texts.add_sep) kv.push_back({"tokenizer.ggml.add_sep_token", Value::boolean(*texts.add_sep)});
   if (tc.chat_template) kv.push_back({"tokenizer.chat_template", Value::string(*tc.chat_template)});
+  return Status::ok();
 }
 
 // A vocabulary for llama.cpp's SentencePiece tokenizer (model "llama"), with scores.
@@ -371,7 +417,7 @@ Status add_vocabulary(const Folder& folder, const ModelConfig& config, const Lla
     SW_RETURN_IF_ERROR(check_byte_pieces(v, folder.path_of("tokenizer.model")));
     const auto n_vocab = static_cast<std::uint32_t>(v.tokens.size());
     add_llama_vocab(std::move(v), kv);
-    add_special(config, tj, tc, n_vocab, kv);
+    SW_RETURN_IF_ERROR(add_special(folder, config, tj, tc, n_vocab, kv));
   } else if (tj.bpe && tj.bpe->byte_fallback) {
     if (!tj.bpe->sentencepiece_space_prefix) {
       return Error(ErrorKind::NotSupported, "a BPE model with byte_fallback whose " + tj.bpe->pre_description +
@@ -383,7 +429,7 @@ Status add_vocabulary(const Folder& folder, const ModelConfig& config, const Lla
     SW_RETURN_IF_ERROR(check_byte_pieces(v, folder.path_of("tokenizer.json")));
     const auto n_vocab = static_cast<std::uint32_t>(v.tokens.size());
     add_llama_vocab(std::move(v), kv);
-    add_special(config, tj, tc, n_vocab, kv);
+    SW_RETURN_IF_ERROR(add_special(folder, config, tj, tc, n_vocab, kv));
     kv.push_back({"tokenizer.ggml.add_space_prefix", Value::boolean(*tj.bpe->sentencepiece_space_prefix)});
     return Status::ok();
   } else if (tj.bpe) {
@@ -404,7 +450,7 @@ Status add_vocabulary(const Folder& folder, const ModelConfig& config, const Lla
     kv.push_back({"tokenizer.ggml.tokens", string_array(std::move(v.tokens))});
     kv.push_back({"tokenizer.ggml.token_type", scalar_array(ValueType::INT32, v.types, Value::i32)});
     kv.push_back({"tokenizer.ggml.merges", string_array(tj.bpe->merges)});
-    add_special(config, tj, tc, std::nullopt, kv);
+    SW_RETURN_IF_ERROR(add_special(folder, config, tj, tc, std::nullopt, kv));
   } else {
     return Error(ErrorKind::FileNotFound, tj.present ? "tokenizer.json holds no BPE model and there is no tokenizer.model"
                                                      : "no tokenizer.model (SentencePiece) or tokenizer.json (byte-level BPE)")

@@ -16,6 +16,7 @@
 #include "hf/json_read.h"
 #include "hf/planner.h"
 #include "hf/pretokenizer.h"
+#include "hf/vocab.h"
 #include "safeweights/convert.h"
 #include "safeweights/hf_llama.h"
 #include "safeweights/text.h"
@@ -936,6 +937,43 @@ TEST(HfTokenizer, ThePostProcessorSaysWhichSpecialTokensEncodingAdds) {
     ASSERT_TRUE(IsOk(p));
     EXPECT_EQ(*find(*p, "tokenizer.ggml.bos_token_id"), MetaValue::u32(4));
   }
+}
+
+TEST(HfTokenizer, FamiliesNameTheSpecialTokensLlamaCppsConverterNamesByHand) {
+  Folder f;  // GLM-4.5's: bos [gMASK], eot <|user|>, unk <|endoftext|>, eom <|observation|>; eos from tokenizer_config.json
+  f.vocab = R"({"a":0,"b":1})";
+  f.added_tokens = R"([{"id":2,"content":"[gMASK]","special":true},{"id":3,"content":"<|user|>","special":true},)"
+                   R"({"id":4,"content":"<|endoftext|>","special":true},{"id":5,"content":"<|observation|>","special":true}])";
+  f.tokenizer_config = R"({"eos_token":"<|endoftext|>","unk_token":"<|user|>"})";
+  f.write();
+  auto folder = safeweights::Folder::open(f.path(), uncached_resolver());
+  ASSERT_TRUE(IsOk(folder));
+  auto config = hf::read_config(*folder);
+  ASSERT_TRUE(IsOk(config));
+  auto vocabulary = [&](std::string_view hf_class) -> Result<std::map<std::string, MetaValue>> {
+    config->hf_class = hf_class;
+    std::vector<MetaEntry> kv;
+    SW_RETURN_IF_ERROR(hf::add_vocabulary(*folder, *config, {}, kv));
+    std::map<std::string, MetaValue> out;
+    for (auto& e : kv) out.emplace(e.key, e.value);
+    return out;
+  };
+  auto glm = vocabulary("Glm4MoeForCausalLM");
+  ASSERT_TRUE(IsOk(glm));
+  EXPECT_EQ(glm->at("tokenizer.ggml.bos_token_id"), MetaValue::u32(2));
+  EXPECT_EQ(glm->at("tokenizer.ggml.eot_token_id"), MetaValue::u32(3));
+  EXPECT_EQ(glm->at("tokenizer.ggml.unknown_token_id"), MetaValue::u32(3));  // the file's own name stays
+  EXPECT_EQ(glm->at("tokenizer.ggml.eom_token_id"), MetaValue::u32(5));
+  EXPECT_EQ(glm->at("tokenizer.ggml.eos_token_id"), MetaValue::u32(4));
+  auto llama = vocabulary("LlamaForCausalLM");
+  ASSERT_TRUE(IsOk(llama));
+  EXPECT_FALSE(llama->contains("tokenizer.ggml.eot_token_id"));
+  auto solar = vocabulary("SolarOpenForCausalLM");  // needs <unk> and <|startoftext|>, which this tokenizer lacks
+  ASSERT_FALSE(solar.is_ok());
+  EXPECT_EQ(solar.error().kind(), ErrorKind::InvalidModelFolder);
+  EXPECT_NE(solar.error().to_string().find("has no added token `<unk>`, which llama.cpp's converter makes the unk token of SolarOpenForCausalLM"),
+            std::string::npos)
+      << solar.error().to_string();
 }
 
 TEST(HfTokenizer, ChatTemplateBesideTokenizerConfig) {
