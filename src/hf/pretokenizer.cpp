@@ -87,7 +87,7 @@ const std::vector<Row>& rows() {
       // Minerva, Mellum 2 (one regex list in llama.cpp; clean_spaces differs).
       {"smollm", {each_digit(), byte_level_gpt2()}, false, false, false},
       {"starcoder", {each_digit(), byte_level_gpt2()}, false, false, true, {"Starcoder2", "GPTBigCode"}},
-      {"command-r", {each_digit(), byte_level_gpt2()}, true, false, false, {"Cohere"}},
+      {"command-r", {each_digit(), byte_level_gpt2()}, false, false, false, {"Cohere"}},
       {"exaone", {each_digit(), byte_level_gpt2()}, false, false, true, {"Exaone"}},
       // Falcon: Punctuation, GPT-2's ByteLevel, Digits, three-digit groups.
       {"falcon", {punctuation_step("Contiguous"), byte_level_gpt2(), digits_step(false), split(kFalconDigits)}, false, false, true},
