@@ -194,6 +194,20 @@ def test_llama_cpp_splits_as_the_source(tmp_path, case):
     assert got == want
 
 
+def test_a_near_miss_is_refused_naming_its_structure(tmp_path):
+    """Qwen2's regex with digits in pairs: llama.cpp has no such pre-tokenizer; nothing is written."""
+    CASES["near miss"] = ("", lambda: then_bytes(split(QWEN2.replace(r"\p{N}|", r"\p{N}{1,2}|"))), False, False, {})
+    try:
+        folder = make_folder(tmp_path / "model", "near miss")
+    finally:
+        del CASES["near miss"]
+    out = tmp_path / "model.gguf"
+    r = subprocess.run([CLI, "convert", str(folder), str(out), "--type", "f32"], capture_output=True, text=True)
+    assert r.returncode == 1 and not out.exists()
+    assert "NotSupported: tokenizer.json's pre_tokenizer Sequence[Split(Isolated, Regex" in r.stderr
+    assert "is not one llama.cpp splits text as" in r.stderr
+
+
 # Special-token families, as their files have them: the tokens marked special and not, tokenizer_config.json's
 # names, the post_processor (ByteLevel, or a TemplateProcessing around $A) and the chat template.
 CHAT = "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}{% endfor %}"
