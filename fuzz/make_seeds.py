@@ -190,6 +190,14 @@ TOK_SPM_BPE = {"added_tokens": [{"id": 3, "content": "<s>", "special": True}], "
                          "merges": [["\u2581", "a"]]}}
 
 
+# Pre-tokenizer steps the matcher (src/hf/pretokenizer.cpp) compares: Llama 3's Split, then ByteLevel.
+TOK_SPLITS = {"type": "Sequence", "pretokenizers": [
+    {"type": "Split", "pattern": {"Regex": "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\r\n]*|"
+                                                  "\\s*[\r\n]+|\\s+(?!\\S)|\\s+"},
+     "behavior": "Isolated", "invert": False},
+    {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}]}
+
+
 def tokenizer_seed(vocab_byte, tokenizer=None, model=None, tokenizer_config=None):
     mask, parts = 0, []
     for bit, part in enumerate((tokenizer, model, tokenizer_config)):
@@ -214,6 +222,15 @@ def tokenizer_seeds():
         "spm_model": tokenizer_seed(1, None, spm, {"added_tokens_decoder": {"3": {"content": "<s>", "special": True}}}),
         "spm_model_without_bytes": tokenizer_seed(0, None, spm_model([("<unk>", 0.0, 2), ("a", 0.0, 1)])),
         "repeated_key_deep": tokenizer_seed(0, None, None, b'{"bos_token":{"content":"a","content":"b"}}'),
+        "split_sequence_llama3": tokenizer_seed(0, dict(HF_BPE, pre_tokenizer=TOK_SPLITS, model=dict(HF_BPE["model"], ignore_merges=True))),
+        "template_post_processor": tokenizer_seed(0, dict(HF_BPE, post_processor={"type": "Sequence", "processors": [
+            {"type": "ByteLevel", "trim_offsets": False},
+            {"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "<|bos|>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}},
+                                                      {"SpecialToken": {"id": "<|eos|>", "type_id": 0}}]}]}),
+                                                   None, HF_TOKENIZER_CONFIG),
+        "nested_sequence_nfc": tokenizer_seed(0, dict(HF_BPE, normalizer={"type": "NFC"}, pre_tokenizer={
+            "type": "Sequence", "pretokenizers": [TOK_SPLITS, {"type": "Digits", "individual_digits": True},
+                                                  {"type": "Punctuation", "behavior": "Contiguous"}]})),
     }
 
 

@@ -46,8 +46,9 @@ bool is_model_folder(const Folder& folder);
 bool is_model_folder(const std::string& folder);
 
 struct LlamaOptions {
-  // tokenizer.ggml.pre for a BPE tokenizer. Empty: recognised from tokenizer.json's pre-tokenizer
-  // ("gpt-2" or "llama-bpe"); any other pre-tokenizer is refused unless it is named here.
+  // tokenizer.ggml.pre for a BPE tokenizer. Empty: recognised from what tokenizer.json's pre_tokenizer
+  // is (its steps, its normalizer and model.ignore_merges; docs/GGUF.md lists the structures known); any
+  // other pre-tokenizer is refused, naming it, unless a llama.cpp pre-tokenizer is named here.
   std::string bpe_pre;
 };
 

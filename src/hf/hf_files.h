@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "hf/pretokenizer.h"
 #include "safeweights/error.h"
 #include "safeweights/folder.h"
 #include "safeweights/metadata.h"
@@ -129,7 +130,7 @@ struct BpeTokenizer {
   StringList vocab;                // model.vocab's tokens, in the file's order
   std::vector<std::uint32_t> ids;  // their ids
   StringList merges;               // "a b", as llama.cpp stores them
-  std::string pre;                 // llama.cpp's pre-tokenizer name, or empty when not recognised
+  PreTokenizerShape pre_shape;     // what splits text before the model runs (hf/pretokenizer.h names it)
   std::string pre_description;     // what the pre-tokenizer is, for an error
   bool byte_fallback = false;      // SentencePiece-style BPE, not byte-level
   // With byte_fallback: whether tokenizer.json splits text as llama.cpp's SentencePiece tokenizer does,
@@ -138,21 +139,35 @@ struct BpeTokenizer {
   std::string unk_token;  // model.unk_token
 };
 
-// tokenizer.json's added tokens (empty when there is no tokenizer.json), and its BPE model when it has one.
+// One step of tokenizer.json's post_processor (each of a Sequence's): what llama.cpp's SpecialVocab reads
+// of it to know which special tokens encoding adds.
+struct PostProcessorStep {
+  std::string type;             // "ByteLevel", "TemplateProcessing", "RobertaProcessing", ...
+  std::size_t single_size = 0;  // TemplateProcessing: the pieces of its `single` template
+  std::string first_special;    // the SpecialToken id of its first piece, when that piece is one
+  std::string last_special;     // ... of its last piece
+};
+
+// tokenizer.json's added tokens (empty when there is no tokenizer.json), its post_processor, and its BPE
+// model when it has one.
 struct TokenizerJson {
   bool present = false;
   std::vector<AddedToken> added;
+  std::vector<PostProcessorStep> post_processor;
   std::optional<BpeTokenizer> bpe;  // set when model.type is "BPE"
 };
 Result<TokenizerJson> read_tokenizer_json(const Folder& folder);
 
 // tokenizer_config.json: what llama.cpp's SpecialVocab and LlamaModel.set_vocab read.
 struct TokenizerConfig {
-  std::vector<std::pair<std::string, std::string>> special_tokens;  // {bos,eos,...}_token -> its text
+  bool present = false;
+  std::vector<std::pair<std::string, std::string>> special_tokens;  // {bos,eos,unk,sep,pad,cls,mask}_token -> its text
   std::optional<bool> add_bos_token;
   std::optional<bool> add_eos_token;
+  std::optional<bool> add_sep_token;
   std::optional<bool> add_prefix_space;
-  std::optional<std::string> chat_template;
+  std::optional<bool> clean_up_tokenization_spaces;
+  std::optional<std::string> chat_template;      // or chat_template.jinja's, or chat_template.json's, beside
   std::vector<AddedToken> added_tokens_decoder;  // by id, as the file lists them
 };
 // An absent file gives an empty config.

@@ -3,29 +3,18 @@
 #include <array>
 #include <filesystem>
 
+#include "core/utf8.h"
 #include "hf/hf_files.h"
 #include "hf/json_read.h"
 
 namespace safeweights::hf {
 namespace {
 
-// Split patterns of tokenizer.json files that llama.cpp implements as pre-tokenizers (llama-vocab.cpp;
-// its converter recognises the tokenizers by a hash of their output in get_vocab_base_pre): Llama 3's
-// as "llama-bpe" (LLAMA_VOCAB_PRE_TYPE_LLAMA3), Qwen2's (single digits) as "qwen2". Qwen2's files
-// NFC-normalize, which llama.cpp does not: its converter accepts them, and text already in NFC (the
-// usual case) splits the same.
-struct KnownSplit {
-  std::string_view pattern;
-  std::string_view pre;
-  bool nfc;  // the tokenizer.json's NFC normalizer is accepted
-};
-constexpr std::array<KnownSplit, 2> kKnownSplits = {{
-    {R"re((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)re", "llama-bpe",
-     false},
-    {R"re((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)re", "qwen2", true},
-}};
-
-constexpr std::array<std::string_view, 6> kSpecialTypes = {"bos", "eos", "unk", "sep", "pad", "mask"};
+// The special-token kinds llama.cpp's SpecialVocab reads from tokenizer_config.json (cls is read for the
+// post-processor's rules, not written: GGUF has no key for it).
+constexpr std::array<std::string_view, 7> kSpecialTypes = {"bos", "eos", "unk", "sep", "pad", "cls", "mask"};
+// chat_template.jinja or chat_template.json: the size of a large tokenizer_config.json's template at most.
+constexpr std::uint64_t kMaxChatTemplateBytes = 4u << 20;
 
 bool is_type(json::element e, std::string_view type) {
   auto t = JsonFile::member(e, "type");
@@ -37,40 +26,59 @@ bool bool_is(json::element e, std::string_view key, bool want) {
   return v && v->type() == json::element_type::BOOL && v->get_bool().value_unsafe() == want;
 }
 
-// A ByteLevel pre-tokenizer that adds no prefix space, with or without GPT-2's own split regex.
-bool is_byte_level(json::element e, bool use_regex) {
-  return is_type(e, "ByteLevel") && !bool_is(e, "add_prefix_space", true) && bool_is(e, "use_regex", use_regex);
+std::optional<std::string_view> string_member(json::element e, std::string_view key) {
+  auto v = JsonFile::member(e, key);
+  if (!v || v->type() != json::element_type::STRING) return std::nullopt;
+  return json::as_string(*v);
 }
 
-// The llama.cpp pre-tokenizer that splits text as this tokenizer.json does, or empty. llama.cpp's own
-// converter hashes the tokenization of a probe text with known tokenizers; without a tokenizer engine
-// here, the structure is compared instead: ByteLevel alone (GPT-2's regex) is "gpt-2"; a known split
-// pattern (kKnownSplits) followed by ByteLevel without regex is that pattern's pre-tokenizer. A
-// normalizer rules them out (llama.cpp's BPE does not normalize), except NFC where kKnownSplits says so.
-std::string recognise_pre(json::element root) {
-  auto norm = JsonFile::member(root, "normalizer");
-  const bool nfc = norm && is_type(*norm, "NFC") && json::as_object(*norm).size() == 1;
-  if (norm && !nfc) return {};
-  auto pre = JsonFile::member(root, "pre_tokenizer");
-  if (!pre) return {};
-  if (is_byte_level(*pre, true)) return norm ? std::string() : "gpt-2";
-  if (!is_type(*pre, "Sequence")) return {};
-  auto list = JsonFile::member(*pre, "pretokenizers");
-  if (!list || list->type() != json::element_type::ARRAY || json::as_array(*list).size() != 2) return {};
-  auto split = json::as_array(*list).at(0).value_unsafe();
-  auto byte_level = json::as_array(*list).at(1).value_unsafe();
-  if (!is_type(split, "Split") || !is_byte_level(byte_level, false)) return {};
-  auto pattern = JsonFile::member(split, "pattern");
-  if (!pattern || pattern->type() != json::element_type::OBJECT) return {};
-  auto regex = JsonFile::member(*pattern, "Regex");
-  auto behavior = JsonFile::member(split, "behavior");
-  if (!regex || regex->type() != json::element_type::STRING) return {};
-  if (!behavior || behavior->type() != json::element_type::STRING || json::as_string(*behavior) != "Isolated") return {};
-  if (bool_is(split, "invert", true)) return {};
-  for (const KnownSplit& k : kKnownSplits) {
-    if (json::as_string(*regex) == k.pattern && (!nfc || k.nfc)) return std::string(k.pre);
+// A Split step; a malformed one (no pattern, behavior) is kept as "Split" alone, which matches nothing.
+PreTokenizerStep split_of(json::element e) {
+  auto pattern = JsonFile::member(e, "pattern");
+  auto behavior = string_member(e, "behavior");
+  if (!pattern || pattern->type() != json::element_type::OBJECT || !behavior) return other_step("Split");
+  const bool invert = bool_is(e, "invert", true);
+  if (auto regex = string_member(*pattern, "Regex")) return split_step(*behavior, invert, true, *regex);
+  if (auto text = string_member(*pattern, "String")) return split_step(*behavior, invert, false, *text);
+  return other_step("Split");
+}
+
+// The steps of one pre_tokenizer, a Sequence's flattened, with the tokenizers library's defaults for
+// absent settings (ByteLevel use_regex true, Digits individual_digits false, Punctuation Isolated).
+// Nesting is bounded by the JSON reader's depth limit.
+void add_steps(json::element e, std::vector<PreTokenizerStep>& out) {
+  const auto type = e.type() == json::element_type::OBJECT ? string_member(e, "type") : std::nullopt;
+  if (!type) {
+    out.push_back(other_step("?"));
+  } else if (*type == "Sequence") {
+    auto list = JsonFile::member(e, "pretokenizers");
+    if (!list || list->type() != json::element_type::ARRAY) return out.push_back(other_step("Sequence"));
+    for (auto step : json::as_array(*list)) add_steps(step, out);
+  } else if (*type == "ByteLevel") {
+    out.push_back(byte_level_step(bool_is(e, "add_prefix_space", true), !bool_is(e, "use_regex", false)));
+  } else if (*type == "Split") {
+    out.push_back(split_of(e));
+  } else if (*type == "Digits") {
+    out.push_back(digits_step(bool_is(e, "individual_digits", true)));
+  } else if (*type == "Punctuation") {
+    out.push_back(punctuation_step(string_member(e, "behavior").value_or("Isolated")));
+  } else {
+    out.push_back(other_step(*type));
   }
-  return {};
+}
+
+// What tokenizer.json splits text with before its BPE model runs: its pre_tokenizer, its normalizer,
+// and model.ignore_merges (hf/pretokenizer.h names it).
+PreTokenizerShape shape_of(json::element root, json::element model) {
+  PreTokenizerShape shape;
+  if (auto pre = JsonFile::member(root, "pre_tokenizer")) add_steps(*pre, shape.steps);
+  if (auto norm = JsonFile::member(root, "normalizer")) {
+    const auto type = norm->type() == json::element_type::OBJECT ? string_member(*norm, "type") : std::nullopt;
+    const bool nfc = type == "NFC" && json::as_object(*norm).size() == 1;
+    shape.normalizer = nfc ? "NFC" : type ? std::string(*type) : "?";
+  }
+  shape.ignore_merges = bool_is(model, "ignore_merges", true);
+  return shape;
 }
 
 bool string_is(json::element e, std::string_view key, std::string_view want) {
@@ -201,9 +209,73 @@ Result<BpeTokenizer> read_bpe(const JsonFile& file, json::element model) {
   auto merges = JsonFile::member(model, "merges");
   if (!merges) return file.bad("model.merges", "is missing");
   SW_RETURN_IF_ERROR(read_merges(file, *merges, bpe.merges));
-  bpe.pre = recognise_pre(file.root());
+  bpe.pre_shape = shape_of(file.root(), model);
   bpe.pre_description = describe_pre(file.root());
   return bpe;
+}
+
+// The SpecialToken id of a template piece ({"SpecialToken": {"id": ...}}), or empty.
+std::string special_piece(json::element piece) {
+  if (piece.type() != json::element_type::OBJECT) return {};
+  auto special = JsonFile::member(piece, "SpecialToken");
+  if (!special || special->type() != json::element_type::OBJECT) return {};
+  return std::string(string_member(*special, "id").value_or(""));
+}
+
+PostProcessorStep post_processor_step(json::element e) {
+  PostProcessorStep step;
+  if (e.type() != json::element_type::OBJECT) return step;
+  step.type = string_member(e, "type").value_or("");
+  auto single = JsonFile::member(e, "single");
+  if (step.type != "TemplateProcessing" || !single || single->type() != json::element_type::ARRAY) return step;
+  const auto pieces = json::as_array(*single);
+  step.single_size = pieces.size();
+  if (step.single_size > 0) {
+    step.first_special = special_piece(pieces.at(0).value_unsafe());
+    step.last_special = special_piece(pieces.at(step.single_size - 1).value_unsafe());
+  }
+  return step;
+}
+
+// tokenizer.json's post_processor, one step or a Sequence's "processors" (not nested further, as
+// SpecialVocab reads it).
+std::vector<PostProcessorStep> post_processor_of(json::element root) {
+  std::vector<PostProcessorStep> steps;
+  auto pp = JsonFile::member(root, "post_processor");
+  if (!pp || pp->type() != json::element_type::OBJECT) return steps;
+  auto list = JsonFile::member(*pp, "processors");
+  if (!list || list->type() != json::element_type::ARRAY) {
+    steps.push_back(post_processor_step(*pp));
+    return steps;
+  }
+  for (auto e : json::as_array(*list)) steps.push_back(post_processor_step(e));
+  return steps;
+}
+
+Error named_templates(std::string file) {
+  return Error(ErrorKind::NotSupported, "chat_template that is not one string (named templates) is not converted").with_file(std::move(file));
+}
+
+// chat_template.jinja, else chat_template.json's "chat_template" string, beside tokenizer_config.json
+// (SpecialVocab reads them when tokenizer_config.json has no chat_template). Named templates (a folder
+// additional_chat_templates/ beside the .jinja, or a list) are refused by name, as in tokenizer_config.json.
+Result<std::optional<std::string>> chat_template_beside(const Folder& folder) {
+  SW_ASSIGN_OR_RETURN(const bool jinja, has_model_file(folder, "chat_template.jinja"));
+  if (jinja) {
+    for (const FolderEntry& e : folder.entries()) {
+      if (e.name == "additional_chat_templates") return named_templates(folder.path_of(e.name));
+    }
+    SW_ASSIGN_OR_RETURN(std::string text, read_model_file(folder, "chat_template.jinja", kMaxChatTemplateBytes));
+    if (!is_valid_utf8(text)) return Error(ErrorKind::InvalidModelFolder, "is not UTF-8 text").with_file(folder.path_of("chat_template.jinja"));
+    return std::optional<std::string>(std::move(text));
+  }
+  SW_ASSIGN_OR_RETURN(const bool json_file, has_model_file(folder, "chat_template.json"));
+  if (!json_file) return std::optional<std::string>();
+  SW_ASSIGN_OR_RETURN(auto file, JsonFile::read(folder, "chat_template.json", kMaxChatTemplateBytes));
+  auto t = JsonFile::member(file->root(), "chat_template");
+  if (!t) return std::optional<std::string>();
+  if (t->type() != json::element_type::STRING) return named_templates(file->path());
+  return std::optional<std::string>(std::string(json::as_string(*t)));
 }
 
 Result<AddedToken> read_added(const JsonFile& file, json::element e, std::string_view where, std::optional<std::uint32_t> id) {
@@ -241,6 +313,7 @@ Result<TokenizerJson> read_tokenizer_json(const Folder& folder) {
       out.added.push_back(std::move(t));
     }
   }
+  out.post_processor = post_processor_of(file->root());
   auto model = JsonFile::member(file->root(), "model");
   if (model && model->type() == json::element_type::OBJECT && is_type(*model, "BPE")) {
     SW_ASSIGN_OR_RETURN(out.bpe, read_bpe(*file, *model));
@@ -252,6 +325,7 @@ Result<TokenizerConfig> read_tokenizer_config(const Folder& folder) {
   TokenizerConfig out;
   SW_ASSIGN_OR_RETURN(const bool present, has_model_file(folder, "tokenizer_config.json"));
   if (!present) return out;
+  out.present = true;
   SW_ASSIGN_OR_RETURN(auto file, JsonFile::read(folder, "tokenizer_config.json", kMaxTokenizerBytes));
   const auto root = file->root();
   for (auto type : kSpecialTypes) {
@@ -269,12 +343,14 @@ Result<TokenizerConfig> read_tokenizer_config(const Folder& folder) {
   }
   SW_ASSIGN_OR_RETURN(out.add_bos_token, file->boolean(root, "add_bos_token"));
   SW_ASSIGN_OR_RETURN(out.add_eos_token, file->boolean(root, "add_eos_token"));
+  SW_ASSIGN_OR_RETURN(out.add_sep_token, file->boolean(root, "add_sep_token"));
   SW_ASSIGN_OR_RETURN(out.add_prefix_space, file->boolean(root, "add_prefix_space"));
+  SW_ASSIGN_OR_RETURN(out.clean_up_tokenization_spaces, file->boolean(root, "clean_up_tokenization_spaces"));
   if (auto t = JsonFile::member(root, "chat_template")) {
-    if (t->type() != json::element_type::STRING) {
-      return Error(ErrorKind::NotSupported, "chat_template that is not one string (named templates) is not converted").with_file(file->path());
-    }
+    if (t->type() != json::element_type::STRING) return named_templates(file->path());
     out.chat_template = std::string(json::as_string(*t));
+  } else {
+    SW_ASSIGN_OR_RETURN(out.chat_template, chat_template_beside(folder));
   }
   if (auto decoder = JsonFile::member(root, "added_tokens_decoder")) {
     if (decoder->type() != json::element_type::OBJECT) return file->bad("added_tokens_decoder", "must be an object");

@@ -2,12 +2,15 @@
 // _set_vocab_sentencepiece, _set_vocab_gpt2 / get_vocab_base; gguf-py SpecialVocab).
 #include "hf/vocab.h"
 
+#include <algorithm>
 #include <array>
 #include <filesystem>
+#include <map>
 #include <unordered_map>
 
 #include "core/status_macros.h"
 #include "hf/arch.h"
+#include "hf/pretokenizer.h"
 
 namespace safeweights::hf {
 namespace {
@@ -24,6 +27,7 @@ struct SpecialKind {
 constexpr SpecialKind kSpecialKinds[] = {
     {"bos", "tokenizer.ggml.bos_token_id"},       {"eos", "tokenizer.ggml.eos_token_id"},     {"unk", "tokenizer.ggml.unknown_token_id"},
     {"sep", "tokenizer.ggml.seperator_token_id"}, {"pad", "tokenizer.ggml.padding_token_id"}, {"mask", "tokenizer.ggml.mask_token_id"},
+    {"eot", "tokenizer.ggml.eot_token_id"},       {"eom", "tokenizer.ggml.eom_token_id"},
 };
 
 struct Vocab {
@@ -247,11 +251,111 @@ Value scalar_array(ValueType type, const std::vector<T>& items, Make make) {
   return Value::array(type, std::move(values));
 }
 
-// SpecialVocab: each kind's token text from tokenizer_config.json, looked up among tokenizer.json's
-// added tokens (the first with that content); else config.json's {kind}_token_id. Ids at or beyond
-// `n_vocab` (when known) are left out, as llama.cpp's converter leaves them out.
-void add_special(const ModelConfig& c, const TokenizerJson& tj, const TokenizerConfig& tc, std::optional<std::uint32_t> n_vocab,
-                 std::vector<KeyValue>& kv) {
+// The special tokens' texts and whether encoding adds them, as llama.cpp's SpecialVocab reads them
+// (gguf-py vocab.py): tokenizer_config.json's {kind}_token texts (cls standing in for a missing bos, sep
+// for a missing eos), then tokenizer.json's post_processor: ByteLevel adds neither bos nor eos unless
+// something else says so; RobertaProcessing adds bos, eos and sep; TemplateProcessing's `single`
+// template adds bos when it starts with bos's (or cls's) token and eos when it ends with eos's. A
+// template that starts with another special token makes it bos (and cls) where those are unnamed; one
+// that ends with another makes it eos, the old eos becoming eot (or, the second time, eom). Without
+// tokenizer_config.json only the add flags are taken (SpecialVocab names no token then). Last,
+// tokenizer_config.json's add_{bos,eos,sep}_token where the post_processor said nothing.
+struct SpecialTexts {
+  std::map<std::string, std::string, std::less<>> text;  // kind -> token text
+  std::optional<bool> add_bos, add_eos, add_sep;
+
+  std::string_view of(std::string_view kind) const {
+    auto it = text.find(kind);
+    return it == text.end() ? std::string_view() : std::string_view(it->second);
+  }
+};
+
+void apply_template(const PostProcessorStep& p, bool names, SpecialTexts& s) {
+  if (!p.first_special.empty()) {
+    const std::string& first = p.first_special;
+    if (names && first != s.of("bos") && first != s.of("cls")) {
+      if (s.of("bos").empty()) s.text["bos"] = first;
+      if (s.of("cls").empty()) s.text["cls"] = first;
+    }
+    s.add_bos = first == s.of("bos") || first == s.of("cls");
+  }
+  if (!p.last_special.empty()) {
+    const std::string& last = p.last_special;
+    if (names && last != s.of("eos")) {
+      const std::string old_eos(s.of("eos"));
+      if (!s.text.contains("eot")) {
+        s.text["eot"] = old_eos;
+      } else if (!s.text.contains("eom")) {
+        s.text["eom"] = old_eos;
+      }
+      s.text["eos"] = last;
+    }
+    s.add_eos = last == s.of("eos");
+  }
+}
+
+SpecialTexts special_texts(const TokenizerJson& tj, const TokenizerConfig& tc) {
+  SpecialTexts s;
+  for (const auto& [kind, text] : tc.special_tokens) s.text.emplace(kind, text);
+  if (tj.present) {
+    if (tc.present && s.of("bos").empty() && !s.of("cls").empty()) s.text["bos"] = std::string(s.of("cls"));
+    if (tc.present && s.of("eos").empty() && !s.of("sep").empty()) s.text["eos"] = std::string(s.of("sep"));
+    for (const PostProcessorStep& p : tj.post_processor) {
+      if (p.type == "ByteLevel") {
+        if (!s.add_bos) s.add_bos = false;
+        if (!s.add_eos) s.add_eos = false;
+      } else if (p.type == "RobertaProcessing") {
+        s.add_bos = s.add_eos = s.add_sep = true;
+      } else if (p.type == "TemplateProcessing" && p.single_size > 1) {
+        apply_template(p, tc.present, s);
+      }
+    }
+  }
+  if (!s.add_bos) s.add_bos = tc.add_bos_token;
+  if (!s.add_eos) s.add_eos = tc.add_eos_token;
+  if (!s.add_sep) s.add_sep = tc.add_sep_token;
+  return s;
+}
+
+// Special tokens llama.cpp's converter names by hand for a family (its set_vocab in conversion/glm.py,
+// chatglm.py, dots3.py), each taken only where the files named none of that kind, and refused when the
+// tokenizer has no such added token (llama.cpp's converter stops there too).
+struct FamilyToken {
+  std::string_view kind;
+  std::string_view text;
+};
+struct FamilyTokens {
+  std::vector<std::string_view> classes;  // config.json's architectures[0]
+  std::vector<FamilyToken> tokens;        // in the order the converter sets them
+};
+const std::vector<FamilyTokens>& family_tokens() {
+  static const std::vector<FamilyTokens> table = {
+      {{"Glm4MoeForCausalLM", "Glm4vMoeForConditionalGeneration", "Glm4MoeLiteForCausalLM", "GlmMoeDsaForCausalLM",
+        "Glm5NextForConditionalGeneration"},
+       {{"bos", "[gMASK]"}, {"eot", "<|user|>"}, {"unk", "<|endoftext|>"}, {"eom", "<|observation|>"}}},
+      {{"Glm4ForCausalLM", "Glm4vForConditionalGeneration"},
+       {{"eos", "<|endoftext|>"}, {"eot", "<|user|>"}, {"unk", "<|endoftext|>"}, {"bos", "<|endoftext|>"}}},
+      {{"GlmForCausalLM", "ChatGLMModel", "ChatGLMForConditionalGeneration"},
+       {{"eos", "<|endoftext|>"}, {"eot", "<|user|>"}, {"unk", "<|endoftext|>"}}},
+      {{"SolarOpenForCausalLM"}, {{"eos", "<|endoftext|>"}, {"eot", "<|endoftext|>"}, {"unk", "<unk>"}, {"bos", "<|startoftext|>"}}},
+      {{"Dots3NoteForCausalLM", "Dots3NoteForConditionalGeneration", "Dots3NoteTextForCausalLM"}, {{"eot", "<|endofassistant|>"}}},
+  };
+  return table;
+}
+
+const std::vector<FamilyToken>* family_tokens_of(std::string_view hf_class) {
+  for (const FamilyTokens& f : family_tokens()) {
+    if (std::find(f.classes.begin(), f.classes.end(), hf_class) != f.classes.end()) return &f.tokens;
+  }
+  return nullptr;
+}
+
+// SpecialVocab: each kind's token text (special_texts) looked up among tokenizer.json's added tokens (the
+// first with that content); else config.json's {kind}_token_id; then the family's (family_tokens). Ids at
+// or beyond `n_vocab` (when known) are left out, as llama.cpp's converter leaves them out.
+Status add_special(const Folder& folder, const ModelConfig& c, const TokenizerJson& tj, const TokenizerConfig& tc,
+                   std::optional<std::uint32_t> n_vocab, std::vector<KeyValue>& kv) {
+  const SpecialTexts texts = special_texts(tj, tc);
   std::unordered_map<std::string_view, std::uint64_t> ids;
   std::vector<std::string_view> order;
   auto set = [&](std::string_view type, std::uint64_t id) {
@@ -259,23 +363,38 @@ void add_special(const ModelConfig& c, const TokenizerJson& tj, const TokenizerC
     ids.emplace(type, id);
     order.push_back(type);
   };
-  for (const auto& [type, content] : tc.special_tokens) {
+  for (const SpecialKind& k : kSpecialKinds) {
+    const std::string_view content = texts.of(k.type);
+    if (content.empty() || !tc.present) continue;
     for (const AddedToken& t : tj.added) {
       if (t.content == content) {
-        set(type, t.id);
+        set(k.type, t.id);
         break;
       }
     }
   }
   for (const auto& [type, id] : c.special_ids) set(type, static_cast<std::uint64_t>(id));
+  if (const auto* family = family_tokens_of(c.hf_class)) {
+    for (const FamilyToken& f : *family) {
+      auto t = std::find_if(tj.added.begin(), tj.added.end(), [&](const AddedToken& a) { return a.content == f.text; });
+      if (t == tj.added.end()) {
+        return Error(ErrorKind::InvalidModelFolder, "has no added token `" + std::string(f.text) + "`, which llama.cpp's converter makes the " +
+                                                        std::string(f.kind) + " token of " + c.hf_class)
+            .with_file(folder.path_of("tokenizer.json"));
+      }
+      set(f.kind, t->id);
+    }
+  }
   for (std::string_view type : order) {
     for (const SpecialKind& k : kSpecialKinds) {
       if (k.type == type) kv.push_back({std::string(k.key), Value::u32(static_cast<std::uint32_t>(ids[type]))});
     }
   }
-  if (tc.add_bos_token) kv.push_back({"tokenizer.ggml.add_bos_token", Value::boolean(*tc.add_bos_token)});
-  if (tc.add_eos_token) kv.push_back({"tokenizer.ggml.add_eos_token", Value::boolean(*tc.add_eos_token)});
+  if (texts.add_bos) kv.push_back({"tokenizer.ggml.add_bos_token", Value::boolean(*texts.add_bos)});
+  if (texts.add_eos) kv.push_back({"tokenizer.ggml.add_eos_token", Value::boolean(*texts.add_eos)});
+  if (texts.add_sep) kv.push_back({"tokenizer.ggml.add_sep_token", Value::boolean(*texts.add_sep)});
   if (tc.chat_template) kv.push_back({"tokenizer.chat_template", Value::string(*tc.chat_template)});
+  return Status::ok();
 }
 
 // A vocabulary for llama.cpp's SentencePiece tokenizer (model "llama"), with scores.
@@ -298,7 +417,7 @@ Status add_vocabulary(const Folder& folder, const ModelConfig& config, const Lla
     SW_RETURN_IF_ERROR(check_byte_pieces(v, folder.path_of("tokenizer.model")));
     const auto n_vocab = static_cast<std::uint32_t>(v.tokens.size());
     add_llama_vocab(std::move(v), kv);
-    add_special(config, tj, tc, n_vocab, kv);
+    SW_RETURN_IF_ERROR(add_special(folder, config, tj, tc, n_vocab, kv));
   } else if (tj.bpe && tj.bpe->byte_fallback) {
     if (!tj.bpe->sentencepiece_space_prefix) {
       return Error(ErrorKind::NotSupported, "a BPE model with byte_fallback whose " + tj.bpe->pre_description +
@@ -310,15 +429,19 @@ Status add_vocabulary(const Folder& folder, const ModelConfig& config, const Lla
     SW_RETURN_IF_ERROR(check_byte_pieces(v, folder.path_of("tokenizer.json")));
     const auto n_vocab = static_cast<std::uint32_t>(v.tokens.size());
     add_llama_vocab(std::move(v), kv);
-    add_special(config, tj, tc, n_vocab, kv);
+    SW_RETURN_IF_ERROR(add_special(folder, config, tj, tc, n_vocab, kv));
     kv.push_back({"tokenizer.ggml.add_space_prefix", Value::boolean(*tj.bpe->sentencepiece_space_prefix)});
     return Status::ok();
   } else if (tj.bpe) {
-    std::string pre = options.bpe_pre.empty() ? tj.bpe->pre : options.bpe_pre;
+    std::string pre = options.bpe_pre;
     if (pre.empty()) {
-      return Error(ErrorKind::NotSupported, "tokenizer.json's " + tj.bpe->pre_description +
-                                                " is not one llama.cpp splits the same way (known: ByteLevel as gpt-2; "
-                                                "Llama 3's Split + ByteLevel as llama-bpe; Qwen2's as qwen2)")
+      const PreTokenizerHints hints{config.hf_class, tc.clean_up_tokenization_spaces};
+      pre = identify_pre_tokenizer(tj.bpe->pre_shape, hints);
+    }
+    if (pre.empty()) {
+      return Error(ErrorKind::NotSupported, "tokenizer.json's pre_tokenizer " + describe_pre_tokenizer(tj.bpe->pre_shape) +
+                                                " is not one llama.cpp splits text as (docs/GGUF.md lists those it does); name "
+                                                "llama.cpp's pre-tokenizer to use it anyway (bpe_pre)")
           .with_file(folder.path_of("tokenizer.json"));
     }
     SW_ASSIGN_OR_RETURN(Vocab v, bpe_vocab(folder, config, tj));
@@ -327,7 +450,7 @@ Status add_vocabulary(const Folder& folder, const ModelConfig& config, const Lla
     kv.push_back({"tokenizer.ggml.tokens", string_array(std::move(v.tokens))});
     kv.push_back({"tokenizer.ggml.token_type", scalar_array(ValueType::INT32, v.types, Value::i32)});
     kv.push_back({"tokenizer.ggml.merges", string_array(tj.bpe->merges)});
-    add_special(config, tj, tc, std::nullopt, kv);
+    SW_RETURN_IF_ERROR(add_special(folder, config, tj, tc, std::nullopt, kv));
   } else {
     return Error(ErrorKind::FileNotFound, tj.present ? "tokenizer.json holds no BPE model and there is no tokenizer.model"
                                                      : "no tokenizer.model (SentencePiece) or tokenizer.json (byte-level BPE)")

@@ -113,7 +113,7 @@ def bpe_tokenizer(pre="gpt-2"):
     """A byte-level BPE (tokenizers) with two special tokens, split as GPT-2 (ByteLevel's own regex), or
     as Llama 3 / Qwen2 (their Split pattern, then ByteLevel; Qwen2's with its NFC normalizer)."""
     from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
-    tok = Tokenizer(models.BPE())
+    tok = Tokenizer(models.BPE(ignore_merges=pre == "llama-bpe"))  # as Llama 3's file has it
     if pre == "gpt-2":
         tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     else:

@@ -6,6 +6,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <map>
 
@@ -14,8 +15,11 @@
 #include "hf/hf_files.h"
 #include "hf/json_read.h"
 #include "hf/planner.h"
+#include "hf/pretokenizer.h"
+#include "hf/vocab.h"
 #include "safeweights/convert.h"
 #include "safeweights/hf_llama.h"
+#include "safeweights/text.h"
 
 using namespace safeweights;
 using namespace swt;
@@ -61,6 +65,9 @@ struct Folder {
   std::string pre_tokenizer = R"({"type":"ByteLevel","add_prefix_space":false,"use_regex":true})";
   std::string vocab = R"({"a":0,"b":1,"c":2,"ab":3})";
   std::string model_extra;
+  std::string normalizer = "null";
+  std::string added_tokens = R"([{"id":4,"content":"<|bos|>","special":true}])";
+  std::string post_processor = "null";
   std::string tokenizer_config = R"({"bos_token":"<|bos|>","add_bos_token":true})";
 
   std::string path() const { return dir.path(); }
@@ -93,10 +100,9 @@ struct Folder {
       offset += n;
     }
     write_file_bytes(dir.file("model.safetensors"), st_file(header + "}", offset));
-    write_file_bytes(dir.file("tokenizer.json"), R"({"added_tokens":[{"id":4,"content":"<|bos|>","special":true}],"normalizer":null,)"
-                                                 R"("pre_tokenizer":)" +
-                                                     pre_tokenizer + R"(,"model":{"type":"BPE","vocab":)" + vocab + R"(,"merges":["a b"])" +
-                                                     model_extra + "}}");
+    write_file_bytes(dir.file("tokenizer.json"), R"({"added_tokens":)" + added_tokens + R"(,"normalizer":)" + normalizer + R"(,"post_processor":)" +
+                                                     post_processor + R"(,"pre_tokenizer":)" + pre_tokenizer + R"(,"model":{"type":"BPE","vocab":)" +
+                                                     vocab + R"(,"merges":["a b"])" + model_extra + "}}");
     write_file_bytes(dir.file("tokenizer_config.json"), tokenizer_config);
   }
 
@@ -661,7 +667,7 @@ TEST(HfLlama, TokenizerRules) {
   {
     Folder f;  // an unknown pre-tokenizer: refused, unless named
     f.pre_tokenizer = R"({"type":"Metaspace","replacement":"x"})";
-    EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::NotSupported, "tokenizer.json", "`Metaspace`"));
+    EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::NotSupported, "tokenizer.json", "pre_tokenizer Metaspace() is not one"));
     hf::LlamaOptions named;
     named.bpe_pre = "default";
     auto p = f.plan(named);
@@ -728,6 +734,277 @@ TEST(HfLlama, TokenizerRules) {
     fs::remove(f.dir.file("tokenizer.json"));
     auto weights = open_tensors(f.path());
     EXPECT_TRUE(IsKind(plan_of(hf::plan(f.path(), **weights, std::nullopt)), ErrorKind::FileNotFound));
+  }
+}
+
+// ---- pre-tokenizers by what they are (hf/pretokenizer.h) -----------------------------------------
+
+// tokenizer.json pre_tokenizer pieces, spelled as the tokenizers library writes them; the patterns are
+// an independent copy of those published files' (and of llama-vocab.cpp's quoted originals).
+namespace pre {
+const std::string kLlama3 =
+    R"re((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)re";
+const std::string kQwen2 = R"re((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)re";
+const std::string kQwen35 =
+    R"re((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)re";
+const std::string kO200k =
+    R"re([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)re";
+const std::string kTekken =
+    R"re([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)re";
+// DeepSeek V3's third Split with literal CR and LF, as a JSON "\r\n" escape gives them.
+const std::string kDeepseekV3 =
+    "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+| "
+    "?[\\p{P}\\p{S}]+[\r\n]*|\\s*[\r\n]+|\\s+(?!\\S)|\\s+";
+const std::string kCjkKana = "[\u4e00-\u9fa5\u3040-\u309f\u30a0-\u30ff]+";
+
+const std::string kBloom = " ?[^(\\s|[.,!?\u2026\u3002\uff0c\u3001\u0964\u06d4\u060c])]+";
+
+std::string split(const std::string& regex, std::string_view behavior = "Isolated", bool invert = false) {
+  return R"({"type":"Split","pattern":{"Regex":)" + json_quote(regex) + R"(},"behavior":")" + std::string(behavior) + R"(","invert":)" +
+         (invert ? "true" : "false") + "}";
+}
+const std::string kBytes = R"({"type":"ByteLevel","add_prefix_space":false,"trim_offsets":false,"use_regex":false})";
+const std::string kGpt2 = R"({"type":"ByteLevel","add_prefix_space":false,"trim_offsets":true,"use_regex":true})";
+const std::string kDigits = R"({"type":"Digits","individual_digits":true})";
+std::string sequence(std::initializer_list<std::string> steps) {
+  std::string out = R"({"type":"Sequence","pretokenizers":[)";
+  for (const std::string& s : steps) out += (out.back() == '[' ? "" : ",") + s;
+  return out + "]}";
+}
+}  // namespace pre
+
+struct PreCase {
+  std::string what;
+  std::string pre_tokenizer;
+  std::string want;
+  std::string normalizer = "null";
+  bool ignore_merges = false;
+  std::string tokenizer_config = R"({"bos_token":"<|bos|>"})";
+};
+
+TEST(HfPreTokenizer, EachKnownStructureIsNamedAsLlamaCppNamesIt) {
+  using namespace pre;
+  const std::vector<PreCase> cases = {
+      {"GPT-2", kGpt2, "gpt-2"},
+      {"GPT-2, use_regex absent (true by default)", R"({"type":"ByteLevel","add_prefix_space":false})", "gpt-2"},
+      {"Llama 3", sequence({split(kLlama3), kBytes}), "llama-bpe", "null", true},
+      {"Llama 3's regex without ignore_merges", sequence({split(kLlama3), kBytes}), "dbrx"},
+      {"Qwen2 with its NFC", sequence({split(kQwen2), kBytes}), "qwen2", R"({"type":"NFC"})"},
+      {"Qwen2 without", sequence({split(kQwen2), kBytes}), "qwen2"},
+      {"Qwen3.5", sequence({split(kQwen35), kBytes}), "qwen35", R"({"type":"NFC"})"},
+      {"o200k (gpt-4o, gpt-oss)", sequence({split(kO200k), kBytes}), "gpt-4o"},
+      {"tekken", sequence({split(kTekken), kBytes}), "tekken", "null", true},
+      {"DeepSeek V3", sequence({split(R"(\p{N}{1,3})"), split(kCjkKana), split(kDeepseekV3), kBytes}), "deepseek-v3"},
+      {"MiniCPM5",
+       sequence({split(R"(\p{N}{1,3})"),
+                 split(R"re((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}+| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)re"),
+                 kBytes}),
+       "minicpm5", "null", true},
+      {"Digits then GPT-2 (SmolLM, StarCoder 2)", sequence({kDigits, kGpt2}), "smollm"},
+      {"the same, cleaning spaces", sequence({kDigits, kGpt2}), "starcoder", "null", false,
+       R"({"bos_token":"<|bos|>","clean_up_tokenization_spaces":true})"},
+      {"the same, not cleaning spaces", sequence({kDigits, kGpt2}), "smollm", "null", false,
+       R"({"bos_token":"<|bos|>","clean_up_tokenization_spaces":false})"},
+      {"Falcon",
+       sequence(
+           {R"({"type":"Punctuation","behavior":"Contiguous"})", kGpt2, R"({"type":"Digits","individual_digits":false})", split("[0-9][0-9][0-9]")}),
+       "falcon"},
+      {"Granite 4.1's Llama 3 Split, keeping the matches", sequence({split(kLlama3, "Removed", true), kBytes}), "dbrx"},
+      {"MiniMax M2's o200k Split, keeping the matches", sequence({split(kO200k, "Removed", true), kBytes}), "minimax-m2"},
+      {"DeepSeek Coder",
+       sequence(
+           {split("[\r\n]"), split(R"(\s?\p{L}+)"), split(R"(\s?\p{P}+)"), split("[\u4e00-\u9fa5\u0800-\u4e00\uac00-\ud7ff]+"), kDigits, kBytes}),
+       "deepseek-coder"},
+      {"BLOOM", sequence({split(kBloom), kBytes}), "bloom"},
+      {"BLOOM's regex, not cleaning spaces (Poro)", sequence({split(kBloom), kBytes}), "poro-chat", "null", false,
+       R"({"bos_token":"<|bos|>","clean_up_tokenization_spaces":false})"},
+      {"a nested Sequence is its steps", sequence({sequence({split(kLlama3)}), kBytes}), "llama-bpe", "null", true},
+  };
+  for (const PreCase& c : cases) {
+    SCOPED_TRACE(c.what);
+    Folder f;
+    f.pre_tokenizer = c.pre_tokenizer;
+    f.normalizer = c.normalizer;
+    f.tokenizer_config = c.tokenizer_config;
+    if (c.ignore_merges) f.model_extra = R"(,"ignore_merges":true)";
+    auto p = f.plan();
+    ASSERT_TRUE(IsOk(p));
+    EXPECT_EQ(*find(*p, "tokenizer.ggml.pre"), MetaValue::string(c.want));
+  }
+}
+
+TEST(HfPreTokenizer, NearMissesAreRefusedNamingWhatTheyAre) {
+  using namespace pre;
+  std::string llama3_off_by_one = kLlama3;
+  llama3_off_by_one.replace(llama3_off_by_one.find("{1,3}"), 5, "{1,4}");
+  const std::string tail =
+      " is not one llama.cpp splits text as (docs/GGUF.md lists those it does); name llama.cpp's pre-tokenizer to use it anyway (bpe_pre)";
+  const std::vector<PreCase> cases = {
+      {"one character of Llama 3's regex", sequence({split(llama3_off_by_one), kBytes}),
+       R"(Sequence[Split(Isolated, Regex "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{..."), ByteLevel(use_regex=false)])"},
+      {"a prefix space", R"({"type":"ByteLevel","add_prefix_space":true,"use_regex":true})", "ByteLevel(add_prefix_space, use_regex=true)"},
+      {"Llama 3's Split inverted", sequence({split(kLlama3, "Isolated", true), kBytes}),
+       R"(Sequence[Split(Isolated, invert, Regex "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{..."), ByteLevel(use_regex=false)])"},
+      {"Llama 3's Split removing", sequence({split(kLlama3, "Removed"), kBytes}),
+       R"(Sequence[Split(Removed, Regex "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{..."), ByteLevel(use_regex=false)])"},
+      {"the Split's ByteLevel with its own regex too", sequence({split(kQwen2), kGpt2}),
+       R"(Sequence[Split(Isolated, Regex "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}|..."), ByteLevel(use_regex=true)])"},
+      {"GPT-2 after NFC (only Qwen's files carry it)", kGpt2, R"(ByteLevel(use_regex=true) after the normalizer NFC)", R"({"type":"NFC"})"},
+      {"Qwen2 lower-casing", sequence({split(kQwen2), kBytes}),
+       R"(Sequence[Split(Isolated, Regex "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}|..."), ByteLevel(use_regex=false)] after the normalizer Lowercase)",
+       R"({"type":"Lowercase"})"},
+      {"digits not one by one", sequence({R"({"type":"Digits","individual_digits":false})", kGpt2}),
+       "Sequence[Digits(individual_digits=false), ByteLevel(use_regex=true)]"},
+      {"a Whitespace pre-tokenizer", R"({"type":"Whitespace"})", "Whitespace()"},
+      {"no pre-tokenizer", "null", "null"},
+      {"a pattern cut at a character boundary", sequence({split(std::string(59, 'a') + "\xC3\xA9\xC3\xA9"), kBytes}),
+       "Sequence[Split(Isolated, Regex \"" + std::string(59, 'a') + "...\"), ByteLevel(use_regex=false)]"},
+  };
+  for (const PreCase& c : cases) {
+    SCOPED_TRACE(c.what);
+    Folder f;
+    f.pre_tokenizer = c.pre_tokenizer;
+    f.normalizer = c.normalizer;
+    auto p = f.plan();
+    EXPECT_TRUE(FailsNaming(p, ErrorKind::NotSupported, "tokenizer.json", "tokenizer.json's pre_tokenizer " + c.want + tail));
+    hf::LlamaOptions named;  // the caller's name still wins
+    named.bpe_pre = "llama-bpe";
+    auto q = f.plan(named);
+    ASSERT_TRUE(IsOk(q));
+    EXPECT_EQ(*find(*q, "tokenizer.ggml.pre"), MetaValue::string("llama-bpe"));
+  }
+}
+
+TEST(HfPreTokenizer, NamesThatSplitAlikeGoByTheModelFamily) {
+  hf::PreTokenizerShape llama3;
+  llama3.steps = {hf::split_step("Isolated", false, true, pre::kLlama3), hf::byte_level_step(false, false)};
+  llama3.ignore_merges = true;
+  EXPECT_EQ(hf::identify_pre_tokenizer(llama3, {"LlamaForCausalLM", std::nullopt}), "llama-bpe");
+  EXPECT_EQ(hf::identify_pre_tokenizer(llama3, {"Glm4MoeForCausalLM", std::nullopt}), "glm4");
+  hf::PreTokenizerShape digits;
+  digits.steps = {hf::digits_step(true), hf::byte_level_step(false, true)};
+  EXPECT_EQ(hf::identify_pre_tokenizer(digits, {"CohereForCausalLM", true}), "command-r");
+  EXPECT_EQ(hf::identify_pre_tokenizer(digits, {"Starcoder2ForCausalLM", false}), "starcoder");
+  EXPECT_EQ(hf::identify_pre_tokenizer(digits, {"LlamaForCausalLM", std::nullopt}), "smollm");
+  // Every name is one llama.cpp's loader knows (llama-vocab.cpp at the pinned commit), each once.
+  auto names = hf::known_pre_tokenizers();
+  std::sort(names.begin(), names.end());
+  const std::vector<std::string_view> want = {
+      "bailingmoe", "bloom",  "chatglm-bpe", "command-r", "dbrx",     "deepseek-coder", "deepseek-v3", "exaone",   "exaone-moe", "falcon",
+      "glm4",       "gpt-2",  "gpt-4o",      "jais-2",    "kimi-k2",  "laguna",         "llama-bpe",   "minicpm5", "minimax-m2", "poro-chat",
+      "qwen2",      "qwen35", "seed-coder",  "smollm",    "spark2_5", "stablelm2",      "starcoder",   "tekken",   "tiny_aya",   "ufakzeka"};
+  EXPECT_EQ(names, want);
+}
+
+// ---- special tokens as llama.cpp's SpecialVocab reads them ------------------------------------------
+
+TEST(HfTokenizer, ThePostProcessorSaysWhichSpecialTokensEncodingAdds) {
+  {
+    Folder f;  // a template that starts with bos's token: bos added, over tokenizer_config.json's "no"
+    f.post_processor =
+        R"({"type":"TemplateProcessing","single":[{"SpecialToken":{"id":"<|bos|>","type_id":0}},{"Sequence":{"id":"A","type_id":0}}]})";
+    f.tokenizer_config = R"({"bos_token":"<|bos|>","add_bos_token":false})";
+    auto p = f.plan();
+    ASSERT_TRUE(IsOk(p));
+    EXPECT_EQ(*find(*p, "tokenizer.ggml.add_bos_token"), MetaValue::boolean(true));
+    EXPECT_EQ(find(*p, "tokenizer.ggml.add_eos_token"), nullptr);
+  }
+  {
+    Folder f;  // ByteLevel (Qwen's): neither added, where nothing else says so
+    f.post_processor = R"({"type":"Sequence","processors":[{"type":"ByteLevel","trim_offsets":false}]})";
+    f.tokenizer_config = R"({"bos_token":"<|bos|>","add_eos_token":true})";
+    auto p = f.plan();
+    ASSERT_TRUE(IsOk(p));
+    EXPECT_EQ(*find(*p, "tokenizer.ggml.add_bos_token"), MetaValue::boolean(false));
+    EXPECT_EQ(*find(*p, "tokenizer.ggml.add_eos_token"), MetaValue::boolean(false));
+  }
+  {
+    Folder f;  // a template that ends with another token than eos: it becomes eos, the old eos eot
+    f.added_tokens = R"([{"id":4,"content":"<|bos|>","special":true},{"id":5,"content":"<|end|>","special":true}])";
+    f.post_processor =
+        R"({"type":"TemplateProcessing","single":[{"Sequence":{"id":"A","type_id":0}},{"SpecialToken":{"id":"<|end|>","type_id":0}}]})";
+    f.tokenizer_config = R"({"bos_token":"<|bos|>","eos_token":"<|bos|>"})";
+    auto p = f.plan();
+    ASSERT_TRUE(IsOk(p));
+    EXPECT_EQ(*find(*p, "tokenizer.ggml.eos_token_id"), MetaValue::u32(5));
+    EXPECT_EQ(*find(*p, "tokenizer.ggml.eot_token_id"), MetaValue::u32(4));
+    EXPECT_EQ(*find(*p, "tokenizer.ggml.add_eos_token"), MetaValue::boolean(true));
+  }
+  {
+    Folder f;  // cls stands in for a missing bos
+    f.tokenizer_config = R"({"cls_token":"<|bos|>"})";
+    auto p = f.plan();
+    ASSERT_TRUE(IsOk(p));
+    EXPECT_EQ(*find(*p, "tokenizer.ggml.bos_token_id"), MetaValue::u32(4));
+  }
+}
+
+TEST(HfTokenizer, FamiliesNameTheSpecialTokensLlamaCppsConverterNamesByHand) {
+  Folder f;  // GLM-4.5's: bos [gMASK], eot <|user|>, unk <|endoftext|>, eom <|observation|>; eos from tokenizer_config.json
+  f.vocab = R"({"a":0,"b":1})";
+  f.added_tokens = R"([{"id":2,"content":"[gMASK]","special":true},{"id":3,"content":"<|user|>","special":true},)"
+                   R"({"id":4,"content":"<|endoftext|>","special":true},{"id":5,"content":"<|observation|>","special":true}])";
+  f.tokenizer_config = R"({"eos_token":"<|endoftext|>","unk_token":"<|user|>"})";
+  f.write();
+  auto folder = safeweights::Folder::open(f.path(), uncached_resolver());
+  ASSERT_TRUE(IsOk(folder));
+  auto config = hf::read_config(*folder);
+  ASSERT_TRUE(IsOk(config));
+  auto vocabulary = [&](std::string_view hf_class) -> Result<std::map<std::string, MetaValue>> {
+    config->hf_class = hf_class;
+    std::vector<MetaEntry> kv;
+    SW_RETURN_IF_ERROR(hf::add_vocabulary(*folder, *config, {}, kv));
+    std::map<std::string, MetaValue> out;
+    for (auto& e : kv) out.emplace(e.key, e.value);
+    return out;
+  };
+  auto glm = vocabulary("Glm4MoeForCausalLM");
+  ASSERT_TRUE(IsOk(glm));
+  EXPECT_EQ(glm->at("tokenizer.ggml.bos_token_id"), MetaValue::u32(2));
+  EXPECT_EQ(glm->at("tokenizer.ggml.eot_token_id"), MetaValue::u32(3));
+  EXPECT_EQ(glm->at("tokenizer.ggml.unknown_token_id"), MetaValue::u32(3));  // the file's own name stays
+  EXPECT_EQ(glm->at("tokenizer.ggml.eom_token_id"), MetaValue::u32(5));
+  EXPECT_EQ(glm->at("tokenizer.ggml.eos_token_id"), MetaValue::u32(4));
+  auto llama = vocabulary("LlamaForCausalLM");
+  ASSERT_TRUE(IsOk(llama));
+  EXPECT_FALSE(llama->contains("tokenizer.ggml.eot_token_id"));
+  auto solar = vocabulary("SolarOpenForCausalLM");  // needs <unk> and <|startoftext|>, which this tokenizer lacks
+  ASSERT_FALSE(solar.is_ok());
+  EXPECT_EQ(solar.error().kind(), ErrorKind::InvalidModelFolder);
+  EXPECT_NE(solar.error().to_string().find("has no added token `<unk>`, which llama.cpp's converter makes the unk token of SolarOpenForCausalLM"),
+            std::string::npos)
+      << solar.error().to_string();
+}
+
+TEST(HfTokenizer, ChatTemplateBesideTokenizerConfig) {
+  {
+    Folder f;  // transformers 5 writes chat_template.jinja
+    write_file_bytes(f.dir.file("chat_template.jinja"), "{{ messages }}");
+    auto p = f.plan();
+    ASSERT_TRUE(IsOk(p));
+    EXPECT_EQ(*find(*p, "tokenizer.chat_template"), MetaValue::string("{{ messages }}"));
+    f.tokenizer_config = R"({"bos_token":"<|bos|>","chat_template":"{{ x }}"})";  // tokenizer_config.json's wins
+    p = f.plan();
+    ASSERT_TRUE(IsOk(p));
+    EXPECT_EQ(*find(*p, "tokenizer.chat_template"), MetaValue::string("{{ x }}"));
+  }
+  {
+    Folder f;
+    write_file_bytes(f.dir.file("chat_template.json"), R"({"chat_template":"{{ y }}"})");
+    auto p = f.plan();
+    ASSERT_TRUE(IsOk(p));
+    EXPECT_EQ(*find(*p, "tokenizer.chat_template"), MetaValue::string("{{ y }}"));
+    write_file_bytes(f.dir.file("chat_template.json"), R"({"chat_template":[{"name":"default","template":"x"}]})");
+    EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::NotSupported, "chat_template.json", "chat_template that is not one string (named templates)"));
+  }
+  {
+    Folder f;
+    write_file_bytes(f.dir.file("chat_template.jinja"), std::string("{{ \xff }}"));
+    EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::InvalidModelFolder, "chat_template.jinja", "is not UTF-8 text"));
+    write_file_bytes(f.dir.file("chat_template.jinja"), "{{ messages }}");
+    fs::create_directory(f.dir.file("additional_chat_templates"));
+    write_file_bytes(f.dir.file("additional_chat_templates") + "/tool_use.jinja", "{{ tools }}");
+    EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::NotSupported, "additional_chat_templates", "named templates"));
   }
 }
 
