@@ -86,11 +86,11 @@ void quantize_q2_k(const float* x, std::byte* dst, std::size_t blocks) {
     std::byte* block = dst + b * 84;
     std::uint8_t* scales_out = bytes(block);
     std::uint8_t L[kSuper];
-    float scales[16], mins[16], weights[16];
+    float scales[16], mins[16], weights[kSuper];
+    for (int l = 0; l < kSuper; ++l) weights[l] = std::fabs(x[l]);
+    search_scale_min_groups(16, 16, 3, x, weights, L, scales, mins, -0.5f, 0.1f, 15, true);
     float max_scale = 0, max_min = 0;
     for (int j = 0; j < 16; ++j) {
-      for (int l = 0; l < 16; ++l) weights[l] = std::fabs(x[16 * j + l]);
-      scales[j] = search_scale_min(16, 3, x + 16 * j, weights, L + 16 * j, &mins[j], -0.5f, 0.1f, 15, true);
       if (scales[j] > max_scale) max_scale = scales[j];
       if (mins[j] > max_min) max_min = mins[j];
     }
@@ -120,13 +120,11 @@ void quantize_q2_k_weighted(const float* x, std::byte* dst, std::size_t row_leng
   for (std::size_t b = 0; b < row_length / kSuper; ++b, x += kSuper, importance += kSuper) {
     std::byte* block = dst + b * 84;
     std::uint8_t L[kSuper], Ls[16], Lm[16];
-    float scales[16], mins[16], sw[16], weights[16];
+    float scales[16], mins[16], sw[16], weights[kSuper];
     const float sigma2 = sum_of_squares(x, kSuper) / static_cast<float>(kSuper);
-    for (int j = 0; j < 16; ++j) {
-      for (int l = 0; l < 16; ++l) weights[l] = importance_weight(importance[16 * j + l], sigma2, x[16 * j + l]);
-      sw[j] = sum_of(weights, 16);
-      scales[j] = search_scale_min(16, 3, x + 16 * j, weights, L + 16 * j, &mins[j], -0.9f, 0.05f, 36, false);
-    }
+    for (int l = 0; l < kSuper; ++l) weights[l] = importance_weight(importance[l], sigma2, x[l]);
+    for (int j = 0; j < 16; ++j) sw[j] = sum_of(weights + 16 * j, 16);
+    search_scale_min_groups(16, 16, 3, x, weights, L, scales, mins, -0.9f, 0.05f, 36, false);
     store_f16(block + 80, search_scale_positive(16, 15, scales, Ls, sw));
     store_f16(block + 82, search_scale_positive(16, 15, mins, Lm, sw));
     for (int j = 0; j < 16; ++j) bytes(block)[j] = static_cast<std::uint8_t>(Ls[j] | (Lm[j] << 4));
@@ -293,12 +291,14 @@ template <int Nmax>
 void quantize_k4_scales(const float* x, std::byte* block, std::uint8_t* L) {
   constexpr float kRmin = Nmax == 15 ? -1.f : -0.5f;
   constexpr int kSteps = Nmax == 15 ? 20 : 15;
-  float scales[8], mins[8], weights[32];
-  float max_scale = 0, max_min = 0;
+  float scales[8], mins[8], weights[kSuper];
   for (int j = 0; j < 8; ++j) {
     const float av_x = std::sqrt(sum_of_squares(x + 32 * j, 32) / 32);
-    for (int l = 0; l < 32; ++l) weights[l] = av_x + std::fabs(x[32 * j + l]);
-    scales[j] = search_scale_min(32, Nmax, x + 32 * j, weights, L + 32 * j, &mins[j], kRmin, 0.1f, kSteps, false);
+    for (int l = 0; l < 32; ++l) weights[32 * j + l] = av_x + std::fabs(x[32 * j + l]);
+  }
+  search_scale_min_groups(8, 32, Nmax, x, weights, L, scales, mins, kRmin, 0.1f, kSteps, false);
+  float max_scale = 0, max_min = 0;
+  for (int j = 0; j < 8; ++j) {
     if (scales[j] > max_scale) max_scale = scales[j];
     if (mins[j] > max_min) max_min = mins[j];
   }
@@ -318,13 +318,11 @@ void quantize_k4_scales(const float* x, std::byte* block, std::uint8_t* L) {
 // Q5_K caps the codes at 63 there).
 template <int Nmax>
 void quantize_k4_scales_weighted(const float* x, const float* importance, std::byte* block, std::uint8_t* L) {
-  float scales[8], mins[8], sw[8], weights[32];
+  float scales[8], mins[8], sw[8], weights[kSuper];
   const float sigma2 = 2 * sum_of_squares(x, kSuper) / static_cast<float>(kSuper);
-  for (int j = 0; j < 8; ++j) {
-    for (int l = 0; l < 32; ++l) weights[l] = importance_weight(importance[32 * j + l], sigma2, x[32 * j + l]);
-    sw[j] = sum_of(weights, 32);
-    scales[j] = search_scale_min(32, Nmax, x + 32 * j, weights, L + 32 * j, &mins[j], -0.9f, 0.05f, 36, false);
-  }
+  for (int l = 0; l < kSuper; ++l) weights[l] = importance_weight(importance[l], sigma2, x[l]);
+  for (int j = 0; j < 8; ++j) sw[j] = sum_of(weights + 32 * j, 32);
+  search_scale_min_groups(8, 32, Nmax, x, weights, L, scales, mins, -0.9f, 0.05f, 36, false);
   std::uint8_t ls[8], lm[8];
   const float d_block = search_scale_positive(8, 63, scales, ls, sw);
   const float m_block = search_scale_positive(8, 63, mins, lm, sw);

@@ -38,6 +38,14 @@ void signed_max(int n, const float* x, float& max, float& amax) noexcept;
 float search_scale_min(int n, int nmax, const float* x, const float* w, std::uint8_t* L, float* neg_min, float rmin, float rdelta, int nstep,
                        bool use_mad);
 
+// search_scale_min for `groups` groups of `n` values at once (8 or 16 groups, n at most 32): group k's
+// values at x + k*n, its weights at w + k*n, its codes to L + k*n, its scale and -min to scales[k] and
+// neg_mins[k]. Each group is one lane of a vector and goes through search_scale_min's operations in its
+// order (the lanes never meet: no sum runs across them), so every result equals search_scale_min's;
+// several groups a vector only keep more of the processor busy than one group's chain of additions can.
+void search_scale_min_groups(int groups, int n, int nmax, const float* x, const float* w, std::uint8_t* L, float* scales, float* neg_mins, float rmin,
+                             float rdelta, int nstep, bool use_mad);
+
 // Symmetric: codes -nmax..nmax-1 for `n` values, the best of 19 trial scales by weighted squared error,
 // weights `w` or, when w is null, x^2; L gets the codes plus nmax (all 0 for a group that is all zero,
 // whose scale is 0). ggml's make_qx_quants with rmse_type 1.
