@@ -217,13 +217,11 @@ void quantize_q3_k_weighted(const float* x, std::byte* dst, std::size_t row_leng
   for (std::size_t b = 0; b < row_length / kSuper; ++b, x += kSuper, importance += kSuper) {
     std::byte* block = dst + b * 110;
     std::int8_t L[kSuper], Ls[16];
-    float scales[16], sw[16], weights[16];
+    float scales[16], sw[16], weights[kSuper];
     const float sigma2 = 2 * sum_of_squares(x, kSuper) / static_cast<float>(kSuper);
-    for (int j = 0; j < 16; ++j) {
-      for (int l = 0; l < 16; ++l) weights[l] = importance_weight(importance[16 * j + l], sigma2, x[16 * j + l]);
-      sw[j] = sum_of(weights, 16);
-      scales[j] = search_scale_symmetric_trials(16, 4, x + 16 * j, weights, L + 16 * j);
-    }
+    for (int l = 0; l < kSuper; ++l) weights[l] = importance_weight(importance[l], sigma2, x[l]);
+    for (int j = 0; j < 16; ++j) sw[j] = sum_of(weights + 16 * j, 16);
+    search_scale_symmetric_trials_groups(16, 16, 4, x, weights, L, scales);
     const float d_block = search_scale_symmetric_trials(16, 32, scales, sw, Ls);
     std::memset(bytes(block) + 96, 0, 12);
     for (int j = 0; j < 16; ++j) pack_q3_scale(j, Ls[j], bytes(block) + 96);
@@ -428,10 +426,7 @@ void quantize_q6_k_blocks(const float* x, std::byte* dst, std::size_t blocks, co
     std::uint8_t* out = bytes(dst + b * 210);
     std::int8_t L[kSuper];
     float scales[16];
-    for (int ib = 0; ib < 16; ++ib) {
-      const float* w = importance != nullptr ? importance + b * kSuper + 16 * ib : nullptr;
-      scales[ib] = search_scale_symmetric_trials(16, 32, x + 16 * ib, w, L + 16 * ib);
-    }
+    search_scale_symmetric_trials_groups(16, 16, 32, x, importance != nullptr ? importance + b * kSuper : nullptr, L, scales);
     float max_scale, max_abs_scale;
     signed_max(16, scales, max_scale, max_abs_scale);
     if (max_abs_scale < kGroupMaxEps) {

@@ -40,9 +40,7 @@ float search_scale_min(int n, int nmax, const float* x, const float* w, std::uin
 
 // search_scale_min for `groups` groups of `n` values at once (8 or 16 groups, n at most 32): group k's
 // values at x + k*n, its weights at w + k*n, its codes to L + k*n, its scale and -min to scales[k] and
-// neg_mins[k]. Each group is one lane of a vector and goes through search_scale_min's operations in its
-// order (the lanes never meet: no sum runs across them), so every result equals search_scale_min's;
-// several groups a vector only keep more of the processor busy than one group's chain of additions can.
+// neg_mins[k]. Every result equals search_scale_min's (scale_search_lanes.cpp: one group a lane).
 void search_scale_min_groups(int groups, int n, int nmax, const float* x, const float* w, std::uint8_t* L, float* scales, float* neg_mins, float rmin,
                              float rdelta, int nstep, bool use_mad);
 
@@ -50,6 +48,10 @@ void search_scale_min_groups(int groups, int n, int nmax, const float* x, const 
 // weights `w` or, when w is null, x^2; L gets the codes plus nmax (all 0 for a group that is all zero,
 // whose scale is 0). ggml's make_qx_quants with rmse_type 1.
 float search_scale_symmetric_trials(int n, int nmax, const float* x, const float* w, std::int8_t* L);
+
+// search_scale_symmetric_trials for `groups` groups of `n` values at once (8 or 16 groups, n at most
+// 32), laid out as for search_scale_min_groups (w null: x^2); scales[k] is group k's scale.
+void search_scale_symmetric_trials_groups(int groups, int n, int nmax, const float* x, const float* w, std::int8_t* L, float* scales);
 
 // Symmetric codes for 16 values refined by coordinate descent on the x^2-weighted error; L gets the
 // codes plus nmax. ggml's make_q3_quants with do_rmse (Q3_K without weights).

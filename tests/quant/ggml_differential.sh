@@ -49,14 +49,14 @@ fi
 
 # Our side: every quantization source but the stub that stands in for them when they are left out, with
 # the library's flags for them (no contraction, no fast-math); ggml-base wants OpenMP's runtime (its IQ
-# grids are built with it). The scale searches run several groups a vector (scale_search.cpp): the
+# grids are built with it). The scale searches run several groups a vector (scale_search_lanes.cpp): the
 # driver is linked three times, with the lanes this machine takes (AVX2's 8 where it has them), with
 # 4 lanes (SSE2, as any x86-64 without AVX2 runs), and with the plain one-group path, and each must be
 # identical to ggml.
 cxx=(${CXX:-c++} -std=c++20 -O3 -ffp-contract=off -fno-fast-math -I "$root/include" -I "$root/src" -I "$src/ggml/include")
 objects=()
 for f in "$root/tests/quant/ggml_driver.cpp" "$root"/src/quant/*.cpp "$root/src/core/tensor_type.cpp" "$root/src/core/error.cpp"; do
-  case $f in */quant_disabled.cpp | */scale_search.cpp) continue ;; esac
+  case $f in */quant_disabled.cpp | */scale_search_lanes.cpp) continue ;; esac
   o="$work/$(basename "$f" .cpp).o"
   "${cxx[@]}" -c "$f" -o "$o" 2>"$work/compile.log" || { cat "$work/compile.log" >&2; exit 2; }
   objects+=("$o")
@@ -65,9 +65,9 @@ status=0
 for variant in "machine:" "4-lane:-DSAFEWEIGHTS_QUANT_AVX2=0" "plain:-DSAFEWEIGHTS_QUANT_SCALAR=1"; do
   name=${variant%%:*} flags=${variant#*:}
   # shellcheck disable=SC2086  # the flags are words
-  "${cxx[@]}" $flags -c "$root/src/quant/scale_search.cpp" -o "$work/scale_search.o" 2>"$work/compile.log" ||
+  "${cxx[@]}" $flags -c "$root/src/quant/scale_search_lanes.cpp" -o "$work/scale_search_lanes.o" 2>"$work/compile.log" ||
     { cat "$work/compile.log" >&2; exit 2; }
-  "${cxx[@]}" "${objects[@]}" "$work/scale_search.o" "$lib" -fopenmp -lm -lpthread -o "$work/ggml_driver" || exit 2
+  "${cxx[@]}" "${objects[@]}" "$work/scale_search_lanes.o" "$lib" -fopenmp -lm -lpthread -o "$work/ggml_driver" || exit 2
   echo
   echo "== scale searches: $name"
   args=()
