@@ -192,7 +192,7 @@ void quantize_q3_k(const float* x, std::byte* dst, std::size_t blocks) {
     std::uint8_t* scales_out = bytes(block) + 96;
     std::int8_t L[kSuper];
     float scales[16];
-    for (int j = 0; j < 16; ++j) scales[j] = search_scale_symmetric_descent(4, x + 16 * j, L + 16 * j);
+    search_scale_symmetric_descent_groups(16, 4, x, L, scales);
     float max_scale, amax;
     signed_max(16, scales, max_scale, amax);
     std::memset(scales_out, 0, 12);

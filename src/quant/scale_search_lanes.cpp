@@ -157,6 +157,33 @@ struct SymmetricSearch {
   float* scales;
 };
 
+// The start of both symmetric searches: each lane's signed maximum, and the lanes that are all zero
+// (codes 0, scale 0 for them).
+template <typename F, typename I>
+[[gnu::always_inline]] inline I signed_max_lanes(int n, const F* xt, F& max) noexcept {
+  F amax = F{} + 0.0f;
+  max = amax;
+  for (int i = 0; i < n; ++i) {
+    const F ax = absolute<F, I>(xt[i]);
+    const I larger = ax > amax;
+    amax = select(larger, ax, amax);
+    max = select(larger, xt[i], max);
+  }
+  return ~(amax >= kGroupMaxEps);
+}
+
+// Codes -nmax..nmax-1 at 1/scale `iscale`, and their weighted sums of l x and l^2.
+template <typename F, typename I>
+[[gnu::always_inline]] inline void symmetric_codes_lanes(int n, int nmax, const F* xt, const F* wt, F iscale, I* l, F& sumlx, F& suml2) noexcept {
+  sumlx = suml2 = F{} + 0.0f;
+  for (int i = 0; i < n; ++i) {
+    l[i] = nearest_clamped<F, I>(iscale * xt[i], -nmax, nmax - 1);
+    const F fl = to_float<F>(l[i]);
+    sumlx += wt[i] * xt[i] * fl;
+    suml2 += wt[i] * fl * fl;
+  }
+}
+
 template <int Lanes>
 [[gnu::always_inline]] inline void symmetric_lanes(const SymmetricSearch& a, int first) {
   using F = typename Vec<Lanes>::F;
@@ -169,31 +196,16 @@ template <int Lanes>
   else
     for (int i = 0; i < n; ++i) wt[i] = xt[i] * xt[i];
   const F zero = F{} + 0.0f;
-  F max = zero, amax = zero;
-  for (int i = 0; i < n; ++i) {
-    const F ax = absolute<F, I>(xt[i]);
-    const I larger = ax > amax;
-    amax = select(larger, ax, amax);
-    max = select(larger, xt[i], max);
-  }
-  const I zero_group = ~(amax >= kGroupMaxEps);  // codes 0, scale 0
+  F max;
+  const I zero_group = signed_max_lanes<F, I>(n, xt, max);
   I L[32], trial[32];
-  auto codes = [&](F iscale, I* l, F& sumlx, F& suml2) {
-    sumlx = suml2 = zero;
-    for (int i = 0; i < n; ++i) {
-      l[i] = nearest_clamped<F, I>(iscale * xt[i], -nmax, nmax - 1);
-      const F fl = to_float<F>(l[i]);
-      sumlx += wt[i] * xt[i] * fl;
-      suml2 += wt[i] * fl * fl;
-    }
-  };
   F sumlx, suml2;
-  codes(static_cast<float>(-nmax) / max, L, sumlx, suml2);
+  symmetric_codes_lanes<F, I>(n, nmax, xt, wt, static_cast<float>(-nmax) / max, L, sumlx, suml2);
   F scale = select(suml2 != 0, sumlx / suml2, zero);
   F best = scale * sumlx;
   for (int is = -9; is <= 9; ++is) {
     if (is == 0) continue;
-    codes(-(static_cast<float>(nmax) + 0.1f * static_cast<float>(is)) / max, trial, sumlx, suml2);
+    symmetric_codes_lanes<F, I>(n, nmax, xt, wt, -(static_cast<float>(nmax) + 0.1f * static_cast<float>(is)) / max, trial, sumlx, suml2);
     const I better = (suml2 > 0) & (sumlx * sumlx > best * suml2) & ~zero_group;
     for (int i = 0; i < n; ++i) L[i] = select_int(better, trial[i], L[i]);
     const F new_scale = sumlx / suml2;
@@ -207,6 +219,53 @@ template <int Lanes>
   }
 }
 
+// ---- search_scale_symmetric_descent -----------------------------------------------------------------
+
+// A lane whose pass changes no code stops, as the plain search breaks out of its loop.
+template <int Lanes>
+[[gnu::always_inline]] inline void descent_lanes(const SymmetricSearch& a, int first) {
+  using F = typename Vec<Lanes>::F;
+  using I = typename Vec<Lanes>::I;
+  constexpr int n = 16;
+  const int nmax = a.nmax;
+  F xt[n] = {}, wt[n] = {};
+  transpose_in(Lanes, n, a.x + first * n, xt);
+  for (int i = 0; i < n; ++i) wt[i] = xt[i] * xt[i];
+  const F zero = F{} + 0.0f;
+  F max;
+  const I zero_group = signed_max_lanes<F, I>(n, xt, max);
+  I L[n];
+  F sumlx, suml2;
+  symmetric_codes_lanes<F, I>(n, nmax, xt, wt, static_cast<float>(-nmax) / max, L, sumlx, suml2);
+  I active = ~zero_group;
+  for (int itry = 0; itry < 5; ++itry) {
+    I changed = I{} + 0;
+    for (int i = 0; i < n; ++i) {
+      const F li = to_float<F>(L[i]);
+      F slx = sumlx - wt[i] * xt[i] * li;
+      F sl2 = suml2 - wt[i] * li * li;
+      const I new_l = nearest_clamped<F, I>(xt[i] * sl2 / slx, -nmax, nmax - 1);
+      const F fl = to_float<F>(new_l);
+      slx += wt[i] * xt[i] * fl;
+      sl2 += wt[i] * fl * fl;
+      const I take = active & (sumlx - wt[i] * xt[i] * li > 0) & (new_l != L[i]) & (sl2 > 0) & (slx * slx * suml2 > sumlx * sumlx * sl2);
+      L[i] = select_int(take, new_l, L[i]);
+      sumlx = select(take, slx, sumlx);
+      suml2 = select(take, sl2, suml2);
+      changed |= take;
+    }
+    active &= changed;
+    bool any = false;
+    for (int k = 0; k < Lanes; ++k) any = any || active[k] != 0;
+    if (!any) break;
+  }
+  const F scale = select(suml2 > 0, sumlx / suml2, zero);
+  for (int k = 0; k < Lanes; ++k) {
+    a.scales[first + k] = zero_group[k] ? 0.0f : scale[k];
+    for (int i = 0; i < n; ++i) a.L[(first + k) * n + i] = zero_group[k] ? 0 : static_cast<std::int8_t>(L[i][k] + nmax);
+  }
+}
+
 // ---- running the lanes ------------------------------------------------------------------------------
 
 #if !SAFEWEIGHTS_QUANT_SCALAR
@@ -216,6 +275,9 @@ void affine_4(const AffineSearch& a, int groups) {
 void symmetric_4(const SymmetricSearch& a, int groups) {
   for (int k = 0; k < groups; k += 4) symmetric_lanes<4>(a, k);
 }
+void descent_4(const SymmetricSearch& a, int groups) {
+  for (int k = 0; k < groups; k += 4) descent_lanes<4>(a, k);
+}
 #if SAFEWEIGHTS_QUANT_AVX2
 // AVX2 without FMA: contraction would change the bytes.
 [[gnu::target("avx2")]] void affine_8(const AffineSearch& a, int groups) {
@@ -223,6 +285,9 @@ void symmetric_4(const SymmetricSearch& a, int groups) {
 }
 [[gnu::target("avx2")]] void symmetric_8(const SymmetricSearch& a, int groups) {
   for (int k = 0; k < groups; k += 8) symmetric_lanes<8>(a, k);
+}
+[[gnu::target("avx2")]] void descent_8(const SymmetricSearch& a, int groups) {
+  for (int k = 0; k < groups; k += 8) descent_lanes<8>(a, k);
 }
 bool has_avx2() noexcept {
   static const bool has = [] {
@@ -258,6 +323,18 @@ void search_scale_symmetric_trials_groups(int groups, int n, int nmax, const flo
   if (has_avx2()) return symmetric_8(a, groups);
 #endif
   symmetric_4(a, groups);
+#endif
+}
+
+void search_scale_symmetric_descent_groups(int groups, int nmax, const float* x, std::int8_t* L, float* scales) {
+#if SAFEWEIGHTS_QUANT_SCALAR
+  for (int k = 0; k < groups; ++k) scales[k] = search_scale_symmetric_descent(nmax, x + 16 * k, L + 16 * k);
+#else
+  const SymmetricSearch a{16, nmax, x, nullptr, L, scales};
+#if SAFEWEIGHTS_QUANT_AVX2
+  if (has_avx2()) return descent_8(a, groups);
+#endif
+  descent_4(a, groups);
 #endif
 }
 
