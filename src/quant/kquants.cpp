@@ -76,7 +76,7 @@ void finish_q2_k(const float* x, std::byte* block, std::uint8_t* L) {
     const float d = dd * static_cast<float>(scales[j] & 0xf);
     if (d == 0) continue;
     const float dm = dmin * static_cast<float>(scales[j] >> 4);
-    for (int i = 0; i < 16; ++i) L[16 * j + i] = static_cast<std::uint8_t>(clamp(nearest_int((x[16 * j + i] + dm) / d), 0, 3));
+    codes_at_scale(16, x + 16 * j, dm, d, true, 0, 3, 0, L + 16 * j);
   }
   pack_2bit(L, bytes(block) + 16);
 }
@@ -171,18 +171,17 @@ void finish_q3_k(const float* x, std::byte* block, std::int8_t* L) {
   for (int j = 0; j < 16; ++j) {
     const float d = dd * static_cast<float>(q3_scale(j, out + 96));
     if (d == 0) continue;
-    for (int i = 0; i < 16; ++i) L[16 * j + i] = static_cast<std::int8_t>(clamp(nearest_int(x[16 * j + i] / d), -4, 3) + 4);
+    codes_at_scale(16, x + 16 * j, 0.0f, d, false, -4, 3, 4, reinterpret_cast<std::uint8_t*>(L + 16 * j));
   }
-  std::memset(hmask, 0, 32);
+  // Codes are 0..7: the high bit of element j goes to byte j % 32, bit j / 32, the low two bits to qs
+  // (ggml subtracts 4 from a code above 3, which leaves the same two bits).
+  for (int m = 0; m < 32; ++m) {
+    unsigned bits = 0;
+    for (int k = 0; k < 8; ++k) bits |= static_cast<unsigned>(L[m + 32 * k] > 3) << k;
+    hmask[m] = static_cast<std::uint8_t>(bits);
+  }
   std::uint8_t codes[kSuper];
-  for (int j = 0; j < kSuper; ++j) {  // the high bit of element j goes to byte j % 32, bit j / 32
-    int l = L[j];
-    if (l > 3) {
-      hmask[j % 32] = static_cast<std::uint8_t>(hmask[j % 32] | (1u << (j / 32)));
-      l -= 4;
-    }
-    codes[j] = static_cast<std::uint8_t>(l);
-  }
+  for (int j = 0; j < kSuper; ++j) codes[j] = static_cast<std::uint8_t>(L[j] & 3);
   pack_2bit(codes, out + 32);
 }
 
@@ -280,7 +279,7 @@ void finish_k4_scales(const float* x, const std::uint8_t* ls, const std::uint8_t
     const float d = dd * static_cast<float>(sc);
     if (d == 0) continue;
     const float dm = dmin * static_cast<float>(m);
-    for (int i = 0; i < 32; ++i) L[32 * j + i] = static_cast<std::uint8_t>(clamp(nearest_int((x[32 * j + i] + dm) / d), 0, Nmax));
+    codes_at_scale(32, x + 32 * j, dm, d, true, 0, Nmax, 0, L + 32 * j);
   }
 }
 
@@ -444,7 +443,7 @@ void quantize_q6_k_blocks(const float* x, std::byte* dst, std::size_t blocks, co
     for (int j = 0; j < 16; ++j) {
       const float d = dd * static_cast<float>(sc_out[j]);
       if (d == 0) continue;
-      for (int i = 0; i < 16; ++i) L[16 * j + i] = static_cast<std::int8_t>(clamp(nearest_int(x[16 * j + i] / d), -32, 31) + 32);
+      codes_at_scale(16, x + 16 * j, 0.0f, d, false, -32, 31, 32, reinterpret_cast<std::uint8_t*>(L + 16 * j));
     }
     std::uint8_t* ql = out;
     std::uint8_t* qh = out + 128;

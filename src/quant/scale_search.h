@@ -64,4 +64,9 @@ void search_scale_symmetric_descent_groups(int groups, int nmax, const float* x,
 // a negative code is kept modulo 256. ggml's make_qp_quants (the K-quants' weighted super-block scales).
 float search_scale_positive(int n, int nmax, const float* x, std::uint8_t* L, const float* w);
 
+// The codes clamp(nearest_int((x + dm) / d), lo, hi) + offset of n values (a multiple of 4), or of
+// x / d without with_min: how the K-quants requantize a sub-block with its stored scale (and minimum),
+// four values a vector (element-wise, so any order gives the same codes). Codes are stored as bytes.
+void codes_at_scale(int n, const float* x, float dm, float d, bool with_min, int lo, int hi, int offset, std::uint8_t* L) noexcept;
+
 }  // namespace safeweights::quant

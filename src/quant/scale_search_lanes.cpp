@@ -8,6 +8,7 @@
 // AVX2, chosen at run time. Built with SAFEWEIGHTS_QUANT_SCALAR=1 it runs the plain searches one group
 // after the other; with SAFEWEIGHTS_QUANT_AVX2=0 it never takes AVX2's lanes.
 #include <cstdint>
+#include <cstring>
 
 #include "quant/scale_search.h"
 
@@ -336,6 +337,18 @@ void search_scale_symmetric_descent_groups(int groups, int nmax, const float* x,
 #endif
   descent_4(a, groups);
 #endif
+}
+
+void codes_at_scale(int n, const float* x, float dm, float d, bool with_min, int lo, int hi, int offset, std::uint8_t* L) noexcept {
+  using F = Vec<4>::F;
+  using I = Vec<4>::I;
+  for (int i = 0; i < n; i += 4) {
+    F v;
+    std::memcpy(&v, x + i, sizeof v);
+    if (with_min) v = v + dm;
+    const I l = nearest_clamped<F, I>(v / d, lo, hi) + offset;
+    for (int k = 0; k < 4; ++k) L[i + k] = static_cast<std::uint8_t>(l[k]);
+  }
 }
 
 }  // namespace safeweights::quant
