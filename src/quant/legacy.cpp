@@ -2,6 +2,7 @@
 // follow ggml's reference quantizers (quantize_row_*_ref) step for step, and with importance weights its
 // quantize_row_*_impl (Q4_0 ... Q5_1; ggml's Q8_0 ignores weights), in the same float operations in the
 // same order, so that they give its bytes on any input; the dequantizers compute q*d (+ m) as ggml's do.
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -233,46 +234,72 @@ float row_mean_square(const float* x, std::size_t n) noexcept {
   return sum / static_cast<float>(n);
 }
 
-// A block's weights: importance x sqrt(sigma2 + x^2).
-void block_weights(const float* x, const float* importance, float sigma2, float* weight) noexcept {
-  for (std::size_t j = 0; j < kBlock; ++j) weight[j] = importance[j] * std::sqrt(sigma2 + x[j] * x[j]);
+// The weights of consecutive blocks: importance x sqrt(sigma2 + x^2).
+void block_weights(const float* x, const float* importance, float sigma2, float* weight, std::size_t n) noexcept {
+  for (std::size_t j = 0; j < n; ++j) weight[j] = importance[j] * std::sqrt(sigma2 + x[j] * x[j]);
 }
 
-// Symmetric 4 and 5 bits: make_qx_quants' trial search over the block, codes 0..2^bits-1 (offset
+// Blocks are searched eight at a time (scale_search.h's groups, one block a lane); a row's last blocks,
+// fewer than eight, one by one.
+constexpr std::size_t kGroup = 8;
+
+// Symmetric 4 and 5 bits: make_qx_quants' trial search over each block, codes 0..2^bits-1 (offset
 // 2^(bits-1)) packed as the reference path packs them.
 template <int Bits>
 void quantize_symmetric_weighted(const float* src, std::byte* dst, std::size_t row_length, const float* importance) {
   constexpr int kOffset = 1 << (Bits - 1);
   constexpr std::size_t kQs = Bits == 4 ? 2 : 6;
   const float sigma2 = row_mean_square(src, row_length);
-  for (std::size_t b = 0; b < row_length / kBlock; ++b, src += kBlock, importance += kBlock) {
-    std::byte* out = dst + b * (kQs + 16);
-    float weight[kBlock];
-    std::int8_t L[kBlock];
-    block_weights(src, importance, sigma2, weight);
-    store_f16(out, search_scale_symmetric_trials(kBlock, kOffset, src, weight, L));
-    std::uint32_t qh = 0;
-    for (std::size_t j = 0; j < 16; ++j) pack_pair<Bits>(out + kQs, j, static_cast<std::uint8_t>(L[j]), static_cast<std::uint8_t>(L[j + 16]), qh);
-    if constexpr (Bits == 5) le::store(out + 2, qh, 4);
+  const std::size_t blocks = row_length / kBlock;
+  float weight[kGroup * kBlock], d[kGroup];
+  std::int8_t L[kGroup * kBlock];
+  for (std::size_t b = 0; b < blocks; b += kGroup) {
+    const std::size_t group = std::min(kGroup, blocks - b);
+    const float* x = src + b * kBlock;
+    block_weights(x, importance + b * kBlock, sigma2, weight, group * kBlock);
+    if (group == kGroup)
+      search_scale_symmetric_trials_groups(kGroup, kBlock, kOffset, x, weight, L, d);
+    else
+      for (std::size_t k = 0; k < group; ++k)
+        d[k] = search_scale_symmetric_trials(kBlock, kOffset, x + k * kBlock, weight + k * kBlock, L + k * kBlock);
+    for (std::size_t k = 0; k < group; ++k) {
+      std::byte* out = dst + (b + k) * (kQs + 16);
+      const std::int8_t* l = L + k * kBlock;
+      store_f16(out, d[k]);
+      std::uint32_t qh = 0;
+      for (std::size_t j = 0; j < 16; ++j) pack_pair<Bits>(out + kQs, j, static_cast<std::uint8_t>(l[j]), static_cast<std::uint8_t>(l[j + 16]), qh);
+      if constexpr (Bits == 5) le::store(out + 2, qh, 4);
+    }
   }
 }
 
-// With a minimum: make_qkx3_quants' affine search over the block (ggml's steps -0.9 + 0.05 k, k = 0..36).
+// With a minimum: make_qkx3_quants' affine search over each block (ggml's steps -0.9 + 0.05 k, k = 0..36).
 template <int Bits>
 void quantize_affine_weighted(const float* src, std::byte* dst, std::size_t row_length, const float* importance) {
   constexpr int kTop = (1 << Bits) - 1;
   constexpr std::size_t kQs = Bits == 4 ? 4 : 8;
   const float sigma2 = row_mean_square(src, row_length);
-  for (std::size_t b = 0; b < row_length / kBlock; ++b, src += kBlock, importance += kBlock) {
-    std::byte* out = dst + b * (kQs + 16);
-    float weight[kBlock], neg_min;
-    std::uint8_t L[kBlock];
-    block_weights(src, importance, sigma2, weight);
-    store_f16(out, search_scale_min(kBlock, kTop, src, weight, L, &neg_min, -0.9f, 0.05f, 36, false));
-    store_f16(out + 2, -neg_min);
-    std::uint32_t qh = 0;
-    for (std::size_t j = 0; j < 16; ++j) pack_pair<Bits>(out + kQs, j, L[j], L[j + 16], qh);
-    if constexpr (Bits == 5) le::store(out + 4, qh, 4);
+  const std::size_t blocks = row_length / kBlock;
+  float weight[kGroup * kBlock], d[kGroup], neg_min[kGroup];
+  std::uint8_t L[kGroup * kBlock];
+  for (std::size_t b = 0; b < blocks; b += kGroup) {
+    const std::size_t group = std::min(kGroup, blocks - b);
+    const float* x = src + b * kBlock;
+    block_weights(x, importance + b * kBlock, sigma2, weight, group * kBlock);
+    if (group == kGroup)
+      search_scale_min_groups(kGroup, kBlock, kTop, x, weight, L, d, neg_min, -0.9f, 0.05f, 36, false);
+    else
+      for (std::size_t k = 0; k < group; ++k)
+        d[k] = search_scale_min(kBlock, kTop, x + k * kBlock, weight + k * kBlock, L + k * kBlock, &neg_min[k], -0.9f, 0.05f, 36, false);
+    for (std::size_t k = 0; k < group; ++k) {
+      std::byte* out = dst + (b + k) * (kQs + 16);
+      const std::uint8_t* l = L + k * kBlock;
+      store_f16(out, d[k]);
+      store_f16(out + 2, -neg_min[k]);
+      std::uint32_t qh = 0;
+      for (std::size_t j = 0; j < 16; ++j) pack_pair<Bits>(out + kQs, j, l[j], l[j + 16], qh);
+      if constexpr (Bits == 5) le::store(out + 4, qh, 4);
+    }
   }
 }
 

@@ -179,13 +179,17 @@ std::vector<Importance> importance_vectors(std::mt19937& rng) {
 }
 
 // Every row of the corpus at once, through both: ggml_quantize_chunk(type, src, dst, 0, nrows, n_per_row,
-// imatrix) and quantize_rows(). Returns the rows that differ (and prints the first).
-std::size_t compare_weighted(const Pair& p, const std::vector<float>& matrix, std::size_t nrows, const Importance& imp) {
-  const std::size_t row_bytes = ggml_row_size(p.theirs, kRow);
+// imatrix) and quantize_rows(), over rows of `row` values (the corpus cut anew where row is not its
+// 1,024). Returns the rows that differ (and prints the first).
+std::size_t compare_weighted(const Pair& p, const std::vector<float>& corpus, std::size_t row, const Importance& imp) {
+  const std::size_t nrows = corpus.size() / row;
+  const std::span<const float> matrix(corpus.data(), nrows * row);
+  const std::span<const float> weights = imp.weights.empty() ? std::span<const float>() : std::span<const float>(imp.weights).first(row);
+  const std::size_t row_bytes = ggml_row_size(p.theirs, static_cast<int64_t>(row));
   std::vector<std::uint8_t> ours(row_bytes * nrows), theirs(row_bytes * nrows);
-  ggml_quantize_chunk(p.theirs, matrix.data(), theirs.data(), 0, static_cast<int64_t>(nrows), kRow,
-                      imp.weights.empty() ? nullptr : imp.weights.data());
-  const auto status = safeweights::quantize_rows(p.ours, matrix, std::as_writable_bytes(std::span(ours)), kRow, imp.weights);
+  ggml_quantize_chunk(p.theirs, matrix.data(), theirs.data(), 0, static_cast<int64_t>(nrows), static_cast<int64_t>(row),
+                      weights.empty() ? nullptr : weights.data());
+  const auto status = safeweights::quantize_rows(p.ours, matrix, std::as_writable_bytes(std::span(ours)), row, weights);
   if (!status.is_ok()) {
     std::printf("  %s quantize_rows (%s importance): %s\n", ggml_type_name(p.theirs), imp.name, status.to_string().c_str());
     return nrows;
@@ -198,8 +202,8 @@ std::size_t compare_weighted(const Pair& p, const std::vector<float>& matrix, st
     if (differ++ == 0) {
       std::size_t i = 0;
       while (a[i] == b[i]) ++i;
-      std::printf("  %s quantize_rows (%s importance): input row %zu, first differing byte %zu (ours %02x, ggml %02x)\n", ggml_type_name(p.theirs),
-                  imp.name, r, i, a[i], b[i]);
+      std::printf("  %s quantize_rows (%s importance, rows of %zu): row %zu, first differing byte %zu (ours %02x, ggml %02x)\n",
+                  ggml_type_name(p.theirs), imp.name, row, r, i, a[i], b[i]);
     }
   }
   return differ;
@@ -209,14 +213,22 @@ int weighted_table(const std::vector<std::vector<float>>& rows, std::mt19937& rn
   std::vector<float> matrix;
   for (const auto& row : rows) matrix.insert(matrix.end(), row.begin(), row.end());
   const auto importances = importance_vectors(rng);
-  std::printf("\n%-8s %12s %10s   (quantize_rows with importance: %zu rows x %zu importance vectors)\n", "type", "rows", "differ", rows.size(),
-              importances.size());
+  std::printf(
+      "\n%-8s %12s %10s   (quantize_rows with importance: %zu rows of 1,024, for 32-element types also cut in rows of 416, x %zu importance "
+      "vectors)\n",
+      "type", "rows", "differ", rows.size(), importances.size());
   int failures = 0;
   for (const Pair& p : kWeightedTypes) {
     std::size_t compared = 0, differ = 0;
-    for (const Importance& imp : importances) {
-      differ += compare_weighted(p, matrix, rows.size(), imp);
-      compared += rows.size();
+    // Rows of 1,024, and for the 32-element types rows of 13 blocks too (the weighted legacy paths search
+    // blocks eight at a time: a row's last blocks go alone).
+    const std::size_t block = static_cast<std::size_t>(ggml_blck_size(p.theirs));
+    for (std::size_t row : {kRow, std::size_t{13 * 32}}) {
+      if (row % block != 0) continue;
+      for (const Importance& imp : importances) {
+        differ += compare_weighted(p, matrix, row, imp);
+        compared += matrix.size() / row;
+      }
     }
     std::printf("%-8s %12zu %10zu\n", ggml_type_name(p.theirs), compared, differ);
     failures += static_cast<int>(differ);
