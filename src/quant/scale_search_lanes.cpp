@@ -222,48 +222,60 @@ template <int Lanes>
 
 // ---- search_scale_symmetric_descent -----------------------------------------------------------------
 
-// A lane whose pass changes no code stops, as the plain search breaks out of its loop.
+// A lane whose pass changes no code stops, as the plain search breaks out of its loop. Each element's
+// step waits on the one before it (a division among them), so two vectors of groups go through the
+// loop side by side: their chains overlap. Handles 2 x Lanes groups.
 template <int Lanes>
 [[gnu::always_inline]] inline void descent_lanes(const SymmetricSearch& a, int first) {
   using F = typename Vec<Lanes>::F;
   using I = typename Vec<Lanes>::I;
-  constexpr int n = 16;
+  constexpr int n = 16, P = 2;
   const int nmax = a.nmax;
-  F xt[n] = {}, wt[n] = {};
-  transpose_in(Lanes, n, a.x + first * n, xt);
-  for (int i = 0; i < n; ++i) wt[i] = xt[i] * xt[i];
-  const F zero = F{} + 0.0f;
-  F max;
-  const I zero_group = signed_max_lanes<F, I>(n, xt, max);
-  I L[n];
-  F sumlx, suml2;
-  symmetric_codes_lanes<F, I>(n, nmax, xt, wt, static_cast<float>(-nmax) / max, L, sumlx, suml2);
-  I active = ~zero_group;
+  F xt[P][n] = {}, wt[P][n] = {}, sumlx[P], suml2[P];
+  I L[P][n], zero_group[P], active[P];
+  for (int p = 0; p < P; ++p) {
+    transpose_in(Lanes, n, a.x + (first + p * Lanes) * n, xt[p]);
+    for (int i = 0; i < n; ++i) wt[p][i] = xt[p][i] * xt[p][i];
+    F max;
+    zero_group[p] = signed_max_lanes<F, I>(n, xt[p], max);
+    symmetric_codes_lanes<F, I>(n, nmax, xt[p], wt[p], static_cast<float>(-nmax) / max, L[p], sumlx[p], suml2[p]);
+    active[p] = ~zero_group[p];
+  }
   for (int itry = 0; itry < 5; ++itry) {
-    I changed = I{} + 0;
+    I changed[P] = {};
     for (int i = 0; i < n; ++i) {
-      const F li = to_float<F>(L[i]);
-      F slx = sumlx - wt[i] * xt[i] * li;
-      F sl2 = suml2 - wt[i] * li * li;
-      const I new_l = nearest_clamped<F, I>(xt[i] * sl2 / slx, -nmax, nmax - 1);
-      const F fl = to_float<F>(new_l);
-      slx += wt[i] * xt[i] * fl;
-      sl2 += wt[i] * fl * fl;
-      const I take = active & (sumlx - wt[i] * xt[i] * li > 0) & (new_l != L[i]) & (sl2 > 0) & (slx * slx * suml2 > sumlx * sumlx * sl2);
-      L[i] = select_int(take, new_l, L[i]);
-      sumlx = select(take, slx, sumlx);
-      suml2 = select(take, sl2, suml2);
-      changed |= take;
+      for (int p = 0; p < P; ++p) {
+        const F x = xt[p][i], w = wt[p][i];
+        const F li = to_float<F>(L[p][i]);
+        F slx = sumlx[p] - w * x * li;
+        F sl2 = suml2[p] - w * li * li;
+        const I positive = slx > 0;
+        const I new_l = nearest_clamped<F, I>(x * sl2 / slx, -nmax, nmax - 1);
+        const F fl = to_float<F>(new_l);
+        slx += w * x * fl;
+        sl2 += w * fl * fl;
+        const I take = active[p] & positive & (new_l != L[p][i]) & (sl2 > 0) & (slx * slx * suml2[p] > sumlx[p] * sumlx[p] * sl2);
+        L[p][i] = select_int(take, new_l, L[p][i]);
+        sumlx[p] = select(take, slx, sumlx[p]);
+        suml2[p] = select(take, sl2, suml2[p]);
+        changed[p] |= take;
+      }
     }
-    active &= changed;
     bool any = false;
-    for (int k = 0; k < Lanes; ++k) any = any || active[k] != 0;
+    for (int p = 0; p < P; ++p) {
+      active[p] &= changed[p];
+      for (int k = 0; k < Lanes; ++k) any = any || active[p][k] != 0;
+    }
     if (!any) break;
   }
-  const F scale = select(suml2 > 0, sumlx / suml2, zero);
-  for (int k = 0; k < Lanes; ++k) {
-    a.scales[first + k] = zero_group[k] ? 0.0f : scale[k];
-    for (int i = 0; i < n; ++i) a.L[(first + k) * n + i] = zero_group[k] ? 0 : static_cast<std::int8_t>(L[i][k] + nmax);
+  const F zero = F{} + 0.0f;
+  for (int p = 0; p < P; ++p) {
+    const F scale = select(suml2[p] > 0, sumlx[p] / suml2[p], zero);
+    for (int k = 0; k < Lanes; ++k) {
+      const int g = first + p * Lanes + k;
+      a.scales[g] = zero_group[p][k] ? 0.0f : scale[k];
+      for (int i = 0; i < n; ++i) a.L[g * n + i] = zero_group[p][k] ? 0 : static_cast<std::int8_t>(L[p][i][k] + nmax);
+    }
   }
 }
 
@@ -277,7 +289,7 @@ void symmetric_4(const SymmetricSearch& a, int groups) {
   for (int k = 0; k < groups; k += 4) symmetric_lanes<4>(a, k);
 }
 void descent_4(const SymmetricSearch& a, int groups) {
-  for (int k = 0; k < groups; k += 4) descent_lanes<4>(a, k);
+  for (int k = 0; k < groups; k += 8) descent_lanes<4>(a, k);
 }
 #if SAFEWEIGHTS_QUANT_AVX2
 // AVX2 without FMA: contraction would change the bytes.
@@ -288,7 +300,7 @@ void descent_4(const SymmetricSearch& a, int groups) {
   for (int k = 0; k < groups; k += 8) symmetric_lanes<8>(a, k);
 }
 [[gnu::target("avx2")]] void descent_8(const SymmetricSearch& a, int groups) {
-  for (int k = 0; k < groups; k += 8) descent_lanes<8>(a, k);
+  for (int k = 0; k < groups; k += 16) descent_lanes<8>(a, k);
 }
 bool has_avx2() noexcept {
   static const bool has = [] {
