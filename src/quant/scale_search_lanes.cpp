@@ -14,7 +14,7 @@
 
 // The vector helpers below are internal and inlined, so GCC's note that passing wide vectors by value
 // has another ABI under AVX does not concern them.
-#if defined(__GNUC__) && !defined(__clang__)
+#if defined(__GNUC__)  // GCC and Clang
 #pragma GCC diagnostic ignored "-Wpsabi"
 #endif
 
