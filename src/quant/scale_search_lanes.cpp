@@ -185,38 +185,57 @@ template <typename F, typename I>
   }
 }
 
-template <int Lanes>
+// P vectors of Lanes groups side by side (their chains of additions overlap): P x Lanes groups.
+template <int Lanes, int P>
 [[gnu::always_inline]] inline void symmetric_lanes(const SymmetricSearch& a, int first) {
   using F = typename Vec<Lanes>::F;
   using I = typename Vec<Lanes>::I;
   const int n = a.n, nmax = a.nmax;
-  F xt[32] = {}, wt[32] = {};
-  transpose_in(Lanes, n, a.x + first * n, xt);
-  if (a.w != nullptr)
-    transpose_in(Lanes, n, a.w + first * n, wt);
-  else
-    for (int i = 0; i < n; ++i) wt[i] = xt[i] * xt[i];
   const F zero = F{} + 0.0f;
-  F max;
-  const I zero_group = signed_max_lanes<F, I>(n, xt, max);
-  I L[32], trial[32];
-  F sumlx, suml2;
-  symmetric_codes_lanes<F, I>(n, nmax, xt, wt, static_cast<float>(-nmax) / max, L, sumlx, suml2);
-  F scale = select(suml2 != 0, sumlx / suml2, zero);
-  F best = scale * sumlx;
+  F xt[P][32] = {}, wt[P][32] = {}, max[P], scale[P], best[P];
+  I zero_group[P], L[P][32], trial[P][32];
+  for (int p = 0; p < P; ++p) {
+    transpose_in(Lanes, n, a.x + (first + p * Lanes) * n, xt[p]);
+    if (a.w != nullptr)
+      transpose_in(Lanes, n, a.w + (first + p * Lanes) * n, wt[p]);
+    else
+      for (int i = 0; i < n; ++i) wt[p][i] = xt[p][i] * xt[p][i];
+    zero_group[p] = signed_max_lanes<F, I>(n, xt[p], max[p]);
+    F sumlx, suml2;
+    symmetric_codes_lanes<F, I>(n, nmax, xt[p], wt[p], static_cast<float>(-nmax) / max[p], L[p], sumlx, suml2);
+    scale[p] = select(suml2 != 0, sumlx / suml2, zero);
+    best[p] = scale[p] * sumlx;
+  }
   for (int is = -9; is <= 9; ++is) {
     if (is == 0) continue;
-    symmetric_codes_lanes<F, I>(n, nmax, xt, wt, -(static_cast<float>(nmax) + 0.1f * static_cast<float>(is)) / max, trial, sumlx, suml2);
-    const I better = (suml2 > 0) & (sumlx * sumlx > best * suml2) & ~zero_group;
-    for (int i = 0; i < n; ++i) L[i] = select_int(better, trial[i], L[i]);
-    const F new_scale = sumlx / suml2;
-    scale = select(better, new_scale, scale);
-    best = select(better, new_scale * sumlx, best);
+    const float numerator = -(static_cast<float>(nmax) + 0.1f * static_cast<float>(is));
+    F sumlx[P], suml2[P], iscale[P];
+    for (int p = 0; p < P; ++p) {
+      sumlx[p] = suml2[p] = zero;
+      iscale[p] = numerator / max[p];
+    }
+    for (int i = 0; i < n; ++i) {
+      for (int p = 0; p < P; ++p) {
+        trial[p][i] = nearest_clamped<F, I>(iscale[p] * xt[p][i], -nmax, nmax - 1);
+        const F fl = to_float<F>(trial[p][i]);
+        sumlx[p] += wt[p][i] * xt[p][i] * fl;
+        suml2[p] += wt[p][i] * fl * fl;
+      }
+    }
+    for (int p = 0; p < P; ++p) {
+      const I better = (suml2[p] > 0) & (sumlx[p] * sumlx[p] > best[p] * suml2[p]) & ~zero_group[p];
+      for (int i = 0; i < n; ++i) L[p][i] = select_int(better, trial[p][i], L[p][i]);
+      const F new_scale = sumlx[p] / suml2[p];
+      scale[p] = select(better, new_scale, scale[p]);
+      best[p] = select(better, new_scale * sumlx[p], best[p]);
+    }
   }
-  scale = select(zero_group, zero, scale);
-  for (int k = 0; k < Lanes; ++k) {
-    a.scales[first + k] = scale[k];
-    for (int i = 0; i < n; ++i) a.L[(first + k) * n + i] = zero_group[k] ? 0 : static_cast<std::int8_t>(L[i][k] + nmax);
+  for (int p = 0; p < P; ++p) {
+    for (int k = 0; k < Lanes; ++k) {
+      const int g = first + p * Lanes + k;
+      a.scales[g] = zero_group[p][k] ? 0.0f : scale[p][k];
+      for (int i = 0; i < n; ++i) a.L[g * n + i] = zero_group[p][k] ? 0 : static_cast<std::int8_t>(L[p][i][k] + nmax);
+    }
   }
 }
 
@@ -286,7 +305,7 @@ void affine_4(const AffineSearch& a, int groups) {
   for (int k = 0; k < groups; k += 4) affine_lanes<4>(a, k);
 }
 void symmetric_4(const SymmetricSearch& a, int groups) {
-  for (int k = 0; k < groups; k += 4) symmetric_lanes<4>(a, k);
+  for (int k = 0; k < groups; k += 8) symmetric_lanes<4, 2>(a, k);
 }
 void descent_4(const SymmetricSearch& a, int groups) {
   for (int k = 0; k < groups; k += 8) descent_lanes<4>(a, k);
@@ -297,7 +316,9 @@ void descent_4(const SymmetricSearch& a, int groups) {
   for (int k = 0; k < groups; k += 8) affine_lanes<8>(a, k);
 }
 [[gnu::target("avx2")]] void symmetric_8(const SymmetricSearch& a, int groups) {
-  for (int k = 0; k < groups; k += 8) symmetric_lanes<8>(a, k);
+  int k = 0;
+  for (; k + 16 <= groups; k += 16) symmetric_lanes<8, 2>(a, k);
+  for (; k < groups; k += 8) symmetric_lanes<8, 1>(a, k);
 }
 [[gnu::target("avx2")]] void descent_8(const SymmetricSearch& a, int groups) {
   for (int k = 0; k < groups; k += 16) descent_lanes<8>(a, k);
