@@ -243,34 +243,47 @@ void block_weights(const float* x, const float* importance, float sigma2, float*
 // fewer than eight, one by one.
 constexpr std::size_t kGroup = 8;
 
+// The weighted paths' walk over a row: sigma2 (the row's mean square), then for each group of up to
+// kGroup blocks their weights, search(blocks in the group, values, weights), and store(block, index
+// in the group) for each block.
+template <typename Search, typename Store>
+void weighted_blocks(const float* src, std::size_t row_length, const float* importance, Search&& search, Store&& store) {
+  const float sigma2 = row_mean_square(src, row_length);
+  const std::size_t blocks = row_length / kBlock;
+  float weight[kGroup * kBlock];
+  for (std::size_t b = 0; b < blocks; b += kGroup) {
+    const std::size_t group = std::min(kGroup, blocks - b);
+    const float* x = src + b * kBlock;
+    block_weights(x, importance + b * kBlock, sigma2, weight, group * kBlock);
+    search(group, x, static_cast<const float*>(weight));
+    for (std::size_t k = 0; k < group; ++k) store(b + k, k);
+  }
+}
+
 // Symmetric 4 and 5 bits: make_qx_quants' trial search over each block, codes 0..2^bits-1 (offset
 // 2^(bits-1)) packed as the reference path packs them.
 template <int Bits>
 void quantize_symmetric_weighted(const float* src, std::byte* dst, std::size_t row_length, const float* importance) {
   constexpr int kOffset = 1 << (Bits - 1);
   constexpr std::size_t kQs = Bits == 4 ? 2 : 6;
-  const float sigma2 = row_mean_square(src, row_length);
-  const std::size_t blocks = row_length / kBlock;
-  float weight[kGroup * kBlock], d[kGroup];
+  float d[kGroup];
   std::int8_t L[kGroup * kBlock];
-  for (std::size_t b = 0; b < blocks; b += kGroup) {
-    const std::size_t group = std::min(kGroup, blocks - b);
-    const float* x = src + b * kBlock;
-    block_weights(x, importance + b * kBlock, sigma2, weight, group * kBlock);
+  auto search = [&](std::size_t group, const float* x, const float* weight) {
     if (group == kGroup)
       search_scale_symmetric_trials_groups(kGroup, kBlock, kOffset, x, weight, L, d);
     else
       for (std::size_t k = 0; k < group; ++k)
         d[k] = search_scale_symmetric_trials(kBlock, kOffset, x + k * kBlock, weight + k * kBlock, L + k * kBlock);
-    for (std::size_t k = 0; k < group; ++k) {
-      std::byte* out = dst + (b + k) * (kQs + 16);
-      const std::int8_t* l = L + k * kBlock;
-      store_f16(out, d[k]);
-      std::uint32_t qh = 0;
-      for (std::size_t j = 0; j < 16; ++j) pack_pair<Bits>(out + kQs, j, static_cast<std::uint8_t>(l[j]), static_cast<std::uint8_t>(l[j + 16]), qh);
-      if constexpr (Bits == 5) le::store(out + 2, qh, 4);
-    }
-  }
+  };
+  auto store = [&](std::size_t block, std::size_t k) {
+    std::byte* out = dst + block * (kQs + 16);
+    const std::int8_t* l = L + k * kBlock;
+    store_f16(out, d[k]);
+    std::uint32_t qh = 0;
+    for (std::size_t j = 0; j < 16; ++j) pack_pair<Bits>(out + kQs, j, static_cast<std::uint8_t>(l[j]), static_cast<std::uint8_t>(l[j + 16]), qh);
+    if constexpr (Bits == 5) le::store(out + 2, qh, 4);
+  };
+  weighted_blocks(src, row_length, importance, search, store);
 }
 
 // With a minimum: make_qkx3_quants' affine search over each block (ggml's steps -0.9 + 0.05 k, k = 0..36).
@@ -278,29 +291,25 @@ template <int Bits>
 void quantize_affine_weighted(const float* src, std::byte* dst, std::size_t row_length, const float* importance) {
   constexpr int kTop = (1 << Bits) - 1;
   constexpr std::size_t kQs = Bits == 4 ? 4 : 8;
-  const float sigma2 = row_mean_square(src, row_length);
-  const std::size_t blocks = row_length / kBlock;
-  float weight[kGroup * kBlock], d[kGroup], neg_min[kGroup];
+  float d[kGroup], neg_min[kGroup];
   std::uint8_t L[kGroup * kBlock];
-  for (std::size_t b = 0; b < blocks; b += kGroup) {
-    const std::size_t group = std::min(kGroup, blocks - b);
-    const float* x = src + b * kBlock;
-    block_weights(x, importance + b * kBlock, sigma2, weight, group * kBlock);
+  auto search = [&](std::size_t group, const float* x, const float* weight) {
     if (group == kGroup)
       search_scale_min_groups(kGroup, kBlock, kTop, x, weight, L, d, neg_min, -0.9f, 0.05f, 36, false);
     else
       for (std::size_t k = 0; k < group; ++k)
         d[k] = search_scale_min(kBlock, kTop, x + k * kBlock, weight + k * kBlock, L + k * kBlock, &neg_min[k], -0.9f, 0.05f, 36, false);
-    for (std::size_t k = 0; k < group; ++k) {
-      std::byte* out = dst + (b + k) * (kQs + 16);
-      const std::uint8_t* l = L + k * kBlock;
-      store_f16(out, d[k]);
-      store_f16(out + 2, -neg_min[k]);
-      std::uint32_t qh = 0;
-      for (std::size_t j = 0; j < 16; ++j) pack_pair<Bits>(out + kQs, j, l[j], l[j + 16], qh);
-      if constexpr (Bits == 5) le::store(out + 4, qh, 4);
-    }
-  }
+  };
+  auto store = [&](std::size_t block, std::size_t k) {
+    std::byte* out = dst + block * (kQs + 16);
+    const std::uint8_t* l = L + k * kBlock;
+    store_f16(out, d[k]);
+    store_f16(out + 2, -neg_min[k]);
+    std::uint32_t qh = 0;
+    for (std::size_t j = 0; j < 16; ++j) pack_pair<Bits>(out + kQs, j, l[j], l[j + 16], qh);
+    if constexpr (Bits == 5) le::store(out + 4, qh, 4);
+  };
+  weighted_blocks(src, row_length, importance, search, store);
 }
 
 // The 32 unsigned codes of a 4- or 5-bit block: nibbles (j, j+16), the fifth bits from qh.
