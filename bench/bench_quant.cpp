@@ -1,6 +1,8 @@
 // bench_quant — Google Benchmark: quantize() and dequantize() of one 4096-element row (what the
-// converter calls per row, from many threads), per type, single-threaded. Throughput is GB/s of
-// float32 (input to quantize, output of dequantize).
+// converter calls per row, from many threads), per type, single-threaded, and quantize_rows() with
+// importance weights (llama-quantize with an imatrix) for the types that take them. Throughput is GB/s
+// of float32 (input to quantize, output of dequantize). ggml's own speed on the same machine, same run:
+// tests/quant/ggml_differential.sh prints it beside ours.
 #include <benchmark/benchmark.h>
 
 #include <random>
@@ -37,6 +39,20 @@ void BM_Quantize(benchmark::State& state, TensorType type) {
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * kRow * sizeof(float)));
 }
 
+void BM_QuantizeWeighted(benchmark::State& state, TensorType type) {
+  const auto row = row_of_normals();
+  std::mt19937 rng(3);
+  std::lognormal_distribution<float> spread(0.0f, 1.0f);
+  std::vector<float> importance(kRow);
+  for (auto& v : importance) v = spread(rng);
+  std::vector<std::byte> out(row_bytes(type));
+  for (auto _ : state) {
+    if (!safeweights::quantize_rows(type, row, out, kRow, importance).is_ok()) state.SkipWithError("quantize_rows failed");
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * kRow * sizeof(float)));
+}
+
 void BM_Dequantize(benchmark::State& state, TensorType type) {
   const auto row = row_of_normals();
   std::vector<std::byte> packed(row_bytes(type));
@@ -62,6 +78,8 @@ const bool registered = [] {
   for (TensorType type : kTypes) {
     const std::string name(safeweights::type_name(type));
     if (safeweights::can_quantize(type)) benchmark::RegisterBenchmark(("quantize/" + name).c_str(), BM_Quantize, type);
+    if (safeweights::can_quantize(type) && safeweights::takes_importance(type))
+      benchmark::RegisterBenchmark(("quantize_weighted/" + name).c_str(), BM_QuantizeWeighted, type);
     benchmark::RegisterBenchmark(("dequantize/" + name).c_str(), BM_Dequantize, type);
   }
   return true;

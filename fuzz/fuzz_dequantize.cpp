@@ -3,7 +3,8 @@
 // Input: byte 0 picks the type; the rest, cut to whole blocks, is read two ways: as stored blocks of
 // that type (dequantized), and as float32 values (quantized, then dequantized back). Every supported
 // type must convert without error or undefined behaviour (the sanitizers), and a type that is not
-// supported must be refused with NotSupported. Where the algorithm guarantees it, quantizing the
+// supported must be refused with NotSupported; the values also go through quantize_rows() with
+// arbitrary importance weights. Where the algorithm guarantees it, quantizing the
 // dequantized values gives the stored bytes back:
 //  - F16 and BF16: every value but NaN (whose payload ggml does not keep);
 //  - Q8_0: a block whose scale d is finite and positive, whose codes lie in -127..127 and reach ±127
@@ -123,5 +124,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   FUZZ_CHECK(quantized.is_ok());
   std::vector<float> back(floats);
   FUZZ_CHECK(dequantize(type, packed, back).is_ok());
+
+  // 3. The same values as one row with importance weights, the values reversed (any float, as a
+  //    hostile imatrix may hold: ggml checks none): the weighted path, or quantize() where the type
+  //    takes no weights; NotSupported only for a type whose weighted path this build lacks.
+  if (floats != 0) {
+    const std::vector<float> importance(input.rbegin(), input.rend());
+    const Status weighted = quantize_rows(type, input, packed, floats, importance);
+    FUZZ_CHECK(weighted.is_ok() || (takes_importance(type) && weighted.error().kind() == ErrorKind::NotSupported));
+  }
   return 0;
 }

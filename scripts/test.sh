@@ -94,6 +94,7 @@ release_tests() {
   python_np2_tests
   current_torch_tests
   clients_tests
+  quant_judge_tests
   remote_tests
   upstream_python_tests
   frameworks_tests
@@ -223,6 +224,28 @@ clients_tests() {
   if [[ $line =~ ([0-9]+)\ passed ]]; then passed_total=$((passed_total + BASH_REMATCH[1])); fi
   if [[ $line =~ ([0-9]+)\ failed ]]; then failed_total=$((failed_total + BASH_REMATCH[1])); fi
   return 0
+}
+
+# The quant judge (tests/quant/ggml_differential.sh): our quantizers, with and without importance
+# weights, and dequantizers against the pinned llama.cpp's ggml, byte for byte, over its row corpus,
+# linked with the tools' libggml-base.a (seconds). One test; any difference fails CI. Needs the pinned
+# llama.cpp (clients_env_wait waited for it): a failure under CI=true without it, a skip elsewhere.
+quant_judge_tests() {
+  section "quant judge: quantizers against the pinned ggml (tests/quant/ggml_differential.sh)"
+  if [[ -z ${SAFEWEIGHTS_LLAMA_CPP:-} ]]; then
+    if [[ "${CI:-}" == "true" ]]; then
+      echo "quant judge: SAFEWEIGHTS_LLAMA_CPP is not set (no pinned llama.cpp)" >&2
+      failed_total=$((failed_total + 1))
+      return 1
+    fi
+    echo "SKIPPED: no pinned llama.cpp (SAFEWEIGHTS_LLAMA_CPP unset)"
+    return 0
+  fi
+  if ! bash tests/quant/ggml_differential.sh "$SAFEWEIGHTS_LLAMA_CPP"; then
+    failed_total=$((failed_total + 1))
+    return 1
+  fi
+  passed_total=$((passed_total + 1))
 }
 
 # Makes (or finds) a cached venv: `cached_venv NAME REQUIREMENTS WHAT` sets venv_python; without the

@@ -12,8 +12,9 @@
 //
 // Exactness: the output bytes of quantize() are those of ggml's reference quantizers (Q4_0 ... Q8_1,
 // Q8_K, F16, BF16), and for Q2_K ... Q6_K those of llama.cpp's quantizer without an importance
-// matrix; dequantize() matches ggml's dequantizers bit for bit (Q8_1, which ggml never dequantizes,
-// reads as q x d like Q8_0). This holds for every input, NaN and infinities included, but one corner:
+// matrix; those of quantize_rows() with importance weights are those of ggml_quantize_chunk() with them
+// as the imatrix (Q4_0 ... Q5_1, Q2_K ... Q6_K); dequantize() matches ggml's dequantizers bit for bit
+// (Q8_1, which ggml never dequantizes, reads as q x d like Q8_0). This holds for every input, NaN and infinities included, but one corner:
 // in a block holding NaNs of different payloads, which NaN an operation on two of them returns is not
 // fixed by C (it follows the operand order a compiler picks), so there the K-quants' bytes can differ
 // from a given ggml build. docs/GGUF.md ("Quantization") has the evidence: tests against ggml and gguf-py.

@@ -1,7 +1,8 @@
 // The K-quants: Q2_K, Q3_K, Q4_K, Q5_K, Q6_K (and Q8_K), in super-blocks of 256 elements. The quantizers
-// are llama.cpp's quantizers without an importance matrix (ggml's quantize_row_*_K_ref): the same
-// search for sub-block scales, in the same float operations in the same order, the same integer
-// conversions, so that they produce its bytes; the dequantizers compute ggml's products in its order.
+// are llama.cpp's, without an importance matrix (ggml's quantize_row_*_K_ref) and with one (its
+// quantize_row_*_K_impl, one row at a time): the same searches for sub-block scales (scale_search.h),
+// in the same float operations in the same order, the same integer conversions, so that they produce
+// its bytes; the dequantizers compute ggml's products in its order.
 //
 // Each quantizer first fills a local 256-entry array of codes L, then packs it; where a sub-block's
 // scale comes out 0 ggml keeps the codes of the scale search, and so do we.
@@ -10,186 +11,33 @@
 #include <cstring>
 
 #include "quant/codecs.h"
+#include "quant/scale_search.h"
 
 namespace safeweights::quant {
 namespace {
 
 constexpr int kSuper = 256;
-constexpr float kGroupMaxEps = 1e-15f;  // below this a group counts as all zero
 
-// Round to nearest (ties to even) by adding 1.5 x 2^23 and reading the low mantissa bits, as ggml does.
-// Exact for |f| <= 2^22; for larger or non-finite input it gives ggml's value too, since it is the
-// same bit manipulation.
-inline int nearest_int(float f) noexcept {
-  const float shifted = f + 12582912.0f;
-  const auto bits = std::bit_cast<std::uint32_t>(shifted);
-  return static_cast<int>(bits & 0x7fffffu) - 0x400000;
-}
-inline int clamp(int v, int lo, int hi) noexcept { return v < lo ? lo : (v > hi ? hi : v); }
 inline std::uint8_t* bytes(std::byte* p) noexcept { return reinterpret_cast<std::uint8_t*>(p); }
 inline const std::uint8_t* bytes(const std::byte* p) noexcept { return reinterpret_cast<const std::uint8_t*>(p); }
 
-// ---- scale searches ----------------------------------------------------------------------------------
+// The weighted paths' weight of one value: its importance times the root of the block's mean square
+// (sigma2) plus its own square, as ggml's quantize_row_q*_K_impl compute it.
+inline float importance_weight(float importance, float sigma2, float x) noexcept { return importance * std::sqrt(sigma2 + x * x); }
 
-// Scale and minimum for `n` values on codes 0..nmax, minimising the weighted |error| (use_mad) or
-// squared error over nstep+1 trial scales; returns the scale, stores -min in *neg_min.
-float search_scale_min(int n, int nmax, const float* x, const float* w, std::uint8_t* L, float* neg_min, float rmin, float rdelta, int nstep,
-                       bool use_mad) {
-  float min = x[0], max = x[0];
-  float sum_w = w[0];
-  float sum_x = sum_w * x[0];
-  for (int i = 1; i < n; ++i) {
-    if (x[i] < min) min = x[i];
-    if (x[i] > max) max = x[i];
-    sum_w += w[i];
-    sum_x += w[i] * x[i];
-  }
-  if (min > 0) min = 0;
-  if (max == min) {
-    for (int i = 0; i < n; ++i) L[i] = 0;
-    *neg_min = -min;
-    return 0.0f;
-  }
-  float iscale = static_cast<float>(nmax) / (max - min);
-  float scale = 1 / iscale;
-  float best_mad = 0;
-  for (int i = 0; i < n; ++i) {
-    L[i] = static_cast<std::uint8_t>(clamp(nearest_int(iscale * (x[i] - min)), 0, nmax));
-    float diff = scale * static_cast<float>(L[i]) + min - x[i];
-    diff = use_mad ? std::fabs(diff) : diff * diff;
-    best_mad += w[i] * diff;
-  }
-  std::uint8_t trial[32];
-  for (int is = 0; is <= nstep; ++is) {
-    iscale = (rmin + rdelta * static_cast<float>(is) + static_cast<float>(nmax)) / (max - min);
-    float sum_l = 0, sum_l2 = 0, sum_xl = 0;
-    for (int i = 0; i < n; ++i) {
-      const int l = clamp(nearest_int(iscale * (x[i] - min)), 0, nmax);
-      trial[i] = static_cast<std::uint8_t>(l);
-      const float fl = static_cast<float>(l);
-      sum_l += w[i] * fl;
-      sum_l2 += w[i] * fl * fl;
-      sum_xl += w[i] * fl * x[i];
-    }
-    const float D = sum_w * sum_l2 - sum_l * sum_l;
-    if (D > 0) {
-      float this_scale = (sum_w * sum_xl - sum_x * sum_l) / D;
-      float this_min = (sum_l2 * sum_x - sum_l * sum_xl) / D;
-      if (this_min > 0) {
-        this_min = 0;
-        this_scale = sum_xl / sum_l2;
-      }
-      float mad = 0;
-      for (int i = 0; i < n; ++i) {
-        float diff = this_scale * static_cast<float>(trial[i]) + this_min - x[i];
-        diff = use_mad ? std::fabs(diff) : diff * diff;
-        mad += w[i] * diff;
-      }
-      if (mad < best_mad) {
-        for (int i = 0; i < n; ++i) L[i] = trial[i];
-        best_mad = mad;
-        scale = this_scale;
-        min = this_min;
-      }
-    }
-  }
-  *neg_min = -min;
-  return scale;
+// Sums in order, as ggml's loops add.
+inline float sum_of_squares(const float* x, int n) noexcept {
+  float sum = 0;
+  for (int l = 0; l < n; ++l) sum += x[l] * x[l];
+  return sum;
 }
-
-// The signed value of largest magnitude (first met; NaN never wins) and that magnitude.
-inline void signed_max(int n, const float* x, float& max, float& amax) noexcept {
-  max = 0;
-  amax = 0;
-  for (int i = 0; i < n; ++i) {
-    const float ax = std::fabs(x[i]);
-    if (ax > amax) {
-      amax = ax;
-      max = x[i];
-    }
-  }
+inline float sum_of(const float* x, int n) noexcept {
+  float sum = 0;
+  for (int l = 0; l < n; ++l) sum += x[l];
+  return sum;
 }
-
-// The start of both symmetric searches (16 values): the signed maximum, or true for a group that is
-// all zero (|max| below kGroupMaxEps), whose codes are then 0 and scale 0.
-bool zero_group(const float* x, std::int8_t* L, float& max) noexcept {
-  float amax;
-  signed_max(16, x, max, amax);
-  if (amax >= kGroupMaxEps) return false;
-  for (int i = 0; i < 16; ++i) L[i] = 0;
-  return true;
-}
-
-// Codes -nmax..nmax-1 of 16 values at 1/scale `iscale` (stored in L unless it is null), and their
-// x^2-weighted sums of l x and l^2.
-void weighted_codes(int nmax, const float* x, float iscale, std::int8_t* L, float& sumlx, float& suml2) noexcept {
-  sumlx = suml2 = 0;
-  for (int i = 0; i < 16; ++i) {
-    const int l = clamp(nearest_int(iscale * x[i]), -nmax, nmax - 1);
-    if (L != nullptr) L[i] = static_cast<std::int8_t>(l);
-    const float w = x[i] * x[i];
-    sumlx += w * x[i] * static_cast<float>(l);
-    suml2 += w * static_cast<float>(l) * static_cast<float>(l);
-  }
-}
-
-// Symmetric codes for 16 values, refined by coordinate descent on the x^2-weighted error (Q3_K); L
-// gets the codes plus nmax.
-float search_scale_symmetric_descent(int nmax, const float* x, std::int8_t* L) {
-  float max;
-  if (zero_group(x, L, max)) return 0.0f;
-  float sumlx, suml2;
-  weighted_codes(nmax, x, static_cast<float>(-nmax) / max, L, sumlx, suml2);
-  for (int itry = 0; itry < 5; ++itry) {
-    int changed = 0;
-    for (int i = 0; i < 16; ++i) {
-      const float w = x[i] * x[i];
-      const float li = static_cast<float>(L[i]);
-      float slx = sumlx - w * x[i] * li;
-      if (slx > 0) {
-        float sl2 = suml2 - w * li * li;
-        const int new_l = clamp(nearest_int(x[i] * sl2 / slx), -nmax, nmax - 1);
-        if (new_l != L[i]) {
-          const float fl = static_cast<float>(new_l);
-          slx += w * x[i] * fl;
-          sl2 += w * fl * fl;
-          if (sl2 > 0 && slx * slx * suml2 > sumlx * sumlx * sl2) {
-            L[i] = static_cast<std::int8_t>(new_l);
-            sumlx = slx;
-            suml2 = sl2;
-            ++changed;
-          }
-        }
-      }
-    }
-    if (changed == 0) break;
-  }
-  for (int i = 0; i < 16; ++i) L[i] = static_cast<std::int8_t>(L[i] + nmax);
-  return sumlx / suml2;
-}
-
-// Symmetric codes for 16 values, the best of 19 trial scales by x^2-weighted error (Q6_K); L gets the
-// codes plus nmax.
-float search_scale_symmetric_trials(int nmax, const float* x, std::int8_t* L) {
-  float max;
-  if (zero_group(x, L, max)) return 0.0f;
-  float sumlx, suml2;
-  weighted_codes(nmax, x, static_cast<float>(-nmax) / max, L, sumlx, suml2);
-  float scale = suml2 != 0 ? sumlx / suml2 : 0.0f;
-  float best = scale * sumlx;
-  for (int is = -9; is <= 9; ++is) {
-    if (is == 0) continue;
-    const float iscale = -(static_cast<float>(nmax) + 0.1f * static_cast<float>(is)) / max;
-    weighted_codes(nmax, x, iscale, nullptr, sumlx, suml2);
-    if (suml2 > 0 && sumlx * sumlx > best * suml2) {
-      weighted_codes(nmax, x, iscale, L, sumlx, suml2);
-      scale = sumlx / suml2;
-      best = scale * sumlx;
-    }
-  }
-  for (int i = 0; i < 16; ++i) L[i] = static_cast<std::int8_t>(L[i] + nmax);
-  return scale;
-}
+// ggml's MIN(63, code) of a 6-bit scale code.
+inline std::uint8_t capped_6bit(std::uint8_t code) noexcept { return code < 63 ? code : 63; }
 
 // ---- packing helpers ---------------------------------------------------------------------------------
 
@@ -219,42 +67,68 @@ int q3_scale(int j, const std::uint8_t* s) noexcept {
 
 // ---- Q2_K: 16 sub-blocks of 16, codes 0..3, 4-bit scales and mins ------------------------------------
 
+// The end of both Q2_K paths, once the scale bytes and d, dmin are stored: each sub-block's values
+// requantized with its stored scale and minimum (where the scale is 0 the search's codes stay), packed.
+void finish_q2_k(const float* x, std::byte* block, std::uint8_t* L) {
+  const std::uint8_t* scales = bytes(block);
+  const float dd = load_f16(block + 80), dmin = load_f16(block + 82);
+  for (int j = 0; j < 16; ++j) {
+    const float d = dd * static_cast<float>(scales[j] & 0xf);
+    if (d == 0) continue;
+    const float dm = dmin * static_cast<float>(scales[j] >> 4);
+    codes_at_scale(16, x + 16 * j, dm, d, true, 0, 3, 0, L + 16 * j);
+  }
+  pack_2bit(L, bytes(block) + 16);
+}
+
 void quantize_q2_k(const float* x, std::byte* dst, std::size_t blocks) {
   for (std::size_t b = 0; b < blocks; ++b, x += kSuper) {
-    std::uint8_t* out = bytes(dst + b * 84);
-    std::uint8_t* scales_out = out;
+    std::byte* block = dst + b * 84;
+    std::uint8_t* scales_out = bytes(block);
     std::uint8_t L[kSuper];
-    float scales[16], mins[16], weights[16];
+    float scales[16], mins[16], weights[kSuper];
+    for (int l = 0; l < kSuper; ++l) weights[l] = std::fabs(x[l]);
+    search_scale_min_groups(16, 16, 3, x, weights, L, scales, mins, -0.5f, 0.1f, 15, true);
     float max_scale = 0, max_min = 0;
     for (int j = 0; j < 16; ++j) {
-      for (int l = 0; l < 16; ++l) weights[l] = std::fabs(x[16 * j + l]);
-      scales[j] = search_scale_min(16, 3, x + 16 * j, weights, L + 16 * j, &mins[j], -0.5f, 0.1f, 15, true);
       if (scales[j] > max_scale) max_scale = scales[j];
       if (mins[j] > max_min) max_min = mins[j];
     }
     if (max_scale > 0) {
       const float iscale = 15.f / max_scale;
       for (int j = 0; j < 16; ++j) scales_out[j] = static_cast<std::uint8_t>(nearest_int(iscale * scales[j]));
-      store_f16(dst + b * 84 + 80, max_scale / 15.f);
+      store_f16(block + 80, max_scale / 15.f);
     } else {
       for (int j = 0; j < 16; ++j) scales_out[j] = 0;
-      store_f16(dst + b * 84 + 80, 0.0f);
+      store_f16(block + 80, 0.0f);
     }
     if (max_min > 0) {
       const float iscale = 15.f / max_min;
       for (int j = 0; j < 16; ++j) scales_out[j] = static_cast<std::uint8_t>(scales_out[j] | (nearest_int(iscale * mins[j]) << 4));
-      store_f16(dst + b * 84 + 82, max_min / 15.f);
+      store_f16(block + 82, max_min / 15.f);
     } else {
-      store_f16(dst + b * 84 + 82, 0.0f);
+      store_f16(block + 82, 0.0f);
     }
-    const float dd = load_f16(dst + b * 84 + 80), dmin = load_f16(dst + b * 84 + 82);
-    for (int j = 0; j < 16; ++j) {
-      const float d = dd * static_cast<float>(scales_out[j] & 0xf);
-      if (d == 0) continue;
-      const float dm = dmin * static_cast<float>(scales_out[j] >> 4);
-      for (int i = 0; i < 16; ++i) L[16 * j + i] = static_cast<std::uint8_t>(clamp(nearest_int((x[16 * j + i] + dm) / d), 0, 3));
-    }
-    pack_2bit(L, out + 16);
+    finish_q2_k(x, block, L);
+  }
+}
+
+// With importance: weights importance x sqrt(sigma2 + x^2) (sigma2 the super-block's mean square), a
+// finer affine search per sub-block, and the 4-bit scales and mins chosen by make_qp_quants' search,
+// weighted by each sub-block's total weight (ggml's quantize_row_q2_K_impl).
+void quantize_q2_k_weighted(const float* x, std::byte* dst, std::size_t row_length, const float* importance) {
+  for (std::size_t b = 0; b < row_length / kSuper; ++b, x += kSuper, importance += kSuper) {
+    std::byte* block = dst + b * 84;
+    std::uint8_t L[kSuper], Ls[16], Lm[16];
+    float scales[16], mins[16], sw[16], weights[kSuper];
+    const float sigma2 = sum_of_squares(x, kSuper) / static_cast<float>(kSuper);
+    for (int l = 0; l < kSuper; ++l) weights[l] = importance_weight(importance[l], sigma2, x[l]);
+    for (int j = 0; j < 16; ++j) sw[j] = sum_of(weights + 16 * j, 16);
+    search_scale_min_groups(16, 16, 3, x, weights, L, scales, mins, -0.9f, 0.05f, 36, false);
+    store_f16(block + 80, search_scale_positive(16, 15, scales, Ls, sw));
+    store_f16(block + 82, search_scale_positive(16, 15, mins, Lm, sw));
+    for (int j = 0; j < 16; ++j) bytes(block)[j] = static_cast<std::uint8_t>(Ls[j] | (Lm[j] << 4));
+    finish_q2_k(x, block, L);
   }
 }
 
@@ -278,14 +152,46 @@ void dequantize_q2_k(const std::byte* src, float* y, std::size_t blocks) {
 
 // ---- Q3_K: 16 sub-blocks of 16, codes -4..3, 6-bit signed scales -------------------------------------
 
+// Scale j's 6 bits (stored +32) into the 12 scale bytes (which start zeroed): low nibbles in bytes 0..7,
+// high pairs in 8..11.
+void pack_q3_scale(int j, int l, std::uint8_t* scales_out) noexcept {
+  if (j < 8)
+    scales_out[j] = static_cast<std::uint8_t>(l & 0xf);
+  else
+    scales_out[j - 8] = static_cast<std::uint8_t>(scales_out[j - 8] | ((l & 0xf) << 4));
+  scales_out[j % 4 + 8] = static_cast<std::uint8_t>(scales_out[j % 4 + 8] | ((l >> 4) << (2 * (j / 4))));
+}
+
+// The end of both Q3_K paths, once the scale bytes and d are stored: the values requantized with the
+// stored scales (where a scale is 0 the search's codes stay), the high bits to hmask, the rest packed.
+void finish_q3_k(const float* x, std::byte* block, std::int8_t* L) {
+  std::uint8_t* out = bytes(block);
+  std::uint8_t* hmask = out;
+  const float dd = load_f16(block + 108);
+  for (int j = 0; j < 16; ++j) {
+    const float d = dd * static_cast<float>(q3_scale(j, out + 96));
+    if (d == 0) continue;
+    codes_at_scale(16, x + 16 * j, 0.0f, d, false, -4, 3, 4, reinterpret_cast<std::uint8_t*>(L + 16 * j));
+  }
+  // Codes are 0..7: the high bit of element j goes to byte j % 32, bit j / 32, the low two bits to qs
+  // (ggml subtracts 4 from a code above 3, which leaves the same two bits).
+  for (int m = 0; m < 32; ++m) {
+    unsigned bits = 0;
+    for (int k = 0; k < 8; ++k) bits |= static_cast<unsigned>(L[m + 32 * k] > 3) << k;
+    hmask[m] = static_cast<std::uint8_t>(bits);
+  }
+  std::uint8_t codes[kSuper];
+  for (int j = 0; j < kSuper; ++j) codes[j] = static_cast<std::uint8_t>(L[j] & 3);
+  pack_2bit(codes, out + 32);
+}
+
 void quantize_q3_k(const float* x, std::byte* dst, std::size_t blocks) {
   for (std::size_t b = 0; b < blocks; ++b, x += kSuper) {
-    std::uint8_t* out = bytes(dst + b * 110);
-    std::uint8_t* hmask = out;
-    std::uint8_t* scales_out = out + 96;
+    std::byte* block = dst + b * 110;
+    std::uint8_t* scales_out = bytes(block) + 96;
     std::int8_t L[kSuper];
     float scales[16];
-    for (int j = 0; j < 16; ++j) scales[j] = search_scale_symmetric_descent(4, x + 16 * j, L + 16 * j);
+    search_scale_symmetric_descent_groups(16, 4, x, L, scales);
     float max_scale, amax;
     signed_max(16, scales, max_scale, amax);
     std::memset(scales_out, 0, 12);
@@ -293,34 +199,33 @@ void quantize_q3_k(const float* x, std::byte* dst, std::size_t blocks) {
       const float iscale = -32.f / max_scale;
       for (int j = 0; j < 16; ++j) {
         const auto l8 = static_cast<std::int8_t>(nearest_int(iscale * scales[j]));
-        const int l = clamp(l8, -32, 31) + 32;
-        if (j < 8)
-          scales_out[j] = static_cast<std::uint8_t>(l & 0xf);
-        else
-          scales_out[j - 8] = static_cast<std::uint8_t>(scales_out[j - 8] | ((l & 0xf) << 4));
-        scales_out[j % 4 + 8] = static_cast<std::uint8_t>(scales_out[j % 4 + 8] | ((l >> 4) << (2 * (j / 4))));
+        pack_q3_scale(j, clamp(l8, -32, 31) + 32, scales_out);
       }
-      store_f16(dst + b * 110 + 108, 1 / iscale);
+      store_f16(block + 108, 1 / iscale);
     } else {
-      store_f16(dst + b * 110 + 108, 0.0f);
+      store_f16(block + 108, 0.0f);
     }
-    const float dd = load_f16(dst + b * 110 + 108);
-    for (int j = 0; j < 16; ++j) {
-      const float d = dd * static_cast<float>(q3_scale(j, scales_out));
-      if (d == 0) continue;
-      for (int i = 0; i < 16; ++i) L[16 * j + i] = static_cast<std::int8_t>(clamp(nearest_int(x[16 * j + i] / d), -4, 3) + 4);
-    }
-    std::memset(hmask, 0, 32);
-    std::uint8_t codes[kSuper];
-    for (int j = 0; j < kSuper; ++j) {  // the high bit of element j goes to byte j % 32, bit j / 32
-      int l = L[j];
-      if (l > 3) {
-        hmask[j % 32] = static_cast<std::uint8_t>(hmask[j % 32] | (1u << (j / 32)));
-        l -= 4;
-      }
-      codes[j] = static_cast<std::uint8_t>(l);
-    }
-    pack_2bit(codes, out + 32);
+    finish_q3_k(x, block, L);
+  }
+}
+
+// With importance: weights importance x sqrt(sigma2 + x^2) (sigma2 twice the super-block's mean
+// square), make_qx_quants' trial search per sub-block, and again over the 16 scales weighted by each
+// sub-block's total weight (ggml's quantize_row_q3_K_impl).
+void quantize_q3_k_weighted(const float* x, std::byte* dst, std::size_t row_length, const float* importance) {
+  for (std::size_t b = 0; b < row_length / kSuper; ++b, x += kSuper, importance += kSuper) {
+    std::byte* block = dst + b * 110;
+    std::int8_t L[kSuper], Ls[16];
+    float scales[16], sw[16], weights[kSuper];
+    const float sigma2 = 2 * sum_of_squares(x, kSuper) / static_cast<float>(kSuper);
+    for (int l = 0; l < kSuper; ++l) weights[l] = importance_weight(importance[l], sigma2, x[l]);
+    for (int j = 0; j < 16; ++j) sw[j] = sum_of(weights + 16 * j, 16);
+    search_scale_symmetric_trials_groups(16, 16, 4, x, weights, L, scales);
+    const float d_block = search_scale_symmetric_trials(16, 32, scales, sw, Ls);
+    std::memset(bytes(block) + 96, 0, 12);
+    for (int j = 0; j < 16; ++j) pack_q3_scale(j, Ls[j], bytes(block) + 96);
+    store_f16(block + 108, d_block);
+    finish_q3_k(x, block, L);
   }
 }
 
@@ -348,86 +253,142 @@ void dequantize_q3_k(const std::byte* src, float* y, std::size_t blocks) {
 
 // ---- Q4_K and Q5_K: 8 sub-blocks of 32, 6-bit scales and mins ----------------------------------------
 
-// The scale search of both, the 12 scale bytes, d and dmin (at out[0..3]), and the codes in L.
+// The end of both paths' scale choice: the eight scales `ls` and mins `lm` packed into the 12 bytes at
+// out + 4 (bits above the sixth spill as in ggml), d and dmin stored at out[0..3], and the codes L
+// requantized with the stored values (where a scale is 0 the search's codes stay).
 template <int Nmax>
-void quantize_k4_scales(const float* x, std::uint8_t* out, std::byte* d_out, std::uint8_t* L) {
-  constexpr float kRmin = Nmax == 15 ? -1.f : -0.5f;
-  constexpr int kSteps = Nmax == 15 ? 20 : 15;
-  float scales[8], mins[8], weights[32];
-  float max_scale = 0, max_min = 0;
+void finish_k4_scales(const float* x, const std::uint8_t* ls, const std::uint8_t* lm, float d_block, float m_block, std::byte* block,
+                      std::uint8_t* L) {
+  std::uint8_t* s = bytes(block) + 4;
   for (int j = 0; j < 8; ++j) {
-    float sum_x2 = 0;
-    for (int l = 0; l < 32; ++l) sum_x2 += x[32 * j + l] * x[32 * j + l];
-    const float av_x = std::sqrt(sum_x2 / 32);
-    for (int l = 0; l < 32; ++l) weights[l] = av_x + std::fabs(x[32 * j + l]);
-    scales[j] = search_scale_min(32, Nmax, x + 32 * j, weights, L + 32 * j, &mins[j], kRmin, 0.1f, kSteps, false);
-    if (scales[j] > max_scale) max_scale = scales[j];
-    if (mins[j] > max_min) max_min = mins[j];
-  }
-  const float inv_scale = max_scale > 0 ? 63.f / max_scale : 0.f;
-  const float inv_min = max_min > 0 ? 63.f / max_min : 0.f;
-  std::uint8_t* s = out + 4;
-  for (int j = 0; j < 8; ++j) {
-    auto ls = static_cast<std::uint8_t>(nearest_int(inv_scale * scales[j]));
-    auto lm = static_cast<std::uint8_t>(nearest_int(inv_min * mins[j]));
-    if (ls > 63) ls = 63;
-    if (lm > 63) lm = 63;
     if (j < 4) {
-      s[j] = ls;
-      s[j + 4] = lm;
+      s[j] = ls[j];
+      s[j + 4] = lm[j];
     } else {
-      s[j + 4] = static_cast<std::uint8_t>((ls & 0xf) | ((lm & 0xf) << 4));
-      s[j - 4] = static_cast<std::uint8_t>(s[j - 4] | ((ls >> 4) << 6));
-      s[j] = static_cast<std::uint8_t>(s[j] | ((lm >> 4) << 6));
+      s[j + 4] = static_cast<std::uint8_t>((ls[j] & 0xf) | ((lm[j] & 0xf) << 4));
+      s[j - 4] = static_cast<std::uint8_t>(s[j - 4] | ((ls[j] >> 4) << 6));
+      s[j] = static_cast<std::uint8_t>(s[j] | ((lm[j] >> 4) << 6));
     }
   }
-  store_f16(d_out, max_scale / 63.f);
-  store_f16(d_out + 2, max_min / 63.f);
-  const float dd = load_f16(d_out), dmin = load_f16(d_out + 2);
+  store_f16(block, d_block);
+  store_f16(block + 2, m_block);
+  const float dd = load_f16(block), dmin = load_f16(block + 2);
   for (int j = 0; j < 8; ++j) {
     std::uint8_t sc, m;
     scale_min_k4(j, s, sc, m);
     const float d = dd * static_cast<float>(sc);
     if (d == 0) continue;
     const float dm = dmin * static_cast<float>(m);
-    for (int i = 0; i < 32; ++i) L[32 * j + i] = static_cast<std::uint8_t>(clamp(nearest_int((x[32 * j + i] + dm) / d), 0, Nmax));
+    codes_at_scale(32, x + 32 * j, dm, d, true, 0, Nmax, 0, L + 32 * j);
+  }
+}
+
+// The scale search of both without importance: the 12 scale bytes, d and dmin, and the codes in L.
+template <int Nmax>
+void quantize_k4_scales(const float* x, std::byte* block, std::uint8_t* L) {
+  constexpr float kRmin = Nmax == 15 ? -1.f : -0.5f;
+  constexpr int kSteps = Nmax == 15 ? 20 : 15;
+  float scales[8], mins[8], weights[kSuper];
+  for (int j = 0; j < 8; ++j) {
+    const float av_x = std::sqrt(sum_of_squares(x + 32 * j, 32) / 32);
+    for (int l = 0; l < 32; ++l) weights[32 * j + l] = av_x + std::fabs(x[32 * j + l]);
+  }
+  search_scale_min_groups(8, 32, Nmax, x, weights, L, scales, mins, kRmin, 0.1f, kSteps, false);
+  float max_scale = 0, max_min = 0;
+  for (int j = 0; j < 8; ++j) {
+    if (scales[j] > max_scale) max_scale = scales[j];
+    if (mins[j] > max_min) max_min = mins[j];
+  }
+  const float inv_scale = max_scale > 0 ? 63.f / max_scale : 0.f;
+  const float inv_min = max_min > 0 ? 63.f / max_min : 0.f;
+  std::uint8_t ls[8], lm[8];
+  for (int j = 0; j < 8; ++j) {
+    ls[j] = capped_6bit(static_cast<std::uint8_t>(nearest_int(inv_scale * scales[j])));
+    lm[j] = capped_6bit(static_cast<std::uint8_t>(nearest_int(inv_min * mins[j])));
+  }
+  finish_k4_scales<Nmax>(x, ls, lm, max_scale / 63.f, max_min / 63.f, block, L);
+}
+
+// With importance: weights importance x sqrt(sigma2 + x^2) (sigma2 twice the super-block's mean
+// square), a finer affine search per sub-block, and the 6-bit scales and mins chosen by make_qp_quants'
+// search weighted by each sub-block's total weight (ggml's quantize_row_q4_K_impl / q5_K_impl; only
+// Q5_K caps the codes at 63 there).
+template <int Nmax>
+void quantize_k4_scales_weighted(const float* x, const float* importance, std::byte* block, std::uint8_t* L) {
+  float scales[8], mins[8], sw[8], weights[kSuper];
+  const float sigma2 = 2 * sum_of_squares(x, kSuper) / static_cast<float>(kSuper);
+  for (int l = 0; l < kSuper; ++l) weights[l] = importance_weight(importance[l], sigma2, x[l]);
+  for (int j = 0; j < 8; ++j) sw[j] = sum_of(weights + 32 * j, 32);
+  search_scale_min_groups(8, 32, Nmax, x, weights, L, scales, mins, -0.9f, 0.05f, 36, false);
+  std::uint8_t ls[8], lm[8];
+  const float d_block = search_scale_positive(8, 63, scales, ls, sw);
+  const float m_block = search_scale_positive(8, 63, mins, lm, sw);
+  if constexpr (Nmax == 31) {
+    for (int j = 0; j < 8; ++j) {
+      ls[j] = capped_6bit(ls[j]);
+      lm[j] = capped_6bit(lm[j]);
+    }
+  }
+  finish_k4_scales<Nmax>(x, ls, lm, d_block, m_block, block, L);
+}
+
+// Q4_K's codes: two nibbles a byte, elements l and l+32 of each 64.
+void pack_q4_k_codes(const std::uint8_t* L, std::uint8_t* q) noexcept {
+  for (int j = 0; j < kSuper; j += 64, q += 32)
+    for (int l = 0; l < 32; ++l) q[l] = static_cast<std::uint8_t>(L[j + l] | (L[j + l + 32] << 4));
+}
+
+// Q5_K's codes: low nibbles as Q4_K's at out + 48, fifth bits in the 32 bytes at out + 16.
+void pack_q5_k_codes(const std::uint8_t* L, std::uint8_t* out) noexcept {
+  std::uint8_t* qh = out + 16;
+  std::uint8_t* ql = out + 48;
+  std::memset(qh, 0, 32);
+  int bit = 0;
+  for (int n = 0; n < kSuper; n += 64, ql += 32, bit += 2) {
+    for (int j = 0; j < 32; ++j) {
+      int l1 = L[n + j], l2 = L[n + j + 32];
+      if (l1 > 15) {
+        l1 -= 16;
+        qh[j] = static_cast<std::uint8_t>(qh[j] | (1u << bit));
+      }
+      if (l2 > 15) {
+        l2 -= 16;
+        qh[j] = static_cast<std::uint8_t>(qh[j] | (2u << bit));
+      }
+      ql[j] = static_cast<std::uint8_t>(l1 | (l2 << 4));
+    }
   }
 }
 
 void quantize_q4_k(const float* x, std::byte* dst, std::size_t blocks) {
   for (std::size_t b = 0; b < blocks; ++b, x += kSuper) {
-    std::uint8_t* out = bytes(dst + b * 144);
     std::uint8_t L[kSuper];
-    quantize_k4_scales<15>(x, out, dst + b * 144, L);
-    std::uint8_t* q = out + 16;
-    for (int j = 0; j < kSuper; j += 64, q += 32)
-      for (int l = 0; l < 32; ++l) q[l] = static_cast<std::uint8_t>(L[j + l] | (L[j + l + 32] << 4));
+    quantize_k4_scales<15>(x, dst + b * 144, L);
+    pack_q4_k_codes(L, bytes(dst + b * 144) + 16);
   }
 }
 
 void quantize_q5_k(const float* x, std::byte* dst, std::size_t blocks) {
   for (std::size_t b = 0; b < blocks; ++b, x += kSuper) {
-    std::uint8_t* out = bytes(dst + b * 176);
     std::uint8_t L[kSuper];
-    quantize_k4_scales<31>(x, out, dst + b * 176, L);
-    std::uint8_t* qh = out + 16;
-    std::uint8_t* ql = out + 48;
-    std::memset(qh, 0, 32);
-    int bit = 0;
-    for (int n = 0; n < kSuper; n += 64, ql += 32, bit += 2) {
-      for (int j = 0; j < 32; ++j) {
-        int l1 = L[n + j], l2 = L[n + j + 32];
-        if (l1 > 15) {
-          l1 -= 16;
-          qh[j] = static_cast<std::uint8_t>(qh[j] | (1u << bit));
-        }
-        if (l2 > 15) {
-          l2 -= 16;
-          qh[j] = static_cast<std::uint8_t>(qh[j] | (2u << bit));
-        }
-        ql[j] = static_cast<std::uint8_t>(l1 | (l2 << 4));
-      }
-    }
+    quantize_k4_scales<31>(x, dst + b * 176, L);
+    pack_q5_k_codes(L, bytes(dst + b * 176));
+  }
+}
+
+void quantize_q4_k_weighted(const float* x, std::byte* dst, std::size_t row_length, const float* importance) {
+  for (std::size_t b = 0; b < row_length / kSuper; ++b, x += kSuper, importance += kSuper) {
+    std::uint8_t L[kSuper];
+    quantize_k4_scales_weighted<15>(x, importance, dst + b * 144, L);
+    pack_q4_k_codes(L, bytes(dst + b * 144) + 16);
+  }
+}
+
+void quantize_q5_k_weighted(const float* x, std::byte* dst, std::size_t row_length, const float* importance) {
+  for (std::size_t b = 0; b < row_length / kSuper; ++b, x += kSuper, importance += kSuper) {
+    std::uint8_t L[kSuper];
+    quantize_k4_scales_weighted<31>(x, importance, dst + b * 176, L);
+    pack_q5_k_codes(L, bytes(dst + b * 176));
   }
 }
 
@@ -456,12 +417,15 @@ void dequantize_k4(const std::byte* src, float* y, std::size_t blocks) {
 
 // ---- Q6_K: 16 sub-blocks of 16, codes -32..31, 8-bit signed scales -----------------------------------
 
-void quantize_q6_k(const float* x, std::byte* dst, std::size_t blocks) {
+// Both paths: make_qx_quants' trial search per sub-block, weighted by x^2 or, with importance, by the
+// importance itself (ggml's quantize_row_q6_K_ref and quantize_row_q6_K_impl); `importance` is null or
+// holds a weight per value.
+void quantize_q6_k_blocks(const float* x, std::byte* dst, std::size_t blocks, const float* importance) {
   for (std::size_t b = 0; b < blocks; ++b, x += kSuper) {
     std::uint8_t* out = bytes(dst + b * 210);
     std::int8_t L[kSuper];
     float scales[16];
-    for (int ib = 0; ib < 16; ++ib) scales[ib] = search_scale_symmetric_trials(32, x + 16 * ib, L + 16 * ib);
+    search_scale_symmetric_trials_groups(16, 16, 32, x, importance != nullptr ? importance + b * kSuper : nullptr, L, scales);
     float max_scale, max_abs_scale;
     signed_max(16, scales, max_scale, max_abs_scale);
     if (max_abs_scale < kGroupMaxEps) {
@@ -479,7 +443,7 @@ void quantize_q6_k(const float* x, std::byte* dst, std::size_t blocks) {
     for (int j = 0; j < 16; ++j) {
       const float d = dd * static_cast<float>(sc_out[j]);
       if (d == 0) continue;
-      for (int i = 0; i < 16; ++i) L[16 * j + i] = static_cast<std::int8_t>(clamp(nearest_int(x[16 * j + i] / d), -32, 31) + 32);
+      codes_at_scale(16, x + 16 * j, 0.0f, d, false, -32, 31, 32, reinterpret_cast<std::uint8_t*>(L + 16 * j));
     }
     std::uint8_t* ql = out;
     std::uint8_t* qh = out + 128;
@@ -492,6 +456,12 @@ void quantize_q6_k(const float* x, std::byte* dst, std::size_t blocks) {
       }
     }
   }
+}
+
+void quantize_q6_k(const float* x, std::byte* dst, std::size_t blocks) { quantize_q6_k_blocks(x, dst, blocks, nullptr); }
+
+void quantize_q6_k_weighted(const float* x, std::byte* dst, std::size_t row_length, const float* importance) {
+  quantize_q6_k_blocks(x, dst, row_length / kSuper, importance);
 }
 
 void dequantize_q6_k(const std::byte* src, float* y, std::size_t blocks) {
@@ -554,11 +524,11 @@ void dequantize_q8_k(const std::byte* src, float* y, std::size_t blocks) {
 
 Codec k_codec(TensorType type) noexcept {
   switch (type) {
-    case TensorType::Q2_K: return {quantize_q2_k, dequantize_q2_k};
-    case TensorType::Q3_K: return {quantize_q3_k, dequantize_q3_k};
-    case TensorType::Q4_K: return {quantize_q4_k, dequantize_k4<4>};
-    case TensorType::Q5_K: return {quantize_q5_k, dequantize_k4<5>};
-    case TensorType::Q6_K: return {quantize_q6_k, dequantize_q6_k};
+    case TensorType::Q2_K: return {quantize_q2_k, dequantize_q2_k, quantize_q2_k_weighted};
+    case TensorType::Q3_K: return {quantize_q3_k, dequantize_q3_k, quantize_q3_k_weighted};
+    case TensorType::Q4_K: return {quantize_q4_k, dequantize_k4<4>, quantize_q4_k_weighted};
+    case TensorType::Q5_K: return {quantize_q5_k, dequantize_k4<5>, quantize_q5_k_weighted};
+    case TensorType::Q6_K: return {quantize_q6_k, dequantize_q6_k, quantize_q6_k_weighted};
     case TensorType::Q8_K: return {quantize_q8_k, dequantize_q8_k};
     default: return {};
   }

@@ -1,7 +1,8 @@
 // ggml's first block types: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1 (32 elements a block). The quantizers
-// follow ggml's reference quantizers (quantize_row_*_ref) step for step, in the same float operations
-// in the same order, so that they give its bytes on any input; the dequantizers compute q*d (+ m) as
-// ggml's do.
+// follow ggml's reference quantizers (quantize_row_*_ref) step for step, and with importance weights its
+// quantize_row_*_impl (Q4_0 ... Q5_1; ggml's Q8_0 ignores weights), in the same float operations in the
+// same order, so that they give its bytes on any input; the dequantizers compute q*d (+ m) as ggml's do.
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -9,6 +10,7 @@
 #include <limits>
 
 #include "quant/codecs.h"
+#include "quant/scale_search.h"
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -223,6 +225,93 @@ void quantize_q8(const float* src, std::byte* dst, std::size_t blocks) {
   }
 }
 
+// ---- with importance weights (ggml's quantize_row_q4_0_impl ... q5_1_impl) ---------------------------
+
+// The mean square of a whole row, its sum taken in order (the weighted paths' sigma2).
+float row_mean_square(const float* x, std::size_t n) noexcept {
+  float sum = 0;
+  for (std::size_t j = 0; j < n; ++j) sum += x[j] * x[j];
+  return sum / static_cast<float>(n);
+}
+
+// The weights of consecutive blocks: importance x sqrt(sigma2 + x^2).
+void block_weights(const float* x, const float* importance, float sigma2, float* weight, std::size_t n) noexcept {
+  for (std::size_t j = 0; j < n; ++j) weight[j] = importance[j] * std::sqrt(sigma2 + x[j] * x[j]);
+}
+
+// Blocks are searched eight at a time (scale_search.h's groups, one block a lane); a row's last blocks,
+// fewer than eight, one by one.
+constexpr std::size_t kGroup = 8;
+
+// The weighted paths' walk over a row: sigma2 (the row's mean square), then for each group of up to
+// kGroup blocks their weights, search(blocks in the group, values, weights), and store(block, index
+// in the group) for each block.
+template <typename Search, typename Store>
+void weighted_blocks(const float* src, std::size_t row_length, const float* importance, Search&& search, Store&& store) {
+  const float sigma2 = row_mean_square(src, row_length);
+  const std::size_t blocks = row_length / kBlock;
+  float weight[kGroup * kBlock];
+  for (std::size_t b = 0; b < blocks; b += kGroup) {
+    const std::size_t group = std::min(kGroup, blocks - b);
+    const float* x = src + b * kBlock;
+    block_weights(x, importance + b * kBlock, sigma2, weight, group * kBlock);
+    search(group, x, static_cast<const float*>(weight));
+    for (std::size_t k = 0; k < group; ++k) store(b + k, k);
+  }
+}
+
+// Symmetric 4 and 5 bits: make_qx_quants' trial search over each block, codes 0..2^bits-1 (offset
+// 2^(bits-1)) packed as the reference path packs them.
+template <int Bits>
+void quantize_symmetric_weighted(const float* src, std::byte* dst, std::size_t row_length, const float* importance) {
+  constexpr int kOffset = 1 << (Bits - 1);
+  constexpr std::size_t kQs = Bits == 4 ? 2 : 6;
+  float d[kGroup];
+  std::int8_t L[kGroup * kBlock];
+  auto search = [&](std::size_t group, const float* x, const float* weight) {
+    if (group == kGroup)
+      search_scale_symmetric_trials_groups(kGroup, kBlock, kOffset, x, weight, L, d);
+    else
+      for (std::size_t k = 0; k < group; ++k)
+        d[k] = search_scale_symmetric_trials(kBlock, kOffset, x + k * kBlock, weight + k * kBlock, L + k * kBlock);
+  };
+  auto store = [&](std::size_t block, std::size_t k) {
+    std::byte* out = dst + block * (kQs + 16);
+    const std::int8_t* l = L + k * kBlock;
+    store_f16(out, d[k]);
+    std::uint32_t qh = 0;
+    for (std::size_t j = 0; j < 16; ++j) pack_pair<Bits>(out + kQs, j, static_cast<std::uint8_t>(l[j]), static_cast<std::uint8_t>(l[j + 16]), qh);
+    if constexpr (Bits == 5) le::store(out + 2, qh, 4);
+  };
+  weighted_blocks(src, row_length, importance, search, store);
+}
+
+// With a minimum: make_qkx3_quants' affine search over each block (ggml's steps -0.9 + 0.05 k, k = 0..36).
+template <int Bits>
+void quantize_affine_weighted(const float* src, std::byte* dst, std::size_t row_length, const float* importance) {
+  constexpr int kTop = (1 << Bits) - 1;
+  constexpr std::size_t kQs = Bits == 4 ? 4 : 8;
+  float d[kGroup], neg_min[kGroup];
+  std::uint8_t L[kGroup * kBlock];
+  auto search = [&](std::size_t group, const float* x, const float* weight) {
+    if (group == kGroup)
+      search_scale_min_groups(kGroup, kBlock, kTop, x, weight, L, d, neg_min, -0.9f, 0.05f, 36, false);
+    else
+      for (std::size_t k = 0; k < group; ++k)
+        d[k] = search_scale_min(kBlock, kTop, x + k * kBlock, weight + k * kBlock, L + k * kBlock, &neg_min[k], -0.9f, 0.05f, 36, false);
+  };
+  auto store = [&](std::size_t block, std::size_t k) {
+    std::byte* out = dst + block * (kQs + 16);
+    const std::uint8_t* l = L + k * kBlock;
+    store_f16(out, d[k]);
+    store_f16(out + 2, -neg_min[k]);
+    std::uint32_t qh = 0;
+    for (std::size_t j = 0; j < 16; ++j) pack_pair<Bits>(out + kQs, j, l[j], l[j + 16], qh);
+    if constexpr (Bits == 5) le::store(out + 4, qh, 4);
+  };
+  weighted_blocks(src, row_length, importance, search, store);
+}
+
 // The 32 unsigned codes of a 4- or 5-bit block: nibbles (j, j+16), the fifth bits from qh.
 template <int Bits>
 void codes(const std::byte* qs, const std::byte* qh_bytes, int* q) noexcept {
@@ -274,10 +363,10 @@ void dequantize_q8(const std::byte* src, float* dst, std::size_t blocks) {
 
 Codec legacy_codec(TensorType type) noexcept {
   switch (type) {
-    case TensorType::Q4_0: return {quantize_symmetric<4>, dequantize_symmetric<4>};
-    case TensorType::Q5_0: return {quantize_symmetric<5>, dequantize_symmetric<5>};
-    case TensorType::Q4_1: return {quantize_affine<4>, dequantize_affine<4>};
-    case TensorType::Q5_1: return {quantize_affine<5>, dequantize_affine<5>};
+    case TensorType::Q4_0: return {quantize_symmetric<4>, dequantize_symmetric<4>, quantize_symmetric_weighted<4>};
+    case TensorType::Q5_0: return {quantize_symmetric<5>, dequantize_symmetric<5>, quantize_symmetric_weighted<5>};
+    case TensorType::Q4_1: return {quantize_affine<4>, dequantize_affine<4>, quantize_affine_weighted<4>};
+    case TensorType::Q5_1: return {quantize_affine<5>, dequantize_affine<5>, quantize_affine_weighted<5>};
     case TensorType::Q8_0: return {quantize_q8<false>, dequantize_q8<false>};
     case TensorType::Q8_1: return {quantize_q8<true>, dequantize_q8<true>};
     default: return {};

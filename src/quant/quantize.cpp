@@ -157,6 +157,7 @@ Status quantize_rows(TensorType type, std::span<const float> src, std::span<std:
     return Error(ErrorKind::InvalidArgument, "quantizing to " + std::string(type_name(type)) + ": rows of " + std::to_string(row_length) +
                                                  " are not whole blocks of " + std::to_string(block_elements));
   const std::size_t rows = src.size() / row_length;
+  if (rows == 0) return Status::ok();
   const std::size_t row_bytes = dst.size() / rows;
   for (std::size_t r = 0; r < rows; ++r) c.quantize_weighted(src.data() + r * row_length, dst.data() + r * row_bytes, row_length, importance.data());
   return Status::ok();

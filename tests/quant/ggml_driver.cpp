@@ -1,9 +1,11 @@
 // Compares safeweights' quantize()/dequantize() with ggml's own code, byte for byte, on random and edge
-// inputs, for every type both support. Built and run by ggml_differential.sh against a llama.cpp
-// checkout (ggml-base only); prints one table row a type and exits 1 on any difference.
+// inputs, for every type both support, and quantize_rows() with importance weights against ggml's
+// weighted quantizers. Built and run by ggml_differential.sh against the pinned llama.cpp (ggml-base
+// only); prints one table row a type and exits 1 on any difference.
 //
 // ggml's side is what llama.cpp's quantizer calls: ggml_quantize_chunk() without an importance matrix
-// (from_float_ref for Q8_1, the row functions for Q8_K, which it does not list), and the type's to_float for dequantizing.
+// (from_float_ref for Q8_1, the row functions for Q8_K, which it does not list), ggml_quantize_chunk()
+// with one (many rows a call, one weight a column), and the type's to_float for dequantizing.
 #include <algorithm>
 #include <bit>
 #include <chrono>
@@ -139,9 +141,106 @@ void ggml_dequantize(ggml_type t, const void* src, float* dst, std::size_t n) {
     ggml_get_type_traits(t)->to_float(src, dst, static_cast<int64_t>(n));
 }
 
+// ---- importance-weighted quantizing ------------------------------------------------------------------
+
+// The types llama-quantize hands an importance matrix to, and some whose quantizers ignore it (F16,
+// BF16, Q8_0: quantize_rows() must ignore it too).
+const Pair kWeightedTypes[] = {
+    {TensorType::F16, GGML_TYPE_F16},   {TensorType::BF16, GGML_TYPE_BF16}, {TensorType::Q8_0, GGML_TYPE_Q8_0}, {TensorType::Q4_0, GGML_TYPE_Q4_0},
+    {TensorType::Q4_1, GGML_TYPE_Q4_1}, {TensorType::Q5_0, GGML_TYPE_Q5_0}, {TensorType::Q5_1, GGML_TYPE_Q5_1}, {TensorType::Q2_K, GGML_TYPE_Q2_K},
+    {TensorType::Q3_K, GGML_TYPE_Q3_K}, {TensorType::Q4_K, GGML_TYPE_Q4_K}, {TensorType::Q5_K, GGML_TYPE_Q5_K}, {TensorType::Q6_K, GGML_TYPE_Q6_K},
+};
+
+struct Importance {
+  const char* name;
+  std::vector<float> weights;  // empty: none (ggml gets a null imatrix)
+};
+
+// Importance vectors as llama-imatrix writes them (positive, mean squared activations: any magnitude)
+// and the corners: zeros among them, all zero, one column alone, extreme magnitudes, and none.
+std::vector<Importance> importance_vectors(std::mt19937& rng) {
+  std::uniform_real_distribution<float> unit(0.0f, 1.0f);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<Importance> out;
+  auto make = [&](const char* name, auto&& value) {
+    std::vector<float> w(kRow);
+    for (std::size_t i = 0; i < kRow; ++i) w[i] = value(i);
+    out.push_back({name, std::move(w)});
+  };
+  make("uniform", [&](std::size_t) { return 1.0f - unit(rng); });  // (0, 1]
+  make("spread", [&](std::size_t) { return std::exp(4.0f * normal(rng)); });
+  make("zeros", [&](std::size_t) { return unit(rng) < 0.3f ? 0.0f : 1.0f - unit(rng); });
+  make("all-zero", [&](std::size_t) { return 0.0f; });
+  make("one-hot", [&](std::size_t i) { return i % 97 == 5 ? 1.0f : 0.0f; });
+  make("tiny", [&](std::size_t) { return (1.0f - unit(rng)) * 1e-38f; });  // subnormal products
+  make("huge", [&](std::size_t) { return (1.0f - unit(rng)) * 1e30f; });   // overflowing products
+  out.push_back({"none", {}});
+  return out;
+}
+
+// Every row of the corpus at once, through both: ggml_quantize_chunk(type, src, dst, 0, nrows, n_per_row,
+// imatrix) and quantize_rows(), over rows of `row` values (the corpus cut anew where row is not its
+// 1,024). Returns the rows that differ (and prints the first).
+std::size_t compare_weighted(const Pair& p, const std::vector<float>& corpus, std::size_t row, const Importance& imp) {
+  const std::size_t nrows = corpus.size() / row;
+  const std::span<const float> matrix(corpus.data(), nrows * row);
+  const std::span<const float> weights = imp.weights.empty() ? std::span<const float>() : std::span<const float>(imp.weights).first(row);
+  const std::size_t row_bytes = ggml_row_size(p.theirs, static_cast<int64_t>(row));
+  std::vector<std::uint8_t> ours(row_bytes * nrows), theirs(row_bytes * nrows);
+  ggml_quantize_chunk(p.theirs, matrix.data(), theirs.data(), 0, static_cast<int64_t>(nrows), static_cast<int64_t>(row),
+                      weights.empty() ? nullptr : weights.data());
+  const auto status = safeweights::quantize_rows(p.ours, matrix, std::as_writable_bytes(std::span(ours)), row, weights);
+  if (!status.is_ok()) {
+    std::printf("  %s quantize_rows (%s importance): %s\n", ggml_type_name(p.theirs), imp.name, status.to_string().c_str());
+    return nrows;
+  }
+  std::size_t differ = 0;
+  for (std::size_t r = 0; r < nrows; ++r) {
+    const std::uint8_t* a = ours.data() + r * row_bytes;
+    const std::uint8_t* b = theirs.data() + r * row_bytes;
+    if (std::memcmp(a, b, row_bytes) == 0) continue;
+    if (differ++ == 0) {
+      std::size_t i = 0;
+      while (a[i] == b[i]) ++i;
+      std::printf("  %s quantize_rows (%s importance, rows of %zu): row %zu, first differing byte %zu (ours %02x, ggml %02x)\n",
+                  ggml_type_name(p.theirs), imp.name, row, r, i, a[i], b[i]);
+    }
+  }
+  return differ;
+}
+
+int weighted_table(const std::vector<std::vector<float>>& rows, std::mt19937& rng) {
+  std::vector<float> matrix;
+  for (const auto& row : rows) matrix.insert(matrix.end(), row.begin(), row.end());
+  const auto importances = importance_vectors(rng);
+  std::printf(
+      "\n%-8s %12s %10s   (quantize_rows with importance: %zu rows of 1,024, for 32-element types also cut in rows of 416, x %zu importance "
+      "vectors)\n",
+      "type", "rows", "differ", rows.size(), importances.size());
+  int failures = 0;
+  for (const Pair& p : kWeightedTypes) {
+    std::size_t compared = 0, differ = 0;
+    // Rows of 1,024, and for the 32-element types rows of 13 blocks too (the weighted legacy paths search
+    // blocks eight at a time: a row's last blocks go alone).
+    const std::size_t block = static_cast<std::size_t>(ggml_blck_size(p.theirs));
+    for (std::size_t row : {kRow, std::size_t{13 * 32}}) {
+      if (row % block != 0) continue;
+      for (const Importance& imp : importances) {
+        differ += compare_weighted(p, matrix, row, imp);
+        compared += matrix.size() / row;
+      }
+    }
+    std::printf("%-8s %12zu %10zu\n", ggml_type_name(p.theirs), compared, differ);
+    failures += static_cast<int>(differ);
+  }
+  return failures;
+}
 }  // namespace
 
-int main() {
+// Argument: --no-speed leaves out the speed table (the script runs the driver once per build of our
+// lanes: the default, the 4-lane path and the plain one).
+int main(int argc, char** argv) {
+  const bool speed = !(argc > 1 && std::string(argv[1]) == "--no-speed");
   ggml_init_params params = {1024, nullptr, true};
   ggml_context* ctx = ggml_init(params);  // fills ggml's float16 table
   std::mt19937 rng(12345);
@@ -192,12 +291,21 @@ int main() {
     std::printf("%-8s %12zu %10zu %14zu %10zu\n", ggml_type_name(p.theirs), q_rows, q_diff, d_rows, d_diff);
     failures += static_cast<int>(q_diff + d_diff);
   }
+  failures += weighted_table(rows, rng);
+  if (!speed) {
+    ggml_free(ctx);
+    std::printf(failures ? "DIFFERENCES FOUND\n" : "all identical\n");
+    return failures ? 1 : 0;
+  }
   // For information only (never a pass/fail criterion): single-thread quantizing speed of both on
-  // normal data, MB/s of float32 input.
-  std::printf("\n%-8s %14s %14s   (quantize, MB/s of float32, one thread)\n", "type", "ggml", "safeweights");
+  // normal data, MB/s of float32 input, without and with importance weights.
+  std::printf("\n%-8s %14s %14s %14s %14s   (quantize, MB/s of float32, one thread)\n", "type", "ggml", "safeweights", "ggml weighted",
+              "ours weighted");
   std::vector<float> normal_row(kRow * 16);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   for (auto& v : normal_row) v = normal(rng);
+  std::vector<float> importance(kRow);
+  for (auto& v : importance) v = std::exp(normal(rng));
   for (const Pair& p : kTypes) {
     if (!ggml_quantizes(p.theirs)) continue;
     std::vector<std::uint8_t> out(ggml_row_size(p.theirs, normal_row.size()));
@@ -212,7 +320,15 @@ int main() {
     };
     const double theirs = rate([&] { ggml_quantize(p.theirs, normal_row.data(), out.data(), normal_row.size()); });
     const double ours = rate([&] { (void)safeweights::quantize(p.ours, normal_row, std::as_writable_bytes(std::span(out))); });
-    std::printf("%-8s %14.0f %14.0f\n", ggml_type_name(p.theirs), theirs, ours);
+    std::printf("%-8s %14.0f %14.0f", ggml_type_name(p.theirs), theirs, ours);
+    if (safeweights::takes_importance(p.ours)) {
+      const auto nrows = static_cast<int64_t>(normal_row.size() / kRow);
+      const double theirs_w = rate([&] { ggml_quantize_chunk(p.theirs, normal_row.data(), out.data(), 0, nrows, kRow, importance.data()); });
+      const double ours_w =
+          rate([&] { (void)safeweights::quantize_rows(p.ours, normal_row, std::as_writable_bytes(std::span(out)), kRow, importance); });
+      std::printf(" %14.0f %14.0f", theirs_w, ours_w);
+    }
+    std::printf("\n");
   }
   ggml_free(ctx);
   std::printf(failures ? "DIFFERENCES FOUND\n" : "all identical\n");

@@ -455,6 +455,126 @@ TEST(QuantBlocks, PartialBlocksAreInvalidArgument) {
   EXPECT_EQ(status.error().kind(), sw::ErrorKind::InvalidArgument);
 }
 
+// ---- importance-weighted quantizing (quantize_rows) -------------------------------------------------
+
+// Two rows of 512 exact values (multiples of 1/16 at three magnitudes) and 512 exact weights.
+constexpr std::size_t kWeightedRow = 512;
+std::vector<float> weighted_input() {
+  std::vector<float> x(2 * kWeightedRow);
+  for (std::size_t i = 0; i < x.size(); ++i)
+    x[i] = static_cast<float>(static_cast<int>((i * 37 + 11) % 101) - 50) / 16.0f * static_cast<float>(1 + (i / 64) % 3);
+  return x;
+}
+std::vector<float> weighted_importance() {
+  std::vector<float> w(kWeightedRow);
+  for (std::size_t i = 0; i < w.size(); ++i) w[i] = 0.25f * static_cast<float>(1 + (i * 13) % 17);
+  return w;
+}
+
+std::vector<std::byte> quantized_rows(TensorType type, const std::vector<float>& values, std::size_t row_length,
+                                      const std::vector<float>& importance) {
+  const std::uint64_t shape[1] = {values.size()};
+  std::vector<std::byte> out(sw::tensor_nbytes(type, shape).value());
+  auto status = sw::quantize_rows(type, values, out, row_length, importance);
+  EXPECT_TRUE(status.is_ok()) << status.to_string();
+  return out;
+}
+
+std::uint64_t fnv1a(const std::vector<std::byte>& bytes) {
+  std::uint64_t h = 0xcbf29ce484222325ull;
+  for (std::byte b : bytes) {
+    h ^= std::to_integer<std::uint64_t>(b);
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+// The FNV-1a hashes of ggml's bytes for weighted_input() and weighted_importance(): ggml_quantize_chunk(
+// type, x, dst, 0, 2, 512, importance) of the pinned llama.cpp (0.3.36's vendored tree). Every row of
+// ggml's weighted quantizers is compared on a wide corpus by tests/quant/ggml_differential.sh.
+TEST(QuantWeighted, KnownAnswersFromGgml) {
+  const struct {
+    TensorType type;
+    std::uint64_t hash;
+  } cases[] = {
+      {TensorType::Q4_0, 0x61629557563109a1ull}, {TensorType::Q4_1, 0xf1bbaed9235d34d2ull}, {TensorType::Q5_0, 0x65b2ef79ef39a593ull},
+      {TensorType::Q5_1, 0x34dcede5d9524effull}, {TensorType::Q2_K, 0x148cb05670bf7656ull}, {TensorType::Q3_K, 0xfb750d8d3eaac9dfull},
+      {TensorType::Q4_K, 0x358d48cad307d76cull}, {TensorType::Q5_K, 0x904ef8fc5fb7cc77ull}, {TensorType::Q6_K, 0x6be5646d462bb8b9ull},
+  };
+  const auto x = weighted_input();
+  const auto w = weighted_importance();
+  for (const auto& c : cases) {
+    EXPECT_TRUE(sw::takes_importance(c.type)) << sw::type_name(c.type);
+    const auto bytes = quantized_rows(c.type, x, kWeightedRow, w);
+    EXPECT_EQ(fnv1a(bytes), c.hash) << sw::type_name(c.type);
+    EXPECT_NE(bytes, quantized(c.type, x)) << sw::type_name(c.type) << ": the weighted path is other code than the reference one";
+  }
+}
+
+TEST(QuantWeighted, NoImportanceIsQuantize) {
+  const auto x = weighted_input();
+  for (TensorType type : {TensorType::Q4_0, TensorType::Q5_1, TensorType::Q2_K, TensorType::Q4_K, TensorType::Q6_K})
+    EXPECT_EQ(quantized_rows(type, x, kWeightedRow, {}), quantized(type, x)) << sw::type_name(type);
+}
+
+TEST(QuantWeighted, TypesWhoseGgmlQuantizerTakesNoWeightsIgnoreThem) {
+  const auto x = weighted_input();
+  const auto w = weighted_importance();
+  for (TensorType type : {TensorType::F32, TensorType::F16, TensorType::BF16, TensorType::Q8_0}) {
+    EXPECT_FALSE(sw::takes_importance(type)) << sw::type_name(type);
+    EXPECT_EQ(quantized_rows(type, x, kWeightedRow, w), quantized(type, x)) << sw::type_name(type);
+  }
+}
+
+// Where the importance is large the weighted paths spend their precision: the importance-weighted
+// squared error of the round trip is smaller than with the same weights' reference path. (A property of
+// ggml's algorithms on this data, not a bound: exactness is the differential test's.)
+TEST(QuantWeighted, ImportanceLowersTheWeightedError) {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> x(16 * kWeightedRow);
+  for (auto& v : x) v = normal(rng);
+  std::vector<float> w(kWeightedRow);
+  for (std::size_t i = 0; i < w.size(); ++i) w[i] = i % 8 == 0 ? 100.0f : 0.01f;
+  auto weighted_error = [&](const std::vector<float>& y) {
+    double e = 0;
+    for (std::size_t i = 0; i < x.size(); ++i) e += w[i % kWeightedRow] * (x[i] - y[i]) * (x[i] - y[i]);
+    return e;
+  };
+  for (TensorType type : {TensorType::Q4_0, TensorType::Q4_1, TensorType::Q5_0, TensorType::Q5_1, TensorType::Q2_K, TensorType::Q3_K,
+                          TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K}) {
+    const double with = weighted_error(dequantized(type, quantized_rows(type, x, kWeightedRow, w), x.size()));
+    const double without = weighted_error(dequantized(type, quantized(type, x), x.size()));
+    EXPECT_LT(with, without) << sw::type_name(type);
+  }
+}
+
+TEST(QuantWeighted, ArgumentErrorsAreInvalidArgument) {
+  std::vector<float> x(512, 1.0f), w(256, 1.0f);
+  std::vector<std::byte> out(2 * 144);
+  auto expect_invalid = [](const sw::Status& status, const char* what) {
+    ASSERT_FALSE(status.is_ok()) << what;
+    EXPECT_EQ(status.error().kind(), sw::ErrorKind::InvalidArgument) << what;
+    EXPECT_NE(status.error().message().find("Q4_K"), std::string::npos) << status.error().message();
+  };
+  expect_invalid(sw::quantize_rows(TensorType::Q4_K, x, out, 512, w), "256 weights for rows of 512");
+  expect_invalid(sw::quantize_rows(TensorType::Q4_K, x, out, 0, w), "rows of 0");
+  std::vector<float> x3(768, 1.0f);
+  expect_invalid(sw::quantize_rows(TensorType::Q4_K, x3, out, 256, w), "bytes for 2 rows, not 3");
+  std::vector<float> w128(128, 1.0f);
+  expect_invalid(sw::quantize_rows(TensorType::Q4_K, x, out, 128, w128), "rows of half a super-block");
+  // Rows of three 32-element blocks are fine for Q4_0.
+  std::vector<float> w96(96, 1.0f), x96(192, 1.0f);
+  std::vector<std::byte> out96(2 * 3 * 18);
+  EXPECT_TRUE(sw::quantize_rows(TensorType::Q4_0, x96, out96, 96, w96).is_ok());
+}
+
+TEST(QuantWeighted, NoRowsAreFine) {
+  std::vector<float> none, w(256, 1.0f);
+  std::vector<std::byte> no_bytes;
+  EXPECT_TRUE(sw::quantize_rows(TensorType::Q4_K, none, no_bytes, 256, w).is_ok());
+}
+
 // ---- arguments ---------------------------------------------------------------------------------------
 
 TEST(QuantArguments, WrongSizesAreInvalidArgument) {
