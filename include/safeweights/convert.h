@@ -65,6 +65,9 @@ struct ConvertReport {
   std::vector<ConvertedTensor> tensors;
   std::uint64_t bytes_written = 0;
   std::vector<std::string> files;  // the files written, in order
+  // What the conversion inferred rather than read (an original download's Llama version, context
+  // length), for the user to check: the CLI prints each on stderr.
+  std::vector<std::string> notes;
 };
 
 Result<ConvertReport> convert(const TensorFile& input, const std::string& output_path, const ConvertOptions& options = {});
