@@ -228,7 +228,9 @@ const TensorEntry* ShardSet::find(std::string_view name) const noexcept {
 
 Result<std::vector<ViewTensor>> transformers_view(const ShardSet& weights, Dimensions& dims) {
   SW_RETURN_IF_ERROR(check_shards_agree(weights));
-  if (weights.shard_count() > 1 && dims.kv_heads % weights.shard_count() != 0)
+  // More shards than key/value heads, the query heads split evenly: 405B's mp16, which replicates them.
+  // Any other count that does not divide the heads is refused by the shapes, below.
+  if (weights.shard_count() > dims.kv_heads && dims.heads % weights.shard_count() == 0)
     return Error(ErrorKind::NotSupported, std::to_string(weights.shard_count()) + " model-parallel shards for " + std::to_string(dims.kv_heads) +
                                               " key/value heads (the shards would replicate them, as 405B's mp16 does): convert the mp8 download")
         .with_file(weights.name());

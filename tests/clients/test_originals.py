@@ -176,10 +176,10 @@ def test_mistral_native_ignores_the_transformers_shards(tmp_path):
     assert np.max(np.abs(got - want)) <= 1e-4 * np.max(np.abs(want))
 
 
-def refused(src, tmp_path, *extra):
+def refused(src, tmp_path, *extra, code=1):
     out = tmp_path / "out"
     r = convert(src, out, *extra)
-    assert r.returncode == 1, r.stderr
+    assert r.returncode == code, r.stderr
     assert not out.exists() and not any(p.name.startswith(".out") for p in tmp_path.iterdir())
     return r.stderr
 
@@ -229,14 +229,19 @@ def test_params_disagreeing_with_the_tensors_refused(llama2, tmp_path):
 
 
 def test_version_not_inferred_is_asked_for(llama2, tmp_path):
-    err = refused(llama2[1][1], tmp_path)
-    assert "give --llama-version 1 or 2" in err
+    err = refused(llama2[1][1], tmp_path, code=2)
+    assert "InvalidArgument: params.json and a SentencePiece tokenizer.model (Llama 1 or 2) fit Llama 1 (context 2048) and Llama 2 (4096) " \
+           "alike: give --llama-version 1 or 2" in err
 
 
 def test_pickle_holding_more_than_tensors_refused(llama2, tmp_path):
     src = copy_of(llama2[1][1], tmp_path)
     part = torch.load(src / "consolidated.00.pth")
-    part["extra"] = {1, 2}
+    part["extra"] = NotATensor()
     torch.save(part, src / "consolidated.00.pth")
     err = refused(src, tmp_path, "--llama-version", "2")
-    assert "consolidated.00.pth" in err
+    assert "consolidated.00.pth: UnsafePickle" in err and "NotATensor" in err
+
+
+class NotATensor:
+    """A global a checkpoint of tensors never holds."""
