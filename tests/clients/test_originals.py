@@ -5,6 +5,7 @@ transformers loads the folder we write with the source model's logits; llama.cpp
 directly with them; that GGUF equals, key for key and tensor for tensor, the GGUF of our transformers
 folder (ours, and llama.cpp's own convert_hf_to_gguf.py's when SAFEWEIGHTS_LLAMA_CPP is set); every
 refusal's message."""
+import base64
 import json
 import os
 import shutil
@@ -76,8 +77,12 @@ def logits(model, ids=IDS):
 
 
 def loaded_logits(folder, arch="llama"):
+    return loaded_logits_of(folder, IDS, arch)
+
+
+def loaded_logits_of(folder, ids, arch="llama"):
     cls = transformers.MistralForCausalLM if arch == "mistral" else transformers.LlamaForCausalLM
-    return logits(cls.from_pretrained(folder, dtype=torch.float32).eval())
+    return logits(cls.from_pretrained(folder, dtype=torch.float32).eval(), ids)
 
 
 def llama_cpp_logits(path, ids=IDS):
@@ -163,6 +168,49 @@ def test_llama2_gguf_equals_llama_cpps_converter_on_our_folder(llama2, tmp_path)
                         "--outtype", "bf16"], capture_output=True, text=True, env=env)
     assert r.returncode == 0, r.stderr[-3000:]
     assert_same_gguf(tmp_path / "direct.gguf", tmp_path / "ref.gguf")
+
+
+@pytest.fixture(scope="module")
+def rank_file(tmp_path_factory):
+    """A tiktoken rank file of a byte-level BPE trained by `tokenizers` (test_tiktoken_tokenizers.py's)."""
+    from test_tiktoken_tokenizers import train_ranks
+
+    table = train_ranks(400)
+    path = tmp_path_factory.mktemp("ranks") / "tokenizer.model"
+    path.write_text("".join(f"{base64.b64encode(t).decode()} {r}\n" for t, r in sorted(table.items(), key=lambda kv: kv[1])))
+    return len(table), path
+
+
+LLAMA31_ROPE = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}
+
+
+@pytest.mark.parametrize("version, shards", [("3", 2), ("3.1", 4), ("3.2", 1)])
+def test_llama3_folder_and_gguf_give_the_source_logits(rank_file, tmp_path, version, shards):
+    """3: inferred from the tokenizer; 3.1: named (a model this small is taken for 3.2); 3.2: inferred
+    (use_scaled_rope, dim <= 3072: factor 32), its embeddings tied (no output.weight)."""
+    n_ranks, ranks = rank_file
+    scaled = version != "3"
+    rope = dict(rope_theta=500000.0, max_position_embeddings=131072 if scaled else 8192,
+                rope_scaling=dict(LLAMA31_ROPE, factor=32.0 if version == "3.2" else 8.0) if scaled else None)
+    model = source_model(vocab=n_ranks + 256, bos_token_id=n_ranks, eos_token_id=n_ranks + 1, tie_word_embeddings=version == "3.2", **rope)
+    src = meta_original_folder(tmp_path / "meta", model, shards=shards, tokenizer=ranks, extra_params={"use_scaled_rope": True} if scaled else None)
+    named = ["--llama-version", "3.1"] if version == "3.1" else []
+    r = convert_ok(src, tmp_path / "hf", *named)
+    if not named:
+        assert f"note: Llama {version} (" in r.stderr
+    config = json.loads((tmp_path / "hf" / "config.json").read_text())
+    assert config["bos_token_id"] == n_ranks and config["vocab_size"] == n_ranks + 256
+    assert config["max_position_embeddings"] == rope["max_position_embeddings"]
+    ids = [n_ranks, 5, 77, 123, 250, 399, 42, 8, 300, 17, 200, 64]
+    np.testing.assert_allclose(loaded_logits_of(tmp_path / "hf", ids), logits(model, ids), rtol=1e-5, atol=1e-5)
+    tok = transformers.AutoTokenizer.from_pretrained(tmp_path / "hf")
+    assert tok("hello world").input_ids[0] == n_ranks
+    convert_ok(src, tmp_path / "m.gguf", "--type", "f32", *named)
+    got, want = llama_cpp_logits(tmp_path / "m.gguf", ids), logits(model, ids)
+    assert np.max(np.abs(got - want)) <= 1e-4 * np.max(np.abs(want))
+    convert_ok(src, tmp_path / "direct.gguf", *named)
+    convert_ok(tmp_path / "hf", tmp_path / "via-folder.gguf")
+    assert_same_gguf(tmp_path / "direct.gguf", tmp_path / "via-folder.gguf")
 
 
 def test_mistral_native_ignores_the_transformers_shards(tmp_path):

@@ -117,21 +117,28 @@ def write_shards(state, folder, shards, llama3=False):
         torch.save(part, folder / f"consolidated.{s:02d}.pth")
 
 
-def meta_original_folder(folder, model, shards=1, extra_params=None):
-    """`model` (a transformers Llama) as Meta's Llama 2 download: consolidated.NN.pth (bf16, `shards`
-    model-parallel shards), params.json (vocab_size -1), a SentencePiece tokenizer.model."""
+def meta_original_folder(folder, model, shards=1, extra_params=None, tokenizer=None):
+    """`model` (a transformers Llama) as Meta's download: consolidated.NN.pth (bf16, `shards`
+    model-parallel shards), params.json, and `tokenizer` copied as tokenizer.model: a tiktoken rank file
+    makes it Llama 3's (embeddings split by rows, vocab_size and rope_theta in params.json); none, Llama
+    2's (a SentencePiece tokenizer.model, vocab_size -1)."""
     folder = Path(folder)
     folder.mkdir(parents=True)
-    write_shards(meta_state(model), folder, shards)
+    write_shards(meta_state(model), folder, shards, llama3=tokenizer is not None)
     c = model.config
     # Meta's MLP width is int(ffn_dim_multiplier * int(8 * dim / 3)) rounded up to multiple_of: the
     # model's, with a multiplier a little short of it.
     params = {"dim": c.hidden_size, "ffn_dim_multiplier": (c.intermediate_size - 0.5) / (8 * c.hidden_size // 3),
               "multiple_of": c.intermediate_size, "n_heads": c.num_attention_heads, "n_kv_heads": c.num_key_value_heads,
               "n_layers": c.num_hidden_layers, "norm_eps": c.rms_norm_eps, "vocab_size": -1}
+    if tokenizer is not None:
+        params.update(vocab_size=c.vocab_size, rope_theta=c.rope_theta if hasattr(c, "rope_theta") else c.rope_parameters["rope_theta"])
     params.update(extra_params or {})
     (folder / "params.json").write_text(json.dumps(params))
-    sentencepiece_model(folder / "tokenizer.model")
+    if tokenizer is None:
+        sentencepiece_model(folder / "tokenizer.model")
+    else:
+        shutil.copy(tokenizer, folder / "tokenizer.model")
     return folder
 
 
