@@ -11,6 +11,7 @@
 #include "original/params.h"
 #include "safeweights/convert.h"
 #include "safeweights/safetensors.h"
+#include "protobuf_util.h"
 #include "test_util.h"
 
 namespace {
@@ -22,16 +23,9 @@ using swt::TempDir;
 // Dimensions of the tiny model: 2 heads of 4, 1 key/value head, MLP 16, 5 tokens.
 constexpr std::uint64_t kDim = 8, kHeads = 2, kKvHeads = 1, kHeadDim = 4, kHidden = 16, kVocab = 5;
 
-std::string varint(std::uint64_t v) {
-  std::string s;
-  do {
-    s += static_cast<char>((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
-    v >>= 7;
-  } while (v);
-  return s;
-}
-std::string ld(int field, const std::string& body) { return varint(static_cast<std::uint64_t>(field) << 3 | 2) + varint(body.size()) + body; }
-std::string piece(const std::string& text, int type) { return ld(1, ld(1, text) + varint(3 << 3) + varint(static_cast<std::uint64_t>(type))); }
+using swt::ld;
+// A piece of ModelProto.pieces (field 1) of `type`.
+std::string piece(const std::string& text, int type) { return ld(1, swt::piece(text, 0, type)); }
 // A SentencePiece model of kVocab pieces: <unk> <s> </s> a b.
 std::string sentencepiece() { return piece("<unk>", 2) + piece("<s>", 3) + piece("</s>", 3) + piece("a", 1) + piece("b", 1); }
 
