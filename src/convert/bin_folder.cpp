@@ -408,6 +408,20 @@ Result<ConvertReport> convert_bin_folder(const std::string& input_folder, const 
 }  // namespace safeweights
 
 namespace safeweights {
+namespace {
+
+// Weights that fit one shard are model.safetensors, with no index, as transformers saves them: the one
+// shard renamed, the index removed (both still in the staging folder).
+Status unshard_one(const std::string& staging, ConvertReport& report) {
+  if (report.files.size() != 2 || !report.files[1].ends_with(".safetensors.index.json")) return Status::ok();
+  const std::string model = staging + "/model.safetensors";
+  if (::rename(report.files[0].c_str(), model.c_str()) != 0 || ::unlink(report.files[1].c_str()) != 0)
+    return Error(ErrorKind::IoError, "cannot rename the one shard to model.safetensors: " + errno_text(errno)).with_file(report.files[0]);
+  report.files = {model};
+  return Status::ok();
+}
+
+}  // namespace
 
 Result<ConvertReport> convert_planned_folder(PlannedFolder planned, const std::string& output_folder, ConvertOptions options) {
   SW_ASSIGN_OR_RETURN(OutputFolder out, check_output_folder(output_folder));
@@ -416,6 +430,7 @@ Result<ConvertReport> convert_planned_folder(PlannedFolder planned, const std::s
   options.plan = std::move(planned.weights.plan);
   options.to.clear();
   SW_ASSIGN_OR_RETURN(ConvertReport report, convert(*planned.weights.tensors, staging.path + "/model.safetensors.index.json", options));
+  SW_RETURN_IF_ERROR(unshard_one(staging.path, report));
   std::vector<std::string> written;
   for (const std::string& file : report.files) written.push_back(file.substr(file.find_last_of('/') + 1));
   for (const auto& [name, text] : planned.files) {

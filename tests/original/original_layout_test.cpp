@@ -191,7 +191,7 @@ TEST(MistralNative, ToATransformersFolder) {
   EXPECT_EQ(swt::read_file_bytes(out + "/tokenizer.model"), sentencepiece());
   const std::string config = swt::read_file_bytes(out + "/config.json");
   for (std::string_view key : {R"("architectures":["MistralForCausalLM"])", R"("head_dim":4)", R"("intermediate_size":16)",
-                               R"("max_position_embeddings":32768)", R"("num_key_value_heads":1)", R"("rope_theta":1000000)",
+                               R"("max_position_embeddings":32768)", R"("num_key_value_heads":1)", R"("rope_theta":1e+06)",
                                R"("sliding_window":null)", R"("tie_word_embeddings":false)", R"("torch_dtype":"float32")", R"("vocab_size":5)"})
     EXPECT_NE(config.find(key), std::string::npos) << key << " in " << config;
   auto weights = safetensors::Reader::open(out + "/model.safetensors");
