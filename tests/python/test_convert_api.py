@@ -140,9 +140,11 @@ def sentencepiece(pieces):
     return b"".join(field(1, field(1, text.encode()) + varint(3 << 3) + varint(kind)) for text, kind in pieces)
 
 
-def mistral_native(tmp_path, dim=8, heads=2, kv_heads=1, hidden=16, vocab=5):
+def mistral_native(tmp_path, dim=8, heads=2, kv_heads=1, hidden=16):
     """Mistral's native layout, tiny: consolidated.safetensors under Meta's names, params.json,
-    tokenizer.model.v3 (SentencePiece)."""
+    tokenizer.model.v3 (SentencePiece, with the 256 byte pieces llama.cpp needs)."""
+    pieces = [("<unk>", 2), ("<s>", 3), ("</s>", 3), ("a", 1), ("b", 1)] + [(f"<0x{b:02X}>", 6) for b in range(256)]
+    vocab = len(pieces)
     head_dim = dim // heads
     shapes = {"tok_embeddings.weight": (vocab, dim), "norm.weight": (dim,), "output.weight": (vocab, dim),
               "layers.0.attention.wq.weight": (heads * head_dim, dim), "layers.0.attention.wk.weight": (kv_heads * head_dim, dim),
@@ -152,7 +154,7 @@ def mistral_native(tmp_path, dim=8, heads=2, kv_heads=1, hidden=16, vocab=5):
     tensors = [(name, "F32", shape, floats(math.prod(shape))) for name, shape in shapes.items()]
     params = {"dim": dim, "n_layers": 1, "head_dim": head_dim, "hidden_dim": hidden, "n_heads": heads, "n_kv_heads": kv_heads,
               "norm_eps": 1e-5, "vocab_size": vocab}
-    spm = sentencepiece([("<unk>", 2), ("<s>", 3), ("</s>", 3), ("a", 1), ("b", 1)])
+    spm = sentencepiece(pieces)
     return folder_of(tmp_path, "mistral", {"consolidated.safetensors": build_file(tensors), "params.json": json.dumps(params).encode(),
                                            "tokenizer.model.v3": spm})
 
