@@ -201,10 +201,16 @@ def test_llama3_folder_and_gguf_give_the_source_logits(rank_file, tmp_path, vers
                 rope_scaling=dict(LLAMA31_ROPE, factor=32.0 if version == "3.2" else 8.0) if scaled else None)
     model = source_model(vocab=n_ranks + 256, bos_token_id=n_ranks, eos_token_id=n_ranks + 1, tie_word_embeddings=version == "3.2", **rope)
     src = meta_original_folder(tmp_path / "meta", model, shards=shards, tokenizer=ranks, extra_params={"use_scaled_rope": True} if scaled else None)
-    named = ["--llama-version", "3.1"] if version == "3.1" else []
+    named = ["--llama-version", "3.1", "--instruct"] if version == "3.1" else []
     r = convert_ok(src, tmp_path / "hf", *named)
     if not named:
         assert f"note: Llama {version} (" in r.stderr
+    generation = json.loads((tmp_path / "hf" / "generation_config.json").read_text())
+    if version == "3.1":  # the instruct model's ends: <|end_of_text|>, <|eom_id|>, <|eot_id|>
+        assert generation == {"bos_token_id": n_ranks, "do_sample": True, "eos_token_id": [n_ranks + 1, n_ranks + 8, n_ranks + 9],
+                              "temperature": 0.6, "top_p": 0.9}
+    else:
+        assert generation == {"bos_token_id": n_ranks, "eos_token_id": n_ranks + 1}
     config = json.loads((tmp_path / "hf" / "config.json").read_text())
     assert config["bos_token_id"] == n_ranks and config["vocab_size"] == n_ranks + 256
     assert config["max_position_embeddings"] == rope["max_position_embeddings"]
