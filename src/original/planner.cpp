@@ -5,6 +5,7 @@
 // permutation of q and k undoes ours, so those are copied in Meta's order, which is llama.cpp's.
 #include "original/planner.h"
 
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <unordered_map>
@@ -27,7 +28,23 @@ struct View {
   std::vector<ViewTensor> tensors;
   std::vector<std::pair<std::string, std::string>> files;
   std::vector<std::string> notes;
+  std::string tokenizer_file;  // the folder's file the tokenizer's files are made from
 };
+
+// An error hf::plan() gave about a file of the view (which the folder does not hold) says which of the
+// folder's files that one is made from; the context is kept.
+Error about_the_folder(Error e, const Folder& folder, const View& view) {
+  const std::string& file = e.context().file;
+  const bool config = file == folder.path_of("config.json") || file == folder.path_of("generation_config.json");
+  const bool tokenizer = std::ranges::any_of(view.files, [&](const auto& f) { return file == folder.path_of(f.first); });
+  if (!config && !tokenizer) return e;
+  Error out(e.kind(), e.message() + " (in the transformers files made from " + (config ? "params.json" : view.tokenizer_file) + ")");
+  out.with_file(file).with_rule(e.rule());
+  if (!e.context().entry.empty()) out.with_entry(e.context().entry);
+  if (!e.context().tensor.empty()) out.with_tensor(e.context().tensor);
+  if (e.context().offset) out.with_offset(*e.context().offset);
+  return out;
+}
 
 // The weights' type for config.json: the matrices' type, or the one asked for.
 TensorType written_type(const std::vector<ViewTensor>& tensors, std::optional<TensorType> type) {
@@ -63,6 +80,7 @@ Result<View> transformers_view_of(const Folder& folder, const FormatOptions& rea
   view.files.emplace_back("generation_config.json", generation_config_json(model, tokenizer));
   for (auto& file : tokenizer.files) view.files.push_back(std::move(file));
   view.notes = std::move(model.notes);
+  view.tokenizer_file = model.tokenizer_file;
   return view;
 }
 
@@ -165,7 +183,9 @@ class OriginalPlanner final : public LayoutPlanner {
     const ViewResolver resolver(view.files);
     SW_ASSIGN_OR_RETURN(Folder view_folder, Folder::open(folder.name(), resolver));
     auto declared = std::make_unique<DeclaredFile>(folder.name(), view.tensors);
-    SW_ASSIGN_OR_RETURN(hf::GgufConversion gguf, hf::plan(view_folder, *declared, type));
+    auto planned = hf::plan(view_folder, *declared, type);
+    if (!planned.is_ok()) return about_the_folder(std::move(planned).error(), folder, view);
+    hf::GgufConversion gguf = std::move(planned).value();
     PlannedTensors out;
     SW_RETURN_IF_ERROR(map_onto_shards(view, gguf, out.plan.tensors));
     out.plan.metadata = std::move(gguf.plan.metadata);

@@ -257,6 +257,15 @@ TEST(MistralNative, RefusedNamingTheFileAndTheRule) {
                             "NotSupported: tensor has no transformers name in Llama's layout (tensor `layers.0.attention.wq.bias`)"));
   }
   {
+    // hf::plan's refusal of a file of the transformers view says which of the folder's files it is made from.
+    TempDir dir;
+    const std::string folder = mistral_folder(dir);
+    auto r = convert_path(folder, dir.file("out.gguf"), {});
+    EXPECT_TRUE(RefusedWith(r, ErrorKind::InvalidModelFolder, "has no byte piece `<0x00>`"));
+    EXPECT_TRUE(RefusedWith(r, ErrorKind::InvalidModelFolder, "(in the transformers files made from tokenizer.model.v3)"));
+    EXPECT_FALSE(std::filesystem::exists(dir.file("out.gguf")));
+  }
+  {
     TempDir dir;
     const std::string folder = mistral_folder(dir);
     std::filesystem::remove(folder + "/tokenizer.model.v3");
