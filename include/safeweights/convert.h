@@ -58,7 +58,9 @@ struct ConvertedTensor {
   std::string name;
   TensorType from;
   TensorType to;
-  std::string note;  // why `to` differs from the requested type ("1-D", "rows of 100 are not a multiple of 256"), or empty
+  // How the tensor was assembled ("joined from 8", "stacked from 64"), then why `to` differs from the
+  // requested type ("1-D", "rows of 100 are not a multiple of 256"), joined by "; "; or empty.
+  std::string note;
 };
 
 struct ConvertReport {

@@ -248,6 +248,7 @@ Status gather(std::span<const ByteRuns> runs, std::span<std::byte> dst, std::vec
   std::vector<Touched> touched;
   std::uint64_t at = 0;
   for (const ByteRuns& r : runs) {
+    if (r.bytes() > dst.size() - at) return Error(ErrorKind::InvalidArgument, "assembled runs overflow their buffer");  // a broken invariant
     std::byte* to = dst.data() + at;
     at += r.bytes();
     if (const auto v = r.source->view(r.offset, r.span()); v.data() != nullptr) {

@@ -252,8 +252,9 @@ class TensorConverter {
     return Status::ok();
   }
 
-  // The input bytes of elements [e0, e1): a view of a mapping, or gathered (from the plan's pieces, in
-  // the permuted order) into `in`, which the calling thread has already sized (a pool worker that reads
+  // The input bytes of elements [e0, e1): a view of a mapping (when they are one run of it: a plain
+  // tensor, or a piece of a join on dim 0 or a stack), or gathered (from the plan's pieces, in the
+  // permuted order) into `in`, which the calling thread has already sized (a pool worker that reads
   // here does not allocate it). Reads never overlap: one piece is read at a time.
   Result<std::span<const std::byte>> input(std::uint64_t e0, std::uint64_t e1, std::vector<std::byte>& in) const {
     if (!source_) return read_elements(e_, e0, e1, in);
@@ -263,6 +264,9 @@ class TensorConverter {
     } else {
       for (std::uint64_t r = e0 / unit_; r < e1 / unit_; ++r)
         source_->runs(perm_.source_row(r) * unit_, (perm_.source_row(r) + 1) * unit_, scratch_.runs);
+    }
+    if (const auto& r = scratch_.runs; r.size() == 1 && r[0].count == 1) {
+      if (auto v = r[0].source->view(r[0].offset, r[0].length); v.data() != nullptr) return v;
     }
     SW_ASSIGN_OR_RETURN(const std::uint64_t length, bytes_of(e_.type, e1 - e0));
     in.resize(static_cast<std::size_t>(length));
