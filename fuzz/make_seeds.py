@@ -4,6 +4,7 @@
 Run from anywhere: python3 fuzz/make_seeds.py. Existing seeds of the same names are overwritten;
 the files are small and checked in, so rerunning it must give no diff.
 """
+import base64
 import json
 import os
 import random
@@ -262,6 +263,32 @@ def listing_seeds():
     return s
 
 
+# fuzz_tiktoken: byte 0 picks the reader (odd: tekken.json; even: a rank file, bit 1 Llama 3.1's special
+# tokens, bit 2 instruct), then the file.
+def rank_lines(tokens, eol=b"\n"):
+    return b"".join(base64.b64encode(t) + b" " + str(r).encode() + eol for r, t in enumerate(tokens))
+
+
+def tekken_doc(tokens, specials, **config):
+    return json.dumps({"config": {"pattern": r"\p{L}+|\p{N}|\s+|.", **config},
+                       "vocab": [{"rank": r, "token_bytes": base64.b64encode(t).decode(), "token_str": None} for r, t in enumerate(tokens)],
+                       "special_tokens": [{"rank": r, "token_str": t, "is_control": True} for r, t in enumerate(specials)]}).encode()
+
+
+def tiktoken_seeds():
+    tokens = [bytes([b]) for b in range(256)] + [b"ab", b"abc", b" a", b" ab", b"\n\n", b"aa", b"aaa", b"aaaa"]
+    specials = ["<unk>", "<s>", "</s>", "[INST]", "[/INST]", "<pad>"]
+    return {
+        "rank_llama3": b"\x00" + rank_lines(tokens),
+        "rank_llama31_instruct_crlf": b"\x06" + rank_lines(tokens, b"\r\n"),
+        "rank_gap": b"\x00" + rank_lines(tokens[:10]) + b"YWJj 12\n",
+        "rank_repeated_bytes": b"\x00" + rank_lines(tokens[:10] + [b"a"]),
+        "tekken": b"\x01" + tekken_doc(tokens, specials, default_vocab_size=266, default_num_special_tokens=8),
+        "tekken_no_config_sizes": b"\x01" + tekken_doc(tokens, specials),
+        "tekken_old_layout": b"\x01" + b'{"config": {"pattern": "x"}, "vocab": []}',
+    }
+
+
 def write(target, seeds):
     folder = os.path.join(CORPUS, target)
     os.makedirs(folder, exist_ok=True)
@@ -279,6 +306,7 @@ def main():
     write("fuzz_hf_folder", hf_folder_seeds())
     write("fuzz_tokenizer", tokenizer_seeds())
     write("fuzz_listing", listing_seeds())
+    write("fuzz_tiktoken", tiktoken_seeds())
 
 
 if __name__ == "__main__":

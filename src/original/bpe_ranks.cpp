@@ -103,12 +103,19 @@ class TokenIndex {
     return std::nullopt;
   }
 
-  // The rank of `part`, whose rolling hash is `hash`.
-  std::optional<std::uint32_t> find(std::string_view part, std::uint64_t hash) const {
-    auto it = by_key_.find(RollingHash::key(hash, part.size()));
-    if (it == by_key_.end()) return std::nullopt;  // no token has this key, so none has these bytes
-    if (tokens_[it->second] == part) return it->second;
-    auto exact = exact_.find(part);  // a key shared by two different byte strings
+  // A rank whose bytes have the rolling hash `hash` and `length`, unchecked; none when no token has
+  // them. Checking waits until both parts of a split have a candidate: checking each prefix as it is
+  // found would cost a token's length squared when its prefixes are tokens but its suffixes are not.
+  std::optional<std::uint32_t> candidate(std::uint64_t hash, std::size_t length) const {
+    auto it = by_key_.find(RollingHash::key(hash, length));
+    if (it == by_key_.end()) return std::nullopt;
+    return it->second;
+  }
+
+  // The rank of `part`, given the candidate its hash found.
+  std::optional<std::uint32_t> confirm(std::string_view part, std::uint32_t candidate) const {
+    if (tokens_[candidate] == part) return candidate;
+    auto exact = exact_.find(part);  // a key that two different byte strings share
     if (exact == exact_.end()) return std::nullopt;
     return exact->second;
   }
@@ -173,14 +180,18 @@ Result<std::vector<Merge>> derive_merges(std::span<const std::string> tokens, st
     hash.prefixes(token, prefix);
     const std::size_t first = merges.size();
     for (std::size_t cut = 1; cut < token.size(); ++cut) {
-      auto left = index.find(token.substr(0, cut), prefix[cut]);
+      auto left = index.candidate(prefix[cut], cut);
       if (!left) continue;
-      auto right = index.find(token.substr(cut), hash.range(prefix, cut, token.size()));
+      auto right = index.candidate(hash.range(prefix, cut, token.size()), token.size() - cut);
       if (!right) continue;
+      left = index.confirm(token.substr(0, cut), *left);
+      right = index.confirm(token.substr(cut), *right);
+      if (!left || !right) continue;
       merge_bytes += token.size();
-      if (merge_bytes > kMaxMergeBytes) {
-        return Error(ErrorKind::ResourceLimit, "the merges this vocabulary implies spell more than " + std::to_string(kMaxMergeBytes >> 20) +
-                                                   " MiB (at rank " + std::to_string(rank) + ")")
+      if (merge_bytes > kMaxMergeBytes || merges.size() == kMaxMerges) {
+        return Error(ErrorKind::ResourceLimit, "the merges this vocabulary implies are more than " + std::to_string(kMaxMerges) +
+                                                   " or spell more than " + std::to_string(kMaxMergeBytes >> 20) + " MiB (at rank " +
+                                                   std::to_string(rank) + ")")
             .with_file(name);
       }
       merges.push_back({*left, *right});

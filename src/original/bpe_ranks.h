@@ -19,9 +19,11 @@ namespace safeweights::original {
 
 // The longest token a rank file may hold, in bytes (Llama 3's and tekken's longest are far shorter).
 inline constexpr std::size_t kMaxTokenBytes = 4096;
-// The most bytes the merges may spell, summed over both halves of each (Llama 3's: under 3 MB), so a
-// crafted vocabulary whose every split is a merge cannot make the output, or the work, quadratic.
-inline constexpr std::uint64_t kMaxMergeBytes = 256ull << 20;
+// The most merges, and the most bytes they may spell (summed over both halves of each), so that a
+// crafted vocabulary whose every split is a merge cannot make the output, or the work, quadratic:
+// Llama 3's 280,147 merges spell under 3 MB.
+inline constexpr std::size_t kMaxMerges = 4u << 20;
+inline constexpr std::uint64_t kMaxMergeBytes = 64ull << 20;
 
 // One merge: the ranks of its left and right halves.
 struct Merge {
@@ -38,9 +40,10 @@ std::optional<std::string> decode_base64(std::string_view text);
 
 // The merges TikTokenConverter derives from `tokens` (the bytes of rank 0, 1, ...): for each token in
 // rank order, every split into a left and a right part that are both tokens, ordered by the left
-// part's rank. Linear in the tokens' bytes plus the merges' (a rolling hash finds the parts; each hit
-// is checked byte for byte). InvalidModelFolder naming `name` when two ranks hold the same bytes or a
-// token is empty or longer than kMaxTokenBytes; ResourceLimit past kMaxMergeBytes.
+// part's rank. Linear in the tokens' bytes plus the merges' (a rolling hash finds the parts; a split
+// both of whose parts it finds is checked byte for byte). InvalidModelFolder naming `name` when two
+// ranks hold the same bytes or a token is empty or longer than kMaxTokenBytes; ResourceLimit past
+// kMaxMerges or kMaxMergeBytes.
 Result<std::vector<Merge>> derive_merges(std::span<const std::string> tokens, std::string_view name);
 
 }  // namespace safeweights::original

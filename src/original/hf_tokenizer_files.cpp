@@ -228,4 +228,12 @@ std::string special_tokens_map_json(const TokenizerConfigSpec& spec) {
   return std::move(json.text());
 }
 
+HfTokenizerFiles tokenizer_files(const TokenizerJsonSpec& tokenizer, const TokenizerConfigSpec& config) {
+  HfTokenizerFiles files;
+  files.tokenizer_json = tokenizer_json(tokenizer);
+  files.tokenizer_config_json = tokenizer_config_json(config);
+  files.special_tokens_map_json = special_tokens_map_json(config);
+  return files;
+}
+
 }  // namespace safeweights::original

@@ -70,5 +70,7 @@ inline std::optional<std::string_view> as_view(const std::optional<std::string>&
 std::string tokenizer_config_json(const TokenizerConfigSpec& spec);
 // special_tokens_map.json as transformers 4 wrote it: each named token as an object.
 std::string special_tokens_map_json(const TokenizerConfigSpec& spec);
+// The three files' text; the ids are left to the caller.
+HfTokenizerFiles tokenizer_files(const TokenizerJsonSpec& tokenizer, const TokenizerConfigSpec& config);
 
 }  // namespace safeweights::original

@@ -22,9 +22,11 @@ struct TekkenOptions {
   std::optional<std::string> chat_template;  // the folder's template, if it has one; none is invented
 };
 
-// The tokenizer files for `tekken_json` (`name` names it in messages). InvalidArgument naming the file
-// and the rule for a document outside the schema, bad base64, ranks not dense, a vocabulary shorter
-// than its config says; ResourceLimit for a file above the size cap.
+// The tokenizer files for `tekken_json` (`name` names it in messages). InvalidModelFolder naming the
+// file, the entry and the rule for a document outside the schema, bad base64, ranks not dense or out
+// of order, a vocabulary shorter than its config says, specials repeated or lacking <s>, </s> and
+// <unk>; DuplicateKey for a repeated key; NotSupported for the old layout without special_tokens;
+// ResourceLimit for a file above 64 MiB or merges past bpe_ranks.h's caps.
 Result<HfTokenizerFiles> tokenizer_files_from_tekken(const ByteSource& tekken_json, std::string_view name, const TekkenOptions& options);
 
 }  // namespace safeweights::original

@@ -15,8 +15,10 @@ namespace safeweights::original {
 namespace {
 
 // tekken.json is ~15 MB for 131k tokens; its DOM costs a few times that.
-constexpr std::uint64_t kMaxTekkenBytes = 128ull << 20;
+constexpr std::uint64_t kMaxTekkenBytes = 64ull << 20;
 constexpr std::uint64_t kMaxTekkenTokens = 1u << 20;
+// Mistral's files reserve 1,000; each costs an entry in tokenizer.json and in tokenizer_config.json.
+constexpr std::uint64_t kMaxSpecialTokens = 1u << 16;
 // The names transformers gives the specials (integrations/mistral's _MAP_SPECIALS).
 constexpr std::string_view kBos = "<s>", kEos = "</s>", kUnk = "<unk>", kPad = "<pad>";
 
@@ -67,7 +69,9 @@ struct Tekken {
 Status read_specials(json::element root, json::element config, std::string_view name, Tekken& out) {
   SW_ASSIGN_OR_RETURN(auto list, array_member(root, "special_tokens", name));
   const std::size_t count = list.size();
-  if (count == 0 || count > kMaxTekkenTokens) return bad(name, "special_tokens holds " + std::to_string(count) + " entries");
+  if (count == 0 || count > kMaxSpecialTokens) {
+    return bad(name, "special_tokens holds " + std::to_string(count) + " entries: 1 to " + std::to_string(kMaxSpecialTokens) + " are read");
+  }
   std::vector<std::optional<std::string>> by_rank(count);
   std::size_t i = 0;
   for (json::element entry : list) {
@@ -84,7 +88,7 @@ Status read_specials(json::element root, json::element config, std::string_view 
   if (member(config, "default_num_special_tokens")) {
     SW_ASSIGN_OR_RETURN(total, uint_member(config, "default_num_special_tokens", "config", name));
   }
-  if (total < count || total > kMaxTekkenTokens) {
+  if (total < count || total > kMaxSpecialTokens) {
     return bad(name, "config.default_num_special_tokens is " + std::to_string(total) + ", but special_tokens holds " + std::to_string(count));
   }
   for (auto& text : by_rank) out.specials.push_back(std::move(*text));
@@ -126,11 +130,7 @@ Status read_vocab(json::element root, json::element config, std::string_view nam
 }
 
 Result<Tekken> read_tekken(const ByteSource& source, std::string_view name) {
-  if (source.size() > kMaxTekkenBytes) {
-    return Error(ErrorKind::ResourceLimit,
-                 std::to_string(source.size()) + " bytes: a tekken.json holds at most " + std::to_string(kMaxTekkenBytes >> 20) + " MiB")
-        .with_file(name);
-  }
+  // read_small refuses a larger file before reading a byte of it (ResourceLimit).
   auto text = read_small(source, kMaxTekkenBytes);
   if (!text) return std::move(text.error()).with_file(name);
   std::unique_ptr<simdjson::dom::parser> own;
@@ -184,15 +184,14 @@ Result<HfTokenizerFiles> tokenizer_files_from_tekken(const ByteSource& tekken_js
   SW_ASSIGN_OR_RETURN(std::vector<Merge> merges, derive_merges(tekken.tokens, name));
   const auto n_special = static_cast<std::uint32_t>(tekken.specials.size());
 
-  HfTokenizerFiles files;
-  files.tokenizer_json = tokenizer_json({.tokens = tekken.tokens,
-                                         .merges = merges,
-                                         .first_rank_id = n_special,
-                                         .specials = tekken.specials,
-                                         .first_special_id = 0,
-                                         .specials_in_vocab = true,
-                                         .pattern = tekken.pattern,
-                                         .bos = std::nullopt});
+  const TokenizerJsonSpec tokenizer{.tokens = tekken.tokens,
+                                    .merges = merges,
+                                    .first_rank_id = n_special,
+                                    .specials = tekken.specials,
+                                    .first_special_id = 0,
+                                    .specials_in_vocab = true,
+                                    .pattern = tekken.pattern,
+                                    .bos = std::nullopt};
   const TokenizerConfigSpec config{.specials = tekken.specials,
                                    .first_special_id = 0,
                                    .bos = kBos,
@@ -203,8 +202,7 @@ Result<HfTokenizerFiles> tokenizer_files_from_tekken(const ByteSource& tekken_js
                                    .model_input_names = false,
                                    .model_max_length = options.model_max_length,
                                    .chat_template = as_view(options.chat_template)};
-  files.tokenizer_config_json = tokenizer_config_json(config);
-  files.special_tokens_map_json = special_tokens_map_json(config);
+  HfTokenizerFiles files = tokenizer_files(tokenizer, config);
   files.vocab_size = n_special + static_cast<std::uint32_t>(tekken.tokens.size());
   files.bos_id = *bos;
   files.eos_id = *eos;

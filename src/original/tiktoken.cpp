@@ -156,11 +156,7 @@ std::uint32_t id_of(const std::vector<std::string>& specials, std::uint32_t firs
 }  // namespace
 
 Result<HfTokenizerFiles> tokenizer_files_from_tiktoken(const ByteSource& rank_file, std::string_view name, const TiktokenOptions& options) {
-  if (rank_file.size() > kMaxRankFileBytes) {
-    return Error(ErrorKind::ResourceLimit,
-                 std::to_string(rank_file.size()) + " bytes: a rank file holds at most " + std::to_string(kMaxRankFileBytes >> 20) + " MiB")
-        .with_file(name);
-  }
+  // read_small refuses a larger file before reading a byte of it (ResourceLimit).
   auto text = read_small(rank_file, kMaxRankFileBytes);
   if (!text) return std::move(text.error()).with_file(name);
   SW_ASSIGN_OR_RETURN(std::vector<std::string> tokens, read_ranks(*text, name));
@@ -171,15 +167,14 @@ Result<HfTokenizerFiles> tokenizer_files_from_tiktoken(const ByteSource& rank_fi
   const std::string_view bos = "<|begin_of_text|>";
   const std::string_view eos = options.instruct ? "<|eot_id|>" : "<|end_of_text|>";
 
-  HfTokenizerFiles files;
-  files.tokenizer_json = tokenizer_json({.tokens = tokens,
-                                         .merges = merges,
-                                         .first_rank_id = 0,
-                                         .specials = specials,
-                                         .first_special_id = first_special,
-                                         .specials_in_vocab = false,
-                                         .pattern = kLlama3Pattern,
-                                         .bos = bos});
+  const TokenizerJsonSpec tokenizer{.tokens = tokens,
+                                    .merges = merges,
+                                    .first_rank_id = 0,
+                                    .specials = specials,
+                                    .first_special_id = first_special,
+                                    .specials_in_vocab = false,
+                                    .pattern = kLlama3Pattern,
+                                    .bos = bos};
   const TokenizerConfigSpec config{.specials = specials,
                                    .first_special_id = first_special,
                                    .bos = bos,
@@ -190,8 +185,7 @@ Result<HfTokenizerFiles> tokenizer_files_from_tiktoken(const ByteSource& rank_fi
                                    .model_input_names = true,
                                    .model_max_length = options.model_max_length,
                                    .chat_template = as_view(options.chat_template)};
-  files.tokenizer_config_json = tokenizer_config_json(config);
-  files.special_tokens_map_json = special_tokens_map_json(config);
+  HfTokenizerFiles files = tokenizer_files(tokenizer, config);
   files.vocab_size = first_special + kSpecialCount;
   files.bos_id = id_of(specials, first_special, bos);
   files.eos_id = id_of(specials, first_special, eos);

@@ -27,9 +27,12 @@ struct TiktokenOptions {
   std::optional<std::string> chat_template;  // the folder's template, if it has one; none is invented
 };
 
-// The tokenizer files for the rank file `rank_file` (`name` names it in messages). InvalidArgument
-// naming the file, the line and the rule for bad base64, a rank out of order, repeated or missing
-// (ranks must be 0..n-1), an oversized token; ResourceLimit for a file above the size or line caps.
+// The tokenizer files for the rank file `rank_file` (`name` names it in messages). Lines end in LF,
+// CRLF or CR, empty ones are skipped and fields split at runs of blanks, as tiktoken reads them.
+// InvalidModelFolder naming the file, the line and the rule for a line that is not base64 and a
+// decimal rank, a rank repeated or missing (ranks run 0..n-1, in any order), two ranks of the same
+// bytes, an empty or oversized token, a rank that spells a special token; ResourceLimit for a file
+// above 64 MiB or 1M tokens, or merges past bpe_ranks.h's caps.
 Result<HfTokenizerFiles> tokenizer_files_from_tiktoken(const ByteSource& rank_file, std::string_view name, const TiktokenOptions& options);
 
 }  // namespace safeweights::original

@@ -10,7 +10,9 @@
 - transformers loads our folder (tokenizer_config.json, special_tokens_map.json) with the right BOS,
   EOS, PAD and context length, and encodes as the reference folder does;
 - a transformers folder holding our files converts to GGUF as llama.cpp's `llama-bpe` vocabulary (model
-  gpt2, the merges, the special tokens CONTROL) that llama.cpp tokenizes as tiktoken does.
+  gpt2, the merges, the special tokens CONTROL) that llama.cpp tokenizes as tiktoken does, and whose
+  tokenizer keys equal those llama.cpp's convert_hf_to_gguf.py writes from the same folder
+  (SAFEWEIGHTS_LLAMA_CPP), but for the add_*_token keys src/hf does not infer yet (NOT_YET_WRITTEN).
 
 The rank file is a byte-level BPE trained here by `tokenizers` (a valid tiktoken vocabulary: every
 token is the merge of two earlier ones), its ids written as ranks. The readers run through
@@ -21,6 +23,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -234,37 +237,51 @@ def test_malformed_rank_file_refused_by_name(tmp_path):
     assert r.stderr.strip() == f"{bad}: InvalidModelFolder: line 2: rank 0 again (first on line 1)"
 
 
-def test_gguf_vocabulary_is_llama_bpe(ranks, tmp_path):
-    """A transformers folder holding our files converts to llama.cpp's Llama 3 vocabulary: model gpt2,
-    pre-tokenizer llama-bpe, every token and merge of tokenizer.json in order, the special tokens CONTROL,
-    BOS and EOS by id; llama.cpp then tokenizes as tiktoken does."""
+
+@pytest.fixture(scope="module")
+def llama3_gguf(ranks, tmp_path_factory):
+    """A tiny Llama 3.1 instruct transformers folder holding our tokenizer files, and its GGUF from
+    `safeweights convert`."""
     torch = pytest.importorskip("torch")
-    gguf = pytest.importorskip("gguf")
     table, path = ranks
     n = len(table)
-    folder = tmp_path / "llama3"
+    where = tmp_path_factory.mktemp("llama3-gguf")
+    folder = where / "llama3"
     cfg = transformers.LlamaConfig(vocab_size=n + 256, hidden_size=64, intermediate_size=128, num_hidden_layers=1, num_attention_heads=4,
                                    num_key_value_heads=2, max_position_embeddings=256, bos_token_id=n, eos_token_id=[n + 1, n + 8, n + 9])
     torch.manual_seed(0)
     transformers.LlamaForCausalLM(cfg).save_pretrained(str(folder))
-    run_tool("tiktoken", path, folder, "--llama3.1", "--instruct", "--max-length", 131072)
+    run_tool("tiktoken", path, folder, "--llama3.1", "--instruct", "--max-length", 131072,
+             "--chat-template", "{{ bos_token }}{% for m in messages %}{{ m['content'] }}<|eot_id|>{% endfor %}")
     (folder / "ids.json").unlink()
-    out = tmp_path / "llama3.gguf"
+    out = where / "llama3.gguf"
     r = subprocess.run([CLI, "convert", str(folder), str(out), "--type", "f32"], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
-    reader = gguf.GGUFReader(str(out))
+    return folder, out
 
-    def field(key):
-        f = reader.get_field(key)
-        return None if f is None else f.contents()
 
+def gguf_fields(path, prefix="tokenizer."):
+    gguf = pytest.importorskip("gguf")
+    reader = gguf.GGUFReader(str(path))
+    return {k: reader.get_field(k).contents() for k in reader.fields if k.startswith(prefix)}
+
+
+def test_gguf_vocabulary_is_llama_bpe(ranks, llama3_gguf):
+    """A transformers folder holding our files converts to llama.cpp's Llama 3 vocabulary: model gpt2,
+    pre-tokenizer llama-bpe, every token and merge of tokenizer.json in order, the special tokens CONTROL,
+    BOS and EOS by id; llama.cpp then tokenizes as tiktoken does."""
+    gguf = pytest.importorskip("gguf")
+    table, _ = ranks
+    n = len(table)
+    folder, out = llama3_gguf
+    fields = gguf_fields(out)
     model = json.loads((folder / "tokenizer.json").read_text())["model"]
-    assert field("tokenizer.ggml.model") == "gpt2"
-    assert field("tokenizer.ggml.pre") == "llama-bpe"
-    assert field("tokenizer.ggml.tokens") == list(model["vocab"]) + SPECIALS["3.1"]
-    assert field("tokenizer.ggml.merges") == [f"{a} {b}" for a, b in model["merges"]]
-    assert field("tokenizer.ggml.token_type") == [gguf.TokenType.NORMAL] * n + [gguf.TokenType.CONTROL] * 256
-    assert (field("tokenizer.ggml.bos_token_id"), field("tokenizer.ggml.eos_token_id")) == (n, n + 9)
+    assert fields["tokenizer.ggml.model"] == "gpt2"
+    assert fields["tokenizer.ggml.pre"] == "llama-bpe"
+    assert fields["tokenizer.ggml.tokens"] == list(model["vocab"]) + SPECIALS["3.1"]
+    assert fields["tokenizer.ggml.merges"] == [f"{a} {b}" for a, b in model["merges"]]
+    assert fields["tokenizer.ggml.token_type"] == [gguf.TokenType.NORMAL] * n + [gguf.TokenType.CONTROL] * 256
+    assert (fields["tokenizer.ggml.bos_token_id"], fields["tokenizer.ggml.eos_token_id"]) == (n, n + 9)
     try:
         import llama_cpp
     except Exception as e:  # noqa: BLE001 - any import failure means no llama.cpp here
@@ -274,3 +291,103 @@ def test_gguf_vocabulary_is_llama_bpe(ranks, tmp_path):
                             special_tokens={s: n + i for i, s in enumerate(SPECIALS["3.1"])})
     for text in TEXTS + ["<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"]:
         assert llm.tokenize(text.encode(), add_bos=False, special=True) == enc.encode(text, allowed_special="all"), text
+
+
+# convert_hf_to_gguf.py recognises a pre-tokenizer by hashing the ids Meta's or Mistral's vocabulary
+# gives a probe text, which a vocabulary trained here cannot match: the run names it itself.
+CONVERT_AS = """
+import runpy, sys
+src, folder, out, pre = sys.argv[1:5]
+sys.path.insert(0, src)
+import conversion.base
+conversion.base.TextModel.get_vocab_base_pre = lambda self, tokenizer: pre
+sys.argv = ["convert_hf_to_gguf.py", folder, "--outfile", out, "--outtype", "f32"]
+runpy.run_path(src + "/convert_hf_to_gguf.py", run_name="__main__")
+"""
+
+# What src/hf does not write yet: gguf-py's SpecialVocab infers add_bos/add_eos/add_sep from
+# tokenizer.json's post-processor (Llama 3's TemplateProcessing adds BOS); src/hf reads them from
+# tokenizer_config.json only. llama.cpp's loader then adds BOS for llama-bpe all the same.
+NOT_YET_WRITTEN = {"tokenizer.ggml.add_bos_token", "tokenizer.ggml.add_eos_token", "tokenizer.ggml.add_sep_token"}
+
+
+def llama_cpp_converter_keys(folder, tmp_path, pre):
+    """The tokenizer keys of the GGUF llama.cpp's convert_hf_to_gguf.py writes from `folder`, or None
+    (skipped, failed in CI) without SAFEWEIGHTS_LLAMA_CPP."""
+    src = os.environ.get("SAFEWEIGHTS_LLAMA_CPP")
+    if not src:
+        if os.environ.get("CI") == "true":
+            pytest.fail("SAFEWEIGHTS_LLAMA_CPP is unset in CI")
+        return None
+    ref = tmp_path / "ref.gguf"
+    env = dict(os.environ, PYTHONPATH=os.path.join(src, "gguf-py"), HF_HUB_OFFLINE="1")
+    r = subprocess.run([sys.executable, "-c", CONVERT_AS, src, str(folder), str(ref), pre], capture_output=True, text=True, env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return gguf_fields(ref)
+
+
+def assert_same_keys(ours, theirs):
+    assert set(theirs) - set(ours) <= NOT_YET_WRITTEN
+    assert set(ours) <= set(theirs)
+    for key in ours:
+        assert ours[key] == theirs[key], key
+
+
+def test_gguf_vocabulary_equals_llama_cpp_converter(llama3_gguf, tmp_path):
+    """The tokenizer keys of our GGUF equal, key for key, those llama.cpp's own convert_hf_to_gguf.py
+    writes from the same transformers folder."""
+    folder, out = llama3_gguf
+    theirs = llama_cpp_converter_keys(folder, tmp_path, "llama-bpe")
+    if theirs is None:
+        pytest.skip("SAFEWEIGHTS_LLAMA_CPP (the pinned llama.cpp source, scripts/llama-cpp.sh) is unset")
+    ours = gguf_fields(out)
+    assert_same_keys(ours, theirs)
+    assert theirs["tokenizer.ggml.add_bos_token"] is True
+    assert "tokenizer.chat_template" in ours
+
+
+UNRECOGNISED_SPLIT = "is not one llama.cpp splits the same way"
+
+
+def test_tekken_gguf_vocabulary_is_llama_cpp_tekken(ranks, tmp_path):
+    """A transformers folder holding our tekken files converts to llama.cpp's `tekken` vocabulary: the
+    special tokens first and CONTROL, the byte-level tokens after them, the ids transformers gives BOS,
+    EOS, PAD and UNK, tokenized by llama.cpp as tiktoken does (offset by the specials); its tokenizer keys
+    equal those convert_hf_to_gguf.py writes from the same folder."""
+    torch = pytest.importorskip("torch")
+    gguf = pytest.importorskip("gguf")
+    table = ranks[0]
+    folder = tmp_path / "mistral"
+    n_vocab = 20 + len(table) - 100
+    cfg = transformers.MistralConfig(vocab_size=n_vocab, hidden_size=64, intermediate_size=128, num_hidden_layers=1, num_attention_heads=4,
+                                     num_key_value_heads=2, max_position_embeddings=256, bos_token_id=1, eos_token_id=2)
+    torch.manual_seed(0)
+    transformers.MistralForCausalLM(cfg).save_pretrained(str(folder))
+    run_tool("tekken", write_tekken(table, tmp_path / "tekken.json"), folder)
+    (folder / "ids.json").unlink()
+    out = tmp_path / "mistral.gguf"
+    r = subprocess.run([CLI, "convert", str(folder), str(out), "--type", "f32"], capture_output=True, text=True)
+    if r.returncode != 0 and UNRECOGNISED_SPLIT in r.stderr:
+        pytest.skip("src/hf does not recognise tekken's split pattern in this build (the pre-tokenizer table of issue 34)")
+    assert r.returncode == 0, r.stderr
+    fields = gguf_fields(out)
+    model = json.loads((folder / "tokenizer.json").read_text())["model"]
+    assert fields["tokenizer.ggml.model"] == "gpt2"
+    assert fields["tokenizer.ggml.pre"] == "tekken"
+    assert fields["tokenizer.ggml.tokens"] == list(model["vocab"])
+    assert fields["tokenizer.ggml.tokens"][:14] == TEKKEN_SPECIALS
+    assert fields["tokenizer.ggml.token_type"] == [gguf.TokenType.CONTROL] * 20 + [gguf.TokenType.NORMAL] * (n_vocab - 20)
+    assert (fields["tokenizer.ggml.bos_token_id"], fields["tokenizer.ggml.eos_token_id"], fields["tokenizer.ggml.padding_token_id"],
+            fields["tokenizer.ggml.unknown_token_id"]) == (1, 2, 11, 0)
+    theirs = llama_cpp_converter_keys(folder, tmp_path, "tekken")
+    if theirs is not None:
+        assert_same_keys(fields, theirs)
+    try:
+        import llama_cpp
+    except Exception as e:  # noqa: BLE001 - any import failure means no llama.cpp here
+        pytest.skip(f"llama_cpp is not importable ({e}): llama.cpp's tokenization not checked")
+    llm = llama_cpp.Llama(model_path=str(out), vocab_only=True, verbose=False)
+    kept = {t: r for t, r in table.items() if r < len(table) - 100}
+    enc = tiktoken.Encoding(name="tekken-test", pat_str=TEKKEN_PATTERN, mergeable_ranks=kept, special_tokens={})
+    for text in TEXTS:
+        assert llm.tokenize(text.encode(), add_bos=False, special=True) == [20 + i for i in enc.encode(text)], text

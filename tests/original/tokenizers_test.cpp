@@ -116,14 +116,29 @@ TEST(Merges, RefuseRepeatedEmptyAndOversizedTokens) {
 }
 
 TEST(Merges, AVocabularyOfRunsStopsAtTheCapInsteadOfGrowingQuadratically) {
-  // "a", "aa", ..., a run of 4096: every split of every run is a merge (8.4 M merges, 23 GB of text).
+  // "a", "aa", ..., a run of 4096: every split of every run is a merge (8.4 M merges spelling 23 GB).
   std::vector<std::string> tokens;
   for (std::size_t n = 1; n <= kMaxTokenBytes; ++n) tokens.emplace_back(n, 'a');
   auto merges = derive_merges(tokens, "t");
   ASSERT_FALSE(merges);
   EXPECT_EQ(merges.error().kind(), ErrorKind::ResourceLimit);
-  EXPECT_NE(merges.error().message().find("the merges this vocabulary implies spell more than 256 MiB"), std::string::npos)
+  EXPECT_NE(merges.error().message().find("the merges this vocabulary implies are more than 4194304 or spell more than 64 MiB"), std::string::npos)
       << merges.error().to_string();
+}
+
+TEST(Merges, AChainOfPrefixesGivesOneMergeEach) {
+  // "x", "xa", "xaa", ...: every prefix of a token is a token but only one suffix ("a"), so each token
+  // has one merge; finding them costs the chain's bytes, not its length cubed.
+  std::vector<std::string> tokens = {"a", "x"};
+  constexpr std::size_t kLongest = 2048;
+  for (std::size_t n = 1; n < kLongest; ++n) tokens.push_back("x" + std::string(n, 'a'));
+  auto merges = derive_merges(tokens, "t");
+  ASSERT_TRUE(merges) << merges.error().to_string();
+  ASSERT_EQ(merges->size(), kLongest - 1);
+  for (std::size_t i = 0; i < merges->size(); ++i) {
+    EXPECT_EQ((*merges)[i].left, i + 1);  // "x" + "a" * i
+    EXPECT_EQ((*merges)[i].right, 0u);    // "a"
+  }
 }
 
 TEST(Tiktoken, AcceptsTheLineEndingsAndSpacingTiktokenAccepts) {
@@ -179,10 +194,12 @@ TEST(Tiktoken, RefusesMalformedFilesNamingTheLineAndTheRule) {
             "tokenizer.model: InvalidModelFolder: rank 256 spells the special token <|eot_id|>: special tokens follow the ranks");
 }
 
-TEST(Tiktoken, RefusesAFileOfGigabytesBeforeReadingIt) {
+TEST(Readers, RefuseAFileOfGigabytesBeforeReadingIt) {
   HugeSource huge;
   auto r = tokenizer_files_from_tiktoken(huge, "tokenizer.model", kLlama3);
-  EXPECT_EQ(outcome(r), "tokenizer.model: ResourceLimit: 17179869184 bytes: a rank file holds at most 64 MiB");
+  EXPECT_EQ(outcome(r), "tokenizer.model: ResourceLimit: larger than 64 MiB (17179869184 bytes): refusing to read it into memory");
+  auto tekken = tokenizer_files_from_tekken(huge, "tekken.json", TekkenOptions{.model_max_length = 1, .chat_template = std::nullopt});
+  EXPECT_EQ(outcome(tekken), "tekken.json: ResourceLimit: larger than 64 MiB (17179869184 bytes): refusing to read it into memory");
 }
 
 TEST(Tiktoken, RefusesMoreLinesThanTheCap) {
@@ -311,4 +328,27 @@ TEST(Tekken, RefusesMalformedFilesNamingTheRule) {
   auto bad_rank = tekken_text(kSpecials, {});
   bad_rank.replace(bad_rank.find(R"("rank": 3, "token_str")"), 9, R"("rank": 7)");
   EXPECT_EQ(error(bad_rank), "tekken.json: InvalidModelFolder: special_tokens[3] has rank 7: special ranks run 0..5");
+}
+
+TEST(Tekken, WithoutTheConfigSizesEveryTokenIsKeptAndThePadIsOptional) {
+  auto files = from_tekken_text(tekken_text({"<unk>", "<s>", "</s>"}, {"ab"}));
+  ASSERT_TRUE(files) << outcome(files);
+  EXPECT_EQ(files->vocab_size, 3u + 257u);
+  EXPECT_FALSE(files->pad_id);
+  EXPECT_EQ(files->tokenizer_config_json.find("pad_token"), std::string::npos);
+  EXPECT_EQ(files->special_tokens_map_json.find("pad_token"), std::string::npos);
+  EXPECT_NE(files->tokenizer_json.find("\"ab\": 259\n"), std::string::npos);
+}
+
+TEST(Tekken, RefusesEntriesOfTheWrongType) {
+  auto error = [](const std::string& text) { return outcome(from_tekken_text(text)); };
+  EXPECT_EQ(error(R"({"config": {"pattern": "x"}, "vocab": {}, "special_tokens": [{"rank": 0, "token_str": "<s>"}]})"),
+            "tekken.json: InvalidModelFolder: vocab is not an array");
+  EXPECT_EQ(error(R"({"config": {"pattern": "x"}, "vocab": [], "special_tokens": [7]})"),
+            "tekken.json: InvalidModelFolder: special_tokens[0] is not an object");
+  EXPECT_EQ(error(R"({"config": {"pattern": "x"}, "vocab": [], "special_tokens": [{"rank": -1, "token_str": "<s>"}]})"),
+            "tekken.json: InvalidModelFolder: special_tokens[0].rank is not a non-negative integer");
+  EXPECT_EQ(error(R"({"config": {"pattern": "x"}, "vocab": [], "special_tokens": []})"),
+            "tekken.json: InvalidModelFolder: special_tokens holds 0 entries: 1 to 65536 are read");
+  EXPECT_EQ(error(R"([])"), "tekken.json: InvalidModelFolder: is not a JSON object");
 }
