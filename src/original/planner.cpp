@@ -54,9 +54,10 @@ TensorType written_type(const std::vector<ViewTensor>& tensors, std::optional<Te
   return TensorType::F32;
 }
 
-// Meta's 3.2 small models have no output.weight: their embeddings are the output.
+// Meta's 3.2 small models have no output.weight: their embeddings are the output. Any other Llama
+// without one is missing it (refused by the view).
 void decide_tied(const ShardSet& weights, Model& m) {
-  if (!m.mistral) m.dims.tied = weights.shard(0).find("output.weight") == nullptr;
+  if (!m.mistral) m.dims.tied = m.version == "3.2" && weights.shard(0).find("output.weight") == nullptr;
 }
 
 Status check_vocabulary(const Model& m, const TokenizerFiles& t, const Folder& folder) {
