@@ -321,6 +321,15 @@ def test_params_disagreeing_with_the_tensors_refused(llama2, tmp_path):
     assert "key `frobnicate` is not understood" in refused(src, tmp_path, "--llama-version", "2")
 
 
+def test_output_missing_refused_but_for_llama_3_2(llama2, tmp_path):
+    src = copy_of(llama2[1][1], tmp_path)
+    part = torch.load(src / "consolidated.00.pth")
+    del part["output.weight"]
+    torch.save(part, src / "consolidated.00.pth")
+    err = refused(src, tmp_path, "--llama-version", "2")
+    assert "TensorNotFound: tensor output.weight is missing (transformers needs lm_head.weight)" in err
+
+
 def test_version_not_inferred_is_asked_for(llama2, tmp_path):
     err = refused(llama2[1][1], tmp_path, code=2)
     assert "InvalidArgument: params.json and a SentencePiece tokenizer.model (Llama 1 or 2) fit Llama 1 (context 2048) and Llama 2 (4096) " \
