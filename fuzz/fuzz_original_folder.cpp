@@ -30,31 +30,7 @@ namespace {
 constexpr std::string_view kSeparator = "\n@@file@@\n";
 constexpr const char* kFiles[] = {"params.json", "tokenizer.model", "consolidated.safetensors"};
 
-void remove_folder();
-
-// Never destroyed: remove_folder() runs at exit, after the statics' destructors may have.
-const std::string& folder() {
-  static const std::string* const path = [] {
-    const char* tmp = std::getenv("TMPDIR");
-    auto* templ = new std::string(std::string(tmp && *tmp ? tmp : "/tmp") + "/fuzz_original_folder.XXXXXX");
-    FUZZ_CHECK(::mkdtemp(templ->data()) != nullptr);
-    std::atexit(remove_folder);
-    return templ;
-  }();
-  return *path;
-}
-
-void remove_folder() {
-  for (const char* name : kFiles) ::unlink((folder() + "/" + name).c_str());
-  ::rmdir(folder().c_str());
-}
-
-void put(const std::string& path, std::string_view bytes) {
-  std::FILE* f = std::fopen(path.c_str(), "wb");
-  FUZZ_CHECK(f != nullptr);
-  FUZZ_CHECK(std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size());
-  FUZZ_CHECK(std::fclose(f) == 0);
-}
+const std::string& folder() { return fuzz::scratch_folder("fuzz_original_folder"); }
 
 void check_names_file(const Error& e) {
   if (!e.context().file.starts_with(folder())) {
@@ -69,7 +45,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   std::string_view rest(reinterpret_cast<const char*>(data), size);
   for (const char* name : kFiles) {
     const std::size_t cut = rest.find(kSeparator);
-    put(folder() + "/" + name, rest.substr(0, cut));
+    fuzz::put_scratch("fuzz_original_folder", name, rest.substr(0, cut));
     rest = cut == std::string_view::npos ? std::string_view() : rest.substr(cut + kSeparator.size());
   }
   auto listed = Folder::open(folder(), uncached_resolver());
