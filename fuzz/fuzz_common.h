@@ -1,14 +1,18 @@
 // fuzz_common.h — small helpers shared by the libFuzzer targets.
 #pragma once
 
+#include <unistd.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <set>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "safeweights/error.h"
@@ -46,6 +50,40 @@ inline const std::vector<safeweights::TensorType>& storable_types() {
       std::abort();                                                                                                                              \
     }                                                                                                                                            \
   } while (0)
+
+// A folder of files for the targets that read a model folder from disk: made on first use (named after
+// `tag`), reused from run to run; at exit the files written into it and the folder are removed. Never
+// destroyed: the exit handler runs after the statics' destructors may have.
+struct ScratchFolder {
+  std::string path;
+  std::set<std::string> files;
+};
+inline ScratchFolder*& scratch() {
+  static ScratchFolder* folder = nullptr;
+  return folder;
+}
+inline void remove_scratch() {
+  for (const std::string& name : scratch()->files) ::unlink((scratch()->path + "/" + name).c_str());
+  ::rmdir(scratch()->path.c_str());
+}
+inline const std::string& scratch_folder(const char* tag) {
+  if (!scratch()) {
+    const char* tmp = std::getenv("TMPDIR");
+    scratch() = new ScratchFolder{std::string(tmp && *tmp ? tmp : "/tmp") + "/" + tag + ".XXXXXX", {}};
+    FUZZ_CHECK(::mkdtemp(scratch()->path.data()) != nullptr);
+    std::atexit(remove_scratch);
+  }
+  return scratch()->path;
+}
+// Writes `bytes` as the file `name` of the scratch folder.
+inline void put_scratch(const char* tag, const std::string& name, std::string_view bytes) {
+  const std::string path = scratch_folder(tag) + "/" + name;
+  scratch()->files.insert(name);
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  FUZZ_CHECK(f != nullptr);
+  FUZZ_CHECK(std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size());
+  FUZZ_CHECK(std::fclose(f) == 0);
+}
 
 // A source over a private copy of some bytes that is NOT mapped (mapped() returns null), so the
 // library has to take its positional-read path, as it does for pread-backed files.

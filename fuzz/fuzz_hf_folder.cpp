@@ -33,31 +33,7 @@ namespace {
 constexpr std::string_view kSeparator = "\n@@file@@\n";
 constexpr const char* kFiles[] = {"config.json", "tokenizer.json", "tokenizer_config.json", "tokenizer.model"};
 
-void remove_folder();
-
-// Never destroyed: remove_folder() runs at exit, after the statics' destructors may have.
-const std::string& folder() {
-  static const std::string* const path = [] {
-    const char* tmp = std::getenv("TMPDIR");
-    auto* templ = new std::string(std::string(tmp && *tmp ? tmp : "/tmp") + "/fuzz_hf_folder.XXXXXX");
-    FUZZ_CHECK(::mkdtemp(templ->data()) != nullptr);
-    std::atexit(remove_folder);
-    return templ;
-  }();
-  return *path;
-}
-
-void remove_folder() {
-  for (const char* name : kFiles) ::unlink((folder() + "/" + name).c_str());
-  ::rmdir(folder().c_str());
-}
-
-void put(const std::string& path, std::string_view bytes) {
-  std::FILE* f = std::fopen(path.c_str(), "wb");
-  FUZZ_CHECK(f != nullptr);
-  FUZZ_CHECK(std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size());
-  FUZZ_CHECK(std::fclose(f) == 0);
-}
+const std::string& folder() { return fuzz::scratch_folder("fuzz_hf_folder"); }
 
 // An error of a reader names the file it is about: one of the folder's, or the folder itself.
 void check_names_file(const Error& e) {
@@ -95,7 +71,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const std::size_t cut = rest.find(kSeparator);
     const std::string_view part = rest.substr(0, cut);
     rest = cut == std::string_view::npos ? std::string_view() : rest.substr(cut + kSeparator.size());
-    put(path, part);
+    fuzz::put_scratch("fuzz_hf_folder", kFiles[i], part);
     if (i == 3) model = part;
   }
 

@@ -15,8 +15,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <iterator>
 #include <optional>
@@ -239,6 +241,40 @@ inline std::string read_file_bytes(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   std::string s((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
   return s;
+}
+
+// ---- memory --------------------------------------------------------------------------------------
+
+// A line of /proc/self/status in kB ("VmRSS:", "VmHWM:"), or -1.
+inline long status_kb(const char* field) {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind(field, 0) == 0) return std::strtol(line.c_str() + std::strlen(field), nullptr, 10);
+  return -1;
+}
+
+// Runs `f` in a child process whose high-water mark is reset first (/proc/self/clear_refs), so the
+// figure is f's own: the growth of its peak resident memory in bytes, or -1 when f returns false.
+inline long long peak_memory_growth(const std::function<bool()>& f) {
+  int pipefd[2];
+  if (::pipe(pipefd) != 0) return -1;
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::close(pipefd[0]);
+    std::ofstream("/proc/self/clear_refs") << "5";  // resets VmHWM to the current RSS
+    const long before = status_kb("VmRSS:");
+    const long long result = f() ? (status_kb("VmHWM:") - before) * 1024LL : -1;
+    (void)!::write(pipefd[1], &result, sizeof result);
+    ::_exit(0);
+  }
+  ::close(pipefd[1]);
+  long long result = -1;
+  if (::read(pipefd[0], &result, sizeof result) != sizeof result) result = -1;
+  ::close(pipefd[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return result;
 }
 
 // ---- randomness ----------------------------------------------------------------------------------

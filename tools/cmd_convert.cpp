@@ -86,10 +86,14 @@ Status run_conversion(const ConvertArgs& opt) {
   options.write.durable = opt.durable;
   if (Status s = split_limits(opt, options.write.split); !s.is_ok()) return s;
   options.progress = terminal_progress();
-  const FormatOptions input = input_options(opt.backend);
+  FormatOptions input = input_options(opt.backend);
+  input.original.llama_version = opt.llama_version;
+  if (opt.max_position_embeddings) input.original.max_position_embeddings = opt.max_position_embeddings;
+  input.original.instruct = opt.instruct;
   auto report = convert_path(opt.input, opt.output, options, input, opt.entry, root_note());
   if (options.progress) std::fprintf(stderr, "\n");
   if (!report.is_ok()) return std::move(report).status();
+  for (const std::string& note : report->notes) std::fprintf(stderr, "note: %s\n", printable(note).c_str());
   print_summary(*report, opt.output);
   return Status::ok();
 }

@@ -94,6 +94,10 @@ struct ConvertArgs {
   std::string split_max_size;
   std::uint64_t split_max_tensors = 0;
   std::string backend = "pread";
+  // An original download (params.json + consolidated.*): what params.json does not say.
+  std::string llama_version;
+  std::uint32_t max_position_embeddings = 0;  // 0: the version's
+  bool instruct = false;
 };
 int run_convert(const ConvertArgs& args);
 

@@ -158,12 +158,13 @@ void add_convert(CLI::App& app, ConvertArgs& args, int& exit_code) {
       "convert", "Convert between safetensors, GGUF, DDUF entries, Hugging Face folders and PyTorch checkpoints, optionally changing the type");
   cmd->add_option("INPUT", args.input,
                   "a safetensors file or index, a DDUF file (with --entry), a GGUF file, a Hugging Face model folder (safetensors or "
-                  "pytorch_model*.bin weights), or a PyTorch checkpoint")
+                  "pytorch_model*.bin weights), Meta's or Mistral's original download (params.json + consolidated.*), or a PyTorch checkpoint")
       ->required();
   cmd->add_option("OUTPUT", args.output,
                   "the file to write, atomically: its extension (.gguf, .safetensors, .safetensors.index.json) picks the format unless --to "
                   "names it. For a folder of pytorch_model*.bin INPUT, a folder (existing and empty, ending in /, or with no . in its "
-                  "name) gets the safetensors shards, index, config and tokenizer files, all or nothing; any other name is refused")
+                  "name) gets the safetensors shards, index, config and tokenizer files, all or nothing; any other name is refused. An original "
+                  "download converts likewise to a transformers folder, or to GGUF")
       ->required();
   cmd->add_option("--to", args.to, "the output's format (gguf, safetensors, safetensors-index) whatever its name");
   cmd->add_option("--type", args.type,
@@ -179,6 +180,13 @@ void add_convert(CLI::App& app, ConvertArgs& args, int& exit_code) {
                   "most SIZE of tensor data (2G, 500M; decimal units K, M, G, or bytes)");
   cmd->add_option("--split-max-tensors", args.split_max_tensors, "write OUT.gguf as split files (or an index's shards) of at most N tensors each")
       ->check(CLI::PositiveNumber);
+  cmd->add_option("--llama-version", args.llama_version,
+                  "Meta's original download (params.json + consolidated.NN.pth): 1, 2, 3, 3.1 or 3.2, when params.json and the tokenizer "
+                  "do not say it (the context length and Llama 3's rope scaling follow from it)");
+  cmd->add_option("--max-position-embeddings", args.max_position_embeddings,
+                  "an original download's context length, over what its version or params.json gives")
+      ->check(CLI::PositiveNumber);
+  cmd->add_flag("--instruct", args.instruct, "Meta's Llama 3 original download of an instruct model: <|eot_id|> (and 3.1's list) as end of sequence");
   add_backend_option(cmd, args.backend, "how the input is read: pread (default: chunks through one buffer) or mmap");
   add_http_options(cmd);
   cmd->callback([&args, &exit_code] { exit_code = run_convert(args); });

@@ -58,13 +58,18 @@ struct ConvertedTensor {
   std::string name;
   TensorType from;
   TensorType to;
-  std::string note;  // why `to` differs from the requested type ("1-D", "rows of 100 are not a multiple of 256"), or empty
+  // How the tensor was assembled ("joined from 8", "stacked from 64"), then why `to` differs from the
+  // requested type ("1-D", "rows of 100 are not a multiple of 256"), joined by "; "; or empty.
+  std::string note;
 };
 
 struct ConvertReport {
   std::vector<ConvertedTensor> tensors;
   std::uint64_t bytes_written = 0;
   std::vector<std::string> files;  // the files written, in order
+  // What the conversion inferred rather than read (an original download's Llama version, context
+  // length), for the user to check: the CLI prints each on stderr.
+  std::vector<std::string> notes;
 };
 
 Result<ConvertReport> convert(const TensorFile& input, const std::string& output_path, const ConvertOptions& options = {});

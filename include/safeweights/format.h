@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -30,6 +31,15 @@
 
 namespace safeweights {
 SAFEWEIGHTS_API_BEGIN
+
+// Meta's original download and Mistral's native layout (a folder of params.json and consolidated.*
+// weights, converted): what params.json does not say. Unset: inferred where unambiguous (said in
+// ConvertReport::notes), else refused naming the option to give.
+struct OriginalOptions {
+  std::string llama_version;                             // "1", "2", "3", "3.1" or "3.2"; empty: inferred
+  std::optional<std::uint32_t> max_position_embeddings;  // the context length; none: the version's
+  bool instruct = false;                                 // Llama 3: the instruct model's end of turn (<|eot_id|>; 3.1's eos list) as eos
+};
 
 struct FormatOptions {
   FileBackend backend = FileBackend::Mmap;
@@ -49,6 +59,8 @@ struct FormatOptions {
   std::string checkpoint_key;
   // GGUF: the header (metadata and tensor infos) may not be larger: a ResourceLimit error beyond.
   std::uint64_t max_header_bytes = std::uint64_t{1} << 30;
+  // An original download's unknowns (above).
+  OriginalOptions original;
 };
 
 // The bytes `cat` writes: a tensor (which can also be sliced) or an archive member.

@@ -88,7 +88,10 @@ class TensorFile {
 // along one dimension (dimensions counted from the outermost, as shapes are written in safetensors and
 // PyTorch order): the indices begin, begin + step, ... below end (end 0: the dimension's size).
 // A fused MoE gate_up_proj [E, 2F, D] gives its gate as dim 1, [0, F) and its up as [F, 2F); gpt-oss's
-// interleaved halves are step 2 from 0 and from 1.
+// interleaved halves are step 2 from 0 and from 1. The defaults (begin 0, end 0, step 1) take the whole
+// tensor, a scalar included. convert() checks the slice against the tensor's shape (InvalidSliceSpec for
+// a missing dimension or step 0, SliceOutOfRange for an empty or outside range) and cuts a block type
+// only between blocks (InvalidBlockShape); each message names the piece by its index and source.
 struct TensorPiece {
   std::string source;
   std::uint32_t dim = 0;
@@ -99,23 +102,28 @@ struct TensorPiece {
 
 // A tensor to write: which input tensor, under which name, and whether its rows are reordered the way
 // llama.cpp's converter permutes attention Q/K weights for rotary embeddings (0: as stored; n: with n
-// heads).
+// heads), the rows of the assembled tensor when `pieces` assemble it.
 struct ConvertTensor {
-  std::string source;  // empty when `pieces` assemble the tensor
-  std::string name;
+  std::string source{};  // empty when `pieces` assemble the tensor
+  std::string name{};
   std::uint32_t permute_heads = 0;
-  // The inverse of that permutation: rows in llama.cpp's (and Meta's) interleaved rotary order back to
-  // transformers' (Meta's original checkpoints to a transformers folder).
+  // The inverse of that permutation, with permute_heads heads (required): rows in llama.cpp's (and
+  // Meta's) interleaved rotary order back to transformers' (Meta's original checkpoints to a
+  // transformers folder; transformers' permute() in convert_llama_weights_to_hf.py).
   bool unpermute = false;
   // Assembled from several input tensors, all of one type: the pieces joined along `join_dim` (their
   // shapes equal on every other dimension: Meta's model-parallel shards), or with `stack` stacked along
   // a new outermost dimension (their shapes equal: per-expert MoE tensors into [E, ...]). Streamed: the
-  // output is written in its order, reading the pieces' rows as they are needed.
+  // output is written in its order, reading the pieces' rows as they are needed. A tensor has a source
+  // or pieces, not both; a piece's source that is missing is TensorNotFound, pieces of different types
+  // or shapes InvalidArgument, naming the piece. The report's note says "joined from N" or "stacked
+  // from N".
   std::vector<TensorPiece> pieces{};
   std::uint32_t join_dim = 0;
   bool stack = false;
   // The plan's own type for this tensor, over the type asked for (llama.cpp keeps MoE routers F32 at any
-  // --type); none: the requested type's policy.
+  // --type), through the same policy (integers kept, 1-D F32) and the output format's fallbacks
+  // (Format::stored_type, can_hold); none: the requested type.
   std::optional<TensorType> type{};
 };
 

@@ -52,11 +52,17 @@ def convert(
     split_max_tensors: int = 0,
     allow_unknown: bool = False,
     key: str | None = None,
+    llama_version: str | None = None,
+    max_position_embeddings: int = 0,
+    instruct: bool = False,
 ) -> dict:
     """Converts ``input`` (any format the library reads, a Hugging Face model folder) into ``output``.
 
     A folder converts only with its ``config.json``: one without is refused (``InvalidModelFolder``,
-    naming the file to give instead; Meta's or Mistral's original layout: ``NotSupported``).
+    naming the file to give instead), except Meta's original download or Mistral's native layout
+    (``params.json`` beside ``consolidated.*``), which converts to a transformers folder or to GGUF;
+    ``llama_version``, ``max_position_embeddings`` and ``instruct`` say what its params.json does not
+    (the CLI's ``--llama-version``, ``--max-position-embeddings``, ``--instruct``).
 
     What ``safeweights convert`` does, with the same rules: ``output``'s extension (.safetensors, .gguf,
     .safetensors.index.json) picks the format unless ``to`` names it; ``type`` ("f16", "q8_0", ...)
@@ -64,8 +70,10 @@ def convert(
     names, metadata and tokenizer; ``dedup`` keeps one copy of PyTorch tensors that share storage;
     ``split_max_*`` cut llama.cpp's split GGUF files, or the shards of a ``*.safetensors.index.json``
     (5 GB each when not given); ``allow_unknown`` and ``key`` are for PyTorch checkpoints. The output is written
-    atomically. Returns {"tensors": [{"name", "from", "to", "note"}], "bytes_written", "files"}.
+    atomically. Returns {"tensors": [{"name", "from", "to", "note"}], "bytes_written", "files", "notes"}
+    (``notes``: what was inferred rather than read).
     """
     return _safeweights._convert(
-        input, output, type, to, entry, threads, dedup, durable, carry_metadata, split_max_bytes, split_max_tensors, allow_unknown, key
+        input, output, type, to, entry, threads, dedup, durable, carry_metadata, split_max_bytes, split_max_tensors, allow_unknown, key,
+        llama_version, max_position_embeddings, instruct,
     )

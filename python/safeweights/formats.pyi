@@ -21,4 +21,7 @@ def convert(
     split_max_tensors: int = ...,
     allow_unknown: bool = ...,
     key: Optional[str] = ...,
+    llama_version: Optional[str] = ...,
+    max_position_embeddings: int = ...,
+    instruct: bool = ...,
 ) -> Dict[str, Any]: ...

@@ -37,6 +37,7 @@ py::dict report_dict(const ConvertReport& report) {
   out["tensors"] = tensors;
   out["bytes_written"] = report.bytes_written;
   out["files"] = report.files;
+  out["notes"] = report.notes;
   return out;
 }
 
@@ -47,12 +48,15 @@ void register_convert(py::module_& m) {
       "_convert",
       [](const py::handle& input_object, const py::handle& output_object, const py::object& type, const py::object& to, const py::object& entry,
          unsigned threads, bool dedup, bool durable, bool carry_metadata, std::uint64_t split_max_bytes, std::uint64_t split_max_tensors,
-         bool allow_unknown, const py::object& key) {
+         bool allow_unknown, const py::object& key, const py::object& llama_version, std::uint32_t max_position_embeddings, bool instruct) {
         const std::string input = path_arg(input_object), output = path_arg(output_object);
         FormatOptions read;
         read.resolver = caching_resolver();
         read.allow_unknown = allow_unknown;
         if (!key.is_none()) read.checkpoint_key = utf8_arg(key, "checkpoint key");
+        if (!llama_version.is_none()) read.original.llama_version = utf8_arg(llama_version, "llama version");
+        if (max_position_embeddings != 0) read.original.max_position_embeddings = max_position_embeddings;
+        read.original.instruct = instruct;
         ConvertOptions options;
         if (!type.is_none()) options.type = type_arg(utf8_arg(type, "type"));
         if (!to.is_none()) options.to = utf8_arg(to, "format name");
@@ -67,8 +71,8 @@ void register_convert(py::module_& m) {
       },
       py::arg("input"), py::arg("output"), py::arg("type") = py::none(), py::arg("to") = py::none(), py::arg("entry") = py::none(),
       py::arg("threads") = 0, py::arg("dedup") = false, py::arg("durable") = false, py::arg("carry_metadata") = true, py::arg("split_max_bytes") = 0,
-      py::arg("split_max_tensors") = 0, py::arg("allow_unknown") = false, py::arg("key") = py::none(),
-      "open_tensors(input) -> convert() into output; the report as a dict.");
+      py::arg("split_max_tensors") = 0, py::arg("allow_unknown") = false, py::arg("key") = py::none(), py::arg("llama_version") = py::none(),
+      py::arg("max_position_embeddings") = 0, py::arg("instruct") = false, "open_tensors(input) -> convert() into output; the report as a dict.");
 }
 
 }  // namespace safeweights::python

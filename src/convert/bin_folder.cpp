@@ -19,6 +19,7 @@
 #include <set>
 
 #include "core/status_macros.h"
+#include "convert/planned_folder.h"
 #include "core/strings.h"
 #include "io/posix_util.h"
 #include "io/read_util.h"
@@ -402,6 +403,45 @@ Result<ConvertReport> convert_bin_folder(const std::string& input_folder, const 
   SW_RETURN_IF_ERROR(publish(staging, out, options.write.durable));
   for (const std::string& name : staged.written) staged.report.files.push_back(out.path + "/" + name);
   return std::move(staged.report);
+}
+
+}  // namespace safeweights
+
+namespace safeweights {
+namespace {
+
+// Weights that fit one shard are model.safetensors, with no index, as transformers saves them: the one
+// shard renamed, the index removed (both still in the staging folder).
+Status unshard_one(const std::string& staging, ConvertReport& report) {
+  if (report.files.size() != 2 || !report.files[1].ends_with(".safetensors.index.json")) return Status::ok();
+  const std::string model = staging + "/model.safetensors";
+  if (::rename(report.files[0].c_str(), model.c_str()) != 0 || ::unlink(report.files[1].c_str()) != 0)
+    return Error(ErrorKind::IoError, "cannot rename the one shard to model.safetensors: " + errno_text(errno)).with_file(report.files[0]);
+  report.files = {model};
+  return Status::ok();
+}
+
+}  // namespace
+
+Result<ConvertReport> convert_planned_folder(PlannedFolder planned, const std::string& output_folder, ConvertOptions options) {
+  SW_ASSIGN_OR_RETURN(OutputFolder out, check_output_folder(output_folder));
+  Staging staging;
+  SW_RETURN_IF_ERROR(make_staging(staging, out));
+  options.plan = std::move(planned.weights.plan);
+  options.to.clear();
+  SW_ASSIGN_OR_RETURN(ConvertReport report, convert(*planned.weights.tensors, staging.path + "/model.safetensors.index.json", options));
+  SW_RETURN_IF_ERROR(unshard_one(staging.path, report));
+  std::vector<std::string> written;
+  for (const std::string& file : report.files) written.push_back(file.substr(file.find_last_of('/') + 1));
+  for (const auto& [name, text] : planned.files) {
+    SW_RETURN_IF_ERROR(write_side_file(staging.path, name, std::as_bytes(std::span<const char>(text.data(), text.size())), options.write.durable));
+    written.push_back(name);
+  }
+  SW_RETURN_IF_ERROR(publish(staging, out, options.write.durable));
+  report.files.clear();
+  for (const std::string& name : written) report.files.push_back(out.path + "/" + name);
+  report.notes = std::move(planned.notes);
+  return report;
 }
 
 }  // namespace safeweights

@@ -6,6 +6,7 @@
 #include <string>
 #include <string_view>
 
+#include "convert/planned_folder.h"
 #include "core/status_macros.h"
 #include "io/input_files.h"
 #include "model/folder_planner.h"
@@ -24,28 +25,14 @@ bool names_a_folder(const std::string& output, bool is_folder) {
   return !base.empty() && base.find('.') == std::string::npos;
 }
 
-// Meta's original download and Mistral's native layout (issue 34): params.json beside consolidated.NN.pth
-// or consolidated*.safetensors. The native weights file found, or none.
-std::optional<std::string> original_layout_weights(const Folder& folder) {
-  if (!folder.has_file("params.json")) return std::nullopt;
-  for (const FolderEntry& e : folder.entries())
-    if (!e.is_folder && e.name.starts_with("consolidated") && (e.name.ends_with(".pth") || e.name.ends_with(".safetensors"))) return e.name;
-  return std::nullopt;
-}
-
 // A folder converts only as a model: one with config.json, routed below (transformers' own, or a folder
-// of .bin weights), where the native files a Mistral repository ships beside it are never read. Anything
-// else is refused before a weight is read, never written as a plain dump that no loader takes for a
-// model: an original layout by name; bare weights with the file to give instead. A folder without
-// weights is left to open_tensors(), which names the files it looked for.
+// of .bin weights), where the native files a Mistral repository ships beside it are never read, or an
+// original layout (asked first, convert_layout). Anything else is refused before a weight is read,
+// never written as a plain dump that no loader takes for a model: bare weights with the file to give
+// instead. A folder without weights is left to open_tensors(), which names the files it looked for.
 Status check_convertible_folder(const Folder& folder) {
   // Any entry of that name: one that is not a regular file is refused by name on the way (docs/GGUF.md).
   if (std::ranges::any_of(folder.entries(), [](const FolderEntry& e) { return e.name == "config.json"; })) return Status::ok();
-  if (const std::optional<std::string> native = original_layout_weights(folder))
-    return Error(
-               ErrorKind::NotSupported,
-               "params.json + " + *native + " without a config.json is Meta's or Mistral's original layout, which this version does not convert yet")
-        .with_file(folder.name());
   const std::optional<std::string_view> weights = weights_file_of(folder);
   if (!weights) return Status::ok();
   const std::string what = weights->ends_with(".index.json") ? "index file" : "weights file";
@@ -56,6 +43,27 @@ Status check_convertible_folder(const Folder& folder) {
 
 void append_inputs(ConvertOptions& options, const InputFiles& inputs) {
   for (std::string& name : inputs.names()) options.inputs.push_back(std::move(name));
+}
+
+// An original layout (Meta's, Mistral's): to a transformers folder when the output names a folder,
+// else to the output's format (GGUF), in one pass from the native weights either way.
+Result<ConvertReport> convert_layout(const LayoutPlanner& layout, const Folder& folder, const std::string& output, ConvertOptions options,
+                                     const FormatOptions& read, const InputFiles& inputs) {
+  std::error_code ec;
+  const bool output_folder = std::filesystem::is_directory(std::filesystem::symlink_status(output, ec));
+  if (options.to.empty() && !output_format(output).is_ok() && names_a_folder(output, output_folder)) {
+    SW_ASSIGN_OR_RETURN(PlannedFolder planned, layout.plan_folder(folder, read, options.type));
+    append_inputs(options, inputs);
+    return convert_planned_folder(std::move(planned), output, std::move(options));
+  }
+  SW_ASSIGN_OR_RETURN(const Format* out, output_format(output, options.to));
+  std::vector<std::string> notes;
+  SW_ASSIGN_OR_RETURN(PlannedTensors planned, layout.plan_file(folder, read, *out, options.type, notes));
+  options.plan = std::move(planned.plan);
+  append_inputs(options, inputs);
+  SW_ASSIGN_OR_RETURN(ConvertReport report, convert(*planned.tensors, output, options));
+  report.notes = std::move(notes);
+  return report;
 }
 
 }  // namespace
@@ -70,6 +78,7 @@ Result<ConvertReport> convert_path(const std::string& input, const std::string& 
   std::optional<Folder> folder;
   if (names_folder(input)) {
     SW_ASSIGN_OR_RETURN(Folder listed, Folder::open(input, resolver_of(read)));
+    if (const LayoutPlanner* layout = layout_planner_for(listed)) return convert_layout(*layout, listed, output, std::move(options), read, inputs);
     SW_RETURN_IF_ERROR(check_convertible_folder(listed));
     folder.emplace(std::move(listed));
   }

@@ -10,6 +10,7 @@
 #include "gguf/format.h"
 #include "hf/planner.h"
 #include "model/folder_planner.h"
+#include "original/planner.h"
 #if SAFEWEIGHTS_WITH_PYTORCH
 #include "pytorch/format.h"
 #endif
@@ -51,6 +52,15 @@ std::span<const FolderPlanner* const> folder_planners() noexcept {
 const FolderPlanner* planner_for(const Folder& folder, const Format& output) {
   for (const FolderPlanner* planner : folder_planners())
     if (&planner->output() == &output && planner->knows(folder)) return planner;
+  return nullptr;
+}
+
+const LayoutPlanner* layout_planner_for(const Folder& folder) {
+  static const LayoutPlanner* const kLayouts[] = {
+      &original::layout_planner(),
+  };
+  for (const LayoutPlanner* layout : kLayouts)
+    if (layout->knows(folder)) return layout;
   return nullptr;
 }
 

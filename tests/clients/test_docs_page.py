@@ -5,7 +5,7 @@ works because this test ran it."""
 import sys
 
 from conftest import REPO
-from tiny_models import bin_folder, ddpm_folder, llama_folder
+from tiny_models import bin_folder, ddpm_folder, llama_folder, meta_original_folder
 
 sys.path.insert(0, str(REPO / "tests" / "python"))
 import doc_blocks  # noqa: E402  (tests/python is not this suite's folder)
@@ -22,6 +22,9 @@ def test_the_page_has_commands_of_both_kinds():
 def test_every_command_of_the_page_runs(tmp_path, cli):
     llama_folder(tmp_path / "tiny-llama")
     bin_folder(tmp_path / "tiny-llama", tmp_path / "tiny-llama-bin")
+    from transformers import LlamaForCausalLM
+
+    meta_original_folder(tmp_path / "tiny-llama-original", LlamaForCausalLM.from_pretrained(tmp_path / "tiny-llama"), shards=2)
     ddpm_folder(tmp_path / "pipeline")
     ran = doc_blocks.run_page(PAGE, tmp_path)
     assert len(ran) == len(doc_blocks.blocks(PAGE)), "every block of the page runs"

@@ -1,6 +1,7 @@
 """Tiny random models made at test time, as the real libraries save them (no downloads): a transformers 5
 Llama folder with a SentencePiece-derived tokenizer, the same weights as a transformers-4-style
-`pytorch_model.bin` folder, and a diffusers DDPM pipeline folder."""
+`pytorch_model.bin` folder, as Meta's original download (consolidated.NN.pth, params.json), and a
+diffusers DDPM pipeline folder."""
 import io
 import json
 import shutil
@@ -59,6 +60,85 @@ def bin_folder(source: Path, folder: Path) -> Path:
         if f.is_file() and not f.name.endswith(".safetensors") and not f.name.endswith(".safetensors.index.json"):
             shutil.copy(f, folder / f.name)
     torch.save(load_file(Path(source) / "model.safetensors"), folder / "pytorch_model.bin")
+    return folder
+
+
+# Meta's names for transformers' (per layer, then the rest), and how fairscale splits each.
+LAYER_NAMES = {
+    "self_attn.q_proj": ("attention.wq", 0), "self_attn.k_proj": ("attention.wk", 0), "self_attn.v_proj": ("attention.wv", 0),
+    "self_attn.o_proj": ("attention.wo", 1), "mlp.gate_proj": ("feed_forward.w1", 0), "mlp.up_proj": ("feed_forward.w3", 0),
+    "mlp.down_proj": ("feed_forward.w2", 1), "input_layernorm": ("attention_norm", None), "post_attention_layernorm": ("ffn_norm", None),
+}
+
+
+def to_meta_order(w, heads):
+    """transformers' rotary order back to Meta's interleaved pairs (the inverse of transformers' permute)."""
+    rows, cols = w.shape
+    return w.view(heads, 2, rows // heads // 2, cols).transpose(1, 2).reshape(rows, cols)
+
+
+def meta_state(model):
+    """The model's weights under Meta's names (whole, bf16), q/k in Meta's order."""
+    sd = {k: v.detach().bfloat16() for k, v in model.state_dict().items()}
+    out = {"tok_embeddings.weight": sd["model.embed_tokens.weight"], "norm.weight": sd["model.norm.weight"]}
+    if "lm_head.weight" in sd and not model.config.tie_word_embeddings:
+        out["output.weight"] = sd["lm_head.weight"]
+    for n in range(model.config.num_hidden_layers):
+        for hf, (meta, _) in LAYER_NAMES.items():
+            w = sd[f"model.layers.{n}.{hf}.weight"]
+            if hf == "self_attn.q_proj":
+                w = to_meta_order(w, model.config.num_attention_heads)
+            elif hf == "self_attn.k_proj":
+                w = to_meta_order(w, model.config.num_key_value_heads)
+            out[f"layers.{n}.{meta}.weight"] = w
+    return out
+
+
+def split_dim(name, llama3):
+    if name == "tok_embeddings.weight":
+        return 0 if llama3 else 1
+    if name == "output.weight":
+        return 0
+    if name == "norm.weight" or name.endswith("_norm.weight"):
+        return None
+    meta = name.split(".", 2)[2].rsplit(".", 1)[0]
+    return next(d for m, d in LAYER_NAMES.values() if m == meta)
+
+
+def write_shards(state, folder, shards, llama3=False):
+    """Meta's model-parallel shards consolidated.NN.pth: each tensor cut as fairscale cuts it."""
+    import torch
+
+    for s in range(shards):
+        part = {}
+        for name, w in state.items():
+            d = split_dim(name, llama3)
+            part[name] = w.clone() if d is None else w.chunk(shards, dim=d)[s].clone()
+        torch.save(part, folder / f"consolidated.{s:02d}.pth")
+
+
+def meta_original_folder(folder, model, shards=1, extra_params=None, tokenizer=None):
+    """`model` (a transformers Llama) as Meta's download: consolidated.NN.pth (bf16, `shards`
+    model-parallel shards), params.json, and `tokenizer` copied as tokenizer.model: a tiktoken rank file
+    makes it Llama 3's (embeddings split by rows, vocab_size and rope_theta in params.json); none, Llama
+    2's (a SentencePiece tokenizer.model, vocab_size -1)."""
+    folder = Path(folder)
+    folder.mkdir(parents=True)
+    write_shards(meta_state(model), folder, shards, llama3=tokenizer is not None)
+    c = model.config
+    # Meta's MLP width is int(ffn_dim_multiplier * int(8 * dim / 3)) rounded up to multiple_of: the
+    # model's, with a multiplier a little short of it.
+    params = {"dim": c.hidden_size, "ffn_dim_multiplier": (c.intermediate_size - 0.5) / (8 * c.hidden_size // 3),
+              "multiple_of": c.intermediate_size, "n_heads": c.num_attention_heads, "n_kv_heads": c.num_key_value_heads,
+              "n_layers": c.num_hidden_layers, "norm_eps": c.rms_norm_eps, "vocab_size": -1}
+    if tokenizer is not None:
+        params.update(vocab_size=c.vocab_size, rope_theta=c.rope_theta if hasattr(c, "rope_theta") else c.rope_parameters["rope_theta"])
+    params.update(extra_params or {})
+    (folder / "params.json").write_text(json.dumps(params))
+    if tokenizer is None:
+        sentencepiece_model(folder / "tokenizer.model")
+    else:
+        shutil.copy(tokenizer, folder / "tokenizer.model")
     return folder
 
 

@@ -517,21 +517,32 @@ TEST(ConvertPath, AFolderWithoutConfigJsonIsRefusedNamingTheFileToGive) {
   ASSERT_TRUE(indexed.is_ok()) << indexed.error().to_string();
 }
 
-// Meta's original download and Mistral's native layout are named, not converted yet (issue 34), also
-// with the Hugging Face shards a Mistral repository ships beside the native file.
-TEST(ConvertPath, OriginalLayoutsWithoutConfigJsonAreNotSupportedByName) {
+// Meta's original download and Mistral's native layout go to their planner (src/original/, whose tests
+// are tests/original/), also with the Hugging Face shards a Mistral repository ships beside the native
+// file: a params.json it cannot read is refused naming it, an output format it has no plan for by name,
+// and nothing is written.
+TEST(ConvertPath, OriginalLayoutsGoToTheirPlanner) {
   TempDir dir;
   const std::string weights = swt::read_file_bytes(write_input(dir));
   const std::string meta = folder_of(
       dir, "meta", {{"consolidated.00.pth", "not read"}, {"consolidated.01.pth", "not read"}, {"params.json", "{}"}, {"tokenizer.model", ""}});
-  expect_folder_refused(dir, meta, ErrorKind::NotSupported,
-                        "params.json + consolidated.00.pth without a config.json is Meta's or Mistral's original layout, which this version "
-                        "does not convert yet");
   const std::string mistral =
       folder_of(dir, "mistral", {{"consolidated.safetensors", weights}, {"model.safetensors", weights}, {"params.json", "{}"}});
-  expect_folder_refused(dir, mistral, ErrorKind::NotSupported,
-                        "params.json + consolidated.safetensors without a config.json is Meta's or Mistral's original layout, which this "
-                        "version does not convert yet");
+  const std::vector<std::string> before = dir.list();
+  for (const std::string& folder : {meta, mistral}) {
+    for (const char* out : {"out/", "out.gguf"}) {
+      auto r = convert_path(folder, dir.file(out), {});
+      ASSERT_FALSE(r.is_ok()) << out;
+      EXPECT_EQ(r.error().kind(), ErrorKind::InvalidModelFolder) << r.error().to_string();
+      EXPECT_EQ(r.error().message(), "key `dim` is missing") << out;
+      EXPECT_EQ(r.error().context().file, folder + "/params.json") << out;
+    }
+    auto r = convert_path(folder, dir.file("out.safetensors"), {});
+    ASSERT_FALSE(r.is_ok());
+    EXPECT_EQ(r.error().kind(), ErrorKind::NotSupported) << r.error().to_string();
+    EXPECT_EQ(r.error().message(), "an original download converts to a transformers folder (OUT/) or to GGUF (OUT.gguf), not to safetensors");
+    EXPECT_EQ(dir.list(), before);
+  }
 }
 
 // Every file under `root`, with its bytes: what a refused conversion must leave exactly as it was.

@@ -6,7 +6,7 @@ Cases: integers that float64 cannot tell apart (`diff` compares them exactly), F
 largest double (no inf, nan or null in the statistics), input that the output format cannot hold
 (`Unrepresentable`, exit 1, naming the input file and the tensor or key), Hugging Face folders whose
 config.json is out of range or disagrees with the tensors (`InvalidModelFolder`, exit 1), folders that
-are no model (no config.json: `InvalidModelFolder`; Meta's or Mistral's original layout: `NotSupported`;
+are no model (no config.json: `InvalidModelFolder`; Meta's or Mistral's original layout without a tokenizer;
 exit 1, never a plain dump), and `--json` errors that name the split sibling or the shard they are in. The expected texts are written here by hand; the
 numbers in them follow from the inputs (2**62 + 1 - 2**62 = 1; |1e308 - (-1e308)| = 2e308; ...).
 
@@ -162,8 +162,8 @@ def corpus():
          "(tensor `model.embed_tokens.weight`)\n")
 
     # ---- convert: a folder that is no model is refused, never written as a plain dump (issue 34) ----
-    # Without config.json: InvalidModelFolder, naming the file that converts as plain tensors; Meta's or
-    # Mistral's original layout (params.json + consolidated*): NotSupported, by name, HF shards beside or not.
+    # Without config.json: InvalidModelFolder, naming the file that converts as plain tensors. Meta's or
+    # Mistral's original layout (params.json + consolidated*) goes to its planner, HF shards beside or not.
     files["bare/model.safetensors"] = safetensors([embed])
     for out in ("out.gguf", "out.safetensors"):
         case("convert-folder-without-config-json-to-" + out, ["convert", "bare", out], 1, "",
@@ -175,14 +175,12 @@ def corpus():
     files["meta/consolidated.00.pth"] = b"not read"
     files["meta/consolidated.01.pth"] = b"not read"
     case("convert-meta-original-layout", ["convert", "meta/", "llama-hf/"], 1, "",
-         "safeweights: meta: NotSupported: params.json + consolidated.00.pth without a config.json is Meta's or Mistral's "
-         "original layout, which this version does not convert yet\n")
+         "safeweights: meta: FileNotFound: no tokenizer.model beside params.json (Meta's download has one)\n")
     files["mistral/params.json"] = b'{"dim": 2, "n_layers": 1, "n_heads": 1}'
     files["mistral/consolidated.safetensors"] = safetensors([embed])
     files["mistral/model.safetensors"] = safetensors([embed])
     case("convert-mistral-native-layout-with-hf-shards-beside", ["convert", "mistral", "out.gguf"], 1, "",
-         "safeweights: mistral: NotSupported: params.json + consolidated.safetensors without a config.json is Meta's or "
-         "Mistral's original layout, which this version does not convert yet\n")
+         "safeweights: mistral: FileNotFound: no tekken.json nor tokenizer.model.v3 (or .v7, .v1, tokenizer.model) beside params.json\n")
 
     # ---- validate --json: the error names the file it is in ----
     def split_kvs(no):

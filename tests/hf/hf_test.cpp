@@ -11,6 +11,7 @@
 #include <map>
 
 #include "gguf/count_allocations.h"
+#include "protobuf_util.h"
 #include "test_util.h"
 #include "hf/hf_files.h"
 #include "hf/json_read.h"
@@ -123,20 +124,9 @@ struct Folder {
 
 // ---- the SentencePiece protobuf reader ----------------------------------------------------------
 
-std::string varint(std::uint64_t v) {
-  std::string s;
-  do {
-    s += static_cast<char>((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
-    v >>= 7;
-  } while (v);
-  return s;
-}
-std::string ld(int field, const std::string& body) { return varint(static_cast<std::uint64_t>(field) << 3 | 2) + varint(body.size()) + body; }
-std::string piece(const std::string& text, float score, int type) {
-  std::string s = ld(1, text) + varint(2 << 3 | 5);
-  s.append(reinterpret_cast<const char*>(&score), 4);
-  return s + varint(3 << 3) + varint(static_cast<std::uint64_t>(type));
-}
+using swt::ld;
+using swt::piece;
+using swt::varint;
 
 // The 256 byte pieces "<0x00>".."<0xFF>" (upper-case digits, or lower-case), as tokenizer.json vocab entries
 // from id `first` on: `"<0x00>":first,...`.

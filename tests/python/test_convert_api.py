@@ -2,6 +2,7 @@
 `convert` writes for the same arguments (two front ends over one convert_path()), read back here with
 json+struct only; its report says what each tensor became; refusals raise and leave no file."""
 import json
+import math
 import os
 import struct
 import subprocess
@@ -121,6 +122,61 @@ def folder_of(tmp_path, name, files):
     return folder
 
 
+def varint(v):
+    out = b""
+    while True:
+        out += bytes([(v & 0x7F) | (0x80 if v > 0x7F else 0)])
+        v >>= 7
+        if not v:
+            return out
+
+
+def field(number, body):
+    return varint(number << 3 | 2) + varint(len(body)) + body
+
+
+def sentencepiece(pieces):
+    """A SentencePiece ModelProto of (text, type) pieces."""
+    return b"".join(field(1, field(1, text.encode()) + varint(3 << 3) + varint(kind)) for text, kind in pieces)
+
+
+def mistral_native(tmp_path, dim=8, heads=2, kv_heads=1, hidden=16):
+    """Mistral's native layout, tiny: consolidated.safetensors under Meta's names, params.json,
+    tokenizer.model.v3 (SentencePiece, with the 256 byte pieces llama.cpp needs)."""
+    pieces = [("<unk>", 2), ("<s>", 3), ("</s>", 3), ("a", 1), ("b", 1)] + [(f"<0x{b:02X}>", 6) for b in range(256)]
+    vocab = len(pieces)
+    head_dim = dim // heads
+    shapes = {"tok_embeddings.weight": (vocab, dim), "norm.weight": (dim,), "output.weight": (vocab, dim),
+              "layers.0.attention.wq.weight": (heads * head_dim, dim), "layers.0.attention.wk.weight": (kv_heads * head_dim, dim),
+              "layers.0.attention.wv.weight": (kv_heads * head_dim, dim), "layers.0.attention.wo.weight": (dim, heads * head_dim),
+              "layers.0.feed_forward.w1.weight": (hidden, dim), "layers.0.feed_forward.w3.weight": (hidden, dim),
+              "layers.0.feed_forward.w2.weight": (dim, hidden), "layers.0.attention_norm.weight": (dim,), "layers.0.ffn_norm.weight": (dim,)}
+    tensors = [(name, "F32", shape, floats(math.prod(shape))) for name, shape in shapes.items()]
+    params = {"dim": dim, "n_layers": 1, "head_dim": head_dim, "hidden_dim": hidden, "n_heads": heads, "n_kv_heads": kv_heads,
+              "norm_eps": 1e-5, "vocab_size": vocab}
+    spm = sentencepiece(pieces)
+    return folder_of(tmp_path, "mistral", {"consolidated.safetensors": build_file(tensors), "params.json": json.dumps(params).encode(),
+                                           "tokenizer.model.v3": spm})
+
+
+def test_an_original_download_converts_with_the_clis_options(tmp_path):
+    """Meta's and Mistral's layouts (issue 34): the CLI's --max-position-embeddings and --llama-version as
+    keywords, and what was inferred in the report's notes."""
+    src = mistral_native(tmp_path)
+    report = safeweights.convert(src, tmp_path / "hf/")
+    assert report["notes"] == ["params.json gives no max_seq_len: context 32768 (transformers' converter's default); "
+                               "--max-position-embeddings says otherwise"]
+    assert sorted(Path(f).name for f in report["files"]) == ["config.json", "generation_config.json", "model.safetensors",
+                                                            "special_tokens_map.json", "tokenizer.model", "tokenizer_config.json"]
+    report = safeweights.convert(src, tmp_path / "hf2/", max_position_embeddings=1024)
+    assert report["notes"] == []
+    assert json.loads((tmp_path / "hf2" / "config.json").read_text())["max_position_embeddings"] == 1024
+    assert safeweights.convert(src, tmp_path / "m.gguf")["files"] == [str(tmp_path / "m.gguf")]
+    with pytest.raises(Exception, match="--llama-version is for Meta's Llama downloads; this folder is Mistral's"):
+        safeweights.convert(src, tmp_path / "hf3/", llama_version="2")
+    assert not (tmp_path / "hf3").exists()
+
+
 def test_a_folder_without_config_json_is_refused_naming_the_file_to_give(tmp_path, model):
     """A folder that is no model is never written as a plain dump (issue 34): the file itself converts."""
     weights = model.read_bytes()
@@ -134,8 +190,10 @@ def test_a_folder_without_config_json_is_refused_naming_the_file_to_give(tmp_pat
                                 f"({bare}/model.safetensors) to convert its tensors as plain tensors")
         with pytest.raises(safeweights.SafetensorError) as e:
             safeweights.convert(native, tmp_path / out)
-        assert e.value.kind == "NotSupported"
-        assert str(e.value) == (f"{native}: NotSupported: params.json + consolidated.safetensors without a config.json is Meta's "
-                                "or Mistral's original layout, which this version does not convert yet")
+        if out == "x.gguf":  # Mistral's native layout goes to its planner, which reads params.json
+            assert str(e.value) == f"{native}/params.json: InvalidModelFolder: key `dim` is missing"
+        else:
+            assert e.value.kind == "NotSupported"
+            assert "an original download converts to a transformers folder (OUT/) or to GGUF (OUT.gguf)" in str(e.value)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bare", "m.safetensors", "native"]
     safeweights.convert(bare / "model.safetensors", tmp_path / "x.gguf")  # the file itself: plain tensors

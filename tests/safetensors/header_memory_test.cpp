@@ -4,7 +4,6 @@
 // (/proc/self/clear_refs) before the open, so the figure is the open's own, and reads the file with the
 // pread backend, so page-cache pages of the file never count as the process's memory.
 #include <fcntl.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -53,43 +52,13 @@ std::uint64_t write_header(const std::string& path, const std::function<std::str
   return n;
 }
 
-long status_kb(const char* field) {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind(field, 0) == 0) return std::strtol(line.c_str() + std::strlen(field), nullptr, 10);
-  }
-  return -1;
-}
-
 // Opens `path` in a child; returns its peak growth in bytes (or -1 when the open failed).
 long long open_peak_bytes(const std::string& path) {
-  int pipefd[2];
-  if (::pipe(pipefd) != 0) return -1;
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    ::close(pipefd[0]);
-    long long result = -1;
-    {
-      std::ofstream("/proc/self/clear_refs") << "5";  // resets VmHWM to the current RSS
-      const long before = status_kb("VmRSS:");
-      auto r = st::Reader::open(path, safeweights::FileBackend::Pread);
-      const long peak = status_kb("VmHWM:");
-      if (r.is_ok())
-        result = (peak - before) * 1024LL;
-      else
-        std::fprintf(stderr, "%s\n", r.error().to_string().c_str());
-    }
-    (void)!::write(pipefd[1], &result, sizeof result);
-    ::_exit(0);
-  }
-  ::close(pipefd[1]);
-  long long result = -1;
-  if (::read(pipefd[0], &result, sizeof result) != sizeof result) result = -1;
-  ::close(pipefd[0]);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  return result;
+  return swt::peak_memory_growth([&] {
+    auto r = st::Reader::open(path, safeweights::FileBackend::Pread);
+    if (!r.is_ok()) std::fprintf(stderr, "%s\n", r.error().to_string().c_str());
+    return r.is_ok();
+  });
 }
 
 class HeaderMemory : public ::testing::Test {
