@@ -63,6 +63,33 @@ Status check_units(ByteUnit unit, TensorType type, const TensorPiece& piece, std
   return Status::ok();
 }
 
+// The output's shape: every piece's shape, less the joined dimension, is piece 0's; the output's is
+// that with the joined dimension summed, or with the number of pieces put first.
+Result<std::vector<std::uint64_t>> output_shape(const ConvertTensor& t, const std::vector<std::vector<std::uint64_t>>& shapes) {
+  const auto bad = [&](ErrorKind kind, std::string message) { return Error(kind, std::move(message)).with_tensor(t.name); };
+  std::vector<std::uint64_t> expected = shapes[0];
+  if (!t.stack && t.join_dim >= expected.size())
+    return bad(ErrorKind::InvalidArgument, "join_dim " + std::to_string(t.join_dim) + " of pieces of shape " + shape_string(shapes[0]));
+  if (!t.stack) expected[t.join_dim] = 0;
+  std::uint64_t joined = 0;
+  for (std::size_t i = 0; i < shapes.size(); ++i) {
+    std::vector<std::uint64_t> s = shapes[i];
+    if (!t.stack && s.size() == expected.size()) s[t.join_dim] = 0;
+    if (s != expected)
+      return bad(ErrorKind::InvalidArgument,
+                 piece_label(i, t.pieces[i].source) + " has shape " + shape_string(shapes[i]) + ", " + piece_label(0, t.pieces[0].source) + " " +
+                     shape_string(shapes[0]) +
+                     (t.stack ? ": stacked pieces have one shape" : ": joined pieces differ only in dimension " + std::to_string(t.join_dim)));
+    if (!t.stack && __builtin_add_overflow(joined, shapes[i][t.join_dim], &joined))
+      return bad(ErrorKind::ValidationOverflow, "the joined dimension overflows 64 bits");
+  }
+  if (t.stack)
+    expected.insert(expected.begin(), t.pieces.size());
+  else
+    expected[t.join_dim] = joined;
+  return expected;
+}
+
 }  // namespace
 
 ByteUnit ByteUnit::of(TensorType type) {
@@ -93,32 +120,8 @@ Result<std::unique_ptr<Assembly>> Assembly::make(const TensorFile& input, const 
     if (Status s = check_units(a->unit_, e->type, piece, shapes[i], label); !s.is_ok()) return error_of(s).with_tensor(t.name);
     a->pieces_.push_back(*view);
   }
-  // Every piece's shape, less the joined dimension, is piece 0's; the output's is that with the joined
-  // dimension summed, or with the number of pieces put first.
-  std::vector<std::uint64_t> expected = shapes[0];
-  std::uint64_t outer = 1, joined = 0;
-  if (!t.stack) {
-    if (t.join_dim >= expected.size())
-      return bad(ErrorKind::InvalidArgument, "join_dim " + std::to_string(t.join_dim) + " of pieces of shape " + shape_string(shapes[0]));
-    expected[t.join_dim] = 0;
-    outer = product(std::span(expected).first(t.join_dim));
-  }
-  for (std::size_t i = 0; i < shapes.size(); ++i) {
-    std::vector<std::uint64_t> s = shapes[i];
-    if (!t.stack && s.size() == expected.size()) s[t.join_dim] = 0;
-    if (s != expected)
-      return bad(ErrorKind::InvalidArgument,
-                 piece_label(i, t.pieces[i].source) + " has shape " + shape_string(shapes[i]) + ", " + piece_label(0, t.pieces[0].source) + " " +
-                     shape_string(shapes[0]) +
-                     (t.stack ? ": stacked pieces have one shape" : ": joined pieces differ only in dimension " + std::to_string(t.join_dim)));
-    if (!t.stack && __builtin_add_overflow(joined, shapes[i][t.join_dim], &joined))
-      return bad(ErrorKind::ValidationOverflow, "the joined dimension overflows 64 bits");
-  }
-  std::vector<std::uint64_t> shape = std::move(expected);
-  if (t.stack)
-    shape.insert(shape.begin(), t.pieces.size());
-  else
-    shape[t.join_dim] = joined;
+  SW_ASSIGN_OR_RETURN(std::vector<std::uint64_t> shape, output_shape(t, shapes));
+  const std::uint64_t outer = t.stack ? 1 : product(std::span(shape).first(t.join_dim));
   for (std::size_t i = 0; i < a->pieces_.size(); ++i) {
     a->start_.push_back(a->group_);
     a->block_.push_back(outer == 0 ? 0 : a->pieces_[i].elements() / outer);

@@ -6,10 +6,11 @@
 // files; no element is touched, so the bytes are the input's; an assembled one piece by piece when
 // each piece is one run of the output); any other goes through pieces of whole rows, gathered from
 // the plan's pieces (convert/assemble.h) and in the permuted order when asked, dequantized to F32 and
-// quantized to the output type on the shared pool. Pieces are pipelined: piece k is converted by every thread while k - 1 is
-// written and k + 1 read, so at most three pieces of one tensor are in memory at a time (two buffers
-// each way), and each tensor's input pages are released once written. A piece's bytes depend only on
-// its elements, never on the threads.
+// quantized to the output type on the shared pool. Pieces are pipelined: piece k is converted by
+// every thread while k - 1 is written and k + 1 read, so at most three pieces of one tensor are in
+// memory at a time (two buffers each way), and each tensor's input pages are released once written
+// (a gathered piece's as soon as it is read). A piece's bytes depend only on its elements, never on
+// the threads.
 #include "safeweights/convert.h"
 
 #include <algorithm>
