@@ -35,7 +35,7 @@ Status check(const JsonFile& file, ModelConfig& c) {
 
 }  // namespace
 
-const Architecture& llama_architecture() {
+SAFEWEIGHTS_HF_ARCHITECTURE(llama) {
   static constexpr Architecture kArch{.classes = kClasses,
                                       .name = "llama",
                                       .base = LayerBase::LlamaPermuted,

@@ -3,6 +3,7 @@
 #include <array>
 
 #include "hf/arch.h"
+#include "hf/arch_qwen.h"
 #include "hf/hf_files.h"
 #include "hf/json_read.h"
 
@@ -19,7 +20,6 @@ constexpr std::array<TensorRule, 3> kLayer = {{
 
 }  // namespace
 
-// Qwen's sliding window (use_sliding_window): llama.cpp's qwen2 and qwen3 attend to the whole context.
 Status check_qwen_sliding_window(const JsonFile& file, ModelConfig&) {
   SW_ASSIGN_OR_RETURN(auto sliding, file.boolean(file.root(), "use_sliding_window"));
   if (sliding.value_or(false)) {
@@ -29,7 +29,7 @@ Status check_qwen_sliding_window(const JsonFile& file, ModelConfig&) {
   return Status::ok();
 }
 
-const Architecture& qwen2_architecture() {
+SAFEWEIGHTS_HF_ARCHITECTURE(qwen2) {
   static constexpr Architecture kArch{
       .classes = kClasses, .name = "qwen2", .base = LayerBase::Llama, .layer = kLayer, .check = check_qwen_sliding_window};
   return kArch;
