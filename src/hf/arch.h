@@ -66,7 +66,13 @@ constexpr std::array<TensorRule, 6> llama_attention(bool permute_qk) {
   return {kAttnNorm, q(permute_qk ? Permute::Heads : Permute::None), k(permute_qk ? Permute::KvHeads : Permute::None), kV, kO, kFfnNorm};
 }
 constexpr std::array<TensorRule, 3> kDenseMlp = {kGate, kUp, kDown};
-// RMS norms of each query and key head (Qwen3, Gemma 3, OLMo 2).
+// Qwen2's biases of q, k and v, which llama.cpp's qwen2 and qwen2moe require.
+constexpr std::array<TensorRule, 3> kQkvBias = {{
+    {"self_attn.q_proj.bias", "attn_q.bias", Dim::QRows, Dim::None, Permute::None, true},
+    {"self_attn.k_proj.bias", "attn_k.bias", Dim::KvRows, Dim::None, Permute::None, true},
+    {"self_attn.v_proj.bias", "attn_v.bias", Dim::KvRows, Dim::None, Permute::None, true},
+}};
+// RMS norms of each query and key head (Qwen3, Gemma 3).
 constexpr std::array<TensorRule, 2> kQkNorm = {{
     {"self_attn.q_norm.weight", "attn_q_norm.weight", Dim::HeadDim, Dim::None, Permute::None, true},
     {"self_attn.k_norm.weight", "attn_k_norm.weight", Dim::HeadDim, Dim::None, Permute::None, true},

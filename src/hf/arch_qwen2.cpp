@@ -12,12 +12,6 @@ namespace {
 
 constexpr std::array<std::string_view, 1> kClasses = {"Qwen2ForCausalLM"};
 
-constexpr std::array<TensorRule, 3> kLayer = {{
-    {"self_attn.q_proj.bias", "attn_q.bias", Dim::QRows, Dim::None, Permute::None, true},
-    {"self_attn.k_proj.bias", "attn_k.bias", Dim::KvRows, Dim::None, Permute::None, true},
-    {"self_attn.v_proj.bias", "attn_v.bias", Dim::KvRows, Dim::None, Permute::None, true},
-}};
-
 }  // namespace
 
 Status check_qwen_sliding_window(const JsonFile& file, ModelConfig&) {
@@ -31,7 +25,7 @@ Status check_qwen_sliding_window(const JsonFile& file, ModelConfig&) {
 
 SAFEWEIGHTS_HF_ARCHITECTURE(qwen2) {
   static constexpr Architecture kArch{
-      .classes = kClasses, .name = "qwen2", .base = LayerBase::Llama, .layer = kLayer, .check = check_qwen_sliding_window};
+      .classes = kClasses, .name = "qwen2", .base = LayerBase::Llama, .layer = rows::kQkvBias, .check = check_qwen_sliding_window};
   return kArch;
 }
 

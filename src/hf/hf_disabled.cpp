@@ -23,8 +23,7 @@ bool is_model_folder(const std::string& folder) {
   return opened.is_ok() && is_model_folder(*opened);
 }
 
-Result<GgufConversion> plan(const Folder& folder, const TensorFile& /*weights*/, std::optional<TensorType> /*type*/,
-                            const GgufOptions& /*options*/) {
+Result<GgufConversion> plan(const Folder& folder, const TensorFile& /*weights*/, std::optional<TensorType> /*type*/, const GgufOptions& /*options*/) {
   return not_built(folder.name());
 }
 

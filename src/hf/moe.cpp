@@ -76,7 +76,10 @@ Status read_moe(const JsonFile& file, ModelConfig& c) {
 
 Status plan_experts(const MoeTable& table, const MoeConfig& moe, std::uint64_t hidden, const std::string& hf, const std::string& gg,
                     const TensorFile& weights, std::vector<ConvertTensor>& out) {
-  const std::string block = hf + std::string(table.block) + ".";
+  const std::string fused_block = hf + std::string(table.fused_block.empty() ? table.block : table.fused_block) + ".";
+  const std::string fused = fused_block + "experts.gate_up_proj";
+  const bool is_fused = table.fused && weights.find(fused);
+  const std::string block = is_fused ? fused_block : hf + std::string(table.block) + ".";
   const std::uint64_t experts = moe.experts;
   const std::uint64_t ffn = moe.ffn;
   // The router, F32 at any --type (llama.cpp's converter keeps FFN_GATE_INP so).
@@ -87,8 +90,7 @@ Status plan_experts(const MoeTable& table, const MoeConfig& moe, std::uint64_t h
   const std::string gate = gg + "ffn_gate_exps.weight";
   const std::string up = gg + "ffn_up_exps.weight";
   const std::string down = gg + "ffn_down_exps.weight";
-  const std::string fused = block + "experts.gate_up_proj";
-  if (table.fused && weights.find(fused)) {
+  if (is_fused) {
     // transformers 5: gate_up_proj [E, 2F, D], gate the first F rows of each expert, up the rest
     // (conversion/qwen.py splits dimension -2 so); down_proj [E, D, F] as it is.
     const std::vector<std::uint64_t> fused_shape = {experts, 2 * ffn, hidden};

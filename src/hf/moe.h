@@ -27,6 +27,7 @@ namespace safeweights::hf {
 
 struct MoeTable {
   std::string_view block;                  // the MLP's name in a layer: "mlp", Mixtral's "block_sparse_moe"
+  std::string_view fused_block = {};       // the same with transformers 5's fused experts, when it differs (Mixtral: "mlp")
   std::array<std::string_view, 3> expert;  // one expert's gate, up and down: "gate_proj"... or "w1", "w3", "w2"
   bool fused = true;                       // transformers 5's experts.gate_up_proj / experts.down_proj accepted
   std::span<const TensorRule> shared{};    // the shared expert and its gate (Qwen2-MoE), after "model.layers.N."

@@ -204,7 +204,8 @@ TEST(HfLlama, ModelFoldersGoToThePlanBrokenOnesToo) {
   EXPECT_TRUE(hf::is_model_folder(f.path()));
   EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::NotSupported, "config.json",
                           "architecture `GPT2LMHeadModel` is not converted (converted: Gemma2ForCausalLM, Gemma3ForCausalLM, LlamaForCausalLM, "
-                          "MistralForCausalLM, Phi3ForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM)"));
+                          "MistralForCausalLM, MixtralForCausalLM, OlmoeForCausalLM, Phi3ForCausalLM, Qwen2ForCausalLM, "
+                          "Qwen2MoeForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM)"));
   EXPECT_FALSE(hf::is_model_folder(f.path() + "/nowhere"));
   // A config.json that cannot be read is a model folder: plan() says why instead of a plain dump.
   // Each is the folder's content at fault (InvalidModelFolder, or DuplicateKey for a repeated key: the CLI
@@ -616,6 +617,102 @@ TEST(HfMoe, ConfigKeysThatChangeTheMathAreMappedOrRefused) {
   auto p = f.plan();
   ASSERT_TRUE(IsOk(p));
   EXPECT_EQ(*find(*p, "qwen3moe.expert_count"), MetaValue::u32(4));
+}
+
+// The fixture's dense MLP replaced by 4 experts of width `ffn` under `block`, named by `names` (gate,
+// up, down), and a router.
+void make_experts(Folder& f, const std::string& block, std::array<const char*, 3> names, std::uint64_t ffn) {
+  for (const char* dense : {"gate_proj", "up_proj", "down_proj"}) f.tensors.erase(std::string("model.layers.0.mlp.") + dense + ".weight");
+  f.tensors["model.layers.0." + block + ".gate.weight"] = {4, 8};
+  for (int e = 0; e < 4; ++e) {
+    const std::string expert = "model.layers.0." + block + ".experts." + std::to_string(e) + ".";
+    f.tensors[expert + names[0] + ".weight"] = {ffn, 8};
+    f.tensors[expert + names[1] + ".weight"] = {ffn, 8};
+    f.tensors[expert + names[2] + ".weight"] = {8, ffn};
+  }
+  f.config["num_experts_per_tok"] = "2";
+}
+
+TEST(HfMoe, MixtralIsLlamaWithExperts) {
+  Folder f;
+  f.config["architectures"] = R"(["MixtralForCausalLM"])";
+  f.config["num_local_experts"] = "4";
+  make_experts(f, "block_sparse_moe", {"w1", "w3", "w2"}, 8);
+  auto p = f.plan();
+  ASSERT_TRUE(IsOk(p));
+  EXPECT_EQ(*find(*p, "general.architecture"), MetaValue::string("llama"));
+  EXPECT_EQ(*find(*p, "llama.expert_count"), MetaValue::u32(4));
+  EXPECT_EQ(find(*p, "llama.expert_feed_forward_length"), nullptr);  // the experts are intermediate_size wide
+  EXPECT_EQ(planned(*p, "blk.0.attn_q.weight")->permute_heads, 2u);
+  EXPECT_EQ(planned(*p, "blk.0.ffn_up_exps.weight")->pieces[1].source, "model.layers.0.block_sparse_moe.experts.1.w3.weight");
+  EXPECT_EQ(planned(*p, "blk.0.ffn_down_exps.weight")->pieces[3].source, "model.layers.0.block_sparse_moe.experts.3.w2.weight");
+  EXPECT_EQ(planned(*p, "blk.0.ffn_gate_inp.weight")->source, "model.layers.0.block_sparse_moe.gate.weight");
+  // transformers 5's fused experts live under mlp, router included.
+  for (auto it = f.tensors.begin(); it != f.tensors.end();)
+    it = it->first.find("block_sparse_moe") != std::string::npos ? f.tensors.erase(it) : std::next(it);
+  f.tensors["model.layers.0.mlp.gate.weight"] = {4, 8};
+  f.tensors["model.layers.0.mlp.experts.gate_up_proj"] = {4, 16, 8};
+  f.tensors["model.layers.0.mlp.experts.down_proj"] = {4, 8, 8};
+  p = f.plan();
+  ASSERT_TRUE(IsOk(p));
+  EXPECT_EQ(planned(*p, "blk.0.ffn_gate_inp.weight")->source, "model.layers.0.mlp.gate.weight");
+  EXPECT_EQ(planned(*p, "blk.0.ffn_up_exps.weight")->pieces[0].begin, 8u);
+}
+
+TEST(HfMoe, Qwen2MoeSharedExpertAndItsGate) {
+  Folder f;
+  f.config["architectures"] = R"(["Qwen2MoeForCausalLM"])";
+  f.config["num_experts"] = "4";
+  f.config["moe_intermediate_size"] = "2";
+  f.config["shared_expert_intermediate_size"] = "6";
+  make_experts(f, "mlp", {"gate_proj", "up_proj", "down_proj"}, 2);
+  for (auto [bias, n] : {std::pair{"q", 8}, {"k", 4}, {"v", 4}})
+    f.tensors[std::string("model.layers.0.self_attn.") + bias + "_proj.bias"] = {std::uint64_t(n)};
+  f.tensors["model.layers.0.mlp.shared_expert.gate_proj.weight"] = {6, 8};
+  f.tensors["model.layers.0.mlp.shared_expert.up_proj.weight"] = {6, 8};
+  f.tensors["model.layers.0.mlp.shared_expert.down_proj.weight"] = {8, 6};
+  f.tensors["model.layers.0.mlp.shared_expert_gate.weight"] = {1, 8};
+  auto p = f.plan();
+  ASSERT_TRUE(IsOk(p));
+  EXPECT_EQ(*find(*p, "qwen2moe.expert_feed_forward_length"), MetaValue::u32(2));
+  EXPECT_EQ(*find(*p, "qwen2moe.expert_shared_feed_forward_length"), MetaValue::u32(6));
+  EXPECT_EQ(planned(*p, "blk.0.ffn_gate_inp_shexp.weight")->type, TensorType::F32);
+  EXPECT_FALSE(planned(*p, "blk.0.ffn_down_shexp.weight")->type.has_value());
+  f.config["norm_topk_prob"] = "true";  // llama.cpp's qwen2moe never renormalizes
+  EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::NotSupported, "config.json",
+                          "`norm_topk_prob` is true: llama.cpp's qwen2moe architecture does not renormalize"));
+  f.config.erase("norm_topk_prob");
+  f.tensors["model.layers.0.mlp.shared_expert_gate.weight"] = {2, 8};
+  EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::InvalidModelFolder, "model.safetensors", "shape [2, 8], config.json implies [1, 8]"));
+}
+
+TEST(HfMoe, OlmoeRules) {
+  Folder f;
+  f.config["architectures"] = R"(["OlmoeForCausalLM"])";
+  f.config["num_experts"] = "4";
+  f.config["num_key_value_heads"] = "2";
+  make_experts(f, "mlp", {"gate_proj", "up_proj", "down_proj"}, 8);
+  f.tensors["model.layers.0.self_attn.k_proj.weight"] = {8, 8};
+  f.tensors["model.layers.0.self_attn.v_proj.weight"] = {8, 8};
+  f.tensors["model.layers.0.self_attn.q_norm.weight"] = {8};  // the whole projection, not one head
+  f.tensors["model.layers.0.self_attn.k_norm.weight"] = {8};
+  auto p = f.plan();
+  ASSERT_TRUE(IsOk(p));
+  EXPECT_EQ(*find(*p, "general.architecture"), MetaValue::string("olmoe"));
+  EXPECT_EQ(planned(*p, "blk.0.attn_k_norm.weight")->source, "model.layers.0.self_attn.k_norm.weight");
+  const std::vector<std::pair<std::pair<std::string, std::string>, std::string>> refused = {
+      {{"rms_norm_eps", "1e-6"}, "`rms_norm_eps` is not 1e-05"},
+      {{"num_key_value_heads", "1"}, "`num_key_value_heads` differs from num_attention_heads"},
+      {{"clip_qkv", "8.0"}, "`clip_qkv` is set"},
+      {{"attention_bias", "true"}, "`attention_bias` is true"},
+      {{"norm_topk_prob", "true"}, "`norm_topk_prob` is true"},
+  };
+  for (const auto& [kv, text] : refused) {
+    const auto saved = f.config;
+    f.config[kv.first] = kv.second;
+    EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::NotSupported, "config.json", text)) << kv.first;
+    f.config = saved;
+  }
 }
 
 // A Gemma 2 folder: the fixture's layer with Gemma's four norms, head size 4, window 16.
