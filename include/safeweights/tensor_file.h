@@ -101,8 +101,8 @@ struct TensorPiece {
 // llama.cpp's converter permutes attention Q/K weights for rotary embeddings (0: as stored; n: with n
 // heads).
 struct ConvertTensor {
-  std::string source;  // empty when `pieces` assemble the tensor
-  std::string name;
+  std::string source{};  // empty when `pieces` assemble the tensor
+  std::string name{};
   std::uint32_t permute_heads = 0;
   // The inverse of that permutation: rows in llama.cpp's (and Meta's) interleaved rotary order back to
   // transformers' (Meta's original checkpoints to a transformers folder).

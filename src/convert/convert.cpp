@@ -3,9 +3,10 @@
 //
 // Each tensor gets an output type from the policy (choose_type), then is written by one of two paths:
 // a tensor that keeps its type and order is copied as it is (copy_tensor: in the kernel between local
-// files; no element is touched, so the bytes are the input's); any other goes through pieces of whole
-// rows, gathered in the permuted order when asked, dequantized to F32 and quantized to the output type
-// on the shared pool. Pieces are pipelined: piece k is converted by every thread while k - 1 is
+// files; no element is touched, so the bytes are the input's; an assembled one piece by piece when
+// each piece is one run of the output); any other goes through pieces of whole rows, gathered from
+// the plan's pieces (convert/assemble.h) and in the permuted order when asked, dequantized to F32 and
+// quantized to the output type on the shared pool. Pieces are pipelined: piece k is converted by every thread while k - 1 is
 // written and k + 1 read, so at most three pieces of one tensor are in memory at a time (two buffers
 // each way), and each tensor's input pages are released once written. A piece's bytes depend only on
 // its elements, never on the threads.
@@ -19,6 +20,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "convert/assemble.h"
 #include "convert/pieces.h"
 #include "core/parallel.h"
 #include "core/status_macros.h"
@@ -30,7 +32,10 @@
 namespace safeweights {
 namespace {
 
+using convert_detail::Assembly;
+using convert_detail::ByteRuns;
 using convert_detail::bytes_of;
+using convert_detail::ByteUnit;
 using convert_detail::read_elements;
 
 constexpr std::uint64_t kPieceElements = 4u << 20;  // elements per piece of a converted tensor
@@ -41,14 +46,15 @@ bool is_number_kept(TensorType t) {
   return c == TypeClass::Bool || c == TypeClass::Unsigned || c == TypeClass::Signed || c == TypeClass::Complex || t == TensorType::F64;
 }
 
-std::uint32_t block_of(TensorType t) { return type_info(t).block_elements; }
-
 struct Job {
-  const TensorEntry* entry = nullptr;
+  const TensorEntry* entry = nullptr;  // the input tensor, or the assembled one (no source of its own)
   std::string name;
   std::uint32_t permute_heads = 0;
   TensorType to{};
   std::string note;
+  bool unpermute = false;
+  std::optional<TensorType> type{};            // the plan's own type for this tensor, over the requested one
+  std::shared_ptr<const Assembly> assembly{};  // the pieces the plan assembles the tensor from
 };
 
 // The output type of one tensor, and why it differs from the requested one: the policy every output
@@ -57,13 +63,14 @@ struct Job {
 Status choose_type(Job& job, const ConvertOptions& options, const Format& out) {
   const TensorEntry& e = *job.entry;
   const TensorType from = e.type;
+  const std::optional<TensorType> requested = job.type ? job.type : options.type;
   job.to = from;
-  if (!options.type) {
+  if (!requested) {
     if (type_info(from).is_block() && !out.can_hold(from).is_ok()) {
       job.to = TensorType::F32;
       job.note = std::string(out.name()) + " has no " + std::string(type_name(from)) + ": dequantized";
     }
-  } else if (const TensorType want = *options.type; is_number_kept(from)) {
+  } else if (const TensorType want = *requested; is_number_kept(from)) {
     if (want != from) job.note = std::string(type_name(from)) + " is kept";
   } else if (e.shape.size() <= 1) {
     job.to = TensorType::F32;
@@ -103,6 +110,25 @@ std::map<std::string, std::string> aliases_of(const TensorFile& input) {
   return aliases;
 }
 
+// One tensor of a plan: an input tensor, or the assembly of its pieces.
+Result<Job> plan_job(const TensorFile& input, const ConvertTensor& t) {
+  Job job;
+  job.name = t.name;
+  job.permute_heads = t.permute_heads;
+  job.unpermute = t.unpermute;
+  job.type = t.type;
+  if (t.unpermute && t.permute_heads == 0)
+    return Error(ErrorKind::InvalidArgument, "unpermute needs permute_heads, the number of heads").with_tensor(t.name);
+  if (t.pieces.empty()) {
+    SW_ASSIGN_OR_RETURN(job.entry, input.tensor(t.source));
+    return job;
+  }
+  if (!t.source.empty()) return Error(ErrorKind::InvalidArgument, "a tensor has a source or pieces, not both").with_tensor(t.name);
+  SW_ASSIGN_OR_RETURN(job.assembly, Assembly::make(input, t));
+  job.entry = &job.assembly->entry();
+  return job;
+}
+
 Result<std::vector<Job>> plan_jobs(const TensorFile& input, const ConvertOptions& options, const std::map<std::string, std::string>& aliases,
                                    const Format& out) {
   std::vector<Job> jobs;
@@ -111,13 +137,14 @@ Result<std::vector<Job>> plan_jobs(const TensorFile& input, const ConvertOptions
       if (!aliases.contains(std::string(e.name))) jobs.push_back({&e, std::string(e.name), 0, {}, {}});
   } else {
     for (const ConvertTensor& t : options.plan.tensors) {
-      if (!t.pieces.empty() || t.unpermute || t.type)
-        return Error(ErrorKind::NotSupported, "a plan's assembled, unpermuted or retyped tensors are not implemented yet").with_tensor(t.name);
-      SW_ASSIGN_OR_RETURN(const TensorEntry* e, input.tensor(t.source));
-      jobs.push_back({e, t.name, t.permute_heads, {}, {}});
+      SW_ASSIGN_OR_RETURN(Job job, plan_job(input, t));
+      jobs.push_back(std::move(job));
     }
   }
-  for (Job& job : jobs) SW_RETURN_IF_ERROR(choose_type(job, options, out));
+  for (Job& job : jobs) {
+    SW_RETURN_IF_ERROR(choose_type(job, options, out));
+    if (job.assembly && !job.assembly->note().empty()) job.note = job.assembly->note() + (job.note.empty() ? "" : "; " + job.note);
+  }
   return jobs;
 }
 
@@ -142,20 +169,26 @@ Metadata output_metadata(const TensorFile& input, const ConvertOptions& options,
 
 // ---- the transform -----------------------------------------------------------------------------
 
-// Rows (units along the outermost dimension) reordered as llama.cpp's permute(): within each of
-// `heads` heads of D rows, row h*D + s*D/2 + i moves to h*D + 2*i + s.
+// Rows (units along the outermost dimension) reordered as llama.cpp's permute() (transformers' rotary
+// order to Meta's interleaved one): within each of `heads` heads of D rows, row h*D + s*D/2 + i moves
+// to h*D + 2*i + s. Its inverse (transformers' convert_llama_weights_to_hf.py permute(): Meta's order
+// to transformers') moves row h*D + 2*i + s to h*D + s*D/2 + i.
 struct Permutation {
   std::uint64_t heads = 0, rows = 0;
+  bool inverse = false;
   std::uint64_t source_row(std::uint64_t out_row) const {
     const std::uint64_t d = rows / heads, half = d / 2;
     const std::uint64_t h = out_row / d, o = out_row % d;
-    return h * d + (o % 2) * half + o / 2;
+    return inverse ? h * d + 2 * (o % half) + o / half : h * d + (o % 2) * half + o / 2;
   }
 };
 
 // Buffers reused from tensor to tensor.
 struct Scratch {
   std::vector<std::byte> in[2];  // two pieces' input when it is read (or gathered), not viewed
+  // The runs a piece is gathered from, and the window short runs are picked from (one read at a time).
+  std::vector<ByteRuns> runs;
+  std::vector<std::byte> window;
   // A piece's output: float-aligned (F32 is decoded into it directly).
   struct Output {
     std::vector<float> words;
@@ -175,7 +208,10 @@ class TensorConverter {
       : job_(job), e_(*job.entry), sink_(sink), threads_(threads), scratch_(scratch) {}
 
   Status run() {
-    if (e_.type == job_.to && job_.permute_heads == 0) return copy();
+    if (e_.type == job_.to && job_.permute_heads == 0) {
+      if (!job_.assembly) return copy();
+      if (job_.assembly->whole_pieces()) return copy_pieces();
+    }
     SW_RETURN_IF_ERROR(plan());
     return convert_pieces();
   }
@@ -184,21 +220,31 @@ class TensorConverter {
   // The bytes as they are: in the kernel between local files (copy_tensor).
   Status copy() { return copy_tensor(e_, job_.name, sink_); }
 
+  // An assembly whose pieces are runs of the output: each piece's bytes as they are, in turn.
+  Status copy_pieces() {
+    scratch_.runs.clear();
+    job_.assembly->runs(0, e_.num_elements(), scratch_.runs);
+    for (const ByteRuns& r : scratch_.runs) SW_RETURN_IF_ERROR(sink_.copy_chunk(job_.name, *r.source, r.offset, r.length));
+    return Status::ok();
+  }
+
   Error invalid(std::string message) const { return Error(ErrorKind::InvalidArgument, std::move(message)).with_tensor(job_.name); }
 
-  // The granularity of pieces: whole blocks of both types, whole permuted rows.
+  // The granularity of pieces: whole blocks (or bytes) of both types, whole permuted rows; where the
+  // bytes come from: the plan's pieces, or for a permutation the input tensor as a piece.
   Status plan() {
     elements_ = e_.num_elements();
-    const std::uint64_t base = std::lcm<std::uint64_t>(block_of(e_.type), block_of(job_.to));
+    const std::uint64_t base = std::lcm(ByteUnit::of(e_.type).elements, ByteUnit::of(job_.to).elements);
     std::uint64_t grain = base;
+    source_ = job_.assembly.get();
     if (job_.permute_heads != 0) {
       if (e_.shape.empty()) return invalid("a scalar has no rows to permute");
-      perm_ = {job_.permute_heads, e_.shape[0]};
+      if (!source_) source_ = (whole_ = Assembly::whole(e_)).get();
+      perm_ = {job_.permute_heads, e_.shape[0], job_.unpermute};
       if (perm_.rows % (2 * perm_.heads) != 0)
         return invalid(std::to_string(perm_.rows) + " rows cannot be split into " + std::to_string(perm_.heads) + " heads of row pairs");
       grain = perm_.rows == 0 ? base : elements_ / perm_.rows;
       if (grain == 0 || grain % base != 0) return invalid("rows of a block-quantized 1-D tensor cannot be permuted");
-      SW_ASSIGN_OR_RETURN(row_bytes_, bytes_of(e_.type, grain));
     }
     unit_ = grain;
     piece_ = std::max(grain, kPieceElements / grain * grain);
@@ -206,18 +252,22 @@ class TensorConverter {
     return Status::ok();
   }
 
-  // The input bytes of elements [e0, e1): a view of a mapping, or read (gathered when permuting) into
-  // `in`, which the calling thread has already sized (a pool worker that reads here never allocates).
+  // The input bytes of elements [e0, e1): a view of a mapping, or gathered (from the plan's pieces, in
+  // the permuted order) into `in`, which the calling thread has already sized (a pool worker that reads
+  // here does not allocate it). Reads never overlap: one piece is read at a time.
   Result<std::span<const std::byte>> input(std::uint64_t e0, std::uint64_t e1, std::vector<std::byte>& in) const {
-    if (job_.permute_heads == 0) return read_elements(e_, e0, e1, in);
+    if (!source_) return read_elements(e_, e0, e1, in);
+    scratch_.runs.clear();
+    if (job_.permute_heads == 0) {
+      source_->runs(e0, e1, scratch_.runs);
+    } else {
+      for (std::uint64_t r = e0 / unit_; r < e1 / unit_; ++r)
+        source_->runs(perm_.source_row(r) * unit_, (perm_.source_row(r) + 1) * unit_, scratch_.runs);
+    }
     SW_ASSIGN_OR_RETURN(const std::uint64_t length, bytes_of(e_.type, e1 - e0));
     in.resize(static_cast<std::size_t>(length));
-    std::span<std::byte> dst(in);
-    for (std::uint64_t r = e0 / unit_, k = 0; r < e1 / unit_; ++r, ++k) {
-      const std::uint64_t from = e_.offset + perm_.source_row(r) * row_bytes_;
-      SW_RETURN_IF_ERROR(e_.source->read_at(from, dst.subspan(k * row_bytes_, row_bytes_)));
-    }
-    return std::span<const std::byte>(dst);
+    SW_RETURN_IF_ERROR(convert_detail::gather(scratch_.runs, in, scratch_.window));
+    return std::span<const std::byte>(in);
   }
 
   // One piece in flight: its elements, its input and (once converted) its output bytes.
@@ -304,7 +354,9 @@ class TensorConverter {
   TensorSink& sink_;
   unsigned threads_;
   Permutation perm_;
-  std::uint64_t elements_ = 0, unit_ = 1, piece_ = 1, task_ = 1, row_bytes_ = 0;
+  const Assembly* source_ = nullptr;  // where gathered bytes come from; null: the input tensor, viewed or read
+  std::unique_ptr<Assembly> whole_;   // the input tensor as one piece, for a permutation
+  std::uint64_t elements_ = 0, unit_ = 1, piece_ = 1, task_ = 1;
   Scratch& scratch_;
 };
 
@@ -322,6 +374,15 @@ Status refuse_inputs(const TensorFile& input, std::span<const std::string> read,
   inputs.add(input.name());
   for (const std::string& name : read) inputs.add(name);
   return inputs.check_outputs(outputs);
+}
+
+// The pages of a mapped input a tensor was read from, out of the process.
+void release_pages(const Job& job) {
+  if (!job.assembly) {
+    job.entry->source->hint({job.entry->offset, job.entry->nbytes}, AccessHint::DontNeed);
+    return;
+  }
+  for (const auto& p : job.assembly->pieces()) p.entry->source->hint({p.entry->offset, p.entry->nbytes}, AccessHint::DontNeed);
 }
 
 }  // namespace
@@ -355,7 +416,7 @@ Result<ConvertReport> convert(const TensorFile& input, const std::string& output
     if (Status s = TensorConverter(job, *sink, threads, scratch).run(); !s.is_ok()) return error_of(s).with_file(input.name()).with_tensor(e.name);
     // Done with its pages: a mapped input then holds about one tensor in memory (they stay in the page
     // cache, so a view of the same storage later faults them back cheaply).
-    e.source->hint({e.offset, e.nbytes}, AccessHint::DontNeed);
+    release_pages(job);
     // A tensor with no elements holds no bytes, whatever its other dimensions (GGUF's [0, 2^62, 2^62]
     // ne, whose row-major product overflows from the left); any other shape passed the writer's sizing.
     const bool empty = std::find(e.shape.begin(), e.shape.end(), 0) != e.shape.end();
