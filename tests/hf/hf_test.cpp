@@ -270,13 +270,29 @@ TEST(HfPlanner, ConfigJsonWinsOverTheNativeFilesBesideIt) {
   EXPECT_EQ(read_file_bytes(out.file("beside.safetensors")), read_file_bytes(out.file("alone.safetensors")));
 }
 
+// A config.json key set to a value (removed when the value is empty), and the refusal plan() must give.
+struct ConfigCase {
+  std::string key, value;
+  ErrorKind kind;
+  std::string text;
+};
+
+// Each case on a fresh folder that `prepare` makes: plan() fails with its kind, naming config.json and its text.
+void expect_config_refusals(const std::vector<ConfigCase>& cases, void (*prepare)(Folder&)) {
+  for (const ConfigCase& c : cases) {
+    Folder f;
+    prepare(f);
+    if (c.value.empty()) {
+      f.config.erase(c.key);
+    } else {
+      f.config[c.key] = c.value;
+    }
+    EXPECT_TRUE(FailsNaming(f.plan(), c.kind, "config.json", c.text)) << c.key << "=" << c.value;
+  }
+}
+
 TEST(HfLlama, ConfigErrorsNameTheFileAndKey) {
-  struct Case {
-    std::string key, value;
-    ErrorKind kind;
-    std::string text;
-  };
-  const std::vector<Case> cases = {
+  const std::vector<ConfigCase> cases = {
       {"hidden_size", "", ErrorKind::InvalidModelFolder, "`hidden_size` is missing"},
       {"hidden_size", "\"8\"", ErrorKind::InvalidModelFolder, "`hidden_size` must be an integer"},
       {"hidden_size", "8.5", ErrorKind::InvalidModelFolder, "`hidden_size` must be an integer"},
@@ -294,15 +310,7 @@ TEST(HfLlama, ConfigErrorsNameTheFileAndKey) {
       {"rope_scaling", R"({"rope_type":"yarn","factor":4})", ErrorKind::InvalidModelFolder, "`rope_scaling.original_max_position_embeddings`"},
       {"rope_scaling", R"({"type":"linear"})", ErrorKind::InvalidModelFolder, "`rope_scaling.factor` is missing"},
   };
-  for (const Case& c : cases) {
-    Folder f;
-    if (c.value.empty()) {
-      f.config.erase(c.key);
-    } else {
-      f.config[c.key] = c.value;
-    }
-    EXPECT_TRUE(FailsNaming(f.plan(), c.kind, "config.json", c.text)) << c.key << "=" << c.value;
-  }
+  expect_config_refusals(cases, [](Folder&) {});
 }
 
 TEST(HfLlama, LinearRopeScalingIsWritten) {
@@ -580,12 +588,7 @@ TEST(HfMoe, ExpertsMustAllBeThereWithTheirShapes) {
 }
 
 TEST(HfMoe, ConfigKeysThatChangeTheMathAreMappedOrRefused) {
-  struct Case {
-    std::string key, value;
-    ErrorKind kind;
-    std::string text;
-  };
-  const std::vector<Case> cases = {
+  const std::vector<ConfigCase> cases = {
       {"norm_topk_prob", "false", ErrorKind::NotSupported, "`norm_topk_prob` is false: llama.cpp's qwen3moe architecture renormalizes"},
       {"norm_topk_prob", "", ErrorKind::NotSupported, "`norm_topk_prob` is absent (transformers: false)"},
       {"decoder_sparse_step", "2", ErrorKind::NotSupported, "`decoder_sparse_step` is 2: llama.cpp's qwen3moe architecture makes every layer sparse"},
@@ -600,16 +603,7 @@ TEST(HfMoe, ConfigKeysThatChangeTheMathAreMappedOrRefused) {
       {"moe_intermediate_size", "", ErrorKind::InvalidModelFolder, "`moe_intermediate_size` is missing"},
       {"hidden_act", R"("gelu")", ErrorKind::NotSupported, "`hidden_act` is `gelu`"},
   };
-  for (const Case& c : cases) {
-    Folder f;
-    make_qwen3moe(f);
-    if (c.value.empty()) {
-      f.config.erase(c.key);
-    } else {
-      f.config[c.key] = c.value;
-    }
-    EXPECT_TRUE(FailsNaming(f.plan(), c.kind, "config.json", c.text)) << c.key << "=" << c.value;
-  }
+  expect_config_refusals(cases, make_qwen3moe);
   Folder f;  // transformers 4's name for the count
   make_qwen3moe(f);
   f.config.erase("num_local_experts");
