@@ -35,9 +35,9 @@ struct MoeTable;
 enum class Permute { None, Heads, KvHeads };
 
 // A dimension config.json implies: a tensor's shape is checked against it. QkvRows: q, k, v fused;
-// Inter2: gate and up fused; Experts: the experts of a mixture; ExpertInter: one expert's MLP width;
-// SharedInter: the shared expert's; One: 1 (a shared expert's gate).
-enum class Dim { None, Hidden, QRows, KvRows, Inter, HeadDim, QkvRows, Inter2, Experts, ExpertInter, SharedInter, One };
+// Inter2: gate and up fused; SharedInter: a shared expert's MLP width; One: 1 (a shared expert's gate).
+// (The experts' own shapes are hf/moe.h's.)
+enum class Dim { None, Hidden, QRows, KvRows, Inter, HeadDim, QkvRows, Inter2, SharedInter, One };
 
 struct TensorRule {
   std::string_view hf;    // after "model.layers.N."

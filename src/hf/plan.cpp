@@ -67,8 +67,6 @@ struct Planner {
       case Dim::HeadDim: return head_dim();
       case Dim::QkvRows: return (std::uint64_t{heads()} + 2 * std::uint64_t{kv_heads()}) * head_dim();  // no uint32 wrap
       case Dim::Inter2: return 2 * std::uint64_t{c.intermediate_size};
-      case Dim::Experts: return c.moe ? c.moe->experts : 0;
-      case Dim::ExpertInter: return c.moe ? c.moe->ffn : 0;
       case Dim::SharedInter: return c.moe ? c.moe->shared_ffn : 0;
       case Dim::One: return 1;
       case Dim::None: break;
