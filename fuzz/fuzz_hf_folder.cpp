@@ -24,7 +24,7 @@
 #include "fuzz_common.h"
 #include "hf/hf_files.h"
 #include "hf/vocab.h"
-#include "safeweights/hf_llama.h"
+#include "safeweights/hf_gguf.h"
 
 using namespace safeweights;
 

@@ -173,6 +173,14 @@ def hf_folder_seeds():
                                hidden_activation="gelu_pytorch_tanh"), None, None, spm)
     s["phi3_longrope"] = hf_seed(dict(HF_LLAMA, architectures=["Phi3ForCausalLM"], original_max_position_embeddings=16, rope_parameters={
         "rope_type": "longrope", "short_factor": [1.0, 2.0], "long_factor": [3.0, 4.0], "partial_rotary_factor": 1.0}), HF_BPE)
+    moe = dict(num_experts_per_tok=2, num_local_experts=4)
+    s["qwen3moe"] = hf_seed(dict(HF_LLAMA, architectures=["Qwen3MoeForCausalLM"], head_dim=4, moe_intermediate_size=2, norm_topk_prob=True,
+                                 decoder_sparse_step=1, mlp_only_layers=[], **moe), HF_BPE)
+    s["mixtral"] = hf_seed(dict(HF_LLAMA, architectures=["MixtralForCausalLM"], **moe), HF_BPE)
+    s["qwen2moe"] = hf_seed(dict(HF_LLAMA, architectures=["Qwen2MoeForCausalLM"], num_experts=4, num_experts_per_tok=2, moe_intermediate_size=2,
+                                 shared_expert_intermediate_size=6, norm_topk_prob=False), HF_BPE)
+    s["olmoe"] = hf_seed(dict(HF_LLAMA, architectures=["OlmoeForCausalLM"], num_key_value_heads=2, num_experts=4, num_experts_per_tok=2,
+                              clip_qkv=None), HF_BPE)
     s["config_duplicate_key"] = hf_seed(b'{"architectures":["LlamaForCausalLM"],"vocab_size":6,"vocab_size":7}')
     s["config_infinity"] = hf_seed(b'{"architectures":["LlamaForCausalLM"],"rms_norm_eps":Infinity}')
     s["config_huge_number"] = hf_seed(b'{"architectures":["LlamaForCausalLM"],"vocab_size":100000000000000000000000}')

@@ -90,7 +90,7 @@ Result<ConvertReport> convert(const TensorFile& input, const std::string& output
 // - otherwise (any input, the output's extension or `options.to` picking its format, a .bin folder
 //   included): open_tensors(input, entry, read); `opened` sees the file first; the plan of the plan
 //   provider that knows the input folder and writes the output's format, when one does (a Hugging Face
-//   model folder written as GGUF: hf::plan, safeweights/hf_llama.h); then convert().
+//   model folder written as GGUF: hf::plan, safeweights/hf_gguf.h); then convert().
 // Every local file read on the way (an index's shards, GGUF split parts, a folder's weights, config and
 // tokenizer files) joins `options.inputs`, so no output file replaces one (InvalidArgument).
 Result<ConvertReport> convert_path(const std::string& input, const std::string& output, ConvertOptions options, const FormatOptions& read = {},

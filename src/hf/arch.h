@@ -1,32 +1,43 @@
-// The architectures the Hugging Face -> GGUF plan knows: each a table in src/hf/arch_<name>.cpp (the
-// transformers classes it converts, llama.cpp's architecture name, the per-layer tensors with their
-// llama.cpp names, shapes and permutations, and the config keys it understands) over the one plan in
-// plan.cpp. Internal to src/hf. The facts are llama.cpp's: convert_hf_to_gguf.py, gguf-py's
-// constants.py / tensor_mapping.py (gguf 0.19) and its loader.
+// What an architecture the Hugging Face -> GGUF plan knows is: a table (the transformers classes it
+// converts, llama.cpp's architecture name, the per-layer tensors with their llama.cpp names, shapes and
+// permutations, its mixture of experts, the config keys it understands) over the one plan in plan.cpp,
+// plus a small hook where the math needs code. Internal to src/hf. The facts are llama.cpp's:
+// convert_hf_to_gguf.py and its conversion/ package, gguf-py's constants.py / tensor_mapping.py, and its
+// loader (src/llama-model.cpp, src/models/*.cpp).
+//
+// Where a new architecture goes: src/hf/arch_<id>.cpp, one file, whose table is registered with
+// SAFEWEIGHTS_HF_ARCHITECTURE(<id>) (below). The build finds the file by its name and lists it; nothing
+// else is edited. Shared families are tables the others extend: rows:: (Llama's attention and MLP),
+// arch_gemma.h (Gemma's norms and rules), hf/moe.h (experts).
 //
 // Thread safety: constant tables.
 #pragma once
 
 #include <array>
+#include <cstdint>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 
 #include "safeweights/error.h"
+#include "safeweights/tensor_file.h"
 
 namespace safeweights::hf {
 
 class JsonFile;
 struct ModelConfig;
+struct MoeTable;
 
 // Which head count permutes a tensor's rows into llama.cpp's interleaved rotary layout (only for
 // architectures whose llama.cpp rope is the "normal" one, as Llama's; NEOX-rope ones keep
 // transformers' layout).
 enum class Permute { None, Heads, KvHeads };
 
-// A dimension config.json implies: a tensor's shape is checked against it.
-enum class Dim { None, Hidden, QRows, KvRows, Inter, HeadDim, QkvRows, Inter2 };  // QkvRows: q, k, v fused; Inter2: gate and up fused
+// A dimension config.json implies: a tensor's shape is checked against it. QkvRows: q, k, v fused;
+// Inter2: gate and up fused; SharedInter: a shared expert's MLP width; One: 1 (a shared expert's gate).
+// (The experts' own shapes are hf/moe.h's.)
+enum class Dim { None, Hidden, QRows, KvRows, Inter, HeadDim, QkvRows, Inter2, SharedInter, One };
 
 struct TensorRule {
   std::string_view hf;    // after "model.layers.N."
@@ -35,6 +46,7 @@ struct TensorRule {
   Dim cols;
   Permute permute;
   bool required;
+  bool f32 = false;  // kept F32 at any --type, as llama.cpp keeps routers (its converter's list)
 };
 
 // The rows the tables share: a layer's norms, projections and MLP, as transformers and llama.cpp name
@@ -49,23 +61,35 @@ constexpr TensorRule kFfnNorm{"post_attention_layernorm.weight", "ffn_norm.weigh
 constexpr TensorRule kGate{"mlp.gate_proj.weight", "ffn_gate.weight", Dim::Inter, Dim::Hidden, Permute::None, true};
 constexpr TensorRule kUp{"mlp.up_proj.weight", "ffn_up.weight", Dim::Inter, Dim::Hidden, Permute::None, true};
 constexpr TensorRule kDown{"mlp.down_proj.weight", "ffn_down.weight", Dim::Hidden, Dim::Inter, Permute::None, true};
-// Every architecture's layer so far starts with these (q and k permuted as the architecture says).
-constexpr std::array<TensorRule, 9> llama_layer(bool permute_qk) {
-  return {kAttnNorm, q(permute_qk ? Permute::Heads : Permute::None), k(permute_qk ? Permute::KvHeads : Permute::None), kV, kO, kFfnNorm, kGate, kUp,
-          kDown};
+// Llama's attention half of a layer (q and k permuted as the architecture says) and its dense MLP.
+constexpr std::array<TensorRule, 6> llama_attention(bool permute_qk) {
+  return {kAttnNorm, q(permute_qk ? Permute::Heads : Permute::None), k(permute_qk ? Permute::KvHeads : Permute::None), kV, kO, kFfnNorm};
 }
+constexpr std::array<TensorRule, 3> kDenseMlp = {kGate, kUp, kDown};
+// Qwen2's biases of q, k and v, which llama.cpp's qwen2 and qwen2moe require.
+constexpr std::array<TensorRule, 3> kQkvBias = {{
+    {"self_attn.q_proj.bias", "attn_q.bias", Dim::QRows, Dim::None, Permute::None, true},
+    {"self_attn.k_proj.bias", "attn_k.bias", Dim::KvRows, Dim::None, Permute::None, true},
+    {"self_attn.v_proj.bias", "attn_v.bias", Dim::KvRows, Dim::None, Permute::None, true},
+}};
+// RMS norms of each query and key head (Qwen3, Gemma 3).
+constexpr std::array<TensorRule, 2> kQkNorm = {{
+    {"self_attn.q_norm.weight", "attn_q_norm.weight", Dim::HeadDim, Dim::None, Permute::None, true},
+    {"self_attn.k_norm.weight", "attn_k_norm.weight", Dim::HeadDim, Dim::None, Permute::None, true},
+}};
 constexpr TensorRule kPostAttentionNorm{"post_attention_layernorm.weight", "post_attention_norm.weight", Dim::Hidden, Dim::None, Permute::None, true};
 constexpr TensorRule kPreFeedforwardNorm{"pre_feedforward_layernorm.weight", "ffn_norm.weight", Dim::Hidden, Dim::None, Permute::None, true};
 constexpr TensorRule kPostFeedforwardNorm{"post_feedforward_layernorm.weight", "post_ffw_norm.weight", Dim::Hidden, Dim::None, Permute::None, true};
-constexpr std::array<TensorRule, 11> gemma_layer() {
-  return {kAttnNorm, q(Permute::None), k(Permute::None), kV, kO, kPostAttentionNorm, kPreFeedforwardNorm, kPostFeedforwardNorm, kGate, kUp, kDown};
+// Gemma's attention half: Llama's with post-attention, pre- and post-MLP norms.
+constexpr std::array<TensorRule, 8> gemma_attention() {
+  return {kAttnNorm, q(Permute::None), k(Permute::None), kV, kO, kPostAttentionNorm, kPreFeedforwardNorm, kPostFeedforwardNorm};
 }
 }  // namespace rows
 
-// How the layer's tensors start: Llama's nine (rows::llama_layer) with q and k permuted for llama.cpp's
-// interleaved rope, the same nine unpermuted (NEOX-rope architectures keep transformers' layout), or
-// Gemma's eleven (rows::gemma_layer: Llama's with post-attention, pre- and post-MLP norms), or none
-// (the table lists every tensor).
+// How the layer's tensors start: Llama's attention (rows::llama_attention) with q and k permuted for
+// llama.cpp's interleaved rope, the same unpermuted (NEOX-rope architectures keep transformers'
+// layout), Gemma's (rows::gemma_attention), or none (the table lists every tensor). Then the MLP: the
+// dense one (rows::kDenseMlp) for Llama and Gemma, or the mixture of experts of Architecture::moe.
 enum class LayerBase { LlamaPermuted, Llama, Gemma, None };
 
 struct Architecture {
@@ -90,23 +114,27 @@ struct Architecture {
   std::optional<bool> spm_space_prefix = std::nullopt;
   // Gemma 3: transformers 5's rope_parameters per layer type ("full_attention", "sliding_attention").
   bool layer_type_rope = false;
+  // A mixture of experts in place of the dense MLP (hf/moe.h); nullptr: dense.
+  const MoeTable* moe = nullptr;
   // Reads and checks the config keys only this architecture has (sliding windows, soft-capping, ...),
   // adding llama.cpp's keys for them to ModelConfig::arch_kv; nullptr: none.
   Status (*check)(const JsonFile& config, ModelConfig& out) = nullptr;
 };
+
+// `hf` must be among `weights` with `shape` (what config.json implies): TensorNotFound naming it (and
+// `gguf`, what llama.cpp needs it for) when absent, InvalidModelFolder when its shape differs.
+Status expect_tensor(const TensorFile& weights, const std::string& hf, const std::string& gguf, std::span<const std::uint64_t> shape);
 
 // The architecture that converts `hf_class`, or nullptr.
 const Architecture* find_architecture(std::string_view hf_class);
 // Every class converted, for messages ("LlamaForCausalLM, MistralForCausalLM, ...").
 std::string supported_classes();
 
-// The architectures, in the order messages list them: each NAME is a table in src/hf/arch_NAME.cpp,
-// defined as `const Architecture& NAME_architecture()`. A new architecture is its file, one entry here
-// and its line in CMakeLists.txt; the lookup (arch_registry.cpp) and the declarations below follow.
-#define SAFEWEIGHTS_HF_ARCHITECTURES(X) X(llama) X(qwen2) X(qwen3) X(gemma2) X(gemma3) X(phi3)
-
-#define SAFEWEIGHTS_HF_DECLARE(name) const Architecture& name##_architecture();
-SAFEWEIGHTS_HF_ARCHITECTURES(SAFEWEIGHTS_HF_DECLARE)
-#undef SAFEWEIGHTS_HF_DECLARE
+// Registers an architecture: `SAFEWEIGHTS_HF_ARCHITECTURE(qwen3moe) { static constexpr Architecture
+// k{...}; return k; }` in src/hf/arch_qwen3moe.cpp. The build lists every src/hf/arch_<id>.cpp
+// (CMakeLists.txt's glob, into hf/architectures.inc) and the lookup (architectures.cpp) calls each
+// function by name: a static registrar object would be dropped from the static library, whose linker
+// keeps only the object files something refers to.
+#define SAFEWEIGHTS_HF_ARCHITECTURE(id) const ::safeweights::hf::Architecture& safeweights_hf_architecture_##id()
 
 }  // namespace safeweights::hf

@@ -37,7 +37,7 @@ Status check(const JsonFile& file, ModelConfig& c) {
 
 }  // namespace
 
-const Architecture& gemma2_architecture() {
+SAFEWEIGHTS_HF_ARCHITECTURE(gemma2) {
   static constexpr Architecture kArch{.classes = kClasses,
                                       .name = "gemma2",
                                       .base = LayerBase::Gemma,

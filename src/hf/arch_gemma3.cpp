@@ -13,11 +13,6 @@ namespace {
 
 constexpr std::array<std::string_view, 1> kClasses = {"Gemma3ForCausalLM"};
 
-constexpr std::array<TensorRule, 2> kLayer = {{
-    {"self_attn.q_norm.weight", "attn_q_norm.weight", Dim::HeadDim, Dim::None, Permute::None, true},
-    {"self_attn.k_norm.weight", "attn_k_norm.weight", Dim::HeadDim, Dim::None, Permute::None, true},
-}};
-
 Status check(const JsonFile& file, ModelConfig& c) {
   SW_RETURN_IF_ERROR(gemma::check_common(file, c, 6));
   auto refuse = [&](std::string_view key, std::string_view why) {
@@ -47,11 +42,11 @@ Status check(const JsonFile& file, ModelConfig& c) {
 
 }  // namespace
 
-const Architecture& gemma3_architecture() {
+SAFEWEIGHTS_HF_ARCHITECTURE(gemma3) {
   static constexpr Architecture kArch{.classes = kClasses,
                                       .name = "gemma3",
                                       .base = LayerBase::Gemma,
-                                      .layer = kLayer,
+                                      .layer = rows::kQkNorm,
                                       .activation = "gelu_pytorch_tanh",
                                       .norms_plus_one = true,
                                       .tied_output = true,

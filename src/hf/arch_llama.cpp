@@ -4,6 +4,7 @@
 #include <array>
 
 #include "hf/arch.h"
+#include "hf/arch_llama.h"
 #include "hf/hf_files.h"
 #include "hf/json_read.h"
 
@@ -22,8 +23,9 @@ constexpr std::array<TensorRule, 7> kLayer = {{
     {"mlp.down_proj.bias", "ffn_down.bias", Dim::Hidden, Dim::None, Permute::None, false},
 }};
 
-// Mistral's sliding window: llama.cpp's llama architecture attends to the whole context.
-Status check(const JsonFile& file, ModelConfig& c) {
+}  // namespace
+
+Status check_llama_sliding_window(const JsonFile& file, ModelConfig& c) {
   SW_ASSIGN_OR_RETURN(auto window, file.count(file.root(), "sliding_window"));
   if (window && c.max_position_embeddings && *window < *c.max_position_embeddings) {
     return Error(ErrorKind::NotSupported, "key `sliding_window` (" + std::to_string(*window) +
@@ -33,16 +35,14 @@ Status check(const JsonFile& file, ModelConfig& c) {
   return Status::ok();
 }
 
-}  // namespace
-
-const Architecture& llama_architecture() {
+SAFEWEIGHTS_HF_ARCHITECTURE(llama) {
   static constexpr Architecture kArch{.classes = kClasses,
                                       .name = "llama",
                                       .base = LayerBase::LlamaPermuted,
                                       .layer = kLayer,
                                       .llama_keys = true,
                                       .llama3_rope = true,
-                                      .check = check};
+                                      .check = check_llama_sliding_window};
   return kArch;
 }
 

@@ -46,7 +46,7 @@ Status check(const JsonFile& file, ModelConfig& c) {
 
 }  // namespace
 
-const Architecture& phi3_architecture() {
+SAFEWEIGHTS_HF_ARCHITECTURE(phi3) {
   static constexpr Architecture kArch{
       .classes = kClasses, .name = "phi3", .base = LayerBase::None, .layer = kLayer, .longrope = true, .check = check};
   return kArch;

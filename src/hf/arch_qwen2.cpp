@@ -3,6 +3,7 @@
 #include <array>
 
 #include "hf/arch.h"
+#include "hf/arch_qwen.h"
 #include "hf/hf_files.h"
 #include "hf/json_read.h"
 
@@ -11,15 +12,8 @@ namespace {
 
 constexpr std::array<std::string_view, 1> kClasses = {"Qwen2ForCausalLM"};
 
-constexpr std::array<TensorRule, 3> kLayer = {{
-    {"self_attn.q_proj.bias", "attn_q.bias", Dim::QRows, Dim::None, Permute::None, true},
-    {"self_attn.k_proj.bias", "attn_k.bias", Dim::KvRows, Dim::None, Permute::None, true},
-    {"self_attn.v_proj.bias", "attn_v.bias", Dim::KvRows, Dim::None, Permute::None, true},
-}};
-
 }  // namespace
 
-// Qwen's sliding window (use_sliding_window): llama.cpp's qwen2 and qwen3 attend to the whole context.
 Status check_qwen_sliding_window(const JsonFile& file, ModelConfig&) {
   SW_ASSIGN_OR_RETURN(auto sliding, file.boolean(file.root(), "use_sliding_window"));
   if (sliding.value_or(false)) {
@@ -29,9 +23,9 @@ Status check_qwen_sliding_window(const JsonFile& file, ModelConfig&) {
   return Status::ok();
 }
 
-const Architecture& qwen2_architecture() {
+SAFEWEIGHTS_HF_ARCHITECTURE(qwen2) {
   static constexpr Architecture kArch{
-      .classes = kClasses, .name = "qwen2", .base = LayerBase::Llama, .layer = kLayer, .check = check_qwen_sliding_window};
+      .classes = kClasses, .name = "qwen2", .base = LayerBase::Llama, .layer = rows::kQkvBias, .check = check_qwen_sliding_window};
   return kArch;
 }
 

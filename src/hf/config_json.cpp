@@ -8,6 +8,7 @@
 #include "hf/arch.h"
 #include "hf/hf_files.h"
 #include "hf/json_read.h"
+#include "hf/moe.h"
 
 namespace safeweights::hf {
 namespace {
@@ -255,8 +256,10 @@ Result<ModelConfig> read_config(const Folder& folder) {
     return Error(ErrorKind::NotSupported, "architecture " + json::quoted(c.hf_class) + " is not converted (converted: " + supported_classes() + ")")
         .with_file(file->path());
   }
-  if (JsonFile::member(root, "num_local_experts")) {
-    return Error(ErrorKind::NotSupported, "mixture-of-experts models (num_local_experts) are not converted").with_file(file->path());
+  if (!c.arch->moe && JsonFile::member(root, "num_local_experts")) {
+    return Error(ErrorKind::NotSupported, "key `num_local_experts`: " + c.hf_class + " is converted without experts (llama.cpp's " +
+                                              std::string(c.arch->name) + " architecture has none)")
+        .with_file(file->path());
   }
   SW_ASSIGN_OR_RETURN(c.vocab_size, file->required_count(root, "vocab_size", kMaxVocab));
   SW_ASSIGN_OR_RETURN(c.hidden_size, file->required_count(root, "hidden_size"));
@@ -310,6 +313,7 @@ Result<ModelConfig> read_config(const Folder& folder) {
   if (!c.max_position_embeddings) {
     return file->bad("max_position_embeddings", "is missing (llama.cpp needs " + std::string(c.arch->name) + ".context_length)");
   }
+  if (c.arch->moe) SW_RETURN_IF_ERROR(read_moe(*file, c));
   if (c.arch->check) SW_RETURN_IF_ERROR(c.arch->check(*file, c));
   return c;
 }

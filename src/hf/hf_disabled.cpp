@@ -1,9 +1,9 @@
 // The hf component switched off (SAFEWEIGHTS_WITH_HF=OFF): CMake compiles this file instead of src/hf/'s
 // converter, so the library holds no tokenizer or config readers. These are the entry points of
-// safeweights/hf_llama.h (not installed then), which the plan provider (hf/planner.cpp) still calls.
+// safeweights/hf_gguf.h (not installed then), which the plan provider (hf/planner.cpp) still calls.
 #include <string>
 
-#include "safeweights/hf_llama.h"
+#include "safeweights/hf_gguf.h"
 
 namespace safeweights::hf {
 
@@ -23,13 +23,12 @@ bool is_model_folder(const std::string& folder) {
   return opened.is_ok() && is_model_folder(*opened);
 }
 
-Result<GgufConversion> plan(const Folder& folder, const TensorFile& /*weights*/, std::optional<TensorType> /*type*/,
-                            const LlamaOptions& /*options*/) {
+Result<GgufConversion> plan(const Folder& folder, const TensorFile& /*weights*/, std::optional<TensorType> /*type*/, const GgufOptions& /*options*/) {
   return not_built(folder.name());
 }
 
 Result<GgufConversion> plan(const std::string& folder, const TensorFile& /*weights*/, std::optional<TensorType> /*type*/,
-                            const LlamaOptions& /*options*/) {
+                            const GgufOptions& /*options*/) {
   return not_built(folder);
 }
 

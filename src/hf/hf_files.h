@@ -62,6 +62,14 @@ std::vector<float> llama3_rope_factors(const Rope& rope, std::uint32_t head_dim)
 
 struct Architecture;
 
+// config.json's mixture of experts (hf/moe.h reads it), as the plan needs it.
+struct MoeConfig {
+  std::uint32_t experts = 0;     // num_local_experts / num_experts
+  std::uint32_t used = 0;        // num_experts_per_tok
+  std::uint32_t ffn = 0;         // one expert's width
+  std::uint32_t shared_ffn = 0;  // the shared expert's width (0: none)
+};
+
 // config.json, the fields llama.cpp's converter reads for the architectures of hf/arch.h.
 struct ModelConfig {
   std::string hf_class;                // architectures[0]
@@ -82,6 +90,7 @@ struct ModelConfig {
   std::vector<std::pair<std::string, std::int64_t>> special_ids;
   std::optional<bool> tie_word_embeddings;  // false: lm_head.weight must be there
   std::vector<MetaEntry> arch_kv;           // the architecture's own keys (Architecture::check)
+  std::optional<MoeConfig> moe;             // set for an architecture with experts
 };
 // FileNotFound without config.json; InvalidModelFolder for a malformed one; NotSupported for a model
 // llama.cpp cannot compute as transformers does (another architecture, experts, a rope type or key it

@@ -1,5 +1,5 @@
 // Hugging Face model folder -> the plan convert() writes a llama.cpp GGUF from
-// (include/safeweights/hf_llama.h), one plan for every architecture of hf/arch.h, whose tables say
+// (include/safeweights/hf_gguf.h), one plan for every architecture of hf/arch.h, whose tables say
 // what differs. The rules are llama.cpp's (convert_hf_to_gguf.py, gguf-py constants, the loader in
 // llama-model.cpp / llama-vocab.cpp): February 2025's converter, gguf-py 0.19's names.
 #include <array>
@@ -11,9 +11,10 @@
 #include "hf/arch.h"
 #include "hf/generated.h"
 #include "hf/hf_files.h"
+#include "hf/moe.h"
 #include "hf/vocab.h"
 #include "safeweights/gguf.h"
-#include "safeweights/hf_llama.h"
+#include "safeweights/hf_gguf.h"
 #include "safeweights/quantize.h"
 
 namespace safeweights::hf {
@@ -30,6 +31,23 @@ std::string shape_text(std::span<const std::uint64_t> shape) {
   for (auto d : shape) out += (out.empty() ? "" : ", ") + std::to_string(d);
   return "[" + out + "]";
 }
+
+}  // namespace
+
+Status expect_tensor(const TensorFile& weights, const std::string& hf, const std::string& gguf, std::span<const std::uint64_t> shape) {
+  const TensorEntry* e = weights.find(hf);
+  if (!e) {
+    return Error(ErrorKind::TensorNotFound, "tensor " + hf + " is missing (llama.cpp needs " + gguf + ")").with_file(weights.name());
+  }
+  if (!std::equal(e->shape.begin(), e->shape.end(), shape.begin(), shape.end())) {
+    return Error(ErrorKind::InvalidModelFolder, "shape " + shape_text(e->shape) + ", config.json implies " + shape_text(shape))
+        .with_file(weights.name())
+        .with_tensor(hf);
+  }
+  return Status::ok();
+}
+
+namespace {
 
 struct Planner {
   const ModelConfig& c;
@@ -49,25 +67,20 @@ struct Planner {
       case Dim::HeadDim: return head_dim();
       case Dim::QkvRows: return (std::uint64_t{heads()} + 2 * std::uint64_t{kv_heads()}) * head_dim();  // no uint32 wrap
       case Dim::Inter2: return 2 * std::uint64_t{c.intermediate_size};
+      case Dim::SharedInter: return c.moe ? c.moe->shared_ffn : 0;
+      case Dim::One: return 1;
       case Dim::None: break;
     }
     return 0;
   }
 
   // The tensor `hf` as `gguf`, checked against the shape config.json implies (the permutation and
-  // llama.cpp's loader depend on it).
-  Status add(const std::string& hf, std::string gguf, std::vector<std::uint64_t> shape, std::uint32_t permute, bool required) {
-    const TensorEntry* e = weights.find(hf);
-    if (!e) {
-      if (!required) return Status::ok();
-      return Error(ErrorKind::TensorNotFound, "tensor " + hf + " is missing (llama.cpp needs " + gguf + ")").with_file(weights.name());
-    }
-    if (!std::equal(e->shape.begin(), e->shape.end(), shape.begin(), shape.end())) {
-      return Error(ErrorKind::InvalidModelFolder, "shape " + shape_text(e->shape) + ", config.json implies " + shape_text(shape))
-          .with_file(weights.name())
-          .with_tensor(hf);
-    }
+  // llama.cpp's loader depend on it); an absent tensor that is not `required` is left out.
+  Status add(const std::string& hf, std::string gguf, std::vector<std::uint64_t> shape, std::uint32_t permute, bool required, bool f32 = false) {
+    if (!required && !weights.find(hf)) return Status::ok();
+    SW_RETURN_IF_ERROR(expect_tensor(weights, hf, gguf, shape));
     out.push_back({.source = hf, .name = std::move(gguf), .permute_heads = permute});
+    if (f32) out.back().type = TensorType::F32;
     return Status::ok();
   }
 
@@ -75,9 +88,15 @@ struct Planner {
     const std::string hf = "model.layers." + std::to_string(n) + ".";
     const std::string gg = "blk." + std::to_string(n) + ".";
     if (c.arch->base == LayerBase::Gemma) {
-      for (const TensorRule& t : rows::gemma_layer()) SW_RETURN_IF_ERROR(add_rule(t, hf, gg));
+      for (const TensorRule& t : rows::gemma_attention()) SW_RETURN_IF_ERROR(add_rule(t, hf, gg));
     } else if (c.arch->base != LayerBase::None) {
-      for (const TensorRule& t : rows::llama_layer(c.arch->base == LayerBase::LlamaPermuted)) SW_RETURN_IF_ERROR(add_rule(t, hf, gg));
+      for (const TensorRule& t : rows::llama_attention(c.arch->base == LayerBase::LlamaPermuted)) SW_RETURN_IF_ERROR(add_rule(t, hf, gg));
+    }
+    if (c.arch->moe) {
+      SW_RETURN_IF_ERROR(plan_experts(*c.arch->moe, *c.moe, c.hidden_size, hf, gg, weights, out));
+      for (const TensorRule& t : c.arch->moe->shared) SW_RETURN_IF_ERROR(add_rule(t, hf, gg));
+    } else if (c.arch->base != LayerBase::None) {
+      for (const TensorRule& t : rows::kDenseMlp) SW_RETURN_IF_ERROR(add_rule(t, hf, gg));
     }
     for (const TensorRule& t : c.arch->layer) SW_RETURN_IF_ERROR(add_rule(t, hf, gg));
     return Status::ok();
@@ -87,7 +106,7 @@ struct Planner {
     const std::uint32_t permute = t.permute == Permute::Heads ? heads() : t.permute == Permute::KvHeads ? kv_heads() : 0;
     std::vector<std::uint64_t> shape = {size(t.rows)};
     if (t.cols != Dim::None) shape.push_back(size(t.cols));
-    return add(hf + std::string(t.hf), gg + std::string(t.gguf), std::move(shape), permute, t.required);
+    return add(hf + std::string(t.hf), gg + std::string(t.gguf), std::move(shape), permute, t.required, t.f32);
   }
 
   Status run() {
@@ -105,7 +124,10 @@ struct Planner {
   // A tensor with no llama.cpp name would make its loader refuse the file ("wrong number of tensors").
   Status leftovers() const {
     std::unordered_set<std::string_view> planned;
-    for (const ConvertTensor& t : out) planned.insert(t.source);
+    for (const ConvertTensor& t : out) {
+      planned.insert(t.source);
+      for (const TensorPiece& piece : t.pieces) planned.insert(piece.source);
+    }
     for (const TensorEntry& e : weights.tensors()) {
       if (skipped(e.name) || planned.contains(e.name)) continue;
       if (c.arch->tied_output && e.name == "lm_head.weight") continue;  // the embedding is the output
@@ -165,6 +187,10 @@ std::vector<KeyValue> hyper_parameters(const ModelConfig& c, std::uint32_t ftype
   if (c.rope.theta) kv.push_back({a + ".rope.freq_base", Value::f32(static_cast<float>(*c.rope.theta))});
   // transformers' default when config.json omits it; llama.cpp's loader requires the key.
   kv.push_back({a + ".attention.layer_norm_rms_epsilon", Value::f32(static_cast<float>(c.rms_norm_eps.value_or(1e-6)))});
+  if (c.moe) {
+    kv.push_back({a + ".expert_count", Value::u32(c.moe->experts)});
+    kv.push_back({a + ".expert_used_count", Value::u32(c.moe->used)});
+  }
   if (c.head_dim) {
     kv.push_back({a + ".attention.key_length", Value::u32(*c.head_dim)});
     kv.push_back({a + ".attention.value_length", Value::u32(*c.head_dim)});
@@ -194,12 +220,12 @@ bool is_model_folder(const std::string& folder) {
   return opened.is_ok() && is_model_config(*opened);
 }
 
-Result<GgufConversion> plan(const std::string& folder, const TensorFile& weights, std::optional<TensorType> type, const LlamaOptions& options) {
+Result<GgufConversion> plan(const std::string& folder, const TensorFile& weights, std::optional<TensorType> type, const GgufOptions& options) {
   SW_ASSIGN_OR_RETURN(Folder opened, Folder::open(folder, uncached_resolver()));
   return plan(opened, weights, type, options);
 }
 
-Result<GgufConversion> plan(const Folder& folder, const TensorFile& weights, std::optional<TensorType> type, const LlamaOptions& options) {
+Result<GgufConversion> plan(const Folder& folder, const TensorFile& weights, std::optional<TensorType> type, const GgufOptions& options) {
   SW_ASSIGN_OR_RETURN(ModelConfig config, read_config(folder));
   for (std::string_view computed : {"rope_freqs.weight", "rope_factors_long.weight", "rope_factors_short.weight"}) {
     if (weights.find(computed)) {

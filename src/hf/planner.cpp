@@ -1,5 +1,5 @@
 // The Hugging Face converter as a plan provider (hf/planner.h). Compiled with or without the hf
-// component: it calls the entry points of safeweights/hf_llama.h, which hf_disabled.cpp also defines
+// component: it calls the entry points of safeweights/hf_gguf.h, which hf_disabled.cpp also defines
 // (a transformers folder then converts to GGUF as a refusal that says why, never as plain tensors).
 #include "hf/planner.h"
 
@@ -7,7 +7,7 @@
 
 #include "core/status_macros.h"
 #include "gguf/format.h"
-#include "safeweights/hf_llama.h"
+#include "safeweights/hf_gguf.h"
 
 namespace safeweights {
 namespace {

@@ -6,7 +6,7 @@
 
 namespace safeweights::hf {
 
-// A folder is_model_folder() knows, planned by plan() (safeweights/hf_llama.h) for the GGUF format.
+// A folder is_model_folder() knows, planned by plan() (safeweights/hf_gguf.h) for the GGUF format.
 const FolderPlanner& gguf_planner();
 
 }  // namespace safeweights::hf

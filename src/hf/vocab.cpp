@@ -408,7 +408,7 @@ void add_llama_vocab(Vocab v, std::vector<KeyValue>& kv) {
 
 }  // namespace
 
-Status add_vocabulary(const Folder& folder, const ModelConfig& config, const LlamaOptions& options, std::vector<KeyValue>& kv) {
+Status add_vocabulary(const Folder& folder, const ModelConfig& config, const GgufOptions& options, std::vector<KeyValue>& kv) {
   SW_ASSIGN_OR_RETURN(TokenizerJson tj, read_tokenizer_json(folder));
   SW_ASSIGN_OR_RETURN(TokenizerConfig tc, read_tokenizer_config(folder));
   SW_ASSIGN_OR_RETURN(const bool sentencepiece, has_model_file(folder, "tokenizer.model"));

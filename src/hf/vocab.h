@@ -9,7 +9,7 @@
 
 #include "hf/hf_files.h"
 #include "safeweights/metadata.h"
-#include "safeweights/hf_llama.h"
+#include "safeweights/hf_gguf.h"
 
 namespace safeweights::hf {
 
@@ -17,6 +17,6 @@ namespace safeweights::hf {
 // from tokenizer.json (byte-level BPE: model "gpt2"); then the special tokens, add_bos/add_eos and the
 // chat template from tokenizer_config.json and config.json. FileNotFound when the folder has neither
 // tokenizer.
-Status add_vocabulary(const Folder& folder, const ModelConfig& config, const LlamaOptions& options, std::vector<MetaEntry>& kv);
+Status add_vocabulary(const Folder& folder, const ModelConfig& config, const GgufOptions& options, std::vector<MetaEntry>& kv);
 
 }  // namespace safeweights::hf

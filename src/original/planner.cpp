@@ -16,7 +16,7 @@
 #include "original/model.h"
 #include "original/params.h"
 #include "original/weights.h"
-#include "safeweights/hf_llama.h"
+#include "safeweights/hf_gguf.h"
 
 namespace safeweights::original {
 namespace {

@@ -1,4 +1,4 @@
-// Hugging Face Llama folders -> llama.cpp plan (include/safeweights/hf_llama.h): what a valid folder
+// Hugging Face Llama folders -> llama.cpp plan (include/safeweights/hf_gguf.h): what a valid folder
 // plans to, and every hostile-input rule (config.json, tokenizer files, the SentencePiece protobuf
 // reader, the tensors) with the error kind and the file or key it names. The end-to-end proof against
 // gguf-py and llama.cpp is tests/python/test_hf_llama.py.
@@ -19,7 +19,7 @@
 #include "hf/pretokenizer.h"
 #include "hf/vocab.h"
 #include "safeweights/convert.h"
-#include "safeweights/hf_llama.h"
+#include "safeweights/hf_gguf.h"
 #include "safeweights/text.h"
 
 using namespace safeweights;
@@ -114,7 +114,7 @@ struct Folder {
     return plan_of(hf::plan(path(), **weights, TensorType::F32));
   }
 
-  Result<ConvertPlan> plan(const hf::LlamaOptions& options = {}) {
+  Result<ConvertPlan> plan(const hf::GgufOptions& options = {}) {
     write();
     auto weights = open_tensors(path());
     if (!weights.is_ok()) return std::move(weights).status();
@@ -199,8 +199,9 @@ TEST(HfLlama, ModelFoldersGoToThePlanBrokenOnesToo) {
   f.write();
   EXPECT_TRUE(hf::is_model_folder(f.path()));
   EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::NotSupported, "config.json",
-                          "architecture `GPT2LMHeadModel` is not converted (converted: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, "
-                          "Qwen3ForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM, Phi3ForCausalLM)"));
+                          "architecture `GPT2LMHeadModel` is not converted (converted: Gemma2ForCausalLM, Gemma3ForCausalLM, LlamaForCausalLM, "
+                          "MistralForCausalLM, MixtralForCausalLM, OlmoeForCausalLM, Phi3ForCausalLM, Qwen2ForCausalLM, "
+                          "Qwen2MoeForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM)"));
   EXPECT_FALSE(hf::is_model_folder(f.path() + "/nowhere"));
   // A config.json that cannot be read is a model folder: plan() says why instead of a plain dump.
   // Each is the folder's content at fault (InvalidModelFolder, or DuplicateKey for a repeated key: the CLI
@@ -265,13 +266,29 @@ TEST(HfPlanner, ConfigJsonWinsOverTheNativeFilesBesideIt) {
   EXPECT_EQ(read_file_bytes(out.file("beside.safetensors")), read_file_bytes(out.file("alone.safetensors")));
 }
 
+// A config.json key set to a value (removed when the value is empty), and the refusal plan() must give.
+struct ConfigCase {
+  std::string key, value;
+  ErrorKind kind;
+  std::string text;
+};
+
+// Each case on a fresh folder that `prepare` makes: plan() fails with its kind, naming config.json and its text.
+void expect_config_refusals(const std::vector<ConfigCase>& cases, void (*prepare)(Folder&)) {
+  for (const ConfigCase& c : cases) {
+    Folder f;
+    prepare(f);
+    if (c.value.empty()) {
+      f.config.erase(c.key);
+    } else {
+      f.config[c.key] = c.value;
+    }
+    EXPECT_TRUE(FailsNaming(f.plan(), c.kind, "config.json", c.text)) << c.key << "=" << c.value;
+  }
+}
+
 TEST(HfLlama, ConfigErrorsNameTheFileAndKey) {
-  struct Case {
-    std::string key, value;
-    ErrorKind kind;
-    std::string text;
-  };
-  const std::vector<Case> cases = {
+  const std::vector<ConfigCase> cases = {
       {"hidden_size", "", ErrorKind::InvalidModelFolder, "`hidden_size` is missing"},
       {"hidden_size", "\"8\"", ErrorKind::InvalidModelFolder, "`hidden_size` must be an integer"},
       {"hidden_size", "8.5", ErrorKind::InvalidModelFolder, "`hidden_size` must be an integer"},
@@ -285,19 +302,11 @@ TEST(HfLlama, ConfigErrorsNameTheFileAndKey) {
       {"architectures", "[\"LlamaModel\"]", ErrorKind::NotSupported, "architecture `LlamaModel` is not converted"},
       {"architectures", "[\"LlamaForCausalLM\", \"MistralForCausalLM\"]", ErrorKind::InvalidModelFolder, "`architectures` must be a list of one"},
       {"architectures", "", ErrorKind::InvalidModelFolder, "`architectures` is missing"},
-      {"num_local_experts", "8", ErrorKind::NotSupported, "mixture-of-experts"},
+      {"num_local_experts", "8", ErrorKind::NotSupported, "`num_local_experts`: LlamaForCausalLM is converted without experts"},
       {"rope_scaling", R"({"rope_type":"yarn","factor":4})", ErrorKind::InvalidModelFolder, "`rope_scaling.original_max_position_embeddings`"},
       {"rope_scaling", R"({"type":"linear"})", ErrorKind::InvalidModelFolder, "`rope_scaling.factor` is missing"},
   };
-  for (const Case& c : cases) {
-    Folder f;
-    if (c.value.empty()) {
-      f.config.erase(c.key);
-    } else {
-      f.config[c.key] = c.value;
-    }
-    EXPECT_TRUE(FailsNaming(f.plan(), c.kind, "config.json", c.text)) << c.key << "=" << c.value;
-  }
+  expect_config_refusals(cases, [](Folder&) {});
 }
 
 TEST(HfLlama, LinearRopeScalingIsWritten) {
@@ -462,6 +471,237 @@ TEST(HfArch, Qwen2AndQwen3UseTheirTables) {
     EXPECT_TRUE(IsOk(f.plan()));
     f.config["sliding_window"] = "16";
     EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::NotSupported, "config.json", "`sliding_window` (16) is below max_position_embeddings"));
+  }
+}
+
+// A Qwen3-MoE folder: the fixture's attention with Qwen3's head norms, 4 experts of width 2 (2 used,
+// renormalized), one tensor per expert.
+void make_qwen3moe(Folder& f) {
+  f.config["architectures"] = R"(["Qwen3MoeForCausalLM"])";
+  f.config["head_dim"] = "4";
+  f.config["num_local_experts"] = "4";
+  f.config["num_experts_per_tok"] = "2";
+  f.config["moe_intermediate_size"] = "2";
+  f.config["norm_topk_prob"] = "true";
+  f.config["decoder_sparse_step"] = "1";
+  f.config["mlp_only_layers"] = "[]";
+  f.tensors["model.layers.0.self_attn.q_norm.weight"] = {4};
+  f.tensors["model.layers.0.self_attn.k_norm.weight"] = {4};
+  for (const char* dense : {"gate_proj", "up_proj", "down_proj"}) f.tensors.erase(std::string("model.layers.0.mlp.") + dense + ".weight");
+  f.tensors["model.layers.0.mlp.gate.weight"] = {4, 8};
+  for (int e = 0; e < 4; ++e) {
+    const std::string expert = "model.layers.0.mlp.experts." + std::to_string(e) + ".";
+    f.tensors[expert + "gate_proj.weight"] = {2, 8};
+    f.tensors[expert + "up_proj.weight"] = {2, 8};
+    f.tensors[expert + "down_proj.weight"] = {8, 2};
+  }
+}
+
+const ConvertTensor* planned(const ConvertPlan& p, std::string_view name) {
+  for (const ConvertTensor& t : p.tensors) {
+    if (t.name == name) return &t;
+  }
+  return nullptr;
+}
+
+TEST(HfMoe, Qwen3MoePerExpertTensorsAreStacked) {
+  Folder f;
+  make_qwen3moe(f);
+  auto p = f.plan();
+  ASSERT_TRUE(IsOk(p));
+  EXPECT_EQ(*find(*p, "general.architecture"), MetaValue::string("qwen3moe"));
+  EXPECT_EQ(*find(*p, "qwen3moe.expert_count"), MetaValue::u32(4));
+  EXPECT_EQ(*find(*p, "qwen3moe.expert_used_count"), MetaValue::u32(2));
+  EXPECT_EQ(*find(*p, "qwen3moe.expert_feed_forward_length"), MetaValue::u32(2));
+  EXPECT_EQ(*find(*p, "qwen3moe.feed_forward_length"), MetaValue::u32(8));
+  const ConvertTensor* router = planned(*p, "blk.0.ffn_gate_inp.weight");
+  ASSERT_NE(router, nullptr);
+  EXPECT_EQ(router->source, "model.layers.0.mlp.gate.weight");
+  EXPECT_EQ(router->type, TensorType::F32);  // at any --type, as llama.cpp keeps routers
+  const std::array<std::pair<const char*, const char*>, 3> kinds = {
+      {{"blk.0.ffn_gate_exps.weight", "gate_proj"}, {"blk.0.ffn_up_exps.weight", "up_proj"}, {"blk.0.ffn_down_exps.weight", "down_proj"}}};
+  for (const auto& [name, hf] : kinds) {
+    const ConvertTensor* t = planned(*p, name);
+    ASSERT_NE(t, nullptr) << name;
+    EXPECT_TRUE(t->stack);
+    EXPECT_TRUE(t->source.empty());
+    EXPECT_FALSE(t->type.has_value());  // the --type asked for
+    ASSERT_EQ(t->pieces.size(), 4u);
+    for (std::size_t e = 0; e < 4; ++e) {
+      EXPECT_EQ(t->pieces[e].source, "model.layers.0.mlp.experts." + std::to_string(e) + "." + hf + ".weight");
+      EXPECT_EQ(t->pieces[e].end, 0u);  // the whole tensor
+    }
+  }
+  EXPECT_EQ(planned(*p, "blk.0.ffn_gate.weight"), nullptr);
+  for (const ConvertTensor& t : p->tensors) EXPECT_EQ(t.permute_heads, 0u) << t.name;  // NEOX rope
+}
+
+TEST(HfMoe, Qwen3MoeFusedExpertsAreSplit) {
+  Folder f;
+  make_qwen3moe(f);
+  for (int e = 0; e < 4; ++e) {
+    for (const char* kind : {"gate_proj", "up_proj", "down_proj"})
+      f.tensors.erase("model.layers.0.mlp.experts." + std::to_string(e) + "." + kind + ".weight");
+  }
+  f.tensors["model.layers.0.mlp.experts.gate_up_proj"] = {4, 4, 8};  // [E, 2F, D]
+  f.tensors["model.layers.0.mlp.experts.down_proj"] = {4, 8, 2};     // [E, D, F]
+  auto p = f.plan();
+  ASSERT_TRUE(IsOk(p));
+  const ConvertTensor* gate = planned(*p, "blk.0.ffn_gate_exps.weight");
+  const ConvertTensor* up = planned(*p, "blk.0.ffn_up_exps.weight");
+  const ConvertTensor* down = planned(*p, "blk.0.ffn_down_exps.weight");
+  ASSERT_TRUE(gate && up && down);
+  ASSERT_EQ(gate->pieces.size(), 1u);
+  ASSERT_EQ(up->pieces.size(), 1u);
+  EXPECT_FALSE(gate->stack);
+  EXPECT_EQ(gate->pieces[0].source, "model.layers.0.mlp.experts.gate_up_proj");
+  EXPECT_EQ(gate->pieces[0].dim, 1u);  // each expert's first F rows, then its last F
+  EXPECT_EQ(gate->pieces[0].begin, 0u);
+  EXPECT_EQ(gate->pieces[0].end, 2u);
+  EXPECT_EQ(up->pieces[0].begin, 2u);
+  EXPECT_EQ(up->pieces[0].end, 4u);
+  EXPECT_EQ(down->source, "model.layers.0.mlp.experts.down_proj");
+  EXPECT_TRUE(down->pieces.empty());
+  f.tensors["model.layers.0.mlp.experts.gate_up_proj"] = {4, 2, 8};  // not 2F rows
+  EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::InvalidModelFolder, "model.safetensors", "shape [4, 2, 8], config.json implies [4, 4, 8]"));
+}
+
+TEST(HfMoe, ExpertsMustAllBeThereWithTheirShapes) {
+  Folder f;
+  make_qwen3moe(f);
+  f.tensors.erase("model.layers.0.mlp.experts.3.up_proj.weight");
+  EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::TensorNotFound, "model.safetensors",
+                          "model.layers.0.mlp.experts.3.up_proj.weight is missing (llama.cpp needs blk.0.ffn_up_exps.weight)"));
+  make_qwen3moe(f);
+  f.tensors["model.layers.0.mlp.experts.1.down_proj.weight"] = {2, 8};
+  EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::InvalidModelFolder, "model.safetensors", "shape [2, 8], config.json implies [8, 2]"));
+  make_qwen3moe(f);
+  f.tensors["model.layers.0.mlp.experts.4.up_proj.weight"] = {2, 8};  // an expert beyond the count
+  EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::NotSupported, "model.safetensors", "no name in llama.cpp's qwen3moe architecture"));
+  make_qwen3moe(f);
+  f.tensors.erase("model.layers.0.mlp.gate.weight");
+  EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::TensorNotFound, "model.safetensors", "blk.0.ffn_gate_inp.weight"));
+}
+
+TEST(HfMoe, ConfigKeysThatChangeTheMathAreMappedOrRefused) {
+  const std::vector<ConfigCase> cases = {
+      {"norm_topk_prob", "false", ErrorKind::NotSupported, "`norm_topk_prob` is false: llama.cpp's qwen3moe architecture renormalizes"},
+      {"norm_topk_prob", "", ErrorKind::NotSupported, "`norm_topk_prob` is absent (transformers: false)"},
+      {"decoder_sparse_step", "2", ErrorKind::NotSupported, "`decoder_sparse_step` is 2: llama.cpp's qwen3moe architecture makes every layer sparse"},
+      {"mlp_only_layers", "[0]", ErrorKind::NotSupported, "`mlp_only_layers` lists dense layers"},
+      {"mlp_only_layers", "3", ErrorKind::InvalidModelFolder, "`mlp_only_layers` must be a list"},
+      {"use_sliding_window", "true", ErrorKind::NotSupported, "`use_sliding_window` is true"},
+      {"num_local_experts", "", ErrorKind::InvalidModelFolder, "`num_local_experts` is missing"},
+      {"num_local_experts", "1025", ErrorKind::InvalidModelFolder, "`num_local_experts` is 1025, outside [1, 1024]"},
+      {"num_experts", "5", ErrorKind::InvalidModelFolder, "`num_experts` differs from num_local_experts"},
+      {"num_experts_per_tok", "5", ErrorKind::InvalidModelFolder, "`num_experts_per_tok` is above the expert count 4"},
+      {"num_experts_per_tok", "", ErrorKind::InvalidModelFolder, "`num_experts_per_tok` is missing"},
+      {"moe_intermediate_size", "", ErrorKind::InvalidModelFolder, "`moe_intermediate_size` is missing"},
+      {"hidden_act", R"("gelu")", ErrorKind::NotSupported, "`hidden_act` is `gelu`"},
+  };
+  expect_config_refusals(cases, make_qwen3moe);
+  Folder f;  // transformers 4's name for the count
+  make_qwen3moe(f);
+  f.config.erase("num_local_experts");
+  f.config["num_experts"] = "4";
+  auto p = f.plan();
+  ASSERT_TRUE(IsOk(p));
+  EXPECT_EQ(*find(*p, "qwen3moe.expert_count"), MetaValue::u32(4));
+}
+
+// The fixture's dense MLP replaced by 4 experts of width `ffn` under `block`, named by `names` (gate,
+// up, down), and a router.
+void make_experts(Folder& f, const std::string& block, std::array<const char*, 3> names, std::uint64_t ffn) {
+  for (const char* dense : {"gate_proj", "up_proj", "down_proj"}) f.tensors.erase(std::string("model.layers.0.mlp.") + dense + ".weight");
+  f.tensors["model.layers.0." + block + ".gate.weight"] = {4, 8};
+  for (int e = 0; e < 4; ++e) {
+    const std::string expert = "model.layers.0." + block + ".experts." + std::to_string(e) + ".";
+    f.tensors[expert + names[0] + ".weight"] = {ffn, 8};
+    f.tensors[expert + names[1] + ".weight"] = {ffn, 8};
+    f.tensors[expert + names[2] + ".weight"] = {8, ffn};
+  }
+  f.config["num_experts_per_tok"] = "2";
+}
+
+TEST(HfMoe, MixtralIsLlamaWithExperts) {
+  Folder f;
+  f.config["architectures"] = R"(["MixtralForCausalLM"])";
+  f.config["num_local_experts"] = "4";
+  make_experts(f, "block_sparse_moe", {"w1", "w3", "w2"}, 8);
+  auto p = f.plan();
+  ASSERT_TRUE(IsOk(p));
+  EXPECT_EQ(*find(*p, "general.architecture"), MetaValue::string("llama"));
+  EXPECT_EQ(*find(*p, "llama.expert_count"), MetaValue::u32(4));
+  EXPECT_EQ(find(*p, "llama.expert_feed_forward_length"), nullptr);  // the experts are intermediate_size wide
+  EXPECT_EQ(planned(*p, "blk.0.attn_q.weight")->permute_heads, 2u);
+  EXPECT_EQ(planned(*p, "blk.0.ffn_up_exps.weight")->pieces[1].source, "model.layers.0.block_sparse_moe.experts.1.w3.weight");
+  EXPECT_EQ(planned(*p, "blk.0.ffn_down_exps.weight")->pieces[3].source, "model.layers.0.block_sparse_moe.experts.3.w2.weight");
+  EXPECT_EQ(planned(*p, "blk.0.ffn_gate_inp.weight")->source, "model.layers.0.block_sparse_moe.gate.weight");
+  // transformers 5's fused experts live under mlp, router included.
+  for (auto it = f.tensors.begin(); it != f.tensors.end();)
+    it = it->first.find("block_sparse_moe") != std::string::npos ? f.tensors.erase(it) : std::next(it);
+  f.tensors["model.layers.0.mlp.gate.weight"] = {4, 8};
+  f.tensors["model.layers.0.mlp.experts.gate_up_proj"] = {4, 16, 8};
+  f.tensors["model.layers.0.mlp.experts.down_proj"] = {4, 8, 8};
+  p = f.plan();
+  ASSERT_TRUE(IsOk(p));
+  EXPECT_EQ(planned(*p, "blk.0.ffn_gate_inp.weight")->source, "model.layers.0.mlp.gate.weight");
+  EXPECT_EQ(planned(*p, "blk.0.ffn_up_exps.weight")->pieces[0].begin, 8u);
+}
+
+TEST(HfMoe, Qwen2MoeSharedExpertAndItsGate) {
+  Folder f;
+  f.config["architectures"] = R"(["Qwen2MoeForCausalLM"])";
+  f.config["num_experts"] = "4";
+  f.config["moe_intermediate_size"] = "2";
+  f.config["shared_expert_intermediate_size"] = "6";
+  make_experts(f, "mlp", {"gate_proj", "up_proj", "down_proj"}, 2);
+  for (auto [bias, n] : {std::pair{"q", 8}, {"k", 4}, {"v", 4}})
+    f.tensors[std::string("model.layers.0.self_attn.") + bias + "_proj.bias"] = {std::uint64_t(n)};
+  f.tensors["model.layers.0.mlp.shared_expert.gate_proj.weight"] = {6, 8};
+  f.tensors["model.layers.0.mlp.shared_expert.up_proj.weight"] = {6, 8};
+  f.tensors["model.layers.0.mlp.shared_expert.down_proj.weight"] = {8, 6};
+  f.tensors["model.layers.0.mlp.shared_expert_gate.weight"] = {1, 8};
+  auto p = f.plan();
+  ASSERT_TRUE(IsOk(p));
+  EXPECT_EQ(*find(*p, "qwen2moe.expert_feed_forward_length"), MetaValue::u32(2));
+  EXPECT_EQ(*find(*p, "qwen2moe.expert_shared_feed_forward_length"), MetaValue::u32(6));
+  EXPECT_EQ(planned(*p, "blk.0.ffn_gate_inp_shexp.weight")->type, TensorType::F32);
+  EXPECT_FALSE(planned(*p, "blk.0.ffn_down_shexp.weight")->type.has_value());
+  f.config["norm_topk_prob"] = "true";  // llama.cpp's qwen2moe never renormalizes
+  EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::NotSupported, "config.json",
+                          "`norm_topk_prob` is true: llama.cpp's qwen2moe architecture does not renormalize"));
+  f.config.erase("norm_topk_prob");
+  f.tensors["model.layers.0.mlp.shared_expert_gate.weight"] = {2, 8};
+  EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::InvalidModelFolder, "model.safetensors", "shape [2, 8], config.json implies [1, 8]"));
+}
+
+TEST(HfMoe, OlmoeRules) {
+  Folder f;
+  f.config["architectures"] = R"(["OlmoeForCausalLM"])";
+  f.config["num_experts"] = "4";
+  f.config["num_key_value_heads"] = "2";
+  make_experts(f, "mlp", {"gate_proj", "up_proj", "down_proj"}, 8);
+  f.tensors["model.layers.0.self_attn.k_proj.weight"] = {8, 8};
+  f.tensors["model.layers.0.self_attn.v_proj.weight"] = {8, 8};
+  f.tensors["model.layers.0.self_attn.q_norm.weight"] = {8};  // the whole projection, not one head
+  f.tensors["model.layers.0.self_attn.k_norm.weight"] = {8};
+  auto p = f.plan();
+  ASSERT_TRUE(IsOk(p));
+  EXPECT_EQ(*find(*p, "general.architecture"), MetaValue::string("olmoe"));
+  EXPECT_EQ(planned(*p, "blk.0.attn_k_norm.weight")->source, "model.layers.0.self_attn.k_norm.weight");
+  const std::vector<std::pair<std::pair<std::string, std::string>, std::string>> refused = {
+      {{"rms_norm_eps", "1e-6"}, "`rms_norm_eps` is not 1e-05"},
+      {{"num_key_value_heads", "1"}, "`num_key_value_heads` differs from num_attention_heads"},
+      {{"clip_qkv", "8.0"}, "`clip_qkv` is set"},
+      {{"attention_bias", "true"}, "`attention_bias` is true"},
+      {{"norm_topk_prob", "true"}, "`norm_topk_prob` is true"},
+  };
+  for (const auto& [kv, text] : refused) {
+    const auto saved = f.config;
+    f.config[kv.first] = kv.second;
+    EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::NotSupported, "config.json", text)) << kv.first;
+    f.config = saved;
   }
 }
 
@@ -658,7 +898,7 @@ TEST(HfLlama, TokenizerRules) {
     Folder f;  // an unknown pre-tokenizer: refused, unless named
     f.pre_tokenizer = R"({"type":"Metaspace","replacement":"x"})";
     EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::NotSupported, "tokenizer.json", "pre_tokenizer Metaspace() is not one"));
-    hf::LlamaOptions named;
+    hf::GgufOptions named;
     named.bpe_pre = "default";
     auto p = f.plan(named);
     ASSERT_TRUE(IsOk(p));
@@ -857,7 +1097,7 @@ TEST(HfPreTokenizer, NearMissesAreRefusedNamingWhatTheyAre) {
     f.normalizer = c.normalizer;
     auto p = f.plan();
     EXPECT_TRUE(FailsNaming(p, ErrorKind::NotSupported, "tokenizer.json", "tokenizer.json's pre_tokenizer " + c.want + tail));
-    hf::LlamaOptions named;  // the caller's name still wins
+    hf::GgufOptions named;  // the caller's name still wins
     named.bpe_pre = "llama-bpe";
     auto q = f.plan(named);
     ASSERT_TRUE(IsOk(q));

@@ -97,7 +97,7 @@ expect=(include/safeweights/safetensors.h include/safeweights/error.h "$lib/libs
 [[ $minimal == 0 ]] && expect+=(bin/safeweights)
 for f in "${expect[@]}"; do [[ -e $prefix/$f ]] || fail "not installed: $f"; done
 if [[ $minimal == 1 ]]; then
-  for f in include/safeweights/pytorch.h include/safeweights/hf_llama.h; do
+  for f in include/safeweights/pytorch.h include/safeweights/hf_gguf.h; do
     [[ ! -e $prefix/$f ]] || fail "installed although its component is off: $f"
   done
 fi
@@ -197,9 +197,9 @@ consumer_cmake() {  # NAME CONSUMER_STATIC
   local name=$1 static=$2 mode=()
   step "find_package consumer ($name)"
   if [[ $minimal == 1 ]]; then
-    # pytorch.h and hf_llama.h from the source tree, beside the installed headers (minimal.cpp says why).
+    # pytorch.h and hf_gguf.h from the source tree, beside the installed headers (minimal.cpp says why).
     mkdir -p "$tmp/uninstalled/safeweights"
-    cp "$here/../../include/safeweights/pytorch.h" "$here/../../include/safeweights/hf_llama.h" "$tmp/uninstalled/safeweights/"
+    cp "$here/../../include/safeweights/pytorch.h" "$here/../../include/safeweights/hf_gguf.h" "$tmp/uninstalled/safeweights/"
     mode=(-DCONSUMER_MINIMAL="$tmp/uninstalled" "-DCONSUMER_EXPECT_MISSING=http;cuda;pytorch;quant;hf")
   else
     # The tests are built only with these on (tests/CMakeLists.txt); http may be either.

@@ -1,13 +1,13 @@
 // Against a build with every optional component off (check_install.sh --minimal): what a program gets
 // that asks for one of them. Each refusal must be NotSupported and name the option that was off; the
-// core (F16 conversion, the registry without PyTorch) keeps working. pytorch.h and hf_llama.h are not
+// core (F16 conversion, the registry without PyTorch) keeps working. pytorch.h and hf_gguf.h are not
 // installed with their components off: the check hands this program the source tree's copies, the
 // declarations the in-tree CLI is built with.
 //   minimal FOLDER_WITH_CONFIG_JSON FILE
 #include <safeweights/convert.h>
 #include <safeweights/device.h>
 #include <safeweights/format.h>
-#include <safeweights/hf_llama.h>
+#include <safeweights/hf_gguf.h>
 #include <safeweights/pytorch.h>
 #include <safeweights/quantize.h>
 

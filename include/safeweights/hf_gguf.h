@@ -1,20 +1,22 @@
-// safeweights/hf_llama.h — Hugging Face model folders to GGUF files that llama.cpp loads and runs.
+// safeweights/hf_gguf.h — Hugging Face model folders to GGUF files that llama.cpp loads and runs.
 //
-// A folder with config.json naming LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM,
-// Qwen3ForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM or Phi3ForCausalLM (llama.cpp's
-// architectures llama, qwen2, qwen3, gemma2, gemma3, phi3; any other is refused by name), its weights
-// (model.safetensors, or shards with model.safetensors.index.json) and a tokenizer (in llama.cpp's
-// order of preference: tokenizer.model, SentencePiece; tokenizer.json, a SentencePiece-style BPE with
-// byte fallback or a byte-level BPE; plus tokenizer_config.json) is planned as llama.cpp's converter
-// does it: llama.cpp's tensor names (fused and permuted as it wants them), the hyper-parameters under
-// its keys with the value types its loader demands (rotary embeddings from transformers 4's
-// rope_theta / rope_scaling or transformers 5's rope_parameters: default, linear, yarn, llama3 with its
-// computed rope_freqs tensor, Phi-3's longrope with its factor tensors), and the tokenizer as GGUF
-// metadata. The plan is handed to convert() (safeweights/convert.h, ConvertOptions::plan), which
-// writes the file; convert_path() does so for a model folder written as GGUF, through the plan
-// provider that src/hf/ registers (it includes nothing of convert/, nor convert/ of it). What llama.cpp
-// would compute differently from transformers (another rope type or architecture, a config key not
-// understood, another activation) is refused by name, never written.
+// A folder with config.json naming a class an architecture of src/hf/ converts (LlamaForCausalLM,
+// MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM, Gemma2ForCausalLM,
+// Gemma3ForCausalLM, Phi3ForCausalLM; docs/GGUF.md lists them with llama.cpp's architecture names; any
+// other is refused by name), its weights (model.safetensors, or shards with model.safetensors.index.json)
+// and a tokenizer (in llama.cpp's order of preference: tokenizer.model, SentencePiece; tokenizer.json, a
+// SentencePiece-style BPE with byte fallback or a byte-level BPE; plus tokenizer_config.json) is planned
+// as llama.cpp's converter does it: llama.cpp's tensor names (fused, permuted, split or stacked as it
+// wants them: a mixture of experts' per-expert tensors stacked into one [E, ...] tensor each, or
+// transformers 5's fused experts split), the hyper-parameters under its keys with the value types its
+// loader demands (rotary embeddings from transformers 4's rope_theta / rope_scaling or transformers 5's
+// rope_parameters: default, linear, yarn, llama3 with its computed rope_freqs tensor, Phi-3's longrope
+// with its factor tensors), and the tokenizer as GGUF metadata. The plan is handed to convert()
+// (safeweights/convert.h, ConvertOptions::plan), which writes the file; convert_path() does so for a
+// model folder written as GGUF, through the plan provider that src/hf/ registers (it includes nothing of
+// convert/, nor convert/ of it). What llama.cpp would compute differently from transformers (another rope
+// type or architecture, a config key not understood, another activation, experts weighted otherwise) is
+// refused by name, never written.
 // docs/GGUF.md says what is mapped and which llama.cpp version the rules come from.
 //
 // Every file of the folder is hostile input: JSON and protobuf files are read with size caps, numbers
@@ -45,7 +47,8 @@ bool is_model_folder(const Folder& folder);
 // The same for a folder's name, local or remote (safeweights/folder.h), opened with uncached_resolver().
 bool is_model_folder(const std::string& folder);
 
-struct LlamaOptions {
+// Options of a conversion to GGUF, for every architecture.
+struct GgufOptions {
   // tokenizer.ggml.pre for a BPE tokenizer. Empty: recognised from what tokenizer.json's pre_tokenizer
   // is (its steps, its normalizer and model.ignore_merges; docs/GGUF.md lists the structures known); any
   // other pre-tokenizer is refused, naming it, unless a llama.cpp pre-tokenizer is named here.
@@ -66,13 +69,13 @@ struct GgufConversion {
 // tensors with their llama.cpp names and permutations, and the GGUF metadata (architecture,
 // hyper-parameters, tokenizer).
 // NotSupported, naming the file and the key, for what llama.cpp cannot compute as transformers does
-// (mixture of experts, a rope type or rope key not mapped, another activation, a tensor with no
+// (experts weighted otherwise, a rope type or rope key not mapped, another activation, a tensor with no
 // llama.cpp name); InvalidModelFolder for config or tokenizer files that are malformed, out of range or
 // disagree with the weights (a shape, a token id), naming the file and the key or tensor; DuplicateKey
 // for a repeated JSON key; TensorNotFound for a missing tensor; FileNotFound when there is no tokenizer.
-Result<GgufConversion> plan(const Folder& folder, const TensorFile& weights, std::optional<TensorType> type, const LlamaOptions& options = {});
+Result<GgufConversion> plan(const Folder& folder, const TensorFile& weights, std::optional<TensorType> type, const GgufOptions& options = {});
 // The same for a folder's name, local or remote, opened with uncached_resolver().
-Result<GgufConversion> plan(const std::string& folder, const TensorFile& weights, std::optional<TensorType> type, const LlamaOptions& options = {});
+Result<GgufConversion> plan(const std::string& folder, const TensorFile& weights, std::optional<TensorType> type, const GgufOptions& options = {});
 
 SAFEWEIGHTS_API_END
 }  // namespace safeweights::hf
