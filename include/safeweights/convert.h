@@ -37,7 +37,11 @@ SAFEWEIGHTS_API_BEGIN
 
 struct ConvertOptions {
   std::optional<TensorType> type;  // none: every tensor keeps its type
-  unsigned threads = 0;            // 0: one per core
+  // A llama-quantize file type and its knobs (safeweights/format.h), asked of the output's format
+  // (Format::plan_mix) after `type`'s policy: the tensors it quantizes take its types, the rest keep
+  // theirs. With importance weights, each quantized tensor's rows go through quantize_rows().
+  std::optional<QuantizeMix> mix;
+  unsigned threads = 0;  // 0: one per core
   ConvertPlan plan;
   bool carry_metadata = true;  // the input's metadata into the output (docs/GGUF.md, "Conversion")
   // One copy per shared storage (TensorFile::storage_of): a name that is the same tensor as a kept one

@@ -96,6 +96,8 @@ Result<ConvertReport> convert_path(const std::string& input, const std::string& 
   // A model folder that a plan provider writes in this format (a Hugging Face one into GGUF: llama.cpp's
   // names, Q/K order, metadata and tokenizer).
   if (const FolderPlanner* planner = folder ? planner_for(*folder, *out) : nullptr) {
+    // A mix quantizes what llama.cpp's converter would write as F32 (--outtype f32), in one pass.
+    if (options.mix && !options.type) options.type = TensorType::F32;
     SW_ASSIGN_OR_RETURN(PlannedTensors planned, planner->plan(*folder, *file, options.type));
     options.plan = std::move(planned.plan);
     append_inputs(options, inputs);
