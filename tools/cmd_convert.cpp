@@ -19,9 +19,6 @@ namespace {
 
 Status usage(std::string message) { return Error(ErrorKind::InvalidArgument, std::move(message)); }
 
-// --type: the output types offered, lower case: the float types and llama.cpp's usual quantizations.
-constexpr std::string_view kTypes[] = {"f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k"};
-
 std::string lower(std::string_view s) {
   std::string out(s);
   std::ranges::transform(out, out.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
@@ -31,7 +28,7 @@ std::string lower(std::string_view s) {
 std::optional<TensorType> parse_type(std::string_view name) {
   const std::string wanted = lower(name);
   for (const TensorTypeInfo& info : tensor_type_table())
-    if (lower(info.name) == wanted && std::ranges::find(kTypes, wanted) != std::end(kTypes)) return info.type;
+    if (lower(info.name) == wanted && std::ranges::find(plain_type_names(), wanted) != plain_type_names().end()) return info.type;
   return std::nullopt;
 }
 

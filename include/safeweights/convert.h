@@ -21,7 +21,9 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "safeweights/error.h"
@@ -56,6 +58,12 @@ struct ConvertOptions {
   std::vector<std::string> inputs;
   std::function<void(std::size_t tensors_done, std::uint64_t bytes_done)> progress;
 };
+
+// The names `--type` (and Python's `type=`) take as "every tensor this type", lower case: the float
+// types and llama.cpp's usual quantizations. Any other name of llama-quantize's file types
+// (safeweights/gguf.h is_llama_file_type) asks for its mix (ConvertOptions::mix); one of these asks
+// for it when a mix option is given too.
+std::span<const std::string_view> plain_type_names() noexcept;
 
 // What happened to one tensor.
 struct ConvertedTensor {

@@ -1,4 +1,5 @@
 // convert() for Python: open_tensors -> convert, as the CLI's `convert` does, without the GIL.
+#include <algorithm>
 #include <cctype>
 #include <string>
 
@@ -43,14 +44,19 @@ QuantizeMix mix_arg(const std::string& file_type, const py::dict& knobs) {
   return mix;
 }
 
-// `type`: a tensor type's name, unless llama-quantize's knobs are given or it is not one; then a file type.
+// `type`: a tensor type's name, but for llama-quantize's file types: all of them when one of its knobs
+// is given, else those not among plain_type_names() (IQ4_XS is the file type, q4_k every tensor Q4_K).
 void set_type(ConvertOptions& options, const std::string& name, const py::dict& knobs) {
-  if (knobs.empty()) {
+  std::string lower = name;
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  const auto plain = plain_type_names();
+  const bool offered = std::find(plain.begin(), plain.end(), lower) != plain.end();
+  if (knobs.empty() && (offered || !gguf::is_llama_file_type(name))) {
     try {
       options.type = type_arg(name);
       return;
     } catch (const py::value_error&) {
-      if (!gguf::is_llama_file_type(name)) throw py::value_error("unknown type `" + name + "`: neither a tensor type nor a llama-quantize file type");
+      if (!gguf::is_llama_file_type(name)) throw py::value_error("unknown tensor type `" + name + "`, and not a llama-quantize file type either");
     }
   }
   if (!gguf::is_llama_file_type(name)) throw py::value_error("llama-quantize's options need a file type (Q4_K_M, ...) as type, not `" + name + "`");

@@ -107,6 +107,11 @@ Result<ConvertReport> convert_path(const std::string& input, const std::string& 
   return convert(*file, output, options);
 }
 
+std::span<const std::string_view> plain_type_names() noexcept {
+  static constexpr std::string_view kNames[] = {"f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k"};
+  return kNames;
+}
+
 bool is_bin_folder(const Folder& folder) { return folder.has_file("pytorch_model.bin") || folder.has_file("pytorch_model.bin.index.json"); }
 
 bool is_bin_folder(const std::string& folder) {
