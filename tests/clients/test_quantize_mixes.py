@@ -110,6 +110,52 @@ def models(tmp_path_factory):
     return out
 
 
+def moe_from(src, dst, experts=4):
+    """`src` (a dense llama GGUF) rewritten by gguf-py as a mixture of experts: each FFN matrix stacked
+    into `experts` scaled copies (blk.N.ffn_*_exps.weight, [E, rows, cols]), a router and the expert
+    counts. llama-quantize reads only the metadata and the tensors' names and shapes."""
+    reader = gguf.GGUFReader(str(src))
+    writer = gguf.GGUFWriter(str(dst), reader.fields["general.architecture"].contents())
+    for name, f in reader.fields.items():
+        if name.startswith("GGUF.") or name == "general.architecture":
+            continue
+        sub = f.types[-1] if f.types[0] == gguf.GGUFValueType.ARRAY else None
+        writer.add_key_value(name, f.contents(), f.types[0], sub_type=sub)
+    writer.add_expert_count(experts)
+    writer.add_expert_used_count(2)
+    rng = np.random.default_rng(3)
+    for t in reader.tensors:
+        data = np.array(t.data)
+        if re.search(r"\.ffn_(gate|up|down)\.weight$", t.name):
+            stacked = np.stack([data * np.float16(1 + 0.125 * e) for e in range(experts)])
+            writer.add_tensor(t.name.replace(".weight", "_exps.weight"), stacked)
+            if ".ffn_gate." in t.name:
+                router = rng.standard_normal((experts, data.shape[1])).astype(np.float32)
+                writer.add_tensor(t.name.replace("ffn_gate", "ffn_gate_inp"), router)
+        else:
+            writer.add_tensor(t.name, data)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return dst
+
+
+@pytest.fixture(scope="session")
+def moe(models, tmp_path_factory):
+    return moe_from(models["gqa"][1], tmp_path_factory.mktemp("moe") / "moe-f16.gguf")
+
+
+@pytest.mark.parametrize("ftype", ["Q4_K_M", "Q3_K_M", "Q5_K_S", "Q2_K", "IQ3_M", "MXFP4_MOE", "Q8_0"])
+def test_moe_file_type_as_llama_quantize(moe, tmp_path, ftype):
+    ref = llama_quantize(moe, tmp_path / "ref.gguf", ftype)
+    assert ref.returncode == 0, ref.stderr[-2000:]
+    got = ours(moe, tmp_path / "ours.gguf", ftype)
+    skip_if_missing_kernel(got, ftype)
+    assert got.returncode == 0, got.stderr
+    assert_same(tmp_path / "ref.gguf", tmp_path / "ours.gguf")
+
+
 @pytest.fixture(scope="session")
 def imatrices(models, tmp_path_factory):
     """llama-imatrix's output for the GQA model on a short text, in both formats."""
