@@ -314,6 +314,27 @@ def tiktoken_seeds():
     }
 
 
+# fuzz_imatrix: llama-imatrix's two formats (src/gguf/imatrix.h).
+def gguf_str(text):
+    return struct.pack("<Q", len(text)) + text
+
+
+def imatrix_seeds():
+    values = struct.pack("<4f", 1.0, 2.0, 3.0, 4.0)
+    legacy = struct.pack("<i", 2)
+    for name, ncall in ((b"blk.0.attn_v.weight", 2), (b"blk.0.ffn_up_exps.weight", 0)):
+        legacy += struct.pack("<i", len(name)) + name + struct.pack("<ii", ncall, 4) + values
+    legacy += struct.pack("<ii", 7, 4) + b"wiki"
+    kv = (gguf_str(b"imatrix.datasets") + struct.pack("<IIQ", 9, 8, 1) + gguf_str(b"wiki")
+          + gguf_str(b"imatrix.chunk_count") + struct.pack("<II", 4, 7) + gguf_str(b"imatrix.chunk_size") + struct.pack("<II", 4, 512))
+    infos = (gguf_str(b"blk.0.ffn_up_exps.weight.in_sum2") + struct.pack("<IQQIQ", 2, 2, 2, 0, 0)
+             + gguf_str(b"blk.0.ffn_up_exps.weight.counts") + struct.pack("<IQQIQ", 2, 1, 2, 0, 32))
+    head = b"GGUF" + struct.pack("<IQQ", 3, 2, 3) + kv + infos
+    head += b"\0" * (-len(head) % 32)
+    gguf = head + values + b"\0" * 16 + struct.pack("<2f", 3.0, 0.0)
+    return {"legacy": legacy, "legacy_truncated": legacy[:30], "gguf": gguf}
+
+
 def write(target, seeds):
     folder = os.path.join(CORPUS, target)
     os.makedirs(folder, exist_ok=True)
@@ -332,6 +353,7 @@ def main():
     write("fuzz_tokenizer", tokenizer_seeds())
     write("fuzz_listing", listing_seeds())
     write("fuzz_tiktoken", tiktoken_seeds())
+    write("fuzz_imatrix", imatrix_seeds())
 
 
 if __name__ == "__main__":

@@ -48,7 +48,7 @@ werror=()
 [[ ${CI:-} == true ]] && werror=(-DSAFEWEIGHTS_WERROR=ON)
 jobs=$(nproc)
 FUZZ_SECONDS=${FUZZ_SECONDS:-60}
-FUZZ_TARGETS=(fuzz_safetensors_header fuzz_slice fuzz_roundtrip fuzz_dduf fuzz_pickle fuzz_checkpoint fuzz_legacy_view fuzz_gguf fuzz_dequantize fuzz_hf_folder fuzz_tokenizer fuzz_listing fuzz_tiktoken fuzz_original_folder)
+FUZZ_TARGETS=(fuzz_safetensors_header fuzz_slice fuzz_roundtrip fuzz_dduf fuzz_pickle fuzz_checkpoint fuzz_legacy_view fuzz_gguf fuzz_dequantize fuzz_hf_folder fuzz_tokenizer fuzz_listing fuzz_tiktoken fuzz_original_folder fuzz_imatrix)
 passed_total=0 failed_total=0
 
 # Runs ctest in build folder $1, keeping its summary counts. Then VAR=value arguments (the environment)

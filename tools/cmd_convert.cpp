@@ -19,16 +19,76 @@ namespace {
 
 Status usage(std::string message) { return Error(ErrorKind::InvalidArgument, std::move(message)); }
 
-// --type: the output types offered, lower case: the float types and llama.cpp's usual quantizations.
-constexpr std::string_view kTypes[] = {"f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k"};
+std::string lower(std::string_view s) {
+  std::string out(s);
+  std::ranges::transform(out, out.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return out;
+}
 
 std::optional<TensorType> parse_type(std::string_view name) {
-  for (const TensorTypeInfo& info : tensor_type_table()) {
-    std::string lower(info.name);
-    std::ranges::transform(lower, lower.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-    if (lower == name && std::ranges::find(kTypes, name) != std::end(kTypes)) return info.type;
-  }
+  const std::string wanted = lower(name);
+  for (const TensorTypeInfo& info : tensor_type_table())
+    if (lower(info.name) == wanted && std::ranges::find(plain_type_names(), wanted) != plain_type_names().end()) return info.type;
   return std::nullopt;
+}
+
+// A ggml type by its name, any case (llama-quantize's parse_ggml_type).
+Result<TensorType> parse_ggml_type(const std::string& option, std::string_view name) {
+  for (const TensorTypeInfo& info : tensor_type_table())
+    if (lower(info.name) == lower(name) && gguf::ggml_id(info.type)) return info.type;
+  return Error(ErrorKind::InvalidArgument, option + " " + std::string(name) + ": not a ggml type name (q8_0, q6_k, f16, ...)");
+}
+
+bool has_mix_knobs(const ConvertArgs& o) {
+  return !o.output_tensor_type.empty() || !o.token_embedding_type.empty() || !o.tensor_types.empty() || o.pure || o.leave_output_tensor ||
+         o.allow_requantize || !o.imatrix.empty() || !o.include_weights.empty() || !o.exclude_weights.empty();
+}
+
+// llama-quantize's file type and knobs, as QuantizeMix takes them.
+Result<QuantizeMix> parse_mix(const ConvertArgs& o) {
+  QuantizeMix mix;
+  mix.file_type = o.type;
+  if (!o.output_tensor_type.empty()) {
+    auto t = parse_ggml_type("--output-tensor-type", o.output_tensor_type);
+    if (!t.is_ok()) return std::move(t).error();
+    mix.output_tensor_type = *t;
+  }
+  if (!o.token_embedding_type.empty()) {
+    auto t = parse_ggml_type("--token-embedding-type", o.token_embedding_type);
+    if (!t.is_ok()) return std::move(t).error();
+    mix.token_embedding_type = *t;
+  }
+  for (const std::string& spec : o.tensor_types) {
+    const std::size_t eq = spec.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size())
+      return Error(ErrorKind::InvalidArgument, "--tensor-type " + spec + ": expected PATTERN=TYPE");
+    auto t = parse_ggml_type("--tensor-type", spec.substr(eq + 1));
+    if (!t.is_ok()) return std::move(t).error();
+    mix.tensor_types.emplace_back(spec.substr(0, eq), *t);
+  }
+  mix.pure = o.pure;
+  mix.leave_output_tensor = o.leave_output_tensor;
+  mix.allow_requantize = o.allow_requantize;
+  mix.imatrix = o.imatrix;
+  mix.include_weights = o.include_weights;
+  mix.exclude_weights = o.exclude_weights;
+  return mix;
+}
+
+// --type: a tensor type (every tensor that type), or llama-quantize's file type with its knobs.
+Status set_type(const ConvertArgs& opt, ConvertOptions& options) {
+  const bool knobs = has_mix_knobs(opt);
+  if (opt.type.empty()) return knobs ? usage("llama-quantize's options need --type with one of its file types (Q4_K_M, ...)") : Status::ok();
+  if (!knobs) options.type = parse_type(opt.type);
+  if (options.type) return Status::ok();
+  if (!gguf::is_llama_file_type(opt.type))
+    return usage("--type " + opt.type +
+                 ": expected f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k or q6_k, or a llama-quantize file type "
+                 "(Q4_K_M, Q5_K_S, IQ4_XS, ... or its number)");
+  auto mix = parse_mix(opt);
+  if (!mix.is_ok()) return std::move(mix).status();
+  options.mix = std::move(mix).value();
+  return Status::ok();
 }
 
 std::function<void(std::size_t, std::uint64_t)> terminal_progress() {
@@ -76,10 +136,7 @@ Status split_limits(const ConvertArgs& opt, SplitLimits& split) {
 
 Status run_conversion(const ConvertArgs& opt) {
   ConvertOptions options;
-  if (!opt.type.empty()) {
-    options.type = parse_type(opt.type);
-    if (!options.type) return usage("--type " + opt.type + ": expected f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k or q6_k");
-  }
+  if (Status s = set_type(opt, options); !s.is_ok()) return s;
   options.threads = opt.threads;
   options.dedup = opt.dedup;
   options.to = opt.to;

@@ -87,6 +87,10 @@ struct ConvertArgs {
   std::string output;
   std::string to;  // the output format's name; empty: by extension
   std::string type;
+  // llama-quantize's knobs, with a file type as --type (docs/CLI.md)
+  std::string output_tensor_type, token_embedding_type, imatrix;
+  std::vector<std::string> tensor_types, include_weights, exclude_weights;
+  bool pure = false, leave_output_tensor = false, allow_requantize = false;
   unsigned threads = 0;  // 0: one per core
   std::string entry;
   bool dedup = false;

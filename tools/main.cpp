@@ -169,7 +169,18 @@ void add_convert(CLI::App& app, ConvertArgs& args, int& exit_code) {
   cmd->add_option("--to", args.to, "the output's format (gguf, safetensors, safetensors-index) whatever its name");
   cmd->add_option("--type", args.type,
                   "f32|f16|bf16|q8_0|q4_0|q4_1|q5_0|q5_1|q2_k|q3_k|q4_k|q5_k|q6_k: as llama.cpp, 1-D tensors stay F32, rows that are "
-                  "not whole blocks fall back to a type that fits, integers are kept");
+                  "not whole blocks fall back to a type that fits, integers are kept; or a llama-quantize file type (Q4_K_M, IQ3_M, ... "
+                  "or its number; GGUF output): each tensor the type llama-quantize gives it (the knobs below make a name both, "
+                  "like q8_0, the file type)");
+  cmd->add_option("--output-tensor-type", args.output_tensor_type, "file type: output.weight's ggml type (llama-quantize's option)");
+  cmd->add_option("--token-embedding-type", args.token_embedding_type, "file type: token_embd.weight's ggml type");
+  cmd->add_option("--tensor-type", args.tensor_types, "file type: PATTERN=TYPE, tensors whose name PATTERN (a regex) finds get TYPE (repeatable)");
+  cmd->add_flag("--pure", args.pure, "file type: every quantized tensor the file type's base type, without llama.cpp's per-tensor rules");
+  cmd->add_flag("--leave-output-tensor", args.leave_output_tensor, "file type: output.weight keeps its type");
+  cmd->add_flag("--allow-requantize", args.allow_requantize, "file type: quantize tensors that are already quantized (refused without it)");
+  cmd->add_option("--imatrix", args.imatrix, "file type: llama-imatrix's importance matrix (GGUF or legacy .dat) for the quantizers");
+  cmd->add_option("--include-weights", args.include_weights, "file type: use only the imatrix entries whose name holds this (repeatable)");
+  cmd->add_option("--exclude-weights", args.exclude_weights, "file type: leave out the imatrix entries whose name holds this (repeatable)");
   cmd->add_option("--threads", args.threads, "threads that quantize (default: one per core)");
   cmd->add_option("--entry", args.entry, "DDUF input: the .safetensors entry to convert");
   cmd->add_flag("--dedup", args.dedup, "PyTorch input: write one copy of tensors that share storage; the others become aliases in the metadata");

@@ -21,7 +21,9 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "safeweights/error.h"
@@ -37,7 +39,11 @@ SAFEWEIGHTS_API_BEGIN
 
 struct ConvertOptions {
   std::optional<TensorType> type;  // none: every tensor keeps its type
-  unsigned threads = 0;            // 0: one per core
+  // A llama-quantize file type and its knobs (safeweights/format.h), asked of the output's format
+  // (Format::plan_mix) after `type`'s policy: the tensors it quantizes take its types, the rest keep
+  // theirs. With importance weights, each quantized tensor's rows go through quantize_rows().
+  std::optional<QuantizeMix> mix;
+  unsigned threads = 0;  // 0: one per core
   ConvertPlan plan;
   bool carry_metadata = true;  // the input's metadata into the output (docs/GGUF.md, "Conversion")
   // One copy per shared storage (TensorFile::storage_of): a name that is the same tensor as a kept one
@@ -52,6 +58,12 @@ struct ConvertOptions {
   std::vector<std::string> inputs;
   std::function<void(std::size_t tensors_done, std::uint64_t bytes_done)> progress;
 };
+
+// The names `--type` (and Python's `type=`) take as "every tensor this type", lower case: the float
+// types and llama.cpp's usual quantizations. Any other name of llama-quantize's file types
+// (safeweights/gguf.h is_llama_file_type) asks for its mix (ConvertOptions::mix); one of these asks
+// for it when a mix option is given too.
+std::span<const std::string_view> plain_type_names() noexcept;
 
 // What happened to one tensor.
 struct ConvertedTensor {

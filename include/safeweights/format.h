@@ -15,10 +15,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "safeweights/error.h"
@@ -78,6 +80,43 @@ struct StoredType {
   std::string note;  // why `type` differs from the type asked for ("rows of 100 are not a multiple of 256"), or empty
 };
 
+// A quantization mix: a file type of llama-quantize's (Q4_K_M, IQ3_M, ...) and its knobs, which the
+// output's format turns into a type per tensor (Format::plan_mix; GGUF's is llama.cpp's
+// llama_tensor_get_type, docs/GGUF.md "Quantization mixes"). ConvertOptions::mix asks for one.
+struct QuantizeMix {
+  std::string file_type;                           // llama-quantize's name or number, case-insensitive
+  std::optional<TensorType> output_tensor_type;    // --output-tensor-type
+  std::optional<TensorType> token_embedding_type;  // --token-embedding-type
+  // --tensor-type PATTERN=TYPE, in order: the first pattern found in a name (a regular expression,
+  // lower-cased as llama-quantize does) gives its type.
+  std::vector<std::pair<std::string, TensorType>> tensor_types;
+  bool pure = false;                                          // every quantized tensor the file type's base type
+  bool leave_output_tensor = false;                           // output.weight keeps its type
+  bool allow_requantize = false;                              // a quantized input tensor may be quantized again
+  std::string imatrix;                                        // llama-imatrix's output (GGUF or legacy .dat); empty: none
+  std::vector<std::string> include_weights, exclude_weights;  // imatrix entries kept / left out, by substring
+};
+
+// A tensor as a mix sees it: its name, its type before the mix (the input's, or the plan's) and shape.
+struct MixTensor {
+  std::string_view name;
+  TensorType type;
+  std::span<const std::uint64_t> shape;
+};
+
+// What a mix makes of one tensor: its type, why (empty when it keeps its type), and the importance
+// weights its rows are quantized with (one row of weights per expert, outermost first; empty: none).
+struct MixChoice {
+  TensorType type;
+  std::string note;
+  std::vector<float> importance;
+};
+
+struct MixPlan {
+  std::vector<MixChoice> tensors;  // one per MixTensor, in their order
+  Metadata metadata;               // set over the output's metadata last (general.file_type, ...)
+};
+
 // How much of an input's first bytes detection looks at.
 inline constexpr std::size_t kDetectBytes = 4096;
 
@@ -129,6 +168,10 @@ class Format {
   // `requested`, updated where it states the tensors' type. By default left as it is. GGUF: an
   // existing general.file_type becomes llama.cpp's file type of `requested` (when it has one).
   virtual void retype_metadata(Metadata& carried, TensorType requested) const;
+  // The types a quantization mix gives `tensors` (in their order), read against `metadata` (the
+  // model's: architecture, layer and head counts), with the metadata the output then states. By
+  // default NotSupported (a format without mixes). GGUF: llama-quantize's choice (src/gguf/quant_mix.h).
+  virtual Result<MixPlan> plan_mix(const QuantizeMix& mix, std::span<const MixTensor> tensors, const Metadata& metadata) const;
 };
 
 // The CatTarget of one tensor of an opened file (TensorNotFound when absent).

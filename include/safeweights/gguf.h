@@ -117,6 +117,10 @@ Result<std::unique_ptr<GgufFile>> open(const std::string& path, const FormatOpti
 // nullopt for a type llama.cpp has no file type for.
 std::optional<std::uint32_t> llama_file_type(TensorType type) noexcept;
 
+// Whether `name` is one of llama-quantize's file types (Q4_K_M, IQ3_M, Q8_0, ...; any case) or their
+// numbers (15): what QuantizeMix::file_type takes (safeweights/format.h; docs/GGUF.md, "Quantization mixes").
+bool is_llama_file_type(std::string_view name) noexcept;
+
 // The GGUF v3 TensorSink: creates `path` with `kv` and the declared tensors (the header is written now;
 // `tensors` declare the tensors in the order their bytes are laid out; shapes are row-major, the file's
 // ne is the reverse), takes their bytes in any order, whole or in chunks (copy_chunk in the kernel from a

@@ -55,6 +55,15 @@ def convert(
     llama_version: str | None = None,
     max_position_embeddings: int = 0,
     instruct: bool = False,
+    output_tensor_type: str | None = None,
+    token_embedding_type: str | None = None,
+    tensor_types: list | None = None,
+    pure: bool = False,
+    leave_output_tensor: bool = False,
+    allow_requantize: bool = False,
+    imatrix=None,
+    include_weights: list | None = None,
+    exclude_weights: list | None = None,
 ) -> dict:
     """Converts ``input`` (any format the library reads, a Hugging Face model folder) into ``output``.
 
@@ -70,10 +79,31 @@ def convert(
     names, metadata and tokenizer; ``dedup`` keeps one copy of PyTorch tensors that share storage;
     ``split_max_*`` cut llama.cpp's split GGUF files, or the shards of a ``*.safetensors.index.json``
     (5 GB each when not given); ``allow_unknown`` and ``key`` are for PyTorch checkpoints. The output is written
-    atomically. Returns {"tensors": [{"name", "from", "to", "note"}], "bytes_written", "files", "notes"}
-    (``notes``: what was inferred rather than read).
+    atomically. ``type`` may also be one of llama-quantize's file types ("Q4_K_M", "IQ4_XS", or its
+    number; GGUF output): each tensor then gets the type llama-quantize gives it, with its options as
+    keywords (``output_tensor_type``, ``token_embedding_type``, ``tensor_types`` as (pattern, type)
+    pairs, ``pure``, ``leave_output_tensor``, ``allow_requantize``, ``imatrix``, ``include_weights``,
+    ``exclude_weights``; any of them makes a name such as "Q8_0" the file type). Returns {"tensors":
+    [{"name", "from", "to", "note"}], "bytes_written", "files", "notes"} (``notes``: what was inferred
+    rather than read).
     """
+    mix = {}
+    if output_tensor_type is not None:
+        mix["output_tensor_type"] = output_tensor_type
+    if token_embedding_type is not None:
+        mix["token_embedding_type"] = token_embedding_type
+    if tensor_types:
+        mix["tensor_types"] = [tuple(p) for p in (tensor_types.items() if isinstance(tensor_types, dict) else tensor_types)]
+    for name, flag in (("pure", pure), ("leave_output_tensor", leave_output_tensor), ("allow_requantize", allow_requantize)):
+        if flag:
+            mix[name] = True
+    if imatrix is not None:
+        mix["imatrix"] = imatrix
+    if include_weights:
+        mix["include_weights"] = list(include_weights)
+    if exclude_weights:
+        mix["exclude_weights"] = list(exclude_weights)
     return _safeweights._convert(
         input, output, type, to, entry, threads, dedup, durable, carry_metadata, split_max_bytes, split_max_tensors, allow_unknown, key,
-        llama_version, max_position_embeddings, instruct,
+        llama_version, max_position_embeddings, instruct, mix,
     )

@@ -1,5 +1,5 @@
 from os import PathLike
-from typing import Any, Dict, Optional, Union
+from typing import Any, Dict, List, Optional, Union
 
 _Path = Union[str, bytes, PathLike]
 
@@ -24,4 +24,13 @@ def convert(
     llama_version: Optional[str] = ...,
     max_position_embeddings: int = ...,
     instruct: bool = ...,
+    output_tensor_type: Optional[str] = ...,
+    token_embedding_type: Optional[str] = ...,
+    tensor_types: Optional[Any] = ...,
+    pure: bool = ...,
+    leave_output_tensor: bool = ...,
+    allow_requantize: bool = ...,
+    imatrix: Optional[_Path] = ...,
+    include_weights: Optional[List[str]] = ...,
+    exclude_weights: Optional[List[str]] = ...,
 ) -> Dict[str, Any]: ...

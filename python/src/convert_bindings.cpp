@@ -1,4 +1,5 @@
 // convert() for Python: open_tensors -> convert, as the CLI's `convert` does, without the GIL.
+#include <algorithm>
 #include <cctype>
 #include <string>
 
@@ -7,6 +8,7 @@
 #include "bindings.h"
 #include "safeweights/convert.h"
 #include "safeweights/format.h"
+#include "safeweights/gguf.h"
 
 namespace safeweights::python {
 namespace {
@@ -21,6 +23,44 @@ TensorType type_arg(const std::string& name) {
     if (same) return info.type;
   }
   throw py::value_error("unknown tensor type `" + name + "`");
+}
+
+// llama-quantize's file type and knobs, from formats.convert()'s keywords (a dict; docs/PYTHON.md).
+QuantizeMix mix_arg(const std::string& file_type, const py::dict& knobs) {
+  QuantizeMix mix;
+  mix.file_type = file_type;
+  const auto text = [&](const char* key) { return knobs.contains(key) && !knobs[key].is_none() ? utf8_arg(knobs[key], key) : std::string(); };
+  if (std::string t = text("output_tensor_type"); !t.empty()) mix.output_tensor_type = type_arg(t);
+  if (std::string t = text("token_embedding_type"); !t.empty()) mix.token_embedding_type = type_arg(t);
+  if (knobs.contains("tensor_types"))
+    for (const auto& item : knobs["tensor_types"].cast<std::vector<std::pair<std::string, std::string>>>())
+      mix.tensor_types.emplace_back(item.first, type_arg(item.second));
+  mix.pure = knobs.contains("pure") && knobs["pure"].cast<bool>();
+  mix.leave_output_tensor = knobs.contains("leave_output_tensor") && knobs["leave_output_tensor"].cast<bool>();
+  mix.allow_requantize = knobs.contains("allow_requantize") && knobs["allow_requantize"].cast<bool>();
+  if (knobs.contains("imatrix") && !knobs["imatrix"].is_none()) mix.imatrix = path_arg(knobs["imatrix"]);
+  if (knobs.contains("include_weights")) mix.include_weights = knobs["include_weights"].cast<std::vector<std::string>>();
+  if (knobs.contains("exclude_weights")) mix.exclude_weights = knobs["exclude_weights"].cast<std::vector<std::string>>();
+  return mix;
+}
+
+// `type`: a tensor type's name, but for llama-quantize's file types: all of them when one of its knobs
+// is given, else those not among plain_type_names() (IQ4_XS is the file type, q4_k every tensor Q4_K).
+void set_type(ConvertOptions& options, const std::string& name, const py::dict& knobs) {
+  std::string lower = name;
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  const auto plain = plain_type_names();
+  const bool offered = std::find(plain.begin(), plain.end(), lower) != plain.end();
+  if (knobs.empty() && (offered || !gguf::is_llama_file_type(name))) {
+    try {
+      options.type = type_arg(name);
+      return;
+    } catch (const py::value_error&) {
+      if (!gguf::is_llama_file_type(name)) throw py::value_error("unknown tensor type `" + name + "`, and not a llama-quantize file type either");
+    }
+  }
+  if (!gguf::is_llama_file_type(name)) throw py::value_error("llama-quantize's options need a file type (Q4_K_M, ...) as type, not `" + name + "`");
+  options.mix = mix_arg(name, knobs);
 }
 
 py::dict report_dict(const ConvertReport& report) {
@@ -48,7 +88,8 @@ void register_convert(py::module_& m) {
       "_convert",
       [](const py::handle& input_object, const py::handle& output_object, const py::object& type, const py::object& to, const py::object& entry,
          unsigned threads, bool dedup, bool durable, bool carry_metadata, std::uint64_t split_max_bytes, std::uint64_t split_max_tensors,
-         bool allow_unknown, const py::object& key, const py::object& llama_version, std::uint32_t max_position_embeddings, bool instruct) {
+         bool allow_unknown, const py::object& key, const py::object& llama_version, std::uint32_t max_position_embeddings, bool instruct,
+         const py::dict& mix) {
         const std::string input = path_arg(input_object), output = path_arg(output_object);
         FormatOptions read;
         read.resolver = caching_resolver();
@@ -58,7 +99,10 @@ void register_convert(py::module_& m) {
         if (max_position_embeddings != 0) read.original.max_position_embeddings = max_position_embeddings;
         read.original.instruct = instruct;
         ConvertOptions options;
-        if (!type.is_none()) options.type = type_arg(utf8_arg(type, "type"));
+        if (!type.is_none())
+          set_type(options, utf8_arg(type, "type"), mix);
+        else if (!mix.empty())
+          throw py::value_error("llama-quantize's options need a file type (Q4_K_M, ...) as type");
         if (!to.is_none()) options.to = utf8_arg(to, "format name");
         const std::string member = entry.is_none() ? std::string() : utf8_arg(entry, "entry name");
         options.threads = threads;
@@ -72,7 +116,8 @@ void register_convert(py::module_& m) {
       py::arg("input"), py::arg("output"), py::arg("type") = py::none(), py::arg("to") = py::none(), py::arg("entry") = py::none(),
       py::arg("threads") = 0, py::arg("dedup") = false, py::arg("durable") = false, py::arg("carry_metadata") = true, py::arg("split_max_bytes") = 0,
       py::arg("split_max_tensors") = 0, py::arg("allow_unknown") = false, py::arg("key") = py::none(), py::arg("llama_version") = py::none(),
-      py::arg("max_position_embeddings") = 0, py::arg("instruct") = false, "open_tensors(input) -> convert() into output; the report as a dict.");
+      py::arg("max_position_embeddings") = 0, py::arg("instruct") = false, py::arg("mix") = py::dict(),
+      "open_tensors(input) -> convert() into output; the report as a dict.");
 }
 
 }  // namespace safeweights::python

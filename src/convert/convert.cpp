@@ -56,6 +56,7 @@ struct Job {
   bool unpermute = false;
   std::optional<TensorType> type{};            // the plan's own type for this tensor, over the requested one
   std::shared_ptr<const Assembly> assembly{};  // the pieces the plan assembles the tensor from
+  std::vector<float> importance{};  // a mix's weights for quantize_rows(): a row of columns per expert
 };
 
 // The output type of one tensor, and why it differs from the requested one: the policy every output
@@ -87,6 +88,34 @@ Status choose_type(Job& job, const ConvertOptions& options, const Format& out) {
   if (job.to != from && !can_quantize(job.to))
     return Error(ErrorKind::NotSupported, "converting to " + std::string(type_name(job.to)) + " is not supported").with_tensor(e.name);
   return Status::ok();
+}
+
+// A quantization mix (ConvertOptions::mix) over the types the policy chose: the output format's plan
+// (Format::plan_mix: GGUF's is llama-quantize's) sees each tensor as the policy left it, against the
+// model's metadata (the input's, the plan's over it); its types, notes and weights replace theirs.
+// Returns the metadata the format then states.
+Result<Metadata> apply_mix(std::vector<Job>& jobs, const TensorFile& input, const ConvertOptions& options, const Format& out) {
+  Metadata model;
+  if (input.metadata()) model = *input.metadata();
+  model.merge(options.plan.metadata);
+  std::vector<MixTensor> tensors;
+  tensors.reserve(jobs.size());
+  for (const Job& j : jobs) tensors.push_back({j.name, j.to, j.entry->shape});
+  SW_ASSIGN_OR_RETURN(MixPlan plan, out.plan_mix(*options.mix, tensors, model));
+  for (std::size_t i = 0; i < jobs.size(); ++i) {
+    Job& job = jobs[i];
+    MixChoice& c = plan.tensors[i];
+    if (c.type == job.to) continue;
+    job.to = c.type;
+    job.note = std::move(c.note);
+    job.importance = std::move(c.importance);
+    if (Status s = out.can_hold(job.to); !s.is_ok()) return error_of(s).with_tensor(job.name);
+    if (!can_quantize(job.to))
+      return Error(ErrorKind::NotSupported, "converting to " + std::string(type_name(job.to)) + " is not supported").with_tensor(job.name);
+    if (!can_dequantize(job.entry->type))
+      return Error(ErrorKind::NotSupported, "converting from " + std::string(type_name(job.entry->type)) + " is not supported").with_tensor(job.name);
+  }
+  return std::move(plan.metadata);
 }
 
 // ---- which tensors ------------------------------------------------------------------------------
@@ -158,12 +187,13 @@ bool plan_metadata_alone(const TensorFile& input, const ConvertOptions& options,
 
 // The output's metadata: the input's (unless not carried), updated by the output's format where it
 // states the tensors' type, the plan's set over it, and the aliases of a dedup as string-map entries.
-Metadata output_metadata(const TensorFile& input, const ConvertOptions& options, const std::map<std::string, std::string>& aliases,
-                         const Format& out) {
+Metadata output_metadata(const TensorFile& input, const ConvertOptions& options, const std::map<std::string, std::string>& aliases, const Format& out,
+                         const Metadata& mix) {
   Metadata md;
   if (options.carry_metadata && input.metadata()) md = *input.metadata();
   if (options.type) out.retype_metadata(md, *options.type);
   md.merge(options.plan.metadata);
+  md.merge(mix);
   for (const auto& [alias, kept] : aliases) md.set({std::string(kStringMapPrefix) + alias, MetaValue::string(kept)});
   return md;
 }
@@ -247,9 +277,20 @@ class TensorConverter {
       grain = perm_.rows == 0 ? base : elements_ / perm_.rows;
       if (grain == 0 || grain % base != 0) return invalid("rows of a block-quantized 1-D tensor cannot be permuted");
     }
+    if (!job_.importance.empty() && elements_ != 0) {
+      // Weighted rows: every task holds whole rows, so that each knows its rows' experts.
+      if (e_.shape.size() < 2 || e_.shape.back() % base != 0) return invalid("importance weights need rows of whole blocks");
+      cols_ = e_.shape.back();
+      rows_per_expert_ = e_.shape[e_.shape.size() - 2];
+      if (job_.permute_heads == 0) grain = cols_;
+      if (grain % cols_ != 0) return invalid("importance weights with permuted rows of another length");
+      const std::uint64_t experts = rows_per_expert_ == 0 ? 0 : elements_ / cols_ / rows_per_expert_;
+      if (job_.importance.size() != experts * cols_) return invalid("importance weights of another size than the columns times the experts");
+    }
     unit_ = grain;
     piece_ = std::max(grain, kPieceElements / grain * grain);
     task_ = std::max(base, kTaskElements / base * base);
+    if (cols_ != 0) task_ = std::max(cols_, kTaskElements / cols_ * cols_);
     return Status::ok();
   }
 
@@ -334,12 +375,28 @@ class TensorConverter {
     SW_ASSIGN_OR_RETURN(const std::uint64_t ib, bytes_of(e_.type, b));
     SW_ASSIGN_OR_RETURN(const std::uint64_t oa, bytes_of(job_.to, a));
     SW_ASSIGN_OR_RETURN(const std::uint64_t ob, bytes_of(job_.to, b));
-    return convert_elements(p.src.subspan(ia, ib - ia), std::span(out.data() + oa, ob - oa), b - a);
+    return convert_elements(p.src.subspan(ia, ib - ia), std::span(out.data() + oa, ob - oa), b - a, p.e0 + a);
+  }
+
+  // Whole rows from element `first` on, quantized with their expert's row of importance weights (rows
+  // of one expert at a time: quantize_rows() takes one row of weights).
+  Status quantize_weighted(std::span<const float> f32, std::span<std::byte> dst, std::uint64_t first) const {
+    SW_ASSIGN_OR_RETURN(const std::uint64_t row_bytes, bytes_of(job_.to, cols_));
+    const std::uint64_t rows = f32.size() / cols_;
+    for (std::uint64_t r = 0, row = first / cols_; r < rows;) {
+      const std::uint64_t expert = row / rows_per_expert_;
+      const std::uint64_t n = std::min(rows - r, rows_per_expert_ - row % rows_per_expert_);
+      const std::span<const float> weights(job_.importance.data() + expert * cols_, cols_);
+      SW_RETURN_IF_ERROR(quantize_rows(job_.to, f32.subspan(r * cols_, n * cols_), dst.subspan(r * row_bytes, n * row_bytes), cols_, weights));
+      r += n;
+      row += n;
+    }
+    return Status::ok();
   }
 
   // Through F32: dequantize, then quantize (F32 on either side needs only one of the two). A permuted
   // tensor that keeps its type is copied too: its input buffer is refilled while its output is written.
-  Status convert_elements(std::span<const std::byte> src, std::span<std::byte> dst, std::uint64_t n) const {
+  Status convert_elements(std::span<const std::byte> src, std::span<std::byte> dst, std::uint64_t n, std::uint64_t first) const {
     if (job_.to == e_.type) {
       if (!src.empty()) std::memcpy(dst.data(), src.data(), src.size());
       return Status::ok();
@@ -351,6 +408,7 @@ class TensorConverter {
     if (scratch.size() < n) scratch.resize(n);
     std::span<float> f32(scratch.data(), n);
     SW_RETURN_IF_ERROR(dequantize(e_.type, src, f32));
+    if (cols_ != 0) return quantize_weighted(f32, dst, first);
     return quantize(job_.to, f32, dst);
   }
 
@@ -362,6 +420,7 @@ class TensorConverter {
   const Assembly* source_ = nullptr;  // where gathered bytes come from; null: the input tensor, viewed or read
   std::unique_ptr<Assembly> whole_;   // the input tensor as one piece, for a permutation
   std::uint64_t elements_ = 0, unit_ = 1, piece_ = 1, task_ = 1;
+  std::uint64_t cols_ = 0, rows_per_expert_ = 1;  // with importance weights: a row's length, an expert's rows
   Scratch& scratch_;
 };
 
@@ -399,11 +458,17 @@ Result<ConvertReport> convert(const TensorFile& input, const std::string& output
   const std::map<std::string, std::string> aliases = options.dedup ? aliases_of(input) : std::map<std::string, std::string>{};
   auto jobs = plan_jobs(input, options, aliases, *out);
   if (!jobs.is_ok()) return error_of(jobs).with_file(input.name());
+  Metadata mixed;
+  if (options.mix) {
+    auto applied = apply_mix(*jobs, input, options, *out);
+    if (!applied.is_ok()) return error_of(applied).with_file(input.name());
+    mixed = std::move(applied).value();
+  }
   std::vector<TensorDecl> decls;
   decls.reserve(jobs->size());
   for (const Job& j : *jobs) decls.push_back({j.name, j.to, std::vector<std::uint64_t>(j.entry->shape.begin(), j.entry->shape.end())});
   std::optional<Metadata> combined;
-  if (!plan_metadata_alone(input, options, aliases)) combined = output_metadata(input, options, aliases, *out);
+  if (options.mix || !plan_metadata_alone(input, options, aliases)) combined = output_metadata(input, options, aliases, *out, mixed);
   const Metadata& metadata = combined ? *combined : options.plan.metadata;
   auto created = out->create(output_path, std::move(decls), &metadata, options.write);
   if (!created.is_ok()) return created.error().kind() == ErrorKind::Unrepresentable ? from_input(created.error(), input) : error_of(created);

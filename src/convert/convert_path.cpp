@@ -105,6 +105,8 @@ Result<ConvertReport> convert_path(const std::string& input, const std::string& 
   // A model folder that a plan provider writes in this format (a Hugging Face one into GGUF: llama.cpp's
   // names, Q/K order, metadata and tokenizer).
   if (const FolderPlanner* planner = folder ? planner_for(*folder, *out) : nullptr) {
+    // A mix quantizes what llama.cpp's converter would write as F32 (--outtype f32), in one pass.
+    if (options.mix && !options.type) options.type = TensorType::F32;
     SW_ASSIGN_OR_RETURN(PlannedTensors planned, planner->plan(*folder, *file, options.type));
     options.plan = std::move(planned.plan);
     append_inputs(options, inputs);
@@ -112,6 +114,11 @@ Result<ConvertReport> convert_path(const std::string& input, const std::string& 
   }
   append_inputs(options, inputs);
   return convert(*file, output, options);
+}
+
+std::span<const std::string_view> plain_type_names() noexcept {
+  static constexpr std::string_view kNames[] = {"f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k"};
+  return kNames;
 }
 
 bool is_bin_folder(const Folder& folder) { return folder.has_file("pytorch_model.bin") || folder.has_file("pytorch_model.bin.index.json"); }

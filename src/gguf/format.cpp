@@ -7,7 +7,9 @@
 
 #include "core/little_endian.h"
 #include "core/status_macros.h"
+#include "gguf/imatrix.h"
 #include "gguf/layout.h"
+#include "gguf/quant_mix.h"
 #include "gguf/writer.h"
 #include "safeweights/gguf.h"
 #include "safeweights/quantize.h"
@@ -99,20 +101,92 @@ std::string inspect_text(const GgufFile& f, const std::string& path) {
   return out;
 }
 
-// llama.cpp's fallback when a row of `cols` elements is not a whole number of `t`'s blocks
-// (llama-quant.cpp): the 2-3 bit K-quants go to IQ4_NL (Q4_0 when no IQ4_NL quantizer is built), Q4_K
-// to Q5_0, Q5_K to Q5_1, Q6_K to Q8_0; when that does not fit either, or for the 32-element types, F16.
-TensorType llama_fallback(TensorType t, std::uint64_t cols) {
-  TensorType next = TensorType::F16;
-  switch (t) {
-    case TensorType::Q2_K:
-    case TensorType::Q3_K: next = can_quantize(TensorType::IQ4_NL) ? TensorType::IQ4_NL : TensorType::Q4_0; break;
-    case TensorType::Q4_K: next = TensorType::Q5_0; break;
-    case TensorType::Q5_K: next = TensorType::Q5_1; break;
-    case TensorType::Q6_K: next = TensorType::Q8_0; break;
-    default: break;
+// ---- llama-quantize's mixes ----
+
+std::string file_type_names() {
+  std::string names;
+  for (const FileType& f : file_types()) names += (names.empty() ? "" : ", ") + std::string(f.name);
+  return names;
+}
+
+// The matrix of --imatrix, filtered by --include-weights / --exclude-weights; none without the option.
+Result<ImportanceMatrix> importance_of(const QuantizeMix& mix) {
+  if (mix.imatrix.empty()) return ImportanceMatrix{};
+  SW_ASSIGN_OR_RETURN(SourcePtr source, open_file(mix.imatrix, FileBackend::Pread));
+  SW_ASSIGN_OR_RETURN(ImportanceMatrix m, read_imatrix(source));
+  SW_RETURN_IF_ERROR(filter_imatrix(m, mix.include_weights, mix.exclude_weights, mix.imatrix));
+  return m;
+}
+
+// The weights llama-quantize gives a tensor it quantizes: the entry of its name when its size is the
+// columns times the experts; none when there is no entry (or a token embedding's does not fit).
+Result<std::vector<float>> weights_for(const ImportanceMatrix& m, const MixTensor& t, const std::string& file, std::string& note) {
+  auto it = m.entries.find(std::string(t.name));
+  if (it == m.entries.end()) {
+    note += ", no importance data";
+    return std::vector<float>{};
   }
-  return cols % type_info(next).block_elements == 0 ? next : TensorType::F16;
+  const std::size_t n = t.shape.size();
+  const std::uint64_t cols = n ? t.shape[n - 1] : 1, experts = n >= 3 ? t.shape[n - 3] : 1;
+  if (n >= 4 && t.shape[n - 4] != 1) return Error(ErrorKind::NotSupported, "importance weights for a 4-D tensor").with_tensor(std::string(t.name));
+  if (it->second.size() == cols * experts) return it->second;
+  if (t.name == "token_embd.weight" || t.name == "per_layer_token_embd.weight") {
+    note += ", importance data of another size left out";
+    return std::vector<float>{};
+  }
+  return Error(ErrorKind::InvalidArgument, "importance matrix: " + std::to_string(it->second.size()) + " weights for a tensor of " +
+                                               std::to_string(cols) + " columns and " + std::to_string(experts) + " expert(s)")
+      .with_file(file)
+      .with_tensor(std::string(t.name));
+}
+
+// What llama-quantize writes over the input's metadata: the quantization version and file type, and
+// with an importance matrix its file, dataset, entry and chunk counts (quantize.imatrix.*).
+Metadata mix_metadata(const FileType& ft, const QuantizeMix& mix, const ImportanceMatrix& m) {
+  Metadata md;
+  md.set({"general.quantization_version", MetaValue::u32(2)});
+  md.set({std::string(kFileTypeKey), MetaValue::u32(ft.ftype)});
+  if (m.entries.empty()) return md;
+  const auto capped = [](const std::string& s) { return s.substr(0, 127); };  // llama.cpp's override strings hold 127 bytes
+  md.set({"quantize.imatrix.file", MetaValue::string(capped(mix.imatrix))});
+  if (!m.datasets.empty()) md.set({"quantize.imatrix.dataset", MetaValue::string(capped(m.datasets[0]))});
+  md.set({"quantize.imatrix.entries_count", MetaValue::u32(static_cast<std::uint32_t>(m.entries.size()))});
+  if (static_cast<std::int32_t>(m.chunk_count) > 0) md.set({"quantize.imatrix.chunks_count", MetaValue::u32(m.chunk_count)});
+  return md;
+}
+
+Result<MixPlan> plan_llama_mix(const QuantizeMix& mix, std::span<const MixTensor> tensors, const Metadata& metadata) {
+  const FileType* ft = find_file_type(mix.file_type);
+  if (!ft)
+    return Error(ErrorKind::InvalidArgument, "unknown llama-quantize file type " + mix.file_type + " (" + file_type_names() + ", or their numbers)");
+  SW_ASSIGN_OR_RETURN(const ModelFacts model, model_facts(metadata));
+  SW_ASSIGN_OR_RETURN(const ImportanceMatrix imatrix, importance_of(mix));
+  const bool has_imatrix = !imatrix.entries.empty();
+  SW_ASSIGN_OR_RETURN(std::vector<TypeChoice> choices, choose_types(*ft, mix, model, tensors, has_imatrix));
+  MixPlan plan;
+  plan.metadata = mix_metadata(*ft, mix, imatrix);
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    const MixTensor& t = tensors[i];
+    TypeChoice& c = choices[i];
+    const std::string name(t.name), to(type_name(c.type));
+    if (c.quantizable && c.requires_imatrix && !has_imatrix)
+      return Error(ErrorKind::InvalidArgument, std::string(ft->name) + " needs an importance matrix (--imatrix) for " + to).with_tensor(name);
+    MixChoice out{c.type, {}, {}};
+    if (c.type != t.type) {
+      out.note = std::move(c.note);
+      if (type_info(t.type).cls == TypeClass::Quantized && !mix.allow_requantize)
+        return Error(ErrorKind::InvalidArgument, "requantizing from " + std::string(type_name(t.type)) + " is refused without --allow-requantize")
+            .with_tensor(name);
+      if (has_imatrix) {
+        SW_ASSIGN_OR_RETURN(out.importance, weights_for(imatrix, t, mix.imatrix, out.note));
+      }
+      if (out.importance.empty() && c.requires_imatrix)
+        return Error(ErrorKind::InvalidArgument, "no importance data for a tensor quantized to " + to + " (llama-quantize refuses it)")
+            .with_tensor(name);
+    }
+    plan.tensors.push_back(std::move(out));
+  }
+  return plan;
 }
 
 Status no_members(const std::string& path, std::span<const std::string> members) {
@@ -164,12 +238,17 @@ class GgufFormat final : public Format {
   StoredType stored_type(TensorType requested, std::span<const std::uint64_t> shape) const override {
     const std::uint64_t block = type_info(requested).block_elements;
     if (shape.empty() || shape.back() % block == 0) return {requested, {}};
-    return {llama_fallback(requested, shape.back()), "rows of " + std::to_string(shape.back()) + " are not a multiple of " + std::to_string(block)};
+    auto fallback = row_fallback(requested, shape.back());
+    return {fallback.is_ok() ? *fallback : TensorType::F16,
+            "rows of " + std::to_string(shape.back()) + " are not a multiple of " + std::to_string(block)};
   }
   // general.file_type (llama.cpp's llama_ftype) follows the type the tensors were converted to.
   void retype_metadata(Metadata& carried, TensorType requested) const override {
     const std::optional<std::uint32_t> ftype = llama_file_type(requested);
     if (ftype && carried.find(kFileTypeKey)) carried.set({std::string(kFileTypeKey), MetaValue::u32(*ftype)});
+  }
+  Result<MixPlan> plan_mix(const QuantizeMix& mix, std::span<const MixTensor> tensors, const Metadata& metadata) const override {
+    return plan_llama_mix(mix, tensors, metadata);
   }
   // The metadata's entries as they are, but for what describes the files rather than the model:
   // general.alignment becomes the writer's alignment (written first, as the writer places it) and

@@ -119,6 +119,11 @@ StoredType Format::stored_type(TensorType requested, std::span<const std::uint64
 
 void Format::retype_metadata(Metadata&, TensorType) const {}
 
+Result<MixPlan> Format::plan_mix(const QuantizeMix& mix, std::span<const MixTensor>, const Metadata&) const {
+  return Error(ErrorKind::NotSupported,
+               std::string(name()) + " has no quantization mixes (--type " + mix.file_type + " is llama-quantize's, for GGUF)");
+}
+
 Result<const Format*> output_format(const std::string& path, std::string_view to) {
   std::string known;  // the written formats' names or extensions, for the message
   for (const Format* format : registry()) {

@@ -1,0 +1,303 @@
+"""llama-quantize's file types (issue 37): `safeweights convert --type Q4_K_M ...` against the pinned
+llama.cpp's own `llama-quantize` (SAFEWEIGHTS_LLAMA_TOOLS, scripts/llama-cpp.sh --tools) on tiny random
+models: the same tensor types, the same tensor bytes and the same general.file_type, for every file
+type whose tensor types this build quantizes (the others skip, naming the type), with the knobs, with
+importance matrices made by `llama-imatrix` (GGUF and legacy .dat), and from an HF folder in one pass.
+The type choice is also checked against llama.cpp's own snapshots of real models
+(SAFEWEIGHTS_LLAMA_CPP/tests/snapshots), through tests/gguf/mix_types."""
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+gguf = pytest.importorskip("gguf")
+torch = pytest.importorskip("torch")
+
+from conftest import CLI, REPO
+from tiny_models import TEXT, llama_folder
+
+TOOLS = os.environ.get("SAFEWEIGHTS_LLAMA_TOOLS")
+SOURCE = os.environ.get("SAFEWEIGHTS_LLAMA_CPP")
+
+# llama-quantize's list (tools/quantize QUANT_OPTIONS, less COPY).
+FILE_TYPES = ["Q1_0", "Q2_0", "Q4_0", "Q4_1", "MXFP4_MOE", "Q5_0", "Q5_1", "IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ2_M", "IQ1_S", "IQ1_M",
+              "TQ1_0", "TQ2_0", "Q2_K", "Q2_K_S", "IQ3_XXS", "IQ3_S", "IQ3_M", "Q3_K", "IQ3_XS", "Q3_K_S", "Q3_K_M", "Q3_K_L", "IQ4_NL",
+              "IQ4_XS", "Q4_K", "Q4_K_S", "Q4_K_M", "Q5_K", "Q5_K_S", "Q5_K_M", "Q6_K", "Q8_0", "F16", "BF16", "F32"]
+# The keys that may differ: none; llama-quantize names no tool in what it writes.
+TOOL_KEYS = set()
+
+
+def tools():
+    if not TOOLS:
+        if os.environ.get("CI") == "true":
+            pytest.fail("SAFEWEIGHTS_LLAMA_TOOLS is not set under CI=true (scripts/test.sh exports it)")
+        pytest.skip("SAFEWEIGHTS_LLAMA_TOOLS is not set: no llama-quantize to compare with (bash scripts/llama-cpp.sh --tools)")
+    return Path(TOOLS)
+
+
+def run(*args):
+    return subprocess.run([str(a) for a in args], capture_output=True, text=True)
+
+
+def llama_quantize(src, out, ftype, *knobs):
+    r = run(tools() / "llama-quantize", *knobs, src, out, ftype, 2)
+    return r
+
+
+# The file types spelled like a tensor type that --type takes alone ("q4_k": every tensor Q4_K) are
+# asked for by their llama-quantize number, which always names the file type.
+AS_TENSOR_TYPE = {"F32": 0, "F16": 1, "Q4_0": 2, "Q4_1": 3, "Q8_0": 7, "Q5_0": 8, "Q5_1": 9, "Q2_K": 10, "Q3_K": 12, "Q4_K": 15,
+                  "Q5_K": 17, "Q6_K": 18, "BF16": 32}
+
+
+def ours(src, out, ftype, *knobs):
+    ftype = AS_TENSOR_TYPE.get(ftype, ftype) if not knobs else ftype
+    return run(CLI, "convert", src, out, "--type", ftype, "--threads", 2, *knobs)
+
+
+def skip_if_missing_kernel(r, what):
+    """Our convert refused a type whose quantizer this build lacks (the IQ and weighted kernels come
+    from other branches): skip, naming it."""
+    m = re.search(r"NotSupported: (converting to \S+ is not supported|importance-weighted quantizing to \S+[^\n]*)", r.stderr)
+    if r.returncode != 0 and m:
+        pytest.skip(f"{what}: {m.group(1)} in this build")
+
+
+def contents(path):
+    reader = gguf.GGUFReader(str(path))
+    tensors = {t.name: (t.tensor_type, np.asarray(t.data).tobytes()) for t in reader.tensors}
+    fields = {}
+    for name, f in reader.fields.items():
+        if name.startswith("GGUF."):
+            continue
+        value = f.contents()
+        fields[name] = value.tobytes() if isinstance(value, np.ndarray) else value
+    return tensors, fields
+
+
+def assert_same(ref, got):
+    want, want_kv = contents(ref)
+    have, have_kv = contents(got)
+    assert sorted(have) == sorted(want)
+    types = {n: (want[n][0].name, have[n][0].name) for n in want if want[n][0] != have[n][0]}
+    assert not types, f"tensor types differ (llama-quantize, ours): {types}"
+    data = [n for n in want if want[n][1] != have[n][1]]
+    assert not data, f"tensor bytes differ: {data}"
+    differing = {k for k in set(want_kv) | set(have_kv) if want_kv.get(k) != have_kv.get(k)}
+    assert differing <= TOOL_KEYS, {k: (want_kv.get(k), have_kv.get(k)) for k in differing}
+    assert have_kv["general.file_type"] == want_kv["general.file_type"]
+
+
+@pytest.fixture(scope="session")
+def models(tmp_path_factory):
+    """Tiny Llamas as F16 GGUF files, written by our converter: dense with GQA 4 and an output tensor
+    (8 layers, so that llama.cpp's per-layer rules vary), and tied embeddings without GQA."""
+    where = tmp_path_factory.mktemp("mixes")
+    out = {}
+    for name, config in {
+        "gqa": dict(hidden_size=256, intermediate_size=512, num_hidden_layers=8, num_attention_heads=4, num_key_value_heads=1),
+        "tied": dict(hidden_size=256, intermediate_size=768, num_hidden_layers=3, num_attention_heads=2, num_key_value_heads=2,
+                     tie_word_embeddings=True),
+    }.items():
+        folder = llama_folder(where / name, seed=len(out), **config)
+        f16 = where / f"{name}-f16.gguf"
+        r = run(CLI, "convert", folder, f16, "--type", "f16")
+        assert r.returncode == 0, r.stderr
+        out[name] = (folder, f16)
+    return out
+
+
+def moe_from(src, dst, experts=4):
+    """`src` (a dense llama GGUF) rewritten by gguf-py as a mixture of experts: each FFN matrix stacked
+    into `experts` scaled copies (blk.N.ffn_*_exps.weight, [E, rows, cols]), a router and the expert
+    counts. llama-quantize reads only the metadata and the tensors' names and shapes."""
+    reader = gguf.GGUFReader(str(src))
+    writer = gguf.GGUFWriter(str(dst), reader.fields["general.architecture"].contents())
+    for name, f in reader.fields.items():
+        if name.startswith("GGUF.") or name == "general.architecture":
+            continue
+        sub = f.types[-1] if f.types[0] == gguf.GGUFValueType.ARRAY else None
+        writer.add_key_value(name, f.contents(), f.types[0], sub_type=sub)
+    writer.add_expert_count(experts)
+    writer.add_expert_used_count(2)
+    rng = np.random.default_rng(3)
+    for t in reader.tensors:
+        data = np.array(t.data)
+        if re.search(r"\.ffn_(gate|up|down)\.weight$", t.name):
+            stacked = np.stack([data * np.float16(1 + 0.125 * e) for e in range(experts)])
+            writer.add_tensor(t.name.replace(".weight", "_exps.weight"), stacked)
+            if ".ffn_gate." in t.name:
+                router = rng.standard_normal((experts, data.shape[1])).astype(np.float32)
+                writer.add_tensor(t.name.replace("ffn_gate", "ffn_gate_inp"), router)
+        else:
+            writer.add_tensor(t.name, data)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return dst
+
+
+@pytest.fixture(scope="session")
+def moe(models, tmp_path_factory):
+    return moe_from(models["gqa"][1], tmp_path_factory.mktemp("moe") / "moe-f16.gguf")
+
+
+@pytest.mark.parametrize("ftype", ["Q4_K_M", "Q3_K_M", "Q2_K", "IQ3_M", "MXFP4_MOE"])
+def test_moe_file_type_as_llama_quantize(moe, tmp_path, ftype):
+    got = ours(moe, tmp_path / "ours.gguf", ftype)
+    skip_if_missing_kernel(got, ftype)
+    ref = llama_quantize(moe, tmp_path / "ref.gguf", ftype)
+    assert ref.returncode == 0, ref.stderr[-2000:]
+    assert got.returncode == 0, got.stderr
+    assert_same(tmp_path / "ref.gguf", tmp_path / "ours.gguf")
+
+
+@pytest.fixture(scope="session")
+def imatrices(models, tmp_path_factory):
+    """llama-imatrix's output for the GQA model on a short text, in both formats."""
+    where = tmp_path_factory.mktemp("imatrix")
+    text = where / "text.txt"
+    text.write_text(TEXT)
+    made = {}
+    for fmt in ("gguf", "dat"):
+        out = where / f"imatrix.{fmt}"
+        r = run(tools() / "llama-imatrix", "-m", models["gqa"][1], "-f", text, "-o", out, "--output-format", fmt, "-c", 128, "--chunks", 2,
+                "-t", 2, "--no-ppl")
+        assert r.returncode == 0 and out.exists(), r.stderr[-3000:]
+        made[fmt] = out
+    return made
+
+
+# The tied model (no output tensor, GQA 1) for the file types whose rules read those (CI time).
+TIED_FILE_TYPES = ["Q4_0", "Q2_K", "Q3_K_M", "Q4_K_M", "Q6_K", "IQ2_XXS"]
+
+
+@pytest.mark.parametrize("model, ftype", [("gqa", f) for f in FILE_TYPES] + [("tied", f) for f in TIED_FILE_TYPES])
+def test_file_type_as_llama_quantize(models, tmp_path, model, ftype):
+    src = models[model][1]
+    got = ours(src, tmp_path / "ours.gguf", ftype)
+    skip_if_missing_kernel(got, ftype)  # before llama-quantize's own run (its IQ3 search takes seconds)
+    ref = llama_quantize(src, tmp_path / "ref.gguf", ftype)
+    if ref.returncode != 0:
+        # llama-quantize refuses it (the types that need an importance matrix): so must we, saying why.
+        assert "requires an imatrix" in ref.stderr or "importance matrix" in ref.stderr, ref.stderr[-2000:]
+        assert got.returncode != 0 and "importance matrix" in got.stderr, got.stderr
+        return
+    assert got.returncode == 0, got.stderr
+    assert_same(tmp_path / "ref.gguf", tmp_path / "ours.gguf")
+
+
+KNOBS = {
+    "pure": ["--pure"],
+    "output-type": ["--output-tensor-type", "q8_0"],
+    "embedding-type": ["--token-embedding-type", "q5_0"],
+    "tensor-type": ["--tensor-type", "attn_q=q8_0", "--tensor-type", "FFN_UP=q5_1"],
+    "leave-output": ["--leave-output-tensor"],
+}
+
+
+@pytest.mark.parametrize("knob", sorted(KNOBS))
+@pytest.mark.parametrize("ftype", ["Q4_K_M", "Q5_0"])
+def test_knobs_as_llama_quantize(models, tmp_path, knob, ftype):
+    src = models["gqa"][1]
+    got = ours(src, tmp_path / "ours.gguf", ftype, *KNOBS[knob])
+    skip_if_missing_kernel(got, ftype)
+    ref = llama_quantize(src, tmp_path / "ref.gguf", ftype, *KNOBS[knob])
+    assert ref.returncode == 0, ref.stderr[-2000:]
+    assert got.returncode == 0, got.stderr
+    assert_same(tmp_path / "ref.gguf", tmp_path / "ours.gguf")
+
+
+def test_requantize_refused_then_allowed(models, tmp_path):
+    q8 = tmp_path / "q8.gguf"
+    assert llama_quantize(models["gqa"][1], q8, "Q8_0").returncode == 0
+    ref = llama_quantize(q8, tmp_path / "ref.gguf", "Q4_0")
+    got = ours(q8, tmp_path / "ours.gguf", "Q4_0")
+    assert ref.returncode != 0 and "requantizing from type q8_0 is disabled" in ref.stderr
+    assert got.returncode != 0 and "requantizing from Q8_0 is refused without --allow-requantize" in got.stderr
+    assert not (tmp_path / "ours.gguf").exists()
+    assert llama_quantize(q8, tmp_path / "ref.gguf", "Q4_0", "--allow-requantize").returncode == 0
+    got = ours(q8, tmp_path / "ours.gguf", "Q4_0", "--allow-requantize")
+    assert got.returncode == 0, got.stderr
+    assert_same(tmp_path / "ref.gguf", tmp_path / "ours.gguf")
+
+
+@pytest.mark.parametrize("fmt", ["gguf", "dat"])
+@pytest.mark.parametrize("ftype", ["Q8_0", "Q4_0", "Q2_K_S", "IQ3_XXS"])
+def test_imatrix_as_llama_quantize(models, imatrices, tmp_path, fmt, ftype):
+    src, imatrix = models["gqa"][1], imatrices[fmt]
+    got = ours(src, tmp_path / "ours.gguf", ftype, "--imatrix", imatrix)
+    skip_if_missing_kernel(got, f"{ftype} with an importance matrix")
+    ref = llama_quantize(src, tmp_path / "ref.gguf", ftype, "--imatrix", imatrix)
+    assert ref.returncode == 0, ref.stderr[-2000:]
+    assert got.returncode == 0, got.stderr
+    assert_same(tmp_path / "ref.gguf", tmp_path / "ours.gguf")
+
+
+@pytest.mark.parametrize("which", [["--include-weights", "attn_v"], ["--exclude-weights", "ffn_down"]])
+def test_imatrix_filters_as_llama_quantize(models, imatrices, tmp_path, which):
+    src, imatrix = models["gqa"][1], imatrices["gguf"]
+    ref = llama_quantize(src, tmp_path / "ref.gguf", "Q8_0", "--imatrix", imatrix, *which)
+    assert ref.returncode == 0, ref.stderr[-2000:]
+    got = ours(src, tmp_path / "ours.gguf", "Q8_0", "--imatrix", imatrix, *which)
+    assert got.returncode == 0, got.stderr
+    assert_same(tmp_path / "ref.gguf", tmp_path / "ours.gguf")
+
+
+def test_one_pass_from_the_hf_folder(models, tmp_path):
+    """HF folder -> Q4_K_M in one command equals llama.cpp's two steps: convert_hf_to_gguf.py --outtype
+    f32, then llama-quantize."""
+    if not SOURCE:
+        tools()
+        pytest.skip("SAFEWEIGHTS_LLAMA_CPP is not set: no convert_hf_to_gguf.py")
+    folder = models["gqa"][0]
+    f32 = tmp_path / "f32.gguf"
+    env = dict(os.environ, PYTHONPATH=f"{SOURCE}/gguf-py", NO_LOCAL_GGUF="")
+    r = subprocess.run([os.sys.executable, f"{SOURCE}/convert_hf_to_gguf.py", str(folder), "--outfile", str(f32), "--outtype", "f32"],
+                       capture_output=True, text=True, env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    ref = llama_quantize(f32, tmp_path / "ref.gguf", "Q4_K_M")
+    assert ref.returncode == 0, ref.stderr[-2000:]
+    got = ours(folder, tmp_path / "ours.gguf", "Q4_K_M")
+    assert got.returncode == 0, got.stderr
+    want, _ = contents(tmp_path / "ref.gguf")
+    have, _ = contents(tmp_path / "ours.gguf")
+    assert sorted(have) == sorted(want)
+    assert {n: want[n][0].name for n in want} == {n: have[n][0].name for n in have}
+    assert [n for n in want if want[n][1] != have[n][1]] == []
+
+
+SNAPSHOTS = {  # llama.cpp's snapshot file -> (architecture, dense model facts) of the models we can rebuild from their header
+    "meta-llama-3.1-70b-instruct": "llama",
+    "qwen3-14b": "qwen3",
+    "qwen3-0.6b": "qwen3",
+}
+
+
+@pytest.mark.parametrize("snapshot", sorted(SNAPSHOTS))
+def test_types_as_llama_cpp_snapshots(snapshot):
+    """llama.cpp's own expected types for real dense models (tests/snapshots/*.schema, made by its
+    test-quant-type-selection from the published GGUFs): every file type we know, every tensor."""
+    if not SOURCE:
+        if os.environ.get("CI") == "true":
+            pytest.fail("SAFEWEIGHTS_LLAMA_CPP is not set under CI=true")
+        pytest.skip("SAFEWEIGHTS_LLAMA_CPP is not set: no llama.cpp snapshots")
+    path = Path(SOURCE) / "tests" / "snapshots" / f"{snapshot}.schema"
+    text = path.read_text()
+    facts = dict(re.findall(r"(\w+)=(\d+)", text.splitlines()[1]))
+    tool = Path(CLI).parent / "tests" / "gguf" / "mix_types"
+    sections = re.split(r"^\[(\w+)\] (\w+)\n", text, flags=re.M)[1:]
+    assert sections, path
+    for ftype, default, body in zip(sections[0::3], sections[1::3], sections[2::3]):
+        want = dict(line.rsplit(" ", 1) for line in body.strip().splitlines())
+        r = run(tool, SNAPSHOTS[snapshot], ftype, facts["n_layer"], facts["n_embd"], facts["n_ff"], facts["n_vocab"], facts["n_head"],
+                facts["n_head_kv"])
+        assert r.returncode == 0, r.stderr
+        have = {n: t.lower() for n, t in (line.rsplit(" ", 1) for line in r.stdout.splitlines())}
+        expected = {n: want.get(n, default).lower() for n in have}
+        assert set(want) <= set(have), set(want) - set(have)
+        assert have == expected, (ftype, {n: (expected[n], have[n]) for n in have if have[n] != expected[n]})
