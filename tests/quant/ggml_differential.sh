@@ -40,6 +40,6 @@ lib=$(find "$work/ggml" -name 'libggml-base.a' | head -1)
 # Our side: the quantization sources with the library's flags for them (no contraction, no fast-math).
 ${CXX:-c++} -std=c++20 -O3 -ffp-contract=off -fno-fast-math \
   -I "$root/include" -I "$root/src" -I "$src/ggml/include" \
-  "$root/tests/quant/ggml_driver.cpp" "$root"/src/quant/*.cpp "$root/src/core/tensor_type.cpp" \
-  "$root/src/core/error.cpp" "$lib" -lm -lpthread -o "$work/ggml_driver"
+  "$root/tests/quant/ggml_driver.cpp" $(ls "$root"/src/quant/*.cpp | grep -v quant_disabled) "$root/src/core/tensor_type.cpp" \
+  "$root/src/core/error.cpp" "$lib" -lm -lpthread -fopenmp -o "$work/ggml_driver"
 "$work/ggml_driver"

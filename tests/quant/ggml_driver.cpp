@@ -33,12 +33,15 @@ struct Pair {
 };
 
 const Pair kTypes[] = {
-    {TensorType::F16, GGML_TYPE_F16},       {TensorType::BF16, GGML_TYPE_BF16},   {TensorType::Q4_0, GGML_TYPE_Q4_0},
-    {TensorType::Q4_1, GGML_TYPE_Q4_1},     {TensorType::Q5_0, GGML_TYPE_Q5_0},   {TensorType::Q5_1, GGML_TYPE_Q5_1},
-    {TensorType::Q8_0, GGML_TYPE_Q8_0},     {TensorType::Q8_1, GGML_TYPE_Q8_1},   {TensorType::Q2_K, GGML_TYPE_Q2_K},
-    {TensorType::Q3_K, GGML_TYPE_Q3_K},     {TensorType::Q4_K, GGML_TYPE_Q4_K},   {TensorType::Q5_K, GGML_TYPE_Q5_K},
-    {TensorType::Q6_K, GGML_TYPE_Q6_K},     {TensorType::Q8_K, GGML_TYPE_Q8_K},   {TensorType::IQ4_NL, GGML_TYPE_IQ4_NL},
-    {TensorType::IQ4_XS, GGML_TYPE_IQ4_XS}, {TensorType::TQ1_0, GGML_TYPE_TQ1_0}, {TensorType::TQ2_0, GGML_TYPE_TQ2_0},
+    {TensorType::F16, GGML_TYPE_F16},       {TensorType::BF16, GGML_TYPE_BF16},       {TensorType::Q4_0, GGML_TYPE_Q4_0},
+    {TensorType::Q4_1, GGML_TYPE_Q4_1},     {TensorType::Q5_0, GGML_TYPE_Q5_0},       {TensorType::Q5_1, GGML_TYPE_Q5_1},
+    {TensorType::Q8_0, GGML_TYPE_Q8_0},     {TensorType::Q8_1, GGML_TYPE_Q8_1},       {TensorType::Q2_K, GGML_TYPE_Q2_K},
+    {TensorType::Q3_K, GGML_TYPE_Q3_K},     {TensorType::Q4_K, GGML_TYPE_Q4_K},       {TensorType::Q5_K, GGML_TYPE_Q5_K},
+    {TensorType::Q6_K, GGML_TYPE_Q6_K},     {TensorType::Q8_K, GGML_TYPE_Q8_K},       {TensorType::IQ4_NL, GGML_TYPE_IQ4_NL},
+    {TensorType::IQ4_XS, GGML_TYPE_IQ4_XS}, {TensorType::TQ1_0, GGML_TYPE_TQ1_0},     {TensorType::TQ2_0, GGML_TYPE_TQ2_0},
+    {TensorType::MXFP4, GGML_TYPE_MXFP4},   {TensorType::IQ2_XXS, GGML_TYPE_IQ2_XXS}, {TensorType::IQ2_XS, GGML_TYPE_IQ2_XS},
+    {TensorType::IQ2_S, GGML_TYPE_IQ2_S},   {TensorType::IQ3_XXS, GGML_TYPE_IQ3_XXS}, {TensorType::IQ3_S, GGML_TYPE_IQ3_S},
+    {TensorType::IQ1_S, GGML_TYPE_IQ1_S},   {TensorType::IQ1_M, GGML_TYPE_IQ1_M},
 };
 
 constexpr std::size_t kRow = 1024;  // a multiple of every block
@@ -113,7 +116,8 @@ std::vector<std::vector<float>> input_rows(std::mt19937& rng) {
   return rows;
 }
 
-bool ggml_quantizes(ggml_type t) { return t != GGML_TYPE_IQ4_NL && t != GGML_TYPE_IQ4_XS && t != GGML_TYPE_TQ1_0 && t != GGML_TYPE_TQ2_0; }
+// Rows are compared without importance where we quantize the type and ggml does without an imatrix.
+bool compare_unweighted(const Pair& p) { return safeweights::can_quantize(p.ours) && !safeweights::requires_importance(p.ours); }
 
 void ggml_quantize(ggml_type t, const float* src, void* dst, std::size_t n) {
   if (t == GGML_TYPE_Q8_K)
@@ -137,6 +141,55 @@ void ggml_dequantize(ggml_type t, const void* src, float* dst, std::size_t n) {
     }
   } else
     ggml_get_type_traits(t)->to_float(src, dst, static_cast<int64_t>(n));
+}
+
+// The IQ types' importance-weighted quantizers (IQ4_NL ... IQ1_M): every input row with three random
+// importance vectors (uniform, heavy-tailed, with zeros), against ggml_quantize_chunk() with the same
+// imatrix. Prints one table row a type; returns the number of rows that differ.
+int compare_weighted_iq(const std::vector<std::vector<float>>& rows, std::mt19937& rng) {
+  std::vector<std::vector<float>> weights;
+  std::uniform_real_distribution<float> uniform(0.0f, 1.0f);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (int kind = 0; kind < 3; ++kind) {
+    std::vector<float> w(kRow);
+    for (std::size_t i = 0; i < kRow; ++i) {
+      if (kind == 0) w[i] = uniform(rng) + 0.01f;
+      if (kind == 1) w[i] = std::exp(3.0f * normal(rng));
+      if (kind == 2) w[i] = i % 5 == 0 ? 0.0f : uniform(rng);
+    }
+    weights.push_back(w);
+  }
+  std::printf("\n%-8s %12s %10s   (importance-weighted quantize)\n", "type", "rows", "differ");
+  int failures = 0;
+  for (const Pair& p : kTypes) {
+    if (!safeweights::takes_importance(p.ours) || safeweights::type_info(p.ours).block_elements == 1) continue;
+    const bool iq = p.theirs == GGML_TYPE_IQ4_NL || p.theirs == GGML_TYPE_IQ4_XS || p.theirs == GGML_TYPE_IQ2_XXS || p.theirs == GGML_TYPE_IQ2_XS ||
+                    p.theirs == GGML_TYPE_IQ2_S || p.theirs == GGML_TYPE_IQ3_XXS || p.theirs == GGML_TYPE_IQ3_S || p.theirs == GGML_TYPE_IQ1_S ||
+                    p.theirs == GGML_TYPE_IQ1_M;
+    if (!iq) continue;
+    const std::size_t bytes = ggml_row_size(p.theirs, kRow);
+    std::vector<std::uint8_t> ours(bytes), theirs(bytes);
+    std::size_t n = 0, diff = 0;
+    for (const auto& row : rows)
+      for (const auto& w : weights) {
+        ++n;
+        std::memset(theirs.data(), 0, bytes);
+        ggml_quantize_chunk(p.theirs, row.data(), theirs.data(), 0, 1, static_cast<int64_t>(kRow), w.data());
+        const auto status = safeweights::quantize_rows(p.ours, row, std::as_writable_bytes(std::span(ours)), kRow, w);
+        if (!status.is_ok() || ours != theirs) {
+          if (diff++ == 0) {
+            std::size_t i = 0;
+            while (i < bytes && ours[i] == theirs[i]) ++i;
+            std::printf("  %s weighted: input row %zu, first differing byte %zu (ours %02x, ggml %02x)%s%s\n", ggml_type_name(p.theirs), n - 1, i,
+                        i < bytes ? ours[i] : 0, i < bytes ? theirs[i] : 0, status.is_ok() ? "" : ": ",
+                        status.is_ok() ? "" : status.error().message().c_str());
+          }
+        }
+      }
+    std::printf("%-8s %12zu %10zu\n", ggml_type_name(p.theirs), n, diff);
+    failures += static_cast<int>(diff);
+  }
+  return failures;
 }
 
 }  // namespace
@@ -167,7 +220,7 @@ int main() {
         }
       }
     };
-    if (ggml_quantizes(p.theirs)) {
+    if (compare_unweighted(p)) {
       for (const auto& row : rows) {
         std::memset(theirs.data(), 0, bytes);
         ggml_quantize(p.theirs, row.data(), theirs.data(), kRow);
@@ -192,6 +245,7 @@ int main() {
     std::printf("%-8s %12zu %10zu %14zu %10zu\n", ggml_type_name(p.theirs), q_rows, q_diff, d_rows, d_diff);
     failures += static_cast<int>(q_diff + d_diff);
   }
+  failures += compare_weighted_iq(rows, rng);
   // For information only (never a pass/fail criterion): single-thread quantizing speed of both on
   // normal data, MB/s of float32 input.
   std::printf("\n%-8s %14s %14s   (quantize, MB/s of float32, one thread)\n", "type", "ggml", "safeweights");
@@ -199,7 +253,7 @@ int main() {
   std::normal_distribution<float> normal(0.0f, 1.0f);
   for (auto& v : normal_row) v = normal(rng);
   for (const Pair& p : kTypes) {
-    if (!ggml_quantizes(p.theirs)) continue;
+    if (!compare_unweighted(p)) continue;
     std::vector<std::uint8_t> out(ggml_row_size(p.theirs, normal_row.size()));
     auto rate = [&](auto&& fn) {
       double best = 1e30;
