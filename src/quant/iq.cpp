@@ -1,10 +1,17 @@
 // The codecs of ggml's grid types: IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S and IQ1_M. A block stores,
 // for each group of 8 (or 4) elements, the index of a grid entry (iq_grids.h), signs, and small scales
-// under one float16 scale. Dequantizing computes ggml's products in its order.
+// under one float16 scale. Dequantizing computes ggml's products in its order; quantizing is ggml's search
+// (ggml_quantize_chunk(), with and without importance), step for step, over iq_search.h's structures.
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
 #include <cstdint>
+#include <cstring>
 
 #include "quant/codecs.h"
 #include "quant/iq_grids.h"
+#include "quant/iq_search.h"
+#include "quant/rounding.h"
 
 namespace safeweights::quant {
 namespace {
@@ -167,15 +174,480 @@ void dequantize_iq1_m(const std::byte* src, float* y, std::size_t blocks) {
   }
 }
 
+// ---- quantizing: what the grid searches share --------------------------------------------------------
+
+inline int clamp_int(int v, int lo, int hi) noexcept { return v < lo ? lo : (v > hi ? hi : v); }
+inline float max_of(float a, float b) noexcept { return a > b ? a : b; }  // ggml's MAX: NaN in b wins
+
+// The level index nearest to x at inverse scale id (level l sits at (2l + 1) / id), clamped to the grid.
+inline int level_of(float id, float x, int levels) noexcept { return clamp_int(magic_round(0.5f * (id * x - 1)), 0, levels - 1); }
+
+// |x| into xval and the signs as bits, 8 elements a byte. With even_signs (IQ2, IQ3_XXS: a sign code has
+// 7 bits), a group of 8 with an odd count of negatives flips the sign of its element of least w x^2.
+void split_signs(const float* x, const float* weight, int groups, bool even_signs, float* xval, std::uint8_t* signs) noexcept {
+  for (int k = 0; k < groups; ++k) {
+    int flips = 0;
+    std::uint8_t s = 0;
+    for (int i = 0; i < 8; ++i) {
+      if (x[8 * k + i] >= 0) {
+        xval[8 * k + i] = x[8 * k + i];
+      } else {
+        xval[8 * k + i] = -x[8 * k + i];
+        ++flips;
+        s = static_cast<std::uint8_t>(s | (1u << i));
+      }
+    }
+    if (even_signs && flips % 2) {
+      int imin = 0;
+      float min = weight[8 * k] * x[8 * k] * x[8 * k];
+      for (int i = 1; i < 8; ++i) {
+        const float ax = weight[8 * k + i] * x[8 * k + i] * x[8 * k + i];
+        if (ax < min) {
+          min = ax;
+          imin = i;
+        }
+      }
+      xval[8 * k + imin] = -xval[8 * k + imin];
+      s = static_cast<std::uint8_t>(s ^ (1u << imin));
+    }
+    signs[k] = even_signs ? static_cast<std::uint8_t>(s & 127) : s;
+  }
+}
+
+// The grid entry nearest to the group xval (weights w) at `scale`, among a key's neighbours; its level
+// indices into L. ggml aborts where no distance compares (NaN); the first neighbour stands in then.
+int best_neighbour(const iq::GridSearch& grid, std::span<const std::uint16_t> neighbours, const float* xval, const float* w, float scale,
+                   std::int8_t* L) noexcept {
+  float best_d2 = FLT_MAX;
+  int best = neighbours[0];
+  for (std::uint16_t candidate : neighbours) {
+    const std::int8_t* pg = grid.point(candidate);
+    float d2 = 0;
+    for (int i = 0; i < grid.width; ++i) {
+      const float diff = scale * static_cast<float>(pg[i]) - xval[i];
+      d2 += w[i] * diff * diff;
+    }
+    if (d2 < best_d2) {
+      best_d2 = d2;
+      best = candidate;
+    }
+  }
+  const std::int8_t* pg = grid.point(best);
+  for (int i = 0; i < grid.width; ++i) L[i] = static_cast<std::int8_t>((pg[i] - 1) / 2);
+  return best;
+}
+
+// Rounds one group to level indices at inverse scale id, then onto the grid: its key's entry, or the
+// best neighbour at `scale`. Returns whether the key itself was on the grid.
+bool round_group(const iq::GridSearch& grid, const float* xval, const float* w, float id, float scale, int levels, std::int8_t* L) noexcept {
+  unsigned key = 0;
+  for (int i = 0; i < grid.width; ++i) {
+    L[i] = static_cast<std::int8_t>(level_of(id, xval[i], levels));
+    key |= static_cast<unsigned>(L[i]) << (grid.bits * i);
+  }
+  if (grid.index_of(key) >= 0) return true;
+  best_neighbour(grid, grid.neighbours_of(key), xval, w, scale, L);
+  return false;
+}
+
+// The grid index of a group's level indices. ggml aborts when they are no grid entry (only NaN input
+// gets there); entry 0 stands in then.
+int grid_index(const iq::GridSearch& grid, const std::int8_t* L) noexcept {
+  unsigned key = 0;
+  for (int i = 0; i < grid.width; ++i) key |= static_cast<unsigned>(static_cast<std::uint8_t>(L[i])) << (grid.bits * i);
+  const int index = grid.index_of(key & static_cast<unsigned>(grid.map.size() - 1));
+  return index >= 0 ? index : 0;
+}
+
+// Least-squares sums of a group's levels (value 2l + 1) against xval: sum w x q and sum w q q.
+void odd_level_sums(int n, const float* xval, const float* weight, const std::int8_t* L, float& sumqx, float& sumq2) noexcept {
+  sumqx = 0;
+  sumq2 = 0;
+  for (int i = 0; i < n; ++i) {
+    const float q = static_cast<float>(2 * L[i] + 1);
+    sumqx += weight[i] * xval[i] * q;
+    sumq2 += weight[i] * q * q;
+  }
+}
+
+// ---- the scale search of IQ3_XXS, IQ3_S and IQ2_XS ------------------------------------------------------
+
+// What differs between the types in the search of one group's scale.
+struct SearchRules {
+  int n;       // elements a group (32, or 16 for IQ2_XS)
+  int levels;  // level indices 0 .. levels - 1
+  int trials;  // inverse scales (2 levels - 1 + is x step) / max for is in [-trials, trials]
+  float step;
+  bool even_signs;    // 7-bit sign codes (IQ2, IQ3_XXS) or 8 sign bits (IQ3_S)
+  float zero_below;   // a group whose max |x| is below this is all zero; 0: only a zero max is
+  bool keep_on_grid;  // the final pass re-rounds only the sub-groups that were off the grid
+  bool sigma_floor;   // without importance, weights are sigma2 / 4 + x^2 (IQ2_S), else x^2
+};
+
+// A group's outcome: its scale, and whether it was all zero (ggml then writes nothing for it).
+struct GroupScale {
+  float scale = 0;
+  bool zero = false;
+};
+
+// One group: its scale, level indices L (rules.n of them, in grid.width sub-groups) and signs (n / 8
+// bytes). The search tries 2 x trials + 1 scales, keeps the best least-squares one, then re-rounds the
+// sub-groups that fell off the grid at the chosen scale.
+GroupScale search_group(const SearchRules& rules, const iq::GridSearch& grid, const float* x, const float* importance, float sigma2, std::int8_t* L,
+                        std::uint8_t* signs) noexcept {
+  const int n = rules.n, width = grid.width, groups = n / width;
+  float weight[32], root[32], xval[32];
+  for (int i = 0; i < n; ++i)
+    weight[i] = importance != nullptr ? importance[i] * std::sqrt(sigma2 + x[i] * x[i])
+                : rules.sigma_floor   ? 0.25f * sigma2 + x[i] * x[i]
+                                      : x[i] * x[i];
+  for (int i = 0; i < n; ++i) root[i] = std::sqrt(weight[i]);
+  split_signs(x, weight, n / 8, rules.even_signs, xval, signs);
+  float max = xval[0];
+  for (int i = 1; i < n; ++i) max = max_of(max, xval[i]);
+  std::memset(L, 0, static_cast<std::size_t>(n));
+  if (rules.zero_below > 0 ? max < rules.zero_below : !max) return {0, true};
+  float best = 0;
+  float scale = max / static_cast<float>(2 * rules.levels - 1);
+  bool on_grid[8], on_grid_trial[8];
+  for (int k = 0; k < groups; ++k) on_grid[k] = rules.keep_on_grid;
+  std::int8_t trial[32];
+  for (int is = -rules.trials; is <= rules.trials; ++is) {
+    const float id = (static_cast<float>(2 * rules.levels - 1) + static_cast<float>(is) * rules.step) / max;
+    const float this_scale = 1 / id;
+    for (int k = 0; k < groups; ++k)
+      on_grid_trial[k] = round_group(grid, xval + width * k, root + width * k, id, this_scale, rules.levels, trial + width * k);
+    float sumqx, sumq2;
+    odd_level_sums(n, xval, weight, trial, sumqx, sumq2);
+    if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
+      scale = sumqx / sumq2;
+      best = scale * sumqx;
+      std::memcpy(L, trial, static_cast<std::size_t>(n));
+      std::memcpy(on_grid, on_grid_trial, sizeof on_grid);
+    }
+  }
+  int off_grid = 0;
+  for (int k = 0; k < groups; ++k) off_grid += on_grid[k] ? 0 : 1;
+  if (off_grid > 0 && scale > 0) {
+    const float id = 1 / scale;
+    for (int k = 0; k < groups; ++k) {
+      if (rules.keep_on_grid && on_grid[k]) continue;
+      round_group(grid, xval + width * k, root + width * k, id, scale, rules.levels, L + width * k);
+    }
+    float sumqx, sumq2;
+    odd_level_sums(n, xval, weight, L, sumqx, sumq2);
+    if (sumq2 > 0) scale = sumqx / sumq2;
+  }
+  if (scale < 0) {  // never in practice; ggml flips the sign bytes then
+    scale = -scale;
+    for (int k = 0; k < n / 8; ++k) signs[k] = static_cast<std::uint8_t>(rules.even_signs ? ~signs[k] & 127 : ~signs[k]);
+  }
+  return {scale, false};
+}
+
+constexpr SearchRules kIq3xxsRules{32, 8, 15, 0.2f, true, 1e-8f, true, false};
+constexpr SearchRules kIq3sRules{32, 8, 9, 0.2f, false, 0, false, false};
+constexpr SearchRules kIq2xsRules{16, 3, 9, 0.1f, true, 1e-15f, true, false};
+constexpr SearchRules kIq2sRules{16, 3, 9, 0.1f, false, 1e-8f, true, true};
+
+// A group scale as a 4-bit multiple of the block's d: scale ~ d x (2l + 1).
+inline unsigned scale_code(float id, float scale) noexcept { return static_cast<unsigned>(clamp_int(magic_round(0.5f * (id * scale - 1)), 0, 15)); }
+
+// The block's row mean square, doubled (IQ3's sigma2).
+float doubled_mean_square(const float* x) noexcept {
+  float sumx2 = 0;
+  for (int i = 0; i < 256; ++i) sumx2 += x[i] * x[i];
+  return 2 * sumx2 / 256;
+}
+
+// IQ3_XXS: 64 grid indices, 8 words of 4 sign codes and a 4-bit scale; d = max scale / 31 x 1.0125.
+void quantize_iq3_xxs_block(const float* x, const float* importance, std::byte* out) noexcept {
+  const iq::GridSearch& grid = iq::grid_search(TensorType::IQ3_XXS);
+  std::uint8_t qs[64] = {};
+  std::uint32_t words[8] = {};
+  float scales[8];
+  float max_scale = 0;
+  const float sigma2 = doubled_mean_square(x);
+  for (int ib = 0; ib < 8; ++ib) {
+    std::int8_t L[32];
+    std::uint8_t signs[4];
+    const GroupScale group = search_group(kIq3xxsRules, grid, x + 32 * ib, importance != nullptr ? importance + 32 * ib : nullptr, sigma2, L, signs);
+    scales[ib] = group.scale;
+    if (group.zero) continue;  // indices and word stay 0
+    for (int k = 0; k < 8; ++k) qs[8 * ib + k] = static_cast<std::uint8_t>(grid_index(grid, L + 4 * k));
+    words[ib] = signs[0] | (signs[1] << 7) | (signs[2] << 14) | (static_cast<std::uint32_t>(signs[3]) << 21);
+    max_scale = max_of(max_scale, scales[ib]);
+  }
+  std::memset(out, 0, 98);
+  if (!max_scale) return;
+  const float d = max_scale / 31;
+  store_f16(out, d * 1.0125f);
+  const float id = 1 / d;
+  for (int ib = 0; ib < 8; ++ib) words[ib] |= scale_code(id, scales[ib]) << 28;
+  std::memcpy(out + 2, qs, 64);
+  for (int ib = 0; ib < 8; ++ib) le::store(out + 66 + 4 * ib, words[ib], 4);
+}
+
+// IQ3_S: 64 low bytes of 9-bit grid indices, their high bits, 32 sign bytes, 4-bit scales in pairs;
+// d = max scale / 31 x 1.033. An all-zero group writes nothing and, as in ggml, the next group's indices
+// and signs take its place (ggml advances its cursors only past written groups).
+void quantize_iq3_s_block(const float* x, const float* importance, std::byte* out) noexcept {
+  const iq::GridSearch& grid = iq::grid_search(TensorType::IQ3_S);
+  std::memset(out, 0, 110);
+  std::byte* qs = out + 2;
+  std::byte* qh = out + 66;
+  std::byte* sign_bytes = out + 74;
+  float scales[8];
+  float max_scale = 0;
+  const float sigma2 = doubled_mean_square(x);
+  for (int ib = 0; ib < 8; ++ib) {
+    std::int8_t L[32];
+    std::uint8_t signs[4];
+    const GroupScale group = search_group(kIq3sRules, grid, x + 32 * ib, importance != nullptr ? importance + 32 * ib : nullptr, sigma2, L, signs);
+    scales[ib] = group.scale;
+    if (group.zero) continue;
+    for (int k = 0; k < 8; ++k) {
+      const int index = grid_index(grid, L + 4 * k);
+      qs[k] = std::byte(static_cast<std::uint8_t>(index & 255));
+      qh[ib] |= std::byte(static_cast<std::uint8_t>((index >> 8) << k));
+    }
+    qs += 8;
+    for (int k = 0; k < 4; ++k) sign_bytes[k] = std::byte(signs[k]);
+    sign_bytes += 4;
+    max_scale = max_of(max_scale, scales[ib]);
+  }
+  if (!max_scale) return;
+  const float d = max_scale / 31;
+  store_f16(out, d * 1.033f);
+  const float id = 1 / d;
+  for (int ib = 0; ib < 8; ib += 2)
+    out[106 + ib / 2] = std::byte(static_cast<std::uint8_t>(scale_code(id, scales[ib]) | (scale_code(id, scales[ib + 1]) << 4)));
+}
+
+// The block's mean square (IQ2_XXS, IQ2_XS sigma2).
+float mean_square(const float* x) noexcept {
+  float sumx2 = 0;
+  for (int i = 0; i < 256; ++i) sumx2 += x[i] * x[i];
+  return sumx2 / 256;
+}
+
+// Sixteen 4-bit scale codes, two a byte, low nibble first (IQ2_XS, IQ2_S).
+void store_scale_nibbles(float id, const float* scales, std::byte* out) noexcept {
+  for (int ib = 0; ib < 16; ib += 2)
+    out[ib / 2] = std::byte(static_cast<std::uint8_t>(scale_code(id, scales[ib]) | (scale_code(id, scales[ib + 1]) << 4)));
+}
+
+// IQ2_XS (importance only): 32 words of a 9-bit grid index and a 7-bit sign code, a 4-bit scale a 16
+// elements; d = max scale / 31.
+void quantize_iq2_xs_block(const float* x, const float* importance, std::byte* out) noexcept {
+  const iq::GridSearch& grid = iq::grid_search(TensorType::IQ2_XS);
+  std::uint16_t q2[32] = {};
+  float scales[16];
+  float max_scale = 0;
+  const float sigma2 = mean_square(x);
+  for (int ib = 0; ib < 16; ++ib) {
+    std::int8_t L[16];
+    std::uint8_t signs[2];
+    const GroupScale group = search_group(kIq2xsRules, grid, x + 16 * ib, importance + 16 * ib, sigma2, L, signs);
+    scales[ib] = group.scale;
+    if (group.zero) continue;
+    for (int k = 0; k < 2; ++k) q2[2 * ib + k] = static_cast<std::uint16_t>(grid_index(grid, L + 8 * k) | (signs[k] << 9));
+    max_scale = max_of(max_scale, scales[ib]);
+  }
+  std::memset(out, 0, 74);
+  if (!max_scale) return;
+  const float d = max_scale / 31;
+  store_f16(out, d);
+  for (int i = 0; i < 32; ++i) store_u16(out + 2 + 2 * i, q2[i]);
+  store_scale_nibbles(1 / d, scales, out + 66);
+}
+
+// IQ2_S: 32 low bytes of 10-bit grid indices, 32 sign bytes, the indices' high bits, a 4-bit scale a 16
+// elements; d = max scale / 31 x 0.9875.
+void quantize_iq2_s_block(const float* x, const float* importance, std::byte* out) noexcept {
+  const iq::GridSearch& grid = iq::grid_search(TensorType::IQ2_S);
+  std::memset(out, 0, 82);
+  float scales[16];
+  float max_scale = 0;
+  const float sigma2 = doubled_mean_square(x);
+  for (int ib = 0; ib < 16; ++ib) {
+    std::int8_t L[16];
+    std::uint8_t signs[2];
+    const GroupScale group = search_group(kIq2sRules, grid, x + 16 * ib, importance != nullptr ? importance + 16 * ib : nullptr, sigma2, L, signs);
+    scales[ib] = group.scale;
+    if (group.zero) continue;
+    for (int k = 0; k < 2; ++k) {
+      const int i8 = 2 * ib + k;
+      const int index = grid_index(grid, L + 8 * k);
+      out[2 + i8] = std::byte(static_cast<std::uint8_t>(index & 255));
+      out[66 + i8 / 4] |= std::byte(static_cast<std::uint8_t>((index >> 8) << (2 * (i8 % 4))));
+      out[34 + i8] = std::byte(signs[k]);
+    }
+    max_scale = max_of(max_scale, scales[ib]);
+  }
+  if (!max_scale) return;
+  const float d = max_scale / 31;
+  store_f16(out, d * 0.9875f);
+  store_scale_nibbles(1 / d, scales, out + 74);
+}
+
+// ggml's make_qp_quants: the scale of n non-negative values on levels 0..nmax minimising the weighted
+// squared error: the max's scale, 8 trials around it, then up to 5 rounds of moving single levels.
+// IQ2_XXS starts its search from it.
+float levels_scale(int n, int nmax, const float* x, const float* w) noexcept {
+  float max = 0;
+  for (int i = 0; i < n; ++i) max = max_of(max, x[i]);
+  if (max < 1e-15f) return 0.f;
+  std::uint8_t L[32];
+  float iscale = static_cast<float>(nmax) / max;
+  for (int i = 0; i < n; ++i) L[i] = static_cast<std::uint8_t>(magic_round(iscale * x[i]));
+  const float scale = 1 / iscale;
+  float best_mse = 0;
+  for (int i = 0; i < n; ++i) {
+    const float diff = x[i] - scale * static_cast<float>(L[i]);
+    best_mse += w[i] * diff * diff;
+  }
+  for (int is = -4; is <= 4; ++is) {
+    if (is == 0) continue;
+    const float iscale_is = (0.1f * static_cast<float>(is) + static_cast<float>(nmax)) / max;
+    const float scale_is = 1 / iscale_is;
+    float mse = 0;
+    for (int i = 0; i < n; ++i) {
+      const int l = std::min(nmax, magic_round(iscale_is * x[i]));
+      const float diff = x[i] - scale_is * static_cast<float>(l);
+      mse += w[i] * diff * diff;
+    }
+    if (mse < best_mse) {
+      best_mse = mse;
+      iscale = iscale_is;
+    }
+  }
+  float sumlx = 0, suml2 = 0;
+  for (int i = 0; i < n; ++i) {
+    const int l = std::min(nmax, magic_round(iscale * x[i]));
+    L[i] = static_cast<std::uint8_t>(l);
+    sumlx += w[i] * x[i] * static_cast<float>(l);
+    suml2 += w[i] * static_cast<float>(l) * static_cast<float>(l);
+  }
+  for (int itry = 0; itry < 5; ++itry) {
+    int changed = 0;
+    for (int i = 0; i < n; ++i) {
+      const float li = L[i];
+      float slx = sumlx - w[i] * x[i] * li;
+      float sl2 = suml2 - w[i] * li * li;
+      if (slx > 0 && sl2 > 0) {
+        const int new_l = std::min(nmax, magic_round(x[i] * sl2 / slx));
+        if (new_l != L[i]) {
+          slx += w[i] * x[i] * static_cast<float>(new_l);
+          sl2 += w[i] * static_cast<float>(new_l) * static_cast<float>(new_l);
+          if (slx * slx * suml2 > sumlx * sumlx * sl2) {
+            L[i] = static_cast<std::uint8_t>(new_l);
+            sumlx = slx;
+            suml2 = sl2;
+            ++changed;
+          }
+        }
+      }
+    }
+    if (!changed) break;
+  }
+  return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
+}
+
+// One 32-element IQ2_XXS group (importance only): a scale from levels_scale() on 4 levels, 13 trial
+// scales around its effective max, then the grid rounding at the best one.
+GroupScale iq2_xxs_group(const iq::GridSearch& grid, const float* x, const float* importance, float sigma2, std::int8_t* L,
+                         std::uint8_t* signs) noexcept {
+  constexpr int kLevels = 3;
+  float weight[32], root[32], xval[32];
+  for (int i = 0; i < 32; ++i) weight[i] = importance[i] * std::sqrt(sigma2 + x[i] * x[i]);
+  for (int i = 0; i < 32; ++i) root[i] = std::sqrt(weight[i]);
+  split_signs(x, weight, 4, true, xval, signs);
+  float max = xval[0];
+  for (int i = 1; i < 32; ++i) max = max_of(max, xval[i]);
+  std::memset(L, 0, 32);
+  if (max < 1e-15f) return {0, true};
+  float scale = levels_scale(32, kLevels + 1, xval, weight);
+  const float eff_max = scale * kLevels;
+  if (eff_max <= 0) return {0, true};
+  float best = 0;
+  std::int8_t trial[32];
+  for (int is = -6; is <= 6; ++is) {
+    const float id = (2 * kLevels - 1 + static_cast<float>(is) * 0.1f) / eff_max;
+    const float this_scale = 1 / id;
+    for (int k = 0; k < 4; ++k) round_group(grid, xval + 8 * k, root + 8 * k, id, this_scale, kLevels, trial + 8 * k);
+    float sumqx, sumq2;
+    odd_level_sums(32, xval, weight, trial, sumqx, sumq2);
+    if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
+      scale = sumqx / sumq2;
+      best = scale * sumqx;
+      std::memcpy(L, trial, 32);
+    }
+  }
+  if (scale > 0) {
+    const float id = 1 / scale;
+    for (int k = 0; k < 4; ++k) round_group(grid, xval + 8 * k, root + 8 * k, id, scale, kLevels, L + 8 * k);
+    float sumqx, sumq2;
+    odd_level_sums(32, xval, weight, L, sumqx, sumq2);
+    if (sumq2 > 0) scale = sumqx / sumq2;
+  }
+  if (scale < 0) {
+    scale = -scale;
+    for (int k = 0; k < 4; ++k) signs[k] = static_cast<std::uint8_t>(~signs[k] & 127);
+  }
+  return {scale, false};
+}
+
+// IQ2_XXS (importance only): per 32 elements four 8-bit grid indices and a word of four sign codes and a
+// 4-bit scale; d = max scale / 31.
+void quantize_iq2_xxs_block(const float* x, const float* importance, std::byte* out) noexcept {
+  const iq::GridSearch& grid = iq::grid_search(TensorType::IQ2_XXS);
+  std::uint32_t q2[16] = {};
+  float scales[8];
+  float max_scale = 0;
+  const float sigma2 = mean_square(x);
+  for (int ib = 0; ib < 8; ++ib) {
+    std::int8_t L[32];
+    std::uint8_t signs[4];
+    const GroupScale group = iq2_xxs_group(grid, x + 32 * ib, importance + 32 * ib, sigma2, L, signs);
+    scales[ib] = group.scale;
+    if (group.zero) continue;
+    for (int k = 0; k < 4; ++k) {
+      q2[2 * ib] |= static_cast<std::uint32_t>(grid_index(grid, L + 8 * k)) << (8 * k);
+      q2[2 * ib + 1] |= static_cast<std::uint32_t>(signs[k]) << (7 * k);
+    }
+    max_scale = max_of(max_scale, scales[ib]);
+  }
+  std::memset(out, 0, 66);
+  if (!max_scale) return;
+  const float d = max_scale / 31;
+  store_f16(out, d);
+  const float id = 1 / d;
+  for (int ib = 0; ib < 8; ++ib) q2[2 * ib + 1] |= scale_code(id, scales[ib]) << 28;
+  for (int i = 0; i < 16; ++i) le::store(out + 2 + 4 * i, q2[i], 4);
+}
+
+// Rows of whole 256-element blocks, with or without importance (one weight per column of the row).
+template <void (*Block)(const float*, const float*, std::byte*), std::size_t BlockBytes>
+void quantize_blocks(const float* src, std::byte* dst, std::size_t blocks) {
+  for (std::size_t b = 0; b < blocks; ++b) Block(src + 256 * b, nullptr, dst + BlockBytes * b);
+}
+template <void (*Block)(const float*, const float*, std::byte*), std::size_t BlockBytes>
+void quantize_blocks_weighted(const float* src, std::byte* dst, std::size_t row_length, const float* importance) {
+  for (std::size_t b = 0; b < row_length / 256; ++b) Block(src + 256 * b, importance + 256 * b, dst + BlockBytes * b);
+}
+
 }  // namespace
 
 Codec iq_grid_codec(TensorType type) noexcept {
   switch (type) {
-    case TensorType::IQ2_XXS: return {nullptr, dequantize_iq2_xxs};
-    case TensorType::IQ2_XS: return {nullptr, dequantize_iq2_xs};
-    case TensorType::IQ2_S: return {nullptr, dequantize_iq2_s};
-    case TensorType::IQ3_XXS: return {nullptr, dequantize_iq3_xxs};
-    case TensorType::IQ3_S: return {nullptr, dequantize_iq3_s};
+    case TensorType::IQ2_XXS: return {nullptr, dequantize_iq2_xxs, quantize_blocks_weighted<quantize_iq2_xxs_block, 66>};
+    case TensorType::IQ2_XS: return {nullptr, dequantize_iq2_xs, quantize_blocks_weighted<quantize_iq2_xs_block, 74>};
+    case TensorType::IQ2_S: return {quantize_blocks<quantize_iq2_s_block, 82>, dequantize_iq2_s, quantize_blocks_weighted<quantize_iq2_s_block, 82>};
+    case TensorType::IQ3_XXS:
+      return {quantize_blocks<quantize_iq3_xxs_block, 98>, dequantize_iq3_xxs, quantize_blocks_weighted<quantize_iq3_xxs_block, 98>};
+    case TensorType::IQ3_S:
+      return {quantize_blocks<quantize_iq3_s_block, 110>, dequantize_iq3_s, quantize_blocks_weighted<quantize_iq3_s_block, 110>};
     case TensorType::IQ1_S: return {nullptr, dequantize_iq1_s};
     case TensorType::IQ1_M: return {nullptr, dequantize_iq1_m};
     default: return {};

@@ -5,8 +5,6 @@
 #include "quant/iq_grids.h"
 
 namespace safeweights::quant::iq {
-namespace {
-
 // iq2xxs_grid: 256 entries
 constexpr std::uint16_t kIq2xxsCodes[256] = {
     0,    2,    4,    6,    8,    10,   12,   18,   20,   24,   26,   28,   30,   36,   42,   46,   48,   54,   56,   62,   74,   82,   84,   90,
@@ -220,6 +218,8 @@ constexpr std::uint16_t kIq1sCodes[2048] = {
     6415, 6418, 6421, 6427, 6435, 6439, 6443, 6445, 6449, 6451, 6462, 6467, 6480, 6482, 6486, 6488, 6498, 6500, 6504, 6506, 6517, 6519, 6521, 6534,
     6536, 6540, 6542, 6547, 6552, 6554, 6558, 6560,
 };
+
+namespace {
 
 template <typename T, std::size_t Size, std::size_t Width, std::size_t Levels>
 constexpr Grid<T, Size, Width> expand(const std::uint16_t (&codes)[Size], const std::array<T, Levels>& levels) {

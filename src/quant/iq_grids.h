@@ -25,6 +25,16 @@ struct Grid {
   static constexpr std::size_t width() noexcept { return Width; }
 };
 
+// The codes themselves: the level index of element j of entry i is digit j of code i, base kIq2Base (IQ2,
+// IQ1) or kIq3Base (IQ3). The quantizers search in level indices (iq_search.h).
+constexpr unsigned kIq2Base = 3, kIq1Base = 3, kIq3Base = 8;
+extern const std::uint16_t kIq2xxsCodes[256];
+extern const std::uint16_t kIq2xsCodes[512];
+extern const std::uint16_t kIq2sCodes[1024];
+extern const std::uint16_t kIq3xxsCodes[256];
+extern const std::uint16_t kIq3sCodes[512];
+extern const std::uint16_t kIq1sCodes[2048];
+
 extern const Grid<std::uint8_t, 256, 8> kIq2xxsGrid;  // values 8, 25, 43
 extern const Grid<std::uint8_t, 512, 8> kIq2xsGrid;   // values 8, 25, 43
 extern const Grid<std::uint8_t, 1024, 8> kIq2sGrid;   // values 8, 25, 43

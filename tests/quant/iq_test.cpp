@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "safeweights/quantize.h"
@@ -72,7 +73,8 @@ TEST(IqDequantize, MatchesGgml) {
 TEST(IqQuantize, MatchesGgmlWithoutImportance) {
   const Answer answers[] = {
       {TensorType::IQ4_NL, 0xd3ad22818add1443ull}, {TensorType::IQ4_XS, 0x1a669d0a5a6660c3ull}, {TensorType::TQ1_0, 0x5ea72424a9e3d9f3ull},
-      {TensorType::TQ2_0, 0x77d5685a8950e419ull},  {TensorType::MXFP4, 0x30ec1e5a8c9699bcull},
+      {TensorType::TQ2_0, 0x77d5685a8950e419ull},  {TensorType::MXFP4, 0x30ec1e5a8c9699bcull},  {TensorType::IQ3_XXS, 0x902f5edf403027c5ull},
+      {TensorType::IQ3_S, 0xc0bcee025105ab0aull},  {TensorType::IQ2_S, 0x8028b8e08ede78f9ull},
   };
   const auto x = kat_row();
   for (const Answer& a : answers) {
@@ -87,8 +89,9 @@ TEST(IqQuantize, MatchesGgmlWithoutImportance) {
 
 TEST(IqQuantize, MatchesGgmlWithImportance) {
   const Answer answers[] = {
-      {TensorType::IQ4_NL, 0x2bf4cb3d8bbab86full},
-      {TensorType::IQ4_XS, 0x51f152881c1a544aull},
+      {TensorType::IQ4_NL, 0x2bf4cb3d8bbab86full}, {TensorType::IQ4_XS, 0x51f152881c1a544aull}, {TensorType::IQ3_XXS, 0x67d5c88e7d2268ceull},
+      {TensorType::IQ3_S, 0xb2762dfe36423b8aull},  {TensorType::IQ2_S, 0x547774021621284cull},  {TensorType::IQ2_XXS, 0xcb5c96e53f67ecc7ull},
+      {TensorType::IQ2_XS, 0x4b7468c5dbe9e9faull},
   };
   const auto x = kat_row();
   const auto w = kat_importance();
@@ -104,7 +107,7 @@ TEST(IqQuantize, MatchesGgmlWithImportance) {
 // enough to catch a shuffled layout).
 TEST(IqQuantize, RoundTripsNearTheInput) {
   const auto x = kat_row();
-  for (TensorType type : {TensorType::IQ4_NL, TensorType::IQ4_XS, TensorType::MXFP4}) {
+  for (TensorType type : {TensorType::IQ4_NL, TensorType::IQ4_XS, TensorType::MXFP4, TensorType::IQ3_S}) {
     auto bytes = row_bytes(type);
     ASSERT_TRUE(sw::quantize(type, x, bytes).is_ok());
     std::vector<float> y(kRow);
@@ -115,6 +118,38 @@ TEST(IqQuantize, RoundTripsNearTheInput) {
       norm += x[i] * x[i];
     }
     EXPECT_LT(err, 0.02 * norm) << sw::type_name(type);
+  }
+}
+
+// The types ggml cannot quantize without an importance matrix: quantize() refuses them by name,
+// quantize_rows() with importance quantizes them.
+TEST(IqQuantize, TypesThatNeedImportanceRefuseWithout) {
+  const auto x = kat_row();
+  for (TensorType type : {TensorType::IQ2_XXS, TensorType::IQ2_XS}) {
+    EXPECT_TRUE(sw::requires_importance(type));
+    EXPECT_FALSE(sw::can_quantize(type));
+    auto out = row_bytes(type);
+    const auto status = sw::quantize(type, x, out);
+    ASSERT_FALSE(status.is_ok());
+    EXPECT_EQ(status.error().kind(), sw::ErrorKind::NotSupported);
+    EXPECT_NE(status.error().message().find(std::string(sw::type_name(type))), std::string::npos);
+    EXPECT_TRUE(sw::quantize_rows(type, x, out, kRow, kat_importance()).is_ok());
+  }
+}
+
+// The search structures are built once, at first use, whichever thread gets there first: rows quantized
+// on many threads at once give the bytes one thread gives.
+TEST(IqQuantize, SameBytesFromManyThreads) {
+  const auto x = kat_row();
+  const auto w = kat_importance();
+  for (TensorType type : {TensorType::IQ3_XXS, TensorType::IQ3_S, TensorType::IQ2_S, TensorType::IQ2_XXS, TensorType::IQ2_XS}) {
+    std::vector<std::vector<std::byte>> outs(8, row_bytes(type));
+    std::vector<std::thread> threads;
+    for (auto& out : outs) threads.emplace_back([&] { (void)sw::quantize_rows(type, x, out, kRow, w); });
+    for (auto& t : threads) t.join();
+    auto one = row_bytes(type);
+    ASSERT_TRUE(sw::quantize_rows(type, x, one, kRow, w).is_ok());
+    for (const auto& out : outs) EXPECT_EQ(out, one) << sw::type_name(type);
   }
 }
 

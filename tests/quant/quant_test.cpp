@@ -435,8 +435,12 @@ TEST(QuantBlocks, SupportedTypesAreListed) {
     EXPECT_TRUE(sw::can_dequantize(type)) << sw::type_name(type);
   }
   for (TensorType type :
-       {TensorType::IQ2_XXS, TensorType::IQ2_XS, TensorType::IQ3_XXS, TensorType::IQ1_S, TensorType::IQ3_S, TensorType::IQ2_S, TensorType::IQ1_M})
+       {TensorType::IQ2_XXS, TensorType::IQ2_XS, TensorType::IQ3_XXS, TensorType::IQ1_S, TensorType::IQ3_S, TensorType::IQ2_S, TensorType::IQ1_M}) {
     EXPECT_TRUE(sw::can_dequantize(type)) << sw::type_name(type);
+    // quantize() without importance: ggml's IQ3 and IQ2_S quantizers allow it; the others need weights.
+    EXPECT_EQ(sw::can_quantize(type), !sw::requires_importance(type) && type != TensorType::IQ1_S && type != TensorType::IQ1_M)
+        << sw::type_name(type);
+  }
   EXPECT_FALSE(sw::can_quantize(TensorType::NVFP4));
   EXPECT_FALSE(sw::can_dequantize(TensorType::NVFP4));
 }
