@@ -627,6 +627,171 @@ void quantize_iq2_xxs_block(const float* x, const float* importance, std::byte* 
   for (int i = 0; i < 16; ++i) le::store(out + 2 + 4 * i, q2[i], 4);
 }
 
+// ---- IQ1_S -----------------------------------------------------------------------------------------
+
+// A value and its position, sorted by value as ggml sorts them: with the C library's qsort, which in
+// glibc is a top-down merge sort (halves of n / 2 and n - n / 2, ties taken from the left half), so
+// equal values keep their order. Written out here so that every platform orders ties (and NaN, which
+// compares equal to everything) as ggml does on glibc.
+struct Ranked {
+  float value;
+  int index;
+};
+
+void merge_sort(Ranked* a, int n, Ranked* tmp) noexcept {
+  if (n <= 1) return;
+  const int n1 = n / 2, n2 = n - n1;
+  merge_sort(a, n1, tmp);
+  merge_sort(a + n1, n2, tmp);
+  int i = 0, j = n1, out = 0;
+  while (i < n1 && j < n) tmp[out++] = !(a[i].value > a[j].value) ? a[i++] : a[j++];
+  while (i < n1) tmp[out++] = a[i++];
+  std::memcpy(a, tmp, sizeof(Ranked) * static_cast<std::size_t>(out));
+}
+
+// The IQ1 levels shifted by +delta (shift 1) or -delta (shift -1).
+constexpr float kIq1Plus[3] = {-1 + kIq1Delta, kIq1Delta, 1 + kIq1Delta};
+constexpr float kIq1Minus[3] = {-1 - kIq1Delta, -kIq1Delta, 1 - kIq1Delta};
+
+// The IQ1 grid entry nearest to x (weights w) at `scale` with shifted levels xx, among a key's
+// neighbours; its level indices into L. ggml falls back to a scan of the whole grid that reads past its
+// arrays when no distance compares (NaN); the first neighbour stands in here.
+int iq1_best_neighbour(const iq::GridSearch& grid, std::span<const std::uint16_t> neighbours, const float* x, const float* w, float scale,
+                       const float* xx, std::int8_t* L) noexcept {
+  float best_d2 = FLT_MAX;
+  int best = neighbours[0];
+  for (std::uint16_t candidate : neighbours) {
+    const std::int8_t* pg = grid.point(candidate);
+    float d2 = 0;
+    for (int i = 0; i < 8; ++i) {
+      const float diff = scale * xx[(pg[i] - 1) / 2] - x[i];
+      d2 += w[i] * diff * diff;
+    }
+    if (d2 < best_d2) {
+      best_d2 = d2;
+      best = candidate;
+    }
+  }
+  const std::int8_t* pg = grid.point(best);
+  for (int i = 0; i < 8; ++i) L[i] = static_cast<std::int8_t>((pg[i] - 1) / 2);
+  return best;
+}
+
+struct Iq1Group {
+  float scale = 0;
+  int shift = 1;  // +1: levels + delta, -1: levels - delta
+  bool zero = true;
+  int index[4] = {};
+};
+
+// One 32-element IQ1_S group: the exact best split of the sorted values into the three levels (for either
+// shift), then the grid entries of the 4 sub-groups (a neighbour where the split is off the grid).
+Iq1Group iq1_s_group(const iq::GridSearch& grid, const float* x, const float* importance, float sigma2) noexcept {
+  Iq1Group g;
+  float weight[32];
+  for (int i = 0; i < 32; ++i) weight[i] = importance[i] * std::sqrt(sigma2 + x[i] * x[i]);
+  float max = std::fabs(x[0]);
+  for (int i = 1; i < 32; ++i) max = max_of(max, std::fabs(x[i]));
+  if (max < 1e-12f) return g;
+  Ranked sorted[32], tmp[32];
+  for (int j = 0; j < 32; ++j) sorted[j] = {x[j], j};
+  merge_sort(sorted, 32, tmp);
+  float sumx[33], sumw[33];
+  sumx[0] = sumw[0] = 0;
+  for (int j = 0; j < 32; ++j) {
+    const int i = sorted[j].index;
+    sumx[j + 1] = sumx[j] + weight[i] * x[i];
+    sumw[j + 1] = sumw[j] + weight[i];
+  }
+  float best_score = -FLT_MAX, scale = max;
+  int best1 = -1, best2 = -1, best_shift = 0;
+  for (int i1 = 0; i1 <= 32; ++i1) {
+    for (int i2 = i1; i2 <= 32; ++i2) {
+      for (int shift : {1, -1}) {
+        const float* v = shift == 1 ? kIq1Plus : kIq1Minus;
+        const float sumqx = (sumx[i1] - sumx[0]) * v[0] + (sumx[i2] - sumx[i1]) * v[1] + (sumx[32] - sumx[i2]) * v[2];
+        const float sumq2 = (sumw[i1] - sumw[0]) * v[0] * v[0] + (sumw[i2] - sumw[i1]) * v[1] * v[1] + (sumw[32] - sumw[i2]) * v[2] * v[2];
+        if (sumq2 > 0 && sumqx * sumqx > best_score * sumq2) {
+          scale = sumqx / sumq2;
+          best_score = scale * sumqx;
+          best1 = i1;
+          best2 = i2;
+          best_shift = shift;
+        }
+      }
+    }
+  }
+  if (best1 < 0 || best2 < 0 || best_shift == 0) return g;
+  std::int8_t L[32];
+  for (int j = 0; j < 32; ++j) L[sorted[j].index] = static_cast<std::int8_t>(j < best1 ? 0 : j < best2 ? 1 : 2);
+  if (scale < 0) {
+    for (std::int8_t& l : L) l = static_cast<std::int8_t>(2 - l);
+    scale = -scale;
+    best_shift = -best_shift;
+  }
+  const float* xx = best_shift == 1 ? kIq1Plus : kIq1Minus;
+  bool all_on_grid = true;
+  for (int k = 0; k < 4; ++k) {
+    unsigned key = 0;
+    for (int j = 0; j < 8; ++j) key |= static_cast<unsigned>(L[8 * k + j]) << (2 * j);
+    g.index[k] = grid.index_of(key);
+    if (g.index[k] < 0) {
+      all_on_grid = false;
+      g.index[k] = iq1_best_neighbour(grid, grid.neighbours_of(key), x + 8 * k, weight + 8 * k, scale, xx, L + 8 * k);
+    }
+  }
+  if (!all_on_grid) {
+    float sumqx = 0, sumq2 = 0;
+    for (int k = 0; k < 4; ++k) {
+      const std::int8_t* pg = grid.point(g.index[k]);
+      for (int j = 0; j < 8; ++j) {
+        const float q = xx[(pg[j] - 1) / 2];
+        sumqx += weight[8 * k + j] * q * x[8 * k + j];
+        sumq2 += weight[8 * k + j] * q * q;
+      }
+    }
+    if (sumqx > 0 && sumq2 > 0) scale = sumqx / sumq2;
+  }
+  g.scale = scale;
+  g.shift = best_shift;
+  g.zero = false;
+  return g;
+}
+
+// IQ1_S (importance only): per 32 elements four 11-bit grid indices, a 3-bit scale and the shift's sign;
+// d = max scale / 15 x 1.125.
+void quantize_iq1_s_block(const float* x, const float* importance, std::byte* out) noexcept {
+  const iq::GridSearch& grid = iq::grid_search(TensorType::IQ1_S);
+  std::memset(out, 0, 50);
+  std::uint16_t qh[8] = {};
+  float scales[8];
+  int shifts[8];
+  float max_scale = 0;
+  const float sigma2 = doubled_mean_square(x);
+  for (int ib = 0; ib < 8; ++ib) {
+    const Iq1Group g = iq1_s_group(grid, x + 32 * ib, importance + 32 * ib, sigma2);
+    scales[ib] = g.scale;
+    shifts[ib] = g.shift;
+    if (g.zero) continue;
+    for (int k = 0; k < 4; ++k) {
+      out[2 + 4 * ib + k] = std::byte(static_cast<std::uint8_t>(g.index[k] & 255));
+      qh[ib] = static_cast<std::uint16_t>(qh[ib] | ((g.index[k] >> 8) << (3 * k)));
+    }
+    max_scale = max_of(max_scale, scales[ib]);
+  }
+  if (max_scale) {
+    const float d = max_scale / 15;
+    store_f16(out, d * 1.125f);
+    const float id = 1 / d;
+    for (int ib = 0; ib < 8; ++ib) {
+      unsigned l = static_cast<unsigned>(clamp_int(magic_round(0.5f * (id * scales[ib] - 1)), 0, 7));
+      if (shifts[ib] == -1) l |= 8;
+      qh[ib] = static_cast<std::uint16_t>(qh[ib] | (l << 12));
+    }
+  }
+  for (int ib = 0; ib < 8; ++ib) store_u16(out + 34 + 2 * ib, qh[ib]);
+}
+
 // Rows of whole 256-element blocks, with or without importance (one weight per column of the row).
 template <void (*Block)(const float*, const float*, std::byte*), std::size_t BlockBytes>
 void quantize_blocks(const float* src, std::byte* dst, std::size_t blocks) {
@@ -648,7 +813,7 @@ Codec iq_grid_codec(TensorType type) noexcept {
       return {quantize_blocks<quantize_iq3_xxs_block, 98>, dequantize_iq3_xxs, quantize_blocks_weighted<quantize_iq3_xxs_block, 98>};
     case TensorType::IQ3_S:
       return {quantize_blocks<quantize_iq3_s_block, 110>, dequantize_iq3_s, quantize_blocks_weighted<quantize_iq3_s_block, 110>};
-    case TensorType::IQ1_S: return {nullptr, dequantize_iq1_s};
+    case TensorType::IQ1_S: return {nullptr, dequantize_iq1_s, quantize_blocks_weighted<quantize_iq1_s_block, 50>};
     case TensorType::IQ1_M: return {nullptr, dequantize_iq1_m};
     default: return {};
   }

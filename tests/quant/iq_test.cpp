@@ -91,7 +91,7 @@ TEST(IqQuantize, MatchesGgmlWithImportance) {
   const Answer answers[] = {
       {TensorType::IQ4_NL, 0x2bf4cb3d8bbab86full}, {TensorType::IQ4_XS, 0x51f152881c1a544aull}, {TensorType::IQ3_XXS, 0x67d5c88e7d2268ceull},
       {TensorType::IQ3_S, 0xb2762dfe36423b8aull},  {TensorType::IQ2_S, 0x547774021621284cull},  {TensorType::IQ2_XXS, 0xcb5c96e53f67ecc7ull},
-      {TensorType::IQ2_XS, 0x4b7468c5dbe9e9faull},
+      {TensorType::IQ2_XS, 0x4b7468c5dbe9e9faull}, {TensorType::IQ1_S, 0x4daf010123a325aeull},
   };
   const auto x = kat_row();
   const auto w = kat_importance();
@@ -125,7 +125,7 @@ TEST(IqQuantize, RoundTripsNearTheInput) {
 // quantize_rows() with importance quantizes them.
 TEST(IqQuantize, TypesThatNeedImportanceRefuseWithout) {
   const auto x = kat_row();
-  for (TensorType type : {TensorType::IQ2_XXS, TensorType::IQ2_XS}) {
+  for (TensorType type : {TensorType::IQ2_XXS, TensorType::IQ2_XS, TensorType::IQ1_S}) {
     EXPECT_TRUE(sw::requires_importance(type));
     EXPECT_FALSE(sw::can_quantize(type));
     auto out = row_bytes(type);
@@ -142,7 +142,7 @@ TEST(IqQuantize, TypesThatNeedImportanceRefuseWithout) {
 TEST(IqQuantize, SameBytesFromManyThreads) {
   const auto x = kat_row();
   const auto w = kat_importance();
-  for (TensorType type : {TensorType::IQ3_XXS, TensorType::IQ3_S, TensorType::IQ2_S, TensorType::IQ2_XXS, TensorType::IQ2_XS}) {
+  for (TensorType type : {TensorType::IQ3_XXS, TensorType::IQ3_S, TensorType::IQ2_S, TensorType::IQ2_XXS, TensorType::IQ2_XS, TensorType::IQ1_S}) {
     std::vector<std::vector<std::byte>> outs(8, row_bytes(type));
     std::vector<std::thread> threads;
     for (auto& out : outs) threads.emplace_back([&] { (void)sw::quantize_rows(type, x, out, kRow, w); });
