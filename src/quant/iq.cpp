@@ -792,6 +792,173 @@ void quantize_iq1_s_block(const float* x, const float* importance, std::byte* ou
   for (int ib = 0; ib < 8; ++ib) store_u16(out + 34 + 2 * ib, qh[ib]);
 }
 
+// ---- IQ1_M -----------------------------------------------------------------------------------------
+
+// The shifted levels of IQ1_M's sub-group k (0: elements 0-7, 1: 8-15) under shift code `shift` (bit 1:
+// first half minus, bit 0: second half minus).
+inline const float* iq1_m_levels(int shift, int k) noexcept {
+  const bool minus = k == 0 ? shift >= 2 : shift % 2 == 1;
+  return minus ? kIq1Minus : kIq1Plus;
+}
+
+struct Iq1mGroup {
+  float scale = 0;
+  int shift = 0;
+  bool zero = true;
+  int index[2] = {};
+};
+
+// One 16-element IQ1_M group: the exact best split of the sorted values into the three levels, for each
+// of the four shift choices (one a half), from per-half prefix sums; then the two sub-groups' entries.
+Iq1mGroup iq1_m_group(const iq::GridSearch& grid, const float* x, const float* weight) noexcept {
+  Iq1mGroup g;
+  float max = std::fabs(x[0]);
+  for (int i = 1; i < 16; ++i) max = max_of(max, std::fabs(x[i]));
+  if (max < 1e-7f) return g;
+  Ranked sorted[16], tmp[16];
+  for (int j = 0; j < 16; ++j) sorted[j] = {x[j], j};
+  merge_sort(sorted, 16, tmp);
+  float px[2][17], pw[2][17];
+  px[0][0] = px[1][0] = 0;
+  pw[0][0] = pw[1][0] = 0;
+  for (int j = 0; j < 16; ++j) {
+    const int i = sorted[j].index;
+    const int h = i < 8 ? 0 : 1;
+    px[h][j + 1] = px[h][j] + weight[i] * x[i];
+    px[1 - h][j + 1] = px[1 - h][j];
+    pw[h][j + 1] = pw[h][j] + weight[i];
+    pw[1 - h][j + 1] = pw[1 - h][j];
+  }
+  const float txs[2] = {px[0][16], px[1][16]}, tws[2] = {pw[0][16], pw[1][16]};
+  const float p2 = kIq1Plus[2], m2 = kIq1Minus[2];
+  const float cp1 = kIq1Plus[0] * kIq1Plus[0] - kIq1Plus[1] * kIq1Plus[1];
+  const float cp2 = kIq1Plus[1] * kIq1Plus[1] - kIq1Plus[2] * kIq1Plus[2];
+  const float cm1 = kIq1Minus[0] * kIq1Minus[0] - kIq1Minus[1] * kIq1Minus[1];
+  const float cm2 = kIq1Minus[1] * kIq1Minus[1] - kIq1Minus[2] * kIq1Minus[2];
+  float best_score = -FLT_MAX, scale = max;
+  int best1 = -1, best2 = -1, best_k = -1;
+  for (int i1 = 0; i1 <= 16; ++i1) {
+    for (int i2 = i1; i2 <= 16; ++i2) {
+      float qx_p[2], qx_m[2], q2_p[2], q2_m[2];
+      for (int h = 0; h < 2; ++h) {
+        const float sx = px[h][i1] + px[h][i2];
+        qx_p[h] = txs[h] * p2 - sx;
+        qx_m[h] = txs[h] * m2 - sx;
+        q2_p[h] = tws[h] * p2 * p2 + pw[h][i1] * cp1 + pw[h][i2] * cp2;
+        q2_m[h] = tws[h] * m2 * m2 + pw[h][i1] * cm1 + pw[h][i2] * cm2;
+      }
+      const float sumqx[4] = {qx_p[0] + qx_p[1], qx_p[0] + qx_m[1], qx_m[0] + qx_p[1], qx_m[0] + qx_m[1]};
+      const float sumq2[4] = {q2_p[0] + q2_p[1], q2_p[0] + q2_m[1], q2_m[0] + q2_p[1], q2_m[0] + q2_m[1]};
+      for (int k = 0; k < 4; ++k) {
+        if (sumq2[k] > 0 && sumqx[k] * sumqx[k] > best_score * sumq2[k]) {
+          scale = sumqx[k] / sumq2[k];
+          best_score = scale * sumqx[k];
+          best1 = i1;
+          best2 = i2;
+          best_k = k;
+        }
+      }
+    }
+  }
+  if (best1 < 0 || best2 < 0 || best_k < 0) return g;
+  std::int8_t L[16];
+  for (int j = 0; j < 16; ++j) L[sorted[j].index] = static_cast<std::int8_t>(j < best1 ? 0 : j < best2 ? 1 : 2);
+  if (scale < 0) {
+    for (std::int8_t& l : L) l = static_cast<std::int8_t>(2 - l);
+    scale = -scale;
+    best_k = 3 - best_k;
+  }
+  bool all_on_grid = true;
+  for (int k = 0; k < 2; ++k) {
+    unsigned key = 0;
+    for (int j = 0; j < 8; ++j) key |= static_cast<unsigned>(L[8 * k + j]) << (2 * j);
+    g.index[k] = grid.index_of(key);
+    if (g.index[k] < 0) {
+      all_on_grid = false;
+      g.index[k] = iq1_best_neighbour(grid, grid.neighbours_of(key), x + 8 * k, weight + 8 * k, scale, iq1_m_levels(best_k, k), L + 8 * k);
+    }
+  }
+  if (!all_on_grid) {
+    float sumqx = 0, sumq2 = 0;
+    for (int k = 0; k < 2; ++k) {
+      const float* xx = iq1_m_levels(best_k, k);
+      const std::int8_t* pg = grid.point(g.index[k]);
+      for (int j = 0; j < 8; ++j) {
+        const float q = xx[(pg[j] - 1) / 2];
+        sumqx += weight[8 * k + j] * q * x[8 * k + j];
+        sumq2 += weight[8 * k + j] * q * q;
+      }
+    }
+    if (sumqx > 0 && sumq2 > 0) scale = sumqx / sumq2;
+  }
+  g.scale = scale;
+  g.shift = best_k;
+  g.zero = false;
+  return g;
+}
+
+// Importance x sqrt(sigma2 + x^2) for 16 elements.
+void iq1_m_weights(const float* x, const float* importance, float sigma2, float* weight) noexcept {
+  for (int i = 0; i < 16; ++i) weight[i] = importance[i] * std::sqrt(sigma2 + x[i] * x[i]);
+}
+
+// IQ1_M (importance only): per 16 elements two 11-bit grid indices with their shift bits and a 3-bit
+// scale; the float16 d, refitted to the rounded scales and times 1.1125, spread over the scale words'
+// top nibbles.
+void quantize_iq1_m_block(const float* x, const float* importance, std::byte* out) noexcept {
+  static constexpr std::uint8_t kShiftMasks[4] = {0x00, 0x80, 0x08, 0x88};
+  const iq::GridSearch& grid = iq::grid_search(TensorType::IQ1_M);
+  std::memset(out, 0, 56);
+  std::uint8_t qs[32] = {}, qh[16] = {};
+  float scales[16];
+  int shifts[16];
+  float max_scale = 0;
+  const float sigma2 = doubled_mean_square(x);
+  for (int ib = 0; ib < 16; ++ib) {
+    float weight[16];
+    iq1_m_weights(x + 16 * ib, importance + 16 * ib, sigma2, weight);
+    const Iq1mGroup g = iq1_m_group(grid, x + 16 * ib, weight);
+    scales[ib] = g.scale;
+    shifts[ib] = g.shift;
+    if (g.zero) continue;
+    qs[2 * ib] = static_cast<std::uint8_t>(g.index[0] & 255);
+    qs[2 * ib + 1] = static_cast<std::uint8_t>(g.index[1] & 255);
+    qh[ib] = static_cast<std::uint8_t>((g.index[0] >> 8) | ((g.index[1] >> 8) << 4));
+    max_scale = max_of(max_scale, scales[ib]);
+  }
+  std::uint16_t sc[4] = {};
+  if (max_scale) {
+    float d = max_scale / 15;
+    const float id = 1 / d;
+    float sumqx = 0, sumq2 = 0;
+    for (int ib = 0; ib < 16; ++ib) {
+      const int l = clamp_int(magic_round(0.5f * (id * scales[ib] - 1)), 0, 7);
+      sc[ib / 4] = static_cast<std::uint16_t>(sc[ib / 4] | (l << (3 * (ib % 4))));
+      qh[ib] = static_cast<std::uint8_t>(qh[ib] | kShiftMasks[shifts[ib]]);
+      float weight[16];
+      iq1_m_weights(x + 16 * ib, importance + 16 * ib, sigma2, weight);
+      for (int k = 0; k < 2; ++k) {
+        const float* xx = iq1_m_levels(shifts[ib], k);
+        const std::int8_t* pg = grid.point(qs[2 * ib + k] + ((qh[ib] << (8 - 4 * k)) & 0x700));
+        for (int j = 0; j < 8; ++j) {
+          const float q = xx[(pg[j] - 1) / 2] * static_cast<float>(2 * l + 1);
+          sumqx += weight[8 * k + j] * q * x[16 * ib + 8 * k + j];
+          sumq2 += weight[8 * k + j] * q * q;
+        }
+      }
+    }
+    if (sumq2 > 0) d = sumqx / sumq2;
+    const std::uint16_t bits = f32_to_f16(d * 1.1125f);
+    sc[0] = static_cast<std::uint16_t>(sc[0] | ((bits & 0x000f) << 12));
+    sc[1] = static_cast<std::uint16_t>(sc[1] | ((bits & 0x00f0) << 8));
+    sc[2] = static_cast<std::uint16_t>(sc[2] | ((bits & 0x0f00) << 4));
+    sc[3] = static_cast<std::uint16_t>(sc[3] | (bits & 0xf000));
+  }
+  std::memcpy(out, qs, 32);
+  std::memcpy(out + 32, qh, 16);
+  for (int i = 0; i < 4; ++i) store_u16(out + 48 + 2 * i, sc[i]);
+}
+
 // Rows of whole 256-element blocks, with or without importance (one weight per column of the row).
 template <void (*Block)(const float*, const float*, std::byte*), std::size_t BlockBytes>
 void quantize_blocks(const float* src, std::byte* dst, std::size_t blocks) {
@@ -814,7 +981,7 @@ Codec iq_grid_codec(TensorType type) noexcept {
     case TensorType::IQ3_S:
       return {quantize_blocks<quantize_iq3_s_block, 110>, dequantize_iq3_s, quantize_blocks_weighted<quantize_iq3_s_block, 110>};
     case TensorType::IQ1_S: return {nullptr, dequantize_iq1_s, quantize_blocks_weighted<quantize_iq1_s_block, 50>};
-    case TensorType::IQ1_M: return {nullptr, dequantize_iq1_m};
+    case TensorType::IQ1_M: return {nullptr, dequantize_iq1_m, quantize_blocks_weighted<quantize_iq1_m_block, 56>};
     default: return {};
   }
 }

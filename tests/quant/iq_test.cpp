@@ -125,7 +125,7 @@ TEST(IqQuantize, RoundTripsNearTheInput) {
 // quantize_rows() with importance quantizes them.
 TEST(IqQuantize, TypesThatNeedImportanceRefuseWithout) {
   const auto x = kat_row();
-  for (TensorType type : {TensorType::IQ2_XXS, TensorType::IQ2_XS, TensorType::IQ1_S}) {
+  for (TensorType type : {TensorType::IQ2_XXS, TensorType::IQ2_XS, TensorType::IQ1_S, TensorType::IQ1_M}) {
     EXPECT_TRUE(sw::requires_importance(type));
     EXPECT_FALSE(sw::can_quantize(type));
     auto out = row_bytes(type);
