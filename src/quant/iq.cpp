@@ -306,7 +306,7 @@ GroupScale search_group(const SearchRules& rules, const iq::GridSearch& grid, co
   float max = xval[0];
   for (int i = 1; i < n; ++i) max = max_of(max, xval[i]);
   std::memset(L, 0, static_cast<std::size_t>(n));
-  if (rules.zero_below > 0 ? max < rules.zero_below : !max) return {0, true};
+  if (rules.zero_below > 0 ? max < rules.zero_below : max == 0) return {0, true};
   float best = 0;
   float scale = max / static_cast<float>(2 * rules.levels - 1);
   bool on_grid[8], on_grid_trial[8];
@@ -379,7 +379,7 @@ void quantize_iq3_xxs_block(const float* x, const float* importance, std::byte* 
     max_scale = max_of(max_scale, scales[ib]);
   }
   std::memset(out, 0, 98);
-  if (!max_scale) return;
+  if (max_scale == 0) return;
   const float d = max_scale / 31;
   store_f16(out, d * 1.0125f);
   const float id = 1 / d;
@@ -416,7 +416,7 @@ void quantize_iq3_s_block(const float* x, const float* importance, std::byte* ou
     sign_bytes += 4;
     max_scale = max_of(max_scale, scales[ib]);
   }
-  if (!max_scale) return;
+  if (max_scale == 0) return;
   const float d = max_scale / 31;
   store_f16(out, d * 1.033f);
   const float id = 1 / d;
@@ -455,7 +455,7 @@ void quantize_iq2_xs_block(const float* x, const float* importance, std::byte* o
     max_scale = max_of(max_scale, scales[ib]);
   }
   std::memset(out, 0, 74);
-  if (!max_scale) return;
+  if (max_scale == 0) return;
   const float d = max_scale / 31;
   store_f16(out, d);
   for (int i = 0; i < 32; ++i) store_u16(out + 2 + 2 * i, q2[i]);
@@ -485,7 +485,7 @@ void quantize_iq2_s_block(const float* x, const float* importance, std::byte* ou
     }
     max_scale = max_of(max_scale, scales[ib]);
   }
-  if (!max_scale) return;
+  if (max_scale == 0) return;
   const float d = max_scale / 31;
   store_f16(out, d * 0.9875f);
   store_scale_nibbles(1 / d, scales, out + 74);
@@ -619,7 +619,7 @@ void quantize_iq2_xxs_block(const float* x, const float* importance, std::byte* 
     max_scale = max_of(max_scale, scales[ib]);
   }
   std::memset(out, 0, 66);
-  if (!max_scale) return;
+  if (max_scale == 0) return;
   const float d = max_scale / 31;
   store_f16(out, d);
   const float id = 1 / d;
@@ -779,7 +779,7 @@ void quantize_iq1_s_block(const float* x, const float* importance, std::byte* ou
     }
     max_scale = max_of(max_scale, scales[ib]);
   }
-  if (max_scale) {
+  if (max_scale != 0) {
     const float d = max_scale / 15;
     store_f16(out, d * 1.125f);
     const float id = 1 / d;
@@ -927,7 +927,7 @@ void quantize_iq1_m_block(const float* x, const float* importance, std::byte* ou
     max_scale = max_of(max_scale, scales[ib]);
   }
   std::uint16_t sc[4] = {};
-  if (max_scale) {
+  if (max_scale != 0) {
     float d = max_scale / 15;
     const float id = 1 / d;
     float sumqx = 0, sumq2 = 0;

@@ -121,7 +121,7 @@ void quantize_iq4_nl_block(const float* x, const float* importance, std::byte* o
   const float d = iq4_sub_block_scale(x, weight);
   store_f16(out, d);
   std::uint8_t L[32];
-  iq4_codes(x, 32, d ? 1 / d : 0, L);
+  iq4_codes(x, 32, d != 0 ? 1 / d : 0, L);
   pack_iq4_codes(L, 32, out + 2);
 }
 
@@ -152,7 +152,7 @@ void quantize_iq4_xs_block(const float* x, const float* importance, std::byte* o
   }
   const float d = -max_scale / 32;
   store_f16(out, d);
-  const float id = d ? 1 / d : 0.f;
+  const float id = d != 0 ? 1 / d : 0.f;
   unsigned scales_h = 0;
   std::uint8_t scales_l[4] = {};
   std::uint8_t L[256];
@@ -160,7 +160,7 @@ void quantize_iq4_xs_block(const float* x, const float* importance, std::byte* o
     int l = magic_round(id * scales[ib]);
     l = l < -32 ? -32 : (l > 31 ? 31 : l);
     const float dl = d * static_cast<float>(l);
-    iq4_codes(x + 32 * ib, 32, dl ? 1 / dl : 0.f, L + 32 * ib);
+    iq4_codes(x + 32 * ib, 32, dl != 0 ? 1 / dl : 0.f, L + 32 * ib);
     l += 32;
     scales_l[ib / 2] = static_cast<std::uint8_t>(scales_l[ib / 2] | ((l & 0xf) << (4 * (ib % 2))));
     scales_h |= static_cast<unsigned>(l >> 4) << (2 * ib);
@@ -246,7 +246,7 @@ void quantize_tq1_0(const float* x, std::byte* dst, std::size_t blocks) {
   for (std::size_t b = 0; b < blocks; ++b, x += 256) {
     std::byte* out = dst + 54 * b;
     const float d = ternary_scale(x);
-    const float id = d ? 1.0f / d : 0.0f;
+    const float id = d != 0 ? 1.0f / d : 0.0f;
     store_f16(out + 52, d);
     for (int m = 0; m < 32; ++m) out[m] = trit_fraction(trits(x + m, 32, 5, id));
     for (int m = 0; m < 16; ++m) out[32 + m] = trit_fraction(trits(x + 160 + m, 16, 5, id));
@@ -258,7 +258,7 @@ void quantize_tq2_0(const float* x, std::byte* dst, std::size_t blocks) {
   for (std::size_t b = 0; b < blocks; ++b, x += 256) {
     std::byte* out = dst + 66 * b;
     const float d = ternary_scale(x);
-    const float id = d ? 1.0f / d : 0.0f;
+    const float id = d != 0 ? 1.0f / d : 0.0f;
     store_f16(out + 64, d);
     for (int j = 0; j < 64; j += 32)
       for (int m = 0; m < 32; ++m) {
