@@ -677,6 +677,34 @@ int iq1_best_neighbour(const iq::GridSearch& grid, std::span<const std::uint16_t
   return best;
 }
 
+// The grid entries of `groups` sub-groups of 8 level indices L (sub-group k's levels shifted as
+// levels[k]): a key's own entry, or its best neighbour at `scale`. When any was off the grid, the scale is
+// refitted to the chosen entries (kept if the fit is not positive). Returns the scale.
+float fit_iq1_entries(const iq::GridSearch& grid, int groups, const float* const* levels, const float* x, const float* weight, float scale,
+                      std::int8_t* L, int* index) noexcept {
+  bool all_on_grid = true;
+  for (int k = 0; k < groups; ++k) {
+    unsigned key = 0;
+    for (int j = 0; j < 8; ++j) key |= static_cast<unsigned>(L[8 * k + j]) << (2 * j);
+    index[k] = grid.index_of(key);
+    if (index[k] < 0) {
+      all_on_grid = false;
+      index[k] = iq1_best_neighbour(grid, grid.neighbours_of(key), x + 8 * k, weight + 8 * k, scale, levels[k], L + 8 * k);
+    }
+  }
+  if (all_on_grid) return scale;
+  float sumqx = 0, sumq2 = 0;
+  for (int k = 0; k < groups; ++k) {
+    const std::int8_t* pg = grid.point(index[k]);
+    for (int j = 0; j < 8; ++j) {
+      const float q = levels[k][(pg[j] - 1) / 2];
+      sumqx += weight[8 * k + j] * q * x[8 * k + j];
+      sumq2 += weight[8 * k + j] * q * q;
+    }
+  }
+  return sumqx > 0 && sumq2 > 0 ? sumqx / sumq2 : scale;
+}
+
 struct Iq1Group {
   float scale = 0;
   int shift = 1;  // +1: levels + delta, -1: levels - delta
@@ -730,28 +758,8 @@ Iq1Group iq1_s_group(const iq::GridSearch& grid, const float* x, const float* im
     best_shift = -best_shift;
   }
   const float* xx = best_shift == 1 ? kIq1Plus : kIq1Minus;
-  bool all_on_grid = true;
-  for (int k = 0; k < 4; ++k) {
-    unsigned key = 0;
-    for (int j = 0; j < 8; ++j) key |= static_cast<unsigned>(L[8 * k + j]) << (2 * j);
-    g.index[k] = grid.index_of(key);
-    if (g.index[k] < 0) {
-      all_on_grid = false;
-      g.index[k] = iq1_best_neighbour(grid, grid.neighbours_of(key), x + 8 * k, weight + 8 * k, scale, xx, L + 8 * k);
-    }
-  }
-  if (!all_on_grid) {
-    float sumqx = 0, sumq2 = 0;
-    for (int k = 0; k < 4; ++k) {
-      const std::int8_t* pg = grid.point(g.index[k]);
-      for (int j = 0; j < 8; ++j) {
-        const float q = xx[(pg[j] - 1) / 2];
-        sumqx += weight[8 * k + j] * q * x[8 * k + j];
-        sumq2 += weight[8 * k + j] * q * q;
-      }
-    }
-    if (sumqx > 0 && sumq2 > 0) scale = sumqx / sumq2;
-  }
+  const float* levels[4] = {xx, xx, xx, xx};
+  scale = fit_iq1_entries(grid, 4, levels, x, weight, scale, L, g.index);
   g.scale = scale;
   g.shift = best_shift;
   g.zero = false;
@@ -868,29 +876,8 @@ Iq1mGroup iq1_m_group(const iq::GridSearch& grid, const float* x, const float* w
     scale = -scale;
     best_k = 3 - best_k;
   }
-  bool all_on_grid = true;
-  for (int k = 0; k < 2; ++k) {
-    unsigned key = 0;
-    for (int j = 0; j < 8; ++j) key |= static_cast<unsigned>(L[8 * k + j]) << (2 * j);
-    g.index[k] = grid.index_of(key);
-    if (g.index[k] < 0) {
-      all_on_grid = false;
-      g.index[k] = iq1_best_neighbour(grid, grid.neighbours_of(key), x + 8 * k, weight + 8 * k, scale, iq1_m_levels(best_k, k), L + 8 * k);
-    }
-  }
-  if (!all_on_grid) {
-    float sumqx = 0, sumq2 = 0;
-    for (int k = 0; k < 2; ++k) {
-      const float* xx = iq1_m_levels(best_k, k);
-      const std::int8_t* pg = grid.point(g.index[k]);
-      for (int j = 0; j < 8; ++j) {
-        const float q = xx[(pg[j] - 1) / 2];
-        sumqx += weight[8 * k + j] * q * x[8 * k + j];
-        sumq2 += weight[8 * k + j] * q * q;
-      }
-    }
-    if (sumqx > 0 && sumq2 > 0) scale = sumqx / sumq2;
-  }
+  const float* levels[2] = {iq1_m_levels(best_k, 0), iq1_m_levels(best_k, 1)};
+  scale = fit_iq1_entries(grid, 2, levels, x, weight, scale, L, g.index);
   g.scale = scale;
   g.shift = best_k;
   g.zero = false;

@@ -242,12 +242,17 @@ inline std::uint8_t trits(const float* x, std::size_t stride, int digits, float 
 // A base-3 number of 5 digits as a fraction of 256 (ceiling of q x 256 / 243).
 inline std::byte trit_fraction(std::uint8_t q) noexcept { return std::byte(static_cast<std::uint8_t>((q * 256 + 242) / 243)); }
 
+// Stores the block's scale (its largest |x|) at d_out; returns its inverse (0 for a zero block).
+float ternary_header(const float* x, std::byte* d_out) noexcept {
+  const float d = ternary_scale(x);
+  store_f16(d_out, d);
+  return d != 0 ? 1.0f / d : 0.0f;
+}
+
 void quantize_tq1_0(const float* x, std::byte* dst, std::size_t blocks) {
   for (std::size_t b = 0; b < blocks; ++b, x += 256) {
     std::byte* out = dst + 54 * b;
-    const float d = ternary_scale(x);
-    const float id = d != 0 ? 1.0f / d : 0.0f;
-    store_f16(out + 52, d);
+    const float id = ternary_header(x, out + 52);
     for (int m = 0; m < 32; ++m) out[m] = trit_fraction(trits(x + m, 32, 5, id));
     for (int m = 0; m < 16; ++m) out[32 + m] = trit_fraction(trits(x + 160 + m, 16, 5, id));
     for (int j = 0; j < 4; ++j) out[48 + j] = trit_fraction(static_cast<std::uint8_t>(trits(x + 240 + j, 4, 4, id) * 3));
@@ -257,9 +262,7 @@ void quantize_tq1_0(const float* x, std::byte* dst, std::size_t blocks) {
 void quantize_tq2_0(const float* x, std::byte* dst, std::size_t blocks) {
   for (std::size_t b = 0; b < blocks; ++b, x += 256) {
     std::byte* out = dst + 66 * b;
-    const float d = ternary_scale(x);
-    const float id = d != 0 ? 1.0f / d : 0.0f;
-    store_f16(out + 64, d);
+    const float id = ternary_header(x, out + 64);
     for (int j = 0; j < 64; j += 32)
       for (int m = 0; m < 32; ++m) {
         std::uint8_t q = 0;
