@@ -350,6 +350,26 @@ constexpr SearchRules kIq3sRules{32, 8, 9, 0.2f, false, 0, false, false};
 constexpr SearchRules kIq2xsRules{16, 3, 9, 0.1f, true, 1e-15f, true, false};
 constexpr SearchRules kIq2sRules{16, 3, 9, 0.1f, false, 1e-8f, true, true};
 
+// Searches every group of a 256-element block (rules.n elements each) and hands each group that is not
+// all zero to write(ib, L, signs), in order; fills scales (0 for an all-zero group) and returns the
+// largest scale, as ggml's MAX() finds it over the written groups.
+template <typename Write>
+float search_block(const SearchRules& rules, const iq::GridSearch& grid, const float* x, const float* importance, float sigma2, float* scales,
+                   Write&& write) noexcept {
+  float max_scale = 0;
+  for (int ib = 0; ib < 256 / rules.n; ++ib) {
+    std::int8_t L[32];
+    std::uint8_t signs[4];
+    const GroupScale group =
+        search_group(rules, grid, x + rules.n * ib, importance != nullptr ? importance + rules.n * ib : nullptr, sigma2, L, signs);
+    scales[ib] = group.scale;
+    if (group.zero) continue;
+    write(ib, L, signs);
+    max_scale = max_of(max_scale, group.scale);
+  }
+  return max_scale;
+}
+
 // A group scale as a 4-bit multiple of the block's d: scale ~ d x (2l + 1).
 inline unsigned scale_code(float id, float scale) noexcept { return static_cast<unsigned>(clamp_int(magic_round(0.5f * (id * scale - 1)), 0, 15)); }
 
@@ -366,18 +386,11 @@ void quantize_iq3_xxs_block(const float* x, const float* importance, std::byte* 
   std::uint8_t qs[64] = {};
   std::uint32_t words[8] = {};
   float scales[8];
-  float max_scale = 0;
-  const float sigma2 = doubled_mean_square(x);
-  for (int ib = 0; ib < 8; ++ib) {
-    std::int8_t L[32];
-    std::uint8_t signs[4];
-    const GroupScale group = search_group(kIq3xxsRules, grid, x + 32 * ib, importance != nullptr ? importance + 32 * ib : nullptr, sigma2, L, signs);
-    scales[ib] = group.scale;
-    if (group.zero) continue;  // indices and word stay 0
-    for (int k = 0; k < 8; ++k) qs[8 * ib + k] = static_cast<std::uint8_t>(grid_index(grid, L + 4 * k));
-    words[ib] = signs[0] | (signs[1] << 7) | (signs[2] << 14) | (static_cast<std::uint32_t>(signs[3]) << 21);
-    max_scale = max_of(max_scale, scales[ib]);
-  }
+  const float max_scale = search_block(kIq3xxsRules, grid, x, importance, doubled_mean_square(x), scales,
+                                       [&](int ib, const std::int8_t* L, const std::uint8_t* signs) {  // an all-zero group's stay 0
+                                         for (int k = 0; k < 8; ++k) qs[8 * ib + k] = static_cast<std::uint8_t>(grid_index(grid, L + 4 * k));
+                                         words[ib] = signs[0] | (signs[1] << 7) | (signs[2] << 14) | (static_cast<std::uint32_t>(signs[3]) << 21);
+                                       });
   std::memset(out, 0, 98);
   if (max_scale == 0) return;
   const float d = max_scale / 31;
@@ -398,24 +411,17 @@ void quantize_iq3_s_block(const float* x, const float* importance, std::byte* ou
   std::byte* qh = out + 66;
   std::byte* sign_bytes = out + 74;
   float scales[8];
-  float max_scale = 0;
-  const float sigma2 = doubled_mean_square(x);
-  for (int ib = 0; ib < 8; ++ib) {
-    std::int8_t L[32];
-    std::uint8_t signs[4];
-    const GroupScale group = search_group(kIq3sRules, grid, x + 32 * ib, importance != nullptr ? importance + 32 * ib : nullptr, sigma2, L, signs);
-    scales[ib] = group.scale;
-    if (group.zero) continue;
-    for (int k = 0; k < 8; ++k) {
-      const int index = grid_index(grid, L + 4 * k);
-      qs[k] = std::byte(static_cast<std::uint8_t>(index & 255));
-      qh[ib] |= std::byte(static_cast<std::uint8_t>((index >> 8) << k));
-    }
-    qs += 8;
-    for (int k = 0; k < 4; ++k) sign_bytes[k] = std::byte(signs[k]);
-    sign_bytes += 4;
-    max_scale = max_of(max_scale, scales[ib]);
-  }
+  const float max_scale =
+      search_block(kIq3sRules, grid, x, importance, doubled_mean_square(x), scales, [&](int ib, const std::int8_t* L, const std::uint8_t* signs) {
+        for (int k = 0; k < 8; ++k) {
+          const int index = grid_index(grid, L + 4 * k);
+          qs[k] = std::byte(static_cast<std::uint8_t>(index & 255));
+          qh[ib] |= std::byte(static_cast<std::uint8_t>((index >> 8) << k));
+        }
+        qs += 8;
+        for (int k = 0; k < 4; ++k) sign_bytes[k] = std::byte(signs[k]);
+        sign_bytes += 4;
+      });
   if (max_scale == 0) return;
   const float d = max_scale / 31;
   store_f16(out, d * 1.033f);
@@ -443,17 +449,10 @@ void quantize_iq2_xs_block(const float* x, const float* importance, std::byte* o
   const iq::GridSearch& grid = iq::grid_search(TensorType::IQ2_XS);
   std::uint16_t q2[32] = {};
   float scales[16];
-  float max_scale = 0;
-  const float sigma2 = mean_square(x);
-  for (int ib = 0; ib < 16; ++ib) {
-    std::int8_t L[16];
-    std::uint8_t signs[2];
-    const GroupScale group = search_group(kIq2xsRules, grid, x + 16 * ib, importance + 16 * ib, sigma2, L, signs);
-    scales[ib] = group.scale;
-    if (group.zero) continue;
-    for (int k = 0; k < 2; ++k) q2[2 * ib + k] = static_cast<std::uint16_t>(grid_index(grid, L + 8 * k) | (signs[k] << 9));
-    max_scale = max_of(max_scale, scales[ib]);
-  }
+  const float max_scale =
+      search_block(kIq2xsRules, grid, x, importance, mean_square(x), scales, [&](int ib, const std::int8_t* L, const std::uint8_t* signs) {
+        for (int k = 0; k < 2; ++k) q2[2 * ib + k] = static_cast<std::uint16_t>(grid_index(grid, L + 8 * k) | (signs[k] << 9));
+      });
   std::memset(out, 0, 74);
   if (max_scale == 0) return;
   const float d = max_scale / 31;
@@ -468,23 +467,16 @@ void quantize_iq2_s_block(const float* x, const float* importance, std::byte* ou
   const iq::GridSearch& grid = iq::grid_search(TensorType::IQ2_S);
   std::memset(out, 0, 82);
   float scales[16];
-  float max_scale = 0;
-  const float sigma2 = doubled_mean_square(x);
-  for (int ib = 0; ib < 16; ++ib) {
-    std::int8_t L[16];
-    std::uint8_t signs[2];
-    const GroupScale group = search_group(kIq2sRules, grid, x + 16 * ib, importance != nullptr ? importance + 16 * ib : nullptr, sigma2, L, signs);
-    scales[ib] = group.scale;
-    if (group.zero) continue;
-    for (int k = 0; k < 2; ++k) {
-      const int i8 = 2 * ib + k;
-      const int index = grid_index(grid, L + 8 * k);
-      out[2 + i8] = std::byte(static_cast<std::uint8_t>(index & 255));
-      out[66 + i8 / 4] |= std::byte(static_cast<std::uint8_t>((index >> 8) << (2 * (i8 % 4))));
-      out[34 + i8] = std::byte(signs[k]);
-    }
-    max_scale = max_of(max_scale, scales[ib]);
-  }
+  const float max_scale =
+      search_block(kIq2sRules, grid, x, importance, doubled_mean_square(x), scales, [&](int ib, const std::int8_t* L, const std::uint8_t* signs) {
+        for (int k = 0; k < 2; ++k) {
+          const int i8 = 2 * ib + k;
+          const int index = grid_index(grid, L + 8 * k);
+          out[2 + i8] = std::byte(static_cast<std::uint8_t>(index & 255));
+          out[66 + i8 / 4] |= std::byte(static_cast<std::uint8_t>((index >> 8) << (2 * (i8 % 4))));
+          out[34 + i8] = std::byte(signs[k]);
+        }
+      });
   if (max_scale == 0) return;
   const float d = max_scale / 31;
   store_f16(out, d * 0.9875f);
