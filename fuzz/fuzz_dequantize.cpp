@@ -4,8 +4,8 @@
 // that type (dequantized), and as float32 values (quantized, then dequantized back). Every supported
 // type must convert without error or undefined behaviour (the sanitizers), and a type that is not
 // supported must be refused with NotSupported; the values also go through quantize_rows() with
-// arbitrary importance weights. Where the algorithm guarantees it, quantizing the
-// dequantized values gives the stored bytes back:
+// importance weights. Where the algorithm guarantees it, quantizing the dequantized values gives the
+// stored bytes back:
 //  - F16 and BF16: every value but NaN (whose payload ggml does not keep);
 //  - Q8_0: a block whose scale d is finite and positive, whose codes lie in -127..127 and reach ±127
 //    (then 127 x d and 127 x d / 127 are exact, d comes back, and each q x d / d rounds back to q);
@@ -125,13 +125,15 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   std::vector<float> back(floats);
   FUZZ_CHECK(dequantize(type, packed, back).is_ok());
 
-  // 3. The same values as one row with importance weights, the values reversed (any float, as a
-  //    hostile imatrix may hold: ggml checks none): the weighted path, or quantize() where the type
-  //    takes no weights; NotSupported only for a type whose weighted path this build lacks.
-  if (floats != 0) {
-    const std::vector<float> importance(input.rbegin(), input.rend());
+  // 3. The same values with importance weights (their magnitudes, NaN and infinities included), one
+  // row: the weighted quantizers (the IQ types' searches) take any input without error or UB.
+  if (takes_importance(type) && floats != 0) {
+    std::vector<float> importance(floats);
+    for (std::size_t i = 0; i < floats; ++i) importance[i] = std::fabs(input[floats - 1 - i]);
     const Status weighted = quantize_rows(type, input, packed, floats, importance);
-    FUZZ_CHECK(weighted.is_ok() || (takes_importance(type) && weighted.error().kind() == ErrorKind::NotSupported));
+    // NotSupported: a weighted path this build lacks (quantize.h); never for a type requires_importance().
+    FUZZ_CHECK(weighted.is_ok() || (weighted.error().kind() == ErrorKind::NotSupported && !requires_importance(type)));
+    if (weighted.is_ok()) FUZZ_CHECK(dequantize(type, packed, back).is_ok());
   }
   return 0;
 }

@@ -7,22 +7,28 @@
 // ways (a copy), so a converter can treat every float type the same.
 //
 // Supported: quantize() and dequantize() for F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1, Q2_K,
-// Q3_K, Q4_K, Q5_K, Q6_K and Q8_K; dequantize() only for IQ4_NL, IQ4_XS, TQ1_0, TQ2_0 and MXFP4.
+// Q3_K, Q4_K, Q5_K, Q6_K, Q8_K, IQ4_NL, IQ4_XS, IQ3_XXS, IQ3_S, IQ2_S, TQ1_0, TQ2_0 and MXFP4;
+// dequantize() for IQ2_XXS, IQ2_XS, IQ1_S and IQ1_M too, which quantize only through quantize_rows()
+// with importance (requires_importance()). The IQ types' weighted paths are ggml's (quantize_rows()).
 // can_quantize()/can_dequantize() say exactly that; any other type gets NotSupported naming it.
 //
 // Exactness: the output bytes of quantize() are those of ggml's reference quantizers (Q4_0 ... Q8_1,
-// Q8_K, F16, BF16), and for Q2_K ... Q6_K those of llama.cpp's quantizer without an importance
-// matrix; those of quantize_rows() with importance weights are those of ggml_quantize_chunk() with them
-// as the imatrix (Q4_0 ... Q5_1, Q2_K ... Q6_K); dequantize() matches ggml's dequantizers bit for bit
-// (Q8_1, which ggml never dequantizes, reads as q x d like Q8_0). This holds for every input, NaN and infinities included, but one corner:
+// Q8_K, F16, BF16), and for Q2_K ... Q6_K and the IQ, TQ and MXFP4 types those of llama.cpp's quantizer
+// (ggml_quantize_chunk()) without an importance matrix; those of quantize_rows() with importance weights
+// are those of ggml_quantize_chunk() with them as the imatrix (Q4_0 ... Q5_1, Q2_K ... Q6_K, the IQ
+// types); dequantize() matches ggml's dequantizers bit for bit (Q8_1, which ggml never dequantizes,
+// reads as q x d like Q8_0). This holds for every input, NaN and infinities included (for the IQ grid
+// types: every input ggml does not abort on; ours writes a valid block for every input), but one corner:
 // in a block holding NaNs of different payloads, which NaN an operation on two of them returns is not
 // fixed by C (it follows the operand order a compiler picks), so there the K-quants' bytes can differ
 // from a given ggml build. docs/GGUF.md ("Quantization") has the evidence: tests against ggml and gguf-py.
 //
-// Rows: each call converts whole blocks and allocates nothing; it does not poll cancellation (a row
-// is short), callers do between rows.
+// Rows: each call converts whole blocks and allocates nothing (but the first quantizing to a grid type,
+// IQ1_* to IQ3_*, which builds that type's search tables once for the process: a few MiB in all); it
+// does not poll cancellation (a row is short), callers do between rows.
 //
-// Thread safety: pure functions of their arguments; call them from any thread on disjoint outputs.
+// Thread safety: pure functions of their arguments; call them from any thread on disjoint outputs (the
+// search tables' one build is thread-safe, and the bytes do not depend on which thread does it).
 #pragma once
 
 #include <cstddef>

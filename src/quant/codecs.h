@@ -3,8 +3,9 @@
 //
 // A codec works on whole blocks: quantize reads blocks x block_elements floats and writes blocks x
 // block_bytes bytes; dequantize the reverse. Arguments were checked by quantize.cpp; a codec cannot fail
-// and allocates nothing. Every file here is compiled with -ffp-contract=off and without fast-math
-// (CMakeLists.txt): exactness depends on evaluating float expressions as ggml's C code does.
+// and allocates nothing (but the grid quantizers' search tables, built once: iq_search.h). Every file
+// here is compiled with -ffp-contract=off and without fast-math (CMakeLists.txt): exactness depends on
+// evaluating float expressions as ggml's C code does.
 //
 // Thread safety: pure functions of their arguments.
 #pragma once
@@ -34,10 +35,11 @@ struct Codec {
 };
 
 // The codec of each family's types (a default Codec for types the family does not hold).
-Codec float_codec(TensorType type) noexcept;   // F32, F16, BF16 (quantize.cpp)
-Codec legacy_codec(TensorType type) noexcept;  // Q4_0 ... Q8_1 (legacy.cpp)
-Codec k_codec(TensorType type) noexcept;       // Q2_K ... Q8_K (kquants.cpp)
-Codec other_codec(TensorType type) noexcept;   // IQ*, TQ*, MXFP4 (other.cpp)
+Codec float_codec(TensorType type) noexcept;    // F32, F16, BF16 (quantize.cpp)
+Codec legacy_codec(TensorType type) noexcept;   // Q4_0 ... Q8_1 (legacy.cpp)
+Codec k_codec(TensorType type) noexcept;        // Q2_K ... Q8_K (kquants.cpp)
+Codec other_codec(TensorType type) noexcept;    // IQ4_*, TQ*, MXFP4 (other.cpp), and the grid types below
+Codec iq_grid_codec(TensorType type) noexcept;  // IQ1_*, IQ2_*, IQ3_* (iq.cpp), reached through other_codec
 
 // Block fields at any alignment (blocks are packed: an 18-byte block puts its float16 scale at every
 // even offset, a 17-byte one at odd ones), little-endian through core/little_endian.h.

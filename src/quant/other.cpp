@@ -1,11 +1,14 @@
-// Dequantizers for the other ggml types a downloaded GGUF may hold and whose decoding needs no large
-// code-book: IQ4_NL and IQ4_XS (a 16-entry non-linear table), TQ1_0 and TQ2_0 (ternary), MXFP4. They compute
-// ggml's products in its order. Quantizing to these types is not supported (their quantizers search
-// with an importance matrix); neither are the IQ1/IQ2/IQ3 types, whose code-books are not carried here.
+// The codecs of the ggml types whose decoding needs no large code-book: IQ4_NL and IQ4_XS (a 16-entry
+// non-linear table), TQ1_0 and TQ2_0 (ternary), MXFP4. Both directions compute ggml's expressions in its
+// order: the quantizers are those ggml_quantize_chunk() runs (IQ4's with and without importance weights;
+// TQ and MXFP4 take none). The IQ1/IQ2/IQ3 grid types are iq.cpp's.
 #include <bit>
+#include <cmath>
 #include <cstdint>
+#include <cstring>
 
 #include "quant/codecs.h"
+#include "quant/rounding.h"
 
 namespace safeweights::quant {
 namespace {
@@ -40,6 +43,144 @@ void dequantize_iq4_xs(const std::byte* src, float* y, std::size_t blocks) {
       iq4_levels(in + 8 + 16 * ib, d * static_cast<float>(ls - 32), y);
     }
   }
+}
+
+// ---- IQ4 quantization ------------------------------------------------------------------------------
+
+constexpr float kGroupMaxEps = 1e-15f;  // a sub-block whose largest |x| is below this is all zero
+constexpr int kIq4Trials = 7;           // ggml_quantize_chunk() tries scales (-max / -127) +/- 7 steps
+
+// Weighted sums of codes against values for the scale 1/id: sum w q x and sum w q q (q the level).
+struct LevelSums {
+  float qx = 0, q2 = 0;
+};
+
+LevelSums level_sums(const float* x, const float* weight, float id, std::uint8_t* L) noexcept {
+  LevelSums s;
+  for (int j = 0; j < 32; ++j) {
+    const int l = nearest_level(16, kIq4Levels, id * x[j]);
+    if (L != nullptr) L[j] = static_cast<std::uint8_t>(l);
+    const float q = kIq4Levels[l];
+    s.qx += weight[j] * q * x[j];
+    s.q2 += weight[j] * q * q;
+  }
+  return s;
+}
+
+// The scale of one 32-element sub-block: the least-squares scale of the levels that -max/127 picks, then
+// of 15 trial scales around it, the best kept. 0 for an all-zero sub-block.
+float iq4_sub_block_scale(const float* x, const float* weight) noexcept {
+  float amax = 0, max = 0;
+  for (int j = 0; j < 32; ++j) {
+    const float ax = std::fabs(x[j]);
+    if (ax > amax) {
+      amax = ax;
+      max = x[j];
+    }
+  }
+  if (amax < kGroupMaxEps) return 0;
+  LevelSums s = level_sums(x, weight, 1 / (-max / kIq4Levels[0]), nullptr);
+  float d = s.q2 > 0 ? s.qx / s.q2 : 0.f;
+  float best = d * s.qx;
+  for (int itry = -kIq4Trials; itry <= kIq4Trials; ++itry) {
+    s = level_sums(x, weight, static_cast<float>(itry + kIq4Levels[0]) / max, nullptr);
+    if (s.q2 > 0 && s.qx * s.qx > best * s.q2) {
+      d = s.qx / s.q2;
+      best = d * s.qx;
+    }
+  }
+  return d;
+}
+
+// Per-element weights of a block: the importance times sqrt(sigma2 + x^2) (sigma2 twice the block's mean
+// square), or x^2 without importance.
+void iq4_weights(const float* x, int n, const float* importance, float* weight) noexcept {
+  if (importance == nullptr) {
+    for (int j = 0; j < n; ++j) weight[j] = x[j] * x[j];
+    return;
+  }
+  float sigma2 = 0;
+  for (int j = 0; j < n; ++j) sigma2 += x[j] * x[j];
+  sigma2 *= 2.f / static_cast<float>(n);
+  for (int j = 0; j < n; ++j) weight[j] = importance[j] * std::sqrt(sigma2 + x[j] * x[j]);
+}
+
+void iq4_codes(const float* x, int n, float inverse_scale, std::uint8_t* L) noexcept {
+  for (int j = 0; j < n; ++j) L[j] = static_cast<std::uint8_t>(nearest_level(16, kIq4Levels, inverse_scale * x[j]));
+}
+
+void pack_iq4_codes(const std::uint8_t* L, int n, std::byte* qs) noexcept {
+  for (int i = 0; i < n / 32; ++i)
+    for (int j = 0; j < 16; ++j) qs[16 * i + j] = std::byte(static_cast<std::uint8_t>(L[32 * i + j] | (L[32 * i + 16 + j] << 4)));
+}
+
+// One IQ4_NL block (32 elements, 18 bytes).
+void quantize_iq4_nl_block(const float* x, const float* importance, std::byte* out) noexcept {
+  float weight[32];
+  iq4_weights(x, 32, importance, weight);
+  const float d = iq4_sub_block_scale(x, weight);
+  store_f16(out, d);
+  std::uint8_t L[32];
+  iq4_codes(x, 32, d != 0 ? 1 / d : 0, L);
+  pack_iq4_codes(L, 32, out + 2);
+}
+
+// One IQ4_XS super-block (256 elements, 136 bytes): sub-block scales as 6-bit multiples of
+// -max_scale/32, the codes chosen again for the rounded scale.
+void quantize_iq4_xs_block(const float* x, const float* importance, std::byte* out) noexcept {
+  float sigma_weights[256];
+  if (importance != nullptr) {
+    float sigma2 = 0;
+    for (int j = 0; j < 256; ++j) sigma2 += x[j] * x[j];
+    sigma2 *= 2.f / 256;
+    for (int j = 0; j < 256; ++j) sigma_weights[j] = importance[j] * std::sqrt(sigma2 + x[j] * x[j]);
+  }
+  float scales[8];
+  float max_scale = 0, amax_scale = 0;
+  for (int ib = 0; ib < 8; ++ib) {
+    const float* xb = x + 32 * ib;
+    float weight[32];
+    if (importance != nullptr)
+      std::memcpy(weight, sigma_weights + 32 * ib, sizeof weight);
+    else
+      iq4_weights(xb, 32, nullptr, weight);
+    scales[ib] = iq4_sub_block_scale(xb, weight);
+    if (std::fabs(scales[ib]) > amax_scale) {
+      amax_scale = std::fabs(scales[ib]);
+      max_scale = scales[ib];
+    }
+  }
+  const float d = -max_scale / 32;
+  store_f16(out, d);
+  const float id = d != 0 ? 1 / d : 0.f;
+  unsigned scales_h = 0;
+  std::uint8_t scales_l[4] = {};
+  std::uint8_t L[256];
+  for (int ib = 0; ib < 8; ++ib) {
+    int l = magic_round(id * scales[ib]);
+    l = l < -32 ? -32 : (l > 31 ? 31 : l);
+    const float dl = d * static_cast<float>(l);
+    iq4_codes(x + 32 * ib, 32, dl != 0 ? 1 / dl : 0.f, L + 32 * ib);
+    l += 32;
+    scales_l[ib / 2] = static_cast<std::uint8_t>(scales_l[ib / 2] | ((l & 0xf) << (4 * (ib % 2))));
+    scales_h |= static_cast<unsigned>(l >> 4) << (2 * ib);
+  }
+  store_u16(out + 2, static_cast<std::uint16_t>(scales_h));
+  std::memcpy(out + 4, scales_l, 4);
+  pack_iq4_codes(L, 256, out + 8);
+}
+
+void quantize_iq4_nl(const float* src, std::byte* dst, std::size_t blocks) {
+  for (std::size_t b = 0; b < blocks; ++b) quantize_iq4_nl_block(src + 32 * b, nullptr, dst + 18 * b);
+}
+void quantize_iq4_nl_weighted(const float* src, std::byte* dst, std::size_t row_length, const float* importance) {
+  for (std::size_t b = 0; b < row_length / 32; ++b) quantize_iq4_nl_block(src + 32 * b, importance + 32 * b, dst + 18 * b);
+}
+void quantize_iq4_xs(const float* src, std::byte* dst, std::size_t blocks) {
+  for (std::size_t b = 0; b < blocks; ++b) quantize_iq4_xs_block(src + 256 * b, nullptr, dst + 136 * b);
+}
+void quantize_iq4_xs_weighted(const float* src, std::byte* dst, std::size_t row_length, const float* importance) {
+  for (std::size_t b = 0; b < row_length / 256; ++b) quantize_iq4_xs_block(src + 256 * b, importance + 256 * b, dst + 136 * b);
 }
 
 // One ternary digit out of a base-3 byte: the byte holds the digits as a fraction of 256 (rounded up),
@@ -77,6 +218,60 @@ void dequantize_tq2_0(const std::byte* src, float* y, std::size_t blocks) {
   }
 }
 
+// ---- TQ quantization -------------------------------------------------------------------------------
+
+// The block's scale: its largest |x| as ggml's MAX macro finds it (a NaN is kept until the next value).
+float ternary_scale(const float* x) noexcept {
+  float amax = 0.0f;
+  for (int j = 0; j < 256; ++j) amax = amax > std::fabs(x[j]) ? amax : std::fabs(x[j]);
+  return amax;
+}
+
+// x / d rounded to -1, 0 or 1, plus 1 (lroundf's result for anything else is kept as ggml keeps it).
+inline int trit_of(float x, float id) noexcept { return static_cast<int>(std::lroundf(x * id) + 1); }
+
+// `digits` trits of x[0], x[stride], ... as a base-3 number, most significant first, in 8 bits.
+inline std::uint8_t trits(const float* x, std::size_t stride, int digits, float id) noexcept {
+  std::uint8_t q = 0;
+  for (int n = 0; n < digits; ++n) {
+    q = static_cast<std::uint8_t>(q * 3);
+    q = static_cast<std::uint8_t>(q + trit_of(x[n * stride], id));
+  }
+  return q;
+}
+// A base-3 number of 5 digits as a fraction of 256 (ceiling of q x 256 / 243).
+inline std::byte trit_fraction(std::uint8_t q) noexcept { return std::byte(static_cast<std::uint8_t>((q * 256 + 242) / 243)); }
+
+// Stores the block's scale (its largest |x|) at d_out; returns its inverse (0 for a zero block).
+float ternary_header(const float* x, std::byte* d_out) noexcept {
+  const float d = ternary_scale(x);
+  store_f16(d_out, d);
+  return d != 0 ? 1.0f / d : 0.0f;
+}
+
+void quantize_tq1_0(const float* x, std::byte* dst, std::size_t blocks) {
+  for (std::size_t b = 0; b < blocks; ++b, x += 256) {
+    std::byte* out = dst + 54 * b;
+    const float id = ternary_header(x, out + 52);
+    for (int m = 0; m < 32; ++m) out[m] = trit_fraction(trits(x + m, 32, 5, id));
+    for (int m = 0; m < 16; ++m) out[32 + m] = trit_fraction(trits(x + 160 + m, 16, 5, id));
+    for (int j = 0; j < 4; ++j) out[48 + j] = trit_fraction(static_cast<std::uint8_t>(trits(x + 240 + j, 4, 4, id) * 3));
+  }
+}
+
+void quantize_tq2_0(const float* x, std::byte* dst, std::size_t blocks) {
+  for (std::size_t b = 0; b < blocks; ++b, x += 256) {
+    std::byte* out = dst + 66 * b;
+    const float id = ternary_header(x, out + 64);
+    for (int j = 0; j < 64; j += 32)
+      for (int m = 0; m < 32; ++m) {
+        std::uint8_t q = 0;
+        for (int n = 0; n < 4; ++n) q = static_cast<std::uint8_t>(q + ((trit_of(x[4 * j + m + 32 * n], id) & 3) << (2 * n)));
+        out[j + m] = std::byte(q);
+      }
+  }
+}
+
 // MXFP4 (OCP microscaling): blocks of 32, one E8M0 exponent byte and 16 bytes of E2M1 codes (17 bytes).
 // ggml keeps the E2M1 values doubled (integers) and halves the scale instead: 2^(e-128), built from its
 // bits (e < 2 lands in float32's subnormals). Every product is exact, so any order gives ggml's value.
@@ -96,16 +291,45 @@ void dequantize_mxfp4(const std::byte* src, float* y, std::size_t blocks) {
   }
 }
 
+// The E2M1 code nearest to x / e (the first of equals): |value x e - x| over all 16 codes.
+int nearest_e2m1(float x, float e) noexcept {
+  int best = 0;
+  float best_err = std::fabs(static_cast<float>(kE2m1Doubled[0]) * e - x);
+  for (int i = 1; i < 16; ++i) {
+    const float err = std::fabs(static_cast<float>(kE2m1Doubled[i]) * e - x);
+    if (err < best_err) {
+      best = i;
+      best_err = err;
+    }
+  }
+  return best;
+}
+
+// The shared exponent puts the largest |x| at 4..8 x 2^(e-127) (E2M1's top binade); ggml converts the
+// float expression to uint8_t directly, which x86-64 does through a 32-bit truncation.
+void quantize_mxfp4(const float* x, std::byte* dst, std::size_t blocks) {
+  for (std::size_t b = 0; b < blocks; ++b, x += 32) {
+    std::byte* out = dst + 17 * b;
+    float amax = 0.0f;
+    for (int j = 0; j < 32; ++j)
+      if (amax < std::fabs(x[j])) amax = std::fabs(x[j]);
+    const auto e = static_cast<std::uint8_t>(amax > 0.0f ? truncate_like_x86(std::floor(std::log2(amax)) - 2 + 127) : 0);
+    const float d = e8m0_half(e);
+    out[0] = std::byte(e);
+    for (int j = 0; j < 16; ++j) out[1 + j] = std::byte(static_cast<std::uint8_t>(nearest_e2m1(x[j], d) | (nearest_e2m1(x[16 + j], d) << 4)));
+  }
+}
+
 }  // namespace
 
 Codec other_codec(TensorType type) noexcept {
   switch (type) {
-    case TensorType::IQ4_NL: return {nullptr, dequantize_iq4_nl};
-    case TensorType::IQ4_XS: return {nullptr, dequantize_iq4_xs};
-    case TensorType::TQ1_0: return {nullptr, dequantize_tq1_0};
-    case TensorType::TQ2_0: return {nullptr, dequantize_tq2_0};
-    case TensorType::MXFP4: return {nullptr, dequantize_mxfp4};
-    default: return {};
+    case TensorType::IQ4_NL: return {quantize_iq4_nl, dequantize_iq4_nl, quantize_iq4_nl_weighted};
+    case TensorType::IQ4_XS: return {quantize_iq4_xs, dequantize_iq4_xs, quantize_iq4_xs_weighted};
+    case TensorType::TQ1_0: return {quantize_tq1_0, dequantize_tq1_0};
+    case TensorType::TQ2_0: return {quantize_tq2_0, dequantize_tq2_0};
+    case TensorType::MXFP4: return {quantize_mxfp4, dequantize_mxfp4};
+    default: return iq_grid_codec(type);
   }
 }
 

@@ -9,13 +9,19 @@ arbitrary bytes. Skipped when gguf is not installed (Debian's python under ctest
 runs it in the numpy-2 venv.
 """
 
+import json
+import os
+import subprocess
+
 import pytest
 
 np = pytest.importorskip("numpy")
 gguf = pytest.importorskip("gguf")
 from gguf import quants  # noqa: E402
 
+from conftest import REPO  # noqa: E402
 from safeweights import _safeweights  # noqa: E402
+from safeweights.numpy import load_file  # noqa: E402
 
 QT = gguf.GGMLQuantizationType
 ROW = 1024  # a multiple of every block
@@ -23,9 +29,13 @@ ROW = 1024  # a multiple of every block
 # gguf-py quantizes these, and so do we.
 QUANTIZED = ["F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0"]
 # gguf-py dequantizes these, and so do we.
-DEQUANTIZED = QUANTIZED + ["Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "IQ4_NL", "IQ4_XS", "TQ1_0", "TQ2_0", "MXFP4"]
-# We quantize these and gguf-py only dequantizes them: its dequantizer must read our bytes as we do.
-OURS_ONLY = ["Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K"]
+DEQUANTIZED = QUANTIZED + ["Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "IQ4_NL", "IQ4_XS", "TQ1_0", "TQ2_0", "MXFP4",
+                            "IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ3_XXS", "IQ3_S", "IQ1_S", "IQ1_M"]
+# Grid types whose elements carry a sign (IQ1's carry a shift instead).
+SIGNED_GRIDS = ["IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ3_XXS", "IQ3_S"]
+# We quantize these and gguf-py only dequantizes them (or quantizes them otherwise than ggml: its TQ and
+# MXFP4 round with numpy): its dequantizer must read our bytes as we do.
+OURS_ONLY = ["Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "IQ4_NL", "IQ4_XS", "TQ1_0", "TQ2_0", "MXFP4"]
 
 
 def _inputs():
@@ -113,6 +123,11 @@ def test_dequantize_matches_gguf_py(type_name):
     with np.errstate(all="ignore"):
         expected = theirs_dequantize(type_name, data)
     got = ours_dequantize(type_name, data, count)
+    if type_name in SIGNED_GRIDS:
+        # A NaN scale times a negative sign: numpy's product flips the NaN's sign bit, ggml's C keeps the
+        # NaN operand as it is (so do we: ggml_differential.sh compares with ggml itself). NaN is NaN.
+        both_nan = np.isnan(got) & np.isnan(expected)
+        got, expected = np.where(both_nan, np.nan, got), np.where(both_nan, np.nan, expected)
     assert _same_bits(got, expected, quiet_nan=type_name == "F16"), f"first difference at element {np.argmax(got.view(np.uint32) != expected.view(np.uint32))}"
 
 
@@ -132,3 +147,117 @@ def test_bad_arguments_raise():
         _safeweights._quantize("IQ2_XXS", np.zeros(256, np.float32))  # not supported, named
     with pytest.raises(ValueError):
         _safeweights._quantize("NOPE", np.zeros(32, np.float32))
+
+
+# ---- the IQ grids, entry by entry -------------------------------------------------------------------
+# Blocks that name every grid entry once, with no signs and a known scale, dequantized by us: each group
+# of values divided by the scale (less IQ1's delta) must be gguf-py's own copy of the grid entry.
+
+def _iq_blocks_2xxs(indices):  # 32 entries a block; s = 1: scale 1.5 x 0.25
+    blocks = []
+    for block in indices.reshape(-1, 32):
+        out = bytearray(np.float16(1).tobytes())
+        for group in block.reshape(8, 4):
+            out += bytes(group.astype(np.uint8)) + (1 << 28).to_bytes(4, "little")
+        blocks.append(out)
+    return b"".join(blocks), 0.375, 8, 0.0
+
+
+def _iq_blocks_2xs(indices):  # 32 entries a block, 9-bit indices in 16-bit words; scales 1: 0.375
+    out = b""
+    for block in indices.reshape(-1, 32):
+        out += np.float16(1).tobytes() + block.astype("<u2").tobytes() + bytes([0x11] * 8)
+    return out, 0.375, 8, 0.0
+
+
+def _iq_blocks_2s(indices):  # 32 entries a block, 10-bit indices: low bytes, then 2 high bits each
+    out = b""
+    for block in indices.reshape(-1, 32):
+        high = [sum(((int(i) >> 8) & 3) << (2 * l) for l, i in enumerate(group)) for group in block.reshape(8, 4)]
+        out += np.float16(1).tobytes() + bytes((block & 255).astype(np.uint8)) + bytes(32) + bytes(high) + bytes([0x11] * 8)
+    return out, 0.375, 8, 0.0
+
+
+def _iq_blocks_3xxs(indices):  # 64 entries a block; s = 1: scale 1.5 x 0.5
+    out = b""
+    for block in indices.reshape(-1, 64):
+        out += np.float16(1).tobytes() + bytes(block.astype(np.uint8)) + (1 << 28).to_bytes(4, "little") * 8
+    return out, 0.75, 4, 0.0
+
+
+def _iq_blocks_3s(indices):  # 64 entries a block, 9-bit indices: low bytes, then one high bit each
+    out = b""
+    for block in indices.reshape(-1, 64):
+        high = [sum(((int(i) >> 8) & 1) << k for k, i in enumerate(group)) for group in block.reshape(8, 8)]
+        out += np.float16(1).tobytes() + bytes((block & 255).astype(np.uint8)) + bytes(high) + bytes(32) + bytes(4)
+    return out, 1.0, 4, 0.0
+
+
+def _iq_blocks_1s(indices):  # 32 entries a block, 11-bit indices: low bytes, 3 high bits each; scale 1
+    out = b""
+    for block in indices.reshape(-1, 32):
+        words = [sum(((int(i) >> 8) & 7) << (3 * l) for l, i in enumerate(group)) for group in block.reshape(8, 4)]
+        out += np.float16(1).tobytes() + bytes((block & 255).astype(np.uint8)) + np.array(words, "<u2").tobytes()
+    return out, 1.0, 8, 0.125
+
+
+GRID_BLOCKS = {"IQ2_XXS": _iq_blocks_2xxs, "IQ2_XS": _iq_blocks_2xs, "IQ2_S": _iq_blocks_2s,
+               "IQ3_XXS": _iq_blocks_3xxs, "IQ3_S": _iq_blocks_3s, "IQ1_S": _iq_blocks_1s}
+
+
+@pytest.mark.parametrize("type_name", sorted(GRID_BLOCKS))
+def test_iq_grids_match_gguf_py_entry_by_entry(type_name):
+    cls = getattr(quants, type_name)
+    cls.init_grid()
+    grid = np.asarray(cls.grid, np.float32).reshape(cls.grid_shape)
+    indices = np.arange(grid.shape[0])
+    data, scale, width, delta = GRID_BLOCKS[type_name](indices)
+    data = np.frombuffer(data, np.uint8)
+    got = ours_dequantize(type_name, data, indices.size * width).reshape(-1, width)
+    np.testing.assert_array_equal(got / np.float32(scale) - np.float32(delta), grid)
+    with np.errstate(all="ignore"):
+        assert _same_bits(got.reshape(-1), theirs_dequantize(type_name, data))
+
+
+# ---- GGUF files of the grid types: convert and diff read them -------------------------------------------
+
+def _gguf_of_grid_types(path, rng):
+    """A GGUF written by gguf-py with one [2, 256] tensor of each grid type (random blocks, finite scales)."""
+    w = gguf.GGUFWriter(str(path), "llama")
+    expected = {}
+    for type_name in sorted(GRID_BLOCKS) + ["IQ1_M"]:
+        data, _ = _random_blocks(type_name, rng, rows=1)
+        data = data[: quants.quant_shape_to_byte_shape((512,), QT[type_name])[0]].copy()
+        block = len(data) // 2
+        for b in range(2):  # a float16 1/64 scale where the type keeps one in front (IQ1_M spreads it)
+            if type_name != "IQ1_M":
+                data[b * block : b * block + 2] = np.frombuffer(np.float16(1 / 64).tobytes(), np.uint8)
+        name = f"{type_name.lower()}.weight"
+        w.add_tensor(name, data.reshape(2, -1), raw_dtype=QT[type_name])
+        with np.errstate(all="ignore"):
+            expected[name] = theirs_dequantize(type_name, data).reshape(2, 256)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return expected
+
+
+def test_grid_type_ggufs_convert_and_diff(tmp_path):
+    cli = os.environ.get("SAFEWEIGHTS_CLI") or str(REPO / "build" / "safeweights")
+    if not os.path.exists(cli):
+        pytest.skip("the safeweights CLI is not built")
+    src = tmp_path / "iq.gguf"
+    expected = _gguf_of_grid_types(src, np.random.default_rng(37))
+    out = tmp_path / "iq.safetensors"
+    subprocess.run([cli, "convert", str(src), str(out), "--type", "f32"], check=True, capture_output=True)
+    got = load_file(str(out))
+    assert sorted(got) == sorted(expected)
+    for name, want in expected.items():
+        assert got[name].dtype == np.float32 and got[name].shape == (2, 256), name
+        np.testing.assert_array_equal(got[name], want, err_msg=name)
+    # diff reads both sides' values: equal everywhere (the files still differ: IQ types against F32).
+    compared = subprocess.run([cli, "diff", "--json", str(src), str(out)], capture_output=True)
+    assert compared.returncode == 1, compared.stderr
+    doc = json.loads(compared.stdout)
+    assert {t["name"]: (t["identical"], t["differing"]) for t in doc["tensors"]} == {name: (True, 0) for name in expected}

@@ -12,11 +12,16 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <random>
 #include <string>
 #include <vector>
+
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "ggml.h"
 #include "safeweights/quantize.h"
@@ -35,12 +40,15 @@ struct Pair {
 };
 
 const Pair kTypes[] = {
-    {TensorType::F16, GGML_TYPE_F16},       {TensorType::BF16, GGML_TYPE_BF16},   {TensorType::Q4_0, GGML_TYPE_Q4_0},
-    {TensorType::Q4_1, GGML_TYPE_Q4_1},     {TensorType::Q5_0, GGML_TYPE_Q5_0},   {TensorType::Q5_1, GGML_TYPE_Q5_1},
-    {TensorType::Q8_0, GGML_TYPE_Q8_0},     {TensorType::Q8_1, GGML_TYPE_Q8_1},   {TensorType::Q2_K, GGML_TYPE_Q2_K},
-    {TensorType::Q3_K, GGML_TYPE_Q3_K},     {TensorType::Q4_K, GGML_TYPE_Q4_K},   {TensorType::Q5_K, GGML_TYPE_Q5_K},
-    {TensorType::Q6_K, GGML_TYPE_Q6_K},     {TensorType::Q8_K, GGML_TYPE_Q8_K},   {TensorType::IQ4_NL, GGML_TYPE_IQ4_NL},
-    {TensorType::IQ4_XS, GGML_TYPE_IQ4_XS}, {TensorType::TQ1_0, GGML_TYPE_TQ1_0}, {TensorType::TQ2_0, GGML_TYPE_TQ2_0},
+    {TensorType::F16, GGML_TYPE_F16},       {TensorType::BF16, GGML_TYPE_BF16},       {TensorType::Q4_0, GGML_TYPE_Q4_0},
+    {TensorType::Q4_1, GGML_TYPE_Q4_1},     {TensorType::Q5_0, GGML_TYPE_Q5_0},       {TensorType::Q5_1, GGML_TYPE_Q5_1},
+    {TensorType::Q8_0, GGML_TYPE_Q8_0},     {TensorType::Q8_1, GGML_TYPE_Q8_1},       {TensorType::Q2_K, GGML_TYPE_Q2_K},
+    {TensorType::Q3_K, GGML_TYPE_Q3_K},     {TensorType::Q4_K, GGML_TYPE_Q4_K},       {TensorType::Q5_K, GGML_TYPE_Q5_K},
+    {TensorType::Q6_K, GGML_TYPE_Q6_K},     {TensorType::Q8_K, GGML_TYPE_Q8_K},       {TensorType::IQ4_NL, GGML_TYPE_IQ4_NL},
+    {TensorType::IQ4_XS, GGML_TYPE_IQ4_XS}, {TensorType::TQ1_0, GGML_TYPE_TQ1_0},     {TensorType::TQ2_0, GGML_TYPE_TQ2_0},
+    {TensorType::MXFP4, GGML_TYPE_MXFP4},   {TensorType::IQ2_XXS, GGML_TYPE_IQ2_XXS}, {TensorType::IQ2_XS, GGML_TYPE_IQ2_XS},
+    {TensorType::IQ2_S, GGML_TYPE_IQ2_S},   {TensorType::IQ3_XXS, GGML_TYPE_IQ3_XXS}, {TensorType::IQ3_S, GGML_TYPE_IQ3_S},
+    {TensorType::IQ1_S, GGML_TYPE_IQ1_S},   {TensorType::IQ1_M, GGML_TYPE_IQ1_M},
 };
 
 constexpr std::size_t kRow = 1024;  // a multiple of every block
@@ -115,15 +123,53 @@ std::vector<std::vector<float>> input_rows(std::mt19937& rng) {
   return rows;
 }
 
-bool ggml_quantizes(ggml_type t) { return t != GGML_TYPE_IQ4_NL && t != GGML_TYPE_IQ4_XS && t != GGML_TYPE_TQ1_0 && t != GGML_TYPE_TQ2_0; }
+// Rows are compared without importance where we quantize the type and ggml does without an imatrix.
+bool compare_unweighted(const Pair& p) { return safeweights::can_quantize(p.ours) && !safeweights::requires_importance(p.ours); }
 
-void ggml_quantize(ggml_type t, const float* src, void* dst, std::size_t n) {
+// ggml's grid quantizers (IQ1, IQ2, IQ3) abort on some inputs (NaN reaches a grid lookup: "point not on
+// grid"). Those rows are run in a child process; a row ggml aborts on is not compared (counted apart).
+bool ggml_aborts_on(ggml_type t) {
+  return t == GGML_TYPE_IQ2_XXS || t == GGML_TYPE_IQ2_XS || t == GGML_TYPE_IQ2_S || t == GGML_TYPE_IQ3_XXS || t == GGML_TYPE_IQ3_S ||
+         t == GGML_TYPE_IQ1_S || t == GGML_TYPE_IQ1_M;
+}
+
+// ggml_quantize_chunk() on one row; false when ggml aborted.
+bool ggml_quantize_row(ggml_type t, const float* src, std::uint8_t* dst, std::size_t n, const float* imatrix) {
+  if (!ggml_aborts_on(t)) {
+    ggml_quantize_chunk(t, src, dst, 0, 1, static_cast<int64_t>(n), imatrix);
+    return true;
+  }
+  ggml_quantize_init(t);  // once, in this process: children inherit the tables
+  const std::size_t bytes = ggml_row_size(t, static_cast<int64_t>(n));
+  void* shared = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (shared == MAP_FAILED) return false;
+  std::fflush(stdout);
+  const pid_t child = fork();
+  if (child == 0) {
+    std::freopen("/dev/null", "w", stdout);
+    std::freopen("/dev/null", "w", stderr);
+    ggml_quantize_chunk(t, src, shared, 0, 1, static_cast<int64_t>(n), imatrix);
+    _exit(0);
+  }
+  int status = 0;
+  waitpid(child, &status, 0);
+  const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  if (ok) std::memcpy(dst, shared, bytes);
+  munmap(shared, bytes);
+  return ok;
+}
+
+// false when ggml aborted on the row (grid types only); `direct` runs it in this process (normal data).
+bool ggml_quantize(ggml_type t, const float* src, void* dst, std::size_t n, bool direct = false) {
   if (t == GGML_TYPE_Q8_K)
     quantize_row_q8_K_ref(src, dst, static_cast<int64_t>(n));
   else if (t == GGML_TYPE_Q8_1)
     ggml_get_type_traits(t)->from_float_ref(src, dst, static_cast<int64_t>(n));
-  else
+  else if (direct)
     ggml_quantize_chunk(t, src, dst, 0, 1, static_cast<int64_t>(n), nullptr);
+  else
+    return ggml_quantize_row(t, src, static_cast<std::uint8_t*>(dst), n, nullptr);
+  return true;
 }
 
 void ggml_dequantize(ggml_type t, const void* src, float* dst, std::size_t n) {
@@ -235,12 +281,67 @@ int weighted_table(const std::vector<std::vector<float>>& rows, std::mt19937& rn
   }
   return failures;
 }
+
+// The IQ types' importance-weighted quantizers (IQ4_NL ... IQ1_M): every input row with three random
+// importance vectors (uniform, heavy-tailed, with zeros), against ggml_quantize_chunk() with the same
+// imatrix. Prints one table row a type; returns the number of rows that differ.
+int compare_weighted_iq(const std::vector<std::vector<float>>& rows, std::mt19937& rng) {
+  std::vector<std::vector<float>> weights;
+  std::uniform_real_distribution<float> uniform(0.0f, 1.0f);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (int kind = 0; kind < 3; ++kind) {
+    std::vector<float> w(kRow);
+    for (std::size_t i = 0; i < kRow; ++i) {
+      if (kind == 0) w[i] = uniform(rng) + 0.01f;
+      if (kind == 1) w[i] = std::exp(3.0f * normal(rng));
+      if (kind == 2) w[i] = i % 5 == 0 ? 0.0f : uniform(rng);
+    }
+    weights.push_back(w);
+  }
+  std::printf("\n%-8s %12s %10s   (importance-weighted quantize)\n", "type", "rows", "differ");
+  int failures = 0;
+  for (const Pair& p : kTypes) {
+    if (!safeweights::takes_importance(p.ours) || safeweights::type_info(p.ours).block_elements == 1) continue;
+    const bool iq = p.theirs == GGML_TYPE_IQ4_NL || p.theirs == GGML_TYPE_IQ4_XS || p.theirs == GGML_TYPE_IQ2_XXS || p.theirs == GGML_TYPE_IQ2_XS ||
+                    p.theirs == GGML_TYPE_IQ2_S || p.theirs == GGML_TYPE_IQ3_XXS || p.theirs == GGML_TYPE_IQ3_S || p.theirs == GGML_TYPE_IQ1_S ||
+                    p.theirs == GGML_TYPE_IQ1_M;
+    if (!iq) continue;
+    const std::size_t bytes = ggml_row_size(p.theirs, kRow);
+    std::vector<std::uint8_t> ours(bytes), theirs(bytes);
+    std::size_t n = 0, diff = 0, aborted = 0;
+    for (const auto& row : rows)
+      for (const auto& w : weights) {
+        ++n;
+        std::memset(theirs.data(), 0, bytes);
+        if (!ggml_quantize_row(p.theirs, row.data(), theirs.data(), kRow, w.data())) {
+          ++aborted;
+          continue;
+        }
+        const auto status = safeweights::quantize_rows(p.ours, row, std::as_writable_bytes(std::span(ours)), kRow, w);
+        if (!status.is_ok() || ours != theirs) {
+          if (diff++ == 0) {
+            std::size_t i = 0;
+            while (i < bytes && ours[i] == theirs[i]) ++i;
+            std::printf("  %s weighted: input row %zu, first differing byte %zu (ours %02x, ggml %02x)%s%s\n", ggml_type_name(p.theirs), n - 1, i,
+                        i < bytes ? ours[i] : 0, i < bytes ? theirs[i] : 0, status.is_ok() ? "" : ": ",
+                        status.is_ok() ? "" : status.error().message().c_str());
+          }
+        }
+      }
+    std::printf("%-8s %12zu %10zu\n", ggml_type_name(p.theirs), n - aborted, diff);
+    if (aborted != 0) std::printf("  %s: %zu more rows not compared: ggml aborts on them\n", ggml_type_name(p.theirs), aborted);
+    failures += static_cast<int>(diff);
+  }
+  return failures;
+}
+
 }  // namespace
 
 // Argument: --no-speed leaves out the speed table (the script runs the driver once per build of our
 // lanes: the default, the 4-lane path and the plain one).
 int main(int argc, char** argv) {
   const bool speed = !(argc > 1 && std::string(argv[1]) == "--no-speed");
+  setenv("GGML_NO_BACKTRACE", "1", 1);  // an abort in a child (ggml_quantize_row) prints no gdb backtrace
   ggml_init_params params = {1024, nullptr, true};
   ggml_context* ctx = ggml_init(params);  // fills ggml's float16 table
   std::mt19937 rng(12345);
@@ -251,7 +352,7 @@ int main(int argc, char** argv) {
     const std::size_t bytes = ggml_row_size(p.theirs, kRow);
     std::vector<std::uint8_t> ours(bytes), theirs(bytes);
     std::vector<float> ours_f(kRow), theirs_f(kRow);
-    std::size_t q_rows = 0, q_diff = 0, d_rows = 0, d_diff = 0;
+    std::size_t q_rows = 0, q_diff = 0, d_rows = 0, d_diff = 0, q_aborted = 0;
     auto dequant_both = [&](const std::vector<std::uint8_t>& block_bytes) {
       ggml_dequantize(p.theirs, block_bytes.data(), theirs_f.data(), kRow);
       const auto status = safeweights::dequantize(p.ours, std::as_bytes(std::span(block_bytes)), ours_f);
@@ -266,10 +367,13 @@ int main(int argc, char** argv) {
         }
       }
     };
-    if (ggml_quantizes(p.theirs)) {
+    if (compare_unweighted(p)) {
       for (const auto& row : rows) {
         std::memset(theirs.data(), 0, bytes);
-        ggml_quantize(p.theirs, row.data(), theirs.data(), kRow);
+        if (!ggml_quantize(p.theirs, row.data(), theirs.data(), kRow)) {
+          ++q_aborted;
+          continue;
+        }
         const auto status = safeweights::quantize(p.ours, row, std::as_writable_bytes(std::span(ours)));
         ++q_rows;
         if (!status.is_ok() || ours != theirs) {
@@ -289,9 +393,11 @@ int main(int argc, char** argv) {
       dequant_both(noise);
     }
     std::printf("%-8s %12zu %10zu %14zu %10zu\n", ggml_type_name(p.theirs), q_rows, q_diff, d_rows, d_diff);
+    if (q_aborted != 0) std::printf("  %s: %zu more rows not compared: ggml aborts on them\n", ggml_type_name(p.theirs), q_aborted);
     failures += static_cast<int>(q_diff + d_diff);
   }
   failures += weighted_table(rows, rng);
+  failures += compare_weighted_iq(rows, rng);
   if (!speed) {
     ggml_free(ctx);
     std::printf(failures ? "DIFFERENCES FOUND\n" : "all identical\n");
@@ -307,7 +413,7 @@ int main(int argc, char** argv) {
   std::vector<float> importance(kRow);
   for (auto& v : importance) v = std::exp(normal(rng));
   for (const Pair& p : kTypes) {
-    if (!ggml_quantizes(p.theirs)) continue;
+    if (!compare_unweighted(p)) continue;
     std::vector<std::uint8_t> out(ggml_row_size(p.theirs, normal_row.size()));
     auto rate = [&](auto&& fn) {
       double best = 1e30;
@@ -318,7 +424,7 @@ int main(int argc, char** argv) {
       }
       return static_cast<double>(normal_row.size() * sizeof(float)) / best / 1e6;
     };
-    const double theirs = rate([&] { ggml_quantize(p.theirs, normal_row.data(), out.data(), normal_row.size()); });
+    const double theirs = rate([&] { ggml_quantize(p.theirs, normal_row.data(), out.data(), normal_row.size(), true); });
     const double ours = rate([&] { (void)safeweights::quantize(p.ours, normal_row, std::as_writable_bytes(std::span(out))); });
     std::printf("%-8s %14.0f %14.0f", ggml_type_name(p.theirs), theirs, ours);
     if (safeweights::takes_importance(p.ours)) {

@@ -431,14 +431,18 @@ TEST(QuantBlocks, SupportedTypesAreListed) {
     EXPECT_TRUE(sw::can_dequantize(type)) << sw::type_name(type);
   }
   for (TensorType type : {TensorType::IQ4_NL, TensorType::IQ4_XS, TensorType::TQ1_0, TensorType::TQ2_0, TensorType::MXFP4}) {
-    EXPECT_FALSE(sw::can_quantize(type)) << sw::type_name(type);
+    EXPECT_TRUE(sw::can_quantize(type)) << sw::type_name(type);
     EXPECT_TRUE(sw::can_dequantize(type)) << sw::type_name(type);
   }
-  for (TensorType type : {TensorType::IQ2_XXS, TensorType::IQ2_XS, TensorType::IQ3_XXS, TensorType::IQ1_S, TensorType::IQ3_S, TensorType::IQ2_S,
-                          TensorType::IQ1_M, TensorType::NVFP4}) {
-    EXPECT_FALSE(sw::can_quantize(type)) << sw::type_name(type);
-    EXPECT_FALSE(sw::can_dequantize(type)) << sw::type_name(type);
+  for (TensorType type :
+       {TensorType::IQ2_XXS, TensorType::IQ2_XS, TensorType::IQ3_XXS, TensorType::IQ1_S, TensorType::IQ3_S, TensorType::IQ2_S, TensorType::IQ1_M}) {
+    EXPECT_TRUE(sw::can_dequantize(type)) << sw::type_name(type);
+    // quantize() without importance: ggml's IQ3 and IQ2_S quantizers allow it; the others need weights.
+    EXPECT_EQ(sw::can_quantize(type), !sw::requires_importance(type) && type != TensorType::IQ1_S && type != TensorType::IQ1_M)
+        << sw::type_name(type);
   }
+  EXPECT_FALSE(sw::can_quantize(TensorType::NVFP4));
+  EXPECT_FALSE(sw::can_dequantize(TensorType::NVFP4));
 }
 
 TEST(QuantBlocks, PartialBlocksAreInvalidArgument) {
@@ -602,7 +606,7 @@ TEST(QuantArguments, EmptyRowsAreFine) {
 TEST(QuantArguments, UnsupportedTypesAreRefusedByName) {
   std::vector<float> values(32);
   std::vector<std::byte> bytes(64);
-  for (TensorType type : {TensorType::I32, TensorType::F8_E4M3, TensorType::IQ2_XXS}) {
+  for (TensorType type : {TensorType::I32, TensorType::F8_E4M3, TensorType::NVFP4}) {
     EXPECT_FALSE(sw::can_quantize(type));
     EXPECT_FALSE(sw::can_dequantize(type));
     auto status = sw::quantize(type, values, bytes);

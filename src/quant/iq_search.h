@@ -1,0 +1,43 @@
+// The search structures of ggml's grid quantizers (IQ3_XXS, IQ3_S; IQ2_XXS, IQ2_XS, IQ2_S; IQ1_S, IQ1_M),
+// derived from the grids (iq_grids.h) at first use. Internal to src/quant.
+//
+// A quantizer rounds each group of 4 (IQ3) or 8 (IQ2, IQ1) values to level indices and packs them into a
+// key (`bits` per element). When the key is a grid entry, map gives its index. When it is not, the
+// entry is chosen among the key's neighbours: the grid entries at the `nearest` smallest squared
+// distances from the key (in units where level l sits at 2l + 1), ordered by distance, then index.
+// This is the list ggml_quantize_init() builds, so that the search visits candidates in ggml's order.
+//
+// Thread safety: grid_search() builds each type's structure once (a function-local static: concurrent
+// first calls wait for one build); the structures are immutable afterwards.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "safeweights/tensor_type.h"
+
+namespace safeweights::quant::iq {
+
+struct GridSearch {
+  int width = 0;                     // elements a grid entry
+  int bits = 0;                      // bits of a level index in a key
+  std::vector<std::int8_t> points;   // entry i, element j: 2 x level + 1, at i x width + j
+  std::vector<std::int32_t> map;     // key -> grid index, or -1 - (position of its neighbours)
+  std::vector<std::uint16_t> lists;  // at a position: the count, then the neighbours' indices
+
+  const std::int8_t* point(int index) const noexcept { return points.data() + static_cast<std::ptrdiff_t>(index) * width; }
+  // The key's grid index, or -1 when the key is no grid entry.
+  int index_of(unsigned key) const noexcept { return map[key] >= 0 ? map[key] : -1; }
+  // The neighbours of a key that is no grid entry (empty for a grid entry).
+  std::span<const std::uint16_t> neighbours_of(unsigned key) const noexcept {
+    if (map[key] >= 0) return {};
+    const std::uint16_t* at = lists.data() + (-1 - map[key]);
+    return {at + 1, at[0]};
+  }
+};
+
+// The structure of IQ3_XXS, IQ3_S, IQ2_XXS, IQ2_XS, IQ2_S, IQ1_S or IQ1_M (IQ1_M shares IQ1_S's).
+const GridSearch& grid_search(TensorType type);
+
+}  // namespace safeweights::quant::iq
