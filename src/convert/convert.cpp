@@ -56,7 +56,7 @@ struct Job {
   bool unpermute = false;
   std::optional<TensorType> type{};            // the plan's own type for this tensor, over the requested one
   std::shared_ptr<const Assembly> assembly{};  // the pieces the plan assembles the tensor from
-  std::vector<float> importance{};  // a mix's weights for quantize_rows(): a row of columns per expert
+  std::vector<float> importance{};             // a mix's weights for quantize_rows(): a row of columns per expert
 };
 
 // The output type of one tensor, and why it differs from the requested one: the policy every output
