@@ -12,7 +12,7 @@
 - a transformers folder holding our files converts to GGUF as llama.cpp's `llama-bpe` vocabulary (model
   gpt2, the merges, the special tokens CONTROL) that llama.cpp tokenizes as tiktoken does, and whose
   tokenizer keys equal those llama.cpp's convert_hf_to_gguf.py writes from the same folder
-  (SAFEWEIGHTS_LLAMA_CPP), but for the add_*_token keys src/hf does not infer yet (NOT_YET_WRITTEN).
+  (SAFEWEIGHTS_LLAMA_CPP), but for add_sep_token, which src/hf does not infer yet (NOT_YET_WRITTEN).
 
 The rank file is a byte-level BPE trained here by `tokenizers` (a valid tiktoken vocabulary: every
 token is the merge of two earlier ones), its ids written as ranks. The readers run through
@@ -305,10 +305,6 @@ sys.argv = ["convert_hf_to_gguf.py", folder, "--outfile", out, "--outtype", "f32
 runpy.run_path(src + "/convert_hf_to_gguf.py", run_name="__main__")
 """
 
-# What src/hf does not write yet: gguf-py's SpecialVocab infers add_bos/add_eos/add_sep from
-# tokenizer.json's post-processor (Llama 3's TemplateProcessing adds BOS); src/hf reads them from
-# tokenizer_config.json only. llama.cpp's loader then adds BOS for llama-bpe all the same.
-NOT_YET_WRITTEN = {"tokenizer.ggml.add_bos_token", "tokenizer.ggml.add_eos_token", "tokenizer.ggml.add_sep_token"}
 
 
 def llama_cpp_converter_keys(folder, tmp_path, pre):
@@ -324,6 +320,11 @@ def llama_cpp_converter_keys(folder, tmp_path, pre):
     r = subprocess.run([sys.executable, "-c", CONVERT_AS, src, str(folder), str(ref), pre], capture_output=True, text=True, env=env)
     assert r.returncode == 0, r.stderr[-3000:]
     return gguf_fields(ref)
+
+
+# What src/hf does not write yet: gguf-py's SpecialVocab also infers add_sep_token from the pair template
+# of tokenizer.json's TemplateProcessing (add_bos/add_eos it infers from the single template, as we do).
+NOT_YET_WRITTEN = {"tokenizer.ggml.add_sep_token"}
 
 
 def assert_same_keys(ours, theirs):
