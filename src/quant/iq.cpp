@@ -12,6 +12,7 @@
 #include "quant/iq_grids.h"
 #include "quant/iq_search.h"
 #include "quant/rounding.h"
+#include "quant/scale_search.h"
 
 namespace safeweights::quant {
 namespace {
@@ -180,7 +181,7 @@ inline int clamp_int(int v, int lo, int hi) noexcept { return v < lo ? lo : (v >
 inline float max_of(float a, float b) noexcept { return a > b ? a : b; }  // ggml's MAX: NaN in b wins
 
 // The level index nearest to x at inverse scale id (level l sits at (2l + 1) / id), clamped to the grid.
-inline int level_of(float id, float x, int levels) noexcept { return clamp_int(magic_round(0.5f * (id * x - 1)), 0, levels - 1); }
+inline int level_of(float id, float x, int levels) noexcept { return clamp_int(nearest_int(0.5f * (id * x - 1)), 0, levels - 1); }
 
 // |x| into xval and the signs as bits, 8 elements a byte. With even_signs (IQ2, IQ3_XXS: a sign code has
 // 7 bits), a group of 8 with an odd count of negatives flips the sign of its element of least w x^2.
@@ -371,7 +372,7 @@ float search_block(const SearchRules& rules, const iq::GridSearch& grid, const f
 }
 
 // A group scale as a 4-bit multiple of the block's d: scale ~ d x (2l + 1).
-inline unsigned scale_code(float id, float scale) noexcept { return static_cast<unsigned>(clamp_int(magic_round(0.5f * (id * scale - 1)), 0, 15)); }
+inline unsigned scale_code(float id, float scale) noexcept { return static_cast<unsigned>(clamp_int(nearest_int(0.5f * (id * scale - 1)), 0, 15)); }
 
 // The block's row mean square, doubled (IQ3's sigma2).
 float doubled_mean_square(const float* x) noexcept {
@@ -483,70 +484,7 @@ void quantize_iq2_s_block(const float* x, const float* importance, std::byte* ou
   store_scale_nibbles(1 / d, scales, out + 74);
 }
 
-// ggml's make_qp_quants: the scale of n non-negative values on levels 0..nmax minimising the weighted
-// squared error: the max's scale, 8 trials around it, then up to 5 rounds of moving single levels.
-// IQ2_XXS starts its search from it.
-float levels_scale(int n, int nmax, const float* x, const float* w) noexcept {
-  float max = 0;
-  for (int i = 0; i < n; ++i) max = max_of(max, x[i]);
-  if (max < 1e-15f) return 0.f;
-  std::uint8_t L[32];
-  float iscale = static_cast<float>(nmax) / max;
-  for (int i = 0; i < n; ++i) L[i] = static_cast<std::uint8_t>(magic_round(iscale * x[i]));
-  const float scale = 1 / iscale;
-  float best_mse = 0;
-  for (int i = 0; i < n; ++i) {
-    const float diff = x[i] - scale * static_cast<float>(L[i]);
-    best_mse += w[i] * diff * diff;
-  }
-  for (int is = -4; is <= 4; ++is) {
-    if (is == 0) continue;
-    const float iscale_is = (0.1f * static_cast<float>(is) + static_cast<float>(nmax)) / max;
-    const float scale_is = 1 / iscale_is;
-    float mse = 0;
-    for (int i = 0; i < n; ++i) {
-      const int l = std::min(nmax, magic_round(iscale_is * x[i]));
-      const float diff = x[i] - scale_is * static_cast<float>(l);
-      mse += w[i] * diff * diff;
-    }
-    if (mse < best_mse) {
-      best_mse = mse;
-      iscale = iscale_is;
-    }
-  }
-  float sumlx = 0, suml2 = 0;
-  for (int i = 0; i < n; ++i) {
-    const int l = std::min(nmax, magic_round(iscale * x[i]));
-    L[i] = static_cast<std::uint8_t>(l);
-    sumlx += w[i] * x[i] * static_cast<float>(l);
-    suml2 += w[i] * static_cast<float>(l) * static_cast<float>(l);
-  }
-  for (int itry = 0; itry < 5; ++itry) {
-    int changed = 0;
-    for (int i = 0; i < n; ++i) {
-      const float li = L[i];
-      float slx = sumlx - w[i] * x[i] * li;
-      float sl2 = suml2 - w[i] * li * li;
-      if (slx > 0 && sl2 > 0) {
-        const int new_l = std::min(nmax, magic_round(x[i] * sl2 / slx));
-        if (new_l != L[i]) {
-          slx += w[i] * x[i] * static_cast<float>(new_l);
-          sl2 += w[i] * static_cast<float>(new_l) * static_cast<float>(new_l);
-          if (slx * slx * suml2 > sumlx * sumlx * sl2) {
-            L[i] = static_cast<std::uint8_t>(new_l);
-            sumlx = slx;
-            suml2 = sl2;
-            ++changed;
-          }
-        }
-      }
-    }
-    if (!changed) break;
-  }
-  return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
-}
-
-// One 32-element IQ2_XXS group (importance only): a scale from levels_scale() on 4 levels, 13 trial
+// One 32-element IQ2_XXS group (importance only): a scale from search_scale_positive() (ggml's make_qp_quants) on 4 levels, 13 trial
 // scales around its effective max, then the grid rounding at the best one.
 GroupScale iq2_xxs_group(const iq::GridSearch& grid, const float* x, const float* importance, float sigma2, std::int8_t* L,
                          std::uint8_t* signs) noexcept {
@@ -559,7 +497,8 @@ GroupScale iq2_xxs_group(const iq::GridSearch& grid, const float* x, const float
   for (int i = 1; i < 32; ++i) max = max_of(max, xval[i]);
   std::memset(L, 0, 32);
   if (max < 1e-15f) return {0, true};
-  float scale = levels_scale(32, kLevels + 1, xval, weight);
+  std::uint8_t levels[32];
+  float scale = search_scale_positive(32, kLevels + 1, xval, levels, weight);
   const float eff_max = scale * kLevels;
   if (eff_max <= 0) return {0, true};
   float best = 0;
@@ -784,7 +723,7 @@ void quantize_iq1_s_block(const float* x, const float* importance, std::byte* ou
     store_f16(out, d * 1.125f);
     const float id = 1 / d;
     for (int ib = 0; ib < 8; ++ib) {
-      unsigned l = static_cast<unsigned>(clamp_int(magic_round(0.5f * (id * scales[ib] - 1)), 0, 7));
+      unsigned l = static_cast<unsigned>(clamp_int(nearest_int(0.5f * (id * scales[ib] - 1)), 0, 7));
       if (shifts[ib] == -1) l |= 8;
       qh[ib] = static_cast<std::uint16_t>(qh[ib] | (l << 12));
     }
@@ -911,7 +850,7 @@ void quantize_iq1_m_block(const float* x, const float* importance, std::byte* ou
     const float id = 1 / d;
     float sumqx = 0, sumq2 = 0;
     for (int ib = 0; ib < 16; ++ib) {
-      const int l = clamp_int(magic_round(0.5f * (id * scales[ib] - 1)), 0, 7);
+      const int l = clamp_int(nearest_int(0.5f * (id * scales[ib] - 1)), 0, 7);
       sc[ib / 4] = static_cast<std::uint16_t>(sc[ib / 4] | (l << (3 * (ib % 4))));
       qh[ib] = static_cast<std::uint8_t>(qh[ib] | kShiftMasks[shifts[ib]]);
       float weight[16];

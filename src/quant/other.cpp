@@ -47,8 +47,7 @@ void dequantize_iq4_xs(const std::byte* src, float* y, std::size_t blocks) {
 
 // ---- IQ4 quantization ------------------------------------------------------------------------------
 
-constexpr float kGroupMaxEps = 1e-15f;  // a sub-block whose largest |x| is below this is all zero
-constexpr int kIq4Trials = 7;           // ggml_quantize_chunk() tries scales (-max / -127) +/- 7 steps
+constexpr int kIq4Trials = 7;  // ggml_quantize_chunk() tries scales (-max / -127) +/- 7 steps
 
 // Weighted sums of codes against values for the scale 1/id: sum w q x and sum w q q (q the level).
 struct LevelSums {
@@ -157,7 +156,7 @@ void quantize_iq4_xs_block(const float* x, const float* importance, std::byte* o
   std::uint8_t scales_l[4] = {};
   std::uint8_t L[256];
   for (int ib = 0; ib < 8; ++ib) {
-    int l = magic_round(id * scales[ib]);
+    int l = nearest_int(id * scales[ib]);
     l = l < -32 ? -32 : (l > 31 ? 31 : l);
     const float dl = d * static_cast<float>(l);
     iq4_codes(x + 32 * ib, 32, dl != 0 ? 1 / dl : 0.f, L + 32 * ib);

@@ -1,4 +1,4 @@
-// ggml's small rounding and search helpers that the IQ codecs share (iq.cpp, other.cpp), written to give
+// ggml's small rounding and search helpers that the codecs share (the K-quants' scale searches, iq.cpp, other.cpp), written to give
 // ggml's result on every float input, NaN and infinities included. Internal to src/quant.
 //
 // Thread safety: pure functions.
@@ -9,9 +9,12 @@
 
 namespace safeweights::quant {
 
-// Round to nearest (ties to even) by adding 1.5 x 2^23 and reading the low mantissa bits, as ggml does:
-// exact for |f| <= 2^22, and the same bit manipulation (so the same value) beyond.
-inline int magic_round(float f) noexcept {
+constexpr float kGroupMaxEps = 1e-15f;  // below this a group counts as all zero (ggml's GROUP_MAX_EPS)
+
+// Round to nearest (ties to even) by adding 1.5 x 2^23 and reading the low mantissa bits, as ggml does
+// (its nearest_int): exact for |f| <= 2^22; for larger or non-finite input it gives ggml's value too,
+// since it is the same bit manipulation.
+inline int nearest_int(float f) noexcept {
   const auto bits = std::bit_cast<std::uint32_t>(f + 12582912.0f);
   return static_cast<int>(bits & 0x7fffffu) - 0x400000;
 }

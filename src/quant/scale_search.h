@@ -14,18 +14,10 @@
 #include <bit>
 #include <cstdint>
 
+#include "quant/rounding.h"
+
 namespace safeweights::quant {
 
-constexpr float kGroupMaxEps = 1e-15f;  // below this a group counts as all zero (ggml's GROUP_MAX_EPS)
-
-// Round to nearest (ties to even) by adding 1.5 x 2^23 and reading the low mantissa bits, as ggml does.
-// Exact for |f| <= 2^22; for larger or non-finite input it gives ggml's value too, since it is the
-// same bit manipulation.
-inline int nearest_int(float f) noexcept {
-  const float shifted = f + 12582912.0f;
-  const auto bits = std::bit_cast<std::uint32_t>(shifted);
-  return static_cast<int>(bits & 0x7fffffu) - 0x400000;
-}
 inline int clamp(int v, int lo, int hi) noexcept { return v < lo ? lo : (v > hi ? hi : v); }
 
 // The signed value of largest magnitude among n (first met; NaN never wins) and that magnitude.
