@@ -155,20 +155,27 @@ clients_env_start() {
   trap 'for p in $clients_env_pid $llama_cpp_pid; do kill -- -"$p" 2>/dev/null || true; done' EXIT
 }
 
+# Waits for background job $1, which makes $3 and logs to $2: status 0 when it succeeded; otherwise it
+# shows the log's end and fails under CI=true (status 1), or says the steps that need it are skipped
+# (status 2: no package index on a developer's machine).
+background_wait() {
+  wait "$1" && return 0
+  tail -n 30 "$2"
+  if [[ "${CI:-}" == "true" ]]; then
+    echo "cannot make $3" >&2
+    return 1
+  fi
+  echo "SKIPPED: could not make $3 (no package index?)"
+  return 2
+}
+
 # Waits for the clients' venv; sets clients_python, or says why there is none.
 clients_env_wait() {
   [[ -n $clients_env_pid ]] || return 0
-  local start=$SECONDS pid=$clients_env_pid
+  local start=$SECONDS pid=$clients_env_pid rc=0
   clients_env_pid=""
-  if ! wait "$pid"; then
-    tail -n 30 build/venv-clients.log
-    if [[ "${CI:-}" == "true" ]]; then
-      echo "python-env.sh failed: cannot make the clients' test environment" >&2
-      return 1
-    fi
-    echo "SKIPPED: python-env.sh could not make the clients' venv (no package index?)"
-    return 0
-  fi
+  background_wait "$pid" build/venv-clients.log "the clients' test environment (python-env.sh)" || rc=$?
+  ((rc == 0)) || return $((rc == 1))
   clients_python=$(tail -n 1 build/venv-clients.python)
   echo "(waited $((SECONDS - start)) s for the clients' venv $clients_python after the steps before)"
   llama_cpp_wait
@@ -180,17 +187,10 @@ clients_env_wait() {
 llama_cpp_pid=""
 llama_cpp_wait() {
   [[ -n $llama_cpp_pid ]] || return 0
-  local start=$SECONDS pid=$llama_cpp_pid
+  local start=$SECONDS pid=$llama_cpp_pid rc=0
   llama_cpp_pid=""
-  if ! wait "$pid"; then
-    tail -n 30 build/llama-cpp.log
-    if [[ "${CI:-}" == "true" ]]; then
-      echo "llama-cpp.sh failed: cannot make the pinned llama.cpp" >&2
-      return 1
-    fi
-    echo "SKIPPED: llama-cpp.sh could not make the pinned llama.cpp (no package index?)"
-    return 0
-  fi
+  background_wait "$pid" build/llama-cpp.log "the pinned llama.cpp (llama-cpp.sh)" || rc=$?
+  ((rc == 0)) || return $((rc == 1))
   SAFEWEIGHTS_LLAMA_TOOLS=$(tail -n 1 build/llama-cpp.bin)
   SAFEWEIGHTS_LLAMA_CPP=$(dirname "$(dirname "$SAFEWEIGHTS_LLAMA_TOOLS")")/src
   export SAFEWEIGHTS_LLAMA_TOOLS SAFEWEIGHTS_LLAMA_CPP
