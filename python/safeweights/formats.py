@@ -87,7 +87,7 @@ def convert(
     [{"name", "from", "to", "note"}], "bytes_written", "files", "notes"} (``notes``: what was inferred
     rather than read).
     """
-    mix = {}
+    mix: dict[str, object] = {}
     if output_tensor_type is not None:
         mix["output_tensor_type"] = output_tensor_type
     if token_embedding_type is not None:
