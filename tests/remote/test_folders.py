@@ -201,9 +201,10 @@ def test_hub_folder_refusals(hub, tmp_path):
     out = str(tmp_path / "x.gguf")
     assert "RepoNotFound" in failure(["convert", "hf://org/nothing", out], hub_env(hub))
     assert "RevisionNotFound" in failure(["convert", "hf://org/gated-llama@v9", out], hub_env(hub))
+    # Mistral's native layout is recognised over hf:// by its files and planned from its params.json,
+    # read from the Hub before any weight: this stand-in's is empty, refused naming the file and the key.
     assert failure(["convert", "hf://org/mistral-native", out], hub_env(hub)) == (
-        "safeweights: hf://org/mistral-native: NotSupported: params.json + consolidated.safetensors without a config.json is "
-        "Meta's or Mistral's original layout, which this version does not convert yet\n")
+        "safeweights: hf://org/mistral-native/params.json: InvalidModelFolder: key `dim` is missing\n")
     assert "GatedRepo" in failure(["convert", "hf://org/gated-llama", out], hub_env(hub, HF_TOKEN="hf_other"), 3)
     assert converted(tmp_path, "hf://org/gated-llama", "gated.gguf", hub_env(hub)).stat().st_size > 0
     # A next page on another host is not followed: the token would go there.
