@@ -28,6 +28,7 @@ namespace safeweights::hf {
 class JsonFile;
 struct ModelConfig;
 struct MoeTable;
+struct LayerExperts;
 
 // Which head count permutes a tensor's rows into llama.cpp's interleaved rotary layout (only for
 // architectures whose llama.cpp rope is the "normal" one, as Llama's; NEOX-rope ones keep
@@ -119,6 +120,9 @@ struct Architecture {
   // Reads and checks the config keys only this architecture has (sliding windows, soft-capping, ...),
   // adding llama.cpp's keys for them to ModelConfig::arch_kv; nullptr: none.
   Status (*check)(const JsonFile& config, ModelConfig& out) = nullptr;
+  // Plans a layer's experts in place of hf/moe.h's plan_experts, where their layout needs code (gpt-oss's
+  // transposed and MXFP4 experts, computed by hf/expert_views.h); nullptr: plan_experts.
+  Status (*plan_experts)(LayerExperts& layer) = nullptr;
 };
 
 // `hf` must be among `weights` with `shape` (what config.json implies): TensorNotFound naming it (and

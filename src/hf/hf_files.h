@@ -91,6 +91,9 @@ struct ModelConfig {
   std::optional<bool> tie_word_embeddings;  // false: lm_head.weight must be there
   std::vector<MetaEntry> arch_kv;           // the architecture's own keys (Architecture::check)
   std::optional<MoeConfig> moe;             // set for an architecture with experts
+  // general.file_type over a float type (F32, F16, BF16), as llama.cpp's converter writes it for weights
+  // kept quantized (gpt-oss's MXFP4 experts: MOSTLY_MXFP4_MOE).
+  std::optional<std::uint32_t> float_file_type;
 };
 // FileNotFound without config.json; InvalidModelFolder for a malformed one; NotSupported for a model
 // llama.cpp cannot compute as transformers does (another architecture, experts, a rope type or key it

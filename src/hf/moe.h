@@ -45,6 +45,21 @@ struct MoeTable {
   bool shared_ffn_key = false;
 };
 
+class WithGenerated;
+
+// One layer's experts as Architecture::plan_experts plans them: tensors appended to `out`, computed
+// ones added to `computed`, and every input tensor they read named in `consumed` (so that the plan's
+// check for tensors left over knows them).
+struct LayerExperts {
+  const ModelConfig& config;
+  const TensorFile& weights;
+  const std::string& hf;  // "model.layers.N."
+  const std::string& gg;  // "blk.N."
+  WithGenerated& computed;
+  std::vector<ConvertTensor>& out;
+  std::vector<std::string>& consumed;
+};
+
 // Reads the experts of an architecture with a MoeTable into `c.moe`, with llama.cpp's keys for them in
 // `c.arch_kv`; NotSupported naming the key for what llama.cpp computes otherwise (norm_topk_prob,
 // dense layers among sparse ones); InvalidModelFolder for missing or out-of-range counts.

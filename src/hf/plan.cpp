@@ -53,6 +53,8 @@ struct Planner {
   const ModelConfig& c;
   const TensorFile& weights;
   std::vector<ConvertTensor> out;
+  WithGenerated* computed = nullptr;    // where Architecture::plan_experts adds computed tensors
+  std::vector<std::string> consumed{};  // input tensors those read
 
   std::uint32_t heads() const { return c.num_attention_heads; }
   std::uint32_t kv_heads() const { return c.num_key_value_heads.value_or(c.num_attention_heads); }
@@ -92,7 +94,10 @@ struct Planner {
     } else if (c.arch->base != LayerBase::None) {
       for (const TensorRule& t : rows::llama_attention(c.arch->base == LayerBase::LlamaPermuted)) SW_RETURN_IF_ERROR(add_rule(t, hf, gg));
     }
-    if (c.arch->moe) {
+    if (c.arch->moe && c.arch->plan_experts) {
+      LayerExperts experts{c, weights, hf, gg, *computed, out, consumed};
+      SW_RETURN_IF_ERROR(c.arch->plan_experts(experts));
+    } else if (c.arch->moe) {
       SW_RETURN_IF_ERROR(plan_experts(*c.arch->moe, *c.moe, c.hidden_size, hf, gg, weights, out));
       for (const TensorRule& t : c.arch->moe->shared) SW_RETURN_IF_ERROR(add_rule(t, hf, gg));
     } else if (c.arch->base != LayerBase::None) {
@@ -128,6 +133,7 @@ struct Planner {
       planned.insert(t.source);
       for (const TensorPiece& piece : t.pieces) planned.insert(piece.source);
     }
+    planned.insert(consumed.begin(), consumed.end());
     for (const TensorEntry& e : weights.tensors()) {
       if (skipped(e.name) || planned.contains(e.name)) continue;
       if (c.arch->tied_output && e.name == "lm_head.weight") continue;  // the embedding is the output
@@ -163,7 +169,7 @@ Status add_one_to_norms(const TensorFile& weights, std::vector<ConvertTensor>& p
 // Without a target type, the type of the matrices (1-D tensors are F32 in every llama.cpp file type).
 TensorType weights_type(const TensorFile& weights) {
   for (const TensorEntry& e : weights.tensors()) {
-    if (e.shape.size() >= 2) return e.type;
+    if (e.shape.size() >= 2 && type_info(e.type).cls == TypeClass::Float) return e.type;  // not MXFP4's U8 blocks
   }
   return TensorType::F32;
 }
@@ -236,6 +242,7 @@ Result<GgufConversion> plan(const Folder& folder, const TensorFile& weights, std
   }
   auto tensors = std::make_unique<WithGenerated>(weights);
   Planner planner{config, weights, {}};
+  planner.computed = tensors.get();
   SW_RETURN_IF_ERROR(planner.run());
   if (config.arch->norms_plus_one) SW_RETURN_IF_ERROR(add_one_to_norms(weights, planner.out, *tensors));
   if (config.rope.type == "llama3") {
@@ -253,7 +260,9 @@ Result<GgufConversion> plan(const Folder& folder, const TensorFile& weights, std
                                              ConvertTensor{.source = "rope_factors_short.weight", .name = "rope_factors_short.weight"}});
   }
   const TensorType target = type.value_or(weights_type(weights));
-  const auto ftype = gguf::llama_file_type(target);
+  auto ftype = gguf::llama_file_type(target);
+  if (config.float_file_type && (target == TensorType::F32 || target == TensorType::F16 || target == TensorType::BF16))
+    ftype = config.float_file_type;
   if (!ftype) {
     return Error(ErrorKind::NotSupported, "llama.cpp has no file type for " + std::string(type_name(target))).with_file(weights.name());
   }

@@ -198,10 +198,11 @@ TEST(HfLlama, ModelFoldersGoToThePlanBrokenOnesToo) {
   f.config["architectures"] = R"(["GPT2LMHeadModel"])";  // a model, not converted: plan() refuses it by name
   f.write();
   EXPECT_TRUE(hf::is_model_folder(f.path()));
-  EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::NotSupported, "config.json",
-                          "architecture `GPT2LMHeadModel` is not converted (converted: Gemma2ForCausalLM, Gemma3ForCausalLM, LlamaForCausalLM, "
-                          "MistralForCausalLM, MixtralForCausalLM, OlmoeForCausalLM, Phi3ForCausalLM, Qwen2ForCausalLM, "
-                          "Qwen2MoeForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM)"));
+  EXPECT_TRUE(FailsNaming(
+      f.plan(), ErrorKind::NotSupported, "config.json",
+      "architecture `GPT2LMHeadModel` is not converted (converted: Gemma2ForCausalLM, Gemma3ForCausalLM, GptOssForCausalLM, LlamaForCausalLM, "
+      "MistralForCausalLM, MixtralForCausalLM, OlmoeForCausalLM, Phi3ForCausalLM, Qwen2ForCausalLM, "
+      "Qwen2MoeForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM)"));
   EXPECT_FALSE(hf::is_model_folder(f.path() + "/nowhere"));
   // A config.json that cannot be read is a model folder: plan() says why instead of a plain dump.
   // Each is the folder's content at fault (InvalidModelFolder, or DuplicateKey for a repeated key: the CLI

@@ -1,0 +1,223 @@
+"""gpt-oss folders made by transformers 5 -> `safeweights convert FOLDER OUT.gguf` -> llama.cpp.
+
+A tiny random GptOssForCausalLM (2 layers, sliding then full attention, 4 experts of which 2 are used,
+attention sinks, biases everywhere, yarn rope) with a harmony-style tokenizer (o200k's split, gpt-oss's
+special tokens), in the two layouts users have:
+
+- "plain": the model's own state dict as transformers 5.24 saves it: experts.gate_up_proj [E, D, 2F]
+  (gate and up interleaved in the last dimension) and experts.down_proj [E, F, D], transposed to
+  llama.cpp's [E, F, D] / [E, D, F];
+- "mxfp4": as the Hub's checkpoints hold them, `experts.*_blocks` [E, rows, K, 16] and `*_scales`
+  [E, rows, K] (quantized here from the same experts, which are made exactly representable first, so both
+  folders are one model), with quantization_config quant_method mxfp4; repacked to ggml's MXFP4 bit for bit.
+
+Judged (a) against the pinned llama.cpp's own converter on the same folder (tensors: name, type, shape,
+bytes; keys and values, but for the deliberate differences of test_hf_gguf_moe.py); (b) llama.cpp's
+logits against transformers' (f32 within 1e-4 of the largest logit; the MXFP4 file within Q8_0's bound,
+as ggml multiplies MXFP4 weights by activations rounded to Q8_0) and the same argmax; (c) config keys
+llama.cpp's gpt-oss would compute otherwise are refused by name, and nothing is written.
+"""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+os.environ["HF_HUB_OFFLINE"] = "1"
+transformers = pytest.importorskip("transformers")
+torch = pytest.importorskip("torch")
+gguf = pytest.importorskip("gguf")
+llama_cpp = pytest.importorskip("llama_cpp")
+from safetensors.torch import save_file  # noqa: E402
+
+from test_hf_gguf_llamacpp import CLI, llama_cpp_logits, transformers_logits  # noqa: E402
+from test_hf_gguf_moe import REFERENCE_RUNNER, deliberate, keys_of, need_llama_cpp, tensors_of  # noqa: E402
+from test_pretokenizers import make_folder  # noqa: E402
+
+LLAMA_CPP = os.environ.get("SAFEWEIGHTS_LLAMA_CPP")
+F32_TOLERANCE = 1e-4
+MXFP4_TOLERANCE = 5e-2  # Q8_0's bound (test_hf_gguf_llamacpp.py's TYPE_TOLERANCE)
+IDS = [1, 5, 77, 123, 250, 399, 42, 8, 300, 17, 200, 64]
+LAYOUTS = ("plain", "mxfp4")
+
+# E2M1's magnitudes by code (OCP microscaling; the code's bit 3 is the sign).
+E2M1 = torch.tensor([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0])
+
+
+def mxfp4_quantize(w):
+    """w [..., K * 32] -> (codes [..., K, 16] U8, low nibble first; scales [..., K] U8, E8M0) and the
+    values they decode to. Each block's exponent puts its largest magnitude at or below 6."""
+    blocks = w.reshape(*w.shape[:-1], -1, 32)
+    amax = blocks.abs().amax(-1).clamp(min=2.0 ** -100)
+    exponent = torch.ceil(torch.log2(amax / 6.0))
+    scaled = blocks / torch.exp2(exponent)[..., None]
+    code = (scaled.abs()[..., None] - E2M1).abs().argmin(-1)  # nearest magnitude
+    code = code + 8 * (scaled < 0) * (code > 0)
+    values = torch.where(code >= 8, -E2M1[code % 8], E2M1[code % 8]) * torch.exp2(exponent)[..., None]
+    packed = (code[..., 0::2] | (code[..., 1::2] << 4)).to(torch.uint8)
+    return packed, (exponent + 127).to(torch.uint8), values.reshape(w.shape)
+
+
+def make_model():
+    cfg = transformers.GptOssConfig(
+        vocab_size=VOCAB, hidden_size=64, intermediate_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+        head_dim=16, num_local_experts=4, num_experts_per_tok=2, max_position_embeddings=256, sliding_window=4, rms_norm_eps=1e-5,
+        tie_word_embeddings=False, bos_token_id=0, eos_token_id=1, pad_token_id=None,
+        rope_parameters=dict(rope_type="yarn", rope_theta=150000.0, factor=4.0, original_max_position_embeddings=64, beta_fast=32.0,
+                             beta_slow=1.0, truncate=True))
+    torch.manual_seed(11)
+    model = transformers.GptOssForCausalLM(cfg).eval()
+    with torch.no_grad():  # every weight drawn (no zero bias), norms away from 1, routers that choose clearly
+        for name, p in model.named_parameters():
+            p.copy_(0.2 * torch.randn_like(p))
+            if name.endswith("norm.weight"):
+                p.copy_(1 + 0.3 * torch.randn_like(p))
+            if name.endswith("router.weight"):
+                p.copy_(0.5 * torch.randn_like(p))
+        for layer in model.model.layers:  # experts MXFP4-exact: the two layouts are one model
+            experts = layer.mlp.experts
+            for p in (experts.gate_up_proj, experts.down_proj):
+                p.copy_(mxfp4_quantize(p.transpose(1, 2))[2].transpose(1, 2))
+    return model
+
+
+VOCAB = None  # set by the fixture from the tokenizer
+
+
+def mxfp4_copy(model, source, folder):
+    """`source` with its experts as the Hub holds gpt-oss's: MXFP4 blocks and scales of [E, out, in]."""
+    folder.mkdir()
+    for f in source.iterdir():
+        if f.is_file() and not f.name.startswith("model.safetensors"):
+            (folder / f.name).write_bytes(f.read_bytes())
+    state = {}
+    for k, v in model.state_dict().items():
+        if k.endswith(("experts.gate_up_proj", "experts.down_proj")):
+            packed, scales, _ = mxfp4_quantize(v.transpose(1, 2))
+            state[k + "_blocks"], state[k + "_scales"] = packed.contiguous(), scales.contiguous()
+        else:
+            state[k] = v.contiguous()
+    save_file(state, str(folder / "model.safetensors"), metadata={"format": "pt"})
+    cfg = json.loads((folder / "config.json").read_text())
+    cfg["quantization_config"] = {"quant_method": "mxfp4", "modules_to_not_convert": [
+        "model.layers.*.self_attn", "model.layers.*.mlp.router", "model.embed_tokens", "lm_head"]}
+    (folder / "config.json").write_text(json.dumps(cfg, indent=2))
+    return folder
+
+
+@pytest.fixture(scope="module")
+def gptoss(tmp_path_factory):
+    """{"model", "plain": (folder, our gguf), "mxfp4": (folder, our gguf)}."""
+    global VOCAB
+    root = tmp_path_factory.mktemp("gptoss")
+    tokenizer = transformers.AutoTokenizer.from_pretrained(str(make_folder(root / "harmony", "gpt-4o", "harmony")))
+    VOCAB = len(tokenizer) + 3
+    model = make_model()
+    plain = root / "plain"
+    model.save_pretrained(str(plain))
+    tokenizer.save_pretrained(str(plain))
+    out = {"model": model, "plain": plain, "mxfp4": mxfp4_copy(model, plain, root / "mxfp4")}
+    for layout in LAYOUTS:
+        ours = root / f"{layout}.gguf"
+        r = subprocess.run([CLI, "convert", str(out[layout]), str(ours), "--type", "f32"], capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        out[layout] = (out[layout], ours)
+    return out
+
+
+@pytest.fixture(scope="module")
+def reference(gptoss, tmp_path_factory):
+    """layout -> the GGUF llama.cpp's converter writes from the same folder."""
+    need_llama_cpp()
+    root = tmp_path_factory.mktemp("reference")
+    jobs = [(str(gptoss[layout][0]), str(root / f"{layout}.gguf"), "f32") for layout in LAYOUTS]
+    env = dict(os.environ, PYTHONPATH=os.path.join(LLAMA_CPP, "gguf-py"), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    r = subprocess.run([sys.executable, "-c", REFERENCE_RUNNER, LLAMA_CPP, "gpt-4o", json.dumps(jobs)], capture_output=True, text=True, env=env)
+    assert r.returncode == 0, r.stderr[-4000:]
+    return {layout: root / f"{layout}.gguf" for layout in LAYOUTS}
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_tensors_and_keys_equal_llama_cpp_converter(gptoss, reference, layout):
+    ours, theirs = gptoss[layout][1], reference[layout]
+    a, b = tensors_of(ours), tensors_of(theirs)
+    assert sorted(a) == sorted(b)
+    for name in b:
+        assert a[name][:2] == b[name][:2], name
+        assert a[name][2] == b[name][2], f"{name}: bytes differ"
+    ka, kb = keys_of(ours), keys_of(theirs)
+    only_ours = {k for k in set(ka) - set(kb) if not deliberate(k)}
+    only_theirs = {k for k in set(kb) - set(ka) if not deliberate(k)}
+    assert not only_ours and not only_theirs, (sorted(only_ours), sorted(only_theirs))
+    for key in sorted(k for k in kb if not deliberate(k)):
+        assert ka[key] == kb[key], key
+    experts = gguf.GGMLQuantizationType.MXFP4 if layout == "mxfp4" else gguf.GGMLQuantizationType.F32
+    assert a["blk.0.ffn_gate_exps.weight"][0] == int(experts)
+    assert a["blk.1.attn_sinks.weight"][1] == [4]
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_llama_cpp_logits_match_transformers(gptoss, layout):
+    want = transformers_logits(gptoss["model"], IDS)
+    got = llama_cpp_logits(gptoss[layout][1], IDS)
+    tolerance = F32_TOLERANCE if layout == "plain" else MXFP4_TOLERANCE
+    assert np.abs(got - want).max() <= tolerance * np.abs(want).max()
+    assert (got.argmax(-1) == want.argmax(-1)).all()
+
+
+def test_mxfp4_experts_kept_at_a_quantized_type(gptoss, tmp_path):
+    """--type q8_0 quantizes the rest; the MXFP4 experts pass through as they are (not through F32)."""
+    folder, f32 = gptoss["mxfp4"]
+    out = tmp_path / "q8.gguf"
+    r = subprocess.run([CLI, "convert", str(folder), str(out), "--type", "q8_0"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    a, b = tensors_of(out), tensors_of(f32)
+    assert a["blk.0.attn_q.weight"][0] == int(gguf.GGMLQuantizationType.Q8_0)
+    for name in ("blk.0.ffn_gate_exps.weight", "blk.1.ffn_up_exps.weight", "blk.1.ffn_down_exps.weight"):
+        assert a[name] == b[name], name
+
+
+def test_mxfp4_folder_without_a_type(gptoss, tmp_path):
+    """Without --type the matrices keep their float type (not the U8 of the MXFP4 blocks), the experts
+    stay MXFP4 and the file type is MOSTLY_MXFP4_MOE, as llama.cpp's converter writes it over a float one."""
+    out = tmp_path / "auto.gguf"
+    r = subprocess.run([CLI, "convert", str(gptoss["mxfp4"][0]), str(out)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    a = tensors_of(out)
+    assert a["blk.0.attn_q.weight"][0] == int(gguf.GGMLQuantizationType.F32)
+    assert a["blk.0.ffn_down_exps.weight"][0] == int(gguf.GGMLQuantizationType.MXFP4)
+    assert keys_of(out)["general.file_type"][1] == int(gguf.LlamaFileType.MOSTLY_MXFP4_MOE)
+
+
+# Keys transformers reads that would make llama.cpp's gpt-oss compute something else.
+REFUSED = [
+    ("swiglu_limit", 8.0, "`swiglu_limit` is not 7.0"),
+    ("swiglu_alpha", 1.5, "`swiglu_alpha` is not 1.702"),
+    ("layer_types", ["full_attention", "sliding_attention"], "`layer_types` gives layer 0 `full_attention`"),
+    ("attention_bias", False, "`attention_bias` is false"),
+    ("tie_word_embeddings", True, "`tie_word_embeddings` is true"),
+    ("quantization_config", {"quant_method": "fp8"}, "`quantization_config` has quant_method `fp8`"),
+    ("rope_parameters", dict(rope_type="yarn", rope_theta=150000.0, factor=32.0, original_max_position_embeddings=4096, beta_fast=32.0,
+                             beta_slow=1.0, truncate=False), "`truncate` is false"),
+]
+
+
+@pytest.mark.parametrize("key,value,text", REFUSED)
+def test_keys_refused_by_name(gptoss, tmp_path, key, value, text):
+    source = gptoss["plain"][0]
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    for f in source.iterdir():
+        (folder / f.name).symlink_to(f)
+    (folder / "config.json").unlink()
+    cfg = json.loads((source / "config.json").read_text())
+    cfg[key] = value
+    (folder / "config.json").write_text(json.dumps(cfg))
+    out = tmp_path / "out.gguf"
+    r = subprocess.run([CLI, "convert", str(folder), str(out), "--type", "f32"], capture_output=True, text=True)
+    assert r.returncode != 0 and "config.json" in r.stderr and text in r.stderr, r.stderr
+    assert not out.exists() and list(tmp_path.iterdir()) == [folder]
