@@ -27,6 +27,16 @@ std::vector<std::byte> read_all(const ByteSource& s, std::uint64_t offset = 0) {
   return out;
 }
 
+// Every read of `length` bytes at any offset gives those bytes of the whole (reads that start and end
+// inside rows, and cross experts).
+void expect_reads_agree(const ByteSource& s, const std::vector<std::byte>& whole, std::size_t length) {
+  for (std::size_t at = 0; at + length <= whole.size(); ++at) {
+    std::vector<std::byte> part(length);
+    ASSERT_TRUE(s.read_at(at, part).is_ok());
+    ASSERT_EQ(std::memcmp(part.data(), whole.data() + at, length), 0) << at;
+  }
+}
+
 // [2, 3, 4] F32, element (e, r, c) = 100 e + 10 r + c.
 std::vector<std::byte> indexed_experts() {
   std::vector<float> values;
@@ -56,6 +66,7 @@ TEST(ExpertViews, TransposeReadsAFileWithoutAMapping) {
   for (int e = 0; e < 2; ++e)
     for (int c = 0; c < 4; ++c)
       for (int r = 0; r < 3; ++r) EXPECT_EQ(got[(e * 4 + c) * 3 + r], static_cast<float>(100 * e + 10 * r + c));
+  expect_reads_agree(**s, out, 13);
 }
 
 TEST(ExpertViews, TransposeTakesStridedColumnsOfEachExpert) {
@@ -70,10 +81,7 @@ TEST(ExpertViews, TransposeTakesStridedColumnsOfEachExpert) {
   // Output [2, 2, 3]: (e, j, r) = input (e, r, 1 + 2 j).
   const std::vector<float> want = {1, 11, 21, 3, 13, 23, 101, 111, 121, 103, 113, 123};
   EXPECT_EQ(got, want);
-  // A read that starts and ends inside rows.
-  std::vector<std::byte> part(20);
-  ASSERT_TRUE((*s)->read_at(8, part).is_ok());
-  EXPECT_EQ(std::memcmp(part.data(), out.data() + 8, part.size()), 0);
+  expect_reads_agree(**s, out, 20);
   std::vector<std::byte> past(8);
   EXPECT_EQ((*s)->read_at(44, past).error().kind(), ErrorKind::OutOfRange);
 }
@@ -122,6 +130,7 @@ TEST(ExpertViews, Mxfp4RepackDecodesAsTheOcpBlocks) {
       }
     }
   }
+  expect_reads_agree(**r, out, 20);
   const auto tail = read_all(**r, 5);
   EXPECT_EQ(std::memcmp(tail.data(), out.data() + 5, tail.size()), 0);
 }
