@@ -181,6 +181,9 @@ def hf_folder_seeds():
                                  shared_expert_intermediate_size=6, norm_topk_prob=False), HF_BPE)
     s["olmoe"] = hf_seed(dict(HF_LLAMA, architectures=["OlmoeForCausalLM"], num_key_value_heads=2, num_experts=4, num_experts_per_tok=2,
                               clip_qkv=None), HF_BPE)
+    s["gptoss_mxfp4"] = hf_seed(dict(HF_LLAMA, architectures=["GptOssForCausalLM"], head_dim=4, sliding_window=4, swiglu_limit=7.0,
+                                     layer_types=["sliding_attention"], quantization_config={"quant_method": "mxfp4"}, rope_parameters={
+                                         "rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 16, "beta_fast": 32.0}, **moe), HF_BPE)
     s["config_duplicate_key"] = hf_seed(b'{"architectures":["LlamaForCausalLM"],"vocab_size":6,"vocab_size":7}')
     s["config_infinity"] = hf_seed(b'{"architectures":["LlamaForCausalLM"],"rms_norm_eps":Infinity}')
     s["config_huge_number"] = hf_seed(b'{"architectures":["LlamaForCausalLM"],"vocab_size":100000000000000000000000}')
