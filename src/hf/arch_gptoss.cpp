@@ -197,13 +197,21 @@ Status plan_layer(LayerExperts& l) {
   l.out.push_back({.source = mlp + "router.weight", .name = l.gg + "ffn_gate_inp.weight", .type = TensorType::F32});
   SW_RETURN_IF_ERROR(expect_tensor(l.weights, mlp + "router.bias", l.gg + "ffn_gate_inp.bias", std::vector<std::uint64_t>{e}));
   l.out.push_back({.source = mlp + "router.bias", .name = l.gg + "ffn_gate_inp.bias"});
+  // The experts' biases are 2-D, F32 at any --type all the same: llama.cpp's converter keeps every tensor
+  // not named .weight F32.
   const std::string ex = mlp + "experts.";
   const std::string gate_up_bias = ex + "gate_up_proj_bias", down_bias = ex + "down_proj_bias";
   SW_RETURN_IF_ERROR(expect_tensor(l.weights, gate_up_bias, l.gg + "ffn_gate_exps.bias", std::vector<std::uint64_t>{e, 2 * f}));
-  l.out.push_back({.source = {}, .name = l.gg + "ffn_gate_exps.bias", .pieces = {{.source = gate_up_bias, .dim = 1, .begin = 0, .step = 2}}});
-  l.out.push_back({.source = {}, .name = l.gg + "ffn_up_exps.bias", .pieces = {{.source = gate_up_bias, .dim = 1, .begin = 1, .step = 2}}});
+  l.out.push_back({.source = {},
+                   .name = l.gg + "ffn_gate_exps.bias",
+                   .pieces = {{.source = gate_up_bias, .dim = 1, .begin = 0, .step = 2}},
+                   .type = TensorType::F32});
+  l.out.push_back({.source = {},
+                   .name = l.gg + "ffn_up_exps.bias",
+                   .pieces = {{.source = gate_up_bias, .dim = 1, .begin = 1, .step = 2}},
+                   .type = TensorType::F32});
   SW_RETURN_IF_ERROR(expect_tensor(l.weights, down_bias, l.gg + "ffn_down_exps.bias", std::vector<std::uint64_t>{e, d}));
-  l.out.push_back({.source = down_bias, .name = l.gg + "ffn_down_exps.bias"});
+  l.out.push_back({.source = down_bias, .name = l.gg + "ffn_down_exps.bias", .type = TensorType::F32});
   if (l.weights.find(ex + "gate_up_proj_blocks")) return mxfp4_experts(l, ex, e, d, f);
   return plain_experts(l, ex, e, d, f);
 }

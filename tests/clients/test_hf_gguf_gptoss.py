@@ -43,6 +43,11 @@ F32_TOLERANCE = 1e-4
 MXFP4_TOLERANCE = 5e-2  # Q8_0's bound (test_hf_gguf_llamacpp.py's TYPE_TOLERANCE)
 IDS = [1, 5, 77, 123, 250, 399, 42, 8, 300, 17, 200, 64]
 LAYOUTS = ("plain", "mxfp4")
+# Each layout converted at these types, each judged against llama.cpp's converter at the same type: Q8_0
+# quantizes the matrices but keeps what llama.cpp keeps F32 (routers, the experts' 2-D biases: every
+# tensor not named .weight) and the MXFP4 experts as they are.
+TYPES = ("f32", "q8_0")
+CASES = [(layout, type_) for layout in LAYOUTS for type_ in TYPES]
 
 # E2M1's magnitudes by code (OCP microscaling; the code's bit 3 is the sign).
 E2M1 = torch.tensor([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0])
@@ -111,7 +116,7 @@ def mxfp4_copy(model, source, folder):
 
 @pytest.fixture(scope="module")
 def gptoss(tmp_path_factory):
-    """{"model", "plain": (folder, our gguf), "mxfp4": (folder, our gguf)}."""
+    """{"model", "plain": folder, "mxfp4": folder, (layout, type): our gguf}."""
     global VOCAB
     root = tmp_path_factory.mktemp("gptoss")
     tokenizer = transformers.AutoTokenizer.from_pretrained(str(make_folder(root / "harmony", "gpt-4o", "harmony")))
@@ -121,24 +126,24 @@ def gptoss(tmp_path_factory):
     model.save_pretrained(str(plain))
     tokenizer.save_pretrained(str(plain))
     out = {"model": model, "plain": plain, "mxfp4": mxfp4_copy(model, plain, root / "mxfp4")}
-    for layout in LAYOUTS:
-        ours = root / f"{layout}.gguf"
-        r = subprocess.run([CLI, "convert", str(out[layout]), str(ours), "--type", "f32"], capture_output=True, text=True)
+    for layout, type_ in CASES:
+        ours = root / f"{layout}-{type_}.gguf"
+        r = subprocess.run([CLI, "convert", str(out[layout]), str(ours), "--type", type_], capture_output=True, text=True)
         assert r.returncode == 0, r.stderr
-        out[layout] = (out[layout], ours)
+        out[layout, type_] = ours
     return out
 
 
 @pytest.fixture(scope="module")
 def reference(gptoss, tmp_path_factory):
-    """layout -> the GGUF llama.cpp's converter writes from the same folder."""
+    """(layout, type) -> the GGUF llama.cpp's converter writes from the same folder."""
     need_llama_cpp()
     root = tmp_path_factory.mktemp("reference")
-    jobs = [(str(gptoss[layout][0]), str(root / f"{layout}.gguf"), "f32") for layout in LAYOUTS]
+    jobs = [(str(gptoss[layout]), str(root / f"{layout}-{type_}.gguf"), type_) for layout, type_ in CASES]
     env = dict(os.environ, PYTHONPATH=os.path.join(LLAMA_CPP, "gguf-py"), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
     r = subprocess.run([sys.executable, "-c", REFERENCE_RUNNER, LLAMA_CPP, "gpt-4o", json.dumps(jobs)], capture_output=True, text=True, env=env)
     assert r.returncode == 0, r.stderr[-4000:]
-    return {layout: root / f"{layout}.gguf" for layout in LAYOUTS}
+    return {(layout, type_): root / f"{layout}-{type_}.gguf" for layout, type_ in CASES}
 
 
 def compared(path):
@@ -146,34 +151,31 @@ def compared(path):
     return tensors_of(path), {k: v for k, v in keys_of(path).items() if not deliberate(k)}
 
 
-@pytest.mark.parametrize("layout", LAYOUTS)
-def test_tensors_and_keys_equal_llama_cpp_converter(gptoss, reference, layout):
-    (a, ka), (b, kb) = compared(gptoss[layout][1]), compared(reference[layout])
+@pytest.mark.parametrize("layout,type_", CASES)
+def test_tensors_and_keys_equal_llama_cpp_converter(gptoss, reference, layout, type_):
+    (a, ka), (b, kb) = compared(gptoss[layout, type_]), compared(reference[layout, type_])
     assert sorted(a) == sorted(b)
     for name in b:
         assert a[name] == b[name], name
     assert ka == kb
-    experts = gguf.GGMLQuantizationType.MXFP4 if layout == "mxfp4" else gguf.GGMLQuantizationType.F32
-    assert a["blk.0.ffn_gate_exps.weight"][0] == int(experts)
+    experts = "MXFP4" if layout == "mxfp4" else type_.upper()
+    assert a["blk.0.ffn_gate_exps.weight"][0] == int(gguf.GGMLQuantizationType[experts])
+    assert a["blk.0.ffn_gate_exps.bias"][0] == a["blk.0.ffn_gate_inp.weight"][0] == int(gguf.GGMLQuantizationType.F32)
     assert a["blk.1.attn_sinks.weight"][1] == [4]
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_llama_cpp_logits_match_transformers(gptoss, layout):
     want = transformers_logits(gptoss["model"], IDS)
-    got = llama_cpp_logits(gptoss[layout][1], IDS)
+    got = llama_cpp_logits(gptoss[layout, "f32"], IDS)
     tolerance = F32_TOLERANCE if layout == "plain" else MXFP4_TOLERANCE
     assert np.abs(got - want).max() <= tolerance * np.abs(want).max()
     assert (got.argmax(-1) == want.argmax(-1)).all()
 
 
-def test_mxfp4_experts_kept_at_a_quantized_type(gptoss, tmp_path):
+def test_mxfp4_experts_kept_at_a_quantized_type(gptoss):
     """--type q8_0 quantizes the rest; the MXFP4 experts pass through as they are (not through F32)."""
-    folder, f32 = gptoss["mxfp4"]
-    out = tmp_path / "q8.gguf"
-    r = subprocess.run([CLI, "convert", str(folder), str(out), "--type", "q8_0"], capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
-    a, b = tensors_of(out), tensors_of(f32)
+    a, b = tensors_of(gptoss["mxfp4", "q8_0"]), tensors_of(gptoss["mxfp4", "f32"])
     assert a["blk.0.attn_q.weight"][0] == int(gguf.GGMLQuantizationType.Q8_0)
     for name in ("blk.0.ffn_gate_exps.weight", "blk.1.ffn_up_exps.weight", "blk.1.ffn_down_exps.weight"):
         assert a[name] == b[name], name
@@ -183,7 +185,7 @@ def test_mxfp4_folder_without_a_type(gptoss, tmp_path):
     """Without --type the matrices keep their float type (not the U8 of the MXFP4 blocks), the experts
     stay MXFP4 and the file type is MOSTLY_MXFP4_MOE, as llama.cpp's converter writes it over a float one."""
     out = tmp_path / "auto.gguf"
-    r = subprocess.run([CLI, "convert", str(gptoss["mxfp4"][0]), str(out)], capture_output=True, text=True)
+    r = subprocess.run([CLI, "convert", str(gptoss["mxfp4"]), str(out)], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     a = tensors_of(out)
     assert a["blk.0.attn_q.weight"][0] == int(gguf.GGMLQuantizationType.F32)
@@ -209,10 +211,10 @@ def test_keys_refused_by_name(gptoss, tmp_path, key, value, text):
     """The plain folder with one key of config.json changed (the weights linked): refused, nothing written."""
     folder = tmp_path / "folder"
     folder.mkdir()
-    for f in gptoss["plain"][0].iterdir():
+    for f in gptoss["plain"].iterdir():
         if f.name != "config.json":
             (folder / f.name).symlink_to(f)
-    (folder / "config.json").write_text(json.dumps({**json.loads((gptoss["plain"][0] / "config.json").read_text()), key: value}))
+    (folder / "config.json").write_text(json.dumps({**json.loads((gptoss["plain"] / "config.json").read_text()), key: value}))
     out = tmp_path / "out.gguf"
     r = subprocess.run([CLI, "convert", str(folder), str(out), "--type", "f32"], capture_output=True, text=True)
     assert r.returncode == 1 and f"{folder}/config.json: NotSupported: " in r.stderr and text in r.stderr, r.stderr
