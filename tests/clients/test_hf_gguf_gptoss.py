@@ -219,3 +219,21 @@ def test_keys_refused_by_name(gptoss, tmp_path, key, value, text):
     r = subprocess.run([CLI, "convert", str(folder), str(out), "--type", "f32"], capture_output=True, text=True)
     assert r.returncode == 1 and f"{folder}/config.json: NotSupported: " in r.stderr and text in r.stderr, r.stderr
     assert not out.exists() and list(tmp_path.iterdir()) == [folder]
+
+
+def test_mxfp4_pair_missing_its_scales_is_refused_by_name(gptoss, tmp_path):
+    """Blocks without their scales cannot be repacked: the tensor is named, with what llama.cpp needs it for."""
+    from safetensors.numpy import load_file, save_file as save_numpy
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    for f in gptoss["mxfp4"].iterdir():
+        if f.name != "model.safetensors":
+            (folder / f.name).symlink_to(f)
+    state = load_file(str(gptoss["mxfp4"] / "model.safetensors"))
+    del state["model.layers.1.mlp.experts.down_proj_scales"]
+    save_numpy(state, str(folder / "model.safetensors"))
+    out = tmp_path / "out.gguf"
+    r = subprocess.run([CLI, "convert", str(folder), str(out), "--type", "f32"], capture_output=True, text=True)
+    assert r.returncode != 0 and not out.exists(), r.stderr
+    assert ("TensorNotFound: tensor model.layers.1.mlp.experts.down_proj_scales is missing "
+            "(llama.cpp needs blk.1.ffn_down_exps.weight)") in r.stderr, r.stderr
