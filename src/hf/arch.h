@@ -121,7 +121,8 @@ struct Architecture {
   // adding llama.cpp's keys for them to ModelConfig::arch_kv; nullptr: none.
   Status (*check)(const JsonFile& config, ModelConfig& out) = nullptr;
   // Plans a layer's experts in place of hf/moe.h's plan_experts, where their layout needs code (gpt-oss's
-  // transposed and MXFP4 experts, computed by hf/expert_views.h); nullptr: plan_experts.
+  // transposed and MXFP4 experts, computed by hf/expert_views.h), and the layer's tensors the table has no
+  // Dim for (gpt-oss's sinks, one per head); nullptr: plan_experts.
   Status (*plan_experts)(LayerExperts& layer) = nullptr;
 };
 
