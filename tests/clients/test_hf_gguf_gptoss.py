@@ -67,9 +67,9 @@ def mxfp4_quantize(w):
     return packed, (exponent + 127).to(torch.uint8), values.reshape(w.shape)
 
 
-def make_model():
+def make_model(vocab):
     cfg = transformers.GptOssConfig(
-        vocab_size=VOCAB, hidden_size=64, intermediate_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+        vocab_size=vocab, hidden_size=64, intermediate_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
         head_dim=16, num_local_experts=4, num_experts_per_tok=2, max_position_embeddings=256, sliding_window=4, rms_norm_eps=1e-5,
         tie_word_embeddings=False, bos_token_id=0, eos_token_id=1, pad_token_id=None,
         rope_parameters=dict(rope_type="yarn", rope_theta=150000.0, factor=4.0, original_max_position_embeddings=64, beta_fast=32.0,
@@ -88,9 +88,6 @@ def make_model():
             for p in (experts.gate_up_proj, experts.down_proj):
                 p.copy_(mxfp4_quantize(p.transpose(1, 2))[2].transpose(1, 2))
     return model
-
-
-VOCAB = None  # set by the fixture from the tokenizer
 
 
 def mxfp4_copy(model, source, folder):
@@ -117,11 +114,9 @@ def mxfp4_copy(model, source, folder):
 @pytest.fixture(scope="module")
 def gptoss(tmp_path_factory):
     """{"model", "plain": folder, "mxfp4": folder, (layout, type): our gguf}."""
-    global VOCAB
     root = tmp_path_factory.mktemp("gptoss")
     tokenizer = transformers.AutoTokenizer.from_pretrained(str(make_folder(root / "harmony", "gpt-4o", "harmony")))
-    VOCAB = len(tokenizer) + 3
-    model = make_model()
+    model = make_model(len(tokenizer) + 3)
     plain = root / "plain"
     model.save_pretrained(str(plain))
     tokenizer.save_pretrained(str(plain))
