@@ -1467,4 +1467,65 @@ TEST(HfTokenizer, ConversionHoldsTheMetadataOnce) {
   EXPECT_LE(peak, 15 * text.size() + (1u << 20)) << static_cast<double>(peak) / static_cast<double>(text.size()) << " times the file";
 }
 
+// ---- gpt-oss (src/hf/arch_gptoss.cpp): transformers' transposed experts, computed on read -----------
+
+void make_gptoss(Folder& f) {
+  f.config["architectures"] = R"(["GptOssForCausalLM"])";
+  f.config["head_dim"] = "4";
+  f.config["num_local_experts"] = "2";
+  f.config["num_experts_per_tok"] = "1";
+  f.config["sliding_window"] = "4";
+  f.config["tie_word_embeddings"] = "false";
+  f.tensors["lm_head.weight"] = {6, 8};
+  const std::string l = "model.layers.0.";
+  for (const char* dense : {"gate_proj", "up_proj", "down_proj"}) f.tensors.erase(l + "mlp." + dense + ".weight");
+  for (const char* b : {"q_proj", "k_proj", "v_proj", "o_proj"})
+    f.tensors[l + "self_attn." + b + ".bias"] = {std::string(b) == "q_proj" || std::string(b) == "o_proj" ? 8u : 4u};
+  f.tensors[l + "self_attn.sinks"] = {2};
+  f.tensors[l + "mlp.router.weight"] = {2, 8};
+  f.tensors[l + "mlp.router.bias"] = {2};
+  f.tensors[l + "mlp.experts.gate_up_proj"] = {2, 8, 16};  // [E, D, 2F], gate and up interleaved
+  f.tensors[l + "mlp.experts.gate_up_proj_bias"] = {2, 16};
+  f.tensors[l + "mlp.experts.down_proj"] = {2, 8, 8};  // [E, F, D]
+  f.tensors[l + "mlp.experts.down_proj_bias"] = {2, 8};
+}
+
+TEST(HfGptOss, ExpertsAreComputedAndBiasesSliced) {
+  Folder f;
+  make_gptoss(f);
+  auto p = f.plan();
+  ASSERT_TRUE(IsOk(p));
+  EXPECT_EQ(*find(*p, "gpt-oss.attention.sliding_window"), MetaValue::u32(4));
+  EXPECT_EQ(*find(*p, "gpt-oss.expert_feed_forward_length"), MetaValue::u32(8));
+  EXPECT_EQ(*find(*p, "gpt-oss.expert_count"), MetaValue::u32(2));
+  const std::string x = "model.layers.0.mlp.experts.";
+  for (const auto& [name, source] : {std::pair<const char*, std::string>{"blk.0.ffn_gate_exps.weight", x + "gate_up_proj (gate, transposed)"},
+                                     {"blk.0.ffn_up_exps.weight", x + "gate_up_proj (up, transposed)"},
+                                     {"blk.0.ffn_down_exps.weight", x + "down_proj (transposed)"}}) {
+    const ConvertTensor* t = planned(*p, name);
+    ASSERT_NE(t, nullptr) << name;
+    EXPECT_EQ(t->source, source);
+    EXPECT_FALSE(t->type.has_value());  // the --type asked for
+  }
+  const ConvertTensor* up_bias = planned(*p, "blk.0.ffn_up_exps.bias");
+  ASSERT_NE(up_bias, nullptr);
+  ASSERT_EQ(up_bias->pieces.size(), 1u);
+  EXPECT_EQ(up_bias->pieces[0].begin, 1u);
+  EXPECT_EQ(up_bias->pieces[0].step, 2u);
+  EXPECT_EQ(up_bias->type, TensorType::F32);  // not named .weight: F32 at any --type, as llama.cpp
+  EXPECT_EQ(planned(*p, "blk.0.ffn_gate_inp.weight")->type, TensorType::F32);
+  EXPECT_EQ(planned(*p, "blk.0.attn_sinks.weight")->source, "model.layers.0.self_attn.sinks");
+  for (const ConvertTensor& t : p->tensors) EXPECT_EQ(t.permute_heads, 0u) << t.name;  // NEOX rope
+}
+
+TEST(HfGptOss, MisshapenExpertsAndKeysAreRefusedByName) {
+  Folder f;
+  make_gptoss(f);
+  f.tensors["model.layers.0.mlp.experts.gate_up_proj"] = {2, 16, 8};  // transformers 5's [E, 2F, D] of other MoEs: not gpt-oss's
+  EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::InvalidModelFolder, "model.safetensors", "config.json implies [2, 8, 16]"));
+  make_gptoss(f);
+  f.config["swiglu_limit"] = "8.0";
+  EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::NotSupported, "config.json", "key `swiglu_limit` is not 7.0"));
+}
+
 }  // namespace
