@@ -19,6 +19,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "safeweights/error.h"
 #include "safeweights/tensor_file.h"
@@ -28,6 +29,7 @@ namespace safeweights::hf {
 class JsonFile;
 struct ModelConfig;
 struct MoeTable;
+class WithGenerated;
 
 // Which head count permutes a tensor's rows into llama.cpp's interleaved rotary layout (only for
 // architectures whose llama.cpp rope is the "normal" one, as Llama's; NEOX-rope ones keep
@@ -119,6 +121,12 @@ struct Architecture {
   // Reads and checks the config keys only this architecture has (sliding windows, soft-capping, ...),
   // adding llama.cpp's keys for them to ModelConfig::arch_kv; nullptr: none.
   Status (*check)(const JsonFile& config, ModelConfig& out) = nullptr;
+  // Plans what the table cannot say of layer `n` (DeepSeek's latent attention), after the table's rows;
+  // tensors computed from the weights go to `generated`. nullptr: none.
+  Status (*plan_layer)(const ModelConfig& c, const TensorFile& weights, WithGenerated& generated, std::uint32_t n,
+                       std::vector<ConvertTensor>& out) = nullptr;
+  // Layers past num_hidden_layers (multi-token prediction) are left out, as llama.cpp's converter drops them.
+  bool drops_extra_layers = false;
 };
 
 // `hf` must be among `weights` with `shape` (what config.json implies): TensorNotFound naming it (and

@@ -68,6 +68,16 @@ struct MoeConfig {
   std::uint32_t used = 0;        // num_experts_per_tok
   std::uint32_t ffn = 0;         // one expert's width
   std::uint32_t shared_ffn = 0;  // the shared expert's width (0: none)
+  std::uint32_t leading_dense = 0;  // first_k_dense_replace: the first layers keep the dense MLP
+};
+
+// config.json's multi-head latent attention (DeepSeek's MLA; hf/mla.h reads it), as the plan needs it.
+struct MlaConfig {
+  std::uint32_t q_lora_rank = 0;  // 0: q_proj, no low-rank query
+  std::uint32_t kv_lora_rank = 0;
+  std::uint32_t qk_nope_head_dim = 0;
+  std::uint32_t qk_rope_head_dim = 0;
+  std::uint32_t v_head_dim = 0;
 };
 
 // config.json, the fields llama.cpp's converter reads for the architectures of hf/arch.h.
@@ -91,6 +101,7 @@ struct ModelConfig {
   std::optional<bool> tie_word_embeddings;  // false: lm_head.weight must be there
   std::vector<MetaEntry> arch_kv;           // the architecture's own keys (Architecture::check)
   std::optional<MoeConfig> moe;             // set for an architecture with experts
+  std::optional<MlaConfig> mla;             // set for an architecture with latent attention
 };
 // FileNotFound without config.json; InvalidModelFolder for a malformed one; NotSupported for a model
 // llama.cpp cannot compute as transformers does (another architecture, experts, a rope type or key it
