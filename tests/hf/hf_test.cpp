@@ -199,7 +199,8 @@ TEST(HfLlama, ModelFoldersGoToThePlanBrokenOnesToo) {
   f.write();
   EXPECT_TRUE(hf::is_model_folder(f.path()));
   EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::NotSupported, "config.json",
-                          "architecture `GPT2LMHeadModel` is not converted (converted: Gemma2ForCausalLM, Gemma3ForCausalLM, LlamaForCausalLM, "
+                          "architecture `GPT2LMHeadModel` is not converted (converted: DeepseekV3ForCausalLM, "
+                          "Gemma2ForCausalLM, Gemma3ForCausalLM, LlamaForCausalLM, "
                           "MistralForCausalLM, MixtralForCausalLM, OlmoeForCausalLM, Phi3ForCausalLM, Qwen2ForCausalLM, "
                           "Qwen2MoeForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM)"));
   EXPECT_FALSE(hf::is_model_folder(f.path() + "/nowhere"));
