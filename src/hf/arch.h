@@ -127,6 +127,8 @@ struct Architecture {
                        std::vector<ConvertTensor>& out) = nullptr;
   // Layers past num_hidden_layers (multi-token prediction) are left out, as llama.cpp's converter drops them.
   bool drops_extra_layers = false;
+  // YaRN's mscale / mscale_all_dim (Rope) are the architecture's check's to map; elsewhere they are refused.
+  bool yarn_mscale = false;
 };
 
 // `hf` must be among `weights` with `shape` (what config.json implies): TensorNotFound naming it (and

@@ -7,7 +7,8 @@
 // n_shared_experts shared experts. Both expert layouts (per-expert, as transformers 5.24 saves it, and
 // the fused experts of its modules). The multi-token-prediction layers past num_hidden_layers are left
 // out, as llama.cpp's converter leaves them. Refused by name: FP8 block-scaled checkpoints
-// (quantization_config), rope scaling (DeepSeek's YaRN with mscale), attention biases.
+// (quantization_config), rope scaling other than YaRN with mscale equal to mscale_all_dim,
+// attention biases.
 #include <array>
 #include <limits>
 
@@ -43,9 +44,9 @@ Status refuse_unconverted(const JsonFile& file, const ModelConfig& c) {
     return refused(file, "quantization_config",
                    "is set: quantized (FP8 block-scaled, weight_scale_inv) checkpoints are not converted; dequantize them first");
   }
-  if (c.rope.type != "default") {
+  if (c.rope.type != "default" && c.rope.type != "yarn") {
     return Error(ErrorKind::NotSupported, json::quoted(c.rope.source) + " rope type " + json::quoted(c.rope.type) +
-                                              " is not converted for DeepSeek-V3 (llama.cpp's deepseek2 scales YaRN's attention by mscale_all_dim)")
+                                              " is not converted for DeepSeek-V3 (only YaRN, as DeepSeek's checkpoints have it)")
         .with_file(file.path());
   }
   SW_ASSIGN_OR_RETURN(auto bias, file.boolean(root, "attention_bias"));
@@ -55,6 +56,32 @@ Status refuse_unconverted(const JsonFile& file, const ModelConfig& c) {
   if (scoring && *scoring != "sigmoid") {
     return refused(file, "scoring_func", "is " + json::quoted(*scoring) + ": DeepseekV3ForCausalLM scores experts by sigmoid");
   }
+  return Status::ok();
+}
+
+// DeepSeek's YaRN, with llama.cpp's keys for it: llama.cpp's deepseek2 scales attention by
+// yarn_log_multiplier (0.1 mscale_all_dim), which gives transformers' logits when mscale equals
+// mscale_all_dim (both 1 in DeepSeek-V3's checkpoints, 0.707 in V2's; measured within 3.2e-7 of the
+// largest logit) and not otherwise (mscale 1 without mscale_all_dim: 2.6e-3).
+Status read_yarn_keys(const JsonFile& file, ModelConfig& c) {
+  if (c.rope.type != "yarn") return Status::ok();
+  const std::string where = json::quoted(c.rope.source);
+  auto refuse = [&](std::string_view key, const std::string& why) {
+    return Error(ErrorKind::NotSupported, where + " key " + json::quoted(key) + " " + why).with_file(file.path());
+  };
+  if (!c.rope.mscale || !c.rope.mscale_all_dim || *c.rope.mscale != *c.rope.mscale_all_dim) {
+    return refuse(c.rope.mscale ? "mscale" : "mscale_all_dim",
+                  "must be given and equal mscale_all_dim: llama.cpp's deepseek2 scales attention by mscale_all_dim alone");
+  }
+  const auto object = *JsonFile::member(file.root(), c.rope.source);
+  if (JsonFile::member(object, "attention_factor")) return refuse("attention_factor", "is set: llama.cpp's deepseek2 derives it from mscale_all_dim");
+  const std::string a(c.arch->name);
+  for (std::string_view key : {"beta_fast", "beta_slow"}) {  // written when given, as llama.cpp's converter does
+    SW_ASSIGN_OR_RETURN(auto v, file.positive(object, key));
+    if (v) c.arch_kv.push_back({a + ".rope.scaling.yarn_" + std::string(key), MetaValue::f32(static_cast<float>(*v))});
+  }
+  // llama.cpp's converter writes 0.1 x mscale_all_dim; its loader divides by 0.1 again.
+  c.arch_kv.push_back({a + ".rope.scaling.yarn_log_multiplier", MetaValue::f32(static_cast<float>(0.1 * *c.rope.mscale_all_dim))});
   return Status::ok();
 }
 
@@ -97,7 +124,8 @@ Status read_experts(const JsonFile& file, ModelConfig& c) {
 Status check(const JsonFile& file, ModelConfig& c) {
   SW_RETURN_IF_ERROR(refuse_unconverted(file, c));
   SW_RETURN_IF_ERROR(read_experts(file, c));
-  return read_mla(file, c);
+  SW_RETURN_IF_ERROR(read_mla(file, c));
+  return read_yarn_keys(file, c);
 }
 
 Status plan_layer(const ModelConfig& c, const TensorFile& weights, WithGenerated& generated, std::uint32_t n, std::vector<ConvertTensor>& out) {
@@ -132,7 +160,8 @@ SAFEWEIGHTS_HF_ARCHITECTURE(deepseek3) {
                                       .layer = kLayer,
                                       .check = check,
                                       .plan_layer = plan_layer,
-                                      .drops_extra_layers = true};
+                                      .drops_extra_layers = true,
+                                      .yarn_mscale = true};
   return kArch;
 }
 

@@ -54,6 +54,8 @@ struct Rope {
   std::vector<float> short_factor;                                // longrope, one per rotary pair
   std::vector<float> long_factor;                                 // longrope
   std::optional<double> attention_factor;                         // longrope, as transformers computes it
+  std::optional<double> mscale;                                   // yarn: DeepSeek's (Architecture::yarn_mscale)
+  std::optional<double> mscale_all_dim;                           // yarn: DeepSeek's
 };
 
 // llama.cpp's rope_freqs for llama3 scaling: one factor per rotary pair of a head of `head_dim`, as

@@ -1,7 +1,7 @@
 """DeepSeek-V3 folders made by transformers 5 -> `safeweights convert FOLDER OUT.gguf` -> llama.cpp.
 
 Tiny random DeepseekV3ForCausalLM models made here by transformers 5.24 (nothing downloaded): multi-head
-latent attention (low-rank queries, and the q_proj of q_lora_rank null), a dense first layer
+latent attention (low-rank queries with DeepSeek's YaRN, and the q_proj of q_lora_rank null), a dense first layer
 (first_k_dense_replace) then experts chosen by sigmoid scores plus e_score_correction_bias within
 groups (n_group, topk_group), scaled (routed_scaling_factor), renormalized, beside a shared expert; both
 expert layouts (one tensor per expert as transformers saves it, and its modules' fused experts), and the
@@ -80,9 +80,14 @@ def save(model, folder, mtp_layer=True):
     return model
 
 
+# DeepSeek-V3's YaRN (its checkpoints: factor 40 over 4096 positions, mscale = mscale_all_dim = 1), scaled down.
+YARN = {"rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0, "original_max_position_embeddings": 64, "beta_fast": 32.0,
+        "beta_slow": 1.0, "mscale": 1.0, "mscale_all_dim": 1.0}
+
+
 def deepseek3(folder):
-    """Low-rank queries (q_lora_rank 24), three layers: one dense, two of experts."""
-    cfg = transformers.DeepseekV3Config(num_hidden_layers=3, q_lora_rank=24, **COMMON)
+    """Low-rank queries (q_lora_rank 24), YaRN, three layers: one dense, two of experts."""
+    cfg = transformers.DeepseekV3Config(num_hidden_layers=3, q_lora_rank=24, rope_parameters=YARN, **COMMON)
     torch.manual_seed(11)
     return save(transformers.DeepseekV3ForCausalLM(cfg).eval(), folder)
 
@@ -201,8 +206,6 @@ def edited(source, tmp_path, changes):
 
 
 FP8 = {"quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic", "weight_block_size": [128, 128]}
-YARN = {"rope_type": "yarn", "rope_theta": 10000.0, "factor": 40.0, "original_max_position_embeddings": 64, "beta_fast": 32,
-        "beta_slow": 1, "mscale": 1.0, "mscale_all_dim": 1.0}
 # Keys that would make llama.cpp's deepseek2 compute something else than transformers' DeepseekV3.
 REFUSED = [
     ({"quantization_config": FP8}, "key `quantization_config` is set: quantized (FP8 block-scaled"),
@@ -210,7 +213,10 @@ REFUSED = [
     ({"num_key_value_heads": 2}, "key `num_key_value_heads` differs from num_attention_heads"),
     ({"attention_bias": True}, "key `attention_bias` is true"),
     ({"scoring_func": "softmax"}, "key `scoring_func` is `softmax`"),
-    ({"rope_parameters": YARN}, "rope type `yarn`"),
+    ({"rope_parameters": {**YARN, "mscale": 0.707}}, "key `mscale` must be given and equal mscale_all_dim"),
+    ({"rope_parameters": {k: v for k, v in YARN.items() if k != "mscale_all_dim"}}, "key `mscale` must be given and equal mscale_all_dim"),
+    ({"rope_parameters": {**YARN, "attention_factor": 1.1}}, "key `attention_factor`"),
+    ({"rope_parameters": {"rope_type": "linear", "rope_theta": 10000.0, "factor": 2.0}}, "rope type `linear` is not converted for DeepSeek-V3"),
     ({"hidden_act": "gelu"}, "key `hidden_act` is `gelu`"),
 ]
 
