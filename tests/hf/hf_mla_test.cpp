@@ -7,6 +7,7 @@
 
 #include "hf/generated.h"
 #include "hf/hf_files.h"
+#include "core/status_macros.h"
 #include "hf/mla.h"
 #include "safeweights/format.h"
 #include "test_util.h"
@@ -59,14 +60,26 @@ const ConvertTensor* named(const std::vector<ConvertTensor>& out, std::string_vi
   return nullptr;
 }
 
-TEST(HfMla, KvBIsSplitIntoTransposedKeyHeadsAndStackedValueHeads) {
+// The attention file on disk, opened, and what plan_mla_attention makes of it.
+struct Planned {
   TempDir dir;
-  write_file_bytes(dir.file("model.safetensors"), attention_file());
-  auto weights = open_tensors(dir.file("model.safetensors"));
-  ASSERT_TRUE(IsOk(weights));
-  hf::WithGenerated generated(**weights);
+  std::unique_ptr<TensorFile> weights;
+  std::unique_ptr<hf::WithGenerated> generated;
   std::vector<ConvertTensor> out;
-  ASSERT_TRUE(IsOk(hf::plan_mla_attention(mla_config(), **weights, generated, "model.layers.0.", "blk.0.", out)));
+
+  Status plan(const hf::ModelConfig& c) {
+    write_file_bytes(dir.file("model.safetensors"), attention_file());
+    SW_ASSIGN_OR_RETURN(weights, open_tensors(dir.file("model.safetensors")));
+    generated = std::make_unique<hf::WithGenerated>(*weights);
+    return hf::plan_mla_attention(c, *weights, *generated, "model.layers.0.", "blk.0.", out);
+  }
+};
+
+TEST(HfMla, KvBIsSplitIntoTransposedKeyHeadsAndStackedValueHeads) {
+  Planned p;
+  ASSERT_TRUE(IsOk(p.plan(mla_config())));
+  const auto& out = p.out;
+  const hf::WithGenerated& generated = *p.generated;
   EXPECT_NE(named(out, "blk.0.attn_q.weight"), nullptr);  // q_lora_rank 0: one q_proj
   EXPECT_EQ(named(out, "blk.0.attn_q_a.weight"), nullptr);
 
@@ -109,15 +122,10 @@ TEST(HfMla, KvBIsSplitIntoTransposedKeyHeadsAndStackedValueHeads) {
 }
 
 TEST(HfMla, AMisshapenKvBIsRefusedNamingIt) {
-  TempDir dir;
-  write_file_bytes(dir.file("model.safetensors"), attention_file());
-  auto weights = open_tensors(dir.file("model.safetensors"));
-  ASSERT_TRUE(IsOk(weights));
-  hf::WithGenerated generated(**weights);
-  std::vector<ConvertTensor> out;
+  Planned p;
   hf::ModelConfig c = mla_config();
   c.mla->v_head_dim = 3;  // o_proj then mismatches first: what config.json implies, named
-  Status s = hf::plan_mla_attention(c, **weights, generated, "model.layers.0.", "blk.0.", out);
+  Status s = p.plan(c);
   ASSERT_TRUE(IsKind(s, ErrorKind::InvalidModelFolder));
   EXPECT_NE(s.to_string().find("o_proj"), std::string::npos) << s.to_string();
 }
