@@ -184,6 +184,10 @@ def hf_folder_seeds():
     s["gptoss_mxfp4"] = hf_seed(dict(HF_LLAMA, architectures=["GptOssForCausalLM"], head_dim=4, sliding_window=4, swiglu_limit=7.0,
                                      layer_types=["sliding_attention"], quantization_config={"quant_method": "mxfp4"}, rope_parameters={
                                          "rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 16, "beta_fast": 32.0}, **moe), HF_BPE)
+    s["deepseek3"] = hf_seed(dict(HF_LLAMA, architectures=["DeepseekV3ForCausalLM"], num_key_value_heads=2, n_routed_experts=4,
+                                  num_experts_per_tok=2, moe_intermediate_size=2, n_shared_experts=1, first_k_dense_replace=1, n_group=2,
+                                  topk_group=1, routed_scaling_factor=2.5, norm_topk_prob=True, q_lora_rank=None, kv_lora_rank=4,
+                                  qk_nope_head_dim=2, qk_rope_head_dim=2, v_head_dim=2, head_dim=2, scoring_func="sigmoid"), HF_BPE)
     s["config_duplicate_key"] = hf_seed(b'{"architectures":["LlamaForCausalLM"],"vocab_size":6,"vocab_size":7}')
     s["config_infinity"] = hf_seed(b'{"architectures":["LlamaForCausalLM"],"rms_norm_eps":Infinity}')
     s["config_huge_number"] = hf_seed(b'{"architectures":["LlamaForCausalLM"],"vocab_size":100000000000000000000000}')

@@ -19,6 +19,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "safeweights/error.h"
 #include "safeweights/tensor_file.h"
@@ -29,6 +30,7 @@ class JsonFile;
 struct ModelConfig;
 struct MoeTable;
 struct LayerExperts;
+class WithGenerated;
 
 // Which head count permutes a tensor's rows into llama.cpp's interleaved rotary layout (only for
 // architectures whose llama.cpp rope is the "normal" one, as Llama's; NEOX-rope ones keep
@@ -124,6 +126,14 @@ struct Architecture {
   // transposed and MXFP4 experts, computed by hf/expert_views.h), and the layer's tensors the table has no
   // Dim for (gpt-oss's sinks, one per head); nullptr: plan_experts.
   Status (*plan_experts)(LayerExperts& layer) = nullptr;
+  // Plans what the table cannot say of layer `n` (DeepSeek's latent attention), after the table's rows;
+  // tensors computed from the weights go to `generated`. nullptr: none.
+  Status (*plan_layer)(const ModelConfig& c, const TensorFile& weights, WithGenerated& generated, std::uint32_t n,
+                       std::vector<ConvertTensor>& out) = nullptr;
+  // Layers past num_hidden_layers (multi-token prediction) are left out, as llama.cpp's converter drops them.
+  bool drops_extra_layers = false;
+  // YaRN's mscale / mscale_all_dim (Rope) are the architecture's check's to map; elsewhere they are refused.
+  bool yarn_mscale = false;
 };
 
 // `hf` must be among `weights` with `shape` (what config.json implies): TensorNotFound naming it (and

@@ -133,7 +133,7 @@ Status check(const JsonFile& file, ModelConfig& c) {
 // A tensor computed on read, planned under `gguf` (kept as `type` when given).
 void add_computed(LayerExperts& l, std::string name, TensorType type, std::vector<std::uint64_t> shape, SourcePtr source, std::string gguf,
                   std::optional<TensorType> keep) {
-  l.computed.add_computed(name, type, std::move(shape), std::move(source));
+  l.computed.add_source(name, type, std::move(shape), std::move(source));
   l.out.push_back({.source = std::move(name), .name = std::move(gguf), .type = keep});
 }
 

@@ -35,14 +35,15 @@ Result<std::string> model_class(const JsonFile& file) {
 // modeling_rope_utils). Any other key is refused: it would change the rotary embedding unseen.
 struct RopeType {
   std::string_view name;
-  std::array<std::string_view, 6> keys;
+  std::array<std::string_view, 8> keys;
 };
 constexpr std::array<RopeType, 5> kRopeTypes = {{
     {"default", {}},
     {"linear", {"factor"}},
     {"llama3", {"factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"}},
     // beta_fast, beta_slow, attention_factor and truncate only with the values llama.cpp computes with.
-    {"yarn", {"factor", "original_max_position_embeddings", "beta_fast", "beta_slow", "attention_factor", "truncate"}},
+    // mscale / mscale_all_dim: read, then refused unless the architecture maps them (Architecture::yarn_mscale).
+    {"yarn", {"factor", "original_max_position_embeddings", "beta_fast", "beta_slow", "attention_factor", "truncate", "mscale", "mscale_all_dim"}},
     {"longrope", {"short_factor", "long_factor", "original_max_position_embeddings", "factor", "attention_factor"}},
 }};
 // Rope types transformers has and llama.cpp's llama architecture does not, with the reason.
@@ -75,6 +76,8 @@ Status read_yarn(const JsonFile& file, json::element object, Rope& out) {
   }
   SW_ASSIGN_OR_RETURN(auto truncate, file.boolean(object, "truncate"));
   if (truncate == false) return refuse("truncate", "is false: llama.cpp truncates YaRN's correction range");
+  SW_ASSIGN_OR_RETURN(out.mscale, file.positive(object, "mscale"));
+  SW_ASSIGN_OR_RETURN(out.mscale_all_dim, file.positive(object, "mscale_all_dim"));
   SW_ASSIGN_OR_RETURN(auto attention, file.positive(object, "attention_factor"));
   const double implied = *out.factor <= 1 ? 1.0 : 0.1 * std::log(*out.factor) + 1.0;
   if (attention && std::abs(*attention - implied) > 1e-6 * implied) {
@@ -278,6 +281,12 @@ Result<ModelConfig> read_config(const Folder& folder) {
   }
   if (c.rope.type == "longrope" && c.rope.short_factor.size() * 2 != c.head_dim.value_or(c.hidden_size / c.num_attention_heads)) {
     return file->bad(c.rope.source + ".short_factor", "must hold one factor per rotary pair (head size / 2)");
+  }
+  if ((c.rope.mscale || c.rope.mscale_all_dim) && !c.arch->yarn_mscale) {
+    return Error(ErrorKind::NotSupported, json::quoted(c.rope.source) + " key `" + (c.rope.mscale ? "mscale" : "mscale_all_dim") +
+                                              "` is not understood for rope type `yarn` by llama.cpp's " + std::string(c.arch->name) +
+                                              " architecture")
+        .with_file(file->path());
   }
   if (c.rope.type == "llama3" && !c.arch->llama3_rope) {
     return Error(ErrorKind::NotSupported,

@@ -19,7 +19,7 @@ void WithGenerated::add_f32(std::string name, std::vector<std::uint64_t> shape, 
   entries_.push_back(TensorEntry{o.name, TensorType::F32, o.shape, o.source.get(), 0, nbytes});
 }
 
-void WithGenerated::add_computed(std::string name, TensorType type, std::vector<std::uint64_t> shape, SourcePtr source) {
+void WithGenerated::add_source(std::string name, TensorType type, std::vector<std::uint64_t> shape, SourcePtr source) {
   const std::uint64_t nbytes = source->size();
   Owned& o = owned_.emplace_back(Owned{std::move(name), std::move(shape), std::move(source)});
   entries_.push_back(TensorEntry{o.name, type, o.shape, o.source.get(), 0, nbytes});

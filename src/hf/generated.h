@@ -20,9 +20,9 @@ class WithGenerated final : public TensorFile {
 
   // Adds an F32 tensor of `shape` holding `values` (one per element, row-major).
   void add_f32(std::string name, std::vector<std::uint64_t> shape, const std::vector<float>& values);
-  // Adds a tensor of `type` and `shape` whose bytes `source` computes (hf/expert_views.h); its size
-  // must be the tensor's.
-  void add_computed(std::string name, TensorType type, std::vector<std::uint64_t> shape, SourcePtr source);
+  // Adds a tensor of `type` and `shape` whose bytes `source` computes as they are read (hf/mla.h's
+  // transposed heads): nothing is held.
+  void add_source(std::string name, TensorType type, std::vector<std::uint64_t> shape, SourcePtr source);
 
   std::string_view format() const noexcept override { return base_.format(); }
   const std::string& name() const noexcept override { return base_.name(); }

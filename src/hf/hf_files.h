@@ -54,6 +54,8 @@ struct Rope {
   std::vector<float> short_factor;                                // longrope, one per rotary pair
   std::vector<float> long_factor;                                 // longrope
   std::optional<double> attention_factor;                         // longrope, as transformers computes it
+  std::optional<double> mscale;                                   // yarn: DeepSeek's (Architecture::yarn_mscale)
+  std::optional<double> mscale_all_dim;                           // yarn: DeepSeek's
 };
 
 // llama.cpp's rope_freqs for llama3 scaling: one factor per rotary pair of a head of `head_dim`, as
@@ -64,10 +66,20 @@ struct Architecture;
 
 // config.json's mixture of experts (hf/moe.h reads it), as the plan needs it.
 struct MoeConfig {
-  std::uint32_t experts = 0;     // num_local_experts / num_experts
-  std::uint32_t used = 0;        // num_experts_per_tok
-  std::uint32_t ffn = 0;         // one expert's width
-  std::uint32_t shared_ffn = 0;  // the shared expert's width (0: none)
+  std::uint32_t experts = 0;        // num_local_experts / num_experts
+  std::uint32_t used = 0;           // num_experts_per_tok
+  std::uint32_t ffn = 0;            // one expert's width
+  std::uint32_t shared_ffn = 0;     // the shared expert's width (0: none)
+  std::uint32_t leading_dense = 0;  // first_k_dense_replace: the first layers keep the dense MLP
+};
+
+// config.json's multi-head latent attention (DeepSeek's MLA; hf/mla.h reads it), as the plan needs it.
+struct MlaConfig {
+  std::uint32_t q_lora_rank = 0;  // 0: q_proj, no low-rank query
+  std::uint32_t kv_lora_rank = 0;
+  std::uint32_t qk_nope_head_dim = 0;
+  std::uint32_t qk_rope_head_dim = 0;
+  std::uint32_t v_head_dim = 0;
 };
 
 // config.json, the fields llama.cpp's converter reads for the architectures of hf/arch.h.
@@ -94,6 +106,7 @@ struct ModelConfig {
   // general.file_type over a float type (F32, F16, BF16), as llama.cpp's converter writes it for weights
   // kept quantized (gpt-oss's MXFP4 experts: MOSTLY_MXFP4_MOE).
   std::optional<std::uint32_t> float_file_type;
+  std::optional<MlaConfig> mla;  // set for an architecture with latent attention
 };
 // FileNotFound without config.json; InvalidModelFolder for a malformed one; NotSupported for a model
 // llama.cpp cannot compute as transformers does (another architecture, experts, a rope type or key it

@@ -26,6 +26,17 @@ using Value = MetaValue;
 // Buffers llama.cpp's converter drops (MODEL_TENSOR_SKIP and its name filters).
 bool skipped(std::string_view name) { return name.ends_with(".rotary_emb.inv_freq"); }
 
+// model.layers.N.* with N at or past `layers` (the multi-token-prediction layers DeepSeek appends).
+bool past_last_layer(std::string_view name, std::uint32_t layers) {
+  constexpr std::string_view kPrefix = "model.layers.";
+  if (!name.starts_with(kPrefix)) return false;
+  name.remove_prefix(kPrefix.size());
+  std::uint64_t n = 0;
+  std::size_t digits = 0;
+  for (; digits < name.size() && digits < 10 && name[digits] >= '0' && name[digits] <= '9'; ++digits) n = n * 10 + (name[digits] - '0');
+  return digits > 0 && digits < name.size() && name[digits] == '.' && n >= layers;
+}
+
 std::string shape_text(std::span<const std::uint64_t> shape) {
   std::string out;
   for (auto d : shape) out += (out.empty() ? "" : ", ") + std::to_string(d);
@@ -53,8 +64,8 @@ struct Planner {
   const ModelConfig& c;
   const TensorFile& weights;
   std::vector<ConvertTensor> out;
-  WithGenerated* computed = nullptr;    // where Architecture::plan_experts adds computed tensors
-  std::vector<std::string> consumed{};  // input tensors those read
+  WithGenerated* generated = nullptr;   // where plan_experts and plan_layer add tensors computed on read
+  std::vector<std::string> consumed{};  // input tensors plan_experts read
 
   std::uint32_t heads() const { return c.num_attention_heads; }
   std::uint32_t kv_heads() const { return c.num_key_value_heads.value_or(c.num_attention_heads); }
@@ -95,7 +106,7 @@ struct Planner {
       for (const TensorRule& t : rows::llama_attention(c.arch->base == LayerBase::LlamaPermuted)) SW_RETURN_IF_ERROR(add_rule(t, hf, gg));
     }
     if (c.arch->moe && c.arch->plan_experts) {
-      LayerExperts experts{c, weights, hf, gg, *computed, out, consumed};
+      LayerExperts experts{c, weights, hf, gg, *generated, out, consumed};
       SW_RETURN_IF_ERROR(c.arch->plan_experts(experts));
     } else if (c.arch->moe) {
       SW_RETURN_IF_ERROR(plan_experts(*c.arch->moe, *c.moe, c.hidden_size, hf, gg, weights, out));
@@ -104,6 +115,7 @@ struct Planner {
       for (const TensorRule& t : rows::kDenseMlp) SW_RETURN_IF_ERROR(add_rule(t, hf, gg));
     }
     for (const TensorRule& t : c.arch->layer) SW_RETURN_IF_ERROR(add_rule(t, hf, gg));
+    if (c.arch->plan_layer) SW_RETURN_IF_ERROR(c.arch->plan_layer(c, weights, *generated, n, out));
     return Status::ok();
   }
 
@@ -137,6 +149,7 @@ struct Planner {
     for (const TensorEntry& e : weights.tensors()) {
       if (skipped(e.name) || planned.contains(e.name)) continue;
       if (c.arch->tied_output && e.name == "lm_head.weight") continue;  // the embedding is the output
+      if (c.arch->drops_extra_layers && past_last_layer(e.name, c.num_hidden_layers)) continue;
       return Error(ErrorKind::NotSupported, "tensor has no name in llama.cpp's " + std::string(c.arch->name) + " architecture")
           .with_file(weights.name())
           .with_tensor(e.name);
@@ -241,8 +254,7 @@ Result<GgufConversion> plan(const Folder& folder, const TensorFile& weights, std
     }
   }
   auto tensors = std::make_unique<WithGenerated>(weights);
-  Planner planner{config, weights, {}};
-  planner.computed = tensors.get();
+  Planner planner{config, weights, {}, tensors.get()};
   SW_RETURN_IF_ERROR(planner.run());
   if (config.arch->norms_plus_one) SW_RETURN_IF_ERROR(add_one_to_norms(weights, planner.out, *tensors));
   if (config.rope.type == "llama3") {

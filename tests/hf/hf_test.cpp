@@ -13,6 +13,7 @@
 #include "gguf/count_allocations.h"
 #include "protobuf_util.h"
 #include "test_util.h"
+#include "hf/arch.h"
 #include "hf/hf_files.h"
 #include "hf/json_read.h"
 #include "hf/planner.h"
@@ -198,11 +199,20 @@ TEST(HfLlama, ModelFoldersGoToThePlanBrokenOnesToo) {
   f.config["architectures"] = R"(["GPT2LMHeadModel"])";  // a model, not converted: plan() refuses it by name
   f.write();
   EXPECT_TRUE(hf::is_model_folder(f.path()));
-  EXPECT_TRUE(FailsNaming(
-      f.plan(), ErrorKind::NotSupported, "config.json",
-      "architecture `GPT2LMHeadModel` is not converted (converted: Gemma2ForCausalLM, Gemma3ForCausalLM, GptOssForCausalLM, LlamaForCausalLM, "
-      "MistralForCausalLM, MixtralForCausalLM, OlmoeForCausalLM, Phi3ForCausalLM, Qwen2ForCausalLM, "
-      "Qwen2MoeForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM)"));
+  EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::NotSupported, "config.json",
+                          "architecture `GPT2LMHeadModel` is not converted (converted: " + hf::supported_classes() + ")"));
+  // supported_classes() lists every architecture file's classes, sorted, each found by its name.
+  std::vector<std::string> classes;
+  for (std::string_view rest = hf::supported_classes(); !rest.empty();) {
+    const auto comma = rest.find(", ");
+    classes.emplace_back(rest.substr(0, comma));
+    rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 2);
+  }
+  EXPECT_TRUE(std::is_sorted(classes.begin(), classes.end()));
+  EXPECT_GE(classes.size(), 13u);
+  for (const auto& c : classes) EXPECT_NE(hf::find_architecture(c), nullptr) << c;
+  for (const char* c : {"LlamaForCausalLM", "MistralForCausalLM", "Qwen3MoeForCausalLM", "GptOssForCausalLM", "DeepseekV3ForCausalLM"})
+    EXPECT_NE(std::find(classes.begin(), classes.end(), c), classes.end()) << c;
   EXPECT_FALSE(hf::is_model_folder(f.path() + "/nowhere"));
   // A config.json that cannot be read is a model folder: plan() says why instead of a plain dump.
   // Each is the folder's content at fault (InvalidModelFolder, or DuplicateKey for a repeated key: the CLI
