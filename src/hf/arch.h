@@ -19,6 +19,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "safeweights/error.h"
 #include "safeweights/tensor_file.h"
@@ -84,6 +85,17 @@ constexpr TensorRule kPostFeedforwardNorm{"post_feedforward_layernorm.weight", "
 constexpr std::array<TensorRule, 8> gemma_attention() {
   return {kAttnNorm, q(Permute::None), k(Permute::None), kV, kO, kPostAttentionNorm, kPreFeedforwardNorm, kPostFeedforwardNorm};
 }
+// LayerNorm's biases beside the norms' weights (StarCoder2, StableLM; Falcon, GPT-2 later).
+constexpr TensorRule kAttnNormBias{"input_layernorm.bias", "attn_norm.bias", Dim::Hidden, Dim::None, Permute::None, true};
+constexpr TensorRule kFfnNormBias{"post_attention_layernorm.bias", "ffn_norm.bias", Dim::Hidden, Dim::None, Permute::None, true};
+constexpr TensorRule kOBias{"self_attn.o_proj.bias", "attn_output.bias", Dim::Hidden, Dim::None, Permute::None, true};
+// The plain two-matrix GELU MLP (c_fc up, c_proj down) with its biases, as StarCoder2 names it.
+constexpr std::array<TensorRule, 4> kGeluMlp = {{
+    {"mlp.c_fc.weight", "ffn_up.weight", Dim::Inter, Dim::Hidden, Permute::None, true},
+    {"mlp.c_fc.bias", "ffn_up.bias", Dim::Inter, Dim::None, Permute::None, true},
+    {"mlp.c_proj.weight", "ffn_down.weight", Dim::Hidden, Dim::Inter, Permute::None, true},
+    {"mlp.c_proj.bias", "ffn_down.bias", Dim::Hidden, Dim::None, Permute::None, true},
+}};
 }  // namespace rows
 
 // How the layer's tensors start: Llama's attention (rows::llama_attention) with q and k permuted for
@@ -91,6 +103,11 @@ constexpr std::array<TensorRule, 8> gemma_attention() {
 // layout), Gemma's (rows::gemma_attention), or none (the table lists every tensor). Then the MLP: the
 // dense one (rows::kDenseMlp) for Llama and Gemma, or the mixture of experts of Architecture::moe.
 enum class LayerBase { LlamaPermuted, Llama, Gemma, None };
+
+// The model's norms: RMS (its epsilon {arch}.attention.layer_norm_rms_epsilon), or LayerNorm (its
+// epsilon {arch}.attention.layer_norm_epsilon, from layer_norm_eps / layer_norm_epsilon /
+// norm_epsilon), with biases (the final norm's is output_norm.bias) or without.
+enum class Norm { Rms, LayerNorm, LayerNormNoBias };
 
 struct Architecture {
   std::span<const std::string_view> classes;  // config.json "architectures" entries it converts
@@ -119,6 +136,12 @@ struct Architecture {
   // Reads and checks the config keys only this architecture has (sliding windows, soft-capping, ...),
   // adding llama.cpp's keys for them to ModelConfig::arch_kv; nullptr: none.
   Status (*check)(const JsonFile& config, ModelConfig& out) = nullptr;
+  Norm norm = Norm::Rms;  // RMS norms or LayerNorm (its epsilon's key, output_norm.bias)
+  // partial_rotary_factor below 1 is the architecture's to map (its check() writes rope.dimension_count).
+  bool partial_rotary = false;
+  // Layer `n`'s tensors the rows cannot say (per-head norms stacked into one, tensors a config switch
+  // requires), appended to `out` after the table's; nullptr: none.
+  Status (*more_tensors)(const ModelConfig& c, const TensorFile& weights, std::uint32_t n, std::vector<ConvertTensor>& out) = nullptr;
 };
 
 // `hf` must be among `weights` with `shape` (what config.json implies): TensorNotFound naming it (and

@@ -54,6 +54,8 @@ struct Rope {
   std::vector<float> short_factor;                                // longrope, one per rotary pair
   std::vector<float> long_factor;                                 // longrope
   std::optional<double> attention_factor;                         // longrope, as transformers computes it
+  bool partial_rotary = false;                                    // set before reading: the architecture may rotate part of each head
+  std::optional<double> partial_rotary_factor;                    // the part rotated, when the rope object gives it
 };
 
 // llama.cpp's rope_freqs for llama3 scaling: one factor per rotary pair of a head of `head_dim`, as
@@ -91,6 +93,8 @@ struct ModelConfig {
   std::optional<bool> tie_word_embeddings;  // false: lm_head.weight must be there
   std::vector<MetaEntry> arch_kv;           // the architecture's own keys (Architecture::check)
   std::optional<MoeConfig> moe;             // set for an architecture with experts
+  // The architecture's own switches its check() read for its more_tensors() (e.g. "qk_layernorm").
+  std::vector<std::string> arch_flags;
 };
 // FileNotFound without config.json; InvalidModelFolder for a malformed one; NotSupported for a model
 // llama.cpp cannot compute as transformers does (another architecture, experts, a rope type or key it

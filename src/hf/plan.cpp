@@ -99,6 +99,7 @@ struct Planner {
       for (const TensorRule& t : rows::kDenseMlp) SW_RETURN_IF_ERROR(add_rule(t, hf, gg));
     }
     for (const TensorRule& t : c.arch->layer) SW_RETURN_IF_ERROR(add_rule(t, hf, gg));
+    if (c.arch->more_tensors) SW_RETURN_IF_ERROR(c.arch->more_tensors(c, weights, n, out));
     return Status::ok();
   }
 
@@ -113,6 +114,7 @@ struct Planner {
     SW_RETURN_IF_ERROR(add("model.embed_tokens.weight", "token_embd.weight", {c.vocab_size, c.hidden_size}, 0, true));
     for (std::uint32_t n = 0; n < c.num_hidden_layers; ++n) SW_RETURN_IF_ERROR(layer(n));
     SW_RETURN_IF_ERROR(add("model.norm.weight", "output_norm.weight", {c.hidden_size}, 0, true));
+    if (c.arch->norm == Norm::LayerNorm) SW_RETURN_IF_ERROR(add("model.norm.bias", "output_norm.bias", {c.hidden_size}, 0, true));
     // Tied embeddings: without lm_head llama.cpp's loader uses token_embd for the output. Untied
     // (tie_word_embeddings false) without lm_head, transformers would start from random weights.
     if (!c.arch->tied_output) {
@@ -186,7 +188,9 @@ std::vector<KeyValue> hyper_parameters(const ModelConfig& c, std::uint32_t ftype
   if (c.num_key_value_heads) kv.push_back({a + ".attention.head_count_kv", Value::u32(*c.num_key_value_heads)});
   if (c.rope.theta) kv.push_back({a + ".rope.freq_base", Value::f32(static_cast<float>(*c.rope.theta))});
   // transformers' default when config.json omits it; llama.cpp's loader requires the key.
-  kv.push_back({a + ".attention.layer_norm_rms_epsilon", Value::f32(static_cast<float>(c.rms_norm_eps.value_or(1e-6)))});
+  if (c.arch->norm == Norm::Rms) {
+    kv.push_back({a + ".attention.layer_norm_rms_epsilon", Value::f32(static_cast<float>(c.rms_norm_eps.value_or(1e-6)))});
+  }
   if (c.moe) {
     kv.push_back({a + ".expert_count", Value::u32(c.moe->experts)});
     kv.push_back({a + ".expert_used_count", Value::u32(c.moe->used)});
