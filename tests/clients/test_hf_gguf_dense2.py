@@ -187,6 +187,16 @@ REFUSED = [
     ("starcoder2", "use_bias", False, "`use_bias` is false: llama.cpp's starcoder2 architecture requires the projections' biases"),
     ("starcoder2", "sliding_window", 64, "`sliding_window` (64) is below max_position_embeddings"),
     ("starcoder2", "hidden_act", "gelu", "`hidden_act` is `gelu`; llama.cpp's starcoder2 architecture computes gelu_pytorch_tanh"),
+    ("stablelm", "tie_word_embeddings", True, "`tie_word_embeddings` is true: llama.cpp's stablelm architecture requires its own output"),
+    ("stablelm", "rope_parameters", {"rope_type": "linear", "factor": 2.0, "rope_theta": 10000.0, "partial_rotary_factor": 0.25},
+     "`rope_parameters` rope type `linear`: llama.cpp's converter writes no rope scaling for stablelm"),
+    ("stablelm", "hidden_act", "gelu", "`hidden_act` is `gelu`; llama.cpp's stablelm architecture computes silu"),
+    ("cohere", "use_qk_norm", True, "`use_qk_norm` is true: per-head q/k norms are not converted for llama.cpp's command-r"),
+    ("cohere", "attention_bias", True, "`attention_bias` is true: llama.cpp's command-r architecture has no attention biases"),
+    ("cohere", "num_hidden_layers", 64, "`num_hidden_layers` is 64: llama.cpp's command-r requires q/k norms from 64 layers on"),
+    ("cohere", "rope_parameters", {"rope_type": "linear", "factor": 2.0, "rope_theta": 10000.0},
+     "`rope_parameters` rope type `linear`: llama.cpp's converter writes no rope scaling for command-r"),
+    ("cohere", "tie_word_embeddings", False, "`tie_word_embeddings` is false: llama.cpp's command-r architecture computes the output with"),
 ]
 
 
@@ -205,3 +215,30 @@ def test_keys_refused_by_name(dense, tmp_path, arch, key, value, text):
     r = subprocess.run([CLI, "convert", str(folder), str(out), "--type", "f32"], capture_output=True, text=True)
     assert r.returncode != 0 and "config.json" in r.stderr and text in r.stderr, r.stderr
     assert not out.exists() and list(tmp_path.iterdir()) == [folder]
+
+
+# StableLM's switches decide which tensors a layer has: a folder whose tensors say otherwise is refused,
+# naming the tensor (transformers would ignore it, or start it from random weights).
+SWITCHES = [
+    ("stablelm-qk-norm", "qk_layernorm", False, "_layernorm.norms.",
+     "tensor has no name in llama.cpp's stablelm architecture"),
+    ("stablelm-parallel", "use_qkv_bias", True, "tensor model.layers.0.self_attn.q_proj.bias is missing (llama.cpp needs blk.0.attn_q.bias)", ""),
+    ("stablelm", "use_parallel_residual", True, "model.layers.0.post_attention_layernorm", "tensor has no name in llama.cpp's stablelm"),
+]
+
+
+@pytest.mark.parametrize("arch,key,value,tensor,text", SWITCHES)
+def test_stablelm_switches_agree_with_the_tensors(dense, tmp_path, arch, key, value, tensor, text):
+    source = dense[arch][1]
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    for f in source.iterdir():
+        (folder / f.name).symlink_to(f)
+    (folder / "config.json").unlink()
+    cfg = json.loads((source / "config.json").read_text())
+    cfg[key] = value
+    (folder / "config.json").write_text(json.dumps(cfg))
+    out = tmp_path / "out.gguf"
+    r = subprocess.run([CLI, "convert", str(folder), str(out), "--type", "f32"], capture_output=True, text=True)
+    assert r.returncode != 0 and tensor in r.stderr and text in r.stderr, r.stderr
+    assert not out.exists()
