@@ -7,6 +7,7 @@
 #include <array>
 
 #include "hf/arch.h"
+#include "hf/arch_cohere.h"
 #include "hf/hf_files.h"
 #include "hf/json_read.h"
 
@@ -14,17 +15,6 @@ namespace safeweights::hf {
 namespace {
 
 constexpr std::array<std::string_view, 1> kClasses = {"CohereForCausalLM"};
-
-constexpr std::array<TensorRule, 8> kLayer = {{
-    rows::kAttnNorm,
-    rows::q(Permute::None),
-    rows::k(Permute::None),
-    rows::kV,
-    rows::kO,
-    rows::kGate,
-    rows::kUp,
-    rows::kDown,
-}};
 
 // llama.cpp's command-r loader reads attn_q_norm / attn_k_norm exactly when the model has this many layers.
 constexpr std::uint32_t kQkNormLayers = 64;
@@ -37,20 +27,10 @@ Status check(const JsonFile& file, ModelConfig& c) {
     return refuse("key `num_hidden_layers` is " + std::to_string(c.num_hidden_layers) +
                   ": llama.cpp's command-r requires q/k norms from 64 layers on, which use_qk_norm false leaves out");
   }
-  SW_ASSIGN_OR_RETURN(auto bias, file.boolean(file.root(), "attention_bias"));
-  if (bias.value_or(false)) return refuse("key `attention_bias` is true: llama.cpp's command-r architecture has no attention biases");
-  if (c.rope.type != "default") {
-    return refuse("key " + json::quoted(c.rope.source) + " rope type " + json::quoted(c.rope.type) +
-                  ": llama.cpp's converter writes no rope scaling for command-r");
-  }
-  SW_ASSIGN_OR_RETURN(auto scale, file.positive(file.root(), "logit_scale"));
-  if (!scale) return file.bad("logit_scale", "is missing (llama.cpp needs command-r.logit_scale)");
   // The context llama.cpp's converter writes: model_max_length (the trained one) over max_position_embeddings.
   SW_ASSIGN_OR_RETURN(auto trained, file.count(file.root(), "model_max_length"));
   if (trained) c.max_position_embeddings = trained;
-  c.arch_kv.push_back({"command-r.logit_scale", MetaValue::f32(static_cast<float>(*scale))});
-  c.arch_kv.push_back({"command-r.rope.scaling.type", MetaValue::string("none")});
-  return Status::ok();
+  return cohere::check_common(file, c);
 }
 
 }  // namespace
@@ -59,11 +39,31 @@ SAFEWEIGHTS_HF_ARCHITECTURE(cohere) {
   static constexpr Architecture kArch{.classes = kClasses,
                                       .name = "command-r",
                                       .base = LayerBase::None,
-                                      .layer = kLayer,
+                                      .layer = cohere::kLayer,
                                       .tied_output = true,
                                       .check = check,
                                       .norm = Norm::LayerNormNoBias};
   return kArch;
 }
+
+namespace cohere {
+
+Status check_common(const JsonFile& file, ModelConfig& c) {
+  const std::string a(c.arch->name);
+  auto refuse = [&](const std::string& what) { return Error(ErrorKind::NotSupported, what).with_file(file.path()); };
+  SW_ASSIGN_OR_RETURN(auto bias, file.boolean(file.root(), "attention_bias"));
+  if (bias.value_or(false)) return refuse("key `attention_bias` is true: llama.cpp's " + a + " architecture has no attention biases");
+  if (c.rope.type != "default") {
+    return refuse("key " + json::quoted(c.rope.source) + " rope type " + json::quoted(c.rope.type) +
+                  ": llama.cpp's converter writes no rope scaling for " + a);
+  }
+  SW_ASSIGN_OR_RETURN(auto scale, file.positive(file.root(), "logit_scale"));
+  if (!scale) return file.bad("logit_scale", "is missing (llama.cpp needs " + a + ".logit_scale)");
+  c.arch_kv.push_back({a + ".logit_scale", MetaValue::f32(static_cast<float>(*scale))});
+  c.arch_kv.push_back({a + ".rope.scaling.type", MetaValue::string("none")});
+  return Status::ok();
+}
+
+}  // namespace cohere
 
 }  // namespace safeweights::hf

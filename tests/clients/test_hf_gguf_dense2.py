@@ -28,6 +28,7 @@ transformers = pytest.importorskip("transformers")
 torch = pytest.importorskip("torch")
 gguf = pytest.importorskip("gguf")
 llama_cpp = pytest.importorskip("llama_cpp")
+from safetensors.torch import save_file  # noqa: E402
 
 from test_hf_gguf_llamacpp import (CLI, GELU_FP16_TOLERANCE, Float16TableGelu, bpe_tokenizer, llama_cpp_logits,  # noqa: E402
                                    transformers_logits)
@@ -97,9 +98,23 @@ def cohere(folder):
     return save(transformers.CohereForCausalLM(cfg).eval(), folder)
 
 
+def cohere2(folder):
+    """Command R7B: Cohere's layer, a sliding window of 4 over the 12 tokens of IDS on three layers of
+    four (rope on those only). llama.cpp's converter reads `rotary_pct`, which transformers 5 neither
+    writes nor reads: the folder gets 1.0, what transformers computes."""
+    cfg = transformers.Cohere2Config(**dict(COMMON, num_hidden_layers=4), layer_norm_eps=1e-5, logit_scale=0.25, head_dim=16,
+                                     sliding_window=4, attention_bias=False, tie_word_embeddings=True,
+                                     rope_parameters={"rope_type": "default", "rope_theta": 10000.0}, attn_implementation="eager")
+    torch.manual_seed(26)
+    model = save(transformers.Cohere2ForCausalLM(cfg).eval(), folder)
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps(dict(config, rotary_pct=1.0), indent=2))
+    return model
+
+
 # arch -> (maker, whether its MLP is GELU); the order of the task.
 MAKERS = {"starcoder2": (starcoder2, True), "stablelm": (stablelm, False), "stablelm-parallel": (stablelm_parallel, False),
-          "stablelm-qk-norm": (stablelm_qk_norm, False), "cohere": (cohere, False)}
+          "stablelm-qk-norm": (stablelm_qk_norm, False), "cohere": (cohere, False), "cohere2": (cohere2, False)}
 # Keys llama.cpp's converter writes otherwise, on purpose (docs/GGUF.md's list of differences), with our
 # value: its StableLM converter writes no rope base, so its loader takes 10000 whatever the model's.
 DELIBERATE_BY_ARCH = {"stablelm": {"stablelm.rope.freq_base": 10000.0}, "stablelm-parallel": {"stablelm.rope.freq_base": 50000.0}}
@@ -196,6 +211,9 @@ REFUSED = [
     ("cohere", "num_hidden_layers", 64, "`num_hidden_layers` is 64: llama.cpp's command-r requires q/k norms from 64 layers on"),
     ("cohere", "rope_parameters", {"rope_type": "linear", "factor": 2.0, "rope_theta": 10000.0},
      "`rope_parameters` rope type `linear`: llama.cpp's converter writes no rope scaling for command-r"),
+    ("cohere2", "rotary_pct", 0.5, "`rotary_pct` is not 1: transformers' Cohere2 rotates whole heads"),
+    ("cohere2", "layer_types", ["full_attention"] * 4, "`layer_types` does not follow llama.cpp's cohere2 pattern (layer 0 must be sliding_attention)"),
+    ("cohere2", "attention_bias", True, "`attention_bias` is true: llama.cpp's cohere2 architecture has no attention biases"),
     ("cohere", "tie_word_embeddings", False, "`tie_word_embeddings` is false: llama.cpp's command-r architecture computes the output with"),
 ]
 
@@ -241,4 +259,18 @@ def test_stablelm_switches_agree_with_the_tensors(dense, tmp_path, arch, key, va
     out = tmp_path / "out.gguf"
     r = subprocess.run([CLI, "convert", str(folder), str(out), "--type", "f32"], capture_output=True, text=True)
     assert r.returncode != 0 and tensor in r.stderr and text in r.stderr, r.stderr
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("hf_class", ["Gemma4ForCausalLM", "Gemma4ForConditionalGeneration"])
+def test_gemma4_refused_by_name(tmp_path, hf_class):
+    """Gemma 4 is not converted yet (its per-layer head sizes and KV head counts, proportional rope,
+    shared KV layers, per-layer embeddings and the "gemma4" tokenizer model): refused by name."""
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({"architectures": [hf_class], "model_type": "gemma4"}))
+    save_file({"model.embed_tokens.weight": torch.zeros(4, 2)}, str(folder / "model.safetensors"))
+    out = tmp_path / "out.gguf"
+    r = subprocess.run([CLI, "convert", str(folder), str(out), "--type", "f32"], capture_output=True, text=True)
+    assert r.returncode != 0 and f"architecture `{hf_class}` is not converted" in r.stderr, r.stderr
     assert not out.exists()
