@@ -98,6 +98,15 @@ def cohere(folder):
     return save(transformers.CohereForCausalLM(cfg).eval(), folder)
 
 
+def cohere_qk_norm(folder):
+    """Command R+'s shape: per-head q/k LayerNorms, which llama.cpp reads from 64 layers on (tiny layers)."""
+    cfg = transformers.CohereConfig(**dict(COMMON, num_hidden_layers=64), layer_norm_eps=1e-5, logit_scale=0.25, use_qk_norm=True,
+                                    attention_bias=False, tie_word_embeddings=True,
+                                    rope_parameters={"rope_type": "default", "rope_theta": 10000.0})
+    torch.manual_seed(27)
+    return save(transformers.CohereForCausalLM(cfg).eval(), folder)
+
+
 def cohere2(folder):
     """Command R7B: Cohere's layer, a sliding window of 4 over the 12 tokens of IDS on three layers of
     four (rope on those only). llama.cpp's converter reads `rotary_pct`, which transformers 5 neither
@@ -114,7 +123,8 @@ def cohere2(folder):
 
 # arch -> (maker, whether its MLP is GELU); the order of the task.
 MAKERS = {"starcoder2": (starcoder2, True), "stablelm": (stablelm, False), "stablelm-parallel": (stablelm_parallel, False),
-          "stablelm-qk-norm": (stablelm_qk_norm, False), "cohere": (cohere, False), "cohere2": (cohere2, False)}
+          "stablelm-qk-norm": (stablelm_qk_norm, False), "cohere": (cohere, False),
+          "cohere-qk-norm": (cohere_qk_norm, False), "cohere2": (cohere2, False)}
 # Keys llama.cpp's converter writes otherwise, on purpose (docs/GGUF.md's list of differences), with our
 # value: its StableLM converter writes no rope base, so its loader takes 10000 whatever the model's.
 DELIBERATE_BY_ARCH = {"stablelm": {"stablelm.rope.freq_base": 10000.0}, "stablelm-parallel": {"stablelm.rope.freq_base": 50000.0}}
@@ -206,9 +216,9 @@ REFUSED = [
     ("stablelm", "rope_parameters", {"rope_type": "linear", "factor": 2.0, "rope_theta": 10000.0, "partial_rotary_factor": 0.25},
      "`rope_parameters` rope type `linear`: llama.cpp's converter writes no rope scaling for stablelm"),
     ("stablelm", "hidden_act", "gelu", "`hidden_act` is `gelu`; llama.cpp's stablelm architecture computes silu"),
-    ("cohere", "use_qk_norm", True, "`use_qk_norm` is true: per-head q/k norms are not converted for llama.cpp's command-r"),
+    ("cohere", "use_qk_norm", True, "`use_qk_norm` is true with 2 layers: llama.cpp's command-r reads q/k norms only from 64 layers on"),
+    ("cohere-qk-norm", "use_qk_norm", False, "`num_hidden_layers` is 64: llama.cpp's command-r requires q/k norms from 64 layers on"),
     ("cohere", "attention_bias", True, "`attention_bias` is true: llama.cpp's command-r architecture has no attention biases"),
-    ("cohere", "num_hidden_layers", 64, "`num_hidden_layers` is 64: llama.cpp's command-r requires q/k norms from 64 layers on"),
     ("cohere", "rope_parameters", {"rope_type": "linear", "factor": 2.0, "rope_theta": 10000.0},
      "`rope_parameters` rope type `linear`: llama.cpp's converter writes no rope scaling for command-r"),
     ("cohere2", "rotary_pct", 0.5, "`rotary_pct` is not 1: transformers' Cohere2 rotates whole heads"),
@@ -218,9 +228,8 @@ REFUSED = [
 ]
 
 
-@pytest.mark.parametrize("arch,key,value,text", REFUSED)
-def test_keys_refused_by_name(dense, tmp_path, arch, key, value, text):
-    source = dense[arch][1]
+def convert_with(source, tmp_path, key, value):
+    """`source` (linked) with config.json's `key` set to `value`, converted; returns (folder, out, result)."""
     folder = tmp_path / "folder"
     folder.mkdir()
     for f in source.iterdir():
@@ -230,7 +239,12 @@ def test_keys_refused_by_name(dense, tmp_path, arch, key, value, text):
     cfg[key] = value
     (folder / "config.json").write_text(json.dumps(cfg))
     out = tmp_path / "out.gguf"
-    r = subprocess.run([CLI, "convert", str(folder), str(out), "--type", "f32"], capture_output=True, text=True)
+    return folder, out, subprocess.run([CLI, "convert", str(folder), str(out), "--type", "f32"], capture_output=True, text=True)
+
+
+@pytest.mark.parametrize("arch,key,value,text", REFUSED)
+def test_keys_refused_by_name(dense, tmp_path, arch, key, value, text):
+    folder, out, r = convert_with(dense[arch][1], tmp_path, key, value)
     assert r.returncode != 0 and "config.json" in r.stderr and text in r.stderr, r.stderr
     assert not out.exists() and list(tmp_path.iterdir()) == [folder]
 
@@ -247,17 +261,7 @@ SWITCHES = [
 
 @pytest.mark.parametrize("arch,key,value,tensor,text", SWITCHES)
 def test_stablelm_switches_agree_with_the_tensors(dense, tmp_path, arch, key, value, tensor, text):
-    source = dense[arch][1]
-    folder = tmp_path / "folder"
-    folder.mkdir()
-    for f in source.iterdir():
-        (folder / f.name).symlink_to(f)
-    (folder / "config.json").unlink()
-    cfg = json.loads((source / "config.json").read_text())
-    cfg[key] = value
-    (folder / "config.json").write_text(json.dumps(cfg))
-    out = tmp_path / "out.gguf"
-    r = subprocess.run([CLI, "convert", str(folder), str(out), "--type", "f32"], capture_output=True, text=True)
+    _, out, r = convert_with(dense[arch][1], tmp_path, key, value)
     assert r.returncode != 0 and tensor in r.stderr and text in r.stderr, r.stderr
     assert not out.exists()
 
