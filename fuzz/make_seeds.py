@@ -181,6 +181,14 @@ def hf_folder_seeds():
                                  shared_expert_intermediate_size=6, norm_topk_prob=False), HF_BPE)
     s["olmoe"] = hf_seed(dict(HF_LLAMA, architectures=["OlmoeForCausalLM"], num_key_value_heads=2, num_experts=4, num_experts_per_tok=2,
                               clip_qkv=None), HF_BPE)
+    layer_norm = {k: v for k, v in HF_LLAMA.items() if k != "rms_norm_eps"}
+    s["starcoder2"] = hf_seed(dict(layer_norm, architectures=["Starcoder2ForCausalLM"], norm_epsilon=1e-5, use_bias=True,
+                                   hidden_act="gelu_pytorch_tanh"), HF_BPE)
+    s["stablelm"] = hf_seed(dict(layer_norm, architectures=["StableLmForCausalLM"], layer_norm_eps=1e-5, use_parallel_residual=True,
+                                 qk_layernorm=True, use_qkv_bias=True, tie_word_embeddings=False,
+                                 rope_parameters={"rope_type": "default", "partial_rotary_factor": 0.5}), HF_BPE)
+    s["cohere2"] = hf_seed(dict(layer_norm, architectures=["Cohere2ForCausalLM"], layer_norm_eps=1e-5, logit_scale=0.25, sliding_window=16,
+                                layer_types=["sliding_attention"], model_max_length=64), HF_BPE)
     s["config_duplicate_key"] = hf_seed(b'{"architectures":["LlamaForCausalLM"],"vocab_size":6,"vocab_size":7}')
     s["config_infinity"] = hf_seed(b'{"architectures":["LlamaForCausalLM"],"rms_norm_eps":Infinity}')
     s["config_huge_number"] = hf_seed(b'{"architectures":["LlamaForCausalLM"],"vocab_size":100000000000000000000000}')
