@@ -148,6 +148,12 @@ struct Architecture {
 // `gguf`, what llama.cpp needs it for) when absent, InvalidModelFolder when its shape differs.
 Status expect_tensor(const TensorFile& weights, const std::string& hf, const std::string& gguf, std::span<const std::uint64_t> shape);
 
+// The tensor `rule` of a layer (`hf`: "model.layers.N.", `gg`: "blk.N.") appended to `out` as the plan
+// adds the table's rows: its shape from config.json, checked (expect_tensor); absent and not required,
+// left out. For Architecture::more_tensors.
+Status add_rule(const ModelConfig& c, const TensorFile& weights, const TensorRule& rule, const std::string& hf, const std::string& gg,
+                std::vector<ConvertTensor>& out);
+
 // The architecture that converts `hf_class`, or nullptr.
 const Architecture* find_architecture(std::string_view hf_class);
 // Every class converted, for messages ("LlamaForCausalLM, MistralForCausalLM, ...").

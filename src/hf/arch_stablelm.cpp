@@ -7,7 +7,6 @@
 // converter writes no rope scaling, so only the default rope is converted.
 #include <algorithm>
 #include <array>
-#include <cmath>
 
 #include "hf/arch.h"
 #include "hf/hf_files.h"
@@ -33,21 +32,6 @@ constexpr std::array<TensorRule, 2> kFfnNorm = {rows::kFfnNorm, rows::kFfnNormBi
 
 bool has_flag(const ModelConfig& c, std::string_view flag) { return std::find(c.arch_flags.begin(), c.arch_flags.end(), flag) != c.arch_flags.end(); }
 
-// `rule` of layer `n` (shape from config.json), as plan.cpp adds the table's rows.
-Status add_row(const ModelConfig& c, const TensorFile& weights, const std::string& hf, const std::string& gg, const TensorRule& rule,
-               std::vector<ConvertTensor>& out) {
-  const std::uint64_t head_dim = c.hidden_size / c.num_attention_heads;
-  // The rows used here are Hidden, QRows (hidden_size: check() refuses another head_dim) or KvRows.
-  auto size = [&](Dim d) -> std::uint64_t {
-    return d == Dim::KvRows ? head_dim * c.num_key_value_heads.value_or(c.num_attention_heads) : c.hidden_size;
-  };
-  const std::string source = hf + std::string(rule.hf);
-  const std::vector<std::uint64_t> shape = {size(rule.rows)};
-  SW_RETURN_IF_ERROR(expect_tensor(weights, source, gg + std::string(rule.gguf), shape));
-  out.push_back({.source = source, .name = gg + std::string(rule.gguf)});
-  return Status::ok();
-}
-
 // The per-head LayerNorm weights `which` (q_layernorm, k_layernorm) of `heads` heads, stacked.
 Status add_head_norms(const ModelConfig& c, const TensorFile& weights, const std::string& hf, const std::string& gguf, std::string_view which,
                       std::uint32_t heads, std::vector<ConvertTensor>& out) {
@@ -66,10 +50,10 @@ Status more_tensors(const ModelConfig& c, const TensorFile& weights, std::uint32
   const std::string hf = "model.layers." + std::to_string(n) + ".";
   const std::string gg = "blk." + std::to_string(n) + ".";
   if (has_flag(c, "qkv_bias")) {
-    for (const TensorRule& t : rows::kQkvBias) SW_RETURN_IF_ERROR(add_row(c, weights, hf, gg, t, out));
+    for (const TensorRule& t : rows::kQkvBias) SW_RETURN_IF_ERROR(add_rule(c, weights, t, hf, gg, out));
   }
   if (!has_flag(c, "parallel_residual")) {
-    for (const TensorRule& t : kFfnNorm) SW_RETURN_IF_ERROR(add_row(c, weights, hf, gg, t, out));
+    for (const TensorRule& t : kFfnNorm) SW_RETURN_IF_ERROR(add_rule(c, weights, t, hf, gg, out));
   }
   if (has_flag(c, "qk_layernorm")) {
     const std::uint32_t kv_heads = c.num_key_value_heads.value_or(c.num_attention_heads);

@@ -141,6 +141,18 @@ struct Planner {
   }
 };
 
+}  // namespace
+
+Status add_rule(const ModelConfig& c, const TensorFile& weights, const TensorRule& rule, const std::string& hf, const std::string& gg,
+                std::vector<ConvertTensor>& out) {
+  Planner planner{c, weights, {}};
+  SW_RETURN_IF_ERROR(planner.add_rule(rule, hf, gg));
+  for (ConvertTensor& t : planner.out) out.push_back(std::move(t));
+  return Status::ok();
+}
+
+namespace {
+
 // Gemma's RMS norms scale by (1 + weight): llama.cpp's converter writes weight + 1 (computed here in
 // float32, as transformers computes 1 + weight.float()), as an F32 tensor of its own.
 Status add_one_to_norms(const TensorFile& weights, std::vector<ConvertTensor>& plan, WithGenerated& tensors) {
