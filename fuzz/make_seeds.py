@@ -188,6 +188,14 @@ def hf_folder_seeds():
                                   num_experts_per_tok=2, moe_intermediate_size=2, n_shared_experts=1, first_k_dense_replace=1, n_group=2,
                                   topk_group=1, routed_scaling_factor=2.5, norm_topk_prob=True, q_lora_rank=None, kv_lora_rank=4,
                                   qk_nope_head_dim=2, qk_rope_head_dim=2, v_head_dim=2, head_dim=2, scoring_func="sigmoid"), HF_BPE)
+    layer_norm = {k: v for k, v in HF_LLAMA.items() if k != "rms_norm_eps"}
+    s["starcoder2"] = hf_seed(dict(layer_norm, architectures=["Starcoder2ForCausalLM"], norm_epsilon=1e-5, use_bias=True,
+                                   hidden_act="gelu_pytorch_tanh"), HF_BPE)
+    s["stablelm"] = hf_seed(dict(layer_norm, architectures=["StableLmForCausalLM"], layer_norm_eps=1e-5, use_parallel_residual=True,
+                                 qk_layernorm=True, use_qkv_bias=True, tie_word_embeddings=False,
+                                 rope_parameters={"rope_type": "default", "partial_rotary_factor": 0.5}), HF_BPE)
+    s["cohere2"] = hf_seed(dict(layer_norm, architectures=["Cohere2ForCausalLM"], layer_norm_eps=1e-5, logit_scale=0.25, sliding_window=16,
+                                layer_types=["sliding_attention"], model_max_length=64), HF_BPE)
     s["config_duplicate_key"] = hf_seed(b'{"architectures":["LlamaForCausalLM"],"vocab_size":6,"vocab_size":7}')
     s["config_infinity"] = hf_seed(b'{"architectures":["LlamaForCausalLM"],"rms_norm_eps":Infinity}')
     s["config_huge_number"] = hf_seed(b'{"architectures":["LlamaForCausalLM"],"vocab_size":100000000000000000000000}')

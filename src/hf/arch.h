@@ -87,6 +87,17 @@ constexpr TensorRule kPostFeedforwardNorm{"post_feedforward_layernorm.weight", "
 constexpr std::array<TensorRule, 8> gemma_attention() {
   return {kAttnNorm, q(Permute::None), k(Permute::None), kV, kO, kPostAttentionNorm, kPreFeedforwardNorm, kPostFeedforwardNorm};
 }
+// LayerNorm's biases beside the norms' weights (StarCoder2, StableLM; Falcon, GPT-2 later).
+constexpr TensorRule kAttnNormBias{"input_layernorm.bias", "attn_norm.bias", Dim::Hidden, Dim::None, Permute::None, true};
+constexpr TensorRule kFfnNormBias{"post_attention_layernorm.bias", "ffn_norm.bias", Dim::Hidden, Dim::None, Permute::None, true};
+constexpr TensorRule kOBias{"self_attn.o_proj.bias", "attn_output.bias", Dim::Hidden, Dim::None, Permute::None, true};
+// The plain two-matrix GELU MLP (c_fc up, c_proj down) with its biases, as StarCoder2 names it.
+constexpr std::array<TensorRule, 4> kGeluMlp = {{
+    {"mlp.c_fc.weight", "ffn_up.weight", Dim::Inter, Dim::Hidden, Permute::None, true},
+    {"mlp.c_fc.bias", "ffn_up.bias", Dim::Inter, Dim::None, Permute::None, true},
+    {"mlp.c_proj.weight", "ffn_down.weight", Dim::Hidden, Dim::Inter, Permute::None, true},
+    {"mlp.c_proj.bias", "ffn_down.bias", Dim::Hidden, Dim::None, Permute::None, true},
+}};
 }  // namespace rows
 
 // How the layer's tensors start: Llama's attention (rows::llama_attention) with q and k permuted for
@@ -94,6 +105,11 @@ constexpr std::array<TensorRule, 8> gemma_attention() {
 // layout), Gemma's (rows::gemma_attention), or none (the table lists every tensor). Then the MLP: the
 // dense one (rows::kDenseMlp) for Llama and Gemma, or the mixture of experts of Architecture::moe.
 enum class LayerBase { LlamaPermuted, Llama, Gemma, None };
+
+// The model's norms: RMS (its epsilon {arch}.attention.layer_norm_rms_epsilon), or LayerNorm (its
+// epsilon {arch}.attention.layer_norm_epsilon, from layer_norm_eps / layer_norm_epsilon /
+// norm_epsilon), with biases (the final norm's is output_norm.bias) or without.
+enum class Norm { Rms, LayerNorm, LayerNormNoBias };
 
 struct Architecture {
   std::span<const std::string_view> classes;  // config.json "architectures" entries it converts
@@ -126,19 +142,29 @@ struct Architecture {
   // transposed and MXFP4 experts, computed by hf/expert_views.h), and the layer's tensors the table has no
   // Dim for (gpt-oss's sinks, one per head); nullptr: plan_experts.
   Status (*plan_experts)(LayerExperts& layer) = nullptr;
-  // Plans what the table cannot say of layer `n` (DeepSeek's latent attention), after the table's rows;
-  // tensors computed from the weights go to `generated`. nullptr: none.
+  // Plans what the table cannot say of layer `n`, after the table's rows (DeepSeek's latent attention,
+  // StableLM's per-head norms stacked into one, tensors a config switch requires); tensors computed from
+  // the weights go to `generated`. nullptr: none.
   Status (*plan_layer)(const ModelConfig& c, const TensorFile& weights, WithGenerated& generated, std::uint32_t n,
                        std::vector<ConvertTensor>& out) = nullptr;
   // Layers past num_hidden_layers (multi-token prediction) are left out, as llama.cpp's converter drops them.
   bool drops_extra_layers = false;
   // YaRN's mscale / mscale_all_dim (Rope) are the architecture's check's to map; elsewhere they are refused.
   bool yarn_mscale = false;
+  Norm norm = Norm::Rms;  // RMS norms or LayerNorm (its epsilon's key, output_norm.bias)
+  // partial_rotary_factor below 1 is the architecture's to map (its check() writes rope.dimension_count).
+  bool partial_rotary = false;
 };
 
 // `hf` must be among `weights` with `shape` (what config.json implies): TensorNotFound naming it (and
 // `gguf`, what llama.cpp needs it for) when absent, InvalidModelFolder when its shape differs.
 Status expect_tensor(const TensorFile& weights, const std::string& hf, const std::string& gguf, std::span<const std::uint64_t> shape);
+
+// The tensor `rule` of a layer (`hf`: "model.layers.N.", `gg`: "blk.N.") appended to `out` as the plan
+// adds the table's rows: its shape from config.json, checked (expect_tensor); absent and not required,
+// left out. For Architecture::more_tensors.
+Status add_rule(const ModelConfig& c, const TensorFile& weights, const TensorRule& rule, const std::string& hf, const std::string& gg,
+                std::vector<ConvertTensor>& out);
 
 // The architecture that converts `hf_class`, or nullptr.
 const Architecture* find_architecture(std::string_view hf_class);

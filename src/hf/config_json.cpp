@@ -157,7 +157,10 @@ Status read_rope_object(const JsonFile& file, json::element object, std::optiona
   }
   // transformers 5 copies partial_rotary_factor into the rope object (Phi-3 writes 1.0 there).
   SW_ASSIGN_OR_RETURN(auto partial, file.positive(object, "partial_rotary_factor"));
-  if (partial && *partial != 1.0) return rope_refused(file, out.source, "key `partial_rotary_factor` is not 1 (llama.cpp rotates whole heads here)");
+  if (partial && *partial != 1.0 && !out.partial_rotary) {
+    return rope_refused(file, out.source, "key `partial_rotary_factor` is not 1 (llama.cpp rotates whole heads here)");
+  }
+  out.partial_rotary_factor = partial;
   SW_ASSIGN_OR_RETURN(auto theta, file.positive(object, "rope_theta"));
   if (theta && top_theta && *theta != *top_theta) return file.bad("rope_theta", "differs from " + out.source + ".rope_theta");
   out.theta = theta ? theta : top_theta;
@@ -231,11 +234,23 @@ Status check_math_keys(const JsonFile& file, const Architecture& arch) {
         .with_file(file.path());
   }
   SW_ASSIGN_OR_RETURN(auto partial, file.positive(file.root(), "partial_rotary_factor"));
-  if (partial && *partial != 1.0) {
+  if (partial && *partial != 1.0 && !arch.partial_rotary) {
     return Error(ErrorKind::NotSupported, "key `partial_rotary_factor` is not 1 (llama.cpp's " + name + " architecture rotates whole heads)")
         .with_file(file.path());
   }
   return Status::ok();
+}
+
+// A LayerNorm's epsilon under the first of the keys llama.cpp's converter looks for, as
+// {arch}.attention.layer_norm_epsilon (its loader requires the key; transformers always saves it).
+Status read_layer_norm_eps(const JsonFile& file, ModelConfig& c) {
+  for (std::string_view key : {"layer_norm_eps", "layer_norm_epsilon", "norm_epsilon"}) {
+    SW_ASSIGN_OR_RETURN(auto eps, file.positive(file.root(), key));
+    if (!eps) continue;
+    c.arch_kv.push_back({std::string(c.arch->name) + ".attention.layer_norm_epsilon", MetaValue::f32(static_cast<float>(*eps))});
+    return Status::ok();
+  }
+  return file.bad("layer_norm_eps", "is missing (llama.cpp needs " + std::string(c.arch->name) + ".attention.layer_norm_epsilon)");
 }
 
 }  // namespace
@@ -273,6 +288,7 @@ Result<ModelConfig> read_config(const Folder& folder) {
   SW_ASSIGN_OR_RETURN(c.max_position_embeddings, file->count(root, "max_position_embeddings"));
   SW_ASSIGN_OR_RETURN(c.head_dim, file->count(root, "head_dim"));
   SW_ASSIGN_OR_RETURN(c.rms_norm_eps, file->positive(root, "rms_norm_eps"));
+  c.rope.partial_rotary = c.arch->partial_rotary;
   SW_RETURN_IF_ERROR(read_rope(*file, c.arch->layer_type_rope, c.rope, c.rope_sliding));
   if (c.rope.type == "longrope" && !c.arch->longrope) {
     return Error(ErrorKind::NotSupported, json::quoted(c.rope.source) + " rope type `longrope`: llama.cpp's " + std::string(c.arch->name) +
@@ -323,6 +339,7 @@ Result<ModelConfig> read_config(const Folder& folder) {
     return file->bad("max_position_embeddings", "is missing (llama.cpp needs " + std::string(c.arch->name) + ".context_length)");
   }
   if (c.arch->moe) SW_RETURN_IF_ERROR(read_moe(*file, c));
+  if (c.arch->norm != Norm::Rms) SW_RETURN_IF_ERROR(read_layer_norm_eps(*file, c));
   if (c.arch->check) SW_RETURN_IF_ERROR(c.arch->check(*file, c));
   return c;
 }

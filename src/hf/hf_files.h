@@ -56,6 +56,8 @@ struct Rope {
   std::optional<double> attention_factor;                         // longrope, as transformers computes it
   std::optional<double> mscale;                                   // yarn: DeepSeek's (Architecture::yarn_mscale)
   std::optional<double> mscale_all_dim;                           // yarn: DeepSeek's
+  bool partial_rotary = false;                                    // set before reading: the architecture may rotate part of each head
+  std::optional<double> partial_rotary_factor;                    // the part rotated, when the rope object gives it
 };
 
 // llama.cpp's rope_freqs for llama3 scaling: one factor per rotary pair of a head of `head_dim`, as
@@ -107,6 +109,8 @@ struct ModelConfig {
   // kept quantized (gpt-oss's MXFP4 experts: MOSTLY_MXFP4_MOE).
   std::optional<std::uint32_t> float_file_type;
   std::optional<MlaConfig> mla;  // set for an architecture with latent attention
+  // The architecture's own switches its check() read for its plan_layer() (e.g. "qk_layernorm").
+  std::vector<std::string> arch_flags;
 };
 // FileNotFound without config.json; InvalidModelFolder for a malformed one; NotSupported for a model
 // llama.cpp cannot compute as transformers does (another architecture, experts, a rope type or key it

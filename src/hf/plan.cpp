@@ -130,6 +130,7 @@ struct Planner {
     SW_RETURN_IF_ERROR(add("model.embed_tokens.weight", "token_embd.weight", {c.vocab_size, c.hidden_size}, 0, true));
     for (std::uint32_t n = 0; n < c.num_hidden_layers; ++n) SW_RETURN_IF_ERROR(layer(n));
     SW_RETURN_IF_ERROR(add("model.norm.weight", "output_norm.weight", {c.hidden_size}, 0, true));
+    if (c.arch->norm == Norm::LayerNorm) SW_RETURN_IF_ERROR(add("model.norm.bias", "output_norm.bias", {c.hidden_size}, 0, true));
     // Tied embeddings: without lm_head llama.cpp's loader uses token_embd for the output. Untied
     // (tie_word_embeddings false) without lm_head, transformers would start from random weights.
     if (!c.arch->tied_output) {
@@ -157,6 +158,18 @@ struct Planner {
     return Status::ok();
   }
 };
+
+}  // namespace
+
+Status add_rule(const ModelConfig& c, const TensorFile& weights, const TensorRule& rule, const std::string& hf, const std::string& gg,
+                std::vector<ConvertTensor>& out) {
+  Planner planner{c, weights, {}};
+  SW_RETURN_IF_ERROR(planner.add_rule(rule, hf, gg));
+  for (ConvertTensor& t : planner.out) out.push_back(std::move(t));
+  return Status::ok();
+}
+
+namespace {
 
 // Gemma's RMS norms scale by (1 + weight): llama.cpp's converter writes weight + 1 (computed here in
 // float32, as transformers computes 1 + weight.float()), as an F32 tensor of its own.
@@ -205,7 +218,9 @@ std::vector<KeyValue> hyper_parameters(const ModelConfig& c, std::uint32_t ftype
   if (c.num_key_value_heads) kv.push_back({a + ".attention.head_count_kv", Value::u32(*c.num_key_value_heads)});
   if (c.rope.theta) kv.push_back({a + ".rope.freq_base", Value::f32(static_cast<float>(*c.rope.theta))});
   // transformers' default when config.json omits it; llama.cpp's loader requires the key.
-  kv.push_back({a + ".attention.layer_norm_rms_epsilon", Value::f32(static_cast<float>(c.rms_norm_eps.value_or(1e-6)))});
+  if (c.arch->norm == Norm::Rms) {
+    kv.push_back({a + ".attention.layer_norm_rms_epsilon", Value::f32(static_cast<float>(c.rms_norm_eps.value_or(1e-6)))});
+  }
   if (c.moe) {
     kv.push_back({a + ".expert_count", Value::u32(c.moe->experts)});
     kv.push_back({a + ".expert_used_count", Value::u32(c.moe->used)});

@@ -1,0 +1,280 @@
+"""Dense architectures of issue 35 (StarCoder2, StableLM, Cohere) made by transformers 5 ->
+`safeweights convert FOLDER OUT.gguf` -> llama.cpp.
+
+Each architecture is a tiny random model made here by transformers 5.24 (nothing downloaded), converted
+by our CLI to an F32 GGUF and judged twice:
+
+(a) against the pinned llama.cpp's own converter (`convert_hf_to_gguf.py` of SAFEWEIGHTS_LLAMA_CPP, run
+    offline with the clients' torch and its own gguf-py) on the same folder: the same tensors (name,
+    type, shape, bytes) and the same keys with the same values, but for the deliberate differences
+    (test_hf_gguf_moe's, and DELIBERATE_BY_ARCH's);
+(b) llama.cpp (llama-cpp-python) gives the logits transformers gives (f32; GELU models against
+    transformers with ggml's float16 GELU table, as test_hf_gguf_llamacpp does for Gemma).
+
+Config keys llama.cpp would compute otherwise are refused by name, and no file is written.
+"""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+os.environ["HF_HUB_OFFLINE"] = "1"
+transformers = pytest.importorskip("transformers")
+torch = pytest.importorskip("torch")
+gguf = pytest.importorskip("gguf")
+llama_cpp = pytest.importorskip("llama_cpp")
+from safetensors.torch import save_file  # noqa: E402
+
+from test_hf_gguf_llamacpp import (CLI, GELU_FP16_TOLERANCE, Float16TableGelu, bpe_tokenizer, llama_cpp_logits,  # noqa: E402
+                                   transformers_logits)
+from test_hf_gguf_moe import LLAMA_CPP, REFERENCE_RUNNER, deliberate, keys_of, need_llama_cpp, tensors_of  # noqa: E402
+
+F32_TOLERANCE = 1e-4
+IDS = [1, 5, 77, 123, 250, 399, 42, 8, 300, 17, 200, 64]
+PRE = "qwen2"  # the pre-tokenizer both converters name (one reference run answers one name)
+
+COMMON = dict(vocab_size=400, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+              num_key_value_heads=2, max_position_embeddings=256, bos_token_id=0, eos_token_id=1, pad_token_id=None)
+
+
+def save(model, folder):
+    """`model` with its norms and biases away from their initial 1 and 0 (so a wrong one would show),
+    saved by transformers with a Qwen2-style byte-level BPE tokenizer; returns the model."""
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("norm.weight") or ("layernorm" in name and name.endswith(".weight")):
+                p.copy_(1 + 0.3 * torch.randn_like(p))
+            elif name.endswith(".bias"):
+                p.copy_(0.3 * torch.randn_like(p))
+    model.save_pretrained(str(folder))
+    bpe_tokenizer(PRE).save_pretrained(str(folder))
+    return model
+
+
+def starcoder2(folder):
+    """Biases everywhere (use_bias), LayerNorm, GELU MLP; tied embeddings (StarCoder2's default)."""
+    cfg = transformers.Starcoder2Config(norm_epsilon=1e-5, use_bias=True, sliding_window=None, tie_word_embeddings=True,
+                                        rope_parameters={"rope_type": "default", "rope_theta": 100000.0}, **COMMON)
+    torch.manual_seed(21)
+    return save(transformers.Starcoder2ForCausalLM(cfg).eval(), folder)
+
+
+def stablelm(folder):
+    """StableLM 2 1.6B's shape: sequential residual, q/k/v biases, a quarter of each head rotated."""
+    cfg = transformers.StableLmConfig(layer_norm_eps=1e-5, use_qkv_bias=True, qk_layernorm=False, use_parallel_residual=False,
+                                      tie_word_embeddings=False, hidden_act="silu",
+                                      rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.25},
+                                      **COMMON)
+    torch.manual_seed(22)
+    return save(transformers.StableLmForCausalLM(cfg).eval(), folder)
+
+
+def stablelm_parallel(folder, qk_layernorm=False, seed=23):
+    """StableLM 2 12B's shape: parallel residual, half of each head rotated, another rope base (which
+    llama.cpp's converter does not write: a deliberate difference); with its per-head q/k LayerNorms
+    when `qk_layernorm`."""
+    cfg = transformers.StableLmConfig(layer_norm_eps=1e-5, use_qkv_bias=False, qk_layernorm=qk_layernorm, use_parallel_residual=True,
+                                      tie_word_embeddings=False, hidden_act="silu",
+                                      rope_parameters={"rope_type": "default", "rope_theta": 50000.0, "partial_rotary_factor": 0.5},
+                                      **COMMON)
+    torch.manual_seed(seed)
+    return save(transformers.StableLmForCausalLM(cfg).eval(), folder)
+
+
+def stablelm_qk_norm(folder):
+    return stablelm_parallel(folder, qk_layernorm=True, seed=25)
+
+
+def cohere(folder):
+    """Command-R: parallel block, bias-free LayerNorm, interleaved rope, logit_scale, tied output."""
+    cfg = transformers.CohereConfig(layer_norm_eps=1e-5, logit_scale=0.25, use_qk_norm=False, attention_bias=False, tie_word_embeddings=True,
+                                    rope_parameters={"rope_type": "default", "rope_theta": 10000.0}, **COMMON)
+    torch.manual_seed(24)
+    return save(transformers.CohereForCausalLM(cfg).eval(), folder)
+
+
+def cohere_qk_norm(folder):
+    """Command R+'s shape: per-head q/k LayerNorms, which llama.cpp reads from 64 layers on (tiny layers)."""
+    cfg = transformers.CohereConfig(**dict(COMMON, num_hidden_layers=64), layer_norm_eps=1e-5, logit_scale=0.25, use_qk_norm=True,
+                                    attention_bias=False, tie_word_embeddings=True,
+                                    rope_parameters={"rope_type": "default", "rope_theta": 10000.0})
+    torch.manual_seed(27)
+    return save(transformers.CohereForCausalLM(cfg).eval(), folder)
+
+
+def cohere2(folder):
+    """Command R7B: Cohere's layer, a sliding window of 4 over the 12 tokens of IDS on three layers of
+    four (rope on those only). llama.cpp's converter reads `rotary_pct`, which transformers 5 neither
+    writes nor reads: the folder gets 1.0, what transformers computes."""
+    cfg = transformers.Cohere2Config(**dict(COMMON, num_hidden_layers=4), layer_norm_eps=1e-5, logit_scale=0.25, head_dim=16,
+                                     sliding_window=4, attention_bias=False, tie_word_embeddings=True,
+                                     rope_parameters={"rope_type": "default", "rope_theta": 10000.0}, attn_implementation="eager")
+    torch.manual_seed(26)
+    model = save(transformers.Cohere2ForCausalLM(cfg).eval(), folder)
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps(dict(config, rotary_pct=1.0), indent=2))
+    return model
+
+
+# arch -> (maker, whether its MLP is GELU); the order of the task.
+MAKERS = {"starcoder2": (starcoder2, True), "stablelm": (stablelm, False), "stablelm-parallel": (stablelm_parallel, False),
+          "stablelm-qk-norm": (stablelm_qk_norm, False), "cohere": (cohere, False),
+          "cohere-qk-norm": (cohere_qk_norm, False), "cohere2": (cohere2, False)}
+# Keys llama.cpp's converter writes otherwise, on purpose (docs/GGUF.md's list of differences), with our
+# value: its StableLM converter writes no rope base, so its loader takes 10000 whatever the model's.
+DELIBERATE_BY_ARCH = {"stablelm": {"stablelm.rope.freq_base": 10000.0}, "stablelm-parallel": {"stablelm.rope.freq_base": 50000.0}}
+# Folders the pinned converter fails on: its StableLMModel.modify_tensors returns the generator that
+# stacks the per-head q/k norms from inside a generator, so the stacking never runs ("Unprocessed
+# norms"). Our file is judged by llama.cpp's logits alone (its loader and graph read attn_q_norm).
+NO_REFERENCE = {"stablelm-qk-norm"}
+COMPARED = [arch for arch in MAKERS if arch not in NO_REFERENCE]
+
+
+@pytest.fixture(scope="module")
+def dense(tmp_path_factory):
+    """arch -> (model, folder, our gguf)."""
+    out = {}
+    for arch, (make, _) in MAKERS.items():
+        root = tmp_path_factory.mktemp(arch)
+        folder = root / "model"
+        model = make(folder)
+        ours = root / "ours.gguf"
+        r = subprocess.run([CLI, "convert", str(folder), str(ours), "--type", "f32"], capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        out[arch] = (model, folder, ours)
+    return out
+
+
+@pytest.fixture(scope="module")
+def reference(dense, tmp_path_factory):
+    """arch -> the GGUF llama.cpp's converter writes from the same folder."""
+    need_llama_cpp()
+    root = tmp_path_factory.mktemp("reference")
+    jobs = [(str(folder), str(root / f"{arch}.gguf"), "f32") for arch, (_, folder, _) in dense.items() if arch in COMPARED]
+    env = dict(os.environ, PYTHONPATH=os.path.join(LLAMA_CPP, "gguf-py"), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    r = subprocess.run([sys.executable, "-c", REFERENCE_RUNNER, LLAMA_CPP, PRE, json.dumps(jobs)], capture_output=True, text=True, env=env)
+    assert r.returncode == 0, r.stderr[-4000:]
+    return {arch: root / f"{arch}.gguf" for arch in COMPARED}
+
+
+@pytest.mark.parametrize("arch", COMPARED)
+def test_tensors_and_keys_equal_llama_cpp_converter(dense, reference, arch):
+    ours, theirs = dense[arch][2], reference[arch]
+    a, b = tensors_of(ours), tensors_of(theirs)
+    assert sorted(a) == sorted(b)
+    for name in b:
+        assert a[name][:2] == b[name][:2], name
+        assert a[name][2] == b[name][2], f"{name}: bytes differ"
+    skip = DELIBERATE_BY_ARCH.get(arch, {})
+    ka, kb = keys_of(ours), keys_of(theirs)
+    only_ours = {k for k in set(ka) - set(kb) if not deliberate(k) and k not in skip}
+    only_theirs = {k for k in set(kb) - set(ka) if not deliberate(k) and k not in skip}
+    assert not only_ours and not only_theirs, (sorted(only_ours), sorted(only_theirs))
+    for key in sorted(k for k in kb if not deliberate(k) and k not in skip):
+        assert ka[key] == kb[key], key
+    for key, value in skip.items():  # each deliberate difference: what we write, and what llama.cpp's converter does not
+        assert ka[key][1] == pytest.approx(value) and key not in kb, key
+
+
+def gelu_as_ggml(model):
+    """The model's MLP activations swapped for ggml's float16-table GELU; returns a function undoing it."""
+    mlps = [layer.mlp for layer in model.model.layers]
+    name = "act" if hasattr(mlps[0], "act") else "act_fn"
+    plain = [getattr(m, name) for m in mlps]
+    for m in mlps:
+        setattr(m, name, Float16TableGelu())
+    return lambda: [setattr(m, name, act) for m, act in zip(mlps, plain)]
+
+
+@pytest.mark.parametrize("arch", list(MAKERS))
+def test_llama_cpp_logits_match_transformers(dense, arch):
+    model, _, ours = dense[arch]
+    got = llama_cpp_logits(ours, IDS)
+    gelu = MAKERS[arch][1]
+    undo = gelu_as_ggml(model) if gelu else (lambda: None)
+    try:
+        want = transformers_logits(model, IDS)
+    finally:
+        undo()
+    err = np.abs(got - want).max() / np.abs(want).max()
+    print(f"{arch}: max |llama.cpp - transformers| / max |transformers| = {err:.3g}")
+    assert err <= (GELU_FP16_TOLERANCE if gelu else F32_TOLERANCE)
+    assert (got.argmax(-1) == want.argmax(-1)).all()
+
+
+# Keys transformers reads that would make llama.cpp compute something else: (arch, key, value, message).
+REFUSED = [
+    ("starcoder2", "use_bias", False, "`use_bias` is false: llama.cpp's starcoder2 architecture requires the projections' biases"),
+    ("starcoder2", "sliding_window", 64, "`sliding_window` (64) is below max_position_embeddings"),
+    ("starcoder2", "hidden_act", "gelu", "`hidden_act` is `gelu`; llama.cpp's starcoder2 architecture computes gelu_pytorch_tanh"),
+    ("stablelm", "tie_word_embeddings", True, "`tie_word_embeddings` is true: llama.cpp's stablelm architecture requires its own output"),
+    ("stablelm", "rope_parameters", {"rope_type": "linear", "factor": 2.0, "rope_theta": 10000.0, "partial_rotary_factor": 0.25},
+     "`rope_parameters` rope type `linear`: llama.cpp's converter writes no rope scaling for stablelm"),
+    ("stablelm", "hidden_act", "gelu", "`hidden_act` is `gelu`; llama.cpp's stablelm architecture computes silu"),
+    ("cohere", "use_qk_norm", True, "`use_qk_norm` is true with 2 layers: llama.cpp's command-r reads q/k norms only from 64 layers on"),
+    ("cohere-qk-norm", "use_qk_norm", False, "`num_hidden_layers` is 64: llama.cpp's command-r requires q/k norms from 64 layers on"),
+    ("cohere", "attention_bias", True, "`attention_bias` is true: llama.cpp's command-r architecture has no attention biases"),
+    ("cohere", "rope_parameters", {"rope_type": "linear", "factor": 2.0, "rope_theta": 10000.0},
+     "`rope_parameters` rope type `linear`: llama.cpp's converter writes no rope scaling for command-r"),
+    ("cohere2", "rotary_pct", 0.5, "`rotary_pct` is not 1: transformers' Cohere2 rotates whole heads"),
+    ("cohere2", "layer_types", ["full_attention"] * 4, "`layer_types` does not follow llama.cpp's cohere2 pattern (layer 0 must be sliding_attention)"),
+    ("cohere2", "attention_bias", True, "`attention_bias` is true: llama.cpp's cohere2 architecture has no attention biases"),
+    ("cohere", "tie_word_embeddings", False, "`tie_word_embeddings` is false: llama.cpp's command-r architecture computes the output with"),
+]
+
+
+def convert_with(source, tmp_path, key, value):
+    """`source` (linked) with config.json's `key` set to `value`, converted; returns (folder, out, result)."""
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    for f in source.iterdir():
+        (folder / f.name).symlink_to(f)
+    (folder / "config.json").unlink()
+    cfg = json.loads((source / "config.json").read_text())
+    cfg[key] = value
+    (folder / "config.json").write_text(json.dumps(cfg))
+    out = tmp_path / "out.gguf"
+    return folder, out, subprocess.run([CLI, "convert", str(folder), str(out), "--type", "f32"], capture_output=True, text=True)
+
+
+@pytest.mark.parametrize("arch,key,value,text", REFUSED)
+def test_keys_refused_by_name(dense, tmp_path, arch, key, value, text):
+    folder, out, r = convert_with(dense[arch][1], tmp_path, key, value)
+    assert r.returncode != 0 and "config.json" in r.stderr and text in r.stderr, r.stderr
+    assert not out.exists() and list(tmp_path.iterdir()) == [folder]
+
+
+# StableLM's switches decide which tensors a layer has: a folder whose tensors say otherwise is refused,
+# naming the tensor (transformers would ignore it, or start it from random weights).
+SWITCHES = [
+    ("stablelm-qk-norm", "qk_layernorm", False, "_layernorm.norms.",
+     "tensor has no name in llama.cpp's stablelm architecture"),
+    ("stablelm-parallel", "use_qkv_bias", True, "tensor model.layers.0.self_attn.q_proj.bias is missing (llama.cpp needs blk.0.attn_q.bias)", ""),
+    ("stablelm", "use_parallel_residual", True, "model.layers.0.post_attention_layernorm", "tensor has no name in llama.cpp's stablelm"),
+]
+
+
+@pytest.mark.parametrize("arch,key,value,tensor,text", SWITCHES)
+def test_stablelm_switches_agree_with_the_tensors(dense, tmp_path, arch, key, value, tensor, text):
+    _, out, r = convert_with(dense[arch][1], tmp_path, key, value)
+    assert r.returncode != 0 and tensor in r.stderr and text in r.stderr, r.stderr
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("hf_class", ["Gemma4ForCausalLM", "Gemma4ForConditionalGeneration"])
+def test_gemma4_refused_by_name(tmp_path, hf_class):
+    """Gemma 4 is not converted yet (its per-layer head sizes and KV head counts, proportional rope,
+    shared KV layers, per-layer embeddings and the "gemma4" tokenizer model): refused by name."""
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({"architectures": [hf_class], "model_type": "gemma4"}))
+    save_file({"model.embed_tokens.weight": torch.zeros(4, 2)}, str(folder / "model.safetensors"))
+    out = tmp_path / "out.gguf"
+    r = subprocess.run([CLI, "convert", str(folder), str(out), "--type", "f32"], capture_output=True, text=True)
+    assert r.returncode != 0 and f"architecture `{hf_class}` is not converted" in r.stderr, r.stderr
+    assert not out.exists()
