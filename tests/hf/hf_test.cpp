@@ -1536,46 +1536,48 @@ TEST(HfGptOss, MisshapenExpertsAndKeysAreRefusedByName) {
   make_gptoss(f);
   f.config["swiglu_limit"] = "8.0";
   EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::NotSupported, "config.json", "key `swiglu_limit` is not 7.0"));
-  // StableLM (src/hf/arch_stablelm.cpp): LayerNorm keys and biases, the rotated part of each head, and the
-  // per-head q/k LayerNorms stacked, with the parallel residual's missing post-attention norm.
-  TEST(HfDense2, StableLmPlanStacksHeadNormsAndWritesLayerNormKeys) {
-    Folder f;
-    f.config["architectures"] = R"(["StableLmForCausalLM"])";
-    f.config.erase("rms_norm_eps");
-    f.config["layer_norm_eps"] = "1e-5";
-    f.config["use_parallel_residual"] = "true";
-    f.config["qk_layernorm"] = "true";
-    f.config["tie_word_embeddings"] = "false";
-    f.config["hidden_act"] = R"("silu")";
-    f.config["rope_parameters"] = R"({"rope_type":"default","rope_theta":10000.0,"partial_rotary_factor":0.5})";
-    f.tensors.erase("model.layers.0.post_attention_layernorm.weight");
-    f.tensors["lm_head.weight"] = {6, 8};
-    f.tensors["model.norm.bias"] = {8};
-    f.tensors["model.layers.0.input_layernorm.bias"] = {8};
-    for (int h = 0; h < 2; ++h) f.tensors["model.layers.0.self_attn.q_layernorm.norms." + std::to_string(h) + ".weight"] = {4};
-    f.tensors["model.layers.0.self_attn.k_layernorm.norms.0.weight"] = {4};
-    auto p = f.plan();
-    ASSERT_TRUE(IsOk(p));
-    EXPECT_EQ(*find(*p, "stablelm.attention.layer_norm_epsilon"), MetaValue::f32(1e-5f));
-    EXPECT_EQ(find(*p, "stablelm.attention.layer_norm_rms_epsilon"), nullptr);
-    EXPECT_EQ(*find(*p, "stablelm.rope.dimension_count"), MetaValue::u32(2));  // half of a head of 4
-    EXPECT_EQ(*find(*p, "stablelm.use_parallel_residual"), MetaValue::boolean(true));
-    const ConvertTensor* q_norm = planned(*p, "blk.0.attn_q_norm.weight");
-    ASSERT_NE(q_norm, nullptr);
-    EXPECT_TRUE(q_norm->stack);
-    ASSERT_EQ(q_norm->pieces.size(), 2u);
-    EXPECT_EQ(q_norm->pieces[1].source, "model.layers.0.self_attn.q_layernorm.norms.1.weight");
-    ASSERT_NE(planned(*p, "blk.0.attn_k_norm.weight"), nullptr);
-    EXPECT_EQ(planned(*p, "blk.0.attn_k_norm.weight")->pieces.size(), 1u);  // one key/value head
-    EXPECT_NE(planned(*p, "output_norm.bias"), nullptr);
-    EXPECT_EQ(planned(*p, "blk.0.ffn_norm.weight"), nullptr);
-    // A head norm missing is named; partial rotary stays refused where the architecture has none.
-    f.tensors.erase("model.layers.0.self_attn.k_layernorm.norms.0.weight");
-    EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::TensorNotFound, "model.safetensors",
-                            "tensor model.layers.0.self_attn.k_layernorm.norms.0.weight is missing (llama.cpp needs blk.0.attn_k_norm.weight)"));
-    Folder llama;
-    llama.config["rope_parameters"] = R"({"rope_type":"default","partial_rotary_factor":0.5})";
-    EXPECT_TRUE(FailsNaming(llama.plan(), ErrorKind::NotSupported, "config.json", "key `partial_rotary_factor` is not 1"));
-  }
+}
+
+// StableLM (src/hf/arch_stablelm.cpp): LayerNorm keys and biases, the rotated part of each head, and the
+// per-head q/k LayerNorms stacked, with the parallel residual's missing post-attention norm.
+TEST(HfDense2, StableLmPlanStacksHeadNormsAndWritesLayerNormKeys) {
+  Folder f;
+  f.config["architectures"] = R"(["StableLmForCausalLM"])";
+  f.config.erase("rms_norm_eps");
+  f.config["layer_norm_eps"] = "1e-5";
+  f.config["use_parallel_residual"] = "true";
+  f.config["qk_layernorm"] = "true";
+  f.config["tie_word_embeddings"] = "false";
+  f.config["hidden_act"] = R"("silu")";
+  f.config["rope_parameters"] = R"({"rope_type":"default","rope_theta":10000.0,"partial_rotary_factor":0.5})";
+  f.tensors.erase("model.layers.0.post_attention_layernorm.weight");
+  f.tensors["lm_head.weight"] = {6, 8};
+  f.tensors["model.norm.bias"] = {8};
+  f.tensors["model.layers.0.input_layernorm.bias"] = {8};
+  for (int h = 0; h < 2; ++h) f.tensors["model.layers.0.self_attn.q_layernorm.norms." + std::to_string(h) + ".weight"] = {4};
+  f.tensors["model.layers.0.self_attn.k_layernorm.norms.0.weight"] = {4};
+  auto p = f.plan();
+  ASSERT_TRUE(IsOk(p));
+  EXPECT_EQ(*find(*p, "stablelm.attention.layer_norm_epsilon"), MetaValue::f32(1e-5f));
+  EXPECT_EQ(find(*p, "stablelm.attention.layer_norm_rms_epsilon"), nullptr);
+  EXPECT_EQ(*find(*p, "stablelm.rope.dimension_count"), MetaValue::u32(2));  // half of a head of 4
+  EXPECT_EQ(*find(*p, "stablelm.use_parallel_residual"), MetaValue::boolean(true));
+  const ConvertTensor* q_norm = planned(*p, "blk.0.attn_q_norm.weight");
+  ASSERT_NE(q_norm, nullptr);
+  EXPECT_TRUE(q_norm->stack);
+  ASSERT_EQ(q_norm->pieces.size(), 2u);
+  EXPECT_EQ(q_norm->pieces[1].source, "model.layers.0.self_attn.q_layernorm.norms.1.weight");
+  ASSERT_NE(planned(*p, "blk.0.attn_k_norm.weight"), nullptr);
+  EXPECT_EQ(planned(*p, "blk.0.attn_k_norm.weight")->pieces.size(), 1u);  // one key/value head
+  EXPECT_NE(planned(*p, "output_norm.bias"), nullptr);
+  EXPECT_EQ(planned(*p, "blk.0.ffn_norm.weight"), nullptr);
+  // A head norm missing is named; partial rotary stays refused where the architecture has none.
+  f.tensors.erase("model.layers.0.self_attn.k_layernorm.norms.0.weight");
+  EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::TensorNotFound, "model.safetensors",
+                          "tensor model.layers.0.self_attn.k_layernorm.norms.0.weight is missing (llama.cpp needs blk.0.attn_k_norm.weight)"));
+  Folder llama;
+  llama.config["rope_parameters"] = R"({"rope_type":"default","partial_rotary_factor":0.5})";
+  EXPECT_TRUE(FailsNaming(llama.plan(), ErrorKind::NotSupported, "config.json", "key `partial_rotary_factor` is not 1"));
+}
 
 }  // namespace
