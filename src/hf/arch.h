@@ -26,6 +26,7 @@
 namespace safeweights::hf {
 
 class JsonFile;
+class WithGenerated;
 struct ModelConfig;
 struct MoeTable;
 
@@ -119,6 +120,15 @@ struct Architecture {
   // Reads and checks the config keys only this architecture has (sliding windows, soft-capping, ...),
   // adding llama.cpp's keys for them to ModelConfig::arch_kv; nullptr: none.
   Status (*check)(const JsonFile& config, ModelConfig& out) = nullptr;
+  // Plans layer `n`'s attention half itself (hybrid models: Qwen3.5's linear or gated full attention,
+  // as config.json's layer_types says), after the base's rows; nullptr: none.
+  Status (*plan_attention)(const ModelConfig& c, std::uint32_t n, const TensorFile& weights, std::vector<ConvertTensor>& out) = nullptr;
+  // Replaces planned tensors by ones computed from the weights (Qwen3.5's -exp(A_log)), after planning.
+  Status (*computed)(const ModelConfig& c, const TensorFile& weights, std::vector<ConvertTensor>& plan, WithGenerated& generated) = nullptr;
+  // config.json may omit intermediate_size (Qwen3.5-MoE has experts only): no feed_forward_length then.
+  bool optional_intermediate = false;
+  // partial_rotary_factor below 1 is read (the architecture's check writes rope.dimension_count).
+  bool partial_rotary = false;
 };
 
 // `hf` must be among `weights` with `shape` (what config.json implies): TensorNotFound naming it (and

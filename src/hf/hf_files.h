@@ -54,6 +54,7 @@ struct Rope {
   std::vector<float> short_factor;                                // longrope, one per rotary pair
   std::vector<float> long_factor;                                 // longrope
   std::optional<double> attention_factor;                         // longrope, as transformers computes it
+  std::optional<double> partial_rotary_factor;                    // the rope object's (refused unless the architecture rotates part)
 };
 
 // llama.cpp's rope_freqs for llama3 scaling: one factor per rotary pair of a head of `head_dim`, as
@@ -68,6 +69,16 @@ struct MoeConfig {
   std::uint32_t used = 0;        // num_experts_per_tok
   std::uint32_t ffn = 0;         // one expert's width
   std::uint32_t shared_ffn = 0;  // the shared expert's width (0: none)
+};
+
+// config.json's Gated DeltaNet linear attention (hybrid models: hf/linear_attention.h reads it).
+struct LinearAttentionConfig {
+  std::uint32_t key_heads = 0;       // linear_num_key_heads
+  std::uint32_t value_heads = 0;     // linear_num_value_heads, a multiple of key_heads
+  std::uint32_t key_head_dim = 0;    // linear_key_head_dim
+  std::uint32_t value_head_dim = 0;  // linear_value_head_dim
+  std::uint32_t conv_kernel = 0;     // linear_conv_kernel_dim
+  std::vector<bool> recurrent;       // per layer (layer_types): linear attention, else full attention
 };
 
 // config.json, the fields llama.cpp's converter reads for the architectures of hf/arch.h.
@@ -91,6 +102,7 @@ struct ModelConfig {
   std::optional<bool> tie_word_embeddings;  // false: lm_head.weight must be there
   std::vector<MetaEntry> arch_kv;           // the architecture's own keys (Architecture::check)
   std::optional<MoeConfig> moe;             // set for an architecture with experts
+  std::optional<LinearAttentionConfig> linear;  // set for a hybrid architecture (Qwen3.5)
 };
 // FileNotFound without config.json; InvalidModelFolder for a malformed one; NotSupported for a model
 // llama.cpp cannot compute as transformers does (another architecture, experts, a rope type or key it
