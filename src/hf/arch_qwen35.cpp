@@ -24,7 +24,7 @@ SAFEWEIGHTS_HF_ARCHITECTURE(qwen35) {
                                       .base = LayerBase::None,
                                       .layer = kLayer,
                                       .norms_plus_one = true,
-                                      .check = read_linear_attention,
+                                      .check = read_qwen35_linear_attention,
                                       .plan_attention = plan_hybrid_attention,
                                       .computed = compute_linear_attention,
                                       .partial_rotary = true};

@@ -36,7 +36,7 @@ SAFEWEIGHTS_HF_ARCHITECTURE(qwen35moe) {
                                       .layer = kLayer,
                                       .norms_plus_one = true,
                                       .moe = &kExperts,
-                                      .check = read_linear_attention,
+                                      .check = read_qwen35_linear_attention,
                                       .plan_attention = plan_hybrid_attention,
                                       .computed = compute_linear_attention,
                                       .optional_intermediate = true,

@@ -79,6 +79,7 @@ struct LinearAttentionConfig {
   std::uint32_t value_head_dim = 0;  // linear_value_head_dim
   std::uint32_t conv_kernel = 0;     // linear_conv_kernel_dim
   std::vector<bool> recurrent;       // per layer (layer_types): linear attention, else full attention
+  bool tiled_values = false;         // Qwen3.5: value heads reordered for llama.cpp (hf/linear_attention.h)
 };
 
 // config.json, the fields llama.cpp's converter reads for the architectures of hf/arch.h.

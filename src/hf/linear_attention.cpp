@@ -2,6 +2,7 @@
 // tensors computed from the weights.
 #include "hf/linear_attention.h"
 
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -14,9 +15,9 @@
 namespace safeweights::hf {
 namespace {
 
-// llama.cpp's converter writes these for every qwen35 file (_Qwen35MRopeMixin: the upstream multimodal
-// rope sections, which text positions never tell apart; Qwen3NextModel: the interval's default, and
-// the rotary fraction's when config.json gives none).
+// llama.cpp's converter writes these (_Qwen35MRopeMixin, for qwen35 files: the upstream multimodal rope
+// sections, which text positions never tell apart; Qwen3NextModel: the interval's default, and the
+// rotary fraction's when config.json gives none).
 constexpr std::array<std::int32_t, 4> kRopeSections = {11, 11, 10, 0};
 constexpr std::uint32_t kDefaultFullAttentionInterval = 4;
 constexpr double kDefaultPartialRotary = 0.25;
@@ -65,11 +66,11 @@ MetaValue bool_array(const std::vector<bool>& values) {
 
 // The value heads in llama.cpp's tiled order: value head j of key head 0, 1, ..., then j + 1.
 std::vector<std::uint64_t> tiled_heads(const LinearAttentionConfig& la) {
-  const std::uint32_t per_key = la.value_heads / la.key_heads;
+  const std::uint32_t per_key = la.tiled_values ? la.value_heads / la.key_heads : 1;
   std::vector<std::uint64_t> order;
   order.reserve(la.value_heads);
   for (std::uint32_t j = 0; j < per_key; ++j) {
-    for (std::uint32_t g = 0; g < la.key_heads; ++g) order.push_back(std::uint64_t{g} * per_key + j);
+    for (std::uint32_t g = 0; g < la.value_heads / per_key; ++g) order.push_back(std::uint64_t{g} * per_key + j);
   }
   return order;
 }
@@ -78,7 +79,7 @@ std::vector<std::uint64_t> tiled_heads(const LinearAttentionConfig& la) {
 // precedes them kept) in the tiled order, as pieces; as `source` itself when every key head has one.
 void reorder_heads(ConvertTensor& t, const LinearAttentionConfig& la, const std::string& source, std::uint32_t dim, std::uint64_t offset,
                    std::uint64_t head_size) {
-  if (la.value_heads == la.key_heads) {
+  if (la.value_heads == la.key_heads || !la.tiled_values) {
     t.source = source;
     return;
   }
@@ -110,6 +111,48 @@ struct LayerPlan {
   }
 };
 
+// Qwen3-Next's fused in_proj_qkvz: per key head, its query, key, value heads and their gates (z), which
+// llama.cpp's converter regroups into attn_qkv (every query head, every key head, every value head) and
+// attn_gate; in_proj_ba (per key head, its value heads' beta then alpha) is llama.cpp's ssm_ba as it is.
+Status plan_fused_projections(const ModelConfig& c, LayerPlan& p, const std::string& hf, const std::string& gg) {
+  const LinearAttentionConfig& la = *c.linear;
+  const std::uint64_t hidden = c.hidden_size;
+  const std::uint64_t kd = la.key_head_dim;
+  const std::uint64_t group_v = std::uint64_t{la.value_heads / la.key_heads} * la.value_head_dim;  // a key head's values
+  const std::uint64_t group = 2 * kd + 2 * group_v;
+  const std::string qkvz = hf + "in_proj_qkvz.weight";
+  SW_RETURN_IF_ERROR(expect_tensor(p.weights, qkvz, gg + "attn_qkv.weight", std::vector<std::uint64_t>{la.key_heads * group, hidden}));
+  ConvertTensor qkv{.source = {}, .name = gg + "attn_qkv.weight"};
+  ConvertTensor z{.source = {}, .name = gg + "attn_gate.weight"};
+  const std::array<std::pair<std::uint64_t, std::uint64_t>, 3> parts = {{{0, kd}, {kd, kd}, {2 * kd, group_v}}};  // q, k, v
+  for (const auto& [offset, size] : parts) {
+    for (std::uint64_t g = 0; g < la.key_heads; ++g) {
+      qkv.pieces.push_back({.source = qkvz, .dim = 0, .begin = g * group + offset, .end = g * group + offset + size});
+    }
+  }
+  for (std::uint64_t g = 0; g < la.key_heads; ++g) {
+    const std::uint64_t begin = g * group + 2 * kd + group_v;
+    z.pieces.push_back({.source = qkvz, .dim = 0, .begin = begin, .end = begin + group_v});
+  }
+  p.out.push_back(std::move(qkv));
+  p.out.push_back(std::move(z));
+  return p.add(hf + "in_proj_ba.weight", gg + "ssm_ba.weight", {2 * std::uint64_t{la.value_heads}, hidden});
+}
+
+// Qwen3.5's projections, one tensor each, with the value heads reordered.
+Status plan_split_projections(const ModelConfig& c, LayerPlan& p, const std::string& hf, const std::string& gg) {
+  const LinearAttentionConfig& la = *c.linear;
+  const std::uint64_t hidden = c.hidden_size;
+  const std::uint64_t key_dim = std::uint64_t{la.key_heads} * la.key_head_dim;
+  const std::uint64_t value_dim = std::uint64_t{la.value_heads} * la.value_head_dim;
+  const std::uint64_t vh = la.value_heads;
+  const std::uint64_t vd = la.value_head_dim;
+  SW_RETURN_IF_ERROR(p.add_reordered(hf + "in_proj_qkv.weight", gg + "attn_qkv.weight", {2 * key_dim + value_dim, hidden}, la, 0, 2 * key_dim, vd));
+  SW_RETURN_IF_ERROR(p.add_reordered(hf + "in_proj_z.weight", gg + "attn_gate.weight", {value_dim, hidden}, la, 0, 0, vd));
+  SW_RETURN_IF_ERROR(p.add_reordered(hf + "in_proj_b.weight", gg + "ssm_beta.weight", {vh, hidden}, la, 0, 0, 1));
+  return p.add_reordered(hf + "in_proj_a.weight", gg + "ssm_alpha.weight", {vh, hidden}, la, 0, 0, 1);
+}
+
 Status plan_linear(const ModelConfig& c, LayerPlan& p, const std::string& hf, const std::string& gg) {
   const LinearAttentionConfig& la = *c.linear;
   const std::uint64_t hidden = c.hidden_size;
@@ -118,10 +161,7 @@ Status plan_linear(const ModelConfig& c, LayerPlan& p, const std::string& hf, co
   const std::uint64_t channels = 2 * key_dim + value_dim;
   const std::uint64_t vh = la.value_heads;
   const std::uint64_t vd = la.value_head_dim;
-  SW_RETURN_IF_ERROR(p.add_reordered(hf + "in_proj_qkv.weight", gg + "attn_qkv.weight", {channels, hidden}, la, 0, 2 * key_dim, vd));
-  SW_RETURN_IF_ERROR(p.add_reordered(hf + "in_proj_z.weight", gg + "attn_gate.weight", {value_dim, hidden}, la, 0, 0, vd));
-  SW_RETURN_IF_ERROR(p.add_reordered(hf + "in_proj_b.weight", gg + "ssm_beta.weight", {vh, hidden}, la, 0, 0, 1));
-  SW_RETURN_IF_ERROR(p.add_reordered(hf + "in_proj_a.weight", gg + "ssm_alpha.weight", {vh, hidden}, la, 0, 0, 1));
+  SW_RETURN_IF_ERROR(la.tiled_values ? plan_split_projections(c, p, hf, gg) : plan_fused_projections(c, p, hf, gg));
   SW_RETURN_IF_ERROR(p.add_reordered(hf + "dt_bias", gg + "ssm_dt.bias", {vh}, la, 0, 0, 1));
   SW_RETURN_IF_ERROR(p.add_reordered(hf + "out_proj.weight", gg + "ssm_out.weight", {hidden, value_dim}, la, 1, 0, vd));
   SW_RETURN_IF_ERROR(p.add(hf + "norm.weight", gg + "ssm_norm.weight", {vd}));
@@ -172,6 +212,13 @@ std::vector<float> tiled_rows(const LinearAttentionConfig& la, const std::vector
 
 }  // namespace
 
+Status read_qwen35_linear_attention(const JsonFile& file, ModelConfig& c) {
+  SW_RETURN_IF_ERROR(read_linear_attention(file, c));
+  c.linear->tiled_values = true;
+  c.arch_kv.push_back({std::string(c.arch->name) + ".rope.dimension_sections", int32_array(kRopeSections)});
+  return Status::ok();
+}
+
 Status read_linear_attention(const JsonFile& file, ModelConfig& c) {
   const auto root = file.root();
   SW_ASSIGN_OR_RETURN(auto bias, file.boolean(root, "attention_bias"));
@@ -212,7 +259,6 @@ Status read_linear_attention(const JsonFile& file, ModelConfig& c) {
   c.arch_kv.push_back({a + ".attention.recurrent_layers", bool_array(la.recurrent)});
   c.arch_kv.push_back({a + ".full_attention_interval", MetaValue::u32(interval.value_or(kDefaultFullAttentionInterval))});
   c.arch_kv.push_back({a + ".rope.dimension_count", MetaValue::u32(rope_dims)});
-  c.arch_kv.push_back({a + ".rope.dimension_sections", int32_array(kRopeSections)});
   c.linear = std::move(la);
   return Status::ok();
 }
@@ -234,8 +280,9 @@ Status compute_linear_attention(const ModelConfig& c, const TensorFile& weights,
     const TensorEntry* e = weights.find(t.source);
     SW_ASSIGN_OR_RETURN(std::vector<float> values, read_f32(*e));
     if (a_log) {
-      // transformers: -self.A_log.float().exp()
-      for (float& v : values) v = -std::exp(v);
+      // transformers: -self.A_log.float().exp(). The float nearest the exact value (from a double exp):
+      // torch's vectorized float exp, which llama.cpp's converter calls too, is only within 1 ulp of it.
+      for (float& v : values) v = static_cast<float>(-std::exp(static_cast<double>(v)));
       values = tiled_rows(la, values, 1, 0, 1);
       t.source += " as -exp";
       generated.add_f32(t.source, {la.value_heads}, values);

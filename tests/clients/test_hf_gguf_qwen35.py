@@ -1,10 +1,11 @@
-"""Qwen3.5 and Qwen3.5-MoE folders made by transformers 5 -> `safeweights convert FOLDER OUT.gguf` -> llama.cpp.
+"""Qwen3.5, Qwen3.5-MoE and Qwen3-Next folders made by transformers 5 -> `safeweights convert FOLDER OUT.gguf` -> llama.cpp.
 
 Hybrid models: Gated DeltaNet linear-attention layers (`linear_attn.*`) beside gated full-attention layers
 (`self_attn.*`, q_proj twice as wide), as config.json's layer_types says. Each is a tiny random
-Qwen3_5ForCausalLM / Qwen3_5MoeForCausalLM made here by transformers 5.24 (nothing downloaded), with twice
-as many value heads as key heads so that llama.cpp's value-head reorder shows; the MoE one in both expert
-layouts (per expert, as transformers 5.24 saves it, and fused, as its modules hold them). Judged as
+Qwen3_5ForCausalLM / Qwen3_5MoeForCausalLM / Qwen3NextForCausalLM made here by transformers 5.24 (nothing
+downloaded), with twice as many value heads as key heads so that Qwen3.5's value-head reorder and Qwen3-Next's
+regrouping of its fused in_proj_qkvz show; the MoE ones in both expert layouts (per expert, as transformers
+5.24 saves them, and fused, as their modules hold them). Judged as
 test_hf_gguf_moe.py judges its architectures:
 
 (a) against the pinned llama.cpp's own converter on the same folder: the same tensors (name, type, shape,
@@ -83,13 +84,22 @@ def qwen35moe(folder):
     return save(transformers.Qwen3_5MoeForCausalLM(cfg).eval(), folder)
 
 
+def qwen3next(folder):
+    """Qwen3-Next: fused in_proj_qkvz / in_proj_ba, experts as Qwen3.5-MoE's but renormalized by norm_topk_prob."""
+    cfg = transformers.Qwen3NextConfig(intermediate_size=96, moe_intermediate_size=32, shared_expert_intermediate_size=48, num_experts=4,
+                                       num_experts_per_tok=2, norm_topk_prob=True, **COMMON)
+    torch.manual_seed(13)
+    return save(transformers.Qwen3NextForCausalLM(cfg).eval(), folder)
+
+
 # case -> (maker, the folder's layouts); each converted to F32, the ones in TYPED to those types too.
 MAKERS = {
     "qwen35": (qwen35, ("per_expert",)),
     "qwen35-tied": (lambda folder: qwen35(folder, tie_word_embeddings=True), ("per_expert",)),
     "qwen35moe": (qwen35moe, ("per_expert", "fused")),
+    "qwen3next": (qwen3next, ("per_expert", "fused")),
 }
-TYPED = {"qwen35": ("q8_0",), "qwen35moe": ("q8_0",)}
+TYPED = {"qwen35": ("q8_0",), "qwen35moe": ("q8_0",), "qwen3next": ("q8_0",)}
 
 
 @pytest.fixture(scope="module")
@@ -130,6 +140,18 @@ def reference(models, tmp_path_factory):
     return out
 
 
+# ssm_a is -exp(A_log): we write the float nearest the exact value; llama.cpp's converter (as transformers)
+# calls torch's vectorized float exp, which is within 1 ulp of it. Compared within 1 ulp.
+WITHIN_ONE_ULP = ("ssm_a",)
+
+
+def same_bytes(name, ours, theirs):
+    if not name.endswith(WITHIN_ONE_ULP):
+        return ours == theirs
+    a, b = np.frombuffer(ours, dtype=np.int32).astype(np.int64), np.frombuffer(theirs, dtype=np.int32).astype(np.int64)
+    return a.shape == b.shape and np.abs(a - b).max() <= 1
+
+
 COMPARED = [(case, key) for case, (_, layouts) in MAKERS.items() for layout in layouts
             for key in [layout] + [f"{layout}-{t}" for t in TYPED.get(case, ())]]
 
@@ -141,7 +163,7 @@ def test_tensors_and_keys_equal_llama_cpp_converter(models, reference, case, key
     assert sorted(a) == sorted(b)
     for name in b:
         assert a[name][:2] == b[name][:2], name
-        assert a[name][2] == b[name][2], f"{name}: bytes differ"
+        assert same_bytes(name, a[name][2], b[name][2]), f"{name}: bytes differ"
     ka, kb = keys_of(ours), keys_of(theirs)
     only_ours = {k for k in set(ka) - set(kb) if not deliberate(k)}
     only_theirs = {k for k in set(kb) - set(ka) if not deliberate(k)}
@@ -201,6 +223,8 @@ REFUSED = [
     ("qwen35", set_key("layer_types", ["linear_attention"] * 3), "`layer_types` must be a list of num_hidden_layers (4) layer types"),
     ("qwen35", set_rope("partial_rotary_factor", 0.1), "`partial_rotary_factor` gives 25 rotary dimensions"),
     ("qwen35", set_rope("mrope_section", [1, 1, 0]), "key `mrope_section` is not understood"),
+    ("qwen3next", set_key("norm_topk_prob", False), "`norm_topk_prob` is false: llama.cpp's qwen3next architecture renormalizes"),
+    ("qwen3next", set_key("mlp_only_layers", [1]), "`mlp_only_layers` lists dense layers"),
     ("qwen35", set_key("hidden_act", "gelu"), "`hidden_act` is `gelu`; llama.cpp's qwen35 architecture computes silu"),
 ]
 
