@@ -187,6 +187,8 @@ def hf_folder_seeds():
     s["qwen35"] = hf_seed(dict(HF_LLAMA, architectures=["Qwen3_5ForCausalLM"], **linear), HF_BPE)
     s["qwen35moe"] = hf_seed(dict({k: v for k, v in HF_LLAMA.items() if k != "intermediate_size"}, architectures=["Qwen3_5MoeForCausalLM"],
                                   num_experts=4, num_experts_per_tok=2, moe_intermediate_size=2, shared_expert_intermediate_size=6, **linear), HF_BPE)
+    s["qwen3next"] = hf_seed(dict(HF_LLAMA, architectures=["Qwen3NextForCausalLM"], num_experts=4, num_experts_per_tok=2, moe_intermediate_size=2,
+                                  shared_expert_intermediate_size=6, norm_topk_prob=True, **linear), HF_BPE)
     s["config_duplicate_key"] = hf_seed(b'{"architectures":["LlamaForCausalLM"],"vocab_size":6,"vocab_size":7}')
     s["config_infinity"] = hf_seed(b'{"architectures":["LlamaForCausalLM"],"rms_norm_eps":Infinity}')
     s["config_huge_number"] = hf_seed(b'{"architectures":["LlamaForCausalLM"],"vocab_size":100000000000000000000000}')

@@ -201,7 +201,8 @@ TEST(HfLlama, ModelFoldersGoToThePlanBrokenOnesToo) {
   EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::NotSupported, "config.json",
                           "architecture `GPT2LMHeadModel` is not converted (converted: Gemma2ForCausalLM, Gemma3ForCausalLM, LlamaForCausalLM, "
                           "MistralForCausalLM, MixtralForCausalLM, OlmoeForCausalLM, Phi3ForCausalLM, Qwen2ForCausalLM, "
-                          "Qwen2MoeForCausalLM, Qwen3ForCausalLM, Qwen3_5ForCausalLM, Qwen3_5MoeForCausalLM, Qwen3MoeForCausalLM)"));
+                          "Qwen2MoeForCausalLM, Qwen3ForCausalLM, Qwen3_5ForCausalLM, Qwen3_5MoeForCausalLM, Qwen3MoeForCausalLM, "
+                          "Qwen3NextForCausalLM)"));
   EXPECT_FALSE(hf::is_model_folder(f.path() + "/nowhere"));
   // A config.json that cannot be read is a model folder: plan() says why instead of a plain dump.
   // Each is the folder's content at fault (InvalidModelFolder, or DuplicateKey for a repeated key: the CLI
