@@ -21,6 +21,11 @@ namespace {
 constexpr std::array<std::int32_t, 4> kRopeSections = {11, 11, 10, 0};
 constexpr std::uint32_t kDefaultFullAttentionInterval = 4;
 constexpr double kDefaultPartialRotary = 0.25;
+// Bounds on the linear attention's head counts and widths (real ones: 16-64 heads of 128), so that every
+// size the plan derives from them (2 x key rows + 2 x value rows, ...) stays far inside 64 bits.
+constexpr std::int64_t kMaxLinearDim = 1 << 20;
+// The same for the gated full attention's query rows (2 x heads x head_dim).
+constexpr std::uint64_t kMaxQueryRows = std::uint64_t{1} << 40;
 
 // The per-layer kinds of layer_types, one per layer: true for linear attention.
 Result<std::vector<bool>> read_layer_types(const JsonFile& file, std::uint32_t layers) {
@@ -228,11 +233,11 @@ Status read_linear_attention(const JsonFile& file, ModelConfig& c) {
         .with_file(file.path());
   }
   LinearAttentionConfig la;
-  SW_ASSIGN_OR_RETURN(la.key_heads, file.required_count(root, "linear_num_key_heads"));
-  SW_ASSIGN_OR_RETURN(la.value_heads, file.required_count(root, "linear_num_value_heads"));
-  SW_ASSIGN_OR_RETURN(la.key_head_dim, file.required_count(root, "linear_key_head_dim"));
-  SW_ASSIGN_OR_RETURN(la.value_head_dim, file.required_count(root, "linear_value_head_dim"));
-  SW_ASSIGN_OR_RETURN(la.conv_kernel, file.required_count(root, "linear_conv_kernel_dim"));
+  SW_ASSIGN_OR_RETURN(la.key_heads, file.required_count(root, "linear_num_key_heads", kMaxLinearDim));
+  SW_ASSIGN_OR_RETURN(la.value_heads, file.required_count(root, "linear_num_value_heads", kMaxLinearDim));
+  SW_ASSIGN_OR_RETURN(la.key_head_dim, file.required_count(root, "linear_key_head_dim", kMaxLinearDim));
+  SW_ASSIGN_OR_RETURN(la.value_head_dim, file.required_count(root, "linear_value_head_dim", kMaxLinearDim));
+  SW_ASSIGN_OR_RETURN(la.conv_kernel, file.required_count(root, "linear_conv_kernel_dim", kMaxLinearDim));
   if (la.value_heads % la.key_heads != 0) {
     return file.bad("linear_num_value_heads", "must be a multiple of linear_num_key_heads (" + std::to_string(la.key_heads) + ")");
   }
@@ -245,6 +250,7 @@ Status read_linear_attention(const JsonFile& file, ModelConfig& c) {
   SW_ASSIGN_OR_RETURN(auto interval, file.count(root, "full_attention_interval"));
   SW_ASSIGN_OR_RETURN(double partial, partial_rotary(file, c));
   const std::uint32_t head_dim = c.head_dim.value_or(c.hidden_size / c.num_attention_heads);
+  if (std::uint64_t{head_dim} * c.num_attention_heads > kMaxQueryRows) return file.bad("head_dim", "times num_attention_heads is too large");
   const auto rope_dims = static_cast<std::uint32_t>(head_dim * partial);  // int(), as both transformers and llama.cpp
   if (rope_dims == 0 || rope_dims % 2 != 0)
     return file.bad("partial_rotary_factor", "gives " + std::to_string(rope_dims) + " rotary dimensions (not a positive even count)");

@@ -1545,6 +1545,9 @@ TEST(HfHybrid, Qwen35RefusalsNameTheKeyOrTensor) {
   f.config["linear_value_head_dim"] = "4";
   EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::NotSupported, "config.json", "`linear_value_head_dim` differs from linear_key_head_dim"));
   f.config["linear_value_head_dim"] = "2";
+  f.config["linear_num_value_heads"] = "2000000";  // bounded, so that the sizes derived from it stay inside 64 bits
+  EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::InvalidModelFolder, "config.json", "`linear_num_value_heads` is 2000000, outside [1, 1048576]"));
+  f.config["linear_num_value_heads"] = "4";
   f.config["layer_types"] = R"(["linear_attention"])";
   EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::InvalidModelFolder, "config.json", "`layer_types` must be a list of num_hidden_layers (2)"));
   f.config["layer_types"] = R"(["linear_attention","full_attention"])";
