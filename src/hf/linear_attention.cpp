@@ -100,12 +100,13 @@ struct LayerPlan {
   const TensorFile& weights;
   std::vector<ConvertTensor>& out;
 
-  // `hf` as `gguf`, of `shape`; `reorder` sets its source or pieces (default: `hf` as it is).
+  // `hf` as `gguf`, checked to be of `shape`.
   Status add(const std::string& hf, const std::string& gguf, std::vector<std::uint64_t> shape) {
     SW_RETURN_IF_ERROR(expect_tensor(weights, hf, gguf, shape));
     out.push_back({.source = hf, .name = gguf});
     return Status::ok();
   }
+  // The same with its value heads of dimension `dim` reordered (reorder_heads).
   Status add_reordered(const std::string& hf, const std::string& gguf, std::vector<std::uint64_t> shape, const LinearAttentionConfig& la,
                        std::uint32_t dim, std::uint64_t offset, std::uint64_t head_size) {
     SW_RETURN_IF_ERROR(expect_tensor(weights, hf, gguf, shape));
