@@ -196,6 +196,14 @@ def hf_folder_seeds():
                                  rope_parameters={"rope_type": "default", "partial_rotary_factor": 0.5}), HF_BPE)
     s["cohere2"] = hf_seed(dict(layer_norm, architectures=["Cohere2ForCausalLM"], layer_norm_eps=1e-5, logit_scale=0.25, sliding_window=16,
                                 layer_types=["sliding_attention"], model_max_length=64), HF_BPE)
+    linear = dict(head_dim=16, linear_num_key_heads=1, linear_num_value_heads=2, linear_key_head_dim=2, linear_value_head_dim=2,
+                  linear_conv_kernel_dim=4, num_hidden_layers=2, layer_types=["linear_attention", "full_attention"],
+                  rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.25})
+    s["qwen35"] = hf_seed(dict(HF_LLAMA, architectures=["Qwen3_5ForCausalLM"], **linear), HF_BPE)
+    s["qwen35moe"] = hf_seed(dict({k: v for k, v in HF_LLAMA.items() if k != "intermediate_size"}, architectures=["Qwen3_5MoeForCausalLM"],
+                                  num_experts=4, num_experts_per_tok=2, moe_intermediate_size=2, shared_expert_intermediate_size=6, **linear), HF_BPE)
+    s["qwen3next"] = hf_seed(dict(HF_LLAMA, architectures=["Qwen3NextForCausalLM"], num_experts=4, num_experts_per_tok=2, moe_intermediate_size=2,
+                                  shared_expert_intermediate_size=6, norm_topk_prob=True, **linear), HF_BPE)
     s["config_duplicate_key"] = hf_seed(b'{"architectures":["LlamaForCausalLM"],"vocab_size":6,"vocab_size":7}')
     s["config_infinity"] = hf_seed(b'{"architectures":["LlamaForCausalLM"],"rms_norm_eps":Infinity}')
     s["config_huge_number"] = hf_seed(b'{"architectures":["LlamaForCausalLM"],"vocab_size":100000000000000000000000}')

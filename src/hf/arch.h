@@ -27,6 +27,7 @@
 namespace safeweights::hf {
 
 class JsonFile;
+class WithGenerated;
 struct ModelConfig;
 struct MoeTable;
 struct LayerExperts;
@@ -152,7 +153,14 @@ struct Architecture {
   // YaRN's mscale / mscale_all_dim (Rope) are the architecture's check's to map; elsewhere they are refused.
   bool yarn_mscale = false;
   Norm norm = Norm::Rms;  // RMS norms or LayerNorm (its epsilon's key, output_norm.bias)
-  // partial_rotary_factor below 1 is the architecture's to map (its check() writes rope.dimension_count).
+  // Plans layer `n`'s attention half itself (hybrid models: Qwen3.5's linear or gated full attention,
+  // as config.json's layer_types says), after the base's rows; nullptr: none.
+  Status (*plan_attention)(const ModelConfig& c, std::uint32_t n, const TensorFile& weights, std::vector<ConvertTensor>& out) = nullptr;
+  // Replaces planned tensors by ones computed from the weights (Qwen3.5's -exp(A_log)), after planning.
+  Status (*computed)(const ModelConfig& c, const TensorFile& weights, std::vector<ConvertTensor>& plan, WithGenerated& generated) = nullptr;
+  // config.json may omit intermediate_size (Qwen3.5-MoE has experts only): no feed_forward_length then.
+  bool optional_intermediate = false;
+  // partial_rotary_factor below 1 is read (the architecture's check writes rope.dimension_count).
   bool partial_rotary = false;
 };
 

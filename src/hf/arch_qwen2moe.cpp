@@ -14,15 +14,8 @@ namespace {
 
 constexpr std::array<std::string_view, 1> kClasses = {"Qwen2MoeForCausalLM"};
 
-constexpr std::array<TensorRule, 4> kShared = {{
-    {"mlp.shared_expert.gate_proj.weight", "ffn_gate_shexp.weight", Dim::SharedInter, Dim::Hidden, Permute::None, true},
-    {"mlp.shared_expert.up_proj.weight", "ffn_up_shexp.weight", Dim::SharedInter, Dim::Hidden, Permute::None, true},
-    {"mlp.shared_expert.down_proj.weight", "ffn_down_shexp.weight", Dim::Hidden, Dim::SharedInter, Permute::None, true},
-    {"mlp.shared_expert_gate.weight", "ffn_gate_inp_shexp.weight", Dim::One, Dim::Hidden, Permute::None, true, true},
-}};
-
 constexpr MoeTable kExperts{
-    .block = "mlp", .expert = {"gate_proj", "up_proj", "down_proj"}, .shared = kShared, .normalizes = false, .shared_ffn_key = true};
+    .block = "mlp", .expert = {"gate_proj", "up_proj", "down_proj"}, .shared = kQwenSharedExpert, .normalizes = false, .shared_ffn_key = true};
 
 }  // namespace
 

@@ -156,11 +156,8 @@ Status read_rope_object(const JsonFile& file, json::element object, std::optiona
     }
   }
   // transformers 5 copies partial_rotary_factor into the rope object (Phi-3 writes 1.0 there).
-  SW_ASSIGN_OR_RETURN(auto partial, file.positive(object, "partial_rotary_factor"));
-  if (partial && *partial != 1.0 && !out.partial_rotary) {
-    return rope_refused(file, out.source, "key `partial_rotary_factor` is not 1 (llama.cpp rotates whole heads here)");
-  }
-  out.partial_rotary_factor = partial;
+  // (refused unless the architecture rotates part of each head: read_config)
+  SW_ASSIGN_OR_RETURN(out.partial_rotary_factor, file.positive(object, "partial_rotary_factor"));
   SW_ASSIGN_OR_RETURN(auto theta, file.positive(object, "rope_theta"));
   if (theta && top_theta && *theta != *top_theta) return file.bad("rope_theta", "differs from " + out.source + ".rope_theta");
   out.theta = theta ? theta : top_theta;
@@ -281,15 +278,23 @@ Result<ModelConfig> read_config(const Folder& folder) {
   }
   SW_ASSIGN_OR_RETURN(c.vocab_size, file->required_count(root, "vocab_size", kMaxVocab));
   SW_ASSIGN_OR_RETURN(c.hidden_size, file->required_count(root, "hidden_size"));
-  SW_ASSIGN_OR_RETURN(c.intermediate_size, file->required_count(root, "intermediate_size"));
+  if (c.arch->optional_intermediate) {
+    SW_ASSIGN_OR_RETURN(auto inter, file->count(root, "intermediate_size"));
+    c.intermediate_size = inter.value_or(0);
+  } else {
+    SW_ASSIGN_OR_RETURN(c.intermediate_size, file->required_count(root, "intermediate_size"));
+  }
   SW_ASSIGN_OR_RETURN(c.num_hidden_layers, file->required_count(root, "num_hidden_layers", kMaxLayers));
   SW_ASSIGN_OR_RETURN(c.num_attention_heads, file->required_count(root, "num_attention_heads"));
   SW_ASSIGN_OR_RETURN(c.num_key_value_heads, file->count(root, "num_key_value_heads"));
   SW_ASSIGN_OR_RETURN(c.max_position_embeddings, file->count(root, "max_position_embeddings"));
   SW_ASSIGN_OR_RETURN(c.head_dim, file->count(root, "head_dim"));
   SW_ASSIGN_OR_RETURN(c.rms_norm_eps, file->positive(root, "rms_norm_eps"));
-  c.rope.partial_rotary = c.arch->partial_rotary;
   SW_RETURN_IF_ERROR(read_rope(*file, c.arch->layer_type_rope, c.rope, c.rope_sliding));
+  for (const Rope* r : {&c.rope, &c.rope_sliding}) {
+    if (r->partial_rotary_factor.value_or(1.0) != 1.0 && !c.arch->partial_rotary)
+      return rope_refused(*file, r->source, "key `partial_rotary_factor` is not 1 (llama.cpp rotates whole heads here)");
+  }
   if (c.rope.type == "longrope" && !c.arch->longrope) {
     return Error(ErrorKind::NotSupported, json::quoted(c.rope.source) + " rope type `longrope`: llama.cpp's " + std::string(c.arch->name) +
                                               " architecture has no longrope (Phi-3's has)")

@@ -56,8 +56,7 @@ struct Rope {
   std::optional<double> attention_factor;                         // longrope, as transformers computes it
   std::optional<double> mscale;                                   // yarn: DeepSeek's (Architecture::yarn_mscale)
   std::optional<double> mscale_all_dim;                           // yarn: DeepSeek's
-  bool partial_rotary = false;                                    // set before reading: the architecture may rotate part of each head
-  std::optional<double> partial_rotary_factor;                    // the part rotated, when the rope object gives it
+  std::optional<double> partial_rotary_factor;                    // the rope object's (refused unless the architecture rotates part)
 };
 
 // llama.cpp's rope_freqs for llama3 scaling: one factor per rotary pair of a head of `head_dim`, as
@@ -82,6 +81,17 @@ struct MlaConfig {
   std::uint32_t qk_nope_head_dim = 0;
   std::uint32_t qk_rope_head_dim = 0;
   std::uint32_t v_head_dim = 0;
+};
+
+// config.json's Gated DeltaNet linear attention (hybrid models: hf/linear_attention.h reads it).
+struct LinearAttentionConfig {
+  std::uint32_t key_heads = 0;       // linear_num_key_heads
+  std::uint32_t value_heads = 0;     // linear_num_value_heads, a multiple of key_heads
+  std::uint32_t key_head_dim = 0;    // linear_key_head_dim
+  std::uint32_t value_head_dim = 0;  // linear_value_head_dim
+  std::uint32_t conv_kernel = 0;     // linear_conv_kernel_dim
+  std::vector<bool> recurrent;       // per layer (layer_types): linear attention, else full attention
+  bool tiled_values = false;         // Qwen3.5: value heads reordered for llama.cpp (hf/linear_attention.h)
 };
 
 // config.json, the fields llama.cpp's converter reads for the architectures of hf/arch.h.
@@ -111,6 +121,7 @@ struct ModelConfig {
   std::optional<MlaConfig> mla;  // set for an architecture with latent attention
   // The architecture's own switches its check() read for its plan_layer() (e.g. "qk_layernorm").
   std::vector<std::string> arch_flags;
+  std::optional<LinearAttentionConfig> linear;  // set for a hybrid architecture (Qwen3.5)
 };
 // FileNotFound without config.json; InvalidModelFolder for a malformed one; NotSupported for a model
 // llama.cpp cannot compute as transformers does (another architecture, experts, a rope type or key it

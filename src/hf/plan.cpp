@@ -116,6 +116,7 @@ struct Planner {
     }
     for (const TensorRule& t : c.arch->layer) SW_RETURN_IF_ERROR(add_rule(t, hf, gg));
     if (c.arch->plan_layer) SW_RETURN_IF_ERROR(c.arch->plan_layer(c, weights, *generated, n, out));
+    if (c.arch->plan_attention) SW_RETURN_IF_ERROR(c.arch->plan_attention(c, n, weights, out));
     return Status::ok();
   }
 
@@ -175,7 +176,8 @@ namespace {
 // float32, as transformers computes 1 + weight.float()), as an F32 tensor of its own.
 Status add_one_to_norms(const TensorFile& weights, std::vector<ConvertTensor>& plan, WithGenerated& tensors) {
   for (ConvertTensor& t : plan) {
-    if (!t.source.ends_with("norm.weight")) continue;
+    // Qwen3.5's gated DeltaNet norm (linear_attn.norm) scales by its weight alone.
+    if (!t.source.ends_with("norm.weight") || t.source.ends_with("linear_attn.norm.weight")) continue;
     const TensorEntry* e = weights.find(t.source);
     SW_ASSIGN_OR_RETURN(std::vector<std::byte> bytes, e->read_owned());
     std::vector<float> values(e->num_elements());
@@ -215,6 +217,8 @@ std::vector<KeyValue> hyper_parameters(const ModelConfig& c, std::uint32_t ftype
       {a + ".feed_forward_length", Value::u32(c.intermediate_size)},
       {a + ".attention.head_count", Value::u32(c.num_attention_heads)},
   };
+  // None in config.json (Architecture::optional_intermediate): llama.cpp's converter writes no key.
+  if (c.intermediate_size == 0) std::erase_if(kv, [&](const KeyValue& k) { return k.key == a + ".feed_forward_length"; });
   if (c.num_key_value_heads) kv.push_back({a + ".attention.head_count_kv", Value::u32(*c.num_key_value_heads)});
   if (c.rope.theta) kv.push_back({a + ".rope.freq_base", Value::f32(static_cast<float>(*c.rope.theta))});
   // transformers' default when config.json omits it; llama.cpp's loader requires the key.
@@ -272,6 +276,7 @@ Result<GgufConversion> plan(const Folder& folder, const TensorFile& weights, std
   Planner planner{config, weights, {}, tensors.get()};
   SW_RETURN_IF_ERROR(planner.run());
   if (config.arch->norms_plus_one) SW_RETURN_IF_ERROR(add_one_to_norms(weights, planner.out, *tensors));
+  if (config.arch->computed) SW_RETURN_IF_ERROR(config.arch->computed(config, weights, planner.out, *tensors));
   if (config.rope.type == "llama3") {
     // llama.cpp divides each rotary pair's frequency by its factor (LlamaModel.generate_extra_tensors).
     const std::uint32_t head_dim = config.head_dim.value_or(config.hidden_size / config.num_attention_heads);

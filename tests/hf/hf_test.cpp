@@ -1580,4 +1580,135 @@ TEST(HfDense2, StableLmPlanStacksHeadNormsAndWritesLayerNormKeys) {
   EXPECT_TRUE(FailsNaming(llama.plan(), ErrorKind::NotSupported, "config.json", "key `partial_rotary_factor` is not 1"));
 }
 
+// ---- hybrid attention (Qwen3.5, Qwen3-Next) ------------------------------------------------------------
+
+// A Qwen3.5 folder: layer 0 linear attention (2 key heads, 4 value heads, each 2 wide; conv kernel 4),
+// layer 1 gated full attention (q_proj twice as wide), head_dim 8 (2 rotary dimensions at the default 0.25).
+void make_qwen35(Folder& f) {
+  f.config["architectures"] = R"(["Qwen3_5ForCausalLM"])";
+  f.config["num_hidden_layers"] = "2";
+  f.config["head_dim"] = "8";
+  f.config["layer_types"] = R"(["linear_attention","full_attention"])";
+  for (auto [key, value] : {std::pair{"linear_num_key_heads", "2"},
+                            {"linear_num_value_heads", "4"},
+                            {"linear_key_head_dim", "2"},
+                            {"linear_value_head_dim", "2"},
+                            {"linear_conv_kernel_dim", "4"}})
+    f.config[key] = value;
+  std::erase_if(f.tensors, [](const auto& t) { return t.first.starts_with("model.layers.0.self_attn."); });
+  const std::string la = "model.layers.0.linear_attn.";
+  f.tensors[la + "in_proj_qkv.weight"] = {16, 8};
+  f.tensors[la + "in_proj_z.weight"] = {8, 8};
+  f.tensors[la + "in_proj_b.weight"] = {4, 8};
+  f.tensors[la + "in_proj_a.weight"] = {4, 8};
+  f.tensors[la + "A_log"] = {4};
+  f.tensors[la + "dt_bias"] = {4};
+  f.tensors[la + "conv1d.weight"] = {16, 1, 4};
+  f.tensors[la + "norm.weight"] = {2};
+  f.tensors[la + "out_proj.weight"] = {8, 8};
+  const std::string l1 = "model.layers.1.";
+  for (const char* norm : {"input_layernorm.weight", "post_attention_layernorm.weight"}) f.tensors[l1 + norm] = {8};
+  for (const char* mlp : {"gate_proj", "up_proj", "down_proj"}) f.tensors[l1 + "mlp." + mlp + ".weight"] = {8, 8};
+  f.tensors[l1 + "self_attn.q_proj.weight"] = {32, 8};
+  f.tensors[l1 + "self_attn.k_proj.weight"] = {8, 8};
+  f.tensors[l1 + "self_attn.v_proj.weight"] = {8, 8};
+  f.tensors[l1 + "self_attn.o_proj.weight"] = {8, 16};
+  f.tensors[l1 + "self_attn.q_norm.weight"] = {8};
+  f.tensors[l1 + "self_attn.k_norm.weight"] = {8};
+}
+
+// [begin, end) of each piece of `t` along its dimension.
+std::vector<std::pair<std::uint64_t, std::uint64_t>> ranges(const ConvertTensor& t) {
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> out;
+  for (const TensorPiece& p : t.pieces) out.emplace_back(p.begin, p.end);
+  return out;
+}
+
+TEST(HfHybrid, Qwen35ValueHeadsAreReorderedAsLlamaCppExpects) {
+  Folder f;
+  make_qwen35(f);
+  auto p = f.plan();
+  ASSERT_TRUE(IsOk(p));
+  EXPECT_EQ(*find(*p, "general.architecture"), MetaValue::string("qwen35"));
+  EXPECT_EQ(*find(*p, "qwen35.ssm.inner_size"), MetaValue::u32(8));
+  EXPECT_EQ(*find(*p, "qwen35.ssm.time_step_rank"), MetaValue::u32(4));
+  EXPECT_EQ(*find(*p, "qwen35.rope.dimension_count"), MetaValue::u32(2));
+  EXPECT_EQ(*find(*p, "qwen35.full_attention_interval"), MetaValue::u32(4));
+  EXPECT_EQ(*find(*p, "qwen35.attention.recurrent_layers"), MetaValue::array(MetaType::BOOL, {MetaValue::boolean(true), MetaValue::boolean(false)}));
+  // Value heads grouped by key head (0 1 | 2 3) go tiled: 0 2 1 3.
+  using R = std::vector<std::pair<std::uint64_t, std::uint64_t>>;
+  EXPECT_EQ(ranges(*planned(*p, "blk.0.attn_qkv.weight")), (R{{0, 8}, {8, 10}, {12, 14}, {10, 12}, {14, 16}}));
+  EXPECT_EQ(ranges(*planned(*p, "blk.0.attn_gate.weight")), (R{{0, 2}, {4, 6}, {2, 4}, {6, 8}}));
+  EXPECT_EQ(ranges(*planned(*p, "blk.0.ssm_beta.weight")), (R{{0, 1}, {2, 3}, {1, 2}, {3, 4}}));
+  EXPECT_EQ(ranges(*planned(*p, "blk.0.ssm_dt.bias")), (R{{0, 1}, {2, 3}, {1, 2}, {3, 4}}));
+  const ConvertTensor* out = planned(*p, "blk.0.ssm_out.weight");
+  EXPECT_EQ(out->join_dim, 1u);  // columns
+  EXPECT_EQ(ranges(*out), (R{{0, 2}, {4, 6}, {2, 4}, {6, 8}}));
+  // Computed: -exp(A_log), conv1d squeezed (F32 at any type); the gated norm is not shifted by 1, the others are.
+  EXPECT_EQ(planned(*p, "blk.0.ssm_a")->source, "model.layers.0.linear_attn.A_log as -exp");
+  EXPECT_EQ(planned(*p, "blk.0.ssm_conv1d.weight")->type, TensorType::F32);
+  EXPECT_EQ(planned(*p, "blk.0.ssm_norm.weight")->source, "model.layers.0.linear_attn.norm.weight");
+  EXPECT_EQ(planned(*p, "blk.1.attn_q_norm.weight")->source, "model.layers.1.self_attn.q_norm.weight + 1");
+  EXPECT_EQ(planned(*p, "blk.1.attn_q.weight")->source, "model.layers.1.self_attn.q_proj.weight");
+}
+
+TEST(HfHybrid, Qwen35RefusalsNameTheKeyOrTensor) {
+  Folder f;
+  make_qwen35(f);
+  f.config["linear_value_head_dim"] = "4";
+  EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::NotSupported, "config.json", "`linear_value_head_dim` differs from linear_key_head_dim"));
+  f.config["linear_value_head_dim"] = "2";
+  f.config["linear_num_value_heads"] = "2000000";  // bounded, so that the sizes derived from it stay inside 64 bits
+  EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::InvalidModelFolder, "config.json", "`linear_num_value_heads` is 2000000, outside [1, 1048576]"));
+  f.config["linear_num_value_heads"] = "4";
+  f.config["layer_types"] = R"(["linear_attention"])";
+  EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::InvalidModelFolder, "config.json", "`layer_types` must be a list of num_hidden_layers (2)"));
+  f.config["layer_types"] = R"(["linear_attention","full_attention"])";
+  f.config["attention_bias"] = "true";
+  EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::NotSupported, "config.json", "`attention_bias` is true"));
+  f.config.erase("attention_bias");
+  f.tensors["mtp.fc.weight"] = {8, 16};  // multi-token prediction: not converted
+  EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::NotSupported, "model.safetensors", "no name in llama.cpp's qwen35 architecture"));
+  f.tensors.erase("mtp.fc.weight");
+  f.tensors["model.layers.0.linear_attn.conv1d.weight"] = {16, 4};
+  EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::InvalidModelFolder, "model.safetensors", "shape [16, 4], config.json implies [16, 1, 4]"));
+}
+
+TEST(HfHybrid, Qwen3NextFusedProjectionsAreRegrouped) {
+  Folder f;
+  make_qwen35(f);
+  f.config["architectures"] = R"(["Qwen3NextForCausalLM"])";
+  f.config["num_experts"] = "4";
+  f.config["num_experts_per_tok"] = "2";
+  f.config["moe_intermediate_size"] = "2";
+  f.config["shared_expert_intermediate_size"] = "6";
+  f.config["norm_topk_prob"] = "true";
+  const std::string la = "model.layers.0.linear_attn.";
+  for (const char* split : {"in_proj_qkv.weight", "in_proj_z.weight", "in_proj_b.weight", "in_proj_a.weight"}) f.tensors.erase(la + split);
+  f.tensors[la + "in_proj_qkvz.weight"] = {24, 8};  // per key head: q 2, k 2, v 4, z 4
+  f.tensors[la + "in_proj_ba.weight"] = {8, 8};
+  for (int layer : {0, 1}) {
+    const std::string l = "model.layers." + std::to_string(layer) + ".mlp.";
+    for (const char* mlp : {"gate_proj", "up_proj", "down_proj"}) f.tensors.erase(l + mlp + ".weight");
+    f.tensors[l + "gate.weight"] = {4, 8};
+    f.tensors[l + "experts.gate_up_proj"] = {4, 4, 8};
+    f.tensors[l + "experts.down_proj"] = {4, 8, 2};
+    f.tensors[l + "shared_expert.gate_proj.weight"] = {6, 8};
+    f.tensors[l + "shared_expert.up_proj.weight"] = {6, 8};
+    f.tensors[l + "shared_expert.down_proj.weight"] = {8, 6};
+    f.tensors[l + "shared_expert_gate.weight"] = {1, 8};
+  }
+  auto p = f.plan();
+  ASSERT_TRUE(IsOk(p));
+  EXPECT_EQ(*find(*p, "general.architecture"), MetaValue::string("qwen3next"));
+  EXPECT_EQ(find(*p, "qwen3next.rope.dimension_sections"), nullptr);  // Qwen3.5's only
+  using R = std::vector<std::pair<std::uint64_t, std::uint64_t>>;
+  EXPECT_EQ(ranges(*planned(*p, "blk.0.attn_qkv.weight")), (R{{0, 2}, {12, 14}, {2, 4}, {14, 16}, {4, 8}, {16, 20}}));
+  EXPECT_EQ(ranges(*planned(*p, "blk.0.attn_gate.weight")), (R{{8, 12}, {20, 24}}));
+  EXPECT_EQ(planned(*p, "blk.0.ssm_ba.weight")->source, "model.layers.0.linear_attn.in_proj_ba.weight");
+  EXPECT_EQ(planned(*p, "blk.0.ssm_dt.bias")->source, "model.layers.0.linear_attn.dt_bias");  // transformers' order
+  f.config["norm_topk_prob"] = "false";
+  EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::NotSupported, "config.json", "`norm_topk_prob` is false: llama.cpp's qwen3next"));
+}
+
 }  // namespace

@@ -1,0 +1,34 @@
+// Qwen3.5 (llama.cpp's "qwen35", Qwen3_5TextModel): a hybrid of Gated DeltaNet linear-attention layers
+// and gated full-attention layers (layer_types; hf/linear_attention.h plans both), with a dense SwiGLU
+// MLP in every layer, RMS norms that scale by (1 + weight) (llama.cpp's converter writes weight + 1; the
+// linear attention's own gated norm scales by its weight), partial NEOX rope (a quarter of each head by
+// default) and untied or tied output. Multi-token-prediction layers (mtp.*) are not converted: a folder
+// holding them is refused by name (llama.cpp's converter with --no-mtp leaves them out).
+#include <array>
+
+#include "hf/arch.h"
+#include "hf/linear_attention.h"
+
+namespace safeweights::hf {
+namespace {
+
+constexpr std::array<std::string_view, 1> kClasses = {"Qwen3_5ForCausalLM"};
+
+constexpr std::array<TensorRule, 5> kLayer = {rows::kAttnNorm, rows::kPostAttentionNorm, rows::kGate, rows::kUp, rows::kDown};
+
+}  // namespace
+
+SAFEWEIGHTS_HF_ARCHITECTURE(qwen35) {
+  static constexpr Architecture kArch{.classes = kClasses,
+                                      .name = "qwen35",
+                                      .base = LayerBase::None,
+                                      .layer = kLayer,
+                                      .norms_plus_one = true,
+                                      .check = read_qwen35_linear_attention,
+                                      .plan_attention = plan_hybrid_attention,
+                                      .computed = compute_linear_attention,
+                                      .partial_rotary = true};
+  return kArch;
+}
+
+}  // namespace safeweights::hf
