@@ -119,6 +119,10 @@ struct Architecture {
   // Reads and checks the config keys only this architecture has (sliding windows, soft-capping, ...),
   // adding llama.cpp's keys for them to ModelConfig::arch_kv; nullptr: none.
   Status (*check)(const JsonFile& config, ModelConfig& out) = nullptr;
+  // Another activation name transformers computes as `activation` (Gemma 1's legacy "gelu"); empty: none.
+  std::string_view activation_alias = {};
+  // The eot token id llama.cpp's converter writes whatever the vocabulary (Gemma 1's 107); unset: none.
+  std::optional<std::uint32_t> eot_token_id = std::nullopt;
 };
 
 // `hf` must be among `weights` with `shape` (what config.json implies): TensorNotFound naming it (and

@@ -215,7 +215,7 @@ Status check_math_keys(const JsonFile& file, const Architecture& arch) {
   const std::string name(arch.name);
   for (std::string_view key : {"hidden_act", "hidden_activation"}) {
     SW_ASSIGN_OR_RETURN(auto act, file.string(file.root(), key));
-    if (act && *act != arch.activation) {
+    if (act && *act != arch.activation && (arch.activation_alias.empty() || *act != arch.activation_alias)) {
       return Error(ErrorKind::NotSupported, "key " + json::quoted(key) + " is " + json::quoted(*act) + "; llama.cpp's " + name +
                                                 " architecture computes " + std::string(arch.activation))
           .with_file(file.path());

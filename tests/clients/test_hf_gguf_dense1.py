@@ -1,0 +1,226 @@
+"""Dense architectures of issue 35 made by transformers 5 -> `safeweights convert FOLDER OUT.gguf` -> llama.cpp:
+SmolLM3 (NoPE layers), OLMo 2 (post-norms, q/k norms over the whole projection), Granite (its four
+multipliers), Gemma 1 (norms + 1, tied output, SentencePiece without a space prefix, eot 107) and Phi-4
+(Phi-3's class with a GPT-2 BPE tokenizer.json).
+
+Each is a tiny random model made here by transformers 5.24 (nothing downloaded), converted by our CLI to an
+F32 GGUF and judged twice:
+
+(a) against the pinned llama.cpp's own converter (`convert_hf_to_gguf.py` of SAFEWEIGHTS_LLAMA_CPP, run
+    offline with the clients' torch and its own gguf-py) on the same folder: the same tensors (name,
+    type, shape, bytes) and the same keys with the same values, but for test_hf_gguf_moe's
+    DELIBERATE_DIFFERENCES (the model's name, the safetensors metadata);
+(b) llama.cpp (llama-cpp-python) gives the logits transformers gives (f32, within F32_TOLERANCE of the
+    largest logit).
+
+Config keys llama.cpp would compute otherwise are refused by name, and no file is written.
+"""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+os.environ["HF_HUB_OFFLINE"] = "1"
+transformers = pytest.importorskip("transformers")
+torch = pytest.importorskip("torch")
+gguf = pytest.importorskip("gguf")
+llama_cpp = pytest.importorskip("llama_cpp")
+
+from test_hf_gguf_llamacpp import CLI, bpe_tokenizer, llama_cpp_logits, transformers_logits  # noqa: E402
+from test_hf_gguf_moe import REFERENCE_RUNNER, deliberate, keys_of, need_llama_cpp, tensors_of  # noqa: E402
+from tiny_models import sentencepiece_model  # noqa: E402
+
+LLAMA_CPP = os.environ.get("SAFEWEIGHTS_LLAMA_CPP")
+F32_TOLERANCE = 1e-4
+IDS = [1, 5, 77, 123, 250, 399, 42, 8, 300, 17, 200, 64]
+# The pre-tokenizer both converters name for bpe_tokenizer("gpt-2") (llama.cpp's converter knows no hash
+# of a tokenizer trained here: REFERENCE_RUNNER tells it this name).
+PRE = "gpt-2"
+
+COMMON = dict(vocab_size=400, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+              max_position_embeddings=256, rms_norm_eps=1e-5, bos_token_id=0, eos_token_id=1, pad_token_id=None)
+
+
+def randomized(model):
+    """Norms away from 1, so that a norm left out or taken as another would show."""
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("norm.weight") and p.dim() == 1:
+                p.copy_(1 + 0.3 * torch.randn_like(p))
+    return model.eval()
+
+
+def made(config_class, model_class, seed, **fields):
+    cfg = getattr(transformers, config_class)(**{**COMMON, **fields})
+    torch.manual_seed(seed)
+    return randomized(getattr(transformers, model_class)(cfg))
+
+
+def with_bpe(model, folder):
+    model.save_pretrained(str(folder))
+    bpe_tokenizer(PRE).save_pretrained(str(folder))
+    return model
+
+
+def smollm3(folder):
+    """Eight layers: layers 3 and 7 have no rope (transformers' no_rope_layers, llama.cpp's fixed step 4)."""
+    return with_bpe(made("SmolLM3Config", "SmolLM3ForCausalLM", 21, num_hidden_layers=8, tie_word_embeddings=True,
+                         rope_parameters={"rope_type": "default", "rope_theta": 100000.0}), folder)
+
+
+def olmo2(folder):
+    return with_bpe(made("Olmo2Config", "Olmo2ForCausalLM", 22, tie_word_embeddings=False), folder)
+
+
+def granite(folder):
+    """Multipliers away from 1 (and from each other), so that each one taken wrong would show."""
+    return with_bpe(made("GraniteConfig", "GraniteForCausalLM", 23, tie_word_embeddings=False, embedding_multiplier=3.0,
+                         residual_multiplier=0.5, attention_multiplier=0.2, logits_scaling=4.0), folder)
+
+
+def gemma(folder):
+    """With its SentencePiece tokenizer.model (llama.cpp's GemmaModel reads only that) and head_dim 16."""
+    model = made("GemmaConfig", "GemmaForCausalLM", 24, head_dim=16, tie_word_embeddings=True, hidden_act="gelu_pytorch_tanh")
+    model.save_pretrained(str(folder))
+    sentencepiece_model(folder / "tokenizer.model")
+    return model
+
+
+def phi4(folder):
+    """Phi-3's class with Phi-4's tokenizer: a GPT-2 byte-level BPE (tokenizer_config.json's tokenizer_class
+    GPT2Tokenizer, no tokenizer.model), no sliding window."""
+    model = with_bpe(made("Phi3Config", "Phi3ForCausalLM", 25, tie_word_embeddings=False, sliding_window=None,
+                          rope_parameters={"rope_type": "default", "rope_theta": 250000.0}), folder)
+    path = folder / "tokenizer_config.json"
+    cfg = json.loads(path.read_text())
+    cfg["tokenizer_class"] = "GPT2Tokenizer"
+    path.write_text(json.dumps(cfg))
+    return model
+
+
+MAKERS = {"smollm3": smollm3, "olmo2": olmo2, "granite": granite, "gemma": gemma, "phi4": phi4}
+# What we write otherwise than llama.cpp's converter, per architecture, beyond DELIBERATE_DIFFERENCES:
+# nothing (docs/GGUF.md lists the cases where a config goes beyond what these models use).
+ARCH_DIFFERENCES = {}
+
+
+@pytest.fixture(scope="module")
+def dense(tmp_path_factory):
+    """arch -> (model, folder, our gguf)."""
+    out = {}
+    for arch, make in MAKERS.items():
+        root = tmp_path_factory.mktemp(arch)
+        folder = root / "model"
+        model = make(folder)
+        ours = root / "ours.gguf"
+        r = subprocess.run([CLI, "convert", str(folder), str(ours), "--type", "f32"], capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        out[arch] = (model, folder, ours)
+    return out
+
+
+@pytest.fixture(scope="module")
+def reference(dense, tmp_path_factory):
+    """arch -> the GGUF llama.cpp's converter writes from the same folder."""
+    need_llama_cpp()
+    root = tmp_path_factory.mktemp("reference")
+    jobs = [(str(folder), str(root / f"{arch}.gguf"), "f32") for arch, (_, folder, _) in dense.items()]
+    env = dict(os.environ, PYTHONPATH=os.path.join(LLAMA_CPP, "gguf-py"), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    r = subprocess.run([sys.executable, "-c", REFERENCE_RUNNER, LLAMA_CPP, PRE, json.dumps(jobs)], capture_output=True, text=True, env=env)
+    assert r.returncode == 0, r.stderr[-4000:]
+    return {arch: root / f"{arch}.gguf" for arch in dense}
+
+
+@pytest.mark.parametrize("arch", list(MAKERS))
+def test_tensors_and_keys_equal_llama_cpp_converter(dense, reference, arch):
+    ours, theirs = dense[arch][2], reference[arch]
+    a, b = tensors_of(ours), tensors_of(theirs)
+    assert sorted(a) == sorted(b)
+    for name in b:
+        assert a[name][:2] == b[name][:2], name
+        assert a[name][2] == b[name][2], f"{name}: bytes differ"
+    ka, kb = keys_of(ours), keys_of(theirs)
+    skip = ARCH_DIFFERENCES.get(arch, set())
+    only_ours = {k for k in set(ka) - set(kb) if not deliberate(k) and k not in skip}
+    only_theirs = {k for k in set(kb) - set(ka) if not deliberate(k) and k not in skip}
+    assert not only_ours and not only_theirs, (sorted(only_ours), sorted(only_theirs))
+    for key in sorted(k for k in kb if not deliberate(k) and k not in skip):
+        assert ka[key] == kb[key], key
+
+
+@pytest.mark.parametrize("arch", list(MAKERS))
+def test_llama_cpp_logits_match_transformers(dense, arch):
+    model, _, ours = dense[arch]
+    want = transformers_logits(model, IDS)
+    got = llama_cpp_logits(ours, IDS)
+    assert np.abs(got - want).max() <= F32_TOLERANCE * np.abs(want).max()
+    assert (got.argmax(-1) == want.argmax(-1)).all()
+
+
+def test_phi4_tokenizes_as_the_source(dense):
+    _, folder, ours = dense["phi4"]
+    text = " Hello  world 12345 café 東京 привет 🙂\n  spaces\tand tabs don't"
+    want = transformers.AutoTokenizer.from_pretrained(str(folder))(text, add_special_tokens=False)["input_ids"]
+    llm = llama_cpp.Llama(model_path=str(ours), n_ctx=64, vocab_only=True, verbose=False)
+    assert llm.tokenize(text.encode(), add_bos=False, special=False) == want
+
+
+# Keys transformers reads that llama.cpp's architecture would compute otherwise: (arch, key, value, text).
+REFUSED = [
+    ("smollm3", "no_rope_layers", [1, 1, 0, 1, 1, 1, 0, 1], "`no_rope_layers` does not follow llama.cpp's smollm3 pattern (layer 2 must use rope"),
+    ("smollm3", "no_rope_layer_interval", 3, None),  # with no_rope_layers removed: transformers' pattern from the interval
+    ("smollm3", "use_sliding_window", True, "`use_sliding_window` is true"),
+    ("smollm3", "attention_bias", True, "`attention_bias` is true"),
+    ("olmo2", "sliding_window", 4, "`sliding_window` is set"),
+    ("olmo2", "attention_bias", True, "`attention_bias` is true"),
+    ("olmo2", "head_dim", 32, "`head_dim` times num_attention_heads is not hidden_size"),
+    ("granite", "head_dim", 32, "`head_dim` is not hidden_size / num_attention_heads"),
+    ("granite", "mlp_bias", True, "`mlp_bias` is true"),
+    ("gemma", "use_bidirectional_attention", True, "`use_bidirectional_attention` is true"),
+    ("gemma", "rope_parameters", {"rope_type": "linear", "factor": 2.0, "rope_theta": 10000.0}, "has rope type `linear`"),
+    ("gemma", "hidden_act", "gelu_new", "`hidden_act` is `gelu_new`"),
+]
+
+
+@pytest.mark.parametrize("arch,key,value,text", REFUSED)
+def test_keys_refused_by_name(dense, tmp_path, arch, key, value, text):
+    source = dense[arch][1]
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    for f in source.iterdir():
+        if f.name != "config.json":
+            (folder / f.name).symlink_to(f)
+    cfg = json.loads((source / "config.json").read_text())
+    cfg[key] = value
+    if key == "no_rope_layer_interval":
+        del cfg["no_rope_layers"]
+        text = "`no_rope_layer_interval` is not 4"
+    (folder / "config.json").write_text(json.dumps(cfg))
+    out = tmp_path / "out.gguf"
+    r = subprocess.run([CLI, "convert", str(folder), str(out), "--type", "f32"], capture_output=True, text=True)
+    assert r.returncode != 0 and "config.json" in r.stderr and text in r.stderr, r.stderr
+    assert not out.exists() and list(tmp_path.iterdir()) == [folder]
+
+
+def test_gemma_legacy_gelu_is_the_tanh_gelu(dense, tmp_path):
+    """Gemma 1's first configs say hidden_act "gelu"; transformers computes the tanh approximation for it,
+    as llama.cpp does: converted, to the same file but for nothing."""
+    source, ours = dense["gemma"][1], dense["gemma"][2]
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    for f in source.iterdir():
+        if f.name != "config.json":
+            (folder / f.name).symlink_to(f)
+    cfg = json.loads((source / "config.json").read_text())
+    cfg["hidden_act"] = "gelu"
+    (folder / "config.json").write_text(json.dumps(cfg))
+    assert transformers.AutoConfig.from_pretrained(str(folder)).hidden_act == "gelu_pytorch_tanh"
+    out = tmp_path / "out.gguf"
+    r = subprocess.run([CLI, "convert", str(folder), str(out), "--type", "f32"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert tensors_of(out) == tensors_of(ours)
