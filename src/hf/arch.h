@@ -123,6 +123,8 @@ struct Architecture {
   std::string_view activation_alias = {};
   // The eot token id llama.cpp's converter writes whatever the vocabulary (Gemma 1's 107); unset: none.
   std::optional<std::uint32_t> eot_token_id = std::nullopt;
+  // Keys of the rope object (rope_parameters / rope_scaling) that `check` reads and maps itself.
+  std::span<const std::string_view> rope_keys = {};
 };
 
 // `hf` must be among `weights` with `shape` (what config.json implies): TensorNotFound naming it (and

@@ -146,7 +146,8 @@ Status read_rope_object(const JsonFile& file, json::element object, std::optiona
   if (!known) return rope_refused(file, out.source, "rope type " + json::quoted(out.type) + " is not one llama.cpp's converter maps");
   for (auto field : json::as_object(object)) {
     if (field.key == "type" || field.key == "rope_type" || field.key == "rope_theta" || field.key == "partial_rotary_factor") continue;
-    if (std::find(known->keys.begin(), known->keys.end(), field.key) == known->keys.end() || field.key.empty()) {
+    const bool own = std::find(out.own_keys.begin(), out.own_keys.end(), field.key) != out.own_keys.end();
+    if (!own && (std::find(known->keys.begin(), known->keys.end(), field.key) == known->keys.end() || field.key.empty())) {
       return rope_refused(file, out.source,
                           "key " + json::quoted(field.key) + " is not understood for rope type " + json::quoted(out.type) +
                               " (it would change the rotary embedding)");
@@ -270,6 +271,7 @@ Result<ModelConfig> read_config(const Folder& folder) {
   SW_ASSIGN_OR_RETURN(c.max_position_embeddings, file->count(root, "max_position_embeddings"));
   SW_ASSIGN_OR_RETURN(c.head_dim, file->count(root, "head_dim"));
   SW_ASSIGN_OR_RETURN(c.rms_norm_eps, file->positive(root, "rms_norm_eps"));
+  c.rope.own_keys = c.arch->rope_keys;
   SW_RETURN_IF_ERROR(read_rope(*file, c.arch->layer_type_rope, c.rope, c.rope_sliding));
   if (c.rope.type == "longrope" && !c.arch->longrope) {
     return Error(ErrorKind::NotSupported, json::quoted(c.rope.source) + " rope type `longrope`: llama.cpp's " + std::string(c.arch->name) +

@@ -17,6 +17,7 @@ Config keys llama.cpp would compute otherwise are refused by name, and no file i
 """
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -103,7 +104,20 @@ def phi4(folder):
     return model
 
 
-MAKERS = {"smollm3": smollm3, "olmo2": olmo2, "granite": granite, "gemma": gemma, "phi4": phi4}
+# Ministral 3's YaRN as its releases have it (mscale 1, mscale_all_dim 1, beta 32 / 1), over an original
+# context of 4: Llama 4's attention temperature 1 + beta ln(1 + floor(position / 4)) changes every four
+# of IDS's twelve positions.
+MINISTRAL3_ROPE = {"rope_type": "yarn", "rope_theta": 1000000.0, "factor": 16.0, "original_max_position_embeddings": 4,
+                   "max_position_embeddings": 256, "beta_fast": 32.0, "beta_slow": 1.0, "mscale": 1.0, "mscale_all_dim": 1.0,
+                   "llama_4_scaling_beta": 0.1}
+
+
+def ministral3(folder):
+    return with_bpe(made("Ministral3Config", "Ministral3ForCausalLM", 26, head_dim=16, tie_word_embeddings=False,
+                         rope_parameters=dict(MINISTRAL3_ROPE)), folder)
+
+
+MAKERS = {"smollm3": smollm3, "olmo2": olmo2, "granite": granite, "gemma": gemma, "phi4": phi4, "ministral3": ministral3}
 # What we write otherwise than llama.cpp's converter, per architecture, beyond DELIBERATE_DIFFERENCES:
 # nothing (docs/GGUF.md lists the cases where a config goes beyond what these models use).
 ARCH_DIFFERENCES = {}
@@ -184,6 +198,14 @@ REFUSED = [
     ("gemma", "use_bidirectional_attention", True, "`use_bidirectional_attention` is true"),
     ("gemma", "rope_parameters", {"rope_type": "linear", "factor": 2.0, "rope_theta": 10000.0}, "has rope type `linear`"),
     ("gemma", "hidden_act", "gelu_new", "`hidden_act` is `gelu_new`"),
+    ("ministral3", "rope_parameters", {**MINISTRAL3_ROPE, "mscale": 0.5}, "`rope_parameters.mscale` is not 1"),
+    # transformers' YaRN default without mscale (which the generic YaRN rule accepts): llama.cpp's mistral3 takes 1.
+    ("ministral3", "rope_parameters", {**MINISTRAL3_ROPE, "attention_factor": 0.1 * math.log(16.0) + 1},
+     "`rope_parameters.attention_factor` is set"),
+    ("ministral3", "rope_parameters", {k: v for k, v in MINISTRAL3_ROPE.items() if k != "llama_4_scaling_beta"},
+     "`rope_parameters.llama_4_scaling_beta` is missing"),
+    ("ministral3", "rope_parameters", {"rope_type": "default", "rope_theta": 1000000.0}, "llama.cpp's converter converts Ministral 3 with YaRN only"),
+    ("ministral3", "rope_parameters", {**MINISTRAL3_ROPE, "mscale_foo": 1.0}, "key `mscale_foo` is not understood for rope type `yarn`"),
 ]
 
 
