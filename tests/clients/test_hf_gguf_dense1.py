@@ -246,3 +246,46 @@ def test_gemma_legacy_gelu_is_the_tanh_gelu(dense, tmp_path):
     r = subprocess.run([CLI, "convert", str(folder), str(out), "--type", "f32"], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert tensors_of(out) == tensors_of(ours)
+
+
+def converted_with(dense, tmp_path, arch, change):
+    """`arch`'s folder with config.json changed by `change(cfg)`, converted; returns (folder, gguf reader)."""
+    source = dense[arch][1]
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    for f in source.iterdir():
+        if f.name != "config.json":
+            (folder / f.name).symlink_to(f)
+    cfg = json.loads((source / "config.json").read_text())
+    change(cfg)
+    (folder / "config.json").write_text(json.dumps(cfg))
+    out = tmp_path / "out.gguf"
+    r = subprocess.run([CLI, "convert", str(folder), str(out), "--type", "f32"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    return folder, out
+
+
+def test_granite_absent_multipliers_are_transformers_defaults(dense, tmp_path):
+    """transformers takes an absent multiplier as 1; llama.cpp's loader would take an absent attention scale
+    as 1/sqrt(head size) and refuse a file without logit_scale: each is written as 1."""
+    def drop(cfg):
+        for key in ("attention_multiplier", "embedding_multiplier", "residual_multiplier", "logits_scaling"):
+            del cfg[key]
+    _, out = converted_with(dense, tmp_path, "granite", drop)
+    keys = keys_of(out)
+    for key in ("granite.attention.scale", "granite.embedding_scale", "granite.residual_scale", "granite.logit_scale"):
+        assert keys[key] == ((int(gguf.GGUFValueType.FLOAT32),), 1.0), key
+
+
+def test_gemma_other_rope_base_is_written(dense, tmp_path):
+    """llama.cpp's converter writes no rope base for Gemma (its loader computes with 10000): another base is
+    written, and llama.cpp then computes what transformers computes."""
+    def base(cfg):
+        cfg["rope_parameters"]["rope_theta"] = 500.0
+    folder, out = converted_with(dense, tmp_path, "gemma", base)
+    assert keys_of(out)["gemma.rope.freq_base"] == ((int(gguf.GGUFValueType.FLOAT32),), 500.0)
+    model = transformers.AutoModelForCausalLM.from_pretrained(str(folder)).eval()
+    want = transformers_logits(model, IDS)
+    assert np.abs(want - transformers_logits(dense["gemma"][0], IDS)).max() > 1e-3  # the base matters here
+    got = llama_cpp_logits(out, IDS)
+    assert np.abs(got - want).max() <= F32_TOLERANCE * np.abs(want).max()
