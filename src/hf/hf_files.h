@@ -55,7 +55,7 @@ struct Rope {
   std::vector<float> short_factor;                                // longrope, one per rotary pair
   std::vector<float> long_factor;                                 // longrope
   std::optional<double> attention_factor;                         // longrope, as transformers computes it
-  std::span<const std::string_view> own_keys;  // keys the architecture's check reads itself (Architecture::rope_keys)
+  std::span<const std::string_view> own_keys;                     // keys the architecture's check reads itself (Architecture::rope_keys)
 };
 
 // llama.cpp's rope_freqs for llama3 scaling: one factor per rotary pair of a head of `head_dim`, as
