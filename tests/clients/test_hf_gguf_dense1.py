@@ -184,6 +184,29 @@ def test_phi4_tokenizes_as_the_source(dense):
     assert llm.tokenize(text.encode(), add_bos=False, special=False) == want
 
 
+def changed_copy(dense, tmp_path, arch, change):
+    """`arch`'s folder (its files linked) with config.json changed by `change(cfg)`, in tmp_path/folder."""
+    source = dense[arch][1]
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    for f in source.iterdir():
+        if f.name != "config.json":
+            (folder / f.name).symlink_to(f)
+    cfg = json.loads((source / "config.json").read_text())
+    change(cfg)
+    (folder / "config.json").write_text(json.dumps(cfg))
+    return folder
+
+
+def converted_with(dense, tmp_path, arch, change):
+    """changed_copy's folder, converted; returns (folder, gguf path)."""
+    folder = changed_copy(dense, tmp_path, arch, change)
+    out = tmp_path / "out.gguf"
+    r = subprocess.run([CLI, "convert", str(folder), str(out), "--type", "f32"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    return folder, out
+
+
 # Keys transformers reads that llama.cpp's architecture would compute otherwise: (arch, key, value, text).
 REFUSED = [
     ("smollm3", "no_rope_layers", [1, 1, 0, 1, 1, 1, 0, 1], "`no_rope_layers` does not follow llama.cpp's smollm3 pattern (layer 2 must use rope"),
@@ -211,18 +234,13 @@ REFUSED = [
 
 @pytest.mark.parametrize("arch,key,value,text", REFUSED)
 def test_keys_refused_by_name(dense, tmp_path, arch, key, value, text):
-    source = dense[arch][1]
-    folder = tmp_path / "folder"
-    folder.mkdir()
-    for f in source.iterdir():
-        if f.name != "config.json":
-            (folder / f.name).symlink_to(f)
-    cfg = json.loads((source / "config.json").read_text())
-    cfg[key] = value
+    def change(cfg):
+        cfg[key] = value
+        if key == "no_rope_layer_interval":
+            del cfg["no_rope_layers"]
+    folder = changed_copy(dense, tmp_path, arch, change)
     if key == "no_rope_layer_interval":
-        del cfg["no_rope_layers"]
         text = "`no_rope_layer_interval` is not 4"
-    (folder / "config.json").write_text(json.dumps(cfg))
     out = tmp_path / "out.gguf"
     r = subprocess.run([CLI, "convert", str(folder), str(out), "--type", "f32"], capture_output=True, text=True)
     assert r.returncode != 0 and "config.json" in r.stderr and text in r.stderr, r.stderr
@@ -231,38 +249,10 @@ def test_keys_refused_by_name(dense, tmp_path, arch, key, value, text):
 
 def test_gemma_legacy_gelu_is_the_tanh_gelu(dense, tmp_path):
     """Gemma 1's first configs say hidden_act "gelu"; transformers computes the tanh approximation for it,
-    as llama.cpp does: converted, to the same file but for nothing."""
-    source, ours = dense["gemma"][1], dense["gemma"][2]
-    folder = tmp_path / "folder"
-    folder.mkdir()
-    for f in source.iterdir():
-        if f.name != "config.json":
-            (folder / f.name).symlink_to(f)
-    cfg = json.loads((source / "config.json").read_text())
-    cfg["hidden_act"] = "gelu"
-    (folder / "config.json").write_text(json.dumps(cfg))
+    as llama.cpp does: converted, to the same tensors."""
+    folder, out = converted_with(dense, tmp_path, "gemma", lambda cfg: cfg.update(hidden_act="gelu"))
     assert transformers.AutoConfig.from_pretrained(str(folder)).hidden_act == "gelu_pytorch_tanh"
-    out = tmp_path / "out.gguf"
-    r = subprocess.run([CLI, "convert", str(folder), str(out), "--type", "f32"], capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
-    assert tensors_of(out) == tensors_of(ours)
-
-
-def converted_with(dense, tmp_path, arch, change):
-    """`arch`'s folder with config.json changed by `change(cfg)`, converted; returns (folder, gguf reader)."""
-    source = dense[arch][1]
-    folder = tmp_path / "folder"
-    folder.mkdir()
-    for f in source.iterdir():
-        if f.name != "config.json":
-            (folder / f.name).symlink_to(f)
-    cfg = json.loads((source / "config.json").read_text())
-    change(cfg)
-    (folder / "config.json").write_text(json.dumps(cfg))
-    out = tmp_path / "out.gguf"
-    r = subprocess.run([CLI, "convert", str(folder), str(out), "--type", "f32"], capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
-    return folder, out
+    assert tensors_of(out) == tensors_of(dense["gemma"][2])
 
 
 def test_granite_absent_multipliers_are_transformers_defaults(dense, tmp_path):
