@@ -21,7 +21,6 @@ import math
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -33,12 +32,10 @@ gguf = pytest.importorskip("gguf")
 llama_cpp = pytest.importorskip("llama_cpp")
 
 from test_hf_gguf_llamacpp import CLI, bpe_tokenizer, llama_cpp_logits, transformers_logits  # noqa: E402
-from test_hf_gguf_moe import REFERENCE_RUNNER, deliberate, keys_of, need_llama_cpp, tensors_of  # noqa: E402
+from test_hf_gguf_moe import F32_TOLERANCE, IDS, REFERENCE_RUNNER, deliberate, keys_of, need_llama_cpp, tensors_of  # noqa: E402
 from tiny_models import sentencepiece_model  # noqa: E402
 
 LLAMA_CPP = os.environ.get("SAFEWEIGHTS_LLAMA_CPP")
-F32_TOLERANCE = 1e-4
-IDS = [1, 5, 77, 123, 250, 399, 42, 8, 300, 17, 200, 64]
 # The pre-tokenizer both converters name for bpe_tokenizer("gpt-2") (llama.cpp's converter knows no hash
 # of a tokenizer trained here: REFERENCE_RUNNER tells it this name).
 PRE = "gpt-2"
