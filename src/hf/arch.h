@@ -125,6 +125,8 @@ struct Architecture {
   std::optional<std::uint32_t> eot_token_id = std::nullopt;
   // Keys of the rope object (rope_parameters / rope_scaling) that `check` reads and maps itself.
   std::span<const std::string_view> rope_keys = {};
+  // Classes among `classes` whose folder is multimodal: the text model is converted (hf/multimodal.h).
+  std::span<const std::string_view> multimodal = {};
 };
 
 // `hf` must be among `weights` with `shape` (what config.json implies): TensorNotFound naming it (and

@@ -2,7 +2,9 @@
 // LlamaModel): Llama's layer with q and k permuted, YaRN rope, and Llama 4's attention temperature: the
 // queries are scaled by 1 + beta ln(1 + floor(position / original context)). llama.cpp's keys:
 // rope.scaling.yarn_log_multiplier (the rope object's mscale_all_dim; llama.cpp takes mscale as 1) and
-// attention.temperature_scale (its llama_4_scaling_beta), beside the generic YaRN keys.
+// attention.temperature_scale (its llama_4_scaling_beta), beside the generic YaRN keys. Released as
+// Mistral3ForConditionalGeneration: its text model is converted (hf/multimodal.h), the vision tower left
+// out; another text model (Mistral Small 3.1's model_type "mistral") is refused by name.
 #include <array>
 
 #include "hf/arch.h"
@@ -14,7 +16,9 @@
 namespace safeweights::hf {
 namespace {
 
-constexpr std::array<std::string_view, 1> kClasses = {"Ministral3ForCausalLM"};
+constexpr std::array<std::string_view, 2> kClasses = {"Ministral3ForCausalLM", "Mistral3ForConditionalGeneration"};
+// Ministral 3 as released: its text model inside a vision checkpoint (text_config's model_type ministral3).
+constexpr std::array<std::string_view, 1> kMultimodal = {"Mistral3ForConditionalGeneration"};
 
 constexpr std::array<TensorRule, 0> kLayer = {};
 
@@ -54,6 +58,12 @@ Status check_yarn(const JsonFile& file, json::element rope, ModelConfig& c) {
 
 Status check(const JsonFile& file, ModelConfig& c) {
   SW_RETURN_IF_ERROR(check_llama_sliding_window(file, c));
+  // llama.cpp's converter writes Ministral 3's keys for model_type ministral3 only; another text model
+  // (Mistral Small 3.1's "mistral") is not converted yet.
+  SW_ASSIGN_OR_RETURN(auto model_type, file.string(file.root(), "model_type"));
+  if (model_type && *model_type != "ministral3") {
+    return refuse_key(file, "model_type", "is " + json::quoted(*model_type) + ": only Ministral 3's text model (ministral3) is converted");
+  }
   auto rope = c.rope.source.empty() ? std::nullopt : JsonFile::member(file.root(), c.rope.source);
   if (!rope || c.rope.type != "yarn") {
     return Error(ErrorKind::NotSupported, "rope type " + json::quoted(c.rope.type) + ": llama.cpp's converter converts Ministral 3 with YaRN only")
@@ -71,7 +81,8 @@ SAFEWEIGHTS_HF_ARCHITECTURE(ministral3) {
                                       .layer = kLayer,
                                       .llama_keys = true,
                                       .check = check,
-                                      .rope_keys = kRopeKeys};
+                                      .rope_keys = kRopeKeys,
+                                      .multimodal = kMultimodal};
   return kArch;
 }
 

@@ -9,6 +9,7 @@
 #include "hf/hf_files.h"
 #include "hf/json_read.h"
 #include "hf/moe.h"
+#include "hf/multimodal.h"
 
 namespace safeweights::hf {
 namespace {
@@ -249,7 +250,6 @@ bool is_model_config(const Folder& folder) {
 
 Result<ModelConfig> read_config(const Folder& folder) {
   SW_ASSIGN_OR_RETURN(auto file, JsonFile::read(folder, "config.json", kMaxConfigBytes));
-  const auto root = file->root();
   ModelConfig c;
   SW_ASSIGN_OR_RETURN(c.hf_class, model_class(*file));
   c.arch = find_architecture(c.hf_class);
@@ -257,6 +257,11 @@ Result<ModelConfig> read_config(const Folder& folder) {
     return Error(ErrorKind::NotSupported, "architecture " + json::quoted(c.hf_class) + " is not converted (converted: " + supported_classes() + ")")
         .with_file(file->path());
   }
+  c.multimodal = is_multimodal(*c.arch, c.hf_class);
+  if (c.multimodal) {
+    SW_ASSIGN_OR_RETURN(file, text_model_config(*file));
+  }
+  const auto root = file->root();
   if (!c.arch->moe && JsonFile::member(root, "num_local_experts")) {
     return Error(ErrorKind::NotSupported, "key `num_local_experts`: " + c.hf_class + " is converted without experts (llama.cpp's " +
                                               std::string(c.arch->name) + " architecture has none)")

@@ -93,6 +93,7 @@ struct ModelConfig {
   std::optional<bool> tie_word_embeddings;  // false: lm_head.weight must be there
   std::vector<MetaEntry> arch_kv;           // the architecture's own keys (Architecture::check)
   std::optional<MoeConfig> moe;             // set for an architecture with experts
+  bool multimodal = false;                  // the text model of a ...ForConditionalGeneration (hf/multimodal.h)
 };
 // FileNotFound without config.json; InvalidModelFolder for a malformed one; NotSupported for a model
 // llama.cpp cannot compute as transformers does (another architecture, experts, a rope type or key it

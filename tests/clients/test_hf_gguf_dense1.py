@@ -114,7 +114,32 @@ def ministral3(folder):
                          rope_parameters=dict(MINISTRAL3_ROPE)), folder)
 
 
-MAKERS = {"smollm3": smollm3, "olmo2": olmo2, "granite": granite, "gemma": gemma, "phi4": phi4, "ministral3": ministral3}
+def ministral3_vision(folder):
+    """Ministral 3 as released: Mistral3ForConditionalGeneration, its text model in text_config beside a
+    (tiny) Pixtral vision tower, saved by transformers 5.24 under language_model.model.* and
+    language_model.lm_head.weight."""
+    text = {**COMMON, "model_type": "ministral3", "head_dim": 16, "tie_word_embeddings": False, "rope_parameters": dict(MINISTRAL3_ROPE)}
+    vision = dict(model_type="pixtral", hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2, image_size=28,
+                  patch_size=14, head_dim=16)
+    cfg = transformers.Mistral3Config(text_config=text, vision_config=vision, tie_word_embeddings=False)
+    torch.manual_seed(27)
+    return with_bpe(randomized(transformers.Mistral3ForConditionalGeneration(cfg)), folder)
+
+
+def modules_layout_copy(model, source, folder):
+    """`source` with its weights named as transformers 5's modules name them (model.language_model.*,
+    lm_head.weight), one file."""
+    from safetensors.torch import save_file
+    folder.mkdir()
+    for f in source.iterdir():
+        if f.is_file() and not f.name.startswith("model.safetensors"):
+            (folder / f.name).write_bytes(f.read_bytes())
+    save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(folder / "model.safetensors"), metadata={"format": "pt"})
+    return folder
+
+
+MAKERS = {"smollm3": smollm3, "olmo2": olmo2, "granite": granite, "gemma": gemma, "phi4": phi4, "ministral3": ministral3,
+          "ministral3-vision": ministral3_vision}
 # What we write otherwise than llama.cpp's converter, per architecture, beyond DELIBERATE_DIFFERENCES:
 # nothing (docs/GGUF.md lists the cases where a config goes beyond what these models use).
 ARCH_DIFFERENCES = {}
@@ -132,6 +157,12 @@ def dense(tmp_path_factory):
         r = subprocess.run([CLI, "convert", str(folder), str(ours), "--type", "f32"], capture_output=True, text=True)
         assert r.returncode == 0, r.stderr
         out[arch] = (model, folder, ours)
+        if arch == "ministral3-vision":
+            assert "note: Mistral3ForConditionalGeneration: the text model was converted; the vision tower was left out" in r.stderr
+            modules = modules_layout_copy(model, folder, root / "modules")
+            r = subprocess.run([CLI, "convert", str(modules), str(root / "modules.gguf"), "--type", "f32"], capture_output=True, text=True)
+            assert r.returncode == 0, r.stderr
+            out["ministral3-vision-modules"] = (model, modules, root / "modules.gguf")
     return out
 
 
@@ -140,14 +171,18 @@ def reference(dense, tmp_path_factory):
     """arch -> the GGUF llama.cpp's converter writes from the same folder."""
     need_llama_cpp()
     root = tmp_path_factory.mktemp("reference")
-    jobs = [(str(folder), str(root / f"{arch}.gguf"), "f32") for arch, (_, folder, _) in dense.items()]
+    jobs = [(str(folder), str(root / f"{arch}.gguf"), "f32") for arch, (_, folder, _) in dense.items() if arch in MAKERS]
     env = dict(os.environ, PYTHONPATH=os.path.join(LLAMA_CPP, "gguf-py"), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
     r = subprocess.run([sys.executable, "-c", REFERENCE_RUNNER, LLAMA_CPP, PRE, json.dumps(jobs)], capture_output=True, text=True, env=env)
     assert r.returncode == 0, r.stderr[-4000:]
-    return {arch: root / f"{arch}.gguf" for arch in dense}
+    # The modules' layout is judged against llama.cpp's file from the saved one (the same weights).
+    return {arch: root / f"{arch.removesuffix('-modules')}.gguf" for arch in dense}
 
 
-@pytest.mark.parametrize("arch", list(MAKERS))
+ALL = list(MAKERS) + ["ministral3-vision-modules"]
+
+
+@pytest.mark.parametrize("arch", ALL)
 def test_tensors_and_keys_equal_llama_cpp_converter(dense, reference, arch):
     ours, theirs = dense[arch][2], reference[arch]
     a, b = tensors_of(ours), tensors_of(theirs)
@@ -164,7 +199,7 @@ def test_tensors_and_keys_equal_llama_cpp_converter(dense, reference, arch):
         assert ka[key] == kb[key], key
 
 
-@pytest.mark.parametrize("arch", list(MAKERS))
+@pytest.mark.parametrize("arch", ALL)
 def test_llama_cpp_logits_match_transformers(dense, arch):
     model, _, ours = dense[arch]
     want = transformers_logits(model, IDS)

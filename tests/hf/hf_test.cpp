@@ -201,8 +201,9 @@ TEST(HfLlama, ModelFoldersGoToThePlanBrokenOnesToo) {
   EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::NotSupported, "config.json",
                           "architecture `GPT2LMHeadModel` is not converted (converted: GemmaForCausalLM, Gemma2ForCausalLM, "
                           "Gemma3ForCausalLM, GraniteForCausalLM, LlamaForCausalLM, MistralForCausalLM, Ministral3ForCausalLM, "
-                          "MixtralForCausalLM, Olmo2ForCausalLM, OlmoeForCausalLM, Phi3ForCausalLM, Qwen2ForCausalLM, "
-                          "Qwen2MoeForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM, SmolLM3ForCausalLM)"));
+                          "Mistral3ForConditionalGeneration, MixtralForCausalLM, Olmo2ForCausalLM, OlmoeForCausalLM, "
+                          "Phi3ForCausalLM, Qwen2ForCausalLM, Qwen2MoeForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM, "
+                          "SmolLM3ForCausalLM)"));
   EXPECT_FALSE(hf::is_model_folder(f.path() + "/nowhere"));
   // A config.json that cannot be read is a model folder: plan() says why instead of a plain dump.
   // Each is the folder's content at fault (InvalidModelFolder, or DuplicateKey for a repeated key: the CLI
@@ -1608,6 +1609,35 @@ TEST(HfDense, Ministral3YarnAndAttentionTemperature) {
                        });
   f.config["rope_parameters"] = with(R"("llama_4_scaling_beta":0.1,)", "");
   EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::InvalidModelFolder, "config.json", "`rope_parameters.llama_4_scaling_beta` is missing"));
+}
+
+// Ministral 3 as released: its text model (text_config, language_model.*) beside a vision tower.
+TEST(HfDense, Mistral3ForConditionalGenerationConvertsItsTextModel) {
+  auto make = [](Folder& f, std::string_view model_type) {
+    std::string text = "{";
+    for (const auto& [k, v] : f.config) {
+      if (k != "architectures") text += "\"" + k + "\":" + v + ",";
+    }
+    text += R"("model_type":")" + std::string(model_type) + R"(","rope_parameters":)" + std::string(kMinistral3Rope) + "}";
+    f.config = {{"architectures", R"(["Mistral3ForConditionalGeneration"])"}, {"model_type", R"("mistral3")"}, {"text_config", text}};
+    std::map<std::string, std::vector<std::uint64_t>> renamed;
+    for (const auto& [name, shape] : f.tensors) renamed["language_model." + name] = shape;
+    renamed["vision_tower.patch_conv.weight"] = {4, 4};
+    f.tensors = std::move(renamed);
+  };
+  Folder f;
+  make(f, "ministral3");
+  auto p = f.plan();
+  ASSERT_TRUE(IsOk(p));
+  EXPECT_EQ(*find(*p, "general.architecture"), MetaValue::string("mistral3"));
+  EXPECT_EQ(*find(*p, "mistral3.block_count"), MetaValue::u32(1));  // text_config's
+  EXPECT_EQ(planned(*p, "token_embd.weight")->source, "language_model.model.embed_tokens.weight");
+  for (const ConvertTensor& t : p->tensors) EXPECT_FALSE(t.source.starts_with("vision_tower.")) << t.source;
+  Folder other;
+  make(other, "mistral");
+  EXPECT_TRUE(FailsNaming(other.plan(), ErrorKind::NotSupported, "config.json", "`model_type` is `mistral`"));
+  other.config.erase("text_config");
+  EXPECT_TRUE(FailsNaming(other.plan(), ErrorKind::InvalidModelFolder, "config.json", "`text_config` is missing or not an object"));
 }
 
 }  // namespace
