@@ -32,7 +32,7 @@ gguf = pytest.importorskip("gguf")
 llama_cpp = pytest.importorskip("llama_cpp")
 
 from test_hf_gguf_llamacpp import CLI, bpe_tokenizer, llama_cpp_logits, transformers_logits  # noqa: E402
-from test_hf_gguf_moe import F32_TOLERANCE, IDS, REFERENCE_RUNNER, deliberate, keys_of, need_llama_cpp, tensors_of  # noqa: E402
+from test_hf_gguf_moe import F32_TOLERANCE, IDS, REFERENCE_RUNNER, deliberate, fused_copy, keys_of, need_llama_cpp, tensors_of  # noqa: E402
 from tiny_models import sentencepiece_model  # noqa: E402
 
 LLAMA_CPP = os.environ.get("SAFEWEIGHTS_LLAMA_CPP")
@@ -126,18 +126,6 @@ def ministral3_vision(folder):
     return with_bpe(randomized(transformers.Mistral3ForConditionalGeneration(cfg)), folder)
 
 
-def modules_layout_copy(model, source, folder):
-    """`source` with its weights named as transformers 5's modules name them (model.language_model.*,
-    lm_head.weight), one file."""
-    from safetensors.torch import save_file
-    folder.mkdir()
-    for f in source.iterdir():
-        if f.is_file() and not f.name.startswith("model.safetensors"):
-            (folder / f.name).write_bytes(f.read_bytes())
-    save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(folder / "model.safetensors"), metadata={"format": "pt"})
-    return folder
-
-
 MAKERS = {"smollm3": smollm3, "olmo2": olmo2, "granite": granite, "gemma": gemma, "phi4": phi4, "ministral3": ministral3,
           "ministral3-vision": ministral3_vision}
 # What we write otherwise than llama.cpp's converter, per architecture, beyond DELIBERATE_DIFFERENCES:
@@ -159,7 +147,9 @@ def dense(tmp_path_factory):
         out[arch] = (model, folder, ours)
         if arch == "ministral3-vision":
             assert "note: Mistral3ForConditionalGeneration: the text model was converted; the vision tower was left out" in r.stderr
-            modules = modules_layout_copy(model, folder, root / "modules")
+            # test_hf_gguf_moe's fused_copy: the weights as the modules name them (model.language_model.*,
+            # lm_head.weight), one file.
+            modules = fused_copy(model, folder, root / "modules")
             r = subprocess.run([CLI, "convert", str(modules), str(root / "modules.gguf"), "--type", "f32"], capture_output=True, text=True)
             assert r.returncode == 0, r.stderr
             out["ministral3-vision-modules"] = (model, modules, root / "modules.gguf")
