@@ -190,6 +190,10 @@ def hf_folder_seeds():
     s["ministral3"] = hf_seed(dict(HF_LLAMA, architectures=["Ministral3ForCausalLM"], rope_parameters={
         "rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 8, "mscale": 1.0, "mscale_all_dim": 1.0,
         "llama_4_scaling_beta": 0.1}), HF_BPE)
+    s["mistral3_vision"] = hf_seed({"architectures": ["Mistral3ForConditionalGeneration"], "model_type": "mistral3", "text_config": dict(
+        {k: v for k, v in HF_LLAMA.items() if k != "architectures"}, model_type="ministral3", rope_parameters={
+            "rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 8, "mscale": 1.0, "mscale_all_dim": 1.0,
+            "llama_4_scaling_beta": 0.1})}, HF_BPE)
     s["config_duplicate_key"] = hf_seed(b'{"architectures":["LlamaForCausalLM"],"vocab_size":6,"vocab_size":7}')
     s["config_infinity"] = hf_seed(b'{"architectures":["LlamaForCausalLM"],"rms_norm_eps":Infinity}')
     s["config_huge_number"] = hf_seed(b'{"architectures":["LlamaForCausalLM"],"vocab_size":100000000000000000000000}')
