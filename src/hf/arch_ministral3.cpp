@@ -4,7 +4,8 @@
 // rope.scaling.yarn_log_multiplier (the rope object's mscale_all_dim; llama.cpp takes mscale as 1) and
 // attention.temperature_scale (its llama_4_scaling_beta), beside the generic YaRN keys. Released as
 // Mistral3ForConditionalGeneration: its text model is converted (hf/multimodal.h), the vision tower left
-// out; another text model (Mistral Small 3.1's model_type "mistral") is refused by name.
+// out. Mistral Small 3.1's text model (model_type "mistral", the same class) is Llama's computation:
+// converted as llama.cpp's converter converts it, without Ministral 3's keys.
 #include <array>
 
 #include "hf/arch.h"
@@ -56,13 +57,25 @@ Status check_yarn(const JsonFile& file, json::element rope, ModelConfig& c) {
   return Status::ok();
 }
 
+// Mistral's rope objects have none of Ministral 3's keys: each is refused (llama.cpp would ignore it).
+Status check_without_temperature(const JsonFile& file, const ModelConfig& c) {
+  auto rope = c.rope.source.empty() ? std::nullopt : JsonFile::member(file.root(), c.rope.source);
+  for (std::string_view key : {"mscale", "mscale_all_dim", "llama_4_scaling_beta"}) {
+    if (rope && JsonFile::member(*rope, key)) {
+      return refuse_key(file, c.rope.source + "." + std::string(key), "is set for model_type mistral: llama.cpp's converter ignores it");
+    }
+  }
+  return Status::ok();
+}
+
 Status check(const JsonFile& file, ModelConfig& c) {
   SW_RETURN_IF_ERROR(check_llama_sliding_window(file, c));
-  // llama.cpp's converter writes Ministral 3's keys for model_type ministral3 only; another text model
-  // (Mistral Small 3.1's "mistral") is not converted yet.
+  // llama.cpp's converter writes Ministral 3's keys for model_type ministral3 only: Mistral Small 3.1's
+  // text model ("mistral") is Llama's computation, which llama.cpp's mistral3 computes without them.
   SW_ASSIGN_OR_RETURN(auto model_type, file.string(file.root(), "model_type"));
+  if (model_type == "mistral") return check_without_temperature(file, c);
   if (model_type && *model_type != "ministral3") {
-    return refuse_key(file, "model_type", "is " + json::quoted(*model_type) + ": only Ministral 3's text model (ministral3) is converted");
+    return refuse_key(file, "model_type", "is " + json::quoted(*model_type) + ": the text models converted are ministral3 and mistral");
   }
   auto rope = c.rope.source.empty() ? std::nullopt : JsonFile::member(file.root(), c.rope.source);
   if (!rope || c.rope.type != "yarn") {

@@ -126,8 +126,20 @@ def ministral3_vision(folder):
     return with_bpe(randomized(transformers.Mistral3ForConditionalGeneration(cfg)), folder)
 
 
+def mistral_small_vision(folder):
+    """Mistral Small 3.1's layout: the same class over a Mistral text model (model_type mistral: Llama's
+    computation, no attention temperature), rope theta 1e9 as released."""
+    text = {**COMMON, "model_type": "mistral", "head_dim": 16, "tie_word_embeddings": False, "sliding_window": None,
+            "rope_parameters": {"rope_type": "default", "rope_theta": 1000000000.0}}
+    vision = dict(model_type="pixtral", hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2, image_size=28,
+                  patch_size=14, head_dim=16)
+    cfg = transformers.Mistral3Config(text_config=text, vision_config=vision, tie_word_embeddings=False)
+    torch.manual_seed(28)
+    return with_bpe(randomized(transformers.Mistral3ForConditionalGeneration(cfg)), folder)
+
+
 MAKERS = {"smollm3": smollm3, "olmo2": olmo2, "granite": granite, "gemma": gemma, "phi4": phi4, "ministral3": ministral3,
-          "ministral3-vision": ministral3_vision}
+          "ministral3-vision": ministral3_vision, "mistral-small-vision": mistral_small_vision}
 # What we write otherwise than llama.cpp's converter, per architecture, beyond DELIBERATE_DIFFERENCES:
 # nothing (docs/GGUF.md lists the cases where a config goes beyond what these models use).
 ARCH_DIFFERENCES = {}

@@ -1634,8 +1634,11 @@ TEST(HfDense, Mistral3ForConditionalGenerationConvertsItsTextModel) {
   EXPECT_EQ(planned(*p, "token_embd.weight")->source, "language_model.model.embed_tokens.weight");
   for (const ConvertTensor& t : p->tensors) EXPECT_FALSE(t.source.starts_with("vision_tower.")) << t.source;
   Folder other;
-  make(other, "mistral");
-  EXPECT_TRUE(FailsNaming(other.plan(), ErrorKind::NotSupported, "config.json", "`model_type` is `mistral`"));
+  make(other, "llama");
+  EXPECT_TRUE(FailsNaming(other.plan(), ErrorKind::NotSupported, "config.json", "`model_type` is `llama`"));
+  Folder small;  // Mistral Small 3.1's text model: Ministral 3's rope keys would be ignored by llama.cpp
+  make(small, "mistral");
+  EXPECT_TRUE(FailsNaming(small.plan(), ErrorKind::NotSupported, "config.json", "`rope_parameters.mscale` is set for model_type mistral"));
   other.config.erase("text_config");
   EXPECT_TRUE(FailsNaming(other.plan(), ErrorKind::InvalidModelFolder, "config.json", "`text_config` is missing or not an object"));
 }
