@@ -204,6 +204,19 @@ def hf_folder_seeds():
                                   num_experts=4, num_experts_per_tok=2, moe_intermediate_size=2, shared_expert_intermediate_size=6, **linear), HF_BPE)
     s["qwen3next"] = hf_seed(dict(HF_LLAMA, architectures=["Qwen3NextForCausalLM"], num_experts=4, num_experts_per_tok=2, moe_intermediate_size=2,
                                   shared_expert_intermediate_size=6, norm_topk_prob=True, **linear), HF_BPE)
+    s["smollm3"] = hf_seed(dict(HF_LLAMA, architectures=["SmolLM3ForCausalLM"], num_hidden_layers=4, no_rope_layers=[1, 1, 1, 0],
+                                no_rope_layer_interval=4, use_sliding_window=False), HF_BPE)
+    s["olmo2"] = hf_seed(dict(HF_LLAMA, architectures=["Olmo2ForCausalLM"]), HF_BPE)
+    s["granite"] = hf_seed(dict(HF_LLAMA, architectures=["GraniteForCausalLM"], attention_multiplier=0.5, embedding_multiplier=12.0,
+                                residual_multiplier=0.2, logits_scaling=8.0), HF_BPE)
+    s["gemma"] = hf_seed(dict(HF_LLAMA, architectures=["GemmaForCausalLM"], head_dim=4, hidden_act="gelu"), None, None, spm)
+    s["ministral3"] = hf_seed(dict(HF_LLAMA, architectures=["Ministral3ForCausalLM"], rope_parameters={
+        "rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 8, "mscale": 1.0, "mscale_all_dim": 1.0,
+        "llama_4_scaling_beta": 0.1}), HF_BPE)
+    s["mistral3_vision"] = hf_seed({"architectures": ["Mistral3ForConditionalGeneration"], "model_type": "mistral3", "text_config": dict(
+        {k: v for k, v in HF_LLAMA.items() if k != "architectures"}, model_type="ministral3", rope_parameters={
+            "rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 8, "mscale": 1.0, "mscale_all_dim": 1.0,
+            "llama_4_scaling_beta": 0.1})}, HF_BPE)
     s["config_duplicate_key"] = hf_seed(b'{"architectures":["LlamaForCausalLM"],"vocab_size":6,"vocab_size":7}')
     s["config_infinity"] = hf_seed(b'{"architectures":["LlamaForCausalLM"],"rms_norm_eps":Infinity}')
     s["config_huge_number"] = hf_seed(b'{"architectures":["LlamaForCausalLM"],"vocab_size":100000000000000000000000}')

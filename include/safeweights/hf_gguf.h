@@ -62,6 +62,9 @@ struct GgufOptions {
 struct GgufConversion {
   std::unique_ptr<TensorFile> tensors;  // refers to the weights given to plan(), which must outlive it
   ConvertPlan plan;
+  // What the user should know of the conversion (a multimodal folder's vision tower left out), as
+  // ConvertReport::notes.
+  std::vector<std::string> notes;
 };
 
 // Plans the conversion of `folder`, whose weights are `weights` (open_tensors(folder), format.h), to

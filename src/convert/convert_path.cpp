@@ -110,7 +110,9 @@ Result<ConvertReport> convert_path(const std::string& input, const std::string& 
     SW_ASSIGN_OR_RETURN(PlannedTensors planned, planner->plan(*folder, *file, options.type));
     options.plan = std::move(planned.plan);
     append_inputs(options, inputs);
-    return convert(*planned.tensors, output, options);
+    SW_ASSIGN_OR_RETURN(ConvertReport report, convert(*planned.tensors, output, options));
+    report.notes = std::move(planned.notes);
+    return report;
   }
   append_inputs(options, inputs);
   return convert(*file, output, options);

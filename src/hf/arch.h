@@ -162,6 +162,14 @@ struct Architecture {
   bool optional_intermediate = false;
   // partial_rotary_factor below 1 is read (the architecture's check writes rope.dimension_count).
   bool partial_rotary = false;
+  // Another activation name transformers computes as `activation` (Gemma 1's legacy "gelu"); empty: none.
+  std::string_view activation_alias = {};
+  // The eot token id llama.cpp's converter writes whatever the vocabulary (Gemma 1's 107); unset: none.
+  std::optional<std::uint32_t> eot_token_id = std::nullopt;
+  // Keys of the rope object (rope_parameters / rope_scaling) that `check` reads and maps itself.
+  std::span<const std::string_view> rope_keys = {};
+  // Classes among `classes` whose folder is multimodal: the text model is converted (hf/multimodal.h).
+  std::span<const std::string_view> multimodal = {};
 };
 
 // `hf` must be among `weights` with `shape` (what config.json implies): TensorNotFound naming it (and

@@ -9,6 +9,7 @@
 #include "hf/hf_files.h"
 #include "hf/json_read.h"
 #include "hf/moe.h"
+#include "hf/multimodal.h"
 
 namespace safeweights::hf {
 namespace {
@@ -149,7 +150,8 @@ Status read_rope_object(const JsonFile& file, json::element object, std::optiona
   if (!known) return rope_refused(file, out.source, "rope type " + json::quoted(out.type) + " is not one llama.cpp's converter maps");
   for (auto field : json::as_object(object)) {
     if (field.key == "type" || field.key == "rope_type" || field.key == "rope_theta" || field.key == "partial_rotary_factor") continue;
-    if (std::find(known->keys.begin(), known->keys.end(), field.key) == known->keys.end() || field.key.empty()) {
+    const bool own = std::find(out.own_keys.begin(), out.own_keys.end(), field.key) != out.own_keys.end();
+    if (!own && (std::find(known->keys.begin(), known->keys.end(), field.key) == known->keys.end() || field.key.empty())) {
       return rope_refused(file, out.source,
                           "key " + json::quoted(field.key) + " is not understood for rope type " + json::quoted(out.type) +
                               " (it would change the rotary embedding)");
@@ -218,7 +220,7 @@ Status check_math_keys(const JsonFile& file, const Architecture& arch) {
   const std::string name(arch.name);
   for (std::string_view key : {"hidden_act", "hidden_activation"}) {
     SW_ASSIGN_OR_RETURN(auto act, file.string(file.root(), key));
-    if (act && *act != arch.activation) {
+    if (act && *act != arch.activation && (arch.activation_alias.empty() || *act != arch.activation_alias)) {
       return Error(ErrorKind::NotSupported, "key " + json::quoted(key) + " is " + json::quoted(*act) + "; llama.cpp's " + name +
                                                 " architecture computes " + std::string(arch.activation))
           .with_file(file.path());
@@ -263,7 +265,6 @@ bool is_model_config(const Folder& folder) {
 
 Result<ModelConfig> read_config(const Folder& folder) {
   SW_ASSIGN_OR_RETURN(auto file, JsonFile::read(folder, "config.json", kMaxConfigBytes));
-  const auto root = file->root();
   ModelConfig c;
   SW_ASSIGN_OR_RETURN(c.hf_class, model_class(*file));
   c.arch = find_architecture(c.hf_class);
@@ -271,6 +272,11 @@ Result<ModelConfig> read_config(const Folder& folder) {
     return Error(ErrorKind::NotSupported, "architecture " + json::quoted(c.hf_class) + " is not converted (converted: " + supported_classes() + ")")
         .with_file(file->path());
   }
+  c.multimodal = is_multimodal(*c.arch, c.hf_class);
+  if (c.multimodal) {
+    SW_ASSIGN_OR_RETURN(file, text_model_config(*file));
+  }
+  const auto root = file->root();
   if (!c.arch->moe && JsonFile::member(root, "num_local_experts")) {
     return Error(ErrorKind::NotSupported, "key `num_local_experts`: " + c.hf_class + " is converted without experts (llama.cpp's " +
                                               std::string(c.arch->name) + " architecture has none)")
@@ -290,6 +296,7 @@ Result<ModelConfig> read_config(const Folder& folder) {
   SW_ASSIGN_OR_RETURN(c.max_position_embeddings, file->count(root, "max_position_embeddings"));
   SW_ASSIGN_OR_RETURN(c.head_dim, file->count(root, "head_dim"));
   SW_ASSIGN_OR_RETURN(c.rms_norm_eps, file->positive(root, "rms_norm_eps"));
+  c.rope.own_keys = c.arch->rope_keys;
   SW_RETURN_IF_ERROR(read_rope(*file, c.arch->layer_type_rope, c.rope, c.rope_sliding));
   for (const Rope* r : {&c.rope, &c.rope_sliding}) {
     if (r->partial_rotary_factor.value_or(1.0) != 1.0 && !c.arch->partial_rotary)

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -57,6 +58,7 @@ struct Rope {
   std::optional<double> mscale;                                   // yarn: DeepSeek's (Architecture::yarn_mscale)
   std::optional<double> mscale_all_dim;                           // yarn: DeepSeek's
   std::optional<double> partial_rotary_factor;                    // the rope object's (refused unless the architecture rotates part)
+  std::span<const std::string_view> own_keys;                     // keys the architecture's check reads itself (Architecture::rope_keys)
 };
 
 // llama.cpp's rope_freqs for llama3 scaling: one factor per rotary pair of a head of `head_dim`, as
@@ -122,6 +124,7 @@ struct ModelConfig {
   // The architecture's own switches its check() read for its plan_layer() (e.g. "qk_layernorm").
   std::vector<std::string> arch_flags;
   std::optional<LinearAttentionConfig> linear;  // set for a hybrid architecture (Qwen3.5)
+  bool multimodal = false;                      // the text model of a ...ForConditionalGeneration (hf/multimodal.h)
 };
 // FileNotFound without config.json; InvalidModelFolder for a malformed one; NotSupported for a model
 // llama.cpp cannot compute as transformers does (another architecture, experts, a rope type or key it

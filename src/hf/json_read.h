@@ -42,7 +42,12 @@ class JsonFile {
   // with, keeps the last, simdjson's lookups the first), naming the key and where it is.
   static Result<std::unique_ptr<JsonFile>> read(const Folder& folder, std::string_view name, std::uint64_t cap) {
     SW_ASSIGN_OR_RETURN(std::string text, read_model_file(folder, name, cap));
-    auto file = std::unique_ptr<JsonFile>(new JsonFile(folder.path_of(name)));
+    return parse(folder.path_of(name), std::move(text));
+  }
+
+  // `text` as read() reads a file's, errors naming `path` (hf/multimodal.h re-reads a merged config so).
+  static Result<std::unique_ptr<JsonFile>> parse(std::string path, std::string text) {
+    auto file = std::unique_ptr<JsonFile>(new JsonFile(std::move(path)));
     if (!is_valid_utf8(text)) return file->bad("", "is not valid UTF-8");
     widen_numbers(text);
     // The parser's padding added in a buffer of exactly that size (resize() would double the capacity),

@@ -12,6 +12,7 @@
 #include "hf/generated.h"
 #include "hf/hf_files.h"
 #include "hf/moe.h"
+#include "hf/multimodal.h"
 #include "hf/vocab.h"
 #include "safeweights/gguf.h"
 #include "safeweights/hf_gguf.h"
@@ -66,6 +67,7 @@ struct Planner {
   std::vector<ConvertTensor> out;
   WithGenerated* generated = nullptr;   // where plan_experts and plan_layer add tensors computed on read
   std::vector<std::string> consumed{};  // input tensors plan_experts read
+  TextModelNames names = {};            // where the text model's weights are (a multimodal folder's: hf/multimodal.h)
 
   std::uint32_t heads() const { return c.num_attention_heads; }
   std::uint32_t kv_heads() const { return c.num_key_value_heads.value_or(c.num_attention_heads); }
@@ -98,7 +100,7 @@ struct Planner {
   }
 
   Status layer(std::uint32_t n) {
-    const std::string hf = "model.layers." + std::to_string(n) + ".";
+    const std::string hf = names.prefix + "layers." + std::to_string(n) + ".";
     const std::string gg = "blk." + std::to_string(n) + ".";
     if (c.arch->base == LayerBase::Gemma) {
       for (const TensorRule& t : rows::gemma_attention()) SW_RETURN_IF_ERROR(add_rule(t, hf, gg));
@@ -128,14 +130,14 @@ struct Planner {
   }
 
   Status run() {
-    SW_RETURN_IF_ERROR(add("model.embed_tokens.weight", "token_embd.weight", {c.vocab_size, c.hidden_size}, 0, true));
+    SW_RETURN_IF_ERROR(add(names.prefix + "embed_tokens.weight", "token_embd.weight", {c.vocab_size, c.hidden_size}, 0, true));
     for (std::uint32_t n = 0; n < c.num_hidden_layers; ++n) SW_RETURN_IF_ERROR(layer(n));
-    SW_RETURN_IF_ERROR(add("model.norm.weight", "output_norm.weight", {c.hidden_size}, 0, true));
-    if (c.arch->norm == Norm::LayerNorm) SW_RETURN_IF_ERROR(add("model.norm.bias", "output_norm.bias", {c.hidden_size}, 0, true));
+    SW_RETURN_IF_ERROR(add(names.prefix + "norm.weight", "output_norm.weight", {c.hidden_size}, 0, true));
+    if (c.arch->norm == Norm::LayerNorm) SW_RETURN_IF_ERROR(add(names.prefix + "norm.bias", "output_norm.bias", {c.hidden_size}, 0, true));
     // Tied embeddings: without lm_head llama.cpp's loader uses token_embd for the output. Untied
     // (tie_word_embeddings false) without lm_head, transformers would start from random weights.
     if (!c.arch->tied_output) {
-      SW_RETURN_IF_ERROR(add("lm_head.weight", "output.weight", {c.vocab_size, c.hidden_size}, 0, c.tie_word_embeddings == false));
+      SW_RETURN_IF_ERROR(add(names.head, "output.weight", {c.vocab_size, c.hidden_size}, 0, c.tie_word_embeddings == false));
     }
     return leftovers();
   }
@@ -150,7 +152,8 @@ struct Planner {
     planned.insert(consumed.begin(), consumed.end());
     for (const TensorEntry& e : weights.tensors()) {
       if (skipped(e.name) || planned.contains(e.name)) continue;
-      if (c.arch->tied_output && e.name == "lm_head.weight") continue;  // the embedding is the output
+      if (c.arch->tied_output && e.name == names.head) continue;  // the embedding is the output
+      if (c.multimodal && is_vision_tensor(e.name)) continue;     // the vision tower: not the text model
       if (c.arch->drops_extra_layers && past_last_layer(e.name, c.num_hidden_layers)) continue;
       return Error(ErrorKind::NotSupported, "tensor has no name in llama.cpp's " + std::string(c.arch->name) + " architecture")
           .with_file(weights.name())
@@ -274,6 +277,9 @@ Result<GgufConversion> plan(const Folder& folder, const TensorFile& weights, std
   }
   auto tensors = std::make_unique<WithGenerated>(weights);
   Planner planner{config, weights, {}, tensors.get()};
+  if (config.multimodal) {
+    SW_ASSIGN_OR_RETURN(planner.names, text_model_names(weights));
+  }
   SW_RETURN_IF_ERROR(planner.run());
   if (config.arch->norms_plus_one) SW_RETURN_IF_ERROR(add_one_to_norms(weights, planner.out, *tensors));
   if (config.arch->computed) SW_RETURN_IF_ERROR(config.arch->computed(config, weights, planner.out, *tensors));
@@ -304,6 +310,9 @@ Result<GgufConversion> plan(const Folder& folder, const TensorFile& weights, std
   GgufConversion out;
   out.plan.metadata = Metadata(std::move(kv));
   out.plan.tensors = std::move(planner.out);
+  if (config.multimodal) {
+    out.notes.push_back(config.hf_class + ": the text model was converted; the vision tower was left out (as llama.cpp's converter leaves it)");
+  }
   out.tensors = std::move(tensors);
   return out;
 }

@@ -20,7 +20,7 @@ class HfGgufPlanner final : public FolderPlanner {
   bool knows(const Folder& folder) const override { return hf::is_model_folder(folder); }
   Result<PlannedTensors> plan(const Folder& folder, const TensorFile& weights, std::optional<TensorType> type) const override {
     SW_ASSIGN_OR_RETURN(hf::GgufConversion planned, hf::plan(folder, weights, type));
-    return PlannedTensors{std::move(planned.tensors), std::move(planned.plan)};
+    return PlannedTensors{std::move(planned.tensors), std::move(planned.plan), std::move(planned.notes)};
   }
 };
 

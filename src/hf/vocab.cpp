@@ -385,6 +385,10 @@ Status add_special(const Folder& folder, const ModelConfig& c, const TokenizerJs
       set(f.kind, t->id);
     }
   }
+  if (c.arch->eot_token_id && !ids.contains("eot")) {  // set whatever the vocabulary's size (n_vocab unknown there)
+    ids.emplace("eot", *c.arch->eot_token_id);
+    order.push_back("eot");
+  }
   for (std::string_view type : order) {
     for (const SpecialKind& k : kSpecialKinds) {
       if (k.type == type) kv.push_back({std::string(k.key), Value::u32(static_cast<std::uint32_t>(ids[type]))});

@@ -27,6 +27,7 @@ namespace safeweights {
 struct PlannedTensors {
   std::unique_ptr<TensorFile> tensors;
   ConvertPlan plan;
+  std::vector<std::string> notes;  // ConvertReport::notes
 };
 
 class FolderPlanner {

@@ -1711,4 +1711,179 @@ TEST(HfHybrid, Qwen3NextFusedProjectionsAreRegrouped) {
   EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::NotSupported, "config.json", "`norm_topk_prob` is false: llama.cpp's qwen3next"));
 }
 
+// ---- the dense architectures of issue 35 (SmolLM3, OLMo 2, Granite, Gemma 1, Ministral 3) ----------
+
+struct DenseCase {
+  std::string key, value, text;
+};
+
+// Each `cases` entry set on `make`'s folder is refused naming config.json and the key.
+template <typename Make>
+void expect_refused(Make make, const std::vector<DenseCase>& cases) {
+  for (const DenseCase& c : cases) {
+    Folder f;
+    make(f);
+    f.config[c.key] = c.value;
+    EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::NotSupported, "config.json", c.text)) << c.key;
+  }
+}
+
+void make_smollm3(Folder& f) {
+  f.config["architectures"] = R"(["SmolLM3ForCausalLM"])";
+  f.config["no_rope_layers"] = "[1]";
+}
+
+TEST(HfDense, SmolLM3NoRopeLayersMustBeLlamaCppsPattern) {
+  Folder f;
+  make_smollm3(f);
+  auto p = f.plan();
+  ASSERT_TRUE(IsOk(p));
+  EXPECT_EQ(*find(*p, "general.architecture"), MetaValue::string("smollm3"));
+  EXPECT_EQ(*find(*p, "smollm3.vocab_size"), MetaValue::u32(6));
+  EXPECT_EQ(planned(*p, "blk.0.attn_q.weight")->permute_heads, 2u);
+  expect_refused(make_smollm3, {
+                                   {"no_rope_layers", "[0]", "layer 0 must use rope"},
+                                   {"use_sliding_window", "true", "`use_sliding_window` is true"},
+                                   {"mlp_bias", "true", "`mlp_bias` is true"},
+                               });
+  Folder g;
+  make_smollm3(g);
+  g.config.erase("no_rope_layers");
+  g.config["no_rope_layer_interval"] = "3";
+  EXPECT_TRUE(FailsNaming(g.plan(), ErrorKind::NotSupported, "config.json", "`no_rope_layer_interval` is not 4"));
+  g.config["no_rope_layers"] = "[1, 1]";
+  EXPECT_TRUE(FailsNaming(g.plan(), ErrorKind::InvalidModelFolder, "config.json", "`no_rope_layers` must list one 0 or 1 per layer"));
+}
+
+void make_olmo2(Folder& f) {
+  f.config["architectures"] = R"(["Olmo2ForCausalLM"])";
+  f.tensors.erase("model.layers.0.input_layernorm.weight");
+  f.tensors["model.layers.0.post_feedforward_layernorm.weight"] = {8};
+  f.tensors["model.layers.0.self_attn.q_norm.weight"] = {8};  // the whole projections
+  f.tensors["model.layers.0.self_attn.k_norm.weight"] = {4};
+}
+
+TEST(HfDense, Olmo2PostNormsAndWholeProjectionNorms) {
+  Folder f;
+  make_olmo2(f);
+  auto p = f.plan();
+  ASSERT_TRUE(IsOk(p));
+  EXPECT_EQ(planned(*p, "blk.0.post_attention_norm.weight")->source, "model.layers.0.post_attention_layernorm.weight");
+  EXPECT_EQ(planned(*p, "blk.0.post_ffw_norm.weight")->source, "model.layers.0.post_feedforward_layernorm.weight");
+  EXPECT_EQ(planned(*p, "blk.0.attn_k_norm.weight")->source, "model.layers.0.self_attn.k_norm.weight");
+  EXPECT_EQ(planned(*p, "blk.0.attn_q.weight")->permute_heads, 0u);  // NEOX rope
+  EXPECT_EQ(planned(*p, "blk.0.attn_norm.weight"), nullptr);
+  expect_refused(make_olmo2, {
+                                 {"sliding_window", "4", "`sliding_window` is set"},
+                                 {"attention_bias", "true", "`attention_bias` is true"},
+                             });
+}
+
+TEST(HfDense, GraniteMultipliersAreLlamaCppsScales) {
+  auto make = [](Folder& f) { f.config["architectures"] = R"(["GraniteForCausalLM"])"; };
+  Folder f;
+  make(f);
+  f.config["attention_multiplier"] = "0.25";
+  f.config["logits_scaling"] = "8";
+  auto p = f.plan();
+  ASSERT_TRUE(IsOk(p));
+  EXPECT_EQ(*find(*p, "granite.attention.scale"), MetaValue::f32(0.25f));
+  EXPECT_EQ(*find(*p, "granite.logit_scale"), MetaValue::f32(8.0f));
+  EXPECT_EQ(*find(*p, "granite.embedding_scale"), MetaValue::f32(1.0f));  // transformers' default
+  EXPECT_EQ(*find(*p, "granite.residual_scale"), MetaValue::f32(1.0f));
+  expect_refused(make, {
+                           {"head_dim", "8", "`head_dim` is not hidden_size / num_attention_heads"},
+                           {"attention_bias", "true", "`attention_bias` is true"},
+                       });
+}
+
+void make_gemma1(Folder& f) {
+  f.config["architectures"] = R"(["GemmaForCausalLM"])";
+  f.config["hidden_act"] = R"("gelu")";  // the first releases' name for the tanh GELU
+  f.config["rope_theta"] = "10000";
+  f.tensors.erase("model.layers.0.self_attn.rotary_emb.inv_freq");
+}
+
+TEST(HfDense, GemmaWritesNoRopeKeysAndEot107) {
+  Folder f;
+  make_gemma1(f);
+  auto p = f.plan();
+  ASSERT_TRUE(IsOk(p));
+  EXPECT_EQ(find(*p, "gemma.rope.freq_base"), nullptr);  // llama.cpp's loader computes with 10000
+  EXPECT_EQ(*find(*p, "tokenizer.ggml.eot_token_id"), MetaValue::u32(107));
+  EXPECT_EQ(planned(*p, "blk.0.attn_norm.weight")->source, "model.layers.0.input_layernorm.weight + 1");
+  f.config["rope_theta"] = "500";
+  p = f.plan();
+  ASSERT_TRUE(IsOk(p));
+  EXPECT_EQ(*find(*p, "gemma.rope.freq_base"), MetaValue::f32(500.0f));
+  expect_refused(make_gemma1, {
+                                  {"hidden_act", R"("gelu_new")", "`hidden_act` is `gelu_new`"},
+                                  {"rope_scaling", R"({"rope_type":"linear","factor":2.0})", "has rope type `linear`"},
+                                  {"use_bidirectional_attention", "true", "`use_bidirectional_attention` is true"},
+                              });
+}
+
+constexpr std::string_view kMinistral3Rope =
+    R"({"rope_type":"yarn","rope_theta":1000000.0,"factor":16.0,"original_max_position_embeddings":4,"beta_fast":32.0,"beta_slow":1.0,)"
+    R"("mscale":1.0,"mscale_all_dim":1.0,"llama_4_scaling_beta":0.1,"max_position_embeddings":32})";
+
+TEST(HfDense, Ministral3YarnAndAttentionTemperature) {
+  auto make = [](Folder& f) {
+    f.config["architectures"] = R"(["Ministral3ForCausalLM"])";
+    f.config["rope_parameters"] = std::string(kMinistral3Rope);
+  };
+  Folder f;
+  make(f);
+  auto p = f.plan();
+  ASSERT_TRUE(IsOk(p));
+  EXPECT_EQ(*find(*p, "general.architecture"), MetaValue::string("mistral3"));
+  EXPECT_EQ(*find(*p, "mistral3.rope.scaling.yarn_log_multiplier"), MetaValue::f32(1.0f));
+  EXPECT_EQ(*find(*p, "mistral3.attention.temperature_scale"), MetaValue::f32(0.1f));
+  EXPECT_EQ(*find(*p, "mistral3.rope.scaling.yarn_beta_fast"), MetaValue::f32(32.0f));
+  EXPECT_EQ(*find(*p, "mistral3.rope.scaling.original_context_length"), MetaValue::u32(4));
+  auto with = [](std::string_view from, std::string_view to) {
+    std::string rope(kMinistral3Rope);
+    rope.replace(rope.find(from), from.size(), to);
+    return rope;
+  };
+  expect_refused(make, {
+                           {"rope_parameters", with(R"("mscale":1.0)", R"("mscale":2.0)"), "`rope_parameters.mscale` is not 1"},
+                           {"rope_parameters", R"({"rope_type":"default","rope_theta":10000.0})", "converts Ministral 3 with YaRN only"},
+                       });
+  f.config["rope_parameters"] = with(R"("llama_4_scaling_beta":0.1,)", "");
+  EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::InvalidModelFolder, "config.json", "`rope_parameters.llama_4_scaling_beta` is missing"));
+}
+
+// Ministral 3 as released: its text model (text_config, language_model.*) beside a vision tower.
+TEST(HfDense, Mistral3ForConditionalGenerationConvertsItsTextModel) {
+  auto make = [](Folder& f, std::string_view model_type) {
+    std::string text = "{";
+    for (const auto& [k, v] : f.config) {
+      if (k != "architectures") text += "\"" + k + "\":" + v + ",";
+    }
+    text += R"("model_type":")" + std::string(model_type) + R"(","rope_parameters":)" + std::string(kMinistral3Rope) + "}";
+    f.config = {{"architectures", R"(["Mistral3ForConditionalGeneration"])"}, {"model_type", R"("mistral3")"}, {"text_config", text}};
+    std::map<std::string, std::vector<std::uint64_t>> renamed;
+    for (const auto& [name, shape] : f.tensors) renamed["language_model." + name] = shape;
+    renamed["vision_tower.patch_conv.weight"] = {4, 4};
+    f.tensors = std::move(renamed);
+  };
+  Folder f;
+  make(f, "ministral3");
+  auto p = f.plan();
+  ASSERT_TRUE(IsOk(p));
+  EXPECT_EQ(*find(*p, "general.architecture"), MetaValue::string("mistral3"));
+  EXPECT_EQ(*find(*p, "mistral3.block_count"), MetaValue::u32(1));  // text_config's
+  EXPECT_EQ(planned(*p, "token_embd.weight")->source, "language_model.model.embed_tokens.weight");
+  for (const ConvertTensor& t : p->tensors) EXPECT_FALSE(t.source.starts_with("vision_tower.")) << t.source;
+  Folder other;
+  make(other, "llama");
+  EXPECT_TRUE(FailsNaming(other.plan(), ErrorKind::NotSupported, "config.json", "`model_type` is `llama`"));
+  Folder small;  // Mistral Small 3.1's text model: Ministral 3's rope keys would be ignored by llama.cpp
+  make(small, "mistral");
+  EXPECT_TRUE(FailsNaming(small.plan(), ErrorKind::NotSupported, "config.json", "`rope_parameters.mscale` is set for model_type mistral"));
+  other.config.erase("text_config");
+  EXPECT_TRUE(FailsNaming(other.plan(), ErrorKind::InvalidModelFolder, "config.json", "`text_config` is missing or not an object"));
+}
+
 }  // namespace
