@@ -72,13 +72,21 @@ template <int Lanes, int Width>
       best_position = select_int(better, lane_position + (first + half), best_position);
     }
   }
-  float least = FLT_MAX;
-  int position = 0;
-  for (int k = 0; k < Lanes; ++k)
-    if (best[k] < least || (best[k] == least && best[k] < FLT_MAX && best_position[k] < position)) {
-      least = best[k];
-      position = best_position[k];
-    }
+  // The least distance over the lanes, then the earliest position holding it (none below FLT_MAX: 0).
+  F least = best;
+  for (int k = 1; k < Lanes; k *= 2) {
+    F other;
+    for (int j = 0; j < Lanes; ++j) other[j] = least[j ^ k];
+    least = select(other < least, other, least);
+  }
+  const I holders = (best == least) & (best < FLT_MAX);
+  I position_v = select_int(holders, best_position, I{} + 0x7fffffff);
+  for (int k = 1; k < Lanes; k *= 2) {
+    I other;
+    for (int j = 0; j < Lanes; ++j) other[j] = position_v[j ^ k];
+    position_v = select_int(other < position_v, other, position_v);
+  }
+  const int position = position_v[0] == 0x7fffffff ? 0 : position_v[0];
   return neighbours[position];
 }
 
