@@ -46,6 +46,7 @@ void BM_QuantizeWeighted(benchmark::State& state, TensorType type) {
   std::vector<float> importance(kRow);
   for (auto& v : importance) v = spread(rng);
   std::vector<std::byte> out(row_bytes(type));
+  (void)safeweights::quantize_rows(type, row, out, kRow, importance);  // the IQ grids' search structures are built at first use
   for (auto _ : state) {
     if (!safeweights::quantize_rows(type, row, out, kRow, importance).is_ok()) state.SkipWithError("quantize_rows failed");
     benchmark::DoNotOptimize(out.data());
@@ -70,15 +71,17 @@ void BM_Dequantize(benchmark::State& state, TensorType type) {
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * kRow * sizeof(float)));
 }
 
-const TensorType kTypes[] = {TensorType::F16,  TensorType::BF16,   TensorType::Q8_0,   TensorType::Q4_0,  TensorType::Q4_1,  TensorType::Q5_0,
-                             TensorType::Q5_1, TensorType::Q2_K,   TensorType::Q3_K,   TensorType::Q4_K,  TensorType::Q5_K,  TensorType::Q6_K,
-                             TensorType::Q8_K, TensorType::IQ4_NL, TensorType::IQ4_XS, TensorType::TQ1_0, TensorType::TQ2_0, TensorType::MXFP4};
+const TensorType kTypes[] = {TensorType::F16,     TensorType::BF16,   TensorType::Q8_0,  TensorType::Q4_0,    TensorType::Q4_1,
+                             TensorType::Q5_0,    TensorType::Q5_1,   TensorType::Q2_K,  TensorType::Q3_K,    TensorType::Q4_K,
+                             TensorType::Q5_K,    TensorType::Q6_K,   TensorType::Q8_K,  TensorType::IQ4_NL,  TensorType::IQ4_XS,
+                             TensorType::TQ1_0,   TensorType::TQ2_0,  TensorType::MXFP4, TensorType::IQ3_XXS, TensorType::IQ3_S,
+                             TensorType::IQ2_XXS, TensorType::IQ2_XS, TensorType::IQ2_S, TensorType::IQ1_S,   TensorType::IQ1_M};
 
 const bool registered = [] {
   for (TensorType type : kTypes) {
     const std::string name(safeweights::type_name(type));
     if (safeweights::can_quantize(type)) benchmark::RegisterBenchmark(("quantize/" + name).c_str(), BM_Quantize, type);
-    if (safeweights::can_quantize(type) && safeweights::takes_importance(type))
+    if ((safeweights::can_quantize(type) || safeweights::requires_importance(type)) && safeweights::takes_importance(type))
       benchmark::RegisterBenchmark(("quantize_weighted/" + name).c_str(), BM_QuantizeWeighted, type);
     benchmark::RegisterBenchmark(("dequantize/" + name).c_str(), BM_Dequantize, type);
   }

@@ -215,24 +215,11 @@ void split_signs(const float* x, const float* weight, int groups, bool even_sign
   }
 }
 
-// The grid entry nearest to the group xval (weights w) at `scale`, among a key's neighbours; its level
-// indices into L. ggml aborts where no distance compares (NaN); the first neighbour stands in then.
-int best_neighbour(const iq::GridSearch& grid, std::span<const std::uint16_t> neighbours, const float* xval, const float* w, float scale,
-                   std::int8_t* L) noexcept {
-  float best_d2 = FLT_MAX;
-  int best = neighbours[0];
-  for (std::uint16_t candidate : neighbours) {
-    const std::int8_t* pg = grid.point(candidate);
-    float d2 = 0;
-    for (int i = 0; i < grid.width; ++i) {
-      const float diff = scale * static_cast<float>(pg[i]) - xval[i];
-      d2 += w[i] * diff * diff;
-    }
-    if (d2 < best_d2) {
-      best_d2 = d2;
-      best = candidate;
-    }
-  }
+// The grid entry nearest to the group xval (weights w) at `scale`, among a key's neighbours
+// (iq::nearest_neighbour); its level indices into L.
+int best_neighbour(const iq::GridSearch& grid, unsigned key, const float* xval, const float* w, float scale, std::int8_t* L,
+                   const float* levels = nullptr) noexcept {
+  const int best = iq::nearest_neighbour(grid, key, xval, w, scale, levels);
   const std::int8_t* pg = grid.point(best);
   for (int i = 0; i < grid.width; ++i) L[i] = static_cast<std::int8_t>((pg[i] - 1) / 2);
   return best;
@@ -247,7 +234,7 @@ bool round_group(const iq::GridSearch& grid, const float* xval, const float* w, 
     key |= static_cast<unsigned>(L[i]) << (grid.bits * i);
   }
   if (grid.index_of(key) >= 0) return true;
-  best_neighbour(grid, grid.neighbours_of(key), xval, w, scale, L);
+  best_neighbour(grid, key, xval, w, scale, L);
   return false;
 }
 
@@ -584,30 +571,6 @@ void merge_sort(Ranked* a, int n, Ranked* tmp) noexcept {
 constexpr float kIq1Plus[3] = {-1 + kIq1Delta, kIq1Delta, 1 + kIq1Delta};
 constexpr float kIq1Minus[3] = {-1 - kIq1Delta, -kIq1Delta, 1 - kIq1Delta};
 
-// The IQ1 grid entry nearest to x (weights w) at `scale` with shifted levels xx, among a key's
-// neighbours; its level indices into L. ggml falls back to a scan of the whole grid that reads past its
-// arrays when no distance compares (NaN); the first neighbour stands in here.
-int iq1_best_neighbour(const iq::GridSearch& grid, std::span<const std::uint16_t> neighbours, const float* x, const float* w, float scale,
-                       const float* xx, std::int8_t* L) noexcept {
-  float best_d2 = FLT_MAX;
-  int best = neighbours[0];
-  for (std::uint16_t candidate : neighbours) {
-    const std::int8_t* pg = grid.point(candidate);
-    float d2 = 0;
-    for (int i = 0; i < 8; ++i) {
-      const float diff = scale * xx[(pg[i] - 1) / 2] - x[i];
-      d2 += w[i] * diff * diff;
-    }
-    if (d2 < best_d2) {
-      best_d2 = d2;
-      best = candidate;
-    }
-  }
-  const std::int8_t* pg = grid.point(best);
-  for (int i = 0; i < 8; ++i) L[i] = static_cast<std::int8_t>((pg[i] - 1) / 2);
-  return best;
-}
-
 // The grid entries of `groups` sub-groups of 8 level indices L (sub-group k's levels shifted as
 // levels[k]): a key's own entry, or its best neighbour at `scale`. When any was off the grid, the scale is
 // refitted to the chosen entries (kept if the fit is not positive). Returns the scale.
@@ -620,7 +583,7 @@ float fit_iq1_entries(const iq::GridSearch& grid, int groups, const float* const
     index[k] = grid.index_of(key);
     if (index[k] < 0) {
       all_on_grid = false;
-      index[k] = iq1_best_neighbour(grid, grid.neighbours_of(key), x + 8 * k, weight + 8 * k, scale, levels[k], L + 8 * k);
+      index[k] = best_neighbour(grid, key, x + 8 * k, weight + 8 * k, scale, L + 8 * k, levels[k]);
     }
   }
   if (all_on_grid) return scale;

@@ -24,6 +24,13 @@ bool valid_key(unsigned key, const GridSpec& spec) {
   return true;
 }
 
+// A neighbour list's points in chunks of 8 candidates, transposed (GridSearch::lane_points).
+void append_lane_chunks(GridSearch& s, std::span<const std::uint16_t> neighbours) {
+  for (std::size_t first = 0; first < neighbours.size(); first += 8)
+    for (int j = 0; j < s.width; ++j)
+      for (std::size_t k = 0; k < 8; ++k) s.lane_points.push_back(s.point(neighbours[std::min(first + k, neighbours.size() - 1)])[j]);
+}
+
 GridSearch build(const GridSpec& spec) {
   GridSearch s;
   s.width = spec.width;
@@ -39,6 +46,7 @@ GridSearch build(const GridSpec& spec) {
     }
     s.map[key] = i;
   }
+  s.lane_at.assign(s.map.size(), 0);
   std::vector<int> distance(spec.size);
   for (unsigned key = 0; key < s.map.size(); ++key) {
     if (s.map[key] >= 0 || !valid_key(key, spec)) continue;
@@ -66,6 +74,8 @@ GridSearch build(const GridSpec& spec) {
       floor = next;
     }
     s.lists[count_at] = static_cast<std::uint16_t>(s.lists.size() - count_at - 1);
+    s.lane_at[key] = static_cast<std::uint32_t>(s.lane_points.size());
+    append_lane_chunks(s, {s.lists.data() + count_at + 1, s.lists[count_at]});
   }
   return s;
 }

@@ -25,6 +25,11 @@ struct GridSearch {
   std::vector<std::int8_t> points;   // entry i, element j: 2 x level + 1, at i x width + j
   std::vector<std::int32_t> map;     // key -> grid index, or -1 - (position of its neighbours)
   std::vector<std::uint16_t> lists;  // at a position: the count, then the neighbours' indices
+  // The neighbours' points again, for searching them in lanes: a list's candidates in chunks of 8, each
+  // chunk transposed (element i of its 8 candidates side by side), the last chunk padded with its last
+  // candidate; a key's list starts at lane_points[lane_at[key]].
+  std::vector<std::int8_t> lane_points;
+  std::vector<std::uint32_t> lane_at;
 
   const std::int8_t* point(int index) const noexcept { return points.data() + static_cast<std::ptrdiff_t>(index) * width; }
   // The key's grid index, or -1 when the key is no grid entry.
@@ -36,6 +41,13 @@ struct GridSearch {
     return {at + 1, at[0]};
   }
 };
+
+// The grid index of the neighbour of `key` (a key that is no grid entry) nearest to the group xval with
+// weights w at `scale`: the least sum over the group's elements, in order, of w x (scale x p - xval)^2,
+// where p is the entry's value (2l + 1) or, with `levels`, levels[l] (IQ1's shifted levels); the first
+// of equal sums, as ggml's strict comparison keeps it. Where no sum compares below FLT_MAX (NaN) ggml
+// aborts (IQ1: scans the whole grid, past its arrays); the first neighbour stands in then. Runs the candidates in lanes (iq_search_lanes.cpp).
+int nearest_neighbour(const GridSearch& grid, unsigned key, const float* xval, const float* w, float scale, const float* levels = nullptr) noexcept;
 
 // The structure of IQ3_XXS, IQ3_S, IQ2_XXS, IQ2_XS, IQ2_S, IQ1_S or IQ1_M (IQ1_M shares IQ1_S's).
 const GridSearch& grid_search(TensorType type);

@@ -2,6 +2,7 @@
 // non-linear table), TQ1_0 and TQ2_0 (ternary), MXFP4. Both directions compute ggml's expressions in its
 // order: the quantizers are those ggml_quantize_chunk() runs (IQ4's with and without importance weights;
 // TQ and MXFP4 take none). The IQ1/IQ2/IQ3 grid types are iq.cpp's.
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -9,12 +10,10 @@
 
 #include "quant/codecs.h"
 #include "quant/rounding.h"
+#include "quant/scale_search.h"
 
 namespace safeweights::quant {
 namespace {
-
-// IQ4's sixteen levels, from ggml's published table.
-constexpr std::int8_t kIq4Levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
 
 // 32 elements from 16 bytes of 4-bit level indices: low nibbles first, then high nibbles.
 inline void iq4_levels(const std::byte* qs, float d, float* y) noexcept {
@@ -47,50 +46,6 @@ void dequantize_iq4_xs(const std::byte* src, float* y, std::size_t blocks) {
 
 // ---- IQ4 quantization ------------------------------------------------------------------------------
 
-constexpr int kIq4Trials = 7;  // ggml_quantize_chunk() tries scales (-max / -127) +/- 7 steps
-
-// Weighted sums of codes against values for the scale 1/id: sum w q x and sum w q q (q the level).
-struct LevelSums {
-  float qx = 0, q2 = 0;
-};
-
-LevelSums level_sums(const float* x, const float* weight, float id, std::uint8_t* L) noexcept {
-  LevelSums s;
-  for (int j = 0; j < 32; ++j) {
-    const int l = nearest_level(16, kIq4Levels, id * x[j]);
-    if (L != nullptr) L[j] = static_cast<std::uint8_t>(l);
-    const float q = kIq4Levels[l];
-    s.qx += weight[j] * q * x[j];
-    s.q2 += weight[j] * q * q;
-  }
-  return s;
-}
-
-// The scale of one 32-element sub-block: the least-squares scale of the levels that -max/127 picks, then
-// of 15 trial scales around it, the best kept. 0 for an all-zero sub-block.
-float iq4_sub_block_scale(const float* x, const float* weight) noexcept {
-  float amax = 0, max = 0;
-  for (int j = 0; j < 32; ++j) {
-    const float ax = std::fabs(x[j]);
-    if (ax > amax) {
-      amax = ax;
-      max = x[j];
-    }
-  }
-  if (amax < kGroupMaxEps) return 0;
-  LevelSums s = level_sums(x, weight, 1 / (-max / kIq4Levels[0]), nullptr);
-  float d = s.q2 > 0 ? s.qx / s.q2 : 0.f;
-  float best = d * s.qx;
-  for (int itry = -kIq4Trials; itry <= kIq4Trials; ++itry) {
-    s = level_sums(x, weight, static_cast<float>(itry + kIq4Levels[0]) / max, nullptr);
-    if (s.q2 > 0 && s.qx * s.qx > best * s.q2) {
-      d = s.qx / s.q2;
-      best = d * s.qx;
-    }
-  }
-  return d;
-}
-
 // Per-element weights of a block: the importance times sqrt(sigma2 + x^2) (sigma2 twice the block's mean
 // square), or x^2 without importance.
 void iq4_weights(const float* x, int n, const float* importance, float* weight) noexcept {
@@ -113,37 +68,29 @@ void pack_iq4_codes(const std::uint8_t* L, int n, std::byte* qs) noexcept {
     for (int j = 0; j < 16; ++j) qs[16 * i + j] = std::byte(static_cast<std::uint8_t>(L[32 * i + j] | (L[32 * i + 16 + j] << 4)));
 }
 
-// One IQ4_NL block (32 elements, 18 bytes).
-void quantize_iq4_nl_block(const float* x, const float* importance, std::byte* out) noexcept {
-  float weight[32];
-  iq4_weights(x, 32, importance, weight);
-  const float d = iq4_sub_block_scale(x, weight);
-  store_f16(out, d);
-  std::uint8_t L[32];
-  iq4_codes(x, 32, d != 0 ? 1 / d : 0, L);
-  pack_iq4_codes(L, 32, out + 2);
+// Up to 8 IQ4_NL blocks (32 elements, 18 bytes each), their scales searched side by side.
+void quantize_iq4_nl_blocks(const float* x, const float* importance, std::byte* out, int blocks) noexcept {
+  float weight[8 * 32], scales[8];
+  for (int b = 0; b < blocks; ++b) iq4_weights(x + 32 * b, 32, importance != nullptr ? importance + 32 * b : nullptr, weight + 32 * b);
+  search_scale_iq4_groups(blocks, x, weight, scales);
+  for (int b = 0; b < blocks; ++b) {
+    const float d = scales[b];
+    store_f16(out + 18 * b, d);
+    std::uint8_t L[32];
+    iq4_codes(x + 32 * b, 32, d != 0 ? 1 / d : 0, L);
+    pack_iq4_codes(L, 32, out + 18 * b + 2);
+  }
 }
 
 // One IQ4_XS super-block (256 elements, 136 bytes): sub-block scales as 6-bit multiples of
 // -max_scale/32, the codes chosen again for the rounded scale.
 void quantize_iq4_xs_block(const float* x, const float* importance, std::byte* out) noexcept {
-  float sigma_weights[256];
-  if (importance != nullptr) {
-    float sigma2 = 0;
-    for (int j = 0; j < 256; ++j) sigma2 += x[j] * x[j];
-    sigma2 *= 2.f / 256;
-    for (int j = 0; j < 256; ++j) sigma_weights[j] = importance[j] * std::sqrt(sigma2 + x[j] * x[j]);
-  }
+  float weight[256];  // with importance, sigma2 is the super-block's
+  iq4_weights(x, 256, importance, weight);
   float scales[8];
+  search_scale_iq4_groups(8, x, weight, scales);
   float max_scale = 0, amax_scale = 0;
   for (int ib = 0; ib < 8; ++ib) {
-    const float* xb = x + 32 * ib;
-    float weight[32];
-    if (importance != nullptr)
-      std::memcpy(weight, sigma_weights + 32 * ib, sizeof weight);
-    else
-      iq4_weights(xb, 32, nullptr, weight);
-    scales[ib] = iq4_sub_block_scale(xb, weight);
     if (std::fabs(scales[ib]) > amax_scale) {
       amax_scale = std::fabs(scales[ib]);
       max_scale = scales[ib];
@@ -170,10 +117,13 @@ void quantize_iq4_xs_block(const float* x, const float* importance, std::byte* o
 }
 
 void quantize_iq4_nl(const float* src, std::byte* dst, std::size_t blocks) {
-  for (std::size_t b = 0; b < blocks; ++b) quantize_iq4_nl_block(src + 32 * b, nullptr, dst + 18 * b);
+  for (std::size_t b = 0; b < blocks; b += 8)
+    quantize_iq4_nl_blocks(src + 32 * b, nullptr, dst + 18 * b, static_cast<int>(std::min<std::size_t>(8, blocks - b)));
 }
 void quantize_iq4_nl_weighted(const float* src, std::byte* dst, std::size_t row_length, const float* importance) {
-  for (std::size_t b = 0; b < row_length / 32; ++b) quantize_iq4_nl_block(src + 32 * b, importance + 32 * b, dst + 18 * b);
+  const std::size_t blocks = row_length / 32;
+  for (std::size_t b = 0; b < blocks; b += 8)
+    quantize_iq4_nl_blocks(src + 32 * b, importance + 32 * b, dst + 18 * b, static_cast<int>(std::min<std::size_t>(8, blocks - b)));
 }
 void quantize_iq4_xs(const float* src, std::byte* dst, std::size_t blocks) {
   for (std::size_t b = 0; b < blocks; ++b) quantize_iq4_xs_block(src + 256 * b, nullptr, dst + 136 * b);

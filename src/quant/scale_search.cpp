@@ -230,4 +230,34 @@ float search_scale_positive(int n, int nmax, const float* x, std::uint8_t* L, co
   return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
 }
 
+namespace {
+// Weighted sums of IQ4 levels q against 32 values at inverse scale id: sum w q x and sum w q q.
+void iq4_level_sums(const float* x, const float* w, float id, float& sumqx, float& sumq2) noexcept {
+  sumqx = sumq2 = 0;
+  for (int j = 0; j < 32; ++j) {
+    const float q = kIq4Levels[nearest_level(16, kIq4Levels, id * x[j])];
+    sumqx += w[j] * q * x[j];
+    sumq2 += w[j] * q * q;
+  }
+}
+}  // namespace
+
+float search_scale_iq4(const float* x, const float* w) noexcept {
+  float max, amax;
+  signed_max(32, x, max, amax);
+  if (amax < kGroupMaxEps) return 0;
+  float sumqx, sumq2;
+  iq4_level_sums(x, w, 1 / (-max / kIq4Levels[0]), sumqx, sumq2);
+  float d = sumq2 > 0 ? sumqx / sumq2 : 0.f;
+  float best = d * sumqx;
+  for (int itry = -kIq4Trials; itry <= kIq4Trials; ++itry) {
+    iq4_level_sums(x, w, static_cast<float>(itry + kIq4Levels[0]) / max, sumqx, sumq2);
+    if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
+      d = sumqx / sumq2;
+      best = d * sumqx;
+    }
+  }
+  return d;
+}
+
 }  // namespace safeweights::quant

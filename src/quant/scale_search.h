@@ -61,4 +61,16 @@ float search_scale_positive(int n, int nmax, const float* x, std::uint8_t* L, co
 // four values a vector (element-wise, so any order gives the same codes). Codes are stored as bytes.
 void codes_at_scale(int n, const float* x, float dm, float d, bool with_min, int lo, int hi, int offset, std::uint8_t* L) noexcept;
 
+// IQ4's sixteen levels (IQ4_NL, IQ4_XS), from ggml's published table.
+inline constexpr std::int8_t kIq4Levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+inline constexpr int kIq4Trials = 7;  // ggml tries the inverse scales (itry - 127) / max, itry in [-7, 7]
+
+// The scale of 32 values on IQ4's levels: the least-squares scale of the levels that -max/127 picks,
+// then of the 15 trial scales, the best by weighted squared error kept; 0 when all are zero (below
+// kGroupMaxEps). ggml's search in quantize_row_iq4_nl_impl (weights w as given).
+float search_scale_iq4(const float* x, const float* w) noexcept;
+// search_scale_iq4 for `groups` groups of 32 at once (group k at x + 32k, w + 32k; its scale to
+// scales[k]); any count, the lanes' remainder one at a time.
+void search_scale_iq4_groups(int groups, const float* x, const float* w, float* scales) noexcept;
+
 }  // namespace safeweights::quant

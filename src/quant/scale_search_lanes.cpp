@@ -10,71 +10,22 @@
 #include <cstdint>
 #include <cstring>
 
+#include "quant/lanes.h"
 #include "quant/scale_search.h"
-
-// The vector helpers below are internal and inlined, so GCC's note that passing wide vectors by value
-// has another ABI under AVX does not concern them.
-#if defined(__GNUC__)  // GCC and Clang
-#pragma GCC diagnostic ignored "-Wpsabi"
-#endif
-
-#if !defined(SAFEWEIGHTS_QUANT_AVX2) && defined(__x86_64__) && defined(__GNUC__)
-#define SAFEWEIGHTS_QUANT_AVX2 1
-#endif
 
 namespace safeweights::quant {
 namespace {
 
-// GCC and Clang vector types, spelled out per width (GCC drops vector_size on a type that depends on a
-// template parameter). Wider vectors than the registers would be lowered lane by lane.
-template <int Lanes>
-struct Vec;
-template <>
-struct Vec<4> {
-  using F = float __attribute__((vector_size(16)));
-  using I = std::int32_t __attribute__((vector_size(16)));
-};
-template <>
-struct Vec<8> {
-  using F = float __attribute__((vector_size(32)));
-  using I = std::int32_t __attribute__((vector_size(32)));
-};
-
-// mask ? a : b, lane by lane (mask lanes are 0 or -1).
-template <typename F, typename I>
-[[gnu::always_inline]] inline F select(I mask, F a, F b) noexcept {
-  return reinterpret_cast<F>((mask & reinterpret_cast<I>(a)) | (~mask & reinterpret_cast<I>(b)));
-}
-template <typename I>
-[[gnu::always_inline]] inline I select_int(I mask, I a, I b) noexcept {
-  return (mask & a) | (~mask & b);
-}
-
-// nearest_int() lane by lane, then clamp(l, lo, hi).
-template <typename F, typename I>
-[[gnu::always_inline]] inline I nearest_clamped(F f, int lo, int hi) noexcept {
-  const F shifted = f + 12582912.0f;
-  I l = (reinterpret_cast<I>(shifted) & 0x7fffff) - 0x400000;
-  l = select_int<I>(l < lo, I{} + lo, l);
-  return select_int<I>(l > hi, I{} + hi, l);
-}
-
-template <typename F, typename I>
-[[gnu::always_inline]] inline F absolute(F v) noexcept {
-  return reinterpret_cast<F>(reinterpret_cast<I>(v) & 0x7fffffff);
-}
-
-template <typename F>
-[[gnu::always_inline]] inline F to_float(auto l) noexcept {
-  return __builtin_convertvector(l, F);
-}
-
-// Lanes groups of n values (group k at p + k*n) as n vectors: vector i holds value i of each group.
-template <typename F>
-[[gnu::always_inline]] inline void transpose_in(int lanes, int n, const float* p, F* t) noexcept {
-  for (int k = 0; k < lanes; ++k)
-    for (int i = 0; i < n; ++i) t[i][k] = p[k * n + i];
-}
+using lanes::absolute;
+using lanes::nearest_clamped;
+using lanes::select;
+using lanes::select_int;
+using lanes::to_float;
+using lanes::transpose_in;
+using lanes::Vec;
+#if SAFEWEIGHTS_QUANT_AVX2 && !SAFEWEIGHTS_QUANT_SCALAR
+using lanes::has_avx2;
+#endif
 
 // ---- search_scale_min -------------------------------------------------------------------------------
 
@@ -244,11 +195,11 @@ template <int Lanes, int P>
 // A lane whose pass changes no code stops, as the plain search breaks out of its loop. Each element's
 // step waits on the one before it (a division among them), so two vectors of groups go through the
 // loop side by side: their chains overlap. Handles 2 x Lanes groups.
-template <int Lanes>
+template <int Lanes, int P>
 [[gnu::always_inline]] inline void descent_lanes(const SymmetricSearch& a, int first) {
   using F = typename Vec<Lanes>::F;
   using I = typename Vec<Lanes>::I;
-  constexpr int n = 16, P = 2;
+  constexpr int n = 16;
   const int nmax = a.nmax;
   F xt[P][n] = {}, wt[P][n] = {}, sumlx[P], suml2[P];
   I L[P][n], zero_group[P], active[P];
@@ -298,6 +249,78 @@ template <int Lanes>
   }
 }
 
+// ---- search_scale_iq4 -------------------------------------------------------------------------------
+
+// The IQ4 level nearest to t, lane by lane, as nearest_level()'s bisection picks it: the levels below
+// and above t by comparisons (a NaN lane ends between the last two, as the bisection does), the lower
+// one when strictly nearer.
+template <typename F, typename I>
+[[gnu::always_inline]] inline F nearest_iq4_level(F t) noexcept {
+  F below = F{} + static_cast<float>(kIq4Levels[0]), above = F{} + static_cast<float>(kIq4Levels[15]);
+  for (int m = 1; m < 15; ++m) {
+    const float level = kIq4Levels[m];
+    below = select(t < level, below, F{} + level);
+    above = select(t < kIq4Levels[15 - m], F{} + static_cast<float>(kIq4Levels[15 - m]), above);
+  }
+  F q = select(t - below < above - t, below, above);
+  q = select(t <= static_cast<float>(kIq4Levels[0]), F{} + static_cast<float>(kIq4Levels[0]), q);
+  return select(t >= static_cast<float>(kIq4Levels[15]), F{} + static_cast<float>(kIq4Levels[15]), q);
+}
+
+template <typename F>
+[[gnu::always_inline]] inline void iq4_sums_lanes(const F* xt, const F* wt, F id, F& sumqx, F& sumq2) noexcept {
+  sumqx = sumq2 = F{} + 0.0f;
+  for (int j = 0; j < 32; ++j) {
+    const F q = nearest_iq4_level<F, decltype(xt[j] < xt[j])>(id * xt[j]);
+    sumqx += wt[j] * q * xt[j];
+    sumq2 += wt[j] * q * q;
+  }
+}
+
+template <int Lanes>
+[[gnu::always_inline]] inline void iq4_lanes(const float* x, const float* w, float* scales) {
+  using F = typename Vec<Lanes>::F;
+  using I = typename Vec<Lanes>::I;
+  F xt[32], wt[32], max;
+  transpose_in(Lanes, 32, x, xt);
+  transpose_in(Lanes, 32, w, wt);
+  const I zero_group = signed_max_lanes<F, I>(32, xt, max);
+  const F zero = F{} + 0.0f;
+  F sumqx, sumq2;
+  iq4_sums_lanes(xt, wt, 1 / (-max / static_cast<float>(kIq4Levels[0])), sumqx, sumq2);
+  F d = select(sumq2 > 0, sumqx / sumq2, zero);
+  F best = d * sumqx;
+  for (int itry = -kIq4Trials; itry <= kIq4Trials; ++itry) {
+    iq4_sums_lanes(xt, wt, static_cast<float>(itry + kIq4Levels[0]) / max, sumqx, sumq2);
+    const I better = (sumq2 > 0) & (sumqx * sumqx > best * sumq2);
+    const F new_d = sumqx / sumq2;
+    d = select(better, new_d, d);
+    best = select(better, new_d * sumqx, best);
+  }
+  d = select(zero_group, zero, d);
+  for (int k = 0; k < Lanes; ++k) scales[k] = d[k];
+}
+
+// codes_at_scale, Lanes values a vector (element-wise: any grouping gives the same codes).
+template <int Lanes>
+[[gnu::always_inline]] inline void codes_at_scale_lanes(int n, const float* x, float dm, float d, bool with_min, int lo, int hi, int offset,
+                                                        std::uint8_t* L) noexcept {
+  using F = typename Vec<Lanes>::F;
+  using I = typename Vec<Lanes>::I;
+  for (int i = 0; i < n; i += Lanes) {
+    F v;
+    std::memcpy(&v, x + i, sizeof v);
+    if (with_min) v = v + dm;
+    const I l = nearest_clamped<F, I>(v / d, lo, hi) + offset;
+    for (int k = 0; k < Lanes; ++k) L[i + k] = static_cast<std::uint8_t>(l[k]);
+  }
+}
+#if !SAFEWEIGHTS_QUANT_SCALAR && SAFEWEIGHTS_QUANT_AVX2
+[[gnu::target("avx2")]] void codes_at_scale_8(int n, const float* x, float dm, float d, bool with_min, int lo, int hi, int offset, std::uint8_t* L) noexcept {
+  codes_at_scale_lanes<8>(n, x, dm, d, with_min, lo, hi, offset, L);
+}
+#endif
+
 // ---- running the lanes ------------------------------------------------------------------------------
 
 #if !SAFEWEIGHTS_QUANT_SCALAR
@@ -308,7 +331,14 @@ void symmetric_4(const SymmetricSearch& a, int groups) {
   for (int k = 0; k < groups; k += 8) symmetric_lanes<4, 2>(a, k);
 }
 void descent_4(const SymmetricSearch& a, int groups) {
-  for (int k = 0; k < groups; k += 8) descent_lanes<4>(a, k);
+  int k = 0;
+  for (; k + 16 <= groups; k += 16) descent_lanes<4, 4>(a, k);
+  for (; k < groups; k += 8) descent_lanes<4, 2>(a, k);
+}
+int iq4_4(int groups, const float* x, const float* w, float* scales) {
+  int k = 0;
+  for (; k + 4 <= groups; k += 4) iq4_lanes<4>(x + 32 * k, w + 32 * k, scales + k);
+  return k;
 }
 #if SAFEWEIGHTS_QUANT_AVX2
 // AVX2 without FMA: contraction would change the bytes.
@@ -321,14 +351,14 @@ void descent_4(const SymmetricSearch& a, int groups) {
   for (; k < groups; k += 8) symmetric_lanes<8, 1>(a, k);
 }
 [[gnu::target("avx2")]] void descent_8(const SymmetricSearch& a, int groups) {
-  for (int k = 0; k < groups; k += 16) descent_lanes<8>(a, k);
+  int k = 0;
+  for (; k + 32 <= groups; k += 32) descent_lanes<8, 4>(a, k);
+  for (; k < groups; k += 16) descent_lanes<8, 2>(a, k);
 }
-bool has_avx2() noexcept {
-  static const bool has = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") != 0;
-  }();
-  return has;
+[[gnu::target("avx2")]] int iq4_8(int groups, const float* x, const float* w, float* scales) {
+  int k = 0;
+  for (; k + 8 <= groups; k += 8) iq4_lanes<8>(x + 32 * k, w + 32 * k, scales + k);
+  return k;
 }
 #endif
 #endif
@@ -372,16 +402,22 @@ void search_scale_symmetric_descent_groups(int groups, int nmax, const float* x,
 #endif
 }
 
+void search_scale_iq4_groups(int groups, const float* x, const float* w, float* scales) noexcept {
+  int k = 0;
+#if !SAFEWEIGHTS_QUANT_SCALAR
+#if SAFEWEIGHTS_QUANT_AVX2
+  if (has_avx2()) k = iq4_8(groups, x, w, scales);
+#endif
+  k += iq4_4(groups - k, x + 32 * k, w + 32 * k, scales + k);
+#endif
+  for (; k < groups; ++k) scales[k] = search_scale_iq4(x + 32 * k, w + 32 * k);
+}
+
 void codes_at_scale(int n, const float* x, float dm, float d, bool with_min, int lo, int hi, int offset, std::uint8_t* L) noexcept {
-  using F = Vec<4>::F;
-  using I = Vec<4>::I;
-  for (int i = 0; i < n; i += 4) {
-    F v;
-    std::memcpy(&v, x + i, sizeof v);
-    if (with_min) v = v + dm;
-    const I l = nearest_clamped<F, I>(v / d, lo, hi) + offset;
-    for (int k = 0; k < 4; ++k) L[i + k] = static_cast<std::uint8_t>(l[k]);
-  }
+#if !SAFEWEIGHTS_QUANT_SCALAR && SAFEWEIGHTS_QUANT_AVX2
+  if (n % 8 == 0 && has_avx2()) return codes_at_scale_8(n, x, dm, d, with_min, lo, hi, offset, L);
+#endif
+  codes_at_scale_lanes<4>(n, x, dm, d, with_min, lo, hi, offset, L);
 }
 
 }  // namespace safeweights::quant

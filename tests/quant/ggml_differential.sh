@@ -52,11 +52,11 @@ fi
 # grids are built with it). The scale searches run several groups a vector (scale_search_lanes.cpp): the
 # driver is linked three times, with the lanes this machine takes (AVX2's 8 where it has them), with
 # 4 lanes (SSE2, as any x86-64 without AVX2 runs), and with the plain one-group path, and each must be
-# identical to ggml.
+# identical to ggml. The same three builds hold for every *_lanes.cpp (the grid neighbour search too).
 cxx=(${CXX:-c++} -std=c++20 -O3 -ffp-contract=off -fno-fast-math -I "$root/include" -I "$root/src" -I "$src/ggml/include")
 objects=()
 for f in "$root/tests/quant/ggml_driver.cpp" "$root"/src/quant/*.cpp "$root/src/core/tensor_type.cpp" "$root/src/core/error.cpp"; do
-  case $f in */quant_disabled.cpp | */scale_search_lanes.cpp) continue ;; esac
+  case $f in */quant_disabled.cpp | */*_lanes.cpp) continue ;; esac
   o="$work/$(basename "$f" .cpp).o"
   "${cxx[@]}" -c "$f" -o "$o" 2>"$work/compile.log" || { cat "$work/compile.log" >&2; exit 2; }
   objects+=("$o")
@@ -64,10 +64,13 @@ done
 status=0
 for variant in "machine:" "4-lane:-DSAFEWEIGHTS_QUANT_AVX2=0" "plain:-DSAFEWEIGHTS_QUANT_SCALAR=1"; do
   name=${variant%%:*} flags=${variant#*:}
-  # shellcheck disable=SC2086  # the flags are words
-  "${cxx[@]}" $flags -c "$root/src/quant/scale_search_lanes.cpp" -o "$work/scale_search_lanes.o" 2>"$work/compile.log" ||
-    { cat "$work/compile.log" >&2; exit 2; }
-  "${cxx[@]}" "${objects[@]}" "$work/scale_search_lanes.o" "$lib" -fopenmp -lm -lpthread -o "$work/ggml_driver" || exit 2
+  lane_objects=()
+  for f in "$root"/src/quant/*_lanes.cpp; do
+    # shellcheck disable=SC2086  # the flags are words
+    "${cxx[@]}" $flags -c "$f" -o "$work/$(basename "$f" .cpp).o" 2>"$work/compile.log" || { cat "$work/compile.log" >&2; exit 2; }
+    lane_objects+=("$work/$(basename "$f" .cpp).o")
+  done
+  "${cxx[@]}" "${objects[@]}" "${lane_objects[@]}" "$lib" -fopenmp -lm -lpthread -o "$work/ggml_driver" || exit 2
   echo
   echo "== scale searches: $name"
   args=()
