@@ -62,7 +62,9 @@ Error rope_refused(const JsonFile& file, const std::string& where, std::string_v
 
 // YaRN as llama.cpp computes it: rope.scaling.factor and original_context_length, with its fixed
 // beta_fast 32, beta_slow 1, truncated correction range, and attention factor 0.1 ln(factor) + 1
-// (transformers' defaults); another value of those keys would change the rotary embedding unseen.
+// (transformers' defaults); another beta or attention factor would change the rotary embedding unseen.
+// `truncate` false (gpt-oss's own config) is the exception: no GGUF key can say it, llama.cpp's converter
+// writes the same file whatever it says, so it converts and the user is told what llama.cpp computes.
 Status read_yarn(const JsonFile& file, json::element object, Rope& out) {
   SW_ASSIGN_OR_RETURN(out.original_max_position_embeddings, file.count(object, "original_max_position_embeddings"));
   if (!out.original_max_position_embeddings) {
@@ -76,7 +78,7 @@ Status read_yarn(const JsonFile& file, json::element object, Rope& out) {
     if (v && *v != fixed) return refuse(key, "is not " + std::to_string(static_cast<int>(fixed)) + ", the value llama.cpp computes YaRN with");
   }
   SW_ASSIGN_OR_RETURN(auto truncate, file.boolean(object, "truncate"));
-  if (truncate == false) return refuse("truncate", "is false: llama.cpp truncates YaRN's correction range");
+  out.yarn_untruncated = truncate == false;  // converted as llama.cpp's converter does, with a note (plan.cpp)
   SW_ASSIGN_OR_RETURN(out.mscale, file.positive(object, "mscale"));
   SW_ASSIGN_OR_RETURN(out.mscale_all_dim, file.positive(object, "mscale_all_dim"));
   SW_ASSIGN_OR_RETURN(auto attention, file.positive(object, "attention_factor"));

@@ -56,6 +56,7 @@ struct Rope {
   std::vector<float> long_factor;                                 // longrope
   std::optional<double> attention_factor;                         // longrope, as transformers computes it
   std::optional<double> mscale;                                   // yarn: DeepSeek's (Architecture::yarn_mscale)
+  bool yarn_untruncated = false;                                  // yarn: `truncate` false (gpt-oss's), which llama.cpp cannot say
   std::optional<double> mscale_all_dim;                           // yarn: DeepSeek's
   std::optional<double> partial_rotary_factor;                    // the rope object's (refused unless the architecture rotates part)
   std::span<const std::string_view> own_keys;                     // keys the architecture's check reads itself (Architecture::rope_keys)

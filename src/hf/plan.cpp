@@ -310,6 +310,10 @@ Result<GgufConversion> plan(const Folder& folder, const TensorFile& weights, std
   GgufConversion out;
   out.plan.metadata = Metadata(std::move(kv));
   out.plan.tensors = std::move(planner.out);
+  if (config.rope.yarn_untruncated) {
+    out.notes.push_back(config.rope.source + ".truncate is false, which no GGUF key says: llama.cpp truncates YaRN's correction range "
+                        "(as for every file of this model its converter writes), so some rotary frequencies differ from transformers'");
+  }
   if (config.multimodal) {
     out.notes.push_back(config.hf_class + ": the text model was converted; the vision tower was left out (as llama.cpp's converter leaves it)");
   }

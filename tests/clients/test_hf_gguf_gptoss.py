@@ -196,8 +196,6 @@ REFUSED = [
     ("attention_bias", False, "`attention_bias` is false"),
     ("tie_word_embeddings", True, "`tie_word_embeddings` is true"),
     ("quantization_config", {"quant_method": "fp8"}, "`quantization_config` has quant_method `fp8`"),
-    ("rope_parameters", dict(rope_type="yarn", rope_theta=150000.0, factor=32.0, original_max_position_embeddings=4096, beta_fast=32.0,
-                             beta_slow=1.0, truncate=False), "`truncate` is false"),
 ]
 
 
@@ -214,6 +212,25 @@ def test_keys_refused_by_name(gptoss, tmp_path, key, value, text):
     r = subprocess.run([CLI, "convert", str(folder), str(out), "--type", "f32"], capture_output=True, text=True)
     assert r.returncode == 1 and f"{folder}/config.json: NotSupported: " in r.stderr and text in r.stderr, r.stderr
     assert not out.exists() and list(tmp_path.iterdir()) == [folder]
+
+
+def test_hub_yarn_untruncated_converts_with_a_note(gptoss, tmp_path):
+    """gpt-oss's own config.json says YaRN `truncate` false. No GGUF key says it and llama.cpp's converter writes
+    the same file either way (llama.cpp always truncates): converted, byte for byte the truncate-true file, and
+    the user told on stderr."""
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    for f in gptoss["plain"].iterdir():
+        if f.name != "config.json":
+            (folder / f.name).symlink_to(f)
+    config = json.loads((gptoss["plain"] / "config.json").read_text())
+    config["rope_parameters"] = {**config["rope_parameters"], "truncate": False}
+    (folder / "config.json").write_text(json.dumps(config))
+    out = tmp_path / "out.gguf"
+    r = subprocess.run([CLI, "convert", str(folder), str(out), "--type", "f32"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "note: " in r.stderr and "rope_parameters.truncate is false, which no GGUF key says: llama.cpp truncates" in r.stderr, r.stderr
+    assert out.read_bytes() == gptoss["plain", "f32"].read_bytes()
 
 
 def test_mxfp4_pair_missing_its_scales_is_refused_by_name(gptoss, tmp_path):

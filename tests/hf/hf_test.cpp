@@ -399,8 +399,6 @@ TEST(HfRope, WhatLlamaCppCannotComputeIsRefusedByName) {
        "key `beta_fast` is not 32"},
       {"rope_parameters", R"({"rope_type":"yarn","factor":2.0,"original_max_position_embeddings":16,"attention_factor":1.5})",
        ErrorKind::NotSupported, "key `attention_factor` is not 0.1 ln(factor) + 1"},
-      {"rope_parameters", R"({"rope_type":"yarn","factor":2.0,"original_max_position_embeddings":16,"truncate":false})", ErrorKind::NotSupported,
-       "key `truncate` is false"},
       {"rope_parameters", R"({"rope_type":"yarn","factor":2.0,"original_max_position_embeddings":16,"mscale":1.0})", ErrorKind::NotSupported,
        "key `mscale` is not understood for rope type `yarn`"},
       {"rope_parameters", R"({"rope_type":"longrope","short_factor":[1,1],"long_factor":[2,2],"original_max_position_embeddings":16})",
