@@ -150,11 +150,16 @@ struct BpeTokenizer {
 
 // One step of tokenizer.json's post_processor (each of a Sequence's): what llama.cpp's SpecialVocab reads
 // of it to know which special tokens encoding adds.
+struct TemplatePiece {
+  std::string special;   // the SpecialToken id, when the piece is one
+  std::string sequence;  // the Sequence id ("A", "B"), when the piece is one
+};
 struct PostProcessorStep {
-  std::string type;             // "ByteLevel", "TemplateProcessing", "RobertaProcessing", ...
-  std::size_t single_size = 0;  // TemplateProcessing: the pieces of its `single` template
-  std::string first_special;    // the SpecialToken id of its first piece, when that piece is one
-  std::string last_special;     // ... of its last piece
+  std::string type;                 // "ByteLevel", "TemplateProcessing", "RobertaProcessing", ...
+  std::size_t single_size = 0;      // TemplateProcessing: the pieces of its `single` template
+  std::string first_special;        // the SpecialToken id of its first piece, when that piece is one
+  std::string last_special;         // ... of its last piece
+  std::vector<TemplatePiece> pair;  // TemplateProcessing: its `pair` template
 };
 
 // tokenizer.json's added tokens (empty when there is no tokenizer.json), its post_processor, and its BPE

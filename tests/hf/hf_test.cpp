@@ -1169,6 +1169,56 @@ TEST(HfTokenizer, ThePostProcessorSaysWhichSpecialTokensEncodingAdds) {
   }
 }
 
+// The pair template says whether a separator is added: each case's answer is gguf-py 0.19's SpecialVocab's
+// on the same tokenizer.json and tokenizer_config.json (tokens <|bos|> 4, <|eos|> 5, <|sep|> 6).
+TEST(HfTokenizer, ThePairTemplateSaysWhetherASeparatorIsAdded) {
+  struct Case {
+    std::string name, single, pair, tokenizer_config;
+    std::optional<bool> add_bos, add_eos, add_sep;
+    std::optional<std::uint32_t> eos, sep;
+  };
+  const auto s = [](std::string_view t) { return R"({"SpecialToken":{"id":")" + std::string(t) + R"(","type_id":0}})"; };
+  const std::string a = R"({"Sequence":{"id":"A","type_id":0}})", b = R"({"Sequence":{"id":"B","type_id":0}})";
+  const std::string bos = s("<|bos|>"), eos = s("<|eos|>"), sep = s("<|sep|>");
+  const std::vector<Case> cases = {
+      // BERT's: the separator is the single template's trailing token, so no separator of its own.
+      {"bert", bos + "," + a + "," + sep, bos + "," + a + "," + sep + "," + b + "," + sep, R"({"cls_token":"<|bos|>","sep_token":"<|sep|>"})", true,
+       true, false, 6, 6},
+      {"llama3", bos + "," + a, bos + "," + a + "," + bos + "," + b, R"({"bos_token":"<|bos|>","eos_token":"<|eos|>"})", true, std::nullopt, false, 5,
+       std::nullopt},
+      {"bare", a, a + "," + sep + "," + b, R"({"bos_token":"<|bos|>","sep_token":"<|sep|>"})", std::nullopt, std::nullopt, true, 6, 6},
+      {"roberta", bos + "," + a + "," + eos, bos + "," + a + "," + eos + "," + eos + "," + b + "," + eos,
+       R"({"bos_token":"<|bos|>","eos_token":"<|eos|>","sep_token":"<|eos|>"})", true, true, true, 5, 5},
+      // No sep token named: eos's, which the template puts between, becomes it.
+      {"eos names sep", bos + "," + a, bos + "," + a + "," + eos + "," + b, R"({"bos_token":"<|bos|>","eos_token":"<|eos|>"})", true, std::nullopt,
+       true, 5, 5},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    Folder f;
+    f.added_tokens = R"([{"id":4,"content":"<|bos|>","special":true},{"id":5,"content":"<|eos|>","special":true},)"
+                     R"({"id":6,"content":"<|sep|>","special":true}])";
+    f.set_vocab_size(7);
+    f.post_processor = R"({"type":"TemplateProcessing","single":[)" + c.single + R"(],"pair":[)" + c.pair + "]}";
+    f.tokenizer_config = c.tokenizer_config;
+    auto p = f.plan();
+    ASSERT_TRUE(IsOk(p));
+    const auto flag = [&](std::string_view key) -> std::optional<bool> {
+      const MetaValue* v = find(*p, key);
+      return v ? std::optional<bool>(*v == MetaValue::boolean(true)) : std::nullopt;
+    };
+    const auto id = [&](std::string_view key) -> std::optional<std::uint32_t> {
+      const MetaValue* v = find(*p, key);
+      return v ? std::optional<std::uint32_t>(static_cast<std::uint32_t>(v->as_u64())) : std::nullopt;
+    };
+    EXPECT_EQ(flag("tokenizer.ggml.add_bos_token"), c.add_bos);
+    EXPECT_EQ(flag("tokenizer.ggml.add_eos_token"), c.add_eos);
+    EXPECT_EQ(flag("tokenizer.ggml.add_sep_token"), c.add_sep);
+    EXPECT_EQ(id("tokenizer.ggml.eos_token_id"), c.eos);
+    EXPECT_EQ(id("tokenizer.ggml.seperator_token_id"), c.sep);
+  }
+}
+
 TEST(HfTokenizer, FamiliesNameTheSpecialTokensLlamaCppsConverterNamesByHand) {
   Folder f;  // GLM-4.5's: bos [gMASK], eot <|user|>, unk <|endoftext|>, eom <|observation|>; eos from tokenizer_config.json
   f.vocab = R"({"a":0,"b":1})";
