@@ -96,6 +96,12 @@ struct ModelConfig {
 // llama.cpp cannot compute as transformers does (another architecture, experts, a rope type or key it
 // has no equivalent for), naming the key.
 Result<ModelConfig> read_config(const Folder& folder);
+
+// generation_config.json's sampling settings as llama.cpp's converter writes them (gguf-py
+// Metadata.load: general.sampling.*, top_k and the like INT32, temperature and the like FLOAT32), in its
+// order. Like gguf-py it takes nothing from a file that is absent or not JSON, and skips a value of
+// another type than the key's (gguf-py would stop there).
+std::vector<MetaEntry> read_sampling(const Folder& folder);
 // The folder has a config.json that describes a model ("architectures" or "model_type"), or one that
 // cannot be read at all (so that plan() refuses it by name rather than the folder being converted as
 // plain tensors).

@@ -11,6 +11,7 @@
 #include <map>
 
 #include "gguf/count_allocations.h"
+#include "gguf/size_label.h"
 #include "protobuf_util.h"
 #include "test_util.h"
 #include "hf/hf_files.h"
@@ -1517,3 +1518,30 @@ TEST(HfTokenizer, ConversionHoldsTheMetadataOnce) {
 }
 
 }  // namespace
+
+// general.size_label: known answers from gguf-py's utility.size_label (0.19, the pinned llama.cpp's),
+// rounding halves to even as Python does (9500 -> round(9.5) = 10 -> "10K").
+TEST(SizeLabel, RoundedNotationAsGgufPyWritesIt) {
+  const std::vector<std::pair<std::uint64_t, std::string>> known = {
+      {1, "0.00K"},         {999, "1.0K"},        {9499, "9.5K"},          {9500, "10K"},           {99949, "100K"},
+      {400000, "400K"},     {1000000, "1000K"},   {1000001, "1.0M"},       {1234567, "1.2M"},       {9950000, "10M"},
+      {8030261248, "8.0B"}, {70553706496, "71B"}, {999999999999, "1000B"}, {1000000000001, "1.0T"}, {123456789012345, "123T"},
+  };
+  for (const auto& [count, label] : known) EXPECT_EQ(gguf::rounded_count(count), label) << count;
+}
+
+// gguf-py's GGUFWriter.get_total_parameter_count over the same shapes: (33920, 25728, 2048, 4), "4x28K". A
+// 2-D tensor of experts (a bias [E, n]) counts as shared there.
+TEST(SizeLabel, ExpertsCountOnceEachAndNameTheirNumber) {
+  gguf::ParameterCount count;
+  const std::vector<std::uint64_t> embd = {400, 64}, experts = {4, 32, 64}, bias = {4, 32};
+  count.add("token_embd.weight", embd);
+  count.add("blk.0.ffn_up_exps.weight", experts);
+  count.add("blk.0.ffn_up_exps.bias", bias);
+  EXPECT_EQ(count.total, 33920u);
+  EXPECT_EQ(count.shared, 25728u);
+  EXPECT_EQ(count.expert, 2048u);
+  EXPECT_EQ(count.experts(), 4u);
+  EXPECT_EQ(gguf::size_label(count), "4x28K");
+  EXPECT_EQ(gguf::size_label(gguf::ParameterCount{}), "");
+}
