@@ -1517,8 +1517,6 @@ TEST(HfTokenizer, ConversionHoldsTheMetadataOnce) {
   EXPECT_LE(peak, 15 * text.size() + (1u << 20)) << static_cast<double>(peak) / static_cast<double>(text.size()) << " times the file";
 }
 
-}  // namespace
-
 // general.size_label: known answers from gguf-py's utility.size_label (0.19, the pinned llama.cpp's),
 // rounding halves to even as Python does (9500 -> round(9.5) = 10 -> "10K").
 TEST(SizeLabel, RoundedNotationAsGgufPyWritesIt) {
@@ -1545,3 +1543,35 @@ TEST(SizeLabel, ExpertsCountOnceEachAndNameTheirNumber) {
   EXPECT_EQ(gguf::size_label(count), "4x28K");
   EXPECT_EQ(gguf::size_label(gguf::ParameterCount{}), "");
 }
+
+// generation_config.json's sampling keys: gguf-py 0.19's Metadata.load + set_gguf_meta_model on the same
+// file write exactly these, in this order, with these types (do_sample and the token ids are not sampling).
+TEST(HfSampling, GenerationConfigGivesTheKeysGgufPyWrites) {
+  Folder f;
+  f.write();
+  write_file_bytes(f.dir.file("generation_config.json"), R"({"temperature": 0.6, "top_p": 0.9, "top_k": 50, "repetition_penalty": 1.1,)"
+                                                         R"( "mirostat": 2, "min_p": 0, "do_sample": true, "eos_token_id": [1, 2]})");
+  auto folder = safeweights::Folder::open(f.path(), uncached_resolver());
+  ASSERT_TRUE(IsOk(folder));
+  const std::vector<MetaEntry> want = {
+      {"general.sampling.top_k", MetaValue::i32(50)},
+      {"general.sampling.top_p", MetaValue::f32(0.9f)},
+      {"general.sampling.min_p", MetaValue::f32(0.0f)},
+      {"general.sampling.temp", MetaValue::f32(0.6f)},
+      {"general.sampling.penalty_repeat", MetaValue::f32(1.1f)},
+      {"general.sampling.mirostat", MetaValue::i32(2)},
+  };
+  const std::vector<MetaEntry> got = hf::read_sampling(*folder);
+  ASSERT_EQ(got.size(), want.size());
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(got[i].key, want[i].key);
+    EXPECT_EQ(got[i].value, want[i].value) << want[i].key;
+  }
+  // Like gguf-py, nothing from a file that is not JSON, and a value of another type is skipped.
+  write_file_bytes(f.dir.file("generation_config.json"), "{not json");
+  EXPECT_TRUE(hf::read_sampling(*folder).empty());
+  write_file_bytes(f.dir.file("generation_config.json"), R"({"top_k": 0.5, "temperature": "hot"})");
+  EXPECT_TRUE(hf::read_sampling(*folder).empty());
+}
+
+}  // namespace
