@@ -27,12 +27,13 @@ from convert_gguf import timed  # noqa: E402
 
 HIDDEN, HEADS, KV_HEADS, HEAD_DIM, EXPERTS, FFN, VOCAB = 2048, 32, 4, 128, 64, 768, 32000
 
+# llama.cpp's converter (argv: its tree, folder, out, the pre-tokenizer its lookup answers) to Q8_0.
 REFERENCE = r"""
 import runpy, sys
-llama_cpp, folder, out = sys.argv[1:4]
+llama_cpp, folder, out, pre = sys.argv[1:5]
 sys.path.insert(0, llama_cpp)
 import conversion.base
-conversion.base.TextModel.get_vocab_base_pre = lambda self, tokenizer: "qwen2"
+conversion.base.TextModel.get_vocab_base_pre = lambda self, tokenizer: pre
 sys.argv = ["convert_hf_to_gguf.py", folder, "--outfile", out, "--outtype", "q8_0"]
 runpy.run_path(llama_cpp + "/convert_hf_to_gguf.py", run_name="__main__")
 """
@@ -138,7 +139,7 @@ def main():
                 ref_out = os.path.join(tmp, f"{layout}-ref.gguf")
                 env = dict(os.environ, PYTHONPATH=os.path.join(args.llama_cpp, "gguf-py"), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
                 warm(folder)
-                t2, rss2 = timed([args.python, "-c", REFERENCE, args.llama_cpp, folder, ref_out], env=env)
+                t2, rss2 = timed([args.python, "-c", REFERENCE, args.llama_cpp, folder, ref_out, "qwen2"], env=env)
                 print(f"{layout}: llama.cpp convert_hf_to_gguf.py --outtype q8_0: {t2:.1f} s, peak RSS {rss2:.0f} MiB "
                       f"(x{t2 / t:.1f} time, x{rss2 / rss:.1f} RSS)")
                 same = subprocess.run([args.python, "-c", COMPARE, ours_out, ref_out], env=env, capture_output=True, text=True)
@@ -149,13 +150,14 @@ def main():
                 os.unlink(os.path.join(folder, name))
 
 
-# Tensor names, types, shapes and bytes, and keys but the deliberate differences (tests/clients/test_hf_gguf_moe.py).
+# Tensor names, types, shapes and bytes, and keys but the deliberate differences (docs/GGUF.md: what
+# llama.cpp's converter takes from the folder's name).
 COMPARE = r"""
 import sys, gguf
 a, b = (gguf.GGUFReader(p) for p in sys.argv[1:3])
 ta = {t.name: (int(t.tensor_type), list(t.shape), t.data.tobytes()) for t in a.tensors}
 tb = {t.name: (int(t.tensor_type), list(t.shape), t.data.tobytes()) for t in b.tensors}
-skip = lambda k: k.startswith(("GGUF.", "safetensors.")) or k in ("general.name", "general.size_label")
+skip = lambda k: k.startswith(("GGUF.", "safetensors.")) or k in ("general.name", "general.basename", "general.finetune", "general.version", "general.organization")
 ka = {k: f.contents() for k, f in a.fields.items() if not skip(k)}
 kb = {k: f.contents() for k, f in b.fields.items() if not skip(k)}
 print("outputs equal (tensors and keys)" if ta == tb and ka == kb else

@@ -1,15 +1,17 @@
 // fuzz_hf_folder — arbitrary bytes as the files of a Hugging Face model folder: what src/hf reads
-// before it plans a GGUF (config.json, tokenizer.json, tokenizer_config.json, tokenizer.model).
+// before it plans a GGUF (config.json, tokenizer.json, tokenizer_config.json, tokenizer.model,
+// generation_config.json).
 //
 // Input: byte 0 says which files exist (bit 0 config.json, 1 tokenizer.json, 2 tokenizer_config.json,
-// 3 tokenizer.model); the rest is their contents in that order, separated by kSeparator (a file whose
+// 3 tokenizer.model, 4 generation_config.json); the rest is their contents in that order, separated by kSeparator (a file whose
 // bit is clear takes no part). They are written into one temporary folder, reused from run to run and
 // removed at exit.
 //
 // What must hold: every reader fails cleanly with an error that names a file of the folder, or gives
 // its struct; a config.json read as a model is one is_model_config() and is_model_folder() recognise;
 // the vocabulary (add_vocabulary: the tokenizer as GGUF metadata) either fails naming a file or gives
-// tokenizer.ggml.tokens with config.json's vocab_size entries. A vocab_size over 2^16 skips the
+// tokenizer.ggml.tokens with config.json's vocab_size entries; generation_config.json's sampling keys
+// are general.sampling.* (read_sampling never fails: like gguf-py it takes nothing from a broken file). A vocab_size over 2^16 skips the
 // vocabulary step (it pads to vocab_size, which only costs time here).
 #include <unistd.h>
 
@@ -17,6 +19,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <iterator>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -31,7 +34,7 @@ using namespace safeweights;
 namespace {
 
 constexpr std::string_view kSeparator = "\n@@file@@\n";
-constexpr const char* kFiles[] = {"config.json", "tokenizer.json", "tokenizer_config.json", "tokenizer.model"};
+constexpr const char* kFiles[] = {"config.json", "tokenizer.json", "tokenizer_config.json", "tokenizer.model", "generation_config.json"};
 
 const std::string& folder() { return fuzz::scratch_folder("fuzz_hf_folder"); }
 
@@ -62,7 +65,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const unsigned present = data[0];
   std::string_view rest(reinterpret_cast<const char*>(data) + 1, size - 1);
   std::string model;
-  for (unsigned i = 0; i < 4; ++i) {
+  for (unsigned i = 0; i < std::size(kFiles); ++i) {
     const std::string path = folder() + "/" + kFiles[i];
     if (!(present & (1u << i))) {
       ::unlink(path.c_str());
@@ -87,6 +90,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   check("tokenizer.json", hf::read_tokenizer_json(dir));
   check("tokenizer_config.json", hf::read_tokenizer_config(dir));
+  for (const MetaEntry& e : hf::read_sampling(dir)) FUZZ_CHECK(e.key.starts_with("general.sampling."));
   if (present & 8u) {
     auto pieces = hf::parse_sentencepiece(model, "tokenizer.model");
     say("tokenizer.model", pieces.status());

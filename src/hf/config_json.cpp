@@ -389,4 +389,63 @@ std::vector<float> llama3_rope_factors(const Rope& rope, std::uint32_t head_dim)
   return out;
 }
 
+namespace {
+
+// A general.sampling.* key and where generation_config.json holds it (gguf-py Metadata.load's order).
+struct SamplingKey {
+  std::string_view key, from, fallback;
+  MetaType type;
+};
+constexpr std::array kSamplingKeys = {
+    SamplingKey{"general.sampling.sequence", "sequence", "", MetaType::STRING},
+    SamplingKey{"general.sampling.top_k", "top_k", "", MetaType::INT32},
+    SamplingKey{"general.sampling.top_p", "top_p", "", MetaType::FLOAT32},
+    SamplingKey{"general.sampling.min_p", "min_p", "", MetaType::FLOAT32},
+    SamplingKey{"general.sampling.xtc_probability", "xtc_probability", "", MetaType::FLOAT32},
+    SamplingKey{"general.sampling.xtc_threshold", "xtc_threshold", "", MetaType::FLOAT32},
+    SamplingKey{"general.sampling.temp", "temperature", "", MetaType::FLOAT32},
+    SamplingKey{"general.sampling.penalty_last_n", "penalty_last_n", "", MetaType::INT32},
+    SamplingKey{"general.sampling.penalty_repeat", "penalty_repeat", "repetition_penalty", MetaType::FLOAT32},
+    SamplingKey{"general.sampling.mirostat", "mirostat", "", MetaType::INT32},
+    SamplingKey{"general.sampling.mirostat_tau", "mirostat_tau", "", MetaType::FLOAT32},
+    SamplingKey{"general.sampling.mirostat_eta", "mirostat_eta", "", MetaType::FLOAT32},
+};
+
+std::optional<MetaValue> sampling_value(json::element e, MetaType type) {
+  const auto kind = e.type();
+  const bool number = kind == json::element_type::INT64 || kind == json::element_type::UINT64 || kind == json::element_type::DOUBLE;
+  if (type == MetaType::STRING && kind == json::element_type::STRING) return MetaValue::string(std::string(json::as_string(e)));
+  if (type == MetaType::FLOAT32 && number) {
+    const double v = kind == json::element_type::DOUBLE  ? e.get_double().value_unsafe()
+                     : kind == json::element_type::INT64 ? static_cast<double>(e.get_int64().value_unsafe())
+                                                         : static_cast<double>(e.get_uint64().value_unsafe());
+    if (!(std::abs(v) <= static_cast<double>(std::numeric_limits<float>::max()))) return std::nullopt;
+    return MetaValue::f32(static_cast<float>(v));
+  }
+  if (type == MetaType::INT32 && kind == json::element_type::INT64) {
+    const std::int64_t v = e.get_int64().value_unsafe();
+    if (v < std::numeric_limits<std::int32_t>::min() || v > std::numeric_limits<std::int32_t>::max()) return std::nullopt;
+    return MetaValue::i32(static_cast<std::int32_t>(v));
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::vector<MetaEntry> read_sampling(const Folder& folder) {
+  std::vector<MetaEntry> out;
+  auto present = has_model_file(folder, "generation_config.json");
+  if (!present.is_ok() || !*present) return out;
+  auto file = JsonFile::read(folder, "generation_config.json", kMaxConfigBytes);
+  if (!file.is_ok()) return out;
+  const auto root = (*file)->root();
+  for (const SamplingKey& k : kSamplingKeys) {
+    auto e = JsonFile::member(root, k.from);
+    if (!e && !k.fallback.empty()) e = JsonFile::member(root, k.fallback);
+    if (!e) continue;
+    if (auto v = sampling_value(*e, k.type)) out.push_back({std::string(k.key), std::move(*v)});
+  }
+  return out;
+}
+
 }  // namespace safeweights::hf

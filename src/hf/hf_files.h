@@ -131,6 +131,12 @@ struct ModelConfig {
 // llama.cpp cannot compute as transformers does (another architecture, experts, a rope type or key it
 // has no equivalent for), naming the key.
 Result<ModelConfig> read_config(const Folder& folder);
+
+// generation_config.json's sampling settings as llama.cpp's converter writes them (gguf-py
+// Metadata.load: general.sampling.*, top_k and the like INT32, temperature and the like FLOAT32), in its
+// order. Like gguf-py it takes nothing from a file that is absent or not JSON, and skips a value of
+// another type than the key's (gguf-py would stop there).
+std::vector<MetaEntry> read_sampling(const Folder& folder);
 // The folder has a config.json that describes a model ("architectures" or "model_type"), or one that
 // cannot be read at all (so that plan() refuses it by name rather than the folder being converted as
 // plain tensors).
@@ -185,11 +191,16 @@ struct BpeTokenizer {
 
 // One step of tokenizer.json's post_processor (each of a Sequence's): what llama.cpp's SpecialVocab reads
 // of it to know which special tokens encoding adds.
+struct TemplatePiece {
+  std::string special;   // the SpecialToken id, when the piece is one
+  std::string sequence;  // the Sequence id ("A", "B"), when the piece is one
+};
 struct PostProcessorStep {
-  std::string type;             // "ByteLevel", "TemplateProcessing", "RobertaProcessing", ...
-  std::size_t single_size = 0;  // TemplateProcessing: the pieces of its `single` template
-  std::string first_special;    // the SpecialToken id of its first piece, when that piece is one
-  std::string last_special;     // ... of its last piece
+  std::string type;                 // "ByteLevel", "TemplateProcessing", "RobertaProcessing", ...
+  std::size_t single_size = 0;      // TemplateProcessing: the pieces of its `single` template
+  std::string first_special;        // the SpecialToken id of its first piece, when that piece is one
+  std::string last_special;         // ... of its last piece
+  std::vector<TemplatePiece> pair;  // TemplateProcessing: its `pair` template
 };
 
 // tokenizer.json's added tokens (empty when there is no tokenizer.json), its post_processor, and its BPE

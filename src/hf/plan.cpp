@@ -8,6 +8,7 @@
 #include <unordered_set>
 
 #include "core/status_macros.h"
+#include "gguf/size_label.h"
 #include "hf/arch.h"
 #include "hf/generated.h"
 #include "hf/hf_files.h"
@@ -207,19 +208,26 @@ TensorType weights_type(const TensorFile& weights) {
 
 // The hyper-parameters, under llama.cpp's keys ({arch}.*) with the types gguf-py writes (its loader
 // rejects any other type), in the order llama.cpp's converter writes them (Model, then LlamaModel's).
-std::vector<KeyValue> hyper_parameters(const ModelConfig& c, std::uint32_t ftype, const std::string& name) {
+// general.* keys come first: the type, generation_config.json's sampling, the name, the size label.
+std::vector<KeyValue> hyper_parameters(const ModelConfig& c, std::uint32_t ftype, const std::string& name, std::vector<KeyValue> sampling,
+                                       const std::string& size_label) {
   const std::string a(c.arch->name);
   const std::uint32_t head_dim = c.head_dim.value_or(c.hidden_size / c.num_attention_heads);
   std::vector<KeyValue> kv = {
       {"general.architecture", Value::string(a)},
       {"general.type", Value::string("model")},
-      {"general.name", Value::string(name)},
+  };
+  for (KeyValue& k : sampling) kv.push_back(std::move(k));
+  kv.push_back({"general.name", Value::string(name)});
+  if (!size_label.empty()) kv.push_back({"general.size_label", Value::string(size_label)});
+  const std::vector<KeyValue> model = {
       {a + ".block_count", Value::u32(c.num_hidden_layers)},
       {a + ".context_length", Value::u32(*c.max_position_embeddings)},
       {a + ".embedding_length", Value::u32(c.hidden_size)},
       {a + ".feed_forward_length", Value::u32(c.intermediate_size)},
       {a + ".attention.head_count", Value::u32(c.num_attention_heads)},
   };
+  kv.insert(kv.end(), model.begin(), model.end());
   // None in config.json (Architecture::optional_intermediate): llama.cpp's converter writes no key.
   if (c.intermediate_size == 0) std::erase_if(kv, [&](const KeyValue& k) { return k.key == a + ".feed_forward_length"; });
   if (c.num_key_value_heads) kv.push_back({a + ".attention.head_count_kv", Value::u32(*c.num_key_value_heads)});
@@ -250,6 +258,48 @@ std::vector<KeyValue> hyper_parameters(const ModelConfig& c, std::uint32_t ftype
   for (const KeyValue& k : c.arch_kv) kv.push_back(k);
   if (c.rope.type == "yarn") kv.push_back({a + ".rope.scaling.original_context_length", Value::u32(*c.rope.original_max_position_embeddings)});
   return kv;
+}
+
+// A planned tensor's shape: its input's, or its pieces' (each sliced, then joined or stacked); empty
+// when the pieces do not fit together (the conversion then refuses them, naming the piece).
+std::vector<std::uint64_t> planned_shape(const ConvertTensor& t, const TensorFile& input) {
+  if (t.pieces.empty()) {
+    const TensorEntry* e = input.find(t.source);
+    return e ? std::vector<std::uint64_t>(e->shape.begin(), e->shape.end()) : std::vector<std::uint64_t>();
+  }
+  std::vector<std::uint64_t> out;
+  bool first = true;
+  for (const TensorPiece& p : t.pieces) {
+    const TensorEntry* e = input.find(p.source);
+    if (!e) return {};
+    std::vector<std::uint64_t> shape(e->shape.begin(), e->shape.end());
+    const bool whole = p.begin == 0 && p.end == 0 && p.step == 1;
+    if (!whole) {
+      if (p.dim >= shape.size() || p.step == 0) return {};
+      const std::uint64_t end = p.end == 0 ? shape[p.dim] : p.end;
+      if (p.begin >= end || end > shape[p.dim]) return {};
+      shape[p.dim] = (end - p.begin - 1) / p.step + 1;
+    }
+    if (first) {
+      out = shape;
+      if (t.stack) out.insert(out.begin(), 0);
+    }
+    if (t.stack) {
+      ++out[0];
+    } else if (!first) {
+      if (t.join_dim >= out.size() || shape.size() != out.size()) return {};
+      out[t.join_dim] += shape[t.join_dim];  // each term bounded by a validated input tensor
+    }
+    first = false;
+  }
+  return out;
+}
+
+// llama.cpp's general.size_label, counted over the tensors the plan writes.
+std::string size_label_of(const std::vector<ConvertTensor>& planned, const TensorFile& input) {
+  gguf::ParameterCount count;
+  for (const ConvertTensor& t : planned) count.add(t.name, planned_shape(t, input));
+  return gguf::size_label(count);
 }
 
 }  // namespace
@@ -304,14 +354,15 @@ Result<GgufConversion> plan(const Folder& folder, const TensorFile& weights, std
   if (!ftype) {
     return Error(ErrorKind::NotSupported, "llama.cpp has no file type for " + std::string(type_name(target))).with_file(weights.name());
   }
-  std::vector<KeyValue> kv = hyper_parameters(config, *ftype, folder.base_name());
+  std::vector<KeyValue> kv = hyper_parameters(config, *ftype, folder.base_name(), read_sampling(folder), size_label_of(planner.out, *tensors));
   SW_RETURN_IF_ERROR(add_vocabulary(folder, config, options, kv));
   kv.push_back({"general.quantization_version", Value::u32(2)});
   GgufConversion out;
   out.plan.metadata = Metadata(std::move(kv));
   out.plan.tensors = std::move(planner.out);
   if (config.rope.yarn_untruncated) {
-    out.notes.push_back(config.rope.source + ".truncate is false, which no GGUF key says: llama.cpp truncates YaRN's correction range "
+    out.notes.push_back(config.rope.source +
+                        ".truncate is false, which no GGUF key says: llama.cpp truncates YaRN's correction range "
                         "(as for every file of this model its converter writes), so some rotary frequencies differ from transformers'");
   }
   if (config.multimodal) {

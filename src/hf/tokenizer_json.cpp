@@ -214,20 +214,33 @@ Result<BpeTokenizer> read_bpe(const JsonFile& file, json::element model) {
   return bpe;
 }
 
-// The SpecialToken id of a template piece ({"SpecialToken": {"id": ...}}), or empty.
-std::string special_piece(json::element piece) {
+// The id of a template piece of the given kind ({"SpecialToken": {"id": ...}}, {"Sequence": {"id": ...}}),
+// or empty.
+std::string piece_id(json::element piece, std::string_view kind) {
   if (piece.type() != json::element_type::OBJECT) return {};
-  auto special = JsonFile::member(piece, "SpecialToken");
-  if (!special || special->type() != json::element_type::OBJECT) return {};
-  return std::string(string_member(*special, "id").value_or(""));
+  auto member = JsonFile::member(piece, kind);
+  if (!member || member->type() != json::element_type::OBJECT) return {};
+  return std::string(string_member(*member, "id").value_or(""));
+}
+
+std::string special_piece(json::element piece) { return piece_id(piece, "SpecialToken"); }
+
+std::vector<TemplatePiece> template_pieces(json::element e, std::string_view name) {
+  std::vector<TemplatePiece> pieces;
+  auto list = JsonFile::member(e, name);
+  if (!list || list->type() != json::element_type::ARRAY) return pieces;
+  for (auto piece : json::as_array(*list)) pieces.push_back({special_piece(piece), piece_id(piece, "Sequence")});
+  return pieces;
 }
 
 PostProcessorStep post_processor_step(json::element e) {
   PostProcessorStep step;
   if (e.type() != json::element_type::OBJECT) return step;
   step.type = string_member(e, "type").value_or("");
+  if (step.type != "TemplateProcessing") return step;
+  step.pair = template_pieces(e, "pair");
   auto single = JsonFile::member(e, "single");
-  if (step.type != "TemplateProcessing" || !single || single->type() != json::element_type::ARRAY) return step;
+  if (!single || single->type() != json::element_type::ARRAY) return step;
   const auto pieces = json::as_array(*single);
   step.single_size = pieces.size();
   if (step.single_size > 0) {

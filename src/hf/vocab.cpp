@@ -6,6 +6,7 @@
 #include <array>
 #include <filesystem>
 #include <map>
+#include <span>
 #include <unordered_map>
 
 #include "core/status_macros.h"
@@ -255,7 +256,8 @@ Value scalar_array(ValueType type, const std::vector<T>& items, Make make) {
 // (gguf-py vocab.py): tokenizer_config.json's {kind}_token texts (cls standing in for a missing bos, sep
 // for a missing eos), then tokenizer.json's post_processor: ByteLevel adds neither bos nor eos unless
 // something else says so; RobertaProcessing adds bos, eos and sep; TemplateProcessing's `single`
-// template adds bos when it starts with bos's (or cls's) token and eos when it ends with eos's. A
+// template adds bos when it starts with bos's (or cls's) token and eos when it ends with eos's (its `pair`
+// template says sep: apply_pair_template). A
 // template that starts with another special token makes it bos (and cls) where those are unnamed; one
 // that ends with another makes it eos, the old eos becoming eot (or, the second time, eom). Without
 // tokenizer_config.json only the add flags are taken (SpecialVocab names no token then). Last,
@@ -270,9 +272,12 @@ struct SpecialTexts {
   }
 };
 
+// Without tokenizer_config.json (names false) SpecialVocab still takes the template's first and last
+// special tokens as bos and eos for the checks that follow; those texts are never written then.
 void apply_template(const PostProcessorStep& p, bool names, SpecialTexts& s) {
   if (!p.first_special.empty()) {
     const std::string& first = p.first_special;
+    if (!names) s.text["bos"] = first;
     if (names && first != s.of("bos") && first != s.of("cls")) {
       if (s.of("bos").empty()) s.text["bos"] = first;
       if (s.of("cls").empty()) s.text["cls"] = first;
@@ -281,6 +286,7 @@ void apply_template(const PostProcessorStep& p, bool names, SpecialTexts& s) {
   }
   if (!p.last_special.empty()) {
     const std::string& last = p.last_special;
+    if (!names) s.text["eos"] = last;
     if (names && last != s.of("eos")) {
       const std::string old_eos(s.of("eos"));
       if (!s.text.contains("eot")) {
@@ -292,6 +298,23 @@ void apply_template(const PostProcessorStep& p, bool names, SpecialTexts& s) {
     }
     s.add_eos = last == s.of("eos");
   }
+}
+
+// TemplateProcessing's `pair` template, as SpecialVocab reads it: less the single template's leading and
+// trailing special tokens, a template `A x B` or `A x y B` adds sep when x (where the single template has no
+// trailing special token) or y is sep's or eos's token; eos's token then names sep when nothing else does.
+void apply_pair_template(const PostProcessorStep& p, SpecialTexts& s) {
+  std::span<const TemplatePiece> pair(p.pair);
+  const bool leading = p.single_size > 1 && !p.first_special.empty();
+  const bool trailing = p.single_size > 1 && !p.last_special.empty();
+  const bool drop_last = trailing && !pair.empty() && pair.back().special == p.last_special;
+  if (leading && !pair.empty() && pair.front().special == p.first_special) pair = pair.subspan(1);
+  if (drop_last && !pair.empty()) pair = pair.first(pair.size() - 1);
+  if (pair.size() < 3 || pair.front().sequence != "A" || pair.back().sequence != "B") return;
+  const auto middle = pair.subspan(1, pair.size() - 2);
+  auto separates = [&](const TemplatePiece& t) { return !t.special.empty() && (t.special == s.of("sep") || t.special == s.of("eos")); };
+  s.add_sep = (separates(middle[0]) && !trailing) || (middle.size() == 2 && separates(middle[1]));
+  if (*s.add_sep && s.of("sep").empty()) s.text["sep"] = std::string(s.of("eos"));
 }
 
 SpecialTexts special_texts(const TokenizerJson& tj, const TokenizerConfig& tc) {
@@ -306,8 +329,9 @@ SpecialTexts special_texts(const TokenizerJson& tj, const TokenizerConfig& tc) {
         if (!s.add_eos) s.add_eos = false;
       } else if (p.type == "RobertaProcessing") {
         s.add_bos = s.add_eos = s.add_sep = true;
-      } else if (p.type == "TemplateProcessing" && p.single_size > 1) {
-        apply_template(p, tc.present, s);
+      } else if (p.type == "TemplateProcessing") {
+        if (p.single_size > 1) apply_template(p, tc.present, s);
+        apply_pair_template(p, s);
       }
     }
   }

@@ -182,7 +182,9 @@ class OriginalPlanner final : public LayoutPlanner {
           .with_file(folder.name());
     SW_ASSIGN_OR_RETURN(View view, transformers_view_of(folder, read, type));
     const ViewResolver resolver(view.files);
-    SW_ASSIGN_OR_RETURN(Folder view_folder, Folder::open(folder.name(), resolver));
+    // The folder's name is kept without its last '/', which a remote folder's name needs to name one.
+    const std::string view_name = names_folder(folder.name()) ? folder.name() : folder.name() + "/";
+    SW_ASSIGN_OR_RETURN(Folder view_folder, Folder::open(view_name, resolver));
     auto declared = std::make_unique<DeclaredFile>(folder.name(), view.tensors);
     auto planned = hf::plan(view_folder, *declared, type);
     if (!planned.is_ok()) return about_the_folder(std::move(planned).error(), folder, view);

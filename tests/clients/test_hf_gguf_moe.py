@@ -38,13 +38,13 @@ F32_TOLERANCE = 1e-4
 IDS = [1, 5, 77, 123, 250, 399, 42, 8, 300, 17, 200, 64]
 
 # What we write otherwise, on purpose (docs/GGUF.md, "Hugging Face -> llama.cpp"): llama.cpp derives
-# general.name and the size label from its own heuristics over the folder name and the parameter count;
-# we name the model after its folder and write no size label; we carry the weights' safetensors
+# general.name (and basename, finetune) from its own heuristics over the folder name; we name the model
+# after its folder (the size label, from the parameter count, is compared); we carry the weights' safetensors
 # metadata as `safetensors.K` pairs (as every safetensors -> GGUF conversion does). The order of the
 # tensors and keys in the file differs too: both are compared by name. The pre-tokenizer is recognised
 # by us from tokenizer.json's split regex; llama.cpp's converter recognises only hashes of tokenizers it
 # has seen, so the reference run is told the same name (REFERENCE_RUNNER).
-DELIBERATE_DIFFERENCES = {"general.name", "general.size_label", "general.basename", "general.finetune"}
+DELIBERATE_DIFFERENCES = {"general.name", "general.basename", "general.finetune"}
 
 
 def deliberate(key):

@@ -21,7 +21,7 @@ transformers = pytest.importorskip("transformers")
 gguf = pytest.importorskip("gguf")
 
 from conftest import CLI  # noqa: E402
-from tiny_models import meta_original_folder, meta_state, sentencepiece_model  # noqa: E402
+from tiny_models import meta_original_folder, meta_state, sentencepiece_model, write_shards  # noqa: E402
 
 HIDDEN, HEADS, KV_HEADS, LAYERS = 64, 8, 4, 2  # 4 shards split the key/value heads, as Meta splits them
 # The MLP width (tiny_models.meta_original_folder writes the params.json that gives it).
@@ -92,10 +92,13 @@ def llama_cpp_logits(path, ids=IDS):
     return np.array(llm.scores[: len(ids)], dtype=np.float64)
 
 
-# Keys left out of the comparison: general.name is the folder's name; safetensors.* is the metadata a
-# conversion carries from its safetensors input (our folder's shards say format: pt); general.size_label
-# is llama.cpp's converter's count of parameters, which our GGUF writer does not write (src/hf).
-SKIPPED_KEYS = ("general.name", "general.size_label")
+# Keys left out of the comparison: general.name is the folder's name (llama.cpp's converter makes a
+# title of it); safetensors.* is the metadata a conversion carries from its safetensors input (our
+# folder's shards say format: pt). Every other key is compared, general.size_label (llama.cpp's count of
+# the parameters written) and general.sampling.* (generation_config.json's) included. docs/GGUF.md lists
+# what llama.cpp's converter takes from the folder's name besides (basename, finetune, version, a size
+# label) and why we do not.
+SKIPPED_KEYS = ("general.name",)
 
 
 def gguf_contents(path):
@@ -266,6 +269,57 @@ def test_mistral_native_ignores_the_transformers_shards(tmp_path):
     convert_ok(src, tmp_path / "m.gguf", "--type", "f32")
     got, want = llama_cpp_logits(tmp_path / "m.gguf"), logits(model)
     assert np.max(np.abs(got - want)) <= 1e-4 * np.max(np.abs(want))
+
+
+def assert_end_to_end(model, src, tmp_path, *extra, arch="llama"):
+    """The judges on `src` converted: transformers loads our folder with the model's logits, llama.cpp runs
+    our GGUF with them, and the GGUF written directly equals the GGUF of our folder. Returns our
+    folder's config.json and the conversion's stderr."""
+    r = convert_ok(src, tmp_path / "hf", *extra)
+    np.testing.assert_allclose(loaded_logits(tmp_path / "hf", arch), logits(model), rtol=1e-5, atol=1e-5)
+    convert_ok(src, tmp_path / "m.gguf", "--type", "f32", *extra)
+    got, want = llama_cpp_logits(tmp_path / "m.gguf"), logits(model)
+    assert np.max(np.abs(got - want)) <= 1e-4 * np.max(np.abs(want))
+    convert_ok(src, tmp_path / "direct.gguf", *extra)
+    convert_ok(tmp_path / "hf", tmp_path / "via-folder.gguf")
+    assert_same_gguf(tmp_path / "direct.gguf", tmp_path / "via-folder.gguf")
+    return json.loads((tmp_path / "hf" / "config.json").read_text()), r.stderr
+
+
+def test_mistral_native_pth_shards_give_the_source_logits(tmp_path):
+    """Mistral's older native layout: consolidated.00.pth and .01.pth, cut as Meta cuts its model-parallel
+    shards (embeddings by columns), with params.json's head_dim and hidden_dim and tokenizer.model.v3."""
+    model = source_model("mistral", sliding_window=None, rope_theta=1000000.0, head_dim=HIDDEN // HEADS)
+    src = mistral_folder(tmp_path / "mistral", model)
+    (src / "consolidated.safetensors").unlink()
+    write_shards(meta_state(model), src, 2)
+    config, _ = assert_end_to_end(model, src, tmp_path, arch="mistral")
+    assert config["architectures"] == ["MistralForCausalLM"] and config["intermediate_size"] == INTERMEDIATE
+
+
+def test_llama1_without_n_kv_heads_gives_the_source_logits(tmp_path):
+    """Llama 1's params.json has no n_kv_heads (every head has its keys) and vocab_size -1; context 2048."""
+    model = source_model(num_key_value_heads=HEADS, max_position_embeddings=2048)
+    src = meta_original_folder(tmp_path / "llama1", model, shards=2)
+    params = json.loads((src / "params.json").read_text())
+    del params["n_kv_heads"]
+    (src / "params.json").write_text(json.dumps(params))
+    config, _ = assert_end_to_end(model, src, tmp_path, "--llama-version", "1")
+    assert config["max_position_embeddings"] == 2048 and config["num_key_value_heads"] == HEADS and config["vocab_size"] == 400
+
+
+def test_code_llama_has_a_16k_context_and_its_rope_theta(tmp_path):
+    """Code Llama: Llama 2's layout and tokenizer, rope_theta 1e6 in params.json, vocab_size -1 (the
+    tokenizer's); transformers' converter gives it a context of 16384."""
+    model = source_model(rope_theta=1000000.0, max_position_embeddings=16384)
+    src = meta_original_folder(tmp_path / "codellama", model, shards=2, extra_params={"rope_theta": 1000000.0})
+    config, err = assert_end_to_end(model, src, tmp_path, "--llama-version", "2")
+    assert "Code Llama, context 16384" in err
+    assert config["max_position_embeddings"] == 16384 and config["vocab_size"] == 400
+    theta = config["rope_theta"] if "rope_theta" in config else config["rope_parameters"]["rope_theta"]
+    assert theta == 1000000.0
+    fields = gguf.GGUFReader(str(tmp_path / "direct.gguf")).fields
+    assert fields["llama.context_length"].contents() == 16384 and fields["llama.rope.freq_base"].contents() == 1000000.0
 
 
 def refused(src, tmp_path, *extra, code=1):

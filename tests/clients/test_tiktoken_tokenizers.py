@@ -12,7 +12,7 @@
 - a transformers folder holding our files converts to GGUF as llama.cpp's `llama-bpe` vocabulary (model
   gpt2, the merges, the special tokens CONTROL) that llama.cpp tokenizes as tiktoken does, and whose
   tokenizer keys equal those llama.cpp's convert_hf_to_gguf.py writes from the same folder
-  (SAFEWEIGHTS_LLAMA_CPP), but for add_sep_token, which src/hf does not infer yet (NOT_YET_WRITTEN).
+  (SAFEWEIGHTS_LLAMA_CPP), add_sep_token included (inferred from the pair template, as gguf-py infers it).
 
 The rank file is a byte-level BPE trained here by `tokenizers` (a valid tiktoken vocabulary: every
 token is the merge of two earlier ones), its ids written as ranks. The readers run through
@@ -322,14 +322,8 @@ def llama_cpp_converter_keys(folder, tmp_path, pre):
     return gguf_fields(ref)
 
 
-# What src/hf does not write yet: gguf-py's SpecialVocab also infers add_sep_token from the pair template
-# of tokenizer.json's TemplateProcessing (add_bos/add_eos it infers from the single template, as we do).
-NOT_YET_WRITTEN = {"tokenizer.ggml.add_sep_token"}
-
-
 def assert_same_keys(ours, theirs):
-    assert set(theirs) - set(ours) <= NOT_YET_WRITTEN
-    assert set(ours) <= set(theirs)
+    assert sorted(ours) == sorted(theirs)
     for key in ours:
         assert ours[key] == theirs[key], key
 
@@ -343,7 +337,8 @@ def test_gguf_vocabulary_equals_llama_cpp_converter(llama3_gguf, tmp_path):
         pytest.skip("SAFEWEIGHTS_LLAMA_CPP (the pinned llama.cpp source, scripts/llama-cpp.sh) is unset")
     ours = gguf_fields(out)
     assert_same_keys(ours, theirs)
-    assert theirs["tokenizer.ggml.add_bos_token"] is True
+    # The pair template `bos A bos B` adds no separator.
+    assert theirs["tokenizer.ggml.add_bos_token"] is True and theirs["tokenizer.ggml.add_sep_token"] is False
     assert "tokenizer.chat_template" in ours
 
 

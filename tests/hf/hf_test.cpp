@@ -11,6 +11,7 @@
 #include <map>
 
 #include "gguf/count_allocations.h"
+#include "gguf/size_label.h"
 #include "protobuf_util.h"
 #include "test_util.h"
 #include "hf/arch.h"
@@ -1178,6 +1179,56 @@ TEST(HfTokenizer, ThePostProcessorSaysWhichSpecialTokensEncodingAdds) {
   }
 }
 
+// The pair template says whether a separator is added: each case's answer is gguf-py 0.19's SpecialVocab's
+// on the same tokenizer.json and tokenizer_config.json (tokens <|bos|> 4, <|eos|> 5, <|sep|> 6).
+TEST(HfTokenizer, ThePairTemplateSaysWhetherASeparatorIsAdded) {
+  struct Case {
+    std::string name, single, pair, tokenizer_config;
+    std::optional<bool> add_bos, add_eos, add_sep;
+    std::optional<std::uint32_t> eos, sep;
+  };
+  const auto s = [](std::string_view t) { return R"({"SpecialToken":{"id":")" + std::string(t) + R"(","type_id":0}})"; };
+  const std::string a = R"({"Sequence":{"id":"A","type_id":0}})", b = R"({"Sequence":{"id":"B","type_id":0}})";
+  const std::string bos = s("<|bos|>"), eos = s("<|eos|>"), sep = s("<|sep|>");
+  const std::vector<Case> cases = {
+      // BERT's: the separator is the single template's trailing token, so no separator of its own.
+      {"bert", bos + "," + a + "," + sep, bos + "," + a + "," + sep + "," + b + "," + sep, R"({"cls_token":"<|bos|>","sep_token":"<|sep|>"})", true,
+       true, false, 6, 6},
+      {"llama3", bos + "," + a, bos + "," + a + "," + bos + "," + b, R"({"bos_token":"<|bos|>","eos_token":"<|eos|>"})", true, std::nullopt, false, 5,
+       std::nullopt},
+      {"bare", a, a + "," + sep + "," + b, R"({"bos_token":"<|bos|>","sep_token":"<|sep|>"})", std::nullopt, std::nullopt, true, 6, 6},
+      {"roberta", bos + "," + a + "," + eos, bos + "," + a + "," + eos + "," + eos + "," + b + "," + eos,
+       R"({"bos_token":"<|bos|>","eos_token":"<|eos|>","sep_token":"<|eos|>"})", true, true, true, 5, 5},
+      // No sep token named: eos's, which the template puts between, becomes it.
+      {"eos names sep", bos + "," + a, bos + "," + a + "," + eos + "," + b, R"({"bos_token":"<|bos|>","eos_token":"<|eos|>"})", true, std::nullopt,
+       true, 5, 5},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    Folder f;
+    f.added_tokens = R"([{"id":4,"content":"<|bos|>","special":true},{"id":5,"content":"<|eos|>","special":true},)"
+                     R"({"id":6,"content":"<|sep|>","special":true}])";
+    f.set_vocab_size(7);
+    f.post_processor = R"({"type":"TemplateProcessing","single":[)" + c.single + R"(],"pair":[)" + c.pair + "]}";
+    f.tokenizer_config = c.tokenizer_config;
+    auto p = f.plan();
+    ASSERT_TRUE(IsOk(p));
+    const auto flag = [&](std::string_view key) -> std::optional<bool> {
+      const MetaValue* v = find(*p, key);
+      return v ? std::optional<bool>(*v == MetaValue::boolean(true)) : std::nullopt;
+    };
+    const auto id = [&](std::string_view key) -> std::optional<std::uint32_t> {
+      const MetaValue* v = find(*p, key);
+      return v ? std::optional<std::uint32_t>(static_cast<std::uint32_t>(v->as_u64())) : std::nullopt;
+    };
+    EXPECT_EQ(flag("tokenizer.ggml.add_bos_token"), c.add_bos);
+    EXPECT_EQ(flag("tokenizer.ggml.add_eos_token"), c.add_eos);
+    EXPECT_EQ(flag("tokenizer.ggml.add_sep_token"), c.add_sep);
+    EXPECT_EQ(id("tokenizer.ggml.eos_token_id"), c.eos);
+    EXPECT_EQ(id("tokenizer.ggml.seperator_token_id"), c.sep);
+  }
+}
+
 TEST(HfTokenizer, FamiliesNameTheSpecialTokensLlamaCppsConverterNamesByHand) {
   Folder f;  // GLM-4.5's: bos [gMASK], eot <|user|>, unk <|endoftext|>, eom <|observation|>; eos from tokenizer_config.json
   f.vocab = R"({"a":0,"b":1})";
@@ -1882,6 +1933,63 @@ TEST(HfDense, Mistral3ForConditionalGenerationConvertsItsTextModel) {
   EXPECT_TRUE(FailsNaming(small.plan(), ErrorKind::NotSupported, "config.json", "`rope_parameters.mscale` is set for model_type mistral"));
   other.config.erase("text_config");
   EXPECT_TRUE(FailsNaming(other.plan(), ErrorKind::InvalidModelFolder, "config.json", "`text_config` is missing or not an object"));
+}
+
+// general.size_label: known answers from gguf-py's utility.size_label (0.19, the pinned llama.cpp's),
+// rounding halves to even as Python does (9500 -> round(9.5) = 10 -> "10K").
+TEST(SizeLabel, RoundedNotationAsGgufPyWritesIt) {
+  const std::vector<std::pair<std::uint64_t, std::string>> known = {
+      {1, "0.00K"},         {999, "1.0K"},        {9499, "9.5K"},          {9500, "10K"},           {99949, "100K"},
+      {400000, "400K"},     {1000000, "1000K"},   {1000001, "1.0M"},       {1234567, "1.2M"},       {9950000, "10M"},
+      {8030261248, "8.0B"}, {70553706496, "71B"}, {999999999999, "1000B"}, {1000000000001, "1.0T"}, {123456789012345, "123T"},
+  };
+  for (const auto& [count, label] : known) EXPECT_EQ(gguf::rounded_count(count), label) << count;
+}
+
+// gguf-py's GGUFWriter.get_total_parameter_count over the same shapes: (33920, 25728, 2048, 4), "4x28K". A
+// 2-D tensor of experts (a bias [E, n]) counts as shared there.
+TEST(SizeLabel, ExpertsCountOnceEachAndNameTheirNumber) {
+  gguf::ParameterCount count;
+  const std::vector<std::uint64_t> embd = {400, 64}, experts = {4, 32, 64}, bias = {4, 32};
+  count.add("token_embd.weight", embd);
+  count.add("blk.0.ffn_up_exps.weight", experts);
+  count.add("blk.0.ffn_up_exps.bias", bias);
+  EXPECT_EQ(count.total, 33920u);
+  EXPECT_EQ(count.shared, 25728u);
+  EXPECT_EQ(count.expert, 2048u);
+  EXPECT_EQ(count.experts(), 4u);
+  EXPECT_EQ(gguf::size_label(count), "4x28K");
+  EXPECT_EQ(gguf::size_label(gguf::ParameterCount{}), "");
+}
+
+// generation_config.json's sampling keys: gguf-py 0.19's Metadata.load + set_gguf_meta_model on the same
+// file write exactly these, in this order, with these types (do_sample and the token ids are not sampling).
+TEST(HfSampling, GenerationConfigGivesTheKeysGgufPyWrites) {
+  Folder f;
+  f.write();
+  write_file_bytes(f.dir.file("generation_config.json"), R"({"temperature": 0.6, "top_p": 0.9, "top_k": 50, "repetition_penalty": 1.1,)"
+                                                         R"( "mirostat": 2, "min_p": 0, "do_sample": true, "eos_token_id": [1, 2]})");
+  auto folder = safeweights::Folder::open(f.path(), uncached_resolver());
+  ASSERT_TRUE(IsOk(folder));
+  const std::vector<MetaEntry> want = {
+      {"general.sampling.top_k", MetaValue::i32(50)},
+      {"general.sampling.top_p", MetaValue::f32(0.9f)},
+      {"general.sampling.min_p", MetaValue::f32(0.0f)},
+      {"general.sampling.temp", MetaValue::f32(0.6f)},
+      {"general.sampling.penalty_repeat", MetaValue::f32(1.1f)},
+      {"general.sampling.mirostat", MetaValue::i32(2)},
+  };
+  const std::vector<MetaEntry> got = hf::read_sampling(*folder);
+  ASSERT_EQ(got.size(), want.size());
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(got[i].key, want[i].key);
+    EXPECT_EQ(got[i].value, want[i].value) << want[i].key;
+  }
+  // Like gguf-py, nothing from a file that is not JSON, and a value of another type is skipped.
+  write_file_bytes(f.dir.file("generation_config.json"), "{not json");
+  EXPECT_TRUE(hf::read_sampling(*folder).empty());
+  write_file_bytes(f.dir.file("generation_config.json"), R"({"top_k": 0.5, "temperature": "hot"})");
+  EXPECT_TRUE(hf::read_sampling(*folder).empty());
 }
 
 }  // namespace
