@@ -42,8 +42,9 @@ Result<TensorType> parse_ggml_type(const std::string& option, std::string_view n
 }
 
 bool has_mix_knobs(const ConvertArgs& o) {
-  return !o.output_tensor_type.empty() || !o.token_embedding_type.empty() || !o.tensor_types.empty() || !o.tensor_type_files.empty() || o.pure ||
-         o.leave_output_tensor || o.allow_requantize || !o.imatrix.empty() || !o.include_weights.empty() || !o.exclude_weights.empty();
+  return !o.output_tensor_type.empty() || !o.token_embedding_type.empty() || !o.tensor_types.empty() || !o.tensor_type_files.empty() ||
+         !o.override_kv.empty() || o.pure || o.leave_output_tensor || o.allow_requantize || !o.imatrix.empty() || !o.include_weights.empty() ||
+         !o.exclude_weights.empty();
 }
 
 // One PATTERN=TYPE entry (`option` says where it came from, for the message), lower-cased by the mix.
@@ -109,6 +110,11 @@ Result<QuantizeMix> parse_mix(const ConvertArgs& o) {
   }
   auto status = add_tensor_types(o, mix);
   if (!status.is_ok()) return status;
+  for (const std::string& spec : o.override_kv) {
+    auto entry = gguf::parse_kv_override(spec);
+    if (!entry.is_ok()) return std::move(entry).error();
+    mix.override_kv.push_back(std::move(entry).value());
+  }
   mix.pure = o.pure;
   mix.leave_output_tensor = o.leave_output_tensor;
   mix.allow_requantize = o.allow_requantize;

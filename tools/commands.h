@@ -95,6 +95,7 @@ struct ConvertArgs {
   // patterns are tried in; empty: the --tensor-type entries, then the files.
   std::vector<std::string> tensor_type_files;
   std::vector<bool> tensor_type_order;
+  std::vector<std::string> override_kv;  // --override-kv KEY=TYPE:VALUE
   bool pure = false, leave_output_tensor = false, allow_requantize = false;
   unsigned threads = 0;  // 0: one per core
   std::string entry;

@@ -179,6 +179,9 @@ void add_convert(CLI::App& app, ConvertArgs& args, int& exit_code) {
   CLI::Option* tensor_type_file = cmd->add_option("--tensor-type-file", args.tensor_type_files,
                                                   "file type: a text file of PATTERN=TYPE entries separated by white space, each a --tensor-type, "
                                                   "tried where the option stands among them (repeatable)");
+  cmd->add_option("--override-kv", args.override_kv,
+                  "file type: KEY=TYPE:VALUE (int, float, bool or str), a metadata entry written over the output's, as llama-quantize does "
+                  "(repeatable)");
   cmd->add_flag("--pure", args.pure, "file type: every quantized tensor the file type's base type, without llama.cpp's per-tensor rules");
   cmd->add_flag("--leave-output-tensor", args.leave_output_tensor, "file type: output.weight keeps its type");
   cmd->add_flag("--allow-requantize", args.allow_requantize, "file type: quantize tensors that are already quantized (refused without it)");

@@ -277,6 +277,54 @@ def test_tensor_type_file_refused_as_llama_quantize(models, tmp_path, text, mess
     assert got.returncode != 0 and "FileNotFound" in got.stderr and "missing.txt" in got.stderr, got.stderr
 
 
+# --override-kv: each type, a new key, a key the type rules read (head_count_kv: GQA 1 instead of 4,
+# which makes attn_v Q3_K instead of Q4_K in Q2_K), and a negative int (written as its magnitude, UINT32).
+OVERRIDES = ["general.name=str:renamed model", "llama.context_length=int:-4096", "llama.rope.freq_base=float:500000.5",
+             "general.flag=bool:true", "my.new_key=str:", "llama.attention.head_count_kv=int:4"]
+
+
+def test_override_kv_as_llama_quantize(models, tmp_path):
+    src = models["gqa"][1]
+    knobs = [a for o in OVERRIDES for a in ("--override-kv", o)]
+    got = ours(src, tmp_path / "ours.gguf", "Q2_K", *knobs)
+    ref = llama_quantize(src, tmp_path / "ref.gguf", "Q2_K", *knobs)
+    assert ref.returncode == 0, ref.stderr[-2000:]
+    assert got.returncode == 0, got.stderr
+    assert_same(tmp_path / "ref.gguf", tmp_path / "ours.gguf")
+    keys = contents(tmp_path / "ours.gguf")[1]
+    assert keys["general.name"] == "renamed model" and keys["llama.context_length"] == 4096 and keys["general.flag"] is True
+    plain = ours(src, tmp_path / "plain.gguf", "Q2_K")
+    assert plain.returncode == 0, plain.stderr
+    assert contents(tmp_path / "plain.gguf")[0]["blk.0.attn_v.weight"][0] == "Q4_K"
+    assert contents(tmp_path / "ours.gguf")[0]["blk.0.attn_v.weight"][0] == "Q3_K"
+
+
+def test_override_kv_from_python(models, tmp_path):
+    """safeweights.convert(..., override_kv=[...]) writes what the CLI writes; a bad entry raises naming it."""
+    import safeweights
+
+    src = models["gqa"][1]
+    safeweights.convert(str(src), str(tmp_path / "py.gguf"), type="Q4_K_M", override_kv=OVERRIDES)
+    got = ours(src, tmp_path / "cli.gguf", "Q4_K_M", *[a for o in OVERRIDES for a in ("--override-kv", o)])
+    assert got.returncode == 0, got.stderr
+    assert contents(tmp_path / "py.gguf") == contents(tmp_path / "cli.gguf")
+    with pytest.raises(Exception, match="a bool is true or false"):
+        safeweights.convert(str(src), str(tmp_path / "bad.gguf"), type="Q4_K_M", override_kv=["general.flag=bool:1"])
+    assert not (tmp_path / "bad.gguf").exists()
+
+
+@pytest.mark.parametrize("spec, message", [("general.name=string:x", "the type is int, float, bool or str"),
+                                           ("general.flag=bool:yes", "a bool is true or false"),
+                                           ("general.name=str:" + "x" * 128, "a string value holds at most 127 bytes"), ("no-equals", "expected KEY=TYPE:VALUE")])
+def test_override_kv_refused_as_llama_quantize(models, tmp_path, spec, message):
+    src = models["gqa"][1]
+    ref = llama_quantize(src, tmp_path / "ref.gguf", "Q4_K_M", "--override-kv", spec)
+    got = ours(src, tmp_path / "ours.gguf", "Q4_K_M", "--override-kv", spec)
+    assert ref.returncode != 0 and not (tmp_path / "ref.gguf").exists()
+    assert got.returncode != 0 and f"--override-kv {spec}: {message}" in got.stderr, got.stderr
+    assert not (tmp_path / "ours.gguf").exists()
+
+
 def test_requantize_refused_then_allowed(models, tmp_path):
     q8 = tmp_path / "q8.gguf"
     assert llama_quantize(models["gqa"][1], q8, "Q8_0").returncode == 0
