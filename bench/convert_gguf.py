@@ -30,17 +30,25 @@ import tempfile
 import time
 
 
-def timed(cmd, env=None):
-    """Seconds and peak RSS (MiB) of a command. The RSS comes from GNU time, a small parent: a child's
-    ru_maxrss counts what it inherits at fork, and this interpreter's pages would hide the command's."""
-    with tempfile.NamedTemporaryFile("r") as rss, tempfile.TemporaryFile("w+") as log:
+def measured(cmd, env=None):
+    """Wall seconds, CPU seconds (user + system) and peak RSS (MiB) of a command. They come from GNU time,
+    a small parent: a child's ru_maxrss counts what it inherits at fork, and this interpreter's pages
+    would hide the command's. On a loaded machine the CPU time is the steadier figure."""
+    with tempfile.NamedTemporaryFile("r") as out, tempfile.TemporaryFile("w+") as log:
         start = time.perf_counter()
-        proc = subprocess.run(["/usr/bin/time", "-f", "%M", "-o", rss.name, *cmd], stdout=log, stderr=log, env=env)
+        proc = subprocess.run(["/usr/bin/time", "-f", "%U %S %M", "-o", out.name, *cmd], stdout=log, stderr=log, env=env)
         elapsed = time.perf_counter() - start
         if proc.returncode != 0:
             log.seek(0)
             raise SystemExit(f"{cmd} failed with status {proc.returncode}:\n{log.read()[-4000:]}")
-        return elapsed, int(rss.read().split()[-1]) / 1024
+        user, system, rss = out.read().split()[-3:]
+        return elapsed, float(user) + float(system), int(rss) / 1024
+
+
+def timed(cmd, env=None):
+    """Seconds and peak RSS (MiB) of a command (measured())."""
+    elapsed, _, rss = measured(cmd, env)
+    return elapsed, rss
 
 
 def write_input(path, gib):

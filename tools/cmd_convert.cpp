@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <memory>
 
@@ -40,8 +42,56 @@ Result<TensorType> parse_ggml_type(const std::string& option, std::string_view n
 }
 
 bool has_mix_knobs(const ConvertArgs& o) {
-  return !o.output_tensor_type.empty() || !o.token_embedding_type.empty() || !o.tensor_types.empty() || o.pure || o.leave_output_tensor ||
-         o.allow_requantize || !o.imatrix.empty() || !o.include_weights.empty() || !o.exclude_weights.empty();
+  return !o.output_tensor_type.empty() || !o.token_embedding_type.empty() || !o.tensor_types.empty() || !o.tensor_type_files.empty() ||
+         !o.override_kv.empty() || o.pure || o.leave_output_tensor || o.allow_requantize || !o.imatrix.empty() || !o.include_weights.empty() ||
+         !o.exclude_weights.empty();
+}
+
+// One PATTERN=TYPE entry (`option` says where it came from, for the message), lower-cased by the mix.
+Status add_tensor_type(const std::string& option, const std::string& spec, QuantizeMix& mix) {
+  const std::size_t eq = spec.find('=');
+  if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size()) return usage(option + " " + spec + ": expected PATTERN=TYPE");
+  auto t = parse_ggml_type(option, spec.substr(eq + 1));
+  if (!t.is_ok()) return std::move(t).error();
+  mix.tensor_types.emplace_back(spec.substr(0, eq), *t);
+  return Status::ok();
+}
+
+// A --tensor-type-file: its entries, separated by white space as llama-quantize reads them. A text file
+// of patterns is small; one over the limit is refused rather than read whole.
+constexpr std::uintmax_t kMaxTensorTypeFile = 1 << 20;
+
+Status add_tensor_type_file(const std::string& path, QuantizeMix& mix) {
+  std::error_code ec;
+  const std::uintmax_t size = std::filesystem::file_size(path, ec);
+  if (ec) return Error(ErrorKind::FileNotFound, "--tensor-type-file: cannot read it (" + ec.message() + ")").with_file(path);
+  if (size > kMaxTensorTypeFile)
+    return Error(ErrorKind::InvalidArgument, "--tensor-type-file: " + std::to_string(size) + " bytes, over the limit of 1 MiB for a list of patterns")
+        .with_file(path);
+  std::ifstream in(path);
+  if (!in) return Error(ErrorKind::FileNotFound, "--tensor-type-file: cannot open it").with_file(path);
+  std::string spec;
+  while (in >> spec) {
+    auto status = add_tensor_type("--tensor-type-file " + path + ":", spec, mix);
+    if (!status.is_ok()) return status;
+  }
+  return Status::ok();
+}
+
+// The --tensor-type and --tensor-type-file entries in the order their options were given.
+Status add_tensor_types(const ConvertArgs& o, QuantizeMix& mix) {
+  std::vector<bool> order = o.tensor_type_order;
+  if (order.size() != o.tensor_types.size() + o.tensor_type_files.size()) {
+    order.assign(o.tensor_types.size(), false);
+    order.resize(o.tensor_types.size() + o.tensor_type_files.size(), true);
+  }
+  std::size_t next_spec = 0, next_file = 0;
+  for (const bool file : order) {
+    auto status =
+        file ? add_tensor_type_file(o.tensor_type_files[next_file++], mix) : add_tensor_type("--tensor-type", o.tensor_types[next_spec++], mix);
+    if (!status.is_ok()) return status;
+  }
+  return Status::ok();
 }
 
 // llama-quantize's file type and knobs, as QuantizeMix takes them.
@@ -58,13 +108,12 @@ Result<QuantizeMix> parse_mix(const ConvertArgs& o) {
     if (!t.is_ok()) return std::move(t).error();
     mix.token_embedding_type = *t;
   }
-  for (const std::string& spec : o.tensor_types) {
-    const std::size_t eq = spec.find('=');
-    if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size())
-      return Error(ErrorKind::InvalidArgument, "--tensor-type " + spec + ": expected PATTERN=TYPE");
-    auto t = parse_ggml_type("--tensor-type", spec.substr(eq + 1));
-    if (!t.is_ok()) return std::move(t).error();
-    mix.tensor_types.emplace_back(spec.substr(0, eq), *t);
+  auto status = add_tensor_types(o, mix);
+  if (!status.is_ok()) return status;
+  for (const std::string& spec : o.override_kv) {
+    auto entry = gguf::parse_kv_override(spec);
+    if (!entry.is_ok()) return std::move(entry).error();
+    mix.override_kv.push_back(std::move(entry).value());
   }
   mix.pure = o.pure;
   mix.leave_output_tensor = o.leave_output_tensor;

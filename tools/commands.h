@@ -90,6 +90,12 @@ struct ConvertArgs {
   // llama-quantize's knobs, with a file type as --type (docs/CLI.md)
   std::string output_tensor_type, token_embedding_type, imatrix;
   std::vector<std::string> tensor_types, include_weights, exclude_weights;
+  // --tensor-type-file FILE: whitespace-separated PATTERN=TYPE entries, each as a --tensor-type. The
+  // order of the two options' occurrences on the command line (true: a file), which is the order their
+  // patterns are tried in; empty: the --tensor-type entries, then the files.
+  std::vector<std::string> tensor_type_files;
+  std::vector<bool> tensor_type_order;
+  std::vector<std::string> override_kv;  // --override-kv KEY=TYPE:VALUE
   bool pure = false, leave_output_tensor = false, allow_requantize = false;
   unsigned threads = 0;  // 0: one per core
   std::string entry;

@@ -174,7 +174,14 @@ void add_convert(CLI::App& app, ConvertArgs& args, int& exit_code) {
                   "like q8_0, the file type)");
   cmd->add_option("--output-tensor-type", args.output_tensor_type, "file type: output.weight's ggml type (llama-quantize's option)");
   cmd->add_option("--token-embedding-type", args.token_embedding_type, "file type: token_embd.weight's ggml type");
-  cmd->add_option("--tensor-type", args.tensor_types, "file type: PATTERN=TYPE, tensors whose name PATTERN (a regex) finds get TYPE (repeatable)");
+  CLI::Option* tensor_type = cmd->add_option("--tensor-type", args.tensor_types,
+                                             "file type: PATTERN=TYPE, tensors whose name PATTERN (a regex) finds get TYPE (repeatable)");
+  CLI::Option* tensor_type_file = cmd->add_option("--tensor-type-file", args.tensor_type_files,
+                                                  "file type: a text file of PATTERN=TYPE entries separated by white space, each a --tensor-type, "
+                                                  "tried where the option stands among them (repeatable)");
+  cmd->add_option("--override-kv", args.override_kv,
+                  "file type: KEY=TYPE:VALUE (int, float, bool or str), a metadata entry written over the output's, as llama-quantize does "
+                  "(repeatable)");
   cmd->add_flag("--pure", args.pure, "file type: every quantized tensor the file type's base type, without llama.cpp's per-tensor rules");
   cmd->add_flag("--leave-output-tensor", args.leave_output_tensor, "file type: output.weight keeps its type");
   cmd->add_flag("--allow-requantize", args.allow_requantize, "file type: quantize tensors that are already quantized (refused without it)");
@@ -200,7 +207,11 @@ void add_convert(CLI::App& app, ConvertArgs& args, int& exit_code) {
   cmd->add_flag("--instruct", args.instruct, "Meta's Llama 3 original download of an instruct model: <|eot_id|> (and 3.1's list) as end of sequence");
   add_backend_option(cmd, args.backend, "how the input is read: pread (default: chunks through one buffer) or mmap");
   add_http_options(cmd);
-  cmd->callback([&args, &exit_code] { exit_code = run_convert(args); });
+  cmd->callback([&args, cmd, tensor_type, tensor_type_file, &exit_code] {
+    for (const CLI::Option* o : cmd->parse_order())
+      if (o == tensor_type || o == tensor_type_file) args.tensor_type_order.push_back(o == tensor_type_file);
+    exit_code = run_convert(args);
+  });
 }
 
 void add_diff(CLI::App& app, DiffArgs& args, int& exit_code) {

@@ -95,6 +95,10 @@ struct QuantizeMix {
   bool allow_requantize = false;                              // a quantized input tensor may be quantized again
   std::string imatrix;                                        // llama-imatrix's output (GGUF or legacy .dat); empty: none
   std::vector<std::string> include_weights, exclude_weights;  // imatrix entries kept / left out, by substring
+  // --override-kv (safeweights/gguf.h parse_kv_override): set over the output's metadata in order, after
+  // general.file_type and before the importance matrix's keys, and read by the type rules as the model's
+  // metadata, as llama-quantize does.
+  std::vector<MetaEntry> override_kv;
 };
 
 // A tensor as a mix sees it: its name, its type before the mix (the input's, or the plan's) and shape.

@@ -121,6 +121,12 @@ std::optional<std::uint32_t> llama_file_type(TensorType type) noexcept;
 // numbers (15): what QuantizeMix::file_type takes (safeweights/format.h; docs/GGUF.md, "Quantization mixes").
 bool is_llama_file_type(std::string_view name) noexcept;
 
+// llama-quantize's --override-kv KEY=TYPE:VALUE as the entry it writes over the output's metadata:
+// int:N (C's atol, written UINT32 |N| as llama.cpp does), float:X (atof, written FLOAT32), bool:true or
+// bool:false, str:TEXT (at most 127 bytes). InvalidArgument naming the rule for a key of 128 bytes or
+// more, no '=', another type or a bad bool or string (what QuantizeMix::override_kv takes).
+Result<MetaEntry> parse_kv_override(std::string_view spec);
+
 // The GGUF v3 TensorSink: creates `path` with `kv` and the declared tensors (the header is written now;
 // `tensors` declare the tensors in the order their bytes are laid out; shapes are row-major, the file's
 // ne is the reverse), takes their bytes in any order, whole or in chunks (copy_chunk in the kernel from a

@@ -7,13 +7,13 @@
 // ways (a copy), so a converter can treat every float type the same.
 //
 // Supported: quantize() and dequantize() for F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1, Q2_K,
-// Q3_K, Q4_K, Q5_K, Q6_K, Q8_K, IQ4_NL, IQ4_XS, IQ3_XXS, IQ3_S, IQ2_S, TQ1_0, TQ2_0 and MXFP4;
+// Q3_K, Q4_K, Q5_K, Q6_K, Q8_K, IQ4_NL, IQ4_XS, IQ3_XXS, IQ3_S, IQ2_S, TQ1_0, TQ2_0, MXFP4, Q1_0 and Q2_0;
 // dequantize() for IQ2_XXS, IQ2_XS, IQ1_S and IQ1_M too, which quantize only through quantize_rows()
 // with importance (requires_importance()). The IQ types' weighted paths are ggml's (quantize_rows()).
 // can_quantize()/can_dequantize() say exactly that; any other type gets NotSupported naming it.
 //
 // Exactness: the output bytes of quantize() are those of ggml's reference quantizers (Q4_0 ... Q8_1,
-// Q8_K, F16, BF16), and for Q2_K ... Q6_K and the IQ, TQ and MXFP4 types those of llama.cpp's quantizer
+// Q8_K, F16, BF16, Q1_0, Q2_0), and for Q2_K ... Q6_K and the IQ, TQ and MXFP4 types those of llama.cpp's quantizer
 // (ggml_quantize_chunk()) without an importance matrix; those of quantize_rows() with importance weights
 // are those of ggml_quantize_chunk() with them as the imatrix (Q4_0 ... Q5_1, Q2_K ... Q6_K, the IQ
 // types); dequantize() matches ggml's dequantizers bit for bit (Q8_1, which ggml never dequantizes,

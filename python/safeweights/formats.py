@@ -64,6 +64,7 @@ def convert(
     imatrix=None,
     include_weights: list | None = None,
     exclude_weights: list | None = None,
+    override_kv: list | None = None,
 ) -> dict:
     """Converts ``input`` (any format the library reads, a Hugging Face model folder) into ``output``.
 
@@ -83,9 +84,9 @@ def convert(
     number; GGUF output): each tensor then gets the type llama-quantize gives it, with its options as
     keywords (``output_tensor_type``, ``token_embedding_type``, ``tensor_types`` as (pattern, type)
     pairs, ``pure``, ``leave_output_tensor``, ``allow_requantize``, ``imatrix``, ``include_weights``,
-    ``exclude_weights``; any of them makes a name such as "Q8_0" the file type). Returns {"tensors":
-    [{"name", "from", "to", "note"}], "bytes_written", "files", "notes"} (``notes``: what was inferred
-    rather than read).
+    ``exclude_weights``, ``override_kv`` as "KEY=TYPE:VALUE" strings; any of them makes a name such as
+    "Q8_0" the file type). Returns {"tensors": [{"name", "from", "to", "note"}], "bytes_written",
+    "files", "notes"} (``notes``: what was inferred rather than read).
     """
     mix: dict[str, object] = {}
     if output_tensor_type is not None:
@@ -103,6 +104,8 @@ def convert(
         mix["include_weights"] = list(include_weights)
     if exclude_weights:
         mix["exclude_weights"] = list(exclude_weights)
+    if override_kv:
+        mix["override_kv"] = list(override_kv)
     return _safeweights._convert(
         input, output, type, to, entry, threads, dedup, durable, carry_metadata, split_max_bytes, split_max_tensors, allow_unknown, key,
         llama_version, max_position_embeddings, instruct, mix,

@@ -33,4 +33,5 @@ def convert(
     imatrix: Optional[_Path] = ...,
     include_weights: Optional[List[str]] = ...,
     exclude_weights: Optional[List[str]] = ...,
+    override_kv: Optional[List[str]] = ...,
 ) -> Dict[str, Any]: ...

@@ -41,6 +41,9 @@ QuantizeMix mix_arg(const std::string& file_type, const py::dict& knobs) {
   if (knobs.contains("imatrix") && !knobs["imatrix"].is_none()) mix.imatrix = path_arg(knobs["imatrix"]);
   if (knobs.contains("include_weights")) mix.include_weights = knobs["include_weights"].cast<std::vector<std::string>>();
   if (knobs.contains("exclude_weights")) mix.exclude_weights = knobs["exclude_weights"].cast<std::vector<std::string>>();
+  if (knobs.contains("override_kv"))
+    for (const std::string& spec : knobs["override_kv"].cast<std::vector<std::string>>())
+      mix.override_kv.push_back(value_or_raise(gguf::parse_kv_override(spec), Domain::Safetensors));
   return mix;
 }
 

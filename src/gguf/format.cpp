@@ -140,12 +140,13 @@ Result<std::vector<float>> weights_for(const ImportanceMatrix& m, const MixTenso
       .with_tensor(std::string(t.name));
 }
 
-// What llama-quantize writes over the input's metadata: the quantization version and file type, and
-// with an importance matrix its file, dataset, entry and chunk counts (quantize.imatrix.*).
+// What llama-quantize writes over the input's metadata: the quantization version and file type, the
+// --override-kv entries, and with an importance matrix its file, dataset, entry and chunk counts (quantize.imatrix.*).
 Metadata mix_metadata(const FileType& ft, const QuantizeMix& mix, const ImportanceMatrix& m) {
   Metadata md;
   md.set({"general.quantization_version", MetaValue::u32(2)});
   md.set({std::string(kFileTypeKey), MetaValue::u32(ft.ftype)});
+  for (const MetaEntry& e : mix.override_kv) md.set(e);
   if (m.entries.empty()) return md;
   const auto capped = [](const std::string& s) { return s.substr(0, 127); };  // llama.cpp's override strings hold 127 bytes
   md.set({"quantize.imatrix.file", MetaValue::string(capped(mix.imatrix))});
@@ -159,7 +160,9 @@ Result<MixPlan> plan_llama_mix(const QuantizeMix& mix, std::span<const MixTensor
   const FileType* ft = find_file_type(mix.file_type);
   if (!ft)
     return Error(ErrorKind::InvalidArgument, "unknown llama-quantize file type " + mix.file_type + " (" + file_type_names() + ", or their numbers)");
-  SW_ASSIGN_OR_RETURN(const ModelFacts model, model_facts(metadata));
+  Metadata overridden = metadata;  // llama-quantize's loader reads the model through the overrides
+  for (const MetaEntry& e : mix.override_kv) overridden.set(e);
+  SW_ASSIGN_OR_RETURN(const ModelFacts model, model_facts(overridden));
   SW_ASSIGN_OR_RETURN(const ImportanceMatrix imatrix, importance_of(mix));
   const bool has_imatrix = !imatrix.entries.empty();
   SW_ASSIGN_OR_RETURN(std::vector<TypeChoice> choices, choose_types(*ft, mix, model, tensors, has_imatrix));

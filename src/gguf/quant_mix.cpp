@@ -7,7 +7,9 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <cstdlib>
 #include <numeric>
+#include <optional>
 #include <regex>
 
 #include "core/status_macros.h"
@@ -457,6 +459,34 @@ const FileType* find_file_type(std::string_view text) noexcept {
 }
 
 bool is_llama_file_type(std::string_view name) noexcept { return find_file_type(name) != nullptr; }
+
+Result<MetaEntry> parse_kv_override(std::string_view spec) {
+  const auto bad = [&](std::string rule) { return Error(ErrorKind::InvalidArgument, "--override-kv " + std::string(spec) + ": " + std::move(rule)); };
+  const std::size_t eq = spec.find('=');
+  if (eq == std::string_view::npos || eq >= 128) return bad("expected KEY=TYPE:VALUE with a key under 128 bytes");
+  std::string key(spec.substr(0, eq));
+  const std::string_view rest = spec.substr(eq + 1);
+  const auto value_after = [&](std::string_view tag) -> std::optional<std::string> {
+    if (!rest.starts_with(tag)) return std::nullopt;
+    return std::string(rest.substr(tag.size()));
+  };
+  if (auto v = value_after("int:")) {
+    // atol's parse; llama.cpp writes the magnitude as UINT32 (its int overrides are UINT32 keys).
+    const long long n = std::strtoll(v->c_str(), nullptr, 10);
+    const unsigned long long magnitude = n < 0 ? 0ull - static_cast<unsigned long long>(n) : static_cast<unsigned long long>(n);
+    return MetaEntry{std::move(key), MetaValue::u32(static_cast<std::uint32_t>(magnitude))};
+  }
+  if (auto v = value_after("float:")) return MetaEntry{std::move(key), MetaValue::f32(static_cast<float>(std::strtod(v->c_str(), nullptr)))};
+  if (auto v = value_after("bool:")) {
+    if (*v != "true" && *v != "false") return bad("a bool is true or false");
+    return MetaEntry{std::move(key), MetaValue::boolean(*v == "true")};
+  }
+  if (auto v = value_after("str:")) {
+    if (v->size() > 127) return bad("a string value holds at most 127 bytes");
+    return MetaEntry{std::move(key), MetaValue::string(std::move(*v))};
+  }
+  return bad("the type is int, float, bool or str");
+}
 
 Result<ModelFacts> model_facts(const Metadata& md) {
   ModelFacts m;

@@ -68,7 +68,7 @@ Codec float_codec(TensorType type) noexcept {
 namespace {
 
 quant::Codec codec(TensorType type) noexcept {
-  for (auto family : {quant::float_codec, quant::legacy_codec, quant::k_codec, quant::other_codec}) {
+  for (auto family : {quant::float_codec, quant::legacy_codec, quant::k_codec, quant::other_codec, quant::low_bit_codec}) {
     const quant::Codec c = family(type);
     if (c.quantize != nullptr || c.dequantize != nullptr) return c;
   }

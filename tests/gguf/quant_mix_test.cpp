@@ -131,6 +131,36 @@ TEST(QuantMix, GqaFactorFromTheMetadata) {
   EXPECT_EQ(types.at("blk.1.attn_q.weight"), TensorType::Q2_K);
 }
 
+// --override-kv as llama.cpp's string_parse_kv_override reads it, and as llama-quantize writes it.
+TEST(QuantMix, OverrideKvParsesAsLlamaQuantize) {
+  EXPECT_EQ(gguf::parse_kv_override("a.b=int:-4096").value(), (MetaEntry{"a.b", MetaValue::u32(4096)}));  // the magnitude, UINT32
+  EXPECT_EQ(gguf::parse_kv_override("a=int:12abc").value(), (MetaEntry{"a", MetaValue::u32(12)}));        // atol stops at the letter
+  EXPECT_EQ(gguf::parse_kv_override("a=int:4294967297").value(), (MetaEntry{"a", MetaValue::u32(1)}));    // truncated to 32 bits
+  EXPECT_EQ(gguf::parse_kv_override("a=float:0.1").value(), (MetaEntry{"a", MetaValue::f32(0.1f)}));
+  EXPECT_EQ(gguf::parse_kv_override("a=bool:false").value(), (MetaEntry{"a", MetaValue::boolean(false)}));
+  EXPECT_EQ(gguf::parse_kv_override("a=str:x=y:z").value(), (MetaEntry{"a", MetaValue::string("x=y:z")}));
+  EXPECT_EQ(gguf::parse_kv_override("a=str:").value(), (MetaEntry{"a", MetaValue::string("")}));
+  EXPECT_EQ(gguf::parse_kv_override("a=str:" + std::string(127, 'x')).value().value, MetaValue::string(std::string(127, 'x')));
+  const std::vector<std::string> bad_specs = {"no-equals", "a=string:x", "a=bool:1", "a=str:" + std::string(128, 'x'),
+                                              std::string(128, 'k') + "=int:1"};
+  for (const std::string& bad : bad_specs) EXPECT_TRUE(IsKind(gguf::parse_kv_override(bad), ErrorKind::InvalidArgument)) << bad;
+}
+
+// The overrides are written after general.file_type, and the type rules read the model through them:
+// head_count_kv 4 of 8 heads makes GQA 2, so Q2_K's attn_v is Q3_K, not Q4_K.
+TEST(QuantMix, OverrideKvIsWrittenAndReadByTheRules) {
+  const Model m = llama(2, 8, 2);
+  QuantizeMix mix = mix_of("Q2_K");
+  mix.override_kv = {gguf::parse_kv_override("llama.attention.head_count_kv=int:4").value(),
+                     gguf::parse_kv_override("general.file_type=int:7").value()};
+  EXPECT_EQ(types_of(m, mix).at("blk.1.attn_v.weight"), TensorType::Q3_K);
+  const auto tensors = m.tensors();
+  auto plan = gguf_format().plan_mix(mix, tensors, m.md);
+  ASSERT_TRUE(IsOk(plan));
+  EXPECT_EQ(*plan->metadata.find("general.file_type"), MetaValue::u32(7));
+  EXPECT_EQ(*plan->metadata.find("llama.attention.head_count_kv"), MetaValue::u32(4));
+}
+
 // Rows that are not whole blocks take llama.cpp's fallbacks: Q4_K -> Q5_0 (rows of 96), and F16 when
 // that does not fit either (rows of 100); the output tensor with such rows is Q8_0.
 TEST(QuantMix, FallbacksForRowsThatAreNotWholeBlocks) {

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
 #include <limits>
 #include <random>
 #include <vector>
@@ -175,6 +176,14 @@ TEST(QuantBF16, WideningIsExactForEveryValue) {
 
 // ---- block types: known answers ---------------------------------------------------------------------
 
+// A block of `size` bytes that starts with `head` (zeros after).
+std::vector<std::byte> block_of(std::initializer_list<int> head, std::size_t size) {
+  std::vector<std::byte> b(size);
+  std::size_t i = 0;
+  for (int x : head) b[i++] = static_cast<std::byte>(x);
+  return b;
+}
+
 std::vector<std::uint8_t> u8(const std::vector<std::byte>& bytes) {
   std::vector<std::uint8_t> out;
   for (std::byte b : bytes) out.push_back(std::to_integer<std::uint8_t>(b));
@@ -253,6 +262,54 @@ TEST(QuantQ5, KnownAnswers) {
 }
 
 // Blocks of zeros come out as zero bytes (and d = 0) in every type, and read back as zeros.
+// Q1_0: blocks of 128, d = sum |x| / 128, bit j (low bit first) set where x >= 0 (-0.0 included, NaN
+// not); dequantized, a set bit is d and a clear one -d.
+TEST(QuantQ1_0, KnownAnswers) {
+  std::vector<float> x(256, 0.0f);
+  for (std::size_t j = 0; j < 128; ++j) x[j] = j % 2 ? -3.0f : 1.0f;
+  x[1] = -0.0f;                                          // sum |x| = 64 + 63 x 3 = 253, d = 253 / 128 = 1.9765625 (0x3fe8 in float16)
+  x[128 + 9] = std::numeric_limits<float>::quiet_NaN();  // the second block: zeros and one NaN
+  auto got = u8(quantized(TensorType::Q1_0, x));
+  ASSERT_EQ(got.size(), 36u);
+  EXPECT_EQ(got[0], 0xe8);
+  EXPECT_EQ(got[1], 0x3f);
+  EXPECT_EQ(got[2], 0x57);  // elements 0, 1 (-0.0), 2, 4, 6
+  for (std::size_t i = 3; i < 18; ++i) EXPECT_EQ(got[i], 0x55) << i;
+  EXPECT_EQ(got[18], 0x00);  // d is NaN: float16 0x7e00
+  EXPECT_EQ(got[19], 0x7e);
+  EXPECT_EQ(got[20], 0xff);
+  EXPECT_EQ(got[21], 0xfd);                                                          // element 9 (NaN) clear
+  auto back = dequantized(TensorType::Q1_0, block_of({0x00, 0x40, 0x05}, 18), 128);  // d = 2
+  EXPECT_EQ(back[0], 2.0f);
+  EXPECT_EQ(back[1], -2.0f);
+  EXPECT_EQ(back[2], 2.0f);
+  EXPECT_EQ(back[127], -2.0f);
+}
+
+// Q2_0: blocks of 64, d = max |x| (NaN skipped), code roundf(x / d) + 1 held to 0..3 (halves away from
+// zero; NaN and out-of-range through cvttss2si's INT32_MIN: code 0), four codes a byte, low bits first;
+// dequantized, (code - 1) x d.
+TEST(QuantQ2_0, KnownAnswers) {
+  std::vector<float> x(128, 0.0f);
+  const float head[] = {4, -4, 2, -2, 1, std::numeric_limits<float>::quiet_NaN(), 3};
+  std::copy(std::begin(head), std::end(head), x.begin());
+  x[64] = std::numeric_limits<float>::denorm_min();  // the second block: 1 / d is infinite, x / d inf or NaN
+  auto got = u8(quantized(TensorType::Q2_0, x));
+  ASSERT_EQ(got.size(), 36u);
+  EXPECT_EQ(got[0], 0x00);  // d = 4 (0x4400)
+  EXPECT_EQ(got[1], 0x44);
+  EXPECT_EQ(got[2], 0x22);  // codes 2, 0, 2 (2 / 4 = 0.5 rounds up), 0 (-0.5 rounds down)
+  EXPECT_EQ(got[3], 0x61);  // codes 1, 0 (NaN), 2, 1
+  for (std::size_t i = 4; i < 18; ++i) EXPECT_EQ(got[i], 0x55) << i;
+  for (std::size_t i = 18; i < 36; ++i) EXPECT_EQ(got[i], 0x00) << i;               // d underflows to 0, every code 0
+  auto back = dequantized(TensorType::Q2_0, block_of({0x00, 0x44, 0xe4}, 18), 64);  // codes 0, 1, 2, 3
+  EXPECT_EQ(back[0], -4.0f);
+  EXPECT_EQ(back[1], 0.0f);
+  EXPECT_EQ(back[2], 4.0f);
+  EXPECT_EQ(back[3], 8.0f);
+  EXPECT_EQ(back[4], -4.0f);
+}
+
 TEST(QuantBlocks, ZeroBlocksAreZeroBytes) {
   for (TensorType type : {TensorType::Q4_1, TensorType::Q5_1, TensorType::Q8_0, TensorType::Q2_K, TensorType::Q3_K, TensorType::Q4_K,
                           TensorType::Q5_K, TensorType::Q6_K, TensorType::Q8_K}) {
@@ -311,41 +368,35 @@ TEST(QuantBlocks, NonFiniteInputFollowsGgml) {
 
 // Dequantizers on hand-built blocks: the value is the published formula.
 TEST(QuantDequantize, KnownAnswers) {
-  auto bytes = [](std::initializer_list<int> v, std::size_t size) {
-    std::vector<std::byte> b(size);
-    std::size_t i = 0;
-    for (int x : v) b[i++] = static_cast<std::byte>(x);
-    return b;
-  };
   // Q4_1: d = 0.5, m = -1; element 0 = 3 x 0.5 - 1, element 16 = 12 x 0.5 - 1.
-  auto q41 = dequantized(TensorType::Q4_1, bytes({0x00, 0x38, 0x00, 0xbc, 0xc3}, 20), 32);
+  auto q41 = dequantized(TensorType::Q4_1, block_of({0x00, 0x38, 0x00, 0xbc, 0xc3}, 20), 32);
   EXPECT_EQ(q41[0], 0.5f);
   EXPECT_EQ(q41[16], 5.0f);
   // Q4_K: d = 1, dmin = 0.5; sub-block 0: scale 2, min 3; element 0 code 5: 1 x 2 x 5 - 0.5 x 3.
-  auto q4k = bytes({0x00, 0x3c, 0x00, 0x38, 2, 0, 0, 0, 3}, 144);
+  auto q4k = block_of({0x00, 0x3c, 0x00, 0x38, 2, 0, 0, 0, 3}, 144);
   q4k[16] = std::byte{0x05};
   EXPECT_EQ(dequantized(TensorType::Q4_K, q4k, 256)[0], 8.5f);
   // Q6_K: d = 0.5 at byte 208, scale[0] = -3 at byte 192; element 0: low 4 bits 0xf, high 2 bits 1
   // -> code 31 - 32 = -1: 0.5 x -3 x -1.
-  auto q6k = bytes({0x0f}, 210);
+  auto q6k = block_of({0x0f}, 210);
   q6k[128] = std::byte{0x01};
   q6k[192] = std::byte{0xfd};
   q6k[208] = std::byte{0x00}, q6k[209] = std::byte{0x38};
   EXPECT_EQ(dequantized(TensorType::Q6_K, q6k, 256)[0], 1.5f);
   // Q3_K: d = 1 at byte 108; scale 0 = (low nibble 1 | high pair 2 << 4) - 32 = 1; element 0: low bits 3,
   // high-mask bit clear -> 3 - 4 = -1.
-  auto q3k = bytes({}, 110);
+  auto q3k = block_of({}, 110);
   q3k[32] = std::byte{0x03};
   q3k[96] = std::byte{0x01};
   q3k[104] = std::byte{0x02};
   q3k[108] = std::byte{0x00}, q3k[109] = std::byte{0x3c};
   EXPECT_EQ(dequantized(TensorType::Q3_K, q3k, 256)[0], -1.0f);
   // IQ4_NL: d = 2, index 0 -> -127, index 15 -> 113.
-  auto iq4 = dequantized(TensorType::IQ4_NL, bytes({0x00, 0x40, 0xf0}, 18), 32);
+  auto iq4 = dequantized(TensorType::IQ4_NL, block_of({0x00, 0x40, 0xf0}, 18), 32);
   EXPECT_EQ(iq4[0], -254.0f);
   EXPECT_EQ(iq4[16], 226.0f);
   // TQ2_0: d = 1; byte 0 = codes 2, 0, 1, 2 (two bits each) -> elements 0, 32, 64, 96 = 1, -1, 0, 1.
-  auto tq2 = bytes({0x92}, 66);
+  auto tq2 = block_of({0x92}, 66);
   tq2[65] = std::byte{0x3c};
   auto t = dequantized(TensorType::TQ2_0, tq2, 256);
   EXPECT_EQ(t[0], 1.0f);
@@ -354,7 +405,7 @@ TEST(QuantDequantize, KnownAnswers) {
   EXPECT_EQ(t[96], 1.0f);
   // TQ1_0: a byte holds 5 base-3 digits as a fraction of 256 (rounded up): 2,1,0,0,0 is
   // ceil((2 x 81 + 1 x 27) x 256 / 243) = 200; d = 1 -> elements 0 and 32 are 1 and 0.
-  auto tq1 = bytes({200}, 54);
+  auto tq1 = block_of({200}, 54);
   tq1[53] = std::byte{0x3c};
   auto t1 = dequantized(TensorType::TQ1_0, tq1, 256);
   EXPECT_EQ(t1[0], 1.0f);
@@ -362,12 +413,12 @@ TEST(QuantDequantize, KnownAnswers) {
   EXPECT_EQ(t1[64], -1.0f);
   // MXFP4: exponent byte e scales by 2^(e-127), halved for the doubled E2M1 values: e = 127 -> 0.5;
   // code 7 (6.0, doubled 12) -> 6, code 9 (-0.5, doubled -1) -> -0.5. e = 0 -> 2^-128 (a subnormal).
-  auto mx = dequantized(TensorType::MXFP4, bytes({127, 0x97}, 17), 32);
+  auto mx = dequantized(TensorType::MXFP4, block_of({127, 0x97}, 17), 32);
   EXPECT_EQ(mx[0], 6.0f);
   EXPECT_EQ(mx[16], -0.5f);
-  EXPECT_EQ(dequantized(TensorType::MXFP4, bytes({0, 0x01}, 17), 32)[0], 0x1p-128f);
+  EXPECT_EQ(dequantized(TensorType::MXFP4, block_of({0, 0x01}, 17), 32)[0], 0x1p-128f);
   // Q8_K: float32 d = 0.25, code -4 -> -1.
-  auto q8k = bytes({0x00, 0x00, 0x80, 0x3e, 0xfc}, 292);
+  auto q8k = block_of({0x00, 0x00, 0x80, 0x3e, 0xfc}, 292);
   EXPECT_EQ(dequantized(TensorType::Q8_K, q8k, 256)[0], -1.0f);
 }
 
@@ -430,7 +481,8 @@ TEST(QuantBlocks, SupportedTypesAreListed) {
     EXPECT_TRUE(sw::can_quantize(type)) << sw::type_name(type);
     EXPECT_TRUE(sw::can_dequantize(type)) << sw::type_name(type);
   }
-  for (TensorType type : {TensorType::IQ4_NL, TensorType::IQ4_XS, TensorType::TQ1_0, TensorType::TQ2_0, TensorType::MXFP4}) {
+  for (TensorType type :
+       {TensorType::IQ4_NL, TensorType::IQ4_XS, TensorType::TQ1_0, TensorType::TQ2_0, TensorType::MXFP4, TensorType::Q1_0, TensorType::Q2_0}) {
     EXPECT_TRUE(sw::can_quantize(type)) << sw::type_name(type);
     EXPECT_TRUE(sw::can_dequantize(type)) << sw::type_name(type);
   }
