@@ -150,8 +150,6 @@ struct Architecture {
                        std::vector<ConvertTensor>& out) = nullptr;
   // Layers past num_hidden_layers (multi-token prediction) are left out, as llama.cpp's converter drops them.
   bool drops_extra_layers = false;
-  // YaRN's mscale / mscale_all_dim (Rope) are the architecture's check's to map; elsewhere they are refused.
-  bool yarn_mscale = false;
   Norm norm = Norm::Rms;  // RMS norms or LayerNorm (its epsilon's key, output_norm.bias)
   // Plans layer `n`'s attention half itself (hybrid models: Qwen3.5's linear or gated full attention,
   // as config.json's layer_types says), after the base's rows; nullptr: none.

@@ -23,6 +23,8 @@ namespace safeweights::hf {
 namespace {
 
 constexpr std::array<std::string_view, 1> kClasses = {"DeepseekV3ForCausalLM"};
+// YaRN's keys its check maps (read into Rope by the shared reader).
+constexpr std::array<std::string_view, 2> kRopeKeys = {"mscale", "mscale_all_dim"};
 
 constexpr std::array<TensorRule, 2> kLayer = {rows::kAttnNorm, rows::kFfnNorm};
 
@@ -161,7 +163,7 @@ SAFEWEIGHTS_HF_ARCHITECTURE(deepseek3) {
                                       .check = check,
                                       .plan_layer = plan_layer,
                                       .drops_extra_layers = true,
-                                      .yarn_mscale = true};
+                                      .rope_keys = kRopeKeys};
   return kArch;
 }
 

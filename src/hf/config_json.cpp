@@ -43,7 +43,7 @@ constexpr std::array<RopeType, 5> kRopeTypes = {{
     {"linear", {"factor"}},
     {"llama3", {"factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"}},
     // beta_fast, beta_slow, attention_factor and truncate only with the values llama.cpp computes with.
-    // mscale / mscale_all_dim: read, then refused unless the architecture maps them (Architecture::yarn_mscale).
+    // mscale / mscale_all_dim: read, then refused unless the architecture maps them (Architecture::rope_keys).
     {"yarn", {"factor", "original_max_position_embeddings", "beta_fast", "beta_slow", "attention_factor", "truncate", "mscale", "mscale_all_dim"}},
     {"longrope", {"short_factor", "long_factor", "original_max_position_embeddings", "factor", "attention_factor"}},
 }};
@@ -312,8 +312,11 @@ Result<ModelConfig> read_config(const Folder& folder) {
   if (c.rope.type == "longrope" && c.rope.short_factor.size() * 2 != c.head_dim.value_or(c.hidden_size / c.num_attention_heads)) {
     return file->bad(c.rope.source + ".short_factor", "must hold one factor per rotary pair (head size / 2)");
   }
-  if ((c.rope.mscale || c.rope.mscale_all_dim) && !c.arch->yarn_mscale) {
-    return Error(ErrorKind::NotSupported, json::quoted(c.rope.source) + " key `" + (c.rope.mscale ? "mscale" : "mscale_all_dim") +
+  const auto owns = [&](std::string_view key) {
+    return std::find(c.arch->rope_keys.begin(), c.arch->rope_keys.end(), key) != c.arch->rope_keys.end();
+  };
+  if ((c.rope.mscale && !owns("mscale")) || (c.rope.mscale_all_dim && !owns("mscale_all_dim"))) {
+    return Error(ErrorKind::NotSupported, json::quoted(c.rope.source) + " key `" + (c.rope.mscale && !owns("mscale") ? "mscale" : "mscale_all_dim") +
                                               "` is not understood for rope type `yarn` by llama.cpp's " + std::string(c.arch->name) +
                                               " architecture")
         .with_file(file->path());

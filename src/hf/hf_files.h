@@ -55,7 +55,7 @@ struct Rope {
   std::vector<float> short_factor;                                // longrope, one per rotary pair
   std::vector<float> long_factor;                                 // longrope
   std::optional<double> attention_factor;                         // longrope, as transformers computes it
-  std::optional<double> mscale;                                   // yarn: DeepSeek's (Architecture::yarn_mscale)
+  std::optional<double> mscale;                                   // yarn: DeepSeek's (an architecture's Architecture::rope_keys)
   bool yarn_untruncated = false;                                  // yarn: `truncate` false (gpt-oss's), which llama.cpp cannot say
   std::optional<double> mscale_all_dim;                           // yarn: DeepSeek's
   std::optional<double> partial_rotary_factor;                    // the rope object's (refused unless the architecture rotates part)
