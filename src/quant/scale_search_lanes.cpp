@@ -316,7 +316,8 @@ template <int Lanes>
   }
 }
 #if !SAFEWEIGHTS_QUANT_SCALAR && SAFEWEIGHTS_QUANT_AVX2
-[[gnu::target("avx2")]] void codes_at_scale_8(int n, const float* x, float dm, float d, bool with_min, int lo, int hi, int offset, std::uint8_t* L) noexcept {
+[[gnu::target("avx2")]] void codes_at_scale_8(int n, const float* x, float dm, float d, bool with_min, int lo, int hi, int offset,
+                                              std::uint8_t* L) noexcept {
   codes_at_scale_lanes<8>(n, x, dm, d, with_min, lo, hi, offset, L);
 }
 #endif
