@@ -70,7 +70,7 @@ void pack_iq4_codes(const std::uint8_t* L, int n, std::byte* qs) noexcept {
 
 // Up to 8 IQ4_NL blocks (32 elements, 18 bytes each), their scales searched side by side.
 void quantize_iq4_nl_blocks(const float* x, const float* importance, std::byte* out, int blocks) noexcept {
-  float weight[8 * 32], scales[8];
+  float weight[8 * 32] = {}, scales[8] = {};  // zeroed: GCC cannot see that blocks <= 8 fills what is read
   for (int b = 0; b < blocks; ++b) iq4_weights(x + 32 * b, 32, importance != nullptr ? importance + 32 * b : nullptr, weight + 32 * b);
   search_scale_iq4_groups(blocks, x, weight, scales);
   for (int b = 0; b < blocks; ++b) {
