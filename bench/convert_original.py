@@ -5,7 +5,7 @@ by llama.cpp's convert_hf_to_gguf.py --outtype q8_0, same run: wall time and pea
 time), medians of --runs where a step takes under a minute.
 
     bench/convert_original.py --cli build/safeweights [--gib 2] [--runs 3] [--dir /tmp] [--python PY]
-                              [--llama-cpp SRC] [--reference-script convert_llama_weights_to_hf.py]
+                              [--llama-cpp SRC] [--reference-script FILE | --reference-url BASE]
 
 The folder: consolidated.00.pth and consolidated.01.pth (torch.save, bf16, cut as fairscale cuts them),
 params.json and a tiktoken tokenizer.model, of Llama 3.2-1B's layer shape (dim 2048, 32 query and 8
@@ -14,9 +14,11 @@ key/value heads, MLP 8192, vocabulary 128000 + 256 specials) with an untied head
 earlier ones (a valid tiktoken vocabulary; the text it gives is no language's).
 
 The reference's first step is transformers' script, which transformers 5 no longer ships (nor 4.57's wheel
-or sdist): give --reference-script, the file at a commit of the transformers repository
-(src/transformers/models/llama/convert_llama_weights_to_hf.py; docs/PERFORMANCE.md names the one measured).
-It runs under --python (the clients' venv: torch, tiktoken, transformers) with --llama_version 3
+or sdist): the bench fetches it from the transformers repository at a pinned commit
+(src/transformers/models/llama/convert_llama_weights_to_hf.py at REFERENCE_COMMIT, the one
+docs/PERFORMANCE.md measured), checks its SHA-256 and keeps it in $SAFEWEIGHTS_CACHE (default
+~/.cache/safeweights), so later runs need no network; --reference-script names a local copy instead (checked
+the same way), --reference-url a mirror of raw.githubusercontent.com. It runs under --python (the clients' venv: torch, tiktoken, transformers) with --llama_version 3
 --num_shards 2; its tiktoken reads the local rank file without blobfile. The second step is the pinned
 llama.cpp's convert_hf_to_gguf.py (--llama-cpp, or SAFEWEIGHTS_LLAMA_CPP: `bash scripts/llama-cpp.sh`) with
 its own gguf-py, offline, its pre-tokenizer lookup answering "llama-bpe" (a vocabulary made here has no
@@ -24,6 +26,7 @@ hash it knows). The two GGUFs are compared after the timing (tensors and keys, b
 converter takes from the folder's name: docs/GGUF.md).
 """
 import argparse
+import hashlib
 import itertools
 import json
 import os
@@ -32,10 +35,17 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from convert_gguf import timed  # noqa: E402
 from convert_moe import COMPARE, REFERENCE  # noqa: E402
+
+# The reference script: transformers' repository at the commit measured in docs/PERFORMANCE.md.
+REFERENCE_COMMIT = "01cc9cd9d804d368d553c093c4eb0646320545bb"
+REFERENCE_PATH = "src/transformers/models/llama/convert_llama_weights_to_hf.py"
+REFERENCE_SHA256 = "256304243abb25f9ee03dd6ce6064c86d29d3b7892bc57d2c81d0ea7d7f6627b"
+REFERENCE_URL = "https://raw.githubusercontent.com/huggingface/transformers"
 
 DIM, HEADS, KV_HEADS, FFN, RANKS, SPECIALS = 2048, 32, 8, 8192, 128000, 256
 VOCAB = RANKS + SPECIALS
@@ -126,6 +136,42 @@ def measure(label, runs, cmd, out, env=None, before=None):
     return t, rss
 
 
+def checked(data, where):
+    digest = hashlib.sha256(data).hexdigest()
+    if digest != REFERENCE_SHA256:
+        raise SystemExit(f"{where}: SHA-256 {digest}, not the pinned script's {REFERENCE_SHA256} "
+                         f"({REFERENCE_PATH} at {REFERENCE_COMMIT})")
+    return data
+
+
+def reference_script(cache_root, url_base=REFERENCE_URL, local=None, timeout=60):
+    """The pinned convert_llama_weights_to_hf.py: a local copy (checked), else the cached one, else fetched
+    from url_base/COMMIT/PATH, checked, then cached (written to a temporary name and renamed: a failed
+    or wrong download leaves nothing)."""
+    if local:
+        with open(local, "rb") as f:
+            checked(f.read(), local)
+        return local
+    path = os.path.join(cache_root, f"convert_llama_weights_to_hf-{REFERENCE_COMMIT[:12]}.py")
+    if os.path.exists(path):
+        with open(path, "rb") as f:
+            checked(f.read(), path)
+        return path
+    url = f"{url_base.rstrip('/')}/{REFERENCE_COMMIT}/{REFERENCE_PATH}"
+    with urllib.request.urlopen(url, timeout=timeout) as reply:
+        data = checked(reply.read(), url)
+    os.makedirs(cache_root, exist_ok=True)
+    with tempfile.NamedTemporaryFile(dir=cache_root, delete=False) as f:
+        f.write(data)
+    os.replace(f.name, path)
+    return path
+
+
+def cache_root():
+    return os.environ.get("SAFEWEIGHTS_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "safeweights")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--cli", required=True)
@@ -134,7 +180,9 @@ def main():
     ap.add_argument("--dir", default=tempfile.gettempdir())
     ap.add_argument("--python", default=sys.executable)
     ap.add_argument("--llama-cpp", default=os.environ.get("SAFEWEIGHTS_LLAMA_CPP"))
-    ap.add_argument("--reference-script", help="transformers' convert_llama_weights_to_hf.py (see above)")
+    ap.add_argument("--reference-script", help="a local copy of the pinned convert_llama_weights_to_hf.py (see above)")
+    ap.add_argument("--reference-url", default=REFERENCE_URL, help="where to fetch it from: BASE/COMMIT/PATH")
+    ap.add_argument("--no-reference", action="store_true", help="time our CLI only")
     args = ap.parse_args()
     embeddings = 2 * VOCAB * DIM
     layers = max(1, round((args.gib * (1 << 30) / 2 - embeddings) / layer_params()))
@@ -149,13 +197,14 @@ def main():
                      before=warming)
         q8 = measure("safeweights convert ORIGINAL OUT.gguf --type q8_0", args.runs, [args.cli, "convert", src, ours_gguf, "--type", "q8_0"],
                      ours_gguf, before=warming)
-        if not (args.reference_script and args.llama_cpp):
-            print("no reference run: give --reference-script and --llama-cpp")
+        if args.no_reference or not args.llama_cpp:
+            print("no reference run: " + ("--no-reference" if args.no_reference else "give --llama-cpp"))
             return
+        script = reference_script(cache_root(), args.reference_url, args.reference_script)
         ref_hf, ref_gguf = os.path.join(tmp, "ref-hf"), os.path.join(tmp, "ref.gguf")
         env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
         t1, m1 = measure("transformers convert_llama_weights_to_hf.py --llama_version 3 --num_shards 2", args.runs,
-                         [args.python, args.reference_script, "--input_dir", src, "--output_dir", ref_hf, "--llama_version", "3", "--num_shards",
+                         [args.python, script, "--input_dir", src, "--output_dir", ref_hf, "--llama_version", "3", "--num_shards",
                           "2"], ref_hf, env=env, before=warming)
         genv = dict(env, PYTHONPATH=os.path.join(args.llama_cpp, "gguf-py"))
         t2, m2 = measure("llama.cpp convert_hf_to_gguf.py --outtype q8_0 (on transformers' folder)", args.runs,
