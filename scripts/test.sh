@@ -42,7 +42,8 @@ for arg in "$@"; do
 done
 if [[ "${CI:-}" == "true" ]]; then do_release=1 do_asan=1 do_fuzz=1; fi
 
-section() { printf '\n==================== %s ====================\n' "$*"; }
+# Each section says when it began, in minutes and seconds since the script started (CI's time budget).
+section() { printf '\n==================== %s ==================== [%d:%02d]\n' "$*" $((SECONDS / 60)) $((SECONDS % 60)); }
 # CI builds every tree warning-free (GCC for Release, clang for the sanitizer and fuzz trees).
 werror=()
 [[ ${CI:-} == true ]] && werror=(-DSAFEWEIGHTS_WERROR=ON)
@@ -152,7 +153,19 @@ clients_env_start() {
   # reference the GGUF tests compare bytes with, made beside it and cached the same way.
   setsid bash scripts/llama-cpp.sh --tools >build/llama-cpp.bin 2>build/llama-cpp.log &
   llama_cpp_pid=$!
-  trap 'for p in $clients_env_pid $llama_cpp_pid; do kill -- -"$p" 2>/dev/null || true; done' EXIT
+  # The remote-sources and frameworks venvs (about 3 GB of wheels) download and install meanwhile too;
+  # cached_venv waits for them. On a fresh machine this overlaps their downloads with the build.
+  venv_start venv-remote tests/remote/requirements.txt
+  [[ ${SAFEWEIGHTS_FRAMEWORKS:-1} == 0 ]] || venv_start venv-frameworks tests/frameworks/requirements.txt
+  trap 'for p in $clients_env_pid $llama_cpp_pid ${venv_pids[*]}; do kill -- -"$p" 2>/dev/null || true; done' EXIT
+}
+
+# `venv_start NAME REQUIREMENTS`: makes the cached venv NAME in the background, in a process group of
+# its own; cached_venv NAME waits for it (and reports a failure itself, by trying again).
+declare -A venv_pids=()
+venv_start() {
+  setsid bash scripts/python-env.sh --cached "$1" "$2" >/dev/null 2>"build/$1.log" &
+  venv_pids[$1]=$!
 }
 
 # Waits for background job $1, which makes $3 and logs to $2: status 0 when it succeeded; otherwise it
@@ -253,6 +266,12 @@ quant_judge_tests() {
 venv_python=""
 cached_venv() {
   venv_python=""
+  if [[ -n ${venv_pids[$1]:-} ]]; then
+    local start=$SECONDS
+    wait "${venv_pids[$1]}" || true
+    unset "venv_pids[$1]"
+    echo "(waited $((SECONDS - start)) s for the $3 venv made in the background)"
+  fi
   if venv_python=$(bash scripts/python-env.sh --cached "$1" "$2"); then return 0; fi
   if [[ "${CI:-}" == "true" ]]; then
     echo "python-env.sh failed: cannot make the $3 test environment" >&2
@@ -400,10 +419,20 @@ fuzz_tests() {
     -DSAFEWEIGHTS_BUILD_FUZZ=ON -DSAFEWEIGHTS_BUILD_TESTS=OFF -DSAFEWEIGHTS_BUILD_BENCH=OFF "${werror[@]}"
   cmake --build build-fuzz -j"$jobs" --target "${FUZZ_TARGETS[@]}"
 
-  local failed=() target
+  # The targets run side by side, one per core (each libFuzzer process is one thread: every target
+  # still gets FUZZ_SECONDS of a core), each into its own report, printed in order when all are done.
+  local failed=() target running=0 reports=build-fuzz/reports
+  rm -rf "$reports" && mkdir -p "$reports"
+  for target in "${FUZZ_TARGETS[@]}"; do
+    if [[ $running -ge $jobs ]]; then wait -n || true; running=$((running - 1)); fi
+    { if fuzz_one "$target" >"$reports/$target" 2>&1; then echo 0; else echo 1; fi >"$reports/$target.rc"; } &
+    running=$((running + 1))
+  done
+  wait
   for target in "${FUZZ_TARGETS[@]}"; do
     section "fuzz $target (${FUZZ_SECONDS}s)"
-    fuzz_one "$target" || failed+=("$target")
+    cat "$reports/$target"
+    [[ $(cat "$reports/$target.rc" 2>/dev/null) == 0 ]] || failed+=("$target")
   done
   if [[ ${#failed[@]} -gt 0 ]]; then
     section "FUZZING FAILED: ${failed[*]}"
