@@ -3,6 +3,7 @@
 // under one float16 scale. Dequantizing computes ggml's products in its order; quantizing is ggml's search
 // (ggml_quantize_chunk(), with and without importance), step for step, over iq_search.h's structures.
 #include <algorithm>
+#include <bit>
 #include <cfloat>
 #include <cmath>
 #include <cstdint>
@@ -571,6 +572,32 @@ void merge_sort(Ranked* a, int n, Ranked* tmp) noexcept {
   std::memcpy(a, tmp, sizeof(Ranked) * static_cast<std::size_t>(out));
 }
 
+// n values (at most 32) and their positions in merge_sort()'s order. Without NaN that order is the
+// stable one (the merge takes ties from the left), which sorting (value, position) pairs gives: keys
+// whose high half orders the floats as they compare (-0 as +0) and whose low half is the position.
+// With a NaN, merge_sort() itself.
+void sort_like_qsort(const float* x, int n, Ranked* sorted) noexcept {
+  bool nan = false;
+  for (int i = 0; i < n; ++i) nan = nan || std::isnan(x[i]);
+  if (nan) {
+    Ranked tmp[32];
+    for (int j = 0; j < n; ++j) sorted[j] = {x[j], j};
+    merge_sort(sorted, n, tmp);
+    return;
+  }
+  std::uint64_t keys[32];
+  for (int i = 0; i < n; ++i) {
+    const auto bits = std::bit_cast<std::uint32_t>(x[i] == 0 ? 0.0f : x[i]);
+    const std::uint32_t order = bits & 0x80000000u ? ~bits : bits | 0x80000000u;
+    keys[i] = static_cast<std::uint64_t>(order) << 32 | static_cast<std::uint32_t>(i);
+  }
+  std::sort(keys, keys + n);
+  for (int j = 0; j < n; ++j) {
+    const auto i = static_cast<int>(keys[j] & 0xffffffffu);
+    sorted[j] = {x[i], i};
+  }
+}
+
 // The grid entries of `groups` sub-groups of 8 level indices L (sub-group k's levels shifted as
 // levels[k]): a key's own entry, or its best neighbour at `scale`. When any was off the grid, the scale is
 // refitted to the chosen entries (kept if the fit is not positive). Returns the scale.
@@ -615,9 +642,8 @@ Iq1Group iq1_s_group(const iq::GridSearch& grid, const float* x, const float* im
   float max = std::fabs(x[0]);
   for (int i = 1; i < 32; ++i) max = max_of(max, std::fabs(x[i]));
   if (max < 1e-12f) return g;
-  Ranked sorted[32], tmp[32];
-  for (int j = 0; j < 32; ++j) sorted[j] = {x[j], j};
-  merge_sort(sorted, 32, tmp);
+  Ranked sorted[32];
+  sort_like_qsort(x, 32, sorted);
   float sumx[33], sumw[33];
   sumx[0] = sumw[0] = 0;
   for (int j = 0; j < 32; ++j) {
@@ -703,9 +729,8 @@ Iq1mGroup iq1_m_group(const iq::GridSearch& grid, const float* x, const float* w
   float max = std::fabs(x[0]);
   for (int i = 1; i < 16; ++i) max = max_of(max, std::fabs(x[i]));
   if (max < 1e-7f) return g;
-  Ranked sorted[16], tmp[16];
-  for (int j = 0; j < 16; ++j) sorted[j] = {x[j], j};
-  merge_sort(sorted, 16, tmp);
+  Ranked sorted[16];
+  sort_like_qsort(x, 16, sorted);
   float px[2][17], pw[2][17];
   px[0][0] = px[1][0] = 0;
   pw[0][0] = pw[1][0] = 0;
