@@ -186,9 +186,9 @@ void finish_q3_k(const float* x, std::byte* block, std::int8_t* L) {
 }
 
 // Q3_K without importance: the super-blocks' sub-block searches kQ3Batch super-blocks at a time (the
-// descent's lanes refill from the groups that go on: more groups, fuller vectors), then each
-// super-block's scales and codes.
-constexpr std::size_t kQ3Batch = 8;
+// descent's lanes refill from the groups that go on: more groups, fuller vectors; 16 is a row of 4,096),
+// then each super-block's scales and codes.
+constexpr std::size_t kQ3Batch = 16;
 void quantize_q3_k(const float* x, std::byte* dst, std::size_t blocks) {
   std::int8_t codes[kQ3Batch * kSuper];
   float sub_scales[kQ3Batch * 16];
