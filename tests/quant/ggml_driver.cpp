@@ -454,14 +454,14 @@ int main(int argc, char** argv) {
     } else {
       const double theirs = rate([&] { ggml_quantize(p.theirs, normal_row.data(), out.data(), normal_row.size(), true); });
       const double ours = rate([&] { (void)safeweights::quantize(p.ours, normal_row, std::as_writable_bytes(std::span(out))); });
-      std::printf("%-8s %14.0f %14.0f", ggml_type_name(p.theirs), theirs, ours);
+      std::printf("%-8s %14.1f %14.1f", ggml_type_name(p.theirs), theirs, ours);
     }
     if (safeweights::takes_importance(p.ours)) {
       const auto nrows = static_cast<int64_t>(normal_row.size() / kRow);
       const double theirs_w = rate([&] { ggml_quantize_chunk(p.theirs, normal_row.data(), out.data(), 0, nrows, kRow, importance.data()); });
       const double ours_w =
           rate([&] { (void)safeweights::quantize_rows(p.ours, normal_row, std::as_writable_bytes(std::span(out)), kRow, importance); });
-      std::printf(" %14.0f %14.0f", theirs_w, ours_w);
+      std::printf(" %14.1f %14.1f", theirs_w, ours_w);
     }
     std::printf("\n");
   }
