@@ -3,12 +3,14 @@
 // under one float16 scale. Dequantizing computes ggml's products in its order; quantizing is ggml's search
 // (ggml_quantize_chunk(), with and without importance), step for step, over iq_search.h's structures.
 #include <algorithm>
+#include <bit>
 #include <cfloat>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 
 #include "quant/codecs.h"
+#include "quant/iq1_split.h"
 #include "quant/iq_grids.h"
 #include "quant/iq_search.h"
 #include "quant/rounding.h"
@@ -18,6 +20,8 @@ namespace safeweights::quant {
 namespace {
 
 using iq::kIq1Delta;
+using iq::kIq1Minus;
+using iq::kIq1Plus;
 using iq::sign_byte;
 
 inline float signed_unit(unsigned signs, int j) noexcept { return (signs >> j) & 1u ? -1.0f : 1.0f; }
@@ -180,9 +184,6 @@ void dequantize_iq1_m(const std::byte* src, float* y, std::size_t blocks) {
 inline int clamp_int(int v, int lo, int hi) noexcept { return v < lo ? lo : (v > hi ? hi : v); }
 inline float max_of(float a, float b) noexcept { return a > b ? a : b; }  // ggml's MAX: NaN in b wins
 
-// The level index nearest to x at inverse scale id (level l sits at (2l + 1) / id), clamped to the grid.
-inline int level_of(float id, float x, int levels) noexcept { return clamp_int(nearest_int(0.5f * (id * x - 1)), 0, levels - 1); }
-
 // |x| into xval and the signs as bits, 8 elements a byte. With even_signs (IQ2, IQ3_XXS: a sign code has
 // 7 bits), a group of 8 with an odd count of negatives flips the sign of its element of least w x^2.
 void split_signs(const float* x, const float* weight, int groups, bool even_signs, float* xval, std::uint8_t* signs) noexcept {
@@ -225,17 +226,20 @@ int best_neighbour(const iq::GridSearch& grid, unsigned key, const float* xval, 
   return best;
 }
 
-// Rounds one group to level indices at inverse scale id, then onto the grid: its key's entry, or the
-// best neighbour at `scale`. Returns whether the key itself was on the grid.
-bool round_group(const iq::GridSearch& grid, const float* xval, const float* w, float id, float scale, int levels, std::int8_t* L) noexcept {
+// Moves one group's level indices L onto the grid: its key's entry, or the best neighbour at `scale`.
+// Returns whether the key itself was on the grid.
+bool snap_group(const iq::GridSearch& grid, const float* xval, const float* w, float scale, std::int8_t* L) noexcept {
   unsigned key = 0;
-  for (int i = 0; i < grid.width; ++i) {
-    L[i] = static_cast<std::int8_t>(level_of(id, xval[i], levels));
-    key |= static_cast<unsigned>(L[i]) << (grid.bits * i);
-  }
+  for (int i = 0; i < grid.width; ++i) key |= static_cast<unsigned>(L[i]) << (grid.bits * i);
   if (grid.index_of(key) >= 0) return true;
   best_neighbour(grid, key, xval, w, scale, L);
   return false;
+}
+
+// Rounds one group to level indices at inverse scale id (iq::round_levels), then onto the grid.
+bool round_group(const iq::GridSearch& grid, const float* xval, const float* w, float id, float scale, int levels, std::int8_t* L) noexcept {
+  iq::round_levels(grid.width, xval, id, levels, L);
+  return snap_group(grid, xval, w, scale, L);
 }
 
 // The grid index of a group's level indices. ggml aborts when they are no grid entry (only NaN input
@@ -303,8 +307,8 @@ GroupScale search_group(const SearchRules& rules, const iq::GridSearch& grid, co
   for (int is = -rules.trials; is <= rules.trials; ++is) {
     const float id = (static_cast<float>(2 * rules.levels - 1) + static_cast<float>(is) * rules.step) / max;
     const float this_scale = 1 / id;
-    for (int k = 0; k < groups; ++k)
-      on_grid_trial[k] = round_group(grid, xval + width * k, root + width * k, id, this_scale, rules.levels, trial + width * k);
+    iq::round_levels(n, xval, id, rules.levels, trial);
+    for (int k = 0; k < groups; ++k) on_grid_trial[k] = snap_group(grid, xval + width * k, root + width * k, this_scale, trial + width * k);
     float sumqx, sumq2;
     odd_level_sums(n, xval, weight, trial, sumqx, sumq2);
     if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
@@ -493,7 +497,8 @@ GroupScale iq2_xxs_group(const iq::GridSearch& grid, const float* x, const float
   for (int is = -6; is <= 6; ++is) {
     const float id = (2 * kLevels - 1 + static_cast<float>(is) * 0.1f) / eff_max;
     const float this_scale = 1 / id;
-    for (int k = 0; k < 4; ++k) round_group(grid, xval + 8 * k, root + 8 * k, id, this_scale, kLevels, trial + 8 * k);
+    iq::round_levels(32, xval, id, kLevels, trial);
+    for (int k = 0; k < 4; ++k) snap_group(grid, xval + 8 * k, root + 8 * k, this_scale, trial + 8 * k);
     float sumqx, sumq2;
     odd_level_sums(32, xval, weight, trial, sumqx, sumq2);
     if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
@@ -567,9 +572,31 @@ void merge_sort(Ranked* a, int n, Ranked* tmp) noexcept {
   std::memcpy(a, tmp, sizeof(Ranked) * static_cast<std::size_t>(out));
 }
 
-// The IQ1 levels shifted by +delta (shift 1) or -delta (shift -1).
-constexpr float kIq1Plus[3] = {-1 + kIq1Delta, kIq1Delta, 1 + kIq1Delta};
-constexpr float kIq1Minus[3] = {-1 - kIq1Delta, -kIq1Delta, 1 - kIq1Delta};
+// n values (at most 32) and their positions in merge_sort()'s order. Without NaN that order is the
+// stable one (the merge takes ties from the left), which sorting (value, position) pairs gives: keys
+// whose high half orders the floats as they compare (-0 as +0) and whose low half is the position.
+// With a NaN, merge_sort() itself.
+void sort_like_qsort(const float* x, int n, Ranked* sorted) noexcept {
+  bool nan = false;
+  for (int i = 0; i < n; ++i) nan = nan || std::isnan(x[i]);
+  if (nan) {
+    Ranked tmp[32];
+    for (int j = 0; j < n; ++j) sorted[j] = {x[j], j};
+    merge_sort(sorted, n, tmp);
+    return;
+  }
+  std::uint64_t keys[32];
+  for (int i = 0; i < n; ++i) {
+    const auto bits = std::bit_cast<std::uint32_t>(x[i] == 0 ? 0.0f : x[i]);
+    const std::uint32_t order = bits & 0x80000000u ? ~bits : bits | 0x80000000u;
+    keys[i] = static_cast<std::uint64_t>(order) << 32 | static_cast<std::uint32_t>(i);
+  }
+  std::sort(keys, keys + n);
+  for (int j = 0; j < n; ++j) {
+    const auto i = static_cast<int>(keys[j] & 0xffffffffu);
+    sorted[j] = {x[i], i};
+  }
+}
 
 // The grid entries of `groups` sub-groups of 8 level indices L (sub-group k's levels shifted as
 // levels[k]): a key's own entry, or its best neighbour at `scale`. When any was off the grid, the scale is
@@ -615,9 +642,8 @@ Iq1Group iq1_s_group(const iq::GridSearch& grid, const float* x, const float* im
   float max = std::fabs(x[0]);
   for (int i = 1; i < 32; ++i) max = max_of(max, std::fabs(x[i]));
   if (max < 1e-12f) return g;
-  Ranked sorted[32], tmp[32];
-  for (int j = 0; j < 32; ++j) sorted[j] = {x[j], j};
-  merge_sort(sorted, 32, tmp);
+  Ranked sorted[32];
+  sort_like_qsort(x, 32, sorted);
   float sumx[33], sumw[33];
   sumx[0] = sumw[0] = 0;
   for (int j = 0; j < 32; ++j) {
@@ -625,24 +651,10 @@ Iq1Group iq1_s_group(const iq::GridSearch& grid, const float* x, const float* im
     sumx[j + 1] = sumx[j] + weight[i] * x[i];
     sumw[j + 1] = sumw[j] + weight[i];
   }
-  float best_score = -FLT_MAX, scale = max;
-  int best1 = -1, best2 = -1, best_shift = 0;
-  for (int i1 = 0; i1 <= 32; ++i1) {
-    for (int i2 = i1; i2 <= 32; ++i2) {
-      for (int shift : {1, -1}) {
-        const float* v = shift == 1 ? kIq1Plus : kIq1Minus;
-        const float sumqx = (sumx[i1] - sumx[0]) * v[0] + (sumx[i2] - sumx[i1]) * v[1] + (sumx[32] - sumx[i2]) * v[2];
-        const float sumq2 = (sumw[i1] - sumw[0]) * v[0] * v[0] + (sumw[i2] - sumw[i1]) * v[1] * v[1] + (sumw[32] - sumw[i2]) * v[2] * v[2];
-        if (sumq2 > 0 && sumqx * sumqx > best_score * sumq2) {
-          scale = sumqx / sumq2;
-          best_score = scale * sumqx;
-          best1 = i1;
-          best2 = i2;
-          best_shift = shift;
-        }
-      }
-    }
-  }
+  const iq::Split split = iq::best_split_32(sumx, sumw, max);  // iq1_split_lanes.cpp
+  const int best1 = split.i1, best2 = split.i2;
+  int best_shift = split.shift;
+  float scale = split.scale;
   if (best1 < 0 || best2 < 0 || best_shift == 0) return g;
   std::int8_t L[32];
   for (int j = 0; j < 32; ++j) L[sorted[j].index] = static_cast<std::int8_t>(j < best1 ? 0 : j < best2 ? 1 : 2);
@@ -717,9 +729,8 @@ Iq1mGroup iq1_m_group(const iq::GridSearch& grid, const float* x, const float* w
   float max = std::fabs(x[0]);
   for (int i = 1; i < 16; ++i) max = max_of(max, std::fabs(x[i]));
   if (max < 1e-7f) return g;
-  Ranked sorted[16], tmp[16];
-  for (int j = 0; j < 16; ++j) sorted[j] = {x[j], j};
-  merge_sort(sorted, 16, tmp);
+  Ranked sorted[16];
+  sort_like_qsort(x, 16, sorted);
   float px[2][17], pw[2][17];
   px[0][0] = px[1][0] = 0;
   pw[0][0] = pw[1][0] = 0;
@@ -731,37 +742,10 @@ Iq1mGroup iq1_m_group(const iq::GridSearch& grid, const float* x, const float* w
     pw[h][j + 1] = pw[h][j] + weight[i];
     pw[1 - h][j + 1] = pw[1 - h][j];
   }
-  const float txs[2] = {px[0][16], px[1][16]}, tws[2] = {pw[0][16], pw[1][16]};
-  const float p2 = kIq1Plus[2], m2 = kIq1Minus[2];
-  const float cp1 = kIq1Plus[0] * kIq1Plus[0] - kIq1Plus[1] * kIq1Plus[1];
-  const float cp2 = kIq1Plus[1] * kIq1Plus[1] - kIq1Plus[2] * kIq1Plus[2];
-  const float cm1 = kIq1Minus[0] * kIq1Minus[0] - kIq1Minus[1] * kIq1Minus[1];
-  const float cm2 = kIq1Minus[1] * kIq1Minus[1] - kIq1Minus[2] * kIq1Minus[2];
-  float best_score = -FLT_MAX, scale = max;
-  int best1 = -1, best2 = -1, best_k = -1;
-  for (int i1 = 0; i1 <= 16; ++i1) {
-    for (int i2 = i1; i2 <= 16; ++i2) {
-      float qx_p[2], qx_m[2], q2_p[2], q2_m[2];
-      for (int h = 0; h < 2; ++h) {
-        const float sx = px[h][i1] + px[h][i2];
-        qx_p[h] = txs[h] * p2 - sx;
-        qx_m[h] = txs[h] * m2 - sx;
-        q2_p[h] = tws[h] * p2 * p2 + pw[h][i1] * cp1 + pw[h][i2] * cp2;
-        q2_m[h] = tws[h] * m2 * m2 + pw[h][i1] * cm1 + pw[h][i2] * cm2;
-      }
-      const float sumqx[4] = {qx_p[0] + qx_p[1], qx_p[0] + qx_m[1], qx_m[0] + qx_p[1], qx_m[0] + qx_m[1]};
-      const float sumq2[4] = {q2_p[0] + q2_p[1], q2_p[0] + q2_m[1], q2_m[0] + q2_p[1], q2_m[0] + q2_m[1]};
-      for (int k = 0; k < 4; ++k) {
-        if (sumq2[k] > 0 && sumqx[k] * sumqx[k] > best_score * sumq2[k]) {
-          scale = sumqx[k] / sumq2[k];
-          best_score = scale * sumqx[k];
-          best1 = i1;
-          best2 = i2;
-          best_k = k;
-        }
-      }
-    }
-  }
+  const iq::Split split = iq::best_split_16(px, pw, max);  // iq1_split_lanes.cpp
+  const int best1 = split.i1, best2 = split.i2;
+  int best_k = split.shift;
+  float scale = split.scale;
   if (best1 < 0 || best2 < 0 || best_k < 0) return g;
   std::int8_t L[16];
   for (int j = 0; j < 16; ++j) L[sorted[j].index] = static_cast<std::int8_t>(j < best1 ? 0 : j < best2 ? 1 : 2);

@@ -24,11 +24,12 @@ bool valid_key(unsigned key, const GridSpec& spec) {
   return true;
 }
 
-// A neighbour list's points in chunks of 8 candidates, transposed (GridSearch::lane_points).
+// A neighbour list's level indices in chunks of 8 candidates, transposed (GridSearch::lane_levels).
 void append_lane_chunks(GridSearch& s, std::span<const std::uint16_t> neighbours) {
   for (std::size_t first = 0; first < neighbours.size(); first += 8)
     for (int j = 0; j < s.width; ++j)
-      for (std::size_t k = 0; k < 8; ++k) s.lane_points.push_back(s.point(neighbours[std::min(first + k, neighbours.size() - 1)])[j]);
+      for (std::size_t k = 0; k < 8; ++k)
+        s.lane_levels.push_back(static_cast<std::int8_t>((s.point(neighbours[std::min(first + k, neighbours.size() - 1)])[j] - 1) / 2));
 }
 
 GridSearch build(const GridSpec& spec) {
@@ -74,7 +75,7 @@ GridSearch build(const GridSpec& spec) {
       floor = next;
     }
     s.lists[count_at] = static_cast<std::uint16_t>(s.lists.size() - count_at - 1);
-    s.lane_at[key] = static_cast<std::uint32_t>(s.lane_points.size());
+    s.lane_at[key] = static_cast<std::uint32_t>(s.lane_levels.size());
     append_lane_chunks(s, {s.lists.data() + count_at + 1, s.lists[count_at]});
   }
   return s;

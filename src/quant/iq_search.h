@@ -25,10 +25,10 @@ struct GridSearch {
   std::vector<std::int8_t> points;   // entry i, element j: 2 x level + 1, at i x width + j
   std::vector<std::int32_t> map;     // key -> grid index, or -1 - (position of its neighbours)
   std::vector<std::uint16_t> lists;  // at a position: the count, then the neighbours' indices
-  // The neighbours' points again, for searching them in lanes: a list's candidates in chunks of 8, each
-  // chunk transposed (element i of its 8 candidates side by side), the last chunk padded with its last
-  // candidate; a key's list starts at lane_points[lane_at[key]].
-  std::vector<std::int8_t> lane_points;
+  // The neighbours' level indices (point = 2 x level + 1), for searching them in lanes: a list's
+  // candidates in chunks of 8, each chunk transposed (element i of its 8 candidates side by side), the
+  // last chunk padded with its last candidate; a key's list starts at lane_levels[lane_at[key]].
+  std::vector<std::int8_t> lane_levels;
   std::vector<std::uint32_t> lane_at;
 
   const std::int8_t* point(int index) const noexcept { return points.data() + static_cast<std::ptrdiff_t>(index) * width; }
@@ -48,6 +48,11 @@ struct GridSearch {
 // of equal sums, as ggml's strict comparison keeps it. Where no sum compares below FLT_MAX (NaN) ggml
 // aborts (IQ1: scans the whole grid, past its arrays); the first neighbour stands in then. Runs the candidates in lanes (iq_search_lanes.cpp).
 int nearest_neighbour(const GridSearch& grid, unsigned key, const float* xval, const float* w, float scale, const float* levels = nullptr) noexcept;
+
+// The level indices of n values (a multiple of 4) at inverse scale id, element by element as ggml rounds
+// them before the grid lookup: clamp(nearest_int(0.5 x (id x xval - 1)), 0, levels - 1), level l
+// standing for 2l + 1. In lanes (iq_search_lanes.cpp); each element's result is the plain one.
+void round_levels(int n, const float* xval, float id, int levels, std::int8_t* L) noexcept;
 
 // The structure of IQ3_XXS, IQ3_S, IQ2_XXS, IQ2_XS, IQ2_S, IQ1_S or IQ1_M (IQ1_M shares IQ1_S's).
 const GridSearch& grid_search(TensorType type);

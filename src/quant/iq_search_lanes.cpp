@@ -3,11 +3,22 @@
 // across lanes, no contraction), so the chosen entry is the plain search's; the judge
 // (tests/quant/ggml_differential.sh) checks each way this file is built (lanes.h). The grid
 // quantizers spend most of their time here: a group off the grid has tens of candidates (IQ1: 70).
+// With AVX2, a candidate's term for element i, w[i] x (scale x value - xval[i])^2, depends only on the
+// level it has there: the terms of the (at most 8) levels are computed once a call, as the plain search
+// computes each, and each candidate's sum adds the looked-up terms in element order (a permute a
+// vector of 8 candidates): the same floats added in the same order.
+#include <algorithm>
 #include <cfloat>
+#include <climits>
 #include <cstring>
 
 #include "quant/iq_search.h"
 #include "quant/lanes.h"
+#include "quant/rounding.h"
+
+#if !SAFEWEIGHTS_QUANT_SCALAR && SAFEWEIGHTS_QUANT_AVX2
+#include <immintrin.h>
+#endif
 
 namespace safeweights::quant::iq {
 namespace {
@@ -39,7 +50,7 @@ inline float point_value(std::int8_t p, const float* levels) noexcept { return l
   return best;
 }
 
-// Lanes candidates at once from the transposed chunks (GridSearch::lane_points); each lane keeps its
+// Lanes candidates at once from the transposed chunks (GridSearch::lane_levels); each lane keeps its
 // first least distance, then the lanes' least, the earliest position among equals, is the plain
 // search's choice.
 template <int Lanes, int Width>
@@ -49,7 +60,7 @@ template <int Lanes, int Width>
   using I = typename Vec<Lanes>::I;
   using B = typename Vec<Lanes>::B;
   const std::span<const std::uint16_t> neighbours = grid.neighbours_of(key);
-  const std::int8_t* chunk = grid.lane_points.data() + grid.lane_at[key];
+  const std::int8_t* chunk = grid.lane_levels.data() + grid.lane_at[key];
   constexpr int width = Width;
   const int count = static_cast<int>(neighbours.size());
   I lane_position;
@@ -62,8 +73,9 @@ template <int Lanes, int Width>
       for (int i = 0; i < width; ++i) {
         B b;
         std::memcpy(&b, chunk + 8 * i + half, sizeof b);
-        F p = __builtin_convertvector(__builtin_convertvector(b, I), F);
-        if (levels != nullptr) p = select(p == 1.0f, F{} + levels[0], select(p == 3.0f, F{} + levels[1], F{} + levels[2]));
+        const I l = __builtin_convertvector(b, I);
+        const F p = levels != nullptr ? select(l == 0, F{} + levels[0], select(l == 1, F{} + levels[1], F{} + levels[2]))
+                                      : __builtin_convertvector(2 * l + 1, F);
         const F diff = scale * p - xval[i];
         d2 += w[i] * diff * diff;
       }
@@ -90,10 +102,66 @@ template <int Lanes, int Width>
   return neighbours[position];
 }
 
+// round_levels() in vectors of Lanes elements (n a multiple of Lanes).
+template <int Lanes>
+[[gnu::always_inline]] inline void round_levels_lanes(int n, const float* xval, float id, int levels, std::int8_t* L) noexcept {
+  using F = typename Vec<Lanes>::F;
+  using I = typename Vec<Lanes>::I;
+  for (int first = 0; first < n; first += Lanes) {
+    F x;
+    std::memcpy(&x, xval + first, sizeof x);
+    const I l = lanes::nearest_clamped<F, I>(0.5f * (id * x - 1), 0, levels - 1);
+    for (int k = 0; k < Lanes; ++k) L[first + k] = static_cast<std::int8_t>(l[k]);
+  }
+}
+
 #if !SAFEWEIGHTS_QUANT_SCALAR && SAFEWEIGHTS_QUANT_AVX2
+[[gnu::target("avx2")]] void round_levels_8(int n, const float* xval, float id, int levels, std::int8_t* L) noexcept {
+  round_levels_lanes<8>(n, xval, id, levels, L);
+}
+
+// Eight candidates a vector, their distances summed from the table of terms (the file's comment); each
+// lane keeps its first least distance and its position, then the least over the lanes, the earliest
+// position holding it.
+template <int Width>
 [[gnu::target("avx2")]] int nearest_8(const GridSearch& grid, unsigned key, const float* xval, const float* w, float scale,
                                       const float* levels) noexcept {
-  return grid.width == 4 ? nearest_lanes<8, 4>(grid, key, xval, w, scale, levels) : nearest_lanes<8, 8>(grid, key, xval, w, scale, levels);
+  const std::span<const std::uint16_t> neighbours = grid.neighbours_of(key);
+  const std::int8_t* chunk = grid.lane_levels.data() + grid.lane_at[key];
+  const __m256 values =
+      levels != nullptr ? _mm256_setr_ps(levels[0], levels[1], levels[2], 0, 0, 0, 0, 0) : _mm256_setr_ps(1, 3, 5, 7, 9, 11, 13, 15);
+  const __m256 scaled = _mm256_mul_ps(_mm256_set1_ps(scale), values);
+  __m256 terms[Width];
+  for (int i = 0; i < Width; ++i) {
+    const __m256 diff = _mm256_sub_ps(scaled, _mm256_set1_ps(xval[i]));
+    terms[i] = _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(w[i]), diff), diff);
+  }
+  const int count = static_cast<int>(neighbours.size());
+  __m256 best = _mm256_set1_ps(FLT_MAX);
+  __m256i best_position = _mm256_setzero_si256();
+  __m256i position = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  for (int first = 0; first < count; first += 8, chunk += 8 * Width) {
+    __m256 d2 = _mm256_setzero_ps();
+    for (int i = 0; i < Width; ++i) {
+      const __m256i l = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(chunk + 8 * i)));
+      d2 = _mm256_add_ps(d2, _mm256_permutevar8x32_ps(terms[i], l));
+    }
+    const __m256 better = _mm256_cmp_ps(d2, best, _CMP_LT_OQ);
+    best = _mm256_blendv_ps(best, d2, better);
+    best_position = _mm256_castps_si256(_mm256_blendv_ps(_mm256_castsi256_ps(best_position), _mm256_castsi256_ps(position), better));
+    position = _mm256_add_epi32(position, _mm256_set1_epi32(8));
+  }
+  // No lane's distance is NaN (a NaN never compares below), so min gives the least.
+  __m256 least = _mm256_min_ps(best, _mm256_permute2f128_ps(best, best, 1));
+  least = _mm256_min_ps(least, _mm256_permute_ps(least, 0x4e));
+  least = _mm256_min_ps(least, _mm256_permute_ps(least, 0xb1));
+  if (!(_mm256_cvtss_f32(least) < FLT_MAX)) return neighbours[0];
+  auto holders = static_cast<unsigned>(_mm256_movemask_ps(_mm256_cmp_ps(best, least, _CMP_EQ_OQ)));
+  alignas(32) std::int32_t positions[8];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(positions), best_position);
+  int chosen = INT_MAX;
+  for (; holders != 0; holders &= holders - 1) chosen = std::min(chosen, static_cast<int>(positions[__builtin_ctz(holders)]));
+  return neighbours[static_cast<std::size_t>(chosen)];
 }
 #endif
 
@@ -104,9 +172,23 @@ int nearest_neighbour(const GridSearch& grid, unsigned key, const float* xval, c
   return nearest_plain(grid, grid.neighbours_of(key), xval, w, scale, levels);
 #else
 #if SAFEWEIGHTS_QUANT_AVX2
-  if (lanes::has_avx2()) return nearest_8(grid, key, xval, w, scale, levels);
+  if (lanes::has_avx2()) return grid.width == 4 ? nearest_8<4>(grid, key, xval, w, scale, levels) : nearest_8<8>(grid, key, xval, w, scale, levels);
 #endif
   return grid.width == 4 ? nearest_lanes<4, 4>(grid, key, xval, w, scale, levels) : nearest_lanes<4, 8>(grid, key, xval, w, scale, levels);
+#endif
+}
+
+void round_levels(int n, const float* xval, float id, int levels, std::int8_t* L) noexcept {
+#if SAFEWEIGHTS_QUANT_SCALAR
+  for (int i = 0; i < n; ++i) {
+    const int l = nearest_int(0.5f * (id * xval[i] - 1));
+    L[i] = static_cast<std::int8_t>(l < 0 ? 0 : l > levels - 1 ? levels - 1 : l);
+  }
+#else
+#if SAFEWEIGHTS_QUANT_AVX2
+  if (n % 8 == 0 && lanes::has_avx2()) return round_levels_8(n, xval, id, levels, L);
+#endif
+  round_levels_lanes<4>(n, xval, id, levels, L);
 #endif
 }
 

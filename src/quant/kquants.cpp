@@ -185,17 +185,19 @@ void finish_q3_k(const float* x, std::byte* block, std::int8_t* L) {
   pack_2bit(codes, out + 32);
 }
 
-// Q3_K without importance: the super-blocks' sub-block searches two super-blocks at a time (more
-// independent chains for the lanes to overlap), then each super-block's scales and codes.
+// Q3_K without importance: the super-blocks' sub-block searches kQ3Batch super-blocks at a time (the
+// descent's lanes refill from the groups that go on: more groups, fuller vectors; 16 is a row of 4,096),
+// then each super-block's scales and codes.
+constexpr std::size_t kQ3Batch = 16;
 void quantize_q3_k(const float* x, std::byte* dst, std::size_t blocks) {
-  std::int8_t codes[2 * kSuper];
-  float sub_scales[32];
+  std::int8_t codes[kQ3Batch * kSuper];
+  float sub_scales[kQ3Batch * 16];
   for (std::size_t b = 0; b < blocks; ++b, x += kSuper) {
-    if (b % 2 == 0) search_scale_symmetric_descent_groups(blocks - b >= 2 ? 32 : 16, 4, x, codes, sub_scales);
+    if (b % kQ3Batch == 0) search_scale_symmetric_descent_groups(static_cast<int>(16 * std::min(kQ3Batch, blocks - b)), 4, x, codes, sub_scales);
     std::byte* block = dst + b * 110;
     std::uint8_t* scales_out = bytes(block) + 96;
-    std::int8_t* L = codes + kSuper * (b % 2);
-    const float* scales = sub_scales + 16 * (b % 2);
+    std::int8_t* L = codes + kSuper * (b % kQ3Batch);
+    const float* scales = sub_scales + 16 * (b % kQ3Batch);
     float max_scale, amax;
     signed_max(16, scales, max_scale, amax);
     std::memset(scales_out, 0, 12);

@@ -48,7 +48,7 @@ void search_scale_symmetric_trials_groups(int groups, int n, int nmax, const flo
 // Symmetric codes for 16 values refined by coordinate descent on the x^2-weighted error; L gets the
 // codes plus nmax. ggml's make_q3_quants with do_rmse (Q3_K without weights).
 float search_scale_symmetric_descent(int nmax, const float* x, std::int8_t* L);
-// The same for `groups` groups of 16 values at once (16 groups; group k at x + 16k, L + 16k).
+// The same for `groups` groups of 16 values at once (any count; group k at x + 16k, L + 16k).
 void search_scale_symmetric_descent_groups(int groups, int nmax, const float* x, std::int8_t* L, float* scales);
 
 // Non-negative codes 0..nmax for `n` values that are scales (so mostly positive), the best of 9 trial

@@ -192,60 +192,113 @@ template <int Lanes, int P>
 
 // ---- search_scale_symmetric_descent -----------------------------------------------------------------
 
-// A lane whose pass changes no code stops, as the plain search breaks out of its loop. Each element's
-// step waits on the one before it (a division among them), so two vectors of groups go through the
-// loop side by side: their chains overlap. Handles 2 x Lanes groups.
+// The plain search stops a group after the first pass that changes none of its codes (at most 5
+// passes): most groups stop after one, a few go on to five. So the groups go through the passes as
+// lists: every group takes the first pass, then only those its last pass changed take the next, in
+// vectors refilled from the list, their state (codes, sums) kept per group between passes. No lane
+// runs on for its slowest neighbour.
+struct DescentState {
+  std::int8_t* L;  // codes -nmax..nmax-1, 16 a group
+  float *sumlx, *suml2;
+  bool *zero, *go_on;  // all-zero groups; groups whose last pass changed a code
+};
+
+// One pass for `count` groups (at most P x Lanes) of the list; the first pass starts them from the
+// codes at -nmax / max. Each element's step waits on the one before it (a division among them), so P
+// vectors go through the elements side by side: their chains overlap. Lanes past the count repeat the
+// list's last group and write nothing back.
 template <int Lanes, int P>
-[[gnu::always_inline]] inline void descent_lanes(const SymmetricSearch& a, int first) {
+[[gnu::always_inline]] inline void descent_pass(const SymmetricSearch& a, const int* list, int count, bool first, const DescentState& st) {
   using F = typename Vec<Lanes>::F;
   using I = typename Vec<Lanes>::I;
   constexpr int n = 16;
   const int nmax = a.nmax;
-  F xt[P][n] = {}, wt[P][n] = {}, sumlx[P], suml2[P];
-  I L[P][n], zero_group[P], active[P];
+  F xt[P][n], wt[P][n], sumlx[P], suml2[P];
+  I L[P][n], active[P];
   for (int p = 0; p < P; ++p) {
-    transpose_in(Lanes, n, a.x + (first + p * Lanes) * n, xt[p]);
+    for (int k = 0; k < Lanes; ++k) {
+      const int g = list[p * Lanes + k < count ? p * Lanes + k : count - 1];
+      for (int i = 0; i < n; ++i) xt[p][i][k] = a.x[g * n + i];
+      if (first) continue;
+      for (int i = 0; i < n; ++i) L[p][i][k] = st.L[g * n + i];
+      sumlx[p][k] = st.sumlx[g];
+      suml2[p][k] = st.suml2[g];
+    }
     for (int i = 0; i < n; ++i) wt[p][i] = xt[p][i] * xt[p][i];
-    F max;
-    zero_group[p] = signed_max_lanes<F, I>(n, xt[p], max);
-    symmetric_codes_lanes<F, I>(n, nmax, xt[p], wt[p], static_cast<float>(-nmax) / max, L[p], sumlx[p], suml2[p]);
-    active[p] = ~zero_group[p];
+    if (first) {
+      F max;
+      const I zero_group = signed_max_lanes<F, I>(n, xt[p], max);
+      symmetric_codes_lanes<F, I>(n, nmax, xt[p], wt[p], static_cast<float>(-nmax) / max, L[p], sumlx[p], suml2[p]);
+      active[p] = ~zero_group;
+    } else {
+      active[p] = I{} - 1;
+    }
   }
-  for (int itry = 0; itry < 5; ++itry) {
-    I changed[P] = {};
-    for (int i = 0; i < n; ++i) {
-      for (int p = 0; p < P; ++p) {
-        const F x = xt[p][i], w = wt[p][i];
-        const F li = to_float<F>(L[p][i]);
-        F slx = sumlx[p] - w * x * li;
-        F sl2 = suml2[p] - w * li * li;
-        const I positive = slx > 0;
-        const I new_l = nearest_clamped<F, I>(x * sl2 / slx, -nmax, nmax - 1);
-        const F fl = to_float<F>(new_l);
-        slx += w * x * fl;
-        sl2 += w * fl * fl;
-        const I take = active[p] & positive & (new_l != L[p][i]) & (sl2 > 0) & (slx * slx * suml2[p] > sumlx[p] * sumlx[p] * sl2);
-        L[p][i] = select_int(take, new_l, L[p][i]);
-        sumlx[p] = select(take, slx, sumlx[p]);
-        suml2[p] = select(take, sl2, suml2[p]);
-        changed[p] |= take;
+  I changed[P] = {};
+  for (int i = 0; i < n; ++i) {
+    for (int p = 0; p < P; ++p) {
+      const F x = xt[p][i], w = wt[p][i];
+      const F li = to_float<F>(L[p][i]);
+      F slx = sumlx[p] - w * x * li;
+      F sl2 = suml2[p] - w * li * li;
+      const I positive = slx > 0;
+      const I new_l = nearest_clamped<F, I>(x * sl2 / slx, -nmax, nmax - 1);
+      const F fl = to_float<F>(new_l);
+      slx += w * x * fl;
+      sl2 += w * fl * fl;
+      const I take = active[p] & positive & (new_l != L[p][i]) & (sl2 > 0) & (slx * slx * suml2[p] > sumlx[p] * sumlx[p] * sl2);
+      L[p][i] = select_int(take, new_l, L[p][i]);
+      sumlx[p] = select(take, slx, sumlx[p]);
+      suml2[p] = select(take, sl2, suml2[p]);
+      changed[p] |= take;
+    }
+  }
+  for (int p = 0; p < P; ++p)
+    for (int k = 0; k < Lanes && p * Lanes + k < count; ++k) {
+      const int g = list[p * Lanes + k];
+      for (int i = 0; i < n; ++i) st.L[g * n + i] = static_cast<std::int8_t>(L[p][i][k]);
+      st.sumlx[g] = sumlx[p][k];
+      st.suml2[g] = suml2[p][k];
+      if (first) st.zero[g] = active[p][k] == 0;
+      st.go_on[g] = (active[p][k] & changed[p][k]) != 0;
+    }
+}
+
+// At most kDescentGroups groups: up to 5 passes over the shrinking list, then each group's scale and
+// codes (plus nmax; all 0 for an all-zero group, whose scale is 0).
+constexpr int kDescentGroups = 256;
+template <int Lanes>
+[[gnu::always_inline]] inline void descent_lanes(const SymmetricSearch& a, int first_group, int groups) {
+  std::int8_t L[kDescentGroups * 16];
+  float sumlx[kDescentGroups], suml2[kDescentGroups];
+  bool zero[kDescentGroups], go_on[kDescentGroups];
+  const DescentState st{L, sumlx, suml2, zero, go_on};
+  int list[kDescentGroups];
+  int count = groups;
+  for (int g = 0; g < groups; ++g) list[g] = g;
+  const SymmetricSearch at{a.n, a.nmax, a.x + 16 * first_group, nullptr, a.L + 16 * first_group, a.scales + first_group};
+  for (int pass = 0; pass < 5 && count > 0; ++pass) {
+    for (int start = 0; start < count;) {
+      const int left = count - start;
+      if (left > 2 * Lanes) {
+        descent_pass<Lanes, 4>(at, list + start, left < 4 * Lanes ? left : 4 * Lanes, pass == 0, st);
+        start += 4 * Lanes;
+      } else if (left > Lanes) {
+        descent_pass<Lanes, 2>(at, list + start, left, pass == 0, st);
+        start += 2 * Lanes;
+      } else {
+        descent_pass<Lanes, 1>(at, list + start, left, pass == 0, st);
+        start += Lanes;
       }
     }
-    bool any = false;
-    for (int p = 0; p < P; ++p) {
-      active[p] &= changed[p];
-      for (int k = 0; k < Lanes; ++k) any = any || active[p][k] != 0;
-    }
-    if (!any) break;
+    int next = 0;
+    for (int j = 0; j < count; ++j)
+      if (go_on[list[j]]) list[next++] = list[j];
+    count = next;
   }
-  const F zero = F{} + 0.0f;
-  for (int p = 0; p < P; ++p) {
-    const F scale = select(suml2[p] > 0, sumlx[p] / suml2[p], zero);
-    for (int k = 0; k < Lanes; ++k) {
-      const int g = first + p * Lanes + k;
-      a.scales[g] = zero_group[p][k] ? 0.0f : scale[k];
-      for (int i = 0; i < n; ++i) a.L[g * n + i] = zero_group[p][k] ? 0 : static_cast<std::int8_t>(L[p][i][k] + nmax);
-    }
+  for (int g = 0; g < groups; ++g) {
+    at.scales[g] = zero[g] ? 0.0f : suml2[g] > 0 ? sumlx[g] / suml2[g] : 0.0f;
+    for (int i = 0; i < 16; ++i) at.L[g * 16 + i] = zero[g] ? 0 : static_cast<std::int8_t>(L[g * 16 + i] + a.nmax);
   }
 }
 
@@ -333,8 +386,7 @@ void symmetric_4(const SymmetricSearch& a, int groups) {
 }
 void descent_4(const SymmetricSearch& a, int groups) {
   int k = 0;
-  for (; k + 16 <= groups; k += 16) descent_lanes<4, 4>(a, k);
-  for (; k < groups; k += 8) descent_lanes<4, 2>(a, k);
+  for (; k < groups; k += kDescentGroups) descent_lanes<4>(a, k, groups - k < kDescentGroups ? groups - k : kDescentGroups);
 }
 int iq4_4(int groups, const float* x, const float* w, float* scales) {
   int k = 0;
@@ -353,8 +405,7 @@ int iq4_4(int groups, const float* x, const float* w, float* scales) {
 }
 [[gnu::target("avx2")]] void descent_8(const SymmetricSearch& a, int groups) {
   int k = 0;
-  for (; k + 32 <= groups; k += 32) descent_lanes<8, 4>(a, k);
-  for (; k < groups; k += 16) descent_lanes<8, 2>(a, k);
+  for (; k < groups; k += kDescentGroups) descent_lanes<8>(a, k, groups - k < kDescentGroups ? groups - k : kDescentGroups);
 }
 [[gnu::target("avx2")]] int iq4_8(int groups, const float* x, const float* w, float* scales) {
   int k = 0;

@@ -12,7 +12,8 @@
 # tests/quant/ggml_driver.cpp is compiled with our quantization sources, with the library's flags for
 # them, and run: a table per type of rows compared and rows that differ. Exit status 1 on any
 # difference, 2 when it cannot run. CI runs it (scripts/test.sh, "quant judge"). Nothing of llama.cpp
-# is copied into this repository.
+# is copied into this repository. SAFEWEIGHTS_JUDGE_TYPES=IQ1_S,Q3_K (ggml's type names) runs only those
+# types' rows, for checking one quantizer's change quickly.
 set -euo pipefail
 
 src=${1:-${LLAMA_CPP_DIR:-${SAFEWEIGHTS_LLAMA_CPP:-}}}

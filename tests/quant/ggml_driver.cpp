@@ -8,6 +8,7 @@
 // with one (many rows a call, one weight a column), and the type's to_float for dequantizing.
 #include <algorithm>
 #include <bit>
+#include <cctype>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -53,6 +54,17 @@ const Pair kTypes[] = {
 };
 
 constexpr std::size_t kRow = 1024;  // a multiple of every block
+
+// SAFEWEIGHTS_JUDGE_TYPES=IQ1_S,Q3_K (ggml's names) limits every table to those types, to check one
+// type's change in seconds; unset, every type runs (CI).
+bool selected(ggml_type type) {
+  const char* list = std::getenv("SAFEWEIGHTS_JUDGE_TYPES");
+  if (list == nullptr || *list == 0) return true;
+  std::string wanted = std::string(",") + list + ",", name = std::string(",") + ggml_type_name(type) + ",";
+  for (std::string* s : {&wanted, &name})
+    for (char& c : *s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return wanted.find(name) != std::string::npos;
+}
 
 // Rows of inputs: random distributions at many magnitudes, and edge rows (zeros, one value, NaN, Inf,
 // float32 extremes, subnormals, exact rounding ties).
@@ -274,6 +286,7 @@ int weighted_table(const std::vector<std::vector<float>>& rows, std::mt19937& rn
       "type", "rows", "differ", rows.size(), importances.size());
   int failures = 0;
   for (const Pair& p : kWeightedTypes) {
+    if (!selected(p.theirs)) continue;
     std::size_t compared = 0, differ = 0;
     // Rows of 1,024, and for the 32-element types rows of 13 blocks too (the weighted legacy paths search
     // blocks eight at a time: a row's last blocks go alone).
@@ -314,7 +327,7 @@ int compare_weighted_iq(const std::vector<std::vector<float>>& rows, std::mt1993
     const bool iq = p.theirs == GGML_TYPE_IQ4_NL || p.theirs == GGML_TYPE_IQ4_XS || p.theirs == GGML_TYPE_IQ2_XXS || p.theirs == GGML_TYPE_IQ2_XS ||
                     p.theirs == GGML_TYPE_IQ2_S || p.theirs == GGML_TYPE_IQ3_XXS || p.theirs == GGML_TYPE_IQ3_S || p.theirs == GGML_TYPE_IQ1_S ||
                     p.theirs == GGML_TYPE_IQ1_M;
-    if (!iq) continue;
+    if (!iq || !selected(p.theirs)) continue;
     const std::size_t bytes = ggml_row_size(p.theirs, kRow);
     std::vector<std::uint8_t> ours(bytes), theirs(bytes);
     std::size_t n = 0, diff = 0, aborted = 0;
@@ -358,6 +371,7 @@ int main(int argc, char** argv) {
   std::printf("%-8s %12s %10s %14s %10s\n", "type", "quant rows", "differ", "dequant rows", "differ");
   int failures = 0;
   for (const Pair& p : kTypes) {
+    if (!selected(p.theirs)) continue;
     const std::size_t bytes = ggml_row_size(p.theirs, kRow);
     std::vector<std::uint8_t> ours(bytes), theirs(bytes);
     std::vector<float> ours_f(kRow), theirs_f(kRow);
@@ -424,7 +438,7 @@ int main(int argc, char** argv) {
   for (auto& v : importance) v = std::exp(normal(rng));
   for (const Pair& p : kTypes) {
     const bool weighted_only = safeweights::requires_importance(p.ours);  // IQ2_XXS, IQ2_XS, IQ1
-    if (!compare_unweighted(p) && !weighted_only) continue;
+    if ((!compare_unweighted(p) && !weighted_only) || !selected(p.theirs)) continue;
     std::vector<std::uint8_t> out(ggml_row_size(p.theirs, normal_row.size()));
     auto rate = [&](auto&& fn) {
       double best = 1e30;
@@ -440,14 +454,14 @@ int main(int argc, char** argv) {
     } else {
       const double theirs = rate([&] { ggml_quantize(p.theirs, normal_row.data(), out.data(), normal_row.size(), true); });
       const double ours = rate([&] { (void)safeweights::quantize(p.ours, normal_row, std::as_writable_bytes(std::span(out))); });
-      std::printf("%-8s %14.0f %14.0f", ggml_type_name(p.theirs), theirs, ours);
+      std::printf("%-8s %14.1f %14.1f", ggml_type_name(p.theirs), theirs, ours);
     }
     if (safeweights::takes_importance(p.ours)) {
       const auto nrows = static_cast<int64_t>(normal_row.size() / kRow);
       const double theirs_w = rate([&] { ggml_quantize_chunk(p.theirs, normal_row.data(), out.data(), 0, nrows, kRow, importance.data()); });
       const double ours_w =
           rate([&] { (void)safeweights::quantize_rows(p.ours, normal_row, std::as_writable_bytes(std::span(out)), kRow, importance); });
-      std::printf(" %14.0f %14.0f", theirs_w, ours_w);
+      std::printf(" %14.1f %14.1f", theirs_w, ours_w);
     }
     std::printf("\n");
   }

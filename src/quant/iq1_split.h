@@ -1,0 +1,39 @@
+// IQ1_S's and IQ1_M's split search: a group's values, sorted, are cut into three runs (levels -1, 0, 1, each
+// shifted by +delta or -delta), and ggml tries every pair of cut points (i1 <= i2) with every shift choice,
+// keeping the least-squares best. Internal to src/quant (iq.cpp is the caller).
+//
+// The search visits the candidates in ggml's order and keeps a candidate when sumqx^2 > best x sumq2, the
+// comparison ggml makes (not a comparison of scores, which would round differently), so the choice is
+// ggml's. iq1_split_lanes.cpp computes a run of cut points i2 at once, one a lane, in ggml's operations;
+// where no lane passes that comparison against the current best, none would have one after the other
+// (the best only changes on a pass), and the run is skipped; otherwise the lanes' values are compared one
+// after the other, in ggml's order.
+//
+// Thread safety: pure functions.
+#pragma once
+
+#include "quant/iq_grids.h"
+
+namespace safeweights::quant::iq {
+
+// IQ1's three levels shifted by +delta (shift 1) and by -delta (shift -1).
+constexpr float kIq1Plus[3] = {-1 + kIq1Delta, kIq1Delta, 1 + kIq1Delta};
+constexpr float kIq1Minus[3] = {-1 - kIq1Delta, -kIq1Delta, 1 - kIq1Delta};
+
+// The chosen cut points (sorted positions below i1 take level 0, below i2 level 1, the rest level 2), the
+// shift choice, and the scale sumqx / sumq2 of the choice; i1 = -1 when no candidate passed (NaN).
+struct Split {
+  int i1 = -1, i2 = -1;
+  int shift = 0;  // IQ1_S: 1 or -1; IQ1_M: 0..3 (bit 1: first half -delta, bit 0: second half -delta)
+  float scale = 0;
+};
+
+// IQ1_S, 32 values: sumx[j] and sumw[j] (j = 0..32) are the prefix sums of w x and w over the sorted
+// values. `scale` is returned when no candidate passes.
+Split best_split_32(const float* sumx, const float* sumw, float scale) noexcept;
+
+// IQ1_M, 16 values in two halves of 8: px[h][j], pw[h][j] (j = 0..16) the prefix sums of w x and w over the
+// sorted values that belong to half h.
+Split best_split_16(const float (*px)[17], const float (*pw)[17], float scale) noexcept;
+
+}  // namespace safeweights::quant::iq
