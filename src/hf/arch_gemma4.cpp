@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -222,19 +223,21 @@ Status check(const JsonFile& file, ModelConfig& c) {
   c.arch_kv.push_back({a + ".attention.value_length_swa", MetaValue::u32(swa.head_dim)});
   if (kv_per_layer) {
     std::vector<MetaValue> kv;
-    for (bool s : sliding) kv.push_back(MetaValue::u32(s ? swa.kv_heads : full.kv_heads));
+    for (bool s : sliding) kv.push_back(MetaValue::i32(static_cast<std::int32_t>(s ? swa.kv_heads : full.kv_heads)));
     c.num_key_value_heads.reset();  // the array replaces the scalar
-    c.arch_kv.push_back({std::string(kHeadCountKv), MetaValue::array(MetaType::UINT32, std::move(kv))});
+    c.arch_kv.push_back({std::string(kHeadCountKv), MetaValue::array(MetaType::INT32, std::move(kv))});
   }
   if (double_wide.value_or(false)) {
     // transformers doubles the MLP of the layers that reuse keys and values; llama.cpp reads one width per layer.
+    // gguf-py writes a list of integers as INT32.
+    if (2ull * c.intermediate_size > std::numeric_limits<std::int32_t>::max()) return file.bad("intermediate_size", "is too large to double");
     std::vector<MetaValue> widths;
     const std::uint64_t first_shared = c.num_hidden_layers - *shared;
     for (std::uint32_t n = 0; n < c.num_hidden_layers; ++n) {
-      widths.push_back(MetaValue::u32(static_cast<std::uint32_t>(n < first_shared ? c.intermediate_size : 2ull * c.intermediate_size)));
+      widths.push_back(MetaValue::i32(static_cast<std::int32_t>(n < first_shared ? c.intermediate_size : 2ull * c.intermediate_size)));
     }
     c.intermediate_size = 0;  // the array replaces the scalar
-    c.arch_kv.push_back({std::string(kFeedForward), MetaValue::array(MetaType::UINT32, std::move(widths))});
+    c.arch_kv.push_back({std::string(kFeedForward), MetaValue::array(MetaType::INT32, std::move(widths))});
   }
   return check_rope(file, c, full, swa);
 }
