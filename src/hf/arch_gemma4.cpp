@@ -52,6 +52,15 @@ const MetaValue* key_of(const ModelConfig& c, std::string_view key) {
 // A per-layer key's value for layer `n`: the array's item, or the scalar.
 std::uint64_t layer_value(const MetaValue& v, std::uint32_t n) { return v.type == MetaType::ARRAY ? v.items.at(n).as_u64() : v.as_u64(); }
 
+// A count that may be 0, or null (read as 0, as transformers reads None there); unset when absent.
+Result<std::optional<std::uint32_t>> count_or_zero(const JsonFile& file, std::string_view key) {
+  auto e = JsonFile::member(file.root(), key);
+  if (!e) return std::optional<std::uint32_t>();
+  if (e->type() == json::element_type::NULL_VALUE) return std::optional<std::uint32_t>(0);
+  SW_ASSIGN_OR_RETURN(auto v, file.integer(file.root(), key, 0, std::numeric_limits<std::uint32_t>::max()));
+  return std::optional<std::uint32_t>(static_cast<std::uint32_t>(*v));
+}
+
 // One layer type's attention as transformers builds it: head size and KV heads.
 struct Heads {
   std::uint32_t head_dim = 0;
@@ -193,13 +202,13 @@ Status check(const JsonFile& file, ModelConfig& c) {
   const Heads swa{c.head_dim.value_or(c.hidden_size / c.num_attention_heads), c.num_key_value_heads.value_or(c.num_attention_heads)};
   bool kv_per_layer = false;
   SW_ASSIGN_OR_RETURN(Heads full, full_heads(file, c, sliding, swa, kv_per_layer));
-  SW_ASSIGN_OR_RETURN(auto shared, file.count(file.root(), "num_kv_shared_layers"));
+  SW_ASSIGN_OR_RETURN(auto shared, count_or_zero(file, "num_kv_shared_layers"));
   if (!shared) return file.bad("num_kv_shared_layers", "is missing (llama.cpp's converter reads it)");
   if (*shared >= c.num_hidden_layers) return file.bad("num_kv_shared_layers", "leaves no layer computing keys and values");
   if (!JsonFile::member(file.root(), "hidden_size_per_layer_input")) {
     return file.bad("hidden_size_per_layer_input", "is missing (transformers then computes 256 per-layer dimensions, llama.cpp's converter none)");
   }
-  SW_ASSIGN_OR_RETURN(auto per_layer, file.count(file.root(), "hidden_size_per_layer_input"));
+  SW_ASSIGN_OR_RETURN(auto per_layer, count_or_zero(file, "hidden_size_per_layer_input"));
   if (per_layer.value_or(0) > 0) {
     SW_ASSIGN_OR_RETURN(auto pl_vocab, file.count(file.root(), "vocab_size_per_layer_input"));
     if (pl_vocab.value_or(262144) != c.vocab_size) {

@@ -33,9 +33,13 @@ gguf = pytest.importorskip("gguf")
 llama_cpp = pytest.importorskip("llama_cpp")
 spm = pytest.importorskip("sentencepiece")
 
-from test_hf_gguf_llamacpp import CLI, CORPUS, GELU_FP16_TOLERANCE, Float16TableGelu, llama_cpp_logits, transformers_logits  # noqa: E402
+from test_hf_gguf_llamacpp import CLI, CORPUS, Float16TableGelu, llama_cpp_logits, transformers_logits  # noqa: E402
 from test_hf_gguf_moe import LLAMA_CPP, REFERENCE_RUNNER, deliberate, keys_of, need_llama_cpp, tensors_of  # noqa: E402
 
+# ggml's GELU rounds its input to float16: where llama.cpp's input and transformers' differ by float32
+# rounding, one float16 step (2^-11 of the value) can fall between them. Gemma 4 has two GELUs a layer
+# (the MLP and the per-layer input gate) over four layers: measured 4.5e-5 to 5.2e-4 of the largest logit.
+GEMMA4_GELU_TOLERANCE = 1e-3
 IDS = [2, 5, 77, 123, 250, 399, 42, 8, 300, 17, 200, 64]
 # Gemma 4's chat-format tokens llama.cpp's converter types USER_DEFINED; two of them in the vocabulary.
 VISIBLE = ["<|channel>", "<channel|>"]
@@ -201,7 +205,7 @@ def test_llama_cpp_logits_match_transformers(gemma4, name):
         undo()
     err = np.abs(got - want).max() / np.abs(want).max()
     print(f"{name}: max |llama.cpp - transformers| / max |transformers| = {err:.3g}")
-    assert err <= GELU_FP16_TOLERANCE
+    assert err <= GEMMA4_GELU_TOLERANCE
     assert (got.argmax(-1) == want.argmax(-1)).all()
 
 
