@@ -217,6 +217,14 @@ def hf_folder_seeds():
         {k: v for k, v in HF_LLAMA.items() if k != "architectures"}, model_type="ministral3", rope_parameters={
             "rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 8, "mscale": 1.0, "mscale_all_dim": 1.0,
             "llama_4_scaling_beta": 0.1})}, HF_BPE)
+    gemma4_tokenizer = dict(HF_SPM_BPE, normalizer={"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"},
+                            decoder={"type": "Sequence", "decoders": [{"type": "ByteFallback"}]})
+    s["gemma4"] = hf_seed(dict(HF_LLAMA, architectures=["Gemma4ForCausalLM"], head_dim=4, sliding_window=16, hidden_activation="gelu_pytorch_tanh",
+                               num_hidden_layers=2, layer_types=["sliding_attention", "full_attention"], num_kv_shared_layers=1,
+                               hidden_size_per_layer_input=2, vocab_size_per_layer_input=6, per_layer_config={"1": {"head_dim": 8}},
+                               rope_parameters={"full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.25},
+                                                "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}}),
+                          gemma4_tokenizer, {"bos_token": "<s>", "extra_special_tokens": ["</s>"]})
     s["config_duplicate_key"] = hf_seed(b'{"architectures":["LlamaForCausalLM"],"vocab_size":6,"vocab_size":7}')
     s["config_infinity"] = hf_seed(b'{"architectures":["LlamaForCausalLM"],"rms_norm_eps":Infinity}')
     s["config_huge_number"] = hf_seed(b'{"architectures":["LlamaForCausalLM"],"vocab_size":100000000000000000000000}')

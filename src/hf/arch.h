@@ -168,6 +168,11 @@ struct Architecture {
   std::span<const std::string_view> rope_keys = {};
   // Classes among `classes` whose folder is multimodal: the text model is converted (hf/multimodal.h).
   std::span<const std::string_view> multimodal = {};
+  // Rope types beyond the common ones that `check` maps itself (Gemma 4's "proportional"), without keys of their own.
+  std::span<const std::string_view> rope_types = {};
+  // tokenizer.json's byte_fallback BPE written as this llama.cpp tokenizer model with its merges (Gemma 4's
+  // "gemma4", hf/vocab.cpp); empty: as llama.cpp's SentencePiece tokenizer.
+  std::string_view bpe_tokenizer_model = {};
 };
 
 // `hf` must be among `weights` with `shape` (what config.json implies): TensorNotFound naming it (and

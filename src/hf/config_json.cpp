@@ -149,6 +149,8 @@ Status read_rope_object(const JsonFile& file, json::element object, std::optiona
   for (const RopeType& t : kRopeTypes) {
     if (t.name == out.type) known = &t;
   }
+  constexpr RopeType kOwnType{"", {}};  // an architecture's own type (Architecture::rope_types): no keys beyond partial_rotary_factor
+  if (!known && std::find(out.own_types.begin(), out.own_types.end(), out.type) != out.own_types.end()) known = &kOwnType;
   if (!known) return rope_refused(file, out.source, "rope type " + json::quoted(out.type) + " is not one llama.cpp's converter maps");
   for (auto field : json::as_object(object)) {
     if (field.key == "type" || field.key == "rope_type" || field.key == "rope_theta" || field.key == "partial_rotary_factor") continue;
@@ -299,6 +301,7 @@ Result<ModelConfig> read_config(const Folder& folder) {
   SW_ASSIGN_OR_RETURN(c.head_dim, file->count(root, "head_dim"));
   SW_ASSIGN_OR_RETURN(c.rms_norm_eps, file->positive(root, "rms_norm_eps"));
   c.rope.own_keys = c.arch->rope_keys;
+  c.rope.own_types = c.rope_sliding.own_types = c.arch->rope_types;
   SW_RETURN_IF_ERROR(read_rope(*file, c.arch->layer_type_rope, c.rope, c.rope_sliding));
   for (const Rope* r : {&c.rope, &c.rope_sliding}) {
     if (r->partial_rotary_factor.value_or(1.0) != 1.0 && !c.arch->partial_rotary)

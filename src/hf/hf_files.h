@@ -60,6 +60,7 @@ struct Rope {
   std::optional<double> mscale_all_dim;                           // yarn: DeepSeek's
   std::optional<double> partial_rotary_factor;                    // the rope object's (refused unless the architecture rotates part)
   std::span<const std::string_view> own_keys;                     // keys the architecture's check reads itself (Architecture::rope_keys)
+  std::span<const std::string_view> own_types;                    // types the architecture's check maps itself (Architecture::rope_types)
 };
 
 // llama.cpp's rope_freqs for llama3 scaling: one factor per rotary pair of a head of `head_dim`, as
@@ -224,6 +225,8 @@ struct TokenizerConfig {
   std::optional<bool> clean_up_tokenization_spaces;
   std::optional<std::string> chat_template;      // or chat_template.jinja's, or chat_template.json's, beside
   std::vector<AddedToken> added_tokens_decoder;  // by id, as the file lists them
+  // extra_special_tokens (transformers 5; a list, or names -> tokens) or additional_special_tokens: texts.
+  std::vector<std::string> extra_special_tokens;
 };
 // An absent file gives an empty config.
 Result<TokenizerConfig> read_tokenizer_config(const Folder& folder);

@@ -29,8 +29,10 @@ std::string json_string(std::string_view s) {
 }
 
 constexpr std::array<std::string_view, 2> kTextPrefixes = {"model.language_model.", "language_model.model."};
-constexpr std::array<std::string_view, 4> kVisionPrefixes = {"model.vision_tower.", "model.multi_modal_projector.", "vision_tower.",
-                                                             "multi_modal_projector."};
+// The vision tower and projector; Gemma 4's embedders of vision and audio, and its audio tower.
+constexpr std::array<std::string_view, 7> kVisionPrefixes = {"model.vision_tower.",    "model.multi_modal_projector.", "vision_tower.",
+                                                             "multi_modal_projector.", "model.embed_vision.",          "model.audio_tower.",
+                                                             "model.embed_audio."};
 
 }  // namespace
 

@@ -334,6 +334,37 @@ Result<TokenizerJson> read_tokenizer_json(const Folder& folder) {
   return out;
 }
 
+namespace {
+
+// transformers' extra special tokens (each a string, or an object with content): a list, or an object of
+// names -> tokens (transformers 5), under extra_special_tokens or additional_special_tokens (transformers 4).
+Status read_extra_special_tokens(const JsonFile& file, std::vector<std::string>& out) {
+  for (std::string_view key : {"extra_special_tokens", "additional_special_tokens"}) {
+    auto list = JsonFile::member(file.root(), key);
+    if (!list || list->type() == json::element_type::NULL_VALUE) continue;
+    auto add = [&](json::element e) -> Status {
+      if (e.type() == json::element_type::STRING) {
+        out.emplace_back(json::as_string(e));
+        return Status::ok();
+      }
+      if (e.type() != json::element_type::OBJECT) return file.bad(key, "holds a token that is neither a string nor an object with content");
+      SW_ASSIGN_OR_RETURN(auto content, file.string(e, "content"));
+      if (content) out.push_back(std::move(*content));
+      return Status::ok();
+    };
+    if (list->type() == json::element_type::ARRAY) {
+      for (auto e : json::as_array(*list)) SW_RETURN_IF_ERROR(add(e));
+    } else if (list->type() == json::element_type::OBJECT) {
+      for (auto field : json::as_object(*list)) SW_RETURN_IF_ERROR(add(field.value));
+    } else {
+      return file.bad(key, "must be a list or an object");
+    }
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
 Result<TokenizerConfig> read_tokenizer_config(const Folder& folder) {
   TokenizerConfig out;
   SW_ASSIGN_OR_RETURN(const bool present, has_model_file(folder, "tokenizer_config.json"));
@@ -365,6 +396,7 @@ Result<TokenizerConfig> read_tokenizer_config(const Folder& folder) {
   } else {
     SW_ASSIGN_OR_RETURN(out.chat_template, chat_template_beside(folder));
   }
+  SW_RETURN_IF_ERROR(read_extra_special_tokens(*file, out.extra_special_tokens));
   if (auto decoder = JsonFile::member(root, "added_tokens_decoder")) {
     if (decoder->type() != json::element_type::OBJECT) return file->bad("added_tokens_decoder", "must be an object");
     for (auto field : json::as_object(*decoder)) {

@@ -434,11 +434,83 @@ void add_llama_vocab(Vocab v, std::vector<KeyValue>& kv) {
   kv.push_back({"tokenizer.ggml.token_type", scalar_array(ValueType::INT32, v.types, Value::i32)});
 }
 
+// The chat-format tokens llama.cpp's converter types USER_DEFINED for Gemma 4, so that llama.cpp renders
+// them and its chat parser reads them (Gemma4Model.set_vocab).
+constexpr std::array<std::string_view, 7> kGemma4Visible = {"<|channel>",       "<channel|>",       "<|tool_call>", "<tool_call|>",
+                                                            "<|tool_response>", "<tool_response|>", "<|\"|>"};
+
+// tokenizer.json's byte_fallback BPE as llama.cpp's converter writes it for Gemma 4 (gguf-py's
+// LlamaHfVocab): every token by id, score -1000; pieces spelled <0xXX> (either case) BYTE; the tokens
+// tokenizer_config.json names special (bos ... mask, extra_special_tokens) CONTROL; other added tokens past
+// the model's vocabulary USER_DEFINED, with their text as it is; the rest NORMAL; kGemma4Visible
+// USER_DEFINED. Its tokens are as many as the embedding's rows (config.json's vocab_size): llama.cpp's
+// loader requires it.
+Result<Vocab> gemma4_vocab(const Folder& folder, const ModelConfig& c, const TokenizerJson& tj, const TokenizerConfig& tc) {
+  const std::string path = folder.path_of("tokenizer.json");
+  Vocab v = padded(c.vocab_size, -1000.0f);
+  std::vector<bool> have(c.vocab_size, false);
+  std::unordered_map<std::string_view, std::uint32_t> ids;
+  auto set = [&](std::string_view text, std::uint32_t id, std::int32_t type) -> Status {
+    if (id >= c.vocab_size) return out_of_vocab(path, "token id", id, c.vocab_size);
+    v.tokens[id] = text;
+    v.types[id] = type;
+    have[id] = true;
+    ids[text] = id;
+    return Status::ok();
+  };
+  const auto base = tj.bpe->vocab.size();
+  for (std::size_t i = 0; i < base; ++i) {
+    const std::string_view text = tj.bpe->vocab[i];
+    SW_RETURN_IF_ERROR(set(text, tj.bpe->ids[i], byte_of_piece(text) >= 0 || byte_of_piece(text, false) >= 0 ? kByte : kNormal));
+  }
+  for (const AddedToken& t : tj.added) SW_RETURN_IF_ERROR(set(t.content, t.id, t.id < base ? kNormal : kUserDefined));
+  std::vector<std::string_view> specials;
+  for (const auto& [kind, text] : tc.special_tokens) specials.push_back(text);
+  for (const std::string& text : tc.extra_special_tokens) specials.push_back(text);
+  for (std::string_view text : specials) {
+    if (auto it = ids.find(text); it != ids.end() && v.types[it->second] != kByte) v.types[it->second] = kControl;
+  }
+  for (std::string_view text : kGemma4Visible) {
+    if (auto it = ids.find(text); it != ids.end()) v.types[it->second] = kUserDefined;
+  }
+  if (auto gap = std::find(have.begin(), have.end(), false); gap != have.end()) {
+    return Error(ErrorKind::InvalidModelFolder,
+                 "has no token " + std::to_string(gap - have.begin()) + ": llama.cpp's converter writes the tokenizer's tokens, " +
+                     "and its loader requires one per row of the embedding (config.json's vocab_size, " + std::to_string(c.vocab_size) + ")")
+        .with_file(path);
+  }
+  return v;
+}
+
+// tokenizer.json's byte_fallback BPE as the llama.cpp tokenizer model `model` (Architecture::bpe_tokenizer_model):
+// tokens, scores, types and merges, the special tokens, bos added and no space prefix, as llama.cpp's converter
+// writes them for Gemma 4.
+Status add_bpe_sentencepiece_vocab(const Folder& folder, const ModelConfig& c, const TokenizerJson& tj, const TokenizerConfig& tc,
+                                   std::vector<KeyValue>& kv) {
+  if (!tj.bpe || !tj.bpe->byte_fallback) {
+    return Error(ErrorKind::NotSupported, "is not a BPE model with byte_fallback, which llama.cpp's converter reads for " + c.hf_class)
+        .with_file(folder.path_of("tokenizer.json"));
+  }
+  SW_ASSIGN_OR_RETURN(Vocab v, gemma4_vocab(folder, c, tj, tc));
+  const auto n_vocab = static_cast<std::uint32_t>(v.tokens.size());
+  kv.push_back({"tokenizer.ggml.model", Value::string(std::string(c.arch->bpe_tokenizer_model))});
+  kv.push_back({"tokenizer.ggml.tokens", string_array(std::move(v.tokens))});
+  kv.push_back({"tokenizer.ggml.scores", scalar_array(ValueType::FLOAT32, v.scores, Value::f32)});
+  kv.push_back({"tokenizer.ggml.token_type", scalar_array(ValueType::INT32, v.types, Value::i32)});
+  kv.push_back({"tokenizer.ggml.merges", string_array(tj.bpe->merges)});
+  SW_RETURN_IF_ERROR(add_special(folder, c, tj, tc, n_vocab, kv));
+  std::erase_if(kv, [](const KeyValue& k) { return k.key == "tokenizer.ggml.add_bos_token"; });
+  kv.push_back({"tokenizer.ggml.add_space_prefix", Value::boolean(false)});
+  kv.push_back({"tokenizer.ggml.add_bos_token", Value::boolean(true)});
+  return Status::ok();
+}
+
 }  // namespace
 
 Status add_vocabulary(const Folder& folder, const ModelConfig& config, const GgufOptions& options, std::vector<KeyValue>& kv) {
   SW_ASSIGN_OR_RETURN(TokenizerJson tj, read_tokenizer_json(folder));
   SW_ASSIGN_OR_RETURN(TokenizerConfig tc, read_tokenizer_config(folder));
+  if (!config.arch->bpe_tokenizer_model.empty()) return add_bpe_sentencepiece_vocab(folder, config, tj, tc, kv);
   SW_ASSIGN_OR_RETURN(const bool sentencepiece, has_model_file(folder, "tokenizer.model"));
   if (sentencepiece) {
     SW_ASSIGN_OR_RETURN(Vocab v, sentencepiece_vocab(folder, config, tc));

@@ -264,17 +264,3 @@ def test_stablelm_switches_agree_with_the_tensors(dense, tmp_path, arch, key, va
     _, out, r = convert_with(dense[arch][1], tmp_path, key, value)
     assert r.returncode != 0 and tensor in r.stderr and text in r.stderr, r.stderr
     assert not out.exists()
-
-
-@pytest.mark.parametrize("hf_class", ["Gemma4ForCausalLM", "Gemma4ForConditionalGeneration"])
-def test_gemma4_refused_by_name(tmp_path, hf_class):
-    """Gemma 4 is not converted yet (its per-layer head sizes and KV head counts, proportional rope,
-    shared KV layers, per-layer embeddings and the "gemma4" tokenizer model): refused by name."""
-    folder = tmp_path / "folder"
-    folder.mkdir()
-    (folder / "config.json").write_text(json.dumps({"architectures": [hf_class], "model_type": "gemma4"}))
-    save_file({"model.embed_tokens.weight": torch.zeros(4, 2)}, str(folder / "model.safetensors"))
-    out = tmp_path / "out.gguf"
-    r = subprocess.run([CLI, "convert", str(folder), str(out), "--type", "f32"], capture_output=True, text=True)
-    assert r.returncode != 0 and f"architecture `{hf_class}` is not converted" in r.stderr, r.stderr
-    assert not out.exists()
