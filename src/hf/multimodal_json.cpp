@@ -29,8 +29,9 @@ std::string json_string(std::string_view s) {
 }
 
 constexpr std::array<std::string_view, 2> kTextPrefixes = {"model.language_model.", "language_model.model."};
-constexpr std::array<std::string_view, 4> kVisionPrefixes = {"model.vision_tower.", "model.multi_modal_projector.", "vision_tower.",
-                                                             "multi_modal_projector."};
+// Mistral 3's vision tower and projector; Qwen3.5's vision tower with its merger (model.visual.*).
+constexpr std::array<std::string_view, 6> kVisionPrefixes = {
+    "model.vision_tower.", "model.multi_modal_projector.", "vision_tower.", "multi_modal_projector.", "model.visual.", "visual."};
 
 }  // namespace
 

@@ -156,6 +156,10 @@ struct Planner {
       if (c.arch->tied_output && e.name == names.head) continue;  // the embedding is the output
       if (c.multimodal && is_vision_tensor(e.name)) continue;     // the vision tower: not the text model
       if (c.arch->drops_extra_layers && past_last_layer(e.name, c.num_hidden_layers)) continue;
+      if (c.arch->left_out) {
+        SW_ASSIGN_OR_RETURN(bool dropped, c.arch->left_out(c, weights, e));
+        if (dropped) continue;
+      }
       return Error(ErrorKind::NotSupported, "tensor has no name in llama.cpp's " + std::string(c.arch->name) + " architecture")
           .with_file(weights.name())
           .with_tensor(e.name);
@@ -329,6 +333,7 @@ Result<GgufConversion> plan(const Folder& folder, const TensorFile& weights, std
   Planner planner{config, weights, {}, tensors.get()};
   if (config.multimodal) {
     SW_ASSIGN_OR_RETURN(planner.names, text_model_names(weights));
+    config.weights_prefix = planner.names.prefix;  // for the architecture's hooks (Planner::c is `config`)
   }
   SW_RETURN_IF_ERROR(planner.run());
   if (config.arch->norms_plus_one) SW_RETURN_IF_ERROR(add_one_to_norms(weights, planner.out, *tensors));
@@ -365,6 +370,7 @@ Result<GgufConversion> plan(const Folder& folder, const TensorFile& weights, std
                         ".truncate is false, which no GGUF key says: llama.cpp truncates YaRN's correction range "
                         "(as for every file of this model its converter writes), so some rotary frequencies differ from transformers'");
   }
+  out.notes.insert(out.notes.end(), config.notes.begin(), config.notes.end());
   if (config.multimodal) {
     out.notes.push_back(config.hf_class + ": the text model was converted; the vision tower was left out (as llama.cpp's converter leaves it)");
   }
