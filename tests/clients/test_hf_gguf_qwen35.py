@@ -5,7 +5,9 @@ Hybrid models: Gated DeltaNet linear-attention layers (`linear_attn.*`) beside g
 Qwen3_5ForCausalLM / Qwen3_5MoeForCausalLM / Qwen3NextForCausalLM made here by transformers 5.24 (nothing
 downloaded), with twice as many value heads as key heads so that Qwen3.5's value-head reorder and Qwen3-Next's
 regrouping of its fused in_proj_qkvz show; the MoE ones in both expert layouts (per expert, as transformers
-5.24 saves them, and fused, as their modules hold them). Judged as
+5.24 saves them, and fused, as their modules hold them). Qwen3.5 and Qwen3.5-MoE also as released: a
+Qwen3_5(Moe)ForConditionalGeneration with a tiny vision tower (left out, with a note) and the Hub's
+mrope_section. Judged as
 test_hf_gguf_moe.py judges its architectures:
 
 (a) against the pinned llama.cpp's own converter on the same folder: the same tensors (name, type, shape,
