@@ -243,7 +243,7 @@ def test_starcoder2_window_is_the_context(dense):
     got, want = both_logits(dense, "starcoder2-window")
     scale = np.abs(want).max()
     assert np.abs(got[:WINDOW] - want[:WINDOW]).max() <= GELU_FP16_TOLERANCE * scale
-    assert np.abs(got[WINDOW:] - want[WINDOW:]).max(-1).min() > 10 * GELU_FP16_TOLERANCE * scale
+    assert np.abs(got[WINDOW:] - want[WINDOW:]).max() > 10 * GELU_FP16_TOLERANCE * scale
     assert keys_of(dense["starcoder2-window"][2])["starcoder2.context_length"][1] == WINDOW
     assert (f"note: sliding_window ({WINDOW}) is below max_position_embeddings (256): llama.cpp's starcoder2 attends to the whole "
             "context, so starcoder2.context_length is the window") in STDERR["starcoder2-window"]

@@ -256,7 +256,7 @@ REFUSED = [
     ("qwen35", set_rope("mrope_section", [16, 8, 8]),
      "`rope_parameters.mrope_section` leaves rotary pairs to llama.cpp's fourth rope section, which text positions do not rotate"),
     ("qwen35", set_rope("mrope_section", [11, 11, 10, 0, 1]), "`rope_parameters.mrope_section` must be a list of at most 4 section sizes"),
-    ("qwen35", set_rope("mrope_section", [200, 0, 0]), "`rope_parameters.mrope_section` must sum to between 1 and head_dim (256)"),
+    ("qwen35", set_rope("mrope_section", [300, 0, 0]), "`rope_parameters.mrope_section` must sum to between 1 and head_dim (256)"),
     ("qwen3next", set_rope("mrope_section", [11, 11, 10]), "key `mrope_section` is not understood"),
     ("qwen3next", set_key("norm_topk_prob", False), "`norm_topk_prob` is false: llama.cpp's qwen3next architecture renormalizes"),
     ("qwen3next", set_key("mlp_only_layers", [1]), "`mlp_only_layers` lists dense layers"),
