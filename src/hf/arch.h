@@ -168,9 +168,6 @@ struct Architecture {
   std::span<const std::string_view> rope_keys = {};
   // Classes among `classes` whose folder is multimodal: the text model is converted (hf/multimodal.h).
   std::span<const std::string_view> multimodal = {};
-  // Whether a weight the plan did not take is one llama.cpp's converter leaves out (Cohere2's all-zero
-  // attention biases); an error refuses the folder. nullptr: none is (the tensor is refused by name).
-  Result<bool> (*left_out)(const ModelConfig& c, const TensorFile& weights, const TensorEntry& e) = nullptr;
 };
 
 // `hf` must be among `weights` with `shape` (what config.json implies): TensorNotFound naming it (and

@@ -14,7 +14,6 @@
 #include "hf/generated.h"
 #include "hf/hf_files.h"
 #include "hf/json_read.h"
-#include "safeweights/quantize.h"
 
 namespace safeweights::hf {
 namespace {
@@ -26,37 +25,45 @@ constexpr std::uint32_t kSlidingPattern = 4;
 
 // arch_flags' entry for attention_bias true.
 constexpr std::string_view kBiasFlag = "attention_bias";
-constexpr std::array<std::string_view, 4> kBiases = {"self_attn.q_proj.bias", "self_attn.k_proj.bias", "self_attn.v_proj.bias",
-                                                     "self_attn.o_proj.bias"};
+constexpr std::array<std::string_view, 4> kBiases = {"q_proj.bias", "k_proj.bias", "v_proj.bias", "o_proj.bias"};
 
-// `name` is {prefix}layers.N.self_attn.{q,k,v,o}_proj.bias.
-bool is_attention_bias(const ModelConfig& c, std::string_view name) {
-  const std::string layers = c.weights_prefix + "layers.";
-  if (!name.starts_with(layers)) return false;
-  name.remove_prefix(layers.size());
-  const std::size_t digits = name.find_first_not_of("0123456789");
-  if (digits == 0 || digits == std::string_view::npos || name[digits] != '.') return false;
-  name.remove_prefix(digits + 1);
-  return std::find(kBiases.begin(), kBiases.end(), name) != kBiases.end();
+bool has_biases(const ModelConfig& c) { return std::find(c.arch_flags.begin(), c.arch_flags.end(), kBiasFlag) != c.arch_flags.end(); }
+
+// attention_bias true: layer n's attention biases that are there, planned (so that they count as taken)
+// until compute_left_out leaves them out. Absent ones are what transformers starts at zero.
+Status plan_biases(const ModelConfig& c, const TensorFile& weights, WithGenerated&, std::uint32_t n, std::vector<ConvertTensor>& out) {
+  if (!has_biases(c)) return Status::ok();
+  const std::string hf = c.weights_prefix + "layers." + std::to_string(n) + ".self_attn.";
+  const std::uint64_t head_dim = c.hidden_size / c.num_attention_heads;
+  const std::uint64_t kv_rows = c.num_key_value_heads.value_or(c.num_attention_heads) * head_dim;
+  const std::array<std::uint64_t, 4> rows = {c.hidden_size, kv_rows, kv_rows, c.hidden_size};
+  for (std::size_t i = 0; i < kBiases.size(); ++i) {
+    const std::string name = hf + std::string(kBiases[i]);
+    if (!weights.find(name)) continue;
+    const std::vector<std::uint64_t> shape = {rows[i]};
+    SW_RETURN_IF_ERROR(expect_tensor(weights, name, name, shape));
+    out.push_back({.source = name, .name = name});
+  }
+  return Status::ok();
 }
 
-// Architecture::left_out: an attention bias (attention_bias true) whose every value is zero; any other
-// value is refused naming the tensor, as llama.cpp's converter refuses it.
-Result<bool> left_out(const ModelConfig& c, const TensorFile& weights, const TensorEntry& e) {
-  if (std::find(c.arch_flags.begin(), c.arch_flags.end(), kBiasFlag) == c.arch_flags.end() || !is_attention_bias(c, e.name)) return false;
-  if (e.shape.size() != 1 || type_info(e.type).cls != TypeClass::Float) {
-    return Error(ErrorKind::NotSupported, "an attention bias must be a vector of floats (llama.cpp's cohere2 leaves out zero ones)")
-        .with_file(weights.name())
-        .with_tensor(e.name);
+// Architecture::computed: the planned attention biases left out when every value is zero (they compute
+// nothing), any other value refused naming the tensor, as llama.cpp's converter refuses it.
+Status compute_left_out(const ModelConfig& c, const TensorFile& weights, std::vector<ConvertTensor>& plan, WithGenerated&) {
+  if (!has_biases(c)) return Status::ok();
+  for (const ConvertTensor& t : plan) {
+    if (t.name != t.source) continue;  // a bias plan_biases took, under its own name (no GGUF name is a transformers name)
+    SW_ASSIGN_OR_RETURN(std::vector<float> values, read_floats(*weights.find(t.source)));
+    if (std::any_of(values.begin(), values.end(), [](float v) { return v != 0.0f; })) {
+      return Error(ErrorKind::NotSupported,
+                   "attention bias is not zero: llama.cpp's cohere2 architecture has no attention biases (its converter leaves out only "
+                   "zero ones)")
+          .with_file(weights.name())
+          .with_tensor(t.source);
+    }
   }
-  SW_ASSIGN_OR_RETURN(std::vector<float> values, read_floats(e));
-  if (std::any_of(values.begin(), values.end(), [](float v) { return v != 0.0f; })) {
-    return Error(ErrorKind::NotSupported,
-                 "attention bias is not zero: llama.cpp's cohere2 architecture has no attention biases (its converter leaves out only zero ones)")
-        .with_file(weights.name())
-        .with_tensor(e.name);
-  }
-  return true;
+  std::erase_if(plan, [](const ConvertTensor& t) { return t.name == t.source; });
+  return Status::ok();
 }
 
 Status check(const JsonFile& file, ModelConfig& c) {
@@ -85,8 +92,9 @@ SAFEWEIGHTS_HF_ARCHITECTURE(cohere2) {
                                       .layer = cohere::kLayer,
                                       .tied_output = true,
                                       .check = check,
+                                      .plan_layer = plan_biases,
                                       .norm = Norm::LayerNormNoBias,
-                                      .left_out = left_out};
+                                      .computed = compute_left_out};
   return kArch;
 }
 

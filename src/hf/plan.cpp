@@ -156,10 +156,6 @@ struct Planner {
       if (c.arch->tied_output && e.name == names.head) continue;  // the embedding is the output
       if (c.multimodal && is_vision_tensor(e.name)) continue;     // the vision tower: not the text model
       if (c.arch->drops_extra_layers && past_last_layer(e.name, c.num_hidden_layers)) continue;
-      if (c.arch->left_out) {
-        SW_ASSIGN_OR_RETURN(bool dropped, c.arch->left_out(c, weights, e));
-        if (dropped) continue;
-      }
       return Error(ErrorKind::NotSupported, "tensor has no name in llama.cpp's " + std::string(c.arch->name) + " architecture")
           .with_file(weights.name())
           .with_tensor(e.name);
