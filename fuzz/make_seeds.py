@@ -225,6 +225,10 @@ def hf_folder_seeds():
                                rope_parameters={"full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.25},
                                                 "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}}),
                           gemma4_tokenizer, {"bos_token": "<s>", "extra_special_tokens": ["</s>"]})
+    s["qwen35_vision"] = hf_seed({"architectures": ["Qwen3_5ForConditionalGeneration"], "model_type": "qwen3_5", "text_config": dict(
+        {k: v for k, v in HF_LLAMA.items() if k != "architectures"}, **dict(linear, rope_parameters={
+            "rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.25, "mrope_section": [1, 1, 0],
+            "mrope_interleaved": True}))}, HF_BPE)
     s["config_duplicate_key"] = hf_seed(b'{"architectures":["LlamaForCausalLM"],"vocab_size":6,"vocab_size":7}')
     s["config_infinity"] = hf_seed(b'{"architectures":["LlamaForCausalLM"],"rms_norm_eps":Infinity}')
     s["config_huge_number"] = hf_seed(b'{"architectures":["LlamaForCausalLM"],"vocab_size":100000000000000000000000}')

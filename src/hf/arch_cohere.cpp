@@ -71,11 +71,12 @@ SAFEWEIGHTS_HF_ARCHITECTURE(cohere) {
 
 namespace cohere {
 
-Status check_common(const JsonFile& file, ModelConfig& c) {
+Status check_common(const JsonFile& file, ModelConfig& c, bool zero_biases_left_out) {
   const std::string a(c.arch->name);
   auto refuse = [&](const std::string& what) { return Error(ErrorKind::NotSupported, what).with_file(file.path()); };
   SW_ASSIGN_OR_RETURN(auto bias, file.boolean(file.root(), "attention_bias"));
-  if (bias.value_or(false)) return refuse("key `attention_bias` is true: llama.cpp's " + a + " architecture has no attention biases");
+  if (bias.value_or(false) && !zero_biases_left_out)
+    return refuse("key `attention_bias` is true: llama.cpp's " + a + " architecture has no attention biases");
   if (c.rope.type != "default") {
     return refuse("key " + json::quoted(c.rope.source) + " rope type " + json::quoted(c.rope.type) +
                   ": llama.cpp's converter writes no rope scaling for " + a);

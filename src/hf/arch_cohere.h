@@ -24,8 +24,9 @@ inline constexpr std::array<TensorRule, 8> kLayer = {{
 }};
 
 // The rules both share: attention_bias true refused (llama.cpp's command-r and cohere2 have no
-// attention biases), only the default rope (their converters write rope.scaling.type "none"), and
+// attention biases) unless `zero_biases_left_out` (Cohere2: its converter leaves out biases that are all
+// zero, refusing others), only the default rope (their converters write rope.scaling.type "none"), and
 // logit_scale required, written as {arch}.logit_scale with rope.scaling.type.
-Status check_common(const JsonFile& file, ModelConfig& c);
+Status check_common(const JsonFile& file, ModelConfig& c, bool zero_biases_left_out = false);
 
 }  // namespace safeweights::hf::cohere

@@ -12,7 +12,11 @@
 namespace safeweights::hf {
 namespace {
 
-constexpr std::array<std::string_view, 1> kClasses = {"Qwen3_5ForCausalLM"};
+constexpr std::array<std::string_view, 2> kClasses = {"Qwen3_5ForCausalLM", "Qwen3_5ForConditionalGeneration"};
+// As released: the text model of a vision checkpoint (hf/multimodal.h), its vision tower left out.
+constexpr std::array<std::string_view, 1> kMultimodal = {"Qwen3_5ForConditionalGeneration"};
+// The rope object's multimodal sections (hf/mrope.h), read by the check.
+constexpr std::array<std::string_view, 2> kRopeKeys = {"mrope_section", "mrope_interleaved"};
 
 constexpr std::array<TensorRule, 5> kLayer = {rows::kAttnNorm, rows::kPostAttentionNorm, rows::kGate, rows::kUp, rows::kDown};
 
@@ -27,7 +31,9 @@ SAFEWEIGHTS_HF_ARCHITECTURE(qwen35) {
                                       .check = read_qwen35_linear_attention,
                                       .plan_attention = plan_hybrid_attention,
                                       .computed = compute_linear_attention,
-                                      .partial_rotary = true};
+                                      .partial_rotary = true,
+                                      .rope_keys = kRopeKeys,
+                                      .multimodal = kMultimodal};
   return kArch;
 }
 

@@ -14,7 +14,11 @@
 namespace safeweights::hf {
 namespace {
 
-constexpr std::array<std::string_view, 1> kClasses = {"Qwen3_5MoeForCausalLM"};
+constexpr std::array<std::string_view, 2> kClasses = {"Qwen3_5MoeForCausalLM", "Qwen3_5MoeForConditionalGeneration"};
+// As released: the text model of a vision checkpoint (hf/multimodal.h), its vision tower left out.
+constexpr std::array<std::string_view, 1> kMultimodal = {"Qwen3_5MoeForConditionalGeneration"};
+// The rope object's multimodal sections (hf/mrope.h), read by the check.
+constexpr std::array<std::string_view, 2> kRopeKeys = {"mrope_section", "mrope_interleaved"};
 
 constexpr std::array<TensorRule, 2> kLayer = {rows::kAttnNorm, rows::kPostAttentionNorm};
 
@@ -40,7 +44,9 @@ SAFEWEIGHTS_HF_ARCHITECTURE(qwen35moe) {
                                       .plan_attention = plan_hybrid_attention,
                                       .computed = compute_linear_attention,
                                       .optional_intermediate = true,
-                                      .partial_rotary = true};
+                                      .partial_rotary = true,
+                                      .rope_keys = kRopeKeys,
+                                      .multimodal = kMultimodal};
   return kArch;
 }
 

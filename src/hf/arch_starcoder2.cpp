@@ -1,7 +1,10 @@
 // StarCoder2 (llama.cpp's "starcoder2", its converter's plain TextModel): LayerNorm with biases, a bias
 // on every projection, the two-matrix GELU MLP (c_fc, c_proj), NEOX rope over whole heads (no
 // permutation). llama.cpp's loader requires the output projection's, the MLP's and the norms' biases
-// (use_bias false is refused), and attends to the whole context: a sliding window that binds is refused.
+// (use_bias false is refused), and attends to the whole context: the released checkpoints' sliding window
+// (4096 of 16384) binds in transformers and not in llama.cpp, whose logits differ past the window. Its
+// converter writes the file as if there were none; we write the window as the context (within which both
+// compute the same) and say so in a note.
 #include <array>
 
 #include "hf/arch.h"
@@ -38,8 +41,12 @@ Status check(const JsonFile& file, ModelConfig& c) {
   if (bias == false) return refuse("key `use_bias` is false: llama.cpp's starcoder2 architecture requires the projections' biases");
   SW_ASSIGN_OR_RETURN(auto window, file.count(file.root(), "sliding_window"));
   if (window && c.max_position_embeddings && *window < *c.max_position_embeddings) {
-    return refuse("key `sliding_window` (" + std::to_string(*window) +
-                  ") is below max_position_embeddings: llama.cpp's starcoder2 architecture has no sliding-window attention");
+    c.notes.push_back("sliding_window (" + std::to_string(*window) + ") is below max_position_embeddings (" +
+                      std::to_string(*c.max_position_embeddings) +
+                      "): llama.cpp's starcoder2 attends to the whole context, so starcoder2.context_length is the window, within "
+                      "which it computes what transformers computes (llama.cpp's converter writes " +
+                      std::to_string(*c.max_position_embeddings) + ")");
+    c.max_position_embeddings = window;
   }
   return Status::ok();
 }

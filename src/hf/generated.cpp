@@ -3,6 +3,9 @@
 
 #include <cstring>
 
+#include "core/status_macros.h"
+#include "safeweights/quantize.h"
+
 namespace safeweights::hf {
 
 WithGenerated::WithGenerated(const TensorFile& base) : base_(base) {
@@ -34,6 +37,17 @@ const TensorEntry* WithGenerated::find(std::string_view name) const noexcept {
     }
   }
   return base_.find(name);
+}
+
+Result<std::vector<float>> read_floats(const TensorEntry& e) {
+  SW_ASSIGN_OR_RETURN(std::vector<std::byte> bytes, e.read_owned());
+  std::vector<float> values(e.num_elements());
+  if (e.type == TensorType::F32) {
+    std::memcpy(values.data(), bytes.data(), bytes.size());
+  } else {
+    SW_RETURN_IF_ERROR(dequantize(e.type, bytes, values));
+  }
+  return values;
 }
 
 }  // namespace safeweights::hf

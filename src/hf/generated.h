@@ -42,4 +42,7 @@ class WithGenerated final : public TensorFile {
   std::vector<TensorEntry> entries_;
 };
 
+// Every element of the weight `e` as float32 (what the tensors computed from weights start from).
+Result<std::vector<float>> read_floats(const TensorEntry& e);
+
 }  // namespace safeweights::hf

@@ -96,6 +96,7 @@ struct LinearAttentionConfig {
   std::uint32_t conv_kernel = 0;     // linear_conv_kernel_dim
   std::vector<bool> recurrent;       // per layer (layer_types): linear attention, else full attention
   bool tiled_values = false;         // Qwen3.5: value heads reordered for llama.cpp (hf/linear_attention.h)
+  std::uint32_t rope_dims = 0;       // rotary dimensions of the full-attention heads (rope.dimension_count)
 };
 
 // config.json, the fields llama.cpp's converter reads for the architectures of hf/arch.h.
@@ -127,6 +128,8 @@ struct ModelConfig {
   std::vector<std::string> arch_flags;
   std::optional<LinearAttentionConfig> linear;  // set for a hybrid architecture (Qwen3.5)
   bool multimodal = false;                      // the text model of a ...ForConditionalGeneration (hf/multimodal.h)
+  std::string weights_prefix = "model.";        // transformers' "model." of the text model's weights (TextModelNames::prefix)
+  std::vector<std::string> notes;               // what the architecture's check tells the user (GgufConversion::notes)
 };
 // FileNotFound without config.json; InvalidModelFolder for a malformed one; NotSupported for a model
 // llama.cpp cannot compute as transformers does (another architecture, experts, a rope type or key it

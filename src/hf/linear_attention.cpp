@@ -10,15 +10,14 @@
 #include "core/status_macros.h"
 #include "hf/generated.h"
 #include "hf/json_read.h"
+#include "hf/mrope.h"
 #include "safeweights/quantize.h"
 
 namespace safeweights::hf {
 namespace {
 
-// llama.cpp's converter writes these (_Qwen35MRopeMixin, for qwen35 files: the upstream multimodal rope
-// sections, which text positions never tell apart; Qwen3NextModel: the interval's default, and the
-// rotary fraction's when config.json gives none).
-constexpr std::array<std::int32_t, 4> kRopeSections = {11, 11, 10, 0};
+// llama.cpp's converter writes these (Qwen3NextModel: the interval's default, and the rotary fraction's
+// when config.json gives none).
 constexpr std::uint32_t kDefaultFullAttentionInterval = 4;
 constexpr double kDefaultPartialRotary = 0.25;
 // Bounds on the linear attention's head counts and widths (real ones: 16-64 heads of 128), so that every
@@ -55,12 +54,6 @@ Result<double> partial_rotary(const JsonFile& file, const ModelConfig& c) {
   const double factor = c.rope.partial_rotary_factor ? *c.rope.partial_rotary_factor : top.value_or(kDefaultPartialRotary);
   if (factor > 1.0) return file.bad("partial_rotary_factor", "is above 1");
   return factor;
-}
-
-MetaValue int32_array(std::span<const std::int32_t> values) {
-  std::vector<MetaValue> items;
-  for (std::int32_t v : values) items.push_back(MetaValue::i32(v));
-  return MetaValue::array(MetaType::INT32, std::move(items));
 }
 
 MetaValue bool_array(const std::vector<bool>& values) {
@@ -192,18 +185,6 @@ Status plan_full(const ModelConfig& c, LayerPlan& p, const std::string& hf, cons
   return p.add(hf + "k_norm.weight", gg + "attn_k_norm.weight", {head_dim});
 }
 
-// Every element of `e` as float32.
-Result<std::vector<float>> read_f32(const TensorEntry& e) {
-  SW_ASSIGN_OR_RETURN(std::vector<std::byte> bytes, e.read_owned());
-  std::vector<float> values(e.num_elements());
-  if (e.type == TensorType::F32) {
-    std::memcpy(values.data(), bytes.data(), bytes.size());
-  } else {
-    SW_RETURN_IF_ERROR(dequantize(e.type, bytes, values));
-  }
-  return values;
-}
-
 // `values`' rows (each `row` floats) of the value heads (`head_rows` rows each, from row `offset` on) in
 // the tiled order.
 std::vector<float> tiled_rows(const LinearAttentionConfig& la, const std::vector<float>& values, std::uint64_t row, std::uint64_t offset,
@@ -221,8 +202,7 @@ std::vector<float> tiled_rows(const LinearAttentionConfig& la, const std::vector
 Status read_qwen35_linear_attention(const JsonFile& file, ModelConfig& c) {
   SW_RETURN_IF_ERROR(read_linear_attention(file, c));
   c.linear->tiled_values = true;
-  c.arch_kv.push_back({std::string(c.arch->name) + ".rope.dimension_sections", int32_array(kRopeSections)});
-  return Status::ok();
+  return read_mrope_sections(file, c, c.linear->rope_dims, c.head_dim.value_or(c.hidden_size / c.num_attention_heads));
 }
 
 Status read_linear_attention(const JsonFile& file, ModelConfig& c) {
@@ -266,13 +246,14 @@ Status read_linear_attention(const JsonFile& file, ModelConfig& c) {
   c.arch_kv.push_back({a + ".attention.recurrent_layers", bool_array(la.recurrent)});
   c.arch_kv.push_back({a + ".full_attention_interval", MetaValue::u32(interval.value_or(kDefaultFullAttentionInterval))});
   c.arch_kv.push_back({a + ".rope.dimension_count", MetaValue::u32(rope_dims)});
+  la.rope_dims = rope_dims;
   c.linear = std::move(la);
   return Status::ok();
 }
 
 Status plan_hybrid_attention(const ModelConfig& c, std::uint32_t n, const TensorFile& weights, std::vector<ConvertTensor>& out) {
   LayerPlan p{weights, out};
-  const std::string layer = "model.layers." + std::to_string(n) + ".";
+  const std::string layer = c.weights_prefix + "layers." + std::to_string(n) + ".";
   const std::string gg = "blk." + std::to_string(n) + ".";
   if (c.linear->recurrent[n]) return plan_linear(c, p, layer + "linear_attn.", gg);
   return plan_full(c, p, layer + "self_attn.", gg);
@@ -285,7 +266,7 @@ Status compute_linear_attention(const ModelConfig& c, const TensorFile& weights,
     const bool conv = t.source.ends_with(".linear_attn.conv1d.weight");
     if (!a_log && !conv) continue;
     const TensorEntry* e = weights.find(t.source);
-    SW_ASSIGN_OR_RETURN(std::vector<float> values, read_f32(*e));
+    SW_ASSIGN_OR_RETURN(std::vector<float> values, read_floats(*e));
     if (a_log) {
       // transformers: -self.A_log.float().exp(). The float nearest the exact value (from a double exp):
       // torch's vectorized float exp, which llama.cpp's converter calls too, is only within 1 ulp of it.

@@ -29,10 +29,11 @@ std::string json_string(std::string_view s) {
 }
 
 constexpr std::array<std::string_view, 2> kTextPrefixes = {"model.language_model.", "language_model.model."};
-// The vision tower and projector; Gemma 4's embedders of vision and audio, and its audio tower.
-constexpr std::array<std::string_view, 7> kVisionPrefixes = {"model.vision_tower.",    "model.multi_modal_projector.", "vision_tower.",
-                                                             "multi_modal_projector.", "model.embed_vision.",          "model.audio_tower.",
-                                                             "model.embed_audio."};
+// The towers and projectors left out: Mistral 3's vision tower and projector; Qwen3.5's vision tower
+// with its merger (model.visual.*); Gemma 4's embedders of vision and audio, and its audio tower.
+constexpr std::array<std::string_view, 9> kVisionPrefixes = {
+    "model.vision_tower.", "model.multi_modal_projector.", "vision_tower.",     "multi_modal_projector.", "model.visual.", "visual.",
+    "model.embed_vision.", "model.audio_tower.",           "model.embed_audio."};
 
 }  // namespace
 

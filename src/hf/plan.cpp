@@ -329,6 +329,7 @@ Result<GgufConversion> plan(const Folder& folder, const TensorFile& weights, std
   Planner planner{config, weights, {}, tensors.get()};
   if (config.multimodal) {
     SW_ASSIGN_OR_RETURN(planner.names, text_model_names(weights));
+    config.weights_prefix = planner.names.prefix;  // for the architecture's hooks (Planner::c is `config`)
   }
   SW_RETURN_IF_ERROR(planner.run());
   if (config.arch->norms_plus_one) SW_RETURN_IF_ERROR(add_one_to_norms(weights, planner.out, *tensors));
@@ -365,6 +366,7 @@ Result<GgufConversion> plan(const Folder& folder, const TensorFile& weights, std
                         ".truncate is false, which no GGUF key says: llama.cpp truncates YaRN's correction range "
                         "(as for every file of this model its converter writes), so some rotary frequencies differ from transformers'");
   }
+  out.notes.insert(out.notes.end(), config.notes.begin(), config.notes.end());
   if (config.multimodal) {
     out.notes.push_back(config.hf_class + ": the text model was converted; the vision tower was left out (as llama.cpp's converter leaves it)");
   }

@@ -28,7 +28,7 @@ transformers = pytest.importorskip("transformers")
 torch = pytest.importorskip("torch")
 gguf = pytest.importorskip("gguf")
 llama_cpp = pytest.importorskip("llama_cpp")
-from safetensors.torch import save_file  # noqa: E402
+from safetensors.torch import load_file, save_file  # noqa: E402
 
 from test_hf_gguf_llamacpp import (CLI, GELU_FP16_TOLERANCE, Float16TableGelu, bpe_tokenizer, llama_cpp_logits,  # noqa: E402
                                    transformers_logits)
@@ -38,6 +38,7 @@ F32_TOLERANCE = 1e-4
 IDS = [1, 5, 77, 123, 250, 399, 42, 8, 300, 17, 200, 64]
 PRE = "qwen2"  # the pre-tokenizer both converters name (one reference run answers one name)
 
+WINDOW = 8  # starcoder2-window's sliding window, below IDS' 12 tokens
 COMMON = dict(vocab_size=400, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
               num_key_value_heads=2, max_position_embeddings=256, bos_token_id=0, eos_token_id=1, pad_token_id=None)
 
@@ -61,6 +62,15 @@ def starcoder2(folder):
     cfg = transformers.Starcoder2Config(norm_epsilon=1e-5, use_bias=True, sliding_window=None, tie_word_embeddings=True,
                                         rope_parameters={"rope_type": "default", "rope_theta": 100000.0}, **COMMON)
     torch.manual_seed(21)
+    return save(transformers.Starcoder2ForCausalLM(cfg).eval(), folder)
+
+
+def starcoder2_window(folder):
+    """StarCoder2 as released: a sliding window (here 8 of 256; 4096 of 16384 released) that transformers
+    applies and llama.cpp's starcoder2 does not: converted with the window as the context and a note."""
+    cfg = transformers.Starcoder2Config(norm_epsilon=1e-5, use_bias=True, sliding_window=WINDOW, tie_word_embeddings=True,
+                                        rope_parameters={"rope_type": "default", "rope_theta": 100000.0}, **COMMON)
+    torch.manual_seed(28)
     return save(transformers.Starcoder2ForCausalLM(cfg).eval(), folder)
 
 
@@ -107,15 +117,22 @@ def cohere_qk_norm(folder):
     return save(transformers.CohereForCausalLM(cfg).eval(), folder)
 
 
-def cohere2(folder):
+def cohere2(folder, attention_bias=False, seed=26):
     """Command R7B: Cohere's layer, a sliding window of 4 over the 12 tokens of IDS on three layers of
     four (rope on those only). llama.cpp's converter reads `rotary_pct`, which transformers 5 neither
-    writes nor reads: the folder gets 1.0, what transformers computes."""
+    writes nor reads: the folder gets 1.0, what transformers computes. With `attention_bias`, the
+    projections' biases all zero (so they compute nothing), which llama.cpp's converter leaves out."""
     cfg = transformers.Cohere2Config(**dict(COMMON, num_hidden_layers=4), layer_norm_eps=1e-5, logit_scale=0.25, head_dim=16,
-                                     sliding_window=4, attention_bias=False, tie_word_embeddings=True,
+                                     sliding_window=4, attention_bias=attention_bias, tie_word_embeddings=True,
                                      rope_parameters={"rope_type": "default", "rope_theta": 10000.0}, attn_implementation="eager")
-    torch.manual_seed(26)
+    torch.manual_seed(seed)
     model = save(transformers.Cohere2ForCausalLM(cfg).eval(), folder)
+    if attention_bias:
+        with torch.no_grad():
+            for name, p in model.named_parameters():
+                if name.endswith("_proj.bias"):
+                    p.zero_()
+        model.save_pretrained(str(folder))
     config = json.loads((folder / "config.json").read_text())
     (folder / "config.json").write_text(json.dumps(dict(config, rotary_pct=1.0), indent=2))
     return model
@@ -124,15 +141,26 @@ def cohere2(folder):
 # arch -> (maker, whether its MLP is GELU); the order of the task.
 MAKERS = {"starcoder2": (starcoder2, True), "stablelm": (stablelm, False), "stablelm-parallel": (stablelm_parallel, False),
           "stablelm-qk-norm": (stablelm_qk_norm, False), "cohere": (cohere, False),
-          "cohere-qk-norm": (cohere_qk_norm, False), "cohere2": (cohere2, False)}
+          "cohere-qk-norm": (cohere_qk_norm, False), "cohere2": (cohere2, False), "starcoder2-window": (starcoder2_window, True),
+          "cohere2-bias": (lambda folder: cohere2(folder, attention_bias=True, seed=29), False)}
+# (arch) -> the CLI's stderr (its notes).
+STDERR = {}
 # Keys llama.cpp's converter writes otherwise, on purpose (docs/GGUF.md's list of differences), with our
 # value: its StableLM converter writes no rope base, so its loader takes 10000 whatever the model's.
-DELIBERATE_BY_ARCH = {"stablelm": {"stablelm.rope.freq_base": 10000.0}, "stablelm-parallel": {"stablelm.rope.freq_base": 50000.0}}
+# StarCoder2 with a sliding window below its context: llama.cpp's converter writes the context as if there
+# were none; we write the window, within which llama.cpp (full attention) computes what transformers does.
+DELIBERATE_BY_ARCH = {"stablelm": {"stablelm.rope.freq_base": 10000.0}, "stablelm-parallel": {"stablelm.rope.freq_base": 50000.0},
+                      "starcoder2-window": {"starcoder2.context_length": WINDOW}}
 # Folders the pinned converter fails on: its StableLMModel.modify_tensors returns the generator that
 # stacks the per-head q/k norms from inside a generator, so the stacking never runs ("Unprocessed
 # norms"). Our file is judged by llama.cpp's logits alone (its loader and graph read attn_q_norm).
 NO_REFERENCE = {"stablelm-qk-norm"}
 COMPARED = [arch for arch in MAKERS if arch not in NO_REFERENCE]
+# Folders the pinned converter reads only with --no-lazy: its Cohere2 check that the attention biases are
+# zero (torch.any(bias != 0)) cannot evaluate a lazy tensor and stops ("len() of a 0-d tensor").
+EAGER = {"cohere2-bias"}
+EAGER_RUNNER = REFERENCE_RUNNER.replace('"--outtype", outtype]', '"--outtype", outtype, "--no-lazy"]')
+assert EAGER_RUNNER != REFERENCE_RUNNER
 
 
 @pytest.fixture(scope="module")
@@ -147,6 +175,7 @@ def dense(tmp_path_factory):
         r = subprocess.run([CLI, "convert", str(folder), str(ours), "--type", "f32"], capture_output=True, text=True)
         assert r.returncode == 0, r.stderr
         out[arch] = (model, folder, ours)
+        STDERR[arch] = r.stderr
     return out
 
 
@@ -155,10 +184,12 @@ def reference(dense, tmp_path_factory):
     """arch -> the GGUF llama.cpp's converter writes from the same folder."""
     need_llama_cpp()
     root = tmp_path_factory.mktemp("reference")
-    jobs = [(str(folder), str(root / f"{arch}.gguf"), "f32") for arch, (_, folder, _) in dense.items() if arch in COMPARED]
     env = dict(os.environ, PYTHONPATH=os.path.join(LLAMA_CPP, "gguf-py"), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-    r = subprocess.run([sys.executable, "-c", REFERENCE_RUNNER, LLAMA_CPP, PRE, json.dumps(jobs)], capture_output=True, text=True, env=env)
-    assert r.returncode == 0, r.stderr[-4000:]
+    for runner, eager in ((REFERENCE_RUNNER, False), (EAGER_RUNNER, True)):
+        jobs = [(str(folder), str(root / f"{arch}.gguf"), "f32") for arch, (_, folder, _) in dense.items()
+                if arch in COMPARED and (arch in EAGER) == eager]
+        r = subprocess.run([sys.executable, "-c", runner, LLAMA_CPP, PRE, json.dumps(jobs)], capture_output=True, text=True, env=env)
+        assert r.returncode == 0, r.stderr[-4000:]
     return {arch: root / f"{arch}.gguf" for arch in COMPARED}
 
 
@@ -178,7 +209,7 @@ def test_tensors_and_keys_equal_llama_cpp_converter(dense, reference, arch):
     for key in sorted(k for k in kb if not deliberate(k) and k not in skip):
         assert ka[key] == kb[key], key
     for key, value in skip.items():  # each deliberate difference: what we write, and what llama.cpp's converter does not
-        assert ka[key][1] == pytest.approx(value) and key not in kb, key
+        assert ka[key][1] == pytest.approx(value) and (key not in kb or kb[key][1] != pytest.approx(value)), key
 
 
 def gelu_as_ggml(model):
@@ -191,26 +222,43 @@ def gelu_as_ggml(model):
     return lambda: [setattr(m, name, act) for m, act in zip(mlps, plain)]
 
 
-@pytest.mark.parametrize("arch", list(MAKERS))
-def test_llama_cpp_logits_match_transformers(dense, arch):
+def both_logits(dense, arch):
+    """(llama.cpp's logits of our file, transformers') over IDS."""
     model, _, ours = dense[arch]
     got = llama_cpp_logits(ours, IDS)
-    gelu = MAKERS[arch][1]
-    undo = gelu_as_ggml(model) if gelu else (lambda: None)
+    undo = gelu_as_ggml(model) if MAKERS[arch][1] else (lambda: None)
     try:
         want = transformers_logits(model, IDS)
     finally:
         undo()
+    return got, want
+
+
+@pytest.mark.parametrize("arch", [arch for arch in MAKERS if arch != "starcoder2-window"])
+def test_llama_cpp_logits_match_transformers(dense, arch):
+    got, want = both_logits(dense, arch)
     err = np.abs(got - want).max() / np.abs(want).max()
     print(f"{arch}: max |llama.cpp - transformers| / max |transformers| = {err:.3g}")
-    assert err <= (GELU_FP16_TOLERANCE if gelu else F32_TOLERANCE)
+    assert err <= (GELU_FP16_TOLERANCE if MAKERS[arch][1] else F32_TOLERANCE)
     assert (got.argmax(-1) == want.argmax(-1)).all()
+
+
+def test_starcoder2_window_is_the_context(dense):
+    """llama.cpp's starcoder2 has no sliding window: within the window (the context we write) its logits are
+    transformers'; past it transformers attends to the window only and llama.cpp to everything, so they
+    differ (which is why the context is the window), and a note says so."""
+    got, want = both_logits(dense, "starcoder2-window")
+    scale = np.abs(want).max()
+    assert np.abs(got[:WINDOW] - want[:WINDOW]).max() <= GELU_FP16_TOLERANCE * scale
+    assert np.abs(got[WINDOW:] - want[WINDOW:]).max() > 10 * GELU_FP16_TOLERANCE * scale
+    assert keys_of(dense["starcoder2-window"][2])["starcoder2.context_length"][1] == WINDOW
+    assert (f"note: sliding_window ({WINDOW}) is below max_position_embeddings (256): llama.cpp's starcoder2 attends to the whole "
+            "context, so starcoder2.context_length is the window") in STDERR["starcoder2-window"]
 
 
 # Keys transformers reads that would make llama.cpp compute something else: (arch, key, value, message).
 REFUSED = [
     ("starcoder2", "use_bias", False, "`use_bias` is false: llama.cpp's starcoder2 architecture requires the projections' biases"),
-    ("starcoder2", "sliding_window", 64, "`sliding_window` (64) is below max_position_embeddings"),
     ("starcoder2", "hidden_act", "gelu", "`hidden_act` is `gelu`; llama.cpp's starcoder2 architecture computes gelu_pytorch_tanh"),
     ("stablelm", "tie_word_embeddings", True, "`tie_word_embeddings` is true: llama.cpp's stablelm architecture requires its own output"),
     ("stablelm", "rope_parameters", {"rope_type": "linear", "factor": 2.0, "rope_theta": 10000.0, "partial_rotary_factor": 0.25},
@@ -223,7 +271,6 @@ REFUSED = [
      "`rope_parameters` rope type `linear`: llama.cpp's converter writes no rope scaling for command-r"),
     ("cohere2", "rotary_pct", 0.5, "`rotary_pct` is not 1: transformers' Cohere2 rotates whole heads"),
     ("cohere2", "layer_types", ["full_attention"] * 4, "`layer_types` does not follow llama.cpp's cohere2 pattern (layer 0 must be sliding_attention)"),
-    ("cohere2", "attention_bias", True, "`attention_bias` is true: llama.cpp's cohere2 architecture has no attention biases"),
     ("cohere", "tie_word_embeddings", False, "`tie_word_embeddings` is false: llama.cpp's command-r architecture computes the output with"),
 ]
 
@@ -246,6 +293,25 @@ def convert_with(source, tmp_path, key, value):
 def test_keys_refused_by_name(dense, tmp_path, arch, key, value, text):
     folder, out, r = convert_with(dense[arch][1], tmp_path, key, value)
     assert r.returncode != 0 and "config.json" in r.stderr and text in r.stderr, r.stderr
+    assert not out.exists() and list(tmp_path.iterdir()) == [folder]
+
+
+def test_cohere2_nonzero_attention_bias_refused_by_name(dense, tmp_path):
+    """llama.cpp's cohere2 has no attention biases: zero ones are left out (cohere2-bias, judged above), any
+    other refused naming the tensor, as llama.cpp's converter refuses it."""
+    source = dense["cohere2-bias"][1]
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    for f in source.iterdir():
+        if f.name != "model.safetensors":
+            (folder / f.name).symlink_to(f)
+    weights = load_file(str(source / "model.safetensors"))
+    weights["model.layers.0.self_attn.q_proj.bias"] = torch.full_like(weights["model.layers.0.self_attn.q_proj.bias"], 0.5)
+    save_file(weights, str(folder / "model.safetensors"), metadata={"format": "pt"})
+    out = tmp_path / "out.gguf"
+    r = subprocess.run([CLI, "convert", str(folder), str(out), "--type", "f32"], capture_output=True, text=True)
+    assert r.returncode != 0 and "model.layers.0.self_attn.q_proj.bias" in r.stderr, r.stderr
+    assert "attention bias is not zero: llama.cpp's cohere2 architecture has no attention biases" in r.stderr, r.stderr
     assert not out.exists() and list(tmp_path.iterdir()) == [folder]
 
 

@@ -5,7 +5,9 @@ Hybrid models: Gated DeltaNet linear-attention layers (`linear_attn.*`) beside g
 Qwen3_5ForCausalLM / Qwen3_5MoeForCausalLM / Qwen3NextForCausalLM made here by transformers 5.24 (nothing
 downloaded), with twice as many value heads as key heads so that Qwen3.5's value-head reorder and Qwen3-Next's
 regrouping of its fused in_proj_qkvz show; the MoE ones in both expert layouts (per expert, as transformers
-5.24 saves them, and fused, as their modules hold them). Judged as
+5.24 saves them, and fused, as their modules hold them). Qwen3.5 and Qwen3.5-MoE also as released: a
+Qwen3_5(Moe)ForConditionalGeneration with a tiny vision tower (left out, with a note) and the Hub's
+mrope_section. Judged as
 test_hf_gguf_moe.py judges its architectures:
 
 (a) against the pinned llama.cpp's own converter on the same folder: the same tensors (name, type, shape,
@@ -92,13 +94,41 @@ def qwen3next(folder):
     return save(transformers.Qwen3NextForCausalLM(cfg).eval(), folder)
 
 
+# Qwen3.5 as released: a vision checkpoint (...ForConditionalGeneration) holding the text model under
+# model.language_model.*, its vision tower under model.visual.*, config.json's text_config nested, and the
+# rope object's interleaved multimodal sections (mrope_section, as the Hub's configs give them). A tiny
+# vision tower: left out by both converters.
+VISION = dict(depth=1, hidden_size=32, intermediate_size=64, num_heads=2, out_hidden_size=64, num_position_embeddings=16, patch_size=4)
+RELEASED_ROPE = {"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.25, "mrope_section": [11, 11, 10],
+                 "mrope_interleaved": True}
+
+
+def qwen35_vl(folder):
+    cfg = transformers.Qwen3_5Config(text_config={**COMMON, "intermediate_size": 96, "rope_parameters": RELEASED_ROPE}, vision_config=VISION,
+                                     tie_word_embeddings=False)
+    torch.manual_seed(14)
+    return save(transformers.Qwen3_5ForConditionalGeneration(cfg).eval(), folder)
+
+
+def qwen35moe_vl(folder):
+    text = dict(COMMON, moe_intermediate_size=32, shared_expert_intermediate_size=48, num_experts=4, num_experts_per_tok=2,
+                rope_parameters=RELEASED_ROPE)
+    cfg = transformers.Qwen3_5MoeConfig(text_config=text, vision_config=VISION, tie_word_embeddings=False)
+    torch.manual_seed(15)
+    return save(transformers.Qwen3_5MoeForConditionalGeneration(cfg).eval(), folder)
+
+
 # case -> (maker, the folder's layouts); each converted to F32, the ones in TYPED to those types too.
 MAKERS = {
     "qwen35": (qwen35, ("per_expert",)),
     "qwen35-tied": (lambda folder: qwen35(folder, tie_word_embeddings=True), ("per_expert",)),
     "qwen35moe": (qwen35moe, ("per_expert", "fused")),
     "qwen3next": (qwen3next, ("per_expert", "fused")),
+    "qwen35-vl": (qwen35_vl, ("per_expert",)),
+    "qwen35moe-vl": (qwen35moe_vl, ("per_expert", "fused")),
 }
+# (case, key) -> the CLI's stderr (its notes).
+STDERR = {}
 TYPED = {"qwen35": ("q8_0",), "qwen35moe": ("q8_0",), "qwen3next": ("q8_0",)}
 
 
@@ -119,6 +149,7 @@ def models(tmp_path_factory):
                 r = subprocess.run([CLI, "convert", str(folder), str(ours), "--type", type_], capture_output=True, text=True)
                 assert r.returncode == 0, r.stderr
                 entry[layout if type_ == "f32" else f"{layout}-{type_}"] = (folder, ours)
+                STDERR[(case, layout if type_ == "f32" else f"{layout}-{type_}")] = r.stderr
         out[case] = entry
     return out
 
@@ -222,7 +253,11 @@ REFUSED = [
     ("qwen35", set_key("layer_types", ["linear_attention"] * 3 + ["sliding_attention"]), "`layer_types` holds `sliding_attention`"),
     ("qwen35", set_key("layer_types", ["linear_attention"] * 3), "`layer_types` must be a list of num_hidden_layers (4) layer types"),
     ("qwen35", set_rope("partial_rotary_factor", 0.1), "`partial_rotary_factor` gives 25 rotary dimensions"),
-    ("qwen35", set_rope("mrope_section", [1, 1, 0]), "key `mrope_section` is not understood"),
+    ("qwen35", set_rope("mrope_section", [16, 8, 8]),
+     "`rope_parameters.mrope_section` leaves rotary pairs to llama.cpp's fourth rope section, which text positions do not rotate"),
+    ("qwen35", set_rope("mrope_section", [11, 11, 10, 0, 1]), "`rope_parameters.mrope_section` must be a list of at most 4 section sizes"),
+    ("qwen35", set_rope("mrope_section", [300, 0, 0]), "`rope_parameters.mrope_section` must sum to between 1 and head_dim (256)"),
+    ("qwen3next", set_rope("mrope_section", [11, 11, 10]), "key `mrope_section` is not understood"),
     ("qwen3next", set_key("norm_topk_prob", False), "`norm_topk_prob` is false: llama.cpp's qwen3next architecture renormalizes"),
     ("qwen3next", set_key("mlp_only_layers", [1]), "`mlp_only_layers` lists dense layers"),
     ("qwen35", set_key("hidden_act", "gelu"), "`hidden_act` is `gelu`; llama.cpp's qwen35 architecture computes silu"),
@@ -245,3 +280,14 @@ def test_mtp_layers_refused_by_name(models, tmp_path):
     r = subprocess.run([CLI, "convert", str(folder), str(out), "--type", "f32"], capture_output=True, text=True)
     assert r.returncode != 0 and "mtp.fc.weight" in r.stderr and "no name in llama.cpp's qwen35 architecture" in r.stderr, r.stderr
     assert not out.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["folder"]
+
+
+@pytest.mark.parametrize("case,hf_class", [("qwen35-vl", "Qwen3_5ForConditionalGeneration"),
+                                           ("qwen35moe-vl", "Qwen3_5MoeForConditionalGeneration")])
+def test_released_vision_checkpoint_says_its_vision_tower_is_left_out(models, case, hf_class):
+    """The text model is converted (judged above against llama.cpp's converter and transformers' logits); a
+    note says the vision tower was not, and no tensor of it is in the file."""
+    assert f"note: {hf_class}: the text model was converted; the vision tower was left out" in STDERR[(case, "per_expert")]
+    names = tensors_of(models[case]["per_expert"][1])
+    assert not [n for n in names if "visual" in n or "merger" in n or "patch" in n]
+    assert keys_of(models[case]["per_expert"][1])[f"{case.partition('-')[0]}.rope.dimension_sections"][1] == [11, 11, 10, 0]

@@ -1,0 +1,65 @@
+// Multimodal rope sections (hf/mrope.h).
+#include "hf/mrope.h"
+
+#include <array>
+#include <cstdint>
+#include <string>
+
+#include "hf/config_rules.h"
+
+namespace safeweights::hf {
+namespace {
+
+constexpr std::size_t kSections = 4;  // llama.cpp's GGML_MROPE_SECTIONS
+constexpr std::array<std::int64_t, kSections> kDefaultSections = {11, 11, 10, 0};
+constexpr std::int64_t kMaxSection = 1 << 16;
+
+// Whether llama.cpp's interleaved rope rotates every rotary pair by a text position: pair s falls in
+// sector s % (sum of sections), which takes the time, height or width position (all equal for text)
+// when sector % 3 is that section's index and sector < 3 x its size, and the fourth (0) otherwise.
+bool every_pair_rotates(const std::array<std::int64_t, kSections>& sections, std::uint32_t pairs) {
+  const std::int64_t sum = sections[0] + sections[1] + sections[2] + sections[3];
+  for (std::int64_t s = 0; s < sum && s < pairs; ++s) {
+    if (s >= 3 * sections[static_cast<std::size_t>(s % 3)]) return false;
+  }
+  return true;
+}
+
+MetaValue int32_array(const std::array<std::int64_t, kSections>& values) {
+  std::vector<MetaValue> items;
+  for (std::int64_t v : values) items.push_back(MetaValue::i32(static_cast<std::int32_t>(v)));
+  return MetaValue::array(MetaType::INT32, std::move(items));
+}
+
+}  // namespace
+
+Status read_mrope_sections(const JsonFile& file, ModelConfig& c, std::uint32_t rope_dims, std::uint32_t head_dim) {
+  std::array<std::int64_t, kSections> sections = kDefaultSections;
+  const std::string key = c.rope.source + ".mrope_section";
+  auto rope = c.rope.source.empty() ? std::nullopt : JsonFile::member(file.root(), c.rope.source);
+  auto given = rope ? JsonFile::member(*rope, "mrope_section") : std::nullopt;
+  if (given) {
+    if (given->type() != json::element_type::ARRAY || json::as_array(*given).size() > kSections) {
+      return file.bad(key, "must be a list of at most 4 section sizes");
+    }
+    sections = {};
+    std::size_t i = 0;
+    for (auto v : json::as_array(*given)) {
+      if (v.type() != json::element_type::INT64 || v.get_int64().value_unsafe() < 0 || v.get_int64().value_unsafe() > kMaxSection) {
+        return file.bad(key, "must hold section sizes from 0 to " + std::to_string(kMaxSection));
+      }
+      sections[i++] = v.get_int64().value_unsafe();
+    }
+  }
+  const std::int64_t sum = sections[0] + sections[1] + sections[2] + sections[3];
+  if (sum == 0 || sum > head_dim) return file.bad(key, "must sum to between 1 and head_dim (" + std::to_string(head_dim) + ")");
+  if (!every_pair_rotates(sections, rope_dims / 2)) {
+    return refuse_key(file, key,
+                      "leaves rotary pairs to llama.cpp's fourth rope section, which text positions do not rotate (transformers "
+                      "rotates them)");
+  }
+  c.arch_kv.push_back({std::string(c.arch->name) + ".rope.dimension_sections", int32_array(sections)});
+  return Status::ok();
+}
+
+}  // namespace safeweights::hf
