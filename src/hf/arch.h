@@ -168,6 +168,8 @@ struct Architecture {
   std::span<const std::string_view> rope_keys = {};
   // Classes among `classes` whose folder is multimodal: the text model is converted (hf/multimodal.h).
   std::span<const std::string_view> multimodal = {};
+  // config.json's count of next-token-prediction layers kept past num_hidden_layers (hf/nextn.h); empty: none.
+  std::string_view nextn_key = {};
 };
 
 // `hf` must be among `weights` with `shape` (what config.json implies): TensorNotFound naming it (and

@@ -126,6 +126,7 @@ struct ModelConfig {
   std::vector<std::string> arch_flags;
   std::optional<LinearAttentionConfig> linear;  // set for a hybrid architecture (Qwen3.5)
   bool multimodal = false;                      // the text model of a ...ForConditionalGeneration (hf/multimodal.h)
+  std::uint32_t nextn_layers = 0;               // next-token-prediction layers past num_hidden_layers (hf/nextn.h)
 };
 // FileNotFound without config.json; InvalidModelFolder for a malformed one; NotSupported for a model
 // llama.cpp cannot compute as transformers does (another architecture, experts, a rope type or key it
