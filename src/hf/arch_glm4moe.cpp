@@ -60,7 +60,7 @@ Status check(const JsonFile& file, ModelConfig& c) {
     return refused(file, "quantization_config", "is set: quantized (FP8) checkpoints are not converted; dequantize them first");
   }
   SW_RETURN_IF_ERROR(read_rotary(file, c));
-  SW_RETURN_IF_ERROR(read_sigmoid_experts(file, c, SigmoidRouting{.groups = false, .norm_always = true, .vocab_key = false}));
+  SW_RETURN_IF_ERROR(read_sigmoid_experts(file, c, SigmoidRouting{.grouped = false, .norm_always = true, .vocab_key = false}));
   SW_ASSIGN_OR_RETURN(auto bias, file.boolean(root, "attention_bias"));
   if (bias.value_or(false)) c.arch_flags.emplace_back("attention_bias");
   SW_ASSIGN_OR_RETURN(auto qk_norm, file.boolean(root, "use_qk_norm"));

@@ -48,7 +48,8 @@ constexpr std::uint32_t kSigmoidGating = 2;
 // DeepSeek's and GLM's experts, their names in a layer.
 constexpr MoeTable kSigmoidExperts{.block = "mlp", .expert = {"gate_proj", "up_proj", "down_proj"}};
 
-// n_group and topk_group: written (deepseek2), or accepted only when every group takes part.
+// n_group and topk_group, written as llama.cpp's converter writes them for every architecture; where its
+// graph does not group, accepted only when every group takes part.
 Status read_groups(const JsonFile& file, ModelConfig& c, const MoeConfig& moe, const SigmoidRouting& how) {
   const auto root = file.root();
   SW_ASSIGN_OR_RETURN(auto groups, file.count(root, "n_group", kMaxExperts));
@@ -56,11 +57,8 @@ Status read_groups(const JsonFile& file, ModelConfig& c, const MoeConfig& moe, c
   if (groups && moe.experts % *groups != 0) return file.bad("n_group", "does not divide n_routed_experts");
   if (groups_used && *groups_used > groups.value_or(1)) return file.bad("topk_group", "is above n_group");
   const std::string a(c.arch->name);
-  if (!how.groups) {
-    if (groups_used.value_or(1) < groups.value_or(1)) {
-      return refused(file, "topk_group", "is below n_group: llama.cpp's " + a + " architecture chooses experts among all groups");
-    }
-    return Status::ok();
+  if (!how.grouped && groups_used.value_or(1) < groups.value_or(1)) {
+    return refused(file, "topk_group", "is below n_group: llama.cpp's " + a + " architecture chooses experts among all groups");
   }
   if (groups) c.arch_kv.push_back({a + ".expert_group_count", MetaValue::u32(*groups)});
   if (groups_used) c.arch_kv.push_back({a + ".expert_group_used_count", MetaValue::u32(*groups_used)});

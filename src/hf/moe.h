@@ -75,9 +75,10 @@ Status plan_experts(const MoeTable& table, const MoeConfig& moe, std::uint64_t h
 // shared experts run as one MLP n_shared_experts times as wide, and first_k_dense_replace dense layers
 // first. What differs is how each llama.cpp architecture takes the keys:
 struct SigmoidRouting {
-  // n_group / topk_group written as expert_group_{count,used_count} (deepseek2); false: llama.cpp's graph
-  // does not group (glm4moe), so a topk_group below n_group (transformers' group mask) is refused.
-  bool groups = true;
+  // llama.cpp's graph chooses experts within topk_group of n_group groups (deepseek2); false: it does
+  // not group (glm4moe), so a topk_group below n_group (transformers' group mask) is refused. Both
+  // written as expert_group_{count,used_count} when given, as llama.cpp's converter writes them.
+  bool grouped = true;
   // expert_weights_norm written whatever norm_topk_prob says, transformers' default (true) when absent
   // (glm4moe's converter writes the key's value); false: only when true (deepseek2's).
   bool norm_always = false;
