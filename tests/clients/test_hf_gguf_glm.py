@@ -203,7 +203,7 @@ def test_nextn_count_without_its_layer_is_said(glm):
 def test_glm_special_tokens(glm):
     keys = keys_of(glm["nextn"]["per_expert"][1])
     tokens = keys["tokenizer.ggml.tokens"][1]
-    for kind, text in (("bos", "[gMASK]"), ("eos", "<|endoftext|>"), ("eot", "<|user|>"), ("unk", "<|endoftext|>"),
+    for kind, text in (("bos", "[gMASK]"), ("eos", "<|endoftext|>"), ("eot", "<|user|>"), ("unknown", "<|endoftext|>"),
                        ("eom", "<|observation|>")):
         assert tokens[keys[f"tokenizer.ggml.{kind}_token_id"][1]] == text, kind
     assert keys["tokenizer.ggml.pre"][1] == "glm4"
@@ -273,3 +273,12 @@ def test_nextn_layer_missing_a_tensor_is_refused_by_name(glm, tmp_path):
     assert r.returncode != 0, r.stderr
     assert "tensor model.layers.3.eh_proj.weight is missing (llama.cpp needs blk.3.nextn.eh_proj.weight)" in r.stderr, r.stderr
     assert not out.exists()
+
+
+def test_without_norm_topk_prob_the_weights_are_renormalized(glm, tmp_path):
+    """Glm4MoeConfig's default is true; llama.cpp's converter writes no key then, and its loader would not renormalize."""
+    folder = edited(glm["nextn"]["per_expert"][0], tmp_path, {"norm_topk_prob": None})
+    out = tmp_path / "out.gguf"
+    r = convert(folder, out)
+    assert r.returncode == 0, r.stderr
+    assert keys_of(out)["glm4moe.expert_weights_norm"][1] is True
