@@ -188,6 +188,10 @@ def hf_folder_seeds():
                                   num_experts_per_tok=2, moe_intermediate_size=2, n_shared_experts=1, first_k_dense_replace=1, n_group=2,
                                   topk_group=1, routed_scaling_factor=2.5, norm_topk_prob=True, q_lora_rank=None, kv_lora_rank=4,
                                   qk_nope_head_dim=2, qk_rope_head_dim=2, v_head_dim=2, head_dim=2, scoring_func="sigmoid"), HF_BPE)
+    s["glm4moe"] = hf_seed(dict(HF_LLAMA, architectures=["Glm4MoeForCausalLM"], num_key_value_heads=2, n_routed_experts=4,
+                                num_experts_per_tok=2, moe_intermediate_size=2, n_shared_experts=1, first_k_dense_replace=1, n_group=1,
+                                topk_group=1, routed_scaling_factor=2.5, norm_topk_prob=True, attention_bias=True, use_qk_norm=True,
+                                num_nextn_predict_layers=1, rope_parameters={"rope_type": "default", "partial_rotary_factor": 0.5}), HF_BPE)
     layer_norm = {k: v for k, v in HF_LLAMA.items() if k != "rms_norm_eps"}
     s["starcoder2"] = hf_seed(dict(layer_norm, architectures=["Starcoder2ForCausalLM"], norm_epsilon=1e-5, use_bias=True,
                                    hidden_act="gelu_pytorch_tanh"), HF_BPE)

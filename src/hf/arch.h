@@ -173,6 +173,8 @@ struct Architecture {
   // tokenizer.json's byte_fallback BPE written as this llama.cpp tokenizer model with its merges (Gemma 4's
   // "gemma4", hf/vocab.cpp); empty: as llama.cpp's SentencePiece tokenizer.
   std::string_view bpe_tokenizer_model = {};
+  // config.json's count of next-token-prediction layers kept past num_hidden_layers (hf/nextn.h); empty: none.
+  std::string_view nextn_key = {};
 };
 
 // `hf` must be among `weights` with `shape` (what config.json implies): TensorNotFound naming it (and

@@ -28,13 +28,6 @@ constexpr std::array<std::string_view, 2> kRopeKeys = {"mscale", "mscale_all_dim
 
 constexpr std::array<TensorRule, 2> kLayer = {rows::kAttnNorm, rows::kFfnNorm};
 
-constexpr MoeTable kExperts{.block = "mlp", .expert = {"gate_proj", "up_proj", "down_proj"}};
-
-// llama.cpp's loader holds at most LLAMA_MAX_EXPERTS (llama-hparams.h) experts per layer.
-constexpr std::int64_t kMaxExperts = 1024;
-// gguf-py's ExpertGatingFuncType.SIGMOID.
-constexpr std::uint32_t kSigmoidGating = 2;
-
 Error refused(const JsonFile& file, std::string_view key, const std::string& why) {
   return Error(ErrorKind::NotSupported, "key " + json::quoted(key) + " " + why).with_file(file.path());
 }
@@ -87,45 +80,9 @@ Status read_yarn_keys(const JsonFile& file, ModelConfig& c) {
   return Status::ok();
 }
 
-// The experts: counts, groups, scaling and the dense leading layers, with llama.cpp's keys.
-Status read_experts(const JsonFile& file, ModelConfig& c) {
-  const auto root = file.root();
-  const std::string a(c.arch->name);
-  MoeConfig moe;
-  SW_ASSIGN_OR_RETURN(moe.experts, file.required_count(root, "n_routed_experts", kMaxExperts));
-  SW_ASSIGN_OR_RETURN(moe.used, file.required_count(root, "num_experts_per_tok", kMaxExperts));
-  if (moe.used > moe.experts) return file.bad("num_experts_per_tok", "is above n_routed_experts");
-  SW_ASSIGN_OR_RETURN(moe.ffn, file.required_count(root, "moe_intermediate_size"));
-  SW_ASSIGN_OR_RETURN(auto shared, file.count(root, "n_shared_experts", kMaxExperts));
-  if (!shared) return refused(file, "n_shared_experts", "is absent or 0: llama.cpp's deepseek2 needs shared experts");
-  const std::uint64_t shared_ffn = std::uint64_t{moe.ffn} * *shared;  // llama.cpp's shared experts are one MLP this wide
-  if (shared_ffn > std::numeric_limits<std::uint32_t>::max()) return file.bad("n_shared_experts", "times moe_intermediate_size overflows");
-  moe.shared_ffn = static_cast<std::uint32_t>(shared_ffn);
-  SW_ASSIGN_OR_RETURN(auto dense, file.integer(root, "first_k_dense_replace", 0, c.num_hidden_layers));
-  moe.leading_dense = static_cast<std::uint32_t>(dense.value_or(0));
-  SW_ASSIGN_OR_RETURN(auto groups, file.count(root, "n_group", kMaxExperts));
-  SW_ASSIGN_OR_RETURN(auto groups_used, file.count(root, "topk_group", kMaxExperts));
-  if (groups && moe.experts % *groups != 0) return file.bad("n_group", "does not divide n_routed_experts");
-  if (groups_used && *groups_used > groups.value_or(1)) return file.bad("topk_group", "is above n_group");
-  SW_ASSIGN_OR_RETURN(auto scale, file.positive(root, "routed_scaling_factor"));
-  SW_ASSIGN_OR_RETURN(auto normalize, file.boolean(root, "norm_topk_prob"));
-  auto u32 = [&](std::string key, std::uint32_t v) { c.arch_kv.push_back({a + "." + key, MetaValue::u32(v)}); };
-  if (groups) u32("expert_group_count", *groups);
-  if (groups_used) u32("expert_group_used_count", *groups_used);
-  u32("expert_gating_func", kSigmoidGating);
-  u32("leading_dense_block_count", moe.leading_dense);
-  u32("vocab_size", c.vocab_size);
-  u32("expert_feed_forward_length", moe.ffn);
-  u32("expert_shared_count", *shared);
-  if (scale) c.arch_kv.push_back({a + ".expert_weights_scale", MetaValue::f32(static_cast<float>(*scale))});
-  if (normalize.value_or(false)) c.arch_kv.push_back({a + ".expert_weights_norm", MetaValue::boolean(true)});
-  c.moe = moe;
-  return Status::ok();
-}
-
 Status check(const JsonFile& file, ModelConfig& c) {
   SW_RETURN_IF_ERROR(refuse_unconverted(file, c));
-  SW_RETURN_IF_ERROR(read_experts(file, c));
+  SW_RETURN_IF_ERROR(read_sigmoid_experts(file, c, SigmoidRouting{}));
   SW_RETURN_IF_ERROR(read_mla(file, c));
   return read_yarn_keys(file, c);
 }
@@ -134,23 +91,7 @@ Status plan_layer(const ModelConfig& c, const TensorFile& weights, WithGenerated
   const std::string hf = "model.layers." + std::to_string(n) + ".";
   const std::string gg = "blk." + std::to_string(n) + ".";
   SW_RETURN_IF_ERROR(plan_mla_attention(c, weights, generated, hf, gg, out));
-  const MoeConfig& moe = *c.moe;
-  auto add = [&](std::string from, std::string to, std::vector<std::uint64_t> shape) {
-    SW_RETURN_IF_ERROR(expect_tensor(weights, hf + from, gg + to, shape));
-    out.push_back({.source = hf + from, .name = gg + to});
-    return Status::ok();
-  };
-  const std::uint64_t hidden = c.hidden_size;
-  if (n < moe.leading_dense) {
-    SW_RETURN_IF_ERROR(add("mlp.gate_proj.weight", "ffn_gate.weight", {c.intermediate_size, hidden}));
-    SW_RETURN_IF_ERROR(add("mlp.up_proj.weight", "ffn_up.weight", {c.intermediate_size, hidden}));
-    return add("mlp.down_proj.weight", "ffn_down.weight", {hidden, c.intermediate_size});
-  }
-  SW_RETURN_IF_ERROR(plan_experts(kExperts, moe, hidden, hf, gg, weights, out));
-  SW_RETURN_IF_ERROR(add("mlp.gate.e_score_correction_bias", "exp_probs_b.bias", {moe.experts}));
-  SW_RETURN_IF_ERROR(add("mlp.shared_experts.gate_proj.weight", "ffn_gate_shexp.weight", {moe.shared_ffn, hidden}));
-  SW_RETURN_IF_ERROR(add("mlp.shared_experts.up_proj.weight", "ffn_up_shexp.weight", {moe.shared_ffn, hidden}));
-  return add("mlp.shared_experts.down_proj.weight", "ffn_down_shexp.weight", {hidden, moe.shared_ffn});
+  return plan_sigmoid_mlp(c, weights, hf, gg, n, out);
 }
 
 }  // namespace

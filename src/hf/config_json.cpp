@@ -10,6 +10,7 @@
 #include "hf/json_read.h"
 #include "hf/moe.h"
 #include "hf/multimodal.h"
+#include "hf/nextn.h"
 
 namespace safeweights::hf {
 namespace {
@@ -361,6 +362,7 @@ Result<ModelConfig> read_config(const Folder& folder) {
   if (c.arch->moe) SW_RETURN_IF_ERROR(read_moe(*file, c));
   if (c.arch->norm != Norm::Rms) SW_RETURN_IF_ERROR(read_layer_norm_eps(*file, c));
   if (c.arch->check) SW_RETURN_IF_ERROR(c.arch->check(*file, c));
+  SW_RETURN_IF_ERROR(read_nextn_layers(*file, c));
   return c;
 }
 

@@ -130,6 +130,7 @@ struct ModelConfig {
   bool multimodal = false;                      // the text model of a ...ForConditionalGeneration (hf/multimodal.h)
   std::string weights_prefix = "model.";        // transformers' "model." of the text model's weights (TextModelNames::prefix)
   std::vector<std::string> notes;               // what the architecture's check tells the user (GgufConversion::notes)
+  std::uint32_t nextn_layers = 0;               // next-token-prediction layers past num_hidden_layers (hf/nextn.h)
 };
 // FileNotFound without config.json; InvalidModelFolder for a malformed one; NotSupported for a model
 // llama.cpp cannot compute as transformers does (another architecture, experts, a rope type or key it

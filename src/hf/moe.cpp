@@ -1,6 +1,8 @@
 // The mixture-of-experts family (hf/moe.h): config keys and the plan of a layer's experts.
 #include "hf/moe.h"
 
+#include <limits>
+
 #include "hf/hf_files.h"
 #include "hf/json_read.h"
 
@@ -40,7 +42,83 @@ Status check_every_layer_sparse(const JsonFile& file, const std::string& arch) {
   return Status::ok();
 }
 
+// gguf-py's ExpertGatingFuncType.SIGMOID.
+constexpr std::uint32_t kSigmoidGating = 2;
+
+// DeepSeek's and GLM's experts, their names in a layer.
+constexpr MoeTable kSigmoidExperts{.block = "mlp", .expert = {"gate_proj", "up_proj", "down_proj"}};
+
+// n_group and topk_group, written as llama.cpp's converter writes them for every architecture; where its
+// graph does not group, accepted only when every group takes part.
+Status read_groups(const JsonFile& file, ModelConfig& c, const MoeConfig& moe, const SigmoidRouting& how) {
+  const auto root = file.root();
+  SW_ASSIGN_OR_RETURN(auto groups, file.count(root, "n_group", kMaxExperts));
+  SW_ASSIGN_OR_RETURN(auto groups_used, file.count(root, "topk_group", kMaxExperts));
+  if (groups && moe.experts % *groups != 0) return file.bad("n_group", "does not divide n_routed_experts");
+  if (groups_used && *groups_used > groups.value_or(1)) return file.bad("topk_group", "is above n_group");
+  const std::string a(c.arch->name);
+  if (!how.grouped && groups_used.value_or(1) < groups.value_or(1)) {
+    return refused(file, "topk_group", "is below n_group: llama.cpp's " + a + " architecture chooses experts among all groups");
+  }
+  if (groups) c.arch_kv.push_back({a + ".expert_group_count", MetaValue::u32(*groups)});
+  if (groups_used) c.arch_kv.push_back({a + ".expert_group_used_count", MetaValue::u32(*groups_used)});
+  return Status::ok();
+}
+
 }  // namespace
+
+Status read_sigmoid_experts(const JsonFile& file, ModelConfig& c, const SigmoidRouting& how) {
+  const auto root = file.root();
+  const std::string a(c.arch->name);
+  MoeConfig moe;
+  SW_ASSIGN_OR_RETURN(moe.experts, file.required_count(root, "n_routed_experts", kMaxExperts));
+  SW_ASSIGN_OR_RETURN(moe.used, file.required_count(root, "num_experts_per_tok", kMaxExperts));
+  if (moe.used > moe.experts) return file.bad("num_experts_per_tok", "is above n_routed_experts");
+  SW_ASSIGN_OR_RETURN(moe.ffn, file.required_count(root, "moe_intermediate_size"));
+  SW_ASSIGN_OR_RETURN(auto shared, file.count(root, "n_shared_experts", kMaxExperts));
+  if (!shared) return refused(file, "n_shared_experts", "is absent or 0: llama.cpp's " + a + " needs shared experts");
+  const std::uint64_t shared_ffn = std::uint64_t{moe.ffn} * *shared;  // llama.cpp's shared experts are one MLP this wide
+  if (shared_ffn > std::numeric_limits<std::uint32_t>::max()) return file.bad("n_shared_experts", "times moe_intermediate_size overflows");
+  moe.shared_ffn = static_cast<std::uint32_t>(shared_ffn);
+  SW_ASSIGN_OR_RETURN(auto dense, file.integer(root, "first_k_dense_replace", 0, c.num_hidden_layers));
+  moe.leading_dense = static_cast<std::uint32_t>(dense.value_or(0));
+  SW_ASSIGN_OR_RETURN(auto scale, file.positive(root, "routed_scaling_factor"));
+  SW_ASSIGN_OR_RETURN(auto normalize, file.boolean(root, "norm_topk_prob"));
+  SW_RETURN_IF_ERROR(read_groups(file, c, moe, how));
+  auto u32 = [&](std::string key, std::uint32_t v) { c.arch_kv.push_back({a + "." + key, MetaValue::u32(v)}); };
+  u32("expert_gating_func", kSigmoidGating);
+  u32("leading_dense_block_count", moe.leading_dense);
+  if (how.vocab_key) u32("vocab_size", c.vocab_size);
+  u32("expert_feed_forward_length", moe.ffn);
+  u32("expert_shared_count", *shared);
+  if (scale) c.arch_kv.push_back({a + ".expert_weights_scale", MetaValue::f32(static_cast<float>(*scale))});
+  if (how.norm_always || normalize.value_or(false)) {
+    c.arch_kv.push_back({a + ".expert_weights_norm", MetaValue::boolean(normalize.value_or(true))});
+  }
+  c.moe = moe;
+  return Status::ok();
+}
+
+Status plan_sigmoid_mlp(const ModelConfig& c, const TensorFile& weights, const std::string& hf, const std::string& gg, std::uint32_t n,
+                        std::vector<ConvertTensor>& out) {
+  const MoeConfig& moe = *c.moe;
+  auto add = [&](std::string from, std::string to, std::vector<std::uint64_t> shape) {
+    SW_RETURN_IF_ERROR(expect_tensor(weights, hf + from, gg + to, shape));
+    out.push_back({.source = hf + from, .name = gg + to});
+    return Status::ok();
+  };
+  const std::uint64_t hidden = c.hidden_size;
+  if (n < moe.leading_dense) {
+    SW_RETURN_IF_ERROR(add("mlp.gate_proj.weight", "ffn_gate.weight", {c.intermediate_size, hidden}));
+    SW_RETURN_IF_ERROR(add("mlp.up_proj.weight", "ffn_up.weight", {c.intermediate_size, hidden}));
+    return add("mlp.down_proj.weight", "ffn_down.weight", {hidden, c.intermediate_size});
+  }
+  SW_RETURN_IF_ERROR(plan_experts(kSigmoidExperts, moe, hidden, hf, gg, weights, out));
+  SW_RETURN_IF_ERROR(add("mlp.gate.e_score_correction_bias", "exp_probs_b.bias", {moe.experts}));
+  SW_RETURN_IF_ERROR(add("mlp.shared_experts.gate_proj.weight", "ffn_gate_shexp.weight", {moe.shared_ffn, hidden}));
+  SW_RETURN_IF_ERROR(add("mlp.shared_experts.up_proj.weight", "ffn_up_shexp.weight", {moe.shared_ffn, hidden}));
+  return add("mlp.shared_experts.down_proj.weight", "ffn_down_shexp.weight", {hidden, moe.shared_ffn});
+}
 
 Status read_moe(const JsonFile& file, ModelConfig& c) {
   const MoeTable& table = *c.arch->moe;

@@ -70,4 +70,29 @@ Status read_moe(const JsonFile& file, ModelConfig& c);
 Status plan_experts(const MoeTable& table, const MoeConfig& moe, std::uint64_t hidden, const std::string& hf, const std::string& gg,
                     const TensorFile& weights, std::vector<ConvertTensor>& out);
 
+// DeepSeek-V3's experts, which GLM-4.5 shares: n_routed_experts of moe_intermediate_size chosen by sigmoid
+// scores plus e_score_correction_bias (exp_probs_b), routed_scaling_factor, norm_topk_prob, n_shared_experts
+// shared experts run as one MLP n_shared_experts times as wide, and first_k_dense_replace dense layers
+// first. What differs is how each llama.cpp architecture takes the keys:
+struct SigmoidRouting {
+  // llama.cpp's graph chooses experts within topk_group of n_group groups (deepseek2); false: it does
+  // not group (glm4moe), so a topk_group below n_group (transformers' group mask) is refused. Both
+  // written as expert_group_{count,used_count} when given, as llama.cpp's converter writes them.
+  bool grouped = true;
+  // expert_weights_norm written whatever norm_topk_prob says, transformers' default (true) when absent
+  // (glm4moe's converter writes the key's value); false: only when true (deepseek2's).
+  bool norm_always = false;
+  // {arch}.vocab_size written (deepseek2's converter writes it).
+  bool vocab_key = true;
+};
+
+// Reads those keys into c.moe, with llama.cpp's keys for them in c.arch_kv; NotSupported naming the
+// key llama.cpp would compute otherwise, InvalidModelFolder for a malformed one.
+Status read_sigmoid_experts(const JsonFile& file, ModelConfig& c, const SigmoidRouting& how);
+
+// Layer `n`'s MLP for read_sigmoid_experts (`hf`: "model.layers.N.", `gg`: "blk.N."): dense below
+// first_k_dense_replace, else the experts (both layouts), their correction bias and the shared experts.
+Status plan_sigmoid_mlp(const ModelConfig& c, const TensorFile& weights, const std::string& hf, const std::string& gg, std::uint32_t n,
+                        std::vector<ConvertTensor>& out);
+
 }  // namespace safeweights::hf

@@ -14,6 +14,7 @@
 #include "hf/hf_files.h"
 #include "hf/moe.h"
 #include "hf/multimodal.h"
+#include "hf/nextn.h"
 #include "hf/vocab.h"
 #include "safeweights/gguf.h"
 #include "safeweights/hf_gguf.h"
@@ -69,6 +70,7 @@ struct Planner {
   WithGenerated* generated = nullptr;   // where plan_experts and plan_layer add tensors computed on read
   std::vector<std::string> consumed{};  // input tensors plan_experts read
   TextModelNames names = {};            // where the text model's weights are (a multimodal folder's: hf/multimodal.h)
+  std::uint32_t absent_nextn = 0;       // next-token layers config.json counts and the weights lack (hf/nextn.h)
 
   std::uint32_t heads() const { return c.num_attention_heads; }
   std::uint32_t kv_heads() const { return c.num_key_value_heads.value_or(c.num_attention_heads); }
@@ -120,6 +122,19 @@ struct Planner {
     for (const TensorRule& t : c.arch->layer) SW_RETURN_IF_ERROR(add_rule(t, hf, gg));
     if (c.arch->plan_layer) SW_RETURN_IF_ERROR(c.arch->plan_layer(c, weights, *generated, n, out));
     if (c.arch->plan_attention) SW_RETURN_IF_ERROR(c.arch->plan_attention(c, n, weights, out));
+    if (n >= c.num_hidden_layers) SW_RETURN_IF_ERROR(plan_nextn_tensors(c, weights, hf, gg, out));
+    return Status::ok();
+  }
+
+  // The next-token-prediction layers past num_hidden_layers, where the weights hold them.
+  Status nextn_layers() {
+    for (std::uint32_t n = c.num_hidden_layers; n < c.num_hidden_layers + c.nextn_layers; ++n) {
+      if (has_layer(weights, names.prefix + "layers." + std::to_string(n) + ".")) {
+        SW_RETURN_IF_ERROR(layer(n));
+      } else {
+        ++absent_nextn;
+      }
+    }
     return Status::ok();
   }
 
@@ -133,6 +148,7 @@ struct Planner {
   Status run() {
     SW_RETURN_IF_ERROR(add(names.prefix + "embed_tokens.weight", "token_embd.weight", {c.vocab_size, c.hidden_size}, 0, true));
     for (std::uint32_t n = 0; n < c.num_hidden_layers; ++n) SW_RETURN_IF_ERROR(layer(n));
+    SW_RETURN_IF_ERROR(nextn_layers());
     SW_RETURN_IF_ERROR(add(names.prefix + "norm.weight", "output_norm.weight", {c.hidden_size}, 0, true));
     if (c.arch->norm == Norm::LayerNorm) SW_RETURN_IF_ERROR(add(names.prefix + "norm.bias", "output_norm.bias", {c.hidden_size}, 0, true));
     // Tied embeddings: without lm_head llama.cpp's loader uses token_embd for the output. Untied
@@ -220,8 +236,9 @@ std::vector<KeyValue> hyper_parameters(const ModelConfig& c, std::uint32_t ftype
   for (KeyValue& k : sampling) kv.push_back(std::move(k));
   kv.push_back({"general.name", Value::string(name)});
   if (!size_label.empty()) kv.push_back({"general.size_label", Value::string(size_label)});
+  // block_count counts the next-token layers too (hf/nextn.h), as llama.cpp's converter does.
   const std::vector<KeyValue> model = {
-      {a + ".block_count", Value::u32(c.num_hidden_layers)},
+      {a + ".block_count", Value::u32(c.num_hidden_layers + c.nextn_layers)},
       {a + ".context_length", Value::u32(*c.max_position_embeddings)},
       {a + ".embedding_length", Value::u32(c.hidden_size)},
       {a + ".feed_forward_length", Value::u32(c.intermediate_size)},
@@ -367,6 +384,11 @@ Result<GgufConversion> plan(const Folder& folder, const TensorFile& weights, std
                         "(as for every file of this model its converter writes), so some rotary frequencies differ from transformers'");
   }
   out.notes.insert(out.notes.end(), config.notes.begin(), config.notes.end());
+  if (planner.absent_nextn > 0) {
+    out.notes.push_back(std::string(config.arch->nextn_key) + " counts " + std::to_string(planner.absent_nextn) +
+                        " next-token-prediction layer(s) the weights do not hold: block_count counts them and no tensors are written for "
+                        "them, as llama.cpp's converter writes such a folder (its loader then runs without them)");
+  }
   if (config.multimodal) {
     out.notes.push_back(config.hf_class + ": the text model was converted; the vision tower was left out (as llama.cpp's converter leaves it)");
   }
