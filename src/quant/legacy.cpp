@@ -10,6 +10,7 @@
 #include <limits>
 
 #include "quant/codecs.h"
+#include "quant/q8_lanes.h"
 #include "quant/scale_search.h"
 
 #if defined(__SSE2__)
@@ -198,7 +199,7 @@ void small_codes(const float* x, float id, std::int8_t* q) noexcept {
 
 // 8 bits: d = absmax / 127, q = round(x/d) (half away from zero). Q8_1 also stores sum(q) x d.
 template <bool WithSum>
-void quantize_q8(const float* src, std::byte* dst, std::size_t blocks) {
+void quantize_q8_each(const float* src, std::byte* dst, std::size_t blocks) {
   constexpr std::size_t kQs = WithSum ? 4 : 2;
   for (std::size_t b = 0; b < blocks; ++b, src += kBlock) {
     std::byte* out = dst + b * (kQs + kBlock);
@@ -223,6 +224,23 @@ void quantize_q8(const float* src, std::byte* dst, std::size_t blocks) {
       store_f16(out + 2, static_cast<float>(sum) * d);
     }
   }
+}
+
+// Q8_0 eight blocks at a time on AVX2 where it can (q8_lanes.h); the blocks that leaves, and Q8_1's,
+// one at a time.
+template <bool WithSum>
+void quantize_q8(const float* src, std::byte* dst, std::size_t blocks) {
+  std::size_t b = 0;
+  if constexpr (!WithSum) {
+    constexpr std::size_t kBytes = 2 + kBlock;
+    for (; b + 8 <= blocks; b += 8) {
+      const float* x = src + b * kBlock;
+      std::byte* out = dst + b * kBytes;
+      if (!quantize_q8_0_8_blocks(x, out)) quantize_q8_each<false>(x, out, 8);
+    }
+  }
+  constexpr std::size_t kBytes = (WithSum ? 4 : 2) + kBlock;
+  quantize_q8_each<WithSum>(src + b * kBlock, dst + b * kBytes, blocks - b);
 }
 
 // ---- with importance weights (ggml's quantize_row_q4_0_impl ... q5_1_impl) ---------------------------

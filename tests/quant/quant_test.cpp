@@ -463,6 +463,45 @@ TEST(QuantQ8_0, EveryValueWithinHalfAStep) {
   }
 }
 
+// Rows of many blocks take the eight-blocks-at-a-time path where the CPU has AVX2 (q8_lanes.cpp), a
+// block alone the one-block path: both give the same bytes, for every BF16 value (infinities, NaNs and
+// subnormals among them, so that some groups of eight fall back), blocks whose codes land on halves,
+// tiny scales and zeros, at every alignment of the groups.
+TEST(QuantQ8_0, GroupsOfBlocksEqualEachBlockAlone) {
+  std::mt19937 rng(5);
+  std::vector<std::uint32_t> every(1u << 16);
+  for (std::uint32_t i = 0; i < every.size(); ++i) every[i] = i;
+  std::vector<float> x;
+  for (int r = 0; r < 2; ++r) {
+    std::shuffle(every.begin(), every.end(), rng);
+    for (std::uint32_t v : every) x.push_back(from_bits(v << 16));
+  }
+  std::vector<std::uint32_t> finite;
+  for (std::uint32_t v : every)
+    if (((v >> 7) & 0xffu) != 0xffu) finite.push_back(v);
+  for (std::uint32_t v : finite) x.push_back(from_bits(v << 16));
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (float scale : {1e-40f, 1e-30f, 0.02f, 3e38f})
+    for (int i = 0; i < 32 * 64; ++i) x.push_back(normal(rng) * scale);
+  for (int b = 0; b < 64; ++b) {  // d = 1: every other code lands on a half
+    x.push_back(127.0f);
+    for (int j = 1; j < 32; ++j) x.push_back(static_cast<float>(static_cast<int>(rng() % 254) - 127) + (rng() % 2 ? 0.5f : -0.5f));
+  }
+  x.insert(x.end(), 32 * 9, 0.0f);
+  x.resize(x.size() / 32 * 32);
+  const std::vector<std::byte> all = quantized(TensorType::Q8_0, x);
+  for (std::size_t start : {0, 3}) {
+    const std::vector<float> rest(x.begin() + static_cast<std::ptrdiff_t>(start * 32), x.end());
+    const std::vector<std::byte> shifted = quantized(TensorType::Q8_0, rest);
+    ASSERT_TRUE(std::equal(shifted.begin(), shifted.end(), all.begin() + static_cast<std::ptrdiff_t>(start * 34))) << start;
+  }
+  for (std::size_t b = 0; b < x.size() / 32; ++b) {
+    const std::vector<std::byte> one = quantized(
+        TensorType::Q8_0, std::vector<float>(x.begin() + static_cast<std::ptrdiff_t>(b * 32), x.begin() + static_cast<std::ptrdiff_t>(b * 32 + 32)));
+    ASSERT_TRUE(std::equal(one.begin(), one.end(), all.begin() + static_cast<std::ptrdiff_t>(b * 34))) << "block " << b;
+  }
+}
+
 // Quantizing what a block dequantizes to gives the block back when its scale is reached exactly.
 TEST(QuantQ8_0, RequantizingIsStable) {
   std::mt19937 rng(3);
