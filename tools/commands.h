@@ -101,6 +101,7 @@ struct ConvertArgs {
   std::string entry;
   bool dedup = false;
   bool durable = false;
+  bool dry_run = false;  // print each tensor's type and size, write nothing
   std::string split_max_size;
   std::uint64_t split_max_tensors = 0;
   std::string backend = "pread";

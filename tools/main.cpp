@@ -168,7 +168,7 @@ void add_convert(CLI::App& app, ConvertArgs& args, int& exit_code) {
       ->required();
   cmd->add_option("--to", args.to, "the output's format (gguf, safetensors, safetensors-index) whatever its name");
   cmd->add_option("--type", args.type,
-                  "f32|f16|bf16|q8_0|q4_0|q4_1|q5_0|q5_1|q2_k|q3_k|q4_k|q5_k|q6_k: as llama.cpp, 1-D tensors stay F32, rows that are "
+                  "f32|f16|bf16|q8_0|q4_0|q4_1|q5_0|q5_1|q2_k|q3_k|q4_k|q5_k|q6_k|nvfp4: as llama.cpp, 1-D tensors stay F32, rows that are "
                   "not whole blocks fall back to a type that fits, integers are kept; or a llama-quantize file type (Q4_K_M, IQ3_M, ... "
                   "or its number; GGUF output): each tensor the type llama-quantize gives it (the knobs below make a name both, "
                   "like q8_0, the file type)");
@@ -193,6 +193,7 @@ void add_convert(CLI::App& app, ConvertArgs& args, int& exit_code) {
   cmd->add_flag("--dedup", args.dedup, "PyTorch input: write one copy of tensors that share storage; the others become aliases in the metadata");
   add_checkpoint_options(cmd);
   cmd->add_flag("--durable", args.durable, "fsync the output before renaming it into place");
+  cmd->add_flag("--dry-run", args.dry_run, "print each tensor's type and size, and the total, without writing anything (llama-quantize's option)");
   cmd->add_option("--split-max-size", args.split_max_size,
                   "write OUT.gguf as llama.cpp's split files OUT-00001-of-0000N.gguf, or the shards of OUT.safetensors.index.json, each at "
                   "most SIZE of tensor data (2G, 500M; decimal units K, M, G, or bytes)");

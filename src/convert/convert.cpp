@@ -449,6 +449,26 @@ void release_pages(const Job& job) {
   for (const auto& p : job.assembly->pieces()) p.entry->source->hint({p.entry->offset, p.entry->nbytes}, AccessHint::DontNeed);
 }
 
+// A job's bytes in the output. A tensor with no elements holds none, whatever its other dimensions
+// (GGUF's [0, 2^62, 2^62] ne, whose row-major product overflows from the left); any other shape passed
+// the writer's sizing, or the sizing of the plan (a dry run).
+std::uint64_t written_bytes(const Job& job) {
+  const auto& shape = job.entry->shape;
+  if (std::find(shape.begin(), shape.end(), 0) != shape.end()) return 0;
+  auto bytes = tensor_nbytes(job.to, shape);
+  return bytes.is_ok() ? *bytes : 0;
+}
+
+// What a dry run reports: every job as a conversion would report it, nothing written.
+ConvertReport planned_report(const std::vector<Job>& jobs) {
+  ConvertReport report;
+  for (const Job& job : jobs) {
+    report.bytes_written += written_bytes(job);
+    report.tensors.push_back({job.name, job.entry->type, job.to, job.note});
+  }
+  return report;
+}
+
 }  // namespace
 
 Result<ConvertReport> convert(const TensorFile& input, const std::string& output_path, const ConvertOptions& options) {
@@ -470,6 +490,7 @@ Result<ConvertReport> convert(const TensorFile& input, const std::string& output
   std::optional<Metadata> combined;
   if (options.mix || !plan_metadata_alone(input, options, aliases)) combined = output_metadata(input, options, aliases, *out, mixed);
   const Metadata& metadata = combined ? *combined : options.plan.metadata;
+  if (options.dry_run) return planned_report(*jobs);
   auto created = out->create(output_path, std::move(decls), &metadata, options.write);
   if (!created.is_ok()) return created.error().kind() == ErrorKind::Unrepresentable ? from_input(created.error(), input) : error_of(created);
   std::unique_ptr<TensorSink> sink = std::move(created).value();
@@ -487,11 +508,7 @@ Result<ConvertReport> convert(const TensorFile& input, const std::string& output
     // Done with its pages: a mapped input then holds about one tensor in memory (they stay in the page
     // cache, so a view of the same storage later faults them back cheaply).
     release_pages(job);
-    // A tensor with no elements holds no bytes, whatever its other dimensions (GGUF's [0, 2^62, 2^62]
-    // ne, whose row-major product overflows from the left); any other shape passed the writer's sizing.
-    const bool empty = std::find(e.shape.begin(), e.shape.end(), 0) != e.shape.end();
-    const std::uint64_t nbytes = empty ? 0 : *tensor_nbytes(job.to, e.shape);
-    report.bytes_written += nbytes;
+    report.bytes_written += written_bytes(job);
     report.tensors.push_back({job.name, e.type, job.to, job.note});
     if (options.progress) options.progress(++done, report.bytes_written);
   }

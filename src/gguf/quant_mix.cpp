@@ -13,6 +13,7 @@
 #include <regex>
 
 #include "core/status_macros.h"
+#include "io/read_util.h"
 #include "safeweights/gguf.h"
 
 namespace safeweights::gguf {
@@ -60,7 +61,8 @@ enum Ftype : std::uint32_t {
 };
 
 // tools/quantize's QUANT_OPTIONS, in its order (a number finds its first entry), with
-// llama_ftype_get_default_type's base type. NVFP4 has no entry there.
+// llama_ftype_get_default_type's base type. NVFP4 has no entry there (llama.h numbers MOSTLY_NVFP4 39,
+// but llama-quantize refuses it as a file type): NVFP4 is a tensor type only (--type nvfp4, --tensor-type).
 constexpr FileType kFileTypes[] = {
     {"Q1_0", Q1_0, T::Q1_0},
     {"Q2_0", Q2_0, T::Q2_0},
@@ -486,6 +488,36 @@ Result<MetaEntry> parse_kv_override(std::string_view spec) {
     return MetaEntry{std::move(key), MetaValue::string(std::move(*v))};
   }
   return bad("the type is int, float, bool or str");
+}
+
+Result<TensorType> parse_ggml_type(std::string_view where, std::string_view name) {
+  for (const TensorTypeInfo& info : tensor_type_table())
+    if (iequals(info.name, name) && ggml_id(info.type)) return info.type;
+  return Error(ErrorKind::InvalidArgument, std::string(where) + " " + std::string(name) + ": not a ggml type name (q8_0, q6_k, f16, ...)");
+}
+
+Result<std::pair<std::string, TensorType>> parse_tensor_type(std::string_view where, std::string_view spec) {
+  const std::size_t eq = spec.find('=');
+  if (eq == std::string_view::npos || eq == 0 || eq + 1 == spec.size())
+    return Error(ErrorKind::InvalidArgument, std::string(where) + " " + std::string(spec) + ": expected PATTERN=TYPE");
+  SW_ASSIGN_OR_RETURN(const TensorType type, parse_ggml_type(where, spec.substr(eq + 1)));
+  return std::pair{std::string(spec.substr(0, eq)), type};
+}
+
+Result<std::vector<std::pair<std::string, TensorType>>> read_tensor_type_file(const std::string& path) {
+  constexpr std::uint64_t kMaxBytes = 1 << 20;
+  SW_ASSIGN_OR_RETURN(const std::string text, read_small_file(path, kMaxBytes));
+  const std::string where = "--tensor-type-file " + path + ":";
+  std::vector<std::pair<std::string, TensorType>> entries;
+  const auto space = [](char c) { return std::isspace(static_cast<unsigned char>(c)) != 0; };
+  for (auto at = text.begin(); at != text.end();) {
+    const auto begin = std::find_if_not(at, text.end(), space);
+    at = std::find_if(begin, text.end(), space);
+    if (begin == at) break;
+    SW_ASSIGN_OR_RETURN(auto entry, parse_tensor_type(where, std::string_view(&*begin, static_cast<std::size_t>(at - begin))));
+    entries.push_back(std::move(entry));
+  }
+  return entries;
 }
 
 Result<ModelFacts> model_facts(const Metadata& md) {

@@ -385,4 +385,56 @@ TEST(QuantMixConvert, WritesTheMixTypesAndFileType) {
   EXPECT_TRUE(*got == want);
 }
 
+// NVFP4 is a tensor type, not one of llama-quantize's file types: a pattern gives it; its rows must be
+// whole 64-blocks (llama.cpp has no fallback for it: NotSupported naming the type), and --type nvfp4's
+// general.file_type is llama.h's MOSTLY_NVFP4 (39).
+TEST(QuantMix, Nvfp4ThroughAPatternWithoutAFallback) {
+  EXPECT_FALSE(gguf::is_llama_file_type("NVFP4"));
+  EXPECT_EQ(gguf::llama_file_type(TensorType::NVFP4), 39u);
+  QuantizeMix mix = mix_of("Q8_0");
+  mix.tensor_types.emplace_back("ffn_up", TensorType::NVFP4);
+  const auto types = types_of(llama(1, 4, 4), mix);
+  EXPECT_EQ(types.at("blk.0.ffn_up.weight"), TensorType::NVFP4);
+  EXPECT_EQ(types.at("blk.0.ffn_gate.weight"), TensorType::Q8_0);
+  Model m = llama(1, 4, 4);
+  m.shapes.push_back({"blk.0.ffn_up_b.weight", {256, 96}});  // 96 columns: not whole 64-blocks
+  const auto tensors = m.tensors();
+  auto plan = gguf_format().plan_mix(mix, tensors, m.md);
+  ASSERT_TRUE(IsKind(plan, ErrorKind::NotSupported));
+  EXPECT_NE(plan.error().message().find("no fallback type for NVFP4"), std::string::npos) << plan.error().to_string();
+}
+
+// --tensor-type entries and --tensor-type-file as llama-quantize reads them: a ggml type name in any
+// case, PATTERN=TYPE, entries separated by any white space; each refusal names the option (and file).
+TEST(QuantMix, TensorTypeEntriesAndFiles) {
+  EXPECT_EQ(gguf::parse_ggml_type("--output-tensor-type", "NvFp4").value(), TensorType::NVFP4);
+  auto unknown = gguf::parse_ggml_type("--output-tensor-type", "q9_9");
+  ASSERT_TRUE(IsKind(unknown, ErrorKind::InvalidArgument));
+  EXPECT_EQ(unknown.error().message().rfind("--output-tensor-type q9_9: not a ggml type name", 0), 0u) << unknown.error().message();
+  EXPECT_EQ(gguf::parse_tensor_type("--tensor-type", "ffn_(up|gate)=Q5_1").value(),
+            (std::pair<std::string, TensorType>{"ffn_(up|gate)", TensorType::Q5_1}));
+  for (const char* bad : {"attn_q", "=q8_0", "attn_q="}) {
+    auto r = gguf::parse_tensor_type("--tensor-type", bad);
+    ASSERT_TRUE(IsKind(r, ErrorKind::InvalidArgument)) << bad;
+    EXPECT_EQ(r.error().message(), "--tensor-type " + std::string(bad) + ": expected PATTERN=TYPE");
+  }
+  TempDir dir;
+  const std::string listing = dir.file("types.txt");
+  write_file_bytes(listing, "attn_q=q8_0\n\n  FFN_UP=nvfp4\tblk\\.1\\.attn_v=Q6_K\r\n\v\f");
+  auto entries = gguf::read_tensor_type_file(listing);
+  ASSERT_TRUE(IsOk(entries));
+  const std::vector<std::pair<std::string, TensorType>> want = {
+      {"attn_q", TensorType::Q8_0}, {"FFN_UP", TensorType::NVFP4}, {"blk\\.1\\.attn_v", TensorType::Q6_K}};
+  EXPECT_EQ(*entries, want);
+  write_file_bytes(listing, "attn_q=q8_0 attn_k\n");
+  auto malformed = gguf::read_tensor_type_file(listing);
+  ASSERT_TRUE(IsKind(malformed, ErrorKind::InvalidArgument));
+  EXPECT_EQ(malformed.error().message(), "--tensor-type-file " + listing + ": attn_k: expected PATTERN=TYPE");
+  write_file_bytes(listing, std::string((1 << 20) + 1, ' '));
+  auto big = gguf::read_tensor_type_file(listing);
+  ASSERT_TRUE(IsKind(big, ErrorKind::ResourceLimit));
+  EXPECT_NE(big.error().to_string().find(listing), std::string::npos) << big.error().to_string();
+  EXPECT_TRUE(IsKind(gguf::read_tensor_type_file(dir.file("missing.txt")), ErrorKind::FileNotFound));
+}
+
 }  // namespace
