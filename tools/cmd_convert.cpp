@@ -34,8 +34,8 @@ std::optional<TensorType> parse_type(std::string_view name) {
 
 bool has_mix_knobs(const ConvertArgs& o) {
   return !o.output_tensor_type.empty() || !o.token_embedding_type.empty() || !o.tensor_types.empty() || !o.tensor_type_files.empty() ||
-         !o.override_kv.empty() || o.pure || o.leave_output_tensor || o.allow_requantize || !o.imatrix.empty() || !o.include_weights.empty() ||
-         !o.exclude_weights.empty();
+         !o.override_kv.empty() || !o.prune_layers.empty() || o.pure || o.leave_output_tensor || o.allow_requantize || !o.imatrix.empty() ||
+         !o.include_weights.empty() || !o.exclude_weights.empty();
 }
 
 // The entries of one --tensor-type or --tensor-type-file, appended.
@@ -88,6 +88,11 @@ Result<QuantizeMix> parse_mix(const ConvertArgs& o) {
     auto entry = gguf::parse_kv_override(spec);
     if (!entry.is_ok()) return std::move(entry).error();
     mix.override_kv.push_back(std::move(entry).value());
+  }
+  if (!o.prune_layers.empty()) {
+    auto layers = gguf::parse_prune_layers(o.prune_layers);
+    if (!layers.is_ok()) return std::move(layers).error();
+    mix.prune_layers = std::move(layers).value();
   }
   mix.pure = o.pure;
   mix.leave_output_tensor = o.leave_output_tensor;

@@ -96,6 +96,7 @@ struct ConvertArgs {
   std::vector<std::string> tensor_type_files;
   std::vector<bool> tensor_type_order;
   std::vector<std::string> override_kv;  // --override-kv KEY=TYPE:VALUE
+  std::string prune_layers;              // --prune-layers L0,L1,...
   bool pure = false, leave_output_tensor = false, allow_requantize = false;
   unsigned threads = 0;  // 0: one per core
   std::string entry;

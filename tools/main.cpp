@@ -182,6 +182,9 @@ void add_convert(CLI::App& app, ConvertArgs& args, int& exit_code) {
   cmd->add_option("--override-kv", args.override_kv,
                   "file type: KEY=TYPE:VALUE (int, float, bool or str), a metadata entry written over the output's, as llama-quantize does "
                   "(repeatable)");
+  cmd->add_option("--prune-layers", args.prune_layers,
+                  "file type: L0,L1,...: leave out these blocks (blk.N.), renumber the others and write the block count kept, as "
+                  "llama-quantize does");
   cmd->add_flag("--pure", args.pure, "file type: every quantized tensor the file type's base type, without llama.cpp's per-tensor rules");
   cmd->add_flag("--leave-output-tensor", args.leave_output_tensor, "file type: output.weight keeps its type");
   cmd->add_flag("--allow-requantize", args.allow_requantize, "file type: quantize tensors that are already quantized (refused without it)");

@@ -142,6 +142,11 @@ Result<std::pair<std::string, TensorType>> parse_tensor_type(std::string_view wh
 // parse_tensor_type's errors for an entry ("--tensor-type-file PATH: SPEC: ...").
 Result<std::vector<std::pair<std::string, TensorType>>> read_tensor_type_file(const std::string& path);
 
+// llama-quantize's --prune-layers L0,L1,...: layer numbers separated by commas, each read as std::stoi
+// reads it (spaces, a sign, digits, anything after them ignored), sorted, without repeats (what
+// QuantizeMix::prune_layers takes). InvalidArgument naming an empty, negative or unreadable one.
+Result<std::vector<int>> parse_prune_layers(std::string_view list);
+
 // The GGUF v3 TensorSink: creates `path` with `kv` and the declared tensors (the header is written now;
 // `tensors` declare the tensors in the order their bytes are laid out; shapes are row-major, the file's
 // ne is the reverse), takes their bytes in any order, whole or in chunks (copy_chunk in the kernel from a

@@ -66,6 +66,7 @@ def convert(
     include_weights: list | None = None,
     exclude_weights: list | None = None,
     override_kv: list | None = None,
+    prune_layers: list | None = None,
 ) -> dict:
     """Converts ``input`` (any format the library reads, a Hugging Face model folder) into ``output``.
 
@@ -85,8 +86,9 @@ def convert(
     number; GGUF output): each tensor then gets the type llama-quantize gives it, with its options as
     keywords (``output_tensor_type``, ``token_embedding_type``, ``tensor_types`` as (pattern, type)
     pairs, ``tensor_type_file`` a path or a list of paths of llama-quantize's --tensor-type-file
-    (their entries tried after ``tensor_types``), ``pure``, ``leave_output_tensor``, ``allow_requantize``, ``imatrix``, ``include_weights``,
-    ``exclude_weights``, ``override_kv`` as "KEY=TYPE:VALUE" strings; any of them makes a name such as
+    (their entries tried after ``tensor_types``), ``pure``, ``leave_output_tensor``,
+    ``allow_requantize``, ``imatrix``, ``include_weights``, ``exclude_weights``, ``override_kv`` as
+    "KEY=TYPE:VALUE" strings, ``prune_layers`` as block numbers; any of them makes a name such as
     "Q8_0" the file type). Returns {"tensors": [{"name", "from", "to", "note"}], "bytes_written",
     "files", "notes"} (``notes``: what was inferred rather than read).
     """
@@ -113,6 +115,8 @@ def convert(
         mix["exclude_weights"] = list(exclude_weights)
     if override_kv:
         mix["override_kv"] = list(override_kv)
+    if prune_layers:
+        mix["prune_layers"] = [int(n) for n in prune_layers]
     return _safeweights._convert(
         input, output, type, to, entry, threads, dedup, durable, carry_metadata, split_max_bytes, split_max_tensors, allow_unknown, key,
         llama_version, max_position_embeddings, instruct, mix,

@@ -35,4 +35,5 @@ def convert(
     include_weights: Optional[List[str]] = ...,
     exclude_weights: Optional[List[str]] = ...,
     override_kv: Optional[List[str]] = ...,
+    prune_layers: Optional[List[int]] = ...,
 ) -> Dict[str, Any]: ...

@@ -92,8 +92,8 @@ Status choose_type(Job& job, const ConvertOptions& options, const Format& out) {
 
 // A quantization mix (ConvertOptions::mix) over the types the policy chose: the output format's plan
 // (Format::plan_mix: GGUF's is llama-quantize's) sees each tensor as the policy left it, against the
-// model's metadata (the input's, the plan's over it); its types, notes and weights replace theirs.
-// Returns the metadata the format then states.
+// model's metadata (the input's, the plan's over it); its types, notes, weights and names replace
+// theirs, and the tensors it prunes are left out. Returns the metadata the format then states.
 Result<Metadata> apply_mix(std::vector<Job>& jobs, const TensorFile& input, const ConvertOptions& options, const Format& out) {
   Metadata model;
   if (input.metadata()) model = *input.metadata();
@@ -102,9 +102,13 @@ Result<Metadata> apply_mix(std::vector<Job>& jobs, const TensorFile& input, cons
   tensors.reserve(jobs.size());
   for (const Job& j : jobs) tensors.push_back({j.name, j.to, j.entry->shape});
   SW_ASSIGN_OR_RETURN(MixPlan plan, out.plan_mix(*options.mix, tensors, model));
+  std::size_t kept = 0;
   for (std::size_t i = 0; i < jobs.size(); ++i) {
-    Job& job = jobs[i];
     MixChoice& c = plan.tensors[i];
+    if (c.pruned) continue;
+    if (kept != i) jobs[kept] = std::move(jobs[i]);
+    Job& job = jobs[kept++];
+    if (!c.rename.empty()) job.name = std::move(c.rename);
     if (c.type == job.to) continue;
     job.to = c.type;
     job.note = std::move(c.note);
@@ -115,6 +119,7 @@ Result<Metadata> apply_mix(std::vector<Job>& jobs, const TensorFile& input, cons
     if (!can_dequantize(job.entry->type))
       return Error(ErrorKind::NotSupported, "converting from " + std::string(type_name(job.entry->type)) + " is not supported").with_tensor(job.name);
   }
+  jobs.resize(kept);
   return std::move(plan.metadata);
 }
 

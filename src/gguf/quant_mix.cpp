@@ -6,8 +6,11 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <charconv>
+#include <climits>
 #include <cstdlib>
+#include <map>
 #include <numeric>
 #include <optional>
 #include <regex>
@@ -566,6 +569,71 @@ Result<TensorType> row_fallback(TensorType type, std::uint64_t cols) {
   return cols % type_info(next).block_elements == 0 ? next : T::F16;
 }
 
+std::vector<std::size_t> llama_order(std::span<const MixTensor> tensors) {
+  std::vector<std::size_t> order(tensors.size());
+  std::iota(order.begin(), order.end(), std::size_t{0});
+  std::ranges::stable_sort(order, [&](std::size_t a, std::size_t b) {
+    const long la = layer_of(tensors[a].name), lb = layer_of(tensors[b].name);
+    return la != lb ? la < lb : tensors[a].name < tensors[b].name;
+  });
+  return order;
+}
+
+// A block met for the first time keeps its number below the first pruned one, is left out when
+// pruned, and otherwise takes the next number after the last kept one.
+PrunedNames prune_layers(std::span<const MixTensor> tensors, std::span<const int> prune) {
+  PrunedNames out;
+  out.names.reserve(tensors.size());
+  for (const MixTensor& t : tensors) out.names.emplace_back(t.name);
+  if (prune.empty()) return out;
+  static const std::regex kBlock(R"(blk\.(\d+)\.)");
+  std::map<int, std::optional<int>> mapped;  // input block -> output block; nullopt: pruned
+  int next = 0;
+  for (std::size_t i : llama_order(tensors)) {
+    std::string& name = out.names[i];
+    std::smatch m;
+    if (!std::regex_search(name, m, kBlock)) continue;
+    int block = 0;
+    const std::string digits = m[1].str();
+    if (std::from_chars(digits.data(), digits.data() + digits.size(), block).ec != std::errc()) continue;  // no int: no block
+    auto [it, fresh] = mapped.try_emplace(block);
+    if (fresh) {
+      if (std::ranges::binary_search(prune, block))
+        it->second = std::nullopt;
+      else if (block < prune.front())
+        it->second = block, next = block + 1;
+      else
+        it->second = next++;
+    }
+    const auto at = static_cast<std::size_t>(m.position(1)), length = static_cast<std::size_t>(m.length(1));
+    if (it->second)
+      name.replace(at, length, std::to_string(*it->second));
+    else
+      name.clear();
+  }
+  out.block_count = static_cast<std::uint32_t>(next);
+  return out;
+}
+
+Result<std::vector<int>> parse_prune_layers(std::string_view list) {
+  std::vector<int> layers;
+  for (std::size_t begin = 0;;) {
+    const std::size_t comma = std::min(list.find(',', begin), list.size());
+    const std::string id(list.substr(begin, comma - begin));
+    errno = 0;
+    char* end = nullptr;
+    const long v = std::strtol(id.c_str(), &end, 10);  // std::stoi's parse: spaces, a sign, digits, anything after
+    if (end == id.c_str() || errno == ERANGE || v < 0 || v > INT_MAX)
+      return Error(ErrorKind::InvalidArgument, "--prune-layers " + std::string(list) + ": invalid layer id '" + id + "'");
+    layers.push_back(static_cast<int>(v));
+    if (comma == list.size()) break;
+    begin = comma + 1;
+  }
+  std::ranges::sort(layers);
+  layers.erase(std::unique(layers.begin(), layers.end()), layers.end());
+  return layers;
+}
+
 Result<std::vector<TypeChoice>> choose_types(const FileType& file_type, const QuantizeMix& knobs, const ModelFacts& model,
                                              std::span<const MixTensor> tensors, bool has_imatrix) {
   State s{file_type, knobs, model, has_imatrix, true, 0, 0, 0, 0, 0, {}};
@@ -582,15 +650,8 @@ Result<std::vector<TypeChoice>> choose_types(const FileType& file_type, const Qu
     if (is_attn_v_like(roles[i])) ++s.n_attention_wv;
     if (roles[i] == Role::Output) s.tied = false;
   }
-  // llama.cpp's loader order: by layer (blk.N., others first), then by name.
-  std::vector<std::size_t> order(tensors.size());
-  std::iota(order.begin(), order.end(), std::size_t{0});
-  std::ranges::stable_sort(order, [&](std::size_t a, std::size_t b) {
-    const long la = layer_of(tensors[a].name), lb = layer_of(tensors[b].name);
-    return la != lb ? la < lb : tensors[a].name < tensors[b].name;
-  });
   std::vector<TypeChoice> out(tensors.size(), TypeChoice{T::F32, {}, false, false});
-  for (std::size_t i : order) {
+  for (std::size_t i : llama_order(tensors)) {
     const MixTensor& t = tensors[i];
     if (!allows_quantization(knobs, model.arch, t.name, t.shape)) {
       out[i] = {t.type, {}, false, false};

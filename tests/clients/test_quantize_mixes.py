@@ -232,6 +232,8 @@ KNOBS = {
     "leave-output": ["--leave-output-tensor"],
     # NVFP4 has no file type of llama-quantize's: a mix reaches it through these (ggml's type name).
     "nvfp4": ["--tensor-type", "ffn_(up|gate)=nvfp4", "--output-tensor-type", "nvfp4", "--token-embedding-type", "NVFP4"],
+    # blocks left out, the others renumbered, block_count rewritten; the rules still read 8 layers
+    "prune-layers": ["--prune-layers", "5,1,3,1"],
 }
 
 
@@ -300,6 +302,27 @@ def test_dry_run_refuses_what_a_run_refuses(models, tmp_path):
     got = ours(src, tmp_path / "ours.gguf", "IQ2_XXS", "--dry-run")
     assert got.returncode != 0 and "importance matrix" in got.stderr, got.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+def test_prune_layers_from_python_and_refused(models, tmp_path):
+    """safeweights.convert(..., prune_layers=[...]) writes what --prune-layers writes; a list
+    llama-quantize refuses is refused (naming the id), and nothing is written."""
+    import safeweights
+
+    src = models["gqa"][1]
+    safeweights.convert(str(src), str(tmp_path / "py.gguf"), type="Q4_K_M", prune_layers=[6, 0])
+    got = ours(src, tmp_path / "cli.gguf", "Q4_K_M", "--prune-layers", "0,6")
+    assert got.returncode == 0, got.stderr
+    tensors, keys = contents(tmp_path / "py.gguf")
+    assert (tensors, keys) == contents(tmp_path / "cli.gguf")
+    assert keys["llama.block_count"] == 6 and "blk.5.attn_q.weight" in tensors and "blk.6.attn_q.weight" not in tensors
+    for bad in ("1,x", "1,", "-2"):
+        assert llama_quantize(src, tmp_path / "ref.gguf", "Q4_K_M", "--prune-layers", bad).returncode != 0
+        got = ours(src, tmp_path / "bad.gguf", "Q4_K_M", "--prune-layers", bad)
+        assert got.returncode != 0 and f"--prune-layers {bad}: invalid layer id" in got.stderr, got.stderr
+    with pytest.raises(Exception, match="invalid layer id '-1'"):
+        safeweights.convert(str(src), str(tmp_path / "bad.gguf"), type="Q4_K_M", prune_layers=[-1])
+    assert not (tmp_path / "bad.gguf").exists() and not (tmp_path / "ref.gguf").exists()
 
 
 def test_tensor_type_file_from_python(models, tmp_path):

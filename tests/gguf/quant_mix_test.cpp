@@ -437,4 +437,39 @@ TEST(QuantMix, TensorTypeEntriesAndFiles) {
   EXPECT_TRUE(IsKind(gguf::read_tensor_type_file(dir.file("missing.txt")), ErrorKind::FileNotFound));
 }
 
+// --prune-layers as llama-quantize reads and applies it: ids as std::stoi reads them, sorted, once; the
+// blocks below the first pruned one keep their numbers, the later ones close up, block_count is the
+// count kept, and the rules still count 8 layers (Q4_K_M's use_more_bits(i, 8) for ffn_down).
+TEST(QuantMix, PruneLayersRenumbersAsLlamaQuantize) {
+  EXPECT_EQ(gguf::parse_prune_layers("5, 1,3abc,+1").value(), (std::vector<int>{1, 3, 5}));
+  for (const char* bad : {"", "1,", "x", "-1", "1,,2", "99999999999"}) {
+    auto r = gguf::parse_prune_layers(bad);
+    ASSERT_TRUE(IsKind(r, ErrorKind::InvalidArgument)) << bad;
+    EXPECT_NE(r.error().message().find("invalid layer id"), std::string::npos) << r.error().message();
+  }
+  const Model m = llama(8, 4, 4);
+  QuantizeMix mix = mix_of("Q4_K_M");
+  mix.prune_layers = {1, 3, 5};
+  const auto tensors = m.tensors();
+  auto plan = gguf_format().plan_mix(mix, tensors, m.md);
+  ASSERT_TRUE(IsOk(plan));
+  std::map<std::string, MixChoice> by_input;
+  for (std::size_t i = 0; i < tensors.size(); ++i) by_input[std::string(tensors[i].name)] = plan->tensors[i];
+  EXPECT_FALSE(by_input.at("token_embd.weight").pruned);
+  EXPECT_EQ(by_input.at("token_embd.weight").rename, "");
+  EXPECT_EQ(by_input.at("blk.0.attn_q.weight").rename, "");
+  for (int pruned : {1, 3, 5}) EXPECT_TRUE(by_input.at("blk." + std::to_string(pruned) + ".ffn_down.weight").pruned) << pruned;
+  EXPECT_EQ(by_input.at("blk.2.ffn_down.weight").rename, "blk.1.ffn_down.weight");
+  EXPECT_EQ(by_input.at("blk.4.attn_norm.weight").rename, "blk.2.attn_norm.weight");
+  EXPECT_EQ(by_input.at("blk.7.ffn_down.weight").rename, "blk.4.ffn_down.weight");
+  // ffn_down counted over the blocks kept (0, 2, 4, 6, 7 as the 0th to 4th) against 8 layers: 0 and 3
+  // (input block 6) use more bits, the 2nd (input block 4) does not.
+  EXPECT_EQ(by_input.at("blk.0.ffn_down.weight").type, TensorType::Q6_K);
+  EXPECT_EQ(by_input.at("blk.4.ffn_down.weight").type, TensorType::Q4_K);
+  EXPECT_EQ(by_input.at("blk.6.ffn_down.weight").type, TensorType::Q6_K);
+  const MetaValue* count = plan->metadata.find("llama.block_count");
+  ASSERT_NE(count, nullptr);
+  EXPECT_EQ(count->as_u64(), 5u);
+}
+
 }  // namespace
