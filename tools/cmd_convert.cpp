@@ -171,6 +171,7 @@ Status run_conversion(const ConvertArgs& opt) {
   options.to = opt.to;
   options.write.durable = opt.durable;
   options.dry_run = opt.dry_run;
+  options.keep_split = opt.keep_split;
   if (Status s = split_limits(opt, options.write.split); !s.is_ok()) return s;
   options.progress = terminal_progress();
   FormatOptions input = input_options(opt.backend);

@@ -102,7 +102,8 @@ struct ConvertArgs {
   std::string entry;
   bool dedup = false;
   bool durable = false;
-  bool dry_run = false;  // print each tensor's type and size, write nothing
+  bool dry_run = false;     // print each tensor's type and size, write nothing
+  bool keep_split = false;  // a split GGUF input's files kept
   std::string split_max_size;
   std::uint64_t split_max_tensors = 0;
   std::string backend = "pread";

@@ -196,6 +196,8 @@ void add_convert(CLI::App& app, ConvertArgs& args, int& exit_code) {
   cmd->add_flag("--dedup", args.dedup, "PyTorch input: write one copy of tensors that share storage; the others become aliases in the metadata");
   add_checkpoint_options(cmd);
   cmd->add_flag("--durable", args.durable, "fsync the output before renaming it into place");
+  cmd->add_flag("--keep-split", args.keep_split,
+                "a split GGUF input: write the output split where the input is (OUT-00001-of-0000N.gguf ...), as llama-quantize does");
   cmd->add_flag("--dry-run", args.dry_run, "print each tensor's type and size, and the total, without writing anything (llama-quantize's option)");
   cmd->add_option("--split-max-size", args.split_max_size,
                   "write OUT.gguf as llama.cpp's split files OUT-00001-of-0000N.gguf, or the shards of OUT.safetensors.index.json, each at "

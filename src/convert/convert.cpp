@@ -464,6 +464,22 @@ std::uint64_t written_bytes(const Job& job) {
   return bytes.is_ok() ? *bytes : 0;
 }
 
+// Where the jobs' input file changes (a split GGUF's files are a source each): the first job of each
+// file, or none when they all come from one. An assembled tensor has no source of its own and stays
+// with the file before it.
+std::vector<std::size_t> input_file_starts(const std::vector<Job>& jobs) {
+  std::vector<std::size_t> starts{0};
+  const ByteSource* current = jobs.empty() ? nullptr : jobs.front().entry->source;
+  for (std::size_t i = 1; i < jobs.size(); ++i) {
+    const ByteSource* source = jobs[i].entry->source;
+    if (source == nullptr || source == current) continue;
+    starts.push_back(i);
+    current = source;
+  }
+  if (starts.size() == 1) starts.clear();
+  return starts;
+}
+
 // What a dry run reports: every job as a conversion would report it, nothing written.
 ConvertReport planned_report(const std::vector<Job>& jobs) {
   ConvertReport report;
@@ -496,7 +512,13 @@ Result<ConvertReport> convert(const TensorFile& input, const std::string& output
   if (options.mix || !plan_metadata_alone(input, options, aliases)) combined = output_metadata(input, options, aliases, *out, mixed);
   const Metadata& metadata = combined ? *combined : options.plan.metadata;
   if (options.dry_run) return planned_report(*jobs);
-  auto created = out->create(output_path, std::move(decls), &metadata, options.write);
+  WriteOptions write = options.write;
+  if (options.keep_split) {
+    if (write.split.enabled())
+      return Error(ErrorKind::InvalidArgument, "keep_split keeps the input's files: it takes no split limits").with_file(output_path);
+    write.split.starts = input_file_starts(*jobs);
+  }
+  auto created = out->create(output_path, std::move(decls), &metadata, write);
   if (!created.is_ok()) return created.error().kind() == ErrorKind::Unrepresentable ? from_input(created.error(), input) : error_of(created);
   std::unique_ptr<TensorSink> sink = std::move(created).value();
   // Before the first byte: the sink's files exist only as temporaries, discarded on this return.

@@ -304,6 +304,33 @@ def test_dry_run_refuses_what_a_run_refuses(models, tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_keep_split_as_llama_quantize(models, tmp_path):
+    """--keep-split: a split F16 input (75 tensors, 30 a file) quantized into files cut where the
+    input's are, each file equal to llama-quantize's; with split limits it is refused, and an input in
+    one file gives one file (llama-quantize would name it q-00001-of-00001.gguf)."""
+    r = run(CLI, "convert", models["gqa"][1], tmp_path / "in.gguf", "--split-max-tensors", 30)
+    assert r.returncode == 0, r.stderr
+    first = tmp_path / "in-00001-of-00003.gguf"
+    ref_dir, our_dir = tmp_path / "ref", tmp_path / "ours"
+    ref_dir.mkdir()
+    our_dir.mkdir()
+    ref = llama_quantize(first, ref_dir / "q.gguf", "Q4_K_M", "--keep-split")
+    assert ref.returncode == 0, ref.stderr[-2000:]
+    got = ours(first, our_dir / "q.gguf", "Q4_K_M", "--keep-split")
+    assert got.returncode == 0, got.stderr
+    names = sorted(p.name for p in ref_dir.iterdir())
+    assert names == [f"q-0000{k}-of-00003.gguf" for k in (1, 2, 3)]
+    assert sorted(p.name for p in our_dir.iterdir()) == names
+    for name in names:
+        assert contents(our_dir / name) == contents(ref_dir / name), name
+    got = ours(first, tmp_path / "limits.gguf", "Q4_K_M", "--keep-split", "--split-max-tensors", 10)
+    assert got.returncode != 0 and "keep_split keeps the input's files" in got.stderr, got.stderr
+    (tmp_path / "one").mkdir()
+    got = ours(models["gqa"][1], tmp_path / "one" / "q.gguf", "Q4_K_M", "--keep-split")
+    assert got.returncode == 0, got.stderr
+    assert [p.name for p in (tmp_path / "one").iterdir()] == ["q.gguf"]
+
+
 def test_prune_layers_from_python_and_refused(models, tmp_path):
     """safeweights.convert(..., prune_layers=[...]) writes what --prune-layers writes; a list
     llama-quantize refuses is refused (naming the id), and nothing is written."""
