@@ -402,6 +402,13 @@ TEST(QuantMix, Nvfp4ThroughAPatternWithoutAFallback) {
   auto plan = gguf_format().plan_mix(mix, tensors, m.md);
   ASSERT_TRUE(IsKind(plan, ErrorKind::NotSupported));
   EXPECT_NE(plan.error().message().find("no fallback type for NVFP4"), std::string::npos) << plan.error().to_string();
+  // --type nvfp4 alone (no mix): such rows are written F16, as for the 32-element types.
+  const std::uint64_t shape[] = {256, 96};
+  const StoredType stored = gguf_format().stored_type(TensorType::NVFP4, shape);
+  EXPECT_EQ(stored.type, TensorType::F16);
+  EXPECT_EQ(stored.note, "rows of 96 are not a multiple of 64");
+  const std::uint64_t whole[] = {256, 128};
+  EXPECT_EQ(gguf_format().stored_type(TensorType::NVFP4, whole).type, TensorType::NVFP4);
 }
 
 // --tensor-type entries and --tensor-type-file as llama-quantize reads them: a ggml type name in any
