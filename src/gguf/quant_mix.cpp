@@ -601,9 +601,10 @@ PrunedNames prune_layers(std::span<const MixTensor> tensors, std::span<const int
       if (std::ranges::binary_search(prune, block))
         it->second = std::nullopt;
       else if (block < prune.front())
-        it->second = block, next = block + 1;
+        it->second = block;
       else
-        it->second = next++;
+        it->second = next;
+      if (it->second) next = *it->second + 1;
     }
     const auto at = static_cast<std::size_t>(m.position(1)), length = static_cast<std::size_t>(m.length(1));
     if (it->second)
