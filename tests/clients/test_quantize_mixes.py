@@ -391,6 +391,16 @@ def test_nvfp4_is_a_tensor_type_not_a_file_type(models, tmp_path):
     assert have == want
     assert {t for t, _ in have.values()} == {"NVFP4", "F32"}
     assert have_kv["general.file_type"] == 39
+    # Read back: diff compares it (values differ, nothing refused) and convert dequantizes it as gguf-py does.
+    d = run(CLI, "diff", src, tmp_path / "ours.gguf")
+    assert d.returncode == 1, d.stdout[-2000:] + d.stderr
+    back = run(CLI, "convert", tmp_path / "ours.gguf", tmp_path / "back.safetensors")
+    assert back.returncode == 0, back.stderr
+    from safetensors.numpy import load_file
+
+    dequantized = load_file(str(tmp_path / "back.safetensors"))
+    t = next(t for t in gguf.GGUFReader(str(tmp_path / "ours.gguf")).tensors if t.name == "blk.0.ffn_up.weight")
+    assert np.array_equal(dequantized["blk.0.ffn_up.weight"], gguf.quants.dequantize(t.data, t.tensor_type))
     assert llama_quantize(src, tmp_path / "ref2.gguf", "NVFP4").returncode != 0
     got = ours(src, tmp_path / "ours2.gguf", "NVFP4", "--pure")
     assert got.returncode != 0 and "--type NVFP4: expected" in got.stderr, got.stderr
