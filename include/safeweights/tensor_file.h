@@ -168,7 +168,7 @@ struct SplitLimits {
   std::uint64_t max_tensors = 0;  // tensors per file
   // The cut itself, over the limits: the index of each file's first tensor in declaration order (0
   // first, increasing), as ConvertOptions::keep_split keeps an input's.
-  std::vector<std::size_t> starts;
+  std::vector<std::size_t> starts{};
   bool enabled() const noexcept { return max_bytes != 0 || max_tensors != 0 || !starts.empty(); }
 };
 
