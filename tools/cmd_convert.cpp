@@ -6,8 +6,6 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
 #include <map>
 #include <memory>
 
@@ -34,47 +32,24 @@ std::optional<TensorType> parse_type(std::string_view name) {
   return std::nullopt;
 }
 
-// A ggml type by its name, any case (llama-quantize's parse_ggml_type).
-Result<TensorType> parse_ggml_type(const std::string& option, std::string_view name) {
-  for (const TensorTypeInfo& info : tensor_type_table())
-    if (lower(info.name) == lower(name) && gguf::ggml_id(info.type)) return info.type;
-  return Error(ErrorKind::InvalidArgument, option + " " + std::string(name) + ": not a ggml type name (q8_0, q6_k, f16, ...)");
-}
-
 bool has_mix_knobs(const ConvertArgs& o) {
   return !o.output_tensor_type.empty() || !o.token_embedding_type.empty() || !o.tensor_types.empty() || !o.tensor_type_files.empty() ||
-         !o.override_kv.empty() || o.pure || o.leave_output_tensor || o.allow_requantize || !o.imatrix.empty() || !o.include_weights.empty() ||
-         !o.exclude_weights.empty();
+         !o.override_kv.empty() || !o.prune_layers.empty() || o.pure || o.leave_output_tensor || o.allow_requantize || !o.imatrix.empty() ||
+         !o.include_weights.empty() || !o.exclude_weights.empty();
 }
 
-// One PATTERN=TYPE entry (`option` says where it came from, for the message), lower-cased by the mix.
-Status add_tensor_type(const std::string& option, const std::string& spec, QuantizeMix& mix) {
-  const std::size_t eq = spec.find('=');
-  if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size()) return usage(option + " " + spec + ": expected PATTERN=TYPE");
-  auto t = parse_ggml_type(option, spec.substr(eq + 1));
-  if (!t.is_ok()) return std::move(t).error();
-  mix.tensor_types.emplace_back(spec.substr(0, eq), *t);
+// The entries of one --tensor-type or --tensor-type-file, appended.
+Status add_tensor_type(const std::string& spec, QuantizeMix& mix) {
+  auto entry = gguf::parse_tensor_type("--tensor-type", spec);
+  if (!entry.is_ok()) return std::move(entry).status();
+  mix.tensor_types.push_back(std::move(entry).value());
   return Status::ok();
 }
 
-// A --tensor-type-file: its entries, separated by white space as llama-quantize reads them. A text file
-// of patterns is small; one over the limit is refused rather than read whole.
-constexpr std::uintmax_t kMaxTensorTypeFile = 1 << 20;
-
 Status add_tensor_type_file(const std::string& path, QuantizeMix& mix) {
-  std::error_code ec;
-  const std::uintmax_t size = std::filesystem::file_size(path, ec);
-  if (ec) return Error(ErrorKind::FileNotFound, "--tensor-type-file: cannot read it (" + ec.message() + ")").with_file(path);
-  if (size > kMaxTensorTypeFile)
-    return Error(ErrorKind::InvalidArgument, "--tensor-type-file: " + std::to_string(size) + " bytes, over the limit of 1 MiB for a list of patterns")
-        .with_file(path);
-  std::ifstream in(path);
-  if (!in) return Error(ErrorKind::FileNotFound, "--tensor-type-file: cannot open it").with_file(path);
-  std::string spec;
-  while (in >> spec) {
-    auto status = add_tensor_type("--tensor-type-file " + path + ":", spec, mix);
-    if (!status.is_ok()) return status;
-  }
+  auto entries = gguf::read_tensor_type_file(path);
+  if (!entries.is_ok()) return std::move(entries).status();
+  mix.tensor_types.insert(mix.tensor_types.end(), entries->begin(), entries->end());
   return Status::ok();
 }
 
@@ -87,8 +62,7 @@ Status add_tensor_types(const ConvertArgs& o, QuantizeMix& mix) {
   }
   std::size_t next_spec = 0, next_file = 0;
   for (const bool file : order) {
-    auto status =
-        file ? add_tensor_type_file(o.tensor_type_files[next_file++], mix) : add_tensor_type("--tensor-type", o.tensor_types[next_spec++], mix);
+    auto status = file ? add_tensor_type_file(o.tensor_type_files[next_file++], mix) : add_tensor_type(o.tensor_types[next_spec++], mix);
     if (!status.is_ok()) return status;
   }
   return Status::ok();
@@ -99,12 +73,12 @@ Result<QuantizeMix> parse_mix(const ConvertArgs& o) {
   QuantizeMix mix;
   mix.file_type = o.type;
   if (!o.output_tensor_type.empty()) {
-    auto t = parse_ggml_type("--output-tensor-type", o.output_tensor_type);
+    auto t = gguf::parse_ggml_type("--output-tensor-type", o.output_tensor_type);
     if (!t.is_ok()) return std::move(t).error();
     mix.output_tensor_type = *t;
   }
   if (!o.token_embedding_type.empty()) {
-    auto t = parse_ggml_type("--token-embedding-type", o.token_embedding_type);
+    auto t = gguf::parse_ggml_type("--token-embedding-type", o.token_embedding_type);
     if (!t.is_ok()) return std::move(t).error();
     mix.token_embedding_type = *t;
   }
@@ -114,6 +88,11 @@ Result<QuantizeMix> parse_mix(const ConvertArgs& o) {
     auto entry = gguf::parse_kv_override(spec);
     if (!entry.is_ok()) return std::move(entry).error();
     mix.override_kv.push_back(std::move(entry).value());
+  }
+  if (!o.prune_layers.empty()) {
+    auto layers = gguf::parse_prune_layers(o.prune_layers);
+    if (!layers.is_ok()) return std::move(layers).error();
+    mix.prune_layers = std::move(layers).value();
   }
   mix.pure = o.pure;
   mix.leave_output_tensor = o.leave_output_tensor;
@@ -132,7 +111,7 @@ Status set_type(const ConvertArgs& opt, ConvertOptions& options) {
   if (options.type) return Status::ok();
   if (!gguf::is_llama_file_type(opt.type))
     return usage("--type " + opt.type +
-                 ": expected f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k or q6_k, or a llama-quantize file type "
+                 ": expected f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k or nvfp4, or a llama-quantize file type "
                  "(Q4_K_M, Q5_K_S, IQ4_XS, ... or its number)");
   auto mix = parse_mix(opt);
   if (!mix.is_ok()) return std::move(mix).status();
@@ -145,19 +124,20 @@ std::function<void(std::size_t, std::uint64_t)> terminal_progress() {
   return [](std::size_t tensors, std::uint64_t bytes) { std::fprintf(stderr, "\rconverted %zu tensors, %s", tensors, human_bytes(bytes).c_str()); };
 }
 
-// One line per tensor whose type was decided (changed, or kept against --type), then the totals by type.
-void print_summary(const ConvertReport& report, const std::string& output) {
+// One line per tensor whose type was decided (changed, or kept against --type; every tensor in a dry
+// run), then the totals by type.
+void print_summary(const ConvertReport& report, const std::string& output, bool dry_run) {
   std::map<std::string_view, std::size_t> by_type;
   for (const ConvertedTensor& t : report.tensors) {
     ++by_type[type_name(t.to)];
-    if (t.from == t.to && t.note.empty()) continue;
+    if (!dry_run && t.from == t.to && t.note.empty()) continue;
     std::printf("%s: %s -> %s%s\n", printable(t.name).c_str(), std::string(type_name(t.from)).c_str(), std::string(type_name(t.to)).c_str(),
                 t.note.empty() ? "" : (" (" + t.note + ")").c_str());
   }
   std::string totals;
   for (const auto& [name, count] : by_type) totals += (totals.empty() ? "" : ", ") + std::to_string(count) + " " + std::string(name);
-  std::printf("wrote %s: %zu tensors (%s), %s\n", printable(output).c_str(), report.tensors.size(), totals.c_str(),
-              human_bytes(report.bytes_written).c_str());
+  std::printf("%s %s: %zu tensors (%s), %s\n", dry_run ? "dry run, nothing written; would write" : "wrote", printable(output).c_str(),
+              report.tensors.size(), totals.c_str(), human_bytes(report.bytes_written).c_str());
   if (report.files.size() > 1)
     for (const std::string& file : report.files) std::printf("  %s\n", printable(file).c_str());
 }
@@ -190,6 +170,8 @@ Status run_conversion(const ConvertArgs& opt) {
   options.dedup = opt.dedup;
   options.to = opt.to;
   options.write.durable = opt.durable;
+  options.dry_run = opt.dry_run;
+  options.keep_split = opt.keep_split;
   if (Status s = split_limits(opt, options.write.split); !s.is_ok()) return s;
   options.progress = terminal_progress();
   FormatOptions input = input_options(opt.backend);
@@ -200,7 +182,7 @@ Status run_conversion(const ConvertArgs& opt) {
   if (options.progress) std::fprintf(stderr, "\n");
   if (!report.is_ok()) return std::move(report).status();
   for (const std::string& note : report->notes) std::fprintf(stderr, "note: %s\n", printable(note).c_str());
-  print_summary(*report, opt.output);
+  print_summary(*report, opt.output, opt.dry_run);
   return Status::ok();
 }
 

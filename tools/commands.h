@@ -96,11 +96,14 @@ struct ConvertArgs {
   std::vector<std::string> tensor_type_files;
   std::vector<bool> tensor_type_order;
   std::vector<std::string> override_kv;  // --override-kv KEY=TYPE:VALUE
+  std::string prune_layers;              // --prune-layers L0,L1,...
   bool pure = false, leave_output_tensor = false, allow_requantize = false;
   unsigned threads = 0;  // 0: one per core
   std::string entry;
   bool dedup = false;
   bool durable = false;
+  bool dry_run = false;     // print each tensor's type and size, write nothing
+  bool keep_split = false;  // a split GGUF input's files kept
   std::string split_max_size;
   std::uint64_t split_max_tensors = 0;
   std::string backend = "pread";

@@ -168,7 +168,7 @@ void add_convert(CLI::App& app, ConvertArgs& args, int& exit_code) {
       ->required();
   cmd->add_option("--to", args.to, "the output's format (gguf, safetensors, safetensors-index) whatever its name");
   cmd->add_option("--type", args.type,
-                  "f32|f16|bf16|q8_0|q4_0|q4_1|q5_0|q5_1|q2_k|q3_k|q4_k|q5_k|q6_k: as llama.cpp, 1-D tensors stay F32, rows that are "
+                  "f32|f16|bf16|q8_0|q4_0|q4_1|q5_0|q5_1|q2_k|q3_k|q4_k|q5_k|q6_k|nvfp4: as llama.cpp, 1-D tensors stay F32, rows that are "
                   "not whole blocks fall back to a type that fits, integers are kept; or a llama-quantize file type (Q4_K_M, IQ3_M, ... "
                   "or its number; GGUF output): each tensor the type llama-quantize gives it (the knobs below make a name both, "
                   "like q8_0, the file type)");
@@ -182,6 +182,9 @@ void add_convert(CLI::App& app, ConvertArgs& args, int& exit_code) {
   cmd->add_option("--override-kv", args.override_kv,
                   "file type: KEY=TYPE:VALUE (int, float, bool or str), a metadata entry written over the output's, as llama-quantize does "
                   "(repeatable)");
+  cmd->add_option("--prune-layers", args.prune_layers,
+                  "file type: L0,L1,...: leave out these blocks (blk.N.), renumber the others and write the block count kept, as "
+                  "llama-quantize does");
   cmd->add_flag("--pure", args.pure, "file type: every quantized tensor the file type's base type, without llama.cpp's per-tensor rules");
   cmd->add_flag("--leave-output-tensor", args.leave_output_tensor, "file type: output.weight keeps its type");
   cmd->add_flag("--allow-requantize", args.allow_requantize, "file type: quantize tensors that are already quantized (refused without it)");
@@ -193,6 +196,9 @@ void add_convert(CLI::App& app, ConvertArgs& args, int& exit_code) {
   cmd->add_flag("--dedup", args.dedup, "PyTorch input: write one copy of tensors that share storage; the others become aliases in the metadata");
   add_checkpoint_options(cmd);
   cmd->add_flag("--durable", args.durable, "fsync the output before renaming it into place");
+  cmd->add_flag("--keep-split", args.keep_split,
+                "a split GGUF input: write the output split where the input is (OUT-00001-of-0000N.gguf ...), as llama-quantize does");
+  cmd->add_flag("--dry-run", args.dry_run, "print each tensor's type and size, and the total, without writing anything (llama-quantize's option)");
   cmd->add_option("--split-max-size", args.split_max_size,
                   "write OUT.gguf as llama.cpp's split files OUT-00001-of-0000N.gguf, or the shards of OUT.safetensors.index.json, each at "
                   "most SIZE of tensor data (2G, 500M; decimal units K, M, G, or bytes)");

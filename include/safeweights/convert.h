@@ -57,6 +57,15 @@ struct ConvertOptions {
   // convert() adds the input's own name; convert_path() every file its readers opened.
   std::vector<std::string> inputs;
   std::function<void(std::size_t tensors_done, std::uint64_t bytes_done)> progress;
+  // Decide everything, write nothing (llama-quantize's --dry-run): the report says what each tensor
+  // would become, bytes_written what a real run would write, and `files` is empty; no file is created
+  // or replaced, and no tensor is read but what a plan reads to decide. NotSupported for a folder of
+  // .bin weights to a folder (convert_path), which is several conversions.
+  bool dry_run = false;
+  // llama-quantize's --keep-split: the output cut into files where the input's tensors come from
+  // another file (a split GGUF's layout, its tensors in order; write.split.starts), named as the split
+  // writer names them. An input in one file is written as one file. InvalidArgument with split limits.
+  bool keep_split = false;
 };
 
 // The names `--type` (and Python's `type=`) take as "every tensor this type", lower case: the float

@@ -99,6 +99,10 @@ struct QuantizeMix {
   // general.file_type and before the importance matrix's keys, and read by the type rules as the model's
   // metadata, as llama-quantize does.
   std::vector<MetaEntry> override_kv;
+  // --prune-layers: the blocks (blk.N.) left out, the others renumbered in order from the first pruned
+  // one, and {arch}.block_count the count kept, as llama-quantize does; the type rules still read the
+  // input's layer count. Sorted, without repeats (parse_prune_layers in safeweights/gguf.h).
+  std::vector<int> prune_layers{};
 };
 
 // A tensor as a mix sees it: its name, its type before the mix (the input's, or the plan's) and shape.
@@ -114,6 +118,8 @@ struct MixChoice {
   TensorType type;
   std::string note;
   std::vector<float> importance;
+  std::string rename{};  // the tensor's name in the output when the mix renumbers its block; empty: its own
+  bool pruned = false;   // left out of the output (QuantizeMix::prune_layers)
 };
 
 struct MixPlan {

@@ -26,6 +26,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "safeweights/error.h"
@@ -126,6 +127,25 @@ bool is_llama_file_type(std::string_view name) noexcept;
 // bool:false, str:TEXT (at most 127 bytes). InvalidArgument naming the rule for a key of 128 bytes or
 // more, no '=', another type or a bad bool or string (what QuantizeMix::override_kv takes).
 Result<MetaEntry> parse_kv_override(std::string_view spec);
+
+// A ggml type by its name in any case, as llama-quantize's --tensor-type and --output-tensor-type take
+// it ("q8_0", "NVFP4"). InvalidArgument "`where` NAME: not a ggml type name" for any other.
+Result<TensorType> parse_ggml_type(std::string_view where, std::string_view name);
+
+// llama-quantize's --tensor-type PATTERN=TYPE entry as QuantizeMix::tensor_types holds it.
+// InvalidArgument "`where` SPEC: expected PATTERN=TYPE" without a pattern or a type.
+Result<std::pair<std::string, TensorType>> parse_tensor_type(std::string_view where, std::string_view spec);
+
+// llama-quantize's --tensor-type-file: the PATTERN=TYPE entries of a text file, separated by any white
+// space, in order. The read's error naming the file when it cannot be read (FileNotFound), ResourceLimit
+// naming it for a file over 1 MiB (a list of patterns is small: a bigger one is refused, not read), and
+// parse_tensor_type's errors for an entry ("--tensor-type-file PATH: SPEC: ...").
+Result<std::vector<std::pair<std::string, TensorType>>> read_tensor_type_file(const std::string& path);
+
+// llama-quantize's --prune-layers L0,L1,...: layer numbers separated by commas, each read as std::stoi
+// reads it (spaces, a sign, digits, anything after them ignored), sorted, without repeats (what
+// QuantizeMix::prune_layers takes). InvalidArgument naming an empty, negative or unreadable one.
+Result<std::vector<int>> parse_prune_layers(std::string_view list);
 
 // The GGUF v3 TensorSink: creates `path` with `kv` and the declared tensors (the header is written now;
 // `tensors` declare the tensors in the order their bytes are laid out; shapes are row-major, the file's

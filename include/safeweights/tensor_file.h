@@ -166,7 +166,10 @@ class TensorSink {
 struct SplitLimits {
   std::uint64_t max_bytes = 0;    // tensor bytes per file
   std::uint64_t max_tensors = 0;  // tensors per file
-  bool enabled() const noexcept { return max_bytes != 0 || max_tensors != 0; }
+  // The cut itself, over the limits: the index of each file's first tensor in declaration order (0
+  // first, increasing), as ConvertOptions::keep_split keeps an input's.
+  std::vector<std::size_t> starts{};
+  bool enabled() const noexcept { return max_bytes != 0 || max_tensors != 0 || !starts.empty(); }
 };
 
 // How a writer creates its output; a format ignores what it has no use for, and refuses what it cannot do.

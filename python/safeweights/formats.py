@@ -58,6 +58,7 @@ def convert(
     output_tensor_type: str | None = None,
     token_embedding_type: str | None = None,
     tensor_types: list | None = None,
+    tensor_type_file=None,
     pure: bool = False,
     leave_output_tensor: bool = False,
     allow_requantize: bool = False,
@@ -65,6 +66,7 @@ def convert(
     include_weights: list | None = None,
     exclude_weights: list | None = None,
     override_kv: list | None = None,
+    prune_layers: list | None = None,
 ) -> dict:
     """Converts ``input`` (any format the library reads, a Hugging Face model folder) into ``output``.
 
@@ -83,8 +85,10 @@ def convert(
     atomically. ``type`` may also be one of llama-quantize's file types ("Q4_K_M", "IQ4_XS", or its
     number; GGUF output): each tensor then gets the type llama-quantize gives it, with its options as
     keywords (``output_tensor_type``, ``token_embedding_type``, ``tensor_types`` as (pattern, type)
-    pairs, ``pure``, ``leave_output_tensor``, ``allow_requantize``, ``imatrix``, ``include_weights``,
-    ``exclude_weights``, ``override_kv`` as "KEY=TYPE:VALUE" strings; any of them makes a name such as
+    pairs, ``tensor_type_file`` a path or a list of paths of llama-quantize's --tensor-type-file
+    (their entries tried after ``tensor_types``), ``pure``, ``leave_output_tensor``,
+    ``allow_requantize``, ``imatrix``, ``include_weights``, ``exclude_weights``, ``override_kv`` as
+    "KEY=TYPE:VALUE" strings, ``prune_layers`` as block numbers; any of them makes a name such as
     "Q8_0" the file type). Returns {"tensors": [{"name", "from", "to", "note"}], "bytes_written",
     "files", "notes"} (``notes``: what was inferred rather than read).
     """
@@ -95,6 +99,11 @@ def convert(
         mix["token_embedding_type"] = token_embedding_type
     if tensor_types:
         mix["tensor_types"] = [tuple(p) for p in (tensor_types.items() if isinstance(tensor_types, dict) else tensor_types)]
+    if tensor_type_file is not None:
+        import os
+
+        files = [tensor_type_file] if isinstance(tensor_type_file, (str, bytes, os.PathLike)) else list(tensor_type_file)
+        mix["tensor_type_files"] = files
     for name, flag in (("pure", pure), ("leave_output_tensor", leave_output_tensor), ("allow_requantize", allow_requantize)):
         if flag:
             mix[name] = True
@@ -106,6 +115,8 @@ def convert(
         mix["exclude_weights"] = list(exclude_weights)
     if override_kv:
         mix["override_kv"] = list(override_kv)
+    if prune_layers:
+        mix["prune_layers"] = [int(n) for n in prune_layers]
     return _safeweights._convert(
         input, output, type, to, entry, threads, dedup, durable, carry_metadata, split_max_bytes, split_max_tensors, allow_unknown, key,
         llama_version, max_position_embeddings, instruct, mix,

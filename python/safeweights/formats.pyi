@@ -27,6 +27,7 @@ def convert(
     output_tensor_type: Optional[str] = ...,
     token_embedding_type: Optional[str] = ...,
     tensor_types: Optional[Any] = ...,
+    tensor_type_file: Optional[Union[_Path, List[_Path]]] = ...,
     pure: bool = ...,
     leave_output_tensor: bool = ...,
     allow_requantize: bool = ...,
@@ -34,4 +35,5 @@ def convert(
     include_weights: Optional[List[str]] = ...,
     exclude_weights: Optional[List[str]] = ...,
     override_kv: Optional[List[str]] = ...,
+    prune_layers: Optional[List[int]] = ...,
 ) -> Dict[str, Any]: ...

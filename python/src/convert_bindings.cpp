@@ -35,6 +35,15 @@ QuantizeMix mix_arg(const std::string& file_type, const py::dict& knobs) {
   if (knobs.contains("tensor_types"))
     for (const auto& item : knobs["tensor_types"].cast<std::vector<std::pair<std::string, std::string>>>())
       mix.tensor_types.emplace_back(item.first, type_arg(item.second));
+  if (knobs.contains("tensor_type_files"))  // after tensor_types, each file's entries in turn
+    for (const py::handle path : knobs["tensor_type_files"].cast<py::list>())
+      for (auto& entry : value_or_raise(gguf::read_tensor_type_file(path_arg(path)), Domain::Safetensors))
+        mix.tensor_types.push_back(std::move(entry));
+  if (knobs.contains("prune_layers")) {  // ints, read as the CLI's --prune-layers list
+    std::string list;
+    for (const long layer : knobs["prune_layers"].cast<std::vector<long>>()) list += (list.empty() ? "" : ",") + std::to_string(layer);
+    mix.prune_layers = value_or_raise(gguf::parse_prune_layers(list), Domain::Safetensors);
+  }
   mix.pure = knobs.contains("pure") && knobs["pure"].cast<bool>();
   mix.leave_output_tensor = knobs.contains("leave_output_tensor") && knobs["leave_output_tensor"].cast<bool>();
   mix.allow_requantize = knobs.contains("allow_requantize") && knobs["allow_requantize"].cast<bool>();

@@ -95,8 +95,8 @@ Status choose_type(Job& job, const ConvertOptions& options, const Format& out) {
 
 // A quantization mix (ConvertOptions::mix) over the types the policy chose: the output format's plan
 // (Format::plan_mix: GGUF's is llama-quantize's) sees each tensor as the policy left it, against the
-// model's metadata (the input's, the plan's over it); its types, notes and weights replace theirs.
-// Returns the metadata the format then states.
+// model's metadata (the input's, the plan's over it); its types, notes, weights and names replace
+// theirs, and the tensors it prunes are left out. Returns the metadata the format then states.
 Result<Metadata> apply_mix(std::vector<Job>& jobs, const TensorFile& input, const ConvertOptions& options, const Format& out) {
   Metadata model;
   if (input.metadata()) model = *input.metadata();
@@ -105,9 +105,13 @@ Result<Metadata> apply_mix(std::vector<Job>& jobs, const TensorFile& input, cons
   tensors.reserve(jobs.size());
   for (const Job& j : jobs) tensors.push_back({j.name, j.to, j.entry->shape});
   SW_ASSIGN_OR_RETURN(MixPlan plan, out.plan_mix(*options.mix, tensors, model));
+  std::size_t kept = 0;
   for (std::size_t i = 0; i < jobs.size(); ++i) {
-    Job& job = jobs[i];
     MixChoice& c = plan.tensors[i];
+    if (c.pruned) continue;
+    if (kept != i) jobs[kept] = std::move(jobs[i]);
+    Job& job = jobs[kept++];
+    if (!c.rename.empty()) job.name = std::move(c.rename);
     if (c.type == job.to) continue;
     job.to = c.type;
     job.note = std::move(c.note);
@@ -118,6 +122,7 @@ Result<Metadata> apply_mix(std::vector<Job>& jobs, const TensorFile& input, cons
     if (!can_dequantize(job.entry->type))
       return Error(ErrorKind::NotSupported, "converting from " + std::string(type_name(job.entry->type)) + " is not supported").with_tensor(job.name);
   }
+  jobs.resize(kept);
   return std::move(plan.metadata);
 }
 
@@ -463,6 +468,42 @@ void release_pages(const Job& job) {
   for (const auto& p : job.assembly->pieces()) p.entry->source->hint({p.entry->offset, p.entry->nbytes}, AccessHint::DontNeed);
 }
 
+// A job's bytes in the output. A tensor with no elements holds none, whatever its other dimensions
+// (GGUF's [0, 2^62, 2^62] ne, whose row-major product overflows from the left); any other shape passed
+// the writer's sizing, or the sizing of the plan (a dry run).
+std::uint64_t written_bytes(const Job& job) {
+  const auto& shape = job.entry->shape;
+  if (std::find(shape.begin(), shape.end(), 0) != shape.end()) return 0;
+  auto bytes = tensor_nbytes(job.to, shape);
+  return bytes.is_ok() ? *bytes : 0;
+}
+
+// Where the jobs' input file changes (a split GGUF's files are a source each): the first job of each
+// file, or none when they all come from one. An assembled tensor has no source of its own and stays
+// with the file before it.
+std::vector<std::size_t> input_file_starts(const std::vector<Job>& jobs) {
+  std::vector<std::size_t> starts{0};
+  const ByteSource* current = jobs.empty() ? nullptr : jobs.front().entry->source;
+  for (std::size_t i = 1; i < jobs.size(); ++i) {
+    const ByteSource* source = jobs[i].entry->source;
+    if (source == nullptr || source == current) continue;
+    starts.push_back(i);
+    current = source;
+  }
+  if (starts.size() == 1) starts.clear();
+  return starts;
+}
+
+// What a dry run reports: every job as a conversion would report it, nothing written.
+ConvertReport planned_report(const std::vector<Job>& jobs) {
+  ConvertReport report;
+  for (const Job& job : jobs) {
+    report.bytes_written += written_bytes(job);
+    report.tensors.push_back({job.name, job.entry->type, job.to, job.note});
+  }
+  return report;
+}
+
 }  // namespace
 
 Result<ConvertReport> convert(const TensorFile& input, const std::string& output_path, const ConvertOptions& options) {
@@ -484,7 +525,14 @@ Result<ConvertReport> convert(const TensorFile& input, const std::string& output
   std::optional<Metadata> combined;
   if (options.mix || !plan_metadata_alone(input, options, aliases)) combined = output_metadata(input, options, aliases, *out, mixed);
   const Metadata& metadata = combined ? *combined : options.plan.metadata;
-  auto created = out->create(output_path, std::move(decls), &metadata, options.write);
+  if (options.dry_run) return planned_report(*jobs);
+  WriteOptions write = options.write;
+  if (options.keep_split) {
+    if (write.split.enabled())
+      return Error(ErrorKind::InvalidArgument, "keep_split keeps the input's files: it takes no split limits").with_file(output_path);
+    write.split.starts = input_file_starts(*jobs);
+  }
+  auto created = out->create(output_path, std::move(decls), &metadata, write);
   if (!created.is_ok()) return created.error().kind() == ErrorKind::Unrepresentable ? from_input(created.error(), input) : error_of(created);
   std::unique_ptr<TensorSink> sink = std::move(created).value();
   // Before the first byte: the sink's files exist only as temporaries, discarded on this return.
@@ -501,11 +549,7 @@ Result<ConvertReport> convert(const TensorFile& input, const std::string& output
     // Done with its pages: a mapped input then holds about one tensor in memory (they stay in the page
     // cache, so a view of the same storage later faults them back cheaply).
     release_pages(job);
-    // A tensor with no elements holds no bytes, whatever its other dimensions (GGUF's [0, 2^62, 2^62]
-    // ne, whose row-major product overflows from the left); any other shape passed the writer's sizing.
-    const bool empty = std::find(e.shape.begin(), e.shape.end(), 0) != e.shape.end();
-    const std::uint64_t nbytes = empty ? 0 : *tensor_nbytes(job.to, e.shape);
-    report.bytes_written += nbytes;
+    report.bytes_written += written_bytes(job);
     report.tensors.push_back({job.name, e.type, job.to, job.note});
     if (options.progress) options.progress(++done, report.bytes_written);
   }

@@ -41,6 +41,12 @@ Status check_convertible_folder(const Folder& folder) {
       .with_file(folder.name());
 }
 
+// A conversion into a folder is several conversions and the folder's own files: it has no dry run.
+Status refuse_dry_run(const ConvertOptions& options, const std::string& output) {
+  if (!options.dry_run) return Status::ok();
+  return Error(ErrorKind::NotSupported, "a dry run converts into a file, not a folder").with_file(output);
+}
+
 void append_inputs(ConvertOptions& options, const InputFiles& inputs) {
   for (std::string& name : inputs.names()) options.inputs.push_back(std::move(name));
 }
@@ -52,6 +58,7 @@ Result<ConvertReport> convert_layout(const LayoutPlanner& layout, const Folder& 
   std::error_code ec;
   const bool output_folder = std::filesystem::is_directory(std::filesystem::symlink_status(output, ec));
   if (options.to.empty() && !output_format(output).is_ok() && names_a_folder(output, output_folder)) {
+    SW_RETURN_IF_ERROR(refuse_dry_run(options, output));
     SW_ASSIGN_OR_RETURN(PlannedFolder planned, layout.plan_folder(folder, read, options.type));
     append_inputs(options, inputs);
     return convert_planned_folder(std::move(planned), output, std::move(options));
@@ -92,7 +99,10 @@ Result<ConvertReport> convert_path(const std::string& input, const std::string& 
                                                    " file: name a file to write, or a folder without that extension")
           .with_file(output);
     if (!written.is_ok()) {
-      if (names_a_folder(output, output_folder)) return convert_bin_folder(input, output, read, options, opened);
+      if (names_a_folder(output, output_folder)) {
+        SW_RETURN_IF_ERROR(refuse_dry_run(options, output));
+        return convert_bin_folder(input, output, read, options, opened);
+      }
       return Error(ErrorKind::InvalidArgument,
                    "a folder of .bin weights converts to a file named .gguf, .safetensors or .safetensors.index.json, or to a folder: "
                    "name a new folder without a `.` in its last component, end the name with `/`, or create the folder first")
@@ -119,7 +129,8 @@ Result<ConvertReport> convert_path(const std::string& input, const std::string& 
 }
 
 std::span<const std::string_view> plain_type_names() noexcept {
-  static constexpr std::string_view kNames[] = {"f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k"};
+  static constexpr std::string_view kNames[] = {"f32",  "f16",  "bf16", "q8_0", "q4_0", "q4_1", "q5_0",
+                                                "q5_1", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k", "nvfp4"};
   return kNames;
 }
 

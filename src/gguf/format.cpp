@@ -165,16 +165,29 @@ Result<MixPlan> plan_llama_mix(const QuantizeMix& mix, std::span<const MixTensor
   SW_ASSIGN_OR_RETURN(const ModelFacts model, model_facts(overridden));
   SW_ASSIGN_OR_RETURN(const ImportanceMatrix imatrix, importance_of(mix));
   const bool has_imatrix = !imatrix.entries.empty();
-  SW_ASSIGN_OR_RETURN(std::vector<TypeChoice> choices, choose_types(*ft, mix, model, tensors, has_imatrix));
+  // --prune-layers: the rules see the tensors kept, by their new names (the matrix is still read by
+  // the old ones, as llama-quantize maps them back).
+  const PrunedNames names = prune_layers(tensors, mix.prune_layers);
+  std::vector<MixTensor> kept;
+  std::vector<std::size_t> kept_index;
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    if (names.names[i].empty()) continue;
+    kept.push_back({names.names[i], tensors[i].type, tensors[i].shape});
+    kept_index.push_back(i);
+  }
+  SW_ASSIGN_OR_RETURN(std::vector<TypeChoice> choices, choose_types(*ft, mix, model, kept, has_imatrix));
   MixPlan plan;
   plan.metadata = mix_metadata(*ft, mix, imatrix);
-  for (std::size_t i = 0; i < tensors.size(); ++i) {
+  if (!mix.prune_layers.empty()) plan.metadata.set({model.arch + ".block_count", MetaValue::u32(names.block_count)});
+  plan.tensors.resize(tensors.size(), MixChoice{TensorType::F32, {}, {}, {}, true});
+  for (std::size_t k = 0; k < kept.size(); ++k) {
+    const std::size_t i = kept_index[k];
     const MixTensor& t = tensors[i];
-    TypeChoice& c = choices[i];
+    TypeChoice& c = choices[k];
     const std::string name(t.name), to(type_name(c.type));
     if (c.quantizable && c.requires_imatrix && !has_imatrix)
       return Error(ErrorKind::InvalidArgument, std::string(ft->name) + " needs an importance matrix (--imatrix) for " + to).with_tensor(name);
-    MixChoice out{c.type, {}, {}};
+    MixChoice out{c.type, {}, {}, names.names[i] != t.name ? names.names[i] : std::string(), false};
     if (c.type != t.type) {
       out.note = std::move(c.note);
       if (type_info(t.type).cls == TypeClass::Quantized && !mix.allow_requantize)
@@ -187,7 +200,7 @@ Result<MixPlan> plan_llama_mix(const QuantizeMix& mix, std::span<const MixTensor
         return Error(ErrorKind::InvalidArgument, "no importance data for a tensor quantized to " + to + " (llama-quantize refuses it)")
             .with_tensor(name);
     }
-    plan.tensors.push_back(std::move(out));
+    plan.tensors[i] = std::move(out);
   }
   return plan;
 }

@@ -6,13 +6,17 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <charconv>
+#include <climits>
 #include <cstdlib>
+#include <map>
 #include <numeric>
 #include <optional>
 #include <regex>
 
 #include "core/status_macros.h"
+#include "io/read_util.h"
 #include "safeweights/gguf.h"
 
 namespace safeweights::gguf {
@@ -60,7 +64,8 @@ enum Ftype : std::uint32_t {
 };
 
 // tools/quantize's QUANT_OPTIONS, in its order (a number finds its first entry), with
-// llama_ftype_get_default_type's base type. NVFP4 has no entry there.
+// llama_ftype_get_default_type's base type. NVFP4 has no entry there (llama.h numbers MOSTLY_NVFP4 39,
+// but llama-quantize refuses it as a file type): NVFP4 is a tensor type only (--type nvfp4, --tensor-type).
 constexpr FileType kFileTypes[] = {
     {"Q1_0", Q1_0, T::Q1_0},
     {"Q2_0", Q2_0, T::Q2_0},
@@ -488,6 +493,36 @@ Result<MetaEntry> parse_kv_override(std::string_view spec) {
   return bad("the type is int, float, bool or str");
 }
 
+Result<TensorType> parse_ggml_type(std::string_view where, std::string_view name) {
+  for (const TensorTypeInfo& info : tensor_type_table())
+    if (iequals(info.name, name) && ggml_id(info.type)) return info.type;
+  return Error(ErrorKind::InvalidArgument, std::string(where) + " " + std::string(name) + ": not a ggml type name (q8_0, q6_k, f16, ...)");
+}
+
+Result<std::pair<std::string, TensorType>> parse_tensor_type(std::string_view where, std::string_view spec) {
+  const std::size_t eq = spec.find('=');
+  if (eq == std::string_view::npos || eq == 0 || eq + 1 == spec.size())
+    return Error(ErrorKind::InvalidArgument, std::string(where) + " " + std::string(spec) + ": expected PATTERN=TYPE");
+  SW_ASSIGN_OR_RETURN(const TensorType type, parse_ggml_type(where, spec.substr(eq + 1)));
+  return std::pair{std::string(spec.substr(0, eq)), type};
+}
+
+Result<std::vector<std::pair<std::string, TensorType>>> read_tensor_type_file(const std::string& path) {
+  constexpr std::uint64_t kMaxBytes = 1 << 20;
+  SW_ASSIGN_OR_RETURN(const std::string text, read_small_file(path, kMaxBytes));
+  const std::string where = "--tensor-type-file " + path + ":";
+  std::vector<std::pair<std::string, TensorType>> entries;
+  const auto space = [](char c) { return std::isspace(static_cast<unsigned char>(c)) != 0; };
+  for (auto at = text.begin(); at != text.end();) {
+    const auto begin = std::find_if_not(at, text.end(), space);
+    at = std::find_if(begin, text.end(), space);
+    if (begin == at) break;
+    SW_ASSIGN_OR_RETURN(auto entry, parse_tensor_type(where, std::string_view(&*begin, static_cast<std::size_t>(at - begin))));
+    entries.push_back(std::move(entry));
+  }
+  return entries;
+}
+
 Result<ModelFacts> model_facts(const Metadata& md) {
   ModelFacts m;
   const MetaValue* arch = md.find("general.architecture");
@@ -534,6 +569,72 @@ Result<TensorType> row_fallback(TensorType type, std::uint64_t cols) {
   return cols % type_info(next).block_elements == 0 ? next : T::F16;
 }
 
+std::vector<std::size_t> llama_order(std::span<const MixTensor> tensors) {
+  std::vector<std::size_t> order(tensors.size());
+  std::iota(order.begin(), order.end(), std::size_t{0});
+  std::ranges::stable_sort(order, [&](std::size_t a, std::size_t b) {
+    const long la = layer_of(tensors[a].name), lb = layer_of(tensors[b].name);
+    return la != lb ? la < lb : tensors[a].name < tensors[b].name;
+  });
+  return order;
+}
+
+// A block met for the first time keeps its number below the first pruned one, is left out when
+// pruned, and otherwise takes the next number after the last kept one.
+PrunedNames prune_layers(std::span<const MixTensor> tensors, std::span<const int> prune) {
+  PrunedNames out;
+  out.names.reserve(tensors.size());
+  for (const MixTensor& t : tensors) out.names.emplace_back(t.name);
+  if (prune.empty()) return out;
+  static const std::regex kBlock(R"(blk\.(\d+)\.)");
+  std::map<int, std::optional<int>> mapped;  // input block -> output block; nullopt: pruned
+  int next = 0;
+  for (std::size_t i : llama_order(tensors)) {
+    std::string& name = out.names[i];
+    std::smatch m;
+    if (!std::regex_search(name, m, kBlock)) continue;
+    int block = 0;
+    const std::string digits = m[1].str();
+    if (std::from_chars(digits.data(), digits.data() + digits.size(), block).ec != std::errc()) continue;  // no int: no block
+    auto [it, fresh] = mapped.try_emplace(block);
+    if (fresh) {
+      if (std::ranges::binary_search(prune, block))
+        it->second = std::nullopt;
+      else if (block < prune.front())
+        it->second = block;
+      else
+        it->second = next;
+      if (it->second) next = *it->second + 1;
+    }
+    const auto at = static_cast<std::size_t>(m.position(1)), length = static_cast<std::size_t>(m.length(1));
+    if (it->second)
+      name.replace(at, length, std::to_string(*it->second));
+    else
+      name.clear();
+  }
+  out.block_count = static_cast<std::uint32_t>(next);
+  return out;
+}
+
+Result<std::vector<int>> parse_prune_layers(std::string_view list) {
+  std::vector<int> layers;
+  for (std::size_t begin = 0;;) {
+    const std::size_t comma = std::min(list.find(',', begin), list.size());
+    const std::string id(list.substr(begin, comma - begin));
+    errno = 0;
+    char* end = nullptr;
+    const long v = std::strtol(id.c_str(), &end, 10);  // std::stoi's parse: spaces, a sign, digits, anything after
+    if (end == id.c_str() || errno == ERANGE || v < 0 || v > INT_MAX)
+      return Error(ErrorKind::InvalidArgument, "--prune-layers " + std::string(list) + ": invalid layer id '" + id + "'");
+    layers.push_back(static_cast<int>(v));
+    if (comma == list.size()) break;
+    begin = comma + 1;
+  }
+  std::ranges::sort(layers);
+  layers.erase(std::unique(layers.begin(), layers.end()), layers.end());
+  return layers;
+}
+
 Result<std::vector<TypeChoice>> choose_types(const FileType& file_type, const QuantizeMix& knobs, const ModelFacts& model,
                                              std::span<const MixTensor> tensors, bool has_imatrix) {
   State s{file_type, knobs, model, has_imatrix, true, 0, 0, 0, 0, 0, {}};
@@ -550,15 +651,8 @@ Result<std::vector<TypeChoice>> choose_types(const FileType& file_type, const Qu
     if (is_attn_v_like(roles[i])) ++s.n_attention_wv;
     if (roles[i] == Role::Output) s.tied = false;
   }
-  // llama.cpp's loader order: by layer (blk.N., others first), then by name.
-  std::vector<std::size_t> order(tensors.size());
-  std::iota(order.begin(), order.end(), std::size_t{0});
-  std::ranges::stable_sort(order, [&](std::size_t a, std::size_t b) {
-    const long la = layer_of(tensors[a].name), lb = layer_of(tensors[b].name);
-    return la != lb ? la < lb : tensors[a].name < tensors[b].name;
-  });
   std::vector<TypeChoice> out(tensors.size(), TypeChoice{T::F32, {}, false, false});
-  for (std::size_t i : order) {
+  for (std::size_t i : llama_order(tensors)) {
     const MixTensor& t = tensors[i];
     if (!allows_quantization(knobs, model.arch, t.name, t.shape)) {
       out[i] = {t.type, {}, false, false};

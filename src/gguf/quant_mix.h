@@ -54,6 +54,19 @@ Result<ModelFacts> model_facts(const Metadata& metadata);
 // fallback for.
 Result<TensorType> row_fallback(TensorType type, std::uint64_t cols);
 
+// Tensor indices in llama.cpp's loader order: by the layer of a blk.N. name (others first), then by
+// name. Its per-layer rules count tensors in this order, and --prune-layers renumbers blocks in it.
+std::vector<std::size_t> llama_order(std::span<const MixTensor> tensors);
+
+// llama-quantize's --prune-layers renaming (remap_layer): each tensor's name in the output, in
+// `tensors`' order, empty for one left out; and the blocks kept, the block_count it writes. `prune`
+// sorted; empty: every name its own.
+struct PrunedNames {
+  std::vector<std::string> names;
+  std::uint32_t block_count = 0;
+};
+PrunedNames prune_layers(std::span<const MixTensor> tensors, std::span<const int> prune);
+
 // One tensor's choice: its type, why, and whether llama.cpp would quantize it at all.
 struct TypeChoice {
   TensorType type;

@@ -131,6 +131,7 @@ std::optional<std::uint32_t> llama_file_type(TensorType t) noexcept {
     case TensorType::Q5_K: return 16;
     case TensorType::Q6_K: return 18;
     case TensorType::BF16: return 32;
+    case TensorType::NVFP4: return 39;  // LLAMA_FTYPE_MOSTLY_NVFP4 (llama.h), which llama-quantize does not list
     default: return std::nullopt;
   }
 }

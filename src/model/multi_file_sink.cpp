@@ -1,5 +1,7 @@
 #include "model/multi_file_sink.h"
 
+#include <algorithm>
+#include <string>
 #include <utility>
 
 #include "core/status_macros.h"
@@ -8,6 +10,14 @@
 namespace safeweights {
 
 Result<std::vector<std::size_t>> plan_parts(std::span<const TensorDecl> tensors, std::span<const std::uint64_t> sizes, const SplitLimits& limits) {
+  if (!limits.starts.empty()) {
+    for (std::size_t k = 0; k < limits.starts.size(); ++k)
+      if (limits.starts[k] >= std::max<std::size_t>(sizes.size(), 1) || (k == 0) != (limits.starts[k] == 0) ||
+          (k > 0 && limits.starts[k] <= limits.starts[k - 1]))
+        return Error(ErrorKind::InvalidArgument,
+                     "a split's first tensors must start at 0 and increase within the " + std::to_string(sizes.size()) + " tensors");
+    return limits.starts;
+  }
   std::vector<std::size_t> starts{0};
   std::uint64_t bytes = 0, count = 0;
   for (std::size_t i = 0; i < sizes.size(); ++i) {

@@ -21,7 +21,8 @@
 
 namespace safeweights {
 
-// The first tensor of each file, in the given order: a tensor starts a new file when the current one
+// The first tensor of each file, in the given order: limits.starts when given (InvalidArgument unless
+// it starts at 0 and increases within the tensors); else a tensor starts a new file when the current one
 // already holds limits.max_tensors tensors or its bytes would pass limits.max_bytes; a tensor larger
 // than max_bytes gets a file of its own (llama.cpp's gguf-split and transformers cut the same way).
 // sizes[i] is what tensor i takes in a file, padding included. ValidationOverflow when a file's bytes

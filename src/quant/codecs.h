@@ -38,9 +38,10 @@ struct Codec {
 Codec float_codec(TensorType type) noexcept;    // F32, F16, BF16 (quantize.cpp)
 Codec legacy_codec(TensorType type) noexcept;   // Q4_0 ... Q8_1 (legacy.cpp)
 Codec k_codec(TensorType type) noexcept;        // Q2_K ... Q8_K (kquants.cpp)
-Codec other_codec(TensorType type) noexcept;    // IQ4_*, TQ*, MXFP4 (other.cpp), and the grid types below
+Codec other_codec(TensorType type) noexcept;    // IQ4_*, TQ*, MXFP4 (other.cpp), and the grid types and NVFP4 below
 Codec low_bit_codec(TensorType type) noexcept;  // Q1_0, Q2_0 (q1q2.cpp)
 Codec iq_grid_codec(TensorType type) noexcept;  // IQ1_*, IQ2_*, IQ3_* (iq.cpp), reached through other_codec
+Codec nvfp4_codec() noexcept;                   // NVFP4 (nvfp4.cpp), reached through other_codec
 
 // Block fields at any alignment (blocks are packed: an 18-byte block puts its float16 scale at every
 // even offset, a 17-byte one at odd ones), little-endian through core/little_endian.h.

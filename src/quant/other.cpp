@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "quant/codecs.h"
+#include "quant/e2m1.h"
 #include "quant/rounding.h"
 #include "quant/scale_search.h"
 
@@ -222,10 +223,8 @@ void quantize_tq2_0(const float* x, std::byte* dst, std::size_t blocks) {
 }
 
 // MXFP4 (OCP microscaling): blocks of 32, one E8M0 exponent byte and 16 bytes of E2M1 codes (17 bytes).
-// ggml keeps the E2M1 values doubled (integers) and halves the scale instead: 2^(e-128), built from its
+// ggml keeps the E2M1 values doubled (integers, quant/e2m1.h) and halves the scale instead: 2^(e-128), built from its
 // bits (e < 2 lands in float32's subnormals). Every product is exact, so any order gives ggml's value.
-constexpr std::int8_t kE2m1Doubled[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
-
 inline float e8m0_half(unsigned e) noexcept { return std::bit_cast<float>(e < 2 ? (0x00200000u << e) : ((e - 1u) << 23)); }
 
 void dequantize_mxfp4(const std::byte* src, float* y, std::size_t blocks) {
@@ -238,20 +237,6 @@ void dequantize_mxfp4(const std::byte* src, float* y, std::size_t blocks) {
       y[j + 16] = static_cast<float>(kE2m1Doubled[byte >> 4]) * d;
     }
   }
-}
-
-// The E2M1 code nearest to x / e (the first of equals): |value x e - x| over all 16 codes.
-int nearest_e2m1(float x, float e) noexcept {
-  int best = 0;
-  float best_err = std::fabs(static_cast<float>(kE2m1Doubled[0]) * e - x);
-  for (int i = 1; i < 16; ++i) {
-    const float err = std::fabs(static_cast<float>(kE2m1Doubled[i]) * e - x);
-    if (err < best_err) {
-      best = i;
-      best_err = err;
-    }
-  }
-  return best;
 }
 
 // The shared exponent puts the largest |x| at 4..8 x 2^(e-127) (E2M1's top binade); ggml converts the
@@ -278,6 +263,7 @@ Codec other_codec(TensorType type) noexcept {
     case TensorType::TQ1_0: return {quantize_tq1_0, dequantize_tq1_0};
     case TensorType::TQ2_0: return {quantize_tq2_0, dequantize_tq2_0};
     case TensorType::MXFP4: return {quantize_mxfp4, dequantize_mxfp4};
+    case TensorType::NVFP4: return nvfp4_codec();
     default: return iq_grid_codec(type);
   }
 }

@@ -230,6 +230,10 @@ KNOBS = {
     "embedding-type": ["--token-embedding-type", "q5_0"],
     "tensor-type": ["--tensor-type", "attn_q=q8_0", "--tensor-type", "FFN_UP=q5_1"],
     "leave-output": ["--leave-output-tensor"],
+    # NVFP4 has no file type of llama-quantize's: a mix reaches it through these (ggml's type name).
+    "nvfp4": ["--tensor-type", "ffn_(up|gate)=nvfp4", "--output-tensor-type", "nvfp4", "--token-embedding-type", "NVFP4"],
+    # blocks left out, the others renumbered, block_count rewritten; the rules still read 8 layers
+    "prune-layers": ["--prune-layers", "5,1,3,1"],
 }
 
 
@@ -261,6 +265,146 @@ def test_tensor_type_file_as_llama_quantize(models, tmp_path):
     types = {n: t for n, (t, _) in contents(tmp_path / "ours.gguf")[0].items()}
     assert types["blk.0.attn_k.weight"] == "Q5_0" and types["blk.0.attn_q.weight"] == "Q8_0" and types["blk.1.attn_v.weight"] == "Q6_K"
     assert types["blk.0.attn_output.weight"] == "Q4_0" and types["blk.0.ffn_up.weight"] == "Q5_1"
+
+
+def dry_run_types(stderr):
+    """Each tensor's type from llama-quantize --dry-run's log: `[ i/ n] NAME - [shape], type = CUR, size =
+    X MiB -> Y MiB (NEW)`, or `size = X MiB` for a tensor it keeps."""
+    lines = re.findall(r"^\[\s*\d+/\s*\d+\]\s+(\S+)\s+- \[[^\]]*\], type =\s*(\S+), size =[^(\n]*(?:\((\w+)\))?$", stderr, re.M)
+    return {name: (new or cur).upper() for name, cur, new in lines}
+
+
+@pytest.mark.parametrize("ftype, knobs", [("Q4_K_M", []), ("Q3_K_S", ["--tensor-type", "attn_q=nvfp4", "--leave-output-tensor"])])
+def test_dry_run_as_llama_quantize(models, tmp_path, ftype, knobs):
+    """--dry-run prints each tensor's type, llama-quantize's for the same run, and the size a real run
+    writes, and writes nothing."""
+    src = models["gqa"][1]
+    ref = llama_quantize(src, tmp_path / "ref.gguf", ftype, "--dry-run", *knobs)
+    assert ref.returncode == 0, ref.stderr[-2000:]
+    want = dry_run_types(ref.stderr)
+    assert len(want) == len(contents(src)[0]), ref.stderr[-3000:]
+    got = ours(src, tmp_path / "ours.gguf", ftype, "--dry-run", *knobs)
+    assert got.returncode == 0, got.stderr
+    assert list(tmp_path.iterdir()) == [], "a dry run writes nothing"
+    have = dict(re.findall(r"^(\S+): \S+ -> (\S+)", got.stdout, re.M))
+    assert have == want
+    real = ours(src, tmp_path / "real.gguf", ftype, *knobs)
+    assert real.returncode == 0, real.stderr
+    assert got.stdout.splitlines()[-1].replace("dry run, nothing written; would write", "wrote").replace("ours.gguf", "real.gguf") == \
+        real.stdout.splitlines()[-1]
+
+
+def test_dry_run_refuses_what_a_run_refuses(models, tmp_path):
+    """Without an importance matrix IQ2_XXS is refused by our dry run as by a real one; llama-quantize's
+    dry run only warns."""
+    src = models["gqa"][1]
+    assert llama_quantize(src, tmp_path / "ref.gguf", "IQ2_XXS", "--dry-run").returncode == 0
+    got = ours(src, tmp_path / "ours.gguf", "IQ2_XXS", "--dry-run")
+    assert got.returncode != 0 and "importance matrix" in got.stderr, got.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_keep_split_as_llama_quantize(models, tmp_path):
+    """--keep-split: a split F16 input (75 tensors, 30 a file) quantized into files cut where the
+    input's are, each file equal to llama-quantize's; with split limits it is refused, and an input in
+    one file gives one file (llama-quantize would name it q-00001-of-00001.gguf)."""
+    r = run(CLI, "convert", models["gqa"][1], tmp_path / "in.gguf", "--split-max-tensors", 30)
+    assert r.returncode == 0, r.stderr
+    first = tmp_path / "in-00001-of-00003.gguf"
+    ref_dir, our_dir = tmp_path / "ref", tmp_path / "ours"
+    ref_dir.mkdir()
+    our_dir.mkdir()
+    ref = llama_quantize(first, ref_dir / "q.gguf", "Q4_K_M", "--keep-split")
+    assert ref.returncode == 0, ref.stderr[-2000:]
+    got = ours(first, our_dir / "q.gguf", "Q4_K_M", "--keep-split")
+    assert got.returncode == 0, got.stderr
+    names = sorted(p.name for p in ref_dir.iterdir())
+    assert names == [f"q-0000{k}-of-00003.gguf" for k in (1, 2, 3)]
+    assert sorted(p.name for p in our_dir.iterdir()) == names
+    for name in names:
+        assert contents(our_dir / name) == contents(ref_dir / name), name
+    got = ours(first, tmp_path / "limits.gguf", "Q4_K_M", "--keep-split", "--split-max-tensors", 10)
+    assert got.returncode != 0 and "keep_split keeps the input's files" in got.stderr, got.stderr
+    (tmp_path / "one").mkdir()
+    got = ours(models["gqa"][1], tmp_path / "one" / "q.gguf", "Q4_K_M", "--keep-split")
+    assert got.returncode == 0, got.stderr
+    assert [p.name for p in (tmp_path / "one").iterdir()] == ["q.gguf"]
+
+
+def test_prune_layers_from_python_and_refused(models, tmp_path):
+    """safeweights.convert(..., prune_layers=[...]) writes what --prune-layers writes; a list
+    llama-quantize refuses is refused (naming the id), and nothing is written."""
+    import safeweights
+
+    src = models["gqa"][1]
+    safeweights.convert(str(src), str(tmp_path / "py.gguf"), type="Q4_K_M", prune_layers=[6, 0])
+    got = ours(src, tmp_path / "cli.gguf", "Q4_K_M", "--prune-layers", "0,6")
+    assert got.returncode == 0, got.stderr
+    tensors, keys = contents(tmp_path / "py.gguf")
+    assert (tensors, keys) == contents(tmp_path / "cli.gguf")
+    assert keys["llama.block_count"] == 6 and "blk.5.attn_q.weight" in tensors and "blk.6.attn_q.weight" not in tensors
+    for bad in ("1,x", "1,", "-2"):
+        assert llama_quantize(src, tmp_path / "ref.gguf", "Q4_K_M", "--prune-layers", bad).returncode != 0
+        got = ours(src, tmp_path / "bad.gguf", "Q4_K_M", "--prune-layers", bad)
+        assert got.returncode != 0 and f"--prune-layers {bad}: invalid layer id" in got.stderr, got.stderr
+    with pytest.raises(Exception, match="invalid layer id '-1'"):
+        safeweights.convert(str(src), str(tmp_path / "bad.gguf"), type="Q4_K_M", prune_layers=[-1])
+    assert not (tmp_path / "bad.gguf").exists() and not (tmp_path / "ref.gguf").exists()
+
+
+def test_tensor_type_file_from_python(models, tmp_path):
+    """safeweights.convert(..., tensor_type_file=PATH) writes what the CLI's --tensor-type-file writes
+    (a list of paths: each file's entries in turn, after tensor_types); a bad entry raises naming it."""
+    import safeweights
+
+    src = models["gqa"][1]
+    first, second = tmp_path / "first.txt", tmp_path / "second.txt"
+    first.write_text("attn_q=q8_0\n  FFN_UP=q5_1\tblk\\.1\\.attn_v=q6_k\n")
+    second.write_text("attn_k=q4_1 ffn_down=nvfp4\n")
+    safeweights.convert(str(src), str(tmp_path / "one.gguf"), type="Q4_K_M", tensor_type_file=first)
+    got = ours(src, tmp_path / "cli-one.gguf", "Q4_K_M", "--tensor-type-file", first)
+    assert got.returncode == 0, got.stderr
+    assert contents(tmp_path / "one.gguf") == contents(tmp_path / "cli-one.gguf")
+    safeweights.convert(str(src), str(tmp_path / "two.gguf"), type="Q4_K_M", tensor_types={"attn_k": "q5_0"}, tensor_type_file=[first, str(second)])
+    got = ours(src, tmp_path / "cli-two.gguf", "Q4_K_M", "--tensor-type", "attn_k=q5_0", "--tensor-type-file", first, "--tensor-type-file", second)
+    assert got.returncode == 0, got.stderr
+    assert contents(tmp_path / "two.gguf") == contents(tmp_path / "cli-two.gguf")
+    types = {n: t for n, (t, _) in contents(tmp_path / "two.gguf")[0].items()}
+    assert types["blk.0.attn_k.weight"] == "Q5_0" and types["blk.0.ffn_down.weight"] == "NVFP4"
+    bad = tmp_path / "bad.txt"
+    bad.write_text("attn_q=q8_0 attn_k\n")
+    with pytest.raises(Exception, match=re.escape(f"--tensor-type-file {bad}: attn_k: expected PATTERN=TYPE")):
+        safeweights.convert(str(src), str(tmp_path / "bad.gguf"), type="Q4_K_M", tensor_type_file=bad)
+    assert not (tmp_path / "bad.gguf").exists()
+
+
+def test_nvfp4_is_a_tensor_type_not_a_file_type(models, tmp_path):
+    """--type nvfp4 makes every matrix NVFP4, the bytes llama-quantize writes with --pure and a pattern
+    that names every tensor, and general.file_type 39 (llama.h's MOSTLY_NVFP4). As a file type, NVFP4
+    is refused by both."""
+    src = models["gqa"][1]
+    got = ours(src, tmp_path / "ours.gguf", "nvfp4")
+    assert got.returncode == 0, got.stderr
+    ref = llama_quantize(src, tmp_path / "ref.gguf", "Q8_0", "--pure", "--tensor-type", ".=nvfp4")
+    assert ref.returncode == 0, ref.stderr[-2000:]
+    (want, _), (have, have_kv) = contents(tmp_path / "ref.gguf"), contents(tmp_path / "ours.gguf")
+    assert have == want
+    assert {t for t, _ in have.values()} == {"NVFP4", "F32"}
+    assert have_kv["general.file_type"] == 39
+    # Read back: diff compares it (values differ, nothing refused) and convert dequantizes it as gguf-py does.
+    d = run(CLI, "diff", src, tmp_path / "ours.gguf")
+    assert d.returncode == 1, d.stdout[-2000:] + d.stderr
+    back = run(CLI, "convert", tmp_path / "ours.gguf", tmp_path / "back.safetensors")
+    assert back.returncode == 0, back.stderr
+    from safetensors.numpy import load_file
+
+    dequantized = load_file(str(tmp_path / "back.safetensors"))
+    t = next(t for t in gguf.GGUFReader(str(tmp_path / "ours.gguf")).tensors if t.name == "blk.0.ffn_up.weight")
+    assert np.array_equal(dequantized["blk.0.ffn_up.weight"], gguf.quants.dequantize(t.data, t.tensor_type))
+    assert llama_quantize(src, tmp_path / "ref2.gguf", "NVFP4").returncode != 0
+    got = ours(src, tmp_path / "ours2.gguf", "NVFP4", "--pure")
+    assert got.returncode != 0 and "--type NVFP4: expected" in got.stderr, got.stderr
+    assert not (tmp_path / "ours2.gguf").exists() and not (tmp_path / "ref2.gguf").exists()
 
 
 @pytest.mark.parametrize("text, message", [("attn_q=q8_0 attn_k\n", "attn_k: expected PATTERN=TYPE"),

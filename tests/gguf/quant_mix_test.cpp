@@ -385,4 +385,98 @@ TEST(QuantMixConvert, WritesTheMixTypesAndFileType) {
   EXPECT_TRUE(*got == want);
 }
 
+// NVFP4 is a tensor type, not one of llama-quantize's file types: a pattern gives it; its rows must be
+// whole 64-blocks (llama.cpp has no fallback for it: NotSupported naming the type), and --type nvfp4's
+// general.file_type is llama.h's MOSTLY_NVFP4 (39).
+TEST(QuantMix, Nvfp4ThroughAPatternWithoutAFallback) {
+  EXPECT_FALSE(gguf::is_llama_file_type("NVFP4"));
+  EXPECT_EQ(gguf::llama_file_type(TensorType::NVFP4), 39u);
+  QuantizeMix mix = mix_of("Q8_0");
+  mix.tensor_types.emplace_back("ffn_up", TensorType::NVFP4);
+  const auto types = types_of(llama(1, 4, 4), mix);
+  EXPECT_EQ(types.at("blk.0.ffn_up.weight"), TensorType::NVFP4);
+  EXPECT_EQ(types.at("blk.0.ffn_gate.weight"), TensorType::Q8_0);
+  Model m = llama(1, 4, 4);
+  m.shapes.push_back({"blk.0.ffn_up_b.weight", {256, 96}});  // 96 columns: not whole 64-blocks
+  const auto tensors = m.tensors();
+  auto plan = gguf_format().plan_mix(mix, tensors, m.md);
+  ASSERT_TRUE(IsKind(plan, ErrorKind::NotSupported));
+  EXPECT_NE(plan.error().message().find("no fallback type for NVFP4"), std::string::npos) << plan.error().to_string();
+  // --type nvfp4 alone (no mix): such rows are written F16, as for the 32-element types.
+  const std::uint64_t shape[] = {256, 96};
+  const StoredType stored = gguf_format().stored_type(TensorType::NVFP4, shape);
+  EXPECT_EQ(stored.type, TensorType::F16);
+  EXPECT_EQ(stored.note, "rows of 96 are not a multiple of 64");
+  const std::uint64_t whole[] = {256, 128};
+  EXPECT_EQ(gguf_format().stored_type(TensorType::NVFP4, whole).type, TensorType::NVFP4);
+}
+
+// --tensor-type entries and --tensor-type-file as llama-quantize reads them: a ggml type name in any
+// case, PATTERN=TYPE, entries separated by any white space; each refusal names the option (and file).
+TEST(QuantMix, TensorTypeEntriesAndFiles) {
+  EXPECT_EQ(gguf::parse_ggml_type("--output-tensor-type", "NvFp4").value(), TensorType::NVFP4);
+  auto unknown = gguf::parse_ggml_type("--output-tensor-type", "q9_9");
+  ASSERT_TRUE(IsKind(unknown, ErrorKind::InvalidArgument));
+  EXPECT_EQ(unknown.error().message().rfind("--output-tensor-type q9_9: not a ggml type name", 0), 0u) << unknown.error().message();
+  EXPECT_EQ(gguf::parse_tensor_type("--tensor-type", "ffn_(up|gate)=Q5_1").value(),
+            (std::pair<std::string, TensorType>{"ffn_(up|gate)", TensorType::Q5_1}));
+  for (const char* bad : {"attn_q", "=q8_0", "attn_q="}) {
+    auto r = gguf::parse_tensor_type("--tensor-type", bad);
+    ASSERT_TRUE(IsKind(r, ErrorKind::InvalidArgument)) << bad;
+    EXPECT_EQ(r.error().message(), "--tensor-type " + std::string(bad) + ": expected PATTERN=TYPE");
+  }
+  TempDir dir;
+  const std::string listing = dir.file("types.txt");
+  write_file_bytes(listing, "attn_q=q8_0\n\n  FFN_UP=nvfp4\tblk\\.1\\.attn_v=Q6_K\r\n\v\f");
+  auto entries = gguf::read_tensor_type_file(listing);
+  ASSERT_TRUE(IsOk(entries));
+  const std::vector<std::pair<std::string, TensorType>> want = {
+      {"attn_q", TensorType::Q8_0}, {"FFN_UP", TensorType::NVFP4}, {"blk\\.1\\.attn_v", TensorType::Q6_K}};
+  EXPECT_EQ(*entries, want);
+  write_file_bytes(listing, "attn_q=q8_0 attn_k\n");
+  auto malformed = gguf::read_tensor_type_file(listing);
+  ASSERT_TRUE(IsKind(malformed, ErrorKind::InvalidArgument));
+  EXPECT_EQ(malformed.error().message(), "--tensor-type-file " + listing + ": attn_k: expected PATTERN=TYPE");
+  write_file_bytes(listing, std::string((1 << 20) + 1, ' '));
+  auto big = gguf::read_tensor_type_file(listing);
+  ASSERT_TRUE(IsKind(big, ErrorKind::ResourceLimit));
+  EXPECT_NE(big.error().to_string().find(listing), std::string::npos) << big.error().to_string();
+  EXPECT_TRUE(IsKind(gguf::read_tensor_type_file(dir.file("missing.txt")), ErrorKind::FileNotFound));
+}
+
+// --prune-layers as llama-quantize reads and applies it: ids as std::stoi reads them, sorted, once; the
+// blocks below the first pruned one keep their numbers, the later ones close up, block_count is the
+// count kept, and the rules still count 8 layers (Q4_K_M's use_more_bits(i, 8) for ffn_down).
+TEST(QuantMix, PruneLayersRenumbersAsLlamaQuantize) {
+  EXPECT_EQ(gguf::parse_prune_layers("5, 1,3abc,+1").value(), (std::vector<int>{1, 3, 5}));
+  for (const char* bad : {"", "1,", "x", "-1", "1,,2", "99999999999"}) {
+    auto r = gguf::parse_prune_layers(bad);
+    ASSERT_TRUE(IsKind(r, ErrorKind::InvalidArgument)) << bad;
+    EXPECT_NE(r.error().message().find("invalid layer id"), std::string::npos) << r.error().message();
+  }
+  const Model m = llama(8, 4, 4);
+  QuantizeMix mix = mix_of("Q4_K_M");
+  mix.prune_layers = {1, 3, 5};
+  const auto tensors = m.tensors();
+  auto plan = gguf_format().plan_mix(mix, tensors, m.md);
+  ASSERT_TRUE(IsOk(plan));
+  std::map<std::string, MixChoice> by_input;
+  for (std::size_t i = 0; i < tensors.size(); ++i) by_input[std::string(tensors[i].name)] = plan->tensors[i];
+  EXPECT_FALSE(by_input.at("token_embd.weight").pruned);
+  EXPECT_EQ(by_input.at("token_embd.weight").rename, "");
+  EXPECT_EQ(by_input.at("blk.0.attn_q.weight").rename, "");
+  for (int pruned : {1, 3, 5}) EXPECT_TRUE(by_input.at("blk." + std::to_string(pruned) + ".ffn_down.weight").pruned) << pruned;
+  EXPECT_EQ(by_input.at("blk.2.ffn_down.weight").rename, "blk.1.ffn_down.weight");
+  EXPECT_EQ(by_input.at("blk.4.attn_norm.weight").rename, "blk.2.attn_norm.weight");
+  EXPECT_EQ(by_input.at("blk.7.ffn_down.weight").rename, "blk.4.ffn_down.weight");
+  // ffn_down counted over the blocks kept (0, 2, 4, 6, 7 as the 0th to 4th) against 8 layers: 0 and 3
+  // (input block 6) use more bits, the 2nd (input block 4) does not.
+  EXPECT_EQ(by_input.at("blk.0.ffn_down.weight").type, TensorType::Q6_K);
+  EXPECT_EQ(by_input.at("blk.4.ffn_down.weight").type, TensorType::Q4_K);
+  EXPECT_EQ(by_input.at("blk.6.ffn_down.weight").type, TensorType::Q6_K);
+  const MetaValue* count = plan->metadata.find("llama.block_count");
+  ASSERT_NE(count, nullptr);
+  EXPECT_EQ(count->as_u64(), 5u);
+}
+
 }  // namespace

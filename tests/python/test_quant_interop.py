@@ -29,13 +29,13 @@ ROW = 1024  # a multiple of every block
 # gguf-py quantizes these, and so do we.
 QUANTIZED = ["F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0"]
 # gguf-py dequantizes these, and so do we.
-DEQUANTIZED = QUANTIZED + ["Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "IQ4_NL", "IQ4_XS", "TQ1_0", "TQ2_0", "MXFP4",
+DEQUANTIZED = QUANTIZED + ["Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "IQ4_NL", "IQ4_XS", "TQ1_0", "TQ2_0", "MXFP4", "NVFP4",
                             "IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ3_XXS", "IQ3_S", "IQ1_S", "IQ1_M"]
 # Grid types whose elements carry a sign (IQ1's carry a shift instead).
 SIGNED_GRIDS = ["IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ3_XXS", "IQ3_S"]
 # We quantize these and gguf-py only dequantizes them (or quantizes them otherwise than ggml: its TQ and
 # MXFP4 round with numpy): its dequantizer must read our bytes as we do.
-OURS_ONLY = ["Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "IQ4_NL", "IQ4_XS", "TQ1_0", "TQ2_0", "MXFP4"]
+OURS_ONLY = ["Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "IQ4_NL", "IQ4_XS", "TQ1_0", "TQ2_0", "MXFP4", "NVFP4"]
 
 
 def _inputs():
@@ -138,6 +138,16 @@ def test_gguf_py_reads_our_quantized_bytes(type_name, input_name):
     with np.errstate(all="ignore"):
         expected = theirs_dequantize(type_name, data)
     assert _same_bits(ours_dequantize(type_name, data, ROW), expected)
+
+
+@pytest.mark.parametrize("type_name", [t for t in DEQUANTIZED if t not in ("F16", "BF16")])
+def test_block_sizes_are_gguf_py_s(type_name):
+    """A block's elements and bytes (core/tensor_type.cpp's table) are gguf-py's GGML_QUANT_SIZES: one
+    block reads as `block` elements, and half of its bytes are not a block of half the elements."""
+    block, size = gguf.GGML_QUANT_SIZES[QT[type_name]]
+    assert len(ours_dequantize(type_name, np.zeros(size, np.uint8), block)) == block
+    with pytest.raises(Exception, match=type_name):
+        ours_dequantize(type_name, np.zeros(size // 2, np.uint8), block // 2)
 
 
 def test_bad_arguments_raise():

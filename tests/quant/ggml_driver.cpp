@@ -50,7 +50,7 @@ const Pair kTypes[] = {
     {TensorType::MXFP4, GGML_TYPE_MXFP4},   {TensorType::IQ2_XXS, GGML_TYPE_IQ2_XXS}, {TensorType::IQ2_XS, GGML_TYPE_IQ2_XS},
     {TensorType::IQ2_S, GGML_TYPE_IQ2_S},   {TensorType::IQ3_XXS, GGML_TYPE_IQ3_XXS}, {TensorType::IQ3_S, GGML_TYPE_IQ3_S},
     {TensorType::IQ1_S, GGML_TYPE_IQ1_S},   {TensorType::IQ1_M, GGML_TYPE_IQ1_M},     {TensorType::Q1_0, GGML_TYPE_Q1_0},
-    {TensorType::Q2_0, GGML_TYPE_Q2_0},
+    {TensorType::Q2_0, GGML_TYPE_Q2_0},     {TensorType::NVFP4, GGML_TYPE_NVFP4},
 };
 
 constexpr std::size_t kRow = 1024;  // a multiple of every block
@@ -210,12 +210,12 @@ void ggml_dequantize(ggml_type t, const void* src, float* dst, std::size_t n) {
 // ---- importance-weighted quantizing ------------------------------------------------------------------
 
 // The types llama-quantize hands an importance matrix to, and some whose quantizers ignore it (F16,
-// BF16, Q8_0, Q1_0, Q2_0: quantize_rows() must ignore it too).
+// BF16, Q8_0, Q1_0, Q2_0, NVFP4: quantize_rows() must ignore it too).
 const Pair kWeightedTypes[] = {
-    {TensorType::F16, GGML_TYPE_F16},   {TensorType::BF16, GGML_TYPE_BF16}, {TensorType::Q8_0, GGML_TYPE_Q8_0}, {TensorType::Q4_0, GGML_TYPE_Q4_0},
-    {TensorType::Q4_1, GGML_TYPE_Q4_1}, {TensorType::Q5_0, GGML_TYPE_Q5_0}, {TensorType::Q5_1, GGML_TYPE_Q5_1}, {TensorType::Q2_K, GGML_TYPE_Q2_K},
-    {TensorType::Q3_K, GGML_TYPE_Q3_K}, {TensorType::Q4_K, GGML_TYPE_Q4_K}, {TensorType::Q5_K, GGML_TYPE_Q5_K}, {TensorType::Q6_K, GGML_TYPE_Q6_K},
-    {TensorType::Q1_0, GGML_TYPE_Q1_0}, {TensorType::Q2_0, GGML_TYPE_Q2_0},
+    {TensorType::F16, GGML_TYPE_F16},   {TensorType::BF16, GGML_TYPE_BF16}, {TensorType::Q8_0, GGML_TYPE_Q8_0},   {TensorType::Q4_0, GGML_TYPE_Q4_0},
+    {TensorType::Q4_1, GGML_TYPE_Q4_1}, {TensorType::Q5_0, GGML_TYPE_Q5_0}, {TensorType::Q5_1, GGML_TYPE_Q5_1},   {TensorType::Q2_K, GGML_TYPE_Q2_K},
+    {TensorType::Q3_K, GGML_TYPE_Q3_K}, {TensorType::Q4_K, GGML_TYPE_Q4_K}, {TensorType::Q5_K, GGML_TYPE_Q5_K},   {TensorType::Q6_K, GGML_TYPE_Q6_K},
+    {TensorType::Q1_0, GGML_TYPE_Q1_0}, {TensorType::Q2_0, GGML_TYPE_Q2_0}, {TensorType::NVFP4, GGML_TYPE_NVFP4},
 };
 
 struct Importance {

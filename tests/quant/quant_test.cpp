@@ -286,6 +286,50 @@ TEST(QuantQ1_0, KnownAnswers) {
   EXPECT_EQ(back[127], -2.0f);
 }
 
+// NVFP4: blocks of 64, four UE4M3 scale bytes (one per 16 elements: 4 exponent bits, bias 7, 3 mantissa
+// bits) then E2M1 codes, element j and j + 8 of a sub-block sharing a byte (low nibble first). The scale
+// is max |x| / 6 (NaN skipped), rounded by the mantissa's next bit alone (half up), saturating at 448;
+// a code is the nearest E2M1 value (the first of equals). Dequantized, E2M1 value x scale; byte 0x7f
+// (E4M3's NaN) reads as 0, and bit 7 is ignored (0xff reads as 0x7f would if it were not special).
+TEST(QuantNvfp4, KnownAnswers) {
+  std::vector<float> x(128, 0.0f);
+  x[0] = 6.0f, x[8] = -0.5f, x[1] = 0.25f;                        // scale 1 (0x38), d 0.5: codes 7, 9, and 0 (0.25 is as near 0 as 0.5)
+  x[16] = 6.375f;                                                 // 1.0625, half a step above 1: rounds up to 1.125 (0x39)
+  x[32] = 11.625f;                                                // 1.9375: the mantissa carries into the exponent, 2 (0x40)
+  x[48] = 3000.0f;                                                // 500: saturates at 448 (0x7e)
+  x[64] = std::numeric_limits<float>::quiet_NaN(), x[65] = 3.0f;  // NaN skipped: 0.5 (0x30); NaN gets code 0
+  x[80] = 18.0f / 512.0f;                                         // 3 x 2^-9, below the normal range: 3 (0x03)
+  x[96] = -std::numeric_limits<float>::infinity();                // 448; no code is nearer infinity than code 0
+  auto got = u8(quantized(TensorType::NVFP4, x));
+  ASSERT_EQ(got.size(), 72u);
+  const std::vector<unsigned> scales = {got[0], got[1], got[2], got[3], got[36], got[37], got[38], got[39]};
+  EXPECT_EQ(scales, (std::vector<unsigned>{0x38, 0x39, 0x40, 0x7e, 0x30, 0x03, 0x7e, 0x00}));
+  EXPECT_EQ(got[4], 0x97);   // x[0] (code 7, 6) low, x[8] (code 9, -0.5) high
+  EXPECT_EQ(got[5], 0x00);   // x[1] = 0.25 and x[9] = 0
+  EXPECT_EQ(got[12], 0x07);  // 6.375 nearest 6 x 1.125
+  EXPECT_EQ(got[20], 0x07);  // 11.625 nearest 6 x 2
+  EXPECT_EQ(got[28], 0x07);  // 3000 nearest 6 x 448
+  EXPECT_EQ(got[40], 0x00);  // NaN
+  EXPECT_EQ(got[41], 0x07);  // 3 = 6 x 0.5
+  EXPECT_EQ(got[48], 0x07);  // 18 / 512 = 6 x 3 x 2^-9
+  EXPECT_EQ(got[56], 0x00);  // -infinity
+
+  // Scales 1 (0x38), 0, 0x7f (0: E4M3's NaN) and 0xff (bit 7 ignored: 1.875 x 2^8 = 480); then 2^-9 (0x01).
+  auto block = block_of({0x38, 0x00, 0x7f, 0xff, 0x97}, 72);
+  block[12] = block[20] = std::byte{0x77};
+  block[28] = std::byte{0x0f};
+  block[36] = std::byte{0x01};
+  block[40] = std::byte{0x01};
+  auto back = dequantized(TensorType::NVFP4, block, 128);
+  EXPECT_EQ(back[0], 6.0f);
+  EXPECT_EQ(back[8], -0.5f);
+  EXPECT_EQ(back[16], 0.0f);
+  EXPECT_EQ(back[32], 0.0f);
+  EXPECT_EQ(back[48], -6.0f * 480.0f);  // code 15: -6
+  EXPECT_EQ(back[56], 0.0f);
+  EXPECT_EQ(back[64], 0x1p-10f);  // code 1 (0.5) x 2^-9
+}
+
 // Q2_0: blocks of 64, d = max |x| (NaN skipped), code roundf(x / d) + 1 held to 0..3 (halves away from
 // zero; NaN and out-of-range through cvttss2si's INT32_MIN: code 0), four codes a byte, low bits first;
 // dequantized, (code - 1) x d.
@@ -520,8 +564,8 @@ TEST(QuantBlocks, SupportedTypesAreListed) {
     EXPECT_TRUE(sw::can_quantize(type)) << sw::type_name(type);
     EXPECT_TRUE(sw::can_dequantize(type)) << sw::type_name(type);
   }
-  for (TensorType type :
-       {TensorType::IQ4_NL, TensorType::IQ4_XS, TensorType::TQ1_0, TensorType::TQ2_0, TensorType::MXFP4, TensorType::Q1_0, TensorType::Q2_0}) {
+  for (TensorType type : {TensorType::IQ4_NL, TensorType::IQ4_XS, TensorType::TQ1_0, TensorType::TQ2_0, TensorType::MXFP4, TensorType::NVFP4,
+                          TensorType::Q1_0, TensorType::Q2_0}) {
     EXPECT_TRUE(sw::can_quantize(type)) << sw::type_name(type);
     EXPECT_TRUE(sw::can_dequantize(type)) << sw::type_name(type);
   }
@@ -532,8 +576,6 @@ TEST(QuantBlocks, SupportedTypesAreListed) {
     EXPECT_EQ(sw::can_quantize(type), !sw::requires_importance(type) && type != TensorType::IQ1_S && type != TensorType::IQ1_M)
         << sw::type_name(type);
   }
-  EXPECT_FALSE(sw::can_quantize(TensorType::NVFP4));
-  EXPECT_FALSE(sw::can_dequantize(TensorType::NVFP4));
 }
 
 TEST(QuantBlocks, PartialBlocksAreInvalidArgument) {
@@ -697,7 +739,7 @@ TEST(QuantArguments, EmptyRowsAreFine) {
 TEST(QuantArguments, UnsupportedTypesAreRefusedByName) {
   std::vector<float> values(32);
   std::vector<std::byte> bytes(64);
-  for (TensorType type : {TensorType::I32, TensorType::F8_E4M3, TensorType::NVFP4}) {
+  for (TensorType type : {TensorType::I32, TensorType::F8_E4M3}) {
     EXPECT_FALSE(sw::can_quantize(type));
     EXPECT_FALSE(sw::can_dequantize(type));
     auto status = sw::quantize(type, values, bytes);
