@@ -35,11 +35,8 @@ llama_cpp = pytest.importorskip("llama_cpp")
 from safetensors.torch import load_file, save_file  # noqa: E402
 
 from test_hf_gguf_llamacpp import CLI, bpe_tokenizer, llama_cpp_logits, transformers_logits  # noqa: E402
-from test_hf_gguf_moe import REFERENCE_RUNNER, deliberate, fused_copy, keys_of, need_llama_cpp, tensors_of  # noqa: E402
+from test_hf_gguf_moe import LLAMA_CPP, F32_TOLERANCE, IDS, REFERENCE_RUNNER, same_gguf, keys_of, fused_copy, need_llama_cpp, tensors_of  # noqa: E402
 
-LLAMA_CPP = os.environ.get("SAFEWEIGHTS_LLAMA_CPP")
-F32_TOLERANCE = 1e-4
-IDS = [1, 5, 77, 123, 250, 399, 42, 8, 300, 17, 200, 64]
 
 # Besides test_hf_gguf_moe's (general.name and the size label; safetensors.* metadata): none here, as
 # config.json says scoring_func "sigmoid" as the Hub's DeepSeek-V3 does. Without the key we still write
@@ -154,17 +151,7 @@ COMPARED = [(name, layout) for name in MAKERS for layout in ("per_expert", "fuse
 @pytest.mark.parametrize("name,layout", COMPARED)
 def test_tensors_and_keys_equal_llama_cpp_converter(deepseek, reference, name, layout):
     ours, theirs = deepseek[name][layout][1], reference[name][layout]
-    a, b = tensors_of(ours), tensors_of(theirs)
-    assert sorted(a) == sorted(b)
-    for t in b:
-        assert a[t][:2] == b[t][:2], t
-        assert a[t][2] == b[t][2], f"{t}: bytes differ"
-    ka, kb = keys_of(ours), keys_of(theirs)
-    only_ours = {k for k in set(ka) - set(kb) if not deliberate(k)}
-    only_theirs = {k for k in set(kb) - set(ka) if not deliberate(k)}
-    assert not only_ours and not only_theirs, (sorted(only_ours), sorted(only_theirs))
-    for key in sorted(k for k in kb if not deliberate(k)):
-        assert ka[key] == kb[key], key
+    a, b, ka, kb = same_gguf(ours, theirs)
     assert ka["deepseek2.attention.head_count_kv"][1] == 1  # MLA: one compressed key/value head
     assert "blk.1.attn_k_b.weight" in a and "blk.1.exp_probs_b.bias" in a and "blk.0.ffn_gate.weight" in a
 

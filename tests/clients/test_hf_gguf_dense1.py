@@ -32,7 +32,7 @@ gguf = pytest.importorskip("gguf")
 llama_cpp = pytest.importorskip("llama_cpp")
 
 from test_hf_gguf_llamacpp import CLI, bpe_tokenizer, llama_cpp_logits, transformers_logits  # noqa: E402
-from test_hf_gguf_moe import F32_TOLERANCE, IDS, REFERENCE_RUNNER, deliberate, fused_copy, keys_of, need_llama_cpp, tensors_of  # noqa: E402
+from test_hf_gguf_moe import F32_TOLERANCE, IDS, REFERENCE_RUNNER, same_gguf, keys_of, fused_copy, need_llama_cpp, tensors_of  # noqa: E402
 from tiny_models import sentencepiece_model  # noqa: E402
 
 LLAMA_CPP = os.environ.get("SAFEWEIGHTS_LLAMA_CPP")
@@ -187,18 +187,8 @@ ALL = list(MAKERS) + ["ministral3-vision-modules"]
 @pytest.mark.parametrize("arch", ALL)
 def test_tensors_and_keys_equal_llama_cpp_converter(dense, reference, arch):
     ours, theirs = dense[arch][2], reference[arch]
-    a, b = tensors_of(ours), tensors_of(theirs)
-    assert sorted(a) == sorted(b)
-    for name in b:
-        assert a[name][:2] == b[name][:2], name
-        assert a[name][2] == b[name][2], f"{name}: bytes differ"
-    ka, kb = keys_of(ours), keys_of(theirs)
     skip = ARCH_DIFFERENCES.get(arch, set())
-    only_ours = {k for k in set(ka) - set(kb) if not deliberate(k) and k not in skip}
-    only_theirs = {k for k in set(kb) - set(ka) if not deliberate(k) and k not in skip}
-    assert not only_ours and not only_theirs, (sorted(only_ours), sorted(only_theirs))
-    for key in sorted(k for k in kb if not deliberate(k) and k not in skip):
-        assert ka[key] == kb[key], key
+    a, b, ka, kb = same_gguf(ours, theirs, skip)
 
 
 @pytest.mark.parametrize("arch", ALL)

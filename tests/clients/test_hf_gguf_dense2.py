@@ -32,10 +32,8 @@ from safetensors.torch import load_file, save_file  # noqa: E402
 
 from test_hf_gguf_llamacpp import (CLI, GELU_FP16_TOLERANCE, Float16TableGelu, bpe_tokenizer, llama_cpp_logits,  # noqa: E402
                                    transformers_logits)
-from test_hf_gguf_moe import LLAMA_CPP, REFERENCE_RUNNER, deliberate, keys_of, need_llama_cpp, tensors_of  # noqa: E402
+from test_hf_gguf_moe import F32_TOLERANCE, IDS, LLAMA_CPP, REFERENCE_RUNNER, same_gguf, keys_of, need_llama_cpp, tensors_of  # noqa: E402
 
-F32_TOLERANCE = 1e-4
-IDS = [1, 5, 77, 123, 250, 399, 42, 8, 300, 17, 200, 64]
 PRE = "qwen2"  # the pre-tokenizer both converters name (one reference run answers one name)
 
 WINDOW = 8  # starcoder2-window's sliding window, below IDS' 12 tokens
@@ -196,18 +194,8 @@ def reference(dense, tmp_path_factory):
 @pytest.mark.parametrize("arch", COMPARED)
 def test_tensors_and_keys_equal_llama_cpp_converter(dense, reference, arch):
     ours, theirs = dense[arch][2], reference[arch]
-    a, b = tensors_of(ours), tensors_of(theirs)
-    assert sorted(a) == sorted(b)
-    for name in b:
-        assert a[name][:2] == b[name][:2], name
-        assert a[name][2] == b[name][2], f"{name}: bytes differ"
     skip = DELIBERATE_BY_ARCH.get(arch, {})
-    ka, kb = keys_of(ours), keys_of(theirs)
-    only_ours = {k for k in set(ka) - set(kb) if not deliberate(k) and k not in skip}
-    only_theirs = {k for k in set(kb) - set(ka) if not deliberate(k) and k not in skip}
-    assert not only_ours and not only_theirs, (sorted(only_ours), sorted(only_theirs))
-    for key in sorted(k for k in kb if not deliberate(k) and k not in skip):
-        assert ka[key] == kb[key], key
+    a, b, ka, kb = same_gguf(ours, theirs, skip)
     for key, value in skip.items():  # each deliberate difference: what we write, and what llama.cpp's converter does not
         assert ka[key][1] == pytest.approx(value) and (key not in kb or kb[key][1] != pytest.approx(value)), key
 

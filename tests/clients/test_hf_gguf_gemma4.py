@@ -34,7 +34,7 @@ llama_cpp = pytest.importorskip("llama_cpp")
 spm = pytest.importorskip("sentencepiece")
 
 from test_hf_gguf_llamacpp import CLI, CORPUS, Float16TableGelu, llama_cpp_logits, transformers_logits  # noqa: E402
-from test_hf_gguf_moe import LLAMA_CPP, REFERENCE_RUNNER, deliberate, keys_of, need_llama_cpp, tensors_of  # noqa: E402
+from test_hf_gguf_moe import LLAMA_CPP, REFERENCE_RUNNER, same_gguf, need_llama_cpp, tensors_of  # noqa: E402
 
 # ggml's GELU rounds its input to float16: where llama.cpp's input and transformers' differ by float32
 # rounding, one float16 step (2^-11 of the value) can fall between them. Gemma 4 has two GELUs a layer
@@ -150,17 +150,7 @@ def reference(gemma4, tmp_path_factory):
 @pytest.mark.parametrize("name", list(MAKERS))
 def test_tensors_and_keys_equal_llama_cpp_converter(gemma4, reference, name):
     ours, theirs = gemma4[name][2], reference[name]
-    a, b = tensors_of(ours), tensors_of(theirs)
-    assert sorted(a) == sorted(b)
-    for t in b:
-        assert a[t][:2] == b[t][:2], t
-        assert a[t][2] == b[t][2], f"{t}: bytes differ"
-    ka, kb = keys_of(ours), keys_of(theirs)
-    only_ours = {k for k in set(ka) - set(kb) if not deliberate(k)}
-    only_theirs = {k for k in set(kb) - set(ka) if not deliberate(k)}
-    assert not only_ours and not only_theirs, (sorted(only_ours), sorted(only_theirs))
-    for key in sorted(k for k in kb if not deliberate(k)):
-        assert ka[key] == kb[key], key
+    a, b, ka, kb = same_gguf(ours, theirs)
 
 
 def test_variants_write_what_they_change(gemma4):

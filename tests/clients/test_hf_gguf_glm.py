@@ -38,11 +38,8 @@ llama_cpp = pytest.importorskip("llama_cpp")
 from safetensors.torch import load_file, save_file  # noqa: E402
 
 from test_hf_gguf_llamacpp import CLI, bpe_tokenizer, llama_cpp_logits, transformers_logits  # noqa: E402
-from test_hf_gguf_moe import REFERENCE_RUNNER, deliberate, fused_copy, keys_of, need_llama_cpp, tensors_of  # noqa: E402
+from test_hf_gguf_moe import LLAMA_CPP, F32_TOLERANCE, IDS, REFERENCE_RUNNER, same_gguf, keys_of, fused_copy, need_llama_cpp, tensors_of  # noqa: E402
 
-LLAMA_CPP = os.environ.get("SAFEWEIGHTS_LLAMA_CPP")
-F32_TOLERANCE = 1e-4
-IDS = [1, 5, 77, 123, 250, 399, 42, 8, 300, 17, 200, 64]
 
 # The tokens llama.cpp's converter makes GLM-4.5's bos, eot, unk and eom (conversion/base.py _set_vocab_glm).
 GLM_TOKENS = ["[gMASK]", "<|user|>", "<|endoftext|>", "<|observation|>"]
@@ -168,17 +165,7 @@ def reference(glm, tmp_path_factory):
 @pytest.mark.parametrize("name", sorted(MAKERS))
 def test_tensors_and_keys_equal_llama_cpp_converter(glm, reference, name, layout):
     ours, theirs = glm[name][layout][1], reference[name]
-    a, b = tensors_of(ours), tensors_of(theirs)
-    assert sorted(a) == sorted(b)
-    for t in b:
-        assert a[t][:2] == b[t][:2], t
-        assert a[t][2] == b[t][2], f"{t}: bytes differ"
-    ka, kb = keys_of(ours), keys_of(theirs)
-    only_ours = {k for k in set(ka) - set(kb) if not deliberate(k)}
-    only_theirs = {k for k in set(kb) - set(ka) if not deliberate(k)}
-    assert not only_ours and not only_theirs, (sorted(only_ours), sorted(only_theirs))
-    for key in sorted(k for k in kb if not deliberate(k)):
-        assert ka[key] == kb[key], key
+    a, b, ka, kb = same_gguf(ours, theirs)
     assert "blk.1.exp_probs_b.bias" in a and "blk.0.ffn_gate.weight" in a and "blk.1.ffn_gate_shexp.weight" in a
 
 

@@ -35,13 +35,10 @@ llama_cpp = pytest.importorskip("llama_cpp")
 from safetensors.torch import save_file  # noqa: E402
 
 from test_hf_gguf_llamacpp import CLI, llama_cpp_logits, transformers_logits  # noqa: E402
-from test_hf_gguf_moe import REFERENCE_RUNNER, deliberate, keys_of, need_llama_cpp, tensors_of  # noqa: E402
+from test_hf_gguf_moe import LLAMA_CPP, F32_TOLERANCE, IDS, REFERENCE_RUNNER, deliberate, keys_of, need_llama_cpp, tensors_of  # noqa: E402
 from test_pretokenizers import make_folder  # noqa: E402
 
-LLAMA_CPP = os.environ.get("SAFEWEIGHTS_LLAMA_CPP")
-F32_TOLERANCE = 1e-4
 MXFP4_TOLERANCE = 5e-2  # Q8_0's bound (test_hf_gguf_llamacpp.py's TYPE_TOLERANCE)
-IDS = [1, 5, 77, 123, 250, 399, 42, 8, 300, 17, 200, 64]
 LAYOUTS = ("plain", "mxfp4")
 # Each layout converted at these types, each judged against llama.cpp's converter at the same type: Q8_0
 # quantizes the matrices but keeps what llama.cpp keeps F32 (routers, the experts' 2-D biases: every

@@ -205,6 +205,25 @@ def keys_of(path):
     return out
 
 
+def same_gguf(ours, theirs, skip=(), same_bytes=lambda name, x, y: x == y):
+    """Judge (a): the two GGUFs hold the same tensors (name, type, shape; bytes as `same_bytes` says) and the
+    same keys with the same values, but for the deliberate differences and the keys in `skip`. Returns both
+    files' tensors and keys for the caller's own checks."""
+    a, b = tensors_of(ours), tensors_of(theirs)
+    assert sorted(a) == sorted(b)
+    for name in b:
+        assert a[name][:2] == b[name][:2], name
+        assert same_bytes(name, a[name][2], b[name][2]), f"{name}: bytes differ"
+    ka, kb = keys_of(ours), keys_of(theirs)
+    judged = lambda k: not deliberate(k) and k not in skip  # noqa: E731
+    only_ours = {k for k in set(ka) - set(kb) if judged(k)}
+    only_theirs = {k for k in set(kb) - set(ka) if judged(k)}
+    assert not only_ours and not only_theirs, (sorted(only_ours), sorted(only_theirs))
+    for key in sorted(k for k in kb if judged(k)):
+        assert ka[key] == kb[key], key
+    return a, b, ka, kb
+
+
 COMPARED = [(arch, layout) for arch in MAKERS for layout in ("per_expert", "fused")] + \
     [(arch, f"{layout}-{t}") for arch, types in TYPED.items() for t in types for layout in ("per_expert", "fused")]
 
@@ -212,17 +231,7 @@ COMPARED = [(arch, layout) for arch in MAKERS for layout in ("per_expert", "fuse
 @pytest.mark.parametrize("arch,layout", COMPARED)
 def test_tensors_and_keys_equal_llama_cpp_converter(moe, reference, arch, layout):
     ours, theirs = moe[arch][layout][1], reference[arch][layout]
-    a, b = tensors_of(ours), tensors_of(theirs)
-    assert sorted(a) == sorted(b)
-    for name in b:
-        assert a[name][:2] == b[name][:2], name
-        assert a[name][2] == b[name][2], f"{name}: bytes differ"
-    ka, kb = keys_of(ours), keys_of(theirs)
-    only_ours = {k for k in set(ka) - set(kb) if not deliberate(k)}
-    only_theirs = {k for k in set(kb) - set(ka) if not deliberate(k)}
-    assert not only_ours and not only_theirs, (sorted(only_ours), sorted(only_theirs))
-    for key in sorted(k for k in kb if not deliberate(k)):
-        assert ka[key] == kb[key], key
+    a, b, ka, kb = same_gguf(ours, theirs)
     assert a["blk.0.ffn_gate_inp.weight"][0] == int(gguf.GGMLQuantizationType.F32)  # routers F32 at any type
     experts = gguf.GGMLQuantizationType.Q8_0 if layout.endswith("q8_0") else gguf.GGMLQuantizationType.F32
     assert a["blk.0.ffn_gate_exps.weight"][0] == int(experts)

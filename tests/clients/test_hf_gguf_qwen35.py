@@ -37,7 +37,7 @@ llama_cpp = pytest.importorskip("llama_cpp")
 from safetensors.torch import load_file, save_file  # noqa: E402
 
 from test_hf_gguf_llamacpp import CLI, bpe_tokenizer, llama_cpp_logits, transformers_logits  # noqa: E402
-from test_hf_gguf_moe import (F32_TOLERANCE, IDS, LLAMA_CPP, REFERENCE_RUNNER, deliberate, fused_copy, keys_of,  # noqa: E402
+from test_hf_gguf_moe import (F32_TOLERANCE, IDS, LLAMA_CPP, REFERENCE_RUNNER, same_gguf, keys_of, fused_copy,  # noqa: E402
                               need_llama_cpp, tensors_of)
 
 # llama.cpp's converter without the MTP layers these folders do not have (see above).
@@ -190,17 +190,7 @@ COMPARED = [(case, key) for case, (_, layouts) in MAKERS.items() for layout in l
 @pytest.mark.parametrize("case,key", COMPARED)
 def test_tensors_and_keys_equal_llama_cpp_converter(models, reference, case, key):
     ours, theirs = models[case][key][1], reference[case][key]
-    a, b = tensors_of(ours), tensors_of(theirs)
-    assert sorted(a) == sorted(b)
-    for name in b:
-        assert a[name][:2] == b[name][:2], name
-        assert same_bytes(name, a[name][2], b[name][2]), f"{name}: bytes differ"
-    ka, kb = keys_of(ours), keys_of(theirs)
-    only_ours = {k for k in set(ka) - set(kb) if not deliberate(k)}
-    only_theirs = {k for k in set(kb) - set(ka) if not deliberate(k)}
-    assert not only_ours and not only_theirs, (sorted(only_ours), sorted(only_theirs))
-    for k in sorted(k for k in kb if not deliberate(k)):
-        assert ka[k] == kb[k], k
+    a, b, ka, kb = same_gguf(ours, theirs, same_bytes=same_bytes)
     arch = case.partition("-")[0]
     assert ka["general.architecture"][1] == arch
     assert ka[f"{arch}.attention.recurrent_layers"][1] == [True, True, True, False]
