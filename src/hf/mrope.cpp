@@ -51,9 +51,13 @@ Status read_mrope_sections(const JsonFile& file, ModelConfig& c, std::uint32_t r
       sections[i++] = v.get_int64().value_unsafe();
     }
   }
+  // Without the key llama.cpp's converter writes its default sections whatever the head size (text rotates
+  // the same whatever they are), so only sections the file gives are checked.
   const std::int64_t sum = sections[0] + sections[1] + sections[2] + sections[3];
-  if (sum == 0 || sum > head_dim) return file.bad(key, "must sum to between 1 and head_dim (" + std::to_string(head_dim) + ")");
-  if (!every_pair_rotates(sections, rope_dims / 2)) {
+  if (given && (sum == 0 || sum > head_dim)) {
+    return file.bad(key, "must sum to between 1 and head_dim (" + std::to_string(head_dim) + ")");
+  }
+  if (given && !every_pair_rotates(sections, rope_dims / 2)) {
     return refuse_key(file, key,
                       "leaves rotary pairs to llama.cpp's fourth rope section, which text positions do not rotate (transformers "
                       "rotates them)");
