@@ -235,6 +235,13 @@ def test_environment_deadline_bounds_safe_open(faults, monkeypatch):
     assert "deadline of 1 s" in str(info.value)
 
 
+def _as_at_a_terminal():
+    """The child's SIGINT as a terminal's Ctrl-C finds it (default, so Python raises KeyboardInterrupt):
+    a suite started in the background by a shell without job control inherits SIGINT ignored, and
+    Python then leaves it ignored."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _interrupt_when(proc, ready, limit=10):
     """Sends SIGINT once ready() is true, then waits (at most `limit` s) for the process to end."""
     deadline = time.monotonic() + limit
@@ -260,7 +267,7 @@ def test_ctrl_c_interrupts_a_remote_read(faults):
         "except KeyboardInterrupt:\n"
         "    print('KeyboardInterrupt'); sys.exit(3)\n"
     )
-    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=_as_at_a_terminal)
     out, err = _interrupt_when(proc, lambda: faults.requests_for(query) >= 1)
     assert proc.returncode == 3 and "KeyboardInterrupt" in out, (proc.returncode, out, err)
 
@@ -281,7 +288,7 @@ def test_ctrl_c_during_save_file_leaves_the_target_untouched(tmp_path):
         "except KeyboardInterrupt:\n"
         "    print('KeyboardInterrupt'); sys.exit(3)\n"
     )
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, preexec_fn=_as_at_a_terminal)
     assert proc.returncode == 3 and "KeyboardInterrupt" in proc.stdout, (proc.returncode, proc.stdout, proc.stderr)
     assert target.read_bytes() == b"old"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.safetensors"]
