@@ -18,7 +18,8 @@
 #                              a clean venv (scripts/check-wheel.sh)
 #   scripts/test.sh --full     also (a) the whole suite under AddressSanitizer + UndefinedBehaviorSanitizer
 #                              (build-asan/) and (b) every libFuzzer target for FUZZ_SECONDS seconds each
-#                              (default 60), seeded from fuzz/corpus/ (build-fuzz/). CI=true implies --full.
+#                              (default 60), seeded from fuzz/corpus/ (built in build-fuzz/ alone, in
+#                              build-asan/ with (a); runs in build-fuzz/). CI=true implies --full.
 #   scripts/test.sh --asan     only (a);   scripts/test.sh --fuzz   only (b)
 # Environment: FUZZ_SECONDS; SANITIZE_CC / SANITIZE_CXX, the compilers of the sanitizer build (clang);
 # SAFEWEIGHTS_FRAMEWORKS=0 leaves out the frameworks step (jax/flax, TensorFlow, paddle, MLX: a 3 GB
@@ -36,7 +37,7 @@ for arg in "$@"; do
     --full) do_asan=1 do_fuzz=1 ;;
     --asan) do_release=0 do_asan=1 ;;
     --fuzz) do_release=0 do_fuzz=1 ;;
-    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,/^# Exits non-zero/p' "$0"; exit 0 ;;
     *) echo "test.sh: unknown argument $arg (try --help)" >&2; exit 2 ;;
   esac
 done
@@ -364,11 +365,20 @@ wheel_test() {
   fi
 }
 
+# With the fuzzing part too (--full, CI), the sanitizer tree also builds the libFuzzer targets: they need
+# the same clang, ASan and UBSan, plus coverage instrumentation of the library (which the unit tests then
+# run with too, harmlessly), so one clang build serves both instead of two (about a tenth of CI's time on
+# a 2-core machine). fuzz_tests takes its targets from there.
+fuzz_bin=build-fuzz/fuzz
 asan_tests() {
   section "ASan + UBSan build (build-asan/)"
+  local with_fuzz=OFF
+  if ((do_fuzz)) && [[ ${SANITIZE_CXX:-clang++} == *clang* ]]; then with_fuzz=ON; fi
   CC="${SANITIZE_CC:-clang}" CXX="${SANITIZE_CXX:-clang++}" cmake -S . -B build-asan -G Ninja \
-    -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSAFEWEIGHTS_SANITIZE=ON -DSAFEWEIGHTS_BUILD_BENCH=OFF "${werror[@]}"
+    -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSAFEWEIGHTS_SANITIZE=ON -DSAFEWEIGHTS_BUILD_BENCH=OFF \
+    -DSAFEWEIGHTS_BUILD_FUZZ="$with_fuzz" "${werror[@]}"
   cmake --build build-asan -j"$jobs"
+  [[ $with_fuzz == OFF ]] || fuzz_bin=build-asan/fuzz
 
   section "unit tests (ASan + UBSan)"
   run_ctest build-asan ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
@@ -376,7 +386,7 @@ asan_tests() {
 
 fuzz_one() {
   local target=$1
-  local bin="build-fuzz/fuzz/$target" work="build-fuzz/corpus-work/$target"
+  local bin="$fuzz_bin/$target" work="build-fuzz/corpus-work/$target"
   local artifacts="build-fuzz/artifacts/$target" log="build-fuzz/$target.log"
   local seeds=() dict=()
   [[ -d fuzz/corpus/$target ]] && seeds+=("fuzz/corpus/$target")
@@ -414,10 +424,12 @@ fuzz_one() {
 }
 
 fuzz_tests() {
-  section "fuzz build (build-fuzz/, clang, libFuzzer + ASan + UBSan)"
-  CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DSAFEWEIGHTS_BUILD_FUZZ=ON -DSAFEWEIGHTS_BUILD_TESTS=OFF -DSAFEWEIGHTS_BUILD_BENCH=OFF "${werror[@]}"
-  cmake --build build-fuzz -j"$jobs" --target "${FUZZ_TARGETS[@]}"
+  if [[ $fuzz_bin == build-fuzz/fuzz ]]; then
+    section "fuzz build (build-fuzz/, clang, libFuzzer + ASan + UBSan)"
+    CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+      -DSAFEWEIGHTS_BUILD_FUZZ=ON -DSAFEWEIGHTS_BUILD_TESTS=OFF -DSAFEWEIGHTS_BUILD_BENCH=OFF "${werror[@]}"
+    cmake --build build-fuzz -j"$jobs" --target "${FUZZ_TARGETS[@]}"
+  fi
 
   # The targets run side by side, one per core (each libFuzzer process is one thread: every target
   # still gets FUZZ_SECONDS of a core), each into its own report, printed in order when all are done.
