@@ -222,8 +222,8 @@ ROPE = {"full_attention": {"rope_type": "proportional", "partial_rotary_factor":
 # Keys transformers reads that would make llama.cpp compute something else: (variant, key, value, message);
 # value None removes the key.
 REFUSED = [
-    ("causal", "enable_moe_block", True, "`enable_moe_block` is true: Gemma 4's experts are not converted yet"),
-    ("causal", "num_experts", 4, "`num_experts` is set: Gemma 4's experts are not converted yet"),
+    ("causal", "enable_moe_block", True, "`num_experts` is missing"),  # experts: test_hf_gguf_gemma4_moe.py
+    ("causal", "num_experts", 4, "`num_experts` is set without enable_moe_block: transformers builds no experts"),
     ("causal", "attention_bias", True, "`attention_bias` is true: llama.cpp's gemma4 architecture has no such computation"),
     ("causal", "use_bidirectional_attention", "all", "`use_bidirectional_attention` is `all`"),
     ("causal", "attn_logit_softcapping", 50.0, "`attn_logit_softcapping` is set: llama.cpp's gemma4 architecture does not cap"),
