@@ -174,19 +174,18 @@ def test_multimodal_notes_the_towers_left_out(gemma4):
 
 
 def gelu_as_ggml(model):
-    """The model's GELUs (MLP and per-layer input gate) swapped for ggml's float16-table GELU; returns
-    a function undoing it."""
+    """The model's GELUs (MLP, experts where the model has them, per-layer input gate) swapped for ggml's
+    float16-table GELU; returns a function undoing it."""
     layers = model.model.language_model.layers if hasattr(model.model, "language_model") else model.model.layers
-    modules = [m for layer in layers for m in (layer.mlp, layer) if hasattr(m, "act_fn")]
+    modules = [m for layer in layers for m in (layer.mlp, getattr(layer, "experts", None), layer) if hasattr(m, "act_fn")]
     plain = [m.act_fn for m in modules]
     for m in modules:
         m.act_fn = Float16TableGelu()
     return lambda: [setattr(m, "act_fn", act) for m, act in zip(modules, plain)]
 
 
-@pytest.mark.parametrize("name", list(MAKERS))
-def test_llama_cpp_logits_match_transformers(gemma4, name):
-    model, _, ours, _ = gemma4[name]
+def logits_match(model, ours, name):
+    """Judge (b): llama.cpp's logits from the GGUF `ours` against `model`'s with ggml's GELU, and the same argmax."""
     got = llama_cpp_logits(ours, IDS)
     undo = gelu_as_ggml(model)
     try:
@@ -197,6 +196,12 @@ def test_llama_cpp_logits_match_transformers(gemma4, name):
     print(f"{name}: max |llama.cpp - transformers| / max |transformers| = {err:.3g}")
     assert err <= GEMMA4_GELU_TOLERANCE
     assert (got.argmax(-1) == want.argmax(-1)).all()
+
+
+@pytest.mark.parametrize("name", list(MAKERS))
+def test_llama_cpp_logits_match_transformers(gemma4, name):
+    model, _, ours, _ = gemma4[name]
+    logits_match(model, ours, name)
 
 
 def convert_with(source, tmp_path, key, value):

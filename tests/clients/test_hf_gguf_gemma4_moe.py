@@ -36,11 +36,10 @@ gguf = pytest.importorskip("gguf")
 llama_cpp = pytest.importorskip("llama_cpp")
 pytest.importorskip("sentencepiece")
 
-from test_hf_gguf_gemma4 import FOUR_LAYERS, GEMMA4_GELU_TOLERANCE, IDS, TEXT, convert_with, save  # noqa: E402
-from test_hf_gguf_glm import glm_tokenizer, randomize  # noqa: E402
-from test_hf_gguf_llamacpp import CLI, Float16TableGelu, llama_cpp_logits, transformers_logits  # noqa: E402
-from test_hf_gguf_moe import F32_TOLERANCE, LLAMA_CPP, REFERENCE_RUNNER, fused_copy, need_llama_cpp, same_gguf  # noqa: E402
-from test_hf_gguf_moe import IDS as GLM_IDS  # noqa: E402
+from test_hf_gguf_gemma4 import FOUR_LAYERS, TEXT, convert_with, logits_match, save  # noqa: E402
+from test_hf_gguf_glm import edited, glm_tokenizer, randomize  # noqa: E402
+from test_hf_gguf_llamacpp import CLI, llama_cpp_logits, transformers_logits  # noqa: E402
+from test_hf_gguf_moe import F32_TOLERANCE, IDS, LLAMA_CPP, REFERENCE_RUNNER, fused_copy, need_llama_cpp, same_gguf  # noqa: E402
 
 # 4 experts of width 32, 2 chosen a token, beside the dense MLP (intermediate_size 128).
 EXPERTS = dict(enable_moe_block=True, num_experts=4, top_k_experts=2, moe_intermediate_size=32)
@@ -140,30 +139,10 @@ def test_multimodal_notes_the_towers_left_out(gemma4_moe):
     assert "note: Gemma4ForConditionalGeneration: the text model was converted" in gemma4_moe["moe-multimodal"][3]
 
 
-def gelu_as_ggml(model):
-    """The model's GELUs (dense MLP, experts, per-layer input gate) swapped for ggml's float16-table GELU;
-    returns a function undoing it."""
-    layers = model.model.language_model.layers if hasattr(model.model, "language_model") else model.model.layers
-    modules = [m for layer in layers for m in (layer.mlp, layer.experts, layer) if hasattr(m, "act_fn")]
-    plain = [m.act_fn for m in modules]
-    for m in modules:
-        m.act_fn = Float16TableGelu()
-    return lambda: [setattr(m, "act_fn", act) for m, act in zip(modules, plain)]
-
-
 @pytest.mark.parametrize("name", list(MAKERS))
 def test_llama_cpp_logits_match_transformers(gemma4_moe, name):
     model, _, ours, _ = gemma4_moe[name]
-    got = llama_cpp_logits(ours["f32"], IDS)
-    undo = gelu_as_ggml(model)
-    try:
-        want = transformers_logits(model, IDS)
-    finally:
-        undo()
-    err = np.abs(got - want).max() / np.abs(want).max()
-    print(f"{name}: max |llama.cpp - transformers| / max |transformers| = {err:.3g}")
-    assert err <= GEMMA4_GELU_TOLERANCE
-    assert (got.argmax(-1) == want.argmax(-1)).all()
+    logits_match(model, ours["f32"], name)  # GELU with ggml's table in the experts too
 
 
 READ_FIRST = "differs from transformers' key: llama.cpp's converter reads it first"
@@ -252,8 +231,8 @@ def test_glm4v_notes_the_vision_tower_left_out(glm4v):
 
 @pytest.mark.parametrize("layout", GLM4V_LAYOUTS)
 def test_glm4v_llama_cpp_logits_match_transformers(glm4v, layout):
-    want = transformers_logits(glm4v["model"], GLM_IDS)
-    got = llama_cpp_logits(glm4v[layout][1], GLM_IDS)[:, : want.shape[1]]
+    want = transformers_logits(glm4v["model"], IDS)
+    got = llama_cpp_logits(glm4v[layout][1], IDS)[:, : want.shape[1]]
     assert np.abs(got - want).max() <= F32_TOLERANCE * np.abs(want).max()
     assert (got.argmax(-1) == want.argmax(-1)).all()
 
@@ -268,14 +247,9 @@ GLM4V_REFUSED = [
 @pytest.mark.parametrize("sections,text", GLM4V_REFUSED)
 def test_glm4v_rope_sections_refused_by_name(glm4v, tmp_path, sections, text):
     source = glm4v["per_expert"][0]
-    folder = tmp_path / "folder"
-    folder.mkdir()
-    for f in source.iterdir():
-        (folder / f.name).symlink_to(f)
-    (folder / "config.json").unlink()
-    cfg = json.loads((source / "config.json").read_text())
-    cfg["text_config"]["rope_parameters"]["mrope_section"] = sections
-    (folder / "config.json").write_text(json.dumps(cfg))
+    text_config = json.loads((source / "config.json").read_text())["text_config"]
+    text_config["rope_parameters"]["mrope_section"] = sections
+    folder = edited(source, tmp_path, {"text_config": text_config})
     out = tmp_path / "out.gguf"
     r = subprocess.run([CLI, "convert", str(folder), str(out), "--type", "f32"], capture_output=True, text=True)
     assert r.returncode != 0 and text in r.stderr, r.stderr
