@@ -233,6 +233,16 @@ def hf_folder_seeds():
         {k: v for k, v in HF_LLAMA.items() if k != "architectures"}, **dict(linear, rope_parameters={
             "rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.25, "mrope_section": [1, 1, 0],
             "mrope_interleaved": True}))}, HF_BPE)
+    s["gemma4_moe"] = hf_seed(dict(HF_LLAMA, architectures=["Gemma4ForCausalLM"], head_dim=4, global_head_dim=4, sliding_window=16,
+                                   hidden_activation="gelu_pytorch_tanh", layer_types=["full_attention"], num_kv_shared_layers=0,
+                                   hidden_size_per_layer_input=0, enable_moe_block=True, num_experts=4, top_k_experts=2,
+                                   moe_intermediate_size=2, rope_parameters={"full_attention": {"rope_type": "proportional",
+                                   "partial_rotary_factor": 0.5}, "sliding_attention": {"rope_type": "default"}}),
+                              gemma4_tokenizer, {"bos_token": "<s>", "extra_special_tokens": ["</s>"]})
+    s["glm4v_vision"] = hf_seed({"architectures": ["Glm4vMoeForConditionalGeneration"], "model_type": "glm4v_moe", "text_config": dict(
+        {k: v for k, v in HF_LLAMA.items() if k != "architectures"}, n_routed_experts=4, num_experts_per_tok=2, moe_intermediate_size=2,
+        n_shared_experts=1, first_k_dense_replace=0, rope_parameters={"rope_type": "default", "partial_rotary_factor": 0.5,
+                                                                     "mrope_section": [1, 0, 0]})}, HF_BPE)
     s["config_duplicate_key"] = hf_seed(b'{"architectures":["LlamaForCausalLM"],"vocab_size":6,"vocab_size":7}')
     s["config_infinity"] = hf_seed(b'{"architectures":["LlamaForCausalLM"],"rms_norm_eps":Infinity}')
     s["config_huge_number"] = hf_seed(b'{"architectures":["LlamaForCausalLM"],"vocab_size":100000000000000000000000}')

@@ -6,13 +6,16 @@
 // keys as values on full layers (attention_k_eq_v: no v_proj), per-layer embeddings (PLE), a per-layer
 // output scale, and the double-wide MLP of the shared layers. The tokenizer is tokenizer.json's BPE as
 // llama.cpp's "gemma4" tokenizer model (hf/vocab.cpp). Gemma4ForConditionalGeneration's text model is
-// converted, its vision and audio towers left out (hf/multimodal.h). Experts (enable_moe_block) are
-// refused by name: not converted yet.
+// converted, its vision and audio towers left out (hf/multimodal.h). The experts (enable_moe_block,
+// gemma-4-26B-A4B) sit beside the dense MLP in every layer: a router with its own input scale and a
+// per-expert output scale, transformers 5's fused experts kept fused (ffn_gate_up_exps), three norms of
+// their own.
 #include <algorithm>
 #include <array>
 #include <cmath>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "hf/arch.h"
@@ -20,6 +23,7 @@
 #include "hf/generated.h"
 #include "hf/hf_files.h"
 #include "hf/json_read.h"
+#include "hf/moe.h"
 #include "hf/multimodal.h"
 
 namespace safeweights::hf {
@@ -157,11 +161,9 @@ Result<Heads> full_heads(const JsonFile& file, const ModelConfig& c, const std::
 // Switches llama.cpp's gemma4 architecture has no computation for (or that are not converted yet).
 Status refuse_switches(const JsonFile& file) {
   SW_RETURN_IF_ERROR(refuse_true(file, "gemma4", {"attention_bias"}));
-  SW_ASSIGN_OR_RETURN(auto moe, file.boolean(file.root(), "enable_moe_block"));
-  if (moe.value_or(false)) return refuse_key(file, "enable_moe_block", "is true: Gemma 4's experts are not converted yet");
-  for (std::string_view key : {"num_experts", "top_k_experts", "moe_intermediate_size", "expert_intermediate_size"}) {
-    auto v = JsonFile::member(file.root(), key);
-    if (v && v->type() != json::element_type::NULL_VALUE) return refuse_key(file, key, "is set: Gemma 4's experts are not converted yet");
+  // (llama.cpp's converter folds the per-expert scale into NVFP4 experts' scales: only float weights are converted.)
+  if (JsonFile::member(file.root(), "quantization_config")) {
+    return refuse_key(file, "quantization_config", "is set: quantized checkpoints are not converted; dequantize them first");
   }
   SW_ASSIGN_OR_RETURN(auto bidirectional, file.string(file.root(), "use_bidirectional_attention"));
   if (bidirectional == "all") return refuse_key(file, "use_bidirectional_attention", "is `all`: llama.cpp's gemma4 attends causally to text");
@@ -169,6 +171,40 @@ Status refuse_switches(const JsonFile& file) {
       JsonFile::member(file.root(), "attn_logit_softcapping")->type() != json::element_type::NULL_VALUE) {
     return refuse_key(file, "attn_logit_softcapping", "is set: llama.cpp's gemma4 architecture does not cap attention logits");
   }
+  return Status::ok();
+}
+
+// The experts transformers builds with enable_moe_block (num_experts of moe_intermediate_size, top_k_experts
+// chosen) as c.moe; llama.cpp's keys for them: expert_count and expert_used_count (the plan writes them)
+// and expert_feed_forward_length. The names llama.cpp's converter reads before transformers' ones must
+// agree with them, and without enable_moe_block no expert key may be set (transformers builds no experts,
+// llama.cpp's converter would still write the keys).
+Status read_experts(const JsonFile& file, ModelConfig& c) {
+  const auto root = file.root();
+  SW_ASSIGN_OR_RETURN(auto enabled, file.boolean(root, "enable_moe_block"));
+  if (!enabled.value_or(false)) {
+    for (std::string_view key : {"num_experts", "top_k_experts", "moe_intermediate_size", "expert_intermediate_size"}) {
+      if (JsonFile::member(root, key)) return refuse_key(file, key, "is set without enable_moe_block: transformers builds no experts");
+    }
+    return Status::ok();
+  }
+  MoeConfig moe;
+  SW_ASSIGN_OR_RETURN(moe.experts, file.required_count(root, "num_experts", kMaxExperts));
+  SW_ASSIGN_OR_RETURN(moe.used, file.required_count(root, "top_k_experts", kMaxExperts));
+  if (moe.used > moe.experts) return file.bad("top_k_experts", "is above num_experts");
+  SW_ASSIGN_OR_RETURN(moe.ffn, file.required_count(root, "moe_intermediate_size"));
+  // (num_local_experts, read before num_experts, is refused for every architecture without a MoeTable.)
+  const std::array<std::pair<std::string_view, std::uint32_t>, 3> read_first = {{
+      {"num_experts_per_tok", moe.used},
+      {"num_experts_per_token", moe.used},
+      {"expert_intermediate_size", moe.ffn},
+  }};
+  for (const auto& [key, value] : read_first) {
+    SW_ASSIGN_OR_RETURN(auto other, file.count(root, key));
+    if (other && *other != value) return refuse_key(file, key, "differs from transformers' key: llama.cpp's converter reads it first");
+  }
+  c.moe = moe;
+  c.arch_kv.push_back({"gemma4.expert_feed_forward_length", MetaValue::u32(moe.ffn)});
   return Status::ok();
 }
 
@@ -195,6 +231,7 @@ Status check_rope(const JsonFile& file, ModelConfig& c, const Heads& full, const
 
 Status check(const JsonFile& file, ModelConfig& c) {
   SW_RETURN_IF_ERROR(refuse_switches(file));
+  SW_RETURN_IF_ERROR(read_experts(file, c));
   SW_ASSIGN_OR_RETURN(auto window, file.count(file.root(), "sliding_window"));
   if (!window) return file.bad("sliding_window", "is missing (llama.cpp needs gemma4.attention.sliding_window)");
   SW_ASSIGN_OR_RETURN(auto cap, file.positive(file.root(), "final_logit_softcapping"));
@@ -273,6 +310,24 @@ struct LayerPlan {
   }
 };
 
+// Layer `hf`'s experts beside its dense MLP, as llama.cpp's converter names them: the router (kept F32, as
+// llama.cpp keeps routers), its input scale and the per-expert scale of the experts' output (a tensor of
+// its own: llama.cpp's graph scales each expert's down projection by it), the fused experts as they are
+// (ffn_gate_up_exps [E, 2F, D]: llama.cpp's gemma4 takes them fused), and the MoE half's norms.
+Status plan_experts_of(const MoeConfig& moe, std::uint64_t hidden, const std::string& hf, const std::string& gg, LayerPlan& p) {
+  const std::uint64_t experts = moe.experts;
+  const std::uint64_t ffn = moe.ffn;
+  SW_RETURN_IF_ERROR(p.add(hf + "router.proj.weight", gg + "ffn_gate_inp.weight", {experts, hidden}));
+  p.out.back().type = TensorType::F32;
+  SW_RETURN_IF_ERROR(p.add(hf + "router.scale", gg + "ffn_gate_inp.scale", {hidden}));
+  SW_RETURN_IF_ERROR(p.add(hf + "router.per_expert_scale", gg + "ffn_down_exps.scale", {experts}));
+  SW_RETURN_IF_ERROR(p.add(hf + "experts.gate_up_proj", gg + "ffn_gate_up_exps.weight", {experts, 2 * ffn, hidden}));
+  SW_RETURN_IF_ERROR(p.add(hf + "experts.down_proj", gg + "ffn_down_exps.weight", {experts, hidden, ffn}));
+  SW_RETURN_IF_ERROR(p.add(hf + "pre_feedforward_layernorm_2.weight", gg + "pre_ffw_norm_2.weight", {hidden}));
+  SW_RETURN_IF_ERROR(p.add(hf + "post_feedforward_layernorm_1.weight", gg + "post_ffw_norm_1.weight", {hidden}));
+  return p.add(hf + "post_feedforward_layernorm_2.weight", gg + "post_ffw_norm_2.weight", {hidden});
+}
+
 // The model's per-layer-embedding tensors (planned with layer 0: the plan has no hook of its own for
 // tensors outside the layers) and the full layers' rope_freqs.
 Status plan_model_tensors(const ModelConfig& c, WithGenerated& generated, const std::string& prefix, LayerPlan& p) {
@@ -327,6 +382,7 @@ Status plan_layer(const ModelConfig& c, const TensorFile& weights, WithGenerated
   SW_RETURN_IF_ERROR(p.add(hf + "mlp.up_proj.weight", gg + "ffn_up.weight", {inter, hidden}));
   SW_RETURN_IF_ERROR(p.add(hf + "mlp.down_proj.weight", gg + "ffn_down.weight", {hidden, inter}));
   SW_RETURN_IF_ERROR(p.add(hf + "post_feedforward_layernorm.weight", gg + "post_ffw_norm.weight", {hidden}));
+  if (c.moe) SW_RETURN_IF_ERROR(plan_experts_of(*c.moe, hidden, hf, gg, p));
   SW_RETURN_IF_ERROR(p.add(hf + "layer_scalar", gg + "layer_output_scale.weight", {1}, false));
   if (const std::uint64_t per_layer = key_of(c, kPerLayerInput)->as_u64(); per_layer > 0) {
     SW_RETURN_IF_ERROR(p.add(hf + "per_layer_input_gate.weight", gg + "inp_gate.weight", {per_layer, hidden}));

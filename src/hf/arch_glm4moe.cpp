@@ -7,6 +7,8 @@
 // graph does not group: a topk_group below n_group is refused). The num_nextn_predict_layers
 // next-token layers past num_hidden_layers are kept as llama.cpp's converter keeps them (hf/nextn.h).
 // GLM's special tokens are hf/vocab.cpp's ([gMASK] bos, <|user|> eot, <|observation|> eom).
+// GLM-4.5V (Glm4vMoeForConditionalGeneration, the same class in llama.cpp's converter): its text model, the
+// vision tower left out (hf/multimodal.h), with its sectioned multimodal rope (hf/mrope.h).
 // Refused by name: rope scaling (llama.cpp's converter writes none for GLM-4.5), quantized checkpoints.
 #include <algorithm>
 #include <array>
@@ -15,11 +17,15 @@
 #include "hf/hf_files.h"
 #include "hf/json_read.h"
 #include "hf/moe.h"
+#include "hf/mrope.h"
+#include "hf/multimodal.h"
 
 namespace safeweights::hf {
 namespace {
 
-constexpr std::array<std::string_view, 1> kClasses = {"Glm4MoeForCausalLM"};
+constexpr std::array<std::string_view, 2> kClasses = {"Glm4MoeForCausalLM", "Glm4vMoeForConditionalGeneration"};
+constexpr std::array<std::string_view, 1> kMultimodal = {"Glm4vMoeForConditionalGeneration"};
+constexpr std::array<std::string_view, 1> kRopeKeys = {"mrope_section"};  // read by read_sectioned_mrope
 
 constexpr std::array<TensorRule, 6> kLayer = {
     rows::kAttnNorm, rows::q(Permute::None), rows::k(Permute::None), rows::kV, rows::kO, rows::kPostAttentionNorm,
@@ -51,7 +57,7 @@ Status read_rotary(const JsonFile& file, ModelConfig& c) {
   const auto rotary = static_cast<std::uint32_t>(factor * head_dim);
   if (rotary % 2 != 0) return file.bad("partial_rotary_factor", "rotates an odd number of each head's values: rotary embeddings need pairs");
   c.arch_kv.push_back({"glm4moe.rope.dimension_count", MetaValue::u32(rotary)});
-  return Status::ok();
+  return read_sectioned_mrope(file, c, rotary);
 }
 
 Status check(const JsonFile& file, ModelConfig& c) {
@@ -69,7 +75,12 @@ Status check(const JsonFile& file, ModelConfig& c) {
 }
 
 Status plan_layer(const ModelConfig& c, const TensorFile& weights, WithGenerated&, std::uint32_t n, std::vector<ConvertTensor>& out) {
-  const std::string hf = "model.layers." + std::to_string(n) + ".";
+  std::string prefix = "model.";
+  if (c.multimodal) {
+    SW_ASSIGN_OR_RETURN(TextModelNames names, text_model_names(weights));
+    prefix = names.prefix;
+  }
+  const std::string hf = prefix + "layers." + std::to_string(n) + ".";
   const std::string gg = "blk." + std::to_string(n) + ".";
   if (has_flag(c, "attention_bias")) {
     for (const TensorRule& t : rows::kQkvBias) SW_RETURN_IF_ERROR(add_rule(c, weights, t, hf, gg, out));
@@ -90,6 +101,8 @@ SAFEWEIGHTS_HF_ARCHITECTURE(glm4moe) {
                                       .check = check,
                                       .plan_layer = plan_layer,
                                       .partial_rotary = true,
+                                      .rope_keys = kRopeKeys,
+                                      .multimodal = kMultimodal,
                                       .nextn_key = "num_nextn_predict_layers"};
   return kArch;
 }

@@ -9,9 +9,6 @@
 namespace safeweights::hf {
 namespace {
 
-// llama.cpp's loader holds at most LLAMA_MAX_EXPERTS (llama-hparams.h) experts per layer.
-constexpr std::int64_t kMaxExperts = 1024;
-
 Error refused(const JsonFile& file, std::string_view key, const std::string& why) {
   return Error(ErrorKind::NotSupported, "key " + json::quoted(key) + " " + why).with_file(file.path());
 }

@@ -25,6 +25,9 @@
 
 namespace safeweights::hf {
 
+// llama.cpp's loader holds at most LLAMA_MAX_EXPERTS (llama-hparams.h) experts per layer.
+inline constexpr std::int64_t kMaxExperts = 1024;
+
 struct MoeTable {
   std::string_view block;                  // the MLP's name in a layer: "mlp", Mixtral's "block_sparse_moe"
   std::string_view fused_block = {};       // the same with transformers 5's fused experts, when it differs (Mixtral: "mlp")

@@ -174,19 +174,18 @@ def test_multimodal_notes_the_towers_left_out(gemma4):
 
 
 def gelu_as_ggml(model):
-    """The model's GELUs (MLP and per-layer input gate) swapped for ggml's float16-table GELU; returns
-    a function undoing it."""
+    """The model's GELUs (MLP, experts where the model has them, per-layer input gate) swapped for ggml's
+    float16-table GELU; returns a function undoing it."""
     layers = model.model.language_model.layers if hasattr(model.model, "language_model") else model.model.layers
-    modules = [m for layer in layers for m in (layer.mlp, layer) if hasattr(m, "act_fn")]
+    modules = [m for layer in layers for m in (layer.mlp, getattr(layer, "experts", None), layer) if hasattr(m, "act_fn")]
     plain = [m.act_fn for m in modules]
     for m in modules:
         m.act_fn = Float16TableGelu()
     return lambda: [setattr(m, "act_fn", act) for m, act in zip(modules, plain)]
 
 
-@pytest.mark.parametrize("name", list(MAKERS))
-def test_llama_cpp_logits_match_transformers(gemma4, name):
-    model, _, ours, _ = gemma4[name]
+def logits_match(model, ours, name):
+    """Judge (b): llama.cpp's logits from the GGUF `ours` against `model`'s with ggml's GELU, and the same argmax."""
     got = llama_cpp_logits(ours, IDS)
     undo = gelu_as_ggml(model)
     try:
@@ -197,6 +196,12 @@ def test_llama_cpp_logits_match_transformers(gemma4, name):
     print(f"{name}: max |llama.cpp - transformers| / max |transformers| = {err:.3g}")
     assert err <= GEMMA4_GELU_TOLERANCE
     assert (got.argmax(-1) == want.argmax(-1)).all()
+
+
+@pytest.mark.parametrize("name", list(MAKERS))
+def test_llama_cpp_logits_match_transformers(gemma4, name):
+    model, _, ours, _ = gemma4[name]
+    logits_match(model, ours, name)
 
 
 def convert_with(source, tmp_path, key, value):
@@ -222,8 +227,8 @@ ROPE = {"full_attention": {"rope_type": "proportional", "partial_rotary_factor":
 # Keys transformers reads that would make llama.cpp compute something else: (variant, key, value, message);
 # value None removes the key.
 REFUSED = [
-    ("causal", "enable_moe_block", True, "`enable_moe_block` is true: Gemma 4's experts are not converted yet"),
-    ("causal", "num_experts", 4, "`num_experts` is set: Gemma 4's experts are not converted yet"),
+    ("causal", "enable_moe_block", True, "`num_experts` is missing"),  # experts: test_hf_gguf_gemma4_moe.py
+    ("causal", "num_experts", 4, "`num_experts` is set without enable_moe_block: transformers builds no experts"),
     ("causal", "attention_bias", True, "`attention_bias` is true: llama.cpp's gemma4 architecture has no such computation"),
     ("causal", "use_bidirectional_attention", "all", "`use_bidirectional_attention` is `all`"),
     ("causal", "attn_logit_softcapping", 50.0, "`attn_logit_softcapping` is set: llama.cpp's gemma4 architecture does not cap"),

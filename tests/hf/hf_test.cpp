@@ -1992,4 +1992,94 @@ TEST(HfSampling, GenerationConfigGivesTheKeysGgufPyWrites) {
   EXPECT_TRUE(hf::read_sampling(*folder).empty());
 }
 
+// Gemma 4's experts (gemma-4-26B-A4B): a one-layer Gemma4ForCausalLM whose 4 experts of width 2 (2 used)
+// sit beside its dense MLP, fused as transformers 5 saves them; a byte_fallback BPE (the gemma4 tokenizer).
+void make_gemma4_moe(Folder& f) {
+  f.config["architectures"] = R"(["Gemma4ForCausalLM"])";
+  f.config["head_dim"] = "4";
+  f.config["global_head_dim"] = "4";
+  f.config["hidden_activation"] = R"("gelu_pytorch_tanh")";
+  f.config["layer_types"] = R"(["full_attention"])";
+  f.config["sliding_window"] = "4";
+  f.config["num_kv_shared_layers"] = "0";
+  f.config["hidden_size_per_layer_input"] = "0";
+  f.config["rope_parameters"] = R"({"full_attention":{"rope_type":"proportional","partial_rotary_factor":0.5,"rope_theta":1000000.0},)"
+                                R"("sliding_attention":{"rope_type":"default","rope_theta":10000.0}})";
+  f.config["enable_moe_block"] = "true";
+  f.config["num_experts"] = "4";
+  f.config["top_k_experts"] = "2";
+  f.config["moe_intermediate_size"] = "2";
+  f.model_extra = R"(,"byte_fallback":true)";
+  f.set_vocab_size(5);
+  const std::string l = "model.layers.0.";
+  for (const char* t : {"self_attn.q_norm.weight", "self_attn.k_norm.weight"}) f.tensors[l + t] = {4};
+  for (const char* t : {"pre_feedforward_layernorm.weight", "post_feedforward_layernorm.weight", "pre_feedforward_layernorm_2.weight",
+                        "post_feedforward_layernorm_1.weight", "post_feedforward_layernorm_2.weight", "router.scale"}) {
+    f.tensors[l + t] = {8};
+  }
+  f.tensors[l + "router.proj.weight"] = {4, 8};
+  f.tensors[l + "router.per_expert_scale"] = {4};
+  f.tensors[l + "experts.gate_up_proj"] = {4, 4, 8};  // [E, 2F, D]
+  f.tensors[l + "experts.down_proj"] = {4, 8, 2};     // [E, D, F]
+}
+
+TEST(HfGemma4, ExpertsBesideTheDenseMlpTakeLlamaCppsNames) {
+  Folder f;
+  make_gemma4_moe(f);
+  auto p = f.plan();
+  ASSERT_TRUE(IsOk(p));
+  EXPECT_EQ(*find(*p, "gemma4.expert_count"), MetaValue::u32(4));
+  EXPECT_EQ(*find(*p, "gemma4.expert_used_count"), MetaValue::u32(2));
+  EXPECT_EQ(*find(*p, "gemma4.expert_feed_forward_length"), MetaValue::u32(2));
+  EXPECT_EQ(*find(*p, "gemma4.feed_forward_length"), MetaValue::u32(8));  // the dense MLP's
+  const std::vector<std::pair<std::string, std::string>> names = {
+      {"ffn_gate_inp.weight", "router.proj.weight"},
+      {"ffn_gate_inp.scale", "router.scale"},
+      {"ffn_down_exps.scale", "router.per_expert_scale"},   // a tensor of its own: llama.cpp scales each expert's output by it
+      {"ffn_gate_up_exps.weight", "experts.gate_up_proj"},  // kept fused: llama.cpp's gemma4 reads it so
+      {"ffn_down_exps.weight", "experts.down_proj"},
+      {"pre_ffw_norm_2.weight", "pre_feedforward_layernorm_2.weight"},
+      {"post_ffw_norm_1.weight", "post_feedforward_layernorm_1.weight"},
+      {"post_ffw_norm_2.weight", "post_feedforward_layernorm_2.weight"},
+      {"ffn_gate.weight", "mlp.gate_proj.weight"},  // the dense MLP stays
+  };
+  for (const auto& [gguf_name, hf_name] : names) {
+    const ConvertTensor* t = planned(*p, "blk.0." + gguf_name);
+    ASSERT_NE(t, nullptr) << gguf_name;
+    EXPECT_EQ(t->source, "model.layers.0." + hf_name);
+    EXPECT_TRUE(t->pieces.empty()) << gguf_name;
+  }
+  EXPECT_EQ(planned(*p, "blk.0.ffn_gate_inp.weight")->type, TensorType::F32);  // routers F32 at any --type
+  EXPECT_FALSE(planned(*p, "blk.0.ffn_gate_up_exps.weight")->type.has_value());
+  EXPECT_EQ(planned(*p, "blk.0.ffn_gate_exps.weight"), nullptr);
+
+  make_gemma4_moe(f);
+  f.tensors["model.layers.0.experts.gate_up_proj"] = {4, 2, 8};
+  EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::InvalidModelFolder, "model.safetensors", "shape [4, 2, 8], config.json implies [4, 4, 8]"));
+  make_gemma4_moe(f);
+  f.tensors.erase("model.layers.0.router.per_expert_scale");
+  EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::TensorNotFound, "model.safetensors",
+                          "model.layers.0.router.per_expert_scale is missing (llama.cpp needs blk.0.ffn_down_exps.scale)"));
+}
+
+TEST(HfGemma4, ExpertKeysAreMappedOrRefusedByName) {
+  const std::string first = "differs from transformers' key: llama.cpp's converter reads it first";
+  const std::vector<ConfigCase> cases = {
+      {"enable_moe_block", "false", ErrorKind::NotSupported, "`num_experts` is set without enable_moe_block: transformers builds no experts"},
+      {"num_experts", "", ErrorKind::InvalidModelFolder, "`num_experts` is missing"},
+      {"num_experts", "1025", ErrorKind::InvalidModelFolder, "`num_experts` is 1025, outside [1, 1024]"},
+      {"top_k_experts", "", ErrorKind::InvalidModelFolder, "`top_k_experts` is missing"},
+      {"top_k_experts", "5", ErrorKind::InvalidModelFolder, "`top_k_experts` is above num_experts"},
+      {"moe_intermediate_size", "", ErrorKind::InvalidModelFolder, "`moe_intermediate_size` is missing"},
+      {"expert_intermediate_size", "3", ErrorKind::NotSupported, "`expert_intermediate_size` " + first},
+      {"num_experts_per_tok", "3", ErrorKind::NotSupported, "`num_experts_per_tok` " + first},
+      {"num_experts_per_token", "1", ErrorKind::NotSupported, "`num_experts_per_token` " + first},
+  };
+  expect_config_refusals(cases, make_gemma4_moe);
+  Folder f;  // the same value under llama.cpp's name changes nothing
+  make_gemma4_moe(f);
+  f.config["expert_intermediate_size"] = "2";
+  EXPECT_TRUE(IsOk(f.plan()));
+}
+
 }  // namespace
