@@ -13,7 +13,7 @@ test_hf_gguf_moe.py judges its architectures:
 (a) against the pinned llama.cpp's own converter on the same folder: the same tensors (name, type, shape,
     bytes) and keys, but for DELIBERATE_DIFFERENCES. Its converter is run with --no-mtp: these folders have
     no multi-token-prediction layers (transformers saves none), and without the flag it stops on an
-    assertion; we convert no MTP layers (a folder holding them is refused by name);
+    assertion (folders holding them: test_hf_gguf_mtp.py);
 (b) llama.cpp (llama-cpp-python) gives the logits transformers gives (f32, within F32_TOLERANCE of the
     largest logit) and the same argmax.
 
@@ -264,7 +264,7 @@ def test_keys_refused_by_name(models, tmp_path, case, edit, text):
 
 
 def test_mtp_layers_refused_by_name(models, tmp_path):
-    """Real checkpoints carry multi-token-prediction layers (mtp.*): not converted, refused by name."""
+    """An MTP block without its layer (mtp.fc alone; whole blocks: test_hf_gguf_mtp.py) is refused by name."""
     folder = changed_copy(models, tmp_path, "qwen35", extra_tensors={"mtp.fc.weight": torch.zeros(64, 128)})
     out = tmp_path / "out.gguf"
     r = subprocess.run([CLI, "convert", str(folder), str(out), "--type", "f32"], capture_output=True, text=True)
