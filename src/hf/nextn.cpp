@@ -103,10 +103,10 @@ Status read_nextn_weights(const TensorFile& weights, ModelConfig& c) {
   const NextnLayout* layout = c.arch->nextn_layout;
   if (!layout) return Status::ok();
   c.nextn_prefix = std::string(layout->prefixes.front());
+  bool used_prefix = false;
   for (std::string_view prefix : layout->prefixes) {
-    const bool used =
-        std::any_of(weights.tensors().begin(), weights.tensors().end(), [&](const TensorEntry& e) { return e.name.starts_with(prefix); });
-    if (used) {
+    used_prefix = std::any_of(weights.tensors().begin(), weights.tensors().end(), [&](const TensorEntry& e) { return e.name.starts_with(prefix); });
+    if (used_prefix) {
       c.nextn_prefix = std::string(prefix);
       break;
     }
@@ -123,6 +123,14 @@ Status read_nextn_weights(const TensorFile& weights, ModelConfig& c) {
     held = std::max(held, *n + 1);
   }
   if (c.nextn_layers == 0) c.nextn_layers = held;
+  if (c.nextn_layers > 0 && !used_prefix) {
+    // Counted by config.json, held by no weight (transformers saves no mtp.*): llama.cpp's converter then
+    // writes the count without the layer's tensors, which its loader refuses; written as with --no-mtp.
+    c.notes.push_back(std::string(c.arch->nextn_key) + " counts " + std::to_string(c.nextn_layers) +
+                      " multi-token-prediction layer(s) the weights do not hold: written without them, as llama.cpp's converter writes "
+                      "with --no-mtp (its default file, the count without the layers' tensors, llama.cpp does not load)");
+    c.nextn_layers = 0;
+  }
   // llama.cpp's converter writes the key only for a count above 0 here.
   if (c.nextn_layers > 0) c.arch_kv.push_back({std::string(c.arch->name) + ".nextn_predict_layers", MetaValue::u32(c.nextn_layers)});
   return Status::ok();

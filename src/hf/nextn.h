@@ -63,8 +63,9 @@ Status read_nextn_layers(const JsonFile& file, ModelConfig& c);
 
 // With a NextnLayout (after read_config): where the weights keep the block (c.nextn_prefix) and, when
 // config.json counts none, how many layers they hold (the highest `layers.i` + 1, as llama.cpp's
-// converter counts them), then {arch}.nextn_predict_layers when there are any. NotSupported naming a
-// layer past the layout's max_layers. Without one, nothing.
+// converter counts them), then {arch}.nextn_predict_layers when there are any. A count config.json
+// gives for a block the weights lack is dropped with a note (llama.cpp does not load what its converter
+// writes then). NotSupported naming a layer past the layout's max_layers. Without a layout, nothing.
 Status read_nextn_weights(const TensorFile& weights, ModelConfig& c);
 
 // The weights' prefix of layer `n` ("model.layers.N."; a next-token layer of a NextnLayout:

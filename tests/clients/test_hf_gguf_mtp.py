@@ -19,7 +19,9 @@ expert layout, random values. Judged:
 
 What llama.cpp's converter would write but llama.cpp cannot run is refused by name, and no file is written
 (deliberate differences, docs/GGUF.md): a second MTP layer (its converter gives it no nextn tensors, and
-llama.cpp's qwen35 graph asserts one), an MTP layer missing a tensor llama.cpp's loader requires for it.
+llama.cpp's qwen35 graph asserts one), an MTP layer missing a tensor llama.cpp's loader requires for it. And
+a count config.json gives for a block the weights lack is left out (as with --no-mtp), with a note: the
+converter's default file then holds the count without the layer, which llama.cpp does not load.
 """
 
 import json
@@ -40,7 +42,7 @@ from safetensors.torch import load_file, save_file  # noqa: E402
 
 from test_hf_gguf_llamacpp import CLI, llama_cpp_logits, transformers_logits  # noqa: E402
 from test_hf_gguf_moe import F32_TOLERANCE, IDS, LLAMA_CPP, REFERENCE_RUNNER, fused_copy, need_llama_cpp, same_gguf  # noqa: E402
-from test_hf_gguf_qwen35 import qwen35, qwen35_vl, qwen35moe, qwen3next, same_bytes  # noqa: E402
+from test_hf_gguf_qwen35 import NO_MTP_RUNNER, qwen35, qwen35_vl, qwen35moe, qwen3next, same_bytes  # noqa: E402
 
 HIDDEN = 64  # test_hf_gguf_qwen35.COMMON's
 LAYERS = 4   # layer 3 is full attention: the MTP layer's shapes
@@ -83,7 +85,9 @@ MAKERS = {
     # As released: the text model under model.language_model.*, the block at the top (mtp.*), its count in
     # text_config.
     "qwen35-vl": (qwen35_vl_mtp, ("per_expert",), True),
-    # A Qwen3.5 saved by transformers: config.json counts the block its weights do not hold.
+    # A Qwen3.5 saved by transformers: config.json counts the block its weights do not hold. Written without
+    # it, as llama.cpp's converter writes with --no-mtp: by default it writes the count without the layer's
+    # tensors, a file llama.cpp does not load ("tensor 'blk.4.attn_norm.weight' not found").
     "qwen35-absent": (lambda folder: qwen35(folder, mtp_num_hidden_layers=1), ("per_expert",), False),
 }
 TYPED = {"qwen35": ("q8_0",), "qwen35moe": ("q8_0",)}
@@ -117,15 +121,17 @@ def models(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def reference(models, tmp_path_factory):
-    """case -> key -> the GGUF llama.cpp's converter writes by default (MTP layers kept) from the same folder."""
+    """case -> key -> the GGUF llama.cpp's converter writes by default (MTP layers kept) from the same folder;
+    with --no-mtp for a folder without the block."""
     need_llama_cpp()
     root = tmp_path_factory.mktemp("reference")
     jobs = [(case, key, str(folder), str(root / f"{case}-{key}.gguf"), key.rpartition("-")[2] if "-" in key else "f32")
             for case, entry in models.items() for key, value in entry.items() if key != "model" for folder in [value[0]]]
     env = dict(os.environ, PYTHONPATH=os.path.join(LLAMA_CPP, "gguf-py"), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-    r = subprocess.run([sys.executable, "-c", REFERENCE_RUNNER, LLAMA_CPP, "qwen2", json.dumps([j[2:] for j in jobs])], capture_output=True,
-                       text=True, env=env)
-    assert r.returncode == 0, r.stderr[-4000:]
+    for runner, held in ((REFERENCE_RUNNER, True), (NO_MTP_RUNNER, False)):
+        batch = [j[2:] for j in jobs if MAKERS[j[0]][2] == held]
+        r = subprocess.run([sys.executable, "-c", runner, LLAMA_CPP, "qwen2", json.dumps(batch)], capture_output=True, text=True, env=env)
+        assert r.returncode == 0, r.stderr[-4000:]
     out = {case: {} for case in models}
     for case, key, _, path, _ in jobs:
         out[case][key] = Path(path)
@@ -142,21 +148,23 @@ def test_tensors_and_keys_equal_llama_cpp_converter(models, reference, case, key
     ours, theirs = models[case][key][1], reference[case][key]
     a, _, ka, _ = same_gguf(ours, theirs, same_bytes=same_bytes)
     arch = case.partition("-")[0]
+    if not MAKERS[case][2]:
+        assert ka[f"{arch}.block_count"][1] == LAYERS and f"{arch}.nextn_predict_layers" not in ka
+        assert not [n for n in a if n.startswith("blk.4.")]
+        return
     assert ka[f"{arch}.block_count"][1] == LAYERS + 1
     assert ka[f"{arch}.nextn_predict_layers"][1] == 1
     assert ka[f"{arch}.attention.recurrent_layers"][1] == [True, True, True, False, False]
-    held = MAKERS[case][2]
-    assert all((name in a) == held for name in NEXTN + ["blk.4.attn_q.weight", "blk.4.attn_norm.weight"])
+    assert all(name in a for name in NEXTN)
     assert not [n for n in a if n.startswith("blk.4.ssm")]  # a full-attention layer
-    if held:
-        assert a["blk.4.attn_q.weight"][1] == a["blk.3.attn_q.weight"][1]
-        assert a["blk.4.nextn.eh_proj.weight"][1] == [2 * HIDDEN, HIDDEN]
+    assert a["blk.4.attn_q.weight"][1] == a["blk.3.attn_q.weight"][1]
+    assert a["blk.4.nextn.eh_proj.weight"][1] == [2 * HIDDEN, HIDDEN]
 
 
-def test_block_counted_but_not_held_is_said(models):
-    assert ("note: mtp_num_hidden_layers counts 1 next-token-prediction layer(s) the weights do not hold"
+def test_block_counted_but_not_held_is_left_out_with_a_note(models):
+    assert ("note: mtp_num_hidden_layers counts 1 multi-token-prediction layer(s) the weights do not hold: written without them"
             in STDERR[("qwen35-absent", "per_expert")])
-    assert "next-token" not in STDERR[("qwen35", "per_expert")]
+    assert "multi-token" not in STDERR[("qwen35", "per_expert")]
 
 
 @pytest.mark.parametrize("case,layout", [(case, layout) for case, (_, layouts, _) in MAKERS.items() for layout in layouts])
@@ -195,17 +203,20 @@ def without(name):
 
 
 def second_layer(weights):
-    return {**weights, **{k.replace("mtp.layers.0.", "mtp.layers.1."): v for k, v in weights.items() if k.startswith("mtp.layers.0.")}}
+    second = {k.replace("mtp.layers.0.", "mtp.layers.1."): v.clone() for k, v in weights.items() if k.startswith("mtp.layers.0.")}
+    return {**weights, **second}
 
 
 REFUSED = [
     ("qwen35", set_key("mtp_num_hidden_layers", 2), None, "config.json",
      "key `mtp_num_hidden_layers` is 2: llama.cpp's qwen35 runs 1 multi-token-prediction layer"),
     ("qwen3next", None, second_layer, "model.safetensors", "multi-token-prediction layer 1: llama.cpp's qwen3next runs 1"),
-    ("qwen35moe", None, without("mtp.fc.weight"), "model.safetensors", "tensor mtp.fc.weight is missing (llama.cpp needs blk.4.nextn.eh_proj.weight)"),
+    ("qwen35moe", None, without("mtp.fc.weight"), "model.safetensors",
+     "tensor mtp.fc.weight is missing (llama.cpp needs blk.4.nextn.eh_proj.weight)"),
     ("qwen35", None, without("mtp.layers.0.self_attn.k_norm.weight"), "model.safetensors",
      "tensor mtp.layers.0.self_attn.k_norm.weight is missing (llama.cpp needs blk.4.attn_k_norm.weight)"),
-    ("qwen35", None, lambda w: {**w, "mtp.fc.bias": torch.zeros(HIDDEN)}, "model.safetensors", "no name in llama.cpp's qwen35 architecture"),
+    ("qwen35", None, lambda w: {**w, "mtp.fc.bias": torch.zeros(HIDDEN)}, "model.safetensors",
+     "no name in llama.cpp's qwen35 architecture"),
 ]
 
 

@@ -2027,7 +2027,7 @@ TEST(HfNextn, QwenMtpBlockIsRenamedToTheLayerPastTheLast) {
     EXPECT_EQ(planned(*p, "blk.2.ffn_down.weight")->source, prefix + "layers.0.mlp.down_proj.weight");
     EXPECT_EQ(planned(*p, "blk.2.ssm_out.weight"), nullptr);
     EXPECT_EQ(planned(*p, "blk.2.nextn.embed_tokens.weight"), nullptr);
-    EXPECT_EQ(p->tensors.size(), 37u);  // 22 without: 11 of the layer, 4 of its own
+    EXPECT_EQ(p->tensors.size(), 42u);  // 27 without: 11 of the layer, 4 of its own
   }
 }
 
@@ -2036,17 +2036,20 @@ TEST(HfNextn, QwenMtpCountFromConfigAndItsRefusals) {
   make_qwen35(f);
   f.config["mtp_num_hidden_layers"] = "1";
   {
-    // Counted but not held (transformers saves no mtp.*): the count and no tensors, as llama.cpp's converter.
+    // Counted but not held (transformers saves no mtp.*): written without it, with a note (llama.cpp does
+    // not load the count without the layer's tensors, which its converter writes by default).
     f.write();
     auto weights = open_tensors(f.path());
     ASSERT_TRUE(IsOk(weights));
     auto conversion = hf::plan(f.path(), **weights, TensorType::F32);
     ASSERT_TRUE(IsOk(conversion));
-    EXPECT_EQ(*find(conversion->plan, "qwen35.block_count"), MetaValue::u32(3));
-    EXPECT_EQ(*find(conversion->plan, "qwen35.nextn_predict_layers"), MetaValue::u32(1));
-    EXPECT_EQ(planned(conversion->plan, "blk.2.attn_norm.weight"), nullptr);
+    EXPECT_EQ(*find(conversion->plan, "qwen35.block_count"), MetaValue::u32(2));
+    EXPECT_EQ(find(conversion->plan, "qwen35.nextn_predict_layers"), nullptr);
+    EXPECT_EQ(*find(conversion->plan, "qwen35.attention.recurrent_layers"),
+              MetaValue::array(MetaType::BOOL, {MetaValue::boolean(true), MetaValue::boolean(false)}));
     ASSERT_EQ(conversion->notes.size(), 1u);
-    EXPECT_NE(conversion->notes[0].find("mtp_num_hidden_layers counts 1 next-token-prediction layer(s) the weights do not hold"), std::string::npos);
+    EXPECT_NE(conversion->notes[0].find("mtp_num_hidden_layers counts 1 multi-token-prediction layer(s) the weights do not hold: written without"),
+              std::string::npos);
   }
   add_qwen_mtp(f);
   ASSERT_TRUE(IsOk(f.plan()));
