@@ -27,8 +27,6 @@ converter's default file then holds the count without the layer, which llama.cpp
 import json
 import os
 import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -41,8 +39,9 @@ llama_cpp = pytest.importorskip("llama_cpp")
 from safetensors.torch import load_file, save_file  # noqa: E402
 
 from test_hf_gguf_llamacpp import CLI, llama_cpp_logits, transformers_logits  # noqa: E402
-from test_hf_gguf_moe import F32_TOLERANCE, IDS, LLAMA_CPP, REFERENCE_RUNNER, fused_copy, need_llama_cpp, same_gguf  # noqa: E402
-from test_hf_gguf_qwen35 import NO_MTP_RUNNER, qwen35, qwen35_vl, qwen35moe, qwen3next, same_bytes  # noqa: E402
+from test_hf_gguf_moe import F32_TOLERANCE, IDS, REFERENCE_RUNNER, same_gguf  # noqa: E402
+from test_hf_gguf_qwen35 import (NO_MTP_RUNNER, convert_cases, qwen35, qwen35_vl, qwen35moe, qwen3next, reference_files,  # noqa: E402
+                                 same_bytes)
 
 HIDDEN = 64  # test_hf_gguf_qwen35.COMMON's
 LAYERS = 4   # layer 3 is full attention: the MTP layer's shapes
@@ -94,48 +93,22 @@ TYPED = {"qwen35": ("q8_0",), "qwen35moe": ("q8_0",)}
 STDERR = {}
 
 
+def add_mtp_where_held(case, folder):
+    if MAKERS[case][2]:
+        add_mtp(folder, list(MAKERS).index(case))
+
+
 @pytest.fixture(scope="module")
 def models(tmp_path_factory):
-    """case -> {"model", layout or f"{layout}-{type}": (folder, our gguf)}."""
-    out = {}
-    for seed, (case, (make, layouts, mtp)) in enumerate(MAKERS.items()):
-        root = tmp_path_factory.mktemp(case)
-        model = make(root / "per-expert")
-        if "fused" in layouts:
-            fused_copy(model, root / "per-expert", root / "fused")
-        entry = {"model": model}
-        for layout in layouts:
-            folder = root / layout.replace("_", "-")
-            if mtp:
-                add_mtp(folder, seed)
-            for type_ in ("f32",) + TYPED.get(case, ()):
-                key = layout if type_ == "f32" else f"{layout}-{type_}"
-                ours = root / f"{key}.gguf"
-                r = subprocess.run([CLI, "convert", str(folder), str(ours), "--type", type_], capture_output=True, text=True)
-                assert r.returncode == 0, r.stderr
-                entry[key] = (folder, ours)
-                STDERR[(case, key)] = r.stderr
-        out[case] = entry
-    return out
+    """case -> {"model", layout or f"{layout}-{type}": (folder, our gguf)}, the MTP block added to the folders."""
+    return convert_cases(tmp_path_factory, MAKERS, TYPED, STDERR, prepare=add_mtp_where_held)
 
 
 @pytest.fixture(scope="module")
 def reference(models, tmp_path_factory):
     """case -> key -> the GGUF llama.cpp's converter writes by default (MTP layers kept) from the same folder;
     with --no-mtp for a folder without the block."""
-    need_llama_cpp()
-    root = tmp_path_factory.mktemp("reference")
-    jobs = [(case, key, str(folder), str(root / f"{case}-{key}.gguf"), key.rpartition("-")[2] if "-" in key else "f32")
-            for case, entry in models.items() for key, value in entry.items() if key != "model" for folder in [value[0]]]
-    env = dict(os.environ, PYTHONPATH=os.path.join(LLAMA_CPP, "gguf-py"), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-    for runner, held in ((REFERENCE_RUNNER, True), (NO_MTP_RUNNER, False)):
-        batch = [j[2:] for j in jobs if MAKERS[j[0]][2] == held]
-        r = subprocess.run([sys.executable, "-c", runner, LLAMA_CPP, "qwen2", json.dumps(batch)], capture_output=True, text=True, env=env)
-        assert r.returncode == 0, r.stderr[-4000:]
-    out = {case: {} for case in models}
-    for case, key, _, path, _ in jobs:
-        out[case][key] = Path(path)
-    return out
+    return reference_files(models, tmp_path_factory, lambda case: REFERENCE_RUNNER if MAKERS[case][2] else NO_MTP_RUNNER)
 
 
 COMPARED = [(case, key) for case, (_, layouts, _) in MAKERS.items() for layout in layouts
