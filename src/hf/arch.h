@@ -32,6 +32,7 @@ struct ModelConfig;
 struct MoeTable;
 struct LayerExperts;
 class WithGenerated;
+struct NextnLayout;
 
 // Which head count permutes a tensor's rows into llama.cpp's interleaved rotary layout (only for
 // architectures whose llama.cpp rope is the "normal" one, as Llama's; NEOX-rope ones keep
@@ -175,6 +176,8 @@ struct Architecture {
   std::string_view bpe_tokenizer_model = {};
   // config.json's count of next-token-prediction layers kept past num_hidden_layers (hf/nextn.h); empty: none.
   std::string_view nextn_key = {};
+  // Next-token layers saved apart from model.layers (Qwen's mtp.*, hf/nextn.h); nullptr: as model.layers.N.
+  const NextnLayout* nextn_layout = nullptr;
 };
 
 // `hf` must be among `weights` with `shape` (what config.json implies): TensorNotFound naming it (and

@@ -2,12 +2,14 @@
 // and gated full-attention layers (layer_types; hf/linear_attention.h plans both), with a dense SwiGLU
 // MLP in every layer, RMS norms that scale by (1 + weight) (llama.cpp's converter writes weight + 1; the
 // linear attention's own gated norm scales by its weight), partial NEOX rope (a quarter of each head by
-// default) and untied or tied output. Multi-token-prediction layers (mtp.*) are not converted: a folder
-// holding them is refused by name (llama.cpp's converter with --no-mtp leaves them out).
+// default) and untied or tied output. Multi-token-prediction layers (mtp.*, as released) kept as
+// llama.cpp's converter keeps them (hf/nextn.h): one full-attention layer past num_hidden_layers with its
+// nextn tensors, counted by mtp_num_hidden_layers or, without it, from the weights.
 #include <array>
 
 #include "hf/arch.h"
 #include "hf/linear_attention.h"
+#include "hf/nextn.h"
 
 namespace safeweights::hf {
 namespace {
@@ -33,7 +35,9 @@ SAFEWEIGHTS_HF_ARCHITECTURE(qwen35) {
                                       .computed = compute_linear_attention,
                                       .partial_rotary = true,
                                       .rope_keys = kRopeKeys,
-                                      .multimodal = kMultimodal};
+                                      .multimodal = kMultimodal,
+                                      .nextn_key = "mtp_num_hidden_layers",
+                                      .nextn_layout = &kQwenMtp};
   return kArch;
 }
 

@@ -3,13 +3,15 @@
 // whose top num_experts_per_tok weights transformers always renormalizes (as llama.cpp does; the config
 // has no norm_topk_prob), experts of moe_intermediate_size in both layouts (per expert, as transformers
 // 5.24 saves them, and fused), and Qwen's shared expert with its sigmoid gate. config.json has no
-// intermediate_size: no feed_forward_length is written, as llama.cpp's converter writes none.
+// intermediate_size: no feed_forward_length is written, as llama.cpp's converter writes none. Its
+// multi-token-prediction layer (mtp.*, experts included) is kept as Qwen3.5's (hf/nextn.h).
 #include <array>
 
 #include "hf/arch.h"
 #include "hf/arch_qwen.h"
 #include "hf/linear_attention.h"
 #include "hf/moe.h"
+#include "hf/nextn.h"
 
 namespace safeweights::hf {
 namespace {
@@ -46,7 +48,9 @@ SAFEWEIGHTS_HF_ARCHITECTURE(qwen35moe) {
                                       .optional_intermediate = true,
                                       .partial_rotary = true,
                                       .rope_keys = kRopeKeys,
-                                      .multimodal = kMultimodal};
+                                      .multimodal = kMultimodal,
+                                      .nextn_key = "mtp_num_hidden_layers",
+                                      .nextn_layout = &kQwenMtp};
   return kArch;
 }
 

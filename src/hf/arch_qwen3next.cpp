@@ -3,13 +3,15 @@
 // (in_proj_qkvz regrouped into attn_qkv and attn_gate, in_proj_ba as ssm_ba) and the value heads in
 // transformers' order; (1 + weight) RMS norms; and Qwen2-MoE's experts with a shared expert and its
 // sigmoid gate, renormalized (norm_topk_prob must be true: llama.cpp's qwen3next always renormalizes).
-// Multi-token-prediction layers (mtp.*) are refused by name, as for Qwen3.5.
+// Its multi-token-prediction layer (mtp.*) is kept as Qwen3.5's (hf/nextn.h); config.json has no count
+// of it, so it is counted from the weights, as llama.cpp's converter counts it.
 #include <array>
 
 #include "hf/arch.h"
 #include "hf/arch_qwen.h"
 #include "hf/linear_attention.h"
 #include "hf/moe.h"
+#include "hf/nextn.h"
 
 namespace safeweights::hf {
 namespace {
@@ -33,7 +35,9 @@ SAFEWEIGHTS_HF_ARCHITECTURE(qwen3next) {
                                       .check = read_linear_attention,
                                       .plan_attention = plan_hybrid_attention,
                                       .computed = compute_linear_attention,
-                                      .partial_rotary = true};
+                                      .partial_rotary = true,
+                                      .nextn_key = "mtp_num_hidden_layers",
+                                      .nextn_layout = &kQwenMtp};
   return kArch;
 }
 

@@ -131,6 +131,7 @@ struct ModelConfig {
   std::string weights_prefix = "model.";        // transformers' "model." of the text model's weights (TextModelNames::prefix)
   std::vector<std::string> notes;               // what the architecture's check tells the user (GgufConversion::notes)
   std::uint32_t nextn_layers = 0;               // next-token-prediction layers past num_hidden_layers (hf/nextn.h)
+  std::string nextn_prefix;                     // where a NextnLayout's block is ("mtp."; hf/nextn.h); empty: none
 };
 // FileNotFound without config.json; InvalidModelFolder for a malformed one; NotSupported for a model
 // llama.cpp cannot compute as transformers does (another architecture, experts, a rope type or key it

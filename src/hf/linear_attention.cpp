@@ -11,6 +11,7 @@
 #include "hf/generated.h"
 #include "hf/json_read.h"
 #include "hf/mrope.h"
+#include "hf/nextn.h"
 #include "safeweights/quantize.h"
 
 namespace safeweights::hf {
@@ -251,11 +252,19 @@ Status read_linear_attention(const JsonFile& file, ModelConfig& c) {
   return Status::ok();
 }
 
+void pad_recurrent_layers(ModelConfig& c) {
+  c.linear->recurrent.resize(c.num_hidden_layers + c.nextn_layers, false);
+  const std::string key = std::string(c.arch->name) + ".attention.recurrent_layers";
+  for (MetaEntry& kv : c.arch_kv) {
+    if (kv.key == key) kv.value = bool_array(c.linear->recurrent);
+  }
+}
+
 Status plan_hybrid_attention(const ModelConfig& c, std::uint32_t n, const TensorFile& weights, std::vector<ConvertTensor>& out) {
   LayerPlan p{weights, out};
-  const std::string layer = c.weights_prefix + "layers." + std::to_string(n) + ".";
+  const std::string layer = layer_prefix(c, n);  // a next-token layer's (Qwen's mtp.layers.i.) too: hf/nextn.h
   const std::string gg = "blk." + std::to_string(n) + ".";
-  if (c.linear->recurrent[n]) return plan_linear(c, p, layer + "linear_attn.", gg);
+  if (n < c.linear->recurrent.size() && c.linear->recurrent[n]) return plan_linear(c, p, layer + "linear_attn.", gg);
   return plan_full(c, p, layer + "self_attn.", gg);
 }
 

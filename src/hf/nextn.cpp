@@ -1,7 +1,9 @@
 // Next-token-prediction layers (hf/nextn.h).
 #include "hf/nextn.h"
 
+#include <algorithm>
 #include <array>
+#include <optional>
 
 #include "hf/json_read.h"
 
@@ -41,17 +43,6 @@ std::uint64_t size(const ModelConfig& c, Width w) {
   return 0;
 }
 
-}  // namespace
-
-Status read_nextn_layers(const JsonFile& file, ModelConfig& c) {
-  if (c.arch->nextn_key.empty()) return Status::ok();
-  SW_ASSIGN_OR_RETURN(auto count, file.integer(file.root(), c.arch->nextn_key, 0, kMaxBlocks - c.num_hidden_layers));
-  if (!count) return Status::ok();
-  c.nextn_layers = static_cast<std::uint32_t>(*count);
-  c.arch_kv.push_back({std::string(c.arch->name) + ".nextn_predict_layers", MetaValue::u32(c.nextn_layers)});
-  return Status::ok();
-}
-
 bool has_layer(const TensorFile& weights, const std::string& hf) {
   for (const TensorEntry& e : weights.tensors()) {
     if (e.name.starts_with(hf)) return true;
@@ -59,10 +50,112 @@ bool has_layer(const TensorFile& weights, const std::string& hf) {
   return false;
 }
 
-Status plan_nextn_tensors(const ModelConfig& c, const TensorFile& weights, const std::string& hf, const std::string& gg,
-                          std::vector<ConvertTensor>& out) {
+// The layer index of `name` when it is `<prefix>layers.<i>.<rest>` (at most 9 digits, so that it fits
+// 32 bits whatever the name says).
+std::optional<std::uint32_t> layer_index(std::string_view name, std::string_view prefix) {
+  if (!name.starts_with(prefix) || !name.substr(prefix.size()).starts_with("layers.")) return std::nullopt;
+  name.remove_prefix(prefix.size() + std::string_view("layers.").size());
+  std::uint32_t n = 0;
+  std::size_t digits = 0;
+  for (; digits < name.size() && digits < 9 && name[digits] >= '0' && name[digits] <= '9'; ++digits) {
+    n = n * 10 + static_cast<std::uint32_t>(name[digits] - '0');
+  }
+  if (digits == 0 || digits >= name.size() || name[digits] != '.') return std::nullopt;
+  return n;
+}
+
+// The source of next-token tensor `rule` of layer `n`: under its layer's prefix, or the layout's own name.
+std::optional<std::string> nextn_source(const ModelConfig& c, std::uint32_t n, const NextnRule& rule) {
+  if (!c.arch->nextn_layout) return layer_prefix(c, n) + std::string(rule.hf);
+  if (n != c.num_hidden_layers) return std::nullopt;  // llama.cpp's converter renames the first layer's only
+  for (const NextnRename& own : c.arch->nextn_layout->own) {
+    if (own.rule == rule.hf) return c.nextn_prefix + std::string(own.name);
+  }
+  return std::nullopt;
+}
+
+std::string layout_refusal(const ModelConfig& c) {
+  const std::uint32_t max = c.arch->nextn_layout->max_layers;
+  return "llama.cpp's " + std::string(c.arch->name) + " runs " + std::to_string(max) + " multi-token-prediction layer" + (max == 1 ? "" : "s") +
+         " (its converter gives the layers past the first no nextn tensors of their own)";
+}
+
+}  // namespace
+
+Status read_nextn_layers(const JsonFile& file, ModelConfig& c) {
+  if (c.arch->nextn_key.empty()) return Status::ok();
+  SW_ASSIGN_OR_RETURN(auto count, file.integer(file.root(), c.arch->nextn_key, 0, kMaxBlocks - c.num_hidden_layers));
+  if (!count) return Status::ok();
+  c.nextn_layers = static_cast<std::uint32_t>(*count);
+  if (c.arch->nextn_layout) {
+    if (c.nextn_layers > c.arch->nextn_layout->max_layers) {
+      return Error(ErrorKind::NotSupported,
+                   "key `" + std::string(c.arch->nextn_key) + "` is " + std::to_string(c.nextn_layers) + ": " + layout_refusal(c))
+          .with_file(file.path());
+    }
+    return Status::ok();  // read_nextn_weights writes the key (none for 0: the count is then the weights')
+  }
+  c.arch_kv.push_back({std::string(c.arch->name) + ".nextn_predict_layers", MetaValue::u32(c.nextn_layers)});
+  return Status::ok();
+}
+
+Status read_nextn_weights(const TensorFile& weights, ModelConfig& c) {
+  const NextnLayout* layout = c.arch->nextn_layout;
+  if (!layout) return Status::ok();
+  c.nextn_prefix = std::string(layout->prefixes.front());
+  bool used_prefix = false;
+  for (std::string_view prefix : layout->prefixes) {
+    used_prefix = std::any_of(weights.tensors().begin(), weights.tensors().end(), [&](const TensorEntry& e) { return e.name.starts_with(prefix); });
+    if (used_prefix) {
+      c.nextn_prefix = std::string(prefix);
+      break;
+    }
+  }
+  std::uint32_t held = 0;
+  for (const TensorEntry& e : weights.tensors()) {
+    const auto n = layer_index(e.name, c.nextn_prefix);
+    if (!n) continue;
+    if (*n >= layout->max_layers) {
+      return Error(ErrorKind::NotSupported, "multi-token-prediction layer " + std::to_string(*n) + ": " + layout_refusal(c))
+          .with_file(weights.name())
+          .with_tensor(e.name);
+    }
+    held = std::max(held, *n + 1);
+  }
+  if (c.nextn_layers == 0) c.nextn_layers = held;
+  if (c.nextn_layers > 0 && !used_prefix) {
+    // Counted by config.json, held by no weight (transformers saves no mtp.*): llama.cpp's converter then
+    // writes the count without the layer's tensors, which its loader refuses; written as with --no-mtp.
+    c.notes.push_back(std::string(c.arch->nextn_key) + " counts " + std::to_string(c.nextn_layers) +
+                      " multi-token-prediction layer(s) the weights do not hold: written without them, as llama.cpp's converter writes "
+                      "with --no-mtp (its default file, the count without the layers' tensors, llama.cpp does not load)");
+    c.nextn_layers = 0;
+  }
+  // llama.cpp's converter writes the key only for a count above 0 here.
+  if (c.nextn_layers > 0) c.arch_kv.push_back({std::string(c.arch->name) + ".nextn_predict_layers", MetaValue::u32(c.nextn_layers)});
+  return Status::ok();
+}
+
+std::string layer_prefix(const ModelConfig& c, std::uint32_t n) {
+  if (c.arch->nextn_layout && n >= c.num_hidden_layers) return c.nextn_prefix + "layers." + std::to_string(n - c.num_hidden_layers) + ".";
+  return c.weights_prefix + "layers." + std::to_string(n) + ".";
+}
+
+bool nextn_present(const ModelConfig& c, const TensorFile& weights, std::uint32_t n) {
+  if (has_layer(weights, layer_prefix(c, n))) return true;
   for (const NextnRule& rule : kNextn) {
-    const std::string from = hf + std::string(rule.hf);
+    const auto source = nextn_source(c, n, rule);
+    if (source && weights.find(*source)) return true;
+  }
+  return false;
+}
+
+Status plan_nextn_tensors(const ModelConfig& c, const TensorFile& weights, std::uint32_t n, std::vector<ConvertTensor>& out) {
+  const std::string gg = "blk." + std::to_string(n) + ".";
+  for (const NextnRule& rule : kNextn) {
+    const auto source = nextn_source(c, n, rule);
+    if (!source) continue;
+    const std::string& from = *source;
     if (!rule.required && !weights.find(from)) continue;
     std::vector<std::uint64_t> shape = {size(c, rule.rows)};
     if (rule.cols != Width::None) shape.push_back(size(c, rule.cols));

@@ -12,6 +12,7 @@
 #include "hf/arch.h"
 #include "hf/generated.h"
 #include "hf/hf_files.h"
+#include "hf/linear_attention.h"
 #include "hf/moe.h"
 #include "hf/multimodal.h"
 #include "hf/nextn.h"
@@ -103,7 +104,7 @@ struct Planner {
   }
 
   Status layer(std::uint32_t n) {
-    const std::string hf = names.prefix + "layers." + std::to_string(n) + ".";
+    const std::string hf = layer_prefix(c, n);
     const std::string gg = "blk." + std::to_string(n) + ".";
     if (c.arch->base == LayerBase::Gemma) {
       for (const TensorRule& t : rows::gemma_attention()) SW_RETURN_IF_ERROR(add_rule(t, hf, gg));
@@ -122,14 +123,14 @@ struct Planner {
     for (const TensorRule& t : c.arch->layer) SW_RETURN_IF_ERROR(add_rule(t, hf, gg));
     if (c.arch->plan_layer) SW_RETURN_IF_ERROR(c.arch->plan_layer(c, weights, *generated, n, out));
     if (c.arch->plan_attention) SW_RETURN_IF_ERROR(c.arch->plan_attention(c, n, weights, out));
-    if (n >= c.num_hidden_layers) SW_RETURN_IF_ERROR(plan_nextn_tensors(c, weights, hf, gg, out));
+    if (n >= c.num_hidden_layers) SW_RETURN_IF_ERROR(plan_nextn_tensors(c, weights, n, out));
     return Status::ok();
   }
 
   // The next-token-prediction layers past num_hidden_layers, where the weights hold them.
   Status nextn_layers() {
     for (std::uint32_t n = c.num_hidden_layers; n < c.num_hidden_layers + c.nextn_layers; ++n) {
-      if (has_layer(weights, names.prefix + "layers." + std::to_string(n) + ".")) {
+      if (nextn_present(c, weights, n)) {
         SW_RETURN_IF_ERROR(layer(n));
       } else {
         ++absent_nextn;
@@ -196,8 +197,10 @@ namespace {
 // float32, as transformers computes 1 + weight.float()), as an F32 tensor of its own.
 Status add_one_to_norms(const TensorFile& weights, std::vector<ConvertTensor>& plan, WithGenerated& tensors) {
   for (ConvertTensor& t : plan) {
-    // Qwen3.5's gated DeltaNet norm (linear_attn.norm) scales by its weight alone.
-    if (!t.source.ends_with("norm.weight") || t.source.ends_with("linear_attn.norm.weight")) continue;
+    // Qwen3.5's gated DeltaNet norm (linear_attn.norm) scales by its weight alone. Qwen's MTP norms
+    // (mtp.pre_fc_norm_*) by their llama.cpp names, which its converter matches after renaming.
+    const bool nextn_norm = t.name.find(".nextn.") != std::string::npos && t.name.ends_with("norm.weight");
+    if ((!t.source.ends_with("norm.weight") && !nextn_norm) || t.source.ends_with("linear_attn.norm.weight")) continue;
     const TensorEntry* e = weights.find(t.source);
     SW_ASSIGN_OR_RETURN(std::vector<std::byte> bytes, e->read_owned());
     std::vector<float> values(e->num_elements());
@@ -348,6 +351,8 @@ Result<GgufConversion> plan(const Folder& folder, const TensorFile& weights, std
     SW_ASSIGN_OR_RETURN(planner.names, text_model_names(weights));
     config.weights_prefix = planner.names.prefix;  // for the architecture's hooks (Planner::c is `config`)
   }
+  SW_RETURN_IF_ERROR(read_nextn_weights(weights, config));  // Qwen's mtp.* (hf/nextn.h)
+  if (config.linear) pad_recurrent_layers(config);          // the next-token layers are full attention
   SW_RETURN_IF_ERROR(planner.run());
   if (config.arch->norms_plus_one) SW_RETURN_IF_ERROR(add_one_to_norms(weights, planner.out, *tensors));
   if (config.arch->computed) SW_RETURN_IF_ERROR(config.arch->computed(config, weights, planner.out, *tensors));

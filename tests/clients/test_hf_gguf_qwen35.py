@@ -13,7 +13,7 @@ test_hf_gguf_moe.py judges its architectures:
 (a) against the pinned llama.cpp's own converter on the same folder: the same tensors (name, type, shape,
     bytes) and keys, but for DELIBERATE_DIFFERENCES. Its converter is run with --no-mtp: these folders have
     no multi-token-prediction layers (transformers saves none), and without the flag it stops on an
-    assertion; we convert no MTP layers (a folder holding them is refused by name);
+    assertion (folders holding them: test_hf_gguf_mtp.py);
 (b) llama.cpp (llama-cpp-python) gives the logits transformers gives (f32, within F32_TOLERANCE of the
     largest logit) and the same argmax.
 
@@ -132,11 +132,11 @@ STDERR = {}
 TYPED = {"qwen35": ("q8_0",), "qwen35moe": ("q8_0",), "qwen3next": ("q8_0",)}
 
 
-@pytest.fixture(scope="module")
-def models(tmp_path_factory):
-    """case -> {"model", layout or f"{layout}-{type}": (folder, our gguf)}."""
+def convert_cases(tmp_path_factory, makers, typed, stderr, prepare=lambda case, folder: None):
+    """case -> {"model", layout or f"{layout}-{type}": (folder, our gguf)} for makers' rows (maker, layouts, ...),
+    each folder first given to `prepare`; the CLI's stderr into `stderr`."""
     out = {}
-    for case, (make, layouts) in MAKERS.items():
+    for case, (make, layouts, *_) in makers.items():
         root = tmp_path_factory.mktemp(case)
         model = make(root / "per-expert")
         if "fused" in layouts:
@@ -144,31 +144,45 @@ def models(tmp_path_factory):
         entry = {"model": model}
         for layout in layouts:
             folder = root / layout.replace("_", "-")
-            for type_ in ("f32",) + TYPED.get(case, ()):
+            prepare(case, folder)
+            for type_ in ("f32",) + typed.get(case, ()):
                 ours = root / f"{layout}-{type_}.gguf"
                 r = subprocess.run([CLI, "convert", str(folder), str(ours), "--type", type_], capture_output=True, text=True)
                 assert r.returncode == 0, r.stderr
                 entry[layout if type_ == "f32" else f"{layout}-{type_}"] = (folder, ours)
-                STDERR[(case, layout if type_ == "f32" else f"{layout}-{type_}")] = r.stderr
+                stderr[(case, layout if type_ == "f32" else f"{layout}-{type_}")] = r.stderr
         out[case] = entry
+    return out
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    """case -> {"model", layout or f"{layout}-{type}": (folder, our gguf)}."""
+    return convert_cases(tmp_path_factory, MAKERS, TYPED, STDERR)
+
+
+def reference_files(models, tmp_path_factory, runner_of=lambda case: NO_MTP_RUNNER):
+    """case -> key -> the GGUF llama.cpp's converter writes from the same folder, run by `runner_of(case)`
+    (one process per runner)."""
+    need_llama_cpp()
+    root = tmp_path_factory.mktemp("reference")
+    jobs = [(case, key, str(folder), str(root / f"{case}-{key}.gguf"), key.rpartition("-")[2] if "-" in key else "f32")
+            for case, entry in models.items() for key, value in entry.items() if key != "model" for folder in [value[0]]]
+    env = dict(os.environ, PYTHONPATH=os.path.join(LLAMA_CPP, "gguf-py"), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    for runner in dict.fromkeys(runner_of(case) for case in models):
+        batch = [j[2:] for j in jobs if runner_of(j[0]) == runner]
+        r = subprocess.run([sys.executable, "-c", runner, LLAMA_CPP, "qwen2", json.dumps(batch)], capture_output=True, text=True, env=env)
+        assert r.returncode == 0, r.stderr[-4000:]
+    out = {case: {} for case in models}
+    for case, key, _, path, _ in jobs:
+        out[case][key] = Path(path)
     return out
 
 
 @pytest.fixture(scope="module")
 def reference(models, tmp_path_factory):
     """case -> key -> the GGUF llama.cpp's converter (--no-mtp) writes from the same folder."""
-    need_llama_cpp()
-    root = tmp_path_factory.mktemp("reference")
-    jobs = [(case, key, str(folder), str(root / f"{case}-{key}.gguf"), key.rpartition("-")[2] if "-" in key else "f32")
-            for case, entry in models.items() for key, value in entry.items() if key != "model" for folder in [value[0]]]
-    env = dict(os.environ, PYTHONPATH=os.path.join(LLAMA_CPP, "gguf-py"), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-    r = subprocess.run([sys.executable, "-c", NO_MTP_RUNNER, LLAMA_CPP, "qwen2", json.dumps([j[2:] for j in jobs])], capture_output=True,
-                       text=True, env=env)
-    assert r.returncode == 0, r.stderr[-4000:]
-    out = {case: {} for case in models}
-    for case, key, _, path, _ in jobs:
-        out[case][key] = Path(path)
-    return out
+    return reference_files(models, tmp_path_factory)
 
 
 # ssm_a is -exp(A_log): we write the float nearest the exact value; llama.cpp's converter (as transformers)
@@ -264,7 +278,7 @@ def test_keys_refused_by_name(models, tmp_path, case, edit, text):
 
 
 def test_mtp_layers_refused_by_name(models, tmp_path):
-    """Real checkpoints carry multi-token-prediction layers (mtp.*): not converted, refused by name."""
+    """An MTP block without its layer (mtp.fc alone; whole blocks: test_hf_gguf_mtp.py) is refused by name."""
     folder = changed_copy(models, tmp_path, "qwen35", extra_tensors={"mtp.fc.weight": torch.zeros(64, 128)})
     out = tmp_path / "out.gguf"
     r = subprocess.run([CLI, "convert", str(folder), str(out), "--type", "f32"], capture_output=True, text=True)

@@ -2082,4 +2082,97 @@ TEST(HfGemma4, ExpertKeysAreMappedOrRefusedByName) {
   EXPECT_TRUE(IsOk(f.plan()));
 }
 
+// ---- Qwen's multi-token-prediction layers (mtp.*) ----------------------------------------------------
+
+// make_qwen35's folder with the MTP block the Hub's Qwen3.5 checkpoints hold, under `prefix`: one
+// full-attention layer (as layer 1) and its own fc [hidden, 2 hidden] and three norms.
+void add_qwen_mtp(Folder& f, const std::string& prefix = "mtp.") {
+  f.tensors[prefix + "fc.weight"] = {8, 16};
+  for (const char* norm : {"pre_fc_norm_embedding.weight", "pre_fc_norm_hidden.weight", "norm.weight"}) f.tensors[prefix + norm] = {8};
+  for (const auto& [name, shape] : std::map<std::string, std::vector<std::uint64_t>>(f.tensors)) {
+    if (name.starts_with("model.layers.1.")) f.tensors[prefix + "layers.0." + name.substr(15)] = shape;
+  }
+}
+
+TEST(HfNextn, QwenMtpBlockIsRenamedToTheLayerPastTheLast) {
+  for (const std::string prefix : {"mtp.", "model.mtp."}) {
+    Folder f;
+    make_qwen35(f);
+    add_qwen_mtp(f, prefix);
+    auto p = f.plan();  // no mtp_num_hidden_layers: counted from the weights, as llama.cpp's converter counts
+    ASSERT_TRUE(IsOk(p)) << prefix;
+    EXPECT_EQ(*find(*p, "qwen35.block_count"), MetaValue::u32(3));
+    EXPECT_EQ(*find(*p, "qwen35.nextn_predict_layers"), MetaValue::u32(1));
+    const auto no = MetaValue::boolean(false);
+    EXPECT_EQ(*find(*p, "qwen35.attention.recurrent_layers"), MetaValue::array(MetaType::BOOL, {MetaValue::boolean(true), no, no}));
+    EXPECT_EQ(planned(*p, "blk.2.nextn.eh_proj.weight")->source, prefix + "fc.weight");
+    // Every norm + 1, the renamed ones too (llama.cpp's converter adds it after renaming them *norm.weight).
+    EXPECT_EQ(planned(*p, "blk.2.nextn.enorm.weight")->source, prefix + "pre_fc_norm_embedding.weight + 1");
+    EXPECT_EQ(planned(*p, "blk.2.nextn.hnorm.weight")->source, prefix + "pre_fc_norm_hidden.weight + 1");
+    EXPECT_EQ(planned(*p, "blk.2.nextn.shared_head_norm.weight")->source, prefix + "norm.weight + 1");
+    EXPECT_EQ(planned(*p, "blk.2.attn_norm.weight")->source, prefix + "layers.0.input_layernorm.weight + 1");
+    // A full-attention layer: the gated query, no linear attention.
+    EXPECT_EQ(planned(*p, "blk.2.attn_q.weight")->source, prefix + "layers.0.self_attn.q_proj.weight");
+    EXPECT_EQ(planned(*p, "blk.2.attn_k_norm.weight")->source, prefix + "layers.0.self_attn.k_norm.weight + 1");
+    EXPECT_EQ(planned(*p, "blk.2.ffn_down.weight")->source, prefix + "layers.0.mlp.down_proj.weight");
+    EXPECT_EQ(planned(*p, "blk.2.ssm_out.weight"), nullptr);
+    EXPECT_EQ(planned(*p, "blk.2.nextn.embed_tokens.weight"), nullptr);
+    EXPECT_EQ(p->tensors.size(), 42u);  // 27 without: 11 of the layer, 4 of its own
+  }
+}
+
+TEST(HfNextn, QwenMtpCountFromConfigAndItsRefusals) {
+  Folder f;
+  make_qwen35(f);
+  f.config["mtp_num_hidden_layers"] = "1";
+  {
+    // Counted but not held (transformers saves no mtp.*): written without it, with a note (llama.cpp does
+    // not load the count without the layer's tensors, which its converter writes by default).
+    f.write();
+    auto weights = open_tensors(f.path());
+    ASSERT_TRUE(IsOk(weights));
+    auto conversion = hf::plan(f.path(), **weights, TensorType::F32);
+    ASSERT_TRUE(IsOk(conversion));
+    EXPECT_EQ(*find(conversion->plan, "qwen35.block_count"), MetaValue::u32(2));
+    EXPECT_EQ(find(conversion->plan, "qwen35.nextn_predict_layers"), nullptr);
+    EXPECT_EQ(*find(conversion->plan, "qwen35.attention.recurrent_layers"),
+              MetaValue::array(MetaType::BOOL, {MetaValue::boolean(true), MetaValue::boolean(false)}));
+    ASSERT_EQ(conversion->notes.size(), 1u);
+    EXPECT_NE(conversion->notes[0].find("mtp_num_hidden_layers counts 1 multi-token-prediction layer(s) the weights do not hold: written without"),
+              std::string::npos);
+  }
+  add_qwen_mtp(f);
+  ASSERT_TRUE(IsOk(f.plan()));
+  f.config["mtp_num_hidden_layers"] = "0";  // llama.cpp's converter then counts the weights' layers
+  auto p = f.plan();
+  ASSERT_TRUE(IsOk(p));
+  EXPECT_EQ(*find(*p, "qwen35.nextn_predict_layers"), MetaValue::u32(1));
+  // llama.cpp's graph runs one MTP layer, and its converter gives a second none of its own tensors.
+  f.config["mtp_num_hidden_layers"] = "2";
+  EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::NotSupported, "config.json",
+                          "key `mtp_num_hidden_layers` is 2: llama.cpp's qwen35 runs 1 multi-token-prediction layer"));
+  f.config["mtp_num_hidden_layers"] = "600";
+  EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::InvalidModelFolder, "config.json", "`mtp_num_hidden_layers` is 600, outside [0, 510]"));
+  f.config.erase("mtp_num_hidden_layers");
+  f.tensors["mtp.layers.1.input_layernorm.weight"] = {8};
+  EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::NotSupported, "model.safetensors", "multi-token-prediction layer 1: llama.cpp's qwen35 runs 1"));
+  f.tensors.erase("mtp.layers.1.input_layernorm.weight");
+  f.tensors["mtp.layers.99999999999.input_layernorm.weight"] = {8};  // no index past 9 digits is read: no name
+  EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::NotSupported, "model.safetensors", "no name in llama.cpp's qwen35 architecture"));
+  f.tensors.erase("mtp.layers.99999999999.input_layernorm.weight");
+  // A layer missing a tensor llama.cpp's loader requires, or with one it has no name for.
+  f.tensors.erase("mtp.pre_fc_norm_hidden.weight");
+  EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::TensorNotFound, "model.safetensors",
+                          "tensor mtp.pre_fc_norm_hidden.weight is missing (llama.cpp needs blk.2.nextn.hnorm.weight)"));
+  f.tensors["mtp.pre_fc_norm_hidden.weight"] = {8};
+  f.tensors.erase("mtp.layers.0.self_attn.q_norm.weight");
+  EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::TensorNotFound, "model.safetensors", "tensor mtp.layers.0.self_attn.q_norm.weight is missing"));
+  f.tensors["mtp.layers.0.self_attn.q_norm.weight"] = {8};
+  f.tensors["mtp.embed_tokens.weight"] = {6, 8};
+  EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::NotSupported, "model.safetensors", "no name in llama.cpp's qwen35 architecture"));
+  f.tensors.erase("mtp.embed_tokens.weight");
+  f.tensors["mtp.fc.weight"] = {8, 8};
+  EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::InvalidModelFolder, "model.safetensors", "shape [8, 8], config.json implies [8, 16]"));
+}
+
 }  // namespace
