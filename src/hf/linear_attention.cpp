@@ -11,6 +11,7 @@
 #include "hf/generated.h"
 #include "hf/json_read.h"
 #include "hf/mrope.h"
+#include "hf/multimodal.h"
 #include "safeweights/quantize.h"
 
 namespace safeweights::hf {
@@ -251,9 +252,10 @@ Status read_linear_attention(const JsonFile& file, ModelConfig& c) {
   return Status::ok();
 }
 
-Status plan_hybrid_attention(const ModelConfig& c, std::uint32_t n, const TensorFile& weights, std::vector<ConvertTensor>& out) {
+Status plan_hybrid_attention(const ModelConfig& c, const TextModelNames& names, std::uint32_t n, const TensorFile& weights,
+                             std::vector<ConvertTensor>& out) {
   LayerPlan p{weights, out};
-  const std::string layer = c.weights_prefix + "layers." + std::to_string(n) + ".";
+  const std::string layer = names.prefix + "layers." + std::to_string(n) + ".";
   const std::string gg = "blk." + std::to_string(n) + ".";
   if (c.linear->recurrent[n]) return plan_linear(c, p, layer + "linear_attn.", gg);
   return plan_full(c, p, layer + "self_attn.", gg);

@@ -120,8 +120,8 @@ struct Planner {
       for (const TensorRule& t : rows::kDenseMlp) SW_RETURN_IF_ERROR(add_rule(t, hf, gg));
     }
     for (const TensorRule& t : c.arch->layer) SW_RETURN_IF_ERROR(add_rule(t, hf, gg));
-    if (c.arch->plan_layer) SW_RETURN_IF_ERROR(c.arch->plan_layer(c, weights, *generated, n, out));
-    if (c.arch->plan_attention) SW_RETURN_IF_ERROR(c.arch->plan_attention(c, n, weights, out));
+    if (c.arch->plan_layer) SW_RETURN_IF_ERROR(c.arch->plan_layer(c, names, weights, *generated, n, out));
+    if (c.arch->plan_attention) SW_RETURN_IF_ERROR(c.arch->plan_attention(c, names, n, weights, out));
     if (n >= c.num_hidden_layers) SW_RETURN_IF_ERROR(plan_nextn_tensors(c, weights, hf, gg, out));
     return Status::ok();
   }
@@ -346,7 +346,6 @@ Result<GgufConversion> plan(const Folder& folder, const TensorFile& weights, std
   Planner planner{config, weights, {}, tensors.get()};
   if (config.multimodal) {
     SW_ASSIGN_OR_RETURN(planner.names, text_model_names(weights));
-    config.weights_prefix = planner.names.prefix;  // for the architecture's hooks (Planner::c is `config`)
   }
   SW_RETURN_IF_ERROR(planner.run());
   if (config.arch->norms_plus_one) SW_RETURN_IF_ERROR(add_one_to_norms(weights, planner.out, *tensors));
