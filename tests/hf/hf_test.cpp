@@ -1771,6 +1771,16 @@ void copy_attention(Folder& f, std::uint32_t n) {
   }
 }
 
+// What hf::plan answers for the folder `f` writes, its computed tensors and notes too (plan() keeps only
+// the ConvertPlan); `weights` holds the tensors the answer refers to.
+Result<hf::GgufConversion> converted(Folder& f, std::unique_ptr<TensorFile>& weights) {
+  f.write();
+  auto opened = open_tensors(f.path());
+  if (!opened.is_ok()) return std::move(opened).status();
+  weights = std::move(*opened);
+  return hf::plan(f.path(), *weights, TensorType::F32);
+}
+
 // DeepSeek's and GLM's experts in layer `n` (hf/moe.h's read_sigmoid_experts): 4 experts of width 2 per
 // expert, their router and correction bias, one shared expert.
 void add_sigmoid_experts(Folder& f, std::uint32_t n) {
@@ -1870,10 +1880,8 @@ TEST(HfGlm4Moe, AbsentNextnLayerIsCountedWithANote) {
   Folder f;
   make_glm4moe(f);
   std::erase_if(f.tensors, [](const auto& t) { return t.first.starts_with("model.layers.2."); });
-  f.write();
-  auto weights = open_tensors(f.path());
-  ASSERT_TRUE(IsOk(weights));
-  auto c = hf::plan(f.path(), **weights, TensorType::F32);
+  std::unique_ptr<TensorFile> weights;
+  auto c = converted(f, weights);
   ASSERT_TRUE(IsOk(c));
   EXPECT_EQ(*find(c->plan, "glm4moe.block_count"), MetaValue::u32(3));
   EXPECT_EQ(planned(c->plan, "blk.2.attn_q.weight"), nullptr);
@@ -1934,10 +1942,8 @@ void make_deepseek3(Folder& f) {
 TEST(HfDeepseek2, LatentAttentionSplitsKvBAndTheExtraLayerIsLeftOut) {
   Folder f;
   make_deepseek3(f);
-  f.write();
-  auto weights = open_tensors(f.path());
-  ASSERT_TRUE(IsOk(weights));
-  auto c = hf::plan(f.path(), **weights, TensorType::F32);
+  std::unique_ptr<TensorFile> weights;
+  auto c = converted(f, weights);
   ASSERT_TRUE(IsOk(c));
   const ConvertPlan& p = c->plan;
   EXPECT_EQ(*find(p, "general.architecture"), MetaValue::string("deepseek2"));
@@ -2039,10 +2045,8 @@ void make_gemma4(Folder& f) {
 TEST(HfGemma4, LayerTypesHaveTheirOwnHeadsAndPerLayerEmbeddings) {
   Folder f;
   make_gemma4(f);
-  f.write();
-  auto weights = open_tensors(f.path());
-  ASSERT_TRUE(IsOk(weights));
-  auto c = hf::plan(f.path(), **weights, TensorType::F32);
+  std::unique_ptr<TensorFile> weights;
+  auto c = converted(f, weights);
   ASSERT_TRUE(IsOk(c));
   const ConvertPlan& p = c->plan;
   EXPECT_EQ(*find(p, "general.architecture"), MetaValue::string("gemma4"));
