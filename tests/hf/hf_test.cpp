@@ -1818,6 +1818,11 @@ void make_glm4moe(Folder& f) {
   f.config["head_dim"] = "4";
   f.config["attention_bias"] = "true";
   f.config["num_nextn_predict_layers"] = "1";
+  // The special tokens llama.cpp's converter makes GLM's bos, eot, unk and eom.
+  f.added_tokens = R"([{"id":4,"content":"[gMASK]","special":true},{"id":5,"content":"<|user|>","special":true},)"
+                   R"({"id":6,"content":"<|endoftext|>","special":true},{"id":7,"content":"<|observation|>","special":true}])";
+  f.tokenizer_config = "{}";
+  f.set_vocab_size(8);
   sigmoid_expert_keys(f);
   for (std::uint32_t n : {1u, 2u}) {
     copy_attention(f, n);
