@@ -67,6 +67,8 @@ def convert(
     exclude_weights: list | None = None,
     override_kv: list | None = None,
     prune_layers: list | None = None,
+    dry_run: bool = False,
+    keep_split: bool = False,
 ) -> dict:
     """Converts ``input`` (any format the library reads, a Hugging Face model folder) into ``output``.
 
@@ -89,8 +91,10 @@ def convert(
     (their entries tried after ``tensor_types``), ``pure``, ``leave_output_tensor``,
     ``allow_requantize``, ``imatrix``, ``include_weights``, ``exclude_weights``, ``override_kv`` as
     "KEY=TYPE:VALUE" strings, ``prune_layers`` as block numbers; any of them makes a name such as
-    "Q8_0" the file type). Returns {"tensors": [{"name", "from", "to", "note"}], "bytes_written",
-    "files", "notes"} (``notes``: what was inferred rather than read).
+    "Q8_0" the file type). ``dry_run`` decides everything and writes nothing (the CLI's ``--dry-run``:
+    the report as a run would give it, ``files`` empty); ``keep_split`` cuts the output where a split
+    input's files are cut (``--keep-split``). Returns {"tensors": [{"name", "from", "to", "note"}],
+    "bytes_written", "files", "notes"} (``notes``: what was inferred rather than read).
     """
     mix: dict[str, object] = {}
     if output_tensor_type is not None:
@@ -119,5 +123,5 @@ def convert(
         mix["prune_layers"] = [int(n) for n in prune_layers]
     return _safeweights._convert(
         input, output, type, to, entry, threads, dedup, durable, carry_metadata, split_max_bytes, split_max_tensors, allow_unknown, key,
-        llama_version, max_position_embeddings, instruct, mix,
+        llama_version, max_position_embeddings, instruct, mix, dry_run, keep_split,
     )

@@ -36,4 +36,6 @@ def convert(
     exclude_weights: Optional[List[str]] = ...,
     override_kv: Optional[List[str]] = ...,
     prune_layers: Optional[List[int]] = ...,
+    dry_run: bool = ...,
+    keep_split: bool = ...,
 ) -> Dict[str, Any]: ...

@@ -101,7 +101,7 @@ void register_convert(py::module_& m) {
       [](const py::handle& input_object, const py::handle& output_object, const py::object& type, const py::object& to, const py::object& entry,
          unsigned threads, bool dedup, bool durable, bool carry_metadata, std::uint64_t split_max_bytes, std::uint64_t split_max_tensors,
          bool allow_unknown, const py::object& key, const py::object& llama_version, std::uint32_t max_position_embeddings, bool instruct,
-         const py::dict& mix) {
+         const py::dict& mix, bool dry_run, bool keep_split) {
         const std::string input = path_arg(input_object), output = path_arg(output_object);
         FormatOptions read;
         read.resolver = caching_resolver();
@@ -122,14 +122,16 @@ void register_convert(py::module_& m) {
         options.carry_metadata = carry_metadata;
         options.write.durable = durable;
         options.write.split = {split_max_bytes, split_max_tensors};
+        options.dry_run = dry_run;
+        options.keep_split = keep_split;
         auto report = without_gil([&] { return convert_path(input, output, options, read, member); });
         return report_dict(value_or_raise(std::move(report), Domain::Safetensors));
       },
       py::arg("input"), py::arg("output"), py::arg("type") = py::none(), py::arg("to") = py::none(), py::arg("entry") = py::none(),
       py::arg("threads") = 0, py::arg("dedup") = false, py::arg("durable") = false, py::arg("carry_metadata") = true, py::arg("split_max_bytes") = 0,
       py::arg("split_max_tensors") = 0, py::arg("allow_unknown") = false, py::arg("key") = py::none(), py::arg("llama_version") = py::none(),
-      py::arg("max_position_embeddings") = 0, py::arg("instruct") = false, py::arg("mix") = py::dict(),
-      "open_tensors(input) -> convert() into output; the report as a dict.");
+      py::arg("max_position_embeddings") = 0, py::arg("instruct") = false, py::arg("mix") = py::dict(), py::arg("dry_run") = false,
+      py::arg("keep_split") = false, "open_tensors(input) -> convert() into output; the report as a dict.");
 }
 
 }  // namespace safeweights::python

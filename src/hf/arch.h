@@ -33,6 +33,7 @@ struct MoeTable;
 struct LayerExperts;
 class WithGenerated;
 struct NextnLayout;
+struct TextModelNames;
 
 // Which head count permutes a tensor's rows into llama.cpp's interleaved rotary layout (only for
 // architectures whose llama.cpp rope is the "normal" one, as Llama's; NEOX-rope ones keep
@@ -146,15 +147,17 @@ struct Architecture {
   Status (*plan_experts)(LayerExperts& layer) = nullptr;
   // Plans what the table cannot say of layer `n`, after the table's rows (DeepSeek's latent attention,
   // StableLM's per-head norms stacked into one, tensors a config switch requires); tensors computed from
-  // the weights go to `generated`. nullptr: none.
-  Status (*plan_layer)(const ModelConfig& c, const TensorFile& weights, WithGenerated& generated, std::uint32_t n,
+  // the weights go to `generated`; `names` says where the text model's weights are (hf/multimodal.h).
+  // nullptr: none.
+  Status (*plan_layer)(const ModelConfig& c, const TextModelNames& names, const TensorFile& weights, WithGenerated& generated, std::uint32_t n,
                        std::vector<ConvertTensor>& out) = nullptr;
   // Layers past num_hidden_layers (multi-token prediction) are left out, as llama.cpp's converter drops them.
   bool drops_extra_layers = false;
   Norm norm = Norm::Rms;  // RMS norms or LayerNorm (its epsilon's key, output_norm.bias)
   // Plans layer `n`'s attention half itself (hybrid models: Qwen3.5's linear or gated full attention,
-  // as config.json's layer_types says), after the base's rows; nullptr: none.
-  Status (*plan_attention)(const ModelConfig& c, std::uint32_t n, const TensorFile& weights, std::vector<ConvertTensor>& out) = nullptr;
+  // as config.json's layer_types says), after the base's rows (`names`: as plan_layer's); nullptr: none.
+  Status (*plan_attention)(const ModelConfig& c, const TextModelNames& names, std::uint32_t n, const TensorFile& weights,
+                           std::vector<ConvertTensor>& out) = nullptr;
   // Replaces planned tensors by ones computed from the weights (Qwen3.5's -exp(A_log)), after planning.
   Status (*computed)(const ModelConfig& c, const TensorFile& weights, std::vector<ConvertTensor>& plan, WithGenerated& generated) = nullptr;
   // config.json may omit intermediate_size (Qwen3.5-MoE has experts only): no feed_forward_length then.

@@ -10,6 +10,7 @@
 #include "hf/arch_cohere.h"
 #include "hf/hf_files.h"
 #include "hf/json_read.h"
+#include "hf/multimodal.h"
 
 namespace safeweights::hf {
 namespace {
@@ -21,9 +22,10 @@ constexpr std::array<std::string_view, 1> kClasses = {"CohereForCausalLM"};
 constexpr std::uint32_t kQkNormLayers = 64;
 
 // transformers' per-head q/k LayerNorms ([heads, head_dim], no bias) as llama.cpp's, unchanged.
-Status plan_layer(const ModelConfig& c, const TensorFile& weights, WithGenerated&, std::uint32_t n, std::vector<ConvertTensor>& out) {
+Status plan_layer(const ModelConfig& c, const TextModelNames& names, const TensorFile& weights, WithGenerated&, std::uint32_t n,
+                  std::vector<ConvertTensor>& out) {
   if (c.num_hidden_layers < kQkNormLayers) return Status::ok();
-  const std::string hf = "model.layers." + std::to_string(n) + ".self_attn.";
+  const std::string hf = names.prefix + "layers." + std::to_string(n) + ".self_attn.";
   const std::string gg = "blk." + std::to_string(n) + ".";
   const std::uint64_t head_dim = c.hidden_size / c.num_attention_heads;
   const std::uint64_t kv_heads = c.num_key_value_heads.value_or(c.num_attention_heads);

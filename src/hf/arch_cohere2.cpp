@@ -14,6 +14,7 @@
 #include "hf/generated.h"
 #include "hf/hf_files.h"
 #include "hf/json_read.h"
+#include "hf/multimodal.h"
 
 namespace safeweights::hf {
 namespace {
@@ -31,9 +32,10 @@ bool has_biases(const ModelConfig& c) { return std::find(c.arch_flags.begin(), c
 
 // attention_bias true: layer n's attention biases that are there, planned (so that they count as taken)
 // until compute_left_out leaves them out. Absent ones are what transformers starts at zero.
-Status plan_biases(const ModelConfig& c, const TensorFile& weights, WithGenerated&, std::uint32_t n, std::vector<ConvertTensor>& out) {
+Status plan_biases(const ModelConfig& c, const TextModelNames& names, const TensorFile& weights, WithGenerated&, std::uint32_t n,
+                   std::vector<ConvertTensor>& out) {
   if (!has_biases(c)) return Status::ok();
-  const std::string hf = c.weights_prefix + "layers." + std::to_string(n) + ".self_attn.";
+  const std::string hf = names.prefix + "layers." + std::to_string(n) + ".self_attn.";
   const std::uint64_t head_dim = c.hidden_size / c.num_attention_heads;
   const std::uint64_t kv_rows = c.num_key_value_heads.value_or(c.num_attention_heads) * head_dim;
   const std::array<std::uint64_t, 4> rows = {c.hidden_size, kv_rows, kv_rows, c.hidden_size};

@@ -18,6 +18,7 @@
 #include "hf/json_read.h"
 #include "hf/mla.h"
 #include "hf/moe.h"
+#include "hf/multimodal.h"
 
 namespace safeweights::hf {
 namespace {
@@ -87,8 +88,9 @@ Status check(const JsonFile& file, ModelConfig& c) {
   return read_yarn_keys(file, c);
 }
 
-Status plan_layer(const ModelConfig& c, const TensorFile& weights, WithGenerated& generated, std::uint32_t n, std::vector<ConvertTensor>& out) {
-  const std::string hf = "model.layers." + std::to_string(n) + ".";
+Status plan_layer(const ModelConfig& c, const TextModelNames& names, const TensorFile& weights, WithGenerated& generated, std::uint32_t n,
+                  std::vector<ConvertTensor>& out) {
+  const std::string hf = names.prefix + "layers." + std::to_string(n) + ".";
   const std::string gg = "blk." + std::to_string(n) + ".";
   SW_RETURN_IF_ERROR(plan_mla_attention(c, weights, generated, hf, gg, out));
   return plan_sigmoid_mlp(c, weights, hf, gg, n, out);

@@ -345,12 +345,9 @@ Status plan_model_tensors(const ModelConfig& c, WithGenerated& generated, const 
   return Status::ok();
 }
 
-Status plan_layer(const ModelConfig& c, const TensorFile& weights, WithGenerated& generated, std::uint32_t n, std::vector<ConvertTensor>& out) {
-  std::string prefix = "model.";
-  if (c.multimodal) {
-    SW_ASSIGN_OR_RETURN(TextModelNames names, text_model_names(weights));
-    prefix = names.prefix;
-  }
+Status plan_layer(const ModelConfig& c, const TextModelNames& names, const TensorFile& weights, WithGenerated& generated, std::uint32_t n,
+                  std::vector<ConvertTensor>& out) {
+  const std::string& prefix = names.prefix;
   LayerPlan p{c, weights, out};
   if (n == 0) SW_RETURN_IF_ERROR(plan_model_tensors(c, generated, prefix, p));
   const std::string hf = prefix + "layers." + std::to_string(n) + ".";

@@ -74,13 +74,9 @@ Status check(const JsonFile& file, ModelConfig& c) {
   return Status::ok();
 }
 
-Status plan_layer(const ModelConfig& c, const TensorFile& weights, WithGenerated&, std::uint32_t n, std::vector<ConvertTensor>& out) {
-  std::string prefix = "model.";
-  if (c.multimodal) {
-    SW_ASSIGN_OR_RETURN(TextModelNames names, text_model_names(weights));
-    prefix = names.prefix;
-  }
-  const std::string hf = prefix + "layers." + std::to_string(n) + ".";
+Status plan_layer(const ModelConfig& c, const TextModelNames& names, const TensorFile& weights, WithGenerated&, std::uint32_t n,
+                  std::vector<ConvertTensor>& out) {
+  const std::string hf = names.prefix + "layers." + std::to_string(n) + ".";
   const std::string gg = "blk." + std::to_string(n) + ".";
   if (has_flag(c, "attention_bias")) {
     for (const TensorRule& t : rows::kQkvBias) SW_RETURN_IF_ERROR(add_rule(c, weights, t, hf, gg, out));

@@ -11,6 +11,7 @@
 #include "hf/arch.h"
 #include "hf/hf_files.h"
 #include "hf/json_read.h"
+#include "hf/multimodal.h"
 
 namespace safeweights::hf {
 namespace {
@@ -46,8 +47,9 @@ Status add_head_norms(const ModelConfig& c, const TensorFile& weights, const std
   return Status::ok();
 }
 
-Status plan_layer(const ModelConfig& c, const TensorFile& weights, WithGenerated&, std::uint32_t n, std::vector<ConvertTensor>& out) {
-  const std::string hf = "model.layers." + std::to_string(n) + ".";
+Status plan_layer(const ModelConfig& c, const TextModelNames& names, const TensorFile& weights, WithGenerated&, std::uint32_t n,
+                  std::vector<ConvertTensor>& out) {
+  const std::string hf = names.prefix + "layers." + std::to_string(n) + ".";
   const std::string gg = "blk." + std::to_string(n) + ".";
   if (has_flag(c, "qkv_bias")) {
     for (const TensorRule& t : rows::kQkvBias) SW_RETURN_IF_ERROR(add_rule(c, weights, t, hf, gg, out));

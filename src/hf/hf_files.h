@@ -128,7 +128,6 @@ struct ModelConfig {
   std::vector<std::string> arch_flags;
   std::optional<LinearAttentionConfig> linear;  // set for a hybrid architecture (Qwen3.5)
   bool multimodal = false;                      // the text model of a ...ForConditionalGeneration (hf/multimodal.h)
-  std::string weights_prefix = "model.";        // transformers' "model." of the text model's weights (TextModelNames::prefix)
   std::vector<std::string> notes;               // what the architecture's check tells the user (GgufConversion::notes)
   std::uint32_t nextn_layers = 0;               // next-token-prediction layers past num_hidden_layers (hf/nextn.h)
   std::string nextn_prefix;                     // where a NextnLayout's block is ("mtp."; hf/nextn.h); empty: none

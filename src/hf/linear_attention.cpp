@@ -11,6 +11,7 @@
 #include "hf/generated.h"
 #include "hf/json_read.h"
 #include "hf/mrope.h"
+#include "hf/multimodal.h"
 #include "hf/nextn.h"
 #include "safeweights/quantize.h"
 
@@ -260,9 +261,10 @@ void pad_recurrent_layers(ModelConfig& c) {
   }
 }
 
-Status plan_hybrid_attention(const ModelConfig& c, std::uint32_t n, const TensorFile& weights, std::vector<ConvertTensor>& out) {
+Status plan_hybrid_attention(const ModelConfig& c, const TextModelNames& names, std::uint32_t n, const TensorFile& weights,
+                             std::vector<ConvertTensor>& out) {
   LayerPlan p{weights, out};
-  const std::string layer = layer_prefix(c, n);  // a next-token layer's (Qwen's mtp.layers.i.) too: hf/nextn.h
+  const std::string layer = layer_prefix(c, names, n);  // a next-token layer's (Qwen's mtp.layers.i.) too: hf/nextn.h
   const std::string gg = "blk." + std::to_string(n) + ".";
   if (n < c.linear->recurrent.size() && c.linear->recurrent[n]) return plan_linear(c, p, layer + "linear_attn.", gg);
   return plan_full(c, p, layer + "self_attn.", gg);

@@ -35,7 +35,8 @@ void pad_recurrent_layers(ModelConfig& c);
 // Architecture::plan_attention: layer n's linear attention (linear_attn.*: Qwen3.5's in_proj_qkv, _z, _b,
 // _a, or Qwen3-Next's fused in_proj_qkvz and in_proj_ba) or gated full attention (self_attn.*, q_proj
 // holding each head's query and gate), as layer_types says; a next-token layer is full attention.
-Status plan_hybrid_attention(const ModelConfig& c, std::uint32_t n, const TensorFile& weights, std::vector<ConvertTensor>& out);
+Status plan_hybrid_attention(const ModelConfig& c, const TextModelNames& names, std::uint32_t n, const TensorFile& weights,
+                             std::vector<ConvertTensor>& out);
 
 // Architecture::computed: ssm_a as -exp(A_log) and ssm_conv1d as conv1d.weight [C, 1, K] squeezed to
 // [C, K], both with their value heads reordered, computed in float32 as transformers computes them.

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "hf/json_read.h"
+#include "hf/multimodal.h"
 
 namespace safeweights::hf {
 namespace {
@@ -65,8 +66,8 @@ std::optional<std::uint32_t> layer_index(std::string_view name, std::string_view
 }
 
 // The source of next-token tensor `rule` of layer `n`: under its layer's prefix, or the layout's own name.
-std::optional<std::string> nextn_source(const ModelConfig& c, std::uint32_t n, const NextnRule& rule) {
-  if (!c.arch->nextn_layout) return layer_prefix(c, n) + std::string(rule.hf);
+std::optional<std::string> nextn_source(const ModelConfig& c, const TextModelNames& names, std::uint32_t n, const NextnRule& rule) {
+  if (!c.arch->nextn_layout) return layer_prefix(c, names, n) + std::string(rule.hf);
   if (n != c.num_hidden_layers) return std::nullopt;  // llama.cpp's converter renames the first layer's only
   for (const NextnRename& own : c.arch->nextn_layout->own) {
     if (own.rule == rule.hf) return c.nextn_prefix + std::string(own.name);
@@ -136,24 +137,25 @@ Status read_nextn_weights(const TensorFile& weights, ModelConfig& c) {
   return Status::ok();
 }
 
-std::string layer_prefix(const ModelConfig& c, std::uint32_t n) {
+std::string layer_prefix(const ModelConfig& c, const TextModelNames& names, std::uint32_t n) {
   if (c.arch->nextn_layout && n >= c.num_hidden_layers) return c.nextn_prefix + "layers." + std::to_string(n - c.num_hidden_layers) + ".";
-  return c.weights_prefix + "layers." + std::to_string(n) + ".";
+  return names.prefix + "layers." + std::to_string(n) + ".";
 }
 
-bool nextn_present(const ModelConfig& c, const TensorFile& weights, std::uint32_t n) {
-  if (has_layer(weights, layer_prefix(c, n))) return true;
+bool nextn_present(const ModelConfig& c, const TextModelNames& names, const TensorFile& weights, std::uint32_t n) {
+  if (has_layer(weights, layer_prefix(c, names, n))) return true;
   for (const NextnRule& rule : kNextn) {
-    const auto source = nextn_source(c, n, rule);
+    const auto source = nextn_source(c, names, n, rule);
     if (source && weights.find(*source)) return true;
   }
   return false;
 }
 
-Status plan_nextn_tensors(const ModelConfig& c, const TensorFile& weights, std::uint32_t n, std::vector<ConvertTensor>& out) {
+Status plan_nextn_tensors(const ModelConfig& c, const TextModelNames& names, const TensorFile& weights, std::uint32_t n,
+                          std::vector<ConvertTensor>& out) {
   const std::string gg = "blk." + std::to_string(n) + ".";
   for (const NextnRule& rule : kNextn) {
-    const auto source = nextn_source(c, n, rule);
+    const auto source = nextn_source(c, names, n, rule);
     if (!source) continue;
     const std::string& from = *source;
     if (!rule.required && !weights.find(from)) continue;

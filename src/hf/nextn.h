@@ -68,20 +68,21 @@ Status read_nextn_layers(const JsonFile& file, ModelConfig& c);
 // writes then). NotSupported naming a layer past the layout's max_layers. Without a layout, nothing.
 Status read_nextn_weights(const TensorFile& weights, ModelConfig& c);
 
-// The weights' prefix of layer `n` ("model.layers.N."; a next-token layer of a NextnLayout:
+// The weights' prefix of layer `n` (names.prefix + "layers.N."; a next-token layer of a NextnLayout:
 // "mtp.layers.i.").
-std::string layer_prefix(const ModelConfig& c, std::uint32_t n);
+std::string layer_prefix(const ModelConfig& c, const TextModelNames& names, std::uint32_t n);
 
 // Whether `weights` hold any tensor of next-token layer `n` (its layer_prefix, or its own tensors
 // under the layout's prefix): a folder saved by transformers has none (its modules have no next-token
 // layer although config.json counts one), and llama.cpp's converter then writes the count with no
 // tensors, which its loader accepts.
-bool nextn_present(const ModelConfig& c, const TensorFile& weights, std::uint32_t n);
+bool nextn_present(const ModelConfig& c, const TextModelNames& names, const TensorFile& weights, std::uint32_t n);
 
 // Next-token layer `n`'s own tensors (as blk.N.nextn.*), after the layer's
 // usual ones: eh_proj [hidden, 2 hidden], enorm and hnorm [hidden] required; embed_tokens and
 // shared_head.head [vocab, hidden] and shared_head.norm [hidden] when present (llama.cpp's loader
 // falls back to the model's own). With a NextnLayout, those of its `own` list under c.nextn_prefix.
-Status plan_nextn_tensors(const ModelConfig& c, const TensorFile& weights, std::uint32_t n, std::vector<ConvertTensor>& out);
+Status plan_nextn_tensors(const ModelConfig& c, const TextModelNames& names, const TensorFile& weights, std::uint32_t n,
+                          std::vector<ConvertTensor>& out);
 
 }  // namespace safeweights::hf

@@ -104,7 +104,7 @@ struct Planner {
   }
 
   Status layer(std::uint32_t n) {
-    const std::string hf = layer_prefix(c, n);
+    const std::string hf = layer_prefix(c, names, n);
     const std::string gg = "blk." + std::to_string(n) + ".";
     if (c.arch->base == LayerBase::Gemma) {
       for (const TensorRule& t : rows::gemma_attention()) SW_RETURN_IF_ERROR(add_rule(t, hf, gg));
@@ -121,16 +121,16 @@ struct Planner {
       for (const TensorRule& t : rows::kDenseMlp) SW_RETURN_IF_ERROR(add_rule(t, hf, gg));
     }
     for (const TensorRule& t : c.arch->layer) SW_RETURN_IF_ERROR(add_rule(t, hf, gg));
-    if (c.arch->plan_layer) SW_RETURN_IF_ERROR(c.arch->plan_layer(c, weights, *generated, n, out));
-    if (c.arch->plan_attention) SW_RETURN_IF_ERROR(c.arch->plan_attention(c, n, weights, out));
-    if (n >= c.num_hidden_layers) SW_RETURN_IF_ERROR(plan_nextn_tensors(c, weights, n, out));
+    if (c.arch->plan_layer) SW_RETURN_IF_ERROR(c.arch->plan_layer(c, names, weights, *generated, n, out));
+    if (c.arch->plan_attention) SW_RETURN_IF_ERROR(c.arch->plan_attention(c, names, n, weights, out));
+    if (n >= c.num_hidden_layers) SW_RETURN_IF_ERROR(plan_nextn_tensors(c, names, weights, n, out));
     return Status::ok();
   }
 
   // The next-token-prediction layers past num_hidden_layers, where the weights hold them.
   Status nextn_layers() {
     for (std::uint32_t n = c.num_hidden_layers; n < c.num_hidden_layers + c.nextn_layers; ++n) {
-      if (nextn_present(c, weights, n)) {
+      if (nextn_present(c, names, weights, n)) {
         SW_RETURN_IF_ERROR(layer(n));
       } else {
         ++absent_nextn;
@@ -349,7 +349,6 @@ Result<GgufConversion> plan(const Folder& folder, const TensorFile& weights, std
   Planner planner{config, weights, {}, tensors.get()};
   if (config.multimodal) {
     SW_ASSIGN_OR_RETURN(planner.names, text_model_names(weights));
-    config.weights_prefix = planner.names.prefix;  // for the architecture's hooks (Planner::c is `config`)
   }
   SW_RETURN_IF_ERROR(read_nextn_weights(weights, config));  // Qwen's mtp.* (hf/nextn.h)
   if (config.linear) pad_recurrent_layers(config);          // the next-token layers are full attention

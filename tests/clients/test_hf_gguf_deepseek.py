@@ -20,11 +20,8 @@ converted by our CLI and judged:
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 os.environ["HF_HUB_OFFLINE"] = "1"
@@ -34,8 +31,8 @@ gguf = pytest.importorskip("gguf")
 llama_cpp = pytest.importorskip("llama_cpp")
 from safetensors.torch import load_file, save_file  # noqa: E402
 
-from test_hf_gguf_llamacpp import CLI, bpe_tokenizer, llama_cpp_logits, transformers_logits  # noqa: E402
-from test_hf_gguf_moe import LLAMA_CPP, F32_TOLERANCE, IDS, REFERENCE_RUNNER, same_gguf, keys_of, fused_copy, need_llama_cpp, tensors_of  # noqa: E402
+from gguf_helpers import (IDS, assert_close_logits, both_layouts, converted_ok, edited, keys_of, llama_cpp_logits,  # noqa: E402
+                          need_llama_cpp, refused, run_reference, same_gguf, transformers_logits, bpe_tokenizer)
 
 
 # Besides test_hf_gguf_moe's (general.name and the size label; safetensors.* metadata): none here, as
@@ -106,21 +103,7 @@ TYPED = {"deepseek3": ("q8_0",)}
 @pytest.fixture(scope="module")
 def deepseek(tmp_path_factory):
     """name -> {"model", "per_expert", "fused", ...} (each: (folder, our gguf))."""
-    out = {}
-    for name, make in MAKERS.items():
-        root = tmp_path_factory.mktemp(name)
-        model = make(root / "per-expert")
-        fused_copy(model, root / "per-expert", root / "fused")
-        case = {"model": model}
-        for layout in ("per_expert", "fused"):
-            folder = root / layout.replace("_", "-")
-            for type_ in ("f32",) + TYPED.get(name, ()):
-                ours = root / f"{layout}-{type_}.gguf"
-                r = subprocess.run([CLI, "convert", str(folder), str(ours), "--type", type_], capture_output=True, text=True)
-                assert r.returncode == 0, r.stderr
-                case[layout if type_ == "f32" else f"{layout}-{type_}"] = (folder, ours)
-        out[name] = case
-    return out
+    return {name: both_layouts(make, tmp_path_factory.mktemp(name), ("f32",) + TYPED.get(name, ())) for name, make in MAKERS.items()}
 
 
 @pytest.fixture(scope="module")
@@ -133,10 +116,7 @@ def reference(deepseek, tmp_path_factory):
         for type_ in ("f32",) + TYPED.get(name, ()):
             key = "per_expert" if type_ == "f32" else f"per_expert-{type_}"
             jobs.append((name, key, str(case["per_expert"][0]), str(root / f"{name}-{key}.gguf"), type_))
-    env = dict(os.environ, PYTHONPATH=os.path.join(LLAMA_CPP, "gguf-py"), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-    r = subprocess.run([sys.executable, "-c", REFERENCE_RUNNER, LLAMA_CPP, "qwen2", json.dumps([j[2:] for j in jobs])],
-                       capture_output=True, text=True, env=env)
-    assert r.returncode == 0, r.stderr[-4000:]
+    run_reference("qwen2", [j[2:] for j in jobs])
     out = {name: {} for name in deepseek}
     for name, key, _, path, _ in jobs:
         out[name][key] = Path(path)
@@ -162,34 +142,15 @@ def test_llama_cpp_logits_match_transformers(deepseek, name, layout):
     model, (_, ours) = deepseek[name]["model"], deepseek[name][layout]
     want = transformers_logits(model, IDS)
     got = llama_cpp_logits(ours, IDS)
-    assert np.abs(got - want).max() <= F32_TOLERANCE * np.abs(want).max()
-    assert (got.argmax(-1) == want.argmax(-1)).all()
+    assert_close_logits(got, want)
 
 
 def test_without_scoring_func_the_gating_is_still_sigmoid(deepseek, tmp_path):
     source = deepseek["deepseek3"]["per_expert"][0]
     folder = edited(source, tmp_path, {"scoring_func": None, "topk_method": None})
     out = tmp_path / "out.gguf"
-    r = subprocess.run([CLI, "convert", str(folder), str(out), "--type", "f32"], capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
+    converted_ok(folder, out)
     assert keys_of(out)["deepseek2.expert_gating_func"][1] == int(gguf.ExpertGatingFuncType.SIGMOID)
-
-
-def edited(source, tmp_path, changes):
-    """`source` linked into tmp_path/folder with config.json's keys changed (None: removed)."""
-    folder = tmp_path / "folder"
-    folder.mkdir()
-    for f in source.iterdir():
-        (folder / f.name).symlink_to(f)
-    (folder / "config.json").unlink()
-    cfg = json.loads((source / "config.json").read_text())
-    for key, value in changes.items():
-        if value is None:
-            cfg.pop(key, None)
-        else:
-            cfg[key] = value
-    (folder / "config.json").write_text(json.dumps(cfg))
-    return folder
 
 
 FP8 = {"quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic", "weight_block_size": [128, 128]}
@@ -211,7 +172,5 @@ REFUSED = [
 @pytest.mark.parametrize("changes,text", REFUSED)
 def test_keys_refused_by_name(deepseek, tmp_path, changes, text):
     folder = edited(deepseek["deepseek3"]["per_expert"][0], tmp_path, changes)
-    out = tmp_path / "out.gguf"
-    r = subprocess.run([CLI, "convert", str(folder), str(out), "--type", "f32"], capture_output=True, text=True)
-    assert r.returncode != 0 and "config.json" in r.stderr and text in r.stderr, r.stderr
-    assert not out.exists() and list(tmp_path.iterdir()) == [folder]
+    err = refused(folder, tmp_path / "out.gguf")
+    assert "config.json" in err and text in err, err

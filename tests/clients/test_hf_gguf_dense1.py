@@ -19,8 +19,6 @@ Config keys llama.cpp would compute otherwise are refused by name, and no file i
 import json
 import math
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -31,11 +29,10 @@ torch = pytest.importorskip("torch")
 gguf = pytest.importorskip("gguf")
 llama_cpp = pytest.importorskip("llama_cpp")
 
-from test_hf_gguf_llamacpp import CLI, bpe_tokenizer, llama_cpp_logits, transformers_logits  # noqa: E402
-from test_hf_gguf_moe import F32_TOLERANCE, IDS, REFERENCE_RUNNER, same_gguf, keys_of, fused_copy, need_llama_cpp, tensors_of  # noqa: E402
+from gguf_helpers import (IDS, assert_close_logits, bpe_tokenizer, convert, converted_ok, edited, fused_copy,  # noqa: E402
+                          keys_of, llama_cpp_logits, need_llama_cpp, refused, run_reference, same_gguf, tensors_of, transformers_logits)
 from tiny_models import sentencepiece_model  # noqa: E402
 
-LLAMA_CPP = os.environ.get("SAFEWEIGHTS_LLAMA_CPP")
 # The pre-tokenizer both converters name for bpe_tokenizer("gpt-2") (llama.cpp's converter knows no hash
 # of a tokenizer trained here: REFERENCE_RUNNER tells it this name).
 PRE = "gpt-2"
@@ -154,16 +151,15 @@ def dense(tmp_path_factory):
         folder = root / "model"
         model = make(folder)
         ours = root / "ours.gguf"
-        r = subprocess.run([CLI, "convert", str(folder), str(ours), "--type", "f32"], capture_output=True, text=True)
+        r = convert(folder, ours)
         assert r.returncode == 0, r.stderr
         out[arch] = (model, folder, ours)
         if arch == "ministral3-vision":
             assert "note: Mistral3ForConditionalGeneration: the text model was converted; the vision tower was left out" in r.stderr
-            # test_hf_gguf_moe's fused_copy: the weights as the modules name them (model.language_model.*,
+            # fused_copy: the weights as the modules name them (model.language_model.*,
             # lm_head.weight), one file.
             modules = fused_copy(model, folder, root / "modules")
-            r = subprocess.run([CLI, "convert", str(modules), str(root / "modules.gguf"), "--type", "f32"], capture_output=True, text=True)
-            assert r.returncode == 0, r.stderr
+            converted_ok(modules, root / "modules.gguf")
             out["ministral3-vision-modules"] = (model, modules, root / "modules.gguf")
     return out
 
@@ -174,9 +170,7 @@ def reference(dense, tmp_path_factory):
     need_llama_cpp()
     root = tmp_path_factory.mktemp("reference")
     jobs = [(str(folder), str(root / f"{arch}.gguf"), "f32") for arch, (_, folder, _) in dense.items() if arch in MAKERS]
-    env = dict(os.environ, PYTHONPATH=os.path.join(LLAMA_CPP, "gguf-py"), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-    r = subprocess.run([sys.executable, "-c", REFERENCE_RUNNER, LLAMA_CPP, PRE, json.dumps(jobs)], capture_output=True, text=True, env=env)
-    assert r.returncode == 0, r.stderr[-4000:]
+    run_reference(PRE, jobs)
     # The modules' layout is judged against llama.cpp's file from the saved one (the same weights).
     return {arch: root / f"{arch.removesuffix('-modules')}.gguf" for arch in dense}
 
@@ -196,8 +190,7 @@ def test_llama_cpp_logits_match_transformers(dense, arch):
     model, _, ours = dense[arch]
     want = transformers_logits(model, IDS)
     got = llama_cpp_logits(ours, IDS)
-    assert np.abs(got - want).max() <= F32_TOLERANCE * np.abs(want).max()
-    assert (got.argmax(-1) == want.argmax(-1)).all()
+    assert_close_logits(got, want)
 
 
 def test_phi4_tokenizes_as_the_source(dense):
@@ -208,27 +201,10 @@ def test_phi4_tokenizes_as_the_source(dense):
     assert llm.tokenize(text.encode(), add_bos=False, special=False) == want
 
 
-def changed_copy(dense, tmp_path, arch, change):
-    """`arch`'s folder (its files linked) with config.json changed by `change(cfg)`, in tmp_path/folder."""
-    source = dense[arch][1]
-    folder = tmp_path / "folder"
-    folder.mkdir()
-    for f in source.iterdir():
-        if f.name != "config.json":
-            (folder / f.name).symlink_to(f)
-    cfg = json.loads((source / "config.json").read_text())
-    change(cfg)
-    (folder / "config.json").write_text(json.dumps(cfg))
-    return folder
-
-
 def converted_with(dense, tmp_path, arch, change):
-    """changed_copy's folder, converted; returns (folder, gguf path)."""
-    folder = changed_copy(dense, tmp_path, arch, change)
-    out = tmp_path / "out.gguf"
-    r = subprocess.run([CLI, "convert", str(folder), str(out), "--type", "f32"], capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
-    return folder, out
+    """`arch`'s folder with config.json changed by `change(cfg)`, converted; returns (folder, gguf path)."""
+    folder = edited(dense[arch][1], tmp_path, change)
+    return folder, converted_ok(folder, tmp_path / "out.gguf")
 
 
 # Keys transformers reads that llama.cpp's architecture would compute otherwise: (arch, key, value, text).
@@ -262,13 +238,11 @@ def test_keys_refused_by_name(dense, tmp_path, arch, key, value, text):
         cfg[key] = value
         if key == "no_rope_layer_interval":
             del cfg["no_rope_layers"]
-    folder = changed_copy(dense, tmp_path, arch, change)
+    folder = edited(dense[arch][1], tmp_path, change)
     if key == "no_rope_layer_interval":
         text = "`no_rope_layer_interval` is not 4"
-    out = tmp_path / "out.gguf"
-    r = subprocess.run([CLI, "convert", str(folder), str(out), "--type", "f32"], capture_output=True, text=True)
-    assert r.returncode != 0 and "config.json" in r.stderr and text in r.stderr, r.stderr
-    assert not out.exists() and list(tmp_path.iterdir()) == [folder]
+    err = refused(folder, tmp_path / "out.gguf")
+    assert "config.json" in err and text in err, err
 
 
 def test_gemma_legacy_gelu_is_the_tanh_gelu(dense, tmp_path):
@@ -301,5 +275,4 @@ def test_gemma_other_rope_base_is_written(dense, tmp_path):
     model = transformers.AutoModelForCausalLM.from_pretrained(str(folder)).eval()
     want = transformers_logits(model, IDS)
     assert np.abs(want - transformers_logits(dense["gemma"][0], IDS)).max() > 1e-3  # the base matters here
-    got = llama_cpp_logits(out, IDS)
-    assert np.abs(got - want).max() <= F32_TOLERANCE * np.abs(want).max()
+    assert_close_logits(llama_cpp_logits(out, IDS), want)

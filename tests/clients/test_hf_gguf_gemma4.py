@@ -20,10 +20,7 @@ whose text model is converted (its vision tower left out, with a note).
 import io
 import json
 import os
-import subprocess
-import sys
 
-import numpy as np
 import pytest
 
 os.environ["HF_HUB_OFFLINE"] = "1"
@@ -33,8 +30,8 @@ gguf = pytest.importorskip("gguf")
 llama_cpp = pytest.importorskip("llama_cpp")
 spm = pytest.importorskip("sentencepiece")
 
-from test_hf_gguf_llamacpp import CLI, CORPUS, Float16TableGelu, llama_cpp_logits, transformers_logits  # noqa: E402
-from test_hf_gguf_moe import LLAMA_CPP, REFERENCE_RUNNER, same_gguf, need_llama_cpp, tensors_of  # noqa: E402
+from gguf_helpers import (CORPUS, assert_close_logits, convert, edited, ggml_gelu, llama_cpp_logits, need_llama_cpp,  # noqa: E402
+                          refused, run_reference, same_gguf, transformers_logits)
 
 # ggml's GELU rounds its input to float16: where llama.cpp's input and transformers' differ by float32
 # rounding, one float16 step (2^-11 of the value) can fall between them. Gemma 4 has two GELUs a layer
@@ -129,7 +126,7 @@ def gemma4(tmp_path_factory):
         folder = root / "model"
         model = make(folder)
         ours = root / "ours.gguf"
-        r = subprocess.run([CLI, "convert", str(folder), str(ours), "--type", "f32"], capture_output=True, text=True)
+        r = convert(folder, ours)
         assert r.returncode == 0, r.stderr
         out[name] = (model, folder, ours, r.stderr)
     return out
@@ -141,9 +138,7 @@ def reference(gemma4, tmp_path_factory):
     need_llama_cpp()
     root = tmp_path_factory.mktemp("reference")
     jobs = [(str(folder), str(root / f"{name}.gguf"), "f32") for name, (_, folder, _, _) in gemma4.items()]
-    env = dict(os.environ, PYTHONPATH=os.path.join(LLAMA_CPP, "gguf-py"), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-    r = subprocess.run([sys.executable, "-c", REFERENCE_RUNNER, LLAMA_CPP, "default", json.dumps(jobs)], capture_output=True, text=True, env=env)
-    assert r.returncode == 0, r.stderr[-4000:]
+    run_reference("default", jobs)
     return {name: root / f"{name}.gguf" for name in gemma4}
 
 
@@ -173,52 +168,25 @@ def test_multimodal_notes_the_towers_left_out(gemma4):
     assert "note: Gemma4ForConditionalGeneration: the text model was converted" in gemma4["multimodal"][3]
 
 
-def gelu_as_ggml(model):
-    """The model's GELUs (MLP, experts where the model has them, per-layer input gate) swapped for ggml's
-    float16-table GELU; returns a function undoing it."""
+def gelus(model):
+    """The model's modules with a GELU: each layer's MLP, its experts where the model has them, and the
+    layer itself (its per-layer input gate)."""
     layers = model.model.language_model.layers if hasattr(model.model, "language_model") else model.model.layers
-    modules = [m for layer in layers for m in (layer.mlp, getattr(layer, "experts", None), layer) if hasattr(m, "act_fn")]
-    plain = [m.act_fn for m in modules]
-    for m in modules:
-        m.act_fn = Float16TableGelu()
-    return lambda: [setattr(m, "act_fn", act) for m, act in zip(modules, plain)]
+    return [m for layer in layers for m in (layer.mlp, getattr(layer, "experts", None), layer) if hasattr(m, "act_fn")]
 
 
 def logits_match(model, ours, name):
     """Judge (b): llama.cpp's logits from the GGUF `ours` against `model`'s with ggml's GELU, and the same argmax."""
     got = llama_cpp_logits(ours, IDS)
-    undo = gelu_as_ggml(model)
-    try:
+    with ggml_gelu(gelus(model)):
         want = transformers_logits(model, IDS)
-    finally:
-        undo()
-    err = np.abs(got - want).max() / np.abs(want).max()
-    print(f"{name}: max |llama.cpp - transformers| / max |transformers| = {err:.3g}")
-    assert err <= GEMMA4_GELU_TOLERANCE
-    assert (got.argmax(-1) == want.argmax(-1)).all()
+    assert_close_logits(got, want, GEMMA4_GELU_TOLERANCE, label=name)
 
 
 @pytest.mark.parametrize("name", list(MAKERS))
 def test_llama_cpp_logits_match_transformers(gemma4, name):
     model, _, ours, _ = gemma4[name]
     logits_match(model, ours, name)
-
-
-def convert_with(source, tmp_path, key, value):
-    """`source` (linked) with config.json's `key` set to `value`, converted; returns (folder, out, result)."""
-    folder = tmp_path / "folder"
-    folder.mkdir()
-    for f in source.iterdir():
-        (folder / f.name).symlink_to(f)
-    (folder / "config.json").unlink()
-    cfg = json.loads((source / "config.json").read_text())
-    if value is None:
-        cfg.pop(key)
-    else:
-        cfg[key] = value
-    (folder / "config.json").write_text(json.dumps(cfg))
-    out = tmp_path / "out.gguf"
-    return folder, out, subprocess.run([CLI, "convert", str(folder), str(out), "--type", "f32"], capture_output=True, text=True)
 
 
 ROPE = {"full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.25, "rope_theta": 1000000.0},
@@ -256,14 +224,12 @@ REFUSED = [
 
 @pytest.mark.parametrize("name,key,value,text", REFUSED)
 def test_keys_refused_by_name(gemma4, tmp_path, name, key, value, text):
-    folder, out, r = convert_with(gemma4[name][1], tmp_path, key, value)
-    assert r.returncode != 0 and text in r.stderr, r.stderr
-    assert not out.exists() and list(tmp_path.iterdir()) == [folder]
+    err = refused(edited(gemma4[name][1], tmp_path, {key: value}), tmp_path / "out.gguf")
+    assert text in err, err
 
 
 @pytest.mark.parametrize("hf_class", ["Gemma4UnifiedForConditionalGeneration", "Gemma4AssistantForCausalLM"])
 def test_other_gemma4_classes_refused_by_name(gemma4, tmp_path, hf_class):
     """Gemma 4's unified and assistant (draft) models are other llama.cpp architectures: refused by name."""
-    folder, out, r = convert_with(gemma4["causal"][1], tmp_path, "architectures", [hf_class])
-    assert r.returncode != 0 and f"architecture `{hf_class}` is not converted" in r.stderr, r.stderr
-    assert not out.exists()
+    err = refused(edited(gemma4["causal"][1], tmp_path, {"architectures": [hf_class]}), tmp_path / "out.gguf")
+    assert f"architecture `{hf_class}` is not converted" in err, err

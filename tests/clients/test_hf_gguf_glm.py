@@ -21,13 +21,9 @@ Each is converted by our CLI and judged:
 (c) config keys llama.cpp would compute otherwise are refused by name, and no file is written.
 """
 
-import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 os.environ["HF_HUB_OFFLINE"] = "1"
@@ -37,8 +33,9 @@ gguf = pytest.importorskip("gguf")
 llama_cpp = pytest.importorskip("llama_cpp")
 from safetensors.torch import load_file, save_file  # noqa: E402
 
-from test_hf_gguf_llamacpp import CLI, bpe_tokenizer, llama_cpp_logits, transformers_logits  # noqa: E402
-from test_hf_gguf_moe import LLAMA_CPP, F32_TOLERANCE, IDS, REFERENCE_RUNNER, same_gguf, keys_of, fused_copy, need_llama_cpp, tensors_of  # noqa: E402
+from gguf_helpers import (IDS, assert_close_logits, bpe_tokenizer, convert, converted_ok, edited, fused_copy, keys_of,  # noqa: E402
+                          llama_cpp_logits, need_llama_cpp, refused, run_reference, same_gguf, tensors_of, transformers_logits,
+                          with_weights)
 
 
 # The tokens llama.cpp's converter makes GLM-4.5's bos, eot, unk and eom (conversion/base.py _set_vocab_glm).
@@ -127,10 +124,6 @@ MAKERS = {
 LAYOUTS = ("per_expert", "fused")
 
 
-def convert(folder, out, *extra):
-    return subprocess.run([CLI, "convert", str(folder), str(out), "--type", "f32", *extra], capture_output=True, text=True)
-
-
 @pytest.fixture(scope="module")
 def glm(tmp_path_factory):
     """name -> {"model", "per_expert", "fused"} (each layout: (folder, our gguf, stderr))."""
@@ -154,10 +147,7 @@ def reference(glm, tmp_path_factory):
     need_llama_cpp()
     root = tmp_path_factory.mktemp("reference")
     jobs = [(name, str(case["per_expert"][0]), str(root / f"{name}.gguf"), "f32") for name, case in glm.items()]
-    env = dict(os.environ, PYTHONPATH=os.path.join(LLAMA_CPP, "gguf-py"), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-    r = subprocess.run([sys.executable, "-c", REFERENCE_RUNNER, LLAMA_CPP, "glm4", json.dumps([j[1:] for j in jobs])],
-                       capture_output=True, text=True, env=env)
-    assert r.returncode == 0, r.stderr[-4000:]
+    run_reference("glm4", [j[1:] for j in jobs])
     return {name: Path(path) for name, _, path, _ in jobs}
 
 
@@ -202,25 +192,7 @@ def test_llama_cpp_logits_match_transformers(glm, name, layout):
     model, ours = glm[name]["model"], glm[name][layout][1]
     want = transformers_logits(model, IDS)
     got = llama_cpp_logits(ours, IDS)[:, : want.shape[1]]
-    assert np.abs(got - want).max() <= F32_TOLERANCE * np.abs(want).max()
-    assert (got.argmax(-1) == want.argmax(-1)).all()
-
-
-def edited(source, tmp_path, changes):
-    """`source` linked into tmp_path/folder with config.json's keys changed (None: removed)."""
-    folder = tmp_path / "folder"
-    folder.mkdir()
-    for f in source.iterdir():
-        (folder / f.name).symlink_to(f)
-    (folder / "config.json").unlink()
-    cfg = json.loads((source / "config.json").read_text())
-    for key, value in changes.items():
-        if value is None:
-            cfg.pop(key, None)
-        else:
-            cfg[key] = value
-    (folder / "config.json").write_text(json.dumps(cfg))
-    return folder
+    assert_close_logits(got, want)
 
 
 ROPE = {"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.5}
@@ -239,33 +211,18 @@ REFUSED = [
 @pytest.mark.parametrize("changes,text", REFUSED)
 def test_keys_refused_by_name(glm, tmp_path, changes, text):
     folder = edited(glm["nextn"]["per_expert"][0], tmp_path, changes)
-    out = tmp_path / "out.gguf"
-    r = convert(folder, out)
-    assert r.returncode != 0 and "config.json" in r.stderr and text in r.stderr, r.stderr
-    assert not out.exists() and list(tmp_path.iterdir()) == [folder]
+    err = refused(folder, tmp_path / "out.gguf")
+    assert "config.json" in err and text in err, err
 
 
 def test_nextn_layer_missing_a_tensor_is_refused_by_name(glm, tmp_path):
-    source = glm["nextn"]["per_expert"][0]
-    folder = tmp_path / "folder"
-    folder.mkdir()
-    for f in source.iterdir():
-        if f.name != "model.safetensors":
-            (folder / f.name).symlink_to(f)
-    state = load_file(str(source / "model.safetensors"))
-    del state["model.layers.3.eh_proj.weight"]
-    save_file(state, str(folder / "model.safetensors"), metadata={"format": "pt"})
-    out = tmp_path / "out.gguf"
-    r = convert(folder, out)
-    assert r.returncode != 0, r.stderr
-    assert "tensor model.layers.3.eh_proj.weight is missing (llama.cpp needs blk.3.nextn.eh_proj.weight)" in r.stderr, r.stderr
-    assert not out.exists()
+    folder = with_weights(glm["nextn"]["per_expert"][0], tmp_path, lambda state: state.pop("model.layers.3.eh_proj.weight"))
+    err = refused(folder, tmp_path / "out.gguf")
+    assert "tensor model.layers.3.eh_proj.weight is missing (llama.cpp needs blk.3.nextn.eh_proj.weight)" in err, err
 
 
 def test_without_norm_topk_prob_the_weights_are_renormalized(glm, tmp_path):
     """Glm4MoeConfig's default is true; llama.cpp's converter writes no key then, and its loader would not renormalize."""
     folder = edited(glm["nextn"]["per_expert"][0], tmp_path, {"norm_topk_prob": None})
-    out = tmp_path / "out.gguf"
-    r = convert(folder, out)
-    assert r.returncode == 0, r.stderr
+    out = converted_ok(folder, tmp_path / "out.gguf")
     assert keys_of(out)["glm4moe.expert_weights_norm"][1] is True

@@ -20,11 +20,7 @@ llama.cpp's gpt-oss would compute otherwise are refused by name, and nothing is 
 
 import json
 import os
-import subprocess
-import sys
-from pathlib import Path
 
-import numpy as np
 import pytest
 
 os.environ["HF_HUB_OFFLINE"] = "1"
@@ -34,8 +30,8 @@ gguf = pytest.importorskip("gguf")
 llama_cpp = pytest.importorskip("llama_cpp")
 from safetensors.torch import save_file  # noqa: E402
 
-from test_hf_gguf_llamacpp import CLI, llama_cpp_logits, transformers_logits  # noqa: E402
-from test_hf_gguf_moe import LLAMA_CPP, F32_TOLERANCE, IDS, REFERENCE_RUNNER, deliberate, keys_of, need_llama_cpp, tensors_of  # noqa: E402
+from gguf_helpers import (F32_TOLERANCE, IDS, assert_close_logits, convert, converted_ok, deliberate, edited, keys_of,  # noqa: E402
+                          llama_cpp_logits, need_llama_cpp, refused, run_reference, tensors_of, transformers_logits, with_weights)
 from test_pretokenizers import make_folder  # noqa: E402
 
 MXFP4_TOLERANCE = 5e-2  # Q8_0's bound (test_hf_gguf_llamacpp.py's TYPE_TOLERANCE)
@@ -120,9 +116,7 @@ def gptoss(tmp_path_factory):
     out = {"model": model, "plain": plain, "mxfp4": mxfp4_copy(model, plain, root / "mxfp4")}
     for layout, type_ in CASES:
         ours = root / f"{layout}-{type_}.gguf"
-        r = subprocess.run([CLI, "convert", str(out[layout]), str(ours), "--type", type_], capture_output=True, text=True)
-        assert r.returncode == 0, r.stderr
-        out[layout, type_] = ours
+        out[layout, type_] = converted_ok(out[layout], ours, type_=type_)
     return out
 
 
@@ -132,9 +126,7 @@ def reference(gptoss, tmp_path_factory):
     need_llama_cpp()
     root = tmp_path_factory.mktemp("reference")
     jobs = [(str(gptoss[layout]), str(root / f"{layout}-{type_}.gguf"), type_) for layout, type_ in CASES]
-    env = dict(os.environ, PYTHONPATH=os.path.join(LLAMA_CPP, "gguf-py"), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-    r = subprocess.run([sys.executable, "-c", REFERENCE_RUNNER, LLAMA_CPP, "gpt-4o", json.dumps(jobs)], capture_output=True, text=True, env=env)
-    assert r.returncode == 0, r.stderr[-4000:]
+    run_reference("gpt-4o", jobs)
     return {(layout, type_): root / f"{layout}-{type_}.gguf" for layout, type_ in CASES}
 
 
@@ -161,8 +153,7 @@ def test_llama_cpp_logits_match_transformers(gptoss, layout):
     want = transformers_logits(gptoss["model"], IDS)
     got = llama_cpp_logits(gptoss[layout, "f32"], IDS)
     tolerance = F32_TOLERANCE if layout == "plain" else MXFP4_TOLERANCE
-    assert np.abs(got - want).max() <= tolerance * np.abs(want).max()
-    assert (got.argmax(-1) == want.argmax(-1)).all()
+    assert_close_logits(got, want, tolerance)
 
 
 def test_mxfp4_experts_kept_at_a_quantized_type(gptoss):
@@ -176,9 +167,7 @@ def test_mxfp4_experts_kept_at_a_quantized_type(gptoss):
 def test_mxfp4_folder_without_a_type(gptoss, tmp_path):
     """Without --type the matrices keep their float type (not the U8 of the MXFP4 blocks), the experts
     stay MXFP4 and the file type is MOSTLY_MXFP4_MOE, as llama.cpp's converter writes it over a float one."""
-    out = tmp_path / "auto.gguf"
-    r = subprocess.run([CLI, "convert", str(gptoss["mxfp4"]), str(out)], capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
+    out = converted_ok(gptoss["mxfp4"], tmp_path / "auto.gguf", type_=None)
     a = tensors_of(out)
     assert a["blk.0.attn_q.weight"][0] == int(gguf.GGMLQuantizationType.F32)
     assert a["blk.0.ffn_down_exps.weight"][0] == int(gguf.GGMLQuantizationType.MXFP4)
@@ -199,32 +188,18 @@ REFUSED = [
 @pytest.mark.parametrize("key,value,text", REFUSED)
 def test_keys_refused_by_name(gptoss, tmp_path, key, value, text):
     """The plain folder with one key of config.json changed (the weights linked): refused, nothing written."""
-    folder = tmp_path / "folder"
-    folder.mkdir()
-    for f in gptoss["plain"].iterdir():
-        if f.name != "config.json":
-            (folder / f.name).symlink_to(f)
-    (folder / "config.json").write_text(json.dumps({**json.loads((gptoss["plain"] / "config.json").read_text()), key: value}))
-    out = tmp_path / "out.gguf"
-    r = subprocess.run([CLI, "convert", str(folder), str(out), "--type", "f32"], capture_output=True, text=True)
-    assert r.returncode == 1 and f"{folder}/config.json: NotSupported: " in r.stderr and text in r.stderr, r.stderr
-    assert not out.exists() and list(tmp_path.iterdir()) == [folder]
+    folder = edited(gptoss["plain"], tmp_path, {key: value})
+    err = refused(folder, tmp_path / "out.gguf", code=1)
+    assert f"{folder}/config.json: NotSupported: " in err and text in err, err
 
 
 def test_hub_yarn_untruncated_converts_with_a_note(gptoss, tmp_path):
     """gpt-oss's own config.json says YaRN `truncate` false. No GGUF key says it and llama.cpp's converter writes
     the same file either way (llama.cpp always truncates): converted, the truncate-true file's tensors and keys, and
     the user told on stderr."""
-    folder = tmp_path / "folder"
-    folder.mkdir()
-    for f in gptoss["plain"].iterdir():
-        if f.name != "config.json":
-            (folder / f.name).symlink_to(f)
-    config = json.loads((gptoss["plain"] / "config.json").read_text())
-    config["rope_parameters"] = {**config["rope_parameters"], "truncate": False}
-    (folder / "config.json").write_text(json.dumps(config))
+    folder = edited(gptoss["plain"], tmp_path, lambda config: config["rope_parameters"].update(truncate=False))
     out = tmp_path / "out.gguf"
-    r = subprocess.run([CLI, "convert", str(folder), str(out), "--type", "f32"], capture_output=True, text=True)
+    r = convert(folder, out)
     assert r.returncode == 0, r.stderr
     assert "note: " in r.stderr and "rope_parameters.truncate is false, which no GGUF key says: llama.cpp truncates" in r.stderr, r.stderr
     assert compared(out) == compared(gptoss["plain", "f32"])  # general.name is the folder's
@@ -232,17 +207,7 @@ def test_hub_yarn_untruncated_converts_with_a_note(gptoss, tmp_path):
 
 def test_mxfp4_pair_missing_its_scales_is_refused_by_name(gptoss, tmp_path):
     """Blocks without their scales cannot be repacked: the tensor is named, with what llama.cpp needs it for."""
-    from safetensors.numpy import load_file, save_file as save_numpy
-    folder = tmp_path / "folder"
-    folder.mkdir()
-    for f in gptoss["mxfp4"].iterdir():
-        if f.name != "model.safetensors":
-            (folder / f.name).symlink_to(f)
-    state = load_file(str(gptoss["mxfp4"] / "model.safetensors"))
-    del state["model.layers.1.mlp.experts.down_proj_scales"]
-    save_numpy(state, str(folder / "model.safetensors"))
-    out = tmp_path / "out.gguf"
-    r = subprocess.run([CLI, "convert", str(folder), str(out), "--type", "f32"], capture_output=True, text=True)
-    assert r.returncode != 0 and not out.exists(), r.stderr
+    folder = with_weights(gptoss["mxfp4"], tmp_path, lambda state: state.pop("model.layers.1.mlp.experts.down_proj_scales"))
+    err = refused(folder, tmp_path / "out.gguf")
     assert ("TensorNotFound: tensor model.layers.1.mlp.experts.down_proj_scales is missing "
-            "(llama.cpp needs blk.1.ffn_down_exps.weight)") in r.stderr, r.stderr
+            "(llama.cpp needs blk.1.ffn_down_exps.weight)") in err, err

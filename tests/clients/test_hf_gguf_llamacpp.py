@@ -28,7 +28,6 @@ import json
 import os
 import shutil
 import subprocess
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -47,19 +46,10 @@ except ImportError as e:  # the only skip the brief allows
     LLAMA_CPP_MISSING = f"llama_cpp is not importable ({e}): llama.cpp logits and tokenizer checks skipped"
     print(LLAMA_CPP_MISSING)
 
-REPO = Path(__file__).resolve().parents[2]
-CLI = os.environ.get("SAFEWEIGHTS_CLI", str(REPO / "build" / "safeweights"))
-
-# Float32 on both sides over two layers: differences are float32 rounding, relative to the largest logit.
-F32_TOLERANCE = 1e-4
-
-CORPUS = [
-    "Hello world, this is a tiny corpus for a tiny tokenizer.",
-    "Numbers 12345 and 67890 appear here, with 3.14 and 2024.",
-    "Ünïcödé text: café, naïve, 東京, привет, emoji 🙂!",
-    "  leading spaces and\ttabs and\nnewlines\n",
-    "The quick brown fox jumps over the lazy dog.",
-] * 30
+from gguf_helpers import (CORPUS, F32_TOLERANCE, GELU_FP16_TOLERANCE, IDS, bpe_tokenizer, convert, converted_ok, ggml_gelu,  # noqa: E402
+                          llama_cpp_logits, llama_cpp_model, transformers_logits)
+# Other test files import these from here: they are gguf_helpers' now (re-exported).
+from gguf_helpers import CLI, Float16TableGelu  # noqa: E402,F401
 PLAIN = " Hello  world 12345 café 東京 привет 🙂\n  spaces\tand tabs"
 # llama.cpp's SentencePiece tokenizer adds its space prefix after every special token too (SentencePiece's
 # legacy behaviour), transformers 5's Metaspace only at the start: SentencePiece texts end with one. And
@@ -102,33 +92,6 @@ def spm_tokenizer(spm_model, where):
     return transformers.AutoTokenizer.from_pretrained(str(src))
 
 
-# The split patterns of Llama 3's and Qwen2's tokenizer.json (llama.cpp's "llama-bpe" and "qwen2").
-SPLITS = {
-    "llama-bpe": r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+",
-    "qwen2": r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+",
-}
-
-
-def bpe_tokenizer(pre="gpt-2"):
-    """A byte-level BPE (tokenizers) with two special tokens, split as GPT-2 (ByteLevel's own regex), or
-    as Llama 3 / Qwen2 (their Split pattern, then ByteLevel; Qwen2's with its NFC normalizer)."""
-    from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
-    tok = Tokenizer(models.BPE(ignore_merges=pre == "llama-bpe"))  # as Llama 3's file has it
-    if pre == "gpt-2":
-        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    else:
-        tok.pre_tokenizer = pre_tokenizers.Sequence([
-            pre_tokenizers.Split(Regex(SPLITS[pre]), behavior="isolated", invert=False),
-            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
-        if pre == "qwen2":
-            tok.normalizer = normalizers.NFC()
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=400, special_tokens=["<s>", "</s>"],
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
-    tok.train_from_iterator(CORPUS, trainer)
-    return transformers.PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>")
-
-
 def to_transformers4(folder):
     """The same config.json in transformers 4's layout: rope_theta and rope_scaling at the top."""
     path = folder / "config.json"
@@ -158,38 +121,9 @@ def make_llama(folder, rope, tokenizer, layout="v5", hidden_size=64, intermediat
     return model
 
 
-def convert(folder, out, *extra):
-    return subprocess.run([CLI, "convert", str(folder), str(out), "--type", "f32", *extra], capture_output=True, text=True)
-
-
-def converted_ok(folder, out):
-    r = convert(folder, out)
-    assert r.returncode == 0, r.stderr
-    return out
-
-
 def field(reader, key):
     f = reader.get_field(key)
     return None if f is None else f.contents()
-
-
-def transformers_logits(model, ids):
-    with torch.no_grad():
-        return model(torch.tensor([ids])).logits[0].float().numpy()
-
-
-def llama_cpp_model(path):
-    # F32 KV cache (llama.cpp defaults to F16): float32 arithmetic on both sides.
-    return llama_cpp.Llama(model_path=str(path), n_ctx=64, logits_all=True, verbose=False, n_threads=2, type_k=0, type_v=0)
-
-
-def llama_cpp_logits(path, ids):
-    llm = llama_cpp_model(path)
-    llm.eval(ids)
-    return np.array(llm.scores[: len(ids)], dtype=np.float64)
-
-
-IDS = [1, 5, 77, 123, 250, 399, 42, 8, 300, 17, 200, 64]
 
 
 @pytest.fixture(scope="session")
@@ -541,20 +475,8 @@ def test_every_dimension_config_states_must_agree_with_the_tensors(arch_converte
 
 # llama.cpp's CPU GELU (Gemma's activation) reads a table of float16 values at the float16-rounded input
 # (ggml's GGML_GELU_FP16): against transformers' float32 GELU the logits then differ by ~1e-3 of the
-# largest. With transformers' GELU computed the same way (input and output rounded to float16) they
-# agree to GELU_FP16_TOLERANCE: what remains is float32 rounding that now and then moves a value across
-# a float16 rounding boundary (5.9e-7 for two Gemma 2 layers, 8.7e-5 over six Gemma 3 layers).
+# largest (with ggml's GELU in transformers too: GELU_FP16_TOLERANCE, gguf_helpers.py).
 GELU_TOLERANCE = 3e-3
-GELU_FP16_TOLERANCE = 3e-4
-
-
-class Float16TableGelu(torch.nn.Module):
-    """transformers' gelu_pytorch_tanh as ggml computes it on the CPU: float16 in, float16 out, and
-    0 / x beyond -10 / 10."""
-
-    def forward(self, x):
-        y = torch.nn.functional.gelu(x.half().float(), approximate="tanh").half().float()
-        return torch.where(x <= -10, torch.zeros_like(x), torch.where(x >= 10, x, y))
 
 
 @pytest.mark.parametrize("arch", sorted(ARCHES))
@@ -570,14 +492,8 @@ def test_architecture_logits_match_transformers(arch_converted, arch):
         assert err < F32_TOLERANCE
         return
     assert err < GELU_TOLERANCE
-    plain = [layer.mlp.act_fn for layer in model.model.layers]
-    try:
-        for layer in model.model.layers:
-            layer.mlp.act_fn = Float16TableGelu()
+    with ggml_gelu([layer.mlp for layer in model.model.layers]):
         want16 = transformers_logits(model, IDS)
-    finally:
-        for layer, act in zip(model.model.layers, plain):
-            layer.mlp.act_fn = act
     err16 = np.abs(got - want16).max() / np.abs(want16).max()
     print(f"{arch}: with ggml's float16 GELU in transformers: {err16:.3g}")
     assert err16 < GELU_FP16_TOLERANCE

@@ -15,13 +15,9 @@ is). Each is converted by our CLI to an F32 GGUF and judged twice:
 Config keys llama.cpp would compute otherwise are refused by name, and no file is written.
 """
 
-import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 os.environ["HF_HUB_OFFLINE"] = "1"
@@ -29,47 +25,11 @@ transformers = pytest.importorskip("transformers")
 torch = pytest.importorskip("torch")
 gguf = pytest.importorskip("gguf")
 llama_cpp = pytest.importorskip("llama_cpp")
-from safetensors.torch import save_file  # noqa: E402
-
-from test_hf_gguf_llamacpp import CLI, bpe_tokenizer, llama_cpp_logits, transformers_logits  # noqa: E402
-
-LLAMA_CPP = os.environ.get("SAFEWEIGHTS_LLAMA_CPP")
-F32_TOLERANCE = 1e-4
-IDS = [1, 5, 77, 123, 250, 399, 42, 8, 300, 17, 200, 64]
-
-# What we write otherwise, on purpose (docs/GGUF.md, "Hugging Face -> llama.cpp"): llama.cpp derives
-# general.name (and basename, finetune) from its own heuristics over the folder name; we name the model
-# after its folder (the size label, from the parameter count, is compared); we carry the weights' safetensors
-# metadata as `safetensors.K` pairs (as every safetensors -> GGUF conversion does). The order of the
-# tensors and keys in the file differs too: both are compared by name. The pre-tokenizer is recognised
-# by us from tokenizer.json's split regex; llama.cpp's converter recognises only hashes of tokenizers it
-# has seen, so the reference run is told the same name (REFERENCE_RUNNER).
-DELIBERATE_DIFFERENCES = {"general.name", "general.basename", "general.finetune"}
-
-
-def deliberate(key):
-    return key in DELIBERATE_DIFFERENCES or key.startswith("safetensors.")
-
-# llama.cpp's converter on each (folder, out, outtype), in one process (importing torch once), with its
-# pre-tokenizer lookup answering `pre`: a tokenizer trained here has no hash llama.cpp knows.
-REFERENCE_RUNNER = r"""
-import json, runpy, sys
-llama_cpp, pre, jobs = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
-sys.path.insert(0, llama_cpp)
-import conversion.base
-conversion.base.TextModel.get_vocab_base_pre = lambda self, tokenizer: pre
-for folder, out, outtype in jobs:
-    sys.argv = ["convert_hf_to_gguf.py", folder, "--outfile", out, "--outtype", outtype]
-    runpy.run_path(llama_cpp + "/convert_hf_to_gguf.py", run_name="__main__")
-"""
-
-
-def need_llama_cpp():
-    if LLAMA_CPP:
-        return
-    if os.environ.get("CI") == "true":
-        pytest.fail("SAFEWEIGHTS_LLAMA_CPP is unset under CI: the reference converter is required")
-    pytest.skip("SAFEWEIGHTS_LLAMA_CPP is unset: no reference converter to compare with")
+from gguf_helpers import (IDS, assert_close_logits, both_layouts, bpe_tokenizer, edited, llama_cpp_logits, need_llama_cpp,  # noqa: E402
+                          refused, run_reference, same_gguf, transformers_logits)
+# Other test files import these from here: they are gguf_helpers' now (re-exported).
+from gguf_helpers import (CLI, DELIBERATE_DIFFERENCES, F32_TOLERANCE, LLAMA_CPP, REFERENCE_RUNNER, deliberate, fused_copy, keys_of,  # noqa: E402,F401
+                          tensors_of)
 
 
 def save(model, folder):
@@ -122,17 +82,6 @@ def olmoe(folder):
     return save(transformers.OlmoeForCausalLM(cfg).eval(), folder)
 
 
-def fused_copy(model, source, folder):
-    """`source` with its weights as transformers 5's modules hold them (experts fused), one file."""
-    folder.mkdir()
-    for f in source.iterdir():
-        if f.is_file() and not f.name.startswith("model.safetensors"):
-            (folder / f.name).write_bytes(f.read_bytes())
-    state = {k: v.contiguous() for k, v in model.state_dict().items() if k != "lm_head.weight" or not model.config.tie_word_embeddings}
-    save_file(state, str(folder / "model.safetensors"), metadata={"format": "pt"})
-    return folder
-
-
 # arch -> (maker, the pre-tokenizer both converters name); the order of the issue.
 MAKERS = {"qwen3moe": (qwen3moe, "qwen2"), "mixtral": (mixtral, "qwen2"), "qwen2moe": (qwen2moe, "qwen2"), "olmoe": (olmoe, "qwen2")}
 # llama.cpp's converter reads Mixtral's and OLMoE's per-expert layout only (LlamaModel and OlmoeModel
@@ -147,21 +96,7 @@ TYPED = {"qwen3moe": ("q8_0",)}
 @pytest.fixture(scope="module")
 def moe(tmp_path_factory):
     """arch -> {"model", "per_expert", "fused"} (each layout: (folder, our gguf))."""
-    out = {}
-    for arch, (make, _) in MAKERS.items():
-        root = tmp_path_factory.mktemp(arch)
-        model = make(root / "per-expert")
-        fused_copy(model, root / "per-expert", root / "fused")
-        case = {"model": model}
-        for layout in ("per_expert", "fused"):
-            folder = root / layout.replace("_", "-")
-            for type_ in ("f32",) + TYPED.get(arch, ()):
-                ours = root / f"{layout}-{type_}.gguf"
-                r = subprocess.run([CLI, "convert", str(folder), str(ours), "--type", type_], capture_output=True, text=True)
-                assert r.returncode == 0, r.stderr
-                case[layout if type_ == "f32" else f"{layout}-{type_}"] = (folder, ours)
-        out[arch] = case
-    return out
+    return {arch: both_layouts(make, tmp_path_factory.mktemp(arch), ("f32",) + TYPED.get(arch, ())) for arch, (make, _) in MAKERS.items()}
 
 
 @pytest.fixture(scope="module")
@@ -176,10 +111,7 @@ def reference(moe, tmp_path_factory):
                 key = layout if type_ == "f32" else f"{layout}-{type_}"
                 jobs.append((arch, key, str(case[layout][0]), str(root / f"{arch}-{key}.gguf"), type_))
     assert len({MAKERS[arch][1] for arch in moe}) == 1  # one run answers one pre-tokenizer name
-    env = dict(os.environ, PYTHONPATH=os.path.join(LLAMA_CPP, "gguf-py"), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-    r = subprocess.run([sys.executable, "-c", REFERENCE_RUNNER, LLAMA_CPP, MAKERS[next(iter(moe))][1], json.dumps([j[2:] for j in jobs])],
-                       capture_output=True, text=True, env=env)
-    assert r.returncode == 0, r.stderr[-4000:]
+    run_reference(MAKERS[next(iter(moe))][1], [j[2:] for j in jobs])
     out = {arch: {} for arch in moe}
     for arch, key, _, path, _ in jobs:
         out[arch][key] = Path(path)
@@ -187,41 +119,6 @@ def reference(moe, tmp_path_factory):
         for key in list(files):
             files.setdefault(key.replace("per_expert", "fused"), files[key])
     return out
-
-
-def tensors_of(path):
-    reader = gguf.GGUFReader(str(path))
-    return {t.name: (int(t.tensor_type), [int(d) for d in t.shape], bytes(t.data.tobytes())) for t in reader.tensors}
-
-
-def keys_of(path):
-    reader = gguf.GGUFReader(str(path))
-    out = {}
-    for name, f in reader.fields.items():
-        if name.startswith("GGUF."):
-            continue
-        value = f.contents()
-        out[name] = (tuple(int(t) for t in f.types), value)
-    return out
-
-
-def same_gguf(ours, theirs, skip=(), same_bytes=lambda name, x, y: x == y):
-    """Judge (a): the two GGUFs hold the same tensors (name, type, shape; bytes as `same_bytes` says) and the
-    same keys with the same values, but for the deliberate differences and the keys in `skip`. Returns both
-    files' tensors and keys for the caller's own checks."""
-    a, b = tensors_of(ours), tensors_of(theirs)
-    assert sorted(a) == sorted(b)
-    for name in b:
-        assert a[name][:2] == b[name][:2], name
-        assert same_bytes(name, a[name][2], b[name][2]), f"{name}: bytes differ"
-    ka, kb = keys_of(ours), keys_of(theirs)
-    judged = lambda k: not deliberate(k) and k not in skip  # noqa: E731
-    only_ours = {k for k in set(ka) - set(kb) if judged(k)}
-    only_theirs = {k for k in set(kb) - set(ka) if judged(k)}
-    assert not only_ours and not only_theirs, (sorted(only_ours), sorted(only_theirs))
-    for key in sorted(k for k in kb if judged(k)):
-        assert ka[key] == kb[key], key
-    return a, b, ka, kb
 
 
 COMPARED = [(arch, layout) for arch in MAKERS for layout in ("per_expert", "fused")] + \
@@ -243,8 +140,7 @@ def test_llama_cpp_logits_match_transformers(moe, arch, layout):
     model, (_, ours) = moe[arch]["model"], moe[arch][layout]
     want = transformers_logits(model, IDS)
     got = llama_cpp_logits(ours, IDS)
-    assert np.abs(got - want).max() <= F32_TOLERANCE * np.abs(want).max()
-    assert (got.argmax(-1) == want.argmax(-1)).all()
+    assert_close_logits(got, want)
 
 
 @pytest.mark.parametrize("arch", sorted(MAKERS))
@@ -266,16 +162,6 @@ REFUSED = [
 
 @pytest.mark.parametrize("key,value,text", REFUSED)
 def test_qwen3moe_keys_refused_by_name(moe, tmp_path, key, value, text):
-    source = moe["qwen3moe"]["per_expert"][0]
-    folder = tmp_path / "folder"
-    folder.mkdir()
-    for f in source.iterdir():
-        (folder / f.name).symlink_to(f)
-    (folder / "config.json").unlink()
-    cfg = json.loads((source / "config.json").read_text())
-    cfg[key] = value
-    (folder / "config.json").write_text(json.dumps(cfg))
-    out = tmp_path / "out.gguf"
-    r = subprocess.run([CLI, "convert", str(folder), str(out), "--type", "f32"], capture_output=True, text=True)
-    assert r.returncode != 0 and "config.json" in r.stderr and text in r.stderr, r.stderr
-    assert not out.exists() and list(tmp_path.iterdir()) == [folder]
+    folder = edited(moe["qwen3moe"]["per_expert"][0], tmp_path, {key: value})
+    err = refused(folder, tmp_path / "out.gguf")
+    assert "config.json" in err and text in err, err

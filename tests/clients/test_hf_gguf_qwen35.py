@@ -22,8 +22,6 @@ Config keys llama.cpp would compute otherwise are refused by name, and no file i
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -34,11 +32,10 @@ transformers = pytest.importorskip("transformers")
 torch = pytest.importorskip("torch")
 gguf = pytest.importorskip("gguf")
 llama_cpp = pytest.importorskip("llama_cpp")
-from safetensors.torch import load_file, save_file  # noqa: E402
 
-from test_hf_gguf_llamacpp import CLI, bpe_tokenizer, llama_cpp_logits, transformers_logits  # noqa: E402
-from test_hf_gguf_moe import (F32_TOLERANCE, IDS, LLAMA_CPP, REFERENCE_RUNNER, same_gguf, keys_of, fused_copy,  # noqa: E402
-                              need_llama_cpp, tensors_of)
+from gguf_helpers import (IDS, REFERENCE_RUNNER, assert_close_logits, bpe_tokenizer, convert, edited, fused_copy, keys_of,  # noqa: E402
+                          llama_cpp_logits, need_llama_cpp, refused, run_reference, same_gguf, tensors_of, transformers_logits,
+                          with_weights)
 
 # llama.cpp's converter without the MTP layers these folders do not have (see above).
 NO_MTP_RUNNER = REFERENCE_RUNNER.replace('"--outtype", outtype]', '"--outtype", outtype, "--no-mtp"]')
@@ -147,7 +144,7 @@ def convert_cases(tmp_path_factory, makers, typed, stderr, prepare=lambda case, 
             prepare(case, folder)
             for type_ in ("f32",) + typed.get(case, ()):
                 ours = root / f"{layout}-{type_}.gguf"
-                r = subprocess.run([CLI, "convert", str(folder), str(ours), "--type", type_], capture_output=True, text=True)
+                r = convert(folder, ours, type_=type_)
                 assert r.returncode == 0, r.stderr
                 entry[layout if type_ == "f32" else f"{layout}-{type_}"] = (folder, ours)
                 stderr[(case, layout if type_ == "f32" else f"{layout}-{type_}")] = r.stderr
@@ -168,11 +165,8 @@ def reference_files(models, tmp_path_factory, runner_of=lambda case: NO_MTP_RUNN
     root = tmp_path_factory.mktemp("reference")
     jobs = [(case, key, str(folder), str(root / f"{case}-{key}.gguf"), key.rpartition("-")[2] if "-" in key else "f32")
             for case, entry in models.items() for key, value in entry.items() if key != "model" for folder in [value[0]]]
-    env = dict(os.environ, PYTHONPATH=os.path.join(LLAMA_CPP, "gguf-py"), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
     for runner in dict.fromkeys(runner_of(case) for case in models):
-        batch = [j[2:] for j in jobs if runner_of(j[0]) == runner]
-        r = subprocess.run([sys.executable, "-c", runner, LLAMA_CPP, "qwen2", json.dumps(batch)], capture_output=True, text=True, env=env)
-        assert r.returncode == 0, r.stderr[-4000:]
+        run_reference("qwen2", [j[2:] for j in jobs if runner_of(j[0]) == runner], runner=runner)
     out = {case: {} for case in models}
     for case, key, _, path, _ in jobs:
         out[case][key] = Path(path)
@@ -216,25 +210,7 @@ def test_llama_cpp_logits_match_transformers(models, case, layout):
     model, (_, ours) = models[case]["model"], models[case][layout]
     want = transformers_logits(model, IDS)
     got = llama_cpp_logits(ours, IDS)
-    assert np.abs(got - want).max() <= F32_TOLERANCE * np.abs(want).max()
-    assert (got.argmax(-1) == want.argmax(-1)).all()
-
-
-def changed_copy(models, tmp_path, case, edit_config=None, extra_tensors=None):
-    """A copy of `case`'s folder with config.json edited, or with `extra_tensors` added to its weights."""
-    source = models[case]["per_expert"][0]
-    folder = tmp_path / "folder"
-    folder.mkdir()
-    for f in source.iterdir():
-        if not (edit_config and f.name == "config.json") and not (extra_tensors and f.name == "model.safetensors"):
-            (folder / f.name).symlink_to(f)
-    if edit_config:
-        cfg = json.loads((source / "config.json").read_text())
-        edit_config(cfg)
-        (folder / "config.json").write_text(json.dumps(cfg))
-    if extra_tensors:
-        save_file({**load_file(str(source / "model.safetensors")), **extra_tensors}, str(folder / "model.safetensors"), metadata={"format": "pt"})
-    return folder
+    assert_close_logits(got, want)
 
 
 def set_key(key, value):
@@ -270,20 +246,15 @@ REFUSED = [
 
 @pytest.mark.parametrize("case,edit,text", REFUSED)
 def test_keys_refused_by_name(models, tmp_path, case, edit, text):
-    folder = changed_copy(models, tmp_path, case, edit_config=edit)
-    out = tmp_path / "out.gguf"
-    r = subprocess.run([CLI, "convert", str(folder), str(out), "--type", "f32"], capture_output=True, text=True)
-    assert r.returncode != 0 and "config.json" in r.stderr and text in r.stderr, r.stderr
-    assert not out.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["folder"]
+    err = refused(edited(models[case]["per_expert"][0], tmp_path, edit), tmp_path / "out.gguf")
+    assert "config.json" in err and text in err, err
 
 
 def test_mtp_layers_refused_by_name(models, tmp_path):
     """An MTP block without its layer (mtp.fc alone; whole blocks: test_hf_gguf_mtp.py) is refused by name."""
-    folder = changed_copy(models, tmp_path, "qwen35", extra_tensors={"mtp.fc.weight": torch.zeros(64, 128)})
-    out = tmp_path / "out.gguf"
-    r = subprocess.run([CLI, "convert", str(folder), str(out), "--type", "f32"], capture_output=True, text=True)
-    assert r.returncode != 0 and "mtp.fc.weight" in r.stderr and "no name in llama.cpp's qwen35 architecture" in r.stderr, r.stderr
-    assert not out.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["folder"]
+    folder = with_weights(models["qwen35"]["per_expert"][0], tmp_path, lambda state: state.update({"mtp.fc.weight": torch.zeros(64, 128)}))
+    err = refused(folder, tmp_path / "out.gguf")
+    assert "mtp.fc.weight" in err and "no name in llama.cpp's qwen35 architecture" in err, err
 
 
 @pytest.mark.parametrize("case,hf_class", [("qwen35-vl", "Qwen3_5ForConditionalGeneration"),

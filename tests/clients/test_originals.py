@@ -6,6 +6,7 @@ directly with them; that GGUF equals, key for key and tensor for tensor, the GGU
 folder (ours, and llama.cpp's own convert_hf_to_gguf.py's when SAFEWEIGHTS_LLAMA_CPP is set); every
 refusal's message."""
 import base64
+import functools
 import json
 import os
 import shutil
@@ -20,13 +21,13 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 gguf = pytest.importorskip("gguf")
 
-from conftest import CLI  # noqa: E402
+import gguf_helpers  # noqa: E402
+from gguf_helpers import IDS, llama_cpp_logits, same_gguf  # noqa: E402
 from tiny_models import meta_original_folder, meta_state, sentencepiece_model, write_shards  # noqa: E402
 
 HIDDEN, HEADS, KV_HEADS, LAYERS = 64, 8, 4, 2  # 4 shards split the key/value heads, as Meta splits them
 # The MLP width (tiny_models.meta_original_folder writes the params.json that gives it).
 INTERMEDIATE = 192
-IDS = [1, 5, 77, 123, 250, 399, 42, 8, 300, 17, 200, 64]
 
 
 def source_model(arch="llama", vocab=400, seed=0, **config):
@@ -61,8 +62,8 @@ def mistral_folder(folder, model):
     return folder
 
 
-def convert(src, out, *extra):
-    return subprocess.run([CLI, "convert", str(src), str(out), *map(str, extra)], capture_output=True, text=True)
+# Without --type: each test says the type it wants.
+convert = functools.partial(gguf_helpers.convert, type_=None)
 
 
 def convert_ok(src, out, *extra):
@@ -83,45 +84,6 @@ def loaded_logits(folder, arch="llama"):
 def loaded_logits_of(folder, ids, arch="llama"):
     cls = transformers.MistralForCausalLM if arch == "mistral" else transformers.LlamaForCausalLM
     return logits(cls.from_pretrained(folder, dtype=torch.float32).eval(), ids)
-
-
-def llama_cpp_logits(path, ids=IDS):
-    llama_cpp = pytest.importorskip("llama_cpp")
-    llm = llama_cpp.Llama(model_path=str(path), n_ctx=64, logits_all=True, verbose=False, n_threads=2, type_k=0, type_v=0)
-    llm.eval(ids)
-    return np.array(llm.scores[: len(ids)], dtype=np.float64)
-
-
-# Keys left out of the comparison: general.name is the folder's name (llama.cpp's converter makes a
-# title of it); safetensors.* is the metadata a conversion carries from its safetensors input (our
-# folder's shards say format: pt). Every other key is compared, general.size_label (llama.cpp's count of
-# the parameters written) and general.sampling.* (generation_config.json's) included. docs/GGUF.md lists
-# what llama.cpp's converter takes from the folder's name besides (basename, finetune, version, a size
-# label) and why we do not.
-SKIPPED_KEYS = ("general.name",)
-
-
-def gguf_contents(path):
-    """Every key (but SKIPPED_KEYS) with its value, and every tensor with its type and bytes."""
-    r = gguf.GGUFReader(str(path))
-    keys = {}
-    for name, f in r.fields.items():
-        if name.startswith("GGUF.") or name.startswith("safetensors.") or name in SKIPPED_KEYS:
-            continue
-        keys[name] = f.contents()
-    tensors = {t.name: (int(t.tensor_type), bytes(np.asarray(t.data).tobytes())) for t in r.tensors}
-    return keys, tensors
-
-
-def assert_same_gguf(a, b):
-    ka, ta = gguf_contents(a)
-    kb, tb = gguf_contents(b)
-    assert sorted(ka) == sorted(kb)
-    for k in ka:
-        assert ka[k] == kb[k], k
-    assert sorted(ta) == sorted(tb)
-    for t in ta:
-        assert ta[t] == tb[t], t
 
 
 @pytest.fixture(scope="module")
@@ -153,7 +115,7 @@ def test_llama2_gguf_direct_equals_gguf_of_our_folder(llama2, tmp_path, shards):
     convert_ok(folders[shards], tmp_path / "hf", "--llama-version", "2")
     convert_ok(folders[shards], tmp_path / "direct.gguf", "--llama-version", "2")
     convert_ok(tmp_path / "hf", tmp_path / "via-folder.gguf")
-    assert_same_gguf(tmp_path / "direct.gguf", tmp_path / "via-folder.gguf")
+    same_gguf(tmp_path / "direct.gguf", tmp_path / "via-folder.gguf")
 
 
 def test_llama2_gguf_runs_with_the_source_logits(llama2, tmp_path):
@@ -177,7 +139,7 @@ def test_llama2_gguf_equals_llama_cpps_converter_on_our_folder(llama2, tmp_path)
     r = subprocess.run([sys.executable, str(Path(src) / "convert_hf_to_gguf.py"), str(tmp_path / "hf"), "--outfile", str(tmp_path / "ref.gguf"),
                         "--outtype", "bf16"], capture_output=True, text=True, env=env)
     assert r.returncode == 0, r.stderr[-3000:]
-    assert_same_gguf(tmp_path / "direct.gguf", tmp_path / "ref.gguf")
+    same_gguf(tmp_path / "direct.gguf", tmp_path / "ref.gguf")
 
 
 @pytest.fixture(scope="module")
@@ -226,7 +188,7 @@ def test_llama3_folder_and_gguf_give_the_source_logits(rank_file, tmp_path, vers
     assert np.max(np.abs(got - want)) <= 1e-4 * np.max(np.abs(want))
     convert_ok(src, tmp_path / "direct.gguf", *named)
     convert_ok(tmp_path / "hf", tmp_path / "via-folder.gguf")
-    assert_same_gguf(tmp_path / "direct.gguf", tmp_path / "via-folder.gguf")
+    same_gguf(tmp_path / "direct.gguf", tmp_path / "via-folder.gguf")
 
 
 def tekken_source(tmp_path):
@@ -282,7 +244,7 @@ def assert_end_to_end(model, src, tmp_path, *extra, arch="llama"):
     assert np.max(np.abs(got - want)) <= 1e-4 * np.max(np.abs(want))
     convert_ok(src, tmp_path / "direct.gguf", *extra)
     convert_ok(tmp_path / "hf", tmp_path / "via-folder.gguf")
-    assert_same_gguf(tmp_path / "direct.gguf", tmp_path / "via-folder.gguf")
+    same_gguf(tmp_path / "direct.gguf", tmp_path / "via-folder.gguf")
     return json.loads((tmp_path / "hf" / "config.json").read_text()), r.stderr
 
 
@@ -323,11 +285,7 @@ def test_code_llama_has_a_16k_context_and_its_rope_theta(tmp_path):
 
 
 def refused(src, tmp_path, *extra, code=1):
-    out = tmp_path / "out"
-    r = convert(src, out, *extra)
-    assert r.returncode == code, r.stderr
-    assert not out.exists() and not any(p.name.startswith(".out") for p in tmp_path.iterdir())
-    return r.stderr
+    return gguf_helpers.refused(src, tmp_path / "out", *extra, type_=None, code=code)
 
 
 def copy_of(folder, tmp_path):

@@ -331,6 +331,63 @@ def test_keep_split_as_llama_quantize(models, tmp_path):
     assert [p.name for p in (tmp_path / "one").iterdir()] == ["q.gguf"]
 
 
+def split_with_last_block_alone(src, dst):
+    """`src` (a GGUF) rewritten by gguf-py as 3 split files, the last holding the last block's tensors alone
+    (the others before them in `src`'s order, half a file each): its first file."""
+    reader = gguf.GGUFReader(str(src))
+    last = f"blk.{reader.fields['llama.block_count'].contents() - 1}."
+    tensors = [t for t in reader.tensors if not t.name.startswith(last)] + [t for t in reader.tensors if t.name.startswith(last)]
+    rest = len(tensors) - sum(t.name.startswith(last) for t in reader.tensors)
+    assert rest % 2 == 0 and rest // 2 >= len(tensors) - rest
+    writer = gguf.GGUFWriter(str(dst), reader.fields["general.architecture"].contents(), split_max_tensors=rest // 2)
+    for name, f in reader.fields.items():
+        if name.startswith("GGUF.") or name == "general.architecture":
+            continue
+        sub = f.types[-1] if f.types[0] == gguf.GGUFValueType.ARRAY else None
+        writer.add_key_value(name, f.contents(), f.types[0], sub_type=sub)
+    for t in tensors:
+        writer.add_tensor(t.name, np.array(t.data))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return dst.with_name(dst.stem + "-00001-of-00003.gguf")
+
+
+def test_keep_split_with_pruned_layers_as_llama_quantize(models, tmp_path):
+    """--keep-split with --prune-layers: a file whose every tensor is pruned is left out. The last one, as
+    llama-quantize leaves it out (it counts files up to the last it keeps a tensor from): the files equal
+    its files. One in the middle, where the pinned llama-quantize crashes (it counts the file and never
+    creates it): the files after it renumbered, together the tensors and keys of the output in one file."""
+    first = split_with_last_block_alone(models["gqa"][1], tmp_path / "in.gguf")
+    ref_dir, our_dir = tmp_path / "ref", tmp_path / "ours"
+    ref_dir.mkdir()
+    our_dir.mkdir()
+    ref = llama_quantize(first, ref_dir / "q.gguf", "Q4_K_M", "--keep-split", "--prune-layers", "7")
+    assert ref.returncode == 0, ref.stderr[-2000:]
+    got = ours(first, our_dir / "q.gguf", "Q4_K_M", "--keep-split", "--prune-layers", "7")
+    assert got.returncode == 0, got.stderr
+    names = ["q-00001-of-00002.gguf", "q-00002-of-00002.gguf"]
+    assert sorted(p.name for p in ref_dir.iterdir()) == sorted(p.name for p in our_dir.iterdir()) == names
+    for name in names:
+        assert contents(our_dir / name) == contents(ref_dir / name), name
+
+    r = run(CLI, "convert", models["gqa"][1], tmp_path / "in30.gguf", "--split-max-tensors", 30)
+    assert r.returncode == 0, r.stderr
+    middle = tmp_path / "middle"
+    middle.mkdir()
+    got = ours(tmp_path / "in30-00001-of-00003.gguf", middle / "q.gguf", "Q4_K_M", "--keep-split", "--prune-layers", "3,4,5,6")
+    assert got.returncode == 0, got.stderr
+    assert sorted(p.name for p in middle.iterdir()) == names
+    whole = ours(models["gqa"][1], tmp_path / "whole.gguf", "Q4_K_M", "--prune-layers", "3,4,5,6")
+    assert whole.returncode == 0, whole.stderr
+    want, want_kv = contents(tmp_path / "whole.gguf")
+    parts = [contents(middle / name) for name in names]
+    assert {**parts[0][0], **parts[1][0]} == want and len(parts[0][0]) + len(parts[1][0]) == len(want)
+    assert {k: v for k, v in parts[0][1].items() if not k.startswith("split.")} == want_kv
+    assert [part[1]["split.no"] for part in parts] == [0, 1] and parts[1][1]["split.count"] == 2
+
+
 def test_prune_layers_from_python_and_refused(models, tmp_path):
     """safeweights.convert(..., prune_layers=[...]) writes what --prune-layers writes; a list
     llama-quantize refuses is refused (naming the id), and nothing is written."""
@@ -350,6 +407,35 @@ def test_prune_layers_from_python_and_refused(models, tmp_path):
     with pytest.raises(Exception, match="invalid layer id '-1'"):
         safeweights.convert(str(src), str(tmp_path / "bad.gguf"), type="Q4_K_M", prune_layers=[-1])
     assert not (tmp_path / "bad.gguf").exists() and not (tmp_path / "ref.gguf").exists()
+
+
+def test_dry_run_and_keep_split_from_python(models, tmp_path):
+    """safeweights.convert(..., dry_run=True) reports what --dry-run prints (each tensor's types and note)
+    and the bytes a run writes, and writes nothing; keep_split=True writes the files --keep-split writes."""
+    import safeweights
+
+    src = models["gqa"][1]
+    dry = safeweights.convert(str(src), str(tmp_path / "py.gguf"), type="Q4_K_M", dry_run=True)
+    cli = ours(src, tmp_path / "cli.gguf", "Q4_K_M", "--dry-run")
+    assert cli.returncode == 0, cli.stderr
+    assert list(tmp_path.iterdir()) == [] and dry["files"] == []
+    printed = {n: (a, b, note) for n, a, b, note in re.findall(r"^(\S+): (\S+) -> (\S+)(?: \((.*)\))?$", cli.stdout, re.M)}
+    assert {t["name"]: (t["from"], t["to"], t["note"]) for t in dry["tensors"]} == printed
+    assert dry["bytes_written"] == safeweights.convert(str(src), str(tmp_path / "real.gguf"), type="Q4_K_M")["bytes_written"]
+
+    r = run(CLI, "convert", src, tmp_path / "in.gguf", "--split-max-tensors", 30)
+    assert r.returncode == 0, r.stderr
+    first = tmp_path / "in-00001-of-00003.gguf"
+    (tmp_path / "py").mkdir()
+    (tmp_path / "cli").mkdir()
+    report = safeweights.convert(str(first), str(tmp_path / "py" / "q.gguf"), type="Q4_K_M", keep_split=True)
+    got = ours(first, tmp_path / "cli" / "q.gguf", "Q4_K_M", "--keep-split")
+    assert got.returncode == 0, got.stderr
+    names = [f"q-0000{k}-of-00003.gguf" for k in (1, 2, 3)]
+    assert [os.path.basename(f) for f in report["files"]] == names
+    assert sorted(p.name for p in (tmp_path / "py").iterdir()) == sorted(p.name for p in (tmp_path / "cli").iterdir()) == names
+    for name in names:
+        assert contents(tmp_path / "py" / name) == contents(tmp_path / "cli" / name), name
 
 
 def test_tensor_type_file_from_python(models, tmp_path):

@@ -1760,6 +1760,354 @@ TEST(HfHybrid, Qwen3NextFusedProjectionsAreRegrouped) {
   EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::NotSupported, "config.json", "`norm_topk_prob` is false: llama.cpp's qwen3next"));
 }
 
+// ---- plan tests of glm4moe (NextN layers), deepseek2 (MLA) and gemma4 --------------------------------
+
+// Layer 0's attention half (norms, q, k, v, o) copied to layer `n`.
+void copy_attention(Folder& f, std::uint32_t n) {
+  const std::string to = "model.layers." + std::to_string(n) + ".";
+  for (const char* t : {"input_layernorm.weight", "post_attention_layernorm.weight", "self_attn.q_proj.weight", "self_attn.k_proj.weight",
+                        "self_attn.v_proj.weight", "self_attn.o_proj.weight"}) {
+    f.tensors[to + t] = f.tensors.at(std::string("model.layers.0.") + t);
+  }
+}
+
+// What hf::plan answers for the folder `f` writes, its computed tensors and notes too (plan() keeps only
+// the ConvertPlan); `weights` holds the tensors the answer refers to.
+Result<hf::GgufConversion> converted(Folder& f, std::unique_ptr<TensorFile>& weights) {
+  f.write();
+  auto opened = open_tensors(f.path());
+  if (!opened.is_ok()) return std::move(opened).status();
+  weights = std::move(*opened);
+  return hf::plan(f.path(), *weights, TensorType::F32);
+}
+
+// DeepSeek's and GLM's experts in layer `n` (hf/moe.h's read_sigmoid_experts): 4 experts of width 2 per
+// expert, their router and correction bias, one shared expert.
+void add_sigmoid_experts(Folder& f, std::uint32_t n) {
+  const std::string mlp = "model.layers." + std::to_string(n) + ".mlp.";
+  f.tensors[mlp + "gate.weight"] = {4, 8};
+  f.tensors[mlp + "gate.e_score_correction_bias"] = {4};
+  for (int e = 0; e < 4; ++e) {
+    const std::string expert = mlp + "experts." + std::to_string(e) + ".";
+    f.tensors[expert + "gate_proj.weight"] = {2, 8};
+    f.tensors[expert + "up_proj.weight"] = {2, 8};
+    f.tensors[expert + "down_proj.weight"] = {8, 2};
+  }
+  f.tensors[mlp + "shared_experts.gate_proj.weight"] = {2, 8};
+  f.tensors[mlp + "shared_experts.up_proj.weight"] = {2, 8};
+  f.tensors[mlp + "shared_experts.down_proj.weight"] = {8, 2};
+}
+
+// The config keys of 4 sigmoid-routed experts (2 used) of width 2, one shared, layer 0 dense.
+void sigmoid_expert_keys(Folder& f) {
+  for (auto [key, value] : {std::pair{"n_routed_experts", "4"},
+                            {"num_experts_per_tok", "2"},
+                            {"moe_intermediate_size", "2"},
+                            {"n_shared_experts", "1"},
+                            {"first_k_dense_replace", "1"},
+                            {"routed_scaling_factor", "2.5"},
+                            {"norm_topk_prob", "true"}})
+    f.config[key] = value;
+}
+
+// A GLM-4.5-MoE folder: layer 0 dense, layer 1 experts, q/k/v biases (attention_bias), NEOX rope over
+// half of each head of 4, and one next-token layer (2) with its NextN tensors.
+void make_glm4moe(Folder& f) {
+  f.config["architectures"] = R"(["Glm4MoeForCausalLM"])";
+  f.config["num_hidden_layers"] = "2";
+  f.config["head_dim"] = "4";
+  f.config["attention_bias"] = "true";
+  f.config["num_nextn_predict_layers"] = "1";
+  // The special tokens llama.cpp's converter makes GLM's bos, eot, unk and eom.
+  f.added_tokens = R"([{"id":4,"content":"[gMASK]","special":true},{"id":5,"content":"<|user|>","special":true},)"
+                   R"({"id":6,"content":"<|endoftext|>","special":true},{"id":7,"content":"<|observation|>","special":true}])";
+  f.tokenizer_config = "{}";
+  f.set_vocab_size(8);
+  sigmoid_expert_keys(f);
+  for (std::uint32_t n : {1u, 2u}) {
+    copy_attention(f, n);
+    add_sigmoid_experts(f, n);
+  }
+  for (std::uint32_t n : {0u, 1u, 2u}) {
+    const std::string attn = "model.layers." + std::to_string(n) + ".self_attn.";
+    f.tensors[attn + "q_proj.bias"] = {8};
+    f.tensors[attn + "k_proj.bias"] = {4};
+    f.tensors[attn + "v_proj.bias"] = {4};
+  }
+  f.tensors["model.layers.2.eh_proj.weight"] = {8, 16};
+  f.tensors["model.layers.2.enorm.weight"] = {8};
+  f.tensors["model.layers.2.hnorm.weight"] = {8};
+  f.tensors["model.layers.2.shared_head.norm.weight"] = {8};
+}
+
+TEST(HfGlm4Moe, NextnLayersAreKeptWithTheirOwnTensors) {
+  Folder f;
+  make_glm4moe(f);
+  auto p = f.plan();
+  ASSERT_TRUE(IsOk(p));
+  EXPECT_EQ(*find(*p, "general.architecture"), MetaValue::string("glm4moe"));
+  EXPECT_EQ(*find(*p, "glm4moe.block_count"), MetaValue::u32(3));  // the next-token layer counts
+  EXPECT_EQ(*find(*p, "glm4moe.nextn_predict_layers"), MetaValue::u32(1));
+  EXPECT_EQ(*find(*p, "glm4moe.rope.dimension_count"), MetaValue::u32(2));  // partial_rotary_factor's default 0.5
+  EXPECT_EQ(*find(*p, "glm4moe.leading_dense_block_count"), MetaValue::u32(1));
+  EXPECT_EQ(*find(*p, "glm4moe.expert_gating_func"), MetaValue::u32(2));  // sigmoid
+  EXPECT_EQ(*find(*p, "glm4moe.expert_shared_count"), MetaValue::u32(1));
+  EXPECT_EQ(*find(*p, "glm4moe.expert_weights_scale"), MetaValue::f32(2.5f));
+  EXPECT_EQ(*find(*p, "glm4moe.expert_weights_norm"), MetaValue::boolean(true));
+  EXPECT_EQ(find(*p, "glm4moe.vocab_size"), nullptr);
+  // Layer 0 dense, layers 1 and 2 experts; biases and NEOX rope (no permutation) everywhere.
+  EXPECT_EQ(planned(*p, "blk.0.ffn_gate.weight")->source, "model.layers.0.mlp.gate_proj.weight");
+  EXPECT_EQ(planned(*p, "blk.0.ffn_gate_exps.weight"), nullptr);
+  for (const char* n : {"1", "2"}) {
+    const std::string b = std::string("blk.") + n + ".";
+    ASSERT_NE(planned(*p, b + "ffn_up_exps.weight"), nullptr) << b;
+    EXPECT_EQ(planned(*p, b + "ffn_up_exps.weight")->pieces.size(), 4u);
+    EXPECT_EQ(planned(*p, b + "ffn_gate_inp.weight")->type, TensorType::F32);
+    ASSERT_NE(planned(*p, b + "exp_probs_b.bias"), nullptr) << b;
+    ASSERT_NE(planned(*p, b + "ffn_down_shexp.weight"), nullptr) << b;
+    EXPECT_EQ(planned(*p, b + "post_attention_norm.weight")->source, std::string("model.layers.") + n + ".post_attention_layernorm.weight");
+  }
+  EXPECT_EQ(planned(*p, "blk.2.attn_k.bias")->source, "model.layers.2.self_attn.k_proj.bias");
+  for (const ConvertTensor& t : p->tensors) EXPECT_EQ(t.permute_heads, 0u) << t.name;
+  // The next-token layer's own tensors; the optional ones only when saved.
+  EXPECT_EQ(planned(*p, "blk.2.nextn.eh_proj.weight")->source, "model.layers.2.eh_proj.weight");
+  EXPECT_EQ(planned(*p, "blk.2.nextn.hnorm.weight")->source, "model.layers.2.hnorm.weight");
+  EXPECT_EQ(planned(*p, "blk.2.nextn.shared_head_norm.weight")->source, "model.layers.2.shared_head.norm.weight");
+  EXPECT_EQ(planned(*p, "blk.2.nextn.embed_tokens.weight"), nullptr);
+  EXPECT_EQ(planned(*p, "blk.1.nextn.eh_proj.weight"), nullptr);
+  // A next-token layer missing a required tensor is named.
+  f.tensors.erase("model.layers.2.enorm.weight");
+  EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::TensorNotFound, "model.safetensors",
+                          "tensor model.layers.2.enorm.weight is missing (llama.cpp needs blk.2.nextn.enorm.weight)"));
+}
+
+TEST(HfGlm4Moe, AbsentNextnLayerIsCountedWithANote) {
+  Folder f;
+  make_glm4moe(f);
+  std::erase_if(f.tensors, [](const auto& t) { return t.first.starts_with("model.layers.2."); });
+  std::unique_ptr<TensorFile> weights;
+  auto c = converted(f, weights);
+  ASSERT_TRUE(IsOk(c));
+  EXPECT_EQ(*find(c->plan, "glm4moe.block_count"), MetaValue::u32(3));
+  EXPECT_EQ(planned(c->plan, "blk.2.attn_q.weight"), nullptr);
+  ASSERT_EQ(c->notes.size(), 1u);
+  EXPECT_NE(c->notes[0].find("num_nextn_predict_layers counts 1 next-token-prediction layer(s) the weights do not hold"), std::string::npos)
+      << c->notes[0];
+}
+
+TEST(HfGlm4Moe, KeysItCannotConvertAreRefusedByName) {
+  const std::vector<ConfigCase> cases = {
+      {"n_group", "2", ErrorKind::NotSupported, "`topk_group` is below n_group: llama.cpp's glm4moe architecture chooses experts among all groups"},
+      {"quantization_config", "{}", ErrorKind::NotSupported, "`quantization_config` is set: quantized (FP8) checkpoints are not converted"},
+      {"rope_parameters", R"({"rope_type":"linear","factor":2.0})", ErrorKind::NotSupported,
+       "rope type `linear`: llama.cpp's converter writes no rope scaling for glm4moe"},
+      {"n_shared_experts", "", ErrorKind::NotSupported, "`n_shared_experts` is absent or 0: llama.cpp's glm4moe needs shared experts"},
+      {"partial_rotary_factor", "0.75", ErrorKind::InvalidModelFolder, "`partial_rotary_factor` rotates an odd number"},
+      {"num_nextn_predict_layers", "600", ErrorKind::InvalidModelFolder, "`num_nextn_predict_layers` is 600, outside [0, 510]"},
+  };
+  expect_config_refusals(cases, make_glm4moe);
+}
+
+// A DeepSeek-V3 folder: 2 heads of latent attention (query rank 4, key/value rank 4, nope 2, rope 2,
+// values 2), layer 0 dense, layer 1 experts in 2 groups (1 used), and a multi-token-prediction layer 2
+// that llama.cpp's converter leaves out.
+void make_deepseek3(Folder& f) {
+  f.config["architectures"] = R"(["DeepseekV3ForCausalLM"])";
+  f.config["num_hidden_layers"] = "2";
+  f.config["num_key_value_heads"] = "2";
+  f.config["head_dim"] = "2";  // transformers 5 saves qk_rope_head_dim there
+  for (auto [key, value] : {std::pair{"q_lora_rank", "4"},
+                            {"kv_lora_rank", "4"},
+                            {"qk_nope_head_dim", "2"},
+                            {"qk_rope_head_dim", "2"},
+                            {"v_head_dim", "2"},
+                            {"rope_interleave", "true"},
+                            {"n_group", "2"},
+                            {"topk_group", "1"}})
+    f.config[key] = value;
+  sigmoid_expert_keys(f);
+  for (std::uint32_t n : {0u, 1u, 2u}) {
+    const std::string l = "model.layers." + std::to_string(n) + ".";
+    std::erase_if(f.tensors, [&](const auto& t) { return t.first.starts_with(l + "self_attn."); });
+    f.tensors[l + "input_layernorm.weight"] = {8};
+    f.tensors[l + "post_attention_layernorm.weight"] = {8};
+    f.tensors[l + "self_attn.q_a_proj.weight"] = {4, 8};
+    f.tensors[l + "self_attn.q_a_layernorm.weight"] = {4};
+    f.tensors[l + "self_attn.q_b_proj.weight"] = {8, 4};            // 2 heads x (nope 2 + rope 2)
+    f.tensors[l + "self_attn.kv_a_proj_with_mqa.weight"] = {6, 8};  // rank 4 + rope 2
+    f.tensors[l + "self_attn.kv_a_layernorm.weight"] = {4};
+    f.tensors[l + "self_attn.kv_b_proj.weight"] = {8, 4};  // 2 heads x (nope 2 + v 2), rank 4
+    f.tensors[l + "self_attn.o_proj.weight"] = {8, 4};     // 2 heads x v 2
+  }
+  add_sigmoid_experts(f, 1);
+  add_sigmoid_experts(f, 2);
+  f.tensors["model.layers.2.eh_proj.weight"] = {8, 16};
+}
+
+TEST(HfDeepseek2, LatentAttentionSplitsKvBAndTheExtraLayerIsLeftOut) {
+  Folder f;
+  make_deepseek3(f);
+  std::unique_ptr<TensorFile> weights;
+  auto c = converted(f, weights);
+  ASSERT_TRUE(IsOk(c));
+  const ConvertPlan& p = c->plan;
+  EXPECT_EQ(*find(p, "general.architecture"), MetaValue::string("deepseek2"));
+  EXPECT_EQ(*find(p, "deepseek2.block_count"), MetaValue::u32(2));  // the multi-token-prediction layer left out
+  EXPECT_EQ(*find(p, "deepseek2.attention.head_count_kv"), MetaValue::u32(1));
+  EXPECT_EQ(*find(p, "deepseek2.attention.q_lora_rank"), MetaValue::u32(4));
+  EXPECT_EQ(*find(p, "deepseek2.attention.kv_lora_rank"), MetaValue::u32(4));
+  EXPECT_EQ(*find(p, "deepseek2.attention.key_length"), MetaValue::u32(6));  // rank + rope
+  EXPECT_EQ(*find(p, "deepseek2.attention.value_length"), MetaValue::u32(4));
+  EXPECT_EQ(*find(p, "deepseek2.attention.key_length_mla"), MetaValue::u32(4));
+  EXPECT_EQ(*find(p, "deepseek2.attention.value_length_mla"), MetaValue::u32(2));
+  EXPECT_EQ(*find(p, "deepseek2.rope.dimension_count"), MetaValue::u32(2));
+  EXPECT_EQ(*find(p, "deepseek2.expert_group_count"), MetaValue::u32(2));
+  EXPECT_EQ(*find(p, "deepseek2.expert_group_used_count"), MetaValue::u32(1));
+  EXPECT_EQ(*find(p, "deepseek2.vocab_size"), MetaValue::u32(6));
+  EXPECT_EQ(find(p, "deepseek2.nextn_predict_layers"), nullptr);
+  for (const ConvertTensor& t : p.tensors) EXPECT_FALSE(t.name.starts_with("blk.2.")) << t.name;
+  EXPECT_EQ(planned(p, "blk.0.attn_q_a.weight")->source, "model.layers.0.self_attn.q_a_proj.weight");
+  EXPECT_EQ(planned(p, "blk.0.attn_kv_a_mqa.weight")->source, "model.layers.0.self_attn.kv_a_proj_with_mqa.weight");
+  EXPECT_EQ(planned(p, "blk.0.ffn_down.weight")->source, "model.layers.0.mlp.down_proj.weight");
+  EXPECT_EQ(planned(p, "blk.1.exp_probs_b.bias")->source, "model.layers.1.mlp.gate.e_score_correction_bias");
+  EXPECT_EQ(planned(p, "blk.0.attn_kv_b.weight"), nullptr);  // split, not kept
+  // attn_v_b: each head's value rows (2..4 and 6..8 of kv_b_proj), stacked.
+  const ConvertTensor* v_b = planned(p, "blk.0.attn_v_b.weight");
+  ASSERT_NE(v_b, nullptr);
+  EXPECT_TRUE(v_b->stack);
+  using R = std::vector<std::pair<std::uint64_t, std::uint64_t>>;
+  EXPECT_EQ(ranges(*v_b), (R{{2, 4}, {6, 8}}));
+  // attn_k_b: [heads, rank, nope], each head's key rows transposed as read (their bytes: hf_mla_test.cpp).
+  const ConvertTensor* k_b = planned(p, "blk.0.attn_k_b.weight");
+  ASSERT_NE(k_b, nullptr);
+  const TensorEntry* e = c->tensors->find(k_b->source);
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(std::vector<std::uint64_t>(e->shape.begin(), e->shape.end()), (std::vector<std::uint64_t>{2, 4, 2}));
+}
+
+TEST(HfDeepseek2, KeysItCannotConvertAreRefusedByName) {
+  const std::vector<ConfigCase> cases = {
+      {"rope_interleave", "false", ErrorKind::NotSupported, "`rope_interleave` is false: llama.cpp's deepseek2 rotates interleaved pairs"},
+      {"num_key_value_heads", "1", ErrorKind::NotSupported, "`num_key_value_heads` differs from num_attention_heads"},
+      {"quantization_config", "{}", ErrorKind::NotSupported, "`quantization_config` is set: quantized (FP8 block-scaled"},
+      {"scoring_func", R"("softmax")", ErrorKind::NotSupported, "`scoring_func` is `softmax`: DeepseekV3ForCausalLM scores experts by sigmoid"},
+      {"attention_bias", "true", ErrorKind::NotSupported, "`attention_bias` is true: llama.cpp's deepseek2 has no attention biases"},
+      {"rope_parameters", R"({"rope_type":"yarn","factor":4.0,"original_max_position_embeddings":16,"mscale":1.0})", ErrorKind::NotSupported,
+       "key `mscale` must be given and equal mscale_all_dim"},
+      {"qk_rope_head_dim", "3", ErrorKind::InvalidModelFolder, "`qk_rope_head_dim` is odd"},
+      {"kv_lora_rank", "", ErrorKind::InvalidModelFolder, "`kv_lora_rank` is missing"},
+  };
+  expect_config_refusals(cases, make_deepseek3);
+  Folder f;  // YaRN with mscale equal to mscale_all_dim: llama.cpp's log multiplier
+  make_deepseek3(f);
+  f.config["rope_parameters"] = R"({"rope_type":"yarn","factor":4.0,"original_max_position_embeddings":16,"mscale":1.0,"mscale_all_dim":1.0})";
+  auto p = f.plan();
+  ASSERT_TRUE(IsOk(p));
+  EXPECT_EQ(*find(*p, "deepseek2.rope.scaling.yarn_log_multiplier"), MetaValue::f32(0.1f));
+}
+
+// A Gemma 4 folder: layer 0 sliding (heads of 4), layer 1 full attention (heads of 8, "proportional"
+// rope over a quarter of each), per-layer embeddings of 2, a byte_fallback BPE of 5 tokens.
+void make_gemma4(Folder& f) {
+  f.config["architectures"] = R"(["Gemma4ForCausalLM"])";
+  f.config["num_hidden_layers"] = "2";
+  f.config["layer_types"] = R"(["sliding_attention","full_attention"])";
+  f.config["head_dim"] = "4";
+  f.config["global_head_dim"] = "8";
+  f.config["sliding_window"] = "16";
+  f.config["num_kv_shared_layers"] = "0";
+  f.config["hidden_size_per_layer_input"] = "2";
+  f.config["vocab_size_per_layer_input"] = "5";
+  f.config["final_logit_softcapping"] = "30.0";
+  f.config["hidden_activation"] = R"("gelu_pytorch_tanh")";
+  f.config["rope_parameters"] = R"({"full_attention":{"rope_type":"proportional","rope_theta":1000000.0,"partial_rotary_factor":0.25},)"
+                                R"("sliding_attention":{"rope_type":"default","rope_theta":10000.0}})";
+  f.model_extra = R"(,"byte_fallback":true)";
+  f.set_vocab_size(5);
+  f.tensors.erase("model.layers.0.self_attn.rotary_emb.inv_freq");
+  f.tensors["model.embed_tokens_per_layer.weight"] = {5, 4};  // 2 layers x 2
+  f.tensors["model.per_layer_model_projection.weight"] = {4, 8};
+  f.tensors["model.per_layer_projection_norm.weight"] = {2};
+  copy_attention(f, 1);
+  for (std::uint32_t n : {0u, 1u}) {
+    const std::string l = "model.layers." + std::to_string(n) + ".";
+    const std::uint64_t head = n == 0 ? 4 : 8;
+    f.tensors[l + "self_attn.q_proj.weight"] = {2 * head, 8};
+    f.tensors[l + "self_attn.k_proj.weight"] = {head, 8};
+    f.tensors[l + "self_attn.v_proj.weight"] = {head, 8};
+    f.tensors[l + "self_attn.o_proj.weight"] = {8, 2 * head};
+    f.tensors[l + "self_attn.q_norm.weight"] = {head};
+    f.tensors[l + "self_attn.k_norm.weight"] = {head};
+    for (const char* mlp : {"gate_proj", "up_proj", "down_proj"}) f.tensors[l + "mlp." + mlp + ".weight"] = {8, 8};
+    for (const char* norm : {"pre_feedforward_layernorm", "post_feedforward_layernorm", "post_per_layer_input_norm"})
+      f.tensors[l + norm + ".weight"] = {8};
+    f.tensors[l + "layer_scalar"] = {1};
+    f.tensors[l + "per_layer_input_gate.weight"] = {2, 8};
+    f.tensors[l + "per_layer_projection.weight"] = {8, 2};
+  }
+}
+
+TEST(HfGemma4, LayerTypesHaveTheirOwnHeadsAndPerLayerEmbeddings) {
+  Folder f;
+  make_gemma4(f);
+  std::unique_ptr<TensorFile> weights;
+  auto c = converted(f, weights);
+  ASSERT_TRUE(IsOk(c));
+  const ConvertPlan& p = c->plan;
+  EXPECT_EQ(*find(p, "general.architecture"), MetaValue::string("gemma4"));
+  EXPECT_EQ(*find(p, "gemma4.attention.sliding_window"), MetaValue::u32(16));
+  EXPECT_EQ(*find(p, "gemma4.attention.sliding_window_pattern"),
+            MetaValue::array(MetaType::BOOL, {MetaValue::boolean(true), MetaValue::boolean(false)}));
+  EXPECT_EQ(*find(p, "gemma4.attention.key_length"), MetaValue::u32(8));  // the full layers'
+  EXPECT_EQ(*find(p, "gemma4.attention.key_length_swa"), MetaValue::u32(4));
+  EXPECT_EQ(*find(p, "gemma4.rope.dimension_count"), MetaValue::u32(8));
+  EXPECT_EQ(*find(p, "gemma4.rope.dimension_count_swa"), MetaValue::u32(4));
+  EXPECT_EQ(*find(p, "gemma4.rope.freq_base_swa"), MetaValue::f32(10000.0f));
+  EXPECT_EQ(*find(p, "gemma4.embedding_length_per_layer_input"), MetaValue::u32(2));
+  EXPECT_EQ(*find(p, "gemma4.attention.shared_kv_layers"), MetaValue::u32(0));
+  EXPECT_EQ(*find(p, "gemma4.final_logit_softcapping"), MetaValue::f32(30.0f));
+  EXPECT_EQ(*find(p, "tokenizer.ggml.model"), MetaValue::string("gemma4"));
+  // The model's per-layer tensors, the full layers' rope_freqs (1 for the one rotated pair, 1e30 for the rest).
+  EXPECT_EQ(planned(p, "per_layer_token_embd.weight")->source, "model.embed_tokens_per_layer.weight");
+  EXPECT_EQ(planned(p, "per_layer_model_proj.weight")->source, "model.per_layer_model_projection.weight");
+  EXPECT_EQ(planned(p, "per_layer_proj_norm.weight")->source, "model.per_layer_projection_norm.weight");
+  std::vector<float> freqs(4);
+  ASSERT_TRUE(IsOk(c->tensors->find(planned(p, "rope_freqs.weight")->source)->read(std::as_writable_bytes(std::span(freqs)))));
+  EXPECT_EQ(freqs, (std::vector<float>{1.0f, 1e30f, 1e30f, 1e30f}));
+  // Per layer: Gemma's norms as they are (not + 1), the per-layer input tensors, the output scale.
+  EXPECT_EQ(planned(p, "blk.1.attn_q_norm.weight")->source, "model.layers.1.self_attn.q_norm.weight");
+  EXPECT_EQ(planned(p, "blk.0.post_ffw_norm.weight")->source, "model.layers.0.post_feedforward_layernorm.weight");
+  EXPECT_EQ(planned(p, "blk.1.inp_gate.weight")->source, "model.layers.1.per_layer_input_gate.weight");
+  EXPECT_EQ(planned(p, "blk.1.proj.weight")->source, "model.layers.1.per_layer_projection.weight");
+  EXPECT_EQ(planned(p, "blk.0.post_norm.weight")->source, "model.layers.0.post_per_layer_input_norm.weight");
+  EXPECT_EQ(planned(p, "blk.0.layer_output_scale.weight")->source, "model.layers.0.layer_scalar");
+  EXPECT_EQ(planned(p, "output.weight"), nullptr);  // tied
+  // A full layer with a sliding layer's head size is refused with the shape config.json implies.
+  f.tensors["model.layers.1.self_attn.k_proj.weight"] = {4, 8};
+  EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::InvalidModelFolder, "model.safetensors", "shape [4, 8], config.json implies [8, 8]"));
+}
+
+TEST(HfGemma4, KeysAsValuesAndRefusals) {
+  Folder f;  // attention_k_eq_v: the full layers take their values from the keys (no v_proj)
+  make_gemma4(f);
+  f.config["attention_k_eq_v"] = "true";
+  f.tensors.erase("model.layers.1.self_attn.v_proj.weight");
+  auto p = f.plan();
+  ASSERT_TRUE(IsOk(p));
+  EXPECT_EQ(planned(*p, "blk.1.attn_v.weight"), nullptr);
+  EXPECT_NE(planned(*p, "blk.0.attn_v.weight"), nullptr);
+  const std::vector<ConfigCase> cases = {
+      {"enable_moe_block", "true", ErrorKind::NotSupported, "`enable_moe_block` is true: Gemma 4's experts are not converted yet"},
+      {"attn_logit_softcapping", "50.0", ErrorKind::NotSupported, "`attn_logit_softcapping` is set"},
+      {"layer_types", R"(["full_attention","sliding_attention"])", ErrorKind::NotSupported, "`layer_types` ends with a sliding layer"},
+      {"use_bidirectional_attention", R"("all")", ErrorKind::NotSupported, "`use_bidirectional_attention` is `all`"},
+      {"vocab_size_per_layer_input", "6", ErrorKind::NotSupported, "`vocab_size_per_layer_input` is not vocab_size"},
+      {"global_head_dim", "", ErrorKind::InvalidModelFolder, "`global_head_dim` is missing"},
+      {"num_kv_shared_layers", "2", ErrorKind::InvalidModelFolder, "`num_kv_shared_layers` leaves no layer computing keys and values"},
+  };
+  expect_config_refusals(cases, make_gemma4);
+}
+
 // ---- the dense architectures of issue 35 (SmolLM3, OLMo 2, Granite, Gemma 1, Ministral 3) ----------
 
 struct DenseCase {
