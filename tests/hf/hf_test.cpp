@@ -2097,7 +2097,7 @@ TEST(HfGemma4, KeysAsValuesAndRefusals) {
   EXPECT_EQ(planned(*p, "blk.1.attn_v.weight"), nullptr);
   EXPECT_NE(planned(*p, "blk.0.attn_v.weight"), nullptr);
   const std::vector<ConfigCase> cases = {
-      {"enable_moe_block", "true", ErrorKind::NotSupported, "`enable_moe_block` is true: Gemma 4's experts are not converted yet"},
+      {"enable_moe_block", "true", ErrorKind::InvalidModelFolder, "key `num_experts` is missing"},  // experts without their count
       {"attn_logit_softcapping", "50.0", ErrorKind::NotSupported, "`attn_logit_softcapping` is set"},
       {"layer_types", R"(["full_attention","sliding_attention"])", ErrorKind::NotSupported, "`layer_types` ends with a sliding layer"},
       {"use_bidirectional_attention", R"("all")", ErrorKind::NotSupported, "`use_bidirectional_attention` is `all`"},
