@@ -23,8 +23,6 @@ head, final logit soft-capping, no per-layer embeddings), and Gemma4ForCondition
 
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -36,11 +34,11 @@ gguf = pytest.importorskip("gguf")
 llama_cpp = pytest.importorskip("llama_cpp")
 pytest.importorskip("sentencepiece")
 
-from gguf_helpers import edited, refused  # noqa: E402
+from gguf_helpers import convert, edited, refused, run_reference  # noqa: E402
 from test_hf_gguf_gemma4 import FOUR_LAYERS, TEXT, logits_match, save  # noqa: E402
 from test_hf_gguf_glm import glm_tokenizer, randomize  # noqa: E402
-from test_hf_gguf_llamacpp import CLI, llama_cpp_logits, transformers_logits  # noqa: E402
-from test_hf_gguf_moe import F32_TOLERANCE, IDS, LLAMA_CPP, REFERENCE_RUNNER, fused_copy, need_llama_cpp, same_gguf  # noqa: E402
+from test_hf_gguf_llamacpp import llama_cpp_logits, transformers_logits  # noqa: E402
+from test_hf_gguf_moe import F32_TOLERANCE, IDS, fused_copy, need_llama_cpp, same_gguf  # noqa: E402
 
 # 4 experts of width 32, 2 chosen a token, beside the dense MLP (intermediate_size 128).
 EXPERTS = dict(enable_moe_block=True, num_experts=4, top_k_experts=2, moe_intermediate_size=32)
@@ -98,7 +96,7 @@ def gemma4_moe(tmp_path_factory):
             if variant != name:
                 continue
             files[type_] = root / f"ours-{type_}.gguf"
-            r = subprocess.run([CLI, "convert", str(folder), str(files[type_]), "--type", type_], capture_output=True, text=True)
+            r = convert(folder, files[type_], type_=type_)
             assert r.returncode == 0, r.stderr
             stderr = stderr or r.stderr
         out[name] = (model, folder, files, stderr)
@@ -111,9 +109,7 @@ def reference(gemma4_moe, tmp_path_factory):
     need_llama_cpp()
     root = tmp_path_factory.mktemp("reference")
     jobs = [(str(gemma4_moe[name][1]), str(root / f"{name}-{type_}.gguf"), type_) for name, type_ in CASES]
-    env = dict(os.environ, PYTHONPATH=os.path.join(LLAMA_CPP, "gguf-py"), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-    r = subprocess.run([sys.executable, "-c", REFERENCE_RUNNER, LLAMA_CPP, "default", json.dumps(jobs)], capture_output=True, text=True, env=env)
-    assert r.returncode == 0, r.stderr[-4000:]
+    run_reference("default", jobs)
     return {(name, type_): root / f"{name}-{type_}.gguf" for name, type_ in CASES}
 
 
@@ -199,7 +195,7 @@ def glm4v(tmp_path_factory):
     out = {"model": model}
     for layout, folder in zip(GLM4V_LAYOUTS, (per_expert, fused_copy(model, per_expert, root / "fused"))):
         ours = root / f"{layout}.gguf"
-        r = subprocess.run([CLI, "convert", str(folder), str(ours), "--type", "f32"], capture_output=True, text=True)
+        r = convert(folder, ours)
         assert r.returncode == 0, r.stderr
         out[layout] = (folder, ours, r.stderr)
     return out
@@ -209,10 +205,7 @@ def glm4v(tmp_path_factory):
 def glm4v_reference(glm4v, tmp_path_factory):
     need_llama_cpp()
     out = tmp_path_factory.mktemp("glm4v-reference") / "reference.gguf"
-    env = dict(os.environ, PYTHONPATH=os.path.join(LLAMA_CPP, "gguf-py"), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-    jobs = [(str(glm4v["per_expert"][0]), str(out), "f32")]
-    r = subprocess.run([sys.executable, "-c", REFERENCE_RUNNER, LLAMA_CPP, "glm4", json.dumps(jobs)], capture_output=True, text=True, env=env)
-    assert r.returncode == 0, r.stderr[-4000:]
+    run_reference("glm4", [(glm4v["per_expert"][0], out, "f32")])
     return out
 
 
@@ -250,7 +243,5 @@ def test_glm4v_rope_sections_refused_by_name(glm4v, tmp_path, sections, text):
     text_config = json.loads((source / "config.json").read_text())["text_config"]
     text_config["rope_parameters"]["mrope_section"] = sections
     folder = edited(source, tmp_path, {"text_config": text_config})
-    out = tmp_path / "out.gguf"
-    r = subprocess.run([CLI, "convert", str(folder), str(out), "--type", "f32"], capture_output=True, text=True)
-    assert r.returncode != 0 and text in r.stderr, r.stderr
-    assert not out.exists() and list(tmp_path.iterdir()) == [folder]
+    err = refused(folder, tmp_path / "out.gguf")
+    assert text in err, err
