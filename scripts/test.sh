@@ -44,7 +44,8 @@ done
 if [[ "${CI:-}" == "true" ]]; then do_release=1 do_asan=1 do_fuzz=1; fi
 
 # Each section says when it began, in minutes and seconds since the script started (CI's time budget).
-section() { printf '\n==================== %s ==================== [%d:%02d]\n' "$*" $((SECONDS / 60)) $((SECONDS % 60)); }
+clock() { printf '[%d:%02d]' $(($1 / 60)) $(($1 % 60)); }
+section() { printf '\n==================== %s ==================== %s\n' "$*" "$(clock "$SECONDS")"; }
 # CI builds every tree warning-free (GCC for Release, clang for the sanitizer and fuzz trees).
 werror=()
 [[ ${CI:-} == true ]] && werror=(-DSAFEWEIGHTS_WERROR=ON)
@@ -432,17 +433,23 @@ fuzz_tests() {
   fi
 
   # The targets run side by side, one per core (each libFuzzer process is one thread: every target
-  # still gets FUZZ_SECONDS of a core), each into its own report, printed in order when all are done.
+  # still gets FUZZ_SECONDS of a core), each into its own report, printed in order when all are done;
+  # each report's title says when that target ran (the section stamps are the time of printing).
   local failed=() target running=0 reports=build-fuzz/reports
   rm -rf "$reports" && mkdir -p "$reports"
+  section "fuzzing: ${#FUZZ_TARGETS[@]} targets, ${FUZZ_SECONDS}s each, $jobs at a time"
   for target in "${FUZZ_TARGETS[@]}"; do
     if [[ $running -ge $jobs ]]; then wait -n || true; running=$((running - 1)); fi
-    { if fuzz_one "$target" >"$reports/$target" 2>&1; then echo 0; else echo 1; fi >"$reports/$target.rc"; } &
+    {
+      local began=$SECONDS
+      if fuzz_one "$target" >"$reports/$target" 2>&1; then echo 0; else echo 1; fi >"$reports/$target.rc"
+      echo "ran $(clock "$began") to $(clock "$SECONDS")" >"$reports/$target.when"
+    } &
     running=$((running + 1))
   done
   wait
   for target in "${FUZZ_TARGETS[@]}"; do
-    section "fuzz $target (${FUZZ_SECONDS}s)"
+    section "fuzz $target (${FUZZ_SECONDS}s, $(cat "$reports/$target.when" 2>/dev/null))"
     cat "$reports/$target"
     [[ $(cat "$reports/$target.rc" 2>/dev/null) == 0 ]] || failed+=("$target")
   done
