@@ -108,6 +108,32 @@ TEST(Convert, RefusalsLeaveNoFile) {
   EXPECT_EQ(dir.list(), std::vector<std::string>{"in.safetensors"});
 }
 
+// A mapped input is converted in place (the pieces' values read from the mapping, no copy): a file
+// truncated under the conversion is an IoError naming it, not SIGBUS, and leaves no output. The
+// progress call after the first tensor cuts the file inside the second one.
+TEST(Convert, AnInputTruncatedWhileReadInPlaceIsAnError) {
+  TempDir dir;
+  static const std::vector<float> a(32 * 32, 0.25f), b(64 * 1024, 0.5f);
+  std::vector<safetensors::TensorData> t = {{"a", TensorType::F32, {32, 32}, std::as_bytes(std::span(a))},
+                                            {"b", TensorType::F32, {64, 1024}, std::as_bytes(std::span(b))}};
+  const std::string path = dir.file("in.safetensors");
+  ASSERT_TRUE(safetensors::write_file(path, t).is_ok());
+  auto in = open_tensors(path);  // mapped (FormatOptions' default backend)
+  ASSERT_TRUE(in.is_ok());
+  ASSERT_NE((*in)->tensors()[1].source->mapped(), nullptr);
+  ConvertOptions options;
+  options.type = TensorType::Q8_0;
+  options.progress = [&](std::size_t tensors, std::uint64_t) {
+    if (tensors == 1) std::filesystem::resize_file(path, std::filesystem::file_size(path) - 128 * 1024);
+  };
+  auto r = convert(**in, dir.file("out.gguf"), options);
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_EQ(r.error().kind(), ErrorKind::IoError);
+  EXPECT_NE(r.error().message().find("shrank"), std::string::npos) << r.error().to_string();
+  EXPECT_EQ(r.error().context().file, path);
+  EXPECT_EQ(dir.list(), std::vector<std::string>{"in.safetensors"});
+}
+
 // A tensor of three pieces (the converter's pieces are 4 Mi elements; the last one is partial) with a
 // few non-finite blocks, converted with 1, 2 and 3 threads: the pipeline (piece k converted while k - 1
 // is written and k + 1 read) gives the same bytes whatever the threads. The permuted copy that keeps
@@ -145,6 +171,15 @@ TEST(Convert, BytesDoNotDependOnThreads) {
     permuted[threads - 1] = swt::read_file_bytes(b);
   }
   EXPECT_TRUE(q8[1] == q8[0] && q8[2] == q8[0]);
+  // The same bytes read through buffers (pread) as read in place from the mapping.
+  FormatOptions pread;
+  pread.backend = FileBackend::Pread;
+  auto buffered = open_tensors(path, {}, pread);
+  ASSERT_TRUE(buffered.is_ok());
+  ConvertOptions options;
+  options.type = TensorType::Q8_0;
+  ASSERT_TRUE(convert(**buffered, dir.file("pread.gguf"), options).is_ok());
+  EXPECT_TRUE(swt::read_file_bytes(dir.file("pread.gguf")) == q8[0]);
   EXPECT_TRUE(permuted[1] == permuted[0] && permuted[2] == permuted[0]);
 
   auto g = gguf::open(dir.file("p1.gguf"));
