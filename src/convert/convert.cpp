@@ -19,6 +19,7 @@
 #include <map>
 #include <memory>
 #include <numeric>
+#include <optional>
 #include <thread>
 #include <unordered_map>
 
@@ -45,6 +46,10 @@ constexpr std::uint64_t kTaskElements = 64u << 10;  // elements per pool task wi
 // Elements taken through F32 at a time within a task: 16 KiB of floats, which stay in the L1 cache
 // between dequantizing and quantizing (a task's 256 KiB of them went out to L2 and back).
 constexpr std::uint64_t kCacheElements = 4u << 10;
+// Pieces cut at the input's runs (TensorConverter::run_aligned_piece): at least this many elements (a
+// smaller run is gathered with its neighbours), and an assembly of at most this many runs looked at.
+constexpr std::uint64_t kMinAlignedPiece = 256u << 10;
+constexpr std::uint64_t kMaxAlignedRuns = 1u << 16;
 
 bool is_number_kept(TensorType t) {
   const TypeClass c = type_info(t).cls;
@@ -298,6 +303,7 @@ class TensorConverter {
     }
     unit_ = grain;
     piece_ = std::max(grain, kPieceElements / grain * grain);
+    if (source_ != nullptr && job_.permute_heads == 0) piece_ = run_aligned_piece(grain).value_or(piece_);
     task_ = std::max(base, kTaskElements / base * base);
     chunk_ = std::max(base, kCacheElements / base * base);
     if (cols_ != 0) {
@@ -305,6 +311,30 @@ class TensorConverter {
       chunk_ = std::max(cols_, kCacheElements / cols_ * cols_);
     }
     return Status::ok();
+  }
+
+  // Pieces that each lie within one run of the input, when the assembly is runs of one length (a stack
+  // of per-expert tensors; a slice of each expert of a fused one): that length, or equal parts of it of
+  // at most a piece. Each is then read in place from a mapping instead of gathered from two or three
+  // runs. A piece's bytes depend only on its elements, so the output does not change.
+  std::optional<std::uint64_t> run_aligned_piece(std::uint64_t grain) const {
+    std::uint64_t outer = 0;  // a bound on the runs: one per outer index of each piece, or more if strided
+    for (const auto& p : source_->pieces()) {
+      if (p.step != 1 && p.count != 1) return std::nullopt;
+      outer += p.outer;
+      if (outer > kMaxAlignedRuns) return std::nullopt;
+    }
+    std::vector<ByteRuns> runs;
+    source_->runs(0, elements_, runs);
+    if (runs.empty()) return std::nullopt;
+    const std::uint64_t length = runs[0].length;
+    if (!std::ranges::all_of(runs, [&](const ByteRuns& r) { return r.count == 1 && r.length == length; })) return std::nullopt;
+    const ByteUnit unit = ByteUnit::of(e_.type);
+    const std::uint64_t elements = length / unit.bytes * unit.elements;
+    const std::uint64_t parts = (elements + kPieceElements - 1) / kPieceElements;
+    const std::uint64_t piece = elements / parts;
+    if (elements % parts != 0 || piece % grain != 0 || piece < kMinAlignedPiece) return std::nullopt;
+    return piece;
   }
 
   // One piece in flight: its elements, its input and (once converted) its output bytes. `mapped` is
