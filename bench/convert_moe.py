@@ -138,6 +138,7 @@ def main():
             folder = os.path.join(tmp, layout)
             make_folder(folder, layers, layout == "fused", args.python)
             size = sum(os.path.getsize(os.path.join(folder, n)) for n in os.listdir(folder)) / (1 << 30)
+            os.sync()  # the folder just written goes to the disk before anything is timed
             warm(folder)
             ours_out, ref_out = os.path.join(tmp, f"{layout}-ours.gguf"), os.path.join(tmp, f"{layout}-ref.gguf")
             env = dict(os.environ, PYTHONPATH=os.path.join(args.llama_cpp or "", "gguf-py"), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
