@@ -318,11 +318,16 @@ class TensorConverter {
   // at most a piece. Each is then read in place from a mapping instead of gathered from two or three
   // runs. A piece's bytes depend only on its elements, so the output does not change.
   std::optional<std::uint64_t> run_aligned_piece(std::uint64_t grain) const {
-    std::uint64_t outer = 0;  // a bound on the runs: one per outer index of each piece, or more if strided
+    // A bound on the runs, before making them: each piece gives one per outer index of its own, and one
+    // more per group of a join (a strided slice gives more: not looked at).
+    const std::uint64_t groups = source_->groups();
+    if (groups > kMaxAlignedRuns) return std::nullopt;
+    std::uint64_t bound = 0;
     for (const auto& p : source_->pieces()) {
       if (p.step != 1 && p.count != 1) return std::nullopt;
-      outer += p.outer;
-      if (outer > kMaxAlignedRuns) return std::nullopt;
+      if (p.outer > kMaxAlignedRuns) return std::nullopt;
+      bound += p.outer + groups;
+      if (bound > kMaxAlignedRuns) return std::nullopt;
     }
     std::vector<ByteRuns> runs;
     source_->runs(0, elements_, runs);
