@@ -4,7 +4,7 @@ CLI against the pinned llama.cpp's convert_hf_to_gguf.py --outtype q8_0, same ru
 of each (GNU time), for both expert layouts (one tensor per expert; transformers 5's fused experts).
 
     bench/convert_moe.py --cli build/safeweights [--gib 2] [--dir /tmp] [--llama-cpp SRC] [--python PY]
-                         [--layouts per-expert,fused]
+                         [--layouts per-expert,fused] [--runs 3]
 
 The folder: Qwen3-30B-A3B's layer shape (hidden 2048, 32 query and 4 key/value heads of 128, 128 experts
 of width 768, 8 used) with fewer experts per layer (64) and as many layers as make --gib of BF16 weights,
@@ -13,6 +13,10 @@ reference (when --llama-cpp, or SAFEWEIGHTS_LLAMA_CPP, names the pinned tree: `b
 runs under --python (the clients' venv: torch, numpy, tokenizers, transformers) with its own gguf-py and
 its pre-tokenizer lookup answering "qwen2" (a tokenizer trained here has no hash it knows). The outputs
 are compared byte for byte (tensor data and keys but general.name / size_label) after the timing.
+
+Each of --runs rounds times our CLI, then the reference, each after a `sync` and with its previous
+output deleted, so that neither pays for the other's (or its own earlier) dirty pages being written
+back; every run's wall and CPU (user + system) time is printed, then the medians, and their ratios.
 """
 import argparse
 import json
@@ -23,7 +27,9 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from convert_gguf import timed  # noqa: E402
+import statistics  # noqa: E402
+
+from convert_gguf import measured  # noqa: E402
 
 HIDDEN, HEADS, KV_HEADS, HEAD_DIM, EXPERTS, FFN, VOCAB = 2048, 32, 4, 128, 64, 768, 32000
 
@@ -124,6 +130,7 @@ def main():
     ap.add_argument("--llama-cpp", default=os.environ.get("SAFEWEIGHTS_LLAMA_CPP"))
     ap.add_argument("--python", default=sys.executable)
     ap.add_argument("--layouts", default="per-expert,fused")
+    ap.add_argument("--runs", type=int, default=3, help="timed runs of each tool, taking turns (medians reported)")
     args = ap.parse_args()
     layers = max(1, round(args.gib * (1 << 30) / layer_bytes()))
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
@@ -131,17 +138,29 @@ def main():
             folder = os.path.join(tmp, layout)
             make_folder(folder, layers, layout == "fused", args.python)
             size = sum(os.path.getsize(os.path.join(folder, n)) for n in os.listdir(folder)) / (1 << 30)
+            os.sync()  # the folder just written goes to the disk before anything is timed
             warm(folder)
-            ours_out = os.path.join(tmp, f"{layout}-ours.gguf")
-            t, rss = timed([args.cli, "convert", folder, ours_out, "--type", "q8_0"])
-            print(f"{layout}: {size:.2f} GiB, {layers} layers of {EXPERTS} experts; safeweights convert --type q8_0: {t:.1f} s, peak RSS {rss:.0f} MiB")
+            ours_out, ref_out = os.path.join(tmp, f"{layout}-ours.gguf"), os.path.join(tmp, f"{layout}-ref.gguf")
+            env = dict(os.environ, PYTHONPATH=os.path.join(args.llama_cpp or "", "gguf-py"), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+            commands = {"safeweights": ([args.cli, "convert", folder, ours_out, "--type", "q8_0"], ours_out, None)}
             if args.llama_cpp:
-                ref_out = os.path.join(tmp, f"{layout}-ref.gguf")
-                env = dict(os.environ, PYTHONPATH=os.path.join(args.llama_cpp, "gguf-py"), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-                warm(folder)
-                t2, rss2 = timed([args.python, "-c", REFERENCE, args.llama_cpp, folder, ref_out, "qwen2"], env=env)
-                print(f"{layout}: llama.cpp convert_hf_to_gguf.py --outtype q8_0: {t2:.1f} s, peak RSS {rss2:.0f} MiB "
-                      f"(x{t2 / t:.1f} time, x{rss2 / rss:.1f} RSS)")
+                commands["llama.cpp"] = ([args.python, "-c", REFERENCE, args.llama_cpp, folder, ref_out, "qwen2"], ref_out, env)
+            print(f"{layout}: {size:.2f} GiB, {layers} layers of {EXPERTS} experts, {args.runs} runs each (sync before each)")
+            runs = {tool: [] for tool in commands}
+            for r in range(args.runs):
+                for tool, (cmd, out, cmd_env) in commands.items():
+                    if os.path.exists(out):
+                        os.unlink(out)
+                    os.sync()
+                    runs[tool].append(measured(cmd, cmd_env))
+                    wall, cpu, rss = runs[tool][-1]
+                    print(f"{layout}: run {r + 1} {tool}: {wall:.2f} s wall, {cpu:.2f} s CPU, peak RSS {rss:.0f} MiB", flush=True)
+            medians = {tool: [statistics.median(column) for column in zip(*values)] for tool, values in runs.items()}
+            for tool, (wall, cpu, rss) in medians.items():
+                print(f"{layout}: {tool} median {wall:.2f} s wall, {cpu:.2f} s CPU, peak RSS {rss:.0f} MiB")
+            if args.llama_cpp:
+                (w1, c1, r1), (w2, c2, r2) = medians["safeweights"], medians["llama.cpp"]
+                print(f"{layout}: llama.cpp / safeweights: x{w2 / w1:.1f} wall, x{c2 / c1:.1f} CPU, x{r2 / r1:.1f} peak RSS")
                 same = subprocess.run([args.python, "-c", COMPARE, ours_out, ref_out], env=env, capture_output=True, text=True)
                 print(f"{layout}: {same.stdout.strip() or same.stderr.strip()[-500:]}")
                 os.unlink(ref_out)

@@ -106,7 +106,7 @@ struct ConvertArgs {
   bool keep_split = false;  // a split GGUF input's files kept
   std::string split_max_size;
   std::uint64_t split_max_tensors = 0;
-  std::string backend = "pread";
+  std::string backend = "mmap";
   // An original download (params.json + consolidated.*): what params.json does not say.
   std::string llama_version;
   std::uint32_t max_position_embeddings = 0;  // 0: the version's

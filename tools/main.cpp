@@ -211,7 +211,7 @@ void add_convert(CLI::App& app, ConvertArgs& args, int& exit_code) {
                   "an original download's context length, over what its version or params.json gives")
       ->check(CLI::PositiveNumber);
   cmd->add_flag("--instruct", args.instruct, "Meta's Llama 3 original download of an instruct model: <|eot_id|> (and 3.1's list) as end of sequence");
-  add_backend_option(cmd, args.backend, "how the input is read: pread (default: chunks through one buffer) or mmap");
+  add_backend_option(cmd, args.backend, "how the input is read: mmap (default: values read in place, pages released as converted) or pread");
   add_http_options(cmd);
   cmd->callback([&args, cmd, tensor_type, tensor_type_file, &exit_code] {
     for (const CLI::Option* o : cmd->parse_order())

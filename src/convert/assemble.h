@@ -59,6 +59,9 @@ class Assembly {
   const TensorEntry& entry() const noexcept { return entry_; }
   std::span<const PieceView> pieces() const noexcept { return pieces_; }
   ByteUnit unit() const noexcept { return unit_; }
+  // The output's groups (the product of the dimensions before a join; 1 for a stack or one piece): in
+  // each, every piece gives its share of the group's elements.
+  std::uint64_t groups() const noexcept { return group_ == 0 ? 0 : entry_.num_elements() / group_; }
   // "joined from 8", "stacked from 64", or empty for one piece.
   const std::string& note() const noexcept { return note_; }
   // Whether each piece is one run of its input, its place in the output a run too (joined along

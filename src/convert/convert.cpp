@@ -8,9 +8,10 @@
 // the plan's pieces (convert/assemble.h) and in the permuted order when asked, dequantized to F32 and
 // quantized to the output type on the shared pool. Pieces are pipelined: piece k is converted by
 // every thread while k - 1 is written and k + 1 read, so at most three pieces of one tensor are in
-// memory at a time (two buffers each way), and each tensor's input pages are released once written
-// (a gathered piece's as soon as it is read). A piece's bytes depend only on its elements, never on
-// the threads.
+// memory at a time (two buffers each way). A piece that is one run of a mapping is converted in place
+// (no copy: a pread's copy was most of the kernel's share of a conversion), its page tables filled
+// when it is read and its pages released once it is converted; a gathered piece's as soon as it is
+// read. A piece's bytes depend only on its elements, never on the threads.
 #include "safeweights/convert.h"
 
 #include <algorithm>
@@ -18,11 +19,13 @@
 #include <map>
 #include <memory>
 #include <numeric>
+#include <optional>
 #include <thread>
 #include <unordered_map>
 
 #include "convert/assemble.h"
 #include "convert/pieces.h"
+#include "core/fault_guard.h"
 #include "core/parallel.h"
 #include "core/status_macros.h"
 #include "core/hash.h"
@@ -37,13 +40,16 @@ using convert_detail::Assembly;
 using convert_detail::ByteRuns;
 using convert_detail::bytes_of;
 using convert_detail::ByteUnit;
-using convert_detail::read_elements;
 
 constexpr std::uint64_t kPieceElements = 4u << 20;  // elements per piece of a converted tensor
 constexpr std::uint64_t kTaskElements = 64u << 10;  // elements per pool task within a piece
 // Elements taken through F32 at a time within a task: 16 KiB of floats, which stay in the L1 cache
 // between dequantizing and quantizing (a task's 256 KiB of them went out to L2 and back).
 constexpr std::uint64_t kCacheElements = 4u << 10;
+// Pieces cut at the input's runs (TensorConverter::run_aligned_piece): at least this many elements (a
+// smaller run is gathered with its neighbours), and an assembly of at most this many runs looked at.
+constexpr std::uint64_t kMinAlignedPiece = 256u << 10;
+constexpr std::uint64_t kMaxAlignedRuns = 1u << 16;
 
 bool is_number_kept(TensorType t) {
   const TypeClass c = type_info(t).cls;
@@ -297,6 +303,7 @@ class TensorConverter {
     }
     unit_ = grain;
     piece_ = std::max(grain, kPieceElements / grain * grain);
+    if (source_ != nullptr && job_.permute_heads == 0) piece_ = run_aligned_piece(grain).value_or(piece_);
     task_ = std::max(base, kTaskElements / base * base);
     chunk_ = std::max(base, kCacheElements / base * base);
     if (cols_ != 0) {
@@ -306,33 +313,89 @@ class TensorConverter {
     return Status::ok();
   }
 
-  // The input bytes of elements [e0, e1): a view of a mapping (when they are one run of it: a plain
-  // tensor, or a piece of a join on dim 0 or a stack), or gathered (from the plan's pieces, in the
-  // permuted order) into `in`, which the calling thread has already sized (a pool worker that reads
-  // here does not allocate it). Reads never overlap: one piece is read at a time.
-  Result<std::span<const std::byte>> input(std::uint64_t e0, std::uint64_t e1, std::vector<std::byte>& in) const {
-    if (!source_) return read_elements(e_, e0, e1, in);
+  // Pieces that each lie within one run of the input, when the assembly is runs of one length (a stack
+  // of per-expert tensors; a slice of each expert of a fused one): that length, or equal parts of it of
+  // at most a piece. Each is then read in place from a mapping instead of gathered from two or three
+  // runs. A piece's bytes depend only on its elements, so the output does not change.
+  std::optional<std::uint64_t> run_aligned_piece(std::uint64_t grain) const {
+    // A bound on the runs, before making them: each piece gives one per outer index of its own, and one
+    // more per group of a join (a strided slice gives more: not looked at).
+    const std::uint64_t groups = source_->groups();
+    if (groups > kMaxAlignedRuns) return std::nullopt;
+    std::uint64_t bound = 0;
+    for (const auto& p : source_->pieces()) {
+      if (p.step != 1 && p.count != 1) return std::nullopt;
+      if (p.outer > kMaxAlignedRuns) return std::nullopt;
+      bound += p.outer + groups;
+      if (bound > kMaxAlignedRuns) return std::nullopt;
+    }
+    std::vector<ByteRuns> runs;
+    source_->runs(0, elements_, runs);
+    if (runs.empty()) return std::nullopt;
+    const std::uint64_t length = runs[0].length;
+    if (!std::ranges::all_of(runs, [&](const ByteRuns& r) { return r.count == 1 && r.length == length; })) return std::nullopt;
+    const ByteUnit unit = ByteUnit::of(e_.type);
+    const std::uint64_t elements = length / unit.bytes * unit.elements;
+    const std::uint64_t parts = (elements + kPieceElements - 1) / kPieceElements;
+    const std::uint64_t piece = elements / parts;
+    if (elements % parts != 0 || piece % grain != 0 || piece < kMinAlignedPiece) return std::nullopt;
+    return piece;
+  }
+
+  // One piece in flight: its elements, its input and (once converted) its output bytes. `mapped` is
+  // the source whose mapping `src` views (from `offset` in it), or null when `src` is a buffer of ours.
+  struct Piece {
+    std::uint64_t e0 = 0, e1 = 0;
+    std::span<const std::byte> src, out;
+    const ByteSource* mapped = nullptr;
+    std::uint64_t offset = 0;
+  };
+
+  // The runs of input bytes that hold elements [e0, e1), into scratch_.runs: the input tensor's one
+  // run, or the plan's pieces' (in the permuted order when asked).
+  Status input_runs(std::uint64_t e0, std::uint64_t e1) const {
     scratch_.runs.clear();
-    if (job_.permute_heads == 0) {
+    if (!source_) {
+      SW_ASSIGN_OR_RETURN(const std::uint64_t begin, bytes_of(e_.type, e0));
+      SW_ASSIGN_OR_RETURN(const std::uint64_t length, bytes_of(e_.type, e1 - e0));
+      scratch_.runs.push_back({.source = e_.source, .offset = e_.offset + begin, .length = length, .stride = length});
+    } else if (job_.permute_heads == 0) {
       source_->runs(e0, e1, scratch_.runs);
     } else {
       for (std::uint64_t r = e0 / unit_; r < e1 / unit_; ++r)
         source_->runs(perm_.source_row(r) * unit_, (perm_.source_row(r) + 1) * unit_, scratch_.runs);
     }
-    if (const auto& r = scratch_.runs; r.size() == 1 && r[0].count == 1) {
-      if (auto v = r[0].source->view(r[0].offset, r[0].length); v.data() != nullptr) return v;
-    }
-    SW_ASSIGN_OR_RETURN(const std::uint64_t length, bytes_of(e_.type, e1 - e0));
-    in.resize(static_cast<std::size_t>(length));
-    SW_RETURN_IF_ERROR(convert_detail::gather(scratch_.runs, in, scratch_.window));
-    return std::span<const std::byte>(in);
+    return Status::ok();
   }
 
-  // One piece in flight: its elements, its input and (once converted) its output bytes.
-  struct Piece {
-    std::uint64_t e0 = 0, e1 = 0;
-    std::span<const std::byte> src, out;
-  };
+  // The input bytes of piece `p`: a view of a mapping when they are one run of it (a plain tensor, or
+  // a piece of a join on dim 0 or a stack), its page tables filled in one call (the conversion then
+  // reads the page cache in place: no copy, no fault per page); else gathered into `in`, which the
+  // calling thread has already sized (a pool worker that reads here does not allocate it). Reads never
+  // overlap: one piece is read at a time.
+  Status input(Piece& p, std::vector<std::byte>& in) const {
+    SW_RETURN_IF_ERROR(input_runs(p.e0, p.e1));
+    p.mapped = nullptr;
+    if (const auto& r = scratch_.runs; r.size() == 1 && r[0].count == 1) {
+      if (auto v = r[0].source->view(r[0].offset, r[0].length); v.data() != nullptr) {
+        r[0].source->hint({r[0].offset, r[0].length}, AccessHint::WillNeed);
+        p.src = v;
+        p.mapped = r[0].source;
+        p.offset = r[0].offset;
+        return Status::ok();
+      }
+    }
+    SW_ASSIGN_OR_RETURN(const std::uint64_t length, bytes_of(e_.type, p.e1 - p.e0));
+    in.resize(static_cast<std::size_t>(length));
+    SW_RETURN_IF_ERROR(convert_detail::gather(scratch_.runs, in, scratch_.window));
+    p.src = std::span<const std::byte>(in);
+    return Status::ok();
+  }
+
+  // A converted piece's mapped pages out of the process: it holds a few pieces, never a tensor.
+  static void release(const Piece& p) {
+    if (p.mapped != nullptr) p.mapped->hint({p.offset, p.src.size()}, AccessHint::DontNeed);
+  }
 
   // The pipeline: round k converts piece k on every thread while one thread writes piece k - 1 and
   // another reads piece k + 1 (the I/O tasks come first in the loop, so they start at once). Pieces
@@ -345,8 +408,7 @@ class TensorConverter {
       Piece& p = pieces[k % 2];
       p.e0 = k * piece_;
       p.e1 = std::min(elements_, p.e0 + piece_);
-      SW_ASSIGN_OR_RETURN(p.src, input(p.e0, p.e1, scratch_.in[k % 2]));
-      return Status::ok();
+      return input(p, scratch_.in[k % 2]);
     };
     auto write = [&](std::uint64_t k) { return sink_.write_chunk(job_.name, pieces[k % 2].out); };
     if (count > 0) SW_RETURN_IF_ERROR(read(0));
@@ -363,6 +425,7 @@ class TensorConverter {
         return convert_task(p, scratch_.out[k % 2], t - io);
       }));
       p.out = std::span<const std::byte>(scratch_.out[k % 2].data(), out_len);
+      release(p);
     }
     return count > 0 ? write(count - 1) : Status::ok();
   }
@@ -387,7 +450,18 @@ class TensorConverter {
     SW_ASSIGN_OR_RETURN(const std::uint64_t ib, bytes_of(e_.type, b));
     SW_ASSIGN_OR_RETURN(const std::uint64_t oa, bytes_of(job_.to, a));
     SW_ASSIGN_OR_RETURN(const std::uint64_t ob, bytes_of(job_.to, b));
-    return convert_elements(p.src.subspan(ia, ib - ia), std::span(out.data() + oa, ob - oa), b - a, p.e0 + a);
+    return convert_elements(p, p.src.subspan(ia, ib - ia), std::span(out.data() + oa, ob - oa), b - a, p.e0 + a);
+  }
+
+  // dequantize() of bytes of piece `p`, guarded when they are read in place from a mapping: a file
+  // truncated under it is an error, not SIGBUS (the section reads the mapping and computes into f32;
+  // the Status is assigned after the last read).
+  Status dequantize_from(const Piece& p, std::span<const std::byte> src, std::span<float> f32) const {
+    if (p.mapped == nullptr) return dequantize(e_.type, src, f32);
+    Status s = Status::ok();
+    if (!guarded([&] { s = dequantize(e_.type, src, f32); }))
+      return mapping_shrank(p.mapped->name(), p.offset + static_cast<std::uint64_t>(src.data() - p.src.data()));
+    return s;
   }
 
   // Whole rows from element `first` on, quantized with their expert's row of importance weights (rows
@@ -410,21 +484,22 @@ class TensorConverter {
   // time (whole blocks of both types, whole rows with weights: each block's bytes depend on its own
   // values only, each weighted row's on its row). A permuted tensor that keeps its type is copied too:
   // its input buffer is refilled while its output is written.
-  Status convert_elements(std::span<const std::byte> src, std::span<std::byte> dst, std::uint64_t n, std::uint64_t first) const {
+  Status convert_elements(const Piece& p, std::span<const std::byte> src, std::span<std::byte> dst, std::uint64_t n, std::uint64_t first) const {
     if (job_.to == e_.type) {
-      if (!src.empty()) std::memcpy(dst.data(), src.data(), src.size());
+      if (src.empty()) return Status::ok();
+      if (p.mapped != nullptr)
+        return guarded_copy(dst.data(), src.data(), src.size(), p.mapped->name(), p.offset + static_cast<std::uint64_t>(src.data() - p.src.data()));
+      std::memcpy(dst.data(), src.data(), src.size());
       return Status::ok();
     }
-    if (job_.to == TensorType::F32) {
-      return dequantize(e_.type, src, std::span(reinterpret_cast<float*>(dst.data()), n));
-    }
+    if (job_.to == TensorType::F32) return dequantize_from(p, src, std::span(reinterpret_cast<float*>(dst.data()), n));
     thread_local std::vector<float> scratch;
     if (scratch.size() < chunk_) scratch.resize(chunk_);
     const ByteUnit from = ByteUnit::of(e_.type), to = ByteUnit::of(job_.to);
     for (std::uint64_t a = 0; a < n; a += chunk_) {
       const std::uint64_t m = std::min(chunk_, n - a);
       const std::span<float> f32(scratch.data(), m);
-      SW_RETURN_IF_ERROR(dequantize(e_.type, src.subspan(from.bytes_of(a), from.bytes_of(m)), f32));
+      SW_RETURN_IF_ERROR(dequantize_from(p, src.subspan(from.bytes_of(a), from.bytes_of(m)), f32));
       const std::span<std::byte> out = dst.subspan(to.bytes_of(a), to.bytes_of(m));
       SW_RETURN_IF_ERROR(cols_ != 0 ? quantize_weighted(f32, out, first + a) : quantize(job_.to, f32, out));
     }

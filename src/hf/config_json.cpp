@@ -268,6 +268,24 @@ bool is_model_config(const Folder& folder) {
   return JsonFile::member((*file)->root(), "architectures") || JsonFile::member((*file)->root(), "model_type");
 }
 
+namespace {
+
+// num_local_experts, which llama.cpp's converter reads before any other key as {arch}.expert_count, on an
+// architecture that reads no such key (hf/moe.h's tables read it): with no experts (the architecture has
+// none in llama.cpp), or with experts transformers counts by another key (Gemma 4's num_experts,
+// DeepSeek's and GLM's n_routed_experts), where the two tools would count them differently.
+Status refuse_local_experts(const JsonFile& file, const ModelConfig& c) {
+  if (c.arch->moe || !JsonFile::member(file.root(), "num_local_experts")) return Status::ok();
+  const std::string arch(c.arch->name);
+  const std::string why =
+      c.moe ? c.hf_class + " counts its experts with another key (the one transformers reads); llama.cpp's converter would take this one as " + arch +
+                  ".expert_count"
+            : c.hf_class + " is converted without experts (llama.cpp's " + arch + " architecture has none)";
+  return Error(ErrorKind::NotSupported, "key `num_local_experts`: " + why).with_file(file.path());
+}
+
+}  // namespace
+
 Result<ModelConfig> read_config(const Folder& folder) {
   SW_ASSIGN_OR_RETURN(auto file, JsonFile::read(folder, "config.json", kMaxConfigBytes));
   ModelConfig c;
@@ -282,11 +300,6 @@ Result<ModelConfig> read_config(const Folder& folder) {
     SW_ASSIGN_OR_RETURN(file, text_model_config(*file));
   }
   const auto root = file->root();
-  if (!c.arch->moe && JsonFile::member(root, "num_local_experts")) {
-    return Error(ErrorKind::NotSupported, "key `num_local_experts`: " + c.hf_class + " is converted without experts (llama.cpp's " +
-                                              std::string(c.arch->name) + " architecture has none)")
-        .with_file(file->path());
-  }
   SW_ASSIGN_OR_RETURN(c.vocab_size, file->required_count(root, "vocab_size", kMaxVocab));
   SW_ASSIGN_OR_RETURN(c.hidden_size, file->required_count(root, "hidden_size"));
   if (c.arch->optional_intermediate) {
@@ -362,6 +375,7 @@ Result<ModelConfig> read_config(const Folder& folder) {
   if (c.arch->moe) SW_RETURN_IF_ERROR(read_moe(*file, c));
   if (c.arch->norm != Norm::Rms) SW_RETURN_IF_ERROR(read_layer_norm_eps(*file, c));
   if (c.arch->check) SW_RETURN_IF_ERROR(c.arch->check(*file, c));
+  SW_RETURN_IF_ERROR(refuse_local_experts(*file, c));
   SW_RETURN_IF_ERROR(read_nextn_layers(*file, c));
   return c;
 }

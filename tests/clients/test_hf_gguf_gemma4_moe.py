@@ -151,7 +151,7 @@ REFUSED = [
     ("moe_intermediate_size", None, "`moe_intermediate_size` is missing"),
     ("expert_intermediate_size", 16, f"`expert_intermediate_size` {READ_FIRST}"),
     ("num_experts_per_tok", 1, f"`num_experts_per_tok` {READ_FIRST}"),
-    ("num_local_experts", 4, "key `num_local_experts`"),
+    ("num_local_experts", 4, "counts its experts with another key (the one transformers reads); llama.cpp's converter would take this one as gemma4.expert_count"),
     ("quantization_config", {"quant_method": "modelopt"}, "`quantization_config` is set: quantized checkpoints are not converted"),
 ]
 

@@ -37,7 +37,7 @@ gguf = pytest.importorskip("gguf")
 llama_cpp = pytest.importorskip("llama_cpp")
 from safetensors.torch import load_file, save_file  # noqa: E402
 
-from gguf_helpers import refused  # noqa: E402
+from gguf_helpers import edited, refused, with_weights  # noqa: E402
 from test_hf_gguf_llamacpp import llama_cpp_logits, transformers_logits  # noqa: E402
 from test_hf_gguf_moe import F32_TOLERANCE, IDS, REFERENCE_RUNNER, same_gguf  # noqa: E402
 from test_hf_gguf_qwen35 import (NO_MTP_RUNNER, convert_cases, qwen35, qwen35_vl, qwen35moe, qwen3next, reference_files,  # noqa: E402
@@ -149,52 +149,31 @@ def test_llama_cpp_logits_match_transformers(models, case, layout):
     assert (got.argmax(-1) == want.argmax(-1)).all()
 
 
-def changed_copy(models, tmp_path, case, edit=None, tensors=lambda weights: weights):
-    """A copy of `case`'s folder, config.json changed by `edit`, its weights by `tensors`."""
-    source = models[case]["per_expert"][0]
-    folder = tmp_path / "folder"
-    folder.mkdir()
-    for f in source.iterdir():
-        if f.name not in ("config.json", "model.safetensors"):
-            (folder / f.name).symlink_to(f)
-    cfg = json.loads((source / "config.json").read_text())
-    if edit:
-        edit(cfg)
-    (folder / "config.json").write_text(json.dumps(cfg))
-    save_file(tensors(load_file(str(source / "model.safetensors"))), str(folder / "model.safetensors"), metadata={"format": "pt"})
-    return folder
-
-
-def set_key(key, value):
-    def edit(cfg):
-        cfg[key] = value
-    return edit
-
-
 def without(name):
-    return lambda weights: {k: v for k, v in weights.items() if k != name}
+    return lambda weights: weights.pop(name)
 
 
 def second_layer(weights):
-    second = {k.replace("mtp.layers.0.", "mtp.layers.1."): v.clone() for k, v in weights.items() if k.startswith("mtp.layers.0.")}
-    return {**weights, **second}
+    weights.update({k.replace("mtp.layers.0.", "mtp.layers.1."): v.clone() for k, v in list(weights.items()) if k.startswith("mtp.layers.0.")})
 
 
+# (case, config.json's changes or None, an edit of the weights in place or None, the file named, the text).
 REFUSED = [
-    ("qwen35", set_key("mtp_num_hidden_layers", 2), None, "config.json",
+    ("qwen35", {"mtp_num_hidden_layers": 2}, None, "config.json",
      "key `mtp_num_hidden_layers` is 2: llama.cpp's qwen35 runs 1 multi-token-prediction layer"),
     ("qwen3next", None, second_layer, "model.safetensors", "multi-token-prediction layer 1: llama.cpp's qwen3next runs 1"),
     ("qwen35moe", None, without("mtp.fc.weight"), "model.safetensors",
      "tensor mtp.fc.weight is missing (llama.cpp needs blk.4.nextn.eh_proj.weight)"),
     ("qwen35", None, without("mtp.layers.0.self_attn.k_norm.weight"), "model.safetensors",
      "tensor mtp.layers.0.self_attn.k_norm.weight is missing (llama.cpp needs blk.4.attn_k_norm.weight)"),
-    ("qwen35", None, lambda w: {**w, "mtp.fc.bias": torch.zeros(HIDDEN)}, "model.safetensors",
+    ("qwen35", None, lambda w: w.update({"mtp.fc.bias": torch.zeros(HIDDEN)}), "model.safetensors",
      "no name in llama.cpp's qwen35 architecture"),
 ]
 
 
 @pytest.mark.parametrize("case,edit,tensors,file,text", REFUSED)
 def test_refused_by_name(models, tmp_path, case, edit, tensors, file, text):
-    folder = changed_copy(models, tmp_path, case, edit, tensors or (lambda weights: weights))
+    source = models[case]["per_expert"][0]
+    folder = edited(source, tmp_path, edit) if edit else with_weights(source, tmp_path, tensors)
     err = refused(folder, tmp_path / "out.gguf")
     assert file in err and text in err, err

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "test_util.h"
+#include "convert/assemble.h"
 #include "safeweights/convert.h"
 #include "safeweights/safetensors_writer.h"
 
@@ -180,6 +181,26 @@ TEST(Assemble, JoinsOnEachDimensionOf3D) {
     expect_assembled(dir, input, t, expected, TensorType::F16, stem + "-f16.safetensors");
     expect_assembled(dir, input, t, expected, TensorType::Q8_0, stem + "-q8.gguf");
   }
+}
+
+// An assembly's groups (the converter bounds the runs it looks at by them): the product of the
+// dimensions before a join, 1 for a stack.
+TEST(Assemble, GroupsAreTheDimensionsBeforeTheJoin) {
+  TempDir dir;
+  const Array a = make_array({3, 4, 64}, 1);
+  const std::string input = dir.file("in.safetensors");
+  write_arrays(input, {{"a", &a}, {"b", &a}});
+  auto in = open_tensors(input);
+  ASSERT_TRUE(in.is_ok());
+  const std::uint64_t want[] = {1, 3, 12};
+  for (std::uint32_t dim = 0; dim < 3; ++dim) {
+    auto joined = convert_detail::Assembly::make(**in, {.name = "j", .pieces = {{.source = "a"}, {.source = "b"}}, .join_dim = dim});
+    ASSERT_TRUE(joined.is_ok());
+    EXPECT_EQ((*joined)->groups(), want[dim]) << dim;
+  }
+  auto stacked = convert_detail::Assembly::make(**in, {.name = "s", .pieces = {{.source = "a"}, {.source = "b"}}, .stack = true});
+  ASSERT_TRUE(stacked.is_ok());
+  EXPECT_EQ((*stacked)->groups(), 1u);
 }
 
 // One expert tensor per expert stacked into [E, ...] (what llama.cpp's ffn_*_exps are).

@@ -108,6 +108,86 @@ TEST(Convert, RefusalsLeaveNoFile) {
   EXPECT_EQ(dir.list(), std::vector<std::string>{"in.safetensors"});
 }
 
+// A mapped input is converted in place (the pieces' values read from the mapping, no copy): a file
+// truncated under the conversion is an IoError naming it, not SIGBUS, and leaves no output. The
+// progress call after the first tensor cuts the file inside the second one.
+TEST(Convert, AnInputTruncatedWhileReadInPlaceIsAnError) {
+  TempDir dir;
+  static const std::vector<float> a(32 * 32, 0.25f), b(64 * 1024, 0.5f);
+  std::vector<safetensors::TensorData> t = {{"a", TensorType::F32, {32, 32}, std::as_bytes(std::span(a))},
+                                            {"b", TensorType::F32, {64, 1024}, std::as_bytes(std::span(b))}};
+  const std::string path = dir.file("in.safetensors");
+  ASSERT_TRUE(safetensors::write_file(path, t).is_ok());
+  auto in = open_tensors(path);  // mapped (FormatOptions' default backend)
+  ASSERT_TRUE(in.is_ok());
+  ASSERT_NE((*in)->tensors()[1].source->mapped(), nullptr);
+  ConvertOptions options;
+  options.type = TensorType::Q8_0;
+  options.progress = [&](std::size_t tensors, std::uint64_t) {
+    if (tensors == 1) std::filesystem::resize_file(path, std::filesystem::file_size(path) - 128 * 1024);
+  };
+  auto r = convert(**in, dir.file("out.gguf"), options);
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_EQ(r.error().kind(), ErrorKind::IoError);
+  EXPECT_NE(r.error().message().find("shrank"), std::string::npos) << r.error().to_string();
+  EXPECT_EQ(r.error().context().file, path);
+  EXPECT_EQ(dir.list(), std::vector<std::string>{"in.safetensors"});
+}
+
+// Per-expert tensors stacked (each 1.5 Mi elements, not adjacent in the file: another expert's tensor
+// lies between) are converted in pieces cut at the experts, each read in place from the mapping, and in
+// 4 Mi-element pieces gathered across experts when read with pread; a fused slice ([E, 2F, H]'s first
+// F rows of each expert) the same way. Both give the bytes of the same values as one plain tensor.
+TEST(Convert, PiecesCutAtTheExpertsGiveTheBytesOfOneTensor) {
+  TempDir dir;
+  constexpr std::uint64_t kExperts = 3, kRows = 768, kCols = 2048, kExpert = kRows * kCols;
+  std::vector<std::uint16_t> values(kExperts * kExpert), other(kExpert, 0x3f80);  // BF16
+  std::uint32_t state = 7;
+  for (auto& v : values) {
+    state = state * 1664525u + 1013904223u;
+    v = static_cast<std::uint16_t>(0x3c00u + (state >> 23));
+  }
+  std::vector<std::uint16_t> fused(kExperts * 2 * kExpert, 0xbf80);  // [E, 2F, H]: the gate half is `values`
+  for (std::uint64_t e = 0; e < kExperts; ++e) std::memcpy(&fused[e * 2 * kExpert], &values[e * kExpert], kExpert * 2);
+  std::vector<safetensors::TensorData> t = {{"all", TensorType::BF16, {kExperts, kRows, kCols}, std::as_bytes(std::span(values))},
+                                            {"fused", TensorType::BF16, {kExperts, 2 * kRows, kCols}, std::as_bytes(std::span(fused))}};
+  std::vector<std::string> names;
+  for (std::uint64_t e = 0; e < kExperts; ++e) {
+    names.push_back("e" + std::to_string(e) + ".gate");
+    names.push_back("e" + std::to_string(e) + ".up");  // between this expert's gate and the next one's
+  }
+  for (std::uint64_t e = 0; e < kExperts; ++e) {
+    t.push_back({names[2 * e], TensorType::BF16, {kRows, kCols}, std::as_bytes(std::span(values).subspan(e * kExpert, kExpert))});
+    t.push_back({names[2 * e + 1], TensorType::BF16, {kRows, kCols}, std::as_bytes(std::span(other))});
+  }
+  const std::string path = dir.file("experts.safetensors");
+  ASSERT_TRUE(safetensors::write_file(path, t).is_ok());
+  ConvertOptions plain;
+  plain.type = TensorType::Q8_0;
+  plain.plan.tensors = {{.source = "all", .name = "exps"}};
+  ConvertOptions stacked = plain;
+  stacked.plan.tensors = {{.name = "exps", .stack = true}};
+  for (std::uint64_t e = 0; e < kExperts; ++e) stacked.plan.tensors[0].pieces.push_back({.source = names[2 * e]});
+  ConvertOptions sliced = plain;
+  sliced.plan.tensors = {{.name = "exps", .pieces = {{.source = "fused", .dim = 1, .begin = 0, .end = kRows}}}};
+  std::map<std::string, std::string> bytes;
+  for (FileBackend backend : {FileBackend::Mmap, FileBackend::Pread}) {
+    FormatOptions how;
+    how.backend = backend;
+    auto in = open_tensors(path, {}, how);
+    ASSERT_TRUE(in.is_ok());
+    for (const auto& [name, options] : {std::pair{"plain", &plain}, {"stacked", &stacked}, {"sliced", &sliced}}) {
+      const std::string out = dir.file(std::string(name) + (backend == FileBackend::Mmap ? ".mmap" : ".pread") + ".gguf");
+      auto r = convert(**in, out, *options);
+      ASSERT_TRUE(r.is_ok()) << name << ": " << r.error().to_string();
+      bytes[out] = swt::read_file_bytes(out);
+    }
+  }
+  const std::string& want = bytes[dir.file("plain.mmap.gguf")];
+  ASSERT_FALSE(want.empty());
+  for (const auto& [out, got] : bytes) EXPECT_TRUE(got == want) << out;
+}
+
 // A tensor of three pieces (the converter's pieces are 4 Mi elements; the last one is partial) with a
 // few non-finite blocks, converted with 1, 2 and 3 threads: the pipeline (piece k converted while k - 1
 // is written and k + 1 read) gives the same bytes whatever the threads. The permuted copy that keeps
@@ -145,6 +225,15 @@ TEST(Convert, BytesDoNotDependOnThreads) {
     permuted[threads - 1] = swt::read_file_bytes(b);
   }
   EXPECT_TRUE(q8[1] == q8[0] && q8[2] == q8[0]);
+  // The same bytes read through buffers (pread) as read in place from the mapping.
+  FormatOptions pread;
+  pread.backend = FileBackend::Pread;
+  auto buffered = open_tensors(path, {}, pread);
+  ASSERT_TRUE(buffered.is_ok());
+  ConvertOptions options;
+  options.type = TensorType::Q8_0;
+  ASSERT_TRUE(convert(**buffered, dir.file("pread.gguf"), options).is_ok());
+  EXPECT_TRUE(swt::read_file_bytes(dir.file("pread.gguf")) == q8[0]);
   EXPECT_TRUE(permuted[1] == permuted[0] && permuted[2] == permuted[0]);
 
   auto g = gguf::open(dir.file("p1.gguf"));

@@ -1908,6 +1908,59 @@ TEST(HfGlm4Moe, KeysItCannotConvertAreRefusedByName) {
   expect_config_refusals(cases, make_glm4moe);
 }
 
+// GLM-4.5V (Glm4vMoeForConditionalGeneration) as transformers 5 saves it: GLM-4.5-MoE's text model in
+// text_config with a sectioned multimodal rope, its weights under model.language_model., beside a vision
+// tower (model.visual.*). Converted as llama.cpp's converter converts it: the text model as glm4moe,
+// mrope_section as rope.dimension_sections (padded to four), the vision tower left out with a note.
+TEST(HfGlm4Moe, Glm4vMoeConvertsItsTextModelWithItsRopeSections) {
+  Folder f;
+  make_glm4moe(f);
+  std::string text = "{";
+  for (const auto& [k, v] : f.config) {
+    if (k != "architectures") text += "\"" + k + "\":" + v + ",";
+  }
+  // Heads of 4, half rotated: one rotary pair, in the first (time) section.
+  text += R"("model_type":"glm4v_moe_text","rope_parameters":{"rope_type":"default","rope_theta":10000.0,"mrope_section":[1,0,0]}})";
+  f.config = {{"architectures", R"(["Glm4vMoeForConditionalGeneration"])"}, {"model_type", R"("glm4v_moe")"}, {"text_config", text}};
+  std::map<std::string, std::vector<std::uint64_t>> renamed;
+  for (const auto& [name, shape] : f.tensors) renamed["model.language_model." + name.substr(std::string_view("model.").size())] = shape;
+  renamed["model.visual.patch_embed.proj.weight"] = {8, 4};
+  renamed["model.visual.blocks.0.attn.qkv.weight"] = {24, 8};
+  renamed["model.visual.merger.proj.weight"] = {8, 8};
+  f.tensors = std::move(renamed);
+  std::unique_ptr<TensorFile> weights;
+  auto c = converted(f, weights);
+  ASSERT_TRUE(IsOk(c));
+  const ConvertPlan& p = c->plan;
+  EXPECT_EQ(*find(p, "general.architecture"), MetaValue::string("glm4moe"));
+  EXPECT_EQ(*find(p, "glm4moe.block_count"), MetaValue::u32(3));  // text_config's 2 and its next-token layer
+  EXPECT_EQ(*find(p, "glm4moe.rope.dimension_count"), MetaValue::u32(2));
+  EXPECT_EQ(*find(p, "glm4moe.rope.dimension_sections"),
+            MetaValue::array(MetaType::INT32, {MetaValue::i32(1), MetaValue::i32(0), MetaValue::i32(0), MetaValue::i32(0)}));
+  EXPECT_EQ(*find(p, "glm4moe.expert_gating_func"), MetaValue::u32(2));
+  // The text model's tensors under their llama.cpp names, from model.language_model.*; nothing of the tower.
+  EXPECT_EQ(planned(p, "token_embd.weight")->source, "model.language_model.embed_tokens.weight");
+  EXPECT_EQ(planned(p, "blk.0.ffn_gate.weight")->source, "model.language_model.layers.0.mlp.gate_proj.weight");
+  EXPECT_EQ(planned(p, "blk.0.attn_q.bias")->source, "model.language_model.layers.0.self_attn.q_proj.bias");
+  const ConvertTensor* up = planned(p, "blk.1.ffn_up_exps.weight");
+  ASSERT_NE(up, nullptr);
+  ASSERT_EQ(up->pieces.size(), 4u);
+  EXPECT_EQ(up->pieces[3].source, "model.language_model.layers.1.mlp.experts.3.up_proj.weight");
+  EXPECT_EQ(planned(p, "blk.2.nextn.eh_proj.weight")->source, "model.language_model.layers.2.eh_proj.weight");
+  for (const ConvertTensor& t : p.tensors) {
+    EXPECT_FALSE(t.source.starts_with("model.visual.")) << t.name;
+    EXPECT_FALSE(t.name.starts_with("v.")) << t.name;
+  }
+  EXPECT_TRUE(std::ranges::any_of(c->notes, [](const std::string& n) {
+    return n.find("Glm4vMoeForConditionalGeneration: the text model was converted; the vision tower was left out") != std::string::npos;
+  })) << (c->notes.empty() ? "no notes" : c->notes[0]);
+  // Sections that do not add up to the head's rotary pairs are refused by name.
+  std::string& edited = f.config["text_config"];
+  edited.replace(edited.find("[1,0,0]"), 7, "[1,1,0]");
+  EXPECT_TRUE(FailsNaming(f.plan(), ErrorKind::InvalidModelFolder, "config.json",
+                          "`rope_parameters.mrope_section` must sum to the rotary pairs of a head (1)"));
+}
+
 // A DeepSeek-V3 folder: 2 heads of latent attention (query rank 4, key/value rank 4, nope 2, rope 2,
 // values 2), layer 0 dense, layer 1 experts in 2 groups (1 used), and a multi-token-prediction layer 2
 // that llama.cpp's converter leaves out.
@@ -2422,6 +2475,9 @@ TEST(HfGemma4, ExpertKeysAreMappedOrRefusedByName) {
       {"expert_intermediate_size", "3", ErrorKind::NotSupported, "`expert_intermediate_size` " + first},
       {"num_experts_per_tok", "3", ErrorKind::NotSupported, "`num_experts_per_tok` " + first},
       {"num_experts_per_token", "1", ErrorKind::NotSupported, "`num_experts_per_token` " + first},
+      {"num_local_experts", "4", ErrorKind::NotSupported,
+       "key `num_local_experts`: Gemma4ForCausalLM counts its experts with another key (the one transformers reads); llama.cpp's converter would "
+       "take this one as gemma4.expert_count"},
   };
   expect_config_refusals(cases, make_gemma4_moe);
   Folder f;  // the same value under llama.cpp's name changes nothing
