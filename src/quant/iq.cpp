@@ -299,25 +299,14 @@ GroupScale search_group(const SearchRules& rules, const iq::GridSearch& grid, co
   for (int i = 1; i < n; ++i) max = max_of(max, xval[i]);
   std::memset(L, 0, static_cast<std::size_t>(n));
   if (rules.zero_below > 0 ? max < rules.zero_below : max == 0) return {0, true};
-  float best = 0;
-  float scale = max / static_cast<float>(2 * rules.levels - 1);
-  bool on_grid[8], on_grid_trial[8];
+  bool on_grid[8];
   for (int k = 0; k < groups; ++k) on_grid[k] = rules.keep_on_grid;
-  std::int8_t trial[32];
-  for (int is = -rules.trials; is <= rules.trials; ++is) {
-    const float id = (static_cast<float>(2 * rules.levels - 1) + static_cast<float>(is) * rules.step) / max;
-    const float this_scale = 1 / id;
-    iq::round_levels(n, xval, id, rules.levels, trial);
-    for (int k = 0; k < groups; ++k) on_grid_trial[k] = snap_group(grid, xval + width * k, root + width * k, this_scale, trial + width * k);
-    float sumqx, sumq2;
-    odd_level_sums(n, xval, weight, trial, sumqx, sumq2);
-    if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
-      scale = sumqx / sumq2;
-      best = scale * sumqx;
-      std::memcpy(L, trial, static_cast<std::size_t>(n));
-      std::memcpy(on_grid, on_grid_trial, sizeof on_grid);
-    }
-  }
+  float ids[32];
+  const int count = 2 * rules.trials + 1;
+  for (int t = 0; t < count; ++t) ids[t] = (static_cast<float>(2 * rules.levels - 1) + static_cast<float>(t - rules.trials) * rules.step) / max;
+  iq::TrialBest trials{max / static_cast<float>(2 * rules.levels - 1), 0};
+  iq::search_trials(grid, n, rules.levels, xval, weight, root, ids, count, trials, L, on_grid);
+  float scale = trials.scale;
   int off_grid = 0;
   for (int k = 0; k < groups; ++k) off_grid += on_grid[k] ? 0 : 1;
   if (off_grid > 0 && scale > 0) {
@@ -492,21 +481,12 @@ GroupScale iq2_xxs_group(const iq::GridSearch& grid, const float* x, const float
   float scale = search_scale_positive(32, kLevels + 1, xval, levels, weight);
   const float eff_max = scale * kLevels;
   if (eff_max <= 0) return {0, true};
-  float best = 0;
-  std::int8_t trial[32];
-  for (int is = -6; is <= 6; ++is) {
-    const float id = (2 * kLevels - 1 + static_cast<float>(is) * 0.1f) / eff_max;
-    const float this_scale = 1 / id;
-    iq::round_levels(32, xval, id, kLevels, trial);
-    for (int k = 0; k < 4; ++k) snap_group(grid, xval + 8 * k, root + 8 * k, this_scale, trial + 8 * k);
-    float sumqx, sumq2;
-    odd_level_sums(32, xval, weight, trial, sumqx, sumq2);
-    if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
-      scale = sumqx / sumq2;
-      best = scale * sumqx;
-      std::memcpy(L, trial, 32);
-    }
-  }
+  float ids[13];
+  for (int is = -6; is <= 6; ++is) ids[is + 6] = (2 * kLevels - 1 + static_cast<float>(is) * 0.1f) / eff_max;
+  iq::TrialBest trials{scale, 0};
+  bool on_grid[4];  // not used: the final pass re-rounds every sub-group
+  iq::search_trials(grid, 32, kLevels, xval, weight, root, ids, 13, trials, L, on_grid);
+  scale = trials.scale;
   if (scale > 0) {
     const float id = 1 / scale;
     for (int k = 0; k < 4; ++k) round_group(grid, xval + 8 * k, root + 8 * k, id, scale, kLevels, L + 8 * k);

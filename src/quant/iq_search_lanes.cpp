@@ -165,7 +165,118 @@ template <int Width>
 }
 #endif
 
+// The key of `width` level indices (element 0 in the lowest bits).
+inline unsigned key_of(const GridSearch& grid, const std::int8_t* L) noexcept {
+  unsigned key = 0;
+  for (int j = 0; j < grid.width; ++j) key |= static_cast<unsigned>(L[j]) << (grid.bits * j);
+  return key;
+}
+
+// ggml's test of a trial's sums against the best so far; true when the trial becomes the best.
+inline bool take_trial(float sumqx, float sumq2, TrialBest& best) noexcept {
+  if (!(sumq2 > 0 && sumqx * sumqx > best.best * sumq2)) return false;
+  best.scale = sumqx / sumq2;
+  best.best = best.scale * sumqx;
+  return true;
+}
+
+// The plain trial loop: one trial after the other.
+[[maybe_unused]] void search_trials_plain(const GridSearch& grid, int n, int levels, const float* xval, const float* weight, const float* root,
+                                          const float* ids, int count, TrialBest& best, std::int8_t* L, bool* on_grid) noexcept {
+  const int width = grid.width, groups = n / width;
+  for (int t = 0; t < count; ++t) {
+    const float id = ids[t], scale = 1 / id;
+    std::int8_t trial[32];
+    bool on_grid_trial[8];
+    for (int i = 0; i < n; ++i) {
+      const int l = nearest_int(0.5f * (id * xval[i] - 1));
+      trial[i] = static_cast<std::int8_t>(l < 0 ? 0 : l > levels - 1 ? levels - 1 : l);
+    }
+    for (int k = 0; k < groups; ++k) {
+      std::int8_t* group = trial + width * k;
+      const unsigned key = key_of(grid, group);
+      on_grid_trial[k] = grid.map[key] >= 0;
+      if (on_grid_trial[k]) continue;
+      const std::int8_t* pg = grid.point(nearest_neighbour(grid, key, xval + width * k, root + width * k, scale, nullptr));
+      for (int j = 0; j < width; ++j) group[j] = static_cast<std::int8_t>((pg[j] - 1) / 2);
+    }
+    float sumqx = 0, sumq2 = 0;
+    for (int i = 0; i < n; ++i) {
+      const float q = static_cast<float>(2 * trial[i] + 1);
+      sumqx += weight[i] * xval[i] * q;
+      sumq2 += weight[i] * q * q;
+    }
+    if (!take_trial(sumqx, sumq2, best)) continue;
+    std::memcpy(L, trial, static_cast<std::size_t>(n));
+    std::memcpy(on_grid, on_grid_trial, static_cast<std::size_t>(groups));
+  }
+}
+
+// The trial loop with Lanes trials at once, one a lane: the rounding, the keys and the sums in vectors,
+// each off-grid sub-group's neighbour search for its lane's scale, then ggml's comparison lane by lane in
+// trial order.
+template <int Lanes>
+[[gnu::always_inline]] inline void search_trials_lanes(const GridSearch& grid, int n, int levels, const float* xval, const float* weight,
+                                                       const float* root, const float* ids, int count, TrialBest& best, std::int8_t* L,
+                                                       bool* on_grid) noexcept {
+  using F = typename Vec<Lanes>::F;
+  using I = typename Vec<Lanes>::I;
+  const int width = grid.width, groups = n / width;
+  for (int first = 0; first < count; first += Lanes) {
+    const int used = std::min(Lanes, count - first);
+    F id;
+    for (int k = 0; k < Lanes; ++k) id[k] = ids[first + std::min(k, used - 1)];
+    const F scale = 1 / id;
+    I level[32];
+    for (int i = 0; i < n; ++i) level[i] = lanes::nearest_clamped<F, I>(0.5f * (id * xval[i] - 1), 0, levels - 1);
+    unsigned on_grid_bits[Lanes] = {};
+    for (int k = 0; k < groups; ++k) {
+      I key = level[width * k];
+      for (int j = 1; j < width; ++j) key |= level[width * k + j] << (grid.bits * j);
+      for (int t = 0; t < used; ++t) {
+        const auto lane_key = static_cast<unsigned>(key[t]);
+        if (grid.map[lane_key] >= 0) {
+          on_grid_bits[t] |= 1u << k;
+          continue;
+        }
+        const std::int8_t* pg = grid.point(nearest_neighbour(grid, lane_key, xval + width * k, root + width * k, scale[t], nullptr));
+        for (int j = 0; j < width; ++j) level[width * k + j][t] = (pg[j] - 1) / 2;
+      }
+    }
+    F sumqx = F{}, sumq2 = F{};
+    for (int i = 0; i < n; ++i) {
+      const F q = lanes::to_float<F>(2 * level[i] + 1);
+      sumqx += weight[i] * xval[i] * q;
+      sumq2 += weight[i] * q * q;
+    }
+    for (int t = 0; t < used; ++t) {
+      if (!take_trial(sumqx[t], sumq2[t], best)) continue;
+      for (int i = 0; i < n; ++i) L[i] = static_cast<std::int8_t>(level[i][t]);
+      for (int k = 0; k < groups; ++k) on_grid[k] = (on_grid_bits[t] >> k) & 1u;
+    }
+  }
+}
+
+#if !SAFEWEIGHTS_QUANT_SCALAR && SAFEWEIGHTS_QUANT_AVX2
+[[gnu::target("avx2")]] void search_trials_8(const GridSearch& grid, int n, int levels, const float* xval, const float* weight, const float* root,
+                                             const float* ids, int count, TrialBest& best, std::int8_t* L, bool* on_grid) noexcept {
+  search_trials_lanes<8>(grid, n, levels, xval, weight, root, ids, count, best, L, on_grid);
+}
+#endif
+
 }  // namespace
+
+void search_trials(const GridSearch& grid, int n, int levels, const float* xval, const float* weight, const float* root, const float* ids, int count,
+                   TrialBest& best, std::int8_t* L, bool* on_grid) noexcept {
+#if SAFEWEIGHTS_QUANT_SCALAR
+  search_trials_plain(grid, n, levels, xval, weight, root, ids, count, best, L, on_grid);
+#else
+#if SAFEWEIGHTS_QUANT_AVX2
+  if (lanes::has_avx2()) return search_trials_8(grid, n, levels, xval, weight, root, ids, count, best, L, on_grid);
+#endif
+  search_trials_lanes<4>(grid, n, levels, xval, weight, root, ids, count, best, L, on_grid);
+#endif
+}
 
 int nearest_neighbour(const GridSearch& grid, unsigned key, const float* xval, const float* w, float scale, const float* levels) noexcept {
 #if SAFEWEIGHTS_QUANT_SCALAR
