@@ -553,8 +553,8 @@ void merge_sort(Ranked* a, int n, Ranked* tmp) noexcept {
 }
 
 // n values (at most 32) and their positions in merge_sort()'s order. Without NaN that order is the
-// stable one (the merge takes ties from the left), which sorting (value, position) pairs gives: keys
-// whose high half orders the floats as they compare (-0 as +0) and whose low half is the position.
+// stable one (the merge takes ties from the left), which ordering (value, position) pairs gives: keys
+// that order the floats as they compare (-0 as +0), then the position.
 // With a NaN, merge_sort() itself.
 void sort_like_qsort(const float* x, int n, Ranked* sorted) noexcept {
   bool nan = false;
@@ -565,16 +565,18 @@ void sort_like_qsort(const float* x, int n, Ranked* sorted) noexcept {
     merge_sort(sorted, n, tmp);
     return;
   }
-  std::uint64_t keys[32];
+  // Each value's rank among the (key, position) pairs, counted without branches (the compiler runs the
+  // count in vectors), then each value put at its rank.
+  std::int32_t keys[32];
   for (int i = 0; i < n; ++i) {
     const auto bits = std::bit_cast<std::uint32_t>(x[i] == 0 ? 0.0f : x[i]);
     const std::uint32_t order = bits & 0x80000000u ? ~bits : bits | 0x80000000u;
-    keys[i] = static_cast<std::uint64_t>(order) << 32 | static_cast<std::uint32_t>(i);
+    keys[i] = static_cast<std::int32_t>(order ^ 0x80000000u);  // ordered as signed integers
   }
-  std::sort(keys, keys + n);
-  for (int j = 0; j < n; ++j) {
-    const auto i = static_cast<int>(keys[j] & 0xffffffffu);
-    sorted[j] = {x[i], i};
+  for (int i = 0; i < n; ++i) {
+    int rank = 0;
+    for (int j = 0; j < n; ++j) rank += static_cast<int>(keys[j] < keys[i]) + static_cast<int>(keys[j] == keys[i] && j < i);
+    sorted[rank] = {x[i], i};
   }
 }
 
