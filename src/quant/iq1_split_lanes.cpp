@@ -11,6 +11,10 @@
 #include "quant/iq1_split.h"
 #include "quant/lanes.h"
 
+#if !SAFEWEIGHTS_QUANT_SCALAR && SAFEWEIGHTS_QUANT_AVX2
+#include <immintrin.h>
+#endif
+
 namespace safeweights::quant::iq {
 namespace {
 
@@ -90,15 +94,47 @@ void sums_16(const float (*px)[17], const float (*pw)[17], int i1, int i2, float
   return best.split;
 }
 
-// Whether any lane of a mask is set.
-template <typename I, int Lanes>
-[[gnu::always_inline]] inline bool any(I mask) noexcept {
-  for (int k = 1; k < Lanes; k *= 2) {
-    I other;
-    for (int j = 0; j < Lanes; ++j) other[j] = mask[j ^ k];
-    mask |= other;
+// Whether any lane of a mask is set: the lanes ORed by shuffles, or with AVX2 one vptest (a function of
+// its own, with AVX2's target, which the compiler inlines into the AVX2 searches).
+template <int Lanes>
+struct AnyLane {
+  template <typename I>
+  static bool any(I mask) noexcept {
+    for (int k = 1; k < Lanes; k *= 2) {
+      I other;
+      for (int j = 0; j < Lanes; ++j) other[j] = mask[j ^ k];
+      mask |= other;
+    }
+    return mask[0] != 0;
   }
-  return mask[0] != 0;
+};
+#if !SAFEWEIGHTS_QUANT_SCALAR && SAFEWEIGHTS_QUANT_AVX2
+struct AnyLaneAvx2 {
+  [[gnu::target("avx2")]] static bool any(Vec<8>::I mask) noexcept {
+    const auto m = reinterpret_cast<__m256i>(mask);
+    return _mm256_testz_si256(m, m) == 0;
+  }
+};
+#endif
+
+// A run's candidates that some lane passes, one by one in ggml's order (lane j's K choices, then lane
+// j + 1's). Each candidate's scale sumqx / sumq2, its score scale x sumqx and sumqx^2 are computed for
+// the whole run in vectors first (the same floats), so that the one-by-one test, which waits on the
+// last taken candidate's score, has only score x sumq2 and a comparison left.
+template <int K, int Lanes, typename F, typename Shift>
+[[gnu::always_inline]] inline void consider_run(const F* qx, const F* q2, int last, Best& best, int i1, int i2, Shift shift_of) noexcept {
+  F scale[K], score[K], square[K];
+  for (int k = 0; k < K; ++k) {
+    scale[k] = qx[k] / q2[k];
+    score[k] = scale[k] * qx[k];
+    square[k] = qx[k] * qx[k];
+  }
+  for (int j = 0; j < Lanes && i2 + j <= last; ++j)
+    for (int k = 0; k < K; ++k) {
+      if (!(q2[k][j] > 0 && square[k][j] > best.score * q2[k][j])) continue;
+      best.score = score[k][j];
+      best.split = {i1, i2 + j, shift_of(k), scale[k][j]};
+    }
 }
 
 // ggml's test, lane by lane, against the best's score (a lane whose i2 is past the end never passes).
@@ -107,7 +143,7 @@ template <typename F, typename I>
   return valid & (sumq2 > 0.0f) & (sumqx * sumqx > score * sumq2);
 }
 
-template <int Lanes>
+template <int Lanes, typename Any = AnyLane<Lanes>>
 [[gnu::always_inline]] inline Split split_32_lanes(const float* sumx, const float* sumw, float scale) noexcept {
   using F = typename Vec<Lanes>::F;
   using I = typename Vec<Lanes>::I;
@@ -136,15 +172,14 @@ template <int Lanes>
         q2[s] = head_w[s] + bw * v[s][1] * v[s][1] + cw * v[s][2] * v[s][2];
       }
       const I valid = lane + i2 <= 32;
-      if (!any<I, Lanes>(passes(qx[0], q2[0], best.score, valid) | passes(qx[1], q2[1], best.score, valid))) continue;
-      for (int j = 0; j < Lanes && i2 + j <= 32; ++j)
-        for (int s = 0; s < 2; ++s) best.consider(qx[s][j], q2[s][j], i1, i2 + j, s == 0 ? 1 : -1);
+      if (!Any::any(passes(qx[0], q2[0], best.score, valid) | passes(qx[1], q2[1], best.score, valid))) continue;
+      consider_run<2, Lanes>(qx, q2, 32, best, i1, i2, [](int s) { return s == 0 ? 1 : -1; });
     }
   }
   return best.split;
 }
 
-template <int Lanes>
+template <int Lanes, typename Any = AnyLane<Lanes>>
 [[gnu::always_inline]] inline Split split_16_lanes(const float (*px)[17], const float (*pw)[17], float scale) noexcept {
   using F = typename Vec<Lanes>::F;
   using I = typename Vec<Lanes>::I;
@@ -181,18 +216,19 @@ template <int Lanes>
       const I valid = lane + i2 <= 16;
       I pass = passes(qx[0], q2[0], best.score, valid);
       for (int k = 1; k < 4; ++k) pass |= passes(qx[k], q2[k], best.score, valid);
-      if (!any<I, Lanes>(pass)) continue;
-      for (int j = 0; j < Lanes && i2 + j <= 16; ++j)
-        for (int k = 0; k < 4; ++k) best.consider(qx[k][j], q2[k][j], i1, i2 + j, k);
+      if (!Any::any(pass)) continue;
+      consider_run<4, Lanes>(qx, q2, 16, best, i1, i2, [](int k) { return k; });
     }
   }
   return best.split;
 }
 
 #if !SAFEWEIGHTS_QUANT_SCALAR && SAFEWEIGHTS_QUANT_AVX2
-[[gnu::target("avx2")]] Split split_32_8(const float* sumx, const float* sumw, float scale) noexcept { return split_32_lanes<8>(sumx, sumw, scale); }
+[[gnu::target("avx2")]] Split split_32_8(const float* sumx, const float* sumw, float scale) noexcept {
+  return split_32_lanes<8, AnyLaneAvx2>(sumx, sumw, scale);
+}
 [[gnu::target("avx2")]] Split split_16_8(const float (*px)[17], const float (*pw)[17], float scale) noexcept {
-  return split_16_lanes<8>(px, pw, scale);
+  return split_16_lanes<8, AnyLaneAvx2>(px, pw, scale);
 }
 #endif
 
