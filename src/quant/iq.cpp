@@ -704,33 +704,46 @@ struct Iq1mGroup {
   int index[2] = {};
 };
 
-// One 16-element IQ1_M group: the exact best split of the sorted values into the three levels, for each
-// of the four shift choices (one a half), from per-half prefix sums; then the two sub-groups' entries.
-Iq1mGroup iq1_m_group(const iq::GridSearch& grid, const float* x, const float* weight) noexcept {
-  Iq1mGroup g;
-  float max = std::fabs(x[0]);
-  for (int i = 1; i < 16; ++i) max = max_of(max, std::fabs(x[i]));
-  if (max < 1e-7f) return g;
+// One 16-element IQ1_M group, what its split search needs: its values sorted and the per-half prefix
+// sums of w x and w over them; false when the group is all zero (its max below 1e-7).
+struct Iq1mSorted {
   Ranked sorted[16];
-  sort_like_qsort(x, 16, sorted);
-  float px[2][17], pw[2][17];
+  float max = 0;
+};
+bool iq1_m_prepare(const float* x, const float* weight, Iq1mSorted& s, float (*px)[17], float (*pw)[17]) noexcept {
   px[0][0] = px[1][0] = 0;
   pw[0][0] = pw[1][0] = 0;
+  s.max = std::fabs(x[0]);
+  for (int i = 1; i < 16; ++i) s.max = max_of(s.max, std::fabs(x[i]));
+  if (s.max < 1e-7f) {  // the split search runs on zeros and is not used
+    for (int h = 0; h < 2; ++h) {
+      std::fill(px[h] + 1, px[h] + 17, 0.0f);
+      std::fill(pw[h] + 1, pw[h] + 17, 0.0f);
+    }
+    return false;
+  }
+  sort_like_qsort(x, 16, s.sorted);
   for (int j = 0; j < 16; ++j) {
-    const int i = sorted[j].index;
+    const int i = s.sorted[j].index;
     const int h = i < 8 ? 0 : 1;
     px[h][j + 1] = px[h][j] + weight[i] * x[i];
     px[1 - h][j + 1] = px[1 - h][j];
     pw[h][j + 1] = pw[h][j] + weight[i];
     pw[1 - h][j + 1] = pw[1 - h][j];
   }
-  const iq::Split split = iq::best_split_16(px, pw, max);  // iq1_split_lanes.cpp
+  return true;
+}
+
+// The rest of one IQ1_M group after its split (iq::best_split_16_groups()): the levels, the sign of the
+// scale, then the two sub-groups' entries.
+Iq1mGroup iq1_m_finish(const iq::GridSearch& grid, const float* x, const float* weight, const Iq1mSorted& s, const iq::Split& split) noexcept {
+  Iq1mGroup g;
   const int best1 = split.i1, best2 = split.i2;
   int best_k = split.shift;
   float scale = split.scale;
   if (best1 < 0 || best2 < 0 || best_k < 0) return g;
   std::int8_t L[16];
-  for (int j = 0; j < 16; ++j) L[sorted[j].index] = static_cast<std::int8_t>(j < best1 ? 0 : j < best2 ? 1 : 2);
+  for (int j = 0; j < 16; ++j) L[s.sorted[j].index] = static_cast<std::int8_t>(j < best1 ? 0 : j < best2 ? 1 : 2);
   if (scale < 0) {
     for (std::int8_t& l : L) l = static_cast<std::int8_t>(2 - l);
     scale = -scale;
@@ -761,10 +774,19 @@ void quantize_iq1_m_block(const float* x, const float* importance, std::byte* ou
   int shifts[16];
   float max_scale = 0;
   const float sigma2 = doubled_mean_square(x);
+  // The 16 groups' split searches run together (one group a lane), between what comes before and after.
+  float weights[256], px[16][2][17], pw[16][2][17], maxes[16];
+  Iq1mSorted sorted[16];
+  bool nonzero[16];
   for (int ib = 0; ib < 16; ++ib) {
-    float weight[16];
-    iq1_m_weights(x + 16 * ib, importance + 16 * ib, sigma2, weight);
-    const Iq1mGroup g = iq1_m_group(grid, x + 16 * ib, weight);
+    iq1_m_weights(x + 16 * ib, importance + 16 * ib, sigma2, weights + 16 * ib);
+    nonzero[ib] = iq1_m_prepare(x + 16 * ib, weights + 16 * ib, sorted[ib], px[ib], pw[ib]);
+    maxes[ib] = sorted[ib].max;
+  }
+  iq::Split splits[16];
+  iq::best_split_16_groups(px, pw, maxes, splits);  // iq1_split_lanes.cpp
+  for (int ib = 0; ib < 16; ++ib) {
+    const Iq1mGroup g = nonzero[ib] ? iq1_m_finish(grid, x + 16 * ib, weights + 16 * ib, sorted[ib], splits[ib]) : Iq1mGroup{};
     scales[ib] = g.scale;
     shifts[ib] = g.shift;
     if (g.zero) continue;
@@ -782,8 +804,7 @@ void quantize_iq1_m_block(const float* x, const float* importance, std::byte* ou
       const int l = clamp_int(nearest_int(0.5f * (id * scales[ib] - 1)), 0, 7);
       sc[ib / 4] = static_cast<std::uint16_t>(sc[ib / 4] | (l << (3 * (ib % 4))));
       qh[ib] = static_cast<std::uint8_t>(qh[ib] | kShiftMasks[shifts[ib]]);
-      float weight[16];
-      iq1_m_weights(x + 16 * ib, importance + 16 * ib, sigma2, weight);
+      const float* weight = weights + 16 * ib;
       for (int k = 0; k < 2; ++k) {
         const float* xx = iq1_m_levels(shifts[ib], k);
         const std::int8_t* pg = grid.point(qs[2 * ib + k] + ((qh[ib] << (8 - 4 * k)) & 0x700));

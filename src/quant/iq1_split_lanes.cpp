@@ -1,10 +1,12 @@
-// best_split_32() and best_split_16() (iq1_split.h): for each first cut point i1, the second cut points i2
-// in runs of a vector's lanes, each lane computing ggml's sums for its i2 in ggml's operations and order
-// (no contraction), then ggml's comparison against the best so far. A run where no lane passes is skipped
+// best_split_32() (iq1_split.h): for each first cut point i1, the second cut points i2 in runs of a
+// vector's lanes, each lane computing ggml's sums for its i2 in ggml's operations and order (no
+// contraction), then ggml's comparison against the best so far. A run where no lane passes is skipped
 // (the best, unchanged, would have refused each candidate in turn); a run where one does is compared again
-// candidate by candidate in ggml's order from the lanes' values, which are the plain search's. The judge
-// (tests/quant/ggml_differential.sh) checks each way this file is built (lanes.h). IQ1 spends most of
-// its time here: 1,122 candidates a group of 32 (IQ1_S), 612 a group of 16 (IQ1_M).
+// candidate by candidate in ggml's order from the lanes' values, which are the plain search's.
+// best_split_16_groups(): one IQ1_M group a lane, every candidate tested by each lane against its own
+// best, as the plain search tests it, and taken by a select. The judge (tests/quant/ggml_differential.sh)
+// checks each way this file is built (lanes.h). IQ1 spends most of its time here: 1,122 candidates a
+// group of 32 (IQ1_S), 612 a group of 16 (IQ1_M).
 #include <cfloat>
 #include <cstring>
 
@@ -179,56 +181,72 @@ template <int Lanes, typename Any = AnyLane<Lanes>>
   return best.split;
 }
 
-template <int Lanes, typename Any = AnyLane<Lanes>>
-[[gnu::always_inline]] inline Split split_16_lanes(const float (*px)[17], const float (*pw)[17], float scale) noexcept {
+// best_split_16_groups() with Lanes groups a vector, 16 / Lanes vectors side by side (their tests are
+// independent chains, which the CPU overlaps). Each lane does split_16_plain()'s operations in its order.
+template <int Lanes>
+[[gnu::always_inline]] inline void split_16_groups_lanes(const float (*px)[2][17], const float (*pw)[2][17], const float* scale,
+                                                         Split* out) noexcept {
   using F = typename Vec<Lanes>::F;
   using I = typename Vec<Lanes>::I;
-  float xs[2][17 + Lanes] = {}, ws[2][17 + Lanes] = {};
-  for (int h = 0; h < 2; ++h) {
-    std::memcpy(xs[h], px[h], 17 * sizeof(float));
-    std::memcpy(ws[h], pw[h], 17 * sizeof(float));
-  }
-  I lane;
-  for (int k = 0; k < Lanes; ++k) lane[k] = k;
-  const HalfLevels c;
-  Best best;
-  best.split.scale = scale;
-  for (int i1 = 0; i1 <= 16; ++i1) {
-    float head_p[2], head_m[2];  // the squared sums' terms that do not depend on i2
-    for (int h = 0; h < 2; ++h) {
-      head_p[h] = pw[h][16] * c.p2 * c.p2 + pw[h][i1] * c.cp1;
-      head_m[h] = pw[h][16] * c.m2 * c.m2 + pw[h][i1] * c.cm1;
-    }
-    for (int i2 = i1; i2 <= 16; i2 += Lanes) {
-      F qx_p[2], qx_m[2], q2_p[2], q2_m[2];
-      for (int h = 0; h < 2; ++h) {
-        F x2, w2;
-        std::memcpy(&x2, xs[h] + i2, sizeof x2);
-        std::memcpy(&w2, ws[h] + i2, sizeof w2);
-        const F sx = px[h][i1] + x2;
-        qx_p[h] = px[h][16] * c.p2 - sx;
-        qx_m[h] = px[h][16] * c.m2 - sx;
-        q2_p[h] = head_p[h] + w2 * c.cp2;
-        q2_m[h] = head_m[h] + w2 * c.cm2;
+  constexpr int V = 16 / Lanes;
+  F gx[V][2][17], gw[V][2][17];  // the prefix sums, group g in lane g % Lanes of vector g / Lanes
+  for (int g = 0; g < 16; ++g)
+    for (int h = 0; h < 2; ++h)
+      for (int i = 0; i <= 16; ++i) {
+        gx[g / Lanes][h][i][g % Lanes] = px[g][h][i];
+        gw[g / Lanes][h][i][g % Lanes] = pw[g][h][i];
       }
-      const F qx[4] = {qx_p[0] + qx_p[1], qx_p[0] + qx_m[1], qx_m[0] + qx_p[1], qx_m[0] + qx_m[1]};
-      const F q2[4] = {q2_p[0] + q2_p[1], q2_p[0] + q2_m[1], q2_m[0] + q2_p[1], q2_m[0] + q2_m[1]};
-      const I valid = lane + i2 <= 16;
-      I pass = passes(qx[0], q2[0], best.score, valid);
-      for (int k = 1; k < 4; ++k) pass |= passes(qx[k], q2[k], best.score, valid);
-      if (!Any::any(pass)) continue;
-      consider_run<4, Lanes>(qx, q2, 16, best, i1, i2, [](int k) { return k; });
-    }
+  const HalfLevels c;
+  F best_score[V], best_scale[V];
+  I best_code[V];  // i1 << 8 | i2 << 2 | shift, or -1
+  for (int v = 0; v < V; ++v) {
+    best_score[v] = F{} - FLT_MAX;
+    for (int k = 0; k < Lanes; ++k) best_scale[v][k] = scale[v * Lanes + k];
+    best_code[v] = I{} - 1;
   }
-  return best.split;
+  for (int i1 = 0; i1 <= 16; ++i1) {
+    F head_p[V][2], head_m[V][2];
+    for (int v = 0; v < V; ++v)
+      for (int h = 0; h < 2; ++h) {
+        head_p[v][h] = gw[v][h][16] * c.p2 * c.p2 + gw[v][h][i1] * c.cp1;
+        head_m[v][h] = gw[v][h][16] * c.m2 * c.m2 + gw[v][h][i1] * c.cm1;
+      }
+    for (int i2 = i1; i2 <= 16; ++i2)
+      for (int v = 0; v < V; ++v) {
+        F qx_p[2], qx_m[2], q2_p[2], q2_m[2];
+        for (int h = 0; h < 2; ++h) {
+          const F sx = gx[v][h][i1] + gx[v][h][i2];
+          qx_p[h] = gx[v][h][16] * c.p2 - sx;
+          qx_m[h] = gx[v][h][16] * c.m2 - sx;
+          q2_p[h] = head_p[v][h] + gw[v][h][i2] * c.cp2;
+          q2_m[h] = head_m[v][h] + gw[v][h][i2] * c.cm2;
+        }
+        const F qx[4] = {qx_p[0] + qx_p[1], qx_p[0] + qx_m[1], qx_m[0] + qx_p[1], qx_m[0] + qx_m[1]};
+        const F q2[4] = {q2_p[0] + q2_p[1], q2_p[0] + q2_m[1], q2_m[0] + q2_p[1], q2_m[0] + q2_m[1]};
+        for (int k = 0; k < 4; ++k) {
+          const I take = (q2[k] > 0.0f) & (qx[k] * qx[k] > best_score[v] * q2[k]);
+          const F candidate_scale = qx[k] / q2[k];
+          best_score[v] = lanes::select(take, candidate_scale * qx[k], best_score[v]);
+          best_scale[v] = lanes::select(take, candidate_scale, best_scale[v]);
+          best_code[v] = lanes::select_int(take, I{} + (i1 << 8 | i2 << 2 | k), best_code[v]);
+        }
+      }
+  }
+  for (int g = 0; g < 16; ++g) {
+    const int code = best_code[g / Lanes][g % Lanes];
+    out[g] = code < 0 ? Split{-1, -1, 0, scale[g]} : Split{code >> 8, (code >> 2) & 63, code & 3, best_scale[g / Lanes][g % Lanes]};
+  }
 }
+
+#if !SAFEWEIGHTS_QUANT_SCALAR && SAFEWEIGHTS_QUANT_AVX2
+[[gnu::target("avx2")]] void split_16_groups_8(const float (*px)[2][17], const float (*pw)[2][17], const float* scale, Split* out) noexcept {
+  split_16_groups_lanes<8>(px, pw, scale, out);
+}
+#endif
 
 #if !SAFEWEIGHTS_QUANT_SCALAR && SAFEWEIGHTS_QUANT_AVX2
 [[gnu::target("avx2")]] Split split_32_8(const float* sumx, const float* sumw, float scale) noexcept {
   return split_32_lanes<8, AnyLaneAvx2>(sumx, sumw, scale);
-}
-[[gnu::target("avx2")]] Split split_16_8(const float (*px)[17], const float (*pw)[17], float scale) noexcept {
-  return split_16_lanes<8, AnyLaneAvx2>(px, pw, scale);
 }
 #endif
 
@@ -245,14 +263,14 @@ Split best_split_32(const float* sumx, const float* sumw, float scale) noexcept 
 #endif
 }
 
-Split best_split_16(const float (*px)[17], const float (*pw)[17], float scale) noexcept {
+void best_split_16_groups(const float (*px)[2][17], const float (*pw)[2][17], const float* scale, Split* out) noexcept {
 #if SAFEWEIGHTS_QUANT_SCALAR
-  return split_16_plain(px, pw, scale);
+  for (int g = 0; g < 16; ++g) out[g] = split_16_plain(px[g], pw[g], scale[g]);
 #else
 #if SAFEWEIGHTS_QUANT_AVX2
-  if (lanes::has_avx2()) return split_16_8(px, pw, scale);
+  if (lanes::has_avx2()) return split_16_groups_8(px, pw, scale, out);
 #endif
-  return split_16_lanes<4>(px, pw, scale);
+  split_16_groups_lanes<4>(px, pw, scale, out);
 #endif
 }
 
