@@ -615,31 +615,39 @@ struct Iq1Group {
   int index[4] = {};
 };
 
-// One 32-element IQ1_S group: the exact best split of the sorted values into the three levels (for either
-// shift), then the grid entries of the 4 sub-groups (a neighbour where the split is off the grid).
-Iq1Group iq1_s_group(const iq::GridSearch& grid, const float* x, const float* importance, float sigma2) noexcept {
-  Iq1Group g;
+// One 32-element IQ1_S group, what its split search needs: its weights, its values sorted and the prefix
+// sums of w x and w over them; false when the group is all zero (its max below 1e-12).
+struct Iq1sSorted {
   float weight[32];
-  for (int i = 0; i < 32; ++i) weight[i] = importance[i] * std::sqrt(sigma2 + x[i] * x[i]);
-  float max = std::fabs(x[0]);
-  for (int i = 1; i < 32; ++i) max = max_of(max, std::fabs(x[i]));
-  if (max < 1e-12f) return g;
   Ranked sorted[32];
-  sort_like_qsort(x, 32, sorted);
-  float sumx[33], sumw[33];
-  sumx[0] = sumw[0] = 0;
+  float max = 0;
+};
+bool iq1_s_prepare(const float* x, const float* importance, float sigma2, Iq1sSorted& s, float* sumx, float* sumw) noexcept {
+  for (int i = 0; i < 32; ++i) s.weight[i] = importance[i] * std::sqrt(sigma2 + x[i] * x[i]);
+  std::fill(sumx, sumx + 33, 0.0f);
+  std::fill(sumw, sumw + 33, 0.0f);
+  s.max = std::fabs(x[0]);
+  for (int i = 1; i < 32; ++i) s.max = max_of(s.max, std::fabs(x[i]));
+  if (s.max < 1e-12f) return false;  // the split search runs on zeros and is not used
+  sort_like_qsort(x, 32, s.sorted);
   for (int j = 0; j < 32; ++j) {
-    const int i = sorted[j].index;
-    sumx[j + 1] = sumx[j] + weight[i] * x[i];
-    sumw[j + 1] = sumw[j] + weight[i];
+    const int i = s.sorted[j].index;
+    sumx[j + 1] = sumx[j] + s.weight[i] * x[i];
+    sumw[j + 1] = sumw[j] + s.weight[i];
   }
-  const iq::Split split = iq::best_split_32(sumx, sumw, max);  // iq1_split_lanes.cpp
+  return true;
+}
+
+// The rest of one IQ1_S group after its split (iq::best_split_32_groups()): the levels, the sign of the
+// scale, then the grid entries of the 4 sub-groups (a neighbour where the split is off the grid).
+Iq1Group iq1_s_finish(const iq::GridSearch& grid, const float* x, const Iq1sSorted& s, const iq::Split& split) noexcept {
+  Iq1Group g;
   const int best1 = split.i1, best2 = split.i2;
   int best_shift = split.shift;
   float scale = split.scale;
   if (best1 < 0 || best2 < 0 || best_shift == 0) return g;
   std::int8_t L[32];
-  for (int j = 0; j < 32; ++j) L[sorted[j].index] = static_cast<std::int8_t>(j < best1 ? 0 : j < best2 ? 1 : 2);
+  for (int j = 0; j < 32; ++j) L[s.sorted[j].index] = static_cast<std::int8_t>(j < best1 ? 0 : j < best2 ? 1 : 2);
   if (scale < 0) {
     for (std::int8_t& l : L) l = static_cast<std::int8_t>(2 - l);
     scale = -scale;
@@ -647,45 +655,71 @@ Iq1Group iq1_s_group(const iq::GridSearch& grid, const float* x, const float* im
   }
   const float* xx = best_shift == 1 ? kIq1Plus : kIq1Minus;
   const float* levels[4] = {xx, xx, xx, xx};
-  scale = fit_iq1_entries(grid, 4, levels, x, weight, scale, L, g.index);
+  scale = fit_iq1_entries(grid, 4, levels, x, s.weight, scale, L, g.index);
   g.scale = scale;
   g.shift = best_shift;
   g.zero = false;
   return g;
 }
 
-// IQ1_S (importance only): per 32 elements four 11-bit grid indices, a 3-bit scale and the shift's sign;
-// d = max scale / 15 x 1.125.
-void quantize_iq1_s_block(const float* x, const float* importance, std::byte* out) noexcept {
-  const iq::GridSearch& grid = iq::grid_search(TensorType::IQ1_S);
+// One IQ1_S block from its groups (per 32 elements four 11-bit grid indices, a 3-bit scale and the
+// shift's sign; d = max scale / 15 x 1.125).
+void write_iq1_s_block(const Iq1Group* groups, std::byte* out) noexcept {
   std::memset(out, 0, 50);
   std::uint16_t qh[8] = {};
-  float scales[8];
-  int shifts[8];
   float max_scale = 0;
-  const float sigma2 = doubled_mean_square(x);
   for (int ib = 0; ib < 8; ++ib) {
-    const Iq1Group g = iq1_s_group(grid, x + 32 * ib, importance + 32 * ib, sigma2);
-    scales[ib] = g.scale;
-    shifts[ib] = g.shift;
+    const Iq1Group& g = groups[ib];
     if (g.zero) continue;
     for (int k = 0; k < 4; ++k) {
       out[2 + 4 * ib + k] = std::byte(static_cast<std::uint8_t>(g.index[k] & 255));
       qh[ib] = static_cast<std::uint16_t>(qh[ib] | ((g.index[k] >> 8) << (3 * k)));
     }
-    max_scale = max_of(max_scale, scales[ib]);
+    max_scale = max_of(max_scale, g.scale);
   }
   if (max_scale != 0) {
     const float d = max_scale / 15;
     store_f16(out, d * 1.125f);
     const float id = 1 / d;
     for (int ib = 0; ib < 8; ++ib) {
-      unsigned l = static_cast<unsigned>(clamp_int(nearest_int(0.5f * (id * scales[ib] - 1)), 0, 7));
-      if (shifts[ib] == -1) l |= 8;
+      unsigned l = static_cast<unsigned>(clamp_int(nearest_int(0.5f * (id * groups[ib].scale - 1)), 0, 7));
+      if (groups[ib].shift == -1) l |= 8;
       qh[ib] = static_cast<std::uint16_t>(qh[ib] | (l << 12));
     }
   }
   for (int ib = 0; ib < 8; ++ib) store_u16(out + 34 + 2 * ib, qh[ib]);
+}
+
+// IQ1_S (importance only), a row: two blocks at a time, their 16 groups' split searches together (one
+// group a lane: two independent vectors of them with AVX2), between what comes before and after.
+void quantize_iq1_s_row(const float* src, std::byte* dst, std::size_t row_length, const float* importance) {
+  const iq::GridSearch& grid = iq::grid_search(TensorType::IQ1_S);
+  const std::size_t blocks = row_length / 256;
+  for (std::size_t b = 0; b < blocks; b += 2) {
+    const int count = b + 1 < blocks ? 2 : 1;
+    const float* x = src + 256 * b;
+    Iq1sSorted sorted[16];
+    float sumx[16][33], sumw[16][33], maxes[16];
+    bool nonzero[16];
+    for (int k = 0; k < count; ++k) {
+      const float sigma2 = doubled_mean_square(x + 256 * k);
+      for (int ib = 0; ib < 8; ++ib) {
+        const int g = 8 * k + ib;
+        nonzero[g] = iq1_s_prepare(x + 32 * g, importance + 256 * b + 32 * g, sigma2, sorted[g], sumx[g], sumw[g]);
+        maxes[g] = sorted[g].max;
+      }
+    }
+    iq::Split splits[16];
+    iq::best_split_32_groups(8 * count, sumx, sumw, maxes, splits);  // iq1_split_lanes.cpp
+    for (int k = 0; k < count; ++k) {
+      Iq1Group groups[8];
+      for (int ib = 0; ib < 8; ++ib) {
+        const int g = 8 * k + ib;
+        if (nonzero[g]) groups[ib] = iq1_s_finish(grid, x + 32 * g, sorted[g], splits[g]);
+      }
+      write_iq1_s_block(groups, dst + 50 * (b + static_cast<std::size_t>(k)));
+    }
+  }
 }
 
 // ---- IQ1_M -----------------------------------------------------------------------------------------
@@ -848,7 +882,7 @@ Codec iq_grid_codec(TensorType type) noexcept {
       return {quantize_blocks<quantize_iq3_xxs_block, 98>, dequantize_iq3_xxs, quantize_blocks_weighted<quantize_iq3_xxs_block, 98>};
     case TensorType::IQ3_S:
       return {quantize_blocks<quantize_iq3_s_block, 110>, dequantize_iq3_s, quantize_blocks_weighted<quantize_iq3_s_block, 110>};
-    case TensorType::IQ1_S: return {nullptr, dequantize_iq1_s, quantize_blocks_weighted<quantize_iq1_s_block, 50>};
+    case TensorType::IQ1_S: return {nullptr, dequantize_iq1_s, quantize_iq1_s_row};
     case TensorType::IQ1_M: return {nullptr, dequantize_iq1_m, quantize_blocks_weighted<quantize_iq1_m_block, 56>};
     default: return {};
   }

@@ -1,21 +1,15 @@
-// best_split_32() (iq1_split.h): for each first cut point i1, the second cut points i2 in runs of a
-// vector's lanes, each lane computing ggml's sums for its i2 in ggml's operations and order (no
-// contraction), then ggml's comparison against the best so far. A run where no lane passes is skipped
-// (the best, unchanged, would have refused each candidate in turn); a run where one does is compared again
-// candidate by candidate in ggml's order from the lanes' values, which are the plain search's.
-// best_split_16_groups(): one IQ1_M group a lane, every candidate tested by each lane against its own
-// best, as the plain search tests it, and taken by a select. The judge (tests/quant/ggml_differential.sh)
-// checks each way this file is built (lanes.h). IQ1 spends most of its time here: 1,122 candidates a
-// group of 32 (IQ1_S), 612 a group of 16 (IQ1_M).
+// best_split_32_groups() and best_split_16_groups() (iq1_split.h): one group a lane (IQ1_S: two blocks'
+// 16 groups, IQ1_M: a block's 16), every candidate (i1, i2, shift) in ggml's order tested by each lane
+// against its own best in ggml's operations and order (no contraction) and taken by a select, so that
+// no branch waits on the comparison (a group replaces its best about 30 times); the vectors of groups
+// are independent chains, which the CPU overlaps. The judge (tests/quant/ggml_differential.sh) checks
+// each way this file is built (lanes.h). IQ1 spends most of its time here: 1,122 candidates a group of
+// 32 (IQ1_S), 612 a group of 16 (IQ1_M).
 #include <cfloat>
 #include <cstring>
 
 #include "quant/iq1_split.h"
 #include "quant/lanes.h"
-
-#if !SAFEWEIGHTS_QUANT_SCALAR && SAFEWEIGHTS_QUANT_AVX2
-#include <immintrin.h>
-#endif
 
 namespace safeweights::quant::iq {
 namespace {
@@ -96,91 +90,6 @@ void sums_16(const float (*px)[17], const float (*pw)[17], int i1, int i2, float
   return best.split;
 }
 
-// Whether any lane of a mask is set: the lanes ORed by shuffles, or with AVX2 one vptest (a function of
-// its own, with AVX2's target, which the compiler inlines into the AVX2 searches).
-template <int Lanes>
-struct AnyLane {
-  template <typename I>
-  static bool any(I mask) noexcept {
-    for (int k = 1; k < Lanes; k *= 2) {
-      I other;
-      for (int j = 0; j < Lanes; ++j) other[j] = mask[j ^ k];
-      mask |= other;
-    }
-    return mask[0] != 0;
-  }
-};
-#if !SAFEWEIGHTS_QUANT_SCALAR && SAFEWEIGHTS_QUANT_AVX2
-struct AnyLaneAvx2 {
-  [[gnu::target("avx2")]] static bool any(Vec<8>::I mask) noexcept {
-    const auto m = reinterpret_cast<__m256i>(mask);
-    return _mm256_testz_si256(m, m) == 0;
-  }
-};
-#endif
-
-// A run's candidates that some lane passes, one by one in ggml's order (lane j's K choices, then lane
-// j + 1's). Each candidate's scale sumqx / sumq2, its score scale x sumqx and sumqx^2 are computed for
-// the whole run in vectors first (the same floats), so that the one-by-one test, which waits on the
-// last taken candidate's score, has only score x sumq2 and a comparison left.
-template <int K, int Lanes, typename F, typename Shift>
-[[gnu::always_inline]] inline void consider_run(const F* qx, const F* q2, int last, Best& best, int i1, int i2, Shift shift_of) noexcept {
-  F scale[K], score[K], square[K];
-  for (int k = 0; k < K; ++k) {
-    scale[k] = qx[k] / q2[k];
-    score[k] = scale[k] * qx[k];
-    square[k] = qx[k] * qx[k];
-  }
-  for (int j = 0; j < Lanes && i2 + j <= last; ++j)
-    for (int k = 0; k < K; ++k) {
-      if (!(q2[k][j] > 0 && square[k][j] > best.score * q2[k][j])) continue;
-      best.score = score[k][j];
-      best.split = {i1, i2 + j, shift_of(k), scale[k][j]};
-    }
-}
-
-// ggml's test, lane by lane, against the best's score (a lane whose i2 is past the end never passes).
-template <typename F, typename I>
-[[gnu::always_inline]] inline I passes(F sumqx, F sumq2, float score, I valid) noexcept {
-  return valid & (sumq2 > 0.0f) & (sumqx * sumqx > score * sumq2);
-}
-
-template <int Lanes, typename Any = AnyLane<Lanes>>
-[[gnu::always_inline]] inline Split split_32_lanes(const float* sumx, const float* sumw, float scale) noexcept {
-  using F = typename Vec<Lanes>::F;
-  using I = typename Vec<Lanes>::I;
-  float xs[33 + Lanes] = {}, ws[33 + Lanes] = {};  // the prefix sums, padded for the last run's loads
-  std::memcpy(xs, sumx, 33 * sizeof(float));
-  std::memcpy(ws, sumw, 33 * sizeof(float));
-  I lane;
-  for (int k = 0; k < Lanes; ++k) lane[k] = k;
-  const float* const v[2] = {kIq1Plus, kIq1Minus};
-  Best best;
-  best.split.scale = scale;
-  for (int i1 = 0; i1 <= 32; ++i1) {
-    float head_x[2], head_w[2];  // the first run's terms, the same for every i2
-    for (int s = 0; s < 2; ++s) {
-      head_x[s] = (sumx[i1] - sumx[0]) * v[s][0];
-      head_w[s] = (sumw[i1] - sumw[0]) * v[s][0] * v[s][0];
-    }
-    for (int i2 = i1; i2 <= 32; i2 += Lanes) {
-      F x2, w2;
-      std::memcpy(&x2, xs + i2, sizeof x2);
-      std::memcpy(&w2, ws + i2, sizeof w2);
-      const F bx = x2 - sumx[i1], cx = sumx[32] - x2, bw = w2 - sumw[i1], cw = sumw[32] - w2;
-      F qx[2], q2[2];
-      for (int s = 0; s < 2; ++s) {
-        qx[s] = head_x[s] + bx * v[s][1] + cx * v[s][2];
-        q2[s] = head_w[s] + bw * v[s][1] * v[s][1] + cw * v[s][2] * v[s][2];
-      }
-      const I valid = lane + i2 <= 32;
-      if (!Any::any(passes(qx[0], q2[0], best.score, valid) | passes(qx[1], q2[1], best.score, valid))) continue;
-      consider_run<2, Lanes>(qx, q2, 32, best, i1, i2, [](int s) { return s == 0 ? 1 : -1; });
-    }
-  }
-  return best.split;
-}
-
 // best_split_16_groups() with Lanes groups a vector, 16 / Lanes vectors side by side (their tests are
 // independent chains, which the CPU overlaps). Each lane does split_16_plain()'s operations in its order.
 template <int Lanes>
@@ -238,28 +147,76 @@ template <int Lanes>
   }
 }
 
+// best_split_32_groups() with Lanes groups a vector, 16 / Lanes vectors side by side (independent chains;
+// the groups past count are zeros, searched and not used). Each lane does split_32_plain()'s operations
+// in its order.
+template <int Lanes>
+[[gnu::always_inline]] inline void split_32_groups_lanes(int count, const float (*sumx)[33], const float (*sumw)[33], const float* scale,
+                                                         Split* out) noexcept {
+  using F = typename Vec<Lanes>::F;
+  using I = typename Vec<Lanes>::I;
+  constexpr int V = 16 / Lanes;
+  F gx[V][33] = {}, gw[V][33] = {};  // the prefix sums, group g in lane g % Lanes of vector g / Lanes
+  for (int g = 0; g < count; ++g)
+    for (int i = 0; i <= 32; ++i) {
+      gx[g / Lanes][i][g % Lanes] = sumx[g][i];
+      gw[g / Lanes][i][g % Lanes] = sumw[g][i];
+    }
+  const int vectors = (count + Lanes - 1) / Lanes;
+  const float* const v[2] = {kIq1Plus, kIq1Minus};
+  F best_score[V], best_scale[V];
+  I best_code[V];  // i1 << 8 | i2 << 1 | (shift -1), or -1
+  for (int w = 0; w < V; ++w) {
+    best_score[w] = F{} - FLT_MAX;
+    best_scale[w] = F{};
+    best_code[w] = I{} - 1;
+  }
+  for (int i1 = 0; i1 <= 32; ++i1) {
+    F head_x[V][2], head_w[V][2];
+    for (int w = 0; w < vectors; ++w)
+      for (int s = 0; s < 2; ++s) {
+        head_x[w][s] = (gx[w][i1] - gx[w][0]) * v[s][0];
+        head_w[w][s] = (gw[w][i1] - gw[w][0]) * v[s][0] * v[s][0];
+      }
+    for (int i2 = i1; i2 <= 32; ++i2)
+      for (int w = 0; w < vectors; ++w) {
+        const F bx = gx[w][i2] - gx[w][i1], cx = gx[w][32] - gx[w][i2], bw = gw[w][i2] - gw[w][i1], cw = gw[w][32] - gw[w][i2];
+        for (int s = 0; s < 2; ++s) {
+          const F qx = head_x[w][s] + bx * v[s][1] + cx * v[s][2];
+          const F q2 = head_w[w][s] + bw * v[s][1] * v[s][1] + cw * v[s][2] * v[s][2];
+          const I take = (q2 > 0.0f) & (qx * qx > best_score[w] * q2);
+          const F candidate_scale = qx / q2;
+          best_score[w] = lanes::select(take, candidate_scale * qx, best_score[w]);
+          best_scale[w] = lanes::select(take, candidate_scale, best_scale[w]);
+          best_code[w] = lanes::select_int(take, I{} + (i1 << 8 | i2 << 1 | s), best_code[w]);
+        }
+      }
+  }
+  for (int g = 0; g < count; ++g) {
+    const int code = best_code[g / Lanes][g % Lanes];
+    out[g] = code < 0 ? Split{-1, -1, 0, scale[g]} : Split{code >> 8, (code >> 1) & 127, code & 1 ? -1 : 1, best_scale[g / Lanes][g % Lanes]};
+  }
+}
+
 #if !SAFEWEIGHTS_QUANT_SCALAR && SAFEWEIGHTS_QUANT_AVX2
+[[gnu::target("avx2")]] void split_32_groups_8(int count, const float (*sumx)[33], const float (*sumw)[33], const float* scale, Split* out) noexcept {
+  split_32_groups_lanes<8>(count, sumx, sumw, scale, out);
+}
 [[gnu::target("avx2")]] void split_16_groups_8(const float (*px)[2][17], const float (*pw)[2][17], const float* scale, Split* out) noexcept {
   split_16_groups_lanes<8>(px, pw, scale, out);
 }
 #endif
 
-#if !SAFEWEIGHTS_QUANT_SCALAR && SAFEWEIGHTS_QUANT_AVX2
-[[gnu::target("avx2")]] Split split_32_8(const float* sumx, const float* sumw, float scale) noexcept {
-  return split_32_lanes<8, AnyLaneAvx2>(sumx, sumw, scale);
-}
-#endif
-
 }  // namespace
 
-Split best_split_32(const float* sumx, const float* sumw, float scale) noexcept {
+void best_split_32_groups(int count, const float (*sumx)[33], const float (*sumw)[33], const float* scale, Split* out) noexcept {
 #if SAFEWEIGHTS_QUANT_SCALAR
-  return split_32_plain(sumx, sumw, scale);
+  for (int g = 0; g < count; ++g) out[g] = split_32_plain(sumx[g], sumw[g], scale[g]);
 #else
 #if SAFEWEIGHTS_QUANT_AVX2
-  if (lanes::has_avx2()) return split_32_8(sumx, sumw, scale);
+  if (lanes::has_avx2()) return split_32_groups_8(count, sumx, sumw, scale, out);
 #endif
-  return split_32_lanes<4>(sumx, sumw, scale);
+  split_32_groups_lanes<4>(count, sumx, sumw, scale, out);
 #endif
 }
 
