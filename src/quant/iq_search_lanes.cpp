@@ -124,6 +124,18 @@ template <int Lanes>
   round_levels_lanes<8>(n, xval, id, levels, L);
 }
 
+// One chunk's 8 distances from the table of terms, those not below FLT_MAX (NaN never compares below)
+// as infinity.
+template <int Width>
+[[gnu::target("avx2"), gnu::always_inline]] inline __m256 chunk_distances(const __m256* terms, const std::int8_t* chunk) noexcept {
+  __m256 d2 = _mm256_setzero_ps();
+  for (int i = 0; i < Width; ++i) {
+    const __m256i l = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(chunk + 8 * i)));
+    d2 = _mm256_add_ps(d2, _mm256_permutevar8x32_ps(terms[i], l));
+  }
+  return _mm256_blendv_ps(_mm256_set1_ps(INFINITY), d2, _mm256_cmp_ps(d2, _mm256_set1_ps(FLT_MAX), _CMP_LT_OQ));
+}
+
 // Eight candidates a vector (`count` from `chunk`, as position_lanes()), their distances summed from the
 // table of terms (the file's comment); each lane keeps its first least distance and its position, then
 // the least over the lanes, the earliest position holding it. Returns that position (0 where no
@@ -139,19 +151,17 @@ template <int Width>
     const __m256 diff = _mm256_sub_ps(scaled, _mm256_set1_ps(xval[i]));
     terms[i] = _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(w[i]), diff), diff);
   }
-  if (count <= 8) {  // one chunk (its padding repeats the last candidate): the first lane of least distance
-    __m256 d2 = _mm256_setzero_ps();
-    for (int i = 0; i < Width; ++i) {
-      const __m256i l = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(chunk + 8 * i)));
-      d2 = _mm256_add_ps(d2, _mm256_permutevar8x32_ps(terms[i], l));
-    }
-    // Only distances below FLT_MAX can be chosen (NaN never compares below): the others as infinity.
-    d2 = _mm256_blendv_ps(_mm256_set1_ps(INFINITY), d2, _mm256_cmp_ps(d2, _mm256_set1_ps(FLT_MAX), _CMP_LT_OQ));
-    __m256 least = _mm256_min_ps(d2, _mm256_permute2f128_ps(d2, d2, 1));
+  if (count <= 16) {  // one or two chunks (padding repeats the last candidate): the first of least distance
+    const __m256 d2 = chunk_distances<Width>(terms, chunk);
+    const __m256 d2_next = count > 8 ? chunk_distances<Width>(terms, chunk + 8 * Width) : _mm256_set1_ps(INFINITY);
+    __m256 least = _mm256_min_ps(d2, d2_next);
+    least = _mm256_min_ps(least, _mm256_permute2f128_ps(least, least, 1));
     least = _mm256_min_ps(least, _mm256_permute_ps(least, 0x4e));
     least = _mm256_min_ps(least, _mm256_permute_ps(least, 0xb1));
     if (!(_mm256_cvtss_f32(least) < FLT_MAX)) return 0;
-    return __builtin_ctz(static_cast<unsigned>(_mm256_movemask_ps(_mm256_cmp_ps(d2, least, _CMP_EQ_OQ))));
+    const auto first = static_cast<unsigned>(_mm256_movemask_ps(_mm256_cmp_ps(d2, least, _CMP_EQ_OQ)));
+    return first != 0 ? __builtin_ctz(first)
+                      : 8 + __builtin_ctz(static_cast<unsigned>(_mm256_movemask_ps(_mm256_cmp_ps(d2_next, least, _CMP_EQ_OQ))));
   }
   __m256 best = _mm256_set1_ps(FLT_MAX);
   __m256i best_position = _mm256_setzero_si256();
