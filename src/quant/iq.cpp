@@ -299,25 +299,14 @@ GroupScale search_group(const SearchRules& rules, const iq::GridSearch& grid, co
   for (int i = 1; i < n; ++i) max = max_of(max, xval[i]);
   std::memset(L, 0, static_cast<std::size_t>(n));
   if (rules.zero_below > 0 ? max < rules.zero_below : max == 0) return {0, true};
-  float best = 0;
-  float scale = max / static_cast<float>(2 * rules.levels - 1);
-  bool on_grid[8], on_grid_trial[8];
+  bool on_grid[8];
   for (int k = 0; k < groups; ++k) on_grid[k] = rules.keep_on_grid;
-  std::int8_t trial[32];
-  for (int is = -rules.trials; is <= rules.trials; ++is) {
-    const float id = (static_cast<float>(2 * rules.levels - 1) + static_cast<float>(is) * rules.step) / max;
-    const float this_scale = 1 / id;
-    iq::round_levels(n, xval, id, rules.levels, trial);
-    for (int k = 0; k < groups; ++k) on_grid_trial[k] = snap_group(grid, xval + width * k, root + width * k, this_scale, trial + width * k);
-    float sumqx, sumq2;
-    odd_level_sums(n, xval, weight, trial, sumqx, sumq2);
-    if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
-      scale = sumqx / sumq2;
-      best = scale * sumqx;
-      std::memcpy(L, trial, static_cast<std::size_t>(n));
-      std::memcpy(on_grid, on_grid_trial, sizeof on_grid);
-    }
-  }
+  float ids[32];
+  const int count = 2 * rules.trials + 1;
+  for (int t = 0; t < count; ++t) ids[t] = (static_cast<float>(2 * rules.levels - 1) + static_cast<float>(t - rules.trials) * rules.step) / max;
+  iq::TrialBest trials{max / static_cast<float>(2 * rules.levels - 1), 0};
+  iq::search_trials(grid, n, rules.levels, xval, weight, root, ids, count, trials, L, on_grid);
+  float scale = trials.scale;
   int off_grid = 0;
   for (int k = 0; k < groups; ++k) off_grid += on_grid[k] ? 0 : 1;
   if (off_grid > 0 && scale > 0) {
@@ -492,21 +481,12 @@ GroupScale iq2_xxs_group(const iq::GridSearch& grid, const float* x, const float
   float scale = search_scale_positive(32, kLevels + 1, xval, levels, weight);
   const float eff_max = scale * kLevels;
   if (eff_max <= 0) return {0, true};
-  float best = 0;
-  std::int8_t trial[32];
-  for (int is = -6; is <= 6; ++is) {
-    const float id = (2 * kLevels - 1 + static_cast<float>(is) * 0.1f) / eff_max;
-    const float this_scale = 1 / id;
-    iq::round_levels(32, xval, id, kLevels, trial);
-    for (int k = 0; k < 4; ++k) snap_group(grid, xval + 8 * k, root + 8 * k, this_scale, trial + 8 * k);
-    float sumqx, sumq2;
-    odd_level_sums(32, xval, weight, trial, sumqx, sumq2);
-    if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
-      scale = sumqx / sumq2;
-      best = scale * sumqx;
-      std::memcpy(L, trial, 32);
-    }
-  }
+  float ids[13];
+  for (int is = -6; is <= 6; ++is) ids[is + 6] = (2 * kLevels - 1 + static_cast<float>(is) * 0.1f) / eff_max;
+  iq::TrialBest trials{scale, 0};
+  bool on_grid[4];  // not used: the final pass re-rounds every sub-group
+  iq::search_trials(grid, 32, kLevels, xval, weight, root, ids, 13, trials, L, on_grid);
+  scale = trials.scale;
   if (scale > 0) {
     const float id = 1 / scale;
     for (int k = 0; k < 4; ++k) round_group(grid, xval + 8 * k, root + 8 * k, id, scale, kLevels, L + 8 * k);
@@ -573,8 +553,8 @@ void merge_sort(Ranked* a, int n, Ranked* tmp) noexcept {
 }
 
 // n values (at most 32) and their positions in merge_sort()'s order. Without NaN that order is the
-// stable one (the merge takes ties from the left), which sorting (value, position) pairs gives: keys
-// whose high half orders the floats as they compare (-0 as +0) and whose low half is the position.
+// stable one (the merge takes ties from the left), which ordering (value, position) pairs gives: keys
+// that order the floats as they compare (-0 as +0), then the position.
 // With a NaN, merge_sort() itself.
 void sort_like_qsort(const float* x, int n, Ranked* sorted) noexcept {
   bool nan = false;
@@ -585,16 +565,18 @@ void sort_like_qsort(const float* x, int n, Ranked* sorted) noexcept {
     merge_sort(sorted, n, tmp);
     return;
   }
-  std::uint64_t keys[32];
+  // Each value's rank among the (key, position) pairs, counted without branches (the compiler runs the
+  // count in vectors), then each value put at its rank.
+  std::int32_t keys[32];
   for (int i = 0; i < n; ++i) {
     const auto bits = std::bit_cast<std::uint32_t>(x[i] == 0 ? 0.0f : x[i]);
     const std::uint32_t order = bits & 0x80000000u ? ~bits : bits | 0x80000000u;
-    keys[i] = static_cast<std::uint64_t>(order) << 32 | static_cast<std::uint32_t>(i);
+    keys[i] = static_cast<std::int32_t>(order ^ 0x80000000u);  // ordered as signed integers
   }
-  std::sort(keys, keys + n);
-  for (int j = 0; j < n; ++j) {
-    const auto i = static_cast<int>(keys[j] & 0xffffffffu);
-    sorted[j] = {x[i], i};
+  for (int i = 0; i < n; ++i) {
+    int rank = 0;
+    for (int j = 0; j < n; ++j) rank += static_cast<int>(keys[j] < keys[i]) + static_cast<int>(keys[j] == keys[i] && j < i);
+    sorted[rank] = {x[i], i};
   }
 }
 
@@ -633,31 +615,39 @@ struct Iq1Group {
   int index[4] = {};
 };
 
-// One 32-element IQ1_S group: the exact best split of the sorted values into the three levels (for either
-// shift), then the grid entries of the 4 sub-groups (a neighbour where the split is off the grid).
-Iq1Group iq1_s_group(const iq::GridSearch& grid, const float* x, const float* importance, float sigma2) noexcept {
-  Iq1Group g;
+// One 32-element IQ1_S group, what its split search needs: its weights, its values sorted and the prefix
+// sums of w x and w over them; false when the group is all zero (its max below 1e-12).
+struct Iq1sSorted {
   float weight[32];
-  for (int i = 0; i < 32; ++i) weight[i] = importance[i] * std::sqrt(sigma2 + x[i] * x[i]);
-  float max = std::fabs(x[0]);
-  for (int i = 1; i < 32; ++i) max = max_of(max, std::fabs(x[i]));
-  if (max < 1e-12f) return g;
   Ranked sorted[32];
-  sort_like_qsort(x, 32, sorted);
-  float sumx[33], sumw[33];
-  sumx[0] = sumw[0] = 0;
+  float max = 0;
+};
+bool iq1_s_prepare(const float* x, const float* importance, float sigma2, Iq1sSorted& s, float* sumx, float* sumw) noexcept {
+  for (int i = 0; i < 32; ++i) s.weight[i] = importance[i] * std::sqrt(sigma2 + x[i] * x[i]);
+  std::fill(sumx, sumx + 33, 0.0f);
+  std::fill(sumw, sumw + 33, 0.0f);
+  s.max = std::fabs(x[0]);
+  for (int i = 1; i < 32; ++i) s.max = max_of(s.max, std::fabs(x[i]));
+  if (s.max < 1e-12f) return false;  // the split search runs on zeros and is not used
+  sort_like_qsort(x, 32, s.sorted);
   for (int j = 0; j < 32; ++j) {
-    const int i = sorted[j].index;
-    sumx[j + 1] = sumx[j] + weight[i] * x[i];
-    sumw[j + 1] = sumw[j] + weight[i];
+    const int i = s.sorted[j].index;
+    sumx[j + 1] = sumx[j] + s.weight[i] * x[i];
+    sumw[j + 1] = sumw[j] + s.weight[i];
   }
-  const iq::Split split = iq::best_split_32(sumx, sumw, max);  // iq1_split_lanes.cpp
+  return true;
+}
+
+// The rest of one IQ1_S group after its split (iq::best_split_32_groups()): the levels, the sign of the
+// scale, then the grid entries of the 4 sub-groups (a neighbour where the split is off the grid).
+Iq1Group iq1_s_finish(const iq::GridSearch& grid, const float* x, const Iq1sSorted& s, const iq::Split& split) noexcept {
+  Iq1Group g;
   const int best1 = split.i1, best2 = split.i2;
   int best_shift = split.shift;
   float scale = split.scale;
   if (best1 < 0 || best2 < 0 || best_shift == 0) return g;
   std::int8_t L[32];
-  for (int j = 0; j < 32; ++j) L[sorted[j].index] = static_cast<std::int8_t>(j < best1 ? 0 : j < best2 ? 1 : 2);
+  for (int j = 0; j < 32; ++j) L[s.sorted[j].index] = static_cast<std::int8_t>(j < best1 ? 0 : j < best2 ? 1 : 2);
   if (scale < 0) {
     for (std::int8_t& l : L) l = static_cast<std::int8_t>(2 - l);
     scale = -scale;
@@ -665,45 +655,71 @@ Iq1Group iq1_s_group(const iq::GridSearch& grid, const float* x, const float* im
   }
   const float* xx = best_shift == 1 ? kIq1Plus : kIq1Minus;
   const float* levels[4] = {xx, xx, xx, xx};
-  scale = fit_iq1_entries(grid, 4, levels, x, weight, scale, L, g.index);
+  scale = fit_iq1_entries(grid, 4, levels, x, s.weight, scale, L, g.index);
   g.scale = scale;
   g.shift = best_shift;
   g.zero = false;
   return g;
 }
 
-// IQ1_S (importance only): per 32 elements four 11-bit grid indices, a 3-bit scale and the shift's sign;
-// d = max scale / 15 x 1.125.
-void quantize_iq1_s_block(const float* x, const float* importance, std::byte* out) noexcept {
-  const iq::GridSearch& grid = iq::grid_search(TensorType::IQ1_S);
+// One IQ1_S block from its groups (per 32 elements four 11-bit grid indices, a 3-bit scale and the
+// shift's sign; d = max scale / 15 x 1.125).
+void write_iq1_s_block(const Iq1Group* groups, std::byte* out) noexcept {
   std::memset(out, 0, 50);
   std::uint16_t qh[8] = {};
-  float scales[8];
-  int shifts[8];
   float max_scale = 0;
-  const float sigma2 = doubled_mean_square(x);
   for (int ib = 0; ib < 8; ++ib) {
-    const Iq1Group g = iq1_s_group(grid, x + 32 * ib, importance + 32 * ib, sigma2);
-    scales[ib] = g.scale;
-    shifts[ib] = g.shift;
+    const Iq1Group& g = groups[ib];
     if (g.zero) continue;
     for (int k = 0; k < 4; ++k) {
       out[2 + 4 * ib + k] = std::byte(static_cast<std::uint8_t>(g.index[k] & 255));
       qh[ib] = static_cast<std::uint16_t>(qh[ib] | ((g.index[k] >> 8) << (3 * k)));
     }
-    max_scale = max_of(max_scale, scales[ib]);
+    max_scale = max_of(max_scale, g.scale);
   }
   if (max_scale != 0) {
     const float d = max_scale / 15;
     store_f16(out, d * 1.125f);
     const float id = 1 / d;
     for (int ib = 0; ib < 8; ++ib) {
-      unsigned l = static_cast<unsigned>(clamp_int(nearest_int(0.5f * (id * scales[ib] - 1)), 0, 7));
-      if (shifts[ib] == -1) l |= 8;
+      unsigned l = static_cast<unsigned>(clamp_int(nearest_int(0.5f * (id * groups[ib].scale - 1)), 0, 7));
+      if (groups[ib].shift == -1) l |= 8;
       qh[ib] = static_cast<std::uint16_t>(qh[ib] | (l << 12));
     }
   }
   for (int ib = 0; ib < 8; ++ib) store_u16(out + 34 + 2 * ib, qh[ib]);
+}
+
+// IQ1_S (importance only), a row: two blocks at a time, their 16 groups' split searches together (one
+// group a lane: two independent vectors of them with AVX2), between what comes before and after.
+void quantize_iq1_s_row(const float* src, std::byte* dst, std::size_t row_length, const float* importance) {
+  const iq::GridSearch& grid = iq::grid_search(TensorType::IQ1_S);
+  const std::size_t blocks = row_length / 256;
+  for (std::size_t b = 0; b < blocks; b += 2) {
+    const int count = b + 1 < blocks ? 2 : 1;
+    const float* x = src + 256 * b;
+    Iq1sSorted sorted[16];
+    float sumx[16][33], sumw[16][33], maxes[16];
+    bool nonzero[16];
+    for (int k = 0; k < count; ++k) {
+      const float sigma2 = doubled_mean_square(x + 256 * k);
+      for (int ib = 0; ib < 8; ++ib) {
+        const int g = 8 * k + ib;
+        nonzero[g] = iq1_s_prepare(x + 32 * g, importance + 256 * b + 32 * g, sigma2, sorted[g], sumx[g], sumw[g]);
+        maxes[g] = sorted[g].max;
+      }
+    }
+    iq::Split splits[16];
+    iq::best_split_32_groups(8 * count, sumx, sumw, maxes, splits);  // iq1_split_lanes.cpp
+    for (int k = 0; k < count; ++k) {
+      Iq1Group groups[8];
+      for (int ib = 0; ib < 8; ++ib) {
+        const int g = 8 * k + ib;
+        if (nonzero[g]) groups[ib] = iq1_s_finish(grid, x + 32 * g, sorted[g], splits[g]);
+      }
+      write_iq1_s_block(groups, dst + 50 * (b + static_cast<std::size_t>(k)));
+    }
+  }
 }
 
 // ---- IQ1_M -----------------------------------------------------------------------------------------
@@ -722,33 +738,46 @@ struct Iq1mGroup {
   int index[2] = {};
 };
 
-// One 16-element IQ1_M group: the exact best split of the sorted values into the three levels, for each
-// of the four shift choices (one a half), from per-half prefix sums; then the two sub-groups' entries.
-Iq1mGroup iq1_m_group(const iq::GridSearch& grid, const float* x, const float* weight) noexcept {
-  Iq1mGroup g;
-  float max = std::fabs(x[0]);
-  for (int i = 1; i < 16; ++i) max = max_of(max, std::fabs(x[i]));
-  if (max < 1e-7f) return g;
+// One 16-element IQ1_M group, what its split search needs: its values sorted and the per-half prefix
+// sums of w x and w over them; false when the group is all zero (its max below 1e-7).
+struct Iq1mSorted {
   Ranked sorted[16];
-  sort_like_qsort(x, 16, sorted);
-  float px[2][17], pw[2][17];
+  float max = 0;
+};
+bool iq1_m_prepare(const float* x, const float* weight, Iq1mSorted& s, float (*px)[17], float (*pw)[17]) noexcept {
   px[0][0] = px[1][0] = 0;
   pw[0][0] = pw[1][0] = 0;
+  s.max = std::fabs(x[0]);
+  for (int i = 1; i < 16; ++i) s.max = max_of(s.max, std::fabs(x[i]));
+  if (s.max < 1e-7f) {  // the split search runs on zeros and is not used
+    for (int h = 0; h < 2; ++h) {
+      std::fill(px[h] + 1, px[h] + 17, 0.0f);
+      std::fill(pw[h] + 1, pw[h] + 17, 0.0f);
+    }
+    return false;
+  }
+  sort_like_qsort(x, 16, s.sorted);
   for (int j = 0; j < 16; ++j) {
-    const int i = sorted[j].index;
+    const int i = s.sorted[j].index;
     const int h = i < 8 ? 0 : 1;
     px[h][j + 1] = px[h][j] + weight[i] * x[i];
     px[1 - h][j + 1] = px[1 - h][j];
     pw[h][j + 1] = pw[h][j] + weight[i];
     pw[1 - h][j + 1] = pw[1 - h][j];
   }
-  const iq::Split split = iq::best_split_16(px, pw, max);  // iq1_split_lanes.cpp
+  return true;
+}
+
+// The rest of one IQ1_M group after its split (iq::best_split_16_groups()): the levels, the sign of the
+// scale, then the two sub-groups' entries.
+Iq1mGroup iq1_m_finish(const iq::GridSearch& grid, const float* x, const float* weight, const Iq1mSorted& s, const iq::Split& split) noexcept {
+  Iq1mGroup g;
   const int best1 = split.i1, best2 = split.i2;
   int best_k = split.shift;
   float scale = split.scale;
   if (best1 < 0 || best2 < 0 || best_k < 0) return g;
   std::int8_t L[16];
-  for (int j = 0; j < 16; ++j) L[sorted[j].index] = static_cast<std::int8_t>(j < best1 ? 0 : j < best2 ? 1 : 2);
+  for (int j = 0; j < 16; ++j) L[s.sorted[j].index] = static_cast<std::int8_t>(j < best1 ? 0 : j < best2 ? 1 : 2);
   if (scale < 0) {
     for (std::int8_t& l : L) l = static_cast<std::int8_t>(2 - l);
     scale = -scale;
@@ -779,10 +808,19 @@ void quantize_iq1_m_block(const float* x, const float* importance, std::byte* ou
   int shifts[16];
   float max_scale = 0;
   const float sigma2 = doubled_mean_square(x);
+  // The 16 groups' split searches run together (one group a lane), between what comes before and after.
+  float weights[256], px[16][2][17], pw[16][2][17], maxes[16];
+  Iq1mSorted sorted[16];
+  bool nonzero[16];
   for (int ib = 0; ib < 16; ++ib) {
-    float weight[16];
-    iq1_m_weights(x + 16 * ib, importance + 16 * ib, sigma2, weight);
-    const Iq1mGroup g = iq1_m_group(grid, x + 16 * ib, weight);
+    iq1_m_weights(x + 16 * ib, importance + 16 * ib, sigma2, weights + 16 * ib);
+    nonzero[ib] = iq1_m_prepare(x + 16 * ib, weights + 16 * ib, sorted[ib], px[ib], pw[ib]);
+    maxes[ib] = sorted[ib].max;
+  }
+  iq::Split splits[16];
+  iq::best_split_16_groups(px, pw, maxes, splits);  // iq1_split_lanes.cpp
+  for (int ib = 0; ib < 16; ++ib) {
+    const Iq1mGroup g = nonzero[ib] ? iq1_m_finish(grid, x + 16 * ib, weights + 16 * ib, sorted[ib], splits[ib]) : Iq1mGroup{};
     scales[ib] = g.scale;
     shifts[ib] = g.shift;
     if (g.zero) continue;
@@ -800,8 +838,7 @@ void quantize_iq1_m_block(const float* x, const float* importance, std::byte* ou
       const int l = clamp_int(nearest_int(0.5f * (id * scales[ib] - 1)), 0, 7);
       sc[ib / 4] = static_cast<std::uint16_t>(sc[ib / 4] | (l << (3 * (ib % 4))));
       qh[ib] = static_cast<std::uint8_t>(qh[ib] | kShiftMasks[shifts[ib]]);
-      float weight[16];
-      iq1_m_weights(x + 16 * ib, importance + 16 * ib, sigma2, weight);
+      const float* weight = weights + 16 * ib;
       for (int k = 0; k < 2; ++k) {
         const float* xx = iq1_m_levels(shifts[ib], k);
         const std::int8_t* pg = grid.point(qs[2 * ib + k] + ((qh[ib] << (8 - 4 * k)) & 0x700));
@@ -845,7 +882,7 @@ Codec iq_grid_codec(TensorType type) noexcept {
       return {quantize_blocks<quantize_iq3_xxs_block, 98>, dequantize_iq3_xxs, quantize_blocks_weighted<quantize_iq3_xxs_block, 98>};
     case TensorType::IQ3_S:
       return {quantize_blocks<quantize_iq3_s_block, 110>, dequantize_iq3_s, quantize_blocks_weighted<quantize_iq3_s_block, 110>};
-    case TensorType::IQ1_S: return {nullptr, dequantize_iq1_s, quantize_blocks_weighted<quantize_iq1_s_block, 50>};
+    case TensorType::IQ1_S: return {nullptr, dequantize_iq1_s, quantize_iq1_s_row};
     case TensorType::IQ1_M: return {nullptr, dequantize_iq1_m, quantize_blocks_weighted<quantize_iq1_m_block, 56>};
     default: return {};
   }

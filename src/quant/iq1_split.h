@@ -4,10 +4,7 @@
 //
 // The search visits the candidates in ggml's order and keeps a candidate when sumqx^2 > best x sumq2, the
 // comparison ggml makes (not a comparison of scores, which would round differently), so the choice is
-// ggml's. iq1_split_lanes.cpp computes a run of cut points i2 at once, one a lane, in ggml's operations;
-// where no lane passes that comparison against the current best, none would have one after the other
-// (the best only changes on a pass), and the run is skipped; otherwise the lanes' values are compared one
-// after the other, in ggml's order.
+// ggml's. iq1_split_lanes.cpp searches many groups at once, one a lane.
 //
 // Thread safety: pure functions.
 #pragma once
@@ -28,12 +25,16 @@ struct Split {
   float scale = 0;
 };
 
-// IQ1_S, 32 values: sumx[j] and sumw[j] (j = 0..32) are the prefix sums of w x and w over the sorted
-// values. `scale` is returned when no candidate passes.
-Split best_split_32(const float* sumx, const float* sumw, float scale) noexcept;
+// IQ1_S, `count` groups (at most 16: two blocks) of 32 values: group g's sumx[g][j] and sumw[g][j] (j =
+// 0..32) are the prefix sums of w x and w over its sorted values, its split into out[g] (scale[g] where no
+// candidate passes). With lanes, one group a lane, as best_split_16_groups().
+void best_split_32_groups(int count, const float (*sumx)[33], const float (*sumw)[33], const float* scale, Split* out) noexcept;
 
-// IQ1_M, 16 values in two halves of 8: px[h][j], pw[h][j] (j = 0..16) the prefix sums of w x and w over the
-// sorted values that belong to half h.
-Split best_split_16(const float (*px)[17], const float (*pw)[17], float scale) noexcept;
+// IQ1_M, 16 groups (a block) of 16 values in two halves of 8: group g's px[g][h][j], pw[g][h][j] (j =
+// 0..16) are the prefix sums of w x and w over its sorted values that belong to half h, its split into
+// out[g] (scale[g] where no candidate passes). With lanes, one group a lane: each lane tests every candidate in
+// ggml's order against its own best and takes it by a select, so that no branch waits on the
+// comparison (a group replaces its best about 30 times).
+void best_split_16_groups(const float (*px)[2][17], const float (*pw)[2][17], const float* scale, Split* out) noexcept;
 
 }  // namespace safeweights::quant::iq

@@ -1,10 +1,10 @@
-// best_split_32() and best_split_16() (iq1_split.h): for each first cut point i1, the second cut points i2
-// in runs of a vector's lanes, each lane computing ggml's sums for its i2 in ggml's operations and order
-// (no contraction), then ggml's comparison against the best so far. A run where no lane passes is skipped
-// (the best, unchanged, would have refused each candidate in turn); a run where one does is compared again
-// candidate by candidate in ggml's order from the lanes' values, which are the plain search's. The judge
-// (tests/quant/ggml_differential.sh) checks each way this file is built (lanes.h). IQ1 spends most of
-// its time here: 1,122 candidates a group of 32 (IQ1_S), 612 a group of 16 (IQ1_M).
+// best_split_32_groups() and best_split_16_groups() (iq1_split.h): one group a lane (IQ1_S: two blocks'
+// 16 groups, IQ1_M: a block's 16), every candidate (i1, i2, shift) in ggml's order tested by each lane
+// against its own best in ggml's operations and order (no contraction) and taken by a select, so that
+// no branch waits on the comparison (a group replaces its best about 30 times); the vectors of groups
+// are independent chains, which the CPU overlaps. The judge (tests/quant/ggml_differential.sh) checks
+// each way this file is built (lanes.h). IQ1 spends most of its time here: 1,122 candidates a group of
+// 32 (IQ1_S), 612 a group of 16 (IQ1_M).
 #include <cfloat>
 #include <cstring>
 
@@ -90,133 +90,144 @@ void sums_16(const float (*px)[17], const float (*pw)[17], int i1, int i2, float
   return best.split;
 }
 
-// Whether any lane of a mask is set.
-template <typename I, int Lanes>
-[[gnu::always_inline]] inline bool any(I mask) noexcept {
-  for (int k = 1; k < Lanes; k *= 2) {
-    I other;
-    for (int j = 0; j < Lanes; ++j) other[j] = mask[j ^ k];
-    mask |= other;
-  }
-  return mask[0] != 0;
-}
-
-// ggml's test, lane by lane, against the best's score (a lane whose i2 is past the end never passes).
-template <typename F, typename I>
-[[gnu::always_inline]] inline I passes(F sumqx, F sumq2, float score, I valid) noexcept {
-  return valid & (sumq2 > 0.0f) & (sumqx * sumqx > score * sumq2);
-}
-
+// best_split_16_groups() with Lanes groups a vector, 16 / Lanes vectors side by side (their tests are
+// independent chains, which the CPU overlaps). Each lane does split_16_plain()'s operations in its order.
 template <int Lanes>
-[[gnu::always_inline]] inline Split split_32_lanes(const float* sumx, const float* sumw, float scale) noexcept {
+[[gnu::always_inline]] inline void split_16_groups_lanes(const float (*px)[2][17], const float (*pw)[2][17], const float* scale,
+                                                         Split* out) noexcept {
   using F = typename Vec<Lanes>::F;
   using I = typename Vec<Lanes>::I;
-  float xs[33 + Lanes] = {}, ws[33 + Lanes] = {};  // the prefix sums, padded for the last run's loads
-  std::memcpy(xs, sumx, 33 * sizeof(float));
-  std::memcpy(ws, sumw, 33 * sizeof(float));
-  I lane;
-  for (int k = 0; k < Lanes; ++k) lane[k] = k;
-  const float* const v[2] = {kIq1Plus, kIq1Minus};
-  Best best;
-  best.split.scale = scale;
-  for (int i1 = 0; i1 <= 32; ++i1) {
-    float head_x[2], head_w[2];  // the first run's terms, the same for every i2
-    for (int s = 0; s < 2; ++s) {
-      head_x[s] = (sumx[i1] - sumx[0]) * v[s][0];
-      head_w[s] = (sumw[i1] - sumw[0]) * v[s][0] * v[s][0];
-    }
-    for (int i2 = i1; i2 <= 32; i2 += Lanes) {
-      F x2, w2;
-      std::memcpy(&x2, xs + i2, sizeof x2);
-      std::memcpy(&w2, ws + i2, sizeof w2);
-      const F bx = x2 - sumx[i1], cx = sumx[32] - x2, bw = w2 - sumw[i1], cw = sumw[32] - w2;
-      F qx[2], q2[2];
-      for (int s = 0; s < 2; ++s) {
-        qx[s] = head_x[s] + bx * v[s][1] + cx * v[s][2];
-        q2[s] = head_w[s] + bw * v[s][1] * v[s][1] + cw * v[s][2] * v[s][2];
+  constexpr int V = 16 / Lanes;
+  F gx[V][2][17], gw[V][2][17];  // the prefix sums, group g in lane g % Lanes of vector g / Lanes
+  for (int g = 0; g < 16; ++g)
+    for (int h = 0; h < 2; ++h)
+      for (int i = 0; i <= 16; ++i) {
+        gx[g / Lanes][h][i][g % Lanes] = px[g][h][i];
+        gw[g / Lanes][h][i][g % Lanes] = pw[g][h][i];
       }
-      const I valid = lane + i2 <= 32;
-      if (!any<I, Lanes>(passes(qx[0], q2[0], best.score, valid) | passes(qx[1], q2[1], best.score, valid))) continue;
-      for (int j = 0; j < Lanes && i2 + j <= 32; ++j)
-        for (int s = 0; s < 2; ++s) best.consider(qx[s][j], q2[s][j], i1, i2 + j, s == 0 ? 1 : -1);
-    }
-  }
-  return best.split;
-}
-
-template <int Lanes>
-[[gnu::always_inline]] inline Split split_16_lanes(const float (*px)[17], const float (*pw)[17], float scale) noexcept {
-  using F = typename Vec<Lanes>::F;
-  using I = typename Vec<Lanes>::I;
-  float xs[2][17 + Lanes] = {}, ws[2][17 + Lanes] = {};
-  for (int h = 0; h < 2; ++h) {
-    std::memcpy(xs[h], px[h], 17 * sizeof(float));
-    std::memcpy(ws[h], pw[h], 17 * sizeof(float));
-  }
-  I lane;
-  for (int k = 0; k < Lanes; ++k) lane[k] = k;
   const HalfLevels c;
-  Best best;
-  best.split.scale = scale;
-  for (int i1 = 0; i1 <= 16; ++i1) {
-    float head_p[2], head_m[2];  // the squared sums' terms that do not depend on i2
-    for (int h = 0; h < 2; ++h) {
-      head_p[h] = pw[h][16] * c.p2 * c.p2 + pw[h][i1] * c.cp1;
-      head_m[h] = pw[h][16] * c.m2 * c.m2 + pw[h][i1] * c.cm1;
-    }
-    for (int i2 = i1; i2 <= 16; i2 += Lanes) {
-      F qx_p[2], qx_m[2], q2_p[2], q2_m[2];
-      for (int h = 0; h < 2; ++h) {
-        F x2, w2;
-        std::memcpy(&x2, xs[h] + i2, sizeof x2);
-        std::memcpy(&w2, ws[h] + i2, sizeof w2);
-        const F sx = px[h][i1] + x2;
-        qx_p[h] = px[h][16] * c.p2 - sx;
-        qx_m[h] = px[h][16] * c.m2 - sx;
-        q2_p[h] = head_p[h] + w2 * c.cp2;
-        q2_m[h] = head_m[h] + w2 * c.cm2;
-      }
-      const F qx[4] = {qx_p[0] + qx_p[1], qx_p[0] + qx_m[1], qx_m[0] + qx_p[1], qx_m[0] + qx_m[1]};
-      const F q2[4] = {q2_p[0] + q2_p[1], q2_p[0] + q2_m[1], q2_m[0] + q2_p[1], q2_m[0] + q2_m[1]};
-      const I valid = lane + i2 <= 16;
-      I pass = passes(qx[0], q2[0], best.score, valid);
-      for (int k = 1; k < 4; ++k) pass |= passes(qx[k], q2[k], best.score, valid);
-      if (!any<I, Lanes>(pass)) continue;
-      for (int j = 0; j < Lanes && i2 + j <= 16; ++j)
-        for (int k = 0; k < 4; ++k) best.consider(qx[k][j], q2[k][j], i1, i2 + j, k);
-    }
+  F best_score[V], best_scale[V];
+  I best_code[V];  // i1 << 8 | i2 << 2 | shift, or -1
+  for (int v = 0; v < V; ++v) {
+    best_score[v] = F{} - FLT_MAX;
+    for (int k = 0; k < Lanes; ++k) best_scale[v][k] = scale[v * Lanes + k];
+    best_code[v] = I{} - 1;
   }
-  return best.split;
+  for (int i1 = 0; i1 <= 16; ++i1) {
+    F head_p[V][2], head_m[V][2];
+    for (int v = 0; v < V; ++v)
+      for (int h = 0; h < 2; ++h) {
+        head_p[v][h] = gw[v][h][16] * c.p2 * c.p2 + gw[v][h][i1] * c.cp1;
+        head_m[v][h] = gw[v][h][16] * c.m2 * c.m2 + gw[v][h][i1] * c.cm1;
+      }
+    for (int i2 = i1; i2 <= 16; ++i2)
+      for (int v = 0; v < V; ++v) {
+        F qx_p[2], qx_m[2], q2_p[2], q2_m[2];
+        for (int h = 0; h < 2; ++h) {
+          const F sx = gx[v][h][i1] + gx[v][h][i2];
+          qx_p[h] = gx[v][h][16] * c.p2 - sx;
+          qx_m[h] = gx[v][h][16] * c.m2 - sx;
+          q2_p[h] = head_p[v][h] + gw[v][h][i2] * c.cp2;
+          q2_m[h] = head_m[v][h] + gw[v][h][i2] * c.cm2;
+        }
+        const F qx[4] = {qx_p[0] + qx_p[1], qx_p[0] + qx_m[1], qx_m[0] + qx_p[1], qx_m[0] + qx_m[1]};
+        const F q2[4] = {q2_p[0] + q2_p[1], q2_p[0] + q2_m[1], q2_m[0] + q2_p[1], q2_m[0] + q2_m[1]};
+        for (int k = 0; k < 4; ++k) {
+          const I take = (q2[k] > 0.0f) & (qx[k] * qx[k] > best_score[v] * q2[k]);
+          const F candidate_scale = qx[k] / q2[k];
+          best_score[v] = lanes::select(take, candidate_scale * qx[k], best_score[v]);
+          best_scale[v] = lanes::select(take, candidate_scale, best_scale[v]);
+          best_code[v] = lanes::select_int(take, I{} + (i1 << 8 | i2 << 2 | k), best_code[v]);
+        }
+      }
+  }
+  for (int g = 0; g < 16; ++g) {
+    const int code = best_code[g / Lanes][g % Lanes];
+    out[g] = code < 0 ? Split{-1, -1, 0, scale[g]} : Split{code >> 8, (code >> 2) & 63, code & 3, best_scale[g / Lanes][g % Lanes]};
+  }
+}
+
+// best_split_32_groups() with Lanes groups a vector, 16 / Lanes vectors side by side (independent chains;
+// the groups past count are zeros, searched and not used). Each lane does split_32_plain()'s operations
+// in its order.
+template <int Lanes>
+[[gnu::always_inline]] inline void split_32_groups_lanes(int count, const float (*sumx)[33], const float (*sumw)[33], const float* scale,
+                                                         Split* out) noexcept {
+  using F = typename Vec<Lanes>::F;
+  using I = typename Vec<Lanes>::I;
+  constexpr int V = 16 / Lanes;
+  F gx[V][33] = {}, gw[V][33] = {};  // the prefix sums, group g in lane g % Lanes of vector g / Lanes
+  for (int g = 0; g < count; ++g)
+    for (int i = 0; i <= 32; ++i) {
+      gx[g / Lanes][i][g % Lanes] = sumx[g][i];
+      gw[g / Lanes][i][g % Lanes] = sumw[g][i];
+    }
+  const int vectors = (count + Lanes - 1) / Lanes;
+  const float* const v[2] = {kIq1Plus, kIq1Minus};
+  F best_score[V], best_scale[V];
+  I best_code[V];  // i1 << 8 | i2 << 1 | (shift -1), or -1
+  for (int w = 0; w < V; ++w) {
+    best_score[w] = F{} - FLT_MAX;
+    best_scale[w] = F{};
+    best_code[w] = I{} - 1;
+  }
+  for (int i1 = 0; i1 <= 32; ++i1) {
+    F head_x[V][2], head_w[V][2];
+    for (int w = 0; w < vectors; ++w)
+      for (int s = 0; s < 2; ++s) {
+        head_x[w][s] = (gx[w][i1] - gx[w][0]) * v[s][0];
+        head_w[w][s] = (gw[w][i1] - gw[w][0]) * v[s][0] * v[s][0];
+      }
+    for (int i2 = i1; i2 <= 32; ++i2)
+      for (int w = 0; w < vectors; ++w) {
+        const F bx = gx[w][i2] - gx[w][i1], cx = gx[w][32] - gx[w][i2], bw = gw[w][i2] - gw[w][i1], cw = gw[w][32] - gw[w][i2];
+        for (int s = 0; s < 2; ++s) {
+          const F qx = head_x[w][s] + bx * v[s][1] + cx * v[s][2];
+          const F q2 = head_w[w][s] + bw * v[s][1] * v[s][1] + cw * v[s][2] * v[s][2];
+          const I take = (q2 > 0.0f) & (qx * qx > best_score[w] * q2);
+          const F candidate_scale = qx / q2;
+          best_score[w] = lanes::select(take, candidate_scale * qx, best_score[w]);
+          best_scale[w] = lanes::select(take, candidate_scale, best_scale[w]);
+          best_code[w] = lanes::select_int(take, I{} + (i1 << 8 | i2 << 1 | s), best_code[w]);
+        }
+      }
+  }
+  for (int g = 0; g < count; ++g) {
+    const int code = best_code[g / Lanes][g % Lanes];
+    out[g] = code < 0 ? Split{-1, -1, 0, scale[g]} : Split{code >> 8, (code >> 1) & 127, code & 1 ? -1 : 1, best_scale[g / Lanes][g % Lanes]};
+  }
 }
 
 #if !SAFEWEIGHTS_QUANT_SCALAR && SAFEWEIGHTS_QUANT_AVX2
-[[gnu::target("avx2")]] Split split_32_8(const float* sumx, const float* sumw, float scale) noexcept { return split_32_lanes<8>(sumx, sumw, scale); }
-[[gnu::target("avx2")]] Split split_16_8(const float (*px)[17], const float (*pw)[17], float scale) noexcept {
-  return split_16_lanes<8>(px, pw, scale);
+[[gnu::target("avx2")]] void split_32_groups_8(int count, const float (*sumx)[33], const float (*sumw)[33], const float* scale, Split* out) noexcept {
+  split_32_groups_lanes<8>(count, sumx, sumw, scale, out);
+}
+[[gnu::target("avx2")]] void split_16_groups_8(const float (*px)[2][17], const float (*pw)[2][17], const float* scale, Split* out) noexcept {
+  split_16_groups_lanes<8>(px, pw, scale, out);
 }
 #endif
 
 }  // namespace
 
-Split best_split_32(const float* sumx, const float* sumw, float scale) noexcept {
+void best_split_32_groups(int count, const float (*sumx)[33], const float (*sumw)[33], const float* scale, Split* out) noexcept {
 #if SAFEWEIGHTS_QUANT_SCALAR
-  return split_32_plain(sumx, sumw, scale);
+  for (int g = 0; g < count; ++g) out[g] = split_32_plain(sumx[g], sumw[g], scale[g]);
 #else
 #if SAFEWEIGHTS_QUANT_AVX2
-  if (lanes::has_avx2()) return split_32_8(sumx, sumw, scale);
+  if (lanes::has_avx2()) return split_32_groups_8(count, sumx, sumw, scale, out);
 #endif
-  return split_32_lanes<4>(sumx, sumw, scale);
+  split_32_groups_lanes<4>(count, sumx, sumw, scale, out);
 #endif
 }
 
-Split best_split_16(const float (*px)[17], const float (*pw)[17], float scale) noexcept {
+void best_split_16_groups(const float (*px)[2][17], const float (*pw)[2][17], const float* scale, Split* out) noexcept {
 #if SAFEWEIGHTS_QUANT_SCALAR
-  return split_16_plain(px, pw, scale);
+  for (int g = 0; g < 16; ++g) out[g] = split_16_plain(px[g], pw[g], scale[g]);
 #else
 #if SAFEWEIGHTS_QUANT_AVX2
-  if (lanes::has_avx2()) return split_16_8(px, pw, scale);
+  if (lanes::has_avx2()) return split_16_groups_8(px, pw, scale, out);
 #endif
-  return split_16_lanes<4>(px, pw, scale);
+  split_16_groups_lanes<4>(px, pw, scale, out);
 #endif
 }
 

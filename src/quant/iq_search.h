@@ -54,6 +54,24 @@ int nearest_neighbour(const GridSearch& grid, unsigned key, const float* xval, c
 // standing for 2l + 1. In lanes (iq_search_lanes.cpp); each element's result is the plain one.
 void round_levels(int n, const float* xval, float id, int levels, std::int8_t* L) noexcept;
 
+// The running best of a trial-scale search (search_trials()): sumqx / sumq2 of the best trial and
+// scale x sumqx, ggml's `best`.
+struct TrialBest {
+  float scale = 0;
+  float best = 0;
+};
+
+// ggml's loop over trial scales (IQ3_XXS, IQ3_S, IQ2_XXS, IQ2_XS, IQ2_S), for the inverse scales
+// ids[0 .. count) in order: the n values xval (n <= 32, sub-groups of grid.width) rounded at id to level
+// indices (round_levels()), each sub-group moved onto the grid (its key's entry, or nearest_neighbour()
+// with weights root at scale 1 / id), then sumqx = sum of weight x xval x q and sumq2 = sum of
+// weight x q x q (q = 2l + 1), element by element. A trial with sumq2 > 0 and sumqx^2 > best x sumq2
+// becomes the best: its levels go to L, whether each sub-group's key was a grid entry to on_grid, and
+// best is updated. The trials run as lanes of vectors (iq_search_lanes.cpp), each lane doing the plain
+// loop's operations in its order, and are compared one after the other, so the result is the plain one.
+void search_trials(const GridSearch& grid, int n, int levels, const float* xval, const float* weight, const float* root, const float* ids, int count,
+                   TrialBest& best, std::int8_t* L, bool* on_grid) noexcept;
+
 // The structure of IQ3_XXS, IQ3_S, IQ2_XXS, IQ2_XS, IQ2_S, IQ1_S or IQ1_M (IQ1_M shares IQ1_S's).
 const GridSearch& grid_search(TensorType type);
 
