@@ -11,6 +11,9 @@
 #include <cstring>
 
 #include "quant/lanes.h"
+#if SAFEWEIGHTS_QUANT_AVX512 && !SAFEWEIGHTS_QUANT_SCALAR
+#include <immintrin.h>
+#endif
 #include "quant/scale_search.h"
 
 namespace safeweights::quant {
@@ -18,6 +21,7 @@ namespace {
 
 using lanes::absolute;
 using lanes::nearest_clamped;
+using lanes::nearest_clamped_nonnegative;
 using lanes::select;
 using lanes::select_int;
 using lanes::to_float;
@@ -25,6 +29,9 @@ using lanes::transpose_in;
 using lanes::Vec;
 #if SAFEWEIGHTS_QUANT_AVX2 && !SAFEWEIGHTS_QUANT_SCALAR
 using lanes::has_avx2;
+#endif
+#if SAFEWEIGHTS_QUANT_AVX512 && !SAFEWEIGHTS_QUANT_SCALAR
+using lanes::has_avx512;
 #endif
 
 // ---- search_scale_min -------------------------------------------------------------------------------
@@ -39,66 +46,193 @@ struct AffineSearch {
   bool use_mad;
 };
 
-template <int Lanes>
+// P vectors of Lanes groups side by side (their chains of additions overlap): P x Lanes groups from
+// `first`. The codes are kept as floats (exact small integers) between the trials and the errors.
+template <int Lanes, int P>
 [[gnu::always_inline]] inline void affine_lanes(const AffineSearch& a, int first) {
   using F = typename Vec<Lanes>::F;
   using I = typename Vec<Lanes>::I;
   const int n = a.n, nmax = a.nmax;
-  F xt[32] = {}, wt[32] = {};
-  transpose_in(Lanes, n, a.x + first * n, xt);
-  transpose_in(Lanes, n, a.w + first * n, wt);
-  auto error_term = [&](F diff) { return a.use_mad ? absolute<F, I>(diff) : diff * diff; };
-  F min = xt[0], max = xt[0];
-  F sum_w = wt[0];
-  F sum_x = sum_w * xt[0];
-  for (int i = 1; i < n; ++i) {
-    min = select(xt[i] < min, xt[i], min);
-    max = select(xt[i] > max, xt[i], max);
-    sum_w += wt[i];
-    sum_x += wt[i] * xt[i];
-  }
   const F zero = F{} + 0.0f;
-  min = select(min > 0, zero, min);
-  const I flat = max == min;  // these lanes' search ends here: codes 0, scale 0
-  F iscale = static_cast<float>(nmax) / (max - min);
-  F scale = 1 / iscale;
-  F best_mad = zero;
-  I best[32], trial[32];
-  for (int i = 0; i < n; ++i) {
-    best[i] = nearest_clamped<F, I>(iscale * (xt[i] - min), 0, nmax);
-    best_mad += wt[i] * error_term(scale * to_float<F>(best[i]) + min - xt[i]);
+  F xt[P][32] = {}, wt[P][32] = {};
+  F min[P], max[P], sum_w[P], sum_x[P], scale[P], best_mad[P];
+  I flat[P];  // these lanes' search ends at once: codes 0, scale 0
+  F best[P][32], trial[P][32];
+  auto error_term = [&](F diff) { return a.use_mad ? absolute<F, I>(diff) : diff * diff; };
+  for (int p = 0; p < P; ++p) {
+    transpose_in(Lanes, n, a.x + (first + p * Lanes) * n, xt[p]);
+    transpose_in(Lanes, n, a.w + (first + p * Lanes) * n, wt[p]);
+    min[p] = max[p] = xt[p][0];
+    sum_w[p] = wt[p][0];
+    sum_x[p] = sum_w[p] * xt[p][0];
+    for (int i = 1; i < n; ++i) {
+      min[p] = select(xt[p][i] < min[p], xt[p][i], min[p]);
+      max[p] = select(xt[p][i] > max[p], xt[p][i], max[p]);
+      sum_w[p] += wt[p][i];
+      sum_x[p] += wt[p][i] * xt[p][i];
+    }
+    min[p] = select(min[p] > 0, zero, min[p]);
+    flat[p] = max[p] == min[p];
+    const F iscale = static_cast<float>(nmax) / (max[p] - min[p]);
+    scale[p] = 1 / iscale;
+    best_mad[p] = zero;
+    for (int i = 0; i < n; ++i) {
+      best[p][i] = to_float<F>(nearest_clamped<F, I>(iscale * (xt[p][i] - min[p]), 0, nmax));
+      best_mad[p] += wt[p][i] * error_term(scale[p] * best[p][i] + min[p] - xt[p][i]);
+    }
   }
   for (int is = 0; is <= a.nstep; ++is) {
-    iscale = (a.rmin + a.rdelta * static_cast<float>(is) + static_cast<float>(nmax)) / (max - min);
-    F sum_l = zero, sum_l2 = zero, sum_xl = zero;
-    for (int i = 0; i < n; ++i) {
-      trial[i] = nearest_clamped<F, I>(iscale * (xt[i] - min), 0, nmax);
-      const F fl = to_float<F>(trial[i]);
-      sum_l += wt[i] * fl;
-      sum_l2 += wt[i] * fl * fl;
-      sum_xl += wt[i] * fl * xt[i];
+    const float numerator = a.rmin + a.rdelta * static_cast<float>(is) + static_cast<float>(nmax);
+    F iscale[P], sum_l[P], sum_l2[P], sum_xl[P];
+    for (int p = 0; p < P; ++p) {
+      iscale[p] = numerator / (max[p] - min[p]);
+      sum_l[p] = sum_l2[p] = sum_xl[p] = zero;
     }
-    const F D = sum_w * sum_l2 - sum_l * sum_l;
-    F this_scale = (sum_w * sum_xl - sum_x * sum_l) / D;
-    F this_min = (sum_l2 * sum_x - sum_l * sum_xl) / D;
-    const I positive_min = this_min > 0;
-    this_min = select(positive_min, zero, this_min);
-    this_scale = select(positive_min, sum_xl / sum_l2, this_scale);
-    F mad = zero;
-    for (int i = 0; i < n; ++i) mad += wt[i] * error_term(this_scale * to_float<F>(trial[i]) + this_min - xt[i]);
-    const I better = (D > 0) & (mad < best_mad) & ~flat;
-    for (int i = 0; i < n; ++i) best[i] = select_int(better, trial[i], best[i]);
-    best_mad = select(better, mad, best_mad);
-    scale = select(better, this_scale, scale);
-    min = select(better, this_min, min);
+    for (int i = 0; i < n; ++i) {
+      for (int p = 0; p < P; ++p) {
+        // x - min >= 0 and iscale (max - min) <= nmax + 2, so the product is below 2^22, +inf or NaN.
+        const F fl = to_float<F>(nearest_clamped_nonnegative<F, I>(iscale[p] * (xt[p][i] - min[p]), nmax));
+        trial[p][i] = fl;
+        sum_l[p] += wt[p][i] * fl;
+        sum_l2[p] += wt[p][i] * fl * fl;
+        sum_xl[p] += wt[p][i] * fl * xt[p][i];
+      }
+    }
+    F this_scale[P], this_min[P], mad[P];
+    I fit[P];
+    for (int p = 0; p < P; ++p) {
+      const F D = sum_w[p] * sum_l2[p] - sum_l[p] * sum_l[p];
+      fit[p] = D > 0;
+      this_scale[p] = (sum_w[p] * sum_xl[p] - sum_x[p] * sum_l[p]) / D;
+      this_min[p] = (sum_l2[p] * sum_x[p] - sum_l[p] * sum_xl[p]) / D;
+      const I positive_min = this_min[p] > 0;
+      this_min[p] = select(positive_min, zero, this_min[p]);
+      this_scale[p] = select(positive_min, sum_xl[p] / sum_l2[p], this_scale[p]);
+      mad[p] = zero;
+    }
+    for (int i = 0; i < n; ++i)
+      for (int p = 0; p < P; ++p) mad[p] += wt[p][i] * error_term(this_scale[p] * trial[p][i] + this_min[p] - xt[p][i]);
+    for (int p = 0; p < P; ++p) {
+      const I better = fit[p] & (mad[p] < best_mad[p]) & ~flat[p];
+      for (int i = 0; i < n; ++i) best[p][i] = select(better, trial[p][i], best[p][i]);
+      best_mad[p] = select(better, mad[p], best_mad[p]);
+      scale[p] = select(better, this_scale[p], scale[p]);
+      min[p] = select(better, this_min[p], min[p]);
+    }
   }
-  scale = select(flat, zero, scale);
-  for (int k = 0; k < Lanes; ++k) {
-    a.scales[first + k] = scale[k];
-    a.neg_mins[first + k] = -min[k];
-    for (int i = 0; i < n; ++i) a.L[(first + k) * n + i] = flat[k] ? 0 : static_cast<std::uint8_t>(best[i][k]);
+  for (int p = 0; p < P; ++p) {
+    scale[p] = select(flat[p], zero, scale[p]);
+    for (int k = 0; k < Lanes; ++k) {
+      const int g = first + p * Lanes + k;
+      a.scales[g] = scale[p][k];
+      a.neg_mins[g] = -min[p][k];
+      for (int i = 0; i < n; ++i) a.L[g * n + i] = flat[p][k] ? 0 : static_cast<std::uint8_t>(best[p][i][k]);
+    }
   }
 }
+
+#if SAFEWEIGHTS_QUANT_AVX512 && !SAFEWEIGHTS_QUANT_SCALAR
+// affine_lanes for 16 groups a vector with AVX-512's intrinsics: the same operations in the same order
+// (no FMA: each product rounds before its sum, as -ffp-contract=off keeps the rest), the comparisons'
+// lanes in mask registers. min_ps(v, m) is v < m ? v : m and max_ps(v, m) is v > m ? v : m, NaN lanes
+// keeping m: the selects of affine_lanes.
+#define SAFEWEIGHTS_AVX512 gnu::target("avx512f,avx512bw,avx512dq,avx512vl")
+
+[[SAFEWEIGHTS_AVX512, gnu::always_inline]] inline __m512 error_term_16(__m512 diff, bool use_mad) noexcept {
+  return use_mad ? _mm512_abs_ps(diff) : _mm512_mul_ps(diff, diff);
+}
+
+// GCC 12's header fills the unmasked forms of these with an "undefined" vector that -Wmaybe-uninitialized
+// reports; the all-lanes masked forms (with a passthrough never used) compile to the same instructions.
+constexpr __mmask16 kAll16 = 0xffff;
+[[SAFEWEIGHTS_AVX512, gnu::always_inline]] inline __m512 min_16(__m512 a, __m512 b) noexcept { return _mm512_mask_min_ps(b, kAll16, a, b); }
+[[SAFEWEIGHTS_AVX512, gnu::always_inline]] inline __m512 max_16(__m512 a, __m512 b) noexcept { return _mm512_mask_max_ps(b, kAll16, a, b); }
+
+// nearest_clamped_nonnegative for 16 lanes: the conversion in the rounding mode, then clamp(l, 0, hi).
+[[SAFEWEIGHTS_AVX512, gnu::always_inline]] inline __m512 nonnegative_code_16(__m512 t, __m512i hi) noexcept {
+  const __m512i zero = _mm512_setzero_si512();
+  __m512i l = _mm512_mask_cvtps_epi32(zero, kAll16, t);
+  l = _mm512_mask_min_epi32(zero, kAll16, _mm512_mask_max_epi32(zero, kAll16, l, zero), hi);
+  return _mm512_mask_cvtepi32_ps(_mm512_setzero_ps(), kAll16, l);
+}
+
+[[SAFEWEIGHTS_AVX512]] void affine_16_groups(const AffineSearch& a, int first) {
+  const int n = a.n, nmax = a.nmax;
+  const __m512 zero = _mm512_setzero_ps();
+  const __m512i hi = _mm512_set1_epi32(nmax);
+  alignas(64) float xs[32][16], ws[32][16];
+  for (int k = 0; k < 16; ++k)
+    for (int i = 0; i < n; ++i) {
+      xs[i][k] = a.x[(first + k) * n + i];
+      ws[i][k] = a.w[(first + k) * n + i];
+    }
+  __m512 xt[32] = {}, wt[32] = {}, best[32], trial[32];
+  for (int i = 0; i < n; ++i) {
+    xt[i] = _mm512_load_ps(xs[i]);
+    wt[i] = _mm512_load_ps(ws[i]);
+  }
+  __m512 min = xt[0], max = xt[0], sum_w = wt[0];
+  __m512 sum_x = _mm512_mul_ps(sum_w, xt[0]);
+  for (int i = 1; i < n; ++i) {
+    min = min_16(xt[i], min);
+    max = max_16(xt[i], max);
+    sum_w = _mm512_add_ps(sum_w, wt[i]);
+    sum_x = _mm512_add_ps(sum_x, _mm512_mul_ps(wt[i], xt[i]));
+  }
+  min = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(min, zero, _CMP_GT_OQ), min, zero);
+  const __mmask16 flat = _mm512_cmp_ps_mask(max, min, _CMP_EQ_OQ);
+  __m512 iscale = _mm512_div_ps(_mm512_set1_ps(static_cast<float>(nmax)), _mm512_sub_ps(max, min));
+  __m512 scale = _mm512_div_ps(_mm512_set1_ps(1.0f), iscale);
+  __m512 best_mad = zero;
+  for (int i = 0; i < n; ++i) {
+    best[i] = nonnegative_code_16(_mm512_mul_ps(iscale, _mm512_sub_ps(xt[i], min)), hi);
+    const __m512 diff = _mm512_sub_ps(_mm512_add_ps(_mm512_mul_ps(scale, best[i]), min), xt[i]);
+    best_mad = _mm512_add_ps(best_mad, _mm512_mul_ps(wt[i], error_term_16(diff, a.use_mad)));
+  }
+  for (int is = 0; is <= a.nstep; ++is) {
+    const float numerator = a.rmin + a.rdelta * static_cast<float>(is) + static_cast<float>(nmax);
+    iscale = _mm512_div_ps(_mm512_set1_ps(numerator), _mm512_sub_ps(max, min));
+    __m512 sum_l = zero, sum_l2 = zero, sum_xl = zero;
+    for (int i = 0; i < n; ++i) {
+      const __m512 fl = nonnegative_code_16(_mm512_mul_ps(iscale, _mm512_sub_ps(xt[i], min)), hi);
+      trial[i] = fl;
+      const __m512 wl = _mm512_mul_ps(wt[i], fl);
+      sum_l = _mm512_add_ps(sum_l, wl);
+      sum_l2 = _mm512_add_ps(sum_l2, _mm512_mul_ps(wl, fl));
+      sum_xl = _mm512_add_ps(sum_xl, _mm512_mul_ps(wl, xt[i]));
+    }
+    const __m512 D = _mm512_sub_ps(_mm512_mul_ps(sum_w, sum_l2), _mm512_mul_ps(sum_l, sum_l));
+    __m512 this_scale = _mm512_div_ps(_mm512_sub_ps(_mm512_mul_ps(sum_w, sum_xl), _mm512_mul_ps(sum_x, sum_l)), D);
+    __m512 this_min = _mm512_div_ps(_mm512_sub_ps(_mm512_mul_ps(sum_l2, sum_x), _mm512_mul_ps(sum_l, sum_xl)), D);
+    const __mmask16 positive_min = _mm512_cmp_ps_mask(this_min, zero, _CMP_GT_OQ);
+    this_min = _mm512_mask_blend_ps(positive_min, this_min, zero);
+    this_scale = _mm512_mask_blend_ps(positive_min, this_scale, _mm512_div_ps(sum_xl, sum_l2));
+    __m512 mad = zero;
+    for (int i = 0; i < n; ++i) {
+      const __m512 diff = _mm512_sub_ps(_mm512_add_ps(_mm512_mul_ps(this_scale, trial[i]), this_min), xt[i]);
+      mad = _mm512_add_ps(mad, _mm512_mul_ps(wt[i], error_term_16(diff, a.use_mad)));
+    }
+    const __mmask16 better = static_cast<__mmask16>(_mm512_cmp_ps_mask(D, zero, _CMP_GT_OQ) & _mm512_cmp_ps_mask(mad, best_mad, _CMP_LT_OQ) & ~flat);
+    for (int i = 0; i < n; ++i) best[i] = _mm512_mask_blend_ps(better, best[i], trial[i]);
+    best_mad = _mm512_mask_blend_ps(better, best_mad, mad);
+    scale = _mm512_mask_blend_ps(better, scale, this_scale);
+    min = _mm512_mask_blend_ps(better, min, this_min);
+  }
+  alignas(64) float out_scale[16], out_min[16];
+  _mm512_store_ps(out_scale, _mm512_mask_blend_ps(flat, scale, zero));
+  _mm512_store_ps(out_min, min);
+  alignas(16) std::uint8_t codes[32][16];
+  const __mmask16 kept = static_cast<__mmask16>(~flat);
+  for (int i = 0; i < n; ++i)
+    _mm_store_si128(reinterpret_cast<__m128i*>(codes[i]),
+                    _mm512_maskz_cvtepi32_epi8(kept, _mm512_mask_cvttps_epi32(_mm512_setzero_si512(), kAll16, best[i])));
+  for (int k = 0; k < 16; ++k) {
+    a.scales[first + k] = out_scale[k];
+    a.neg_mins[first + k] = -out_min[k];
+    for (int i = 0; i < n; ++i) a.L[(first + k) * n + i] = codes[i][k];
+  }
+}
+#endif
 
 // ---- search_scale_symmetric_trials ------------------------------------------------------------------
 
@@ -143,7 +277,7 @@ template <int Lanes, int P>
   using I = typename Vec<Lanes>::I;
   const int n = a.n, nmax = a.nmax;
   const F zero = F{} + 0.0f;
-  F xt[P][32] = {}, wt[P][32] = {}, max[P], scale[P], best[P];
+  F xt[P][32] = {}, wt[P][32] = {}, wx[P][32] = {}, max[P], scale[P], best[P];
   I zero_group[P], L[P][32], trial[P][32];
   for (int p = 0; p < P; ++p) {
     transpose_in(Lanes, n, a.x + (first + p * Lanes) * n, xt[p]);
@@ -151,6 +285,7 @@ template <int Lanes, int P>
       transpose_in(Lanes, n, a.w + (first + p * Lanes) * n, wt[p]);
     else
       for (int i = 0; i < n; ++i) wt[p][i] = xt[p][i] * xt[p][i];
+    for (int i = 0; i < n; ++i) wx[p][i] = wt[p][i] * xt[p][i];  // the trials' w x, the plain code's first product
     zero_group[p] = signed_max_lanes<F, I>(n, xt[p], max[p]);
     F sumlx, suml2;
     symmetric_codes_lanes<F, I>(n, nmax, xt[p], wt[p], static_cast<float>(-nmax) / max[p], L[p], sumlx, suml2);
@@ -169,7 +304,7 @@ template <int Lanes, int P>
       for (int p = 0; p < P; ++p) {
         trial[p][i] = nearest_clamped<F, I>(iscale[p] * xt[p][i], -nmax, nmax - 1);
         const F fl = to_float<F>(trial[p][i]);
-        sumlx[p] += wt[p][i] * xt[p][i] * fl;
+        sumlx[p] += wx[p][i] * fl;
         suml2[p] += wt[p][i] * fl * fl;
       }
     }
@@ -379,7 +514,9 @@ template <int Lanes>
 
 #if !SAFEWEIGHTS_QUANT_SCALAR
 void affine_4(const AffineSearch& a, int groups) {
-  for (int k = 0; k < groups; k += 4) affine_lanes<4>(a, k);
+  int k = 0;
+  for (; k + 8 <= groups; k += 8) affine_lanes<4, 2>(a, k);
+  for (; k < groups; k += 4) affine_lanes<4, 1>(a, k);
 }
 void symmetric_4(const SymmetricSearch& a, int groups) {
   for (int k = 0; k < groups; k += 8) symmetric_lanes<4, 2>(a, k);
@@ -396,7 +533,9 @@ int iq4_4(int groups, const float* x, const float* w, float* scales) {
 #if SAFEWEIGHTS_QUANT_AVX2
 // AVX2 without FMA: contraction would change the bytes.
 [[gnu::target("avx2")]] void affine_8(const AffineSearch& a, int groups) {
-  for (int k = 0; k < groups; k += 8) affine_lanes<8>(a, k);
+  int k = 0;
+  for (; k + 16 <= groups; k += 16) affine_lanes<8, 2>(a, k);
+  for (; k < groups; k += 8) affine_lanes<8, 1>(a, k);
 }
 [[gnu::target("avx2")]] void symmetric_8(const SymmetricSearch& a, int groups) {
   int k = 0;
@@ -423,6 +562,9 @@ void search_scale_min_groups(int groups, int n, int nmax, const float* x, const 
   for (int k = 0; k < groups; ++k) scales[k] = search_scale_min(n, nmax, x + k * n, w + k * n, L + k * n, &neg_mins[k], rmin, rdelta, nstep, use_mad);
 #else
   const AffineSearch a{n, nmax, x, w, L, scales, neg_mins, rmin, rdelta, nstep, use_mad};
+#if SAFEWEIGHTS_QUANT_AVX512
+  if (groups == 16 && has_avx512()) return affine_16_groups(a, 0);
+#endif
 #if SAFEWEIGHTS_QUANT_AVX2
   if (has_avx2()) return affine_8(a, groups);
 #endif
