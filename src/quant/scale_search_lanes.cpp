@@ -325,6 +325,83 @@ template <int Lanes, int P>
   }
 }
 
+#if SAFEWEIGHTS_QUANT_AVX512 && !SAFEWEIGHTS_QUANT_SCALAR
+// nearest_clamped for 16 lanes: nearest_int()'s bits (any input: NaN and infinities included), clamped.
+[[SAFEWEIGHTS_AVX512, gnu::always_inline]] inline __m512 nearest_code_16(__m512 t, __m512i lo, __m512i hi) noexcept {
+  const __m512i bits = _mm512_castps_si512(_mm512_add_ps(t, _mm512_set1_ps(12582912.0f)));
+  __m512i l = _mm512_sub_epi32(_mm512_and_si512(bits, _mm512_set1_epi32(0x7fffff)), _mm512_set1_epi32(0x400000));
+  const __m512i zero = _mm512_setzero_si512();
+  l = _mm512_mask_min_epi32(zero, kAll16, _mm512_mask_max_epi32(zero, kAll16, l, lo), hi);
+  return _mm512_mask_cvtepi32_ps(_mm512_setzero_ps(), kAll16, l);
+}
+
+// symmetric_lanes for 16 groups a vector, as affine_16_groups is affine_lanes; the codes kept as floats.
+[[SAFEWEIGHTS_AVX512]] void symmetric_16_groups(const SymmetricSearch& a, int first) {
+  const int n = a.n, nmax = a.nmax;
+  const __m512 zero = _mm512_setzero_ps();
+  const __m512i lo = _mm512_set1_epi32(-nmax), hi = _mm512_set1_epi32(nmax - 1);
+  alignas(64) float xs[32][16], ws[32][16];
+  for (int k = 0; k < 16; ++k)
+    for (int i = 0; i < n; ++i) {
+      xs[i][k] = a.x[(first + k) * n + i];
+      if (a.w != nullptr) ws[i][k] = a.w[(first + k) * n + i];
+    }
+  __m512 xt[32] = {}, wt[32] = {}, wx[32] = {}, L[32] = {}, trial[32];
+  __m512 amax = zero, max = zero;
+  for (int i = 0; i < n; ++i) {
+    xt[i] = _mm512_load_ps(xs[i]);
+    wt[i] = a.w != nullptr ? _mm512_load_ps(ws[i]) : _mm512_mul_ps(xt[i], xt[i]);
+    wx[i] = _mm512_mul_ps(wt[i], xt[i]);
+    const __m512 ax = _mm512_abs_ps(xt[i]);
+    const __mmask16 larger = _mm512_cmp_ps_mask(ax, amax, _CMP_GT_OQ);
+    amax = _mm512_mask_blend_ps(larger, amax, ax);
+    max = _mm512_mask_blend_ps(larger, max, xt[i]);
+  }
+  const __mmask16 zero_group = static_cast<__mmask16>(~_mm512_cmp_ps_mask(amax, _mm512_set1_ps(kGroupMaxEps), _CMP_GE_OQ));
+  __m512 sumlx = zero, suml2 = zero;
+  __m512 iscale = _mm512_div_ps(_mm512_set1_ps(static_cast<float>(-nmax)), max);
+  for (int i = 0; i < n; ++i) {
+    L[i] = nearest_code_16(_mm512_mul_ps(iscale, xt[i]), lo, hi);
+    sumlx = _mm512_add_ps(sumlx, _mm512_mul_ps(wx[i], L[i]));
+    suml2 = _mm512_add_ps(suml2, _mm512_mul_ps(_mm512_mul_ps(wt[i], L[i]), L[i]));
+  }
+  __m512 scale = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(suml2, zero, _CMP_NEQ_UQ), zero, _mm512_div_ps(sumlx, suml2));
+  __m512 best = _mm512_mul_ps(scale, sumlx);
+  for (int is = -9; is <= 9; ++is) {
+    if (is == 0) continue;
+    const float numerator = -(static_cast<float>(nmax) + 0.1f * static_cast<float>(is));
+    iscale = _mm512_div_ps(_mm512_set1_ps(numerator), max);
+    sumlx = suml2 = zero;
+    for (int i = 0; i < n; ++i) {
+      const __m512 fl = nearest_code_16(_mm512_mul_ps(iscale, xt[i]), lo, hi);
+      trial[i] = fl;
+      sumlx = _mm512_add_ps(sumlx, _mm512_mul_ps(wx[i], fl));
+      suml2 = _mm512_add_ps(suml2, _mm512_mul_ps(_mm512_mul_ps(wt[i], fl), fl));
+    }
+    const __mmask16 better =
+        static_cast<__mmask16>(_mm512_cmp_ps_mask(suml2, zero, _CMP_GT_OQ) &
+                               _mm512_cmp_ps_mask(_mm512_mul_ps(sumlx, sumlx), _mm512_mul_ps(best, suml2), _CMP_GT_OQ) & ~zero_group);
+    for (int i = 0; i < n; ++i) L[i] = _mm512_mask_blend_ps(better, L[i], trial[i]);
+    const __m512 new_scale = _mm512_div_ps(sumlx, suml2);
+    scale = _mm512_mask_blend_ps(better, scale, new_scale);
+    best = _mm512_mask_blend_ps(better, best, _mm512_mul_ps(new_scale, sumlx));
+  }
+  alignas(64) float out_scale[16];
+  _mm512_store_ps(out_scale, _mm512_mask_blend_ps(zero_group, scale, zero));
+  alignas(16) std::int8_t codes[32][16];
+  const __m512i offset = _mm512_set1_epi32(nmax);
+  const __mmask16 kept = static_cast<__mmask16>(~zero_group);
+  for (int i = 0; i < n; ++i) {
+    const __m512i l = _mm512_add_epi32(_mm512_mask_cvttps_epi32(_mm512_setzero_si512(), kAll16, L[i]), offset);
+    _mm_store_si128(reinterpret_cast<__m128i*>(codes[i]), _mm512_maskz_cvtepi32_epi8(kept, l));
+  }
+  for (int k = 0; k < 16; ++k) {
+    a.scales[first + k] = out_scale[k];
+    for (int i = 0; i < n; ++i) a.L[(first + k) * n + i] = codes[i][k];
+  }
+}
+#endif
+
 // ---- search_scale_symmetric_descent -----------------------------------------------------------------
 
 // The plain search stops a group after the first pass that changes none of its codes (at most 5
@@ -577,6 +654,9 @@ void search_scale_symmetric_trials_groups(int groups, int n, int nmax, const flo
   for (int k = 0; k < groups; ++k) scales[k] = search_scale_symmetric_trials(n, nmax, x + k * n, w != nullptr ? w + k * n : nullptr, L + k * n);
 #else
   const SymmetricSearch a{n, nmax, x, w, L, scales};
+#if SAFEWEIGHTS_QUANT_AVX512
+  if (groups == 16 && has_avx512()) return symmetric_16_groups(a, 0);
+#endif
 #if SAFEWEIGHTS_QUANT_AVX2
   if (has_avx2()) return symmetric_8(a, groups);
 #endif
