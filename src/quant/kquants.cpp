@@ -6,6 +6,7 @@
 //
 // Each quantizer first fills a local 256-entry array of codes L, then packs it; where a sub-block's
 // scale comes out 0 ggml keeps the codes of the scale search, and so do we.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -289,14 +290,18 @@ void finish_k4_scales(const float* x, const std::uint8_t* ls, const std::uint8_t
   }
 }
 
+// Super-blocks that go through one scale search call together: more groups side by side in the lanes
+// (32 sub-blocks: two vectors of AVX-512's 16).
+constexpr int kK4Batch = 4;
+
 // The scale search of both without importance: the 12 scale bytes, d and dmin, and the codes in L, for
-// `count` (1 or 2) super-blocks at x, their blocks kBlock bytes apart and their codes in L, L + 256. Two
-// super-blocks' 16 sub-blocks go through one search call: more groups side by side in the lanes.
+// `count` (at most kK4Batch) super-blocks at x, their blocks kBlock bytes apart and their codes 256
+// apart in L.
 template <int Nmax, std::size_t kBlock>
 void quantize_k4_scales(const float* x, int count, std::byte* block, std::uint8_t* L) {
   constexpr float kRmin = Nmax == 15 ? -1.f : -0.5f;
   constexpr int kSteps = Nmax == 15 ? 20 : 15;
-  float scales[16], mins[16], weights[2 * kSuper];
+  float scales[8 * kK4Batch], mins[8 * kK4Batch], weights[kK4Batch * kSuper];
   for (int j = 0; j < 8 * count; ++j) {
     const float av_x = std::sqrt(sum_of_squares(x + 32 * j, 32) / 32);
     for (int l = 0; l < 32; ++l) weights[32 * j + l] = av_x + std::fabs(x[32 * j + l]);
@@ -324,10 +329,10 @@ void quantize_k4_scales(const float* x, int count, std::byte* block, std::uint8_
 // With importance: weights importance x sqrt(sigma2 + x^2) (sigma2 twice the super-block's mean
 // square), a finer affine search per sub-block, and the 6-bit scales and mins chosen by make_qp_quants'
 // search weighted by each sub-block's total weight (ggml's quantize_row_q4_K_impl / q5_K_impl; only
-// Q5_K caps the codes at 63 there). `count` super-blocks (1 or 2) as quantize_k4_scales takes them.
+// Q5_K caps the codes at 63 there). `count` super-blocks as quantize_k4_scales takes them.
 template <int Nmax, std::size_t kBlock>
 void quantize_k4_scales_weighted(const float* x, int count, const float* importance, std::byte* block, std::uint8_t* L) {
-  float scales[16], mins[16], sw[16], weights[2 * kSuper];
+  float scales[8 * kK4Batch], mins[8 * kK4Batch], sw[8 * kK4Batch], weights[kK4Batch * kSuper];
   for (int b = 0; b < count; ++b) {
     const float sigma2 = 2 * sum_of_squares(x + b * kSuper, kSuper) / static_cast<float>(kSuper);
     for (int l = b * kSuper; l < (b + 1) * kSuper; ++l) weights[l] = importance_weight(importance[l], sigma2, x[l]);
@@ -376,20 +381,20 @@ void pack_q5_k_codes(const std::uint8_t* L, std::uint8_t* out) noexcept {
   }
 }
 
-// Two super-blocks at a time (the last one alone when the count is odd), then their codes packed.
+// kK4Batch super-blocks at a time (fewer at the end), then their codes packed.
 void quantize_q4_k(const float* x, std::byte* dst, std::size_t blocks) {
-  for (std::size_t b = 0; b < blocks; b += 2) {
-    const int count = blocks - b >= 2 ? 2 : 1;
-    std::uint8_t L[2 * kSuper];
+  for (std::size_t b = 0; b < blocks; b += kK4Batch) {
+    const int count = static_cast<int>(std::min<std::size_t>(kK4Batch, blocks - b));
+    std::uint8_t L[kK4Batch * kSuper];
     quantize_k4_scales<15, 144>(x + b * kSuper, count, dst + b * 144, L);
     for (int k = 0; k < count; ++k) pack_q4_k_codes(L + k * kSuper, bytes(dst + (b + k) * 144) + 16);
   }
 }
 
 void quantize_q5_k(const float* x, std::byte* dst, std::size_t blocks) {
-  for (std::size_t b = 0; b < blocks; b += 2) {
-    const int count = blocks - b >= 2 ? 2 : 1;
-    std::uint8_t L[2 * kSuper];
+  for (std::size_t b = 0; b < blocks; b += kK4Batch) {
+    const int count = static_cast<int>(std::min<std::size_t>(kK4Batch, blocks - b));
+    std::uint8_t L[kK4Batch * kSuper];
     quantize_k4_scales<31, 176>(x + b * kSuper, count, dst + b * 176, L);
     for (int k = 0; k < count; ++k) pack_q5_k_codes(L + k * kSuper, bytes(dst + (b + k) * 176));
   }
@@ -397,9 +402,9 @@ void quantize_q5_k(const float* x, std::byte* dst, std::size_t blocks) {
 
 void quantize_q4_k_weighted(const float* x, std::byte* dst, std::size_t row_length, const float* importance) {
   const std::size_t blocks = row_length / kSuper;
-  for (std::size_t b = 0; b < blocks; b += 2) {
-    const int count = blocks - b >= 2 ? 2 : 1;
-    std::uint8_t L[2 * kSuper];
+  for (std::size_t b = 0; b < blocks; b += kK4Batch) {
+    const int count = static_cast<int>(std::min<std::size_t>(kK4Batch, blocks - b));
+    std::uint8_t L[kK4Batch * kSuper];
     quantize_k4_scales_weighted<15, 144>(x + b * kSuper, count, importance + b * kSuper, dst + b * 144, L);
     for (int k = 0; k < count; ++k) pack_q4_k_codes(L + k * kSuper, bytes(dst + (b + k) * 144) + 16);
   }
@@ -407,9 +412,9 @@ void quantize_q4_k_weighted(const float* x, std::byte* dst, std::size_t row_leng
 
 void quantize_q5_k_weighted(const float* x, std::byte* dst, std::size_t row_length, const float* importance) {
   const std::size_t blocks = row_length / kSuper;
-  for (std::size_t b = 0; b < blocks; b += 2) {
-    const int count = blocks - b >= 2 ? 2 : 1;
-    std::uint8_t L[2 * kSuper];
+  for (std::size_t b = 0; b < blocks; b += kK4Batch) {
+    const int count = static_cast<int>(std::min<std::size_t>(kK4Batch, blocks - b));
+    std::uint8_t L[kK4Batch * kSuper];
     quantize_k4_scales_weighted<31, 176>(x + b * kSuper, count, importance + b * kSuper, dst + b * 176, L);
     for (int k = 0; k < count; ++k) pack_q5_k_codes(L + k * kSuper, bytes(dst + (b + k) * 176));
   }

@@ -156,81 +156,111 @@ constexpr __mmask16 kAll16 = 0xffff;
   return _mm512_mask_cvtepi32_ps(_mm512_setzero_ps(), kAll16, l);
 }
 
-[[SAFEWEIGHTS_AVX512]] void affine_16_groups(const AffineSearch& a, int first) {
+// P vectors of 16 groups from `first` side by side, as affine_lanes runs them.
+template <int P>
+[[SAFEWEIGHTS_AVX512, gnu::always_inline]] inline void affine_16_lanes(const AffineSearch& a, int first) {
   const int n = a.n, nmax = a.nmax;
   const __m512 zero = _mm512_setzero_ps();
   const __m512i hi = _mm512_set1_epi32(nmax);
-  alignas(64) float xs[32][16], ws[32][16];
-  for (int k = 0; k < 16; ++k)
+  __m512 xt[P][32] = {}, wt[P][32] = {}, best[P][32], trial[P][32];
+  __m512 min[P], max[P], sum_w[P], sum_x[P], scale[P], best_mad[P];
+  __mmask16 flat[P];
+  for (int p = 0; p < P; ++p) {
+    alignas(64) float xs[32][16], ws[32][16];
+    for (int k = 0; k < 16; ++k)
+      for (int i = 0; i < n; ++i) {
+        xs[i][k] = a.x[(first + 16 * p + k) * n + i];
+        ws[i][k] = a.w[(first + 16 * p + k) * n + i];
+      }
     for (int i = 0; i < n; ++i) {
-      xs[i][k] = a.x[(first + k) * n + i];
-      ws[i][k] = a.w[(first + k) * n + i];
+      xt[p][i] = _mm512_load_ps(xs[i]);
+      wt[p][i] = _mm512_load_ps(ws[i]);
     }
-  __m512 xt[32] = {}, wt[32] = {}, best[32], trial[32];
-  for (int i = 0; i < n; ++i) {
-    xt[i] = _mm512_load_ps(xs[i]);
-    wt[i] = _mm512_load_ps(ws[i]);
-  }
-  __m512 min = xt[0], max = xt[0], sum_w = wt[0];
-  __m512 sum_x = _mm512_mul_ps(sum_w, xt[0]);
-  for (int i = 1; i < n; ++i) {
-    min = min_16(xt[i], min);
-    max = max_16(xt[i], max);
-    sum_w = _mm512_add_ps(sum_w, wt[i]);
-    sum_x = _mm512_add_ps(sum_x, _mm512_mul_ps(wt[i], xt[i]));
-  }
-  min = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(min, zero, _CMP_GT_OQ), min, zero);
-  const __mmask16 flat = _mm512_cmp_ps_mask(max, min, _CMP_EQ_OQ);
-  __m512 iscale = _mm512_div_ps(_mm512_set1_ps(static_cast<float>(nmax)), _mm512_sub_ps(max, min));
-  __m512 scale = _mm512_div_ps(_mm512_set1_ps(1.0f), iscale);
-  __m512 best_mad = zero;
-  for (int i = 0; i < n; ++i) {
-    best[i] = nonnegative_code_16(_mm512_mul_ps(iscale, _mm512_sub_ps(xt[i], min)), hi);
-    const __m512 diff = _mm512_sub_ps(_mm512_add_ps(_mm512_mul_ps(scale, best[i]), min), xt[i]);
-    best_mad = _mm512_add_ps(best_mad, _mm512_mul_ps(wt[i], error_term_16(diff, a.use_mad)));
+    min[p] = max[p] = xt[p][0];
+    sum_w[p] = wt[p][0];
+    sum_x[p] = _mm512_mul_ps(sum_w[p], xt[p][0]);
+    for (int i = 1; i < n; ++i) {
+      min[p] = min_16(xt[p][i], min[p]);
+      max[p] = max_16(xt[p][i], max[p]);
+      sum_w[p] = _mm512_add_ps(sum_w[p], wt[p][i]);
+      sum_x[p] = _mm512_add_ps(sum_x[p], _mm512_mul_ps(wt[p][i], xt[p][i]));
+    }
+    min[p] = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(min[p], zero, _CMP_GT_OQ), min[p], zero);
+    flat[p] = _mm512_cmp_ps_mask(max[p], min[p], _CMP_EQ_OQ);
+    const __m512 iscale = _mm512_div_ps(_mm512_set1_ps(static_cast<float>(nmax)), _mm512_sub_ps(max[p], min[p]));
+    scale[p] = _mm512_div_ps(_mm512_set1_ps(1.0f), iscale);
+    best_mad[p] = zero;
+    for (int i = 0; i < n; ++i) {
+      best[p][i] = nonnegative_code_16(_mm512_mul_ps(iscale, _mm512_sub_ps(xt[p][i], min[p])), hi);
+      const __m512 diff = _mm512_sub_ps(_mm512_add_ps(_mm512_mul_ps(scale[p], best[p][i]), min[p]), xt[p][i]);
+      best_mad[p] = _mm512_add_ps(best_mad[p], _mm512_mul_ps(wt[p][i], error_term_16(diff, a.use_mad)));
+    }
   }
   for (int is = 0; is <= a.nstep; ++is) {
     const float numerator = a.rmin + a.rdelta * static_cast<float>(is) + static_cast<float>(nmax);
-    iscale = _mm512_div_ps(_mm512_set1_ps(numerator), _mm512_sub_ps(max, min));
-    __m512 sum_l = zero, sum_l2 = zero, sum_xl = zero;
-    for (int i = 0; i < n; ++i) {
-      const __m512 fl = nonnegative_code_16(_mm512_mul_ps(iscale, _mm512_sub_ps(xt[i], min)), hi);
-      trial[i] = fl;
-      const __m512 wl = _mm512_mul_ps(wt[i], fl);
-      sum_l = _mm512_add_ps(sum_l, wl);
-      sum_l2 = _mm512_add_ps(sum_l2, _mm512_mul_ps(wl, fl));
-      sum_xl = _mm512_add_ps(sum_xl, _mm512_mul_ps(wl, xt[i]));
+    __m512 iscale[P], sum_l[P], sum_l2[P], sum_xl[P];
+    for (int p = 0; p < P; ++p) {
+      iscale[p] = _mm512_div_ps(_mm512_set1_ps(numerator), _mm512_sub_ps(max[p], min[p]));
+      sum_l[p] = sum_l2[p] = sum_xl[p] = zero;
     }
-    const __m512 D = _mm512_sub_ps(_mm512_mul_ps(sum_w, sum_l2), _mm512_mul_ps(sum_l, sum_l));
-    __m512 this_scale = _mm512_div_ps(_mm512_sub_ps(_mm512_mul_ps(sum_w, sum_xl), _mm512_mul_ps(sum_x, sum_l)), D);
-    __m512 this_min = _mm512_div_ps(_mm512_sub_ps(_mm512_mul_ps(sum_l2, sum_x), _mm512_mul_ps(sum_l, sum_xl)), D);
-    const __mmask16 positive_min = _mm512_cmp_ps_mask(this_min, zero, _CMP_GT_OQ);
-    this_min = _mm512_mask_blend_ps(positive_min, this_min, zero);
-    this_scale = _mm512_mask_blend_ps(positive_min, this_scale, _mm512_div_ps(sum_xl, sum_l2));
-    __m512 mad = zero;
-    for (int i = 0; i < n; ++i) {
-      const __m512 diff = _mm512_sub_ps(_mm512_add_ps(_mm512_mul_ps(this_scale, trial[i]), this_min), xt[i]);
-      mad = _mm512_add_ps(mad, _mm512_mul_ps(wt[i], error_term_16(diff, a.use_mad)));
+    for (int i = 0; i < n; ++i)
+      for (int p = 0; p < P; ++p) {
+        const __m512 fl = nonnegative_code_16(_mm512_mul_ps(iscale[p], _mm512_sub_ps(xt[p][i], min[p])), hi);
+        trial[p][i] = fl;
+        const __m512 wl = _mm512_mul_ps(wt[p][i], fl);
+        sum_l[p] = _mm512_add_ps(sum_l[p], wl);
+        sum_l2[p] = _mm512_add_ps(sum_l2[p], _mm512_mul_ps(wl, fl));
+        sum_xl[p] = _mm512_add_ps(sum_xl[p], _mm512_mul_ps(wl, xt[p][i]));
+      }
+    __m512 this_scale[P], this_min[P], mad[P];
+    __mmask16 fit[P];
+    for (int p = 0; p < P; ++p) {
+      const __m512 D = _mm512_sub_ps(_mm512_mul_ps(sum_w[p], sum_l2[p]), _mm512_mul_ps(sum_l[p], sum_l[p]));
+      fit[p] = _mm512_cmp_ps_mask(D, zero, _CMP_GT_OQ);
+      this_scale[p] = _mm512_div_ps(_mm512_sub_ps(_mm512_mul_ps(sum_w[p], sum_xl[p]), _mm512_mul_ps(sum_x[p], sum_l[p])), D);
+      this_min[p] = _mm512_div_ps(_mm512_sub_ps(_mm512_mul_ps(sum_l2[p], sum_x[p]), _mm512_mul_ps(sum_l[p], sum_xl[p])), D);
+      const __mmask16 positive_min = _mm512_cmp_ps_mask(this_min[p], zero, _CMP_GT_OQ);
+      this_min[p] = _mm512_mask_blend_ps(positive_min, this_min[p], zero);
+      this_scale[p] = _mm512_mask_blend_ps(positive_min, this_scale[p], _mm512_div_ps(sum_xl[p], sum_l2[p]));
+      mad[p] = zero;
     }
-    const __mmask16 better = static_cast<__mmask16>(_mm512_cmp_ps_mask(D, zero, _CMP_GT_OQ) & _mm512_cmp_ps_mask(mad, best_mad, _CMP_LT_OQ) & ~flat);
-    for (int i = 0; i < n; ++i) best[i] = _mm512_mask_blend_ps(better, best[i], trial[i]);
-    best_mad = _mm512_mask_blend_ps(better, best_mad, mad);
-    scale = _mm512_mask_blend_ps(better, scale, this_scale);
-    min = _mm512_mask_blend_ps(better, min, this_min);
+    for (int i = 0; i < n; ++i)
+      for (int p = 0; p < P; ++p) {
+        const __m512 diff = _mm512_sub_ps(_mm512_add_ps(_mm512_mul_ps(this_scale[p], trial[p][i]), this_min[p]), xt[p][i]);
+        mad[p] = _mm512_add_ps(mad[p], _mm512_mul_ps(wt[p][i], error_term_16(diff, a.use_mad)));
+      }
+    for (int p = 0; p < P; ++p) {
+      const __mmask16 better = static_cast<__mmask16>(fit[p] & _mm512_cmp_ps_mask(mad[p], best_mad[p], _CMP_LT_OQ) & ~flat[p]);
+      for (int i = 0; i < n; ++i) best[p][i] = _mm512_mask_blend_ps(better, best[p][i], trial[p][i]);
+      best_mad[p] = _mm512_mask_blend_ps(better, best_mad[p], mad[p]);
+      scale[p] = _mm512_mask_blend_ps(better, scale[p], this_scale[p]);
+      min[p] = _mm512_mask_blend_ps(better, min[p], this_min[p]);
+    }
   }
-  alignas(64) float out_scale[16], out_min[16];
-  _mm512_store_ps(out_scale, _mm512_mask_blend_ps(flat, scale, zero));
-  _mm512_store_ps(out_min, min);
-  alignas(16) std::uint8_t codes[32][16];
-  const __mmask16 kept = static_cast<__mmask16>(~flat);
-  for (int i = 0; i < n; ++i)
-    _mm_store_si128(reinterpret_cast<__m128i*>(codes[i]),
-                    _mm512_maskz_cvtepi32_epi8(kept, _mm512_mask_cvttps_epi32(_mm512_setzero_si512(), kAll16, best[i])));
-  for (int k = 0; k < 16; ++k) {
-    a.scales[first + k] = out_scale[k];
-    a.neg_mins[first + k] = -out_min[k];
-    for (int i = 0; i < n; ++i) a.L[(first + k) * n + i] = codes[i][k];
+  for (int p = 0; p < P; ++p) {
+    alignas(64) float out_scale[16], out_min[16];
+    _mm512_store_ps(out_scale, _mm512_mask_blend_ps(flat[p], scale[p], zero));
+    _mm512_store_ps(out_min, min[p]);
+    alignas(16) std::uint8_t codes[32][16];
+    const __mmask16 kept = static_cast<__mmask16>(~flat[p]);
+    for (int i = 0; i < n; ++i)
+      _mm_store_si128(reinterpret_cast<__m128i*>(codes[i]),
+                      _mm512_maskz_cvtepi32_epi8(kept, _mm512_mask_cvttps_epi32(_mm512_setzero_si512(), kAll16, best[p][i])));
+    for (int k = 0; k < 16; ++k) {
+      const int g = first + 16 * p + k;
+      a.scales[g] = out_scale[k];
+      a.neg_mins[g] = -out_min[k];
+      for (int i = 0; i < n; ++i) a.L[g * n + i] = codes[i][k];
+    }
   }
+}
+
+// Groups in vectors of 16, two side by side while they last; returns how many it ran (a multiple of 16).
+[[SAFEWEIGHTS_AVX512]] int affine_16(const AffineSearch& a, int groups) {
+  int k = 0;
+  for (; k + 32 <= groups; k += 32) affine_16_lanes<2>(a, k);
+  for (; k + 16 <= groups; k += 16) affine_16_lanes<1>(a, k);
+  return k;
 }
 #endif
 
@@ -327,15 +357,43 @@ template <int Lanes, int P>
 
 #if SAFEWEIGHTS_QUANT_AVX512 && !SAFEWEIGHTS_QUANT_SCALAR
 // nearest_clamped for 16 lanes: nearest_int()'s bits (any input: NaN and infinities included), clamped.
-[[SAFEWEIGHTS_AVX512, gnu::always_inline]] inline __m512 nearest_code_16(__m512 t, __m512i lo, __m512i hi) noexcept {
+[[SAFEWEIGHTS_AVX512, gnu::always_inline]] inline __m512i nearest_clamped_16(__m512 t, __m512i lo, __m512i hi) noexcept {
   const __m512i bits = _mm512_castps_si512(_mm512_add_ps(t, _mm512_set1_ps(12582912.0f)));
-  __m512i l = _mm512_sub_epi32(_mm512_and_si512(bits, _mm512_set1_epi32(0x7fffff)), _mm512_set1_epi32(0x400000));
+  const __m512i l = _mm512_sub_epi32(_mm512_and_si512(bits, _mm512_set1_epi32(0x7fffff)), _mm512_set1_epi32(0x400000));
   const __m512i zero = _mm512_setzero_si512();
+  return _mm512_mask_min_epi32(zero, kAll16, _mm512_mask_max_epi32(zero, kAll16, l, lo), hi);
+}
+[[SAFEWEIGHTS_AVX512, gnu::always_inline]] inline __m512 nearest_code_16(__m512 t, __m512i lo, __m512i hi) noexcept {
+  return _mm512_mask_cvtepi32_ps(_mm512_setzero_ps(), kAll16, nearest_clamped_16(t, lo, hi));
+}
+
+// codes_at_scale_lanes for 16 values a vector (n a multiple of 16).
+[[SAFEWEIGHTS_AVX512]] void codes_at_scale_16(int n, const float* x, float dm, float d, bool with_min, int lo, int hi, int offset,
+                                              std::uint8_t* L) noexcept {
+  const __m512i vlo = _mm512_set1_epi32(lo), vhi = _mm512_set1_epi32(hi), voffset = _mm512_set1_epi32(offset);
+  const __m512 vdm = _mm512_set1_ps(dm), vd = _mm512_set1_ps(d);
+  for (int i = 0; i < n; i += 16) {
+    __m512 v = _mm512_loadu_ps(x + i);
+    if (with_min) v = _mm512_add_ps(v, vdm);
+    const __m512i l = _mm512_add_epi32(nearest_clamped_16(_mm512_div_ps(v, vd), vlo, vhi), voffset);
+    _mm512_mask_cvtepi32_storeu_epi8(L + i, kAll16, l);
+  }
+}
+
+// A trial's code for symmetric_16_groups: the processor's conversion (in the rounding mode, as
+// nearest_int()'s addition rounds), clamped. It equals nearest_clamped_16 wherever |t| < 2^22, which
+// holds for every finite x of a group that is not all zero (|iscale x| <= (nmax + 1) |x| / |max|).
+// Elsewhere t is NaN (x NaN or infinite, or iscale 0 times an infinite x) and the codes differ, but then
+// no trial is taken: that x makes the start's sum of w x l NaN (w x is NaN or infinite and the start's
+// nearest_clamped_16 code of a NaN t is 0), so best is NaN and every comparison with it is false.
+[[SAFEWEIGHTS_AVX512, gnu::always_inline]] inline __m512 trial_code_16(__m512 t, __m512i lo, __m512i hi) noexcept {
+  const __m512i zero = _mm512_setzero_si512();
+  __m512i l = _mm512_mask_cvtps_epi32(zero, kAll16, t);
   l = _mm512_mask_min_epi32(zero, kAll16, _mm512_mask_max_epi32(zero, kAll16, l, lo), hi);
   return _mm512_mask_cvtepi32_ps(_mm512_setzero_ps(), kAll16, l);
 }
 
-// symmetric_lanes for 16 groups a vector, as affine_16_groups is affine_lanes; the codes kept as floats.
+// symmetric_lanes for 16 groups a vector, as affine_16_lanes is affine_lanes; the codes kept as floats.
 [[SAFEWEIGHTS_AVX512]] void symmetric_16_groups(const SymmetricSearch& a, int first) {
   const int n = a.n, nmax = a.nmax;
   const __m512 zero = _mm512_setzero_ps();
@@ -373,7 +431,7 @@ template <int Lanes, int P>
     iscale = _mm512_div_ps(_mm512_set1_ps(numerator), max);
     sumlx = suml2 = zero;
     for (int i = 0; i < n; ++i) {
-      const __m512 fl = nearest_code_16(_mm512_mul_ps(iscale, xt[i]), lo, hi);
+      const __m512 fl = trial_code_16(_mm512_mul_ps(iscale, xt[i]), lo, hi);
       trial[i] = fl;
       sumlx = _mm512_add_ps(sumlx, _mm512_mul_ps(wx[i], fl));
       suml2 = _mm512_add_ps(suml2, _mm512_mul_ps(_mm512_mul_ps(wt[i], fl), fl));
@@ -640,7 +698,11 @@ void search_scale_min_groups(int groups, int n, int nmax, const float* x, const 
 #else
   const AffineSearch a{n, nmax, x, w, L, scales, neg_mins, rmin, rdelta, nstep, use_mad};
 #if SAFEWEIGHTS_QUANT_AVX512
-  if (groups == 16 && has_avx512()) return affine_16_groups(a, 0);
+  if (has_avx512()) {
+    const int k = affine_16(a, groups);
+    if (k == groups) return;
+    return affine_8({n, nmax, x + k * n, w + k * n, L + k * n, scales + k, neg_mins + k, rmin, rdelta, nstep, use_mad}, groups - k);
+  }
 #endif
 #if SAFEWEIGHTS_QUANT_AVX2
   if (has_avx2()) return affine_8(a, groups);
@@ -688,6 +750,9 @@ void search_scale_iq4_groups(int groups, const float* x, const float* w, float* 
 }
 
 void codes_at_scale(int n, const float* x, float dm, float d, bool with_min, int lo, int hi, int offset, std::uint8_t* L) noexcept {
+#if !SAFEWEIGHTS_QUANT_SCALAR && SAFEWEIGHTS_QUANT_AVX512
+  if (n % 16 == 0 && has_avx512()) return codes_at_scale_16(n, x, dm, d, with_min, lo, hi, offset, L);
+#endif
 #if !SAFEWEIGHTS_QUANT_SCALAR && SAFEWEIGHTS_QUANT_AVX2
   if (n % 8 == 0 && has_avx2()) return codes_at_scale_8(n, x, dm, d, with_min, lo, hi, offset, L);
 #endif
