@@ -534,6 +534,105 @@ template <int Lanes, int P>
     }
 }
 
+#if SAFEWEIGHTS_QUANT_AVX512 && !SAFEWEIGHTS_QUANT_SCALAR
+// descent_pass for vectors of 16 groups with AVX-512's intrinsics, the same operations in the same
+// order; the codes kept as floats (exact small integers). Not inlined: its callers are compiled for
+// any x86-64 (descent_lanes, whose list scheduling every width shares).
+template <int P>
+[[SAFEWEIGHTS_AVX512]] void descent_pass_16(const SymmetricSearch& a, const int* list, int count, bool first, const DescentState& st) {
+  constexpr int n = 16;
+  const int nmax = a.nmax;
+  const __m512 zero = _mm512_setzero_ps();
+  const __m512i lo = _mm512_set1_epi32(-nmax), hi = _mm512_set1_epi32(nmax - 1);
+  __m512 xt[P][n], wt[P][n], wx[P][n], L[P][n], sumlx[P], suml2[P];
+  __mmask16 active[P], changed[P];
+  for (int p = 0; p < P; ++p) {
+    alignas(64) float xs[n][16], ls[n][16], slx[16], sl2[16];
+    for (int k = 0; k < 16; ++k) {
+      const int g = list[p * 16 + k < count ? p * 16 + k : count - 1];
+      for (int i = 0; i < n; ++i) xs[i][k] = a.x[g * n + i];
+      if (first) continue;
+      for (int i = 0; i < n; ++i) ls[i][k] = st.L[g * n + i];
+      slx[k] = st.sumlx[g];
+      sl2[k] = st.suml2[g];
+    }
+    for (int i = 0; i < n; ++i) {
+      xt[p][i] = _mm512_load_ps(xs[i]);
+      wt[p][i] = _mm512_mul_ps(xt[p][i], xt[p][i]);
+      wx[p][i] = _mm512_mul_ps(wt[p][i], xt[p][i]);
+    }
+    changed[p] = 0;
+    if (first) {
+      __m512 amax = zero, max = zero;
+      for (int i = 0; i < n; ++i) {
+        const __m512 ax = _mm512_abs_ps(xt[p][i]);
+        const __mmask16 larger = _mm512_cmp_ps_mask(ax, amax, _CMP_GT_OQ);
+        amax = _mm512_mask_blend_ps(larger, amax, ax);
+        max = _mm512_mask_blend_ps(larger, max, xt[p][i]);
+      }
+      active[p] = _mm512_cmp_ps_mask(amax, _mm512_set1_ps(kGroupMaxEps), _CMP_GE_OQ);
+      const __m512 iscale = _mm512_div_ps(_mm512_set1_ps(static_cast<float>(-nmax)), max);
+      sumlx[p] = suml2[p] = zero;
+      for (int i = 0; i < n; ++i) {
+        L[p][i] = nearest_code_16(_mm512_mul_ps(iscale, xt[p][i]), lo, hi);
+        sumlx[p] = _mm512_add_ps(sumlx[p], _mm512_mul_ps(wx[p][i], L[p][i]));
+        suml2[p] = _mm512_add_ps(suml2[p], _mm512_mul_ps(_mm512_mul_ps(wt[p][i], L[p][i]), L[p][i]));
+      }
+    } else {
+      for (int i = 0; i < n; ++i) L[p][i] = _mm512_load_ps(ls[i]);
+      sumlx[p] = _mm512_load_ps(slx);
+      suml2[p] = _mm512_load_ps(sl2);
+      active[p] = kAll16;
+    }
+  }
+  for (int i = 0; i < n; ++i) {
+    for (int p = 0; p < P; ++p) {
+      const __m512 x = xt[p][i], w = wt[p][i], li = L[p][i];
+      __m512 slx = _mm512_sub_ps(sumlx[p], _mm512_mul_ps(wx[p][i], li));
+      __m512 sl2 = _mm512_sub_ps(suml2[p], _mm512_mul_ps(_mm512_mul_ps(w, li), li));
+      const __mmask16 positive = _mm512_cmp_ps_mask(slx, zero, _CMP_GT_OQ);
+      const __m512 fl = nearest_code_16(_mm512_div_ps(_mm512_mul_ps(x, sl2), slx), lo, hi);
+      slx = _mm512_add_ps(slx, _mm512_mul_ps(wx[p][i], fl));
+      sl2 = _mm512_add_ps(sl2, _mm512_mul_ps(_mm512_mul_ps(w, fl), fl));
+      const __m512 left = _mm512_mul_ps(_mm512_mul_ps(slx, slx), suml2[p]);
+      const __m512 right = _mm512_mul_ps(_mm512_mul_ps(sumlx[p], sumlx[p]), sl2);
+      const __mmask16 take = static_cast<__mmask16>(active[p] & positive & _mm512_cmp_ps_mask(fl, li, _CMP_NEQ_OQ) &
+                                                    _mm512_cmp_ps_mask(sl2, zero, _CMP_GT_OQ) & _mm512_cmp_ps_mask(left, right, _CMP_GT_OQ));
+      L[p][i] = _mm512_mask_blend_ps(take, li, fl);
+      sumlx[p] = _mm512_mask_blend_ps(take, sumlx[p], slx);
+      suml2[p] = _mm512_mask_blend_ps(take, suml2[p], sl2);
+      changed[p] = static_cast<__mmask16>(changed[p] | take);
+    }
+  }
+  for (int p = 0; p < P; ++p) {
+    alignas(64) float slx[16], sl2[16];
+    alignas(16) std::int8_t codes[n][16];
+    _mm512_store_ps(slx, sumlx[p]);
+    _mm512_store_ps(sl2, suml2[p]);
+    for (int i = 0; i < n; ++i) _mm512_mask_cvtepi32_storeu_epi8(codes[i], kAll16, _mm512_mask_cvttps_epi32(_mm512_setzero_si512(), kAll16, L[p][i]));
+    for (int k = 0; k < 16 && p * 16 + k < count; ++k) {
+      const int g = list[p * 16 + k];
+      for (int i = 0; i < n; ++i) st.L[g * n + i] = codes[i][k];
+      st.sumlx[g] = slx[k];
+      st.suml2[g] = sl2[k];
+      if (first) st.zero[g] = ((active[p] >> k) & 1) == 0;
+      st.go_on[g] = ((active[p] & changed[p]) >> k & 1) != 0;
+    }
+  }
+}
+#endif
+
+// descent_pass with Lanes 16 taken by descent_pass_16.
+template <int Lanes, int P>
+[[gnu::always_inline]] inline void run_descent_pass(const SymmetricSearch& a, const int* list, int count, bool first, const DescentState& st) {
+#if SAFEWEIGHTS_QUANT_AVX512 && !SAFEWEIGHTS_QUANT_SCALAR
+  if constexpr (Lanes == 16)
+    descent_pass_16<P>(a, list, count, first, st);
+  else
+#endif
+    descent_pass<Lanes, P>(a, list, count, first, st);
+}
+
 // At most kDescentGroups groups: up to 5 passes over the shrinking list, then each group's scale and
 // codes (plus nmax; all 0 for an all-zero group, whose scale is 0).
 constexpr int kDescentGroups = 256;
@@ -551,13 +650,13 @@ template <int Lanes>
     for (int start = 0; start < count;) {
       const int left = count - start;
       if (left > 2 * Lanes) {
-        descent_pass<Lanes, 4>(at, list + start, left < 4 * Lanes ? left : 4 * Lanes, pass == 0, st);
+        run_descent_pass<Lanes, 4>(at, list + start, left < 4 * Lanes ? left : 4 * Lanes, pass == 0, st);
         start += 4 * Lanes;
       } else if (left > Lanes) {
-        descent_pass<Lanes, 2>(at, list + start, left, pass == 0, st);
+        run_descent_pass<Lanes, 2>(at, list + start, left, pass == 0, st);
         start += 2 * Lanes;
       } else {
-        descent_pass<Lanes, 1>(at, list + start, left, pass == 0, st);
+        run_descent_pass<Lanes, 1>(at, list + start, left, pass == 0, st);
         start += Lanes;
       }
     }
@@ -677,6 +776,12 @@ int iq4_4(int groups, const float* x, const float* w, float* scales) {
   for (; k + 16 <= groups; k += 16) symmetric_lanes<8, 2>(a, k);
   for (; k < groups; k += 8) symmetric_lanes<8, 1>(a, k);
 }
+#if SAFEWEIGHTS_QUANT_AVX512
+[[SAFEWEIGHTS_AVX512]] void descent_16(const SymmetricSearch& a, int groups) {
+  int k = 0;
+  for (; k < groups; k += kDescentGroups) descent_lanes<16>(a, k, groups - k < kDescentGroups ? groups - k : kDescentGroups);
+}
+#endif
 [[gnu::target("avx2")]] void descent_8(const SymmetricSearch& a, int groups) {
   int k = 0;
   for (; k < groups; k += kDescentGroups) descent_lanes<8>(a, k, groups - k < kDescentGroups ? groups - k : kDescentGroups);
@@ -731,6 +836,9 @@ void search_scale_symmetric_descent_groups(int groups, int nmax, const float* x,
   for (int k = 0; k < groups; ++k) scales[k] = search_scale_symmetric_descent(nmax, x + 16 * k, L + 16 * k);
 #else
   const SymmetricSearch a{16, nmax, x, nullptr, L, scales};
+#if SAFEWEIGHTS_QUANT_AVX512
+  if (has_avx512()) return descent_16(a, groups);
+#endif
 #if SAFEWEIGHTS_QUANT_AVX2
   if (has_avx2()) return descent_8(a, groups);
 #endif
