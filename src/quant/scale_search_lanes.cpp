@@ -4,9 +4,11 @@
 // for each way this file is built. Several groups a vector only keep more of the processor busy than
 // one group's chain of dependent additions can.
 //
-// The lanes are the machine's registers: 4 (SSE2, every x86-64, and other 128-bit SIMD), or 8 with
-// AVX2, chosen at run time. Built with SAFEWEIGHTS_QUANT_SCALAR=1 it runs the plain searches one group
-// after the other; with SAFEWEIGHTS_QUANT_AVX2=0 it never takes AVX2's lanes.
+// The lanes are the machine's registers: 4 (SSE2, every x86-64, and other 128-bit SIMD), 8 with AVX2,
+// or 16 with AVX-512 (the K-quants' affine, symmetric and descent searches and codes_at_scale, written
+// with intrinsics), chosen at run time. Built with SAFEWEIGHTS_QUANT_SCALAR=1 it runs the plain searches
+// one group after the other; SAFEWEIGHTS_QUANT_AVX2=0 never takes AVX2's lanes (nor AVX-512's),
+// SAFEWEIGHTS_QUANT_AVX512=0 never AVX-512's.
 #include <cstdint>
 #include <cstring>
 
