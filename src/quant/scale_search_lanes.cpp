@@ -164,8 +164,10 @@ template <int P>
   const int n = a.n, nmax = a.nmax;
   const __m512 zero = _mm512_setzero_ps();
   const __m512i hi = _mm512_set1_epi32(nmax);
-  __m512 xt[P][32] = {}, wt[P][32] = {}, best[P][32], trial[P][32];
-  __m512 min[P], max[P], sum_w[P], sum_x[P], scale[P], best_mad[P];
+  // The best codes are not kept but their iscale and min, from which the end computes them again (the
+  // same operations on the same floats): one blend a trial instead of one a value.
+  __m512 xt[P][32] = {}, wt[P][32] = {}, trial[P][32];
+  __m512 min[P], max[P], sum_w[P], sum_x[P], scale[P], best_mad[P], code_iscale[P], code_min[P];
   __mmask16 flat[P];
   for (int p = 0; p < P; ++p) {
     alignas(64) float xs[32][16], ws[32][16];
@@ -192,9 +194,11 @@ template <int P>
     const __m512 iscale = _mm512_div_ps(_mm512_set1_ps(static_cast<float>(nmax)), _mm512_sub_ps(max[p], min[p]));
     scale[p] = _mm512_div_ps(_mm512_set1_ps(1.0f), iscale);
     best_mad[p] = zero;
+    code_iscale[p] = iscale;
+    code_min[p] = min[p];
     for (int i = 0; i < n; ++i) {
-      best[p][i] = nonnegative_code_16(_mm512_mul_ps(iscale, _mm512_sub_ps(xt[p][i], min[p])), hi);
-      const __m512 diff = _mm512_sub_ps(_mm512_add_ps(_mm512_mul_ps(scale[p], best[p][i]), min[p]), xt[p][i]);
+      const __m512 fl = nonnegative_code_16(_mm512_mul_ps(iscale, _mm512_sub_ps(xt[p][i], min[p])), hi);
+      const __m512 diff = _mm512_sub_ps(_mm512_add_ps(_mm512_mul_ps(scale[p], fl), min[p]), xt[p][i]);
       best_mad[p] = _mm512_add_ps(best_mad[p], _mm512_mul_ps(wt[p][i], error_term_16(diff, a.use_mad)));
     }
   }
@@ -233,7 +237,8 @@ template <int P>
       }
     for (int p = 0; p < P; ++p) {
       const __mmask16 better = static_cast<__mmask16>(fit[p] & _mm512_cmp_ps_mask(mad[p], best_mad[p], _CMP_LT_OQ) & ~flat[p]);
-      for (int i = 0; i < n; ++i) best[p][i] = _mm512_mask_blend_ps(better, best[p][i], trial[p][i]);
+      code_iscale[p] = _mm512_mask_blend_ps(better, code_iscale[p], iscale[p]);
+      code_min[p] = _mm512_mask_blend_ps(better, code_min[p], min[p]);
       best_mad[p] = _mm512_mask_blend_ps(better, best_mad[p], mad[p]);
       scale[p] = _mm512_mask_blend_ps(better, scale[p], this_scale[p]);
       min[p] = _mm512_mask_blend_ps(better, min[p], this_min[p]);
@@ -245,9 +250,11 @@ template <int P>
     _mm512_store_ps(out_min, min[p]);
     alignas(16) std::uint8_t codes[32][16];
     const __mmask16 kept = static_cast<__mmask16>(~flat[p]);
-    for (int i = 0; i < n; ++i)
+    for (int i = 0; i < n; ++i) {
+      const __m512 best = nonnegative_code_16(_mm512_mul_ps(code_iscale[p], _mm512_sub_ps(xt[p][i], code_min[p])), hi);
       _mm_store_si128(reinterpret_cast<__m128i*>(codes[i]),
-                      _mm512_maskz_cvtepi32_epi8(kept, _mm512_mask_cvttps_epi32(_mm512_setzero_si512(), kAll16, best[p][i])));
+                      _mm512_maskz_cvtepi32_epi8(kept, _mm512_mask_cvttps_epi32(_mm512_setzero_si512(), kAll16, best)));
+    }
     for (int k = 0; k < 16; ++k) {
       const int g = first + 16 * p + k;
       a.scales[g] = out_scale[k];
@@ -387,7 +394,8 @@ template <int Lanes, int P>
 // holds for every finite x of a group that is not all zero (|iscale x| <= (nmax + 1) |x| / |max|).
 // Elsewhere t is NaN (x NaN or infinite, or iscale 0 times an infinite x) and the codes differ, but then
 // no trial is taken: that x makes the start's sum of w x l NaN (w x is NaN or infinite and the start's
-// nearest_clamped_16 code of a NaN t is 0), so best is NaN and every comparison with it is false.
+// nearest_clamped_16 code of a NaN t is 0), so best is NaN and every comparison with it is false. So a
+// taken trial's codes are also nearest_clamped_16's at its iscale.
 [[SAFEWEIGHTS_AVX512, gnu::always_inline]] inline __m512 trial_code_16(__m512 t, __m512i lo, __m512i hi) noexcept {
   const __m512i zero = _mm512_setzero_si512();
   __m512i l = _mm512_mask_cvtps_epi32(zero, kAll16, t);
@@ -406,7 +414,7 @@ template <int Lanes, int P>
       xs[i][k] = a.x[(first + k) * n + i];
       if (a.w != nullptr) ws[i][k] = a.w[(first + k) * n + i];
     }
-  __m512 xt[32] = {}, wt[32] = {}, wx[32] = {}, L[32] = {}, trial[32];
+  __m512 xt[32] = {}, wt[32] = {}, wx[32] = {};
   __m512 amax = zero, max = zero;
   for (int i = 0; i < n; ++i) {
     xt[i] = _mm512_load_ps(xs[i]);
@@ -420,10 +428,13 @@ template <int Lanes, int P>
   const __mmask16 zero_group = static_cast<__mmask16>(~_mm512_cmp_ps_mask(amax, _mm512_set1_ps(kGroupMaxEps), _CMP_GE_OQ));
   __m512 sumlx = zero, suml2 = zero;
   __m512 iscale = _mm512_div_ps(_mm512_set1_ps(static_cast<float>(-nmax)), max);
+  // The best codes are not kept but their iscale, from which the end computes them again with
+  // nearest_code_16 (equal to a taken trial's trial_code_16: see there): one blend a trial, not 16.
+  __m512 code_iscale = iscale;
   for (int i = 0; i < n; ++i) {
-    L[i] = nearest_code_16(_mm512_mul_ps(iscale, xt[i]), lo, hi);
-    sumlx = _mm512_add_ps(sumlx, _mm512_mul_ps(wx[i], L[i]));
-    suml2 = _mm512_add_ps(suml2, _mm512_mul_ps(_mm512_mul_ps(wt[i], L[i]), L[i]));
+    const __m512 fl = nearest_code_16(_mm512_mul_ps(iscale, xt[i]), lo, hi);
+    sumlx = _mm512_add_ps(sumlx, _mm512_mul_ps(wx[i], fl));
+    suml2 = _mm512_add_ps(suml2, _mm512_mul_ps(_mm512_mul_ps(wt[i], fl), fl));
   }
   __m512 scale = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(suml2, zero, _CMP_NEQ_UQ), zero, _mm512_div_ps(sumlx, suml2));
   __m512 best = _mm512_mul_ps(scale, sumlx);
@@ -434,14 +445,13 @@ template <int Lanes, int P>
     sumlx = suml2 = zero;
     for (int i = 0; i < n; ++i) {
       const __m512 fl = trial_code_16(_mm512_mul_ps(iscale, xt[i]), lo, hi);
-      trial[i] = fl;
       sumlx = _mm512_add_ps(sumlx, _mm512_mul_ps(wx[i], fl));
       suml2 = _mm512_add_ps(suml2, _mm512_mul_ps(_mm512_mul_ps(wt[i], fl), fl));
     }
     const __mmask16 better =
         static_cast<__mmask16>(_mm512_cmp_ps_mask(suml2, zero, _CMP_GT_OQ) &
                                _mm512_cmp_ps_mask(_mm512_mul_ps(sumlx, sumlx), _mm512_mul_ps(best, suml2), _CMP_GT_OQ) & ~zero_group);
-    for (int i = 0; i < n; ++i) L[i] = _mm512_mask_blend_ps(better, L[i], trial[i]);
+    code_iscale = _mm512_mask_blend_ps(better, code_iscale, iscale);
     const __m512 new_scale = _mm512_div_ps(sumlx, suml2);
     scale = _mm512_mask_blend_ps(better, scale, new_scale);
     best = _mm512_mask_blend_ps(better, best, _mm512_mul_ps(new_scale, sumlx));
@@ -452,7 +462,7 @@ template <int Lanes, int P>
   const __m512i offset = _mm512_set1_epi32(nmax);
   const __mmask16 kept = static_cast<__mmask16>(~zero_group);
   for (int i = 0; i < n; ++i) {
-    const __m512i l = _mm512_add_epi32(_mm512_mask_cvttps_epi32(_mm512_setzero_si512(), kAll16, L[i]), offset);
+    const __m512i l = _mm512_add_epi32(nearest_clamped_16(_mm512_mul_ps(code_iscale, xt[i]), lo, hi), offset);
     _mm_store_si128(reinterpret_cast<__m128i*>(codes[i]), _mm512_maskz_cvtepi32_epi8(kept, l));
   }
   for (int k = 0; k < 16; ++k) {
