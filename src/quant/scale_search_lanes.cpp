@@ -49,7 +49,9 @@ struct AffineSearch {
 };
 
 // P vectors of Lanes groups side by side (their chains of additions overlap): P x Lanes groups from
-// `first`. The codes are kept as floats (exact small integers) between the trials and the errors.
+// `first`. The codes are kept as floats (exact small integers) between the trials and the errors; the
+// best ones are not kept but the iscale and min they came from, and computed again at the end (the same
+// operations on the same floats): one select a trial instead of one a value.
 template <int Lanes, int P>
 [[gnu::always_inline]] inline void affine_lanes(const AffineSearch& a, int first) {
   using F = typename Vec<Lanes>::F;
@@ -57,9 +59,9 @@ template <int Lanes, int P>
   const int n = a.n, nmax = a.nmax;
   const F zero = F{} + 0.0f;
   F xt[P][32] = {}, wt[P][32] = {};
-  F min[P], max[P], sum_w[P], sum_x[P], scale[P], best_mad[P];
+  F min[P], max[P], sum_w[P], sum_x[P], scale[P], best_mad[P], code_iscale[P], code_min[P];
   I flat[P];  // these lanes' search ends at once: codes 0, scale 0
-  F best[P][32], trial[P][32];
+  F trial[P][32];
   auto error_term = [&](F diff) { return a.use_mad ? absolute<F, I>(diff) : diff * diff; };
   for (int p = 0; p < P; ++p) {
     transpose_in(Lanes, n, a.x + (first + p * Lanes) * n, xt[p]);
@@ -78,9 +80,11 @@ template <int Lanes, int P>
     const F iscale = static_cast<float>(nmax) / (max[p] - min[p]);
     scale[p] = 1 / iscale;
     best_mad[p] = zero;
+    code_iscale[p] = iscale;
+    code_min[p] = min[p];
     for (int i = 0; i < n; ++i) {
-      best[p][i] = to_float<F>(nearest_clamped<F, I>(iscale * (xt[p][i] - min[p]), 0, nmax));
-      best_mad[p] += wt[p][i] * error_term(scale[p] * best[p][i] + min[p] - xt[p][i]);
+      const F fl = to_float<F>(nearest_clamped_nonnegative<F, I>(iscale * (xt[p][i] - min[p]), nmax));
+      best_mad[p] += wt[p][i] * error_term(scale[p] * fl + min[p] - xt[p][i]);
     }
   }
   for (int is = 0; is <= a.nstep; ++is) {
@@ -92,7 +96,8 @@ template <int Lanes, int P>
     }
     for (int i = 0; i < n; ++i) {
       for (int p = 0; p < P; ++p) {
-        // x - min >= 0 and iscale (max - min) <= nmax + 2, so the product is below 2^22, +inf or NaN.
+        // x - min >= 0 and iscale (max - min) <= nmax + 2, so the product is below 2^22, +inf or NaN
+        // (as at the start, where iscale (max - min) is nmax).
         const F fl = to_float<F>(nearest_clamped_nonnegative<F, I>(iscale[p] * (xt[p][i] - min[p]), nmax));
         trial[p][i] = fl;
         sum_l[p] += wt[p][i] * fl;
@@ -116,7 +121,8 @@ template <int Lanes, int P>
       for (int p = 0; p < P; ++p) mad[p] += wt[p][i] * error_term(this_scale[p] * trial[p][i] + this_min[p] - xt[p][i]);
     for (int p = 0; p < P; ++p) {
       const I better = fit[p] & (mad[p] < best_mad[p]) & ~flat[p];
-      for (int i = 0; i < n; ++i) best[p][i] = select(better, trial[p][i], best[p][i]);
+      code_iscale[p] = select(better, iscale[p], code_iscale[p]);
+      code_min[p] = select(better, min[p], code_min[p]);
       best_mad[p] = select(better, mad[p], best_mad[p]);
       scale[p] = select(better, this_scale[p], scale[p]);
       min[p] = select(better, this_min[p], min[p]);
@@ -124,11 +130,13 @@ template <int Lanes, int P>
   }
   for (int p = 0; p < P; ++p) {
     scale[p] = select(flat[p], zero, scale[p]);
+    I best[32];
+    for (int i = 0; i < n; ++i) best[i] = nearest_clamped_nonnegative<F, I>(code_iscale[p] * (xt[p][i] - code_min[p]), nmax);
     for (int k = 0; k < Lanes; ++k) {
       const int g = first + p * Lanes + k;
       a.scales[g] = scale[p][k];
       a.neg_mins[g] = -min[p][k];
-      for (int i = 0; i < n; ++i) a.L[g * n + i] = flat[p][k] ? 0 : static_cast<std::uint8_t>(best[p][i][k]);
+      for (int i = 0; i < n; ++i) a.L[g * n + i] = flat[p][k] ? 0 : static_cast<std::uint8_t>(best[i][k]);
     }
   }
 }
