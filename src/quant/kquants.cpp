@@ -448,12 +448,18 @@ void dequantize_k4(const std::byte* src, float* y, std::size_t blocks) {
 // Both paths: make_qx_quants' trial search per sub-block, weighted by x^2 or, with importance, by the
 // importance itself (ggml's quantize_row_q6_K_ref and quantize_row_q6_K_impl); `importance` is null or
 // holds a weight per value.
+// Two super-blocks' sub-blocks a search call (two AVX-512 vectors side by side).
+constexpr std::size_t kQ6Batch = 2;
 void quantize_q6_k_blocks(const float* x, std::byte* dst, std::size_t blocks, const float* importance) {
+  std::int8_t codes[kQ6Batch * kSuper];
+  float sub_scales[kQ6Batch * 16];
   for (std::size_t b = 0; b < blocks; ++b, x += kSuper) {
+    if (b % kQ6Batch == 0)
+      search_scale_symmetric_trials_groups(static_cast<int>(16 * std::min(kQ6Batch, blocks - b)), 16, 32, x,
+                                           importance != nullptr ? importance + b * kSuper : nullptr, codes, sub_scales);
     std::uint8_t* out = bytes(dst + b * 210);
-    std::int8_t L[kSuper];
-    float scales[16];
-    search_scale_symmetric_trials_groups(16, 16, 32, x, importance != nullptr ? importance + b * kSuper : nullptr, L, scales);
+    std::int8_t* L = codes + kSuper * (b % kQ6Batch);
+    const float* scales = sub_scales + 16 * (b % kQ6Batch);
     float max_scale, max_abs_scale;
     signed_max(16, scales, max_scale, max_abs_scale);
     if (max_abs_scale < kGroupMaxEps) {

@@ -397,7 +397,7 @@ template <int Lanes, int P>
   }
 }
 
-// A trial's code for symmetric_16_groups: the processor's conversion (in the rounding mode, as
+// A trial's code for symmetric_16_lanes: the processor's conversion (in the rounding mode, as
 // nearest_int()'s addition rounds), clamped. It equals nearest_clamped_16 wherever |t| < 2^22, which
 // holds for every finite x of a group that is not all zero (|iscale x| <= (nmax + 1) |x| / |max|).
 // Elsewhere t is NaN (x NaN or infinite, or iscale 0 times an infinite x) and the codes differ, but then
@@ -411,72 +411,94 @@ template <int Lanes, int P>
   return _mm512_mask_cvtepi32_ps(_mm512_setzero_ps(), kAll16, l);
 }
 
-// symmetric_lanes for 16 groups a vector, as affine_16_lanes is affine_lanes; the codes kept as floats.
-[[SAFEWEIGHTS_AVX512]] void symmetric_16_groups(const SymmetricSearch& a, int first) {
+// symmetric_lanes for P vectors of 16 groups, as affine_16_lanes is affine_lanes; the codes kept as floats.
+template <int P>
+[[SAFEWEIGHTS_AVX512, gnu::always_inline]] inline void symmetric_16_lanes(const SymmetricSearch& a, int first) {
   const int n = a.n, nmax = a.nmax;
   const __m512 zero = _mm512_setzero_ps();
   const __m512i lo = _mm512_set1_epi32(-nmax), hi = _mm512_set1_epi32(nmax - 1);
-  alignas(64) float xs[32][16], ws[32][16];
-  for (int k = 0; k < 16; ++k)
+  __m512 xt[P][32] = {}, wt[P][32] = {}, wx[P][32] = {};
+  __m512 max[P], scale[P], best[P], code_iscale[P];
+  __mmask16 zero_group[P];
+  for (int p = 0; p < P; ++p) {
+    alignas(64) float xs[32][16], ws[32][16];
+    for (int k = 0; k < 16; ++k)
+      for (int i = 0; i < n; ++i) {
+        xs[i][k] = a.x[(first + 16 * p + k) * n + i];
+        if (a.w != nullptr) ws[i][k] = a.w[(first + 16 * p + k) * n + i];
+      }
+    __m512 amax = zero;
+    max[p] = zero;
     for (int i = 0; i < n; ++i) {
-      xs[i][k] = a.x[(first + k) * n + i];
-      if (a.w != nullptr) ws[i][k] = a.w[(first + k) * n + i];
+      xt[p][i] = _mm512_load_ps(xs[i]);
+      wt[p][i] = a.w != nullptr ? _mm512_load_ps(ws[i]) : _mm512_mul_ps(xt[p][i], xt[p][i]);
+      wx[p][i] = _mm512_mul_ps(wt[p][i], xt[p][i]);
+      const __m512 ax = _mm512_abs_ps(xt[p][i]);
+      const __mmask16 larger = _mm512_cmp_ps_mask(ax, amax, _CMP_GT_OQ);
+      amax = _mm512_mask_blend_ps(larger, amax, ax);
+      max[p] = _mm512_mask_blend_ps(larger, max[p], xt[p][i]);
     }
-  __m512 xt[32] = {}, wt[32] = {}, wx[32] = {};
-  __m512 amax = zero, max = zero;
-  for (int i = 0; i < n; ++i) {
-    xt[i] = _mm512_load_ps(xs[i]);
-    wt[i] = a.w != nullptr ? _mm512_load_ps(ws[i]) : _mm512_mul_ps(xt[i], xt[i]);
-    wx[i] = _mm512_mul_ps(wt[i], xt[i]);
-    const __m512 ax = _mm512_abs_ps(xt[i]);
-    const __mmask16 larger = _mm512_cmp_ps_mask(ax, amax, _CMP_GT_OQ);
-    amax = _mm512_mask_blend_ps(larger, amax, ax);
-    max = _mm512_mask_blend_ps(larger, max, xt[i]);
+    zero_group[p] = static_cast<__mmask16>(~_mm512_cmp_ps_mask(amax, _mm512_set1_ps(kGroupMaxEps), _CMP_GE_OQ));
+    // The best codes are not kept but their iscale, from which the end computes them again with
+    // nearest_code_16 (equal to a taken trial's trial_code_16: see there): one blend a trial, not 16.
+    code_iscale[p] = _mm512_div_ps(_mm512_set1_ps(static_cast<float>(-nmax)), max[p]);
+    __m512 sumlx = zero, suml2 = zero;
+    for (int i = 0; i < n; ++i) {
+      const __m512 fl = nearest_code_16(_mm512_mul_ps(code_iscale[p], xt[p][i]), lo, hi);
+      sumlx = _mm512_add_ps(sumlx, _mm512_mul_ps(wx[p][i], fl));
+      suml2 = _mm512_add_ps(suml2, _mm512_mul_ps(_mm512_mul_ps(wt[p][i], fl), fl));
+    }
+    scale[p] = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(suml2, zero, _CMP_NEQ_UQ), zero, _mm512_div_ps(sumlx, suml2));
+    best[p] = _mm512_mul_ps(scale[p], sumlx);
   }
-  const __mmask16 zero_group = static_cast<__mmask16>(~_mm512_cmp_ps_mask(amax, _mm512_set1_ps(kGroupMaxEps), _CMP_GE_OQ));
-  __m512 sumlx = zero, suml2 = zero;
-  __m512 iscale = _mm512_div_ps(_mm512_set1_ps(static_cast<float>(-nmax)), max);
-  // The best codes are not kept but their iscale, from which the end computes them again with
-  // nearest_code_16 (equal to a taken trial's trial_code_16: see there): one blend a trial, not 16.
-  __m512 code_iscale = iscale;
-  for (int i = 0; i < n; ++i) {
-    const __m512 fl = nearest_code_16(_mm512_mul_ps(iscale, xt[i]), lo, hi);
-    sumlx = _mm512_add_ps(sumlx, _mm512_mul_ps(wx[i], fl));
-    suml2 = _mm512_add_ps(suml2, _mm512_mul_ps(_mm512_mul_ps(wt[i], fl), fl));
-  }
-  __m512 scale = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(suml2, zero, _CMP_NEQ_UQ), zero, _mm512_div_ps(sumlx, suml2));
-  __m512 best = _mm512_mul_ps(scale, sumlx);
   for (int is = -9; is <= 9; ++is) {
     if (is == 0) continue;
     const float numerator = -(static_cast<float>(nmax) + 0.1f * static_cast<float>(is));
-    iscale = _mm512_div_ps(_mm512_set1_ps(numerator), max);
-    sumlx = suml2 = zero;
-    for (int i = 0; i < n; ++i) {
-      const __m512 fl = trial_code_16(_mm512_mul_ps(iscale, xt[i]), lo, hi);
-      sumlx = _mm512_add_ps(sumlx, _mm512_mul_ps(wx[i], fl));
-      suml2 = _mm512_add_ps(suml2, _mm512_mul_ps(_mm512_mul_ps(wt[i], fl), fl));
+    __m512 iscale[P], sumlx[P], suml2[P];
+    for (int p = 0; p < P; ++p) {
+      iscale[p] = _mm512_div_ps(_mm512_set1_ps(numerator), max[p]);
+      sumlx[p] = suml2[p] = zero;
     }
-    const __mmask16 better =
-        static_cast<__mmask16>(_mm512_cmp_ps_mask(suml2, zero, _CMP_GT_OQ) &
-                               _mm512_cmp_ps_mask(_mm512_mul_ps(sumlx, sumlx), _mm512_mul_ps(best, suml2), _CMP_GT_OQ) & ~zero_group);
-    code_iscale = _mm512_mask_blend_ps(better, code_iscale, iscale);
-    const __m512 new_scale = _mm512_div_ps(sumlx, suml2);
-    scale = _mm512_mask_blend_ps(better, scale, new_scale);
-    best = _mm512_mask_blend_ps(better, best, _mm512_mul_ps(new_scale, sumlx));
+    for (int i = 0; i < n; ++i)
+      for (int p = 0; p < P; ++p) {
+        const __m512 fl = trial_code_16(_mm512_mul_ps(iscale[p], xt[p][i]), lo, hi);
+        sumlx[p] = _mm512_add_ps(sumlx[p], _mm512_mul_ps(wx[p][i], fl));
+        suml2[p] = _mm512_add_ps(suml2[p], _mm512_mul_ps(_mm512_mul_ps(wt[p][i], fl), fl));
+      }
+    for (int p = 0; p < P; ++p) {
+      const __mmask16 better = static_cast<__mmask16>(
+          _mm512_cmp_ps_mask(suml2[p], zero, _CMP_GT_OQ) &
+          _mm512_cmp_ps_mask(_mm512_mul_ps(sumlx[p], sumlx[p]), _mm512_mul_ps(best[p], suml2[p]), _CMP_GT_OQ) & ~zero_group[p]);
+      code_iscale[p] = _mm512_mask_blend_ps(better, code_iscale[p], iscale[p]);
+      const __m512 new_scale = _mm512_div_ps(sumlx[p], suml2[p]);
+      scale[p] = _mm512_mask_blend_ps(better, scale[p], new_scale);
+      best[p] = _mm512_mask_blend_ps(better, best[p], _mm512_mul_ps(new_scale, sumlx[p]));
+    }
   }
-  alignas(64) float out_scale[16];
-  _mm512_store_ps(out_scale, _mm512_mask_blend_ps(zero_group, scale, zero));
-  alignas(16) std::int8_t codes[32][16];
   const __m512i offset = _mm512_set1_epi32(nmax);
-  const __mmask16 kept = static_cast<__mmask16>(~zero_group);
-  for (int i = 0; i < n; ++i) {
-    const __m512i l = _mm512_add_epi32(nearest_clamped_16(_mm512_mul_ps(code_iscale, xt[i]), lo, hi), offset);
-    _mm_store_si128(reinterpret_cast<__m128i*>(codes[i]), _mm512_maskz_cvtepi32_epi8(kept, l));
+  for (int p = 0; p < P; ++p) {
+    alignas(64) float out_scale[16];
+    _mm512_store_ps(out_scale, _mm512_mask_blend_ps(zero_group[p], scale[p], zero));
+    alignas(16) std::int8_t codes[32][16];
+    const __mmask16 kept = static_cast<__mmask16>(~zero_group[p]);
+    for (int i = 0; i < n; ++i) {
+      const __m512i l = _mm512_add_epi32(nearest_clamped_16(_mm512_mul_ps(code_iscale[p], xt[p][i]), lo, hi), offset);
+      _mm_store_si128(reinterpret_cast<__m128i*>(codes[i]), _mm512_maskz_cvtepi32_epi8(kept, l));
+    }
+    for (int k = 0; k < 16; ++k) {
+      const int g = first + 16 * p + k;
+      a.scales[g] = out_scale[k];
+      for (int i = 0; i < n; ++i) a.L[g * n + i] = codes[i][k];
+    }
   }
-  for (int k = 0; k < 16; ++k) {
-    a.scales[first + k] = out_scale[k];
-    for (int i = 0; i < n; ++i) a.L[(first + k) * n + i] = codes[i][k];
-  }
+}
+
+// Groups in vectors of 16, two side by side while they last; returns how many it ran (a multiple of 16).
+[[SAFEWEIGHTS_AVX512]] int symmetric_16(const SymmetricSearch& a, int groups) {
+  int k = 0;
+  for (; k + 32 <= groups; k += 32) symmetric_16_lanes<2>(a, k);
+  for (; k + 16 <= groups; k += 16) symmetric_16_lanes<1>(a, k);
+  return k;
 }
 #endif
 
@@ -842,7 +864,11 @@ void search_scale_symmetric_trials_groups(int groups, int n, int nmax, const flo
 #else
   const SymmetricSearch a{n, nmax, x, w, L, scales};
 #if SAFEWEIGHTS_QUANT_AVX512
-  if (groups == 16 && has_avx512()) return symmetric_16_groups(a, 0);
+  if (has_avx512()) {
+    const int k = symmetric_16(a, groups);
+    if (k == groups) return;
+    return symmetric_8({n, nmax, x + k * n, w != nullptr ? w + k * n : nullptr, L + k * n, scales + k}, groups - k);
+  }
 #endif
 #if SAFEWEIGHTS_QUANT_AVX2
   if (has_avx2()) return symmetric_8(a, groups);
