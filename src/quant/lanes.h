@@ -26,7 +26,7 @@
 #if !defined(SAFEWEIGHTS_QUANT_AVX2) && defined(__x86_64__) && defined(__GNUC__)
 #define SAFEWEIGHTS_QUANT_AVX2 1
 #endif
-// AVX-512's 16 lanes (the affine search only), where AVX2's are taken and not switched off.
+// AVX-512's 16 lanes (the K-quants' searches), where AVX2's are taken and not switched off.
 #if !defined(SAFEWEIGHTS_QUANT_AVX512) && SAFEWEIGHTS_QUANT_AVX2
 #define SAFEWEIGHTS_QUANT_AVX512 1
 #endif
