@@ -6,6 +6,7 @@
 //
 // Each quantizer first fills a local 256-entry array of codes L, then packs it; where a sub-block's
 // scale comes out 0 ggml keeps the codes of the scale search, and so do we.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -289,53 +290,67 @@ void finish_k4_scales(const float* x, const std::uint8_t* ls, const std::uint8_t
   }
 }
 
-// The scale search of both without importance: the 12 scale bytes, d and dmin, and the codes in L.
-template <int Nmax>
-void quantize_k4_scales(const float* x, std::byte* block, std::uint8_t* L) {
+// Super-blocks that go through one scale search call together: more groups side by side in the lanes
+// (32 sub-blocks: two vectors of AVX-512's 16).
+constexpr int kK4Batch = 4;
+
+// The scale search of both without importance: the 12 scale bytes, d and dmin, and the codes in L, for
+// `count` (at most kK4Batch) super-blocks at x, their blocks kBlock bytes apart and their codes 256
+// apart in L.
+template <int Nmax, std::size_t kBlock>
+void quantize_k4_scales(const float* x, int count, std::byte* block, std::uint8_t* L) {
   constexpr float kRmin = Nmax == 15 ? -1.f : -0.5f;
   constexpr int kSteps = Nmax == 15 ? 20 : 15;
-  float scales[8], mins[8], weights[kSuper];
-  for (int j = 0; j < 8; ++j) {
+  float scales[8 * kK4Batch], mins[8 * kK4Batch], weights[kK4Batch * kSuper];
+  for (int j = 0; j < 8 * count; ++j) {
     const float av_x = std::sqrt(sum_of_squares(x + 32 * j, 32) / 32);
     for (int l = 0; l < 32; ++l) weights[32 * j + l] = av_x + std::fabs(x[32 * j + l]);
   }
-  search_scale_min_groups(8, 32, Nmax, x, weights, L, scales, mins, kRmin, 0.1f, kSteps, false);
-  float max_scale = 0, max_min = 0;
-  for (int j = 0; j < 8; ++j) {
-    if (scales[j] > max_scale) max_scale = scales[j];
-    if (mins[j] > max_min) max_min = mins[j];
+  search_scale_min_groups(8 * count, 32, Nmax, x, weights, L, scales, mins, kRmin, 0.1f, kSteps, false);
+  for (int b = 0; b < count; ++b) {
+    const float* sc = scales + 8 * b;
+    const float* mn = mins + 8 * b;
+    float max_scale = 0, max_min = 0;
+    for (int j = 0; j < 8; ++j) {
+      if (sc[j] > max_scale) max_scale = sc[j];
+      if (mn[j] > max_min) max_min = mn[j];
+    }
+    const float inv_scale = max_scale > 0 ? 63.f / max_scale : 0.f;
+    const float inv_min = max_min > 0 ? 63.f / max_min : 0.f;
+    std::uint8_t ls[8], lm[8];
+    for (int j = 0; j < 8; ++j) {
+      ls[j] = capped_6bit(static_cast<std::uint8_t>(nearest_int(inv_scale * sc[j])));
+      lm[j] = capped_6bit(static_cast<std::uint8_t>(nearest_int(inv_min * mn[j])));
+    }
+    finish_k4_scales<Nmax>(x + b * kSuper, ls, lm, max_scale / 63.f, max_min / 63.f, block + b * kBlock, L + b * kSuper);
   }
-  const float inv_scale = max_scale > 0 ? 63.f / max_scale : 0.f;
-  const float inv_min = max_min > 0 ? 63.f / max_min : 0.f;
-  std::uint8_t ls[8], lm[8];
-  for (int j = 0; j < 8; ++j) {
-    ls[j] = capped_6bit(static_cast<std::uint8_t>(nearest_int(inv_scale * scales[j])));
-    lm[j] = capped_6bit(static_cast<std::uint8_t>(nearest_int(inv_min * mins[j])));
-  }
-  finish_k4_scales<Nmax>(x, ls, lm, max_scale / 63.f, max_min / 63.f, block, L);
 }
 
 // With importance: weights importance x sqrt(sigma2 + x^2) (sigma2 twice the super-block's mean
 // square), a finer affine search per sub-block, and the 6-bit scales and mins chosen by make_qp_quants'
 // search weighted by each sub-block's total weight (ggml's quantize_row_q4_K_impl / q5_K_impl; only
-// Q5_K caps the codes at 63 there).
-template <int Nmax>
-void quantize_k4_scales_weighted(const float* x, const float* importance, std::byte* block, std::uint8_t* L) {
-  float scales[8], mins[8], sw[8], weights[kSuper];
-  const float sigma2 = 2 * sum_of_squares(x, kSuper) / static_cast<float>(kSuper);
-  for (int l = 0; l < kSuper; ++l) weights[l] = importance_weight(importance[l], sigma2, x[l]);
-  for (int j = 0; j < 8; ++j) sw[j] = sum_of(weights + 32 * j, 32);
-  search_scale_min_groups(8, 32, Nmax, x, weights, L, scales, mins, -0.9f, 0.05f, 36, false);
-  std::uint8_t ls[8], lm[8];
-  const float d_block = search_scale_positive(8, 63, scales, ls, sw);
-  const float m_block = search_scale_positive(8, 63, mins, lm, sw);
-  if constexpr (Nmax == 31) {
-    for (int j = 0; j < 8; ++j) {
-      ls[j] = capped_6bit(ls[j]);
-      lm[j] = capped_6bit(lm[j]);
-    }
+// Q5_K caps the codes at 63 there). `count` super-blocks as quantize_k4_scales takes them.
+template <int Nmax, std::size_t kBlock>
+void quantize_k4_scales_weighted(const float* x, int count, const float* importance, std::byte* block, std::uint8_t* L) {
+  float scales[8 * kK4Batch], mins[8 * kK4Batch], sw[8 * kK4Batch], weights[kK4Batch * kSuper];
+  for (int b = 0; b < count; ++b) {
+    const float sigma2 = 2 * sum_of_squares(x + b * kSuper, kSuper) / static_cast<float>(kSuper);
+    for (int l = b * kSuper; l < (b + 1) * kSuper; ++l) weights[l] = importance_weight(importance[l], sigma2, x[l]);
   }
-  finish_k4_scales<Nmax>(x, ls, lm, d_block, m_block, block, L);
+  for (int j = 0; j < 8 * count; ++j) sw[j] = sum_of(weights + 32 * j, 32);
+  search_scale_min_groups(8 * count, 32, Nmax, x, weights, L, scales, mins, -0.9f, 0.05f, 36, false);
+  for (int b = 0; b < count; ++b) {
+    std::uint8_t ls[8], lm[8];
+    const float d_block = search_scale_positive(8, 63, scales + 8 * b, ls, sw + 8 * b);
+    const float m_block = search_scale_positive(8, 63, mins + 8 * b, lm, sw + 8 * b);
+    if constexpr (Nmax == 31) {
+      for (int j = 0; j < 8; ++j) {
+        ls[j] = capped_6bit(ls[j]);
+        lm[j] = capped_6bit(lm[j]);
+      }
+    }
+    finish_k4_scales<Nmax>(x + b * kSuper, ls, lm, d_block, m_block, block + b * kBlock, L + b * kSuper);
+  }
 }
 
 // Q4_K's codes: two nibbles a byte, elements l and l+32 of each 64.
@@ -366,35 +381,42 @@ void pack_q5_k_codes(const std::uint8_t* L, std::uint8_t* out) noexcept {
   }
 }
 
+// kK4Batch super-blocks at a time (fewer at the end), then their codes packed.
 void quantize_q4_k(const float* x, std::byte* dst, std::size_t blocks) {
-  for (std::size_t b = 0; b < blocks; ++b, x += kSuper) {
-    std::uint8_t L[kSuper];
-    quantize_k4_scales<15>(x, dst + b * 144, L);
-    pack_q4_k_codes(L, bytes(dst + b * 144) + 16);
+  for (std::size_t b = 0; b < blocks; b += kK4Batch) {
+    const int count = static_cast<int>(std::min<std::size_t>(kK4Batch, blocks - b));
+    std::uint8_t L[kK4Batch * kSuper];
+    quantize_k4_scales<15, 144>(x + b * kSuper, count, dst + b * 144, L);
+    for (int k = 0; k < count; ++k) pack_q4_k_codes(L + k * kSuper, bytes(dst + (b + k) * 144) + 16);
   }
 }
 
 void quantize_q5_k(const float* x, std::byte* dst, std::size_t blocks) {
-  for (std::size_t b = 0; b < blocks; ++b, x += kSuper) {
-    std::uint8_t L[kSuper];
-    quantize_k4_scales<31>(x, dst + b * 176, L);
-    pack_q5_k_codes(L, bytes(dst + b * 176));
+  for (std::size_t b = 0; b < blocks; b += kK4Batch) {
+    const int count = static_cast<int>(std::min<std::size_t>(kK4Batch, blocks - b));
+    std::uint8_t L[kK4Batch * kSuper];
+    quantize_k4_scales<31, 176>(x + b * kSuper, count, dst + b * 176, L);
+    for (int k = 0; k < count; ++k) pack_q5_k_codes(L + k * kSuper, bytes(dst + (b + k) * 176));
   }
 }
 
 void quantize_q4_k_weighted(const float* x, std::byte* dst, std::size_t row_length, const float* importance) {
-  for (std::size_t b = 0; b < row_length / kSuper; ++b, x += kSuper, importance += kSuper) {
-    std::uint8_t L[kSuper];
-    quantize_k4_scales_weighted<15>(x, importance, dst + b * 144, L);
-    pack_q4_k_codes(L, bytes(dst + b * 144) + 16);
+  const std::size_t blocks = row_length / kSuper;
+  for (std::size_t b = 0; b < blocks; b += kK4Batch) {
+    const int count = static_cast<int>(std::min<std::size_t>(kK4Batch, blocks - b));
+    std::uint8_t L[kK4Batch * kSuper];
+    quantize_k4_scales_weighted<15, 144>(x + b * kSuper, count, importance + b * kSuper, dst + b * 144, L);
+    for (int k = 0; k < count; ++k) pack_q4_k_codes(L + k * kSuper, bytes(dst + (b + k) * 144) + 16);
   }
 }
 
 void quantize_q5_k_weighted(const float* x, std::byte* dst, std::size_t row_length, const float* importance) {
-  for (std::size_t b = 0; b < row_length / kSuper; ++b, x += kSuper, importance += kSuper) {
-    std::uint8_t L[kSuper];
-    quantize_k4_scales_weighted<31>(x, importance, dst + b * 176, L);
-    pack_q5_k_codes(L, bytes(dst + b * 176));
+  const std::size_t blocks = row_length / kSuper;
+  for (std::size_t b = 0; b < blocks; b += kK4Batch) {
+    const int count = static_cast<int>(std::min<std::size_t>(kK4Batch, blocks - b));
+    std::uint8_t L[kK4Batch * kSuper];
+    quantize_k4_scales_weighted<31, 176>(x + b * kSuper, count, importance + b * kSuper, dst + b * 176, L);
+    for (int k = 0; k < count; ++k) pack_q5_k_codes(L + k * kSuper, bytes(dst + (b + k) * 176));
   }
 }
 
@@ -426,12 +448,18 @@ void dequantize_k4(const std::byte* src, float* y, std::size_t blocks) {
 // Both paths: make_qx_quants' trial search per sub-block, weighted by x^2 or, with importance, by the
 // importance itself (ggml's quantize_row_q6_K_ref and quantize_row_q6_K_impl); `importance` is null or
 // holds a weight per value.
+// Two super-blocks' sub-blocks a search call (two AVX-512 vectors side by side).
+constexpr std::size_t kQ6Batch = 2;
 void quantize_q6_k_blocks(const float* x, std::byte* dst, std::size_t blocks, const float* importance) {
+  std::int8_t codes[kQ6Batch * kSuper];
+  float sub_scales[kQ6Batch * 16];
   for (std::size_t b = 0; b < blocks; ++b, x += kSuper) {
+    if (b % kQ6Batch == 0)
+      search_scale_symmetric_trials_groups(static_cast<int>(16 * std::min(kQ6Batch, blocks - b)), 16, 32, x,
+                                           importance != nullptr ? importance + b * kSuper : nullptr, codes, sub_scales);
     std::uint8_t* out = bytes(dst + b * 210);
-    std::int8_t L[kSuper];
-    float scales[16];
-    search_scale_symmetric_trials_groups(16, 16, 32, x, importance != nullptr ? importance + b * kSuper : nullptr, L, scales);
+    std::int8_t* L = codes + kSuper * (b % kQ6Batch);
+    const float* scales = sub_scales + 16 * (b % kQ6Batch);
     float max_scale, max_abs_scale;
     signed_max(16, scales, max_scale, max_abs_scale);
     if (max_abs_scale < kGroupMaxEps) {

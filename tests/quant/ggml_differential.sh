@@ -51,9 +51,10 @@ fi
 # Our side: every quantization source but the stub that stands in for them when they are left out, with
 # the library's flags for them (no contraction, no fast-math); ggml-base wants OpenMP's runtime (its IQ
 # grids are built with it). The scale searches run several groups a vector (scale_search_lanes.cpp): the
-# driver is linked three times, with the lanes this machine takes (AVX2's 8 where it has them), with
-# 4 lanes (SSE2, as any x86-64 without AVX2 runs), and with the plain one-group path, and each must be
-# identical to ggml. The same three builds hold for every *_lanes.cpp (the grid neighbour search too).
+# driver is linked four times, with the lanes this machine takes (AVX-512's 16 or AVX2's 8 where it has
+# them), with at most 8 (AVX2, AVX-512 switched off), with 4 lanes (SSE2, as any x86-64 without AVX2
+# runs), and with the plain one-group path, and each must be identical to ggml. The same builds hold for
+# every *_lanes.cpp (the grid neighbour search too).
 cxx=(${CXX:-c++} -std=c++20 -O3 -ffp-contract=off -fno-fast-math -I "$root/include" -I "$root/src" -I "$src/ggml/include")
 objects=()
 for f in "$root/tests/quant/ggml_driver.cpp" "$root"/src/quant/*.cpp "$root/src/core/tensor_type.cpp" "$root/src/core/error.cpp"; do
@@ -63,7 +64,7 @@ for f in "$root/tests/quant/ggml_driver.cpp" "$root"/src/quant/*.cpp "$root/src/
   objects+=("$o")
 done
 status=0
-for variant in "machine:" "4-lane:-DSAFEWEIGHTS_QUANT_AVX2=0" "plain:-DSAFEWEIGHTS_QUANT_SCALAR=1"; do
+for variant in "machine:" "8-lane:-DSAFEWEIGHTS_QUANT_AVX512=0" "4-lane:-DSAFEWEIGHTS_QUANT_AVX2=0" "plain:-DSAFEWEIGHTS_QUANT_SCALAR=1"; do
   name=${variant%%:*} flags=${variant#*:}
   lane_objects=()
   for f in "$root"/src/quant/*_lanes.cpp; do

@@ -617,6 +617,57 @@ std::vector<std::byte> quantized_rows(TensorType type, const std::vector<float>&
   return out;
 }
 
+// Nine super-blocks of the inputs that take the searches' corners: normal values at several
+// magnitudes, NaN, infinities and subnormals sprinkled in, an all-zero block, constant sub-blocks, and
+// sub-blocks whose range is subnormal (1 / range overflows).
+std::vector<float> k_quant_corner_blocks() {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> x;
+  for (float scale : {1.0f, 1e-3f, 3e3f, 1e-39f})
+    for (int i = 0; i < 256; ++i) x.push_back(normal(rng) * scale);
+  for (int i = 0; i < 256; ++i) x.push_back(i % 29 == 3 ? std::numeric_limits<float>::quiet_NaN() : normal(rng));
+  for (int i = 0; i < 256; ++i)
+    x.push_back(i == 77 ? std::numeric_limits<float>::infinity() : i == 200 ? -std::numeric_limits<float>::infinity() : normal(rng));
+  x.insert(x.end(), 256, 0.0f);
+  for (int i = 0; i < 256; ++i) x.push_back(i < 128 ? 0.5f : 1.0f);
+  for (int i = 0; i < 256; ++i) x.push_back(from_bits(static_cast<std::uint32_t>(rng() % 8)) - (i % 2 ? 0.0f : 1e-45f));
+  return x;
+}
+
+// The K-quants search the sub-blocks of several super-blocks a call (kquants.cpp: four for Q4_K and
+// Q5_K, sixteen for Q3_K's descent) in vectors of 16, 8 or 4 lanes; a super-block alone goes through a
+// narrower path. Every way gives each super-block the same bytes, weighted or not: so the judge's rows
+// of four super-blocks (ggml's bytes) vouch for the other counts too.
+TEST(QuantKQuants, GroupsOfSuperBlocksEqualEachAlone) {
+  const std::vector<float> x = k_quant_corner_blocks();
+  const std::size_t blocks = x.size() / 256;
+  std::vector<float> importance(x.size());
+  for (std::size_t i = 0; i < importance.size(); ++i) importance[i] = 0.25f * static_cast<float>(1 + (i * 13) % 17);
+  for (TensorType type : {TensorType::Q2_K, TensorType::Q3_K, TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K}) {
+    const std::uint64_t one_shape[1] = {256};
+    const std::size_t block_bytes = sw::tensor_nbytes(type, one_shape).value();
+    const std::vector<std::byte> all = quantized(type, x);
+    const std::vector<std::byte> all_weighted = quantized_rows(type, x, x.size(), importance);
+    for (std::size_t count = 1; count < blocks; ++count) {
+      const std::vector<float> head(x.begin(), x.begin() + static_cast<std::ptrdiff_t>(256 * count));
+      const std::vector<std::byte> part = quantized(type, head);
+      ASSERT_TRUE(std::equal(part.begin(), part.end(), all.begin())) << sw::type_name(type) << ", the first " << count << " super-blocks";
+    }
+    for (std::size_t b = 0; b < blocks; ++b) {
+      const std::vector<float> one(x.begin() + static_cast<std::ptrdiff_t>(256 * b), x.begin() + static_cast<std::ptrdiff_t>(256 * b + 256));
+      const std::vector<float> one_importance(importance.begin() + static_cast<std::ptrdiff_t>(256 * b),
+                                              importance.begin() + static_cast<std::ptrdiff_t>(256 * b + 256));
+      const std::vector<std::byte> alone = quantized(type, one);
+      const std::vector<std::byte> alone_weighted = quantized_rows(type, one, 256, one_importance);
+      const auto at = static_cast<std::ptrdiff_t>(b * block_bytes);
+      ASSERT_TRUE(std::equal(alone.begin(), alone.end(), all.begin() + at)) << sw::type_name(type) << ", super-block " << b;
+      ASSERT_TRUE(std::equal(alone_weighted.begin(), alone_weighted.end(), all_weighted.begin() + at))
+          << sw::type_name(type) << " weighted, super-block " << b;
+    }
+  }
+}
+
 std::uint64_t fnv1a(const std::vector<std::byte>& bytes) {
   std::uint64_t h = 0xcbf29ce484222325ull;
   for (std::byte b : bytes) {
