@@ -226,15 +226,15 @@ void quantize_q8_each(const float* src, std::byte* dst, std::size_t blocks) {
   }
 }
 
-// Eight blocks at a time where eights(src, dst) takes them (q8_lanes.h); the blocks it leaves and a
+// Eight blocks at a time where quantize_8_blocks takes them (q8_lanes.h); the blocks it leaves and a
 // row's last ones (fewer than eight) one at a time by each(src, dst, blocks).
-template <typename Eights, typename Each>
-void by_eights(const float* src, std::byte* dst, std::size_t blocks, std::size_t block_bytes, Eights eights, Each each) {
+template <typename Each>
+void by_eights(TensorType type, const float* src, std::byte* dst, std::size_t blocks, std::size_t block_bytes, Each each) {
   std::size_t b = 0;
   for (; b + 8 <= blocks; b += 8) {
     const float* x = src + b * kBlock;
     std::byte* out = dst + b * block_bytes;
-    if (!eights(x, out)) each(x, out, 8);
+    if (!quantize_8_blocks(type, x, out)) each(x, out, 8);
   }
   each(src + b * kBlock, dst + b * block_bytes, blocks - b);
 }
@@ -242,15 +242,13 @@ void by_eights(const float* src, std::byte* dst, std::size_t blocks, std::size_t
 template <int Bits>
 void quantize_symmetric(const float* src, std::byte* dst, std::size_t blocks) {
   constexpr std::size_t kBytes = (Bits == 4 ? 2 : 6) + 16;
-  auto eights = [](const float* x, std::byte* out) { return quantize_symmetric_8_blocks(Bits, x, out); };
-  by_eights(src, dst, blocks, kBytes, eights, quantize_symmetric_each<Bits>);
+  by_eights(Bits == 4 ? TensorType::Q4_0 : TensorType::Q5_0, src, dst, blocks, kBytes, quantize_symmetric_each<Bits>);
 }
 
 template <int Bits>
 void quantize_affine(const float* src, std::byte* dst, std::size_t blocks) {
   constexpr std::size_t kBytes = (Bits == 4 ? 4 : 8) + 16;
-  auto eights = [](const float* x, std::byte* out) { return quantize_affine_8_blocks(Bits, x, out); };
-  by_eights(src, dst, blocks, kBytes, eights, quantize_affine_each<Bits>);
+  by_eights(Bits == 4 ? TensorType::Q4_1 : TensorType::Q5_1, src, dst, blocks, kBytes, quantize_affine_each<Bits>);
 }
 
 // Q8_0 eight blocks at a time where it can; Q8_1 one at a time.
@@ -259,7 +257,7 @@ void quantize_q8(const float* src, std::byte* dst, std::size_t blocks) {
   if constexpr (WithSum)
     quantize_q8_each<true>(src, dst, blocks);
   else
-    by_eights(src, dst, blocks, 2 + kBlock, quantize_q8_0_8_blocks, quantize_q8_each<false>);
+    by_eights(TensorType::Q8_0, src, dst, blocks, 2 + kBlock, quantize_q8_each<false>);
 }
 
 // ---- with importance weights (ggml's quantize_row_q4_0_impl ... q5_1_impl) ---------------------------

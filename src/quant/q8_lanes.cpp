@@ -226,36 +226,23 @@ template <int Bits>
 
 }  // namespace
 
-bool quantize_q8_0_8_blocks(const float* src, std::byte* dst) noexcept {
+bool quantize_8_blocks(TensorType type, const float* src, std::byte* dst) noexcept {
 #if !SAFEWEIGHTS_QUANT_SCALAR && SAFEWEIGHTS_QUANT_AVX2
-  if (lanes::has_avx2()) return q8_0_blocks_8(src, dst);
+  if (!lanes::has_avx2()) return false;
+  switch (type) {
+    case TensorType::Q8_0: return q8_0_blocks_8(src, dst);
+    case TensorType::Q4_0: return symmetric_blocks_8<4>(src, dst);
+    case TensorType::Q5_0: return symmetric_blocks_8<5>(src, dst);
+    case TensorType::Q4_1: return affine_blocks_8<4>(src, dst);
+    case TensorType::Q5_1: return affine_blocks_8<5>(src, dst);
+    default: return false;
+  }
 #else
+  (void)type;
   (void)src;
   (void)dst;
-#endif
   return false;
-}
-
-bool quantize_symmetric_8_blocks(int bits, const float* src, std::byte* dst) noexcept {
-#if !SAFEWEIGHTS_QUANT_SCALAR && SAFEWEIGHTS_QUANT_AVX2
-  if (lanes::has_avx2()) return bits == 4 ? symmetric_blocks_8<4>(src, dst) : symmetric_blocks_8<5>(src, dst);
-#else
-  (void)bits;
-  (void)src;
-  (void)dst;
 #endif
-  return false;
-}
-
-bool quantize_affine_8_blocks(int bits, const float* src, std::byte* dst) noexcept {
-#if !SAFEWEIGHTS_QUANT_SCALAR && SAFEWEIGHTS_QUANT_AVX2
-  if (lanes::has_avx2()) return bits == 4 ? affine_blocks_8<4>(src, dst) : affine_blocks_8<5>(src, dst);
-#else
-  (void)bits;
-  (void)src;
-  (void)dst;
-#endif
-  return false;
 }
 
 }  // namespace safeweights::quant

@@ -8,21 +8,15 @@
 
 #include <cstddef>
 
+#include "safeweights/tensor_type.h"
+
 namespace safeweights::quant {
 
-// Quantizes 8 consecutive Q8_0 blocks (256 floats at src, 8 x 34 bytes at dst) and returns true; or
-// returns false having written nothing, when this build or CPU has no AVX2 or a block needs the plain
-// path (a value that is not finite, a scale whose codes could reach 127.5): the caller quantizes those
-// 8 blocks itself.
-bool quantize_q8_0_8_blocks(const float* src, std::byte* dst) noexcept;
-
-// The same for Q4_0 (bits 4) and Q5_0 (bits 5): 8 x 18 or 8 x 22 bytes at dst. False, having written
-// nothing, without AVX2 or where a block needs the plain path (a value that is not finite, a scale
-// whose inverse is infinite).
-bool quantize_symmetric_8_blocks(int bits, const float* src, std::byte* dst) noexcept;
-
-// The same for Q4_1 (bits 4) and Q5_1 (bits 5): 8 x 20 or 8 x 24 bytes at dst; false also where a
-// block's range (max - min) is infinite.
-bool quantize_affine_8_blocks(int bits, const float* src, std::byte* dst) noexcept;
+// Quantizes 8 consecutive blocks of type (Q8_0, Q4_0, Q5_0, Q4_1 or Q5_1: 256 floats at src, 8 blocks
+// at dst) and returns true; or returns false having written nothing, for any other type, when this
+// build or CPU has no AVX2, or when a block needs the plain path (a value that is not finite, a scale
+// whose codes could leave their range: an infinite inverse of a tiny d, Q4_1's and Q5_1's infinite
+// max - min): the caller quantizes those 8 blocks itself.
+bool quantize_8_blocks(TensorType type, const float* src, std::byte* dst) noexcept;
 
 }  // namespace safeweights::quant
