@@ -97,7 +97,7 @@ inline void pack_pair(std::byte* qs, std::size_t j, std::uint8_t lo, std::uint8_
 
 // Symmetric 4 and 5 bits: d = signed max / -2^(bits-1), q = x/d + offset, nibble pairs (j, j+16).
 template <int Bits>
-void quantize_symmetric(const float* src, std::byte* dst, std::size_t blocks) {
+void quantize_symmetric_each(const float* src, std::byte* dst, std::size_t blocks) {
   constexpr int kOffset = 1 << (Bits - 1);
   constexpr std::size_t kQs = Bits == 4 ? 2 : 6;  // where the nibbles start (Q5_0 puts qh first)
   for (std::size_t b = 0; b < blocks; ++b, src += kBlock) {
@@ -117,7 +117,7 @@ void quantize_symmetric(const float* src, std::byte* dst, std::size_t blocks) {
 
 // With a minimum: d = (max - min) / (2^bits - 1), q = (x - min)/d rounded half up.
 template <int Bits>
-void quantize_affine(const float* src, std::byte* dst, std::size_t blocks) {
+void quantize_affine_each(const float* src, std::byte* dst, std::size_t blocks) {
   constexpr int kTop = (1 << Bits) - 1;
   constexpr std::size_t kQs = Bits == 4 ? 4 : 8;
   for (std::size_t b = 0; b < blocks; ++b, src += kBlock) {
@@ -226,21 +226,38 @@ void quantize_q8_each(const float* src, std::byte* dst, std::size_t blocks) {
   }
 }
 
-// Q8_0 eight blocks at a time on AVX2 where it can (q8_lanes.h); the blocks that leaves, and Q8_1's,
-// one at a time.
+// Eight blocks at a time where quantize_8_blocks takes them (q8_lanes.h); the blocks it leaves and a
+// row's last ones (fewer than eight) one at a time by each(src, dst, blocks).
+template <typename Each>
+void by_eights(TensorType type, const float* src, std::byte* dst, std::size_t blocks, std::size_t block_bytes, Each each) {
+  std::size_t b = 0;
+  for (; b + 8 <= blocks; b += 8) {
+    const float* x = src + b * kBlock;
+    std::byte* out = dst + b * block_bytes;
+    if (!quantize_8_blocks(type, x, out)) each(x, out, 8);
+  }
+  each(src + b * kBlock, dst + b * block_bytes, blocks - b);
+}
+
+template <int Bits>
+void quantize_symmetric(const float* src, std::byte* dst, std::size_t blocks) {
+  constexpr std::size_t kBytes = (Bits == 4 ? 2 : 6) + 16;
+  by_eights(Bits == 4 ? TensorType::Q4_0 : TensorType::Q5_0, src, dst, blocks, kBytes, quantize_symmetric_each<Bits>);
+}
+
+template <int Bits>
+void quantize_affine(const float* src, std::byte* dst, std::size_t blocks) {
+  constexpr std::size_t kBytes = (Bits == 4 ? 4 : 8) + 16;
+  by_eights(Bits == 4 ? TensorType::Q4_1 : TensorType::Q5_1, src, dst, blocks, kBytes, quantize_affine_each<Bits>);
+}
+
+// Q8_0 eight blocks at a time where it can; Q8_1 one at a time.
 template <bool WithSum>
 void quantize_q8(const float* src, std::byte* dst, std::size_t blocks) {
-  std::size_t b = 0;
-  if constexpr (!WithSum) {
-    constexpr std::size_t kBytes = 2 + kBlock;
-    for (; b + 8 <= blocks; b += 8) {
-      const float* x = src + b * kBlock;
-      std::byte* out = dst + b * kBytes;
-      if (!quantize_q8_0_8_blocks(x, out)) quantize_q8_each<false>(x, out, 8);
-    }
-  }
-  constexpr std::size_t kBytes = (WithSum ? 4 : 2) + kBlock;
-  quantize_q8_each<WithSum>(src + b * kBlock, dst + b * kBytes, blocks - b);
+  if constexpr (WithSum)
+    quantize_q8_each<true>(src, dst, blocks);
+  else
+    by_eights(TensorType::Q8_0, src, dst, blocks, 2 + kBlock, quantize_q8_each<false>);
 }
 
 // ---- with importance weights (ggml's quantize_row_q4_0_impl ... q5_1_impl) ---------------------------

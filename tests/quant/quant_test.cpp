@@ -507,11 +507,11 @@ TEST(QuantQ8_0, EveryValueWithinHalfAStep) {
   }
 }
 
-// Rows of many blocks take the eight-blocks-at-a-time path where the CPU has AVX2 (q8_lanes.cpp), a
-// block alone the one-block path: both give the same bytes, for every BF16 value (infinities, NaNs and
-// subnormals among them, so that some groups of eight fall back), blocks whose codes land on halves,
-// tiny scales and zeros, at every alignment of the groups.
-TEST(QuantQ8_0, GroupsOfBlocksEqualEachBlockAlone) {
+// Blocks that corner the eight-blocks-at-a-time paths (q8_lanes.cpp): every BF16 value (infinities,
+// NaNs and subnormals among them, so that some groups of eight fall back), tiny and huge scales (a
+// range past FLT_MAX), blocks whose codes land on halves (d = 1 for Q8_0, Q4_1, Q5_1), x and -x tying
+// for the signed maximum, zeros of either sign as a block's minimum or maximum, all-zero blocks.
+std::vector<float> corner_blocks() {
   std::mt19937 rng(5);
   std::vector<std::uint32_t> every(1u << 16);
   for (std::uint32_t i = 0; i < every.size(); ++i) every[i] = i;
@@ -527,24 +527,64 @@ TEST(QuantQ8_0, GroupsOfBlocksEqualEachBlockAlone) {
   std::normal_distribution<float> normal(0.0f, 1.0f);
   for (float scale : {1e-40f, 1e-30f, 0.02f, 3e38f})
     for (int i = 0; i < 32 * 64; ++i) x.push_back(normal(rng) * scale);
-  for (int b = 0; b < 64; ++b) {  // d = 1: every other code lands on a half
+  for (int b = 0; b < 64; ++b) {  // Q8_0's d = 1: every other code lands on a half
     x.push_back(127.0f);
     for (int j = 1; j < 32; ++j) x.push_back(static_cast<float>(static_cast<int>(rng() % 254) - 127) + (rng() % 2 ? 0.5f : -0.5f));
   }
-  x.insert(x.end(), 32 * 9, 0.0f);
-  x.resize(x.size() / 32 * 32);
-  const std::vector<std::byte> all = quantized(TensorType::Q8_0, x);
-  for (std::size_t start : {0, 3}) {
-    const std::vector<float> rest(x.begin() + static_cast<std::ptrdiff_t>(start * 32), x.end());
-    const std::vector<std::byte> shifted = quantized(TensorType::Q8_0, rest);
-    ASSERT_TRUE(std::equal(shifted.begin(), shifted.end(), all.begin() + static_cast<std::ptrdiff_t>(start * 34))) << start;
+  for (int top : {15, 31})
+    for (int b = 0; b < 32; ++b) {  // Q4_1's and Q5_1's d = 1: codes on halves
+      x.push_back(0.0f);
+      x.push_back(static_cast<float>(top));
+      for (int j = 2; j < 32; ++j) x.push_back(static_cast<float>(rng() % static_cast<unsigned>(2 * top + 1)) * 0.5f);
+    }
+  for (int b = 0; b < 64; ++b) {  // x and -x both the largest magnitude, in either order
+    std::vector<float> block(32);
+    for (auto& v : block) v = std::uniform_real_distribution<float>(-2.0f, 2.0f)(rng);
+    const float a = static_cast<float>(2 + rng() % 6);
+    const std::size_t first = rng() % 16;
+    block[first] = rng() % 2 ? a : -a;
+    block[16 + rng() % 16] = -block[first];
+    x.insert(x.end(), block.begin(), block.end());
   }
-  for (std::size_t b = 0; b < x.size() / 32; ++b) {
-    const std::vector<std::byte> one = quantized(
-        TensorType::Q8_0, std::vector<float>(x.begin() + static_cast<std::ptrdiff_t>(b * 32), x.begin() + static_cast<std::ptrdiff_t>(b * 32 + 32)));
-    ASSERT_TRUE(std::equal(one.begin(), one.end(), all.begin() + static_cast<std::ptrdiff_t>(b * 34))) << "block " << b;
+  for (int b = 0; b < 64; ++b)  // zeros of both signs: alone, as the minimum, as the maximum
+    for (int j = 0; j < 32; ++j) {
+      const float zero = rng() % 2 ? 0.0f : -0.0f, v = static_cast<float>(rng() % 4) * 0.25f;
+      x.push_back(b % 3 == 0 ? zero : rng() % 3 == 0 ? zero : b % 3 == 1 ? v : -v);
+    }
+  x.insert(x.end(), 32 * 9, 0.0f);
+  x.insert(x.end(), 32 * 9, -0.0f);
+  x.resize(x.size() / 32 * 32);
+  return x;
+}
+
+// Rows of many blocks take the eight-blocks-at-a-time path where the CPU has AVX2, a block alone the
+// one-block path: both give the same bytes on corner_blocks, at every alignment of the groups and
+// with rows whose block count is no multiple of eight (their last blocks one at a time).
+void expect_groups_equal_each_block(TensorType type) {
+  const std::vector<float> x = corner_blocks();
+  const std::uint64_t block_shape[1] = {32};
+  const std::size_t bytes = sw::tensor_nbytes(type, block_shape).value();
+  const std::vector<std::byte> all = quantized(type, x);
+  const std::size_t blocks = x.size() / 32;
+  for (std::size_t start : {0, 1, 3, 7}) {
+    for (std::size_t count : {blocks - start, std::size_t{8 * 5 + 3}}) {
+      const auto first = x.begin() + static_cast<std::ptrdiff_t>(start * 32);
+      const std::vector<std::byte> part = quantized(type, std::vector<float>(first, first + static_cast<std::ptrdiff_t>(count * 32)));
+      ASSERT_TRUE(std::equal(part.begin(), part.end(), all.begin() + static_cast<std::ptrdiff_t>(start * bytes))) << start << " " << count;
+    }
+  }
+  for (std::size_t b = 0; b < blocks; ++b) {
+    const std::vector<std::byte> one =
+        quantized(type, std::vector<float>(x.begin() + static_cast<std::ptrdiff_t>(b * 32), x.begin() + static_cast<std::ptrdiff_t>(b * 32 + 32)));
+    ASSERT_TRUE(std::equal(one.begin(), one.end(), all.begin() + static_cast<std::ptrdiff_t>(b * bytes))) << "block " << b;
   }
 }
+
+TEST(QuantQ8_0, GroupsOfBlocksEqualEachBlockAlone) { expect_groups_equal_each_block(TensorType::Q8_0); }
+TEST(QuantQ4_0, GroupsOfBlocksEqualEachBlockAlone) { expect_groups_equal_each_block(TensorType::Q4_0); }
+TEST(QuantQ4_1, GroupsOfBlocksEqualEachBlockAlone) { expect_groups_equal_each_block(TensorType::Q4_1); }
+TEST(QuantQ5_0, GroupsOfBlocksEqualEachBlockAlone) { expect_groups_equal_each_block(TensorType::Q5_0); }
+TEST(QuantQ5_1, GroupsOfBlocksEqualEachBlockAlone) { expect_groups_equal_each_block(TensorType::Q5_1); }
 
 // Quantizing what a block dequantizes to gives the block back when its scale is reached exactly.
 TEST(QuantQ8_0, RequantizingIsStable) {
