@@ -125,6 +125,25 @@ def run_cli(*args: str, env: dict | None = None, check: bool = True) -> subproce
     return proc
 
 
+def converts_from_s3_as_local(s3: "S3Server", folder: Path, prefix: str, tmp_path: Path, types: tuple[str, ...],
+                              local_options: tuple[tuple[str, ...], ...] = ((),)) -> None:
+    """Uploads every file of `folder` under PREFIX/FOLDER-NAME/, then converts the folder to each --type
+    locally (once per entry of `local_options`: extra CLI arguments) and from its s3:// name: every
+    output must hold the same bytes."""
+    for f in sorted(folder.iterdir()):
+        s3.upload(f, f"{prefix}/{folder.name}/{f.name}")
+    for type_ in types:
+        local = []
+        for k, extra in enumerate(local_options):
+            local.append(tmp_path / f"local{k}-{type_}.gguf")
+            run_cli("convert", str(folder), str(local[-1]), "--type", type_, *extra)
+        remote = tmp_path / f"remote-{type_}.gguf"
+        run_cli("convert", f"s3://{BUCKET}/{prefix}/{folder.name}/", str(remote), "--type", type_, env=s3.env())
+        expected = local[0].read_bytes()
+        for out in (*local[1:], remote):
+            assert out.read_bytes() == expected, (type_, out.name)
+
+
 def torch_python() -> str | None:
     """A Python with torch, to write a PyTorch checkpoint (Debian's python3-torch on CI machines)."""
     for candidate in ("/usr/bin/python3", sys.executable):

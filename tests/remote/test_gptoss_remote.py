@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import BUCKET, run_cli
+from conftest import converts_from_s3_as_local
 
 E, D, F, HEADS, KV_HEADS, HEAD, LAYERS = 4, 64, 32, 4, 2, 16, 2
 
@@ -79,10 +79,4 @@ def make_gptoss_folder(folder: Path, mxfp4: bool) -> Path:
 @pytest.mark.parametrize("layout", ["plain", "mxfp4"])
 def test_s3_gptoss_folder_converts_as_the_local_folder(s3, tmp_path, layout):
     folder = make_gptoss_folder(tmp_path / f"gpt-oss {layout}", layout == "mxfp4")
-    for f in sorted(folder.iterdir()):
-        s3.upload(f, f"gptoss/{folder.name}/{f.name}")
-    for type_ in ("f32", "q8_0"):
-        local, remote = tmp_path / f"local-{type_}.gguf", tmp_path / f"remote-{type_}.gguf"
-        run_cli("convert", str(folder), str(local), "--type", type_)
-        run_cli("convert", f"s3://{BUCKET}/gptoss/{folder.name}/", str(remote), "--type", type_, env=s3.env())
-        assert remote.read_bytes() == local.read_bytes(), type_
+    converts_from_s3_as_local(s3, folder, "gptoss", tmp_path, ("f32", "q8_0"))

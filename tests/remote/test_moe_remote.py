@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import BUCKET, run_cli
+from conftest import converts_from_s3_as_local
 from test_gptoss_remote import byte_level_tokenizer
 
 E, D, F, HEADS, KV_HEADS, HEAD, LAYERS, VOCAB = 4, 64, 32, 4, 2, 16, 2, 257
@@ -67,12 +67,5 @@ def make_qwen3moe_folder(folder: Path, fused: bool) -> Path:
 @pytest.mark.parametrize("layout", ["per-expert", "fused"])
 def test_s3_qwen3moe_folder_converts_as_the_local_folder(s3, tmp_path, layout):
     folder = make_qwen3moe_folder(tmp_path / f"qwen3moe {layout}", layout == "fused")
-    for f in sorted(folder.iterdir()):
-        s3.upload(f, f"qwen3moe/{folder.name}/{f.name}")
-    for type_ in ("f32", "q8_0", "q4_k"):
-        mapped, pread, remote = (tmp_path / f"{how}-{type_}.gguf" for how in ("mapped", "pread", "remote"))
-        run_cli("convert", str(folder), str(mapped), "--type", type_)
-        run_cli("convert", str(folder), str(pread), "--type", type_, "--backend", "pread", "--threads", "3")
-        run_cli("convert", f"s3://{BUCKET}/qwen3moe/{folder.name}/", str(remote), "--type", type_, env=s3.env())
-        assert mapped.read_bytes() == pread.read_bytes(), type_
-        assert remote.read_bytes() == mapped.read_bytes(), type_
+    converts_from_s3_as_local(s3, folder, "qwen3moe", tmp_path, ("f32", "q8_0", "q4_k"),
+                              local_options=((), ("--backend", "pread", "--threads", "3")))
